@@ -1,0 +1,2 @@
+//! The `agentkit` binary.
+fn main() {}

@@ -1,0 +1,2 @@
+//! The `agentkit-serve` binary.
+fn main() {}

@@ -1,0 +1,639 @@
+//! `channels/<id>.toml`: declarative webhook routes, the built-in HTTP
+//! channel's overrides, and the settings of prebuilt packs.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::checks;
+use crate::diagnostic::{Code, Diagnostic, Position};
+use crate::events::check_event_name;
+use crate::model::{
+    AuthPolicy, BearerToken, CallToolAction, Channel, ChannelKind, Delivery, Method, Route,
+    RouteAction, SendAction,
+};
+use crate::names;
+use crate::source::{Ctx, SourceText};
+use crate::tools::toml_to_json;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWebhook {
+    #[allow(dead_code)]
+    kind: Option<String>,
+    #[allow(dead_code)]
+    description: Option<String>,
+    /// Parsed from the table by `parse_auth`, which knows the channel kind.
+    #[allow(dead_code)]
+    auth: Option<toml::Value>,
+    state: Option<toml::Value>,
+    #[serde(default)]
+    routes: Vec<RawRoute>,
+    #[serde(default)]
+    events: BTreeMap<String, Delivery>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    method: String,
+    path: String,
+    description: Option<String>,
+    body_schema: Option<toml::Value>,
+    query_schema: Option<toml::Value>,
+    send: Option<SendAction>,
+    call_tool: Option<CallToolAction>,
+    response: Option<RawResponse>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawResponse {
+    #[allow(dead_code)]
+    status: Option<toml::Value>,
+    #[allow(dead_code)]
+    body: Option<toml::Value>,
+}
+
+/// The policies a chain may name as bare strings.
+const SIMPLE_POLICIES: &[&str] = &[
+    "local_dev_strict",
+    "local_dev",
+    "loopback_only",
+    "allow_all",
+    "public_endpoint",
+];
+const TABLE_POLICIES: &[&str] = &["bearer", "shared_secret", "hmac_signature"];
+
+pub(crate) fn read_channel(ctx: &mut Ctx, path: &Path, id: &str) -> Option<Channel> {
+    let src = ctx.read_text(path)?;
+    let table: toml::Table = ctx.parse_toml(&src)?;
+    let kind = match table.get("kind") {
+        None => ChannelKind::Webhook,
+        Some(toml::Value::String(k)) => {
+            match serde_json::from_value::<ChannelKind>(Value::String(k.clone())) {
+                Ok(kind) => kind,
+                Err(_) => {
+                    let known = ["webhook", "http", "github", "gitlab", "bitbucket", "slack"];
+                    let hint = names::did_you_mean(k, known)
+                        .map(|s| format!("did you mean `{s}`?"))
+                        .unwrap_or_else(|| format!("kinds: {}", known.join(", ")));
+                    ctx.push(
+                        Diagnostic::error(
+                            Code::InvalidValue,
+                            src.rel.clone(),
+                            format!("unknown channel kind `{k}`"),
+                        )
+                        .at(src.key_pos("kind"))
+                        .with_hint(hint),
+                    );
+                    return None;
+                }
+            }
+        }
+        Some(_) => {
+            ctx.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    src.rel.clone(),
+                    "`kind` must be a string",
+                )
+                .at(src.key_pos("kind")),
+            );
+            return None;
+        }
+    };
+    if kind == ChannelKind::Http && id != "http" {
+        ctx.push(
+            Diagnostic::error(Code::InvalidValue, src.rel.clone(), "`kind = \"http\"` configures the built-in HTTP channel and must be in `channels/http.toml`")
+                .at(src.key_pos("kind")),
+        );
+        return None;
+    }
+    let auth = match table.get("auth") {
+        Some(v) => Some(parse_auth(ctx, &src, v, kind)?),
+        None => None,
+    };
+    match kind {
+        ChannelKind::Webhook => read_webhook(ctx, &src, id, auth),
+        ChannelKind::Http => {
+            if let Some(key) = table
+                .keys()
+                .find(|k| !["kind", "auth", "description"].contains(&k.as_str()))
+            {
+                ctx.push(
+                    Diagnostic::error(
+                        Code::UnknownField,
+                        src.rel.clone(),
+                        format!("unknown field `{key}` for the built-in HTTP channel"),
+                    )
+                    .at(src.key_pos(key))
+                    .with_hint("`channels/http.toml` sets only `auth`"),
+                );
+                return None;
+            }
+            Some(Channel {
+                id: id.to_owned(),
+                path: src.rel.clone(),
+                kind,
+                auth,
+                routes: Vec::new(),
+                events: BTreeMap::new(),
+                state: None,
+                settings: None,
+            })
+        }
+        _ => {
+            let mut settings = table.clone();
+            settings.remove("kind");
+            settings.remove("auth");
+            Some(Channel {
+                id: id.to_owned(),
+                path: src.rel.clone(),
+                kind,
+                auth,
+                routes: Vec::new(),
+                events: BTreeMap::new(),
+                state: None,
+                settings: Some(toml_to_json(&toml::Value::Table(settings))),
+            })
+        }
+    }
+}
+
+fn read_webhook(
+    ctx: &mut Ctx,
+    src: &SourceText,
+    id: &str,
+    auth: Option<Vec<AuthPolicy>>,
+) -> Option<Channel> {
+    let raw: RawWebhook = ctx.parse_toml(src)?;
+    let mut ok = true;
+    if raw.routes.is_empty() && raw.events.is_empty() {
+        ctx.push(
+            Diagnostic::warning(Code::MissingField, src.rel.clone(), format!("channel `{id}` has no `[[routes]]` and no `[events]`; it does nothing"))
+                .with_hint("add a [[routes]] table with `method`, `path` and a `[routes.send]` or `[routes.call_tool]`"),
+        );
+    }
+    let mut routes: Vec<Route> = Vec::new();
+    for (i, r) in raw.routes.into_iter().enumerate() {
+        let pos = nth_table_pos(src, "[[routes]]", i);
+        match read_route(ctx, src, pos, r) {
+            Some(route) => {
+                if routes
+                    .iter()
+                    .any(|p| p.method == route.method && same_shape(&p.path, &route.path))
+                {
+                    ctx.push(
+                        Diagnostic::error(
+                            Code::InvalidRoute,
+                            src.rel.clone(),
+                            format!(
+                                "route {} {} is declared twice",
+                                route.method.as_str(),
+                                route.path
+                            ),
+                        )
+                        .at(pos),
+                    );
+                    ok = false;
+                } else {
+                    routes.push(route);
+                }
+            }
+            None => ok = false,
+        }
+    }
+    for (event, delivery) in &raw.events {
+        if let Err(d) = check_event_name(src, &format!("[events.\"{event}\"]"), event) {
+            ctx.push(d);
+            ok = false;
+        }
+        if let Some(body) = &delivery.body
+            && let Err(e) = checks::check_templates_in(body)
+        {
+            ctx.push(
+                Diagnostic::error(
+                    Code::InvalidTemplate,
+                    src.rel.clone(),
+                    format!("`events.\"{event}\".body`: {e}"),
+                )
+                .at(src.text.find(event.as_str()).map(|o| src.position(o))),
+            );
+            ok = false;
+        }
+        if delivery.signature_secret.is_some() != delivery.signature_header.is_some() {
+            ctx.push(
+                Diagnostic::error(Code::MissingField, src.rel.clone(), format!("`events.\"{event}\"`: `signature_secret` and `signature_header` go together"))
+                    .at(src.text.find(event.as_str()).map(|o| src.position(o))),
+            );
+            ok = false;
+        }
+    }
+    let state = raw.state.as_ref().map(toml_to_json);
+    ok.then(|| Channel {
+        id: id.to_owned(),
+        path: src.rel.clone(),
+        kind: ChannelKind::Webhook,
+        auth,
+        routes,
+        events: raw.events,
+        state,
+        settings: None,
+    })
+}
+
+/// Do two route paths match the same requests (`:a` and `:b` are the same
+/// shape)?
+fn same_shape(a: &str, b: &str) -> bool {
+    fn norm(p: &str) -> Vec<&str> {
+        p.split('/')
+            .map(|s| if s.starts_with(':') { ":" } else { s })
+            .collect()
+    }
+    norm(a) == norm(b)
+}
+
+/// The position of the `n`th `[[table]]` header.
+fn nth_table_pos(src: &SourceText, header: &str, n: usize) -> Option<Position> {
+    let mut offset = 0;
+    let mut seen = 0;
+    for line in src.text.split_inclusive('\n') {
+        if line.trim() == header {
+            if seen == n {
+                return Some(src.position(offset));
+            }
+            seen += 1;
+        }
+        offset += line.len();
+    }
+    None
+}
+
+fn read_route(
+    ctx: &mut Ctx,
+    src: &SourceText,
+    pos: Option<Position>,
+    r: RawRoute,
+) -> Option<Route> {
+    let err = |ctx: &mut Ctx, code: Code, msg: String, hint: Option<&str>| {
+        ctx.push(
+            Diagnostic::error(code, src.rel.clone(), msg)
+                .at(pos)
+                .with_opt_hint(hint.map(str::to_owned)),
+        );
+        None
+    };
+    let method = match r.method.to_ascii_uppercase().as_str() {
+        "GET" => Method::Get,
+        "POST" => Method::Post,
+        "PUT" => Method::Put,
+        "PATCH" => Method::Patch,
+        "DELETE" => Method::Delete,
+        _ => {
+            return err(
+                ctx,
+                Code::InvalidRoute,
+                format!("unknown method `{}`", r.method),
+                Some("GET, POST, PUT, PATCH or DELETE"),
+            );
+        }
+    };
+    let route_name = format!("{} {}", method.as_str(), r.path);
+    if !r.path.starts_with('/') {
+        return err(
+            ctx,
+            Code::InvalidRoute,
+            format!("route path `{}` must begin with `/`", r.path),
+            None,
+        );
+    }
+    let mut params = Vec::new();
+    for seg in r.path.split('/').skip(1) {
+        if seg.is_empty() && r.path != "/" {
+            return err(
+                ctx,
+                Code::InvalidRoute,
+                format!("route path `{}` has an empty segment", r.path),
+                None,
+            );
+        }
+        if let Some(p) = seg.strip_prefix(':') {
+            if p.is_empty() || !p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return err(
+                    ctx,
+                    Code::InvalidRoute,
+                    format!("route path `{}` has a bad parameter `{seg}`", r.path),
+                    Some("parameters are `:name` with letters, digits and `_`"),
+                );
+            }
+            if params.contains(&p) {
+                return err(
+                    ctx,
+                    Code::InvalidRoute,
+                    format!("route path `{}` repeats parameter `{p}`", r.path),
+                    None,
+                );
+            }
+            params.push(p);
+        } else if seg
+            .chars()
+            .any(|c| c.is_whitespace() || "?#*{}".contains(c))
+        {
+            return err(
+                ctx,
+                Code::InvalidRoute,
+                format!("route path `{}` has a bad segment `{seg}`", r.path),
+                None,
+            );
+        }
+    }
+    let schema =
+        |ctx: &mut Ctx, which: &str, v: Option<toml::Value>| -> Result<Option<Value>, ()> {
+            let Some(v) = v else { return Ok(None) };
+            let json = toml_to_json(&v);
+            match checks::check_json_schema(&json) {
+                Ok(()) => Ok(Some(json)),
+                Err(e) => {
+                    ctx.push(
+                        Diagnostic::error(
+                            Code::InvalidSchema,
+                            src.rel.clone(),
+                            format!("{route_name}: invalid `{which}`: {e}"),
+                        )
+                        .at(pos),
+                    );
+                    Err(())
+                }
+            }
+        };
+    let body_schema = schema(ctx, "body_schema", r.body_schema).ok()?;
+    let query_schema = schema(ctx, "query_schema", r.query_schema).ok()?;
+    match method {
+        Method::Get if query_schema.is_none() => {
+            return err(
+                ctx,
+                Code::RouteSchemaRequired,
+                format!("{route_name} needs a `query_schema`"),
+                Some(
+                    "GET routes validate their query string; use `[routes.query_schema]` with `type = \"object\"` for an open surface",
+                ),
+            );
+        }
+        Method::Get if body_schema.is_some() => {
+            return err(
+                ctx,
+                Code::ConflictingFields,
+                format!("{route_name} has a `body_schema`, but GET requests have no body"),
+                None,
+            );
+        }
+        Method::Post | Method::Put | Method::Patch if body_schema.is_none() => {
+            return err(
+                ctx,
+                Code::RouteSchemaRequired,
+                format!("{route_name} needs a `body_schema`"),
+                Some(
+                    "POST, PUT and PATCH routes validate their body; use `[routes.body_schema]` with `type = \"object\"` for an open surface",
+                ),
+            );
+        }
+        _ => {}
+    }
+    let action = match (r.send, r.call_tool) {
+        (Some(_), Some(_)) => {
+            return err(
+                ctx,
+                Code::ConflictingFields,
+                format!("{route_name} has both `send` and `call_tool`; choose one"),
+                None,
+            );
+        }
+        (Some(send), None) => {
+            let mut templates: Vec<(&str, &str)> = vec![("message", &send.message)];
+            for (k, v) in [
+                ("continuation", &send.continuation),
+                ("title", &send.title),
+                ("purpose", &send.purpose),
+                ("as_of", &send.as_of),
+            ] {
+                if let Some(v) = v {
+                    templates.push((k, v));
+                }
+            }
+            for (k, v) in &send.workspace_files {
+                if !is_safe_relative(k) {
+                    return err(
+                        ctx,
+                        Code::InvalidValue,
+                        format!(
+                            "{route_name}: workspace file `{k}` must be a relative path inside the workspace"
+                        ),
+                        None,
+                    );
+                }
+                templates.push(("workspace_files", v));
+            }
+            for (k, t) in templates {
+                if let Err(e) = checks::check_template(t) {
+                    return err(
+                        ctx,
+                        Code::InvalidTemplate,
+                        format!("{route_name}: `send.{k}`: {e}"),
+                        None,
+                    );
+                }
+            }
+            RouteAction::Send(send)
+        }
+        (None, Some(call)) => {
+            if let Err(e) = checks::check_templates_in(&call.input) {
+                return err(
+                    ctx,
+                    Code::InvalidTemplate,
+                    format!("{route_name}: `call_tool.input`: {e}"),
+                    None,
+                );
+            }
+            RouteAction::CallTool(call)
+        }
+        (None, None) if r.response.is_some() => RouteAction::Respond,
+        (None, None) => {
+            return err(
+                ctx,
+                Code::MissingField,
+                format!("{route_name} does nothing"),
+                Some(
+                    "add `[routes.send]` (a message into a session), `[routes.call_tool]`, or `[routes.response]`",
+                ),
+            );
+        }
+    };
+    Some(Route {
+        method,
+        path: r.path,
+        description: r.description,
+        body_schema,
+        query_schema,
+        action,
+    })
+}
+
+/// A relative path with no `..`, no root and no empty segments.
+pub(crate) fn is_safe_relative(p: &str) -> bool {
+    !p.is_empty()
+        && !p.starts_with('/')
+        && !p.contains('\\')
+        && p.split('/').all(|s| !s.is_empty() && s != ".." && s != ".")
+}
+
+fn parse_auth(
+    ctx: &mut Ctx,
+    src: &SourceText,
+    v: &toml::Value,
+    kind: ChannelKind,
+) -> Option<Vec<AuthPolicy>> {
+    let pos = src.key_pos("auth");
+    let mut fail = |msg: String, hint: Option<String>| {
+        ctx.push(
+            Diagnostic::error(Code::InvalidAuth, src.rel.clone(), msg)
+                .at(pos)
+                .with_opt_hint(hint),
+        );
+        None
+    };
+    let toml::Value::Array(items) = v else {
+        return fail(
+            "`auth` must be an array of policies".into(),
+            Some(
+                "e.g. auth = [\"local_dev_strict\", { bearer = { token = \"${TOKEN}\" } }]".into(),
+            ),
+        );
+    };
+    if items.is_empty() {
+        return fail(
+            "`auth` is empty, so every request would get 401".into(),
+            Some("name at least one policy, or remove `auth` for the default".into()),
+        );
+    }
+    let mut out = Vec::new();
+    for item in items {
+        let policy = match item {
+            toml::Value::String(s) => match s.as_str() {
+                "local_dev_strict" => AuthPolicy::LocalDevStrict,
+                "local_dev" => AuthPolicy::LocalDev,
+                "loopback_only" => AuthPolicy::LoopbackOnly,
+                "allow_all" => AuthPolicy::AllowAll,
+                "public_endpoint" => AuthPolicy::PublicEndpoint,
+                other if TABLE_POLICIES.contains(&other) => {
+                    return fail(
+                        format!("policy `{other}` needs settings"),
+                        Some(format!("write {{ {other} = {{ … }} }}")),
+                    );
+                }
+                other => {
+                    let all = SIMPLE_POLICIES.iter().chain(TABLE_POLICIES).copied();
+                    let hint =
+                        names::did_you_mean(other, all).map(|s| format!("did you mean `{s}`?"));
+                    return fail(format!("unknown auth policy `{other}`"), hint);
+                }
+            },
+            toml::Value::Table(t) if t.len() == 1 => {
+                let Some((name, settings)) = t.iter().next() else {
+                    continue;
+                };
+                let toml::Value::Table(settings) = settings else {
+                    return fail(format!("policy `{name}` settings must be a table"), None);
+                };
+                let get = |k: &str| settings.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+                let unknown = |allowed: &[&str]| {
+                    settings
+                        .keys()
+                        .find(|k| !allowed.contains(&k.as_str()))
+                        .cloned()
+                };
+                match name.as_str() {
+                    "bearer" => {
+                        if let Some(k) = unknown(&["token", "principal", "tokens"]) {
+                            return fail(format!("unknown field `{k}` in `bearer`"), Some("`token` (+ `principal`), or `tokens = { principal = \"token\" }`".into()));
+                        }
+                        let mut tokens = Vec::new();
+                        if let Some(token) = get("token") {
+                            tokens.push(BearerToken {
+                                token,
+                                principal: get("principal").unwrap_or_else(|| "bearer".to_owned()),
+                            });
+                        }
+                        if let Some(toml::Value::Table(map)) = settings.get("tokens") {
+                            for (principal, token) in map {
+                                let Some(token) = token.as_str() else {
+                                    return fail(
+                                        format!("`bearer.tokens.{principal}` must be a string"),
+                                        None,
+                                    );
+                                };
+                                tokens.push(BearerToken {
+                                    token: token.to_owned(),
+                                    principal: principal.clone(),
+                                });
+                            }
+                        }
+                        if tokens.iter().any(|t| t.token.is_empty()) || tokens.is_empty() {
+                            return fail(
+                                "`bearer` needs a non-empty `token` or `tokens`".into(),
+                                None,
+                            );
+                        }
+                        AuthPolicy::Bearer { tokens }
+                    }
+                    "shared_secret" | "hmac_signature" => {
+                        let allowed: &[&str] = if name == "shared_secret" {
+                            &["header", "secret"]
+                        } else {
+                            &["header", "secret", "prefix"]
+                        };
+                        if let Some(k) = unknown(allowed) {
+                            return fail(
+                                format!("unknown field `{k}` in `{name}`"),
+                                Some(format!("fields: {}", allowed.join(", "))),
+                            );
+                        }
+                        let (Some(header), Some(secret)) = (get("header"), get("secret")) else {
+                            return fail(format!("`{name}` needs `header` and `secret`"), None);
+                        };
+                        if name == "shared_secret" {
+                            AuthPolicy::SharedSecret { header, secret }
+                        } else {
+                            AuthPolicy::HmacSignature {
+                                header,
+                                secret,
+                                prefix: get("prefix"),
+                            }
+                        }
+                    }
+                    other => {
+                        let hint = names::did_you_mean(other, TABLE_POLICIES.iter().copied())
+                            .map(|s| format!("did you mean `{s}`?"));
+                        return fail(format!("unknown auth policy `{other}`"), hint);
+                    }
+                }
+            }
+            _ => {
+                return fail(
+                    "each `auth` entry is a policy name or a one-key table".into(),
+                    None,
+                );
+            }
+        };
+        if policy == AuthPolicy::PublicEndpoint && kind == ChannelKind::Http {
+            return fail(
+                "`public_endpoint` never opens the built-in session API".into(),
+                Some("use `bearer` or `allow_all` (behind your own proxy) instead".into()),
+            );
+        }
+        out.push(policy);
+    }
+    Some(out)
+}

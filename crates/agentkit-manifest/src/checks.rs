@@ -1,0 +1,223 @@
+//! Value checks shared by every file kind: JSON Schemas, cron, durations,
+//! templates, regexes and `${VAR}` references.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::model::EnvRef;
+use crate::source::SourceText;
+
+/// Checks a JSON Schema against the draft 2020-12 meta-schema and compiles
+/// it. Remote `$ref`s are never fetched (jsonschema is built without its
+/// HTTP resolver), so a user-written schema cannot make the host reach the
+/// network.
+pub fn check_json_schema(schema: &Value) -> Result<(), String> {
+    if let Err(e) = jsonschema::meta::validate(schema) {
+        let at = e.instance_path().to_string();
+        let at = if at.is_empty() {
+            String::new()
+        } else {
+            format!(" at `{at}`")
+        };
+        return Err(format!("{e}{at}"));
+    }
+    jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .build(schema)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// A tool input schema must describe an object: models call tools with a
+/// JSON object of arguments.
+pub(crate) fn check_object_schema(schema: &Value) -> Result<(), String> {
+    match schema.get("type") {
+        Some(Value::String(t)) if t == "object" => Ok(()),
+        None if schema.get("properties").is_some() => Ok(()),
+        Some(other) => Err(format!(
+            "`type` is {other}; a tool input schema must have `type = \"object\"`"
+        )),
+        None => Err("a tool input schema must have `type = \"object\"`".to_owned()),
+    }
+}
+
+/// A parsed 5-field cron expression, evaluated in UTC.
+#[derive(Debug, Clone)]
+pub struct CronSchedule(croner::Cron);
+
+impl CronSchedule {
+    /// Parses standard 5-field cron (minute hour day-of-month month
+    /// day-of-week; ranges, steps, lists, month and weekday names, 0 and 7
+    /// for Sunday). When both day fields are restricted, a day matching
+    /// either fires, as in classic cron.
+    pub fn parse(expr: &str) -> Result<Self, String> {
+        let expr = expr.trim();
+        let fields = expr.split_whitespace().count();
+        if fields != 5 {
+            return Err(format!(
+                "`{expr}` has {fields} field{}; cron here is 5 fields: minute hour day-of-month month day-of-week",
+                if fields == 1 { "" } else { "s" }
+            ));
+        }
+        croner::parser::CronParser::builder()
+            .seconds(croner::parser::Seconds::Disallowed)
+            .build()
+            .parse(expr)
+            .map(CronSchedule)
+            .map_err(|e| format!("`{expr}` is not a valid cron expression: {e}"))
+    }
+
+    /// The first fire time strictly after `after`.
+    pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.0.find_next_occurrence(&after, false).ok()
+    }
+}
+
+/// Parses a duration such as `30s`, `10m`, `1h30m` or `500ms`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("`{s}` is not a duration ({e}); write e.g. `30s`, `10m` or `2h`"))?;
+    if d.is_zero() {
+        return Err(format!("`{s}` is zero; a duration must be positive"));
+    }
+    Ok(d)
+}
+
+/// Compiles a minijinja template, reporting its syntax error.
+pub fn check_template(source: &str) -> Result<(), String> {
+    let env = minijinja::Environment::new();
+    env.template_from_str(source).map(|_| ()).map_err(|e| {
+        let mut msg = e.kind().to_string();
+        if let Some(detail) = e.detail() {
+            msg.push_str(": ");
+            msg.push_str(detail);
+        }
+        if let Some(line) = e.line() {
+            msg.push_str(&format!(" (template line {line})"));
+        }
+        msg
+    })
+}
+
+/// Checks every string inside a JSON value as a template.
+pub(crate) fn check_templates_in(value: &Value) -> Result<(), String> {
+    match value {
+        Value::String(s) => check_template(s),
+        Value::Array(items) => items.iter().try_for_each(check_templates_in),
+        Value::Object(map) => map.values().try_for_each(check_templates_in),
+        _ => Ok(()),
+    }
+}
+
+/// Compiles a regular expression.
+pub(crate) fn check_regex(source: &str) -> Result<(), String> {
+    regex::Regex::new(source).map(|_| ()).map_err(|e| {
+        e.to_string()
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
+    })
+}
+
+/// Finds every `${NAME}` in a file, with its line.
+pub(crate) fn scan_env_refs(src: &SourceText) -> Vec<EnvRef> {
+    let mut refs = Vec::new();
+    for (i, line) in src.text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(start) = rest.find("${") {
+            rest = &rest[start + 2..];
+            let Some(end) = rest.find('}') else { break };
+            let name = &rest[..end];
+            if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                refs.push(EnvRef {
+                    name: name.to_owned(),
+                    path: src.rel.clone(),
+                    line: i as u32 + 1,
+                });
+            }
+            rest = &rest[end..];
+        }
+    }
+    refs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use serde_json::json;
+
+    #[test]
+    fn schemas() {
+        assert!(
+            check_json_schema(&json!({"type": "object", "properties": {"a": {"type": "string"}}}))
+                .is_ok()
+        );
+        assert!(check_json_schema(&json!({"type": "objekt"})).is_err());
+        assert!(check_json_schema(&json!({"type": "object", "required": "a"})).is_err());
+        assert!(check_object_schema(&json!({"type": "string"})).is_err());
+        assert!(check_object_schema(&json!({"type": "object"})).is_ok());
+    }
+
+    #[test]
+    fn remote_refs_are_not_fetched() {
+        let schema = json!({"$ref": "http://127.0.0.1:9/schema.json"});
+        assert!(check_json_schema(&schema).is_err());
+    }
+
+    #[test]
+    fn cron_fields_and_next_fire() {
+        assert!(CronSchedule::parse("0 9 * * 1-5").is_ok());
+        assert!(CronSchedule::parse("*/15 * * jan,feb mon-fri").is_ok());
+        assert!(CronSchedule::parse("0 0 * * 7").is_ok());
+        assert!(CronSchedule::parse("* * * *").is_err());
+        assert!(CronSchedule::parse("0 * * * * *").is_err());
+        assert!(CronSchedule::parse("61 * * * *").is_err());
+        let at = Utc
+            .with_ymd_and_hms(2026, 11, 27, 10, 0, 0)
+            .single()
+            .unwrap_or_default(); // a Friday
+        let next = CronSchedule::parse("0 9 * * 1-5")
+            .ok()
+            .and_then(|c| c.next_after(at));
+        assert_eq!(next, Utc.with_ymd_and_hms(2026, 11, 30, 9, 0, 0).single());
+        // Day-of-month OR day-of-week, as in classic cron.
+        let next = CronSchedule::parse("0 0 13 * 5")
+            .ok()
+            .and_then(|c| c.next_after(at));
+        assert_eq!(next, Utc.with_ymd_and_hms(2026, 12, 4, 0, 0, 0).single());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("0s").is_err());
+    }
+
+    #[test]
+    fn templates_and_regexes() {
+        assert!(check_template("Hello {{ body.name }}").is_ok());
+        assert!(check_template("Hello {{ body.name ").is_err());
+        assert!(check_regex("recorded|added").is_ok());
+        assert!(check_regex("(unclosed").is_err());
+    }
+
+    #[test]
+    fn env_refs_with_lines() {
+        let src = SourceText::new(
+            "x".into(),
+            "a = \"${A}\"\nb = \"${B_2}-${}\" # ${bad-name}\n".into(),
+        );
+        let names: Vec<_> = scan_env_refs(&src)
+            .into_iter()
+            .map(|r| (r.name, r.line))
+            .collect();
+        assert_eq!(names, vec![("A".to_owned(), 1), ("B_2".to_owned(), 2)]);
+    }
+}

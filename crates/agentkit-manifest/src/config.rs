@@ -1,0 +1,322 @@
+//! `agent.toml`: the model, runtime and harness settings of an agent or
+//! subagent.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::checks;
+use crate::diagnostic::{Code, Diagnostic};
+use crate::model::{AgentConfig, BUILTIN_TOOLS, HarnessConfig, LocalConfig, ModelSpec, Provider};
+use crate::names;
+use crate::source::{Ctx, SourceText};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAgent {
+    name: Option<String>,
+    description: Option<String>,
+    model: Option<toml::Value>,
+    runtime: Option<String>,
+    harness: Option<RawHarness>,
+    local: Option<RawLocal>,
+    /// Accepted from TypeScript-era projects; only the host reads it.
+    cloud: Option<toml::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHarness {
+    builtin_tools: Option<Vec<String>>,
+    max_steps: Option<u32>,
+    turn_timeout: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLocal {
+    cwd: Option<String>,
+}
+
+/// Reads `agent.toml` in `agent_dir`, if present. Returns the defaults
+/// when the file is missing or broken (the broken file is a diagnostic).
+pub(crate) fn read_agent_config(ctx: &mut Ctx, agent_dir: &Path) -> (AgentConfig, bool) {
+    let path = agent_dir.join("agent.toml");
+    if !path.is_file() {
+        return (AgentConfig::default(), false);
+    }
+    let Some(src) = ctx.read_text(&path) else {
+        return (AgentConfig::default(), true);
+    };
+    let Some(raw) = ctx.parse_toml::<RawAgent>(&src) else {
+        return (AgentConfig::default(), true);
+    };
+    let mut config = AgentConfig {
+        name: raw.name,
+        description: raw.description,
+        ..AgentConfig::default()
+    };
+
+    if let Some(model) = &raw.model {
+        config.model = parse_model_value(ctx, &src, "model", model, agent_dir);
+    }
+    match raw.runtime.as_deref() {
+        None | Some("local") => {}
+        Some("cloud") => ctx.push(
+            Diagnostic::warning(
+                Code::Unsupported,
+                src.rel.clone(),
+                "`runtime = \"cloud\"` is not supported by this host; turns run locally",
+            )
+            .at(src.key_pos("runtime"))
+            .with_hint("remove `runtime` or set it to \"local\""),
+        ),
+        Some(other) => ctx.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                src.rel.clone(),
+                format!("unknown runtime `{other}`"),
+            )
+            .at(src.key_pos("runtime"))
+            .with_hint("the only runtime is \"local\""),
+        ),
+    }
+    if raw.cloud.is_some() {
+        ctx.push(
+            Diagnostic::warning(
+                Code::Unsupported,
+                src.rel.clone(),
+                "`[cloud]` settings are not supported by this host and are ignored",
+            )
+            .at(src.key_pos("[cloud]").or_else(|| src.key_pos("cloud"))),
+        );
+    }
+    if let Some(h) = raw.harness {
+        config.harness = read_harness(ctx, &src, h);
+    }
+    if let Some(local) = raw.local
+        && let Some(cwd) = local.cwd
+    {
+        let p = Path::new(&cwd);
+        if !p.is_absolute() {
+            ctx.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    src.rel.clone(),
+                    format!("`local.cwd` must be an absolute path, not `{cwd}`"),
+                )
+                .at(src.key_pos("cwd")),
+            );
+        } else {
+            config.local = LocalConfig {
+                cwd: Some(p.to_path_buf()),
+            };
+        }
+    }
+    (config, true)
+}
+
+fn read_harness(ctx: &mut Ctx, src: &SourceText, h: RawHarness) -> HarnessConfig {
+    let mut out = HarnessConfig::default();
+    if let Some(tools) = h.builtin_tools {
+        for t in &tools {
+            if !BUILTIN_TOOLS.contains(&t.as_str()) {
+                let hint = names::did_you_mean(t, BUILTIN_TOOLS.iter().copied())
+                    .map(|s| format!("did you mean `{s}`?"))
+                    .unwrap_or_else(|| format!("built-in tools: {}", BUILTIN_TOOLS.join(", ")));
+                ctx.push(
+                    Diagnostic::error(
+                        Code::InvalidValue,
+                        src.rel.clone(),
+                        format!("unknown built-in tool `{t}`"),
+                    )
+                    .at(src.key_pos("builtin_tools"))
+                    .with_hint(hint),
+                );
+            }
+        }
+        out.builtin_tools = tools;
+    }
+    if let Some(n) = h.max_steps {
+        if n == 0 {
+            ctx.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    src.rel.clone(),
+                    "`max_steps` must be at least 1",
+                )
+                .at(src.key_pos("max_steps")),
+            );
+        } else {
+            out.max_steps = n;
+        }
+    }
+    if let Some(t) = h.turn_timeout {
+        match checks::parse_duration(&t) {
+            Ok(d) => out.turn_timeout = d,
+            Err(e) => ctx.push(
+                Diagnostic::error(
+                    Code::InvalidDuration,
+                    src.rel.clone(),
+                    format!("`turn_timeout`: {e}"),
+                )
+                .at(src.key_pos("turn_timeout")),
+            ),
+        }
+    }
+    out
+}
+
+/// Parses a `model` value: `"provider:id"` or `{ provider, id, params }`.
+pub(crate) fn parse_model_value(
+    ctx: &mut Ctx,
+    src: &SourceText,
+    key: &str,
+    value: &toml::Value,
+    agent_dir: &Path,
+) -> Option<ModelSpec> {
+    let pos = src.key_pos(key);
+    let result = match value {
+        toml::Value::String(s) => parse_model_string(s),
+        toml::Value::Table(t) => parse_model_table(t),
+        other => Err((
+            format!(
+                "`{key}` must be a string like \"openai:gpt-4.1-mini\" or a table, not a {}",
+                other.type_str()
+            ),
+            None,
+        )),
+    };
+    match result {
+        Ok(spec) => {
+            if spec.provider == Provider::Scripted && !agent_dir.join(&spec.id).is_file() {
+                ctx.push(
+                    Diagnostic::error(
+                        Code::MissingFile,
+                        src.rel.clone(),
+                        format!("model script `{}` does not exist", spec.id),
+                    )
+                    .at(pos)
+                    .with_hint("scripted model paths are relative to the `agent/` folder"),
+                );
+            }
+            Some(spec)
+        }
+        Err((message, hint)) => {
+            ctx.push(
+                Diagnostic::error(Code::InvalidModel, src.rel.clone(), message)
+                    .at(pos)
+                    .with_opt_hint(hint),
+            );
+            None
+        }
+    }
+}
+
+type ModelError = (String, Option<String>);
+
+fn provider_from(name: &str) -> Result<Provider, ModelError> {
+    Provider::ALL
+        .iter()
+        .copied()
+        .find(|p| p.as_str() == name)
+        .ok_or_else(|| {
+            let known: Vec<&str> = Provider::ALL.iter().map(|p| p.as_str()).collect();
+            let hint = names::did_you_mean(name, known.iter().copied())
+                .map(|s| format!("did you mean `{s}`?"))
+                .unwrap_or_else(|| format!("providers: {}", known.join(", ")));
+            (format!("unknown model provider `{name}`"), Some(hint))
+        })
+}
+
+/// Parses `provider:id` (`test` alone is allowed).
+pub fn parse_model_string(s: &str) -> Result<ModelSpec, (String, Option<String>)> {
+    let s = s.trim();
+    if s == "test" {
+        return Ok(ModelSpec {
+            provider: Provider::Test,
+            id: String::new(),
+            params: serde_json::Map::new(),
+        });
+    }
+    let Some((provider, id)) = s.split_once(':') else {
+        return Err((
+            format!("model `{s}` names no provider"),
+            Some(format!(
+                "write `provider:model`, e.g. \"openai:{s}\" or \"anthropic:{s}\""
+            )),
+        ));
+    };
+    let provider = provider_from(provider)?;
+    if id.is_empty() && provider != Provider::Test {
+        return Err((format!("model `{s}` has an empty model id"), None));
+    }
+    Ok(ModelSpec {
+        provider,
+        id: id.to_owned(),
+        params: serde_json::Map::new(),
+    })
+}
+
+fn parse_model_table(t: &toml::Table) -> Result<ModelSpec, ModelError> {
+    for key in t.keys() {
+        if !["provider", "id", "params"].contains(&key.as_str()) {
+            let hint = names::did_you_mean(key, ["provider", "id", "params"])
+                .map(|s| format!("did you mean `{s}`?"));
+            return Err((format!("unknown field `{key}` in `[model]`"), hint));
+        }
+    }
+    let provider = match t.get("provider") {
+        Some(toml::Value::String(p)) => provider_from(p)?,
+        Some(_) => return Err(("`model.provider` must be a string".to_owned(), None)),
+        None => {
+            return Err((
+                "`[model]` needs `provider`".to_owned(),
+                Some("e.g. provider = \"openai\"".to_owned()),
+            ));
+        }
+    };
+    let id = match t.get("id") {
+        Some(toml::Value::String(id)) => id.clone(),
+        Some(_) => return Err(("`model.id` must be a string".to_owned(), None)),
+        None if provider == Provider::Test => String::new(),
+        None => return Err(("`[model]` needs `id`".to_owned(), None)),
+    };
+    let params = match t.get("params") {
+        None => serde_json::Map::new(),
+        Some(toml::Value::Table(p)) => match serde_json::to_value(p) {
+            Ok(Value::Object(m)) => m,
+            _ => {
+                return Err((
+                    "`model.params` must be a table of plain values".to_owned(),
+                    None,
+                ));
+            }
+        },
+        Some(_) => return Err(("`model.params` must be a table".to_owned(), None)),
+    };
+    Ok(ModelSpec {
+        provider,
+        id,
+        params,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_strings() {
+        let m = parse_model_string("openai:gpt-4.1-mini").ok();
+        assert_eq!(
+            m.map(|m| (m.provider, m.id)),
+            Some((Provider::Openai, "gpt-4.1-mini".to_owned()))
+        );
+        assert!(parse_model_string("test").is_ok());
+        assert!(parse_model_string("gpt-4.1").is_err());
+        let err = parse_model_string("opnai:gpt").err().and_then(|e| e.1);
+        assert_eq!(err.as_deref(), Some("did you mean `openai`?"));
+    }
+}

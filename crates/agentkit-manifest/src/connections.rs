@@ -1,0 +1,130 @@
+//! `mcp-connections/<name>.toml`: streamable HTTP, stdio child, or a peer
+//! agent on the same host.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::diagnostic::{Code, Diagnostic};
+use crate::model::{Connection, Transport};
+use crate::source::Ctx;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConnection {
+    description: Option<String>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<String>,
+    agent: Option<String>,
+}
+
+pub(crate) fn read_connection(ctx: &mut Ctx, path: &Path, name: &str) -> Option<Connection> {
+    let src = ctx.read_text(path)?;
+    let raw: RawConnection = ctx.parse_toml(&src)?;
+    let set: Vec<&str> = [
+        ("url", raw.url.is_some()),
+        ("command", raw.command.is_some()),
+        ("agent", raw.agent.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(k, on)| on.then_some(k))
+    .collect();
+    let fail = |ctx: &mut Ctx, code, key: &str, msg: String| {
+        ctx.push(Diagnostic::error(code, src.rel.clone(), msg).at(src.key_pos(key)));
+        None
+    };
+    if set.len() != 1 {
+        let msg = if set.is_empty() {
+            format!("connection `{name}` needs one of `url`, `command` or `agent`")
+        } else {
+            format!(
+                "connection `{name}` sets {}; choose one transport",
+                set.iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            )
+        };
+        let key = set.get(1).copied().unwrap_or("url");
+        ctx.push(
+            Diagnostic::error(if set.is_empty() { Code::MissingField } else { Code::ConflictingFields }, src.rel.clone(), msg)
+                .at(src.key_pos(key))
+                .with_hint("`url` (+ `headers`) for streamable HTTP, `command` (+ `args`, `env`, `cwd`) for stdio, `agent = \"<slug>\"` for a peer agent"),
+        );
+        return None;
+    }
+    let transport = if let Some(url) = raw.url {
+        if !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() {
+            return fail(
+                ctx,
+                Code::ConflictingFields,
+                "args",
+                "`args`, `env` and `cwd` are for `command` connections".into(),
+            );
+        }
+        if !(url.starts_with("http://") || url.starts_with("https://") || url.starts_with("${")) {
+            return fail(
+                ctx,
+                Code::InvalidValue,
+                "url",
+                format!("`url` must be an http(s) URL, not `{url}`"),
+            );
+        }
+        Transport::Http {
+            url,
+            headers: raw.headers,
+        }
+    } else if let Some(command) = raw.command {
+        if !raw.headers.is_empty() {
+            return fail(
+                ctx,
+                Code::ConflictingFields,
+                "headers",
+                "`headers` are for `url` connections".into(),
+            );
+        }
+        if command.trim().is_empty() {
+            return fail(
+                ctx,
+                Code::InvalidValue,
+                "command",
+                "`command` must name a program".into(),
+            );
+        }
+        Transport::Stdio {
+            command,
+            args: raw.args,
+            env: raw.env,
+            cwd: raw.cwd,
+        }
+    } else {
+        let agent = raw.agent.unwrap_or_default();
+        if !raw.headers.is_empty()
+            || !raw.args.is_empty()
+            || !raw.env.is_empty()
+            || raw.cwd.is_some()
+        {
+            return fail(
+                ctx,
+                Code::ConflictingFields,
+                "agent",
+                "a peer connection takes only `agent` (and `description`)".into(),
+            );
+        }
+        Transport::Peer { agent }
+    };
+    Some(Connection {
+        name: name.to_owned(),
+        path: src.rel.clone(),
+        description: raw.description,
+        transport,
+    })
+}

@@ -1,0 +1,340 @@
+//! `evals/`: `evals.toml` and every `**/*.eval.toml`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::checks;
+use crate::diagnostic::{Code, Diagnostic};
+use crate::model::{EvalCase, EvalFile, EvalTurn, Evals, EvalsConfig, Expect};
+use crate::names;
+use crate::source::{Ctx, SourceText};
+use crate::walk;
+
+/// The most eval turns in flight at once: model providers limit requests.
+pub const MAX_EVAL_CONCURRENCY: u32 = 200;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEvalFile {
+    description: Option<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+    timeout: Option<String>,
+    iterations: Option<u32>,
+    send: Option<String>,
+    #[serde(default)]
+    workspace_files: BTreeMap<String, String>,
+    expect: Option<Expect>,
+    turns: Option<Vec<EvalTurn>>,
+    cases: Option<Vec<RawCase>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCase {
+    id: String,
+    description: Option<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+    send: Option<String>,
+    #[serde(default)]
+    workspace_files: BTreeMap<String, String>,
+    expect: Option<Expect>,
+    turns: Option<Vec<EvalTurn>>,
+}
+
+pub(crate) fn read_evals(ctx: &mut Ctx, dir: &Path) -> Evals {
+    let config_path = dir.join("evals.toml");
+    let config = if config_path.is_file() {
+        read_config(ctx, &config_path)
+    } else {
+        None
+    };
+    let mut files = Vec::new();
+    for (rel, path) in walk::walk_files(ctx, dir) {
+        if let Some(stem) = rel.strip_suffix(".eval.toml") {
+            let id = match stem.strip_suffix("/index") {
+                Some(parent) => parent.to_owned(),
+                None if stem == "index" => "index".to_owned(),
+                None => stem.to_owned(),
+            };
+            if let Some(f) = read_eval_file(ctx, &path, &id) {
+                if let Some(prev) = files.iter().find(|p: &&EvalFile| p.id == f.id) {
+                    ctx.push(Diagnostic::error(
+                        Code::DuplicateName,
+                        f.path.clone(),
+                        format!("eval id `{}` is also used by `{}`", f.id, prev.path),
+                    ));
+                } else {
+                    files.push(f);
+                }
+            }
+        } else if walk::is_script_source(&rel)
+            && (rel.contains(".eval.") || rel.ends_with("evals.config.ts"))
+        {
+            let d = Diagnostic::warning(
+                Code::TypescriptDefinition,
+                ctx.rel(&path),
+                "TypeScript evals cannot be run by this host",
+            )
+            .with_hint(if rel.ends_with("evals.config.ts") {
+                "write `evals/evals.toml` with `max_concurrency`".to_owned()
+            } else {
+                format!(
+                    "write `evals/{}.eval.toml`",
+                    rel.split(".eval.").next().unwrap_or(&rel)
+                )
+            });
+            ctx.push(d);
+        }
+    }
+    if !files.is_empty() && !config_path.is_file() {
+        let d = Diagnostic::error(
+            Code::EvalsConfigMissing,
+            ctx.rel(&config_path),
+            "evals exist but `evals/evals.toml` does not",
+        )
+        .with_hint("create it with `max_concurrency = 8` (at most 200)");
+        ctx.push(d);
+    }
+    Evals { config, files }
+}
+
+fn read_config(ctx: &mut Ctx, path: &Path) -> Option<EvalsConfig> {
+    let src = ctx.read_text(path)?;
+    let table: toml::Table = ctx.parse_toml(&src)?;
+    if !table.contains_key("max_concurrency") {
+        ctx.push(
+            Diagnostic::error(
+                Code::MissingField,
+                src.rel.clone(),
+                "`max_concurrency` is required",
+            )
+            .with_hint(format!(
+                "how many eval turns may run at once, 1 to {MAX_EVAL_CONCURRENCY}"
+            )),
+        );
+        return None;
+    }
+    let config: EvalsConfig = ctx.parse_toml(&src)?;
+    if config.max_concurrency == 0 || config.max_concurrency > MAX_EVAL_CONCURRENCY {
+        ctx.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                src.rel.clone(),
+                format!(
+                    "`max_concurrency` is {}; it must be 1 to {MAX_EVAL_CONCURRENCY}",
+                    config.max_concurrency
+                ),
+            )
+            .at(src.key_pos("max_concurrency"))
+            .with_hint("model providers limit concurrent requests; 200 is the hard cap"),
+        );
+        return None;
+    }
+    Some(config)
+}
+
+fn read_eval_file(ctx: &mut Ctx, path: &Path, id: &str) -> Option<EvalFile> {
+    let src = ctx.read_text(path)?;
+    let raw: RawEvalFile = ctx.parse_toml(&src)?;
+    let timeout = match raw.timeout.as_deref().map(checks::parse_duration) {
+        None => None,
+        Some(Ok(d)) => Some(d),
+        Some(Err(e)) => {
+            ctx.push(
+                Diagnostic::error(
+                    Code::InvalidDuration,
+                    src.rel.clone(),
+                    format!("`timeout`: {e}"),
+                )
+                .at(src.key_pos("timeout")),
+            );
+            return None;
+        }
+    };
+    let iterations = raw.iterations.unwrap_or(1);
+    if iterations == 0 {
+        ctx.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                src.rel.clone(),
+                "`iterations` must be at least 1",
+            )
+            .at(src.key_pos("iterations")),
+        );
+        return None;
+    }
+    let forms = [raw.send.is_some(), raw.turns.is_some(), raw.cases.is_some()]
+        .iter()
+        .filter(|b| **b)
+        .count();
+    if forms != 1 {
+        let msg = if forms == 0 {
+            "eval has nothing to run"
+        } else {
+            "eval sets more than one of `send`, `[[turns]]` and `[[cases]]`"
+        };
+        ctx.push(
+            Diagnostic::error(Code::InvalidEval, src.rel.clone(), msg)
+                .with_hint("one turn: `send` + `[expect]`; several turns: `[[turns]]`; several datapoints: `[[cases]]` with `id`"),
+        );
+        return None;
+    }
+    let mut cases = Vec::new();
+    if let Some(raw_cases) = raw.cases {
+        if raw.expect.is_some() || !raw.workspace_files.is_empty() {
+            ctx.push(Diagnostic::error(
+                Code::InvalidEval,
+                src.rel.clone(),
+                "with `[[cases]]`, `expect` and `workspace_files` go inside each case",
+            ));
+            return None;
+        }
+        for c in raw_cases {
+            if !names::is_valid_slug(&c.id) {
+                ctx.push(
+                    Diagnostic::error(
+                        Code::InvalidEval,
+                        src.rel.clone(),
+                        format!(
+                            "case id `{}` must be one path segment of letters, digits, `-` and `_`",
+                            c.id
+                        ),
+                    )
+                    .at(find(&src, &c.id)),
+                );
+                return None;
+            }
+            let case_id = format!("{id}/{}", c.id);
+            if cases.iter().any(|p: &EvalCase| p.id == case_id) {
+                ctx.push(
+                    Diagnostic::error(
+                        Code::InvalidEval,
+                        src.rel.clone(),
+                        format!("case id `{}` appears twice", c.id),
+                    )
+                    .at(find(&src, &c.id)),
+                );
+                return None;
+            }
+            let turns = turns_of(ctx, &src, c.send, c.workspace_files, c.expect, c.turns)?;
+            let mut tags = raw.tags.clone();
+            tags.extend(c.tags);
+            cases.push(EvalCase {
+                id: case_id,
+                description: c.description.or_else(|| raw.description.clone()),
+                tags,
+                timeout,
+                iterations,
+                turns,
+            });
+        }
+    } else {
+        let turns = turns_of(
+            ctx,
+            &src,
+            raw.send,
+            raw.workspace_files,
+            raw.expect,
+            raw.turns,
+        )?;
+        cases.push(EvalCase {
+            id: id.to_owned(),
+            description: raw.description,
+            tags: raw.tags,
+            timeout,
+            iterations,
+            turns,
+        });
+    }
+    for case in &cases {
+        for turn in &case.turns {
+            if !check_expect(ctx, &src, &turn.expect) {
+                return None;
+            }
+        }
+    }
+    Some(EvalFile {
+        id: id.to_owned(),
+        path: src.rel.clone(),
+        cases,
+    })
+}
+
+fn find(src: &SourceText, needle: &str) -> Option<crate::diagnostic::Position> {
+    src.text
+        .find(&format!("\"{needle}\""))
+        .map(|o| src.position(o))
+}
+
+fn turns_of(
+    ctx: &mut Ctx,
+    src: &SourceText,
+    send: Option<String>,
+    workspace_files: BTreeMap<String, String>,
+    expect: Option<Expect>,
+    turns: Option<Vec<EvalTurn>>,
+) -> Option<Vec<EvalTurn>> {
+    match (send, turns) {
+        (Some(send), None) => Some(vec![EvalTurn {
+            send,
+            workspace_files,
+            expect: expect.unwrap_or_default(),
+        }]),
+        (None, Some(turns)) if !turns.is_empty() && expect.is_none() => Some(turns),
+        _ => {
+            ctx.push(Diagnostic::error(
+                Code::InvalidEval,
+                src.rel.clone(),
+                "a case needs either `send` (+ `expect`) or a non-empty `[[turns]]`, not both",
+            ));
+            None
+        }
+    }
+}
+
+fn check_expect(ctx: &mut Ctx, src: &SourceText, e: &Expect) -> bool {
+    let mut regexes: Vec<&str> = Vec::new();
+    if let Some(reply) = &e.reply {
+        regexes.extend(reply.matches.as_deref());
+    }
+    for f in &e.files {
+        regexes.extend(f.matches.as_deref());
+        if !crate::channels::is_safe_relative(&f.path) {
+            ctx.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    src.rel.clone(),
+                    format!(
+                        "file expectation path `{}` must be relative to the workspace",
+                        f.path
+                    ),
+                )
+                .at(find(src, &f.path)),
+            );
+            return false;
+        }
+    }
+    for c in &e.called_tool {
+        if let crate::model::CalledTool::WithInput { input, .. } = c {
+            regexes.extend(input.values().map(String::as_str));
+        }
+    }
+    for r in regexes {
+        if let Err(msg) = checks::check_regex(r) {
+            ctx.push(
+                Diagnostic::error(
+                    Code::InvalidRegex,
+                    src.rel.clone(),
+                    format!("regex `{r}`: {msg}"),
+                )
+                .at(src.text.find(r).map(|o| src.position(o))),
+            );
+            return false;
+        }
+    }
+    true
+}

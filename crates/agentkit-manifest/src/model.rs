@@ -1,0 +1,802 @@
+//! The discovered project: plain data that later layers serve.
+//!
+//! Types that mirror a file format one-to-one deserialize straight from
+//! TOML (snake_case keys) and serialize to JSON for `agentkit info --json`
+//! and `GET /v1/info` (camelCase keys). Fields that discovery derives
+//! (names from file stems, relative paths) are skipped when reading.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
+
+/// Serializes a duration as whole milliseconds.
+pub(crate) fn ser_ms<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_millis() as u64)
+}
+
+fn ser_opt_ms<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => ser_ms(d, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// Everything found under one discovered folder: one project, or a folder
+/// of projects served together.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Host {
+    #[serde(skip)]
+    pub root: PathBuf,
+    pub layout: Layout,
+    pub agents: Vec<Project>,
+}
+
+impl Host {
+    /// The project with this slug.
+    pub fn project(&self, slug: &str) -> Option<&Project> {
+        self.agents.iter().find(|p| p.slug == slug)
+    }
+}
+
+/// Whether the discovered folder was itself a project or a folder of them.
+/// Both are served in the multi-agent layout (`/<slug>/v1/*`) unless the
+/// host asks for single mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// The folder has an `agent/` folder of its own.
+    Project,
+    /// The folder's children are projects.
+    Folder,
+}
+
+/// One agent project: `agent/` plus optional `evals/`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Project {
+    pub slug: String,
+    /// The project folder, relative to the discovered root (`.` when the
+    /// root is the project).
+    pub path: String,
+    #[serde(skip)]
+    pub dir: PathBuf,
+    pub agent: Agent,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evals: Option<Evals>,
+}
+
+/// The root agent of a project (`agent/`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Agent {
+    /// The `agent/` folder.
+    #[serde(skip)]
+    pub dir: PathBuf,
+    pub config: AgentConfig,
+    pub instructions: Option<Instructions>,
+    pub tools: Vec<Tool>,
+    pub skills: Vec<Skill>,
+    pub mcp_connections: Vec<Connection>,
+    pub subagents: Vec<Subagent>,
+    pub channels: Vec<Channel>,
+    pub hooks: Vec<Hook>,
+    pub schedules: Vec<Schedule>,
+    pub experiments: Vec<Experiment>,
+    /// Files seeded into every session workspace, relative to
+    /// `sandbox/workspace/`.
+    pub sandbox_files: Vec<String>,
+    /// Every `${VAR}` reference, recorded and not resolved.
+    pub env_refs: Vec<EnvRef>,
+}
+
+impl Agent {
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+
+    pub fn channel(&self, id: &str) -> Option<&Channel> {
+        self.channels.iter().find(|c| c.id == id)
+    }
+}
+
+/// `agent.toml`, resolved.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentConfig {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// `None` means the host default (`AGENTKIT_MODEL`, or `test` under
+    /// `--dev`); on a subagent, inherit the parent's.
+    pub model: Option<ModelSpec>,
+    pub runtime: Runtime,
+    pub harness: HarnessConfig,
+    pub local: LocalConfig,
+}
+
+/// A model: `provider:id` or a `[model]` table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelSpec {
+    pub provider: Provider,
+    /// The provider's model id; for `scripted`, the script path relative
+    /// to `agent/`; empty for `test`.
+    pub id: String,
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub params: serde_json::Map<String, Value>,
+}
+
+/// The model providers this host knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    Openai,
+    Anthropic,
+    Scripted,
+    Test,
+}
+
+impl Provider {
+    pub const ALL: &'static [Provider] = &[
+        Provider::Openai,
+        Provider::Anthropic,
+        Provider::Scripted,
+        Provider::Test,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Openai => "openai",
+            Provider::Anthropic => "anthropic",
+            Provider::Scripted => "scripted",
+            Provider::Test => "test",
+        }
+    }
+}
+
+/// Where turns run. Only `local` exists in this host; `cloud` is accepted
+/// with a warning and runs locally.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Runtime {
+    #[default]
+    Local,
+}
+
+/// `[harness]`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HarnessConfig {
+    /// Workspace tools the model gets (`read`, `write`, `edit`, `list`,
+    /// `grep`, `glob`, `shell`).
+    pub builtin_tools: Vec<String>,
+    pub max_steps: u32,
+    #[serde(serialize_with = "ser_ms", rename = "turnTimeoutMs")]
+    pub turn_timeout: Duration,
+}
+
+/// The workspace tools a harness can give the model.
+pub const BUILTIN_TOOLS: &[&str] = &["read", "write", "edit", "list", "grep", "glob", "shell"];
+
+impl Default for HarnessConfig {
+    fn default() -> Self {
+        HarnessConfig {
+            builtin_tools: ["read", "write", "edit", "list", "grep", "glob", "shell"]
+                .map(String::from)
+                .to_vec(),
+            max_steps: 50,
+            turn_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// `[local]`.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalConfig {
+    /// With `cwd`, sessions work in `<cwd>/<sessionId>` instead of under
+    /// the state root.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+}
+
+/// The always-on system prompt.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Instructions {
+    /// The files it was composed from, relative to the discovered root.
+    pub files: Vec<String>,
+    /// The composed text (files joined by a blank line, in filename order).
+    #[serde(skip)]
+    pub text: String,
+    pub bytes: usize,
+}
+
+/// A tool: `tools/<name>.toml`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tool {
+    pub name: String,
+    pub path: String,
+    pub description: String,
+    pub execution: Execution,
+    /// Server tools: the program and its arguments, run in `cwd`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// The folder of the tool's file; relative commands resolve here.
+    #[serde(skip)]
+    pub cwd: PathBuf,
+    /// Agent tools: the script written into the workspace.
+    #[serde(skip)]
+    pub script: Option<String>,
+    #[serde(serialize_with = "ser_ms", rename = "timeoutMs")]
+    pub timeout: Duration,
+    pub max_output_bytes: u64,
+    /// Environment variables passed through to the child (the rest of the
+    /// host's environment is scrubbed).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    pub needs_approval: Approval,
+    pub annotations: ToolAnnotations,
+    pub input_schema: Value,
+}
+
+/// Where a tool runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Execution {
+    /// A subprocess on the host.
+    #[default]
+    Server,
+    /// A script in the session workspace that the model runs itself.
+    Agent,
+}
+
+/// When a tool call waits for a human.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "mode", content = "schema")]
+pub enum Approval {
+    Never,
+    Always,
+    /// When the validated input matches this JSON Schema.
+    When(Value),
+}
+
+/// MCP-style behaviour hints. Dry-run sessions stub tools that are not
+/// read-only.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all(serialize = "camelCase"), deny_unknown_fields)]
+pub struct ToolAnnotations {
+    #[serde(default)]
+    pub read_only: bool,
+    #[serde(default)]
+    pub destructive: bool,
+    #[serde(default)]
+    pub idempotent: bool,
+    #[serde(default)]
+    pub open_world: bool,
+}
+
+/// A skill: `skills/<name>.md` or `skills/<name>/SKILL.md`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Skill {
+    pub name: String,
+    pub path: String,
+    pub description: String,
+    pub packaged: bool,
+    /// The skill's Markdown (without frontmatter).
+    #[serde(skip)]
+    pub body: String,
+    /// Packaged skills: the other files of the package, relative to its
+    /// folder.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
+    #[serde(skip)]
+    pub dir: Option<PathBuf>,
+}
+
+/// An MCP connection: `mcp-connections/<name>.toml`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Connection {
+    pub name: String,
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub transport: Transport,
+}
+
+/// How an MCP connection is reached. Strings keep their `${VAR}`
+/// references; they are resolved when the connection opens.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "type")]
+pub enum Transport {
+    /// Streamable HTTP.
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+    /// A child process speaking MCP on stdio.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cwd: Option<String>,
+    },
+    /// Another agent on the same host, by slug.
+    Peer { agent: String },
+}
+
+/// A subagent: `subagents/<id>/`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Subagent {
+    pub id: String,
+    pub path: String,
+    pub description: String,
+    /// `None`: inherit the parent's model.
+    pub model: Option<ModelSpec>,
+    pub instructions: Option<Instructions>,
+}
+
+/// A channel: `channels/<id>.toml`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Channel {
+    pub id: String,
+    pub path: String,
+    pub kind: ChannelKind,
+    /// The authored auth chain; `None` means the host default.
+    pub auth: Option<Vec<AuthPolicy>>,
+    pub routes: Vec<Route>,
+    /// Deliveries by event type (or `*`).
+    pub events: BTreeMap<String, Delivery>,
+    /// Starting state of each new session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<Value>,
+    /// Pack settings (`github`, `gitlab`, `bitbucket`, `slack`), read by
+    /// the pack itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settings: Option<Value>,
+}
+
+/// What a channel file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChannelKind {
+    Webhook,
+    /// Overrides the built-in HTTP channel (its auth chain).
+    Http,
+    Github,
+    Gitlab,
+    Bitbucket,
+    Slack,
+}
+
+impl ChannelKind {
+    pub fn is_pack(self) -> bool {
+        matches!(
+            self,
+            ChannelKind::Github | ChannelKind::Gitlab | ChannelKind::Bitbucket | ChannelKind::Slack
+        )
+    }
+}
+
+/// One policy of an auth chain. The first policy that admits a request
+/// wins; none admitting is a 401.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "policy")]
+pub enum AuthPolicy {
+    /// Direct loopback peer, loopback `Host`, no forwarding headers.
+    LocalDevStrict,
+    /// Direct loopback peer, no forwarding headers.
+    LocalDev,
+    /// Any loopback peer.
+    LoopbackOnly,
+    /// Every caller, as the anonymous principal.
+    AllowAll,
+    /// Every caller on a custom channel route; never on the built-in API.
+    PublicEndpoint,
+    /// `Authorization: Bearer <token>`; each token maps to a principal.
+    Bearer { tokens: Vec<BearerToken> },
+    /// A header that must equal a secret.
+    SharedSecret { header: String, secret: String },
+    /// A hex HMAC-SHA256 signature of the raw body in a header.
+    HmacSignature {
+        header: String,
+        secret: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        prefix: Option<String>,
+    },
+}
+
+/// A bearer token and the principal it authenticates. The token is
+/// redacted in JSON output.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BearerToken {
+    #[serde(serialize_with = "redact")]
+    pub token: String,
+    pub principal: String,
+}
+
+/// Secrets never reach JSON output; `${VAR}` references are shown as-is
+/// because they name, not contain, the secret.
+pub(crate) fn redact<S: Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {
+    if v.starts_with("${") && v.ends_with('}') {
+        s.serialize_str(v)
+    } else {
+        s.serialize_str("<redacted>")
+    }
+}
+
+/// HTTP methods a route can take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Method {
+    Get,
+    Post,
+    Put,
+    Patch,
+    Delete,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Patch => "PATCH",
+            Method::Delete => "DELETE",
+        }
+    }
+}
+
+/// A webhook route.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Route {
+    pub method: Method,
+    /// Relative to `/v1/channels/<id>`, starting with `/`, with `:param`
+    /// segments.
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body_schema: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query_schema: Option<Value>,
+    pub action: RouteAction,
+}
+
+impl Route {
+    /// The `:param` names of the path, in order.
+    pub fn params(&self) -> Vec<&str> {
+        self.path
+            .split('/')
+            .filter_map(|s| s.strip_prefix(':'))
+            .collect()
+    }
+}
+
+/// What a route does once its input validates.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase", tag = "type")]
+pub enum RouteAction {
+    Send(SendAction),
+    CallTool(CallToolAction),
+    /// Only answer, with `response`.
+    Respond,
+}
+
+/// `[routes.send]`: a message into a session. Strings are minijinja
+/// templates over `body`, `query`, `params` and `auth`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all(serialize = "camelCase"), deny_unknown_fields)]
+pub struct SendAction {
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continuation: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<Admission>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purpose: Option<String>,
+    /// Relative path → template of the file's content.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub workspace_files: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<String>,
+    /// Answer only after the turn ends (200 with the reply) instead of at
+    /// once (202).
+    #[serde(default)]
+    pub wait: bool,
+}
+
+/// What happens to a message that reaches a busy session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Admission {
+    /// Interrupt the running turn, then run this message.
+    #[default]
+    Preempt,
+    /// Queue behind the running turn.
+    Coalesce,
+    /// Answer 409 `session_busy`.
+    Reject,
+}
+
+/// `[routes.call_tool]`: a deterministic tool call.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all(serialize = "camelCase"), deny_unknown_fields)]
+pub struct CallToolAction {
+    pub tool: String,
+    /// The input; string values are templates.
+    #[serde(default = "empty_object")]
+    pub input: Value,
+}
+
+pub(crate) fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+/// An event delivery: POST to a URL when the channel's sessions record an
+/// event.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all(serialize = "camelCase"), deny_unknown_fields)]
+pub struct Delivery {
+    pub post: String,
+    /// A template for the body; the event itself when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<Value>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Signs the body with HMAC-SHA256 into `signature_header`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "redact_opt"
+    )]
+    pub signature_secret: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature_header: Option<String>,
+}
+
+fn redact_opt<S: Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => redact(v, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// A hook: `hooks/<name>.toml`. Observe-only.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hook {
+    pub name: String,
+    pub path: String,
+    /// Event types, or `*`.
+    pub events: Vec<String>,
+    pub action: HookAction,
+    #[serde(serialize_with = "ser_ms", rename = "timeoutMs")]
+    pub timeout: Duration,
+}
+
+/// What a hook does with each event.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase", tag = "type")]
+pub enum HookAction {
+    /// Runs a command with the event JSON on stdin.
+    Command {
+        command: Vec<String>,
+        #[serde(skip)]
+        cwd: PathBuf,
+    },
+    /// POSTs the event JSON.
+    Url {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// A schedule: `schedules/<id>.md` or `schedules/<id>.toml`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Schedule {
+    pub id: String,
+    pub path: String,
+    /// Standard 5-field cron, UTC.
+    pub cron: String,
+    pub action: ScheduleAction,
+}
+
+/// What a schedule does when it fires.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase", tag = "type")]
+pub enum ScheduleAction {
+    /// A task session with this prompt.
+    Markdown { prompt: String },
+    /// A message handed to a channel (the built-in HTTP channel when
+    /// `channel` is absent).
+    Message {
+        message: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        channel: Option<String>,
+    },
+    /// A deterministic tool call.
+    Tool { name: String, input: Value },
+}
+
+/// An A/B experiment: `ab.toml` (id `ab`) or `ab/<id>.toml`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Experiment {
+    pub id: String,
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The fraction of new sessions enrolled (0 to 1).
+    pub traffic: f64,
+    pub variants: Vec<Variant>,
+}
+
+/// One arm of an experiment.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Variant {
+    pub id: String,
+    pub weight: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelSpec>,
+    /// Appended to the instructions for sessions in this variant.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instructions_append: Option<String>,
+}
+
+/// `evals/`: the config and every eval file.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Evals {
+    pub config: Option<EvalsConfig>,
+    pub files: Vec<EvalFile>,
+}
+
+/// `evals/evals.toml`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all(serialize = "camelCase"), deny_unknown_fields)]
+pub struct EvalsConfig {
+    pub max_concurrency: u32,
+    #[serde(default)]
+    pub persist_runs: bool,
+    #[serde(default = "default_max_playground_runs")]
+    pub max_playground_runs: u32,
+}
+
+fn default_max_playground_runs() -> u32 {
+    20
+}
+
+/// One `*.eval.toml`: one case, or several `[[cases]]`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvalFile {
+    /// The path under `evals/` without `.eval.toml` (`index.eval.toml`
+    /// takes its folder's id).
+    pub id: String,
+    pub path: String,
+    pub cases: Vec<EvalCase>,
+}
+
+/// One datapoint: a conversation and what to expect of it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvalCase {
+    /// The file id, or `<file id>/<case id>`.
+    pub id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub tags: Vec<String>,
+    #[serde(
+        serialize_with = "ser_opt_ms",
+        rename = "timeoutMs",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub timeout: Option<Duration>,
+    pub iterations: u32,
+    pub turns: Vec<EvalTurn>,
+}
+
+/// One message of an eval and its expectations.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all(serialize = "camelCase"), deny_unknown_fields)]
+pub struct EvalTurn {
+    pub send: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub workspace_files: BTreeMap<String, String>,
+    #[serde(default)]
+    pub expect: Expect,
+}
+
+/// Expectations on a turn.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all(serialize = "camelCase"), deny_unknown_fields)]
+pub struct Expect {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub succeeded: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub called_tool: Vec<CalledTool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_called_tool: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<TextMatch>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileExpect>,
+}
+
+/// `called_tool = ["name"]` or `[{ name, input = { field = "regex" } }]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CalledTool {
+    Name(String),
+    WithInput {
+        name: String,
+        /// Field → a regex its string form must match.
+        #[serde(default)]
+        input: BTreeMap<String, String>,
+    },
+}
+
+impl CalledTool {
+    pub fn name(&self) -> &str {
+        match self {
+            CalledTool::Name(n) | CalledTool::WithInput { name: n, .. } => n,
+        }
+    }
+}
+
+/// A check on text: a substring, a regex, or both.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TextMatch {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contains: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matches: Option<String>,
+}
+
+/// A check on a file in the session workspace after the turn.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all(serialize = "camelCase"), deny_unknown_fields)]
+pub struct FileExpect {
+    pub path: String,
+    #[serde(default = "yes")]
+    pub exists: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contains: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matches: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A `${VAR}` reference in a definition file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvRef {
+    pub name: String,
+    pub path: String,
+    pub line: u32,
+}

@@ -1,0 +1,326 @@
+//! Reading definition files: size and encoding checks, TOML and YAML
+//! frontmatter parsing, and byte offsets turned into lines and columns.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+
+use crate::checks;
+use crate::diagnostic::{Code, Diagnostic, Diagnostics, Position};
+use crate::model::EnvRef;
+use crate::names;
+
+/// The largest definition file discovery reads. Prompts and schemas are
+/// far smaller; anything bigger is a mistake (a data file in the wrong
+/// place) and reading it would make `validate` slow.
+pub(crate) const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The deepest folder nesting discovery follows.
+pub(crate) const MAX_DEPTH: usize = 32;
+
+/// The state of one discovery: where paths are relative to, and the
+/// diagnostics found so far.
+#[derive(Debug)]
+pub(crate) struct Ctx {
+    root: PathBuf,
+    pub(crate) diagnostics: Diagnostics,
+    env_refs: Vec<EnvRef>,
+}
+
+impl Ctx {
+    pub(crate) fn new(root: &Path) -> Self {
+        Ctx {
+            root: root.to_path_buf(),
+            diagnostics: Diagnostics::default(),
+            env_refs: Vec::new(),
+        }
+    }
+
+    /// `path` relative to the discovered root, with `/` separators, for
+    /// diagnostics and JSON output.
+    pub(crate) fn rel(&self, path: &Path) -> String {
+        let rel = path.strip_prefix(&self.root).unwrap_or(path);
+        let s = rel.to_string_lossy().replace('\\', "/");
+        if s.is_empty() { ".".to_owned() } else { s }
+    }
+
+    /// The `${VAR}` references read since the last call.
+    pub(crate) fn take_env_refs(&mut self) -> Vec<EnvRef> {
+        std::mem::take(&mut self.env_refs)
+    }
+
+    pub(crate) fn push(&mut self, d: Diagnostic) {
+        self.diagnostics.push(d);
+    }
+
+    pub(crate) fn error(&mut self, code: Code, path: &Path, message: impl Into<String>) {
+        let d = Diagnostic::error(code, self.rel(path), message);
+        self.push(d);
+    }
+
+    pub(crate) fn warning(&mut self, code: Code, path: &Path, message: impl Into<String>) {
+        let d = Diagnostic::warning(code, self.rel(path), message);
+        self.push(d);
+    }
+
+    /// Reads a definition file as text, or records why it could not be read.
+    pub(crate) fn read_text(&mut self, path: &Path) -> Option<SourceText> {
+        let meta = match fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) => {
+                self.error(Code::Io, path, format!("cannot read file: {e}"));
+                return None;
+            }
+        };
+        if meta.len() > MAX_FILE_BYTES {
+            let d = Diagnostic::error(
+                Code::FileTooLarge,
+                self.rel(path),
+                format!(
+                    "file is {} bytes; definition files are read up to {MAX_FILE_BYTES} bytes",
+                    meta.len()
+                ),
+            )
+            .with_hint(
+                "large data belongs under `sandbox/workspace/` or `lib/`, not in a definition file",
+            );
+            self.push(d);
+            return None;
+        }
+        let bytes = match fs::read(path) {
+            Ok(b) => b,
+            Err(e) => {
+                self.error(Code::Io, path, format!("cannot read file: {e}"));
+                return None;
+            }
+        };
+        match String::from_utf8(bytes) {
+            Ok(text) => {
+                let src = SourceText::new(self.rel(path), text);
+                if path.extension().is_some_and(|e| e == "toml") {
+                    self.env_refs.extend(checks::scan_env_refs(&src));
+                }
+                Some(src)
+            }
+            Err(e) => {
+                let offset = e.utf8_error().valid_up_to();
+                let valid = String::from_utf8_lossy(&e.as_bytes()[..offset]).into_owned();
+                let pos = SourceText::new(String::new(), valid).position(offset);
+                let d = Diagnostic::error(
+                    Code::NotUtf8,
+                    self.rel(path),
+                    "file is not valid UTF-8 text",
+                )
+                .at(Some(pos));
+                self.push(d);
+                None
+            }
+        }
+    }
+
+    /// Parses a TOML document into `T`, recording syntax and shape errors
+    /// with their positions.
+    pub(crate) fn parse_toml<T: DeserializeOwned>(&mut self, src: &SourceText) -> Option<T> {
+        match toml::from_str::<T>(&src.text) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let pos = e.span().map(|s| src.position(s.start));
+                let d = toml_error_diagnostic(&src.rel, e.message()).at(pos);
+                self.push(d);
+                None
+            }
+        }
+    }
+
+    /// Splits Markdown into YAML frontmatter and body, and parses the
+    /// frontmatter into `T` (the default when there is none).
+    pub(crate) fn parse_markdown<T: DeserializeOwned + Default>(
+        &mut self,
+        src: &SourceText,
+    ) -> Option<(T, String)> {
+        let Some(fm) = split_frontmatter(&src.text) else {
+            return Some((T::default(), src.text.clone()));
+        };
+        let Frontmatter {
+            yaml,
+            yaml_line,
+            body,
+        } = fm;
+        if yaml.trim().is_empty() {
+            return Some((T::default(), body.to_owned()));
+        }
+        match yaml_serde::from_str::<T>(yaml) {
+            Ok(v) => Some((v, body.to_owned())),
+            Err(e) => {
+                let pos = e.location().map(|l| Position {
+                    line: yaml_line + l.line() as u32 - 1,
+                    column: l.column() as u32,
+                });
+                let message = first_line(&e.to_string());
+                let d = Diagnostic::error(
+                    Code::FrontmatterInvalid,
+                    src.rel.clone(),
+                    format!("invalid frontmatter: {message}"),
+                )
+                .at(pos);
+                self.push(d);
+                None
+            }
+        }
+    }
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().to_owned()
+}
+
+/// Maps a toml error message to a diagnostic, with a "did you mean" hint
+/// for unknown fields.
+fn toml_error_diagnostic(rel: &str, message: &str) -> Diagnostic {
+    let message = message.trim();
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        let field = rest.split('`').next().unwrap_or_default();
+        let expected: Vec<&str> = rest
+            .split_once("expected")
+            .map(|(_, list)| list.split('`').skip(1).step_by(2).collect())
+            .unwrap_or_default();
+        let hint = names::did_you_mean(field, expected.iter().copied())
+            .map(|s| format!("did you mean `{s}`?"))
+            .or_else(|| {
+                (!expected.is_empty()).then(|| format!("known fields: {}", expected.join(", ")))
+            });
+        return Diagnostic::error(
+            Code::UnknownField,
+            rel.to_owned(),
+            format!("unknown field `{field}`"),
+        )
+        .with_opt_hint(hint);
+    }
+    Diagnostic::error(
+        Code::TomlInvalid,
+        rel.to_owned(),
+        message.replace('\n', " "),
+    )
+}
+
+/// A definition file's text and how to name it.
+#[derive(Debug, Clone)]
+pub(crate) struct SourceText {
+    pub(crate) rel: String,
+    pub(crate) text: String,
+}
+
+impl SourceText {
+    pub(crate) fn new(rel: String, text: String) -> Self {
+        SourceText { rel, text }
+    }
+
+    /// The 1-based line and column of a byte offset.
+    pub(crate) fn position(&self, offset: usize) -> Position {
+        let offset = offset.min(self.text.len());
+        let before = &self.text.as_bytes()[..offset];
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        let column = String::from_utf8_lossy(&before[line_start..])
+            .chars()
+            .count()
+            + 1;
+        Position {
+            line: line as u32,
+            column: column as u32,
+        }
+    }
+
+    /// The position of the first line that starts with `key` (a top-level
+    /// TOML key or YAML frontmatter key), for fields not parsed with spans.
+    pub(crate) fn key_pos(&self, key: &str) -> Option<Position> {
+        let mut offset = 0;
+        for line in self.text.split_inclusive('\n') {
+            let trimmed = line.trim_start();
+            if let Some(rest) = trimmed.strip_prefix(key)
+                && rest.trim_start().starts_with(['=', ':'])
+            {
+                return Some(self.position(offset + (line.len() - trimmed.len())));
+            }
+            offset += line.len();
+        }
+        None
+    }
+}
+
+/// YAML frontmatter and the Markdown after it.
+#[derive(Debug)]
+pub(crate) struct Frontmatter<'a> {
+    pub(crate) yaml: &'a str,
+    /// The 1-based line the YAML starts on.
+    pub(crate) yaml_line: u32,
+    pub(crate) body: &'a str,
+}
+
+/// Splits `---` fenced frontmatter from the start of a Markdown document.
+pub(crate) fn split_frontmatter(text: &str) -> Option<Frontmatter<'_>> {
+    let text_nobom = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let rest = text_nobom.strip_prefix("---")?;
+    let rest = rest
+        .strip_prefix("\r\n")
+        .or_else(|| rest.strip_prefix('\n'))?;
+    let mut offset = 0;
+    for line in rest.split_inclusive('\n') {
+        if line.trim_end() == "---" {
+            let yaml = &rest[..offset];
+            let body = &rest[offset + line.len()..];
+            return Some(Frontmatter {
+                yaml,
+                yaml_line: 2,
+                body,
+            });
+        }
+        offset += line.len();
+    }
+    // An opening fence with no closing one: the whole rest is YAML.
+    Some(Frontmatter {
+        yaml: rest,
+        yaml_line: 2,
+        body: "",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn src(text: &str) -> SourceText {
+        SourceText::new("x".into(), text.into())
+    }
+
+    #[test]
+    fn positions_count_lines_and_characters() {
+        let s = src("a = 1\nbé = 2\n");
+        assert_eq!(s.position(0), Position { line: 1, column: 1 });
+        assert_eq!(s.position(6), Position { line: 2, column: 1 });
+        assert_eq!(s.position(9), Position { line: 2, column: 3 });
+        assert_eq!(s.position(1000), Position { line: 3, column: 1 });
+    }
+
+    #[test]
+    fn frontmatter_splits_and_tolerates_missing_fences() {
+        let fm =
+            split_frontmatter("---\ncron: \"* * * * *\"\n---\nbody\n").map(|f| (f.yaml, f.body));
+        assert_eq!(fm, Some(("cron: \"* * * * *\"\n", "body\n")));
+        assert!(split_frontmatter("# title\n---\n").is_none());
+        let open = split_frontmatter("---\na: 1\n").map(|f| (f.yaml, f.body));
+        assert_eq!(open, Some(("a: 1\n", "")));
+    }
+
+    #[test]
+    fn key_pos_finds_top_level_keys() {
+        let s = src("# c\ncron = \"x\"\n  tool = 1\n");
+        assert_eq!(s.key_pos("cron"), Some(Position { line: 2, column: 1 }));
+        assert_eq!(s.key_pos("tool"), Some(Position { line: 3, column: 3 }));
+        assert_eq!(s.key_pos("nope"), None);
+    }
+}

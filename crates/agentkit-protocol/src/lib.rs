@@ -1,0 +1,10 @@
+//! Plain data shared by every agentkit layer: the event vocabulary and the
+//! names every other crate agrees on.
+//!
+//! This crate is serde-only by design: no IO, no async runtime, no other
+//! agentkit crate. Anything that two layers must spell the same way lives
+//! here, so that a rename is one change that the compiler follows.
+
+mod events;
+
+pub use events::{EventType, UnknownEventType};

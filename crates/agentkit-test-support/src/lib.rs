@@ -1,0 +1,13 @@
+//! Helpers shared by agentkit's test suites: fixture paths and the like.
+
+use std::path::PathBuf;
+
+/// The repository's `fixtures/` folder.
+pub fn fixtures_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+/// One of the bundled agent projects under `fixtures/agents/`.
+pub fn fixture_agent(name: &str) -> PathBuf {
+    fixtures_dir().join("agents").join(name)
+}

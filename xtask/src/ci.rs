@@ -1,0 +1,166 @@
+//! `cargo xtask ci` and `cargo xtask bench`: the commands CI runs, in one place.
+//!
+//! The test suite runs last so that the test runner's summary is the last
+//! thing CI prints.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::Context as _;
+
+/// One external command of the pipeline.
+struct Step {
+    program: &'static str,
+    args: Vec<&'static str>,
+    env: Vec<(&'static str, &'static str)>,
+}
+
+impl Step {
+    fn cargo(args: &[&'static str]) -> Step {
+        Step {
+            program: "cargo",
+            args: args.to_vec(),
+            env: Vec::new(),
+        }
+    }
+
+    fn with_env(mut self, key: &'static str, value: &'static str) -> Step {
+        self.env.push((key, value));
+        self
+    }
+
+    /// The command as a shell user would type it, for the log.
+    fn display(&self) -> String {
+        let mut words: Vec<String> = self
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{v}\""))
+            .collect();
+        words.push(self.program.to_owned());
+        words.extend(self.args.iter().map(|arg| (*arg).to_owned()));
+        words.join(" ")
+    }
+
+    /// Runs the step from `root`, echoing it first; `Ok(false)` when it fails.
+    ///
+    /// Nothing is printed after a successful step, so the last step's own
+    /// closing lines (the test summary) end the log.
+    fn run(&self, root: &Path) -> anyhow::Result<bool> {
+        let shown = self.display();
+        println!("\n==> {shown}");
+        let status = Command::new(self.program)
+            .args(&self.args)
+            .envs(self.env.iter().copied())
+            .current_dir(root)
+            .status()
+            .with_context(|| format!("failed to start `{shown}`"))?;
+        if !status.success() {
+            eprintln!("==> FAILED ({status}): {shown}");
+        }
+        Ok(status.success())
+    }
+}
+
+/// Whether `cargo <subcommand> --version` works, i.e. the tool is installed.
+fn cargo_subcommand_available(root: &Path, subcommand: &str) -> bool {
+    Command::new("cargo")
+        .args([subcommand, "--version"])
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// Runs every check CI runs, stopping at the first failure.
+pub(crate) fn run_ci(root: &Path) -> anyhow::Result<bool> {
+    let in_ci = std::env::var_os("CI").is_some_and(|value| !value.is_empty());
+
+    let checks = [
+        Step::cargo(&["fmt", "--all", "--", "--check"]),
+        Step::cargo(&[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    ];
+    for step in &checks {
+        if !step.run(root)? {
+            return Ok(false);
+        }
+    }
+
+    // The advisory database cannot be fetched on these machines, so only the
+    // offline checks run (see deny.toml).
+    let deny = Step::cargo(&["deny", "check", "licenses", "bans", "sources"]);
+    if cargo_subcommand_available(root, "deny") {
+        if !deny.run(root)? {
+            return Ok(false);
+        }
+    } else if in_ci {
+        eprintln!(
+            "\n==> FAILED: cargo-deny is not installed and CI is set (`cargo install cargo-deny --locked`)"
+        );
+        return Ok(false);
+    } else {
+        println!(
+            "\n==> skipped (cargo-deny not installed; `cargo install cargo-deny --locked`): {}",
+            deny.display()
+        );
+    }
+
+    let doc = Step::cargo(&["doc", "--workspace", "--no-deps", "--locked"])
+        .with_env("RUSTDOCFLAGS", "-D warnings");
+    if !doc.run(root)? {
+        return Ok(false);
+    }
+
+    println!("\n==> cargo xtask tidy");
+    if !crate::run_tidy(root)? {
+        return Ok(false);
+    }
+
+    // nextest does not run doctests, so they get their own step, before the
+    // main suite so that its summary closes the log.
+    let mut tests = vec![Step::cargo(&["test", "--workspace", "--doc", "--locked"])];
+    if cargo_subcommand_available(root, "nextest") {
+        tests.push(Step::cargo(&[
+            "nextest",
+            "run",
+            "--workspace",
+            "--locked",
+            "--no-fail-fast",
+        ]));
+    } else {
+        println!("\n==> cargo-nextest not installed: falling back to cargo test");
+        tests.push(Step::cargo(&["test", "--workspace", "--locked"]));
+    }
+    for step in &tests {
+        if !step.run(root)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Runs the discovery benchmark, forwarding `extra` to `cargo bench`.
+pub(crate) fn run_bench(root: &Path, extra: &[String]) -> anyhow::Result<bool> {
+    let mut command = Command::new("cargo");
+    command
+        .args(["bench", "-p", "agentkit-manifest", "--bench", "discover"])
+        .args(extra);
+    println!(
+        "==> cargo bench -p agentkit-manifest --bench discover {}",
+        extra.join(" ")
+    );
+    let status = command
+        .current_dir(root)
+        .status()
+        .context("failed to start `cargo bench`")?;
+    Ok(status.success())
+}

@@ -1,0 +1,853 @@
+//! `cargo xtask tidy`: the repository conventions of STYLE.md, checked by a
+//! program instead of by review.
+//!
+//! It also runs as the `tidy` test, so `cargo test` alone catches a missing
+//! `//!` header or a forbidden dependency (after rust-analyzer's
+//! `xtask/src/tidy.rs`). Each checker is a plain function over text so that
+//! its unit tests can feed it bad input.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::Context as _;
+use serde::Deserialize;
+
+/// Runs every check on the workspace at `root`; each problem is one
+/// `path: message` line.
+pub(crate) fn run(root: &Path) -> anyhow::Result<Vec<String>> {
+    let mut problems = Vec::new();
+
+    for dir in ["crates", "bins", "xtask"] {
+        for file in rust_files(&root.join(dir))? {
+            let text = read(&file)?;
+            let shown = relative(root, &file);
+            if let Some(problem) = check_module_header(&text) {
+                problems.push(format!("{shown}: {problem}"));
+            }
+            if dir == "crates" && !print_check_exempt(root, &file) {
+                for (line, problem) in check_no_print(&text) {
+                    problems.push(format!("{shown}:{line}: {problem}"));
+                }
+            }
+        }
+    }
+
+    for (manifest, is_library) in manifests(root)? {
+        let text = read(&manifest)?;
+        let shown = relative(root, &manifest);
+        for problem in check_manifest(&text, is_library) {
+            problems.push(format!("{shown}: {problem}"));
+        }
+    }
+
+    let metadata = cargo_metadata(root)?;
+    problems.extend(check_dependency_directions(root, &metadata));
+
+    let names: Vec<&str> = metadata.packages.iter().map(|p| p.name.as_str()).collect();
+    let architecture = root.join("ARCHITECTURE.md");
+    if architecture.is_file() {
+        let text = read(&architecture)?;
+        for problem in check_architecture(&text, &names) {
+            problems.push(format!("ARCHITECTURE.md: {problem}"));
+        }
+    } else {
+        problems.push(
+            "ARCHITECTURE.md: missing; its code map must name every workspace package".to_owned(),
+        );
+    }
+
+    Ok(problems)
+}
+
+// ---------------------------------------------------------------------------
+// a. `//!` headers
+
+/// Every module starts with a `//!` line saying why it exists (STYLE.md).
+fn check_module_header(text: &str) -> Option<&'static str> {
+    if text.starts_with("//!") {
+        None
+    } else {
+        Some("must start with a `//!` line saying why the module exists (no blank lines before it)")
+    }
+}
+
+// ---------------------------------------------------------------------------
+// b, c. Cargo.toml conventions
+
+const DEPENDENCY_TABLES: [&str; 5] = [
+    "dependencies",
+    "dev-dependencies",
+    "build-dependencies",
+    // Old spellings cargo still accepts; a dependency hidden here must not
+    // escape the checks.
+    "dev_dependencies",
+    "build_dependencies",
+];
+
+/// Checks one crate manifest: dependencies come from `[workspace.dependencies]`,
+/// lints from `[workspace.lints]`, and library crates (`is_library`) keep
+/// `anyhow` out of their normal dependencies.
+fn check_manifest(text: &str, is_library: bool) -> Vec<String> {
+    let manifest: toml::Table = match text.parse() {
+        Ok(manifest) => manifest,
+        Err(err) => return vec![format!("invalid TOML: {err}")],
+    };
+    let mut problems = Vec::new();
+
+    let lints_from_workspace = manifest
+        .get("lints")
+        .and_then(|lints| lints.get("workspace"))
+        .and_then(toml::Value::as_bool)
+        == Some(true);
+    if !lints_from_workspace {
+        problems.push("missing `[lints] workspace = true`".to_owned());
+    }
+
+    // (table name for messages, whether it holds normal dependencies, table)
+    let mut tables: Vec<(String, bool, &toml::Table)> = Vec::new();
+    for kind in DEPENDENCY_TABLES {
+        if let Some(table) = manifest.get(kind).and_then(toml::Value::as_table) {
+            tables.push((kind.to_owned(), kind == "dependencies", table));
+        }
+    }
+    if let Some(targets) = manifest.get("target").and_then(toml::Value::as_table) {
+        for (cfg, target) in targets {
+            for kind in DEPENDENCY_TABLES {
+                if let Some(table) = target.get(kind).and_then(toml::Value::as_table) {
+                    tables.push((
+                        format!("target.{cfg}.{kind}"),
+                        kind == "dependencies",
+                        table,
+                    ));
+                }
+            }
+        }
+    }
+
+    for (section, normal, table) in tables {
+        for (name, spec) in table {
+            let from_workspace = spec.get("workspace").and_then(toml::Value::as_bool) == Some(true);
+            if !from_workspace {
+                problems.push(format!(
+                    "[{section}] `{name}` must use `workspace = true`; versions live in the root Cargo.toml"
+                ));
+            }
+            let package = spec
+                .get("package")
+                .and_then(toml::Value::as_str)
+                .unwrap_or(name);
+            if is_library && normal && package == "anyhow" {
+                problems.push(format!(
+                    "[{section}] library crates must not depend on `anyhow`; use the crate's thiserror enum"
+                ));
+            }
+        }
+    }
+    problems
+}
+
+// ---------------------------------------------------------------------------
+// d. dependency directions
+
+const TEST_SUPPORT: &str = "agentkit-test-support";
+
+/// The library crates below the facade, in layer order.
+const BELOW_FACADE: &[&str] = &[
+    "agentkit-protocol",
+    "agentkit-manifest",
+    "agentkit-events",
+    "agentkit-auth",
+    "agentkit-harness",
+    "agentkit-mcp",
+    "agentkit-channels",
+    "agentkit-runtime",
+];
+
+/// Every workspace package and the internal crates it may use as normal (or
+/// build) dependencies. A new crate must be added here deliberately: tidy
+/// reports any package missing from this table.
+///
+/// The facade may use every crate below it, and the test support crate may use
+/// the facade and everything below (the unit tests check both rows against
+/// `BELOW_FACADE`, so a new library crate is added there too). Binaries see
+/// only the facade.
+const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
+    ("agentkit-protocol", &[]),
+    ("agentkit-manifest", &["agentkit-protocol"]),
+    ("agentkit-events", &["agentkit-protocol"]),
+    ("agentkit-auth", &["agentkit-protocol"]),
+    (
+        "agentkit-harness",
+        &["agentkit-protocol", "agentkit-manifest"],
+    ),
+    ("agentkit-mcp", &["agentkit-protocol", "agentkit-manifest"]),
+    (
+        "agentkit-channels",
+        &["agentkit-protocol", "agentkit-manifest", "agentkit-auth"],
+    ),
+    (
+        "agentkit-runtime",
+        &[
+            "agentkit-protocol",
+            "agentkit-manifest",
+            "agentkit-events",
+            "agentkit-auth",
+            "agentkit-harness",
+        ],
+    ),
+    ("agentkit", BELOW_FACADE),
+    (
+        TEST_SUPPORT,
+        &[
+            "agentkit",
+            "agentkit-protocol",
+            "agentkit-manifest",
+            "agentkit-events",
+            "agentkit-auth",
+            "agentkit-harness",
+            "agentkit-mcp",
+            "agentkit-channels",
+            "agentkit-runtime",
+        ],
+    ),
+    ("agentkit-cli", &["agentkit"]),
+    ("agentkit-serve", &["agentkit"]),
+    ("xtask", &[]),
+];
+
+/// Packages that may not even dev-depend on the test support crate.
+const NO_TEST_SUPPORT: &[&str] = &[TEST_SUPPORT, "xtask"];
+
+fn allowed_dependencies(package: &str) -> Option<&'static [&'static str]> {
+    ALLOWED_DEPENDENCIES
+        .iter()
+        .find(|(name, _)| *name == package)
+        .map(|(_, allowed)| *allowed)
+}
+
+/// The parts of `cargo metadata --format-version 1 --no-deps` tidy reads.
+#[derive(Debug, Deserialize)]
+struct Metadata {
+    packages: Vec<Package>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Package {
+    name: String,
+    manifest_path: PathBuf,
+    dependencies: Vec<Dependency>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Dependency {
+    /// The package name, even when the dependency is renamed.
+    name: String,
+    /// `None` for normal dependencies, else `"dev"` or `"build"`.
+    kind: Option<String>,
+}
+
+fn cargo_metadata(root: &Path) -> anyhow::Result<Metadata> {
+    let output = Command::new("cargo")
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--manifest-path",
+        ])
+        .arg(root.join("Cargo.toml"))
+        .current_dir(root)
+        .output()
+        .context("failed to run `cargo metadata`")?;
+    if !output.status.success() {
+        anyhow::bail!(
+            "`cargo metadata` failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    serde_json::from_slice(&output.stdout).context("failed to parse `cargo metadata` output")
+}
+
+/// Checks every internal dependency edge against `ALLOWED_DEPENDENCIES` and
+/// that the internal graph has no cycle.
+fn check_dependency_directions(root: &Path, metadata: &Metadata) -> Vec<String> {
+    let mut problems = Vec::new();
+    let workspace: BTreeSet<&str> = metadata.packages.iter().map(|p| p.name.as_str()).collect();
+    // Normal and build edges, for the cycle check.
+    let mut graph: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+
+    for package in &metadata.packages {
+        let shown = relative(root, &package.manifest_path);
+        let name = package.name.as_str();
+        let Some(allowed) = allowed_dependencies(name) else {
+            problems.push(format!(
+                "{shown}: workspace package `{name}` is not in the dependency table (ALLOWED_DEPENDENCIES in xtask/src/tidy.rs); add it deliberately"
+            ));
+            continue;
+        };
+        for dependency in &package.dependencies {
+            let target = dependency.name.as_str();
+            if !workspace.contains(target) {
+                continue;
+            }
+            let kind = dependency.kind.as_deref().unwrap_or("normal");
+            let dev = kind == "dev";
+            if !dev {
+                graph.entry(name).or_default().push(target);
+            }
+            let ok = allowed.contains(&target)
+                || (dev && target == TEST_SUPPORT && !NO_TEST_SUPPORT.contains(&name));
+            if !ok {
+                let allowed = if allowed.is_empty() {
+                    "none".to_owned()
+                } else {
+                    allowed.join(", ")
+                };
+                problems.push(format!(
+                    "{shown}: `{name}` must not depend on `{target}` ({kind} dependency); allowed internal dependencies: {allowed}"
+                ));
+            }
+        }
+    }
+
+    for (name, _) in ALLOWED_DEPENDENCIES {
+        if !workspace.contains(name) {
+            problems.push(format!(
+                "xtask/src/tidy.rs: the dependency table names `{name}`, which is not a workspace package"
+            ));
+        }
+    }
+
+    if let Some(cycle) = find_cycle(&graph) {
+        problems.push(format!(
+            "Cargo.toml: dependency cycle: {}",
+            cycle.join(" -> ")
+        ));
+    }
+    problems
+}
+
+/// A cycle in `graph`, as the path that closes it (`a -> b -> a`), if any.
+fn find_cycle<'a>(graph: &BTreeMap<&'a str, Vec<&'a str>>) -> Option<Vec<&'a str>> {
+    fn visit<'a>(
+        node: &'a str,
+        graph: &BTreeMap<&'a str, Vec<&'a str>>,
+        done: &mut BTreeSet<&'a str>,
+        path: &mut Vec<&'a str>,
+    ) -> Option<Vec<&'a str>> {
+        if let Some(start) = path.iter().position(|n| *n == node) {
+            let mut cycle = path[start..].to_vec();
+            cycle.push(node);
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node);
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, graph, done, path) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.insert(node);
+        None
+    }
+
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|node| visit(node, graph, &mut done, &mut Vec::new()))
+}
+
+// ---------------------------------------------------------------------------
+// e. ARCHITECTURE.md
+
+/// The code map names every package, in backticks.
+fn check_architecture(text: &str, packages: &[&str]) -> Vec<String> {
+    packages
+        .iter()
+        .filter(|name| !text.contains(&format!("`{name}`")))
+        .map(|name| format!("does not name workspace package `{name}` (add it to the code map)"))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// f. libraries never print
+
+const PRINT_MACROS: [&str; 4] = ["print!", "println!", "eprint!", "eprintln!"];
+
+/// Test code, benches, examples and build scripts may print; library code
+/// may not.
+fn print_check_exempt(root: &Path, file: &Path) -> bool {
+    let relative = file.strip_prefix(root).unwrap_or(file);
+    relative.file_name().is_some_and(|name| name == "build.rs")
+        || relative.components().any(|component| {
+            let part = component.as_os_str();
+            part == "tests" || part == "benches" || part == "examples"
+        })
+}
+
+/// Lines (1-based) of non-test code that use a print macro. Everything after
+/// the first `#[cfg(test)]` counts as test code, and comment lines (doc
+/// examples included) are skipped.
+fn check_no_print(text: &str) -> Vec<(usize, String)> {
+    let mut problems = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.contains("#[cfg(test)]") {
+            break;
+        }
+        let code = line.trim_start();
+        if code.starts_with("//") {
+            continue;
+        }
+        if let Some(name) = PRINT_MACROS.iter().find(|name| uses_macro(code, name)) {
+            problems.push((
+                index + 1,
+                format!("`{name}` in library code; libraries never print, emit a `tracing` event instead"),
+            ));
+        }
+    }
+    problems
+}
+
+/// Whether `line` invokes `name` (like `println!`) and not a longer macro
+/// that ends with it (like `eprintln!` or `my_println!`).
+fn uses_macro(line: &str, name: &str) -> bool {
+    line.match_indices(name).any(|(at, _)| {
+        !line[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|before| before.is_alphanumeric() || before == '_')
+    })
+}
+
+// ---------------------------------------------------------------------------
+// files
+
+fn read(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("failed to read {}", path.display()))
+}
+
+/// `path` relative to `root`, with `/` separators, for messages.
+fn relative(root: &Path, path: &Path) -> String {
+    let relative = path.strip_prefix(root).unwrap_or(path);
+    relative
+        .components()
+        .map(|component| component.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Every `.rs` file under `dir`, sorted, skipping `target/` and hidden
+/// directories. A missing `dir` has no files.
+fn rust_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        if !dir.is_dir() {
+            continue;
+        }
+        let entries =
+            std::fs::read_dir(&dir).with_context(|| format!("failed to list {}", dir.display()))?;
+        for entry in entries {
+            let entry = entry.with_context(|| format!("failed to list {}", dir.display()))?;
+            let path = entry.path();
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let file_type = entry
+                .file_type()
+                .with_context(|| format!("failed to stat {}", path.display()))?;
+            if file_type.is_dir() {
+                if name != "target" && !name.starts_with('.') {
+                    pending.push(path);
+                }
+            } else if name.ends_with(".rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// The crate manifests tidy checks, each with whether it is a library crate
+/// (under `crates/`).
+fn manifests(root: &Path) -> anyhow::Result<Vec<(PathBuf, bool)>> {
+    let mut manifests = Vec::new();
+    for (dir, is_library) in [("crates", true), ("bins", false)] {
+        let dir = root.join(dir);
+        if !dir.is_dir() {
+            continue;
+        }
+        let entries =
+            std::fs::read_dir(&dir).with_context(|| format!("failed to list {}", dir.display()))?;
+        for entry in entries {
+            let entry = entry.with_context(|| format!("failed to list {}", dir.display()))?;
+            let manifest = entry.path().join("Cargo.toml");
+            if manifest.is_file() {
+                manifests.push((manifest, is_library));
+            }
+        }
+    }
+    manifests.push((root.join("xtask").join("Cargo.toml"), false));
+    manifests.sort();
+    Ok(manifests)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The whole workspace passes tidy.
+    #[test]
+    fn tidy() -> anyhow::Result<()> {
+        let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = manifest_dir
+            .parent()
+            .context("xtask has no parent directory")?;
+        let problems = run(root)?;
+        assert!(
+            problems.is_empty(),
+            "cargo xtask tidy found {} problem(s):\n{}",
+            problems.len(),
+            problems.join("\n")
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn module_header() {
+        assert_eq!(
+            check_module_header("//! Why this exists.\nfn f() {}\n"),
+            None
+        );
+        assert!(check_module_header("\n//! Too late.\n").is_some());
+        assert!(check_module_header("// Not a doc comment.\n").is_some());
+        assert!(check_module_header("/// Item doc, not module doc.\n").is_some());
+        assert!(check_module_header("#![allow(dead_code)]\n//! After an attribute.\n").is_some());
+        assert!(check_module_header("").is_some());
+    }
+
+    const GOOD_MANIFEST: &str = r#"
+[package]
+name = "agentkit-example"
+version.workspace = true
+
+[lints]
+workspace = true
+
+[dependencies]
+agentkit-protocol.workspace = true
+serde = { workspace = true, features = ["rc"] }
+
+[dev-dependencies]
+anyhow.workspace = true
+"#;
+
+    #[test]
+    fn manifest_accepts_workspace_dependencies() {
+        assert_eq!(check_manifest(GOOD_MANIFEST, true), Vec::<String>::new());
+    }
+
+    #[test]
+    fn manifest_rejects_own_versions() {
+        let text = r#"
+[lints]
+workspace = true
+
+[dependencies]
+serde = "1"
+regex = { version = "1", features = ["std"] }
+local = { path = "../local" }
+off = { workspace = false }
+
+[dev-dependencies]
+tempfile = "3"
+
+[build-dependencies]
+cc = "1"
+
+[target.'cfg(unix)'.dependencies]
+libc = "0.2"
+"#;
+        let problems = check_manifest(text, false);
+        let names = ["serde", "regex", "local", "off", "tempfile", "cc", "libc"];
+        assert_eq!(problems.len(), names.len(), "{problems:#?}");
+        for name in names {
+            let message = format!("`{name}` must use `workspace = true`");
+            assert!(
+                problems.iter().any(|p| p.contains(&message)),
+                "no `{message}` in {problems:#?}"
+            );
+        }
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.starts_with("[target.cfg(unix).dependencies] `libc`")),
+            "{problems:#?}"
+        );
+    }
+
+    #[test]
+    fn manifest_requires_workspace_lints() {
+        let missing = "[dependencies]\nserde.workspace = true\n";
+        assert_eq!(
+            check_manifest(missing, true),
+            ["missing `[lints] workspace = true`"]
+        );
+        let own = "[lints.clippy]\nunwrap_used = \"deny\"\n";
+        assert_eq!(
+            check_manifest(own, true),
+            ["missing `[lints] workspace = true`"]
+        );
+    }
+
+    #[test]
+    fn manifest_keeps_anyhow_out_of_libraries() {
+        let text = "[lints]\nworkspace = true\n[dependencies]\nanyhow.workspace = true\n";
+        let problems = check_manifest(text, true);
+        assert_eq!(problems.len(), 1, "{problems:#?}");
+        assert!(
+            problems[0].contains("must not depend on `anyhow`"),
+            "{}",
+            problems[0]
+        );
+
+        let renamed = "[lints]\nworkspace = true\n[dependencies]\nerr = { workspace = true, package = \"anyhow\" }\n";
+        assert_eq!(check_manifest(renamed, true).len(), 1);
+
+        // Binaries and xtask may use it; libraries may in their tests.
+        assert_eq!(check_manifest(text, false), Vec::<String>::new());
+        assert_eq!(check_manifest(GOOD_MANIFEST, true), Vec::<String>::new());
+    }
+
+    #[test]
+    fn manifest_reports_invalid_toml() {
+        let problems = check_manifest("[dependencies\n", true);
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].starts_with("invalid TOML"), "{}", problems[0]);
+    }
+
+    fn metadata(packages: serde_json::Value) -> anyhow::Result<Metadata> {
+        Ok(serde_json::from_value(
+            serde_json::json!({ "packages": packages }),
+        )?)
+    }
+
+    fn package(name: &str, deps: &[(&str, Option<&str>)]) -> serde_json::Value {
+        let dependencies: Vec<serde_json::Value> = deps
+            .iter()
+            .map(|(dep, kind)| serde_json::json!({ "name": dep, "kind": kind, "req": "*" }))
+            .collect();
+        serde_json::json!({
+            "name": name,
+            "manifest_path": format!("/ws/crates/{name}/Cargo.toml"),
+            "dependencies": dependencies,
+        })
+    }
+
+    /// The real workspace's packages with the allowed edges, plus `extra`.
+    fn workspace_with(extra: Vec<serde_json::Value>) -> anyhow::Result<Metadata> {
+        let mut packages: Vec<serde_json::Value> = ALLOWED_DEPENDENCIES
+            .iter()
+            .filter(|(name, _)| !extra.iter().any(|p| p["name"] == *name))
+            .map(|(name, allowed)| {
+                let deps: Vec<(&str, Option<&str>)> =
+                    allowed.iter().map(|dep| (*dep, None)).collect();
+                package(name, &deps)
+            })
+            .collect();
+        packages.extend(extra);
+        metadata(serde_json::Value::Array(packages))
+    }
+
+    #[test]
+    fn directions_accept_the_table() -> anyhow::Result<()> {
+        let metadata = workspace_with(vec![
+            package(
+                "agentkit-cli",
+                &[
+                    ("agentkit", None),
+                    ("serde", None),
+                    (TEST_SUPPORT, Some("dev")),
+                    ("agentkit", Some("dev")),
+                ],
+            ),
+            package("agentkit-protocol", &[(TEST_SUPPORT, Some("dev"))]),
+        ])?;
+        assert_eq!(
+            check_dependency_directions(Path::new("/ws"), &metadata),
+            Vec::<String>::new()
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn directions_reject_other_edges() -> anyhow::Result<()> {
+        let metadata = workspace_with(vec![
+            package(
+                "agentkit-manifest",
+                &[("agentkit-protocol", None), ("agentkit-events", None)],
+            ),
+            package(
+                "agentkit-cli",
+                &[("agentkit", None), ("agentkit-protocol", Some("dev"))],
+            ),
+            package(
+                "agentkit-serve",
+                &[("agentkit", None), ("agentkit-runtime", Some("build"))],
+            ),
+            package(
+                "agentkit",
+                &[("agentkit-runtime", None), (TEST_SUPPORT, None)],
+            ),
+            package("xtask", &[(TEST_SUPPORT, Some("dev"))]),
+        ])?;
+        let problems = check_dependency_directions(Path::new("/ws"), &metadata);
+        let expected = [
+            "crates/agentkit-manifest/Cargo.toml: `agentkit-manifest` must not depend on `agentkit-events` (normal dependency)",
+            "crates/agentkit-cli/Cargo.toml: `agentkit-cli` must not depend on `agentkit-protocol` (dev dependency)",
+            "crates/agentkit-serve/Cargo.toml: `agentkit-serve` must not depend on `agentkit-runtime` (build dependency)",
+            "crates/agentkit/Cargo.toml: `agentkit` must not depend on `agentkit-test-support` (normal dependency)",
+            "crates/xtask/Cargo.toml: `xtask` must not depend on `agentkit-test-support` (dev dependency)",
+        ];
+        for prefix in expected {
+            assert!(
+                problems.iter().any(|problem| problem.starts_with(prefix)),
+                "expected `{prefix}` in {problems:#?}"
+            );
+        }
+        // agentkit -> test-support -> agentkit closes a cycle.
+        assert!(
+            problems.iter().any(|problem| problem
+                .contains("dependency cycle: agentkit -> agentkit-test-support -> agentkit")),
+            "{problems:#?}"
+        );
+        assert_eq!(problems.len(), expected.len() + 1, "{problems:#?}");
+        Ok(())
+    }
+
+    #[test]
+    fn directions_reject_unknown_packages() -> anyhow::Result<()> {
+        let metadata = workspace_with(vec![package(
+            "agentkit-new",
+            &[("agentkit-protocol", None)],
+        )])?;
+        let problems = check_dependency_directions(Path::new("/ws"), &metadata);
+        assert_eq!(problems.len(), 1, "{problems:#?}");
+        assert!(
+            problems[0].contains("`agentkit-new` is not in the dependency table"),
+            "{}",
+            problems[0]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn directions_report_stale_table_entries() -> anyhow::Result<()> {
+        let metadata = metadata(serde_json::json!([package("agentkit-protocol", &[])]))?;
+        let problems = check_dependency_directions(Path::new("/ws"), &metadata);
+        assert_eq!(
+            problems.len(),
+            ALLOWED_DEPENDENCIES.len() - 1,
+            "{problems:#?}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn cycles_are_found() {
+        let mut graph = BTreeMap::new();
+        graph.insert("a", vec!["b"]);
+        graph.insert("b", vec!["c"]);
+        graph.insert("c", vec!["a"]);
+        assert_eq!(find_cycle(&graph), Some(vec!["a", "b", "c", "a"]));
+        graph.insert("c", vec![]);
+        assert_eq!(find_cycle(&graph), None);
+    }
+
+    /// The table itself is layered: each library crate only uses crates
+    /// listed before it, the facade uses everything below it, and the test
+    /// support crate uses the facade and everything below.
+    #[test]
+    fn dependency_table_is_layered() {
+        for (index, name) in BELOW_FACADE.iter().enumerate() {
+            let allowed = allowed_dependencies(name).unwrap_or_default();
+            for dep in allowed {
+                assert!(
+                    BELOW_FACADE[..index].contains(dep),
+                    "`{name}` may use `{dep}`, which is not below it"
+                );
+            }
+        }
+        assert_eq!(allowed_dependencies("agentkit"), Some(BELOW_FACADE));
+        let mut expected = vec!["agentkit"];
+        expected.extend(BELOW_FACADE);
+        assert_eq!(allowed_dependencies(TEST_SUPPORT), Some(&expected[..]));
+        let graph: BTreeMap<&str, Vec<&str>> = ALLOWED_DEPENDENCIES
+            .iter()
+            .map(|(name, allowed)| (*name, allowed.to_vec()))
+            .collect();
+        assert_eq!(find_cycle(&graph), None);
+    }
+
+    #[test]
+    fn architecture_names_every_package() {
+        let text = "## Code map\n\n### `agentkit-protocol`\n\nThe agentkit-manifest crate.\n";
+        let problems = check_architecture(text, &["agentkit-protocol", "agentkit-manifest"]);
+        assert_eq!(
+            problems,
+            ["does not name workspace package `agentkit-manifest` (add it to the code map)"]
+        );
+    }
+
+    #[test]
+    fn libraries_do_not_print() {
+        let text = r#"//! A library.
+/// ```
+/// println!("doc examples may print");
+/// ```
+pub fn a() {
+    println!("flagged");
+    eprintln!("flagged once");
+    std::print!("flagged");
+    my_println!("not a print macro");
+    tracing::info!("fine");
+}
+
+#[cfg(test)]
+mod tests {
+    fn f() { println!("tests may print"); }
+}
+"#;
+        let problems = check_no_print(text);
+        let lines: Vec<usize> = problems.iter().map(|(line, _)| *line).collect();
+        assert_eq!(lines, [6, 7, 8], "{problems:#?}");
+        assert!(
+            problems[1].1.starts_with("`eprintln!`"),
+            "{}",
+            problems[1].1
+        );
+    }
+
+    #[test]
+    fn print_exemptions() {
+        let root = Path::new("/ws");
+        assert!(print_check_exempt(
+            root,
+            Path::new("/ws/crates/a/tests/suite/x.rs")
+        ));
+        assert!(print_check_exempt(
+            root,
+            Path::new("/ws/crates/a/benches/discover.rs")
+        ));
+        assert!(print_check_exempt(root, Path::new("/ws/crates/a/build.rs")));
+        assert!(!print_check_exempt(
+            root,
+            Path::new("/ws/crates/a/src/lib.rs")
+        ));
+    }
+}
