@@ -75,7 +75,8 @@ fn cargo_subcommand_available(root: &Path, subcommand: &str) -> bool {
 
 /// Runs every check CI runs, stopping at the first failure.
 pub(crate) fn run_ci(root: &Path) -> anyhow::Result<bool> {
-    let in_ci = std::env::var_os("CI").is_some_and(|value| !value.is_empty());
+    let in_ci =
+        std::env::var("CI").is_ok_and(|value| !matches!(value.as_str(), "" | "0" | "false"));
 
     let checks = [
         Step::cargo(&["fmt", "--all", "--", "--check"]),

@@ -61,6 +61,7 @@ impl CronSchedule {
                 if fields == 1 { "" } else { "s" }
             ));
         }
+        check_cron_ranges(expr)?;
         croner::parser::CronParser::builder()
             .seconds(croner::parser::Seconds::Disallowed)
             .build()
@@ -73,6 +74,43 @@ impl CronSchedule {
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.0.find_next_occurrence(&after, false).ok()
     }
+}
+
+/// Checks the numbers of each field against its range, so the message can
+/// name the field (the parser's own errors do not).
+fn check_cron_ranges(expr: &str) -> Result<(), String> {
+    const FIELDS: [(&str, u32, u32); 5] = [
+        ("minute", 0, 59),
+        ("hour", 0, 23),
+        ("day-of-month", 1, 31),
+        ("month", 1, 12),
+        ("day-of-week", 0, 7),
+    ];
+    for (field, (name, lo, hi)) in expr.split_whitespace().zip(FIELDS) {
+        for part in field.split(',') {
+            let (range, step) = match part.split_once('/') {
+                Some((r, s)) => (r, Some(s)),
+                None => (part, None),
+            };
+            if let Some(step) = step
+                && step.parse::<u32>().map_or(true, |n| n == 0)
+            {
+                return Err(format!(
+                    "`{expr}`: {name} step `/{step}` must be a positive number"
+                ));
+            }
+            for n in range.split('-') {
+                if let Ok(n) = n.parse::<u32>()
+                    && !(lo..=hi).contains(&n)
+                {
+                    return Err(format!(
+                        "`{expr}`: {name} value {n} is out of range {lo}–{hi}"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Parses a duration such as `30s`, `10m`, `1h30m` or `500ms`.
@@ -176,7 +214,12 @@ mod tests {
         assert!(CronSchedule::parse("0 0 * * 7").is_ok());
         assert!(CronSchedule::parse("* * * *").is_err());
         assert!(CronSchedule::parse("0 * * * * *").is_err());
-        assert!(CronSchedule::parse("61 * * * *").is_err());
+        assert_eq!(
+            CronSchedule::parse("61 * * * *").err().as_deref(),
+            Some("`61 * * * *`: minute value 61 is out of range 0–59")
+        );
+        assert!(CronSchedule::parse("*/0 * * * *").is_err());
+        assert!(CronSchedule::parse("0 0 32 * *").is_err());
         let at = Utc
             .with_ymd_and_hms(2026, 11, 27, 10, 0, 0)
             .single()

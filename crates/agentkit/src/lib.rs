@@ -1,1 +1,48 @@
-//! agentkit facade.
+//! agentkit: build and serve AI agents from a folder of files.
+//!
+//! This facade is what binaries and embedders use. Today it discovers and
+//! validates projects ([`discover`], re-exported from
+//! [`agentkit_manifest`]), describes them ([`info`]) and scaffolds new ones
+//! ([`init`]). Serving (`serve(dir, ServeOptions) -> ServeHandle`), the
+//! HTTP router, the playground and the docs host arrive with the sessions
+//! issue; nothing here pretends to serve yet.
+//!
+//! ```no_run
+//! let found = agentkit::discover(std::path::Path::new("fixtures/agents"))?;
+//! assert!(found.is_ok(), "{:?}", found.diagnostics);
+//! let doc = agentkit::info::info_json(&found, chrono::Utc::now());
+//! println!("{doc:#}");
+//! # Ok::<(), agentkit::manifest::Error>(())
+//! ```
+
+mod error;
+pub mod info;
+pub mod init;
+
+pub use error::{Error, Result};
+
+/// The project format: discovery, the manifest types and diagnostics.
+pub use agentkit_manifest as manifest;
+pub use agentkit_manifest::{Diagnostic, Diagnostics, Discovery, Severity, discover};
+/// The event vocabulary and other shared wire data.
+pub use agentkit_protocol as protocol;
+
+/// Runs discovery and adds the diagnostics that depend on the host's
+/// environment (`${VAR}` references that are unset), as `agentkit
+/// validate` reports them.
+pub fn validate(
+    dir: &std::path::Path,
+    is_set: impl Fn(&str) -> bool,
+) -> manifest::Result<Discovery> {
+    let mut found = discover(dir)?;
+    let extra = manifest::unset_env_refs(&found.host, is_set);
+    if !extra.is_empty() {
+        let mut all = found.diagnostics.into_vec();
+        all.extend(extra);
+        all.sort_by(|a, b| (&a.path, a.line, a.column).cmp(&(&b.path, b.line, b.column)));
+        let mut diagnostics = Diagnostics::default();
+        diagnostics.extend(all);
+        found.diagnostics = diagnostics;
+    }
+    Ok(found)
+}

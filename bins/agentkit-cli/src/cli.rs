@@ -1,0 +1,159 @@
+//! Commands and flags, and what each command does with the facade.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::render;
+
+/// Validation found errors.
+pub(crate) const EXIT_INVALID: u8 = 1;
+/// Bad arguments, a missing folder, or a command that is not available.
+pub(crate) const EXIT_USAGE: u8 = 2;
+
+/// Build and serve AI agents from a folder of files.
+#[derive(Debug, Parser)]
+#[command(name = "agentkit", version, about, long_about = None, propagate_version = true, arg_required_else_help = true)]
+pub(crate) struct Cli {
+    /// When to use colours in output.
+    #[arg(long, global = true, value_enum, default_value_t = Color::Auto)]
+    pub(crate) color: Color,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+impl From<Color> for anstream::ColorChoice {
+    fn from(c: Color) -> Self {
+        match c {
+            Color::Auto => anstream::ColorChoice::Auto,
+            Color::Always => anstream::ColorChoice::Always,
+            Color::Never => anstream::ColorChoice::Never,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check an agent project (or a folder of them) and report every problem.
+    ///
+    /// Exits 0 when there are no errors (warnings are allowed), 1 when there
+    /// is any error, 2 on usage errors such as a missing folder.
+    Validate {
+        /// The project, or a folder of projects.
+        #[arg(long, default_value = ".", value_name = "PATH")]
+        dir: PathBuf,
+        /// Print a JSON document of the diagnostics instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Describe what discovery found: agents, tools, skills, connections,
+    /// subagents, channels and routes, hooks, schedules (with their next
+    /// fire time in UTC), experiments and evals.
+    Info {
+        /// The project, or a folder of projects.
+        #[arg(long, default_value = ".", value_name = "PATH")]
+        dir: PathBuf,
+        /// Print the JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Scaffold a new agent project; with no PATH, print the setup guide.
+    ///
+    /// Writes agent/agent.toml, agent/instructions.md, a working `echo`
+    /// server tool (agent/tools/echo.toml + echo.py) and a .gitignore for
+    /// the state folder. Never overwrites an existing file.
+    Init {
+        /// The folder to create the project in (its name becomes the slug).
+        path: Option<PathBuf>,
+    },
+    /// Serve agents over HTTP (not available yet).
+    Serve(NotYet),
+    /// Run turns against an ephemeral server and print the trajectory (not available yet).
+    Run(NotYet),
+    /// Chat with a running agent (not available yet).
+    Chat(NotYet),
+    /// Call a server tool deterministically, without a model (not available yet).
+    Call(NotYet),
+    /// Summarise a saved event stream (not available yet).
+    Trajectory(NotYet),
+    /// Run evals (not available yet).
+    Eval(NotYet),
+}
+
+/// Accepts any arguments so that the "not available" message, not a
+/// parsing error, is what the user sees.
+#[derive(Debug, clap::Args)]
+struct NotYet {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    args: Vec<String>,
+}
+
+pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Validate { dir, json } => validate(dir, json),
+        Command::Info { dir, json } => info(dir, json),
+        Command::Init { path } => init(path),
+        Command::Serve(_) => not_yet("serve", "durable sessions over HTTP"),
+        Command::Run(_) => not_yet("run", "durable sessions over HTTP"),
+        Command::Chat(_) => not_yet("chat", "durable sessions over HTTP"),
+        Command::Trajectory(_) => not_yet("trajectory", "durable sessions over HTTP"),
+        Command::Call(_) => not_yet("call", "deterministic tool calls"),
+        Command::Eval(_) => not_yet("eval", "the eval runner"),
+    }
+}
+
+fn not_yet(command: &str, capability: &str) -> anyhow::Result<ExitCode> {
+    anyhow::bail!(
+        "`agentkit {command}` is not available in this release: it arrives with {capability}. Today agentkit validates (`agentkit validate`), describes (`agentkit info`) and scaffolds (`agentkit init`) projects"
+    )
+}
+
+fn validate(dir: PathBuf, json: bool) -> anyhow::Result<ExitCode> {
+    let found = agentkit::validate(&dir, |name| std::env::var_os(name).is_some())
+        .with_context(|| format!("cannot validate `{}`", dir.display()))?;
+    let mut out = anstream::stdout();
+    if json {
+        render::validate_json(&mut out, &found)?;
+    } else {
+        render::diagnostics(&mut out, &found)?;
+    }
+    Ok(if found.diagnostics.has_errors() {
+        ExitCode::from(EXIT_INVALID)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn info(dir: PathBuf, json: bool) -> anyhow::Result<ExitCode> {
+    let found =
+        agentkit::discover(&dir).with_context(|| format!("cannot read `{}`", dir.display()))?;
+    let now = chrono::Utc::now();
+    let mut out = anstream::stdout();
+    if json {
+        render::json(&mut out, &agentkit::info::info_json(&found, now))?;
+    } else {
+        render::info(&mut out, &found, now)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn init(path: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let Some(path) = path else {
+        print!("{}", agentkit::init::SETUP_GUIDE);
+        return Ok(ExitCode::SUCCESS);
+    };
+    let written = agentkit::init::init(&path)?;
+    let mut out = anstream::stdout();
+    render::init(&mut out, &path, &written)?;
+    Ok(ExitCode::SUCCESS)
+}

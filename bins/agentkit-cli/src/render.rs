@@ -1,0 +1,331 @@
+//! Output: human text with colours on a terminal, and JSON documents for
+//! scripts.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use anstyle::{AnsiColor, Style};
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use agentkit::manifest::{
+    Agent, Approval, ChannelKind, Execution, Project, RouteAction, ScheduleAction, Transport,
+};
+use agentkit::{Discovery, Severity};
+
+const BOLD: Style = Style::new().bold();
+const DIM: Style = Style::new().dimmed();
+const RED: Style = AnsiColor::Red.on_default().bold();
+const YELLOW: Style = AnsiColor::Yellow.on_default().bold();
+const GREEN: Style = AnsiColor::Green.on_default().bold();
+const CYAN: Style = AnsiColor::Cyan.on_default();
+
+pub(crate) fn error(out: &mut impl Write, e: &anyhow::Error) -> io::Result<()> {
+    write!(out, "{RED}error{RED:#}: {e}")?;
+    for cause in e.chain().skip(1) {
+        write!(out, ": {cause}")?;
+    }
+    writeln!(out)
+}
+
+pub(crate) fn json(out: &mut impl Write, value: &serde_json::Value) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value)?;
+    writeln!(out)
+}
+
+/// The `validate --json` document.
+pub(crate) fn validate_json(out: &mut impl Write, found: &Discovery) -> io::Result<()> {
+    json(
+        out,
+        &json!({
+            "ok": !found.diagnostics.has_errors(),
+            "errors": found.diagnostics.error_count(),
+            "warnings": found.diagnostics.warning_count(),
+            "agents": found.host.agents.iter().map(|p| &p.slug).collect::<Vec<_>>(),
+            "diagnostics": found.diagnostics,
+        }),
+    )
+}
+
+/// Diagnostics grouped by file, then a summary line.
+pub(crate) fn diagnostics(out: &mut impl Write, found: &Discovery) -> io::Result<()> {
+    let mut by_file: BTreeMap<&str, Vec<&agentkit::Diagnostic>> = BTreeMap::new();
+    for d in &found.diagnostics {
+        by_file.entry(d.path.as_str()).or_default().push(d);
+    }
+    for (path, items) in &by_file {
+        writeln!(out, "{BOLD}{path}{BOLD:#}")?;
+        for d in items {
+            let (style, label) = match d.severity {
+                Severity::Error => (RED, "error"),
+                Severity::Warning => (YELLOW, "warning"),
+            };
+            let at = match (d.line, d.column) {
+                (Some(l), Some(c)) => format!("{l}:{c}: "),
+                (Some(l), None) => format!("{l}: "),
+                _ => String::new(),
+            };
+            writeln!(
+                out,
+                "  {DIM}{at}{DIM:#}{style}{label}{style:#}{DIM}[{}]{DIM:#} {}",
+                d.code, d.message
+            )?;
+            if let Some(hint) = &d.hint {
+                writeln!(out, "    {CYAN}hint:{CYAN:#} {hint}")?;
+            }
+        }
+        writeln!(out)?;
+    }
+    let (errors, warnings) = (
+        found.diagnostics.error_count(),
+        found.diagnostics.warning_count(),
+    );
+    let agents = found.host.agents.len();
+    let agents = format!("{agents} agent{}", if agents == 1 { "" } else { "s" });
+    if errors == 0 && warnings == 0 {
+        writeln!(out, "{GREEN}ok{GREEN:#}: {agents}, no diagnostics")
+    } else if errors == 0 {
+        writeln!(
+            out,
+            "{GREEN}ok{GREEN:#}: {agents}, {warnings} warning{}",
+            plural(warnings)
+        )
+    } else {
+        writeln!(
+            out,
+            "{RED}invalid{RED:#}: {agents}, {errors} error{}, {warnings} warning{}",
+            plural(errors),
+            plural(warnings)
+        )
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+pub(crate) fn init(out: &mut impl Write, dir: &Path, written: &[PathBuf]) -> io::Result<()> {
+    writeln!(out, "{GREEN}created{GREEN:#} {}", dir.display())?;
+    for p in written {
+        let rel = p.strip_prefix(dir).unwrap_or(p);
+        writeln!(out, "  {}", rel.display())?;
+    }
+    writeln!(
+        out,
+        "\nnext:\n  agentkit validate --dir {0}\n  agentkit info --dir {0}",
+        dir.display()
+    )
+}
+
+/// The discovered surface, one section per agent.
+pub(crate) fn info(out: &mut impl Write, found: &Discovery, now: DateTime<Utc>) -> io::Result<()> {
+    let n = found.host.agents.len();
+    writeln!(
+        out,
+        "{BOLD}{n} agent{}{BOLD:#} in {}",
+        plural(n),
+        found.host.root.display()
+    )?;
+    for p in &found.host.agents {
+        writeln!(out)?;
+        project(out, p, now)?;
+    }
+    let (errors, warnings) = (
+        found.diagnostics.error_count(),
+        found.diagnostics.warning_count(),
+    );
+    if errors + warnings > 0 {
+        writeln!(
+            out,
+            "\n{YELLOW}{errors} error{}, {warnings} warning{}{YELLOW:#}: run `agentkit validate` for details",
+            plural(errors),
+            plural(warnings)
+        )?;
+    }
+    Ok(())
+}
+
+fn section(out: &mut impl Write, title: &str, count: usize) -> io::Result<bool> {
+    if count > 0 {
+        writeln!(out, "  {BOLD}{title}{BOLD:#} ({count})")?;
+    }
+    Ok(count > 0)
+}
+
+fn project(out: &mut impl Write, p: &Project, now: DateTime<Utc>) -> io::Result<()> {
+    let a: &Agent = &p.agent;
+    writeln!(out, "{GREEN}/{}{GREEN:#}  {DIM}{}{DIM:#}", p.slug, p.path)?;
+    if let Some(d) = &a.config.description {
+        writeln!(out, "  {d}")?;
+    }
+    let model = a.config.model.as_ref().map_or_else(
+        || "host default".to_owned(),
+        |m| format!("{}:{}", m.provider.as_str(), m.id),
+    );
+    writeln!(
+        out,
+        "  {BOLD}model{BOLD:#} {}  {BOLD}max_steps{BOLD:#} {}  {BOLD}turn_timeout{BOLD:#} {}s",
+        model.trim_end_matches(':'),
+        a.config.harness.max_steps,
+        a.config.harness.turn_timeout.as_secs()
+    )?;
+    match &a.instructions {
+        Some(i) => writeln!(
+            out,
+            "  {BOLD}instructions{BOLD:#} {} ({} bytes)",
+            i.files.join(", "),
+            i.bytes
+        )?,
+        None => writeln!(out, "  {BOLD}instructions{BOLD:#} {RED}missing{RED:#}")?,
+    }
+    if section(out, "tools", a.tools.len())? {
+        for t in &a.tools {
+            let kind = match t.execution {
+                Execution::Server => "server",
+                Execution::Agent => "agent",
+            };
+            let mut flags = vec![kind.to_owned()];
+            if t.annotations.read_only {
+                flags.push("read-only".into());
+            }
+            match t.needs_approval {
+                Approval::Never => {}
+                Approval::Always => flags.push("needs approval".into()),
+                Approval::When(_) => flags.push("approval when input matches".into()),
+            }
+            let params: Vec<&str> = t
+                .input_schema
+                .get("properties")
+                .and_then(|p| p.as_object())
+                .map(|m| m.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "    {CYAN}{}{CYAN:#}({}) {DIM}[{}]{DIM:#} {}",
+                t.name,
+                params.join(", "),
+                flags.join(", "),
+                t.description
+            )?;
+        }
+    }
+    if section(out, "skills", a.skills.len())? {
+        for s in &a.skills {
+            writeln!(out, "    {CYAN}{}{CYAN:#} {}", s.name, s.description)?;
+        }
+    }
+    if section(out, "mcp connections", a.mcp_connections.len())? {
+        for c in &a.mcp_connections {
+            let how = match &c.transport {
+                Transport::Http { url, .. } => format!("http {url}"),
+                Transport::Stdio { command, args, .. } => {
+                    format!("stdio {command} {}", args.join(" "))
+                }
+                Transport::Peer { agent } => format!("peer /{agent}"),
+            };
+            writeln!(out, "    {CYAN}{}{CYAN:#} {}", c.name, how.trim_end())?;
+        }
+    }
+    if section(out, "subagents", a.subagents.len())? {
+        for s in &a.subagents {
+            writeln!(out, "    {CYAN}{}{CYAN:#} {}", s.id, s.description)?;
+        }
+    }
+    if section(out, "channels", a.channels.len())? {
+        for c in &a.channels {
+            let kind = serde_json::to_value(c.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            writeln!(out, "    {CYAN}{}{CYAN:#} {DIM}[{kind}]{DIM:#}", c.id)?;
+            if c.kind == ChannelKind::Webhook {
+                for r in &c.routes {
+                    let action = match &r.action {
+                        RouteAction::Send(_) => "send".to_owned(),
+                        RouteAction::CallTool(call) => format!("call_tool {}", call.tool),
+                        RouteAction::Respond => "respond".to_owned(),
+                    };
+                    writeln!(
+                        out,
+                        "      {} /{}/v1/channels/{}{} → {action}",
+                        r.method.as_str(),
+                        p.slug,
+                        c.id,
+                        r.path
+                    )?;
+                }
+                for event in c.events.keys() {
+                    writeln!(out, "      on {event} → POST")?;
+                }
+            }
+        }
+    }
+    if section(out, "hooks", a.hooks.len())? {
+        for h in &a.hooks {
+            writeln!(
+                out,
+                "    {CYAN}{}{CYAN:#} on {}",
+                h.name,
+                h.events.join(", ")
+            )?;
+        }
+    }
+    if section(out, "schedules", a.schedules.len())? {
+        for s in &a.schedules {
+            let what = match &s.action {
+                ScheduleAction::Markdown { .. } => "task session".to_owned(),
+                ScheduleAction::Message { channel, .. } => {
+                    format!("message → {}", channel.as_deref().unwrap_or("http"))
+                }
+                ScheduleAction::Tool { name, .. } => format!("tool {name}"),
+            };
+            let next =
+                agentkit::info::next_fire(&s.cron, now).unwrap_or_else(|| "never".to_owned());
+            writeln!(
+                out,
+                "    {CYAN}{}{CYAN:#} `{}` {what}, next {next}",
+                s.id, s.cron
+            )?;
+        }
+    }
+    if section(out, "experiments", a.experiments.len())? {
+        for x in &a.experiments {
+            let arms: Vec<String> = x
+                .variants
+                .iter()
+                .map(|v| format!("{}:{}", v.id, v.weight))
+                .collect();
+            writeln!(
+                out,
+                "    {CYAN}{}{CYAN:#} traffic {} variants {}",
+                x.id,
+                x.traffic,
+                arms.join(" ")
+            )?;
+        }
+    }
+    if !a.sandbox_files.is_empty() {
+        writeln!(
+            out,
+            "  {BOLD}sandbox{BOLD:#} {} file{}",
+            a.sandbox_files.len(),
+            plural(a.sandbox_files.len())
+        )?;
+    }
+    if let Some(e) = &p.evals {
+        let cases: usize = e.files.iter().map(|f| f.cases.len()).sum();
+        let conc = e.config.as_ref().map_or_else(
+            || "no evals.toml".to_owned(),
+            |c| format!("max_concurrency {}", c.max_concurrency),
+        );
+        writeln!(
+            out,
+            "  {BOLD}evals{BOLD:#} {} file{}, {cases} case{} ({conc})",
+            e.files.len(),
+            plural(e.files.len()),
+            plural(cases)
+        )?;
+    }
+    Ok(())
+}

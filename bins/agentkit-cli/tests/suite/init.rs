@@ -1,0 +1,128 @@
+//! `agentkit init`: the scaffold validates, is never overwritten, and the
+//! guide prints without a path.
+
+use std::fs;
+use std::process::Command;
+
+use super::agentkit;
+
+#[test]
+fn init_then_validate_then_run_the_echo_tool() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = agentkit(tmp.path(), &["init", "my-agent"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("agent/tools/echo.toml"),
+        "{}",
+        run.stdout
+    );
+
+    let run = agentkit(tmp.path(), &["validate", "--dir", "my-agent"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(run.stdout.contains("no diagnostics"), "{}", run.stdout);
+
+    // The scaffolded tool really works under the subprocess contract:
+    // JSON input on stdin, JSON result on stdout.
+    let out = Command::new("python3")
+        .arg("echo.py")
+        .current_dir(tmp.path().join("my-agent/agent/tools"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(br#"{"message":"hello"}"#)?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), r#"{"echo": "hello"}"#);
+
+    assert_eq!(
+        fs::read_to_string(tmp.path().join("my-agent/.gitignore"))
+            .unwrap()
+            .lines()
+            .last(),
+        Some(".agentkit/")
+    );
+}
+
+#[test]
+fn init_refuses_to_overwrite() {
+    let tmp = tempfile::tempdir().unwrap();
+    fs::create_dir_all(tmp.path().join("mine/agent")).unwrap();
+    fs::write(tmp.path().join("mine/agent/instructions.md"), "keep me").unwrap();
+    let run = agentkit(tmp.path(), &["init", "mine"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("refusing to overwrite"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        fs::read_to_string(tmp.path().join("mine/agent/instructions.md")).unwrap(),
+        "keep me"
+    );
+    assert!(
+        !tmp.path().join("mine/agent/agent.toml").exists(),
+        "nothing is written when anything would be overwritten"
+    );
+}
+
+#[test]
+fn init_without_path_prints_the_guide() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = agentkit(tmp.path(), &["init"]);
+    assert_eq!(run.code, 0);
+    assert!(
+        run.stdout.contains("agentkit init my-agent"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        fs::read_dir(tmp.path()).unwrap().count(),
+        0,
+        "the guide writes nothing"
+    );
+}
+
+#[test]
+fn version_help_and_unavailable_commands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = agentkit(tmp.path(), &["--version"]);
+    assert_eq!(run.code, 0);
+    assert_eq!(
+        run.stdout.trim(),
+        format!("agentkit {}", env!("CARGO_PKG_VERSION"))
+    );
+    for cmd in [
+        "validate",
+        "info",
+        "init",
+        "serve",
+        "run",
+        "chat",
+        "call",
+        "trajectory",
+        "eval",
+    ] {
+        let run = agentkit(tmp.path(), &[cmd, "--help"]);
+        assert_eq!(run.code, 0, "{cmd} --help: {}", run.stderr);
+        assert!(
+            run.stdout.contains("Usage: agentkit"),
+            "{cmd}: {}",
+            run.stdout
+        );
+    }
+    let run = agentkit(tmp.path(), &["serve", "--dir", "."]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("not available in this release"),
+        "{}",
+        run.stderr
+    );
+}

@@ -1,0 +1,46 @@
+//! Shared helpers: running the binary and capturing what it printed.
+
+mod info;
+mod init;
+mod validate;
+
+use std::path::Path;
+use std::process::Command;
+
+/// What one run of `agentkit` printed and how it exited.
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+/// Runs `agentkit` with `args` in `cwd`, without colours and with
+/// `ALERTS_TOKEN` set so the bundled fixtures have no env warnings unless a
+/// test removes it.
+pub(crate) fn agentkit(cwd: &Path, args: &[&str]) -> Run {
+    agentkit_with(cwd, args, |_| {})
+}
+
+pub(crate) fn agentkit_with(
+    cwd: &Path,
+    args: &[&str],
+    configure: impl FnOnce(&mut Command),
+) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentkit"));
+    cmd.args(args)
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .env("ALERTS_TOKEN", "test-token")
+        .env_remove("AGENTKIT_LOG");
+    configure(&mut cmd);
+    let out = cmd.output().expect("spawn agentkit");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+pub(crate) fn fixtures() -> std::path::PathBuf {
+    agentkit_test_support::fixtures_dir()
+}

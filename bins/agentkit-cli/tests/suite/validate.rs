@@ -1,0 +1,127 @@
+//! `agentkit validate`: output, JSON document and exit codes.
+
+use std::fs;
+
+use expect_test::expect;
+
+use super::{agentkit, agentkit_with, fixtures};
+
+#[test]
+fn bundled_agents_validate_clean() {
+    let run = agentkit(&fixtures(), &["validate", "--dir", "agents"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    expect![[r#"
+        ok: 2 agents, no diagnostics
+    "#]]
+    .assert_eq(&run.stdout);
+}
+
+#[test]
+fn unset_env_references_are_warnings_not_errors() {
+    let run = agentkit_with(
+        &fixtures(),
+        &["validate", "--dir", "agents/weather-agent", "--json"],
+        |c| {
+            c.env_remove("ALERTS_TOKEN");
+        },
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(doc["ok"], true);
+    assert_eq!(doc["errors"], 0);
+    let codes: Vec<&str> = doc["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["env-unset"]);
+    assert!(
+        doc["diagnostics"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("${ALERTS_TOKEN}")
+    );
+}
+
+/// A project with several problems in several files: every one is
+/// reported, grouped by file, and the exit code is 1.
+fn broken_project() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let agent = tmp.path().join("broken").join("agent");
+    fs::create_dir_all(agent.join("tools")).unwrap();
+    fs::create_dir_all(agent.join("schedules")).unwrap();
+    fs::create_dir_all(agent.join("tool")).unwrap();
+    fs::write(agent.join("agent.toml"), "model = \"gpt-4.1\"\n").unwrap();
+    fs::write(
+        agent.join("tools/get_weather.toml"),
+        "description = \"Weather\"\ncommand = [\"python3\", \"w.py\"]\nneeds_aproval = true\n",
+    )
+    .unwrap();
+    fs::write(
+        agent.join("schedules/nightly.md"),
+        "---\ncron: \"0 25 * * *\"\n---\nSummarise the day.\n",
+    )
+    .unwrap();
+    tmp
+}
+
+#[test]
+fn broken_project_text_output_groups_by_file_with_hints() {
+    let tmp = broken_project();
+    let run = agentkit(tmp.path(), &["validate", "--dir", "broken"]);
+    assert_eq!(run.code, 1);
+    expect![[r#"
+        agent
+          error[missing-instructions] the agent has no instructions
+            hint: create `agent/instructions.md` with the always-on system prompt
+
+        agent/agent.toml
+          1:1: error[invalid-model] model `gpt-4.1` names no provider
+            hint: write `provider:model`, e.g. "openai:gpt-4.1" or "anthropic:gpt-4.1"
+
+        agent/schedules/nightly.md
+          2:1: error[invalid-cron] `0 25 * * *` is not a valid cron expression: Component error: Number out of bounds.
+            hint: standard 5-field cron in UTC, e.g. "*/30 * * * *"
+
+        agent/tool
+          warning[unknown-entry] unknown folder `tool`; agentkit does not discover it
+            hint: did you mean `tools`?
+
+        agent/tools/get_weather.toml
+          3:1: error[unknown-field] unknown field `needs_aproval`
+            hint: did you mean `needs_approval`?
+
+        invalid: 1 agent, 4 errors, 1 warning
+    "#]]
+    .assert_eq(&run.stdout);
+}
+
+#[test]
+fn broken_project_json_document() {
+    let tmp = broken_project();
+    let run = agentkit(tmp.path(), &["validate", "--dir", "broken", "--json"]);
+    assert_eq!(run.code, 1);
+    expect_test::expect_file!["snapshots/validate-broken.json"].assert_eq(&run.stdout);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = agentkit(tmp.path(), &["validate", "--dir", "does-not-exist"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("does-not-exist` does not exist"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        agentkit(tmp.path(), &["validate", "--no-such-flag"]).code,
+        2
+    );
+    assert_eq!(agentkit(tmp.path(), &["frobnicate"]).code, 2);
+    // An empty folder is not a usage error: it is a project with no agents.
+    let run = agentkit(tmp.path(), &["validate", "--dir", "."]);
+    assert_eq!(run.code, 1);
+    assert!(run.stdout.contains("error[no-agents]"), "{}", run.stdout);
+}

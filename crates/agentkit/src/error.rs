@@ -1,0 +1,24 @@
+//! The facade's error type.
+
+use std::path::PathBuf;
+
+/// What can go wrong in the facade's own operations.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Discovery(#[from] agentkit_manifest::Error),
+    #[error("refusing to overwrite existing files: {}", .paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
+    WouldOverwrite { paths: Vec<PathBuf> },
+    #[error(
+        "`{name}` cannot be an agent slug: use letters, digits, `-` and `_`, starting with a letter or digit, and not `v1`, `playground` or `docs`"
+    )]
+    InvalidSlug { name: String },
+    #[error("cannot write `{path}`")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
