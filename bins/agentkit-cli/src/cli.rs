@@ -88,6 +88,16 @@ enum Command {
     Trajectory(NotYet),
     /// Run evals (not available yet).
     Eval(NotYet),
+    /// GitHub webhook helpers: events, replay, forward (not available yet).
+    Github(NotYet),
+    /// Slack app helpers: manifest, doctor (not available yet).
+    Slack(NotYet),
+    /// Store a model provider API key (not available yet).
+    Login(NotYet),
+    /// Remove a stored API key (not available yet).
+    Logout(NotYet),
+    /// Show which credential source is active per provider (not available yet).
+    Whoami(NotYet),
 }
 
 /// Accepts any arguments so that the "not available" message, not a
@@ -109,6 +119,11 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Trajectory(_) => not_yet("trajectory", "durable sessions over HTTP"),
         Command::Call(_) => not_yet("call", "deterministic tool calls"),
         Command::Eval(_) => not_yet("eval", "the eval runner"),
+        Command::Github(_) => not_yet("github", "the GitHub channel pack"),
+        Command::Slack(_) => not_yet("slack", "the Slack channel pack"),
+        Command::Login(_) => not_yet("login", "the model providers"),
+        Command::Logout(_) => not_yet("logout", "the model providers"),
+        Command::Whoami(_) => not_yet("whoami", "the model providers"),
     }
 }
 

@@ -1,7 +1,31 @@
-//! agentkit auth: the `AuthContext` and the request policy chain.
+//! agentkit auth: decides whether an HTTP request may reach an agent.
 //!
-//! This crate will evaluate the policy chains that `agentkit-manifest`
-//! already parses and validates (`local_dev_strict`, `local_dev`,
-//! `loopback_only`, `bearer`, `shared_secret`, `hmac_signature`,
-//! `allow_all`, `public_endpoint`). Evaluation arrives with the HTTP
-//! serving issue; until then this crate exports nothing.
+//! The crate evaluates a [`Chain`] of [`Policy`]s against a plain, borrowed
+//! view of a request ([`RequestParts`]: peer address, `Host`, headers, raw
+//! body) and returns either the [`AuthContext`] of the first policy that
+//! admits it or [`Denied`], which the caller maps to `401`.
+//!
+//! It is not an HTTP layer: no framework types cross its API, and it does
+//! no IO. It does not read project files or the environment either: the
+//! facade converts the manifest's parsed `auth` arrays into [`Policy`]s,
+//! resolving `${VAR}` secrets first. Ownership checks (`403` for another
+//! principal's session) belong to the runtime, which compares the
+//! principal this crate returns.
+
+mod chain;
+mod context;
+mod credential;
+mod error;
+mod local;
+mod policy;
+mod request;
+mod secret;
+
+pub use crate::{
+    chain::{Chain, Surface},
+    context::{AuthContext, PrincipalType},
+    error::{Denied, Error, Refusal, Result},
+    policy::{BearerToken, Policy},
+    request::{FORWARDING_HEADERS, RequestParts},
+    secret::Secret,
+};

@@ -1,8 +1,46 @@
-//! The agentkit event store: append-only NDJSON session streams.
+//! The agentkit event store: append-only NDJSON session streams with replay
+//! from any index and live follow.
 //!
-//! This crate will own the `EventStore` trait, the file backend
-//! (`sessions/<id>/events.ndjson`) with torn-line recovery, and live
-//! subscription with replay from any index. It is not built yet: durable
-//! sessions arrive with the "Durable sessions over HTTP" issue, and until
-//! then this crate deliberately exports nothing, so no caller can mistake a
-//! placeholder for a working store.
+//! Each session's stream lives at `<root>/sessions/<id>/events.ndjson`, one
+//! [`Event`](agentkit_protocol::Event) per line, line `i` holding index `i`.
+//! [`FileEventStore`] appends, reads, and hands out [`Subscription`]s that
+//! replay stored events and then follow live ones, each exactly once and in
+//! order. Appends to one session are serialised by a per-session lock;
+//! different sessions never wait for each other. The PostgreSQL backend and
+//! the trait both backends implement come later.
+//!
+//! # Durability
+//!
+//! Each session has a buffered writer. An append encodes its lines into the
+//! buffer; the appender that finds no other append queued on the session
+//! flushes the buffer to the OS for the whole group (group commit), and
+//! every append returns only after its lines were flushed. Subscribers are
+//! sent an event only after that flush, so nobody ever sees an event that a
+//! crash could take back. `fsync` (`sync_data`) happens only at durable
+//! points: [`FileEventStore::sync`] and [`FileEventStore::append_durable`],
+//! which the runtime calls at turn boundaries.
+//!
+//! So a **process crash loses nothing** whose append returned, and a
+//! **power cut can lose the events after the last sync** (the file then ends
+//! earlier, or in a torn line). On first use after a start, a log is
+//! recovered: a torn last line (no trailing newline, or not parseable JSON)
+//! is truncated away with a `tracing` warning; any other bad line, or an
+//! index that is not its line number, is [`Error::Corrupt`] rather than a
+//! guess.
+//!
+//! If a write or flush fails (disk full), the session's log turns read-only
+//! and every later append returns [`Error::SessionFailed`] until the store is
+//! reopened, which recovers the file.
+//!
+//! File writes happen inline under the session lock (they only copy into
+//! the OS page cache); opening, replay reads and `fsync` run on tokio's
+//! blocking pool.
+
+mod error;
+mod recovery;
+mod store;
+mod subscription;
+
+pub use error::{Error, Result};
+pub use store::{FileEventStore, NewEvent, StoreOptions};
+pub use subscription::Subscription;

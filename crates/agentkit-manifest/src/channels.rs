@@ -12,7 +12,7 @@ use crate::diagnostic::{Code, Diagnostic, Position};
 use crate::events::check_event_name;
 use crate::model::{
     AuthPolicy, BearerToken, CallToolAction, Channel, ChannelKind, Delivery, Method, Route,
-    RouteAction, SendAction,
+    RouteAction, RouteResponse, SendAction,
 };
 use crate::names;
 use crate::source::{Ctx, SourceText};
@@ -51,9 +51,7 @@ struct RawRoute {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawResponse {
-    #[allow(dead_code)]
     status: Option<toml::Value>,
-    #[allow(dead_code)]
     body: Option<toml::Value>,
 }
 
@@ -471,6 +469,48 @@ fn read_route(
             );
         }
     };
+    let response = match r.response {
+        None => None,
+        Some(raw) => {
+            let status = raw.status.as_ref().map(toml_to_json);
+            match &status {
+                None => {}
+                Some(Value::Number(n)) if n.as_u64().is_some_and(|n| (100..=599).contains(&n)) => {}
+                Some(Value::String(t)) => {
+                    if let Err(e) = checks::check_template(t) {
+                        return err(
+                            ctx,
+                            Code::InvalidTemplate,
+                            format!("{route_name}: `response.status`: {e}"),
+                            None,
+                        );
+                    }
+                }
+                Some(other) => {
+                    return err(
+                        ctx,
+                        Code::InvalidValue,
+                        format!(
+                            "{route_name}: `response.status` {other} is not an HTTP status (100-599) or a template"
+                        ),
+                        None,
+                    );
+                }
+            }
+            let body = raw.body.as_ref().map(toml_to_json);
+            if let Some(body) = &body
+                && let Err(e) = checks::check_templates_in(body)
+            {
+                return err(
+                    ctx,
+                    Code::InvalidTemplate,
+                    format!("{route_name}: `response.body`: {e}"),
+                    None,
+                );
+            }
+            Some(RouteResponse { status, body })
+        }
+    };
     Some(Route {
         method,
         path: r.path,
@@ -478,6 +518,7 @@ fn read_route(
         body_schema,
         query_schema,
         action,
+        response,
     })
 }
 

@@ -61,19 +61,51 @@ impl CronSchedule {
                 if fields == 1 { "" } else { "s" }
             ));
         }
+        check_standard_syntax(expr)?;
         check_cron_ranges(expr)?;
-        croner::parser::CronParser::builder()
+        let cron = croner::parser::CronParser::builder()
             .seconds(croner::parser::Seconds::Disallowed)
             .build()
             .parse(expr)
             .map(CronSchedule)
-            .map_err(|e| format!("`{expr}` is not a valid cron expression: {e}"))
+            .map_err(|e| format!("`{expr}` is not a valid cron expression: {e}"))?;
+        // A fixed instant keeps the check deterministic; any date that can
+        // ever match comes round within the calendar's 28-year cycle.
+        let epoch = DateTime::<Utc>::from_timestamp(946_684_800, 0).unwrap_or_default();
+        if cron.next_after(epoch).is_none() {
+            return Err(format!("`{expr}` never fires (no such date)"));
+        }
+        Ok(cron)
     }
 
     /// The first fire time strictly after `after`.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.0.find_next_occurrence(&after, false).ok()
     }
+}
+
+/// Rejects the extensions some cron dialects add (`L`, `W`, `#`, `?`) and
+/// anything but digits, names, `*`, `,`, `-` and `/`.
+fn check_standard_syntax(expr: &str) -> Result<(), String> {
+    const NAMES: [&str; 19] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec", "sun",
+        "mon", "tue", "wed", "thu", "fri", "sat",
+    ];
+    for field in expr.split_whitespace() {
+        let mut rest = field.to_ascii_lowercase();
+        for name in NAMES {
+            rest = rest.replace(name, "0");
+        }
+        if let Some(c) = rest
+            .chars()
+            .find(|c| !(c.is_ascii_digit() || matches!(c, '*' | ',' | '-' | '/')))
+        {
+            return Err(format!(
+                "`{expr}`: `{c}` in `{field}` is not standard 5-field cron"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Checks the numbers of each field against its range, so the message can
@@ -220,6 +252,14 @@ mod tests {
         );
         assert!(CronSchedule::parse("*/0 * * * *").is_err());
         assert!(CronSchedule::parse("0 0 32 * *").is_err());
+        assert!(CronSchedule::parse("0 0 L * *").is_err());
+        assert!(CronSchedule::parse("0 0 * * 5#3").is_err());
+        assert!(
+            CronSchedule::parse("0 0 31 2 *")
+                .err()
+                .is_some_and(|e| e.contains("never fires"))
+        );
+        assert!(CronSchedule::parse("0 0 * JUL WED").is_ok());
         let at = Utc
             .with_ymd_and_hms(2026, 11, 27, 10, 0, 0)
             .single()

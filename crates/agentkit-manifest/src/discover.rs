@@ -276,21 +276,27 @@ fn read_agent(ctx: &mut Ctx, dir: &Path) -> Agent {
 fn ctx_has_instruction_error(ctx: &Ctx, dir: &Path) -> bool {
     let md = ctx.rel(&dir.join("instructions.md"));
     let folder = ctx.rel(&dir.join("instructions"));
-    ctx.diagnostics.iter().any(|d| {
-        d.path == md
-            || d.path.starts_with(&folder)
-            || d.code == Code::AmbiguousInstructions && d.path.starts_with(&ctx.rel(dir))
-    })
+    ctx.diagnostics
+        .iter()
+        .filter(|d| d.severity == crate::diagnostic::Severity::Error)
+        .any(|d| {
+            d.path == md
+                || d.path.starts_with(&folder)
+                || d.code == Code::AmbiguousInstructions && d.path.starts_with(&ctx.rel(dir))
+        })
 }
 
 /// `instructions.md` or `instructions/*.md` in filename order.
 fn read_instructions(ctx: &mut Ctx, dir: &Path) -> Option<Instructions> {
     let md = dir.join("instructions.md");
     let folder = dir.join("instructions");
-    if dir.join("instructions.ts").is_file() {
+    let script = ["instructions.ts", "instructions.js"]
+        .into_iter()
+        .find(|n| dir.join(n).is_file());
+    if let Some(script) = script {
         let d = Diagnostic::warning(
             Code::TypescriptDefinition,
-            ctx.rel(&dir.join("instructions.ts")),
+            ctx.rel(&dir.join(script)),
             "TypeScript instructions cannot be loaded by this host",
         )
         .with_hint("write the prompt in `instructions.md`, or split it across `instructions/*.md`");

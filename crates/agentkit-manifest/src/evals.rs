@@ -284,7 +284,11 @@ fn turns_of(
             workspace_files,
             expect: expect.unwrap_or_default(),
         }]),
-        (None, Some(turns)) if !turns.is_empty() && expect.is_none() => Some(turns),
+        (None, Some(turns))
+            if !turns.is_empty() && expect.is_none() && workspace_files.is_empty() =>
+        {
+            Some(turns)
+        }
         _ => {
             ctx.push(Diagnostic::error(
                 Code::InvalidEval,

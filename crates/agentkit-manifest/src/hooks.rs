@@ -47,6 +47,17 @@ pub(crate) fn read_hook(ctx: &mut Ctx, path: &Path, name: &str) -> Option<Hook> 
         }
     }
     let action = match (raw.command, raw.url) {
+        (Some(_), None) if !raw.headers.is_empty() => {
+            ctx.push(
+                Diagnostic::error(
+                    Code::ConflictingFields,
+                    src.rel.clone(),
+                    "`headers` go with `url`, not `command`",
+                )
+                .at(src.key_pos("headers")),
+            );
+            None
+        }
         (Some(c), None) if !c.is_empty() => Some(HookAction::Command {
             command: c,
             cwd: path.parent().unwrap_or(Path::new(".")).to_path_buf(),

@@ -326,6 +326,7 @@ pub enum Transport {
     Stdio {
         command: String,
         args: Vec<String>,
+        #[serde(serialize_with = "redact_map")]
         env: BTreeMap<String, String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         cwd: Option<String>,
@@ -363,7 +364,10 @@ pub struct Channel {
     pub state: Option<Value>,
     /// Pack settings (`github`, `gitlab`, `bitbucket`, `slack`), read by
     /// the pack itself.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "redact_settings"
+    )]
     pub settings: Option<Value>,
 }
 
@@ -407,10 +411,15 @@ pub enum AuthPolicy {
     /// `Authorization: Bearer <token>`; each token maps to a principal.
     Bearer { tokens: Vec<BearerToken> },
     /// A header that must equal a secret.
-    SharedSecret { header: String, secret: String },
+    SharedSecret {
+        header: String,
+        #[serde(serialize_with = "redact")]
+        secret: String,
+    },
     /// A hex HMAC-SHA256 signature of the raw body in a header.
     HmacSignature {
         header: String,
+        #[serde(serialize_with = "redact")]
         secret: String,
         #[serde(skip_serializing_if = "Option::is_none")]
         prefix: Option<String>,
@@ -434,6 +443,62 @@ pub(crate) fn redact<S: Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(v)
     } else {
         s.serialize_str("<redacted>")
+    }
+}
+
+/// Does a header, variable or setting with this name carry a secret?
+fn is_sensitive_name(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    [
+        "authorization",
+        "token",
+        "secret",
+        "key",
+        "cookie",
+        "password",
+        "signature",
+        "credential",
+    ]
+    .iter()
+    .any(|s| n.contains(s))
+}
+
+/// Shows a sensitive value only when it names its secret through `${VAR}`
+/// references instead of containing it.
+fn redacted_value(name: &str, value: &str) -> String {
+    if is_sensitive_name(name) && !value.contains("${") {
+        "<redacted>".to_owned()
+    } else {
+        value.to_owned()
+    }
+}
+
+fn redact_map<S: Serializer>(map: &BTreeMap<String, String>, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(map.iter().map(|(k, v)| (k, redacted_value(k, v))))
+}
+
+fn redact_json(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let v = match v {
+                        Value::String(text) => Value::String(redacted_value(k, text)),
+                        other => redact_json(other),
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(redact_json).collect()),
+        other => other.clone(),
+    }
+}
+
+fn redact_settings<S: Serializer>(v: &Option<Value>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => redact_json(v).serialize(s),
+        None => s.serialize_none(),
     }
 }
 
@@ -475,6 +540,22 @@ pub struct Route {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub query_schema: Option<Value>,
     pub action: RouteAction,
+    /// How to answer: a status and a body, both templates. Without it,
+    /// the action's own answer is sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response: Option<RouteResponse>,
+}
+
+/// `[routes.response]`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteResponse {
+    /// A status code, or a template that renders to one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Value>,
+    /// The body; string values are templates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<Value>,
 }
 
 impl Route {
@@ -560,7 +641,11 @@ pub struct Delivery {
     /// A template for the body; the event itself when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<Value>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        serialize_with = "redact_map"
+    )]
     pub headers: BTreeMap<String, String>,
     /// Signs the body with HMAC-SHA256 into `signature_header`.
     #[serde(

@@ -67,7 +67,7 @@ pub(crate) fn read_packaged_skill(ctx: &mut Ctx, entry: &Entry) -> Option<Skill>
                 format!("packaged skill `{name}` needs `description` frontmatter"),
             )
             .at(Some(crate::diagnostic::Position { line: 1, column: 1 }))
-            .with_hint("---\\ndescription: Use when …\\n---"),
+            .with_hint("start SKILL.md with frontmatter: a `---` line, `description: Use when …`, then a closing `---` line"),
         );
         return None;
     };

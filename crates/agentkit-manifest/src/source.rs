@@ -126,7 +126,8 @@ impl Ctx {
             Ok(v) => Some(v),
             Err(e) => {
                 let pos = e.span().map(|s| src.position(s.start));
-                let d = toml_error_diagnostic(&src.rel, e.message()).at(pos);
+                let key = e.span().and_then(|s| key_of_value_at(&src.text, s.start));
+                let d = toml_error_diagnostic(&src.rel, e.message(), key).at(pos);
                 self.push(d);
                 None
             }
@@ -177,7 +178,21 @@ fn first_line(s: &str) -> String {
 
 /// Maps a toml error message to a diagnostic, with a "did you mean" hint
 /// for unknown fields.
-fn toml_error_diagnostic(rel: &str, message: &str) -> Diagnostic {
+/// The key of a `key = value` line when `offset` falls in its value, so a
+/// type error can name the field it is about.
+fn key_of_value_at(text: &str, offset: usize) -> Option<&str> {
+    let start = text.get(..offset)?.rfind('\n').map_or(0, |i| i + 1);
+    let line = &text[start..];
+    let eq = line.find('=')?;
+    let key = line[..eq].trim().trim_matches('"');
+    (offset > start + eq
+        && !key.is_empty()
+        && !key.starts_with('[')
+        && !key.contains(char::is_whitespace))
+    .then_some(key)
+}
+
+fn toml_error_diagnostic(rel: &str, message: &str, key: Option<&str>) -> Diagnostic {
     let message = message.trim();
     if let Some(rest) = message.strip_prefix("unknown field `") {
         let field = rest.split('`').next().unwrap_or_default();
@@ -197,11 +212,16 @@ fn toml_error_diagnostic(rel: &str, message: &str) -> Diagnostic {
         )
         .with_opt_hint(hint);
     }
-    Diagnostic::error(
-        Code::TomlInvalid,
-        rel.to_owned(),
-        message.replace('\n', " "),
-    )
+    let message = message.replace('\n', " ");
+    let message = match key {
+        Some(key)
+            if message.starts_with("invalid type") || message.starts_with("invalid value") =>
+        {
+            format!("`{key}`: {message}")
+        }
+        _ => message,
+    };
+    Diagnostic::error(Code::TomlInvalid, rel.to_owned(), message)
 }
 
 /// A definition file's text and how to name it.

@@ -128,13 +128,13 @@ pub(crate) fn read_tool(ctx: &mut Ctx, path: &Path, name: &str) -> Option<Tool> 
             }
             match (raw.script, raw.script_file) {
                 (Some(s), None) => script = Some(s),
-                (None, Some(f)) => match fs::read_to_string(dir.join(&f)) {
+                (None, Some(f)) => match read_beside(dir, &f) {
                     Ok(s) => script = Some(s),
                     Err(e) => err(
                         ctx,
                         Code::MissingFile,
                         "script_file",
-                        format!("cannot read `script_file` `{f}`: {e}"),
+                        format!("`script_file`: {e}"),
                         None,
                     ),
                 },
@@ -283,7 +283,7 @@ fn read_input_schema(
         (Some(v), None) => (toml_to_json(&v), "[input_schema]"),
         (None, Some(f)) => {
             let path = dir.join(f);
-            let text = match fs::read_to_string(&path) {
+            let text = match read_beside(dir, f) {
                 Ok(t) => t,
                 Err(e) => {
                     *ok = false;
@@ -291,7 +291,7 @@ fn read_input_schema(
                         Diagnostic::error(
                             Code::MissingFile,
                             src.rel.clone(),
-                            format!("cannot read `input_schema_file` `{f}`: {e}"),
+                            format!("`input_schema_file`: {e}"),
                         )
                         .at(src.key_pos("input_schema_file")),
                     );
@@ -331,6 +331,43 @@ fn read_input_schema(
         return None;
     }
     Some(schema)
+}
+
+/// Reads a file that a tool definition names, relative to its folder. The
+/// file must stay inside the agent folder (no absolute paths, no `..` out
+/// of it, no symlink out of it), be UTF-8 and at most
+/// [`crate::source::MAX_FILE_BYTES`] long: a script file is copied into
+/// every session workspace, so it must not be a way to read the host.
+fn read_beside(dir: &Path, rel: &str) -> Result<String, String> {
+    let agent_dir = dir.parent().unwrap_or(dir);
+    if Path::new(rel).is_absolute() {
+        return Err(format!(
+            "`{rel}` must be a path relative to the tool file's folder"
+        ));
+    }
+    let path = dir.join(rel);
+    let real = path
+        .canonicalize()
+        .map_err(|e| format!("cannot read `{rel}`: {e}"))?;
+    let root = agent_dir
+        .canonicalize()
+        .map_err(|e| format!("cannot read `{rel}`: {e}"))?;
+    if !real.starts_with(&root) {
+        return Err(format!("`{rel}` is outside the `agent/` folder"));
+    }
+    let meta = fs::metadata(&real).map_err(|e| format!("cannot read `{rel}`: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("`{rel}` is not a file"));
+    }
+    if meta.len() > crate::source::MAX_FILE_BYTES {
+        return Err(format!(
+            "`{rel}` is {} bytes; the limit is {}",
+            meta.len(),
+            crate::source::MAX_FILE_BYTES
+        ));
+    }
+    let bytes = fs::read(&real).map_err(|e| format!("cannot read `{rel}`: {e}"))?;
+    String::from_utf8(bytes).map_err(|_| format!("`{rel}` is not valid UTF-8 text"))
 }
 
 /// Converts TOML to JSON. TOML datetimes become their string form.

@@ -1,10 +1,12 @@
-//! Plain data shared by every agentkit layer: the event vocabulary and the
-//! names every other crate agrees on.
+//! Plain data shared by every agentkit layer: the event vocabulary, the
+//! event envelope and session ids, and the names every other crate agrees on.
 //!
 //! This crate is serde-only by design: no IO, no async runtime, no other
 //! agentkit crate. Anything that two layers must spell the same way lives
 //! here, so that a rename is one change that the compiler follows.
 
+mod envelope;
 mod events;
 
+pub use envelope::{Event, InvalidSessionId, SessionId};
 pub use events::{EventType, UnknownEventType};

@@ -81,7 +81,7 @@ fn broken_project_text_output_groups_by_file_with_hints() {
             hint: write `provider:model`, e.g. "openai:gpt-4.1" or "anthropic:gpt-4.1"
 
         agent/schedules/nightly.md
-          2:1: error[invalid-cron] `0 25 * * *` is not a valid cron expression: Component error: Number out of bounds.
+          2:1: error[invalid-cron] `0 25 * * *`: hour value 25 is out of range 0–23
             hint: standard 5-field cron in UTC, e.g. "*/30 * * * *"
 
         agent/tool

@@ -25,3 +25,4 @@ pub(crate) fn discover_ok(dir: &Path) -> Discovery {
 pub(crate) fn render(d: &Discovery) -> String {
     d.diagnostics.iter().map(|d| format!("{d}\n")).collect()
 }
+mod scratch;

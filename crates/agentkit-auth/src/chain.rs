@@ -1,0 +1,237 @@
+//! The ordered list of policies a route runs: the first to admit wins.
+
+use crate::{AuthContext, BearerToken, Denied, Error, Policy, RequestParts, Secret};
+
+/// Which kind of route a chain guards. `publicEndpoint` opens custom
+/// channel routes only, never the built-in session and tool API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Surface {
+    /// The built-in HTTP channel, MCP and dev routes.
+    BuiltinApi,
+    /// A custom channel route under `/v1/channels/<id>/...`.
+    CustomChannel,
+}
+
+/// A route's auth chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chain {
+    pub policies: Vec<Policy>,
+    pub surface: Surface,
+}
+
+/// The principal `--bearer-token` authenticates.
+const BEARER_FLAG_PRINCIPAL: &str = "bearer";
+
+impl Chain {
+    pub fn new(policies: Vec<Policy>, surface: Surface) -> Self {
+        Chain { policies, surface }
+    }
+
+    /// The default chain, `[localDevStrict]`, for routes whose channel
+    /// authors none and when no server flag replaces it.
+    pub fn local_dev_strict(surface: Surface) -> Self {
+        Chain::new(vec![Policy::LocalDevStrict], surface)
+    }
+
+    /// The chain `--bearer-token <token>` puts in place of the default:
+    /// one bearer token for the principal `bearer`.
+    pub fn bearer_token(token: impl Into<Secret>, surface: Surface) -> Self {
+        let tokens = vec![BearerToken::new(token, BEARER_FLAG_PRINCIPAL)];
+        Chain::new(vec![Policy::Bearer { tokens }], surface)
+    }
+
+    /// The chain `--allow-anonymous` puts in place of the default.
+    pub fn allow_anonymous(surface: Surface) -> Self {
+        Chain::new(vec![Policy::AllowAll], surface)
+    }
+
+    /// The context of the first policy that admits `req`, or [`Denied`]
+    /// with every policy's reason when none does.
+    pub fn admit(&self, req: &RequestParts<'_>) -> Result<AuthContext, Denied> {
+        let mut refusals = Vec::with_capacity(self.policies.len());
+        for policy in &self.policies {
+            match policy.admit(req, self.surface) {
+                Ok(ctx) => return Ok(ctx),
+                Err(refusal) => refusals.push((policy.name(), refusal)),
+            }
+        }
+        Err(Denied::new(refusals))
+    }
+
+    /// Configuration that makes a policy (or the whole chain) unable to
+    /// admit anything, for the caller to report. The chain stays usable:
+    /// such policies just never admit.
+    pub fn validate(&self) -> Vec<Error> {
+        let mut errors = Vec::new();
+        if self.policies.is_empty() {
+            errors.push(Error::EmptyChain);
+        }
+        for (index, policy) in self.policies.iter().enumerate() {
+            let name = policy.name();
+            match policy {
+                Policy::LocalDevStrict
+                | Policy::LocalDev
+                | Policy::LoopbackOnly
+                | Policy::AllowAll => {}
+                Policy::PublicEndpoint => {
+                    if self.surface == Surface::BuiltinApi {
+                        errors.push(Error::PublicEndpointOnBuiltinApi { index });
+                    }
+                }
+                Policy::Bearer { tokens } => validate_bearer(index, tokens, &mut errors),
+                Policy::SharedSecret { header, secret }
+                | Policy::HmacSignature { header, secret, .. } => {
+                    if header.is_empty() {
+                        errors.push(Error::EmptyHeader {
+                            index,
+                            policy: name,
+                        });
+                    }
+                    if secret.is_empty() {
+                        errors.push(Error::EmptySecret {
+                            index,
+                            policy: name,
+                        });
+                    }
+                }
+            }
+        }
+        errors
+    }
+}
+
+fn validate_bearer(index: usize, tokens: &[BearerToken], errors: &mut Vec<Error>) {
+    if tokens.is_empty() {
+        errors.push(Error::NoBearerTokens { index });
+        return;
+    }
+    let mut seen: Vec<&BearerToken> = Vec::new();
+    let mut empty_reported = false;
+    for token in tokens {
+        if token.token.is_empty() {
+            if !empty_reported {
+                empty_reported = true;
+                errors.push(Error::EmptySecret {
+                    index,
+                    policy: "bearer",
+                });
+            }
+            continue;
+        }
+        // Configuration time, not request time: a plain comparison is fine.
+        if let Some(first) = seen
+            .iter()
+            .find(|t| t.token.expose() == token.token.expose())
+        {
+            errors.push(Error::DuplicateBearerToken {
+                index,
+                first: first.principal.clone(),
+                second: token.principal.clone(),
+            });
+        } else {
+            seen.push(token);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use super::*;
+    use crate::Refusal;
+
+    #[test]
+    fn empty_chain_denies_with_no_refusals() {
+        let chain = Chain::new(vec![], Surface::CustomChannel);
+        let denied = chain.admit(&RequestParts::new(None)).unwrap_err();
+        assert!(denied.refusals().is_empty());
+        assert_eq!(denied.to_string(), "no auth policy admitted the request");
+        assert_eq!(chain.validate(), [Error::EmptyChain]);
+    }
+
+    #[test]
+    fn denied_lists_every_policy_in_order() {
+        let chain = Chain::new(
+            vec![Policy::LocalDevStrict, Policy::PublicEndpoint],
+            Surface::BuiltinApi,
+        );
+        let remote = RequestParts::new(Some(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 2))));
+        let denied = chain.admit(&remote).unwrap_err();
+        assert_eq!(
+            denied.refusals(),
+            [
+                ("localDevStrict", Refusal::PeerNotLoopback),
+                ("publicEndpoint", Refusal::NotCustomChannel)
+            ]
+        );
+    }
+
+    #[test]
+    fn flag_constructors() {
+        assert_eq!(
+            Chain::local_dev_strict(Surface::BuiltinApi).policies,
+            [Policy::LocalDevStrict]
+        );
+        assert_eq!(
+            Chain::allow_anonymous(Surface::BuiltinApi).policies,
+            [Policy::AllowAll]
+        );
+        let chain = Chain::bearer_token("tok", Surface::BuiltinApi);
+        let req = RequestParts::new(None).with_header("authorization", "Bearer tok");
+        let ctx = chain.admit(&req).unwrap();
+        assert_eq!(
+            (ctx.authenticator.as_str(), ctx.principal_id.as_str()),
+            ("bearer", "bearer")
+        );
+    }
+
+    #[test]
+    fn validate_reports_configurations_that_never_admit() {
+        let chain = Chain::new(
+            vec![
+                Policy::LocalDevStrict,
+                Policy::PublicEndpoint,
+                Policy::Bearer { tokens: vec![] },
+                Policy::Bearer {
+                    tokens: vec![
+                        BearerToken::new("", "a"),
+                        BearerToken::new("", "b"),
+                        BearerToken::new("t", "c"),
+                        BearerToken::new("t", "d"),
+                    ],
+                },
+                Policy::SharedSecret {
+                    header: String::new(),
+                    secret: "".into(),
+                },
+                Policy::HmacSignature {
+                    header: "x-sig".into(),
+                    secret: "".into(),
+                    prefix: None,
+                },
+            ],
+            Surface::BuiltinApi,
+        );
+        let messages: Vec<String> = chain.validate().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            messages,
+            [
+                "auth policy 1 (publicEndpoint) applies only to custom channel routes and never admits on the built-in API",
+                "auth policy 2 (bearer) has no tokens and never admits a request",
+                "auth policy 3 (bearer) has an empty secret and never admits a request",
+                "auth policy 3 (bearer) gives one token to principals `c` and `d`; only `c` is ever admitted",
+                "auth policy 4 (sharedSecret) names no header and never admits a request",
+                "auth policy 4 (sharedSecret) has an empty secret and never admits a request",
+                "auth policy 5 (hmacSignature) has an empty secret and never admits a request",
+            ]
+        );
+        assert!(
+            Chain::local_dev_strict(Surface::BuiltinApi)
+                .validate()
+                .is_empty()
+        );
+    }
+}

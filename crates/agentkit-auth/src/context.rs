@@ -1,0 +1,98 @@
+//! The principal a policy admits a request as; it travels with the request.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Who made an admitted request, and which policy vouched for them.
+///
+/// Serialises as `{ authenticator, principalId, principalType, attributes }`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthContext {
+    /// The policy that admitted the request, by its manifest name
+    /// (`localDevStrict`, `bearer`, `hmacSignature`, ...).
+    pub authenticator: String,
+    /// The principal; sessions belong to it.
+    pub principal_id: String,
+    pub principal_type: PrincipalType,
+    /// Extra facts from the policy, for example the header it checked.
+    #[serde(default)]
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// The kind of principal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrincipalType {
+    /// A person: the local developer or the holder of a bearer token.
+    User,
+    /// Nobody in particular (`allowAll`, `publicEndpoint`).
+    Anonymous,
+    /// A third-party application proving itself with a signature.
+    App,
+    /// Another service holding a shared secret.
+    Service,
+}
+
+impl AuthContext {
+    /// A context without attributes.
+    pub fn new(
+        authenticator: impl Into<String>,
+        principal_id: impl Into<String>,
+        principal_type: PrincipalType,
+    ) -> Self {
+        AuthContext {
+            authenticator: authenticator.into(),
+            principal_id: principal_id.into(),
+            principal_type,
+            attributes: BTreeMap::new(),
+        }
+    }
+
+    /// Adds one attribute.
+    pub fn with_attribute(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.attributes.insert(key.into(), value.into());
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn serialises_with_camel_case_keys_and_lowercase_type() {
+        let ctx = AuthContext::new("bearer", "alice", PrincipalType::User).with_attribute("k", "v");
+        let json = serde_json::to_string(&ctx).unwrap();
+        assert_eq!(
+            json,
+            r#"{"authenticator":"bearer","principalId":"alice","principalType":"user","attributes":{"k":"v"}}"#
+        );
+        let back: AuthContext = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, ctx);
+    }
+
+    #[test]
+    fn principal_types_are_lowercase_on_the_wire() {
+        let all = [
+            PrincipalType::User,
+            PrincipalType::Anonymous,
+            PrincipalType::App,
+            PrincipalType::Service,
+        ];
+        let json = serde_json::to_string(&all).unwrap();
+        assert_eq!(json, r#"["user","anonymous","app","service"]"#);
+    }
+
+    #[test]
+    fn attributes_default_to_empty_when_absent() {
+        let ctx: AuthContext = serde_json::from_str(
+            r#"{"authenticator":"allowAll","principalId":"anonymous","principalType":"anonymous"}"#,
+        )
+        .unwrap();
+        assert!(ctx.attributes.is_empty());
+    }
+}

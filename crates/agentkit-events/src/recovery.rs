@@ -1,0 +1,127 @@
+//! Opening a log after a start or a crash: validate every line and cut a
+//! torn last line, so no reader ever sees half an event.
+
+use std::fs::OpenOptions;
+use std::path::Path;
+
+use agentkit_protocol::{Event, SessionId};
+
+use crate::error::{Error, Result};
+
+/// What a validated log holds.
+#[derive(Debug)]
+pub(crate) struct Recovered {
+    /// `offsets[i]` is the byte offset where the line of event `i` starts.
+    pub(crate) offsets: Vec<u64>,
+    /// The file's length after recovery: the end of the last whole line.
+    pub(crate) end: u64,
+}
+
+/// Reads `path`, checks that line `i` is event `i` of `session`, and
+/// truncates a torn tail: bytes after the last newline, or a last line that
+/// does not parse as an event. Any other bad line (unparseable before the
+/// last, or a wrong index or session anywhere) is [`Error::Corrupt`].
+pub(crate) fn recover(path: &Path, session: &SessionId) -> Result<Recovered> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
+    let mut offsets = Vec::new();
+    let mut start = 0usize;
+    let mut end = 0usize;
+    while start < bytes.len() {
+        let Some(newline) = bytes[start..].iter().position(|&b| b == b'\n') else {
+            // No trailing newline: the write of this line never finished.
+            break;
+        };
+        let line_end = start + newline + 1;
+        let is_last = line_end == bytes.len();
+        let expected = offsets.len() as u64;
+        match check_line(&bytes[start..start + newline], expected, session) {
+            Ok(()) => {}
+            // A complete but unreadable last line is a torn write too (the
+            // newline made it to disk before the rest of the line did). A
+            // readable line with the wrong index or session is not.
+            Err(BadLine::Unreadable(_)) if is_last => break,
+            Err(BadLine::Unreadable(reason) | BadLine::Wrong(reason)) => {
+                return Err(Error::Corrupt {
+                    path: path.to_owned(),
+                    line: expected + 1,
+                    reason,
+                });
+            }
+        }
+        offsets.push(start as u64);
+        start = line_end;
+        end = line_end;
+    }
+    if end < bytes.len() {
+        let file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io("open", path, e))?;
+        file.set_len(end as u64)
+            .map_err(|e| Error::io("truncate", path, e))?;
+        file.sync_data().map_err(|e| Error::io("sync", path, e))?;
+        tracing::warn!(
+            path = %path.display(),
+            kept_events = offsets.len(),
+            dropped_bytes = bytes.len() - end,
+            "truncated a torn last line of an event log"
+        );
+    }
+    Ok(Recovered {
+        offsets,
+        end: end as u64,
+    })
+}
+
+/// Why a whole line is not the event it should be.
+enum BadLine {
+    /// Not an event at all: what a torn write leaves.
+    Unreadable(String),
+    /// An event, but not this one.
+    Wrong(String),
+}
+
+/// Checks one line (without its newline) against what it must be.
+fn check_line(line: &[u8], expected_index: u64, session: &SessionId) -> Result<(), BadLine> {
+    let event: Event = serde_json::from_slice(line)
+        .map_err(|e| BadLine::Unreadable(format!("not an event: {e}")))?;
+    if event.index != expected_index {
+        return Err(BadLine::Wrong(format!(
+            "index {} where {expected_index} was expected",
+            event.index
+        )));
+    }
+    if &event.session_id != session {
+        return Err(BadLine::Wrong(format!(
+            "event of session `{}` in the log of `{session}`",
+            event.session_id
+        )));
+    }
+    Ok(())
+}
+
+/// Parses the lines of a byte range that recovery or the writer already
+/// validated; `first` is the index of the first line.
+pub(crate) fn parse_lines(path: &Path, bytes: &[u8], first: u64) -> Result<Vec<Event>> {
+    let mut events = Vec::new();
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let index = first + i as u64;
+        let event: Event = serde_json::from_slice(line).map_err(|e| Error::Corrupt {
+            path: path.to_owned(),
+            line: index + 1,
+            reason: format!("not an event: {e}"),
+        })?;
+        if event.index != index {
+            return Err(Error::Corrupt {
+                path: path.to_owned(),
+                line: index + 1,
+                reason: format!("index {} where {index} was expected", event.index),
+            });
+        }
+        events.push(event);
+    }
+    Ok(events)
+}

@@ -1,0 +1,4 @@
+//! Test modules of the facade.
+
+mod docs;
+mod fixtures;
