@@ -14,7 +14,7 @@
 use std::fmt::Write as _;
 use std::fs;
 use std::hint::black_box;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -102,10 +102,18 @@ fn skill_md(i: usize) -> String {
     )
 }
 
+/// A generated project: its folder (named as a valid slug) inside a
+/// temporary folder that is removed on drop.
+struct Project {
+    _tmp: TempDir,
+    dir: PathBuf,
+}
+
 /// Writes a project of `size` into a new temporary folder.
-fn generate(size: Size) -> TempDir {
+fn generate(size: Size) -> Project {
     let tmp = tempfile::tempdir().unwrap();
-    let agent = tmp.path().join("agent");
+    let dir = tmp.path().join("bench-agent");
+    let agent = dir.join("agent");
     write(
         &agent.join("agent.toml"),
         "description = \"A large generated agent for the discovery benchmark\"\n\
@@ -140,13 +148,13 @@ fn generate(size: Size) -> TempDir {
             ),
         );
     }
-    tmp
+    Project { _tmp: tmp, dir }
 }
 
 /// Generates a project and checks, once, that it discovers cleanly.
-fn prepare(size: Size) -> TempDir {
-    let tmp = generate(size);
-    let found = agentkit_manifest::discover(tmp.path()).unwrap();
+fn prepare(size: Size) -> Project {
+    let project = generate(size);
+    let found = agentkit_manifest::discover(&project.dir).unwrap();
     let errors: Vec<String> = found
         .diagnostics
         .iter()
@@ -161,11 +169,11 @@ fn prepare(size: Size) -> TempDir {
     assert_eq!(agent.tools.len(), size.tools);
     assert_eq!(agent.skills.len(), size.skills);
     assert_eq!(agent.subagents.len(), size.subagents);
-    tmp
+    project
 }
 
 fn bench_target(c: &mut Criterion) {
-    let tmp = prepare(TARGET);
+    let project = prepare(TARGET);
     let mut group = c.benchmark_group("discover_target");
     group
         .sample_size(20)
@@ -173,7 +181,7 @@ fn bench_target(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(5))
         .throughput(Throughput::Elements(TARGET.files() as u64));
     group.bench_function(TARGET.label(), |b| {
-        b.iter(|| agentkit_manifest::discover(black_box(tmp.path())).unwrap());
+        b.iter(|| agentkit_manifest::discover(black_box(&project.dir)).unwrap());
     });
     group.finish();
 }
@@ -185,11 +193,15 @@ fn bench_scaling(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
     for size in SCALING {
-        let tmp = prepare(size);
+        let project = prepare(size);
         group.throughput(Throughput::Elements(size.files() as u64));
-        group.bench_with_input(BenchmarkId::from_parameter(size.label()), &tmp, |b, tmp| {
-            b.iter(|| agentkit_manifest::discover(black_box(tmp.path())).unwrap());
-        });
+        group.bench_with_input(
+            BenchmarkId::from_parameter(size.label()),
+            &project,
+            |b, p| {
+                b.iter(|| agentkit_manifest::discover(black_box(&p.dir)).unwrap());
+            },
+        );
     }
     group.finish();
 }

@@ -126,6 +126,9 @@ fn read_project(ctx: &mut Ctx, dir: &Path, slug: String) -> Project {
     let agent = read_agent(ctx, &dir.join("agent"));
     let evals_dir = dir.join("evals");
     let evals = evals_dir.is_dir().then(|| read_evals(ctx, &evals_dir));
+    // Eval files are not resolved against the environment; drop their
+    // `${…}` text so it is not taken by the next project's agent.
+    ctx.take_env_refs();
     if let Some(evals) = &evals {
         check_eval_tools(ctx, &agent, evals);
     }
@@ -246,21 +249,15 @@ fn read_agent(ctx: &mut Ctx, dir: &Path) -> Agent {
                 }
             }
             ("schedules", true) => read_schedules(ctx, &e, &mut agent),
-            ("ab.toml", false) => agent
-                .experiments
-                .extend(read_experiment(ctx, &e.path, "ab", dir)),
+            ("ab.toml", false) => {
+                if let Some(x) = read_experiment(ctx, &e.path, "ab", dir) {
+                    push_experiment(ctx, &mut agent, x);
+                }
+            }
             ("ab", true) => {
                 for f in toml_files(ctx, &e, "experiment", "ab/<id>.toml with `[[variants]]`") {
                     if let Some(x) = read_experiment(ctx, &f.path, f.stem(), dir) {
-                        if agent.experiments.iter().any(|p| p.id == x.id) {
-                            ctx.push(Diagnostic::error(
-                                Code::DuplicateName,
-                                x.path.clone(),
-                                format!("experiment `{}` is also defined by `ab.toml`", x.id),
-                            ));
-                        } else {
-                            agent.experiments.push(x);
-                        }
+                        push_experiment(ctx, &mut agent, x);
                     }
                 }
             }
@@ -271,6 +268,20 @@ fn read_agent(ctx: &mut Ctx, dir: &Path) -> Agent {
     check_references(ctx, &agent);
     agent.env_refs = ctx.take_env_refs();
     agent
+}
+
+/// Adds an experiment unless another file already defined its id
+/// (`ab.toml` and `ab/ab.toml` are both `ab`).
+fn push_experiment(ctx: &mut Ctx, agent: &mut Agent, x: crate::model::Experiment) {
+    if let Some(prev) = agent.experiments.iter().find(|p| p.id == x.id) {
+        ctx.push(Diagnostic::error(
+            Code::DuplicateName,
+            x.path.clone(),
+            format!("experiment `{}` is also defined by `{}`", x.id, prev.path),
+        ));
+    } else {
+        agent.experiments.push(x);
+    }
 }
 
 fn ctx_has_instruction_error(ctx: &Ctx, dir: &Path) -> bool {
@@ -685,11 +696,19 @@ fn check_references(ctx: &mut Ctx, agent: &Agent) {
             ScheduleAction::Message {
                 channel: Some(c), ..
             } => match agent.channel(c) {
-                None => ctx.push(Diagnostic::error(
-                    Code::UnknownReference,
-                    s.path.clone(),
-                    format!("schedule `{}` hands off to unknown channel `{c}`", s.id),
-                )),
+                None => {
+                    let hint =
+                        names::did_you_mean(c, agent.channels.iter().map(|ch| ch.id.as_str()))
+                            .map(|s| format!("did you mean `{s}`?"));
+                    ctx.push(
+                        Diagnostic::error(
+                            Code::UnknownReference,
+                            s.path.clone(),
+                            format!("schedule `{}` hands off to unknown channel `{c}`", s.id),
+                        )
+                        .with_opt_hint(hint),
+                    );
+                }
                 Some(ch) if ch.kind == ChannelKind::Http => {
                     ctx.push(Diagnostic::error(
                         Code::UnknownReference,

@@ -216,7 +216,7 @@ fn read_eval_file(ctx: &mut Ctx, path: &Path, id: &str) -> Option<EvalFile> {
                         src.rel.clone(),
                         format!("case id `{}` appears twice", c.id),
                     )
-                    .at(find(&src, &c.id)),
+                    .at(find_nth(&src, &c.id, 1)),
                 );
                 return None;
             }
@@ -265,9 +265,15 @@ fn read_eval_file(ctx: &mut Ctx, path: &Path, id: &str) -> Option<EvalFile> {
 }
 
 fn find(src: &SourceText, needle: &str) -> Option<crate::diagnostic::Position> {
+    find_nth(src, needle, 0)
+}
+
+/// The position of the `n`th (0-based) occurrence of `"needle"`.
+fn find_nth(src: &SourceText, needle: &str, n: usize) -> Option<crate::diagnostic::Position> {
     src.text
-        .find(&format!("\"{needle}\""))
-        .map(|o| src.position(o))
+        .match_indices(&format!("\"{needle}\""))
+        .nth(n)
+        .map(|(o, _)| src.position(o))
 }
 
 fn turns_of(

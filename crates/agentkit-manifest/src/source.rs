@@ -16,6 +16,9 @@ use crate::names;
 /// place) and reading it would make `validate` slow.
 pub(crate) const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
+/// The largest YAML frontmatter discovery parses.
+pub(crate) const MAX_FRONTMATTER_BYTES: usize = 64 * 1024;
+
 /// The deepest folder nesting discovery follows.
 pub(crate) const MAX_DEPTH: usize = 32;
 
@@ -73,6 +76,14 @@ impl Ctx {
                 return None;
             }
         };
+        if !meta.is_file() {
+            self.error(
+                Code::Io,
+                path,
+                "not a regular file (a FIFO, socket or device); it is not read",
+            );
+            return None;
+        }
         if meta.len() > MAX_FILE_BYTES {
             let d = Diagnostic::error(
                 Code::FileTooLarge,
@@ -151,6 +162,20 @@ impl Ctx {
         if yaml.trim().is_empty() {
             return Some((T::default(), body.to_owned()));
         }
+        if yaml.len() > MAX_FRONTMATTER_BYTES {
+            // The YAML parser's time grows with the square of nesting depth;
+            // frontmatter is a few keys, so a cap keeps `validate` fast on
+            // hostile input.
+            let d = Diagnostic::error(
+                Code::FrontmatterInvalid,
+                src.rel.clone(),
+                format!("frontmatter is {} bytes; it is read up to {MAX_FRONTMATTER_BYTES} bytes", yaml.len()),
+            )
+            .at(Some(Position { line: 1, column: 1 }))
+            .with_hint("frontmatter holds a few keys such as `description` or `cron`; put long text in the body");
+            self.push(d);
+            return None;
+        }
         match yaml_serde::from_str::<T>(yaml) {
             Ok(v) => Some((v, body.to_owned())),
             Err(e) => {
@@ -158,7 +183,9 @@ impl Ctx {
                     line: yaml_line + l.line() as u32 - 1,
                     column: l.column() as u32,
                 });
-                let message = first_line(&e.to_string());
+                // The parser's own "at line N column M" counts from the
+                // frontmatter, not the file; the diagnostic has the file's.
+                let message = strip_location(&first_line(&e.to_string())).to_owned();
                 let d = Diagnostic::error(
                     Code::FrontmatterInvalid,
                     src.rel.clone(),
@@ -170,6 +197,21 @@ impl Ctx {
             }
         }
     }
+}
+
+/// Drops a trailing " at line N column M", which parsers append to their
+/// messages.
+pub(crate) fn strip_location(message: &str) -> &str {
+    if let Some((head, tail)) = message.rsplit_once(" at line ")
+        && let Some((line, column)) = tail.split_once(" column ")
+        && !line.is_empty()
+        && line.bytes().all(|b| b.is_ascii_digit())
+        && !column.is_empty()
+        && column.bytes().all(|b| b.is_ascii_digit())
+    {
+        return head;
+    }
+    message
 }
 
 fn first_line(s: &str) -> String {
@@ -256,14 +298,23 @@ impl SourceText {
     }
 
     /// The position of the first line that starts with `key` (a top-level
-    /// TOML key or YAML frontmatter key), for fields not parsed with spans.
+    /// TOML key or YAML frontmatter key) or is the header of table `key`
+    /// (`[key]`, `[key.sub]`, `[[key]]`), for fields not parsed with spans.
+    /// A `key` that is itself a header (`[[routes]]`) matches that header.
     pub(crate) fn key_pos(&self, key: &str) -> Option<Position> {
         let mut offset = 0;
         for line in self.text.split_inclusive('\n') {
             let trimmed = line.trim_start();
-            if let Some(rest) = trimmed.strip_prefix(key)
-                && rest.trim_start().starts_with(['=', ':'])
-            {
+            let header = trimmed
+                .trim_start_matches('[')
+                .strip_prefix(key)
+                .is_some_and(|rest| rest.starts_with([']', '.']))
+                && trimmed.starts_with('[');
+            let is_key = trimmed.strip_prefix(key).is_some_and(|rest| {
+                rest.trim_start().starts_with(['=', ':'])
+                    || (key.starts_with('[') && key.ends_with(']'))
+            });
+            if header || is_key {
                 return Some(self.position(offset + (line.len() - trimmed.len())));
             }
             offset += line.len();
@@ -337,10 +388,26 @@ mod tests {
     }
 
     #[test]
+    fn locations_are_stripped_from_parser_messages() {
+        assert_eq!(strip_location("bad thing at line 3 column 18"), "bad thing");
+        assert_eq!(strip_location("at line 3 is fine"), "at line 3 is fine");
+        assert_eq!(strip_location("no position"), "no position");
+    }
+
+    #[test]
     fn key_pos_finds_top_level_keys() {
         let s = src("# c\ncron = \"x\"\n  tool = 1\n");
         assert_eq!(s.key_pos("cron"), Some(Position { line: 2, column: 1 }));
         assert_eq!(s.key_pos("tool"), Some(Position { line: 3, column: 3 }));
         assert_eq!(s.key_pos("nope"), None);
+        let s = src("a = 1\n[model]\nid = \"x\"\n[[variants]]\n[tool.input]\n[models]\n");
+        assert_eq!(s.key_pos("model"), Some(Position { line: 2, column: 1 }));
+        assert_eq!(s.key_pos("variants"), Some(Position { line: 4, column: 1 }));
+        assert_eq!(
+            s.key_pos("[[variants]]"),
+            Some(Position { line: 4, column: 1 })
+        );
+        assert_eq!(s.key_pos("tool"), Some(Position { line: 5, column: 1 }));
+        assert_eq!(s.key_pos("input"), None);
     }
 }

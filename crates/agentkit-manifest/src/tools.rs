@@ -304,11 +304,18 @@ fn read_input_schema(
                     *ok = false;
                     let rel = ctx.rel(&path);
                     ctx.push(
-                        Diagnostic::error(Code::InvalidSchema, rel, format!("not valid JSON: {e}"))
-                            .at(Some(crate::diagnostic::Position {
-                                line: e.line() as u32,
-                                column: e.column() as u32,
-                            })),
+                        Diagnostic::error(
+                            Code::InvalidSchema,
+                            rel,
+                            format!(
+                                "not valid JSON: {}",
+                                crate::source::strip_location(&e.to_string())
+                            ),
+                        )
+                        .at(Some(crate::diagnostic::Position {
+                            line: e.line() as u32,
+                            column: e.column() as u32,
+                        })),
                     );
                     return None;
                 }

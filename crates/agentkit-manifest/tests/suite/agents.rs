@@ -152,3 +152,67 @@ fn bundled_tool_programs_run() {
         serde_json::json!({"text": "hello"})
     );
 }
+
+/// The audit hook's program appends one line per event to `audit.log` in
+/// the state folder it is given (through the child's environment only).
+#[test]
+fn audit_hook_appends_to_the_state_folder() {
+    let state = tempfile::tempdir().unwrap();
+    let script = fixtures().join("agents/weather-agent/agent/lib/audit.py");
+    for event in [
+        r#"{"type":"turn.completed","sessionId":"s1","at":"2026-11-27T10:00:00Z"}"#,
+        r#"{"type":"turn.failed","sessionId":"s1","at":"2026-11-27T10:01:00Z"}"#,
+    ] {
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .env("AGENTKIT_STATE_DIR", state.path())
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(event.as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success());
+    }
+    let log = std::fs::read_to_string(state.path().join("audit.log")).unwrap();
+    assert_eq!(
+        log,
+        "{\"type\": \"turn.completed\", \"sessionId\": \"s1\", \"at\": \"2026-11-27T10:00:00Z\"}\n\
+         {\"type\": \"turn.failed\", \"sessionId\": \"s1\", \"at\": \"2026-11-27T10:01:00Z\"}\n"
+    );
+}
+
+/// The agent tool's inline script, as discovery read it, runs in a
+/// workspace and writes its note there.
+#[test]
+fn agent_tool_script_runs_in_a_workspace() {
+    let d = discover_ok(&fixtures().join("agents/weather-agent"));
+    let tool = d.host.agents[0].agent.tool("forecast_note").unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("forecast_note"),
+        tool.script.as_deref().unwrap(),
+    )
+    .unwrap();
+    let out = Command::new("sh")
+        .args(["forecast_note", "NYC", "sunny,", "74°F"])
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "saved a note for NYC in notes/forecasts.md\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("notes/forecasts.md")).unwrap(),
+        "- NYC: sunny, 74°F\n"
+    );
+}

@@ -17,11 +17,13 @@ fn instructions() {
     check(
         "instructions",
         expect![[r#"
-        ambiguous/agent/instructions: error[ambiguous-instructions]: both `instructions.md` and `instructions/` exist (hint: keep one: a single file, or a folder of files composed in filename order)
-        empty/agent/instructions.md: warning[empty-instructions]: the instructions are empty (hint: say who the agent is, which tool to use when, and the shape of its answers)
-        folder/agent/instructions/notes.txt: warning[unknown-entry]: `notes.txt` is not composed into the instructions; only `*.md` files are
-        missing/agent: error[missing-instructions]: the agent has no instructions (hint: create `agent/instructions.md` with the always-on system prompt)
-    "#]],
+            ambiguous/agent/instructions: error[ambiguous-instructions]: both `instructions.md` and `instructions/` exist (hint: keep one: a single file, or a folder of files composed in filename order)
+            empty/agent/instructions.md: warning[empty-instructions]: the instructions are empty (hint: say who the agent is, which tool to use when, and the shape of its answers)
+            folder/agent/instructions/notes.txt: warning[unknown-entry]: `notes.txt` is not composed into the instructions; only `*.md` files are
+            missing/agent: error[missing-instructions]: the agent has no instructions (hint: create `agent/instructions.md` with the always-on system prompt)
+            typescript-only/agent: error[missing-instructions]: the agent has no instructions (hint: create `agent/instructions.md` with the always-on system prompt)
+            typescript-only/agent/instructions.ts: warning[typescript-definition]: TypeScript instructions cannot be loaded by this host (hint: write the prompt in `instructions.md`, or split it across `instructions/*.md`)
+        "#]],
     );
 }
 
@@ -66,18 +68,18 @@ fn config() {
     check(
         "config",
         expect![[r#"
-        bad-cwd/agent/agent.toml:5:1: error[invalid-value]: `local.cwd` must be an absolute path, not `workspaces`
-        bad-harness/agent/agent.toml:4:1: error[invalid-value]: unknown built-in tool `grpe` (hint: did you mean `grep`?)
-        bad-harness/agent/agent.toml:5:1: error[invalid-value]: `max_steps` must be at least 1
-        bad-harness/agent/agent.toml:6:1: error[invalid-duration]: `turn_timeout`: `ten minutes` is not a duration (expected number at 0); write e.g. `30s`, `10m` or `2h`
-        bad-model/agent/agent.toml:2:1: error[invalid-model]: unknown model provider `opnai` (hint: did you mean `openai`?)
-        model-table/agent/agent.toml: error[invalid-model]: `[model]` needs `provider` (hint: e.g. provider = "openai")
-        runtime-cloud/agent/agent.toml: warning[unsupported]: `[cloud]` settings are not supported by this host and are ignored
-        runtime-cloud/agent/agent.toml:2:1: warning[unsupported]: `runtime = "cloud"` is not supported by this host; turns run locally (hint: remove `runtime` or set it to "local")
-        scripted-missing/agent/agent.toml:2:1: error[missing-file]: model script `scripts/missing.json` does not exist (hint: scripted model paths are relative to the `agent/` folder)
-        toml-syntax/agent/agent.toml:2:29: error[toml-invalid]: invalid basic string, expected `"`
-        unknown-field/agent/agent.toml:4:1: error[unknown-field]: unknown field `max_stpes` (hint: did you mean `max_steps`?)
-    "#]],
+            bad-cwd/agent/agent.toml:5:1: error[invalid-value]: `local.cwd` must be an absolute path, not `workspaces`
+            bad-harness/agent/agent.toml:4:1: error[invalid-value]: unknown built-in tool `grpe` (hint: did you mean `grep`?)
+            bad-harness/agent/agent.toml:5:1: error[invalid-value]: `max_steps` must be at least 1
+            bad-harness/agent/agent.toml:6:1: error[invalid-duration]: `turn_timeout`: `ten minutes` is not a duration (expected number at 0); write e.g. `30s`, `10m` or `2h`
+            bad-model/agent/agent.toml:2:1: error[invalid-model]: unknown model provider `opnai` (hint: did you mean `openai`?)
+            model-table/agent/agent.toml:3:1: error[invalid-model]: `[model]` needs `provider` (hint: e.g. provider = "openai")
+            runtime-cloud/agent/agent.toml:2:1: warning[unsupported]: `runtime = "cloud"` is not supported by this host; turns run locally (hint: remove `runtime` or set it to "local")
+            runtime-cloud/agent/agent.toml:4:1: warning[unsupported]: `[cloud]` settings are not supported by this host and are ignored
+            scripted-missing/agent/agent.toml:2:1: error[missing-file]: model script `scripts/missing.json` does not exist (hint: scripted model paths are relative to the `agent/` folder)
+            toml-syntax/agent/agent.toml:2:29: error[toml-invalid]: invalid basic string, expected `"`
+            unknown-field/agent/agent.toml:4:1: error[unknown-field]: unknown field `max_stpes` (hint: did you mean `max_steps`?)
+        "#]],
     );
 }
 
@@ -86,29 +88,29 @@ fn tools() {
     check(
         "tools",
         expect![[r#"
-        agent/tools/2fast.toml: error[invalid-name]: `2fast` is not a valid tool name (hint: tool names start with a letter and use letters, digits, `-` and `_` (no `__`), at most 64 characters)
-        agent/tools/agent_needs_approval.toml:4:1: error[conflicting-fields]: approvals apply to server tools only; the model runs agent tools itself
-        agent/tools/agent_no_script.toml:2:1: error[missing-field]: agent tool `agent_no_script` needs a `script` or `script_file`
-        agent/tools/agent_with_command.toml:4:1: error[conflicting-fields]: `command` is for server tools; agent tools have a `script`
-        agent/tools/approval_schema.toml: error[invalid-schema]: `needs_approval` schema is invalid: "amount" is not of type "array" at `/required`
-        agent/tools/bad_approval.toml:3:1: error[invalid-value]: `needs_approval` must be a boolean or a JSON Schema table, not a string
-        agent/tools/bad_env.toml:3:1: error[invalid-value]: `env` entry `API-KEY` is not an environment variable name
-        agent/tools/bad_execution.toml:2:13: error[toml-invalid]: unknown variant `cloud`, expected `server` or `agent`
-        agent/tools/bad_schema.toml: error[invalid-schema]: invalid input schema: "strng" is not valid under any of the schemas listed in the 'anyOf' keyword at `/properties/city/type`
-        agent/tools/bad_schema_file.json:3:18: error[invalid-schema]: not valid JSON: key must be a string at line 3 column 18
-        agent/tools/bad_timeout.toml:3:1: error[invalid-duration]: `timeout`: `30` is not a duration (time unit needed, for example 30sec or 30ms); write e.g. `30s`, `10m` or `2h`
-        agent/tools/both_schemas.toml:3:1: error[conflicting-fields]: set `input_schema` or `input_schema_file`, not both
-        agent/tools/empty_command.toml:2:1: error[invalid-value]: `command` must name a program
-        agent/tools/linear__search.toml: error[invalid-name]: `linear__search` is not a valid tool name (hint: tool names start with a letter and use letters, digits, `-` and `_` (no `__`), at most 64 characters)
-        agent/tools/missing_program.toml:2:1: error[missing-file]: program `./missing.sh` does not exist (hint: relative commands resolve from the tool file's folder)
-        agent/tools/missing_schema_file.toml:3:1: error[missing-file]: cannot read `input_schema_file` `nope.json`: No such file or directory (os error 2)
-        agent/tools/no_command.toml: error[missing-field]: server tool `no_command` needs a `command` (hint: e.g. command = ["python3", "get_weather.py"], relative to this file's folder)
-        agent/tools/no_description.toml: error[missing-field]: tool `no_description` needs a `description` (hint: the model reads it to decide when to call the tool)
-        agent/tools/read.toml: error[duplicate-name]: tool `read` has the name of the built-in `read` tool (hint: rename the file; built-in tools are set in `agent.toml` `[harness] builtin_tools`)
-        agent/tools/server_with_script.toml:3:1: error[conflicting-fields]: `script` and `script_file` are for `execution = "agent"` tools (hint: a server tool runs `command`)
-        agent/tools/string_schema.toml: error[invalid-schema]: invalid input schema: `type` is "string"; a tool input schema must have `type = "object"`
-        agent/tools/typo.toml:3:1: error[unknown-field]: unknown field `needs_aproval` (hint: did you mean `needs_approval`?)
-    "#]],
+            agent/tools/2fast.toml: error[invalid-name]: `2fast` is not a valid tool name (hint: tool names start with a letter and use letters, digits, `-` and `_` (no `__`), at most 64 characters)
+            agent/tools/agent_needs_approval.toml:4:1: error[conflicting-fields]: approvals apply to server tools only; the model runs agent tools itself
+            agent/tools/agent_no_script.toml:2:1: error[missing-field]: agent tool `agent_no_script` needs a `script` or `script_file`
+            agent/tools/agent_with_command.toml:4:1: error[conflicting-fields]: `command` is for server tools; agent tools have a `script`
+            agent/tools/approval_schema.toml:4:1: error[invalid-schema]: `needs_approval` schema is invalid: "amount" is not of type "array" at `/required`
+            agent/tools/bad_approval.toml:3:1: error[invalid-value]: `needs_approval` must be a boolean or a JSON Schema table, not a string
+            agent/tools/bad_env.toml:3:1: error[invalid-value]: `env` entry `API-KEY` is not an environment variable name
+            agent/tools/bad_execution.toml:2:13: error[toml-invalid]: unknown variant `cloud`, expected `server` or `agent`
+            agent/tools/bad_schema.toml:4:1: error[invalid-schema]: invalid input schema: "strng" is not valid under any of the schemas listed in the 'anyOf' keyword at `/properties/city/type`
+            agent/tools/bad_schema_file.json:3:18: error[invalid-schema]: not valid JSON: key must be a string
+            agent/tools/bad_timeout.toml:3:1: error[invalid-duration]: `timeout`: `30` is not a duration (time unit needed, for example 30sec or 30ms); write e.g. `30s`, `10m` or `2h`
+            agent/tools/both_schemas.toml:3:1: error[conflicting-fields]: set `input_schema` or `input_schema_file`, not both
+            agent/tools/empty_command.toml:2:1: error[invalid-value]: `command` must name a program
+            agent/tools/linear__search.toml: error[invalid-name]: `linear__search` is not a valid tool name (hint: tool names start with a letter and use letters, digits, `-` and `_` (no `__`), at most 64 characters)
+            agent/tools/missing_program.toml:2:1: error[missing-file]: program `./missing.sh` does not exist (hint: relative commands resolve from the tool file's folder)
+            agent/tools/missing_schema_file.toml:3:1: error[missing-file]: `input_schema_file`: cannot read `nope.json`: No such file or directory (os error 2)
+            agent/tools/no_command.toml: error[missing-field]: server tool `no_command` needs a `command` (hint: e.g. command = ["python3", "get_weather.py"], relative to this file's folder)
+            agent/tools/no_description.toml: error[missing-field]: tool `no_description` needs a `description` (hint: the model reads it to decide when to call the tool)
+            agent/tools/read.toml: error[duplicate-name]: tool `read` has the name of the built-in `read` tool (hint: rename the file; built-in tools are set in `agent.toml` `[harness] builtin_tools`)
+            agent/tools/server_with_script.toml:3:1: error[conflicting-fields]: `script` and `script_file` are for `execution = "agent"` tools (hint: a server tool runs `command`)
+            agent/tools/string_schema.toml:4:1: error[invalid-schema]: invalid input schema: `type` is "string"; a tool input schema must have `type = "object"`
+            agent/tools/typo.toml:3:1: error[unknown-field]: unknown field `needs_aproval` (hint: did you mean `needs_approval`?)
+        "#]],
     );
 }
 
@@ -117,14 +119,14 @@ fn skills() {
     check(
         "skills",
         expect![[r#"
-        agent/skills/bad name.md: error[invalid-name]: `bad name` is not a valid skill name (hint: names use letters, digits, `-` and `_`, starting with a letter or digit)
-        agent/skills/bad-shape.md:2:14: error[frontmatter-invalid]: invalid frontmatter: description: invalid type: sequence, expected a string at line 1 column 14
-        agent/skills/bad-yaml.md:3:6: error[frontmatter-invalid]: invalid frontmatter: mapping values are not allowed in this context at line 2 column 6
-        agent/skills/empty.md: error[missing-description]: skill `empty` is empty: it has no description and no text (hint: add `description:` frontmatter saying when to use the skill)
-        agent/skills/forecast.md: error[duplicate-name]: skill `forecast` is also defined by `agent/skills/forecast/SKILL.md`
-        agent/skills/no-description/SKILL.md:1:1: error[missing-description]: packaged skill `no-description` needs `description` frontmatter (hint: ---\ndescription: Use when …\n---)
-        agent/skills/no-skill-md: error[missing-file]: skill folder `no-skill-md` has no `SKILL.md` (hint: a packaged skill is `skills/<name>/SKILL.md` with `description` frontmatter; a single file can be `skills/<name>.md`)
-    "#]],
+            agent/skills/bad name.md: error[invalid-name]: `bad name` is not a valid skill name (hint: names use letters, digits, `-` and `_`, starting with a letter or digit)
+            agent/skills/bad-shape.md:2:14: error[frontmatter-invalid]: invalid frontmatter: description: invalid type: sequence, expected a string
+            agent/skills/bad-yaml.md:3:6: error[frontmatter-invalid]: invalid frontmatter: mapping values are not allowed in this context
+            agent/skills/empty.md: error[missing-description]: skill `empty` is empty: it has no description and no text (hint: add `description:` frontmatter saying when to use the skill)
+            agent/skills/forecast.md: error[duplicate-name]: skill `forecast` is also defined by `agent/skills/forecast/SKILL.md`
+            agent/skills/no-description/SKILL.md:1:1: error[missing-description]: packaged skill `no-description` needs `description` frontmatter (hint: start SKILL.md with frontmatter: a `---` line, `description: Use when …`, then a closing `---` line)
+            agent/skills/no-skill-md: error[missing-file]: skill folder `no-skill-md` has no `SKILL.md` (hint: a packaged skill is `skills/<name>/SKILL.md` with `description` frontmatter; a single file can be `skills/<name>.md`)
+        "#]],
     );
 }
 
@@ -148,17 +150,17 @@ fn schedules() {
     check(
         "schedules",
         expect![[r#"
-        agent/schedules/channel-without-message.toml:3:1: error[conflicting-fields]: `channel` goes with `message`
-        agent/schedules/cron-md.md:2:1: error[invalid-cron]: `0 9 * *` has 4 fields; cron here is 5 fields: minute hour day-of-month month day-of-week (hint: standard 5-field cron in UTC, e.g. "*/30 * * * *")
-        agent/schedules/cron-toml.toml:1:1: error[invalid-cron]: `61 * * * *`: minute value 61 is out of range 0–59 (hint: standard 5-field cron in UTC, e.g. "*/30 * * * *")
-        agent/schedules/no-action.toml: error[schedule-actions]: schedule `no-action` has no action (hint: one of `markdown = "…"` (a task session), `message = "…"` (+ optional `channel`), or `[tool]` with `name` and `input`)
-        agent/schedules/no-cron.md: error[missing-field]: schedule needs `cron` (hint: e.g. cron: "0 9 * * 1-5" (minute hour day-of-month month day-of-week, UTC))
-        agent/schedules/no-prompt.md: error[missing-field]: schedule `no-prompt` has no prompt: the Markdown body is empty
-        agent/schedules/two-actions.toml:3:1: error[schedule-actions]: schedule `two-actions` has 2 actions (markdown, message); it must have exactly one (hint: one of `markdown = "…"` (a task session), `message = "…"` (+ optional `channel`), or `[tool]` with `name` and `input`)
-        agent/schedules/typo.md:2:1: error[frontmatter-invalid]: invalid frontmatter: unknown field `corn`, expected `cron` or `description`
-        agent/schedules/unknown-channel.toml: error[unknown-reference]: schedule `unknown-channel` hands off to unknown channel `slack-intak`
-        agent/schedules/unknown-tool.toml: error[unknown-reference]: schedule `unknown-tool`: no tool `get_wether`; did you mean `get_weather`?
-    "#]],
+            agent/schedules/channel-without-message.toml:3:1: error[conflicting-fields]: `channel` goes with `message`
+            agent/schedules/cron-md.md:2:1: error[invalid-cron]: `0 9 * *` has 4 fields; cron here is 5 fields: minute hour day-of-month month day-of-week (hint: standard 5-field cron in UTC, e.g. "*/30 * * * *")
+            agent/schedules/cron-toml.toml:1:1: error[invalid-cron]: `61 * * * *`: minute value 61 is out of range 0–59 (hint: standard 5-field cron in UTC, e.g. "*/30 * * * *")
+            agent/schedules/no-action.toml: error[schedule-actions]: schedule `no-action` has no action (hint: one of `markdown = "…"` (a task session), `message = "…"` (+ optional `channel`), or `[tool]` with `name` and `input`)
+            agent/schedules/no-cron.md: error[missing-field]: schedule needs `cron` (hint: e.g. cron: "0 9 * * 1-5" (minute hour day-of-month month day-of-week, UTC))
+            agent/schedules/no-prompt.md: error[missing-field]: schedule `no-prompt` has no prompt: the Markdown body is empty
+            agent/schedules/two-actions.toml:3:1: error[schedule-actions]: schedule `two-actions` has 2 actions (markdown, message); it must have exactly one (hint: one of `markdown = "…"` (a task session), `message = "…"` (+ optional `channel`), or `[tool]` with `name` and `input`)
+            agent/schedules/typo.md:2:1: error[frontmatter-invalid]: invalid frontmatter: unknown field `corn`, expected `cron` or `description`
+            agent/schedules/unknown-channel.toml: error[unknown-reference]: schedule `unknown-channel` hands off to unknown channel `slack-intak` (hint: did you mean `slack-intake`?)
+            agent/schedules/unknown-tool.toml: error[unknown-reference]: schedule `unknown-tool`: no tool `get_wether`; did you mean `get_weather`?
+        "#]],
     );
 }
 
@@ -167,25 +169,25 @@ fn channels() {
     check(
         "channels",
         expect![[r#"
-        agent/channels/bad-auth.toml:1:1: error[invalid-auth]: unknown auth policy `local_dev_strct` (hint: did you mean `local_dev_strict`?)
-        agent/channels/bad-event.toml:7:10: error[unknown-event]: unknown event `message.complete` (hint: did you mean `message.completed`?)
-        agent/channels/bad-kind.toml:1:1: error[invalid-value]: unknown channel kind `githb` (hint: did you mean `github`?)
-        agent/channels/bad-method.toml:1:1: error[invalid-route]: unknown method `FETCH` (hint: GET, POST, PUT, PATCH or DELETE)
-        agent/channels/bad-path.toml:7:1: error[invalid-route]: route path `/expense/{team}` has a bad segment `{team}`
-        agent/channels/bad-schema.toml:1:1: error[invalid-schema]: POST /in: invalid `body_schema`: "amount" is not of type "array" at `/required`
-        agent/channels/bad-template.toml:1:1: error[invalid-template]: POST /expense/:team: `send.message`: syntax error: unexpected `}`, expected end of variable block (template line 1)
-        agent/channels/bearer-without-token.toml:1:1: error[invalid-auth]: `bearer` needs a non-empty `token` or `tokens`
-        agent/channels/call-unknown-tool.toml: error[unknown-reference]: GET /note: tool `note` runs in the agent's workspace (`execution = "agent"`) and cannot be called by the host
-        agent/channels/call-unknown-tool.toml: error[unknown-reference]: GET /order: no tool `lookup_ordr`; did you mean `lookup_order`?
-        agent/channels/does-nothing.toml: warning[missing-field]: channel `does-nothing` has no `[[routes]]` and no `[events]`; it does nothing (hint: add a [[routes]] table with `method`, `path` and a `[routes.send]` or `[routes.call_tool]`)
-        agent/channels/duplicate-route.toml:7:1: error[invalid-route]: route POST /teams/:name is declared twice
-        agent/channels/get-without-query-schema.toml:1:1: error[route-schema-required]: GET /orders/:id needs a `query_schema` (hint: GET routes validate their query string; use `[routes.query_schema]` with `type = "object"` for an open surface)
-        agent/channels/http-elsewhere.toml:1:1: error[invalid-value]: `kind = "http"` configures the built-in HTTP channel and must be in `channels/http.toml`
-        agent/channels/http.toml:2:1: error[invalid-auth]: `public_endpoint` never opens the built-in session API (hint: use `bearer` or `allow_all` (behind your own proxy) instead)
-        agent/channels/no-slash.toml:1:1: error[invalid-route]: route path `expense` must begin with `/`
-        agent/channels/post-without-body-schema.toml:1:1: error[route-schema-required]: POST /expense needs a `body_schema` (hint: POST, PUT and PATCH routes validate their body; use `[routes.body_schema]` with `type = "object"` for an open surface)
-        agent/channels/typo.toml:5:1: error[unknown-field]: unknown field `sned` (hint: did you mean `send`?)
-    "#]],
+            agent/channels/bad-auth.toml:1:1: error[invalid-auth]: unknown auth policy `local_dev_strct` (hint: did you mean `local_dev_strict`?)
+            agent/channels/bad-event.toml:7:1: error[unknown-event]: unknown event `message.complete` (hint: did you mean `message.completed`?)
+            agent/channels/bad-kind.toml:1:1: error[invalid-value]: unknown channel kind `githb` (hint: did you mean `github`?)
+            agent/channels/bad-method.toml:1:1: error[invalid-route]: unknown method `FETCH` (hint: GET, POST, PUT, PATCH or DELETE)
+            agent/channels/bad-path.toml:7:1: error[invalid-route]: route path `/expense/{team}` has a bad segment `{team}`
+            agent/channels/bad-schema.toml:1:1: error[invalid-schema]: POST /in: invalid `body_schema`: "amount" is not of type "array" at `/required`
+            agent/channels/bad-template.toml:1:1: error[invalid-template]: POST /expense/:team: `send.message`: syntax error: unexpected `}`, expected end of variable block (template line 1)
+            agent/channels/bearer-without-token.toml:1:1: error[invalid-auth]: `bearer` needs a non-empty `token` or `tokens`
+            agent/channels/call-unknown-tool.toml: error[unknown-reference]: GET /note: tool `note` runs in the agent's workspace (`execution = "agent"`) and cannot be called by the host
+            agent/channels/call-unknown-tool.toml: error[unknown-reference]: GET /order: no tool `lookup_ordr`; did you mean `lookup_order`?
+            agent/channels/does-nothing.toml: warning[missing-field]: channel `does-nothing` has no `[[routes]]` and no `[events]`; it does nothing (hint: add a [[routes]] table with `method`, `path` and a `[routes.send]` or `[routes.call_tool]`)
+            agent/channels/duplicate-route.toml:7:1: error[invalid-route]: route POST /teams/:name is declared twice
+            agent/channels/get-without-query-schema.toml:1:1: error[route-schema-required]: GET /orders/:id needs a `query_schema` (hint: GET routes validate their query string; use `[routes.query_schema]` with `type = "object"` for an open surface)
+            agent/channels/http-elsewhere.toml:1:1: error[invalid-value]: `kind = "http"` configures the built-in HTTP channel and must be in `channels/http.toml`
+            agent/channels/http.toml:2:1: error[invalid-auth]: `public_endpoint` never opens the built-in session API (hint: use `bearer` or `allow_all` (behind your own proxy) instead)
+            agent/channels/no-slash.toml:1:1: error[invalid-route]: route path `expense` must begin with `/`
+            agent/channels/post-without-body-schema.toml:1:1: error[route-schema-required]: POST /expense needs a `body_schema` (hint: POST, PUT and PATCH routes validate their body; use `[routes.body_schema]` with `type = "object"` for an open surface)
+            agent/channels/typo.toml:5:1: error[unknown-field]: unknown field `sned` (hint: did you mean `send`?)
+        "#]],
     );
 }
 
@@ -209,11 +211,12 @@ fn ab() {
     check(
         "ab",
         expect![[r#"
-        one-variant/agent/ab.toml: error[invalid-experiment]: experiment `ab` has 1 variant(s); it needs at least two (hint: an experiment has `traffic` (0–1) and two or more `[[variants]]` with unique `id` and positive `weight`)
-        variants/agent/ab/models.toml:6:1: error[invalid-model]: model `gpt-4.1` names no provider (hint: write `provider:model`, e.g. "openai:gpt-4.1" or "anthropic:gpt-4.1")
-        variants/agent/ab/traffic.toml:1:1: error[invalid-experiment]: `traffic` is 1.5; it is the enrolled fraction, from 0 to 1 (hint: an experiment has `traffic` (0–1) and two or more `[[variants]]` with unique `id` and positive `weight`)
-        variants/agent/ab/traffic.toml:4:1: error[invalid-experiment]: variant id `a` appears twice (hint: an experiment has `traffic` (0–1) and two or more `[[variants]]` with unique `id` and positive `weight`)
-    "#]],
+            one-variant/agent/ab.toml:3:1: error[invalid-experiment]: experiment `ab` has 1 variant(s); it needs at least two (hint: an experiment has `traffic` (0–1) and two or more `[[variants]]` with unique `id` and positive `weight`)
+            variants/agent/ab.toml: error[duplicate-name]: experiment `ab` is also defined by `variants/agent/ab/ab.toml`
+            variants/agent/ab/models.toml:6:1: error[invalid-model]: model `gpt-4.1` names no provider (hint: write `provider:model`, e.g. "openai:gpt-4.1" or "anthropic:gpt-4.1")
+            variants/agent/ab/traffic.toml:1:1: error[invalid-experiment]: `traffic` is 1.5; it is the enrolled fraction, from 0 to 1 (hint: an experiment has `traffic` (0–1) and two or more `[[variants]]` with unique `id` and positive `weight`)
+            variants/agent/ab/traffic.toml:4:1: error[invalid-experiment]: variant id `a` appears twice (hint: an experiment has `traffic` (0–1) and two or more `[[variants]]` with unique `id` and positive `weight`)
+        "#]],
     );
 }
 
@@ -222,20 +225,20 @@ fn evals() {
     check(
         "evals",
         expect![[r#"
-        files/evals/bad-case-id.eval.toml:2:6: error[invalid-eval]: case id `a/b` must be one path segment of letters, digits, `-` and `_`
-        files/evals/bad-regex.eval.toml:4:22: error[invalid-regex]: regex `recorded (12.50`: error: unclosed group
-        files/evals/bad-timeout.eval.toml:1:1: error[invalid-duration]: `timeout`: `soon` is not a duration (expected number at 0); write e.g. `30s`, `10m` or `2h`
-        files/evals/duplicate-cases.eval.toml:2:6: error[invalid-eval]: case id `nyc` appears twice
-        files/evals/file-path.eval.toml:4:19: error[invalid-value]: file expectation path `../etc/passwd` must be relative to the workspace
-        files/evals/nested.eval.toml: error[duplicate-name]: eval id `nested` is also used by `files/evals/nested/index.eval.toml`
-        files/evals/nothing.eval.toml: error[invalid-eval]: eval has nothing to run (hint: one turn: `send` + `[expect]`; several turns: `[[turns]]`; several datapoints: `[[cases]]` with `id`)
-        files/evals/send-and-cases.eval.toml: error[invalid-eval]: eval sets more than one of `send`, `[[turns]]` and `[[cases]]` (hint: one turn: `send` + `[expect]`; several turns: `[[turns]]`; several datapoints: `[[cases]]` with `id`)
-        files/evals/typo.eval.toml:4:1: error[unknown-field]: unknown field `suceeded` (hint: did you mean `succeeded`?)
-        files/evals/unknown-tool.eval.toml: warning[unknown-reference]: case `unknown-tool` expects tool `get_wether`, which the agent does not have (hint: did you mean `get_weather`?)
-        no-config/evals/evals.toml: error[evals-config-missing]: evals exist but `evals/evals.toml` does not (hint: create it with `max_concurrency = 8` (at most 200))
-        no-max-concurrency/evals/evals.toml: error[missing-field]: `max_concurrency` is required (hint: how many eval turns may run at once, 1 to 200)
-        too-concurrent/evals/evals.toml:1:1: error[invalid-value]: `max_concurrency` is 201; it must be 1 to 200 (hint: model providers limit concurrent requests; 200 is the hard cap)
-    "#]],
+            files/evals/bad-case-id.eval.toml:2:6: error[invalid-eval]: case id `a/b` must be one path segment of letters, digits, `-` and `_`
+            files/evals/bad-regex.eval.toml:4:22: error[invalid-regex]: regex `recorded (12.50`: error: unclosed group
+            files/evals/bad-timeout.eval.toml:1:1: error[invalid-duration]: `timeout`: `soon` is not a duration (expected number at 0); write e.g. `30s`, `10m` or `2h`
+            files/evals/duplicate-cases.eval.toml:6:6: error[invalid-eval]: case id `nyc` appears twice
+            files/evals/file-path.eval.toml:4:19: error[invalid-value]: file expectation path `../etc/passwd` must be relative to the workspace
+            files/evals/nested.eval.toml: error[duplicate-name]: eval id `nested` is also used by `files/evals/nested/index.eval.toml`
+            files/evals/nothing.eval.toml: error[invalid-eval]: eval has nothing to run (hint: one turn: `send` + `[expect]`; several turns: `[[turns]]`; several datapoints: `[[cases]]` with `id`)
+            files/evals/send-and-cases.eval.toml: error[invalid-eval]: eval sets more than one of `send`, `[[turns]]` and `[[cases]]` (hint: one turn: `send` + `[expect]`; several turns: `[[turns]]`; several datapoints: `[[cases]]` with `id`)
+            files/evals/typo.eval.toml:4:1: error[unknown-field]: unknown field `suceeded` (hint: did you mean `succeeded`?)
+            files/evals/unknown-tool.eval.toml: warning[unknown-reference]: case `unknown-tool` expects tool `get_wether`, which the agent does not have (hint: did you mean `get_weather`?)
+            no-config/evals/evals.toml: error[evals-config-missing]: evals exist but `evals/evals.toml` does not (hint: create it with `max_concurrency = 8` (at most 200))
+            no-max-concurrency/evals/evals.toml: error[missing-field]: `max_concurrency` is required (hint: how many eval turns may run at once, 1 to 200)
+            too-concurrent/evals/evals.toml:1:1: error[invalid-value]: `max_concurrency` is 201; it must be 1 to 200 (hint: model providers limit concurrent requests; 200 is the hard cap)
+        "#]],
     );
 }
 

@@ -6,7 +6,14 @@ use std::path::{Path, PathBuf};
 use agentkit_manifest::{Discovery, discover};
 
 mod agents;
+#[cfg(unix)]
+mod coverage;
+mod env;
 mod invalid;
+#[cfg(unix)]
+mod io;
+mod layout;
+mod robustness;
 
 /// The repository's `fixtures/` folder.
 pub(crate) fn fixtures() -> PathBuf {
@@ -21,8 +28,13 @@ pub(crate) fn discover_ok(dir: &Path) -> Discovery {
     }
 }
 
+/// Writes a file, creating its folders.
+pub(crate) fn write(path: &Path, contents: impl AsRef<[u8]>) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, contents).unwrap();
+}
+
 /// The diagnostics of a discovery, one per line.
 pub(crate) fn render(d: &Discovery) -> String {
     d.diagnostics.iter().map(|d| format!("{d}\n")).collect()
 }
-mod scratch;
