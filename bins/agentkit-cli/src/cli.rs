@@ -76,16 +76,31 @@ enum Command {
         /// The folder to create the project in (its name becomes the slug).
         path: Option<PathBuf>,
     },
-    /// Serve agents over HTTP (not available yet).
-    Serve(NotYet),
-    /// Run turns against an ephemeral server and print the trajectory (not available yet).
-    Run(NotYet),
-    /// Chat with a running agent (not available yet).
-    Chat(NotYet),
+    /// Serve an agent project, or a folder of them, over HTTP.
+    ///
+    /// Every agent gets durable sessions with a replayable NDJSON event
+    /// stream under /<slug>/v1/* (or /v1/* with --mode single). Stops
+    /// cleanly on Ctrl-C or SIGTERM: running turns are recorded as
+    /// interrupted and every log is synced.
+    Serve(crate::serve::ServeArgs),
+    /// Run turns against an ephemeral server and print the trajectory.
+    ///
+    /// Boots the project on a free port with a temporary state root outside
+    /// it (or uses --url), sends each --message as a turn of one session,
+    /// and prints the trajectory JSON. Exits 1 when a turn failed.
+    Run(crate::chat::RunArgs),
+    /// Chat with a running agent: a REPL that renders replies live, or one
+    /// message with --message.
+    ///
+    /// In the REPL, `/new` starts a new session and `/exit` (or end of
+    /// input) quits.
+    Chat(crate::chat::ChatArgs),
     /// Call a server tool deterministically, without a model (not available yet).
     Call(NotYet),
-    /// Summarise a saved event stream (not available yet).
-    Trajectory(NotYet),
+    /// Summarise a saved event log (NDJSON) as trajectory JSON.
+    ///
+    /// Exits 1 when a turn failed, 2 when the file is not an event log.
+    Trajectory(crate::chat::TrajectoryArgs),
     /// Run evals (not available yet).
     Eval(NotYet),
     /// GitHub webhook helpers: events, replay, forward (not available yet).
@@ -113,10 +128,10 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Validate { dir, json } => validate(dir, json),
         Command::Info { dir, json } => info(dir, json),
         Command::Init { path } => init(path),
-        Command::Serve(_) => not_yet("serve", "durable sessions over HTTP"),
-        Command::Run(_) => not_yet("run", "durable sessions over HTTP"),
-        Command::Chat(_) => not_yet("chat", "durable sessions over HTTP"),
-        Command::Trajectory(_) => not_yet("trajectory", "durable sessions over HTTP"),
+        Command::Serve(args) => crate::serve::run(args),
+        Command::Run(args) => crate::chat::run(args),
+        Command::Chat(args) => crate::chat::chat(args),
+        Command::Trajectory(args) => crate::chat::trajectory(args),
         Command::Call(_) => not_yet("call", "deterministic tool calls"),
         Command::Eval(_) => not_yet("eval", "the eval runner"),
         Command::Github(_) => not_yet("github", "the GitHub channel pack"),

@@ -4,8 +4,10 @@
 // A command-line program prints: that is its job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod chat;
 mod cli;
 mod render;
+mod serve;
 
 use std::process::ExitCode;
 

@@ -1,40 +1,115 @@
-//! The `agentkit-serve` binary: the server alone, for containers.
-//!
-//! Serving arrives with the sessions issue. Until then this binary checks
-//! the project like `agentkit validate` and then says plainly that it
-//! cannot serve yet, with a non-zero exit, so no deployment mistakes it for
-//! a running server.
+//! The `agentkit-serve` binary: the server alone, for containers. It takes
+//! the flags of `agentkit serve` and nothing else.
 
-#![allow(clippy::print_stderr)]
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::Parser;
 
-/// Serve agentkit agents over HTTP (not available in this release).
+/// Serve agentkit agents over HTTP.
 #[derive(Debug, Parser)]
 #[command(name = "agentkit-serve", version, about)]
 struct Args {
     /// The project, or a folder of projects.
     #[arg(long, default_value = ".", value_name = "PATH")]
     dir: PathBuf,
+    /// The port to listen on (0 picks a free one).
+    #[arg(long, default_value_t = 3000)]
+    port: u16,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: IpAddr,
+    /// Development mode: the offline `test` model when none is configured.
+    #[arg(long)]
+    dev: bool,
+    /// Where sessions and logs live (default: <dir>/.agentkit).
+    #[arg(long, value_name = "DIR")]
+    state_root: Option<PathBuf>,
+    /// Require this bearer token on channels without their own auth chain.
+    #[arg(long, env = "AGENTKIT_BEARER_TOKEN", hide_env_values = true)]
+    bearer_token: Option<String>,
+    /// Admit every caller as the shared `anonymous` principal.
+    #[arg(long, conflicts_with = "bearer_token")]
+    allow_anonymous: bool,
+    /// Mount the only agent at the root instead of under /<slug>.
+    #[arg(long)]
+    single: bool,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match agentkit::discover(&args.dir) {
-        Err(e) => eprintln!("error: {e}"),
-        Ok(found) => {
-            for d in &found.diagnostics {
-                eprintln!("{d}");
-            }
-            eprintln!(
-                "error: agentkit-serve cannot serve yet: durable sessions over HTTP arrive in a later release ({} agent(s) discovered, {} error(s))",
-                found.host.agents.len(),
-                found.diagnostics.error_count()
-            );
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTKIT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
         }
     }
-    ExitCode::from(2)
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let options = agentkit::ServeOptions {
+            host: args.host,
+            port: args.port,
+            state_root: args.state_root,
+            dev: args.dev,
+            mode: if args.single {
+                agentkit::Mode::Single
+            } else {
+                agentkit::Mode::Multi
+            },
+            bearer_token: args.bearer_token,
+            allow_anonymous: args.allow_anonymous,
+            default_model: std::env::var("AGENTKIT_MODEL")
+                .ok()
+                .filter(|m| !m.is_empty()),
+            env: agentkit::EnvLookup::process(),
+            ..agentkit::ServeOptions::default()
+        };
+        let handle = agentkit::serve(&args.dir, options)
+            .await
+            .with_context(|| format!("cannot serve `{}`", args.dir.display()))?;
+        tracing::info!(url = %handle.url(), agents = ?handle.slugs(), "listening");
+        println!("listening on {}", handle.url());
+        shutdown_signal().await;
+        handle.close().await;
+        Ok(())
+    })
+}
+
+/// Ctrl-C, or SIGTERM (what container runtimes send) on Unix.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
 }

@@ -1,7 +1,28 @@
-//! The agentkit harness: model providers (`openai`, `anthropic`,
-//! `scripted:<file>`, `test`) and the agent loop.
+//! The agentkit harness: model providers and the agent loop that runs one
+//! turn of a session.
 //!
-//! Not built yet: the providers and the loop arrive with the sessions and
-//! harness issues. The model strings they will accept are already parsed
-//! and validated by `agentkit-manifest`. Until then this crate exports
-//! nothing.
+//! [`run_turn`] takes the agent, its resolved model, the conversation so far
+//! and this turn's user message(s); it asks the model for steps, validates
+//! and runs the tool calls they make (server tools concurrently, each in its
+//! own process group), and reports every step as a [`StepEvent`] that the
+//! runtime stores. It ends with a [`TurnOutcome`].
+//!
+//! Providers: `test` (offline: calls every server tool once with arguments
+//! generated from its schema, then summarises) and `scripted:<file>`
+//! (replays a JSON script). `openai` and `anthropic` are not available in
+//! this release: a turn that names them fails with a message saying so.
+//!
+//! Not here: sessions, storage and HTTP (the runtime and the facade own
+//! them), approvals (calls of tools that need approval are refused with an
+//! error result until approvals land), subagents and built-in workspace
+//! tools.
+
+mod providers;
+mod step;
+mod tools;
+mod turn;
+
+pub use providers::model_from_env_or_default;
+pub use step::{FinishReason, StepEvent};
+pub use tools::{ToolContext, ToolOutput, run_server_tool};
+pub use turn::{TurnInput, TurnOutcome, run_turn};

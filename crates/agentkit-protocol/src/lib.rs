@@ -5,8 +5,10 @@
 //! agentkit crate. Anything that two layers must spell the same way lives
 //! here, so that a rename is one change that the compiler follows.
 
+mod conversation;
 mod envelope;
 mod events;
 
+pub use conversation::{Message, ToolCall, Usage};
 pub use envelope::{Event, InvalidSessionId, SessionId};
 pub use events::{EventType, UnknownEventType};

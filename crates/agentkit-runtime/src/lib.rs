@@ -1,5 +1,28 @@
 //! The agentkit session runtime: chat and task sessions, turns and
-//! follow-ups, workspaces, approvals, hooks, schedules, reminders and A/B.
+//! follow-ups under an admission policy, workspaces, and the conversation
+//! folded from the event log.
 //!
-//! Not built yet: it arrives with the sessions issue. Until then this crate
-//! exports nothing.
+//! A session is a channel, an owning principal, a conversation, a
+//! workspace and an append-only event stream (`agentkit-events`). The
+//! runtime runs one turn at a time per session through `agentkit-harness`
+//! and records every step; the next turn's conversation is a fold over the
+//! stored events, so a restart loses nothing: a turn cut short by a crash is
+//! recorded as `turn.failed` ("turn interrupted") when the runtime reopens.
+//!
+//! Not here yet: approvals, deterministic tool calls, hooks, schedules,
+//! reminders and A/B assignment (later issues). The runtime knows nothing
+//! of HTTP: the facade maps [`Error::status`] to responses.
+
+mod error;
+mod fold;
+mod meta;
+mod runtime;
+mod workspace;
+
+pub use error::{Error, Result};
+pub use fold::conversation;
+pub use meta::{Owner, SessionMeta, SessionMode};
+pub use runtime::{
+    Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, NewSession, RuntimeOptions, SessionSummary,
+};
+pub use workspace::{materialize, safe_join};

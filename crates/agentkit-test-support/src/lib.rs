@@ -1,4 +1,7 @@
-//! Helpers shared by agentkit's test suites: fixture paths and the like.
+//! Helpers shared by agentkit's test suites: fixture paths and a small
+//! HTTP client for driving a real server over loopback.
+
+pub mod http;
 
 use std::path::PathBuf;
 

@@ -7,6 +7,20 @@ use std::path::PathBuf;
 pub enum Error {
     #[error(transparent)]
     Discovery(#[from] agentkit_manifest::Error),
+    #[error("the project has {} error(s); run `agentkit validate` for details", .diagnostics.error_count())]
+    Invalid {
+        diagnostics: agentkit_manifest::Diagnostics,
+    },
+    #[error("{message}")]
+    Config { message: String },
+    #[error("cannot listen on {addr}")]
+    Bind {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Runtime(#[from] agentkit_runtime::Error),
     #[error("refusing to overwrite existing files: {}", .paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
     WouldOverwrite { paths: Vec<PathBuf> },
     #[error(

@@ -15,11 +15,15 @@
 //! # Ok::<(), agentkit::manifest::Error>(())
 //! ```
 
+pub mod client;
 mod error;
 pub mod info;
 pub mod init;
+mod serve;
+pub mod trajectory;
 
 pub use error::{Error, Result};
+pub use serve::{EnvFn, EnvLookup, Mode, ServeHandle, ServeOptions, serve};
 
 /// The project format: discovery, the manifest types and diagnostics.
 pub use agentkit_manifest as manifest;

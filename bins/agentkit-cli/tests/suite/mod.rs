@@ -1,7 +1,10 @@
 //! Shared helpers: running the binary and capturing what it printed.
 
+mod chat;
 mod info;
 mod init;
+mod run;
+mod trajectory;
 mod validate;
 
 use std::path::Path;

@@ -1,0 +1,491 @@
+//! The commands that talk to sessions: `run` (turns against an ephemeral
+//! or running server, trajectory on stdout), `chat` (a REPL that renders
+//! replies live) and `trajectory` (summarise a saved event log).
+
+use std::io::{self, BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anstyle::{AnsiColor, Style};
+use anyhow::Context;
+use serde_json::Value;
+
+use agentkit::client::{Client, SessionCursor};
+use agentkit::trajectory::{self, Trajectory};
+
+use crate::cli::EXIT_INVALID;
+use crate::render;
+
+const DIM: Style = Style::new().dimmed();
+const RED: Style = AnsiColor::Red.on_default().bold();
+const CYAN: Style = AnsiColor::Cyan.on_default();
+
+/// The longest tool output `chat` shows, in characters.
+const OUTPUT_PREVIEW: usize = 160;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    /// The project, or a folder of projects, to boot a temporary server
+    /// for (ignored with --url).
+    #[arg(long, default_value = ".", value_name = "PATH")]
+    dir: PathBuf,
+    /// A user message; repeat for several turns in one session.
+    #[arg(long, short, required = true, value_name = "TEXT")]
+    message: Vec<String>,
+    /// The agent to talk to when the folder (or server) holds several.
+    #[arg(long, value_name = "SLUG")]
+    agent: Option<String>,
+    /// Also write every event, as NDJSON, to this file.
+    #[arg(long, value_name = "FILE")]
+    events: Option<PathBuf>,
+    /// Use this running server instead of booting one.
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+    /// Sent as `Authorization: Bearer <token>` (with --url).
+    #[arg(
+        long,
+        env = "AGENTKIT_BEARER_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    bearer_token: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ChatArgs {
+    /// The server: an agent's URL, or a host serving one agent (or pass
+    /// --agent).
+    #[arg(long, default_value = "http://127.0.0.1:3000", value_name = "URL")]
+    url: String,
+    /// The agent to talk to on a host that serves several.
+    #[arg(long, value_name = "SLUG")]
+    agent: Option<String>,
+    /// Send one message, print the reply, and exit.
+    #[arg(long, short, value_name = "TEXT")]
+    message: Option<String>,
+    /// Print the trajectory JSON instead of text (one line per turn in the
+    /// REPL).
+    #[arg(long)]
+    json: bool,
+    /// Sent as `Authorization: Bearer <token>`.
+    #[arg(
+        long,
+        env = "AGENTKIT_BEARER_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    bearer_token: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct TrajectoryArgs {
+    /// An NDJSON event log, as `run --events` or `GET …/events` writes it.
+    #[arg(long, value_name = "FILE")]
+    events: PathBuf,
+}
+
+/// `agentkit trajectory`: exit 1 when a turn failed.
+pub(crate) fn trajectory(args: TrajectoryArgs) -> anyhow::Result<ExitCode> {
+    let path = &args.events;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read `{}`", path.display()))?;
+    let events = trajectory::parse_ndjson(&text)
+        .with_context(|| format!("`{}` is not an event log", path.display()))?;
+    let t = trajectory::from_events(&events);
+    print_trajectory(&t)?;
+    Ok(exit_for(&t))
+}
+
+/// `agentkit run`: exit 1 when a turn failed.
+pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    tokio_runtime()?.block_on(run_async(args))
+}
+
+async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
+    // The state root lives outside the project, so session workspaces do
+    // not inherit the project's surroundings; it is deleted on exit.
+    let mut server = None;
+    let mut _state_root = None;
+    let client = match &args.url {
+        Some(url) => Client::resolve(url, args.agent.as_deref(), args.bearer_token.clone()).await?,
+        None => {
+            let state = tempfile::Builder::new()
+                .prefix("agentkit-run-")
+                .tempdir()
+                .context("cannot create a temporary state root")?;
+            let handle = boot(&args.dir, state.path()).await?;
+            let url = pick_agent(&handle, args.agent.as_deref(), &args.dir);
+            _state_root = Some(state);
+            let url = match url {
+                Ok(url) => url,
+                Err(e) => {
+                    handle.close().await;
+                    return Err(e);
+                }
+            };
+            server = Some(handle);
+            Client::new(&url, args.bearer_token.clone())
+        }
+    };
+
+    let mut cursor = None;
+    let mut events = Vec::new();
+    let mut outcome = Ok(());
+    for message in &args.message {
+        match client.run_turn(&mut cursor, message).await {
+            Ok((_, turn)) => events.extend(turn),
+            Err(e) => {
+                outcome = Err(e);
+                break;
+            }
+        }
+    }
+    if let Some(handle) = server {
+        handle.close().await;
+    }
+    // The log is written even when a turn could not be sent: what happened
+    // before is still worth reading.
+    if let Some(path) = &args.events {
+        write_ndjson(path, &events)?;
+    }
+    outcome?;
+    let t = trajectory::from_events(&events);
+    print_trajectory(&t)?;
+    Ok(exit_for(&t))
+}
+
+async fn boot(dir: &Path, state_root: &Path) -> anyhow::Result<agentkit::ServeHandle> {
+    let options = agentkit::ServeOptions {
+        port: 0,
+        state_root: Some(state_root.to_path_buf()),
+        dev: true,
+        default_model: std::env::var("AGENTKIT_MODEL")
+            .ok()
+            .filter(|m| !m.is_empty()),
+        env: agentkit::EnvLookup::process(),
+        ..Default::default()
+    };
+    agentkit::serve(dir, options)
+        .await
+        .with_context(|| format!("cannot serve `{}`", dir.display()))
+}
+
+/// The URL of the agent to talk to on a server booted for `dir`.
+fn pick_agent(
+    handle: &agentkit::ServeHandle,
+    agent: Option<&str>,
+    dir: &Path,
+) -> anyhow::Result<String> {
+    let slugs = handle.slugs();
+    match (agent, slugs.as_slice()) {
+        (Some(slug), _) if slugs.iter().any(|s| s == slug) => Ok(handle.agent_url(slug)),
+        (Some(slug), _) => anyhow::bail!(
+            "`{}` has no agent `{slug}`; it holds {}",
+            dir.display(),
+            slugs.join(", ")
+        ),
+        (None, [one]) => Ok(handle.agent_url(one)),
+        (None, _) => anyhow::bail!(
+            "`{}` holds several agents ({}); choose one with --agent SLUG",
+            dir.display(),
+            slugs.join(", ")
+        ),
+    }
+}
+
+/// `agentkit chat`: a one-shot message, or a REPL over stdin.
+pub(crate) fn chat(args: ChatArgs) -> anyhow::Result<ExitCode> {
+    let rt = tokio_runtime()?;
+    let client = rt.block_on(Client::resolve(
+        &args.url,
+        args.agent.as_deref(),
+        args.bearer_token.clone(),
+    ))?;
+    match &args.message {
+        Some(message) => rt.block_on(chat_once(&client, message, args.json)),
+        None => chat_repl(&rt, &client, args.json),
+    }
+}
+
+async fn chat_once(client: &Client, message: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let (_, events) = client.run_turn(&mut None, message).await?;
+    let t = trajectory::from_events(&events);
+    if json {
+        print_trajectory(&t)?;
+    } else {
+        let mut out = anstream::stdout();
+        if let Some(reply) = &t.reply {
+            writeln!(out, "{reply}")?;
+        }
+        let mut err = anstream::stderr();
+        for turn in &t.turns {
+            if let Some(error) = &turn.error {
+                writeln!(err, "{RED}turn failed{RED:#}: {error}")?;
+            }
+        }
+    }
+    Ok(exit_for(&t))
+}
+
+fn chat_repl(
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let stdin = io::stdin();
+    let interactive = stdin.is_terminal();
+    let mut out = anstream::stdout();
+    if interactive {
+        writeln!(
+            out,
+            "{DIM}chatting with {} — /new starts a new session, /exit quits{DIM:#}",
+            client.base_url()
+        )?;
+    }
+    let mut cursor: Option<SessionCursor> = None;
+    let mut lines = stdin.lock().lines();
+    loop {
+        if interactive {
+            write!(out, "> ")?;
+            out.flush()?;
+        }
+        let Some(line) = lines.next() else { break };
+        let line = line.context("cannot read stdin")?;
+        let message = line.trim();
+        match message {
+            "" => continue,
+            "/exit" | "/quit" => break,
+            "/new" => {
+                cursor = None;
+                writeln!(out, "{DIM}(new session){DIM:#}")?;
+                continue;
+            }
+            _ => {}
+        }
+        let mut renderer = Renderer::default();
+        let result = rt.block_on(client.run_turn_with(&mut cursor, message, |event| {
+            if !json {
+                // A closed stdout shows up again at the next write below.
+                let _ = renderer.event(&mut out, event);
+            }
+        }));
+        match result {
+            Ok((_, events)) if json => {
+                let t = trajectory::from_events(&events);
+                writeln!(out, "{}", serde_json::to_string(&t)?)?;
+            }
+            Ok(_) => renderer.finish(&mut out)?,
+            // The conversation goes on: a refused message (a stale token,
+            // say) is reported, not fatal.
+            Err(e) => {
+                renderer.finish(&mut out)?;
+                render::error(&mut anstream::stderr(), &anyhow::Error::new(e))?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes a turn's events as they arrive: streamed text, tool calls
+/// (`→ name(input)`) and results (`← output`), failures, and a usage footer.
+#[derive(Debug)]
+struct Renderer {
+    /// Whether the cursor is at the start of a line.
+    at_line_start: bool,
+    /// Whether reasoning is being streamed (dimmed).
+    in_reasoning: bool,
+}
+
+impl Default for Renderer {
+    fn default() -> Self {
+        Renderer {
+            at_line_start: true,
+            in_reasoning: false,
+        }
+    }
+}
+
+impl Renderer {
+    fn event(&mut self, out: &mut impl Write, event: &Value) -> io::Result<()> {
+        let null = Value::Null;
+        let data = event.get("data").unwrap_or(&null);
+        // Messages of subagents belong to their tool call, not the reply.
+        if data.get("parentCallId").is_some_and(|p| !p.is_null()) {
+            return Ok(());
+        }
+        let text = |key: &str| data.get(key).and_then(Value::as_str).unwrap_or("");
+        match event.get("type").and_then(Value::as_str).unwrap_or("") {
+            "reasoning.appended" => {
+                self.in_reasoning = true;
+                self.write(out, &format!("{DIM}{}{DIM:#}", text("delta")))?;
+            }
+            "message.appended" => {
+                if self.in_reasoning {
+                    self.in_reasoning = false;
+                    self.newline(out)?;
+                }
+                self.write(out, text("delta"))?;
+            }
+            "message.completed" => self.newline(out)?,
+            "actions.requested" => {
+                self.newline(out)?;
+                for call in data
+                    .get("calls")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let name = call.get("toolName").and_then(Value::as_str).unwrap_or("?");
+                    let input = call.get("input").map(compact).unwrap_or_default();
+                    writeln!(out, "{CYAN}→ {name}({input}){CYAN:#}")?;
+                }
+            }
+            "action.result" => {
+                self.newline(out)?;
+                let output = preview(data.get("output").unwrap_or(&null));
+                if data
+                    .get("isError")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+                {
+                    writeln!(out, "{RED}← {output}{RED:#}")?;
+                } else {
+                    writeln!(out, "{DIM}← {output}{DIM:#}")?;
+                }
+            }
+            "turn.failed" => {
+                self.newline(out)?;
+                writeln!(out, "{RED}turn failed: {}{RED:#}", text("message"))?;
+            }
+            "turn.completed" => {
+                self.newline(out)?;
+                let usage = data.get("usage").unwrap_or(&null);
+                let n = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+                writeln!(
+                    out,
+                    "{DIM}[in {} · out {} tokens]{DIM:#}",
+                    n("inputTokens"),
+                    n("outputTokens")
+                )?;
+            }
+            "session.failed" => {
+                self.newline(out)?;
+                writeln!(out, "{RED}session failed{RED:#}")?;
+            }
+            _ => {}
+        }
+        out.flush()
+    }
+
+    fn write(&mut self, out: &mut impl Write, text: &str) -> io::Result<()> {
+        if !text.is_empty() {
+            write!(out, "{text}")?;
+            self.at_line_start = text.ends_with('\n');
+        }
+        Ok(())
+    }
+
+    fn newline(&mut self, out: &mut impl Write) -> io::Result<()> {
+        if !self.at_line_start {
+            writeln!(out)?;
+            self.at_line_start = true;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut impl Write) -> io::Result<()> {
+        self.newline(out)?;
+        out.flush()
+    }
+}
+
+/// JSON on one line; a string as itself.
+fn compact(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Tool output on one line, cut to [`OUTPUT_PREVIEW`] characters.
+fn preview(v: &Value) -> String {
+    let one_line = compact(v).split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= OUTPUT_PREVIEW {
+        return one_line;
+    }
+    let mut cut: String = one_line.chars().take(OUTPUT_PREVIEW).collect();
+    cut.push('…');
+    cut
+}
+
+fn print_trajectory(t: &Trajectory) -> anyhow::Result<()> {
+    render::json(&mut anstream::stdout(), &serde_json::to_value(t)?)?;
+    Ok(())
+}
+
+fn exit_for(t: &Trajectory) -> ExitCode {
+    if t.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_INVALID)
+    }
+}
+
+fn write_ndjson(path: &Path, events: &[Value]) -> anyhow::Result<()> {
+    let mut text = String::new();
+    for event in events {
+        text.push_str(&serde_json::to_string(event)?);
+        text.push('\n');
+    }
+    std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))
+}
+
+fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn render(events: &[Value]) -> String {
+        let mut bytes = Vec::new();
+        let mut out = anstream::StripStream::new(&mut bytes);
+        let mut r = Renderer::default();
+        for e in events {
+            r.event(&mut out, e).unwrap_or_default();
+        }
+        r.finish(&mut out).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    #[test]
+    fn renders_deltas_tools_failures_and_usage() {
+        let long = "x".repeat(500);
+        let text = render(&[
+            json!({"type": "message.appended", "data": {"delta": "Let me ", "text": "Let me "}}),
+            json!({"type": "message.appended", "data": {"delta": "check.", "text": "Let me check."}}),
+            json!({"type": "actions.requested", "data": {"calls": [{"callId": "c1", "toolName": "get_weather", "input": {"city": "NYC"}}]}}),
+            json!({"type": "action.result", "data": {"callId": "c1", "output": long, "isError": false}}),
+            json!({"type": "message.appended", "data": {"delta": "nested", "parentCallId": "c1"}}),
+            json!({"type": "message.appended", "data": {"delta": "Sunny.", "text": "Sunny."}}),
+            json!({"type": "message.completed", "data": {"text": "Sunny.", "finishReason": "stop"}}),
+            json!({"type": "turn.completed", "data": {"usage": {"inputTokens": 12, "outputTokens": 3}}}),
+        ]);
+        let expected = format!(
+            "Let me check.\n→ get_weather({{\"city\":\"NYC\"}})\n← {}…\nSunny.\n[in 12 · out 3 tokens]\n",
+            "x".repeat(OUTPUT_PREVIEW)
+        );
+        assert_eq!(text, expected);
+        let failed = render(&[
+            json!({"type": "message.appended", "data": {"delta": "par"}}),
+            json!({"type": "turn.failed", "data": {"message": "turn interrupted"}}),
+        ]);
+        assert_eq!(failed, "par\nturn failed: turn interrupted\n");
+    }
+}

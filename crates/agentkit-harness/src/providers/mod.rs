@@ -1,0 +1,298 @@
+//! Model providers: what answers one step of a turn.
+//!
+//! A provider gets the conversation so far and streams one step into a
+//! [`StepSink`] (reasoning and text deltas), returning the step's tool
+//! calls and usage. `test` and `scripted:<file>` run offline; `openai` and
+//! `anthropic` are not available in this release and fail the turn with a
+//! message that says so.
+
+mod scripted;
+mod test_model;
+
+use std::sync::Arc;
+
+use agentkit_manifest::{Agent, ModelSpec, Provider, parse_model_string};
+use agentkit_protocol::{Message, ToolCall, Usage};
+use tokio::sync::mpsc;
+
+use crate::step::StepEvent;
+
+pub(crate) use scripted::Script;
+
+/// The model of one turn, ready to answer steps.
+#[derive(Debug)]
+pub(crate) enum Model {
+    Test,
+    Scripted(scripted::ScriptedTurn),
+}
+
+impl Model {
+    /// Prepares the model for a turn. `turn_index` counts the user messages
+    /// before this turn. Fails when the provider is unavailable or its
+    /// script cannot be read.
+    pub(crate) async fn for_turn(
+        spec: &ModelSpec,
+        agent: &Agent,
+        turn_index: usize,
+    ) -> Result<Model, String> {
+        match spec.provider {
+            Provider::Test => Ok(Model::Test),
+            Provider::Scripted => {
+                let script = Script::load(&agent.dir.join(&spec.id)).await?;
+                Ok(Model::Scripted(script.turn(turn_index)))
+            }
+            Provider::Openai | Provider::Anthropic => Err(format!(
+                "model provider `{}` is not available in this release; use `test` or `scripted:<file>`",
+                spec.provider.as_str()
+            )),
+        }
+    }
+
+    /// Streams one step into `sink`.
+    pub(crate) async fn step(
+        &self,
+        request: &StepRequest<'_>,
+        sink: &mut StepSink<'_>,
+    ) -> Result<ModelReply, String> {
+        match self {
+            Model::Test => Ok(test_model::step(request, sink).await),
+            Model::Scripted(turn) => turn.step(request, sink).await,
+        }
+    }
+}
+
+/// What a provider sees for one step.
+#[derive(Debug)]
+pub(crate) struct StepRequest<'a> {
+    pub(crate) agent: &'a Arc<Agent>,
+    pub(crate) conversation: &'a [Message],
+    /// 1-based.
+    pub(crate) step: u32,
+    pub(crate) turn_id: &'a str,
+}
+
+impl StepRequest<'_> {
+    /// A call id unique within the session.
+    pub(crate) fn call_id(&self, index: usize) -> String {
+        format!("{}-s{}-c{}", self.turn_id, self.step, index + 1)
+    }
+
+    /// The last user message: this turn's.
+    pub(crate) fn user_text(&self) -> &str {
+        self.conversation
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::User { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .unwrap_or("")
+    }
+
+    /// Approximate input tokens (a quarter of the characters), so offline
+    /// providers report non-zero usage.
+    pub(crate) fn approx_input_tokens(&self) -> u64 {
+        let instructions = self.agent.instructions.as_ref().map_or(0, |i| i.text.len());
+        let chars: usize = self
+            .conversation
+            .iter()
+            .map(|m| serde_json::to_string(m).map_or(0, |s| s.len()))
+            .sum();
+        approx_tokens(instructions + chars)
+    }
+}
+
+pub(crate) fn approx_tokens(chars: usize) -> u64 {
+    (chars as u64).div_ceil(4).max(1)
+}
+
+/// A step's result besides its streamed text.
+#[derive(Debug, Default)]
+pub(crate) struct ModelReply {
+    pub(crate) tool_calls: Vec<ToolCall>,
+    pub(crate) usage: Usage,
+}
+
+/// Where a provider streams a step: it turns deltas into events and keeps
+/// the text so far.
+#[derive(Debug)]
+pub(crate) struct StepSink<'a> {
+    events: &'a mpsc::Sender<StepEvent>,
+    reasoning: String,
+    reasoning_open: bool,
+    text: String,
+}
+
+impl<'a> StepSink<'a> {
+    pub(crate) fn new(events: &'a mpsc::Sender<StepEvent>) -> Self {
+        StepSink {
+            events,
+            reasoning: String::new(),
+            reasoning_open: false,
+            text: String::new(),
+        }
+    }
+
+    pub(crate) async fn reasoning(&mut self, delta: &str) {
+        if delta.is_empty() {
+            return;
+        }
+        self.reasoning.push_str(delta);
+        self.reasoning_open = true;
+        send(
+            self.events,
+            StepEvent::ReasoningAppended {
+                delta: delta.to_owned(),
+            },
+        )
+        .await;
+    }
+
+    pub(crate) async fn text(&mut self, delta: &str) {
+        if delta.is_empty() {
+            return;
+        }
+        self.finish_reasoning().await;
+        self.text.push_str(delta);
+        send(
+            self.events,
+            StepEvent::MessageAppended {
+                delta: delta.to_owned(),
+                text: self.text.clone(),
+            },
+        )
+        .await;
+    }
+
+    /// Closes an open reasoning block with `reasoning.completed`.
+    pub(crate) async fn finish_reasoning(&mut self) {
+        if self.reasoning_open {
+            self.reasoning_open = false;
+            send(
+                self.events,
+                StepEvent::ReasoningCompleted {
+                    text: std::mem::take(&mut self.reasoning),
+                },
+            )
+            .await;
+        }
+    }
+
+    /// The step's text; closes reasoning.
+    pub(crate) async fn finish(mut self) -> String {
+        self.finish_reasoning().await;
+        self.text
+    }
+}
+
+/// Sends an event; a runtime that stopped listening does not stop the turn.
+pub(crate) async fn send(events: &mpsc::Sender<StepEvent>, event: StepEvent) {
+    if events.send(event).await.is_err() {
+        tracing::debug!("step event dropped: the receiver is gone");
+    }
+}
+
+/// Splits text into deltas of a few words each; the pieces concatenate to
+/// the text exactly.
+pub(crate) fn chunk_text(text: &str, words_per_chunk: usize) -> Vec<&str> {
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    let mut words = 0;
+    let mut in_space = false;
+    for (i, c) in text.char_indices() {
+        let space = c.is_whitespace();
+        if in_space && !space {
+            words += 1;
+            if words == words_per_chunk.max(1) {
+                chunks.push(&text[start..i]);
+                start = i;
+                words = 0;
+            }
+        }
+        in_space = space;
+    }
+    if start < text.len() {
+        chunks.push(&text[start..]);
+    }
+    chunks
+}
+
+/// The model for an agent: its configured model, else `AGENTKIT_MODEL`
+/// (passed in, never read here), else `test` when `dev` is set. The error
+/// says what to configure.
+pub fn model_from_env_or_default(
+    configured: Option<&ModelSpec>,
+    agentkit_model: Option<&str>,
+    dev: bool,
+) -> Result<ModelSpec, String> {
+    if let Some(spec) = configured {
+        return Ok(spec.clone());
+    }
+    if let Some(s) = agentkit_model.filter(|s| !s.trim().is_empty()) {
+        return parse_model_string(s).map_err(|(message, hint)| match hint {
+            Some(hint) => format!("AGENTKIT_MODEL: {message} ({hint})"),
+            None => format!("AGENTKIT_MODEL: {message}"),
+        });
+    }
+    if dev {
+        return Ok(ModelSpec {
+            provider: Provider::Test,
+            id: String::new(),
+            params: serde_json::Map::new(),
+        });
+    }
+    Err(
+        "no model configured: set `model` in agent.toml or the AGENTKIT_MODEL variable (e.g. \"openai:gpt-4.1-mini\", or \"test\" offline)"
+            .to_owned(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_concatenate_to_the_text() {
+        for text in [
+            "",
+            "one",
+            "one two three four five six seven",
+            "  lead\n\nand  trailing  ",
+            "héllo wörld ünïcode ok",
+        ] {
+            let chunks = chunk_text(text, 3);
+            assert_eq!(chunks.concat(), text);
+            assert!(chunks.iter().all(|c| !c.is_empty()));
+        }
+        assert_eq!(
+            chunk_text("a b c d e f g", 3),
+            vec!["a b c ", "d e f ", "g"]
+        );
+    }
+
+    #[test]
+    fn model_resolution_order() {
+        let spec = ModelSpec {
+            provider: Provider::Scripted,
+            id: "s.json".into(),
+            params: serde_json::Map::new(),
+        };
+        assert_eq!(
+            model_from_env_or_default(Some(&spec), Some("test"), false),
+            Ok(spec)
+        );
+        assert_eq!(
+            model_from_env_or_default(None, Some("test"), false).map(|s| s.provider),
+            Ok(Provider::Test)
+        );
+        assert!(model_from_env_or_default(None, Some("nope"), false).is_err());
+        assert_eq!(
+            model_from_env_or_default(None, None, true).map(|s| s.provider),
+            Ok(Provider::Test)
+        );
+        assert!(
+            model_from_env_or_default(None, None, false)
+                .is_err_and(|e| e.contains("AGENTKIT_MODEL"))
+        );
+    }
+}

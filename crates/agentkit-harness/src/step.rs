@@ -1,0 +1,155 @@
+//! What the agent loop reports while a turn runs: one [`StepEvent`] per
+//! event the runtime stores, with the wire `data` object of each.
+
+use agentkit_protocol::{EventType, ToolCall};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// Why a model step ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// The model answered; the turn is over.
+    Stop,
+    /// The model asked for tool calls; another step follows.
+    ToolCall,
+}
+
+impl FinishReason {
+    /// The wire spelling: `stop` or `tool_call`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::ToolCall => "tool_call",
+        }
+    }
+}
+
+/// One thing that happened during a turn. The runtime turns each into one
+/// stored event of type [`StepEvent::event_type`] with
+/// [`StepEvent::data`] as its `data`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepEvent {
+    StepStarted {
+        step: u32,
+    },
+    ReasoningAppended {
+        delta: String,
+    },
+    ReasoningCompleted {
+        text: String,
+    },
+    /// A delta of the reply and the text so far.
+    MessageAppended {
+        delta: String,
+        text: String,
+    },
+    MessageCompleted {
+        text: String,
+        finish_reason: FinishReason,
+    },
+    ActionsRequested {
+        calls: Vec<ToolCall>,
+    },
+    ActionResult {
+        call_id: String,
+        tool_name: String,
+        output: Value,
+        is_error: bool,
+        duration_ms: u64,
+    },
+    StepCompleted {
+        step: u32,
+        duration_ms: u64,
+    },
+}
+
+impl StepEvent {
+    /// The stored event's `type`.
+    pub fn event_type(&self) -> EventType {
+        match self {
+            StepEvent::StepStarted { .. } => EventType::StepStarted,
+            StepEvent::ReasoningAppended { .. } => EventType::ReasoningAppended,
+            StepEvent::ReasoningCompleted { .. } => EventType::ReasoningCompleted,
+            StepEvent::MessageAppended { .. } => EventType::MessageAppended,
+            StepEvent::MessageCompleted { .. } => EventType::MessageCompleted,
+            StepEvent::ActionsRequested { .. } => EventType::ActionsRequested,
+            StepEvent::ActionResult { .. } => EventType::ActionResult,
+            StepEvent::StepCompleted { .. } => EventType::StepCompleted,
+        }
+    }
+
+    /// The stored event's `data` object (camelCase keys).
+    pub fn data(&self) -> Value {
+        match self {
+            StepEvent::StepStarted { step } => json!({ "step": step }),
+            StepEvent::ReasoningAppended { delta } => json!({ "delta": delta }),
+            StepEvent::ReasoningCompleted { text } => json!({ "text": text }),
+            StepEvent::MessageAppended { delta, text } => json!({ "delta": delta, "text": text }),
+            StepEvent::MessageCompleted {
+                text,
+                finish_reason,
+            } => json!({ "text": text, "finishReason": finish_reason.as_str() }),
+            StepEvent::ActionsRequested { calls } => json!({ "calls": calls }),
+            StepEvent::ActionResult {
+                call_id,
+                tool_name,
+                output,
+                is_error,
+                duration_ms,
+            } => json!({
+                "callId": call_id,
+                "toolName": tool_name,
+                "output": output,
+                "isError": is_error,
+                "durationMs": duration_ms,
+            }),
+            StepEvent::StepCompleted { step, duration_ms } => {
+                json!({ "step": step, "durationMs": duration_ms })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_uses_wire_names() {
+        let e = StepEvent::MessageCompleted {
+            text: "hi".into(),
+            finish_reason: FinishReason::ToolCall,
+        };
+        assert_eq!(e.event_type(), EventType::MessageCompleted);
+        assert_eq!(e.data(), json!({"text": "hi", "finishReason": "tool_call"}));
+
+        let e = StepEvent::ActionsRequested {
+            calls: vec![ToolCall {
+                call_id: "c".into(),
+                tool_name: "t".into(),
+                input: json!({}),
+            }],
+        };
+        assert_eq!(
+            e.data(),
+            json!({"calls": [{"callId": "c", "toolName": "t", "input": {}}]})
+        );
+        let e = StepEvent::ActionResult {
+            call_id: "c".into(),
+            tool_name: "t".into(),
+            output: json!(1),
+            is_error: false,
+            duration_ms: 5,
+        };
+        assert_eq!(e.event_type().as_str(), "action.result");
+        assert_eq!(
+            e.data(),
+            json!({"callId": "c", "toolName": "t", "output": 1, "isError": false, "durationMs": 5})
+        );
+        assert_eq!(
+            serde_json::to_value(FinishReason::Stop).unwrap_or_default(),
+            json!("stop")
+        );
+    }
+}

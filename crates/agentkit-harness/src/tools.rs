@@ -1,0 +1,360 @@
+//! Running a server tool: a child process that reads its JSON input on
+//! stdin and writes its result on stdout.
+//!
+//! The child gets a scrubbed environment, its own process group, a timeout
+//! and an output cap. Whatever ends the call (timeout, cancel, an output
+//! overflow, or the tool's own exit) the whole process group is killed, so
+//! no background process outlives the call and no pipe held by a
+//! grandchild keeps the call open.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+
+use agentkit_manifest::Tool;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+/// How much of a tool's stderr is kept (the rest is read and dropped).
+const STDERR_CAP: usize = 64 * 1024;
+
+/// Host variables a tool always sees when the host has them; everything
+/// else is scrubbed unless the tool lists it in `env`.
+const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT"];
+
+/// What a tool call knows about where it runs.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    pub call_id: String,
+    pub session_id: String,
+    /// The session workspace (`AGENTKIT_WORKSPACE_DIR`).
+    pub workspace_dir: PathBuf,
+    /// Cancelling kills the tool's process group.
+    pub cancel: CancellationToken,
+}
+
+/// A tool's result as the model sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub output: Value,
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub(crate) fn error(message: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            output: Value::String(message.into()),
+            is_error: true,
+        }
+    }
+}
+
+/// A stable key for one call, so a tool can make retries of the same call
+/// idempotent.
+fn idempotency_key(session_id: &str, call_id: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(session_id.as_bytes());
+    hasher.update([0u8]);
+    hasher.update(call_id.as_bytes());
+    let digest = hasher.finalize();
+    hex::encode(&digest[..16])
+}
+
+/// Runs a server tool with `input` on stdin. Never fails: every problem is
+/// an error result the model can read.
+pub async fn run_server_tool(tool: &Tool, input: &Value, ctx: &ToolContext) -> ToolOutput {
+    let Some((program, args)) = tool.command.split_first() else {
+        return ToolOutput::error(format!("tool `{}` has no command", tool.name));
+    };
+    let program_path = resolve_program(program, &tool.cwd);
+
+    let mut cmd = Command::new(&program_path);
+    cmd.args(args)
+        .current_dir(&tool.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .env_clear();
+    for name in PASSED_ENV
+        .iter()
+        .copied()
+        .chain(tool.env.iter().map(String::as_str))
+    {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    cmd.env("AGENTKIT_TOOL_CALL_ID", &ctx.call_id)
+        .env("AGENTKIT_SESSION_ID", &ctx.session_id)
+        .env("AGENTKIT_WORKSPACE_DIR", &ctx.workspace_dir)
+        .env(
+            "AGENTKIT_IDEMPOTENCY_KEY",
+            idempotency_key(&ctx.session_id, &ctx.call_id),
+        );
+    #[cfg(unix)]
+    cmd.process_group(0);
+
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            return ToolOutput::error(format!(
+                "could not start `{program}` for tool `{}` (in {}): {e}",
+                tool.name,
+                tool.cwd.display()
+            ));
+        }
+    };
+    let group = ProcessGroup::of(&child);
+
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let input_bytes = serde_json::to_vec(input).unwrap_or_default();
+    let max_output = tool.max_output_bytes;
+
+    let work = async {
+        let feed = async {
+            if let Some(mut stdin) = stdin {
+                // A tool that exits without reading its input is fine.
+                let _ = stdin.write_all(&input_bytes).await;
+                let _ = stdin.shutdown().await;
+            }
+            Ok::<(), Overflow>(())
+        };
+        let out = async {
+            match stdout {
+                Some(s) => read_stdout_capped(s, max_output).await,
+                None => Ok(Vec::new()),
+            }
+        };
+        let err = async {
+            Ok::<Vec<u8>, Overflow>(match stderr {
+                Some(s) => read_stderr_capped(s).await,
+                None => Vec::new(),
+            })
+        };
+        let wait = async {
+            let status = child.wait().await;
+            // Stragglers (background processes of the tool) die with the
+            // call; that also closes the pipes they inherited.
+            group.kill();
+            Ok::<_, Overflow>(status)
+        };
+        tokio::try_join!(feed, out, err, wait).map(|((), out, err, status)| (out, err, status))
+    };
+
+    let result = tokio::select! {
+        biased;
+        _ = ctx.cancel.cancelled() => Err(Ended::Cancelled),
+        r = tokio::time::timeout(tool.timeout, work) => match r {
+            Ok(Ok(done)) => Ok(done),
+            Ok(Err(Overflow)) => Err(Ended::Overflow),
+            Err(_) => Err(Ended::TimedOut),
+        },
+    };
+    group.kill();
+
+    match result {
+        Err(Ended::Cancelled) => ToolOutput::error("tool call cancelled"),
+        Err(Ended::TimedOut) => ToolOutput::error(format!(
+            "tool timed out after {}",
+            humantime::format_duration(tool.timeout)
+        )),
+        Err(Ended::Overflow) => ToolOutput::error(format!("output exceeded {max_output} bytes")),
+        Ok((_, _, Err(e))) => {
+            ToolOutput::error(format!("could not wait for tool `{}`: {e}", tool.name))
+        }
+        Ok((stdout, stderr, Ok(status))) => finish(tool, &stdout, &stderr, status),
+    }
+}
+
+/// Relative paths with a separator (`./run.sh`, `bin/tool`) resolve in the
+/// tool's folder; a bare name (`python3`) is looked up on `PATH`.
+fn resolve_program(program: &str, cwd: &Path) -> PathBuf {
+    let path = Path::new(program);
+    if path.is_relative() && path.components().count() > 1 {
+        cwd.join(path)
+    } else {
+        path.to_path_buf()
+    }
+}
+
+fn finish(tool: &Tool, stdout: &[u8], stderr: &[u8], status: ExitStatus) -> ToolOutput {
+    let stderr = String::from_utf8_lossy(stderr);
+    let stderr = stderr.trim();
+    if status.success() {
+        if !stderr.is_empty() {
+            tracing::debug!(tool = %tool.name, stderr, "tool wrote to stderr");
+        }
+        return parse_stdout(stdout);
+    }
+    let stdout = String::from_utf8_lossy(stdout);
+    let detail = if !stderr.is_empty() {
+        stderr
+    } else {
+        stdout.trim()
+    };
+    let how = match status.code() {
+        Some(code) => format!("tool exited with code {code}"),
+        None => exit_signal(status),
+    };
+    if detail.is_empty() {
+        ToolOutput::error(how)
+    } else {
+        ToolOutput::error(format!("{how}: {detail}"))
+    }
+}
+
+#[cfg(unix)]
+fn exit_signal(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status.signal() {
+        Some(signal) => format!("tool was killed by signal {signal}"),
+        None => format!("tool failed: {status}"),
+    }
+}
+
+#[cfg(not(unix))]
+fn exit_signal(status: ExitStatus) -> String {
+    format!("tool failed: {status}")
+}
+
+/// JSON if it parses, text otherwise. An MCP-style envelope
+/// (`{"content": [...], "isError": true}`) keeps its error flag.
+fn parse_stdout(stdout: &[u8]) -> ToolOutput {
+    let text = String::from_utf8_lossy(stdout);
+    match serde_json::from_str::<Value>(text.trim()) {
+        Ok(value) => {
+            let is_error = value.get("content").is_some_and(Value::is_array)
+                && value.get("isError").and_then(Value::as_bool) == Some(true);
+            ToolOutput {
+                output: value,
+                is_error,
+            }
+        }
+        Err(_) => ToolOutput {
+            output: Value::String(text.trim_end_matches(['\n', '\r']).to_owned()),
+            is_error: false,
+        },
+    }
+}
+
+/// Stdout went past the tool's `max_output_bytes`.
+#[derive(Debug)]
+struct Overflow;
+
+enum Ended {
+    Cancelled,
+    TimedOut,
+    Overflow,
+}
+
+async fn read_stdout_capped(mut r: impl AsyncRead + Unpin, max: u64) -> Result<Vec<u8>, Overflow> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return Ok(out),
+            Ok(n) => {
+                out.extend_from_slice(&buf[..n]);
+                if out.len() as u64 > max {
+                    return Err(Overflow);
+                }
+            }
+        }
+    }
+}
+
+/// Reads to the end so the child never blocks on a full pipe, keeping the
+/// first [`STDERR_CAP`] bytes.
+async fn read_stderr_capped(mut r: impl AsyncRead + Unpin) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return out,
+            Ok(n) => {
+                let room = STDERR_CAP.saturating_sub(out.len());
+                out.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+}
+
+/// The child's process group, killed (SIGKILL) on every way out of a call,
+/// including the call's future being dropped when a turn is interrupted.
+struct ProcessGroup {
+    #[cfg(unix)]
+    pgid: Option<nix::unistd::Pid>,
+}
+
+impl ProcessGroup {
+    #[cfg(unix)]
+    fn of(child: &tokio::process::Child) -> ProcessGroup {
+        let pgid = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(nix::unistd::Pid::from_raw);
+        ProcessGroup { pgid }
+    }
+
+    #[cfg(not(unix))]
+    fn of(_child: &tokio::process::Child) -> ProcessGroup {
+        ProcessGroup {}
+    }
+
+    fn kill(&self) {
+        #[cfg(unix)]
+        if let Some(pgid) = self.pgid {
+            // ESRCH (the group is already gone) is the common case.
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_with_a_separator_resolve_in_the_tool_folder() {
+        let cwd = Path::new("/agent/tools");
+        assert_eq!(
+            resolve_program("./run.sh", cwd),
+            PathBuf::from("/agent/tools/./run.sh")
+        );
+        assert_eq!(resolve_program("python3", cwd), PathBuf::from("python3"));
+        assert_eq!(resolve_program("/bin/sh", cwd), PathBuf::from("/bin/sh"));
+    }
+
+    #[test]
+    fn stdout_is_json_when_it_parses_and_envelopes_keep_their_error_flag() {
+        assert_eq!(
+            parse_stdout(b"{\"a\":1}\n").output,
+            serde_json::json!({"a": 1})
+        );
+        let t = parse_stdout(b"hello\n");
+        assert_eq!(t.output, Value::String("hello".into()));
+        assert!(!t.is_error);
+        let e = parse_stdout(br#"{"content":[{"type":"text","text":"no"}],"isError":true}"#);
+        assert!(e.is_error);
+        assert!(!parse_stdout(br#"{"isError":true}"#).is_error);
+    }
+
+    #[test]
+    fn idempotency_keys_are_stable_and_distinct() {
+        assert_eq!(idempotency_key("s", "c"), idempotency_key("s", "c"));
+        assert_ne!(idempotency_key("s", "c1"), idempotency_key("s", "c2"));
+        assert_ne!(idempotency_key("sc", "1"), idempotency_key("s", "c1"));
+        assert_eq!(idempotency_key("s", "c").len(), 32);
+    }
+}

@@ -1,0 +1,318 @@
+//! The agent loop: one turn, from the user's message to the model's final
+//! answer, through as many steps and tool calls as it takes.
+
+use std::future::{Future, poll_fn};
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Instant;
+
+use agentkit_manifest::{Agent, Approval, Execution, ModelSpec, Tool};
+use agentkit_protocol::{Message, ToolCall, Usage};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::providers::{Model, StepRequest, StepSink, send};
+use crate::step::{FinishReason, StepEvent};
+use crate::tools::{ToolContext, ToolOutput, run_server_tool};
+
+/// Everything one turn needs.
+#[derive(Debug, Clone)]
+pub struct TurnInput {
+    pub agent: Arc<Agent>,
+    /// The resolved model (the host picks it: agent config, A/B variant,
+    /// `AGENTKIT_MODEL` or the dev fallback).
+    pub model: ModelSpec,
+    /// Earlier turns, folded from the event log.
+    pub history: Vec<Message>,
+    /// This turn's message(s); several coalesced messages become one user
+    /// message, joined by blank lines.
+    pub user_messages: Vec<String>,
+    /// The session workspace (it exists).
+    pub workspace: PathBuf,
+    pub session_id: String,
+    pub turn_id: String,
+    /// Fired to interrupt the turn; running tools are killed.
+    pub cancel: CancellationToken,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnOutcome {
+    /// The model answered without asking for more tool calls.
+    Completed { result: String, usage: Usage },
+    /// The provider failed, `max_steps` was reached or the turn timed out.
+    Failed { message: String },
+    /// `cancel` fired.
+    Interrupted,
+}
+
+/// Runs one turn, reporting each step on `events`. A closed receiver does
+/// not stop the turn. Tool errors are results the model sees, never a
+/// failed turn.
+pub async fn run_turn(input: TurnInput, events: mpsc::Sender<StepEvent>) -> TurnOutcome {
+    let cancel = input.cancel.clone();
+    let timeout = input.agent.config.harness.turn_timeout;
+    // Dropping the loop future (interrupt or timeout) drops any running
+    // tool calls, whose guards kill their process groups.
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => TurnOutcome::Interrupted,
+        r = tokio::time::timeout(timeout, run_steps(&input, &events)) => match r {
+            Ok(outcome) => outcome,
+            Err(_) => TurnOutcome::Failed {
+                message: format!("turn timed out after {}", humantime::format_duration(timeout)),
+            },
+        },
+    }
+}
+
+async fn run_steps(input: &TurnInput, events: &mpsc::Sender<StepEvent>) -> TurnOutcome {
+    let turn_index = input
+        .history
+        .iter()
+        .filter(|m| matches!(m, Message::User { .. }))
+        .count();
+    let model = match Model::for_turn(&input.model, &input.agent, turn_index).await {
+        Ok(model) => model,
+        Err(message) => return TurnOutcome::Failed { message },
+    };
+
+    let mut conversation = input.history.clone();
+    if !input.user_messages.is_empty() {
+        conversation.push(Message::user(input.user_messages.join("\n\n")));
+    }
+    let mut usage = Usage::default();
+    let max_steps = input.agent.config.harness.max_steps;
+
+    for step in 1..=max_steps {
+        let started = Instant::now();
+        send(events, StepEvent::StepStarted { step }).await;
+        let request = StepRequest {
+            agent: &input.agent,
+            conversation: &conversation,
+            step,
+            turn_id: &input.turn_id,
+        };
+        let mut sink = StepSink::new(events);
+        let reply = match model.step(&request, &mut sink).await {
+            Ok(reply) => reply,
+            Err(message) => return TurnOutcome::Failed { message },
+        };
+        let text = sink.finish().await;
+        usage += reply.usage;
+        let calls = reply.tool_calls;
+        let finish_reason = if calls.is_empty() {
+            FinishReason::Stop
+        } else {
+            FinishReason::ToolCall
+        };
+        send(
+            events,
+            StepEvent::MessageCompleted {
+                text: text.clone(),
+                finish_reason,
+            },
+        )
+        .await;
+
+        if calls.is_empty() {
+            send(
+                events,
+                StepEvent::StepCompleted {
+                    step,
+                    duration_ms: millis(started),
+                },
+            )
+            .await;
+            return TurnOutcome::Completed {
+                result: text,
+                usage,
+            };
+        }
+
+        send(
+            events,
+            StepEvent::ActionsRequested {
+                calls: calls.clone(),
+            },
+        )
+        .await;
+        let outputs = run_calls(input, &calls, events).await;
+        conversation.push(Message::Assistant {
+            text,
+            tool_calls: calls.clone(),
+        });
+        for (call, out) in calls.into_iter().zip(outputs) {
+            conversation.push(Message::Tool {
+                call_id: call.call_id,
+                tool_name: call.tool_name,
+                output: out.output,
+                is_error: out.is_error,
+            });
+        }
+        send(
+            events,
+            StepEvent::StepCompleted {
+                step,
+                duration_ms: millis(started),
+            },
+        )
+        .await;
+    }
+    TurnOutcome::Failed {
+        message: format!("max_steps ({max_steps}) reached"),
+    }
+}
+
+fn millis(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+type CallFuture<'a> = Pin<Box<dyn Future<Output = (usize, ToolOutput, u64)> + Send + 'a>>;
+
+/// Runs the calls of one step concurrently, emitting each result as it
+/// arrives. Returns the outputs in call order.
+async fn run_calls(
+    input: &TurnInput,
+    calls: &[ToolCall],
+    events: &mpsc::Sender<StepEvent>,
+) -> Vec<ToolOutput> {
+    let mut outputs: Vec<Option<ToolOutput>> = vec![None; calls.len()];
+    let mut pending: Vec<Option<CallFuture<'_>>> = Vec::new();
+    for (i, call) in calls.iter().enumerate() {
+        match check_call(&input.agent, call) {
+            Err(message) => {
+                let out = ToolOutput::error(message);
+                emit_result(events, call, &out, 0).await;
+                outputs[i] = Some(out);
+            }
+            Ok(tool) => {
+                let ctx = ToolContext {
+                    call_id: call.call_id.clone(),
+                    session_id: input.session_id.clone(),
+                    workspace_dir: input.workspace.clone(),
+                    cancel: input.cancel.clone(),
+                };
+                let fut: CallFuture<'_> = Box::pin(async move {
+                    let started = Instant::now();
+                    let out = run_server_tool(tool, &call.input, &ctx).await;
+                    (i, out, millis(started))
+                });
+                pending.push(Some(fut));
+            }
+        }
+    }
+
+    // A small FuturesUnordered: the calls run concurrently in this task,
+    // so dropping the turn drops (and kills) them at once.
+    loop {
+        let next = poll_fn(|cx| {
+            let mut any = false;
+            for slot in pending.iter_mut() {
+                if let Some(fut) = slot {
+                    any = true;
+                    if let Poll::Ready(done) = fut.as_mut().poll(cx) {
+                        *slot = None;
+                        return Poll::Ready(Some(done));
+                    }
+                }
+            }
+            if any {
+                Poll::Pending
+            } else {
+                Poll::Ready(None)
+            }
+        })
+        .await;
+        let Some((i, out, duration_ms)) = next else {
+            break;
+        };
+        if let Some(call) = calls.get(i) {
+            emit_result(events, call, &out, duration_ms).await;
+        }
+        if let Some(slot) = outputs.get_mut(i) {
+            *slot = Some(out);
+        }
+    }
+    outputs
+        .into_iter()
+        .map(|o| o.unwrap_or_else(|| ToolOutput::error("tool call produced no result")))
+        .collect()
+}
+
+async fn emit_result(
+    events: &mpsc::Sender<StepEvent>,
+    call: &ToolCall,
+    out: &ToolOutput,
+    duration_ms: u64,
+) {
+    send(
+        events,
+        StepEvent::ActionResult {
+            call_id: call.call_id.clone(),
+            tool_name: call.tool_name.clone(),
+            output: out.output.clone(),
+            is_error: out.is_error,
+            duration_ms,
+        },
+    )
+    .await;
+}
+
+/// The tool a call may run, or the error result the model gets instead.
+fn check_call<'a>(agent: &'a Agent, call: &ToolCall) -> Result<&'a Tool, String> {
+    let Some(tool) = agent.tool(&call.tool_name) else {
+        return Err(format!("unknown tool `{}`", call.tool_name));
+    };
+    if tool.execution == Execution::Agent {
+        return Err(format!(
+            "`{}` is an agent tool: run its script in your workspace (.agentkit/tools/) instead of calling it",
+            tool.name
+        ));
+    }
+    validate_input(tool, &call.input)?;
+    let needs_approval = match &tool.needs_approval {
+        Approval::Never => false,
+        Approval::Always => true,
+        // A schema that does not compile cannot clear a call.
+        Approval::When(schema) => jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft202012)
+            .build(schema)
+            .map_or(true, |v| v.is_valid(&call.input)),
+    };
+    if needs_approval {
+        // Approvals are not built yet: refuse visibly, never run silently.
+        return Err("approval required: approvals are not available yet".to_owned());
+    }
+    Ok(tool)
+}
+
+fn validate_input(tool: &Tool, input: &Value) -> Result<(), String> {
+    let validator = jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .build(&tool.input_schema)
+        .map_err(|e| format!("tool `{}` has an invalid input schema: {e}", tool.name))?;
+    let problems: Vec<String> = validator
+        .iter_errors(input)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid input for `{}`: {}",
+            tool.name,
+            problems.join("; ")
+        ))
+    }
+}

@@ -1,0 +1,73 @@
+//! The runtime's errors. Each says which HTTP status the facade answers
+//! with, so the mapping lives in one place.
+
+use agentkit_protocol::InvalidSessionId;
+
+/// What a session operation can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    InvalidSessionId(#[from] InvalidSessionId),
+    #[error("no session `{id}`")]
+    SessionNotFound { id: String },
+    #[error("session `{id}` belongs to another principal")]
+    Forbidden { id: String },
+    #[error("the continuation token is stale: use the token from the last accepted message")]
+    StaleContinuation,
+    #[error("session `{id}` is a task session and does not accept follow-ups")]
+    TaskSession { id: String },
+    #[error("session `{id}` is running a turn")]
+    SessionBusy { id: String },
+    #[error("{message}")]
+    BadRequest { message: String },
+    #[error("event store")]
+    Store(#[from] agentkit_events::Error),
+    #[error("cannot {action} `{path}`")]
+    Io {
+        action: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// The stable error code of the JSON error body.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::InvalidSessionId(_) => "invalid_session_id",
+            Error::SessionNotFound { .. } => "session_not_found",
+            Error::Forbidden { .. } => "forbidden",
+            Error::StaleContinuation => "stale_continuation",
+            Error::TaskSession { .. } => "task_session",
+            Error::SessionBusy { .. } => "session_busy",
+            Error::BadRequest { .. } => "bad_request",
+            Error::Store(_) | Error::Io { .. } => "internal",
+        }
+    }
+
+    /// The HTTP status the facade answers with.
+    pub fn status(&self) -> u16 {
+        match self {
+            Error::InvalidSessionId(_) | Error::BadRequest { .. } => 400,
+            Error::SessionNotFound { .. } => 404,
+            Error::Forbidden { .. } => 403,
+            Error::StaleContinuation | Error::TaskSession { .. } | Error::SessionBusy { .. } => 409,
+            Error::Store(_) | Error::Io { .. } => 500,
+        }
+    }
+
+    pub(crate) fn io(
+        action: &'static str,
+        path: &std::path::Path,
+        source: std::io::Error,
+    ) -> Error {
+        Error::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

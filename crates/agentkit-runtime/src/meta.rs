@@ -1,0 +1,79 @@
+//! `session.json`: who owns a session, on which channel, in which mode, and
+//! its current continuation token. Written atomically (temp file, then
+//! rename), so a crash leaves the old or the new file, never half of one.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Chat sessions wait for follow-ups; task sessions end after one turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionMode {
+    Chat,
+    Task,
+}
+
+/// The principal that owns a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Owner {
+    pub principal_id: String,
+    pub principal_type: String,
+    pub authenticator: String,
+}
+
+impl Owner {
+    pub fn from_auth(auth: &agentkit_auth::AuthContext) -> Owner {
+        let principal_type = serde_json::to_value(auth.principal_type)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        Owner {
+            principal_id: auth.principal_id.clone(),
+            principal_type,
+            authenticator: auth.authenticator.clone(),
+        }
+    }
+}
+
+/// The stored metadata of one session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMeta {
+    pub id: String,
+    pub channel: String,
+    pub mode: SessionMode,
+    pub owner: Owner,
+    /// The current continuation token (rotated on each accepted HTTP
+    /// follow-up; a channel's own key otherwise).
+    pub continuation_token: String,
+    pub created_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purpose: Option<String>,
+    /// The working directory when `local.cwd` or a channel chose one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_dir: Option<String>,
+}
+
+pub(crate) fn save(path: &Path, meta: &SessionMeta) -> Result<()> {
+    let json = serde_json::to_vec_pretty(meta).map_err(|e| Error::BadRequest {
+        message: e.to_string(),
+    })?;
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, json).map_err(|e| Error::io("write", &tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io("rename", path, e))
+}
+
+pub(crate) fn load(path: &Path) -> Result<SessionMeta> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::Io {
+        action: "parse",
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+    })
+}

@@ -1,0 +1,730 @@
+//! One agent's sessions: creating them, accepting messages under an
+//! admission policy, running one turn at a time through the harness, and
+//! recording everything on the session's event stream.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use agentkit_events::{FileEventStore, NewEvent, StoreOptions, Subscription};
+use agentkit_harness::{TurnInput, TurnOutcome};
+use agentkit_manifest::{Admission, Agent, ModelSpec};
+use agentkit_protocol::{Event, EventType, SessionId};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::error::{Error, Result};
+use crate::fold;
+use crate::meta::{self, Owner, SessionMeta, SessionMode};
+use crate::workspace;
+
+/// The built-in HTTP channel's id.
+pub const HTTP_CHANNEL: &str = "http";
+
+/// How one agent's runtime is set up.
+#[derive(Debug, Clone)]
+pub struct RuntimeOptions {
+    /// `<stateRoot>/<slug>`: sessions, traces and tool-call workspaces.
+    pub state_dir: PathBuf,
+    /// The model for agents whose `agent.toml` names none (the host's
+    /// `AGENTKIT_MODEL`, or `test` under `--dev`). `None`: such turns fail
+    /// with a message saying what to set.
+    pub default_model: Option<ModelSpec>,
+    pub store: StoreOptions,
+}
+
+/// A message to start (or, with a known continuation key, continue) a
+/// session.
+#[derive(Debug, Clone)]
+pub struct NewSession {
+    pub channel: String,
+    pub mode: SessionMode,
+    pub owner: Owner,
+    pub message: String,
+    /// The channel's own key (such as `pr:owner/repo#1`); `None` mints an
+    /// opaque rotating token (the built-in HTTP channel).
+    pub continuation: Option<String>,
+    pub title: Option<String>,
+    pub purpose: Option<String>,
+    pub admission: Admission,
+    pub workspace_files: Vec<(String, String)>,
+}
+
+/// A follow-up message to an existing session.
+#[derive(Debug, Clone)]
+pub struct FollowUp {
+    pub owner: Owner,
+    pub message: String,
+    /// Required on the built-in HTTP channel: the current token.
+    pub continuation_token: Option<String>,
+    pub admission: Admission,
+    pub workspace_files: Vec<(String, String)>,
+}
+
+/// What accepting a message answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Accepted {
+    pub session_id: String,
+    pub continuation_token: String,
+    pub is_new: bool,
+    /// The message queued behind a running turn.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub coalesced: bool,
+}
+
+/// A session as `GET /v1/sessions` lists it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub session_id: String,
+    pub channel: String,
+    pub mode: SessionMode,
+    pub created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub busy: bool,
+    pub events: u64,
+}
+
+/// The sessions of one agent. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AgentRuntime {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    agent: Arc<Agent>,
+    options: RuntimeOptions,
+    store: FileEventStore,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// `(channel, key)` → session id, for channels that bring their own
+    /// keys, and the current token of HTTP sessions.
+    continuations: Mutex<HashMap<(String, String), String>>,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+}
+
+#[derive(Debug)]
+struct Session {
+    id: SessionId,
+    meta: Mutex<SessionMeta>,
+    state: Mutex<TurnState>,
+    workspace: PathBuf,
+}
+
+#[derive(Debug, Default)]
+struct TurnState {
+    /// The running turn's cancellation, and why it was cancelled.
+    running: Option<CancellationToken>,
+    interrupt_reason: Option<&'static str>,
+    /// Messages waiting for the next turn: text and the index of their
+    /// `message.received` event.
+    queue: Vec<(String, u64)>,
+    worker: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these short locks leaves plain data
+    // behind; keep serving rather than poisoning every later request.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn new_id(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
+}
+
+impl AgentRuntime {
+    /// Opens the runtime over `options.state_dir`, loading every stored
+    /// session and recovering those a crash left mid-turn: the interrupted
+    /// turn is recorded as failed and the session waits for its next
+    /// message.
+    pub async fn open(agent: Arc<Agent>, options: RuntimeOptions) -> Result<AgentRuntime> {
+        let store = FileEventStore::open(&options.state_dir, options.store.clone())?;
+        let runtime = AgentRuntime {
+            inner: Arc::new(Inner {
+                agent,
+                options,
+                store,
+                sessions: Mutex::new(HashMap::new()),
+                continuations: Mutex::new(HashMap::new()),
+                shutdown: CancellationToken::new(),
+                tasks: TaskTracker::new(),
+            }),
+        };
+        for id in runtime.inner.store.sessions().await? {
+            let path = runtime.session_dir(&id).join("session.json");
+            let meta = match meta::load(&path) {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(session = %id, error = %e, "skipping a session whose session.json cannot be read");
+                    continue;
+                }
+            };
+            let session = runtime.register(id, meta);
+            runtime.recover(&session).await?;
+        }
+        Ok(runtime)
+    }
+
+    pub fn agent(&self) -> &Arc<Agent> {
+        &self.inner.agent
+    }
+
+    pub fn store(&self) -> &FileEventStore {
+        &self.inner.store
+    }
+
+    fn session_dir(&self, id: &SessionId) -> PathBuf {
+        self.inner
+            .options
+            .state_dir
+            .join("sessions")
+            .join(id.as_str())
+    }
+
+    fn register(&self, id: SessionId, meta: SessionMeta) -> Arc<Session> {
+        let workspace = meta
+            .workspace_dir
+            .as_ref()
+            .map_or_else(|| self.session_dir(&id).join("workspace"), PathBuf::from);
+        lock(&self.inner.continuations).insert(
+            (meta.channel.clone(), meta.continuation_token.clone()),
+            id.as_str().to_owned(),
+        );
+        let session = Arc::new(Session {
+            id: id.clone(),
+            meta: Mutex::new(meta),
+            state: Mutex::new(TurnState::default()),
+            workspace,
+        });
+        lock(&self.inner.sessions).insert(id.as_str().to_owned(), session.clone());
+        session
+    }
+
+    /// Records the end of a turn that a crash cut short.
+    async fn recover(&self, session: &Session) -> Result<()> {
+        let events = self.inner.store.read(&session.id, 0).await?;
+        let Some(last) = events.last() else {
+            return Ok(());
+        };
+        let open_turn = events
+            .iter()
+            .rev()
+            .find(|e| {
+                matches!(
+                    e.event_type,
+                    EventType::TurnStarted | EventType::TurnCompleted | EventType::TurnFailed
+                )
+            })
+            .filter(|e| e.event_type == EventType::TurnStarted)
+            .and_then(|e| e.turn_id.clone());
+        let settled = matches!(
+            last.event_type,
+            EventType::SessionWaiting | EventType::SessionCompleted | EventType::SessionFailed
+        );
+        if open_turn.is_none() && settled {
+            return Ok(());
+        }
+        if let Some(turn) = &open_turn {
+            tracing::warn!(session = %session.id, turn = %turn, "recording a turn interrupted by a restart");
+            self.append(
+                &session.id,
+                EventType::TurnFailed,
+                Some(turn),
+                json!({"message": "turn interrupted", "reason": "restart"}),
+            )
+            .await?;
+        }
+        let mode = lock(&session.meta).mode;
+        match mode {
+            SessionMode::Chat => {
+                self.append(&session.id, EventType::SessionWaiting, None, json!({}))
+                    .await?
+            }
+            SessionMode::Task => {
+                self.append(
+                    &session.id,
+                    EventType::SessionFailed,
+                    None,
+                    json!({"message": "turn interrupted"}),
+                )
+                .await?
+            }
+        };
+        self.inner.store.sync(&session.id).await?;
+        Ok(())
+    }
+
+    async fn append(
+        &self,
+        id: &SessionId,
+        t: EventType,
+        turn: Option<&str>,
+        data: Value,
+    ) -> Result<Event> {
+        Ok(self.inner.store.append(id, t, turn, data).await?)
+    }
+
+    fn get(&self, id: &str) -> Result<Arc<Session>> {
+        let id = SessionId::parse(id)?;
+        lock(&self.inner.sessions)
+            .get(id.as_str())
+            .cloned()
+            .ok_or_else(|| Error::SessionNotFound {
+                id: id.as_str().to_owned(),
+            })
+    }
+
+    /// The session, if `owner` may use it.
+    fn owned(&self, id: &str, owner: &Owner) -> Result<Arc<Session>> {
+        let session = self.get(id)?;
+        if lock(&session.meta).owner.principal_id != owner.principal_id {
+            return Err(Error::Forbidden { id: id.to_owned() });
+        }
+        Ok(session)
+    }
+
+    /// Starts a session, or continues the one a channel key maps to.
+    pub async fn create(&self, req: NewSession) -> Result<Accepted> {
+        if req.message.trim().is_empty() {
+            return Err(Error::BadRequest {
+                message: "`message` must not be empty".into(),
+            });
+        }
+        if let Some(key) = &req.continuation {
+            let existing = lock(&self.inner.continuations)
+                .get(&(req.channel.clone(), key.clone()))
+                .cloned();
+            if let Some(id) = existing {
+                let follow = FollowUp {
+                    owner: req.owner,
+                    message: req.message,
+                    continuation_token: Some(key.clone()),
+                    admission: req.admission,
+                    workspace_files: req.workspace_files,
+                };
+                return self.follow_up(&id, follow).await;
+            }
+        }
+        let id = SessionId::parse(&new_id("ses"))?;
+        let token = req.continuation.clone().unwrap_or_else(mint_token);
+        let dir = self.session_dir(&id);
+        let workspace_dir = self
+            .inner
+            .agent
+            .config
+            .local
+            .cwd
+            .as_ref()
+            .map(|cwd| cwd.join(id.as_str()).to_string_lossy().into_owned());
+        let meta = SessionMeta {
+            id: id.as_str().to_owned(),
+            channel: req.channel.clone(),
+            mode: req.mode,
+            owner: req.owner.clone(),
+            continuation_token: token.clone(),
+            created_at: now(),
+            title: req.title.clone(),
+            purpose: req.purpose.clone(),
+            workspace_dir,
+        };
+        let session = {
+            let agent = self.inner.agent.clone();
+            let meta2 = meta.clone();
+            let dir2 = dir.clone();
+            let runtime = self.clone();
+            let id2 = id.clone();
+            tokio::task::spawn_blocking(move || -> Result<Arc<Session>> {
+                std::fs::create_dir_all(&dir2).map_err(|e| Error::io("create", &dir2, e))?;
+                meta::save(&dir2.join("session.json"), &meta2)?;
+                let session = runtime.register(id2, meta2);
+                workspace::materialize(&agent, &session.workspace)?;
+                Ok(session)
+            })
+            .await
+            .map_err(|e| Error::BadRequest {
+                message: format!("session setup failed: {e}"),
+            })??
+        };
+        self.append(
+            &id,
+            EventType::SessionStarted,
+            None,
+            json!({
+                "channel": meta.channel,
+                "mode": meta.mode,
+                "principalId": meta.owner.principal_id,
+                "title": meta.title,
+                "purpose": meta.purpose,
+            }),
+        )
+        .await?;
+        let coalesced = self
+            .accept(&session, req.message, req.admission, req.workspace_files)
+            .await?;
+        Ok(Accepted {
+            session_id: id.as_str().to_owned(),
+            continuation_token: token,
+            is_new: true,
+            coalesced,
+        })
+    }
+
+    /// Accepts a follow-up: checks the owner, the mode and (on the HTTP
+    /// channel) the token, rotates the HTTP token, and admits the message.
+    pub async fn follow_up(&self, id: &str, req: FollowUp) -> Result<Accepted> {
+        if req.message.trim().is_empty() {
+            return Err(Error::BadRequest {
+                message: "`message` must not be empty".into(),
+            });
+        }
+        let session = self.owned(id, &req.owner)?;
+        let token = {
+            let mut meta = lock(&session.meta);
+            if meta.mode == SessionMode::Task {
+                return Err(Error::TaskSession { id: id.to_owned() });
+            }
+            if meta.channel == HTTP_CHANNEL {
+                if req.continuation_token.as_deref() != Some(meta.continuation_token.as_str()) {
+                    return Err(Error::StaleContinuation);
+                }
+                let fresh = mint_token();
+                let mut conts = lock(&self.inner.continuations);
+                conts.remove(&(meta.channel.clone(), meta.continuation_token.clone()));
+                conts.insert((meta.channel.clone(), fresh.clone()), id.to_owned());
+                meta.continuation_token = fresh;
+                meta::save(&self.session_dir(&session.id).join("session.json"), &meta)?;
+            }
+            meta.continuation_token.clone()
+        };
+        let coalesced = self
+            .accept(&session, req.message, req.admission, req.workspace_files)
+            .await?;
+        Ok(Accepted {
+            session_id: id.to_owned(),
+            continuation_token: token,
+            is_new: false,
+            coalesced,
+        })
+    }
+
+    /// Admits a message into a session under `admission`.
+    async fn accept(
+        &self,
+        session: &Arc<Session>,
+        text: String,
+        admission: Admission,
+        files: Vec<(String, String)>,
+    ) -> Result<bool> {
+        if admission == Admission::Reject && lock(&session.state).running.is_some() {
+            return Err(Error::SessionBusy {
+                id: session.id.as_str().to_owned(),
+            });
+        }
+        if !files.is_empty() {
+            workspace::write_files(&session.workspace, &files)?;
+        }
+        let received = self
+            .append(
+                &session.id,
+                EventType::MessageReceived,
+                None,
+                json!({"text": text}),
+            )
+            .await?;
+        let (start_worker, coalesced) = {
+            let mut state = lock(&session.state);
+            let busy = state.running.is_some();
+            state.queue.push((text, received.index));
+            if busy && admission == Admission::Preempt {
+                state.interrupt_reason = Some("preempted");
+                if let Some(cancel) = &state.running {
+                    cancel.cancel();
+                }
+            }
+            let start = !state.worker;
+            state.worker = true;
+            (start, busy && admission == Admission::Coalesce)
+        };
+        if start_worker {
+            let runtime = self.clone();
+            let session = session.clone();
+            self.inner
+                .tasks
+                .spawn(async move { runtime.work(session).await });
+        }
+        Ok(coalesced)
+    }
+
+    /// Runs turns while messages are queued, then settles the session.
+    async fn work(&self, session: Arc<Session>) {
+        loop {
+            let (batch, cancel) = {
+                let mut state = lock(&session.state);
+                if state.queue.is_empty() {
+                    state.worker = false;
+                    break;
+                }
+                let cancel = self.inner.shutdown.child_token();
+                state.running = Some(cancel.clone());
+                state.interrupt_reason = None;
+                (std::mem::take(&mut state.queue), cancel)
+            };
+            let ok = match self.run_turn(&session, batch, cancel).await {
+                Ok(ok) => ok,
+                Err(e) => {
+                    tracing::error!(session = %session.id, error = %e, "turn could not be recorded");
+                    false
+                }
+            };
+            let (idle, mode) = {
+                let mut state = lock(&session.state);
+                state.running = None;
+                (state.queue.is_empty(), lock(&session.meta).mode)
+            };
+            if idle {
+                let settle = match mode {
+                    SessionMode::Chat => {
+                        self.append(&session.id, EventType::SessionWaiting, None, json!({}))
+                            .await
+                    }
+                    SessionMode::Task if ok => {
+                        self.append(&session.id, EventType::SessionCompleted, None, json!({}))
+                            .await
+                    }
+                    SessionMode::Task => {
+                        self.append(&session.id, EventType::SessionFailed, None, json!({}))
+                            .await
+                    }
+                };
+                if let Err(e) = settle.and(
+                    self.inner
+                        .store
+                        .sync(&session.id)
+                        .await
+                        .map_err(Error::from),
+                ) {
+                    tracing::error!(session = %session.id, error = %e, "cannot settle session");
+                }
+            }
+        }
+    }
+
+    /// One turn: `turn.started`, the harness's step events, then
+    /// `turn.completed` or `turn.failed`. Returns whether it completed.
+    async fn run_turn(
+        &self,
+        session: &Session,
+        batch: Vec<(String, u64)>,
+        cancel: CancellationToken,
+    ) -> Result<bool> {
+        let turn_id = new_id("turn");
+        let id = &session.id;
+        self.append(
+            id,
+            EventType::TurnStarted,
+            Some(&turn_id),
+            json!({"messages": batch.len()}),
+        )
+        .await?;
+        let Some(model) = self
+            .inner
+            .agent
+            .config
+            .model
+            .clone()
+            .or_else(|| self.inner.options.default_model.clone())
+        else {
+            let message = "no model configured: set `model` in agent.toml or AGENTKIT_MODEL, or serve with --dev for the offline `test` model";
+            self.append(
+                id,
+                EventType::TurnFailed,
+                Some(&turn_id),
+                json!({"message": message}),
+            )
+            .await?;
+            return Ok(false);
+        };
+        let exclude: BTreeSet<u64> = batch.iter().map(|(_, i)| *i).collect();
+        let events = self.inner.store.read(id, 0).await?;
+        let history = fold::conversation(&events, &exclude);
+        let input = TurnInput {
+            agent: self.inner.agent.clone(),
+            model,
+            history,
+            user_messages: batch.into_iter().map(|(t, _)| t).collect(),
+            workspace: session.workspace.clone(),
+            session_id: id.as_str().to_owned(),
+            turn_id: turn_id.clone(),
+            cancel: cancel.clone(),
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::channel(256);
+        let harness = tokio::spawn(agentkit_harness::run_turn(input, tx));
+        // Group commit: whatever the harness produced since the last write
+        // goes to the log in one batch.
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            while let Ok(more) = rx.try_recv() {
+                batch.push(more);
+            }
+            let events = batch
+                .into_iter()
+                .map(|e| NewEvent {
+                    event_type: e.event_type(),
+                    turn_id: Some(turn_id.clone()),
+                    data: e.data(),
+                })
+                .collect();
+            self.inner.store.append_batch(id, events).await?;
+        }
+        let outcome = harness.await.unwrap_or_else(|e| TurnOutcome::Failed {
+            message: format!("the turn crashed: {e}"),
+        });
+        let completed = matches!(outcome, TurnOutcome::Completed { .. });
+        match outcome {
+            TurnOutcome::Completed { result, usage } => {
+                self.append(
+                    id,
+                    EventType::TurnCompleted,
+                    Some(&turn_id),
+                    json!({"result": result, "usage": usage}),
+                )
+                .await?;
+            }
+            TurnOutcome::Failed { message } => {
+                self.append(
+                    id,
+                    EventType::TurnFailed,
+                    Some(&turn_id),
+                    json!({"message": message}),
+                )
+                .await?;
+            }
+            TurnOutcome::Interrupted => {
+                let reason = lock(&session.state).interrupt_reason.unwrap_or("shutdown");
+                self.append(
+                    id,
+                    EventType::TurnFailed,
+                    Some(&turn_id),
+                    json!({"message": "turn interrupted", "reason": reason}),
+                )
+                .await?;
+            }
+        }
+        self.inner.store.sync(id).await?;
+        Ok(completed)
+    }
+
+    /// Interrupts the running turn (if any) and drops queued messages.
+    /// Returns whether a turn was running.
+    pub fn stop(&self, id: &str, owner: &Owner) -> Result<bool> {
+        let session = self.owned(id, owner)?;
+        let mut state = lock(&session.state);
+        state.queue.clear();
+        match &state.running {
+            Some(cancel) => {
+                cancel.cancel();
+                state.interrupt_reason = Some("stopped");
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Replay from `start_index`, then live events.
+    pub async fn subscribe(
+        &self,
+        id: &str,
+        owner: &Owner,
+        start_index: u64,
+    ) -> Result<Subscription> {
+        let session = self.owned(id, owner)?;
+        Ok(self.inner.store.subscribe(&session.id, start_index).await?)
+    }
+
+    /// Every stored event from `start_index`.
+    pub async fn events(&self, id: &str, owner: &Owner, start_index: u64) -> Result<Vec<Event>> {
+        let session = self.owned(id, owner)?;
+        Ok(self.inner.store.read(&session.id, start_index).await?)
+    }
+
+    /// The metadata of a session `owner` may see.
+    pub fn session(&self, id: &str, owner: &Owner) -> Result<SessionMeta> {
+        Ok(lock(&self.owned(id, owner)?.meta).clone())
+    }
+
+    /// The sessions `owner` created, newest first.
+    pub async fn list(&self, owner: &Owner) -> Result<Vec<SessionSummary>> {
+        let sessions: Vec<Arc<Session>> = lock(&self.inner.sessions).values().cloned().collect();
+        let mut out = Vec::new();
+        for s in sessions {
+            let meta = lock(&s.meta).clone();
+            if meta.owner.principal_id != owner.principal_id {
+                continue;
+            }
+            let busy = lock(&s.state).running.is_some();
+            out.push(SessionSummary {
+                session_id: meta.id,
+                channel: meta.channel,
+                mode: meta.mode,
+                created_at: meta.created_at,
+                title: meta.title,
+                busy,
+                events: self.inner.store.len(&s.id).await?,
+            });
+        }
+        out.sort_by(|a, b| b.session_id.cmp(&a.session_id));
+        Ok(out)
+    }
+
+    /// Is a turn running in this session?
+    pub fn is_busy(&self, id: &str) -> bool {
+        self.get(id).is_ok_and(|s| lock(&s.state).running.is_some())
+    }
+
+    /// The session a channel key maps to.
+    pub fn session_for(&self, channel: &str, key: &str) -> Option<String> {
+        lock(&self.inner.continuations)
+            .get(&(channel.to_owned(), key.to_owned()))
+            .cloned()
+    }
+
+    /// Interrupts every running turn (recorded as `turn.failed` with reason
+    /// `shutdown`), waits for them to settle up to `grace`, and syncs every
+    /// log.
+    pub async fn shutdown(&self, grace: Duration) {
+        self.inner.shutdown.cancel();
+        self.inner.tasks.close();
+        if tokio::time::timeout(grace, self.inner.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("turns did not settle within {grace:?}");
+        }
+        let sessions: Vec<Arc<Session>> = lock(&self.inner.sessions).values().cloned().collect();
+        for s in sessions {
+            if let Err(e) = self.inner.store.sync(&s.id).await {
+                tracing::warn!(session = %s.id, error = %e, "cannot sync on shutdown");
+            }
+        }
+    }
+
+    /// The state folder of this agent.
+    pub fn state_dir(&self) -> &Path {
+        &self.inner.options.state_dir
+    }
+}
+
+/// An opaque, unguessable HTTP continuation token.
+fn mint_token() -> String {
+    format!("http:{}", uuid::Uuid::new_v4().simple())
+}

@@ -1,0 +1,171 @@
+//! Session workspaces: the folder a session's turns work in, materialised
+//! from the agent's files before the first turn.
+//!
+//! | source | lands as |
+//! |---|---|
+//! | instructions | `AGENTS.md` (with the agent-tools catalog appended) |
+//! | `skills/*` | `.cursor/skills/<name>/SKILL.md` (+ a packaged skill's files) |
+//! | agent tools | `.agentkit/tools/<name>` scripts |
+//! | `sandbox/workspace/**` | copied in as seed files |
+//! | per-send `workspace_files` | written before the turn |
+
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+
+use agentkit_manifest::{Agent, Execution};
+
+use crate::error::{Error, Result};
+
+/// Writes the agent's files into `dir` (created if missing). Existing
+/// files are overwritten: a workspace is materialised once per session,
+/// before its first turn.
+pub fn materialize(agent: &Agent, dir: &Path) -> Result<()> {
+    fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, e))?;
+    let mut agents_md = agent
+        .instructions
+        .as_ref()
+        .map(|i| i.text.clone())
+        .unwrap_or_default();
+    let agent_tools: Vec<_> = agent
+        .tools
+        .iter()
+        .filter(|t| t.execution == Execution::Agent)
+        .collect();
+    if !agent_tools.is_empty() {
+        agents_md.push_str("\n\n## Workspace tools\n\nRun these scripts with the JSON input on stdin; they print the result.\n\n");
+        for t in &agent_tools {
+            let schema = serde_json::to_string(&t.input_schema).unwrap_or_default();
+            agents_md.push_str(&format!(
+                "- `.agentkit/tools/{}`: {} Input schema: `{schema}`\n",
+                t.name, t.description
+            ));
+            if let Some(script) = &t.script {
+                write(
+                    dir,
+                    &format!(".agentkit/tools/{}", t.name),
+                    script.as_bytes(),
+                )?;
+                make_executable(&dir.join(".agentkit/tools").join(&t.name));
+            }
+        }
+    }
+    write(dir, "AGENTS.md", agents_md.as_bytes())?;
+    for skill in &agent.skills {
+        let base = format!(".cursor/skills/{}", skill.name);
+        let mut text = format!(
+            "---\nname: {}\ndescription: {}\n---\n\n",
+            skill.name,
+            yaml_scalar(&skill.description)
+        );
+        text.push_str(&skill.body);
+        write(dir, &format!("{base}/SKILL.md"), text.as_bytes())?;
+        if let Some(src) = &skill.dir {
+            for rel in &skill.files {
+                copy(&src.join(rel), dir, &format!("{base}/{rel}"))?;
+            }
+        }
+    }
+    let seeds = agent.dir.join("sandbox/workspace");
+    for rel in &agent.sandbox_files {
+        copy(&seeds.join(rel), dir, rel)?;
+    }
+    Ok(())
+}
+
+/// Writes per-send files. Paths come from requests, so each must be a
+/// relative path that stays inside the workspace.
+pub(crate) fn write_files(dir: &Path, files: &[(String, String)]) -> Result<()> {
+    // Check every path before writing any, so a bad one writes nothing.
+    for (rel, _) in files {
+        safe_join(dir, rel)?;
+    }
+    for (rel, content) in files {
+        write(dir, rel, content.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Joins a request-supplied relative path onto `root`, refusing anything
+/// that could leave it: absolute paths, `..`, and (for existing paths)
+/// symbolic links that resolve outside.
+pub fn safe_join(root: &Path, rel: &str) -> Result<PathBuf> {
+    let bad = |why: &str| Error::BadRequest {
+        message: format!("workspace path `{rel}` {why}"),
+    };
+    if rel.is_empty() || rel.contains('\0') {
+        return Err(bad("is empty or has a NUL byte"));
+    }
+    let path = Path::new(rel);
+    for c in path.components() {
+        match c {
+            Component::Normal(_) => {}
+            Component::CurDir => {}
+            _ => return Err(bad("must be relative and stay inside the workspace")),
+        }
+    }
+    let joined = root.join(path);
+    // An existing ancestor that is a symlink out of the workspace would
+    // redirect the write.
+    let mut probe = joined.clone();
+    while !probe.exists() {
+        if !probe.pop() {
+            break;
+        }
+    }
+    if let (Ok(real), Ok(real_root)) = (probe.canonicalize(), root.canonicalize())
+        && !real.starts_with(&real_root)
+    {
+        return Err(bad("leaves the workspace through a symbolic link"));
+    }
+    Ok(joined)
+}
+
+fn write(root: &Path, rel: &str, bytes: &[u8]) -> Result<()> {
+    let path = safe_join(root, rel)?;
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(|e| Error::io("create", parent, e))?;
+    }
+    fs::write(&path, bytes).map_err(|e| Error::io("write", &path, e))
+}
+
+fn copy(from: &Path, root: &Path, rel: &str) -> Result<()> {
+    let bytes = fs::read(from).map_err(|e| Error::io("read", from, e))?;
+    write(root, rel, &bytes)
+}
+
+fn yaml_scalar(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+#[cfg(unix)]
+fn make_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = fs::metadata(path) {
+        let mut perms = meta.permissions();
+        perms.set_mode(perms.mode() | 0o755);
+        let _ = fs::set_permissions(path, perms);
+    }
+}
+
+#[cfg(not(unix))]
+fn make_executable(_: &Path) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_paths_never_leave_the_workspace() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let root = tmp.path();
+        assert!(safe_join(root, "notes/a.md").is_ok());
+        for bad in ["../x", "/etc/passwd", "a/../../x", "", "a\0b"] {
+            assert!(safe_join(root, bad).is_err(), "{bad}");
+        }
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink("/tmp", root.join("out")).unwrap_or_else(|e| panic!("{e}"));
+            assert!(safe_join(root, "out/x").is_err());
+        }
+    }
+}

@@ -1,0 +1,408 @@
+//! The HTTP surface: host routes, and each agent's built-in HTTP channel
+//! (sessions, follow-ups, streams, stop, list, health, info).
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+
+use agentkit_auth::RequestParts;
+use agentkit_manifest::Admission;
+use agentkit_runtime::{FollowUp, HTTP_CHANNEL, NewSession, Owner, SessionMode};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{any, get, post};
+use futures_util::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{Mode, Mounted};
+
+/// An error answer: `{"ok": false, "error": {"code", "message"}}`.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+}
+
+impl From<agentkit_runtime::Error> for ApiError {
+    fn from(e: agentkit_runtime::Error) -> ApiError {
+        let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        if status.is_server_error() {
+            // The detail (paths, OS errors) goes to the log, not the caller.
+            tracing::error!(error = %e, source = ?std::error::Error::source(&e), "request failed");
+            return ApiError::new(status, e.code(), "internal error; see the server log");
+        }
+        ApiError::new(status, e.code(), e.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            axum::Json(json!({"ok": false, "error": {"code": self.code, "message": self.message}})),
+        )
+            .into_response()
+    }
+}
+
+type ApiResult<T = Response> = Result<T, ApiError>;
+
+#[derive(Debug, Clone)]
+struct AgentState {
+    agent: Mounted,
+    shutdown: CancellationToken,
+}
+
+pub(crate) fn router(
+    agents: &[Mounted],
+    mode: Mode,
+    body_limit: usize,
+    shutdown: CancellationToken,
+) -> Router {
+    let mut app = Router::new();
+    match mode {
+        Mode::Single => {
+            if let Some(a) = agents.first() {
+                app = app.merge(agent_router(a.clone(), shutdown.clone()));
+            }
+        }
+        Mode::Multi => {
+            let index: Vec<(String, Option<String>)> = agents
+                .iter()
+                .map(|a| (a.slug.clone(), a.project.agent.config.description.clone()))
+                .collect();
+            let index2 = index.clone();
+            app = app
+                .route("/", get(move || async move { Html(index_page(&index)) }))
+                .route(
+                    "/v1/agents",
+                    get(move || async move {
+                        let list: Vec<Value> =
+                            index2.iter().map(|(slug, d)| json!({"slug": slug, "description": d, "url": format!("/{slug}")})).collect();
+                        axum::Json(json!({"ok": true, "agents": list}))
+                    }),
+                )
+                .route("/v1/health", get(|| async { axum::Json(json!({"ok": true})) }));
+            for a in agents {
+                app = app.nest(
+                    &format!("/{}", a.slug),
+                    agent_router(a.clone(), shutdown.clone()),
+                );
+            }
+        }
+    }
+    app.fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
+        .layer(DefaultBodyLimit::max(body_limit))
+}
+
+fn agent_router(agent: Mounted, shutdown: CancellationToken) -> Router {
+    let state = AgentState { agent, shutdown };
+    Router::new()
+        .route("/v1/session", post(create))
+        .route("/v1/session/{id}", post(follow_up))
+        .route("/v1/session/{id}/stop", post(stop))
+        .route("/v1/session/{id}/stream", get(stream))
+        .route("/v1/session/{id}/events", get(events))
+        .route("/v1/session/{id}/approvals", any(not_yet))
+        .route("/v1/session/{id}/approvals/{call}", any(not_yet))
+        .route("/v1/tools/{name}", any(not_yet))
+        .route("/v1/sessions", get(list))
+        .route("/v1/health", get(health))
+        .route("/v1/info", get(info))
+        .with_state(state)
+}
+
+fn index_page(agents: &[(String, Option<String>)]) -> String {
+    let mut items = String::new();
+    for (slug, description) in agents {
+        let d = description.as_deref().map(html_escape).unwrap_or_default();
+        items.push_str(&format!(
+            "<li><a href=\"/{slug}/v1/info\"><code>/{slug}</code></a> {d}</li>\n"
+        ));
+    }
+    format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>agentkit</title></head>\n<body><h1>agentkit</h1>\n<p>{} agent(s) on this host.</p>\n<ul>\n{items}</ul>\n</body></html>\n",
+        agents.len()
+    )
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Runs the agent's auth chain on the request, raw body included.
+fn authenticate(
+    state: &AgentState,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> ApiResult<Owner> {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let mut parts = RequestParts::new(Some(peer.ip())).with_body(body);
+    if let Some(host) = host {
+        parts = parts.with_host(host);
+    }
+    for (name, value) in headers {
+        parts.headers.push((name.as_str(), value.as_bytes()));
+    }
+    match state.agent.chain.admit(&parts) {
+        Ok(ctx) => Ok(Owner::from_auth(&ctx)),
+        Err(denied) => {
+            tracing::info!(peer = %peer, reasons = ?denied.refusals(), "request denied");
+            Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "no auth policy admitted the request",
+            ))
+        }
+    }
+}
+
+fn parse_json<T: for<'de> Deserialize<'de>>(body: &[u8]) -> ApiResult<T> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("invalid request body: {e}")))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MessageBody {
+    message: String,
+    #[serde(default)]
+    continuation_token: Option<String>,
+    #[serde(default)]
+    admission: Option<Admission>,
+    #[serde(default)]
+    workspace_files: BTreeMap<String, String>,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    purpose: Option<String>,
+}
+
+fn accepted_json(state: &AgentState, accepted: &agentkit_runtime::Accepted) -> Value {
+    let prefix = &state.agent.prefix;
+    json!({
+        "ok": true,
+        "sessionId": accepted.session_id,
+        "continuationToken": accepted.continuation_token,
+        "isNew": accepted.is_new,
+        "coalesced": accepted.coalesced,
+        "streamUrl": format!("{prefix}/v1/session/{}/stream", accepted.session_id),
+        "traceUrl": format!("{prefix}/v1/session/{}/events", accepted.session_id),
+    })
+}
+
+async fn create(
+    State(state): State<AgentState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult {
+    let owner = authenticate(&state, peer, &headers, &body)?;
+    let req: MessageBody = parse_json(&body)?;
+    if req.continuation_token.is_some() {
+        return Err(ApiError::bad_request(
+            "a new session takes no `continuationToken`; follow up with POST /v1/session/:sessionId",
+        ));
+    }
+    let accepted = state
+        .agent
+        .runtime
+        .create(NewSession {
+            channel: HTTP_CHANNEL.to_owned(),
+            mode: SessionMode::Chat,
+            owner,
+            message: req.message,
+            continuation: None,
+            title: req.title,
+            purpose: req.purpose,
+            admission: req.admission.unwrap_or_default(),
+            workspace_files: req.workspace_files.into_iter().collect(),
+        })
+        .await?;
+    Ok(axum::Json(accepted_json(&state, &accepted)).into_response())
+}
+
+async fn follow_up(
+    State(state): State<AgentState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult {
+    let owner = authenticate(&state, peer, &headers, &body)?;
+    let req: MessageBody = parse_json(&body)?;
+    let accepted = state
+        .agent
+        .runtime
+        .follow_up(
+            &id,
+            FollowUp {
+                owner,
+                message: req.message,
+                continuation_token: req.continuation_token,
+                admission: req.admission.unwrap_or_default(),
+                workspace_files: req.workspace_files.into_iter().collect(),
+            },
+        )
+        .await?;
+    Ok(axum::Json(accepted_json(&state, &accepted)).into_response())
+}
+
+async fn stop(
+    State(state): State<AgentState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult {
+    let owner = authenticate(&state, peer, &headers, &body)?;
+    let interrupted = state.agent.runtime.stop(&id, &owner)?;
+    Ok(
+        axum::Json(json!({"ok": true, "sessionId": id, "interrupted": interrupted}))
+            .into_response(),
+    )
+}
+
+fn start_index(query: Option<&str>) -> ApiResult<u64> {
+    let Some(query) = query else { return Ok(0) };
+    for pair in query.split('&') {
+        if let Some(v) = pair.strip_prefix("startIndex=") {
+            return v.parse().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "`startIndex` must be a non-negative integer, not `{v}`"
+                ))
+            });
+        }
+    }
+    Ok(0)
+}
+
+fn ndjson(body: Body) -> Response {
+    let mut resp = Response::new(body);
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-ndjson"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}
+
+fn line(event: &agentkit_protocol::Event) -> Bytes {
+    let mut bytes = serde_json::to_vec(event).unwrap_or_default();
+    bytes.push(b'\n');
+    Bytes::from(bytes)
+}
+
+async fn stream(
+    State(state): State<AgentState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> ApiResult {
+    let owner = authenticate(&state, peer, &headers, &[])?;
+    let start = start_index(query.as_deref())?;
+    let sub = state.agent.runtime.subscribe(&id, &owner, start).await?;
+    // Each event is its own body frame, so hyper writes it at once; the
+    // stream ends when the client goes away (the body is dropped) or the
+    // server shuts down.
+    let events = futures_util::stream::unfold(sub, |mut sub| async move {
+        match sub.next().await {
+            Ok(event) => Some((Ok::<Bytes, Infallible>(line(&event)), sub)),
+            Err(e) => {
+                tracing::warn!(error = %e, "stream ended by a store error");
+                None
+            }
+        }
+    })
+    .take_until(state.shutdown.clone().cancelled_owned());
+    Ok(ndjson(Body::from_stream(events)))
+}
+
+async fn events(
+    State(state): State<AgentState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> ApiResult {
+    let owner = authenticate(&state, peer, &headers, &[])?;
+    let start = start_index(query.as_deref())?;
+    let events = state.agent.runtime.events(&id, &owner, start).await?;
+    let mut body = Vec::new();
+    for e in &events {
+        body.extend_from_slice(&line(e));
+    }
+    Ok(ndjson(Body::from(body)))
+}
+
+async fn list(
+    State(state): State<AgentState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let owner = authenticate(&state, peer, &headers, &[])?;
+    let sessions = state.agent.runtime.list(&owner).await?;
+    Ok(axum::Json(json!({"ok": true, "sessions": sessions})).into_response())
+}
+
+async fn health(
+    State(state): State<AgentState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> ApiResult {
+    authenticate(&state, peer, &headers, &[])?;
+    Ok(axum::Json(json!({"ok": true, "slug": state.agent.slug})).into_response())
+}
+
+async fn info(
+    State(state): State<AgentState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> ApiResult {
+    authenticate(&state, peer, &headers, &[])?;
+    let project = serde_json::to_value(&*state.agent.project).unwrap_or(Value::Null);
+    Ok(
+        axum::Json(json!({"ok": true, "slug": state.agent.slug, "project": project}))
+            .into_response(),
+    )
+}
+
+async fn not_yet() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_IMPLEMENTED,
+        "not_implemented",
+        "this route is not available in this release (approvals and deterministic tool calls arrive later)",
+    )
+}

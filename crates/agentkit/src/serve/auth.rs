@@ -1,0 +1,117 @@
+//! Builds each agent's auth chain for the built-in HTTP channel: an
+//! authored `channels/http.toml` chain wins; otherwise `--bearer-token` or
+//! `--allow-anonymous` replace the `local_dev_strict` default.
+
+use agentkit_auth::{BearerToken, Chain, Policy, Secret, Surface};
+use agentkit_manifest::{AuthPolicy, ChannelKind, Project};
+
+use super::{EnvLookup, ServeOptions};
+use crate::error::{Error, Result};
+
+pub(crate) fn http_chain(project: &Project, options: &ServeOptions) -> Result<Chain> {
+    let authored = project
+        .agent
+        .channels
+        .iter()
+        .find(|c| c.kind == ChannelKind::Http)
+        .and_then(|c| c.auth.clone());
+    let chain = match authored {
+        Some(policies) => Chain::new(convert(&policies, &options.env), Surface::BuiltinApi),
+        None => default_chain(options, Surface::BuiltinApi),
+    };
+    let problems = chain.validate();
+    if !problems.is_empty() {
+        let message = problems
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(Error::Config {
+            message: format!(
+                "/{}: the HTTP channel's auth chain: {message}",
+                project.slug
+            ),
+        });
+    }
+    Ok(chain)
+}
+
+/// The chain for channels that author none.
+pub(crate) fn default_chain(options: &ServeOptions, surface: Surface) -> Chain {
+    if let Some(token) = &options.bearer_token {
+        Chain::bearer_token(token.clone(), surface)
+    } else if options.allow_anonymous {
+        Chain::allow_anonymous(surface)
+    } else {
+        Chain::local_dev_strict(surface)
+    }
+}
+
+/// Converts a parsed chain, resolving `${VAR}` references in secrets.
+pub(crate) fn convert(policies: &[AuthPolicy], env: &EnvLookup) -> Vec<Policy> {
+    policies
+        .iter()
+        .map(|p| match p {
+            AuthPolicy::LocalDevStrict => Policy::LocalDevStrict,
+            AuthPolicy::LocalDev => Policy::LocalDev,
+            AuthPolicy::LoopbackOnly => Policy::LoopbackOnly,
+            AuthPolicy::AllowAll => Policy::AllowAll,
+            AuthPolicy::PublicEndpoint => Policy::PublicEndpoint,
+            AuthPolicy::Bearer { tokens } => Policy::Bearer {
+                tokens: tokens
+                    .iter()
+                    .map(|t| BearerToken::new(resolve(&t.token, env), t.principal.clone()))
+                    .collect(),
+            },
+            AuthPolicy::SharedSecret { header, secret } => Policy::SharedSecret {
+                header: header.clone(),
+                secret: Secret::new(resolve(secret, env)),
+            },
+            AuthPolicy::HmacSignature {
+                header,
+                secret,
+                prefix,
+            } => Policy::HmacSignature {
+                header: header.clone(),
+                secret: Secret::new(resolve(secret, env)),
+                prefix: prefix.clone(),
+            },
+        })
+        .collect()
+}
+
+/// Replaces every `${NAME}` with its value (empty when unset: an empty
+/// secret never admits anything).
+pub(crate) fn resolve(s: &str, env: &EnvLookup) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find('}') {
+            Some(end) => {
+                out.push_str(&env.get(&after[..end]).unwrap_or_default());
+                rest = &after[end + 1..];
+            }
+            None => {
+                out.push_str(&rest[start..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn env_references_resolve_and_unset_ones_are_empty() {
+        let env = EnvLookup(Arc::new(|n| (n == "A").then(|| "x".to_owned())));
+        assert_eq!(resolve("Bearer ${A}-${B}", &env), "Bearer x-");
+        assert_eq!(resolve("${A", &env), "${A");
+    }
+}

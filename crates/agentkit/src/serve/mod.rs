@@ -1,0 +1,284 @@
+//! `serve(dir, options)`: one agent or a folder of them on one port, each
+//! with its durable sessions, behind its auth chain.
+//!
+//! Layout: in the default multi-agent layout every agent is mounted under
+//! `/<slug>/v1/*`, with an HTML index at `/`, `/v1/agents` and host
+//! liveness at `/v1/health`; single mode mounts the one agent at `/v1/*`.
+//! State lives under `<stateRoot>/<slug>/` (default stateRoot:
+//! `<dir>/.agentkit`).
+
+mod api;
+mod auth;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentkit_manifest::{Host, ModelSpec, Provider};
+use agentkit_runtime::{AgentRuntime, RuntimeOptions};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
+
+/// Where agents are mounted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Every agent under `/<slug>/v1/*` (the default, even for one agent).
+    #[default]
+    Multi,
+    /// The only agent at `/v1/*`.
+    Single,
+}
+
+/// How to serve.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub host: IpAddr,
+    /// `0` picks a free port; [`ServeHandle::url`] tells which.
+    pub port: u16,
+    /// Defaults to `<dir>/.agentkit`.
+    pub state_root: Option<PathBuf>,
+    /// Development mode: the offline `test` model when no model is
+    /// configured.
+    pub dev: bool,
+    pub mode: Mode,
+    /// Replaces the default `local_dev_strict` chain with this bearer
+    /// token on channels that do not author their own chain.
+    pub bearer_token: Option<String>,
+    /// Replaces the default chain with `allow_all` (shared `anonymous`
+    /// principal) on channels that do not author their own chain.
+    pub allow_anonymous: bool,
+    /// The model for agents that name none (`AGENTKIT_MODEL`); the binary
+    /// reads the environment, the library does not.
+    pub default_model: Option<String>,
+    /// The largest request body accepted, in bytes.
+    pub body_limit: usize,
+    /// How long shutdown waits for interrupted turns to settle.
+    pub shutdown_grace: Duration,
+    /// Environment lookup for `${VAR}` references in auth chains.
+    pub env: EnvLookup,
+}
+
+/// How `${VAR}` references are resolved. The library never reads the
+/// process environment itself; the binary passes `std::env::var`.
+#[derive(Clone)]
+pub struct EnvLookup(pub Arc<EnvFn>);
+
+/// The function behind an [`EnvLookup`].
+pub type EnvFn = dyn Fn(&str) -> Option<String> + Send + Sync;
+
+impl EnvLookup {
+    /// Reads the process environment.
+    pub fn process() -> EnvLookup {
+        EnvLookup(Arc::new(|name| std::env::var(name).ok()))
+    }
+
+    /// Resolves nothing (every reference reads as empty).
+    pub fn empty() -> EnvLookup {
+        EnvLookup(Arc::new(|_| None))
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<String> {
+        (self.0)(name)
+    }
+}
+
+impl std::fmt::Debug for EnvLookup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EnvLookup(..)")
+    }
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 3000,
+            state_root: None,
+            dev: false,
+            mode: Mode::Multi,
+            bearer_token: None,
+            allow_anonymous: false,
+            default_model: None,
+            body_limit: 1024 * 1024,
+            shutdown_grace: Duration::from_secs(10),
+            env: EnvLookup::empty(),
+        }
+    }
+}
+
+/// One mounted agent.
+#[derive(Debug, Clone)]
+pub(crate) struct Mounted {
+    pub(crate) slug: String,
+    pub(crate) runtime: AgentRuntime,
+    pub(crate) chain: Arc<agentkit_auth::Chain>,
+    pub(crate) project: Arc<agentkit_manifest::Project>,
+    /// `/<slug>` or empty in single mode.
+    pub(crate) prefix: String,
+}
+
+/// A running server. Dropping it does not stop the server; call
+/// [`ServeHandle::close`].
+#[derive(Debug)]
+pub struct ServeHandle {
+    addr: SocketAddr,
+    agents: Vec<Mounted>,
+    mode: Mode,
+    shutdown: CancellationToken,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    grace: Duration,
+    host: Arc<Host>,
+}
+
+impl ServeHandle {
+    /// The host URL, such as `http://127.0.0.1:3000`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL of one agent (`…/<slug>`, or the host URL in single
+    /// mode).
+    pub fn agent_url(&self, slug: &str) -> String {
+        match self.mode {
+            Mode::Multi => format!("{}/{slug}", self.url()),
+            Mode::Single => self.url(),
+        }
+    }
+
+    pub fn slugs(&self) -> Vec<String> {
+        self.agents.iter().map(|a| a.slug.clone()).collect()
+    }
+
+    /// The discovered projects being served.
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    /// Stops accepting connections, ends open streams, interrupts running
+    /// turns (recorded as `turn.failed`, reason `shutdown`), syncs every
+    /// log, and waits for the server to finish.
+    pub async fn close(self) {
+        self.shutdown.cancel();
+        for a in &self.agents {
+            a.runtime.shutdown(self.grace).await;
+        }
+        match self.server.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "server ended with an error"),
+            Err(e) => tracing::warn!(error = %e, "server task failed"),
+        }
+    }
+
+    /// Resolves when the server stops for a reason of its own.
+    pub async fn stopped(&self) {
+        self.shutdown.cancelled().await;
+    }
+}
+
+/// Discovers `dir`, refuses to start on error diagnostics, opens every
+/// agent's sessions (recovering those a crash interrupted), binds, and
+/// serves until [`ServeHandle::close`].
+pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
+    let found = agentkit_manifest::discover(dir)?;
+    if found.diagnostics.has_errors() {
+        return Err(Error::Invalid {
+            diagnostics: found.diagnostics,
+        });
+    }
+    if options.mode == Mode::Single && found.host.agents.len() != 1 {
+        return Err(Error::Config {
+            message: format!(
+                "single mode serves exactly one agent; `{}` holds {}",
+                dir.display(),
+                found.host.agents.len()
+            ),
+        });
+    }
+    let default_model = resolve_default_model(&options)?;
+    let state_root = options
+        .state_root
+        .clone()
+        .unwrap_or_else(|| found.host.root.join(".agentkit"));
+    let mut agents = Vec::new();
+    for project in &found.host.agents {
+        let runtime = AgentRuntime::open(
+            Arc::new(project.agent.clone()),
+            RuntimeOptions {
+                state_dir: state_root.join(&project.slug),
+                default_model: default_model.clone(),
+                store: Default::default(),
+            },
+        )
+        .await?;
+        let chain = auth::http_chain(project, &options)?;
+        let prefix = match options.mode {
+            Mode::Multi => format!("/{}", project.slug),
+            Mode::Single => String::new(),
+        };
+        agents.push(Mounted {
+            slug: project.slug.clone(),
+            runtime,
+            chain: Arc::new(chain),
+            project: Arc::new(project.clone()),
+            prefix,
+        });
+    }
+    let listener = tokio::net::TcpListener::bind((options.host, options.port))
+        .await
+        .map_err(|source| Error::Bind {
+            addr: format!("{}:{}", options.host, options.port),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| Error::Bind {
+        addr: format!("{}:{}", options.host, options.port),
+        source,
+    })?;
+    let shutdown = CancellationToken::new();
+    let router = api::router(&agents, options.mode, options.body_limit, shutdown.clone());
+    let stop = shutdown.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await
+    });
+    Ok(ServeHandle {
+        addr,
+        agents,
+        mode: options.mode,
+        shutdown,
+        server,
+        grace: options.shutdown_grace,
+        host: Arc::new(found.host),
+    })
+}
+
+/// `AGENTKIT_MODEL` (passed in by the binary), else `test` under `--dev`.
+fn resolve_default_model(options: &ServeOptions) -> Result<Option<ModelSpec>> {
+    if let Some(s) = &options.default_model {
+        let spec =
+            agentkit_manifest::parse_model_string(s).map_err(|(message, hint)| Error::Config {
+                message: format!(
+                    "AGENTKIT_MODEL: {message}{}",
+                    hint.map(|h| format!(" ({h})")).unwrap_or_default()
+                ),
+            })?;
+        return Ok(Some(spec));
+    }
+    if options.dev {
+        return Ok(Some(ModelSpec {
+            provider: Provider::Test,
+            id: String::new(),
+            params: Default::default(),
+        }));
+    }
+    Ok(None)
+}

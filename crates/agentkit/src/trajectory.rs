@@ -1,0 +1,594 @@
+//! Trajectories: a session's event stream folded into the summary that
+//! `agentkit run`, `agentkit chat --json` and `agentkit trajectory` print.
+//!
+//! The fold works on plain JSON events (one [`serde_json::Value`] per NDJSON
+//! line) rather than typed envelopes, because it reads logs written by other
+//! versions and by other servers: an unknown event type or a missing field
+//! is skipped, never an error. Only a line that is not JSON is an error
+//! ([`parse_ndjson`]), and it names the line.
+
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// What a session did, turn by turn.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Trajectory {
+    /// The session the events belong to (from the first event that names
+    /// one).
+    pub session_id: Option<String>,
+    /// False when any turn failed or the session failed.
+    pub ok: bool,
+    /// The turns, in the order they started.
+    pub turns: Vec<Turn>,
+    /// The last turn's reply.
+    pub reply: Option<String>,
+    /// Every turn's tool calls, in order.
+    pub tool_calls: Vec<ToolCall>,
+    /// Token usage summed over the turns.
+    pub usage: Usage,
+}
+
+/// One turn: the user messages that started it, its tool calls and how it
+/// ended.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Turn {
+    pub turn_id: Option<String>,
+    /// The user messages the turn answers (several when messages were
+    /// coalesced).
+    pub messages: Vec<String>,
+    pub tool_calls: Vec<ToolCall>,
+    /// The text of the last top-level assistant message that finished with
+    /// `stop`; `null` when the turn produced none.
+    pub reply: Option<String>,
+    pub status: TurnStatus,
+    /// Why the turn failed (`turn.failed` `message`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub usage: Usage,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum TurnStatus {
+    Completed,
+    Failed,
+    /// The events end before the turn did (a log cut short, or a turn
+    /// still running).
+    #[default]
+    Running,
+}
+
+/// A tool call and its result, paired by `callId`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCall {
+    pub call_id: String,
+    pub tool_name: String,
+    pub input: Value,
+    /// `null` until the result arrives.
+    pub output: Value,
+    pub is_error: bool,
+    pub duration_ms: Option<u64>,
+}
+
+/// Token counts, as `turn.completed` reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    fn from_json(v: &Value) -> Usage {
+        let n = |key: &str| v.get(key).and_then(Value::as_u64).unwrap_or(0);
+        Usage {
+            input_tokens: n("inputTokens"),
+            output_tokens: n("outputTokens"),
+            cache_read_tokens: n("cacheReadTokens"),
+            cache_write_tokens: n("cacheWriteTokens"),
+        }
+    }
+
+    fn add(&mut self, other: Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+    }
+}
+
+impl Trajectory {
+    /// Whether any turn failed.
+    pub fn any_turn_failed(&self) -> bool {
+        self.turns.iter().any(|t| t.status == TurnStatus::Failed)
+    }
+}
+
+/// Folds a session's events into its trajectory.
+///
+/// Events are attributed to turns by `turnId` when they carry one, and
+/// otherwise to the turn that is running. A `message.received` that
+/// arrives before its turn starts belongs to the next turn.
+pub fn from_events(events: &[Value]) -> Trajectory {
+    let mut fold = Fold::default();
+    for event in events {
+        fold.event(event);
+    }
+    fold.finish()
+}
+
+#[derive(Default)]
+struct Fold {
+    session_id: Option<String>,
+    session_failed: bool,
+    turns: Vec<Turn>,
+    /// The index in `turns` of the turn that is running.
+    current: Option<usize>,
+    /// User messages not yet attributed to a turn.
+    pending_messages: Vec<String>,
+}
+
+impl Fold {
+    fn event(&mut self, event: &Value) {
+        let str_field =
+            |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
+        if self.session_id.is_none() {
+            self.session_id = str_field(event, "sessionId");
+        }
+        let turn_id = str_field(event, "turnId");
+        let null = Value::Null;
+        let data = event.get("data").unwrap_or(&null);
+        let Some(kind) = event.get("type").and_then(Value::as_str) else {
+            return;
+        };
+        match kind {
+            "message.received" => {
+                let text = str_field(data, "text").unwrap_or_default();
+                match turn_id.as_deref().and_then(|id| self.find(id)) {
+                    Some(i) => self.turns[i].messages.push(text),
+                    None => self.pending_messages.push(text),
+                }
+            }
+            "turn.started" => {
+                let i = match turn_id.as_deref().and_then(|id| self.find(id)) {
+                    Some(i) => i,
+                    None => self.push_turn(turn_id),
+                };
+                let mut pending = std::mem::take(&mut self.pending_messages);
+                pending.append(&mut self.turns[i].messages);
+                self.turns[i].messages = pending;
+                self.current = Some(i);
+            }
+            "message.completed" => {
+                let top_level = data.get("parentCallId").is_none_or(Value::is_null);
+                let stop = data.get("finishReason").and_then(Value::as_str) == Some("stop");
+                if top_level && stop {
+                    let i = self.turn_for(turn_id);
+                    self.turns[i].reply = Some(str_field(data, "text").unwrap_or_default());
+                }
+            }
+            "actions.requested" => {
+                let i = self.turn_for(turn_id);
+                let calls = data.get("calls").and_then(Value::as_array);
+                for call in calls.into_iter().flatten() {
+                    self.turns[i].tool_calls.push(ToolCall {
+                        call_id: str_field(call, "callId").unwrap_or_default(),
+                        tool_name: str_field(call, "toolName").unwrap_or_default(),
+                        input: call.get("input").cloned().unwrap_or(Value::Null),
+                        ..ToolCall::default()
+                    });
+                }
+            }
+            "action.result" => {
+                let i = self.turn_for(turn_id);
+                let call_id = str_field(data, "callId").unwrap_or_default();
+                // A result pairs with the latest request of the same id that
+                // has no result yet; one without a request is kept as is.
+                let slot = self.turns[i]
+                    .tool_calls
+                    .iter_mut()
+                    .rev()
+                    .find(|c| c.call_id == call_id && c.output.is_null() && !c.is_error);
+                let call = match slot {
+                    Some(call) => call,
+                    None => {
+                        self.turns[i].tool_calls.push(ToolCall {
+                            call_id,
+                            tool_name: str_field(data, "toolName").unwrap_or_default(),
+                            ..ToolCall::default()
+                        });
+                        let last = self.turns[i].tool_calls.len() - 1;
+                        &mut self.turns[i].tool_calls[last]
+                    }
+                };
+                call.output = data.get("output").cloned().unwrap_or(Value::Null);
+                call.is_error = data
+                    .get("isError")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                call.duration_ms = data.get("durationMs").and_then(Value::as_u64);
+            }
+            "turn.completed" => {
+                let i = self.turn_for(turn_id);
+                let turn = &mut self.turns[i];
+                turn.status = TurnStatus::Completed;
+                turn.usage = data.get("usage").map(Usage::from_json).unwrap_or_default();
+                self.end(i);
+            }
+            "turn.failed" => {
+                let i = self.turn_for(turn_id);
+                let turn = &mut self.turns[i];
+                turn.status = TurnStatus::Failed;
+                turn.error = Some(str_field(data, "message").unwrap_or_default());
+                if let Some(usage) = data.get("usage") {
+                    turn.usage = Usage::from_json(usage);
+                }
+                self.end(i);
+            }
+            "session.failed" => self.session_failed = true,
+            _ => {}
+        }
+    }
+
+    fn find(&self, turn_id: &str) -> Option<usize> {
+        self.turns
+            .iter()
+            .position(|t| t.turn_id.as_deref() == Some(turn_id))
+    }
+
+    fn push_turn(&mut self, turn_id: Option<String>) -> usize {
+        self.turns.push(Turn {
+            turn_id,
+            ..Turn::default()
+        });
+        self.turns.len() - 1
+    }
+
+    /// The turn an event belongs to: by id, else the running turn, else a
+    /// new one (a log that starts mid-turn).
+    fn turn_for(&mut self, turn_id: Option<String>) -> usize {
+        if let Some(i) = turn_id.as_deref().and_then(|id| self.find(id)) {
+            return i;
+        }
+        match self.current {
+            Some(i) if turn_id.is_none() => i,
+            _ => {
+                let i = self.push_turn(turn_id);
+                self.current = Some(i);
+                i
+            }
+        }
+    }
+
+    fn end(&mut self, i: usize) {
+        if self.current == Some(i) {
+            self.current = None;
+        }
+    }
+
+    fn finish(self) -> Trajectory {
+        let mut usage = Usage::default();
+        for turn in &self.turns {
+            usage.add(turn.usage);
+        }
+        let failed = self.turns.iter().any(|t| t.status == TurnStatus::Failed);
+        Trajectory {
+            session_id: self.session_id,
+            ok: !failed && !self.session_failed,
+            reply: self.turns.last().and_then(|t| t.reply.clone()),
+            tool_calls: self
+                .turns
+                .iter()
+                .flat_map(|t| t.tool_calls.iter().cloned())
+                .collect(),
+            usage,
+            turns: self.turns,
+        }
+    }
+}
+
+/// A line of an NDJSON log that is not a JSON object.
+#[derive(Debug)]
+pub struct NdjsonError {
+    /// 1-based.
+    pub line: usize,
+    pub reason: NdjsonErrorReason,
+}
+
+/// Why an NDJSON line was rejected.
+#[derive(Debug)]
+pub enum NdjsonErrorReason {
+    Json(serde_json::Error),
+    NotAnObject,
+}
+
+impl fmt::Display for NdjsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.reason {
+            NdjsonErrorReason::Json(e) => write!(f, "line {} is not JSON: {e}", self.line),
+            NdjsonErrorReason::NotAnObject => {
+                write!(f, "line {} is not a JSON object", self.line)
+            }
+        }
+    }
+}
+
+impl std::error::Error for NdjsonError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.reason {
+            NdjsonErrorReason::Json(e) => Some(e),
+            NdjsonErrorReason::NotAnObject => None,
+        }
+    }
+}
+
+/// Parses one JSON object per line; blank lines are skipped.
+pub fn parse_ndjson(text: &str) -> Result<Vec<Value>, NdjsonError> {
+    let mut events = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if let Some(event) = parse_ndjson_line(line, i + 1)? {
+            events.push(event);
+        }
+    }
+    Ok(events)
+}
+
+/// Parses one line (`line` is its 1-based number, for the error); `None`
+/// for a blank line.
+pub(crate) fn parse_ndjson_line(line: &str, number: usize) -> Result<Option<Value>, NdjsonError> {
+    let line = line.trim();
+    if line.is_empty() {
+        return Ok(None);
+    }
+    let value: Value = serde_json::from_str(line).map_err(|e| NdjsonError {
+        line: number,
+        reason: NdjsonErrorReason::Json(e),
+    })?;
+    if !value.is_object() {
+        return Err(NdjsonError {
+            line: number,
+            reason: NdjsonErrorReason::NotAnObject,
+        });
+    }
+    Ok(Some(value))
+}
+
+#[cfg(test)]
+mod tests {
+    use expect_test::{Expect, expect};
+    use serde_json::json;
+
+    use super::*;
+
+    fn check(events: &[Value], expected: Expect) {
+        let t = from_events(events);
+        let text = serde_json::to_string_pretty(&t).unwrap_or_default();
+        expected.assert_eq(&text);
+    }
+
+    fn ev(index: u64, kind: &str, turn: Option<&str>, data: Value) -> Value {
+        let mut e = json!({
+            "type": kind,
+            "index": index,
+            "sessionId": "ses_1",
+            "at": "2026-01-01T00:00:00Z",
+            "data": data,
+        });
+        if let Some(turn) = turn {
+            e["turnId"] = json!(turn);
+        }
+        e
+    }
+
+    #[test]
+    fn pairs_calls_and_results_and_sums_usage() {
+        let t1 = Some("turn_1");
+        let t2 = Some("turn_2");
+        let events = [
+            ev(0, "session.started", None, json!({})),
+            ev(
+                1,
+                "message.received",
+                None,
+                json!({"text": "weather in NYC?"}),
+            ),
+            ev(2, "turn.started", t1, json!({})),
+            ev(3, "step.started", t1, json!({"step": 1})),
+            ev(
+                4,
+                "message.completed",
+                t1,
+                json!({"text": "", "finishReason": "tool_call"}),
+            ),
+            ev(
+                5,
+                "actions.requested",
+                t1,
+                json!({"calls": [
+                    {"callId": "c1", "toolName": "get_weather", "input": {"city": "NYC"}},
+                    {"callId": "c2", "toolName": "convert", "input": {"f": 70}},
+                ]}),
+            ),
+            ev(
+                6,
+                "action.result",
+                t1,
+                json!({"callId": "c2", "toolName": "convert", "output": "21C", "isError": true, "durationMs": 3}),
+            ),
+            ev(
+                7,
+                "action.result",
+                t1,
+                json!({"callId": "c1", "toolName": "get_weather", "output": {"tempF": 70}, "isError": false, "durationMs": 12}),
+            ),
+            ev(
+                8,
+                "message.completed",
+                t1,
+                json!({"text": "nested", "finishReason": "stop", "parentCallId": "c1"}),
+            ),
+            ev(
+                9,
+                "message.completed",
+                t1,
+                json!({"text": "It is 70F.", "finishReason": "stop"}),
+            ),
+            ev(
+                10,
+                "turn.completed",
+                t1,
+                json!({"result": "It is 70F.", "usage": {"inputTokens": 10, "outputTokens": 5, "cacheReadTokens": 1, "cacheWriteTokens": 0}}),
+            ),
+            ev(11, "session.waiting", None, json!({})),
+            ev(12, "message.received", t2, json!({"text": "and Paris?"})),
+            ev(13, "turn.started", t2, json!({})),
+            ev(
+                14,
+                "turn.failed",
+                t2,
+                json!({"message": "turn interrupted"}),
+            ),
+            ev(15, "session.waiting", None, json!({})),
+        ];
+        check(
+            &events,
+            expect![[r#"
+                {
+                  "sessionId": "ses_1",
+                  "ok": false,
+                  "turns": [
+                    {
+                      "turnId": "turn_1",
+                      "messages": [
+                        "weather in NYC?"
+                      ],
+                      "toolCalls": [
+                        {
+                          "callId": "c1",
+                          "toolName": "get_weather",
+                          "input": {
+                            "city": "NYC"
+                          },
+                          "output": {
+                            "tempF": 70
+                          },
+                          "isError": false,
+                          "durationMs": 12
+                        },
+                        {
+                          "callId": "c2",
+                          "toolName": "convert",
+                          "input": {
+                            "f": 70
+                          },
+                          "output": "21C",
+                          "isError": true,
+                          "durationMs": 3
+                        }
+                      ],
+                      "reply": "It is 70F.",
+                      "status": "completed",
+                      "usage": {
+                        "inputTokens": 10,
+                        "outputTokens": 5,
+                        "cacheReadTokens": 1,
+                        "cacheWriteTokens": 0
+                      }
+                    },
+                    {
+                      "turnId": "turn_2",
+                      "messages": [
+                        "and Paris?"
+                      ],
+                      "toolCalls": [],
+                      "reply": null,
+                      "status": "failed",
+                      "error": "turn interrupted",
+                      "usage": {
+                        "inputTokens": 0,
+                        "outputTokens": 0,
+                        "cacheReadTokens": 0,
+                        "cacheWriteTokens": 0
+                      }
+                    }
+                  ],
+                  "reply": null,
+                  "toolCalls": [
+                    {
+                      "callId": "c1",
+                      "toolName": "get_weather",
+                      "input": {
+                        "city": "NYC"
+                      },
+                      "output": {
+                        "tempF": 70
+                      },
+                      "isError": false,
+                      "durationMs": 12
+                    },
+                    {
+                      "callId": "c2",
+                      "toolName": "convert",
+                      "input": {
+                        "f": 70
+                      },
+                      "output": "21C",
+                      "isError": true,
+                      "durationMs": 3
+                    }
+                  ],
+                  "usage": {
+                    "inputTokens": 10,
+                    "outputTokens": 5,
+                    "cacheReadTokens": 1,
+                    "cacheWriteTokens": 0
+                  }
+                }"#]],
+        );
+    }
+
+    #[test]
+    fn events_without_turn_ids_and_logs_cut_short() {
+        let events = [
+            json!({"type": "message.received", "data": {"text": "hi"}}),
+            json!({"type": "turn.started", "data": {}}),
+            json!({"type": "message.appended", "data": {"delta": "he", "text": "he"}}),
+            json!({"type": "some.future.event", "data": {}}),
+            json!({"type": "message.completed", "data": {"text": "hello", "finishReason": "stop"}}),
+        ];
+        let t = from_events(&events);
+        assert_eq!(t.session_id, None);
+        assert!(t.ok, "a running turn has not failed");
+        assert_eq!(t.turns.len(), 1);
+        assert_eq!(t.turns[0].messages, ["hi"]);
+        assert_eq!(t.turns[0].status, TurnStatus::Running);
+        assert_eq!(t.reply.as_deref(), Some("hello"));
+        assert!(!t.any_turn_failed());
+    }
+
+    #[test]
+    fn session_failed_is_not_ok() {
+        let t = from_events(&[json!({"type": "session.failed", "data": {}})]);
+        assert!(!t.ok);
+        assert!(t.turns.is_empty());
+    }
+
+    #[test]
+    fn parse_ndjson_names_the_bad_line() {
+        let ok = parse_ndjson("{\"type\":\"a\"}\n\n  {\"type\":\"b\"}  \n").unwrap_or_default();
+        assert_eq!(ok.len(), 2);
+        let err = parse_ndjson("{\"type\":\"a\"}\n{oops\n").err();
+        let err = err.map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.starts_with("line 2 is not JSON"), "{err}");
+        let err = parse_ndjson("\n[1]\n").err().map(|e| e.to_string());
+        assert_eq!(err.as_deref(), Some("line 2 is not a JSON object"));
+    }
+}
