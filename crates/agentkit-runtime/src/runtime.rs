@@ -393,6 +393,11 @@ impl AgentRuntime {
             if meta.mode == SessionMode::Task {
                 return Err(Error::TaskSession { id: id.to_owned() });
             }
+            // A rejected message is not accepted, so it must not rotate the
+            // token: check before rotating.
+            if req.admission == Admission::Reject && lock(&session.state).running.is_some() {
+                return Err(Error::SessionBusy { id: id.to_owned() });
+            }
             if meta.channel == HTTP_CHANNEL {
                 if req.continuation_token.as_deref() != Some(meta.continuation_token.as_str()) {
                     return Err(Error::StaleContinuation);

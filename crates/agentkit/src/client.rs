@@ -298,38 +298,34 @@ impl Client {
                 cursor.next_index,
             ),
         };
-        let mut next_index = start;
-        // The token is rotated now whatever happens to the stream.
-        *session = Some(SessionCursor {
+        // The token is rotated now, whatever happens to the stream; the
+        // cursor follows every event read, so a broken stream resumes
+        // where it broke.
+        let cursor = session.insert(SessionCursor {
             session_id: accepted.session_id.clone(),
             continuation_token: accepted.continuation_token.clone(),
-            next_index,
+            next_index: start,
         });
-        let events = {
-            let stream = self.stream(&accepted.session_id, start).await?;
-            let mut stream = std::pin::pin!(stream);
-            let mut settle = Settle::default();
-            let mut events = Vec::new();
-            loop {
-                let Some(event) = stream.next().await else {
-                    return Err(Error::StreamEnded {
-                        url: self.url(&format!("/v1/session/{}/stream", accepted.session_id)),
-                    });
-                };
-                let event = event?;
-                if let Some(index) = event.get("index").and_then(Value::as_u64) {
-                    next_index = next_index.max(index + 1);
-                }
-                on_event(&event);
-                let done = settle.observe(&event);
-                events.push(event);
-                if done {
-                    break events;
-                }
+        let stream = self.stream(&accepted.session_id, start).await?;
+        let mut stream = std::pin::pin!(stream);
+        let mut settle = Settle::new(message);
+        let mut events = Vec::new();
+        loop {
+            let Some(event) = stream.next().await else {
+                return Err(Error::StreamEnded {
+                    url: self.url(&format!("/v1/session/{}/stream", accepted.session_id)),
+                });
+            };
+            let event = event?;
+            if let Some(index) = event.get("index").and_then(Value::as_u64) {
+                cursor.next_index = cursor.next_index.max(index + 1);
             }
-        };
-        if let Some(cursor) = session.as_mut() {
-            cursor.next_index = next_index;
+            on_event(&event);
+            let done = settle.observe(&event);
+            events.push(event);
+            if done {
+                break;
+            }
         }
         Ok((accepted, events))
     }
@@ -431,28 +427,56 @@ fn error_body(text: &str) -> (String, Option<String>) {
     }
 }
 
-/// Decides when a turn's events are all in: the first turn that starts
-/// after the message is ours, and the session settles after it ends. A
-/// terminal session state (`session.completed` / `session.failed`) ends the
-/// read whatever the turn did, since nothing follows it.
-#[derive(Debug, Default)]
+/// Decides when a turn's events are all in: our turn is the first that
+/// starts after our `message.received` (or, on a server that records no
+/// `message.received`, the first that starts), and the session settles
+/// after it ends. Events of an earlier turn that a resumed stream replays
+/// are passed over. A terminal session state (`session.completed` /
+/// `session.failed`) ends the read whatever the turn did, since nothing
+/// follows it.
+#[derive(Debug)]
 struct Settle {
+    message: String,
+    saw_message: bool,
+    received_ours: bool,
     turn_id: Option<String>,
     started: bool,
     ended: bool,
 }
 
 impl Settle {
+    fn new(message: &str) -> Settle {
+        Settle {
+            message: message.trim().to_owned(),
+            saw_message: false,
+            received_ours: false,
+            turn_id: None,
+            started: false,
+            ended: false,
+        }
+    }
+
     fn observe(&mut self, event: &Value) -> bool {
         let turn_id = event.get("turnId").and_then(Value::as_str);
-        let ours = |this: &Settle| this.turn_id.is_none() || this.turn_id.as_deref() == turn_id;
+        let data = event.get("data");
         match event.get("type").and_then(Value::as_str).unwrap_or("") {
-            "turn.started" if !self.started => {
+            "message.received" => {
+                self.saw_message = true;
+                let text = data.and_then(|d| d.get("text")).and_then(Value::as_str);
+                if text.map(str::trim) == Some(self.message.as_str()) {
+                    self.received_ours = true;
+                }
+                false
+            }
+            "turn.started" if !self.started && (self.received_ours || !self.saw_message) => {
                 self.started = true;
                 self.turn_id = turn_id.map(str::to_owned);
                 false
             }
-            "turn.completed" | "turn.failed" if self.started && ours(self) => {
+            "turn.completed" | "turn.failed"
+                if self.started
+                    && (self.turn_id.is_none() || self.turn_id.as_deref() == turn_id) =>
+            {
                 self.ended = true;
                 false
             }
@@ -618,17 +642,22 @@ mod tests {
         }
     }
 
+    fn received(text: &str) -> Value {
+        json!({"type": "message.received", "data": {"text": text}})
+    }
+
     #[test]
     fn settles_after_our_turn_only() {
-        let mut s = Settle::default();
+        let mut s = Settle::new("and Paris?");
         let seq = [
-            ev("session.started", None),
-            ev("message.received", None),
-            // A waiting state before our turn (the previous turn's) does
-            // not end the read.
-            ev("session.waiting", None),
-            ev("turn.started", Some("t2")),
+            // A stream resumed mid-turn replays the end of an earlier turn.
+            ev("step.completed", Some("t1")),
             ev("turn.completed", Some("t1")),
+            ev("session.waiting", None),
+            received(" and Paris? "),
+            ev("turn.started", Some("t2")),
+            // A preempted turn ending late is not ours.
+            ev("turn.failed", Some("t1")),
             ev("session.waiting", None),
             ev("turn.completed", Some("t2")),
         ];
@@ -636,8 +665,20 @@ mod tests {
             assert!(!s.observe(e), "{e}");
         }
         assert!(s.observe(&ev("session.waiting", None)));
+    }
 
-        let mut s = Settle::default();
+    #[test]
+    fn settles_without_message_received_and_on_terminal_states() {
+        let mut s = Settle::new("hi");
+        assert!(!s.observe(&ev("turn.started", None)));
+        assert!(!s.observe(&ev("turn.completed", None)));
+        assert!(s.observe(&ev("session.waiting", None)));
+
+        let mut s = Settle::new("hi");
+        assert!(!s.observe(&received("something else")));
+        assert!(!s.observe(&ev("turn.started", Some("t0"))));
+        assert!(!s.observe(&ev("turn.completed", Some("t0"))));
+        assert!(!s.observe(&ev("session.waiting", None)));
         assert!(s.observe(&ev("session.failed", None)));
     }
 

@@ -33,6 +33,10 @@ impl Server {
     /// Serves `fixtures/agents/<agent>` in dev mode and waits for
     /// `/v1/health`.
     fn start(agent: &str) -> Server {
+        Server::start_with(agent, &[])
+    }
+
+    fn start_with(agent: &str, extra: &[&str]) -> Server {
         let state = tempfile::tempdir().unwrap();
         let port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_agentkit"))
@@ -41,6 +45,7 @@ impl Server {
             .arg(Path::new("agents").join(agent))
             .arg("--state-root")
             .arg(state.path())
+            .args(extra)
             .env("NO_COLOR", "1")
             .env("ALERTS_TOKEN", "test-token")
             .env_remove("AGENTKIT_MODEL")
@@ -67,8 +72,12 @@ impl Server {
     /// `agentkit chat --url <server> <args>` (unless `args` name another
     /// URL) with `stdin` piped in.
     fn chat(&self, args: &[&str], stdin: &str) -> Run {
+        self.command("chat", args, stdin)
+    }
+
+    fn command(&self, command: &str, args: &[&str], stdin: &str) -> Run {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentkit"));
-        cmd.arg("chat");
+        cmd.arg(command);
         if !args.contains(&"--url") {
             cmd.args(["--url", &self.url]);
         }
@@ -188,4 +197,29 @@ fn an_unknown_agent_is_an_error_listing_the_agents() {
         "{}",
         run.stderr
     );
+}
+
+#[test]
+fn run_with_url_uses_the_running_server() {
+    let server = Server::start("weather-agent");
+    let run = server.command("run", &["--message", "hi", "--message", "again"], "");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(doc["turns"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn bearer_token_is_sent() {
+    let server = Server::start_with("weather-agent", &["--bearer-token", "s3cret"]);
+    let run = server.chat(&["--message", "hi"], "");
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    let url = format!("{}/weather-agent/v1/session", server.url);
+    assert!(
+        run.stderr.contains(&format!("POST {url} returned 401")),
+        "{}",
+        run.stderr
+    );
+    let run = server.chat(&["--message", "hi", "--bearer-token", "s3cret"], "");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.starts_with("You said: hi"), "{}", run.stdout);
 }

@@ -10,6 +10,7 @@ use agentkit_manifest::Admission;
 use agentkit_runtime::{FollowUp, HTTP_CHANNEL, NewSession, Owner, SessionMode};
 use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
@@ -53,6 +54,17 @@ impl From<agentkit_runtime::Error> for ApiError {
         }
         ApiError::new(status, e.code(), e.to_string())
     }
+}
+
+/// A body that could not be read: too large (413) or cut off (400).
+fn body_error(e: BytesRejection) -> ApiError {
+    let status = e.status();
+    let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+        "payload_too_large"
+    } else {
+        "bad_request"
+    };
+    ApiError::new(status, code, e.body_text())
 }
 
 impl IntoResponse for ApiError {
@@ -224,8 +236,9 @@ async fn create(
     State(state): State<AgentState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
+    let body = body.map_err(body_error)?;
     let owner = authenticate(&state, peer, &headers, &body)?;
     let req: MessageBody = parse_json(&body)?;
     if req.continuation_token.is_some() {
@@ -256,8 +269,9 @@ async fn follow_up(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
+    let body = body.map_err(body_error)?;
     let owner = authenticate(&state, peer, &headers, &body)?;
     let req: MessageBody = parse_json(&body)?;
     let accepted = state
@@ -282,8 +296,9 @@ async fn stop(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
+    let body = body.map_err(body_error)?;
     let owner = authenticate(&state, peer, &headers, &body)?;
     let interrupted = state.agent.runtime.stop(&id, &owner)?;
     Ok(

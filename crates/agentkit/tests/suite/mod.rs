@@ -2,3 +2,4 @@
 
 mod docs;
 mod fixtures;
+mod http;

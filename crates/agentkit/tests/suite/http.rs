@@ -1,0 +1,546 @@
+//! A real server on loopback, driven over HTTP: every built-in route and
+//! status code, the auth matrix, ownership, replay while appending,
+//! preemption and stop.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use agentkit::{ServeHandle, ServeOptions};
+use agentkit_test_support::http::{Request, Response};
+use serde_json::{Value, json};
+
+/// The first turn of a session answers at once; the second holds for 30 s
+/// unless interrupted; the third streams a long text.
+const SCRIPT: &str = r#"{"turns": [
+  {"steps": [{"text": "Hello from the script."}]},
+  {"steps": [{"text": "slow", "delayMs": 30000}]},
+  {"steps": [{"text": "LONG"}]}
+]}"#;
+
+struct Server {
+    _dir: tempfile::TempDir,
+    rt: tokio::runtime::Runtime,
+    handle: Option<ServeHandle>,
+}
+
+impl Server {
+    fn addr(&self) -> SocketAddr {
+        self.handle.as_ref().unwrap().local_addr()
+    }
+
+    fn send(&self, req: Request) -> Response {
+        req.send(self.addr()).unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            self.rt.block_on(h.close());
+        }
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// A host folder with one scripted agent `bot` (plus `extra` files), served
+/// with `options`.
+fn server(extra: &[(&str, &str)], options: ServeOptions) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let long = (0..300)
+        .map(|i| format!("w{i}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let project = dir.path().join("agents/bot/agent");
+    write(
+        &project.join("agent.toml"),
+        "model = \"scripted:script.json\"\n",
+    );
+    write(&project.join("script.json"), &SCRIPT.replace("LONG", &long));
+    write(&project.join("instructions.md"), "You are a test agent.\n");
+    for (rel, text) in extra {
+        write(&project.join(rel), text);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let options = ServeOptions {
+        port: 0,
+        state_root: Some(dir.path().join("state")),
+        ..options
+    };
+    let handle = rt
+        .block_on(agentkit::serve(&dir.path().join("agents"), options))
+        .unwrap();
+    Server {
+        _dir: dir,
+        rt,
+        handle: Some(handle),
+    }
+}
+
+fn create(s: &Server, message: &str) -> Value {
+    let r = s.send(Request::post("/bot/v1/session").json(&json!({"message": message})));
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()
+}
+
+fn stream_until(s: &Server, id: &str, start: u64, t: &str) -> Vec<Value> {
+    let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream?startIndex={start}"))
+        .stream(s.addr())
+        .unwrap();
+    assert_eq!(lines.status, 200);
+    lines.until(t).unwrap()
+}
+
+fn kinds(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| match e["type"].as_str().unwrap() {
+            "turn.failed" => format!(
+                "turn.failed({})",
+                e["data"]["reason"].as_str().unwrap_or("")
+            ),
+            t => t.to_owned(),
+        })
+        .filter(|t| t.starts_with("turn.") || t.starts_with("session.") || t == "message.received")
+        .collect()
+}
+
+#[test]
+fn host_routes_and_the_session_lifecycle() {
+    let s = server(&[], ServeOptions::default());
+    let index = s.send(Request::get("/"));
+    assert_eq!(index.status, 200);
+    assert!(index.body.contains("/bot"), "{}", index.body);
+    assert_eq!(s.send(Request::get("/v1/health")).json()["ok"], true);
+    assert_eq!(
+        s.send(Request::get("/v1/agents")).json()["agents"][0]["slug"],
+        "bot"
+    );
+    assert_eq!(s.send(Request::get("/bot/v1/health")).status, 200);
+    let info = s.send(Request::get("/bot/v1/info"));
+    assert_eq!(info.status, 200);
+    assert_eq!(info.json()["project"]["slug"], "bot");
+
+    let created = create(&s, "hi");
+    let id = created["sessionId"].as_str().unwrap();
+    let token = created["continuationToken"].as_str().unwrap();
+    assert_eq!(created["isNew"], true);
+    assert_eq!(created["traceUrl"], format!("/bot/v1/session/{id}/events"));
+    let events = stream_until(&s, id, 0, "session.waiting");
+    assert_eq!(
+        kinds(&events),
+        [
+            "session.started",
+            "message.received",
+            "turn.started",
+            "turn.completed",
+            "session.waiting"
+        ]
+    );
+    assert_eq!(
+        events
+            .iter()
+            .find(|e| e["type"] == "turn.completed")
+            .unwrap()["data"]["result"],
+        "Hello from the script."
+    );
+
+    // The events dump ends; the stream from an index replays from there.
+    let dump = s.send(Request::get(&format!("/bot/v1/session/{id}/events")));
+    assert_eq!(dump.header("content-type"), Some("application/x-ndjson"));
+    assert_eq!(dump.body.lines().count(), events.len());
+    let tail = stream_until(&s, id, 3, "session.waiting");
+    assert_eq!(tail[0]["index"], 3);
+
+    // Follow-up rotates the token; the old one is stale.
+    let r = s.send(
+        Request::post(&format!("/bot/v1/session/{id}"))
+            .json(&json!({"message": "more", "continuationToken": token})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let fresh = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    assert_ne!(fresh, token);
+    let stale = s.send(
+        Request::post(&format!("/bot/v1/session/{id}"))
+            .json(&json!({"message": "again", "continuationToken": token})),
+    );
+    assert_eq!(
+        (stale.status, stale.error_code()),
+        (409, "stale_continuation".to_owned())
+    );
+    // Stop interrupts the slow second turn.
+    let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream?startIndex=0"))
+        .stream(s.addr())
+        .unwrap();
+    lines.until("turn.started").unwrap();
+    lines.until("turn.started").unwrap();
+    let stop = s.send(Request::post(&format!("/bot/v1/session/{id}/stop")));
+    assert_eq!(stop.status, 200);
+    let events = stream_until(&s, id, 0, "session.waiting");
+    let all = stream_until(&s, id, events.len() as u64, "session.waiting");
+    assert!(
+        kinds(&all).contains(&"turn.failed(stopped)".to_owned()),
+        "{:?}",
+        kinds(&all)
+    );
+
+    let list = s.send(Request::get("/bot/v1/sessions")).json();
+    assert_eq!(list["sessions"][0]["sessionId"], id);
+}
+
+#[test]
+fn bad_requests_get_json_errors_never_500() {
+    let s = server(
+        &[],
+        ServeOptions {
+            body_limit: 4096,
+            ..ServeOptions::default()
+        },
+    );
+    let check = |r: Response, status: u16, code: &str| {
+        assert_eq!(
+            (r.status, r.error_code()),
+            (status, code.to_owned()),
+            "{}",
+            r.body
+        );
+        assert_eq!(r.json()["ok"], false);
+    };
+    check(
+        s.send(Request::post("/bot/v1/session").raw_body(b"{not json")),
+        400,
+        "bad_request",
+    );
+    check(
+        s.send(Request::post("/bot/v1/session").raw_body(b"")),
+        400,
+        "bad_request",
+    );
+    check(
+        s.send(Request::post("/bot/v1/session").json(&json!({"message": 5}))),
+        400,
+        "bad_request",
+    );
+    check(
+        s.send(Request::post("/bot/v1/session").json(&json!({"message": "  "}))),
+        400,
+        "bad_request",
+    );
+    check(
+        s.send(Request::post("/bot/v1/session").json(&json!({"message": "x".repeat(8000)}))),
+        413,
+        "payload_too_large",
+    );
+    check(
+        s.send(Request::get("/bot/v1/session/ses_nope/events")),
+        404,
+        "session_not_found",
+    );
+    check(
+        s.send(Request::post("/bot/v1/session/ses_nope").json(&json!({"message": "x"}))),
+        404,
+        "session_not_found",
+    );
+    check(
+        s.send(Request::get("/bot/v1/session/a.b/stream")),
+        400,
+        "invalid_session_id",
+    );
+    check(
+        s.send(Request::get("/bot/v1/session/ses_nope/stream?startIndex=x")),
+        400,
+        "bad_request",
+    );
+    check(s.send(Request::get("/nope")), 404, "not_found");
+    check(
+        s.send(Request::get("/bot/v1/session/ses_x/approvals")),
+        501,
+        "not_implemented",
+    );
+    check(
+        s.send(Request::post("/bot/v1/tools/echo").json(&json!({"input": {}}))),
+        501,
+        "not_implemented",
+    );
+}
+
+#[test]
+fn default_chain_admits_direct_loopback_only() {
+    let s = server(&[], ServeOptions::default());
+    assert_eq!(s.send(Request::get("/bot/v1/sessions")).status, 200);
+    assert_eq!(
+        s.send(Request::get("/bot/v1/sessions").host("localhost:3000"))
+            .status,
+        200
+    );
+    for (name, value) in [
+        ("x-forwarded-for", "203.0.113.9"),
+        ("forwarded", "for=203.0.113.9"),
+        ("x-real-ip", "203.0.113.9"),
+        ("x-forwarded-host", "evil.example"),
+    ] {
+        let r = s.send(Request::get("/bot/v1/sessions").header(name, value));
+        assert_eq!(
+            (r.status, r.error_code()),
+            (401, "unauthorized".to_owned()),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        s.send(Request::get("/bot/v1/sessions").host("evil.example"))
+            .status,
+        401
+    );
+    // Host routes need no auth.
+    assert_eq!(
+        s.send(Request::get("/v1/health").host("evil.example"))
+            .status,
+        200
+    );
+}
+
+#[test]
+fn bearer_flag_replaces_the_default_chain() {
+    let s = server(
+        &[],
+        ServeOptions {
+            bearer_token: Some("s3cret".into()),
+            ..ServeOptions::default()
+        },
+    );
+    assert_eq!(s.send(Request::get("/bot/v1/sessions")).status, 401);
+    assert_eq!(
+        s.send(Request::get("/bot/v1/sessions").bearer("wrong"))
+            .status,
+        401
+    );
+    assert_eq!(
+        s.send(Request::get("/bot/v1/sessions").bearer("s3cret"))
+            .status,
+        200
+    );
+    // A remote-looking request with the right token is admitted: the token,
+    // not the network position, is the credential now.
+    assert_eq!(
+        s.send(
+            Request::get("/bot/v1/sessions")
+                .bearer("s3cret")
+                .host("agents.example")
+                .header("x-forwarded-for", "203.0.113.9")
+        )
+        .status,
+        200
+    );
+}
+
+#[test]
+fn sessions_belong_to_their_principal_over_http() {
+    let http_toml = r#"kind = "http"
+auth = [{ bearer = { tokens = { alice = "token-a", bob = "token-b" } } }]
+"#;
+    let s = server(
+        &[("channels/http.toml", http_toml)],
+        ServeOptions {
+            allow_anonymous: true,
+            ..ServeOptions::default()
+        },
+    );
+    // The authored chain wins over --allow-anonymous.
+    assert_eq!(
+        s.send(Request::post("/bot/v1/session").json(&json!({"message": "hi"})))
+            .status,
+        401
+    );
+    let r = s.send(
+        Request::post("/bot/v1/session")
+            .bearer("token-a")
+            .json(&json!({"message": "hi"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    let as_bob = |req: Request| s.send(req.bearer("token-b"));
+    for r in [
+        as_bob(
+            Request::post(&format!("/bot/v1/session/{id}"))
+                .json(&json!({"message": "mine", "continuationToken": token})),
+        ),
+        as_bob(Request::get(&format!("/bot/v1/session/{id}/events"))),
+        as_bob(Request::get(&format!("/bot/v1/session/{id}/stream"))),
+        as_bob(Request::post(&format!("/bot/v1/session/{id}/stop"))),
+    ] {
+        assert_eq!(
+            (r.status, r.error_code()),
+            (403, "forbidden".to_owned()),
+            "{}",
+            r.body
+        );
+    }
+    assert_eq!(
+        as_bob(Request::get("/bot/v1/sessions")).json()["sessions"],
+        json!([])
+    );
+    let alice = s
+        .send(Request::get("/bot/v1/sessions").bearer("token-a"))
+        .json();
+    assert_eq!(alice["sessions"][0]["sessionId"], id.as_str());
+}
+
+#[test]
+fn a_follow_up_preempts_over_http_and_reject_answers_busy() {
+    let s = server(&[], ServeOptions::default());
+    let created = create(&s, "one");
+    let id = created["sessionId"].as_str().unwrap();
+    stream_until(&s, id, 0, "session.waiting");
+    let t1 = created["continuationToken"].as_str().unwrap();
+    // Turn 2 is the slow one.
+    let r = s.send(
+        Request::post(&format!("/bot/v1/session/{id}"))
+            .json(&json!({"message": "two", "continuationToken": t1})),
+    );
+    let t2 = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream?startIndex=0"))
+        .stream(s.addr())
+        .unwrap();
+    let mut seen = lines.until("turn.started").unwrap();
+    seen.extend(lines.until("turn.started").unwrap());
+    let busy = s.send(
+        Request::post(&format!("/bot/v1/session/{id}"))
+            .json(&json!({"message": "no", "continuationToken": t2, "admission": "reject"})),
+    );
+    assert_eq!(
+        (busy.status, busy.error_code()),
+        (409, "session_busy".to_owned())
+    );
+    let r = s.send(
+        Request::post(&format!("/bot/v1/session/{id}"))
+            .json(&json!({"message": "three", "continuationToken": t2})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    seen.extend(lines.until("session.waiting").unwrap());
+    assert_eq!(
+        kinds(&seen),
+        [
+            "session.started",
+            "message.received",
+            "turn.started",
+            "turn.completed",
+            "session.waiting",
+            "message.received",
+            "turn.started",
+            "message.received",
+            "turn.failed(preempted)",
+            "turn.started",
+            "turn.completed",
+            "session.waiting"
+        ]
+    );
+}
+
+#[test]
+fn replay_from_any_index_while_events_are_appended() {
+    let s = server(&[], ServeOptions::default());
+    let created = create(&s, "one");
+    let id = created["sessionId"].as_str().unwrap().to_owned();
+    let mut token = created["continuationToken"].as_str().unwrap().to_owned();
+    stream_until(&s, &id, 0, "session.waiting");
+    // Turn 2 (slow) is preempted by turn 3, which streams ~100 deltas.
+    let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream?startIndex=0"))
+        .stream(s.addr())
+        .unwrap();
+    lines.until("turn.started").unwrap();
+    for message in ["two", "three"] {
+        let r = s.send(
+            Request::post(&format!("/bot/v1/session/{id}"))
+                .json(&json!({"message": message, "continuationToken": token})),
+        );
+        token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+        // Send "three" only once "two" has its turn running, so it preempts.
+        if message == "two" {
+            lines.until("turn.started").unwrap();
+        }
+    }
+    // Followers start at scattered indices while the long turn is written;
+    // each sees a contiguous run of indices up to the settle event.
+    let followers: Vec<_> = [0u64, 1, 4, 9, 17, 40, 77]
+        .into_iter()
+        .map(|start| {
+            let addr = s.addr();
+            let id = id.clone();
+            std::thread::spawn(move || {
+                let mut lines =
+                    Request::get(&format!("/bot/v1/session/{id}/stream?startIndex={start}"))
+                        .stream(addr)
+                        .unwrap();
+                let mut got = Vec::new();
+                let mut waits = 0;
+                while let Some(e) = lines.next_json().unwrap() {
+                    got.push(e["index"].as_u64().unwrap());
+                    if e["type"] == "session.waiting" {
+                        waits += 1;
+                        // The first wait is turn 1's; the third turn ends with the second.
+                        if e["index"].as_u64().unwrap() > 20 && waits >= 1 {
+                            break;
+                        }
+                    }
+                }
+                (start, got)
+            })
+        })
+        .collect();
+    for f in followers {
+        let (start, got) = f.join().unwrap();
+        assert_eq!(got.first().copied(), Some(start));
+        assert!(
+            got.windows(2).all(|w| w[1] == w[0] + 1),
+            "gap or duplicate from {start}: {got:?}"
+        );
+    }
+}
+
+#[test]
+fn single_mode_mounts_at_the_root() {
+    let s = server(
+        &[],
+        ServeOptions {
+            mode: agentkit::Mode::Single,
+            ..ServeOptions::default()
+        },
+    );
+    let r = s.send(Request::post("/v1/session").json(&json!({"message": "hi"})));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.json()["traceUrl"]
+            .as_str()
+            .unwrap()
+            .starts_with("/v1/session/")
+    );
+    assert_eq!(s.send(Request::get("/v1/health")).json()["slug"], "bot");
+}
+
+#[test]
+fn serve_refuses_a_project_with_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        &dir.path().join("bad/agent/agent.toml"),
+        "model = \"nope\"\n",
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let err = rt
+        .block_on(agentkit::serve(
+            &dir.path().join("bad"),
+            ServeOptions {
+                port: 0,
+                ..ServeOptions::default()
+            },
+        ))
+        .unwrap_err();
+    assert!(matches!(err, agentkit::Error::Invalid { .. }), "{err}");
+}
