@@ -4,6 +4,7 @@ mod chat;
 mod info;
 mod init;
 mod run;
+mod serve;
 mod trajectory;
 mod validate;
 

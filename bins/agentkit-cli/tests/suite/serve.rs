@@ -1,0 +1,214 @@
+//! `agentkit serve` as a real child process: the startup banner, a crash
+//! (SIGKILL) mid-turn and a restart on the same state root, and a graceful
+//! SIGTERM that records the interrupted turn.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agentkit_test_support::http::Request;
+use serde_json::{Value, json};
+
+/// The first turn holds for a minute; the second answers at once.
+const SCRIPT: &str = r#"{"turns": [{"steps": [{"text": "slow", "delayMs": 60000}]}, {"steps": [{"text": "after the restart"}]}]}"#;
+
+/// Kills the server when the test ends, however it ends.
+struct ServerProcess {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn project(root: &Path) {
+    let agent = root.join("bot/agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(
+        agent.join("agent.toml"),
+        "model = \"scripted:script.json\"\n",
+    )
+    .unwrap();
+    std::fs::write(agent.join("script.json"), SCRIPT).unwrap();
+    std::fs::write(agent.join("instructions.md"), "Test agent.\n").unwrap();
+}
+
+fn start(root: &Path, port: u16) -> ServerProcess {
+    let child = Command::new(env!("CARGO_BIN_EXE_agentkit"))
+        .args([
+            "serve",
+            "--dir",
+            "bot",
+            "--port",
+            &port.to_string(),
+            "--state-root",
+            "state",
+        ])
+        .current_dir(root)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Request::get("/v1/health").send(addr).map(|r| r.status).ok() != Some(200) {
+        assert!(Instant::now() < deadline, "server did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ServerProcess { child, addr }
+}
+
+fn events(addr: SocketAddr, id: &str) -> Vec<Value> {
+    let r = Request::get(&format!("/bot/v1/session/{id}/events"))
+        .send(addr)
+        .unwrap();
+    r.body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn turn_ends(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e["type"].as_str(),
+                Some("turn.completed" | "turn.failed" | "session.waiting")
+            )
+        })
+        .map(|e| {
+            format!(
+                "{}{}",
+                e["type"].as_str().unwrap(),
+                e["data"]["reason"]
+                    .as_str()
+                    .map(|r| format!("({r})"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// Starts a session and waits until its slow turn is running.
+fn start_slow_turn(addr: SocketAddr) -> (String, String) {
+    let r = Request::post("/bot/v1/session")
+        .json(&json!({"message": "first"}))
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(addr)
+        .unwrap();
+    lines.until("step.started").unwrap();
+    (id, token)
+}
+
+#[test]
+fn a_killed_server_restarts_with_its_sessions_intact() {
+    let tmp = tempfile::tempdir().unwrap();
+    project(tmp.path());
+    let port = free_port();
+    let mut server = start(tmp.path(), port);
+    let (id, token) = start_slow_turn(server.addr);
+    // A crash: no chance to record anything.
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    drop(server);
+
+    let server = start(tmp.path(), port);
+    let after = events(server.addr, &id);
+    assert_eq!(
+        turn_ends(&after),
+        ["turn.failed(restart)", "session.waiting"]
+    );
+    assert_eq!(after[0]["type"], "session.started");
+    assert!(
+        after
+            .iter()
+            .enumerate()
+            .all(|(i, e)| e["index"] == i as u64)
+    );
+    // The session takes its next follow-up, with the first message in its history.
+    let r = Request::post(&format!("/bot/v1/session/{id}"))
+        .json(&json!({"message": "second", "continuationToken": token}))
+        .send(server.addr)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut lines = Request::get(&format!(
+        "/bot/v1/session/{id}/stream?startIndex={}",
+        after.len()
+    ))
+    .stream(server.addr)
+    .unwrap();
+    let tail = lines.until("session.waiting").unwrap();
+    let done = tail.iter().find(|e| e["type"] == "turn.completed").unwrap();
+    assert_eq!(done["data"]["result"], "after the restart");
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_interrupts_running_turns_and_exits_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    project(tmp.path());
+    let port = free_port();
+    let mut server = start(tmp.path(), port);
+    let (id, _) = start_slow_turn(server.addr);
+    let status = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let exit = loop {
+        if let Some(s) = server.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(exit.success(), "{exit:?}");
+    let banner = {
+        use std::io::Read;
+        let mut out = String::new();
+        server
+            .child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        out
+    };
+    assert!(
+        banner.contains(&format!("1 agent listening on http://127.0.0.1:{port}")),
+        "{banner}"
+    );
+    assert!(banner.contains("/bot → /bot/v1/*"), "{banner}");
+    drop(server);
+    // The log says why the turn ended; a restart adds nothing to it.
+    let server = start(tmp.path(), port);
+    assert_eq!(
+        turn_ends(&events(server.addr, &id)),
+        ["turn.failed(shutdown)", "session.waiting"]
+    );
+}
