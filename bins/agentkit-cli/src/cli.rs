@@ -144,7 +144,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 fn not_yet(command: &str, capability: &str) -> anyhow::Result<ExitCode> {
     anyhow::bail!(
-        "`agentkit {command}` is not available in this release: it arrives with {capability}. Today agentkit validates (`agentkit validate`), describes (`agentkit info`) and scaffolds (`agentkit init`) projects"
+        "`agentkit {command}` is not available in this release: it arrives with {capability}"
     )
 }
 

@@ -80,10 +80,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 use std::io::Write;
                 let _ = writeln!(err, "{d}");
             }
-            anyhow::bail!(
-                "not serving: the project has {} error(s)",
+            eprintln!(
+                "error: not serving: the project has {} error(s)",
                 diagnostics.error_count()
             );
+            return Ok(ExitCode::from(crate::cli::EXIT_INVALID));
         }
         Err(e) => return Err(e).context(format!("cannot serve `{}`", args.dir.display())),
     };

@@ -128,6 +128,13 @@ struct TurnState {
     worker: bool,
 }
 
+impl TurnState {
+    /// A turn is running, or messages wait for one.
+    fn is_busy(&self) -> bool {
+        self.running.is_some() || !self.queue.is_empty()
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding one of these short locks leaves plain data
     // behind; keep serving rather than poisoning every later request.
@@ -300,6 +307,8 @@ impl AgentRuntime {
                 message: "`message` must not be empty".into(),
             });
         }
+        // Refuse bad input before anything is created or rotated.
+        workspace::check_relative_paths(&req.workspace_files)?;
         if let Some(key) = &req.continuation {
             let existing = lock(&self.inner.continuations)
                 .get(&(req.channel.clone(), key.clone()))
@@ -387,6 +396,7 @@ impl AgentRuntime {
                 message: "`message` must not be empty".into(),
             });
         }
+        workspace::check_relative_paths(&req.workspace_files)?;
         let session = self.owned(id, &req.owner)?;
         let token = {
             let mut meta = lock(&session.meta);
@@ -395,7 +405,7 @@ impl AgentRuntime {
             }
             // A rejected message is not accepted, so it must not rotate the
             // token: check before rotating.
-            if req.admission == Admission::Reject && lock(&session.state).running.is_some() {
+            if req.admission == Admission::Reject && lock(&session.state).is_busy() {
                 return Err(Error::SessionBusy { id: id.to_owned() });
             }
             if meta.channel == HTTP_CHANNEL {
@@ -430,7 +440,7 @@ impl AgentRuntime {
         admission: Admission,
         files: Vec<(String, String)>,
     ) -> Result<bool> {
-        if admission == Admission::Reject && lock(&session.state).running.is_some() {
+        if admission == Admission::Reject && lock(&session.state).is_busy() {
             return Err(Error::SessionBusy {
                 id: session.id.as_str().to_owned(),
             });

@@ -85,25 +85,41 @@ pub(crate) fn write_files(dir: &Path, files: &[(String, String)]) -> Result<()> 
     Ok(())
 }
 
-/// Joins a request-supplied relative path onto `root`, refusing anything
-/// that could leave it: absolute paths, `..`, and (for existing paths)
-/// symbolic links that resolve outside.
-pub fn safe_join(root: &Path, rel: &str) -> Result<PathBuf> {
+/// Checks request-supplied paths without touching the disk: each must be
+/// relative and stay inside the workspace. (Symbolic links are checked
+/// again when the files are written.)
+pub(crate) fn check_relative_paths(files: &[(String, String)]) -> Result<()> {
+    for (rel, _) in files {
+        check_relative(rel)?;
+    }
+    Ok(())
+}
+
+fn check_relative(rel: &str) -> Result<()> {
     let bad = |why: &str| Error::BadRequest {
         message: format!("workspace path `{rel}` {why}"),
     };
     if rel.is_empty() || rel.contains('\0') {
         return Err(bad("is empty or has a NUL byte"));
     }
-    let path = Path::new(rel);
-    for c in path.components() {
+    for c in Path::new(rel).components() {
         match c {
-            Component::Normal(_) => {}
-            Component::CurDir => {}
+            Component::Normal(_) | Component::CurDir => {}
             _ => return Err(bad("must be relative and stay inside the workspace")),
         }
     }
-    let joined = root.join(path);
+    Ok(())
+}
+
+/// Joins a request-supplied relative path onto `root`, refusing anything
+/// that could leave it: absolute paths, `..`, and (for existing paths)
+/// symbolic links that resolve outside.
+pub fn safe_join(root: &Path, rel: &str) -> Result<PathBuf> {
+    check_relative(rel)?;
+    let bad = |why: &str| Error::BadRequest {
+        message: format!("workspace path `{rel}` {why}"),
+    };
+    let joined = root.join(rel);
     // An existing ancestor that is a symlink out of the workspace would
     // redirect the write.
     let mut probe = joined.clone();

@@ -1,11 +1,12 @@
 //! agentkit: build and serve AI agents from a folder of files.
 //!
-//! This facade is what binaries and embedders use. Today it discovers and
-//! validates projects ([`discover`], re-exported from
-//! [`agentkit_manifest`]), describes them ([`info`]) and scaffolds new ones
-//! ([`init`]). Serving (`serve(dir, ServeOptions) -> ServeHandle`), the
-//! HTTP router, the playground and the docs host arrive with the sessions
-//! issue; nothing here pretends to serve yet.
+//! This facade is what binaries and embedders use: it discovers and
+//! validates projects ([`discover`], [`validate`]), describes them
+//! ([`info`]), scaffolds new ones ([`init`]), and serves them
+//! ([`serve`] → [`ServeHandle`]): one agent or a folder of them on one
+//! port, each with durable sessions and an NDJSON event stream. Approvals,
+//! deterministic tool calls, MCP, channels, schedules and evals arrive in
+//! later releases.
 //!
 //! ```no_run
 //! let found = agentkit::discover(std::path::Path::new("fixtures/agents"))?;

@@ -170,3 +170,40 @@ async fn shutdown_interrupts_running_turns_with_a_reason() {
         types(&events)
     );
 }
+
+#[tokio::test]
+async fn reject_also_refuses_while_messages_are_queued() {
+    let f = fixture(SLOW_THEN_FAST).await;
+    let a = f.runtime.create(new_session("one")).await.unwrap();
+    // No waiting: the first message may still be queued, not yet running.
+    let r = f
+        .runtime
+        .follow_up(
+            &a.session_id,
+            follow("two", &a.continuation_token, Admission::Reject),
+        )
+        .await;
+    assert!(matches!(r, Err(Error::SessionBusy { .. })), "{r:?}");
+    f.runtime.stop(&a.session_id, &owner("alice")).unwrap();
+}
+
+#[tokio::test]
+async fn a_refused_follow_up_keeps_the_token_valid() {
+    let f = fixture(SLOW_THEN_FAST).await;
+    let a = f.runtime.create(new_session("one")).await.unwrap();
+    let mut bad = follow("two", &a.continuation_token, Admission::Coalesce);
+    bad.workspace_files = vec![("../../etc/x".to_owned(), "no".to_owned())];
+    assert!(matches!(
+        f.runtime.follow_up(&a.session_id, bad).await,
+        Err(Error::BadRequest { .. })
+    ));
+    let ok = f
+        .runtime
+        .follow_up(
+            &a.session_id,
+            follow("two", &a.continuation_token, Admission::Coalesce),
+        )
+        .await;
+    assert!(ok.is_ok(), "{ok:?}");
+    f.runtime.stop(&a.session_id, &owner("alice")).unwrap();
+}

@@ -414,10 +414,18 @@ async fn info(
     )
 }
 
-async fn not_yet() -> ApiError {
-    ApiError::new(
+/// Approvals and deterministic tool calls arrive in later releases; the
+/// route still runs the auth chain first, so an unauthenticated caller
+/// learns nothing beyond 401.
+async fn not_yet(
+    State(state): State<AgentState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> ApiResult {
+    authenticate(&state, peer, &headers, &[])?;
+    Err(ApiError::new(
         StatusCode::NOT_IMPLEMENTED,
         "not_implemented",
         "this route is not available in this release (approvals and deterministic tool calls arrive later)",
-    )
+    ))
 }
