@@ -118,11 +118,20 @@ fn version_help_and_unavailable_commands() {
             run.stdout
         );
     }
-    let run = agentkit(tmp.path(), &["serve", "--dir", "."]);
+    let run = agentkit(tmp.path(), &["call", "echo", "--dir", "."]);
     assert_eq!(run.code, 2);
     assert!(
         run.stderr.contains("not available in this release"),
         "{}",
         run.stderr
     );
+}
+
+#[test]
+fn serve_refuses_an_invalid_folder_with_exit_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = agentkit(tmp.path(), &["serve", "--dir", ".", "--port", "0"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("no-agents"), "{}", run.stderr);
+    assert!(run.stderr.contains("not serving"), "{}", run.stderr);
 }
