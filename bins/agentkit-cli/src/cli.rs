@@ -79,7 +79,7 @@ enum Command {
     /// Serve an agent project, or a folder of them, over HTTP.
     ///
     /// Every agent gets durable sessions with a replayable NDJSON event
-    /// stream under /<slug>/v1/* (or /v1/* with --mode single). Stops
+    /// stream under /SLUG/v1/* (or /v1/* with --mode single). Stops
     /// cleanly on Ctrl-C or SIGTERM: running turns are recorded as
     /// interrupted and every log is synced.
     Serve(crate::serve::ServeArgs),

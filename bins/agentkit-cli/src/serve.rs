@@ -23,7 +23,7 @@ pub(crate) struct ServeArgs {
     /// Development mode: the offline `test` model when none is configured.
     #[arg(long)]
     dev: bool,
-    /// Where sessions and logs live (default: <dir>/.agentkit).
+    /// Where sessions and logs live (default: DIR/.agentkit).
     #[arg(long, value_name = "DIR")]
     state_root: Option<PathBuf>,
     /// Require this bearer token on channels without their own auth chain.
@@ -33,7 +33,7 @@ pub(crate) struct ServeArgs {
     /// networks only).
     #[arg(long, conflicts_with = "bearer_token")]
     allow_anonymous: bool,
-    /// Mount agents under /<slug> (multi) or the only agent at the root.
+    /// Mount agents under /SLUG (multi) or the only agent at the root.
     #[arg(long, value_enum, default_value_t = MountMode::Multi)]
     mode: MountMode,
 }

@@ -26,7 +26,7 @@ struct Args {
     /// Development mode: the offline `test` model when none is configured.
     #[arg(long)]
     dev: bool,
-    /// Where sessions and logs live (default: <dir>/.agentkit).
+    /// Where sessions and logs live (default: DIR/.agentkit).
     #[arg(long, value_name = "DIR")]
     state_root: Option<PathBuf>,
     /// Require this bearer token on channels without their own auth chain.
@@ -35,7 +35,7 @@ struct Args {
     /// Admit every caller as the shared `anonymous` principal.
     #[arg(long, conflicts_with = "bearer_token")]
     allow_anonymous: bool,
-    /// Mount the only agent at the root instead of under /<slug>.
+    /// Mount the only agent at the root instead of under /SLUG.
     #[arg(long)]
     single: bool,
 }
