@@ -33,8 +33,8 @@ pub struct StoreOptions {
 impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
-            broadcast_capacity: 1024,
-            write_buffer_bytes: 64 * 1024,
+            broadcast_capacity: 128,
+            write_buffer_bytes: 8 * 1024,
         }
     }
 }

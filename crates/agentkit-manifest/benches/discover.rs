@@ -6,7 +6,8 @@
 //! `[input_schema]`, M flat skills and K subagents. Run it with
 //! `cargo xtask bench` (or `cargo bench -p agentkit-manifest --bench
 //! discover`); the target is under 50 ms for 1,000 tools, 200 skills and
-//! 50 subagents.
+//! 50 subagents. A plain run ends with a table of the time per file at
+//! each size (`summary`), to read linearity at a glance.
 
 // A benchmark is a test program: a failed setup should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -15,7 +16,7 @@ use std::fmt::Write as _;
 use std::fs;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use tempfile::TempDir;
@@ -206,5 +207,58 @@ fn bench_scaling(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_target, bench_scaling);
+/// Whether to print the per-file summary: on a plain `cargo bench` run
+/// (only `--` flags, no filter), or when the filter is `summary`. It is
+/// skipped in `--test` mode, where benches run once as a smoke test.
+fn want_summary() -> bool {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--test" || a == "--list") {
+        return false;
+    }
+    args.iter().all(|a| a.starts_with("--")) || args.iter().any(|a| a == "summary")
+}
+
+/// Prints, for each linearity point, the fastest and the median of a few
+/// timed runs and the time per definition file. On a shared machine the
+/// fastest run is the best estimate of the uncontended cost; criterion's
+/// estimates above are means and include the noise.
+#[allow(clippy::print_stdout)] // a benchmark reports on stdout
+fn summary(_: &mut Criterion) {
+    if !want_summary() {
+        return;
+    }
+    const RUNS: usize = 25;
+    println!("\nsummary: {RUNS} timed runs per size after 3 warm-up runs");
+    println!(
+        "{:>16} {:>6} {:>10} {:>10} {:>12} {:>15}",
+        "size", "files", "min ms", "median ms", "min us/file", "median us/file"
+    );
+    for size in SCALING {
+        let project = prepare(size);
+        for _ in 0..3 {
+            black_box(agentkit_manifest::discover(&project.dir).unwrap());
+        }
+        let mut times: Vec<Duration> = (0..RUNS)
+            .map(|_| {
+                let start = Instant::now();
+                black_box(agentkit_manifest::discover(black_box(&project.dir)).unwrap());
+                start.elapsed()
+            })
+            .collect();
+        times.sort();
+        let (min, median) = (times[0], times[RUNS / 2]);
+        let files = size.files() as f64;
+        println!(
+            "{:>16} {:>6} {:>10.2} {:>10.2} {:>12.1} {:>15.1}",
+            size.label(),
+            size.files(),
+            min.as_secs_f64() * 1e3,
+            median.as_secs_f64() * 1e3,
+            min.as_secs_f64() * 1e6 / files,
+            median.as_secs_f64() * 1e6 / files,
+        );
+    }
+}
+
+criterion_group!(benches, bench_target, bench_scaling, summary);
 criterion_main!(benches);

@@ -5,9 +5,9 @@
 //! `scripted` one-step reply (no tools, no network), then for each
 //! concurrency level runs N sessions, each one `POST /v1/session` plus the
 //! stream read until `session.waiting`, through [`agentkit::client`].
-//! Reports turns/s, p50/p99 turn latency, p99 time to first event (from
-//! the start of the POST to the first streamed line) and the resident set
-//! size. The server runs in this process, so the RSS is the server's plus
+//! Reports turns/s, p50/p99 turn latency (POST start to `session.waiting`),
+//! p50 POST latency, p99 time to first event (from the start of the POST
+//! to the first streamed line) and the resident set size. The server runs in this process, so the RSS is the server's plus
 //! the clients' (both are small next to the session state).
 //!
 //! `cargo bench -p agentkit --bench load`; `-- --quick` runs fewer sessions.
@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use agentkit::client::Client;
+use futures_util::StreamExt;
 
 /// (concurrency, sessions) per level.
 const LEVELS: &[(usize, usize)] = &[(1, 200), (8, 800), (64, 2_000)];
@@ -58,19 +59,27 @@ async fn bench(quick: bool) {
     println!("idle RSS after boot: {:.1} MiB", idle_kb as f64 / 1024.0);
     println!();
     println!(
-        "{:>11} {:>8} {:>9} {:>9} {:>9} {:>12} {:>13}",
-        "concurrency", "sessions", "turns/s", "p50 ms", "p99 ms", "p99 TTFE ms", "peak RSS MiB"
+        "{:>11} {:>8} {:>8} {:>7} {:>7} {:>12} {:>12} {:>13}",
+        "concurrency",
+        "sessions",
+        "turns/s",
+        "p50 ms",
+        "p99 ms",
+        "p50 POST ms",
+        "p99 TTFE ms",
+        "peak RSS MiB"
     );
     for &(concurrency, sessions) in LEVELS {
         let sessions = if quick { sessions / 10 } else { sessions };
         let r = level(&client, concurrency, sessions).await;
         println!(
-            "{:>11} {:>8} {:>9.0} {:>9.2} {:>9.2} {:>12.2} {:>13.1}",
+            "{:>11} {:>8} {:>8.0} {:>7.2} {:>7.2} {:>12.2} {:>12.2} {:>13.1}",
             concurrency,
             sessions,
             sessions as f64 / r.wall.as_secs_f64(),
             percentile(&r.latencies, 0.50),
             percentile(&r.latencies, 0.99),
+            percentile(&r.posts, 0.50),
             percentile(&r.first_event, 0.99),
             r.peak_rss_kb as f64 / 1024.0,
         );
@@ -83,10 +92,21 @@ async fn bench(quick: bool) {
     handle.close().await;
 }
 
+/// One session's timings, in milliseconds from the start of the POST.
+struct Sample {
+    /// Until `session.waiting` was read.
+    total: f64,
+    /// Until the POST answered.
+    post: f64,
+    /// Until the first streamed line.
+    first_event: f64,
+}
+
 struct LevelResult {
     wall: Duration,
     /// Milliseconds, per session.
     latencies: Vec<f64>,
+    posts: Vec<f64>,
     first_event: Vec<f64>,
     peak_rss_kb: u64,
 }
@@ -109,30 +129,37 @@ async fn level(client: &Client, concurrency: usize, sessions: usize) -> LevelRes
     for _ in 0..concurrency {
         let (client, next) = (client.clone(), next.clone());
         workers.push(tokio::spawn(async move {
-            let mut samples = Vec::new();
+            let mut samples: Vec<Sample> = Vec::new();
             while next.fetch_add(1, Ordering::Relaxed) < sessions {
                 let t0 = Instant::now();
+                let accepted = client.create_session("hello").await.unwrap();
+                let posted = t0.elapsed();
+                let stream = client.stream(&accepted.session_id, 0).await.unwrap();
+                let mut stream = std::pin::pin!(stream);
                 let mut first = None;
-                let (_, events) = client
-                    .run_turn_with(&mut None, "hello", |_| {
-                        first.get_or_insert_with(Instant::now);
-                    })
-                    .await
-                    .unwrap();
-                let total = t0.elapsed();
-                assert_eq!(events.last().unwrap()["type"], "session.waiting");
-                let first = first.unwrap().duration_since(t0);
-                samples.push((ms(total), ms(first)));
+                while let Some(event) = stream.next().await {
+                    first.get_or_insert_with(|| t0.elapsed());
+                    if event.unwrap()["type"] == "session.waiting" {
+                        break;
+                    }
+                }
+                samples.push(Sample {
+                    total: ms(t0.elapsed()),
+                    post: ms(posted),
+                    first_event: ms(first.unwrap()),
+                });
             }
             samples
         }));
     }
     let mut latencies = Vec::with_capacity(sessions);
+    let mut posts = Vec::with_capacity(sessions);
     let mut first_event = Vec::with_capacity(sessions);
     for w in workers {
-        for (total, first) in w.await.unwrap() {
-            latencies.push(total);
-            first_event.push(first);
+        for sample in w.await.unwrap() {
+            latencies.push(sample.total);
+            posts.push(sample.post);
+            first_event.push(sample.first_event);
         }
     }
     let wall = start.elapsed();
@@ -141,6 +168,7 @@ async fn level(client: &Client, concurrency: usize, sessions: usize) -> LevelRes
     LevelResult {
         wall,
         latencies,
+        posts,
         first_event,
         peak_rss_kb: peak.load(Ordering::Relaxed),
     }

@@ -239,6 +239,14 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         addr: format!("{}:{}", options.host, options.port),
         source,
     })?;
+    // Events are small writes that must leave at once: without NODELAY,
+    // Nagle's algorithm holds the first streamed line until the client's
+    // delayed ACK (about 40 ms on a keep-alive connection).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
     let shutdown = CancellationToken::new();
     let router = api::router(&agents, options.mode, options.body_limit, shutdown.clone());
     let stop = shutdown.clone();
