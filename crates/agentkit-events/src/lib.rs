@@ -18,7 +18,8 @@
 //! sent an event only after that flush, so nobody ever sees an event that a
 //! crash could take back. `fsync` (`sync_data`) happens only at durable
 //! points: [`FileEventStore::sync`] and [`FileEventStore::append_durable`],
-//! which the runtime calls at turn boundaries.
+//! which the runtime calls whenever a session settles (waits for its next
+//! message, or ends).
 //!
 //! So a **process crash loses nothing** whose append returned, and a
 //! **power cut can lose the events after the last sync** (the file then ends

@@ -635,7 +635,8 @@ impl AgentRuntime {
                 .await?;
             }
         }
-        self.inner.store.sync(id).await?;
+        // The durable point is when the session settles (`settle` syncs):
+        // one fsync per burst of turns rather than one per turn.
         Ok(completed)
     }
 
