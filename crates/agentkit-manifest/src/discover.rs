@@ -1,7 +1,7 @@
 //! Walking a folder into a `Host`: which folders are projects, what each
 //! agent folder holds, and the checks that span files.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::ab::read_experiment;
 use crate::channels::read_channel;
@@ -13,7 +13,7 @@ use crate::evals::read_evals;
 use crate::hooks::read_hook;
 use crate::model::{
     Agent, ChannelKind, Execution, Host, Instructions, Layout, Project, RouteAction,
-    ScheduleAction, Subagent, Transport,
+    ScheduleAction, Subagent, Tool, Transport,
 };
 use crate::names::{self, RESERVED_SLUGS};
 use crate::schedules::{read_markdown_schedule, read_toml_schedule};
@@ -437,6 +437,7 @@ fn check_name(ctx: &mut Ctx, e: &Entry, what: &str, tool: bool) -> bool {
 }
 
 fn read_tools(ctx: &mut Ctx, dir: &Entry, agent: &mut Agent) {
+    let mut to_read = Vec::new();
     for e in walk::list_dir(ctx, &dir.path) {
         if e.is_dir {
             continue; // helper folders for tool programs
@@ -460,9 +461,7 @@ fn read_tools(ctx: &mut Ctx, dir: &Entry, agent: &mut Agent) {
                 ctx.push(d);
                 continue;
             }
-            if let Some(t) = read_tool(ctx, &e.path, name) {
-                agent.tools.push(t);
-            }
+            to_read.push((e.path.clone(), name.to_owned()));
         } else if is_script_source(&e.name) && !dir.path.join(format!("{}.toml", e.stem())).exists()
         {
             let d = Diagnostic::warning(Code::TypescriptDefinition, ctx.rel(&e.path), format!("`{}` is a TypeScript/JavaScript tool, which this host cannot load", e.name))
@@ -476,6 +475,51 @@ fn read_tools(ctx: &mut Ctx, dir: &Entry, agent: &mut Agent) {
         // Other files are the programs, scripts and schemas that tool
         // definitions name.
     }
+    agent.tools = read_tool_files(ctx, &to_read);
+}
+
+/// Reads tool files on every core: parsing TOML and checking JSON Schemas
+/// dominate the discovery of large projects. Results and diagnostics come
+/// back in file order, as a sequential read would give them.
+fn read_tool_files(ctx: &mut Ctx, files: &[(PathBuf, String)]) -> Vec<Tool> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    if threads < 2 || files.len() < 64 {
+        return files
+            .iter()
+            .filter_map(|(path, name)| read_tool(ctx, path, name))
+            .collect();
+    }
+    let chunk = files.len().div_ceil(threads);
+    let parts: Vec<(Vec<Tool>, Ctx)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = files
+            .chunks(chunk)
+            .map(|part| {
+                let mut local = ctx.fork();
+                scope.spawn(move || {
+                    let tools: Vec<Tool> = part
+                        .iter()
+                        .filter_map(|(path, name)| read_tool(&mut local, path, name))
+                        .collect();
+                    (tools, local)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    let mut tools = Vec::with_capacity(files.len());
+    for (part, local) in parts {
+        tools.extend(part);
+        ctx.absorb(local);
+    }
+    tools
 }
 
 const SUBAGENT_IGNORED: &[&str] = &[

@@ -48,6 +48,18 @@ impl Ctx {
         if s.is_empty() { ".".to_owned() } else { s }
     }
 
+    /// A fresh context with the same root, for reading files on another
+    /// thread; [`Ctx::absorb`] merges it back.
+    pub(crate) fn fork(&self) -> Ctx {
+        Ctx::new(&self.root)
+    }
+
+    /// Takes over what a forked context found.
+    pub(crate) fn absorb(&mut self, other: Ctx) {
+        self.diagnostics.extend(other.diagnostics.into_vec());
+        self.env_refs.extend(other.env_refs);
+    }
+
     /// The `${VAR}` references read since the last call.
     pub(crate) fn take_env_refs(&mut self) -> Vec<EnvRef> {
         std::mem::take(&mut self.env_refs)
