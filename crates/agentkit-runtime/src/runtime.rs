@@ -87,7 +87,6 @@ pub struct SessionSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
     pub busy: bool,
-    pub events: u64,
 }
 
 /// The sessions of one agent. Cheap to clone.
@@ -219,6 +218,16 @@ impl AgentRuntime {
 
     /// Records the end of a turn that a crash cut short.
     async fn recover(&self, session: &Session) -> Result<()> {
+        // Most stored sessions ended settled. Peeking at the last line
+        // without the store keeps their logs closed: opening every log at
+        // start would hold two descriptors per session ever created.
+        let log = self.session_dir(&session.id).join("events.ndjson");
+        if tokio::task::spawn_blocking(move || ends_settled(&log))
+            .await
+            .unwrap_or(false)
+        {
+            return Ok(());
+        }
         let events = self.inner.store.read(&session.id, 0).await?;
         let Some(last) = events.last() else {
             return Ok(());
@@ -695,7 +704,6 @@ impl AgentRuntime {
                 created_at: meta.created_at,
                 title: meta.title,
                 busy,
-                events: self.inner.store.len(&s.id).await?,
             });
         }
         out.sort_by(|a, b| b.session_id.cmp(&a.session_id));
@@ -738,6 +746,34 @@ impl AgentRuntime {
     pub fn state_dir(&self) -> &Path {
         &self.inner.options.state_dir
     }
+}
+
+/// Does the log at `path` end with a complete line recording a settled
+/// session (`session.waiting`, `session.completed`, `session.failed`)?
+/// Reads only the tail of the file.
+fn ends_settled(path: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let Ok(len) = file.metadata().map(|m| m.len()) else {
+        return false;
+    };
+    let start = len.saturating_sub(64 * 1024);
+    let mut tail = Vec::new();
+    if file.seek(SeekFrom::Start(start)).is_err() || file.read_to_end(&mut tail).is_err() {
+        return false;
+    }
+    let Some(body) = tail.strip_suffix(b"\n") else {
+        return false;
+    };
+    let last = body.rsplit(|b| *b == b'\n').next().unwrap_or_default();
+    serde_json::from_slice::<Event>(last).is_ok_and(|e| {
+        matches!(
+            e.event_type,
+            EventType::SessionWaiting | EventType::SessionCompleted | EventType::SessionFailed
+        )
+    })
 }
 
 /// An opaque, unguessable HTTP continuation token.
