@@ -35,9 +35,15 @@ struct Args {
     /// Admit every caller as the shared `anonymous` principal.
     #[arg(long, conflicts_with = "bearer_token")]
     allow_anonymous: bool,
-    /// Mount the only agent at the root instead of under /SLUG.
-    #[arg(long)]
-    single: bool,
+    /// Mount agents under /SLUG (multi) or the only agent at the root.
+    #[arg(long, value_enum, default_value_t = MountMode::Multi)]
+    mode: MountMode,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum MountMode {
+    Multi,
+    Single,
 }
 
 fn main() -> ExitCode {
@@ -68,10 +74,9 @@ fn run(args: Args) -> anyhow::Result<()> {
             port: args.port,
             state_root: args.state_root,
             dev: args.dev,
-            mode: if args.single {
-                agentkit::Mode::Single
-            } else {
-                agentkit::Mode::Multi
+            mode: match args.mode {
+                MountMode::Multi => agentkit::Mode::Multi,
+                MountMode::Single => agentkit::Mode::Single,
             },
             bearer_token: args.bearer_token,
             allow_anonymous: args.allow_anonymous,
