@@ -163,6 +163,7 @@ async fn boot(dir: &Path, state_root: &Path) -> anyhow::Result<agentkit::ServeHa
             .ok()
             .filter(|m| !m.is_empty()),
         env: agentkit::EnvLookup::process(),
+        providers: agentkit::ProviderConfig::from_lookup(|k| std::env::var(k).ok()),
         ..Default::default()
     };
     agentkit::serve(dir, options)

@@ -84,6 +84,7 @@ fn run(args: Args) -> anyhow::Result<()> {
                 .ok()
                 .filter(|m| !m.is_empty()),
             env: agentkit::EnvLookup::process(),
+            providers: agentkit::ProviderConfig::from_lookup(|k| std::env::var(k).ok()),
             ..agentkit::ServeOptions::default()
         };
         let handle = agentkit::serve(&args.dir, options)

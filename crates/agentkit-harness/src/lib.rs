@@ -17,11 +17,13 @@
 //! error result until approvals land), subagents and built-in workspace
 //! tools.
 
+mod credentials;
 mod providers;
 mod step;
 mod tools;
 mod turn;
 
+pub use credentials::{Endpoint, ProviderConfig};
 pub use providers::model_from_env_or_default;
 pub use step::{FinishReason, StepEvent};
 pub use tools::{ToolContext, ToolOutput, run_server_tool};

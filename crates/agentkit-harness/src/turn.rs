@@ -36,6 +36,8 @@ pub struct TurnInput {
     pub turn_id: String,
     /// Fired to interrupt the turn; running tools are killed.
     pub cancel: CancellationToken,
+    /// Endpoints and keys of the remote providers.
+    pub providers: Arc<crate::credentials::ProviderConfig>,
 }
 
 /// How a turn ended.

@@ -34,6 +34,8 @@ pub struct RuntimeOptions {
     /// with a message saying what to set.
     pub default_model: Option<ModelSpec>,
     pub store: StoreOptions,
+    /// Endpoints and keys of the remote model providers.
+    pub providers: Arc<agentkit_harness::ProviderConfig>,
 }
 
 /// A message to start (or, with a known continuation key, continue) a
@@ -590,6 +592,7 @@ impl AgentRuntime {
             session_id: id.as_str().to_owned(),
             turn_id: turn_id.clone(),
             cancel: cancel.clone(),
+            providers: self.inner.options.providers.clone(),
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
         let harness = tokio::spawn(agentkit_harness::run_turn(input, tx));

@@ -23,6 +23,7 @@ pub mod init;
 mod serve;
 pub mod trajectory;
 
+pub use agentkit_harness::{Endpoint, ProviderConfig};
 pub use error::{Error, Result};
 pub use serve::{EnvFn, EnvLookup, Mode, ServeHandle, ServeOptions, serve};
 

@@ -110,6 +110,7 @@ pub(crate) fn turn_input(
         session_id: "sess-1".into(),
         turn_id: "turn-1".into(),
         cancel: CancellationToken::new(),
+        providers: Default::default(),
     }
 }
 

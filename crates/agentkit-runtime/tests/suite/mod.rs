@@ -52,6 +52,7 @@ pub(crate) async fn open(root: &Path) -> AgentRuntime {
             state_dir: root.join("state"),
             default_model: None,
             store: Default::default(),
+            providers: Default::default(),
         },
     )
     .await

@@ -58,6 +58,9 @@ pub struct ServeOptions {
     pub shutdown_grace: Duration,
     /// Environment lookup for `${VAR}` references in auth chains.
     pub env: EnvLookup,
+    /// Endpoints and keys of the remote model providers (the binary fills
+    /// them from flags and the environment).
+    pub providers: agentkit_harness::ProviderConfig,
 }
 
 /// How `${VAR}` references are resolved. The library never reads the
@@ -104,6 +107,7 @@ impl Default for ServeOptions {
             body_limit: 1024 * 1024,
             shutdown_grace: Duration::from_secs(10),
             env: EnvLookup::empty(),
+            providers: agentkit_harness::ProviderConfig::default(),
         }
     }
 }
@@ -201,6 +205,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         });
     }
     let default_model = resolve_default_model(&options)?;
+    let providers = Arc::new(options.providers.clone());
     let state_root = options
         .state_root
         .clone()
@@ -213,6 +218,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
                 state_dir: state_root.join(&project.slug),
                 default_model: default_model.clone(),
                 store: Default::default(),
+                providers: providers.clone(),
             },
         )
         .await?;
