@@ -154,7 +154,7 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(exit_for(&t))
 }
 
-async fn boot(dir: &Path, state_root: &Path) -> anyhow::Result<agentkit::ServeHandle> {
+pub(crate) async fn boot(dir: &Path, state_root: &Path) -> anyhow::Result<agentkit::ServeHandle> {
     let options = agentkit::ServeOptions {
         port: 0,
         state_root: Some(state_root.to_path_buf()),
@@ -172,7 +172,7 @@ async fn boot(dir: &Path, state_root: &Path) -> anyhow::Result<agentkit::ServeHa
 }
 
 /// The URL of the agent to talk to on a server booted for `dir`.
-fn pick_agent(
+pub(crate) fn pick_agent(
     handle: &agentkit::ServeHandle,
     agent: Option<&str>,
     dir: &Path,
@@ -441,7 +441,7 @@ fn write_ndjson(path: &Path, events: &[Value]) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))
 }
 
-fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

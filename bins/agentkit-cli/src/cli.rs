@@ -95,8 +95,14 @@ enum Command {
     /// In the REPL, `/new` starts a new session and `/exit` (or end of
     /// input) quits.
     Chat(crate::chat::ChatArgs),
-    /// Call a server tool deterministically, without a model (not available yet).
-    Call(NotYet),
+    /// Call a server tool deterministically, with the input you choose and
+    /// no model turn.
+    ///
+    /// Boots an ephemeral server for --dir (or uses --url), validates the
+    /// input against the tool's schema, and prints the envelope {ok,
+    /// toolName, callId, isError, result, durationMs}. Exits 1 when the
+    /// tool returned an error result.
+    Call(crate::call::CallArgs),
     /// Summarise a saved event log (NDJSON) as trajectory JSON.
     ///
     /// Exits 1 when a turn failed, 2 when the file is not an event log.
@@ -132,7 +138,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => crate::chat::run(args),
         Command::Chat(args) => crate::chat::chat(args),
         Command::Trajectory(args) => crate::chat::trajectory(args),
-        Command::Call(_) => not_yet("call", "deterministic tool calls"),
+        Command::Call(args) => crate::call::call(args),
         Command::Eval(_) => not_yet("eval", "the eval runner"),
         Command::Github(_) => not_yet("github", "the GitHub channel pack"),
         Command::Slack(_) => not_yet("slack", "the Slack channel pack"),

@@ -20,6 +20,10 @@ pub enum Error {
     SessionBusy { id: String },
     #[error("{message}")]
     BadRequest { message: String },
+    #[error("no server tool `{name}`; available: {}", if .available.is_empty() { "none".to_owned() } else { .available.join(", ") })]
+    UnknownTool { name: String, available: Vec<String> },
+    #[error("invalid input for `{tool}`: {}", .errors.iter().map(|e| format!("{}: {}", if e.path.is_empty() { "/" } else { &e.path }, e.message)).collect::<Vec<_>>().join("; "))]
+    InvalidInput { tool: String, errors: Vec<InputError> },
     #[error("event store")]
     Store(#[from] agentkit_events::Error),
     #[error("cannot {action} `{path}`")]
@@ -42,6 +46,8 @@ impl Error {
             Error::TaskSession { .. } => "task_session",
             Error::SessionBusy { .. } => "session_busy",
             Error::BadRequest { .. } => "bad_request",
+            Error::UnknownTool { .. } => "unknown_tool",
+            Error::InvalidInput { .. } => "invalid_input",
             Error::Store(_) | Error::Io { .. } => "internal",
         }
     }
@@ -49,8 +55,8 @@ impl Error {
     /// The HTTP status the facade answers with.
     pub fn status(&self) -> u16 {
         match self {
-            Error::InvalidSessionId(_) | Error::BadRequest { .. } => 400,
-            Error::SessionNotFound { .. } => 404,
+            Error::InvalidSessionId(_) | Error::BadRequest { .. } | Error::InvalidInput { .. } => 400,
+            Error::SessionNotFound { .. } | Error::UnknownTool { .. } => 404,
             Error::Forbidden { .. } => 403,
             Error::StaleContinuation | Error::TaskSession { .. } | Error::SessionBusy { .. } => 409,
             Error::Store(_) | Error::Io { .. } => 500,
@@ -68,6 +74,14 @@ impl Error {
             source,
         }
     }
+}
+
+/// One schema violation of a tool's input.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct InputError {
+    /// A JSON pointer into the input (`""` for the whole input).
+    pub path: String,
+    pub message: String,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

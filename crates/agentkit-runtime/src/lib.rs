@@ -9,20 +9,25 @@
 //! stored events, so a restart loses nothing: a turn cut short by a crash is
 //! recorded as `turn.failed` ("turn interrupted") when the runtime reopens.
 //!
-//! Not here yet: approvals, deterministic tool calls, hooks, schedules,
-//! reminders and A/B assignment (later issues). The runtime knows nothing
+//! Deterministic tool calls ([`AgentRuntime::call_tool`]) run a server tool
+//! with caller-chosen input, in an ephemeral workspace or inside a session.
+//!
+//! Not here yet: approvals, hooks, schedules, reminders and A/B assignment
+//! (later issues). The runtime knows nothing
 //! of HTTP: the facade maps [`Error::status`] to responses.
 
 mod error;
 mod fold;
 mod meta;
 mod runtime;
+mod tool_call;
 mod workspace;
 
-pub use error::{Error, Result};
+pub use error::{Error, InputError, Result};
 pub use fold::conversation;
 pub use meta::{Owner, SessionMeta, SessionMode};
 pub use runtime::{
     Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, NewSession, RuntimeOptions, SessionSummary,
 };
+pub use tool_call::ToolCallOutcome;
 pub use workspace::{materialize, safe_join};

@@ -111,11 +111,13 @@ struct Inner {
 }
 
 #[derive(Debug)]
-struct Session {
-    id: SessionId,
+pub(crate) struct Session {
+    pub(crate) id: SessionId,
     meta: Mutex<SessionMeta>,
     state: Mutex<TurnState>,
-    workspace: PathBuf,
+    pub(crate) workspace: PathBuf,
+    /// Signalled when the session's worker lets go (the session is idle).
+    idle: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default)]
@@ -146,7 +148,7 @@ fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-fn new_id(prefix: &str) -> String {
+pub(crate) fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
 }
 
@@ -213,6 +215,7 @@ impl AgentRuntime {
             meta: Mutex::new(meta),
             state: Mutex::new(TurnState::default()),
             workspace,
+            idle: tokio::sync::Notify::new(),
         });
         lock(&self.inner.sessions).insert(id.as_str().to_owned(), session.clone());
         session
@@ -493,55 +496,57 @@ impl AgentRuntime {
 
     /// Runs turns while messages are queued, then settles the session.
     async fn work(&self, session: Arc<Session>) {
+        let mut ok = false;
         loop {
-            let (batch, cancel) = {
+            let next = {
                 let mut state = lock(&session.state);
                 if state.queue.is_empty() {
-                    state.worker = false;
-                    break;
-                }
-                let cancel = self.inner.shutdown.child_token();
-                state.running = Some(cancel.clone());
-                state.interrupt_reason = None;
-                (std::mem::take(&mut state.queue), cancel)
-            };
-            let ok = match self.run_turn(&session, batch, cancel).await {
-                Ok(ok) => ok,
-                Err(e) => {
-                    tracing::error!(session = %session.id, error = %e, "turn could not be recorded");
-                    false
+                    None
+                } else {
+                    let cancel = self.inner.shutdown.child_token();
+                    state.running = Some(cancel.clone());
+                    state.interrupt_reason = None;
+                    Some((std::mem::take(&mut state.queue), cancel))
                 }
             };
-            let (idle, mode) = {
-                let mut state = lock(&session.state);
-                state.running = None;
-                (state.queue.is_empty(), lock(&session.meta).mode)
-            };
-            if idle {
-                let settle = match mode {
-                    SessionMode::Chat => {
-                        self.append(&session.id, EventType::SessionWaiting, None, json!({}))
-                            .await
-                    }
-                    SessionMode::Task if ok => {
-                        self.append(&session.id, EventType::SessionCompleted, None, json!({}))
-                            .await
-                    }
-                    SessionMode::Task => {
-                        self.append(&session.id, EventType::SessionFailed, None, json!({}))
-                            .await
+            if let Some((batch, cancel)) = next {
+                ok = match self.run_turn(&session, batch, cancel).await {
+                    Ok(ok) => ok,
+                    Err(e) => {
+                        tracing::error!(session = %session.id, error = %e, "turn could not be recorded");
+                        false
                     }
                 };
-                if let Err(e) = settle.and(
-                    self.inner
-                        .store
-                        .sync(&session.id)
-                        .await
-                        .map_err(Error::from),
-                ) {
-                    tracing::error!(session = %session.id, error = %e, "cannot settle session");
-                }
+                lock(&session.state).running = None;
+                continue;
             }
+            // Nothing queued: the turns ran, or `stop` dropped the messages
+            // this worker was started for. Settle while still holding the
+            // worker flag, so no other turn or call interleaves with the
+            // settle event; then let go, unless a message arrived meanwhile.
+            self.settle(&session, ok).await;
+            let mut state = lock(&session.state);
+            if state.queue.is_empty() {
+                state.worker = false;
+                session.idle.notify_waiters();
+                break;
+            }
+        }
+    }
+
+    /// Records that the session is idle: `session.waiting` for chat
+    /// sessions, `session.completed` / `session.failed` for task sessions,
+    /// and makes the log durable (the fsync point).
+    async fn settle(&self, session: &Session, ok: bool) {
+        let mode = lock(&session.meta).mode;
+        let (event, data) = match mode {
+            SessionMode::Chat => (EventType::SessionWaiting, json!({})),
+            SessionMode::Task if ok => (EventType::SessionCompleted, json!({})),
+            SessionMode::Task => (EventType::SessionFailed, json!({"message": "the turn failed"})),
+        };
+        let settled = self.append(&session.id, event, None, data).await;
+        if let Err(e) = settled.and(self.inner.store.sync(&session.id).await.map_err(Error::from)) {
+            tracing::error!(session = %session.id, error = %e, "cannot settle session");
         }
     }
 
@@ -650,6 +655,61 @@ impl AgentRuntime {
         // The durable point is when the session settles (`settle` syncs):
         // one fsync per burst of turns rather than one per turn.
         Ok(completed)
+    }
+
+    /// Marks an idle session busy for a deterministic call, so turns wait
+    /// (or are admitted by their policy) until it ends.
+    pub(crate) async fn claim_for_call(&self, id: &str, owner: &Owner) -> Result<Arc<Session>> {
+        let session = self.owned(id, owner)?;
+        let signal = session.clone();
+        let busy = || Error::SessionBusy { id: id.to_owned() };
+        loop {
+            let settling = {
+                let mut state = lock(&session.state);
+                if state.is_busy() {
+                    return Err(busy());
+                }
+                if state.worker {
+                    // The worker is recording `session.waiting`; wait for
+                    // it to let go (created under the lock, so the signal
+                    // cannot slip past).
+                    Some(signal.idle.notified())
+                } else {
+                    state.running = Some(self.inner.shutdown.child_token());
+                    state.interrupt_reason = None;
+                    state.worker = true;
+                    None
+                }
+            };
+            match settling {
+                None => return Ok(session),
+                Some(idle) => {
+                    if tokio::time::timeout(Duration::from_secs(5), idle).await.is_err() {
+                        return Err(busy());
+                    }
+                }
+            }
+        }
+    }
+
+    /// The cancellation of what runs in the session now.
+    pub(crate) fn running_token(&self, session: &Session) -> Option<CancellationToken> {
+        lock(&session.state).running.clone()
+    }
+
+    /// Ends a deterministic call: the session is idle again, or runs the
+    /// messages that arrived during the call.
+    pub(crate) fn release_after_call(&self, session: &Arc<Session>) {
+        let mut state = lock(&session.state);
+        state.running = None;
+        if state.queue.is_empty() {
+            state.worker = false;
+        } else {
+            drop(state);
+            let runtime = self.clone();
+            let session = session.clone();
+            self.inner.tasks.spawn(async move { runtime.work(session).await });
+        }
     }
 
     /// Interrupts the running turn (if any) and drops queued messages.

@@ -238,6 +238,16 @@ impl Client {
         parse_ndjson(&text).map_err(|source| Error::Ndjson { url, source })
     }
 
+    /// `POST /v1/tools/{name}`: a deterministic tool call; the envelope
+    /// `{ok, toolName, callId, isError, result, durationMs}`.
+    pub async fn call_tool(&self, name: &str, input: &Value, session_id: Option<&str>) -> Result<Value> {
+        let mut body = json!({ "input": input });
+        if let Some(id) = session_id {
+            body["sessionId"] = Value::String(id.to_owned());
+        }
+        self.post_json(&format!("/v1/tools/{name}"), &body).await
+    }
+
     /// `GET /v1/info`: the agent's discovered surface.
     pub async fn info(&self) -> Result<Value> {
         self.get_json("/v1/info").await

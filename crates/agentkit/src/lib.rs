@@ -24,6 +24,7 @@ mod serve;
 pub mod trajectory;
 
 pub use agentkit_harness::{Endpoint, ProviderConfig};
+pub use agentkit_runtime::{InputError, Owner, ToolCallOutcome};
 pub use error::{Error, Result};
 pub use serve::{EnvFn, EnvLookup, Mode, ServeHandle, ServeOptions, serve};
 

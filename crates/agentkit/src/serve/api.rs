@@ -28,15 +28,13 @@ pub(crate) struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
+    /// Extra fields of the error object (`available`, `errors`).
+    details: Option<serde_json::Map<String, Value>>,
 }
 
 impl ApiError {
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
-        }
+        ApiError { status, code, message: message.into(), details: None }
     }
 
     fn bad_request(message: impl Into<String>) -> ApiError {
@@ -52,7 +50,14 @@ impl From<agentkit_runtime::Error> for ApiError {
             tracing::error!(error = %e, source = ?std::error::Error::source(&e), "request failed");
             return ApiError::new(status, e.code(), "internal error; see the server log");
         }
-        ApiError::new(status, e.code(), e.to_string())
+        let details = match &e {
+            agentkit_runtime::Error::UnknownTool { available, .. } => Some(json!({"available": available})),
+            agentkit_runtime::Error::InvalidInput { errors, .. } => Some(json!({"errors": errors})),
+            _ => None,
+        };
+        let mut err = ApiError::new(status, e.code(), e.to_string());
+        err.details = details.and_then(|d| d.as_object().cloned());
+        err
     }
 }
 
@@ -69,11 +74,11 @@ fn body_error(e: BytesRejection) -> ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (
-            self.status,
-            axum::Json(json!({"ok": false, "error": {"code": self.code, "message": self.message}})),
-        )
-            .into_response()
+        let mut error = json!({"code": self.code, "message": self.message});
+        if let (Some(obj), Some(details)) = (error.as_object_mut(), self.details) {
+            obj.extend(details);
+        }
+        (self.status, axum::Json(json!({"ok": false, "error": error}))).into_response()
     }
 }
 
@@ -137,7 +142,7 @@ fn agent_router(agent: Mounted, shutdown: CancellationToken) -> Router {
         .route("/v1/session/{id}/events", get(events))
         .route("/v1/session/{id}/approvals", any(not_yet))
         .route("/v1/session/{id}/approvals/{call}", any(not_yet))
-        .route("/v1/tools/{name}", any(not_yet))
+        .route("/v1/tools/{name}", post(call_tool))
         .route("/v1/sessions", get(list))
         .route("/v1/health", get(health))
         .route("/v1/info", get(info))
@@ -414,7 +419,44 @@ async fn info(
     )
 }
 
-/// Approvals and deterministic tool calls arrive in later releases; the
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ToolCallBody {
+    #[serde(default = "empty_object")]
+    input: Value,
+    #[serde(default)]
+    session_id: Option<String>,
+}
+
+fn empty_object() -> Value {
+    json!({})
+}
+
+/// `POST /v1/tools/:toolName`: a deterministic call, no model turn.
+async fn call_tool(
+    State(state): State<AgentState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let body = body.map_err(body_error)?;
+    let owner = authenticate(&state, peer, &headers, &body)?;
+    let req: ToolCallBody = if body.iter().all(u8::is_ascii_whitespace) {
+        ToolCallBody { input: empty_object(), session_id: None }
+    } else {
+        parse_json(&body)?
+    };
+    let session = req.session_id.as_deref().map(|id| (id, &owner));
+    let outcome = state.agent.runtime.call_tool(&name, req.input, session).await?;
+    let mut doc = serde_json::to_value(&outcome).unwrap_or(Value::Null);
+    if let Some(obj) = doc.as_object_mut() {
+        obj.insert("ok".to_owned(), Value::Bool(true));
+    }
+    Ok(axum::Json(doc).into_response())
+}
+
+/// Approvals arrive in a later release; the
 /// route still runs the auth chain first, so an unauthenticated caller
 /// learns nothing beyond 401.
 async fn not_yet(
@@ -426,6 +468,6 @@ async fn not_yet(
     Err(ApiError::new(
         StatusCode::NOT_IMPLEMENTED,
         "not_implemented",
-        "this route is not available in this release (approvals and deterministic tool calls arrive later)",
+        "this route is not available in this release (approvals arrive later)",
     ))
 }

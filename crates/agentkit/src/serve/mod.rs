@@ -159,6 +159,24 @@ impl ServeHandle {
         self.agents.iter().map(|a| a.slug.clone()).collect()
     }
 
+    /// Calls server tool `tool` of agent `slug` deterministically (no
+    /// model turn), in an ephemeral workspace or, with `session`, inside
+    /// that session (recorded on its stream) as its owner.
+    pub async fn call_tool(
+        &self,
+        slug: &str,
+        tool: &str,
+        input: serde_json::Value,
+        session: Option<(&str, &agentkit_runtime::Owner)>,
+    ) -> Result<agentkit_runtime::ToolCallOutcome> {
+        let agent = self
+            .agents
+            .iter()
+            .find(|a| a.slug == slug)
+            .ok_or_else(|| Error::Config { message: format!("no agent `{slug}` on this host") })?;
+        Ok(agent.runtime.call_tool(tool, input, session).await?)
+    }
+
     /// The discovered projects being served.
     pub fn host(&self) -> &Host {
         &self.host

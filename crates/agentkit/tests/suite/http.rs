@@ -266,8 +266,8 @@ fn bad_requests_get_json_errors_never_500() {
     );
     check(
         s.send(Request::post("/bot/v1/tools/echo").json(&json!({"input": {}}))),
-        501,
-        "not_implemented",
+        404,
+        "unknown_tool",
     );
 }
 
@@ -543,4 +543,97 @@ fn serve_refuses_a_project_with_errors() {
         ))
         .unwrap_err();
     assert!(matches!(err, agentkit::Error::Invalid { .. }), "{err}");
+}
+
+const ECHO_TOOL: &str = r#"description = "Echo the input back"
+command = ["python3", "echo.py"]
+[input_schema]
+type = "object"
+required = ["text"]
+properties.text = { type = "string" }
+properties.times = { type = "integer", minimum = 1 }
+"#;
+
+const ECHO_PY: &str = r#"import json, os, sys
+args = json.load(sys.stdin)
+if args["text"] == "fail":
+    sys.stderr.write("asked to fail\n")
+    sys.exit(3)
+print(json.dumps({"echo": args["text"] * args.get("times", 1), "cwd": os.getcwd(), "workspace": os.environ["AGENTKIT_WORKSPACE_DIR"], "session": os.environ["AGENTKIT_SESSION_ID"]}))
+"#;
+
+fn tool_server() -> Server {
+    server(
+        &[
+            ("tools/echo.toml", ECHO_TOOL),
+            ("tools/echo.py", ECHO_PY),
+            ("tools/note.toml", "description = \"Agent-side\"\nexecution = \"agent\"\nscript = \"echo hi\"\n"),
+        ],
+        ServeOptions::default(),
+    )
+}
+
+#[test]
+fn deterministic_tool_calls_validate_run_and_report() {
+    let s = tool_server();
+    let r = s.send(Request::post("/bot/v1/tools/echo").json(&json!({"input": {"text": "ab", "times": 2}})));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let doc = r.json();
+    assert_eq!((doc["ok"].clone(), doc["toolName"].clone(), doc["isError"].clone()), (json!(true), json!("echo"), json!(false)));
+    assert_eq!(doc["result"]["echo"], "abab");
+    assert_eq!(doc["result"]["session"], "direct");
+    assert!(doc["callId"].as_str().unwrap().starts_with("tool_echo_"));
+    assert!(doc["durationMs"].is_u64());
+    // The ephemeral workspace lived under tool-calls/ and is gone.
+    let ws = doc["result"]["workspace"].as_str().unwrap();
+    assert!(ws.contains("/tool-calls/tool_echo_"), "{ws}");
+    assert!(!Path::new(ws).exists());
+
+    // A failing tool is an error result, not an HTTP error.
+    let r = s.send(Request::post("/bot/v1/tools/echo").json(&json!({"input": {"text": "fail"}})));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["isError"], true);
+    assert!(r.body.contains("asked to fail"), "{}", r.body);
+
+    // Refusals, before anything runs.
+    let r = s.send(Request::post("/bot/v1/tools/missing").json(&json!({"input": {}})));
+    assert_eq!((r.status, r.error_code()), (404, "unknown_tool".to_owned()));
+    assert_eq!(r.json()["error"]["available"], json!(["echo"]));
+    let r = s.send(Request::post("/bot/v1/tools/note").json(&json!({"input": {}})));
+    assert_eq!((r.status, r.error_code()), (400, "bad_request".to_owned()));
+    let r = s.send(Request::post("/bot/v1/tools/echo").json(&json!({"input": {"times": 0}})));
+    assert_eq!((r.status, r.error_code()), (400, "invalid_input".to_owned()), "{}", r.body);
+    let errors = r.json()["error"]["errors"].as_array().unwrap().clone();
+    let paths: Vec<&str> = errors.iter().map(|e| e["path"].as_str().unwrap()).collect();
+    assert!(paths.contains(&"") && paths.contains(&"/times"), "{errors:?}");
+    // The same auth chain as the session API.
+    assert_eq!(s.send(Request::post("/bot/v1/tools/echo").json(&json!({"input": {"text": "x"}})).host("evil.example")).status, 401);
+}
+
+#[test]
+fn session_bound_calls_are_recorded_and_wait_for_no_turn() {
+    let s = tool_server();
+    let created = create(&s, "one");
+    let id = created["sessionId"].as_str().unwrap().to_owned();
+    let token = created["continuationToken"].as_str().unwrap().to_owned();
+    stream_until(&s, &id, 0, "session.waiting");
+    let r = s.send(Request::post("/bot/v1/tools/echo").json(&json!({"input": {"text": "in session"}, "sessionId": id})));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let doc = r.json();
+    assert_eq!(doc["result"]["session"], id.as_str());
+    assert!(doc["result"]["workspace"].as_str().unwrap().ends_with(&format!("sessions/{id}/workspace")));
+    let events: Vec<Value> = s.send(Request::get(&format!("/bot/v1/session/{id}/events"))).body.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let tail = &events[events.len() - 2..];
+    assert_eq!(tail[0]["type"], "actions.requested");
+    assert_eq!(tail[1]["type"], "action.result");
+    assert_eq!(tail[0]["turnId"], tail[1]["turnId"]);
+    assert_eq!(tail[1]["data"]["callId"], doc["callId"]);
+    // While a turn runs (turn 2 is the slow one), the call is refused.
+    s.send(Request::post(&format!("/bot/v1/session/{id}")).json(&json!({"message": "two", "continuationToken": token})));
+    let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream?startIndex={}", events.len())).stream(s.addr()).unwrap();
+    lines.until("turn.started").unwrap();
+    let busy = s.send(Request::post("/bot/v1/tools/echo").json(&json!({"input": {"text": "x"}, "sessionId": id})));
+    assert_eq!((busy.status, busy.error_code()), (409, "session_busy".to_owned()));
+    let stop = s.send(Request::post(&format!("/bot/v1/session/{id}/stop")));
+    assert_eq!(stop.status, 200);
 }
