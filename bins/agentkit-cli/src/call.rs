@@ -38,15 +38,24 @@ pub(crate) struct CallArgs {
 /// Prints the envelope; exit 0 when the tool succeeded, 1 when it returned
 /// an error result, 2 when the call was refused (unknown tool, bad input).
 pub(crate) fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
-    let input: serde_json::Value = serde_json::from_str(&args.input).context("--input is not valid JSON")?;
-    anyhow::ensure!(input.is_object(), "--input must be a JSON object, such as '{{\"city\": \"NYC\"}}'");
+    let input: serde_json::Value =
+        serde_json::from_str(&args.input).context("--input is not valid JSON")?;
+    anyhow::ensure!(
+        input.is_object(),
+        "--input must be a JSON object, such as '{{\"city\": \"NYC\"}}'"
+    );
     tokio_runtime()?.block_on(async move {
         let mut server = None;
         let mut _state = None;
         let client = match &args.url {
-            Some(url) => Client::resolve(url, args.agent.as_deref(), args.bearer_token.clone()).await?,
+            Some(url) => {
+                Client::resolve(url, args.agent.as_deref(), args.bearer_token.clone()).await?
+            }
             None => {
-                let state = tempfile::Builder::new().prefix("agentkit-call-").tempdir().context("cannot create a temporary state root")?;
+                let state = tempfile::Builder::new()
+                    .prefix("agentkit-call-")
+                    .tempdir()
+                    .context("cannot create a temporary state root")?;
                 let handle = boot(&args.dir, state.path()).await?;
                 _state = Some(state);
                 let url = pick_agent(&handle, args.agent.as_deref(), &args.dir);
@@ -54,12 +63,18 @@ pub(crate) fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
                 Client::new(&url?, args.bearer_token.clone())
             }
         };
-        let result = client.call_tool(&args.tool, &input, args.session.as_deref()).await;
+        let result = client
+            .call_tool(&args.tool, &input, args.session.as_deref())
+            .await;
         if let Some(handle) = server {
             handle.close().await;
         }
         let envelope = result?;
         println!("{}", serde_json::to_string_pretty(&envelope)?);
-        Ok(if envelope["isError"] == true { ExitCode::from(1) } else { ExitCode::SUCCESS })
+        Ok(if envelope["isError"] == true {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        })
     })
 }

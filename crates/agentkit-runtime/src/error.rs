@@ -21,9 +21,15 @@ pub enum Error {
     #[error("{message}")]
     BadRequest { message: String },
     #[error("no server tool `{name}`; available: {}", if .available.is_empty() { "none".to_owned() } else { .available.join(", ") })]
-    UnknownTool { name: String, available: Vec<String> },
+    UnknownTool {
+        name: String,
+        available: Vec<String>,
+    },
     #[error("invalid input for `{tool}`: {}", .errors.iter().map(|e| format!("{}: {}", if e.path.is_empty() { "/" } else { &e.path }, e.message)).collect::<Vec<_>>().join("; "))]
-    InvalidInput { tool: String, errors: Vec<InputError> },
+    InvalidInput {
+        tool: String,
+        errors: Vec<InputError>,
+    },
     #[error("event store")]
     Store(#[from] agentkit_events::Error),
     #[error("cannot {action} `{path}`")]
@@ -55,7 +61,9 @@ impl Error {
     /// The HTTP status the facade answers with.
     pub fn status(&self) -> u16 {
         match self {
-            Error::InvalidSessionId(_) | Error::BadRequest { .. } | Error::InvalidInput { .. } => 400,
+            Error::InvalidSessionId(_) | Error::BadRequest { .. } | Error::InvalidInput { .. } => {
+                400
+            }
             Error::SessionNotFound { .. } | Error::UnknownTool { .. } => 404,
             Error::Forbidden { .. } => 403,
             Error::StaleContinuation | Error::TaskSession { .. } | Error::SessionBusy { .. } => 409,

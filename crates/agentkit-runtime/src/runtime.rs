@@ -542,10 +542,19 @@ impl AgentRuntime {
         let (event, data) = match mode {
             SessionMode::Chat => (EventType::SessionWaiting, json!({})),
             SessionMode::Task if ok => (EventType::SessionCompleted, json!({})),
-            SessionMode::Task => (EventType::SessionFailed, json!({"message": "the turn failed"})),
+            SessionMode::Task => (
+                EventType::SessionFailed,
+                json!({"message": "the turn failed"}),
+            ),
         };
         let settled = self.append(&session.id, event, None, data).await;
-        if let Err(e) = settled.and(self.inner.store.sync(&session.id).await.map_err(Error::from)) {
+        if let Err(e) = settled.and(
+            self.inner
+                .store
+                .sync(&session.id)
+                .await
+                .map_err(Error::from),
+        ) {
             tracing::error!(session = %session.id, error = %e, "cannot settle session");
         }
     }
@@ -684,7 +693,10 @@ impl AgentRuntime {
             match settling {
                 None => return Ok(session),
                 Some(idle) => {
-                    if tokio::time::timeout(Duration::from_secs(5), idle).await.is_err() {
+                    if tokio::time::timeout(Duration::from_secs(5), idle)
+                        .await
+                        .is_err()
+                    {
                         return Err(busy());
                     }
                 }
@@ -708,7 +720,9 @@ impl AgentRuntime {
             drop(state);
             let runtime = self.clone();
             let session = session.clone();
-            self.inner.tasks.spawn(async move { runtime.work(session).await });
+            self.inner
+                .tasks
+                .spawn(async move { runtime.work(session).await });
         }
     }
 

@@ -36,7 +36,12 @@ impl AgentRuntime {
     /// under its own turn id, and is refused with `session_busy` while a
     /// turn runs. Messages that arrive during the call are admitted by
     /// their admission policy (preempt cancels the call).
-    pub async fn call_tool(&self, name: &str, input: Value, session: Option<(&str, &Owner)>) -> Result<ToolCallOutcome> {
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        input: Value,
+        session: Option<(&str, &Owner)>,
+    ) -> Result<ToolCallOutcome> {
         let tool = self.callable_tool(name)?;
         validate(&tool, &input)?;
         let call_id = new_id(&format!("tool_{name}"));
@@ -49,37 +54,87 @@ impl AgentRuntime {
     fn callable_tool(&self, name: &str) -> Result<Arc<Tool>> {
         let agent = self.agent();
         let Some(tool) = agent.tool(name) else {
-            let available: Vec<String> = agent.tools.iter().filter(|t| t.execution == Execution::Server).map(|t| t.name.clone()).collect();
-            return Err(Error::UnknownTool { name: name.to_owned(), available });
+            let available: Vec<String> = agent
+                .tools
+                .iter()
+                .filter(|t| t.execution == Execution::Server)
+                .map(|t| t.name.clone())
+                .collect();
+            return Err(Error::UnknownTool {
+                name: name.to_owned(),
+                available,
+            });
         };
         if tool.execution == Execution::Agent {
             return Err(Error::BadRequest {
-                message: format!("tool `{name}` has `execution = \"agent\"`: the model runs it in its workspace; only server tools can be called on the host"),
+                message: format!(
+                    "tool `{name}` has `execution = \"agent\"`: the model runs it in its workspace; only server tools can be called on the host"
+                ),
             });
         }
         Ok(Arc::new(tool.clone()))
     }
 
-    async fn call_ephemeral(&self, tool: Arc<Tool>, input: Value, call_id: String) -> Result<ToolCallOutcome> {
+    async fn call_ephemeral(
+        &self,
+        tool: Arc<Tool>,
+        input: Value,
+        call_id: String,
+    ) -> Result<ToolCallOutcome> {
         let dir = self.state_dir().join("tool-calls").join(&call_id);
         let agent = self.agent().clone();
         let dir2 = dir.clone();
         tokio::task::spawn_blocking(move || workspace::materialize(&agent, &dir2))
             .await
-            .map_err(|e| Error::BadRequest { message: format!("workspace setup failed: {e}") })??;
-        let outcome = run(&tool, &input, &call_id, "direct", &dir, CancellationToken::new()).await;
+            .map_err(|e| Error::BadRequest {
+                message: format!("workspace setup failed: {e}"),
+            })??;
+        let outcome = run(
+            &tool,
+            &input,
+            &call_id,
+            "direct",
+            &dir,
+            CancellationToken::new(),
+        )
+        .await;
         let dir2 = dir.clone();
         let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir2)).await;
         Ok(outcome)
     }
 
-    async fn call_in_session(&self, tool: Arc<Tool>, input: Value, call_id: String, id: &str, owner: &Owner) -> Result<ToolCallOutcome> {
+    async fn call_in_session(
+        &self,
+        tool: Arc<Tool>,
+        input: Value,
+        call_id: String,
+        id: &str,
+        owner: &Owner,
+    ) -> Result<ToolCallOutcome> {
         let session = self.claim_for_call(id, owner).await?;
         let turn_id = new_id("call");
-        let guard = CallGuard { runtime: self, session: session.clone() };
+        let guard = CallGuard {
+            runtime: self,
+            session: session.clone(),
+        };
         let requested = json!({"calls": [{"callId": call_id, "toolName": tool.name, "input": input}], "direct": true});
-        self.store().append(&session.id, EventType::ActionsRequested, Some(&turn_id), requested).await?;
-        let outcome = run(&tool, &input, &call_id, id, &session.workspace, guard.cancel()).await;
+        self.store()
+            .append(
+                &session.id,
+                EventType::ActionsRequested,
+                Some(&turn_id),
+                requested,
+            )
+            .await?;
+        let outcome = run(
+            &tool,
+            &input,
+            &call_id,
+            id,
+            &session.workspace,
+            guard.cancel(),
+        )
+        .await;
         let data = json!({
             "callId": outcome.call_id,
             "toolName": outcome.tool_name,
@@ -87,7 +142,9 @@ impl AgentRuntime {
             "isError": outcome.is_error,
             "durationMs": outcome.duration_ms,
         });
-        self.store().append(&session.id, EventType::ActionResult, Some(&turn_id), data).await?;
+        self.store()
+            .append(&session.id, EventType::ActionResult, Some(&turn_id), data)
+            .await?;
         self.store().sync(&session.id).await?;
         drop(guard);
         Ok(outcome)
@@ -104,7 +161,9 @@ struct CallGuard<'a> {
 
 impl CallGuard<'_> {
     fn cancel(&self) -> CancellationToken {
-        self.runtime.running_token(&self.session).unwrap_or_default()
+        self.runtime
+            .running_token(&self.session)
+            .unwrap_or_default()
     }
 }
 
@@ -114,9 +173,21 @@ impl Drop for CallGuard<'_> {
     }
 }
 
-async fn run(tool: &Tool, input: &Value, call_id: &str, session_id: &str, workspace: &std::path::Path, cancel: CancellationToken) -> ToolCallOutcome {
+async fn run(
+    tool: &Tool,
+    input: &Value,
+    call_id: &str,
+    session_id: &str,
+    workspace: &std::path::Path,
+    cancel: CancellationToken,
+) -> ToolCallOutcome {
     let started = Instant::now();
-    let ctx = ToolContext { call_id: call_id.to_owned(), session_id: session_id.to_owned(), workspace_dir: workspace.to_path_buf(), cancel };
+    let ctx = ToolContext {
+        call_id: call_id.to_owned(),
+        session_id: session_id.to_owned(),
+        workspace_dir: workspace.to_path_buf(),
+        cancel,
+    };
     let out = run_server_tool(tool, input, &ctx).await;
     ToolCallOutcome {
         tool_name: tool.name.clone(),
@@ -132,10 +203,22 @@ fn validate(tool: &Tool, input: &Value) -> Result<()> {
     let validator = jsonschema::options()
         .with_draft(jsonschema::Draft::Draft202012)
         .build(&tool.input_schema)
-        .map_err(|e| Error::BadRequest { message: format!("tool `{}` has an unusable input schema: {e}", tool.name) })?;
+        .map_err(|e| Error::BadRequest {
+            message: format!("tool `{}` has an unusable input schema: {e}", tool.name),
+        })?;
     let errors: Vec<InputError> = validator
         .iter_errors(input)
-        .map(|e| InputError { path: e.instance_path().to_string(), message: e.to_string() })
+        .map(|e| InputError {
+            path: e.instance_path().to_string(),
+            message: e.to_string(),
+        })
         .collect();
-    if errors.is_empty() { Ok(()) } else { Err(Error::InvalidInput { tool: tool.name.clone(), errors }) }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::InvalidInput {
+            tool: tool.name.clone(),
+            errors,
+        })
+    }
 }

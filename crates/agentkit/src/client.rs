@@ -240,7 +240,12 @@ impl Client {
 
     /// `POST /v1/tools/{name}`: a deterministic tool call; the envelope
     /// `{ok, toolName, callId, isError, result, durationMs}`.
-    pub async fn call_tool(&self, name: &str, input: &Value, session_id: Option<&str>) -> Result<Value> {
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        input: &Value,
+        session_id: Option<&str>,
+    ) -> Result<Value> {
         let mut body = json!({ "input": input });
         if let Some(id) = session_id {
             body["sessionId"] = Value::String(id.to_owned());

@@ -140,16 +140,40 @@ fn serve_refuses_an_invalid_folder_with_exit_1() {
 fn call_runs_a_tool_without_a_model() {
     let tmp = tempfile::tempdir().unwrap();
     assert_eq!(agentkit(tmp.path(), &["init", "my-agent"]).code, 0);
-    let run = agentkit(tmp.path(), &["call", "echo", "--dir", "my-agent", "--input", r#"{"message":"hi there"}"#]);
+    let run = agentkit(
+        tmp.path(),
+        &[
+            "call",
+            "echo",
+            "--dir",
+            "my-agent",
+            "--input",
+            r#"{"message":"hi there"}"#,
+        ],
+    );
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(doc["ok"], true);
     assert_eq!(doc["result"]["echo"], "hi there");
     // Schema-invalid input is refused before the tool runs (exit 2).
-    let run = agentkit(tmp.path(), &["call", "echo", "--dir", "my-agent", "--input", r#"{"message":5}"#]);
+    let run = agentkit(
+        tmp.path(),
+        &[
+            "call",
+            "echo",
+            "--dir",
+            "my-agent",
+            "--input",
+            r#"{"message":5}"#,
+        ],
+    );
     assert_eq!(run.code, 2, "{}", run.stdout);
     assert!(run.stderr.contains("invalid input"), "{}", run.stderr);
     let run = agentkit(tmp.path(), &["call", "nope", "--dir", "my-agent"]);
     assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("echo"), "lists the available tools: {}", run.stderr);
+    assert!(
+        run.stderr.contains("echo"),
+        "lists the available tools: {}",
+        run.stderr
+    );
 }

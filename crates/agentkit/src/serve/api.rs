@@ -34,7 +34,12 @@ pub(crate) struct ApiError {
 
 impl ApiError {
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { status, code, message: message.into(), details: None }
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            details: None,
+        }
     }
 
     fn bad_request(message: impl Into<String>) -> ApiError {
@@ -51,7 +56,9 @@ impl From<agentkit_runtime::Error> for ApiError {
             return ApiError::new(status, e.code(), "internal error; see the server log");
         }
         let details = match &e {
-            agentkit_runtime::Error::UnknownTool { available, .. } => Some(json!({"available": available})),
+            agentkit_runtime::Error::UnknownTool { available, .. } => {
+                Some(json!({"available": available}))
+            }
             agentkit_runtime::Error::InvalidInput { errors, .. } => Some(json!({"errors": errors})),
             _ => None,
         };
@@ -78,7 +85,11 @@ impl IntoResponse for ApiError {
         if let (Some(obj), Some(details)) = (error.as_object_mut(), self.details) {
             obj.extend(details);
         }
-        (self.status, axum::Json(json!({"ok": false, "error": error}))).into_response()
+        (
+            self.status,
+            axum::Json(json!({"ok": false, "error": error})),
+        )
+            .into_response()
     }
 }
 
@@ -443,12 +454,19 @@ async fn call_tool(
     let body = body.map_err(body_error)?;
     let owner = authenticate(&state, peer, &headers, &body)?;
     let req: ToolCallBody = if body.iter().all(u8::is_ascii_whitespace) {
-        ToolCallBody { input: empty_object(), session_id: None }
+        ToolCallBody {
+            input: empty_object(),
+            session_id: None,
+        }
     } else {
         parse_json(&body)?
     };
     let session = req.session_id.as_deref().map(|id| (id, &owner));
-    let outcome = state.agent.runtime.call_tool(&name, req.input, session).await?;
+    let outcome = state
+        .agent
+        .runtime
+        .call_tool(&name, req.input, session)
+        .await?;
     let mut doc = serde_json::to_value(&outcome).unwrap_or(Value::Null);
     if let Some(obj) = doc.as_object_mut() {
         obj.insert("ok".to_owned(), Value::Bool(true));

@@ -173,7 +173,9 @@ impl ServeHandle {
             .agents
             .iter()
             .find(|a| a.slug == slug)
-            .ok_or_else(|| Error::Config { message: format!("no agent `{slug}` on this host") })?;
+            .ok_or_else(|| Error::Config {
+                message: format!("no agent `{slug}` on this host"),
+            })?;
         Ok(agent.runtime.call_tool(tool, input, session).await?)
     }
 

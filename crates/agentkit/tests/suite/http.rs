@@ -567,7 +567,10 @@ fn tool_server() -> Server {
         &[
             ("tools/echo.toml", ECHO_TOOL),
             ("tools/echo.py", ECHO_PY),
-            ("tools/note.toml", "description = \"Agent-side\"\nexecution = \"agent\"\nscript = \"echo hi\"\n"),
+            (
+                "tools/note.toml",
+                "description = \"Agent-side\"\nexecution = \"agent\"\nscript = \"echo hi\"\n",
+            ),
         ],
         ServeOptions::default(),
     )
@@ -576,10 +579,19 @@ fn tool_server() -> Server {
 #[test]
 fn deterministic_tool_calls_validate_run_and_report() {
     let s = tool_server();
-    let r = s.send(Request::post("/bot/v1/tools/echo").json(&json!({"input": {"text": "ab", "times": 2}})));
+    let r = s.send(
+        Request::post("/bot/v1/tools/echo").json(&json!({"input": {"text": "ab", "times": 2}})),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     let doc = r.json();
-    assert_eq!((doc["ok"].clone(), doc["toolName"].clone(), doc["isError"].clone()), (json!(true), json!("echo"), json!(false)));
+    assert_eq!(
+        (
+            doc["ok"].clone(),
+            doc["toolName"].clone(),
+            doc["isError"].clone()
+        ),
+        (json!(true), json!("echo"), json!(false))
+    );
     assert_eq!(doc["result"]["echo"], "abab");
     assert_eq!(doc["result"]["session"], "direct");
     assert!(doc["callId"].as_str().unwrap().starts_with("tool_echo_"));
@@ -602,12 +614,28 @@ fn deterministic_tool_calls_validate_run_and_report() {
     let r = s.send(Request::post("/bot/v1/tools/note").json(&json!({"input": {}})));
     assert_eq!((r.status, r.error_code()), (400, "bad_request".to_owned()));
     let r = s.send(Request::post("/bot/v1/tools/echo").json(&json!({"input": {"times": 0}})));
-    assert_eq!((r.status, r.error_code()), (400, "invalid_input".to_owned()), "{}", r.body);
+    assert_eq!(
+        (r.status, r.error_code()),
+        (400, "invalid_input".to_owned()),
+        "{}",
+        r.body
+    );
     let errors = r.json()["error"]["errors"].as_array().unwrap().clone();
     let paths: Vec<&str> = errors.iter().map(|e| e["path"].as_str().unwrap()).collect();
-    assert!(paths.contains(&"") && paths.contains(&"/times"), "{errors:?}");
+    assert!(
+        paths.contains(&"") && paths.contains(&"/times"),
+        "{errors:?}"
+    );
     // The same auth chain as the session API.
-    assert_eq!(s.send(Request::post("/bot/v1/tools/echo").json(&json!({"input": {"text": "x"}})).host("evil.example")).status, 401);
+    assert_eq!(
+        s.send(
+            Request::post("/bot/v1/tools/echo")
+                .json(&json!({"input": {"text": "x"}}))
+                .host("evil.example")
+        )
+        .status,
+        401
+    );
 }
 
 #[test]
@@ -617,23 +645,49 @@ fn session_bound_calls_are_recorded_and_wait_for_no_turn() {
     let id = created["sessionId"].as_str().unwrap().to_owned();
     let token = created["continuationToken"].as_str().unwrap().to_owned();
     stream_until(&s, &id, 0, "session.waiting");
-    let r = s.send(Request::post("/bot/v1/tools/echo").json(&json!({"input": {"text": "in session"}, "sessionId": id})));
+    let r = s.send(
+        Request::post("/bot/v1/tools/echo")
+            .json(&json!({"input": {"text": "in session"}, "sessionId": id})),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     let doc = r.json();
     assert_eq!(doc["result"]["session"], id.as_str());
-    assert!(doc["result"]["workspace"].as_str().unwrap().ends_with(&format!("sessions/{id}/workspace")));
-    let events: Vec<Value> = s.send(Request::get(&format!("/bot/v1/session/{id}/events"))).body.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(
+        doc["result"]["workspace"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("sessions/{id}/workspace"))
+    );
+    let events: Vec<Value> = s
+        .send(Request::get(&format!("/bot/v1/session/{id}/events")))
+        .body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let tail = &events[events.len() - 2..];
     assert_eq!(tail[0]["type"], "actions.requested");
     assert_eq!(tail[1]["type"], "action.result");
     assert_eq!(tail[0]["turnId"], tail[1]["turnId"]);
     assert_eq!(tail[1]["data"]["callId"], doc["callId"]);
     // While a turn runs (turn 2 is the slow one), the call is refused.
-    s.send(Request::post(&format!("/bot/v1/session/{id}")).json(&json!({"message": "two", "continuationToken": token})));
-    let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream?startIndex={}", events.len())).stream(s.addr()).unwrap();
+    s.send(
+        Request::post(&format!("/bot/v1/session/{id}"))
+            .json(&json!({"message": "two", "continuationToken": token})),
+    );
+    let mut lines = Request::get(&format!(
+        "/bot/v1/session/{id}/stream?startIndex={}",
+        events.len()
+    ))
+    .stream(s.addr())
+    .unwrap();
     lines.until("turn.started").unwrap();
-    let busy = s.send(Request::post("/bot/v1/tools/echo").json(&json!({"input": {"text": "x"}, "sessionId": id})));
-    assert_eq!((busy.status, busy.error_code()), (409, "session_busy".to_owned()));
+    let busy = s.send(
+        Request::post("/bot/v1/tools/echo").json(&json!({"input": {"text": "x"}, "sessionId": id})),
+    );
+    assert_eq!(
+        (busy.status, busy.error_code()),
+        (409, "session_busy".to_owned())
+    );
     let stop = s.send(Request::post(&format!("/bot/v1/session/{id}/stop")));
     assert_eq!(stop.status, 200);
 }
