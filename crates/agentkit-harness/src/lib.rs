@@ -8,9 +8,10 @@
 //! runtime stores. It ends with a [`TurnOutcome`].
 //!
 //! Providers: `test` (offline: calls every server tool once with arguments
-//! generated from its schema, then summarises) and `scripted:<file>`
-//! (replays a JSON script). `openai` and `anthropic` are not available in
-//! this release: a turn that names them fails with a message saying so.
+//! generated from its schema, then summarises), `scripted:<file>`
+//! (replays a JSON script), `openai` (Chat Completions, streamed, against
+//! OpenAI or a compatible server such as Ollama or vLLM) and `anthropic`
+//! (the Messages API, streamed).
 //!
 //! Not here: sessions, storage and HTTP (the runtime and the facade own
 //! them), approvals (calls of tools that need approval are refused with an

@@ -77,10 +77,11 @@ async fn run_steps(input: &TurnInput, events: &mpsc::Sender<StepEvent>) -> TurnO
         .iter()
         .filter(|m| matches!(m, Message::User { .. }))
         .count();
-    let model = match Model::for_turn(&input.model, &input.agent, turn_index).await {
-        Ok(model) => model,
-        Err(message) => return TurnOutcome::Failed { message },
-    };
+    let model =
+        match Model::for_turn(&input.model, &input.agent, turn_index, &input.providers).await {
+            Ok(model) => model,
+            Err(message) => return TurnOutcome::Failed { message },
+        };
 
     let mut conversation = input.history.clone();
     if !input.user_messages.is_empty() {
@@ -97,6 +98,7 @@ async fn run_steps(input: &TurnInput, events: &mpsc::Sender<StepEvent>) -> TurnO
             conversation: &conversation,
             step,
             turn_id: &input.turn_id,
+            cancel: &input.cancel,
         };
         let mut sink = StepSink::new(events);
         let reply = match model.step(&request, &mut sink).await {

@@ -2,10 +2,12 @@
 //!
 //! A provider gets the conversation so far and streams one step into a
 //! [`StepSink`] (reasoning and text deltas), returning the step's tool
-//! calls and usage. `test` and `scripted:<file>` run offline; `openai` and
-//! `anthropic` are not available in this release and fail the turn with a
-//! message that says so.
+//! calls and usage. `test` and `scripted:<file>` run offline; `openai`
+//! speaks the Chat Completions API (OpenAI or a compatible server);
+//! `anthropic` streams from the Anthropic Messages API.
 
+mod anthropic;
+mod openai;
 mod scripted;
 mod test_model;
 
@@ -14,7 +16,9 @@ use std::sync::Arc;
 use agentkit_manifest::{Agent, ModelSpec, Provider, parse_model_string};
 use agentkit_protocol::{Message, ToolCall, Usage};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
+use crate::credentials::ProviderConfig;
 use crate::step::StepEvent;
 
 pub(crate) use scripted::Script;
@@ -24,6 +28,8 @@ pub(crate) use scripted::Script;
 pub(crate) enum Model {
     Test,
     Scripted(scripted::ScriptedTurn),
+    OpenAi(openai::OpenAiTurn),
+    Anthropic(Box<anthropic::AnthropicTurn>),
 }
 
 impl Model {
@@ -34,6 +40,7 @@ impl Model {
         spec: &ModelSpec,
         agent: &Agent,
         turn_index: usize,
+        providers: &ProviderConfig,
     ) -> Result<Model, String> {
         match spec.provider {
             Provider::Test => Ok(Model::Test),
@@ -41,10 +48,14 @@ impl Model {
                 let script = Script::load(&agent.dir.join(&spec.id)).await?;
                 Ok(Model::Scripted(script.turn(turn_index)))
             }
-            Provider::Openai | Provider::Anthropic => Err(format!(
-                "model provider `{}` is not available in this release; use `test` or `scripted:<file>`",
-                spec.provider.as_str()
-            )),
+            Provider::Openai => Ok(Model::OpenAi(openai::OpenAiTurn::new(
+                spec,
+                &providers.openai,
+            )?)),
+            Provider::Anthropic => Ok(Model::Anthropic(Box::new(anthropic::AnthropicTurn::new(
+                spec,
+                &providers.anthropic,
+            )?))),
         }
     }
 
@@ -57,6 +68,8 @@ impl Model {
         match self {
             Model::Test => Ok(test_model::step(request, sink).await),
             Model::Scripted(turn) => turn.step(request, sink).await,
+            Model::OpenAi(turn) => turn.step(request, sink).await,
+            Model::Anthropic(turn) => turn.step(request, sink).await,
         }
     }
 }
@@ -69,6 +82,8 @@ pub(crate) struct StepRequest<'a> {
     /// 1-based.
     pub(crate) step: u32,
     pub(crate) turn_id: &'a str,
+    /// The turn's interrupt: a provider stops its request at once.
+    pub(crate) cancel: &'a CancellationToken,
 }
 
 impl StepRequest<'_> {

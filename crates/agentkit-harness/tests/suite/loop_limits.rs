@@ -8,7 +8,23 @@ use serde_json::json;
 
 use super::*;
 
-const SLEEPER_PY: &str = "import json, sys, time\nargs = json.load(sys.stdin)\ntime.sleep(0.5)\nprint(json.dumps({'slept': args['name']}))\n";
+/// Each call marks that it started, then waits for the other call's mark:
+/// run one after the other, the first would give up after 10 s and say it
+/// was alone. No wall-clock bound, so a loaded machine cannot fail it.
+const SLEEPER_PY: &str = r#"import json, os, sys, time
+args = json.load(sys.stdin)
+me = args['name']
+other = {'a': 'b', 'b': 'a'}[me]
+d = os.environ['AGENTKIT_WORKSPACE_DIR']
+open(os.path.join(d, me + '.started'), 'w').close()
+deadline = time.time() + 10
+while not os.path.exists(os.path.join(d, other + '.started')):
+    if time.time() > deadline:
+        print(json.dumps({'slept': me, 'alone': True}))
+        sys.exit(0)
+    time.sleep(0.01)
+print(json.dumps({'slept': me}))
+"#;
 
 fn sleeper(name: &str) -> String {
     format!(
@@ -56,7 +72,7 @@ async fn the_turn_timeout_fails_the_turn() {
             message: "turn timed out after 300ms".into()
         }
     );
-    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(started.elapsed() < Duration::from_secs(10), "no hang");
 }
 
 #[tokio::test]
@@ -75,7 +91,7 @@ async fn cancel_interrupts_a_waiting_step_promptly() {
         .unwrap()
         .unwrap();
     assert_eq!(outcome, TurnOutcome::Interrupted);
-    assert!(started.elapsed() < Duration::from_millis(500));
+    assert!(started.elapsed() < Duration::from_secs(5), "promptly");
 }
 
 #[tokio::test]
@@ -130,25 +146,30 @@ async fn tool_calls_of_one_step_run_concurrently() {
         ("tools/sleeper.py", SLEEPER_PY),
         ("s.json", &script.to_string()),
     ]);
-    let started = Instant::now();
     let (outcome, events) = run(project.input(scripted("s.json"), "go")).await;
-    let elapsed = started.elapsed();
     assert_eq!(completed(&outcome), "rested");
     let results = results(&events);
-    assert!(results.contains(&("sleep_a".into(), json!({"slept": "a"}), false)));
-    assert!(results.contains(&("sleep_b".into(), json!({"slept": "b"}), false)));
-    assert!(elapsed < Duration::from_millis(900), "took {elapsed:?}");
+    // Each saw the other running: neither was alone.
+    assert!(
+        results.contains(&("sleep_a".into(), json!({"slept": "a"}), false)),
+        "{results:?}"
+    );
+    assert!(
+        results.contains(&("sleep_b".into(), json!({"slept": "b"}), false)),
+        "{results:?}"
+    );
 }
 
 #[tokio::test]
-async fn unavailable_providers_fail_with_a_clear_message() {
+async fn a_provider_without_its_key_fails_with_a_clear_message() {
     let project = TestProject::new(&[]);
     let model = agentkit_manifest::parse_model_string("openai:gpt-4.1-mini").unwrap();
+    // The default configuration: the public API, no key.
     let (outcome, events) = run(project.input(model, "hi")).await;
     assert_eq!(
         outcome,
         TurnOutcome::Failed {
-            message: "model provider `openai` is not available in this release; use `test` or `scripted:<file>`".into()
+            message: "OPENAI_API_KEY is not set (or pass --api-key)".into()
         }
     );
     assert!(events.is_empty());

@@ -1,7 +1,9 @@
 //! Shared helpers: small agent projects in temporary folders, turn inputs,
 //! and a runner that collects a turn's step events.
 
+mod anthropic;
 mod loop_limits;
+mod openai;
 mod scripted;
 mod test_provider;
 mod tools;

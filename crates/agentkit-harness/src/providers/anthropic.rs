@@ -1,0 +1,1075 @@
+//! The `anthropic` provider: one streamed request to the Anthropic Messages
+//! API (`POST {base}/v1/messages`) per step.
+//!
+//! - The system prompt is the agent's instructions plus a catalog of its
+//!   skills; the tools are the agent's server tools.
+//! - The conversation maps to alternating `user` / `assistant` messages:
+//!   tool results become `tool_result` blocks of one user message, and
+//!   adjacent messages of the same role merge.
+//! - Text deltas stream as `message.appended`, thinking deltas as
+//!   `reasoning.appended`; `tool_use` blocks collect their `partial_json`
+//!   into tool calls. Thinking blocks of a step that called tools are sent
+//!   back with that step, as the API requires while thinking is on.
+//! - Model params pass through into the request body (`temperature`,
+//!   `top_p`, `thinking` …), except `max_tokens` (default 4096),
+//!   `reasoning_effort` (`low` / `medium` / `high` turn thinking on with a
+//!   budget of 1024 / 4096 / 16384 tokens unless `thinking` is given) and
+//!   `stream_idle_timeout_ms` (how long the stream may stay silent, 60 s
+//!   by default; not sent).
+//! - Connection errors, 429, 529 and 5xx answers (and streams that fail
+//!   before anything reached the client) are retried up to three times
+//!   with exponential backoff and jitter, honouring `retry-after` up to
+//!   30 s. Other errors fail the step with the API's message.
+//!
+//! The API key goes in the `x-api-key` header only and is scrubbed from
+//! every error message.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::hash::BuildHasher;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use agentkit_manifest::{Agent, Execution, ModelSpec};
+use agentkit_protocol::{Message, ToolCall, Usage};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value, json};
+
+use super::{ModelReply, StepRequest, StepSink};
+use crate::credentials::Endpoint;
+
+const API_VERSION: &str = "2023-06-01";
+const DEFAULT_MAX_TOKENS: u64 = 4096;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+const MAX_RETRIES: u32 = 3;
+const BACKOFF_BASE: Duration = Duration::from_millis(500);
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+
+/// Params the harness sets or consumes itself; the rest go into the body.
+const RESERVED_PARAMS: &[&str] = &[
+    "model",
+    "messages",
+    "system",
+    "tools",
+    "stream",
+    "max_tokens",
+    "reasoning_effort",
+    "stream_idle_timeout_ms",
+];
+
+/// An API key that never prints.
+struct ApiKey(String);
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// The `anthropic` model of one turn.
+#[derive(Debug)]
+pub(crate) struct AnthropicTurn {
+    model_id: String,
+    /// The body keys that come from the model params.
+    extra: Map<String, Value>,
+    max_tokens: u64,
+    url: String,
+    api_key: Option<ApiKey>,
+    idle_timeout: Duration,
+    client: reqwest::Client,
+    /// Thinking blocks of the steps that ended in tool calls, keyed by the
+    /// step's first call id: the API wants them back in front of those
+    /// calls while thinking is on.
+    thinking: Mutex<HashMap<String, Vec<Value>>>,
+}
+
+impl AnthropicTurn {
+    /// Checks the key and the params. A missing key is allowed only for a
+    /// base URL other than the public API (a proxy that adds its own).
+    pub(crate) fn new(spec: &ModelSpec, endpoint: &Endpoint) -> Result<AnthropicTurn, String> {
+        let base = endpoint.base_url.trim().trim_end_matches('/');
+        let api_key = endpoint
+            .api_key
+            .as_ref()
+            .filter(|k| !k.trim().is_empty())
+            .map(|k| ApiKey(k.trim().to_owned()));
+        let public_api = reqwest::Url::parse(base)
+            .map_err(|e| format!("invalid anthropic base URL `{base}`: {e}"))?
+            .host_str()
+            .is_some_and(|h| h.eq_ignore_ascii_case("api.anthropic.com"));
+        if api_key.is_none() && public_api {
+            return Err(format!(
+                "ANTHROPIC_API_KEY is not set (needed by model `anthropic:{}`)",
+                spec.id
+            ));
+        }
+
+        let params = &spec.params;
+        let mut extra: Map<String, Value> = params
+            .iter()
+            .filter(|(k, _)| !RESERVED_PARAMS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !extra.contains_key("thinking")
+            && let Some(effort) = params.get("reasoning_effort")
+        {
+            let budget = match effort.as_str() {
+                Some("low") => 1024,
+                Some("medium") => 4096,
+                Some("high") => 16384,
+                _ => {
+                    return Err(format!(
+                        "model param `reasoning_effort` must be \"low\", \"medium\" or \"high\", not {effort}"
+                    ));
+                }
+            };
+            extra.insert(
+                "thinking".into(),
+                json!({"type": "enabled", "budget_tokens": budget}),
+            );
+        }
+        let budget = extra
+            .get("thinking")
+            .and_then(|t| t.get("budget_tokens"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        let max_tokens = match params.get("max_tokens") {
+            None => DEFAULT_MAX_TOKENS.max(budget.saturating_add(DEFAULT_MAX_TOKENS)),
+            Some(v) => v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+                format!("model param `max_tokens` must be a positive integer, not {v}")
+            })?,
+        };
+        let idle_timeout = match params.get("stream_idle_timeout_ms") {
+            None => DEFAULT_IDLE_TIMEOUT,
+            Some(v) => v
+                .as_u64()
+                .filter(|n| *n > 0)
+                .map(Duration::from_millis)
+                .ok_or_else(|| {
+                    format!(
+                        "model param `stream_idle_timeout_ms` must be a positive integer, not {v}"
+                    )
+                })?,
+        };
+
+        Ok(AnthropicTurn {
+            model_id: spec.id.clone(),
+            extra,
+            max_tokens,
+            url: format!("{base}/v1/messages"),
+            api_key,
+            idle_timeout,
+            client: shared_client()?,
+            thinking: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Streams one step, retrying what is safe to retry.
+    pub(crate) async fn step(
+        &self,
+        request: &StepRequest<'_>,
+        sink: &mut StepSink<'_>,
+    ) -> Result<ModelReply, String> {
+        let body = self.request_body(request);
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| format!("cannot encode the anthropic request: {e}"))?;
+        let result = tokio::select! {
+            biased;
+            _ = request.cancel.cancelled() => Err("anthropic request cancelled".to_owned()),
+            r = self.step_with_retries(&body, sink) => r,
+        };
+        result.map_err(|message| self.redact(message))
+    }
+
+    async fn step_with_retries(
+        &self,
+        body: &[u8],
+        sink: &mut StepSink<'_>,
+    ) -> Result<ModelReply, String> {
+        let mut attempt = 0;
+        loop {
+            let mut emitted = false;
+            let failure = match self.attempt(body, sink, &mut emitted).await {
+                Ok(reply) => return Ok(reply),
+                Err(failure) => failure,
+            };
+            if !failure.retry || emitted || attempt >= MAX_RETRIES {
+                return Err(failure.message);
+            }
+            let delay = failure
+                .retry_after
+                .map_or_else(|| backoff(attempt), |d| d.min(MAX_RETRY_AFTER));
+            attempt += 1;
+            tracing::warn!(
+                attempt,
+                delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                error = %self.redact(failure.message),
+                "anthropic request failed; retrying"
+            );
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// One HTTP request and its stream. `emitted` turns true once the sink
+    /// got anything, after which the step can no longer be retried.
+    async fn attempt(
+        &self,
+        body: &[u8],
+        sink: &mut StepSink<'_>,
+        emitted: &mut bool,
+    ) -> Result<ModelReply, Failure> {
+        let mut headers = HeaderMap::new();
+        headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        if let Some(key) = &self.api_key {
+            let mut value = HeaderValue::from_str(&key.0)
+                .map_err(|_| Failure::fatal("ANTHROPIC_API_KEY is not a valid header value"))?;
+            value.set_sensitive(true);
+            headers.insert("x-api-key", value);
+        }
+        let send = self
+            .client
+            .post(&self.url)
+            .headers(headers)
+            .body(body.to_vec())
+            .send();
+        let mut response = match tokio::time::timeout(self.idle_timeout, send).await {
+            Err(_) => {
+                return Err(Failure::fatal(format!(
+                    "the anthropic API did not answer within {}",
+                    humantime::format_duration(self.idle_timeout)
+                )));
+            }
+            Ok(Err(e)) => {
+                let retry = !e.is_builder();
+                return Err(Failure {
+                    message: format!("cannot reach the anthropic API: {}", error_chain(e)),
+                    retry,
+                    retry_after: None,
+                });
+            }
+            Ok(Ok(response)) => response,
+        };
+
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = retry_after(response.headers());
+            let text = match tokio::time::timeout(self.idle_timeout, response.text()).await {
+                Ok(Ok(text)) => text,
+                _ => String::new(),
+            };
+            let code = status.as_u16();
+            return Err(Failure {
+                message: format!("anthropic API error {status}{}", api_error_detail(&text)),
+                retry: code == 429 || code == 529 || status.is_server_error(),
+                retry_after,
+            });
+        }
+
+        let mut parser = SseParser::default();
+        let mut stream = StreamState::default();
+        loop {
+            let chunk = match tokio::time::timeout(self.idle_timeout, response.chunk()).await {
+                Err(_) => {
+                    return Err(Failure::fatal(format!(
+                        "anthropic stream stalled: no data for {}",
+                        humantime::format_duration(self.idle_timeout)
+                    )));
+                }
+                Ok(Err(e)) => {
+                    return Err(Failure::retryable(format!(
+                        "anthropic stream ended early: {}",
+                        error_chain(e)
+                    )));
+                }
+                Ok(Ok(None)) => {
+                    return Err(Failure::retryable("anthropic stream ended early"));
+                }
+                Ok(Ok(Some(chunk))) => chunk,
+            };
+            for event in parser.push(&chunk) {
+                if stream.handle(&event, sink, emitted).await? {
+                    return Ok(self.finish(stream));
+                }
+            }
+        }
+    }
+
+    /// The step's reply; keeps its thinking blocks for the next request
+    /// when it called tools.
+    fn finish(&self, stream: StreamState) -> ModelReply {
+        if stream.stop_reason.as_deref() == Some("max_tokens") {
+            tracing::warn!(
+                max_tokens = self.max_tokens,
+                "anthropic step stopped at max_tokens"
+            );
+        }
+        let mut tool_calls = Vec::new();
+        let mut thinking = Vec::new();
+        for block in stream.blocks.into_values() {
+            match block {
+                Block::Tool {
+                    id,
+                    name,
+                    json,
+                    start_input,
+                } => tool_calls.push(ToolCall {
+                    call_id: id,
+                    tool_name: name,
+                    input: parse_tool_input(&json, start_input),
+                }),
+                Block::Thinking {
+                    thinking: text,
+                    signature,
+                } => thinking.push(json!({
+                    "type": "thinking", "thinking": text, "signature": signature,
+                })),
+                Block::RedactedThinking { data } => {
+                    thinking.push(json!({"type": "redacted_thinking", "data": data}));
+                }
+                Block::Text | Block::Other => {}
+            }
+        }
+        if let Some(first) = tool_calls.first()
+            && !thinking.is_empty()
+            && let Ok(mut kept) = self.thinking.lock()
+        {
+            kept.insert(first.call_id.clone(), thinking);
+        }
+        ModelReply {
+            tool_calls,
+            usage: stream.usage,
+        }
+    }
+
+    fn request_body(&self, request: &StepRequest<'_>) -> Value {
+        let mut body = Map::new();
+        body.insert("model".into(), Value::String(self.model_id.clone()));
+        body.insert("max_tokens".into(), Value::from(self.max_tokens));
+        let system = system_prompt(request.agent);
+        if !system.is_empty() {
+            body.insert("system".into(), Value::String(system));
+        }
+        let messages = match self.thinking.lock() {
+            Ok(kept) => map_messages(request.conversation, &kept),
+            Err(_) => map_messages(request.conversation, &HashMap::new()),
+        };
+        body.insert("messages".into(), Value::Array(messages));
+        let tools: Vec<Value> = request
+            .agent
+            .tools
+            .iter()
+            .filter(|t| t.execution == Execution::Server)
+            .map(|t| {
+                json!({
+                    "name": t.name,
+                    "description": t.description,
+                    "input_schema": t.input_schema,
+                })
+            })
+            .collect();
+        if !tools.is_empty() {
+            body.insert("tools".into(), Value::Array(tools));
+        }
+        body.insert("stream".into(), Value::Bool(true));
+        for (k, v) in &self.extra {
+            body.insert(k.clone(), v.clone());
+        }
+        Value::Object(body)
+    }
+
+    /// Scrubs the key from a message, whatever echoed it.
+    fn redact(&self, message: String) -> String {
+        match &self.api_key {
+            Some(key) if !key.0.is_empty() && message.contains(&key.0) => {
+                message.replace(&key.0, "<redacted>")
+            }
+            _ => message,
+        }
+    }
+}
+
+/// One client per process, so connections are reused across turns.
+fn shared_client() -> Result<reqwest::Client, String> {
+    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .build()
+                .map_err(|e| format!("cannot build the HTTP client: {}", error_chain(e)))
+        })
+        .clone()
+}
+
+/// Why an attempt failed and whether another may follow.
+#[derive(Debug)]
+struct Failure {
+    message: String,
+    retry: bool,
+    retry_after: Option<Duration>,
+}
+
+impl Failure {
+    fn fatal(message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            retry: false,
+            retry_after: None,
+        }
+    }
+
+    fn retryable(message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            retry: true,
+            retry_after: None,
+        }
+    }
+}
+
+/// `500ms · 2^attempt` plus up to half of that again.
+fn backoff(attempt: u32) -> Duration {
+    let base = BACKOFF_BASE.saturating_mul(2u32.saturating_pow(attempt));
+    let half = u64::try_from(base.as_millis() / 2).unwrap_or(0);
+    let random =
+        std::collections::hash_map::RandomState::new().hash_one(std::time::SystemTime::now());
+    base + Duration::from_millis(random % (half + 1))
+}
+
+/// `retry-after` in seconds (or `retry-after-ms`); dates are ignored.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let number = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|v| v.is_finite() && *v >= 0.0)
+    };
+    if let Some(ms) = number("retry-after-ms") {
+        return Some(Duration::from_secs_f64(
+            (ms / 1000.0).min(MAX_RETRY_AFTER.as_secs_f64()),
+        ));
+    }
+    number("retry-after").map(|s| Duration::from_secs_f64(s.min(MAX_RETRY_AFTER.as_secs_f64())))
+}
+
+/// ` (type): message` from an API error body, or a short excerpt of a body
+/// that is not one.
+fn api_error_detail(body: &str) -> String {
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct Body {
+        error: WireError,
+    }
+    match serde_json::from_str::<Body>(body) {
+        Ok(b) if !b.error.message.is_empty() => {
+            format!(" ({}): {}", b.error.kind, b.error.message)
+        }
+        _ => {
+            let body = body.trim();
+            if body.is_empty() {
+                String::new()
+            } else {
+                let excerpt: String = body.chars().take(300).collect();
+                format!(": {excerpt}")
+            }
+        }
+    }
+}
+
+/// A reqwest error with its causes, without the URL (a base URL may carry
+/// credentials of its own).
+fn error_chain(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// The tool input a call's JSON fragments add up to: `{}` when empty, the
+/// input of `content_block_start` when no fragments came, and
+/// `{"_raw": …}` when it does not parse (the loop then reports a schema
+/// error to the model).
+fn parse_tool_input(json: &str, start_input: Value) -> Value {
+    if json.trim().is_empty() {
+        return match start_input {
+            Value::Object(_) => start_input,
+            _ => Value::Object(Map::new()),
+        };
+    }
+    serde_json::from_str(json).unwrap_or_else(|_| json!({ "_raw": json }))
+}
+
+/// The instructions and a catalog of the agent's skills.
+fn system_prompt(agent: &Agent) -> String {
+    let mut system = agent
+        .instructions
+        .as_ref()
+        .map_or("", |i| i.text.trim_end())
+        .to_owned();
+    if !agent.skills.is_empty() {
+        if !system.is_empty() {
+            system.push_str("\n\n");
+        }
+        system.push_str(
+            "## Skills\n\nSkills are procedures kept in your workspace. When a task fits a skill's description, read its SKILL.md and follow it.\n\n",
+        );
+        for skill in &agent.skills {
+            system.push_str(&format!(
+                "- `{name}` (`.cursor/skills/{name}/SKILL.md`): {}\n",
+                skill.description.trim(),
+                name = skill.name,
+            ));
+        }
+    }
+    system
+}
+
+/// Maps the conversation to Messages API messages: roles alternate (same
+/// role neighbours merge), every `tool_use` is answered by a `tool_result`
+/// in the next user message (an interrupted turn's missing results are
+/// filled in as errors), and empty assistant messages are dropped.
+fn map_messages(conversation: &[Message], thinking: &HashMap<String, Vec<Value>>) -> Vec<Value> {
+    // (role, content blocks); a lone user text stays a plain string below.
+    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    let mut push = |role: &'static str, blocks: Vec<Value>| {
+        if blocks.is_empty() {
+            return;
+        }
+        match turns.last_mut() {
+            Some((last, content)) if *last == role => content.extend(blocks),
+            _ => turns.push((role, blocks)),
+        }
+    };
+    for message in conversation {
+        match message {
+            Message::User { text } => push("user", vec![json!({"type": "text", "text": text})]),
+            Message::Assistant { text, tool_calls } => {
+                let mut blocks = Vec::new();
+                if let Some(kept) = tool_calls.first().and_then(|c| thinking.get(&c.call_id)) {
+                    blocks.extend(kept.iter().cloned());
+                }
+                if !text.is_empty() {
+                    blocks.push(json!({"type": "text", "text": text}));
+                }
+                for call in tool_calls {
+                    let input = match &call.input {
+                        Value::Object(_) => call.input.clone(),
+                        _ => Value::Object(Map::new()),
+                    };
+                    blocks.push(json!({
+                        "type": "tool_use",
+                        "id": call.call_id,
+                        "name": call.tool_name,
+                        "input": input,
+                    }));
+                }
+                push("assistant", blocks);
+            }
+            Message::Tool {
+                call_id,
+                output,
+                is_error,
+                ..
+            } => {
+                let content = match output {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                push(
+                    "user",
+                    vec![json!({
+                        "type": "tool_result",
+                        "tool_use_id": call_id,
+                        "content": content,
+                        "is_error": is_error,
+                    })],
+                );
+            }
+        }
+    }
+
+    // Answer every tool_use in the next user message.
+    let mut i = 0;
+    while i < turns.len() {
+        if turns[i].0 == "assistant" {
+            let ids: Vec<String> = turns[i]
+                .1
+                .iter()
+                .filter(|b| b["type"] == "tool_use")
+                .filter_map(|b| b["id"].as_str().map(str::to_owned))
+                .collect();
+            if !ids.is_empty() {
+                if turns.get(i + 1).is_none_or(|(role, _)| *role != "user") {
+                    turns.insert(i + 1, ("user", Vec::new()));
+                }
+                if let Some((_, next)) = turns.get_mut(i + 1) {
+                    let missing: Vec<Value> = ids
+                        .iter()
+                        .filter(|id| {
+                            !next.iter().any(|b| {
+                                b["type"] == "tool_result" && b["tool_use_id"] == id.as_str()
+                            })
+                        })
+                        .map(|id| {
+                            json!({
+                                "type": "tool_result",
+                                "tool_use_id": id,
+                                "content": "no result: the turn ended before the call finished",
+                                "is_error": true,
+                            })
+                        })
+                        .collect();
+                    // Results come first in a user message.
+                    next.splice(0..0, missing);
+                }
+            }
+        }
+        i += 1;
+    }
+
+    turns
+        .into_iter()
+        .map(|(role, mut blocks)| {
+            let content = if role == "user" && blocks.len() == 1 && blocks[0]["type"] == "text" {
+                blocks.swap_remove(0)["text"].take()
+            } else {
+                Value::Array(blocks)
+            };
+            json!({"role": role, "content": content})
+        })
+        .collect()
+}
+
+/// One content block as it streams.
+#[derive(Debug)]
+enum Block {
+    Text,
+    Tool {
+        id: String,
+        name: String,
+        json: String,
+        start_input: Value,
+    },
+    Thinking {
+        thinking: String,
+        signature: String,
+    },
+    RedactedThinking {
+        data: String,
+    },
+    Other,
+}
+
+/// What one stream has said so far.
+#[derive(Debug, Default)]
+struct StreamState {
+    blocks: BTreeMap<usize, Block>,
+    usage: Usage,
+    stop_reason: Option<String>,
+}
+
+impl StreamState {
+    /// Handles one SSE event; `true` at `message_stop`.
+    async fn handle(
+        &mut self,
+        event: &SseEvent,
+        sink: &mut StepSink<'_>,
+        emitted: &mut bool,
+    ) -> Result<bool, Failure> {
+        if event.data.trim().is_empty() {
+            return Ok(false);
+        }
+        let wire: WireEvent = serde_json::from_str(&event.data).map_err(|e| Failure {
+            message: format!("anthropic sent an unreadable `{}` event: {e}", event.event),
+            retry: true,
+            retry_after: None,
+        })?;
+        // The data's `type` is authoritative; the SSE event name backs it up.
+        let kind = if wire.kind.is_empty() {
+            event.event.as_str()
+        } else {
+            wire.kind.as_str()
+        };
+        match kind {
+            "message_start" => self.add_usage(&wire.message.usage),
+            "content_block_start" => {
+                let b = wire.content_block;
+                let block = match b.kind.as_str() {
+                    "text" => {
+                        if !b.text.is_empty() {
+                            *emitted = true;
+                            sink.text(&b.text).await;
+                        }
+                        Block::Text
+                    }
+                    "tool_use" | "server_tool_use" => Block::Tool {
+                        id: b.id,
+                        name: b.name,
+                        json: String::new(),
+                        start_input: b.input,
+                    },
+                    "thinking" => {
+                        if !b.thinking.is_empty() {
+                            *emitted = true;
+                            sink.reasoning(&b.thinking).await;
+                        }
+                        Block::Thinking {
+                            thinking: b.thinking,
+                            signature: b.signature,
+                        }
+                    }
+                    "redacted_thinking" => Block::RedactedThinking { data: b.data },
+                    _ => Block::Other,
+                };
+                self.blocks.insert(wire.index, block);
+            }
+            "content_block_delta" => {
+                let d = wire.delta;
+                let block = self.blocks.get_mut(&wire.index);
+                match (d.kind.as_str(), block) {
+                    ("text_delta", _) if !d.text.is_empty() => {
+                        *emitted = true;
+                        sink.text(&d.text).await;
+                    }
+                    ("input_json_delta", Some(Block::Tool { json, .. })) => {
+                        json.push_str(&d.partial_json);
+                    }
+                    ("thinking_delta", block) => {
+                        if let Some(Block::Thinking { thinking, .. }) = block {
+                            thinking.push_str(&d.thinking);
+                        }
+                        if !d.thinking.is_empty() {
+                            *emitted = true;
+                            sink.reasoning(&d.thinking).await;
+                        }
+                    }
+                    ("signature_delta", Some(Block::Thinking { signature, .. })) => {
+                        signature.push_str(&d.signature);
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = wire.delta.stop_reason {
+                    self.stop_reason = Some(reason);
+                }
+                self.add_usage(&wire.usage);
+            }
+            "message_stop" => return Ok(true),
+            "error" => {
+                let kind = if wire.error.kind.is_empty() {
+                    "error"
+                } else {
+                    wire.error.kind.as_str()
+                };
+                return Err(Failure {
+                    message: format!("anthropic error ({kind}): {}", wire.error.message),
+                    retry: matches!(kind, "overloaded_error" | "api_error" | "rate_limit_error"),
+                    retry_after: None,
+                });
+            }
+            // `ping`, `content_block_stop` and events added later.
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    /// Usage counts are cumulative: the latest non-null value wins.
+    fn add_usage(&mut self, usage: &WireUsage) {
+        if let Some(n) = usage.input_tokens {
+            self.usage.input_tokens = n;
+        }
+        if let Some(n) = usage.output_tokens {
+            self.usage.output_tokens = n;
+        }
+        if let Some(n) = usage.cache_read_input_tokens {
+            self.usage.cache_read_tokens = n;
+        }
+        if let Some(n) = usage.cache_creation_input_tokens {
+            self.usage.cache_write_tokens = n;
+        }
+    }
+}
+
+/// `null` reads as the default, like a missing field.
+fn lenient<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct WireEvent {
+    #[serde(rename = "type", deserialize_with = "lenient")]
+    kind: String,
+    #[serde(deserialize_with = "lenient")]
+    message: WireMessage,
+    #[serde(deserialize_with = "lenient")]
+    index: usize,
+    #[serde(deserialize_with = "lenient")]
+    content_block: WireBlock,
+    #[serde(deserialize_with = "lenient")]
+    delta: WireDelta,
+    #[serde(deserialize_with = "lenient")]
+    usage: WireUsage,
+    #[serde(deserialize_with = "lenient")]
+    error: WireError,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct WireMessage {
+    #[serde(deserialize_with = "lenient")]
+    usage: WireUsage,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct WireUsage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct WireBlock {
+    #[serde(rename = "type", deserialize_with = "lenient")]
+    kind: String,
+    #[serde(deserialize_with = "lenient")]
+    id: String,
+    #[serde(deserialize_with = "lenient")]
+    name: String,
+    input: Value,
+    #[serde(deserialize_with = "lenient")]
+    text: String,
+    #[serde(deserialize_with = "lenient")]
+    thinking: String,
+    #[serde(deserialize_with = "lenient")]
+    signature: String,
+    #[serde(deserialize_with = "lenient")]
+    data: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct WireDelta {
+    #[serde(rename = "type", deserialize_with = "lenient")]
+    kind: String,
+    #[serde(deserialize_with = "lenient")]
+    text: String,
+    #[serde(deserialize_with = "lenient")]
+    partial_json: String,
+    #[serde(deserialize_with = "lenient")]
+    thinking: String,
+    #[serde(deserialize_with = "lenient")]
+    signature: String,
+    stop_reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct WireError {
+    #[serde(rename = "type", deserialize_with = "lenient")]
+    kind: String,
+    #[serde(deserialize_with = "lenient")]
+    message: String,
+}
+
+/// One server-sent event.
+#[derive(Debug, Default, PartialEq)]
+struct SseEvent {
+    event: String,
+    data: String,
+}
+
+/// A server-sent events parser fed with arbitrary chunks: events may split
+/// anywhere, even inside a UTF-8 character.
+#[derive(Debug, Default)]
+struct SseParser {
+    pending: Vec<u8>,
+    event: String,
+    data: String,
+    has_data: bool,
+}
+
+impl SseParser {
+    fn push(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
+        self.pending.extend_from_slice(bytes);
+        let mut events = Vec::new();
+        let mut start = 0;
+        while let Some(offset) = self.pending[start..].iter().position(|b| *b == b'\n') {
+            let end = start + offset;
+            let line = String::from_utf8_lossy(&self.pending[start..end]);
+            let line = line.strip_suffix('\r').unwrap_or(&line).to_owned();
+            start = end + 1;
+            if let Some(event) = self.line(&line) {
+                events.push(event);
+            }
+        }
+        self.pending.drain(..start);
+        events
+    }
+
+    fn line(&mut self, line: &str) -> Option<SseEvent> {
+        if line.is_empty() {
+            let event = SseEvent {
+                event: std::mem::take(&mut self.event),
+                data: std::mem::take(&mut self.data),
+            };
+            return std::mem::take(&mut self.has_data).then_some(event);
+        }
+        if line.starts_with(':') {
+            return None;
+        }
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match field {
+            "event" => self.event = value.to_owned(),
+            "data" => {
+                if self.has_data {
+                    self.data.push('\n');
+                }
+                self.data.push_str(value);
+                self.has_data = true;
+            }
+            _ => {}
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sse(event: &str, data: &str) -> SseEvent {
+        SseEvent {
+            event: event.into(),
+            data: data.into(),
+        }
+    }
+
+    #[test]
+    fn sse_events_split_anywhere() {
+        let text = "event: ping\ndata: {\"type\":\"ping\"}\n\n: comment\r\nevent: x\r\ndata: a\r\ndata: é\r\n\r\n";
+        let expected = vec![sse("ping", "{\"type\":\"ping\"}"), sse("x", "a\né")];
+        for split in 0..text.len() {
+            let (a, b) = text.as_bytes().split_at(split);
+            let mut parser = SseParser::default();
+            let mut events = parser.push(a);
+            events.extend(parser.push(b));
+            assert_eq!(events, expected, "split at {split}");
+        }
+    }
+
+    #[test]
+    fn tool_input_fragments() {
+        assert_eq!(parse_tool_input("", json!({})), json!({}));
+        assert_eq!(parse_tool_input("", json!({"a": 1})), json!({"a": 1}));
+        assert_eq!(
+            parse_tool_input("{\"a\":", json!({})),
+            json!({"_raw": "{\"a\":"})
+        );
+        assert_eq!(parse_tool_input("{\"a\": 2}", json!({})), json!({"a": 2}));
+    }
+
+    #[test]
+    fn messages_alternate_and_every_tool_use_gets_a_result() {
+        let call = |id: &str| ToolCall {
+            call_id: id.into(),
+            tool_name: "t".into(),
+            input: json!({"x": 1}),
+        };
+        let conversation = vec![
+            Message::user("first"),
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![call("a"), call("b")],
+            },
+            Message::Tool {
+                call_id: "a".into(),
+                tool_name: "t".into(),
+                output: json!({"ok": true}),
+                is_error: false,
+            },
+            // "b" never got a result: the turn was interrupted.
+            Message::user("second"),
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: Vec::new(),
+            },
+            Message::user("third"),
+        ];
+        let thinking = HashMap::from([(
+            "a".to_owned(),
+            vec![json!({"type": "thinking", "thinking": "hm", "signature": "sig"})],
+        )]);
+        let messages = map_messages(&conversation, &thinking);
+        assert_eq!(
+            Value::Array(messages),
+            json!([
+                {"role": "user", "content": "first"},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "hm", "signature": "sig"},
+                    {"type": "tool_use", "id": "a", "name": "t", "input": {"x": 1}},
+                    {"type": "tool_use", "id": "b", "name": "t", "input": {"x": 1}},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "b", "content": "no result: the turn ended before the call finished", "is_error": true},
+                    {"type": "tool_result", "tool_use_id": "a", "content": "{\"ok\":true}", "is_error": false},
+                    {"type": "text", "text": "second"},
+                    {"type": "text", "text": "third"},
+                ]},
+            ])
+        );
+    }
+
+    #[test]
+    fn error_bodies_give_their_message() {
+        assert_eq!(
+            api_error_detail(
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: required"}}"#
+            ),
+            " (invalid_request_error): max_tokens: required"
+        );
+        assert_eq!(api_error_detail("bad gateway"), ": bad gateway");
+        assert_eq!(api_error_detail(""), "");
+    }
+
+    #[test]
+    fn retry_after_is_capped_and_backoff_grows() {
+        let mut headers = HeaderMap::new();
+        headers.insert("retry-after", HeaderValue::from_static("2"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
+        headers.insert("retry-after", HeaderValue::from_static("3600"));
+        assert_eq!(retry_after(&headers), Some(MAX_RETRY_AFTER));
+        headers.insert(
+            "retry-after",
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
+        assert_eq!(retry_after(&headers), None);
+        for attempt in 0..3 {
+            let d = backoff(attempt);
+            let base = BACKOFF_BASE * 2u32.pow(attempt);
+            assert!(d >= base && d <= base + base / 2, "{d:?}");
+        }
+    }
+}
