@@ -163,7 +163,7 @@ pub(crate) async fn boot(dir: &Path, state_root: &Path) -> anyhow::Result<agentk
             .ok()
             .filter(|m| !m.is_empty()),
         env: agentkit::EnvLookup::process(),
-        providers: agentkit::ProviderConfig::from_lookup(|k| std::env::var(k).ok()),
+        providers: crate::login::provider_config(),
         ..Default::default()
     };
     agentkit::serve(dir, options)

@@ -113,12 +113,14 @@ enum Command {
     Github(NotYet),
     /// Slack app helpers: manifest, doctor (not available yet).
     Slack(NotYet),
-    /// Store a model provider API key (not available yet).
-    Login(NotYet),
-    /// Remove a stored API key (not available yet).
-    Logout(NotYet),
-    /// Show which credential source is active per provider (not available yet).
-    Whoami(NotYet),
+    /// Store a model provider's API key (file mode 0600 in your config
+    /// directory). Keys resolve in this order: the environment
+    /// (OPENAI_API_KEY, ANTHROPIC_API_KEY), then the stored key.
+    Login(crate::login::LoginArgs),
+    /// Remove a stored API key.
+    Logout(crate::login::LogoutArgs),
+    /// Show which key source is active for each provider (never the key).
+    Whoami(crate::login::WhoamiArgs),
 }
 
 /// Accepts any arguments so that the "not available" message, not a
@@ -142,9 +144,9 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Eval(_) => not_yet("eval", "the eval runner"),
         Command::Github(_) => not_yet("github", "the GitHub channel pack"),
         Command::Slack(_) => not_yet("slack", "the Slack channel pack"),
-        Command::Login(_) => not_yet("login", "the model providers"),
-        Command::Logout(_) => not_yet("logout", "the model providers"),
-        Command::Whoami(_) => not_yet("whoami", "the model providers"),
+        Command::Login(args) => crate::login::login(args),
+        Command::Logout(args) => crate::login::logout(args),
+        Command::Whoami(args) => crate::login::whoami(args),
     }
 }
 

@@ -68,7 +68,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .ok()
             .filter(|m| !m.is_empty()),
         env: agentkit::EnvLookup::process(),
-        providers: agentkit::ProviderConfig::from_lookup(|k| std::env::var(k).ok()),
+        providers: crate::login::provider_config(),
         ..agentkit::ServeOptions::default()
     };
     let dev_fallback = options.dev && options.default_model.is_none();

@@ -84,7 +84,7 @@ fn run(args: Args) -> anyhow::Result<()> {
                 .ok()
                 .filter(|m| !m.is_empty()),
             env: agentkit::EnvLookup::process(),
-            providers: agentkit::ProviderConfig::from_lookup(|k| std::env::var(k).ok()),
+            providers: provider_config(),
             ..agentkit::ServeOptions::default()
         };
         let handle = agentkit::serve(&args.dir, options)
@@ -117,5 +117,14 @@ async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {}
         () = term => {}
+    }
+}
+
+/// The environment, then the keys stored by `agentkit login`.
+fn provider_config() -> agentkit::ProviderConfig {
+    let env = |k: &str| std::env::var(k).ok();
+    match agentkit::credentials::CredentialStore::default_dir(env) {
+        Some(dir) => agentkit::credentials::CredentialStore::new(dir).provider_config(env),
+        None => agentkit::ProviderConfig::from_lookup(env),
     }
 }

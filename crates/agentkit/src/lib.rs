@@ -17,6 +17,7 @@
 //! ```
 
 pub mod client;
+pub mod credentials;
 mod error;
 pub mod info;
 pub mod init;

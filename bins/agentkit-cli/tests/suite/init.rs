@@ -177,3 +177,58 @@ fn call_runs_a_tool_without_a_model() {
         run.stderr
     );
 }
+
+#[test]
+fn login_whoami_logout_never_show_the_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config");
+    let with_config = |args: &[&str]| {
+        super::agentkit_with(tmp.path(), args, |c| {
+            c.env("XDG_CONFIG_HOME", &config)
+                .env_remove("OPENAI_API_KEY")
+                .env_remove("ANTHROPIC_API_KEY");
+        })
+    };
+    let run = with_config(&["whoami", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(doc[0]["source"], "none");
+    let run = with_config(&[
+        "login",
+        "--provider",
+        "openai",
+        "--api-key",
+        "sk-very-secret",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stdout.contains("sk-very-secret"));
+    let stored = config.join("agentkit/credentials.json");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            fs::metadata(&stored).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+    let run = with_config(&["whoami"]);
+    assert!(run.stdout.contains("openai: stored"), "{}", run.stdout);
+    assert!(run.stdout.contains("anthropic: none"), "{}", run.stdout);
+    assert!(!run.stdout.contains("sk-very-secret"));
+    // The environment wins over the stored key.
+    let run = super::agentkit_with(tmp.path(), &["whoami"], |c| {
+        c.env("XDG_CONFIG_HOME", &config)
+            .env("OPENAI_API_KEY", "sk-env");
+    });
+    assert!(
+        run.stdout.contains("openai: env (OPENAI_API_KEY)"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(with_config(&["logout", "--provider", "openai"]).code, 0);
+    assert!(with_config(&["whoami"]).stdout.contains("openai: none"));
+    assert_eq!(
+        with_config(&["login", "--provider", "nope", "--api-key", "x"]).code,
+        2
+    );
+}
