@@ -4,9 +4,24 @@
 //! validates projects ([`discover`], [`validate`]), describes them
 //! ([`info`]), scaffolds new ones ([`init`]), and serves them
 //! ([`serve`] → [`ServeHandle`]): one agent or a folder of them on one
-//! port, each with durable sessions and an NDJSON event stream. Approvals,
-//! deterministic tool calls, MCP, channels, schedules and evals arrive in
-//! later releases.
+//! port, each with durable sessions and an NDJSON event stream, and
+//! deterministic tool calls ([`ServeHandle::call_tool`]). Approvals, MCP,
+//! channels, schedules and evals arrive in later releases.
+//!
+//! Serving, for embedders (see `docs/guides/serving.md`):
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), agentkit::Error> {
+//! let options = agentkit::ServeOptions { port: 0, dev: true, ..Default::default() };
+//! let handle = agentkit::serve(std::path::Path::new("fixtures/agents"), options).await?;
+//! let base = handle.agent_url("weather-agent"); // POST {base}/v1/session …
+//! # let _ = base;
+//! handle.close().await; // interrupts running turns, syncs every log
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Discovery alone:
 //!
 //! ```no_run
 //! let found = agentkit::discover(std::path::Path::new("fixtures/agents"))?;
