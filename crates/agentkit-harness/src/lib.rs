@@ -11,13 +11,15 @@
 //! generated from its schema, then summarises), `scripted:<file>`
 //! (replays a JSON script), `openai` (Chat Completions, streamed, against
 //! OpenAI or a compatible server such as Ollama or vLLM) and `anthropic`
-//! (the Messages API, streamed).
+//! (the Messages API, streamed). Built-in workspace tools (`read`,
+//! `write`, `edit`, `list`, `grep`, `shell`) run confined to the session
+//! workspace.
 //!
 //! Not here: sessions, storage and HTTP (the runtime and the facade own
 //! them), approvals (calls of tools that need approval are refused with an
-//! error result until approvals land), subagents and built-in workspace
-//! tools.
+//! error result until approvals land), subagents and `glob`.
 
+mod builtins;
 mod credentials;
 mod providers;
 mod step;

@@ -14,6 +14,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::builtins;
 use crate::providers::{Model, StepRequest, StepSink, send};
 use crate::step::{FinishReason, StepEvent};
 use crate::tools::{ToolContext, ToolOutput, run_server_tool};
@@ -193,7 +194,7 @@ async fn run_calls(
                 emit_result(events, call, &out, 0).await;
                 outputs[i] = Some(out);
             }
-            Ok(tool) => {
+            Ok(callable) => {
                 let ctx = ToolContext {
                     call_id: call.call_id.clone(),
                     session_id: input.session_id.clone(),
@@ -202,7 +203,10 @@ async fn run_calls(
                 };
                 let fut: CallFuture<'_> = Box::pin(async move {
                     let started = Instant::now();
-                    let out = run_server_tool(tool, &call.input, &ctx).await;
+                    let out = match callable {
+                        Callable::Server(tool) => run_server_tool(tool, &call.input, &ctx).await,
+                        Callable::Builtin(name) => builtins::run(name, &call.input, &ctx).await,
+                    };
                     (i, out, millis(started))
                 });
                 pending.push(Some(fut));
@@ -266,9 +270,23 @@ async fn emit_result(
     .await;
 }
 
+/// What a call runs.
+#[derive(Debug, Clone, Copy)]
+enum Callable<'a> {
+    Server(&'a Tool),
+    Builtin(&'static str),
+}
+
 /// The tool a call may run, or the error result the model gets instead.
-fn check_call<'a>(agent: &'a Agent, call: &ToolCall) -> Result<&'a Tool, String> {
+fn check_call<'a>(agent: &'a Agent, call: &ToolCall) -> Result<Callable<'a>, String> {
     let Some(tool) = agent.tool(&call.tool_name) else {
+        if let Some(b) = builtins::enabled(agent)
+            .into_iter()
+            .find(|b| b.name == call.tool_name)
+        {
+            check_schema(&b.schema, b.name, &call.input)?;
+            return Ok(Callable::Builtin(b.name));
+        }
         return Err(format!("unknown tool `{}`", call.tool_name));
     };
     if tool.execution == Execution::Agent {
@@ -291,14 +309,19 @@ fn check_call<'a>(agent: &'a Agent, call: &ToolCall) -> Result<&'a Tool, String>
         // Approvals are not built yet: refuse visibly, never run silently.
         return Err("approval required: approvals are not available yet".to_owned());
     }
-    Ok(tool)
+    Ok(Callable::Server(tool))
 }
 
 fn validate_input(tool: &Tool, input: &Value) -> Result<(), String> {
+    check_schema(&tool.input_schema, &tool.name, input)
+}
+
+/// Every schema violation of `input`, as one message the model can act on.
+fn check_schema(schema: &Value, name: &str, input: &Value) -> Result<(), String> {
     let validator = jsonschema::options()
         .with_draft(jsonschema::Draft::Draft202012)
-        .build(&tool.input_schema)
-        .map_err(|e| format!("tool `{}` has an invalid input schema: {e}", tool.name))?;
+        .build(schema)
+        .map_err(|e| format!("tool `{name}` has an invalid input schema: {e}"))?;
     let problems: Vec<String> = validator
         .iter_errors(input)
         .map(|e| {
@@ -314,8 +337,7 @@ fn validate_input(tool: &Tool, input: &Value) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "invalid input for `{}`: {}",
-            tool.name,
+            "invalid input for `{name}`: {}",
             problems.join("; ")
         ))
     }

@@ -371,6 +371,12 @@ impl AnthropicTurn {
                 })
             })
             .collect();
+        let tools: Vec<Value> = tools
+            .into_iter()
+            .chain(crate::builtins::enabled(request.agent).into_iter().map(
+                |b| json!({"name": b.name, "description": b.description, "input_schema": b.schema}),
+            ))
+            .collect();
         if !tools.is_empty() {
             body.insert("tools".into(), Value::Array(tools));
         }

@@ -322,6 +322,15 @@ fn request_body(
             })
         })
         .collect();
+    let tools: Vec<Value> = tools
+        .into_iter()
+        .chain(crate::builtins::enabled(agent).into_iter().map(|b| {
+            json!({
+                "type": "function",
+                "function": {"name": b.name, "description": b.description, "parameters": b.schema},
+            })
+        }))
+        .collect();
 
     let mut body = Map::new();
     body.insert("model".into(), json!(model));

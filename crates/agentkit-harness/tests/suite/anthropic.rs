@@ -232,7 +232,12 @@ const ECHO_PY: (&str, &str) = (
     "tools/echo.py",
     "import json, sys\nprint(json.dumps({'echo': json.load(sys.stdin)['word']}))\n",
 );
-const AGENT_TOML: (&str, &str) = ("agent.toml", "model = \"anthropic:claude-test\"\n");
+/// Built-in workspace tools are off so request bodies list only the
+/// project's own tools.
+const AGENT_TOML: (&str, &str) = (
+    "agent.toml",
+    "model = \"anthropic:claude-test\"\n[harness]\nbuiltin_tools = []\n",
+);
 
 fn project(extra: &[(&str, &str)]) -> TestProject {
     let mut files = vec![AGENT_TOML];

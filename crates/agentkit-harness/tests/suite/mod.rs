@@ -2,6 +2,7 @@
 //! and a runner that collects a turn's step events.
 
 mod anthropic;
+mod builtins;
 mod loop_limits;
 mod openai;
 mod scripted;

@@ -198,7 +198,12 @@ const ECHO_PY: (&str, &str) = (
     "tools/echo.py",
     "import json, sys\nprint(json.dumps({'echo': json.load(sys.stdin)['word']}))\n",
 );
-const AGENT_TOML: (&str, &str) = ("agent.toml", "model = \"openai:gpt-test\"\n");
+/// Built-in workspace tools are off so request bodies list only the
+/// project's own tools.
+const AGENT_TOML: (&str, &str) = (
+    "agent.toml",
+    "model = \"openai:gpt-test\"\n[harness]\nbuiltin_tools = []\n",
+);
 
 fn input(project: &TestProject, addr: SocketAddr, message: &str) -> TurnInput {
     let model = project.agent.config.model.clone().unwrap();
@@ -259,7 +264,7 @@ async fn streams_text_and_reasoning_and_records_usage() {
     let project = TestProject::new(&[
         (
             "agent.toml",
-            "[model]\nprovider = \"openai\"\nid = \"gpt-test\"\nparams = { temperature = 0.2, stream = false }\n",
+            "[model]\nprovider = \"openai\"\nid = \"gpt-test\"\nparams = { temperature = 0.2, stream = false }\n[harness]\nbuiltin_tools = []\n",
         ),
         (
             "skills/greet.md",

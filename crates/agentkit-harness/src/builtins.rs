@@ -1,0 +1,355 @@
+//! Built-in workspace tools (`[harness] builtin_tools`): `read`, `write`,
+//! `edit`, `list`, `grep` and `shell`, confined to the session workspace.
+//!
+//! Paths are relative to the workspace; absolute paths, `..` and symbolic
+//! links that lead outside are refused. Outputs are capped. `shell` runs
+//! `sh -c` in the workspace through the same subprocess runner as server
+//! tools (scrubbed environment, timeout, output cap, own process group).
+//! `glob` is accepted in `agent.toml` but not offered yet.
+
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use agentkit_manifest::{Agent, Approval, Execution, Tool, ToolAnnotations};
+use serde_json::{Value, json};
+
+use crate::tools::{ToolContext, ToolOutput, run_server_tool};
+
+/// The most a `read` returns, and the cap on `shell` output.
+const OUTPUT_CAP: usize = 256 * 1024;
+/// The most lines `grep` and entries `list` return.
+const LINE_CAP: usize = 500;
+/// `shell`'s default and largest timeouts.
+const SHELL_TIMEOUT: Duration = Duration::from_secs(60);
+const SHELL_TIMEOUT_MAX: Duration = Duration::from_secs(600);
+
+/// A built-in tool as the model sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct Builtin {
+    pub(crate) name: &'static str,
+    pub(crate) description: &'static str,
+    pub(crate) schema: Value,
+}
+
+fn all() -> Vec<Builtin> {
+    vec![
+        Builtin {
+            name: "read",
+            description: "Read a text file of the workspace. Paths are relative to the workspace.",
+            schema: json!({"type": "object", "required": ["path"], "additionalProperties": false, "properties": {
+                "path": {"type": "string"},
+                "offset": {"type": "integer", "minimum": 0, "description": "first line (0-based)"},
+                "limit": {"type": "integer", "minimum": 1, "description": "number of lines"}
+            }}),
+        },
+        Builtin {
+            name: "write",
+            description: "Create or overwrite a file of the workspace (parent folders are created).",
+            schema: json!({"type": "object", "required": ["path", "content"], "additionalProperties": false, "properties": {
+                "path": {"type": "string"}, "content": {"type": "string"}
+            }}),
+        },
+        Builtin {
+            name: "edit",
+            description: "Replace an exact piece of text in a workspace file. `old` must occur exactly once unless `replace_all` is true.",
+            schema: json!({"type": "object", "required": ["path", "old", "new"], "additionalProperties": false, "properties": {
+                "path": {"type": "string"}, "old": {"type": "string", "minLength": 1}, "new": {"type": "string"},
+                "replace_all": {"type": "boolean"}
+            }}),
+        },
+        Builtin {
+            name: "list",
+            description: "List a workspace folder (default: the workspace root).",
+            schema: json!({"type": "object", "additionalProperties": false, "properties": {"path": {"type": "string"}}}),
+        },
+        Builtin {
+            name: "grep",
+            description: "Search workspace files for a regular expression; answers `file:line: text` lines.",
+            schema: json!({"type": "object", "required": ["pattern"], "additionalProperties": false, "properties": {
+                "pattern": {"type": "string"}, "path": {"type": "string", "description": "a file or folder (default: everything)"}
+            }}),
+        },
+        Builtin {
+            name: "shell",
+            description: "Run a shell command (sh -c) in the workspace; answers stdout, or an error with stderr and the exit code.",
+            schema: json!({"type": "object", "required": ["command"], "additionalProperties": false, "properties": {
+                "command": {"type": "string"},
+                "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 600000}
+            }}),
+        },
+    ]
+}
+
+/// The built-ins this agent enables, minus any name an authored tool takes.
+pub(crate) fn enabled(agent: &Agent) -> Vec<Builtin> {
+    all()
+        .into_iter()
+        .filter(|b| {
+            agent
+                .config
+                .harness
+                .builtin_tools
+                .iter()
+                .any(|n| n == b.name)
+                && agent.tool(b.name).is_none()
+        })
+        .collect()
+}
+
+/// Runs built-in `name` (its input already validated against its schema).
+pub(crate) async fn run(name: &str, input: &Value, ctx: &ToolContext) -> ToolOutput {
+    let root = ctx.workspace_dir.clone();
+    let str_arg = |k: &str| {
+        input
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    if name == "shell" {
+        return shell(
+            &str_arg("command"),
+            input.get("timeout_ms").and_then(Value::as_u64),
+            ctx,
+        )
+        .await;
+    }
+    let name = name.to_owned();
+    let input = input.clone();
+    let result = tokio::task::spawn_blocking(move || match name.as_str() {
+        "read" => read(&root, &input),
+        "write" => write(&root, &input),
+        "edit" => edit(&root, &input),
+        "list" => list(&root, &input),
+        "grep" => grep(&root, &input),
+        other => Err(format!("unknown built-in `{other}`")),
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("built-in tool failed: {e}")));
+    match result {
+        Ok(output) => ToolOutput {
+            output,
+            is_error: false,
+        },
+        Err(message) => ToolOutput {
+            output: Value::String(message),
+            is_error: true,
+        },
+    }
+}
+
+/// Resolves a model-supplied path inside `root`, refusing escapes.
+fn confine(root: &Path, rel: &str) -> Result<PathBuf, String> {
+    let rel = if rel.is_empty() { "." } else { rel };
+    let path = Path::new(rel);
+    if path
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!(
+            "`{rel}` is outside the workspace: use a relative path without `..`"
+        ));
+    }
+    let joined = root.join(path);
+    // The longest existing ancestor must resolve inside the workspace, so
+    // a symbolic link cannot lead out.
+    let mut probe = joined.clone();
+    while !probe.exists() {
+        if !probe.pop() {
+            break;
+        }
+    }
+    let real_root = root
+        .canonicalize()
+        .map_err(|e| format!("workspace unavailable: {e}"))?;
+    let real = probe
+        .canonicalize()
+        .map_err(|e| format!("cannot resolve `{rel}`: {e}"))?;
+    if !real.starts_with(&real_root) {
+        return Err(format!("`{rel}` leads outside the workspace"));
+    }
+    Ok(joined)
+}
+
+fn arg<'a>(input: &'a Value, key: &str) -> &'a str {
+    input.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+fn read(root: &Path, input: &Value) -> Result<Value, String> {
+    let rel = arg(input, "path");
+    let path = confine(root, rel)?;
+    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read `{rel}`: {e}"))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let offset = input.get("offset").and_then(Value::as_u64).unwrap_or(0) as usize;
+    let limit = input
+        .get("limit")
+        .and_then(Value::as_u64)
+        .map(|l| l as usize);
+    let mut out: String = if offset == 0 && limit.is_none() {
+        text.into_owned()
+    } else {
+        text.lines()
+            .skip(offset)
+            .take(limit.unwrap_or(usize::MAX))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    if out.len() > OUTPUT_CAP {
+        let mut cut = OUTPUT_CAP;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+        out.push_str("\n… (truncated: use offset and limit)");
+    }
+    Ok(Value::String(out))
+}
+
+fn write(root: &Path, input: &Value) -> Result<Value, String> {
+    let rel = arg(input, "path");
+    let path = confine(root, rel)?;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create the folders of `{rel}`: {e}"))?;
+    }
+    let content = arg(input, "content");
+    std::fs::write(&path, content).map_err(|e| format!("cannot write `{rel}`: {e}"))?;
+    Ok(json!({"path": rel, "bytes": content.len()}))
+}
+
+fn edit(root: &Path, input: &Value) -> Result<Value, String> {
+    let rel = arg(input, "path");
+    let path = confine(root, rel)?;
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read `{rel}`: {e}"))?;
+    let (old, new) = (arg(input, "old"), arg(input, "new"));
+    let count = text.matches(old).count();
+    let all = input
+        .get("replace_all")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    match (count, all) {
+        (0, _) => return Err(format!("`old` does not occur in `{rel}`")),
+        (n, false) if n > 1 => {
+            return Err(format!(
+                "`old` occurs {n} times in `{rel}`; make it unique or set replace_all"
+            ));
+        }
+        _ => {}
+    }
+    let replaced = if all {
+        text.replace(old, new)
+    } else {
+        text.replacen(old, new, 1)
+    };
+    std::fs::write(&path, replaced).map_err(|e| format!("cannot write `{rel}`: {e}"))?;
+    Ok(json!({"path": rel, "replacements": if all { count } else { 1 }}))
+}
+
+fn list(root: &Path, input: &Value) -> Result<Value, String> {
+    let rel = arg(input, "path");
+    let path = confine(root, rel)?;
+    let mut entries: Vec<Value> = std::fs::read_dir(&path)
+        .map_err(|e| format!("cannot list `{rel}`: {e}"))?
+        .filter_map(Result::ok)
+        .map(|e| {
+            let meta = e.metadata().ok();
+            let kind = match e.file_type() {
+                Ok(t) if t.is_symlink() => "symlink",
+                Ok(t) if t.is_dir() => "dir",
+                _ => "file",
+            };
+            json!({"name": e.file_name().to_string_lossy(), "type": kind, "size": meta.map_or(0, |m| m.len())})
+        })
+        .collect();
+    entries.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    entries.truncate(LINE_CAP);
+    Ok(Value::Array(entries))
+}
+
+fn grep(root: &Path, input: &Value) -> Result<Value, String> {
+    let pattern = arg(input, "pattern");
+    let re = regex::Regex::new(pattern).map_err(|e| format!("bad pattern: {e}"))?;
+    let start = confine(root, arg(input, "path"))?;
+    let real_root = root.canonicalize().map_err(|e| e.to_string())?;
+    let mut hits = Vec::new();
+    let mut stack = vec![start];
+    while let Some(p) = stack.pop() {
+        if hits.len() >= LINE_CAP {
+            break;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if meta.is_dir() {
+            if let Ok(read) = std::fs::read_dir(&p) {
+                let mut children: Vec<PathBuf> =
+                    read.filter_map(Result::ok).map(|e| e.path()).collect();
+                children.sort();
+                stack.extend(children.into_iter().rev());
+            }
+        } else if meta.is_file() && meta.len() <= 4 * 1024 * 1024 {
+            let Ok(bytes) = std::fs::read(&p) else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&bytes);
+            let shown = p
+                .strip_prefix(root)
+                .or_else(|_| p.strip_prefix(&real_root))
+                .unwrap_or(&p)
+                .display()
+                .to_string();
+            for (i, line) in text.lines().enumerate() {
+                if re.is_match(line) {
+                    hits.push(format!("{shown}:{}: {line}", i + 1));
+                    if hits.len() >= LINE_CAP {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    Ok(Value::String(hits.join("\n")))
+}
+
+async fn shell(command: &str, timeout_ms: Option<u64>, ctx: &ToolContext) -> ToolOutput {
+    let timeout = timeout_ms
+        .map_or(SHELL_TIMEOUT, Duration::from_millis)
+        .min(SHELL_TIMEOUT_MAX);
+    let tool = Tool {
+        name: "shell".to_owned(),
+        path: String::new(),
+        description: String::new(),
+        execution: Execution::Server,
+        command: vec!["sh".to_owned(), "-c".to_owned(), command.to_owned()],
+        cwd: ctx.workspace_dir.clone(),
+        script: None,
+        timeout,
+        max_output_bytes: OUTPUT_CAP as u64,
+        env: Vec::new(),
+        needs_approval: Approval::Never,
+        annotations: ToolAnnotations::default(),
+        input_schema: json!({"type": "object"}),
+    };
+    run_server_tool(&tool, &json!({}), ctx).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_stay_in_the_workspace() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let root = tmp.path();
+        assert!(confine(root, "a/b.txt").is_ok());
+        assert!(confine(root, "").is_ok());
+        for bad in ["../x", "/etc/passwd", "a/../../x"] {
+            assert!(confine(root, bad).is_err(), "{bad}");
+        }
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink("/etc", root.join("out")).unwrap_or_else(|e| panic!("{e}"));
+            assert!(confine(root, "out/passwd").is_err());
+        }
+    }
+}

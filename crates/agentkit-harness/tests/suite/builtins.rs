@@ -1,0 +1,136 @@
+//! Built-in workspace tools driven by a scripted model: they work inside
+//! the workspace, and every way out of it is refused.
+
+use serde_json::{Value, json};
+
+use super::{TestProject, results as outputs, run, scripted};
+
+/// One step per call, so results come back in order.
+fn script(calls: &[(&str, Value)]) -> String {
+    let mut steps: Vec<Value> = calls
+        .iter()
+        .map(|(name, input)| json!({"toolCalls": [{"name": name, "input": input}]}))
+        .collect();
+    steps.push(json!({"text": "done"}));
+    json!({"turns": [{"steps": steps}]}).to_string()
+}
+
+#[tokio::test]
+async fn write_read_edit_list_grep_and_shell_in_the_workspace() {
+    let s = script(&[
+        (
+            "write",
+            json!({"path": "notes/a.txt", "content": "alpha\nbeta\n"}),
+        ),
+        (
+            "edit",
+            json!({"path": "notes/a.txt", "old": "beta", "new": "gamma"}),
+        ),
+        ("read", json!({"path": "notes/a.txt"})),
+        ("list", json!({"path": "notes"})),
+        ("grep", json!({"pattern": "^gam"})),
+        ("shell", json!({"command": "cat notes/a.txt | wc -l"})),
+        (
+            "edit",
+            json!({"path": "notes/a.txt", "old": "missing", "new": "x"}),
+        ),
+        ("shell", json!({"command": "echo oops >&2; exit 3"})),
+    ]);
+    let project = TestProject::new(&[
+        ("s.json", &s),
+        ("agent.toml", "[harness]\nmax_steps = 20\n"),
+    ]);
+    let (outcome, events) = run(project.input(scripted("s.json"), "go")).await;
+    assert!(
+        matches!(outcome, agentkit_harness::TurnOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    let out = outputs(&events);
+    assert_eq!(
+        out[0],
+        (
+            "write".into(),
+            json!({"path": "notes/a.txt", "bytes": 11}),
+            false
+        )
+    );
+    assert!(!out[1].2, "{:?}", out[1]);
+    assert_eq!(out[2], ("read".into(), json!("alpha\ngamma\n"), false));
+    assert_eq!(out[3].1[0]["name"], "a.txt");
+    assert_eq!(out[4].1, json!("notes/a.txt:2: gamma"));
+    assert_eq!(
+        out[5].1,
+        json!(2),
+        "wc -l printed 2, which parses as JSON: {:?}",
+        out[5]
+    );
+    assert!(
+        out[6].2 && out[6].1.as_str().unwrap().contains("does not occur"),
+        "{:?}",
+        out[6]
+    );
+    assert!(
+        out[7].2 && out[7].1.to_string().contains("oops"),
+        "{:?}",
+        out[7]
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.dir.path().join("notes/a.txt")).unwrap(),
+        "alpha\ngamma\n"
+    );
+}
+
+#[tokio::test]
+async fn escapes_are_refused_and_nothing_is_written_outside() {
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("pwned.txt");
+    let s = script(&[
+        ("write", json!({"path": "../pwned.txt", "content": "x"})),
+        (
+            "write",
+            json!({"path": target.display().to_string(), "content": "x"}),
+        ),
+        ("read", json!({"path": "/etc/hostname"})),
+        ("write", json!({"path": "link/pwned.txt", "content": "x"})),
+        ("list", json!({"path": "link"})),
+        ("read", json!({"path": "nope", "extra": 1})),
+    ]);
+    let project = TestProject::new(&[
+        ("s.json", &s),
+        ("agent.toml", "[harness]\nmax_steps = 20\n"),
+    ]);
+    std::os::unix::fs::symlink(outside.path(), project.dir.path().join("link")).unwrap();
+    let (_, events) = run(project.input(scripted("s.json"), "go")).await;
+    let out = outputs(&events);
+    assert_eq!(out.len(), 6);
+    for (name, output, is_error) in &out {
+        assert!(is_error, "{name} was allowed: {output}");
+    }
+    assert!(
+        out[5].1.as_str().unwrap().contains("invalid input"),
+        "schema-checked: {:?}",
+        out[5]
+    );
+    assert!(!target.exists());
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn only_enabled_builtins_are_callable() {
+    let s = script(&[
+        ("shell", json!({"command": "echo hi"})),
+        ("read", json!({"path": "hello.txt"})),
+    ]);
+    let project = TestProject::new(&[
+        ("s.json", &s),
+        ("agent.toml", "[harness]\nbuiltin_tools = [\"read\"]\n"),
+    ]);
+    std::fs::write(project.dir.path().join("hello.txt"), "hi").unwrap();
+    let (_, events) = run(project.input(scripted("s.json"), "go")).await;
+    let out = outputs(&events);
+    assert_eq!(
+        out[0],
+        ("shell".into(), json!("unknown tool `shell`"), true)
+    );
+    assert!(!out[1].2, "{:?}", out[1]);
+}
