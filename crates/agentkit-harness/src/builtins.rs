@@ -80,24 +80,32 @@ fn all() -> Vec<Builtin> {
     ]
 }
 
-/// The built-ins this agent enables, minus any name an authored tool takes.
+/// The built-ins this agent enables, minus any name an authored tool
+/// takes; `load_skill` whenever the agent has skills.
 pub(crate) fn enabled(agent: &Agent) -> Vec<Builtin> {
-    all()
+    let wanted = |name: &str| agent.config.harness.builtin_tools.iter().any(|n| n == name);
+    let mut out: Vec<Builtin> = all()
         .into_iter()
-        .filter(|b| {
-            agent
-                .config
-                .harness
-                .builtin_tools
-                .iter()
-                .any(|n| n == b.name)
-                && agent.tool(b.name).is_none()
-        })
-        .collect()
+        .filter(|b| wanted(b.name) && agent.tool(b.name).is_none())
+        .collect();
+    if !agent.skills.is_empty() && agent.tool("load_skill").is_none() {
+        let names: Vec<&str> = agent.skills.iter().map(|s| s.name.as_str()).collect();
+        out.push(Builtin {
+            name: "load_skill",
+            description: "Load a skill's full procedure by name (the skills catalog in your instructions lists them).",
+            schema: json!({"type": "object", "required": ["name"], "additionalProperties": false, "properties": {
+                "name": {"type": "string", "enum": names}
+            }}),
+        });
+    }
+    out
 }
 
 /// Runs built-in `name` (its input already validated against its schema).
-pub(crate) async fn run(name: &str, input: &Value, ctx: &ToolContext) -> ToolOutput {
+pub(crate) async fn run(agent: &Agent, name: &str, input: &Value, ctx: &ToolContext) -> ToolOutput {
+    if name == "load_skill" {
+        return load_skill(agent, input);
+    }
     let root = ctx.workspace_dir.clone();
     let str_arg = |k: &str| {
         input
@@ -133,6 +141,31 @@ pub(crate) async fn run(name: &str, input: &Value, ctx: &ToolContext) -> ToolOut
         },
         Err(message) => ToolOutput {
             output: Value::String(message),
+            is_error: true,
+        },
+    }
+}
+
+/// The skill's procedure, from the discovered project (the workspace copy
+/// at `.agentkit/skills/<name>/SKILL.md` holds the same text).
+fn load_skill(agent: &Agent, input: &Value) -> ToolOutput {
+    let name = input
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match agent.skills.iter().find(|s| s.name == name) {
+        Some(skill) => ToolOutput {
+            output: json!({
+                "name": skill.name,
+                "description": skill.description,
+                "path": format!(".agentkit/skills/{}/SKILL.md", skill.name),
+                "content": skill.body.trim(),
+                "files": skill.files.iter().map(|f| format!(".agentkit/skills/{}/{f}", skill.name)).collect::<Vec<_>>(),
+            }),
+            is_error: false,
+        },
+        None => ToolOutput {
+            output: Value::String(format!("no skill `{name}`")),
             is_error: true,
         },
     }

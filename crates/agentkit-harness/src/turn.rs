@@ -205,7 +205,9 @@ async fn run_calls(
                     let started = Instant::now();
                     let out = match callable {
                         Callable::Server(tool) => run_server_tool(tool, &call.input, &ctx).await,
-                        Callable::Builtin(name) => builtins::run(name, &call.input, &ctx).await,
+                        Callable::Builtin(name) => {
+                            builtins::run(&input.agent, name, &call.input, &ctx).await
+                        }
                     };
                     (i, out, millis(started))
                 });

@@ -453,7 +453,7 @@ fn read_tools(ctx: &mut Ctx, dir: &Entry, agent: &mut Agent) {
                 .builtin_tools
                 .iter()
                 .map(String::as_str)
-                .chain(["task", "remind_me"])
+                .chain(["task", "remind_me", "load_skill"])
                 .find(|b| *b == name);
             if let Some(b) = reserved {
                 let d = Diagnostic::error(Code::DuplicateName, ctx.rel(&e.path), format!("tool `{name}` has the name of the built-in `{b}` tool"))
@@ -803,7 +803,7 @@ fn check_eval_tools(ctx: &mut Ctx, agent: &Agent, evals: &crate::model::Evals) {
                 for name in names {
                     let known = agent.tool(name).is_some()
                         || name.contains("__")
-                        || ["task", "remind_me"].contains(&name)
+                        || ["task", "remind_me", "load_skill"].contains(&name)
                         || agent.config.harness.builtin_tools.iter().any(|b| b == name);
                     if !known {
                         let hint =

@@ -4,7 +4,7 @@
 //! | source | lands as |
 //! |---|---|
 //! | instructions | `AGENTS.md` (with the agent-tools catalog appended) |
-//! | `skills/*` | `.cursor/skills/<name>/SKILL.md` (+ a packaged skill's files) |
+//! | `skills/*` | `.agentkit/skills/<name>/SKILL.md` (+ a packaged skill's files) |
 //! | agent tools | `.agentkit/tools/<name>` scripts |
 //! | `sandbox/workspace/**` | copied in as seed files |
 //! | per-send `workspace_files` | written before the turn |
@@ -51,7 +51,7 @@ pub fn materialize(agent: &Agent, dir: &Path) -> Result<()> {
     }
     write(dir, "AGENTS.md", agents_md.as_bytes())?;
     for skill in &agent.skills {
-        let base = format!(".cursor/skills/{}", skill.name);
+        let base = format!(".agentkit/skills/{}", skill.name);
         let mut text = format!(
             "---\nname: {}\ndescription: {}\n---\n\n",
             skill.name,

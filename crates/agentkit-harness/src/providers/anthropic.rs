@@ -520,27 +520,7 @@ fn parse_tool_input(json: &str, start_input: Value) -> Value {
 
 /// The instructions and a catalog of the agent's skills.
 fn system_prompt(agent: &Agent) -> String {
-    let mut system = agent
-        .instructions
-        .as_ref()
-        .map_or("", |i| i.text.trim_end())
-        .to_owned();
-    if !agent.skills.is_empty() {
-        if !system.is_empty() {
-            system.push_str("\n\n");
-        }
-        system.push_str(
-            "## Skills\n\nSkills are procedures kept in your workspace. When a task fits a skill's description, read its SKILL.md and follow it.\n\n",
-        );
-        for skill in &agent.skills {
-            system.push_str(&format!(
-                "- `{name}` (`.cursor/skills/{name}/SKILL.md`): {}\n",
-                skill.description.trim(),
-                name = skill.name,
-            ));
-        }
-    }
-    system
+    super::system_prompt(agent)
 }
 
 /// Maps the conversation to Messages API messages: roles alternate (same

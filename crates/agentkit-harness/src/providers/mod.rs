@@ -117,6 +117,33 @@ impl StepRequest<'_> {
     }
 }
 
+/// The system prompt every remote provider sends: the instructions, then
+/// the skills catalog (each skill's description; the model loads one with
+/// the built-in `load_skill` tool).
+pub(crate) fn system_prompt(agent: &Agent) -> String {
+    let mut text = agent
+        .instructions
+        .as_ref()
+        .map_or("", |i| i.text.trim_end())
+        .to_owned();
+    if !agent.skills.is_empty() {
+        if !text.is_empty() {
+            text.push_str("\n\n");
+        }
+        text.push_str(
+            "## Skills\n\nSkills are procedures for particular tasks. When a task fits a skill's description, load it with the `load_skill` tool (or read `.agentkit/skills/<name>/SKILL.md`) and follow it.\n\n",
+        );
+        for skill in &agent.skills {
+            text.push_str(&format!(
+                "- `{}`: {}\n",
+                skill.name,
+                skill.description.trim()
+            ));
+        }
+    }
+    text
+}
+
 pub(crate) fn approx_tokens(chars: usize) -> u64 {
     (chars as u64).div_ceil(4).max(1)
 }

@@ -351,20 +351,7 @@ fn request_body(
 
 /// The agent's instructions, then a catalog of its skills.
 fn system_prompt(agent: &Agent) -> Option<String> {
-    let mut text = agent
-        .instructions
-        .as_ref()
-        .map(|i| i.text.trim_end().to_owned())
-        .unwrap_or_default();
-    if !agent.skills.is_empty() {
-        if !text.is_empty() {
-            text.push_str("\n\n");
-        }
-        text.push_str("Skills available (ask for one by name):");
-        for skill in &agent.skills {
-            text.push_str(&format!("\n- {}: {}", skill.name, skill.description));
-        }
-    }
+    let text = super::system_prompt(agent);
     (!text.is_empty()).then_some(text)
 }
 

@@ -337,13 +337,18 @@ async fn streams_text_with_usage_and_sends_the_documented_request() {
     let system = body["system"].as_str().unwrap();
     assert!(system.starts_with("You are a test agent."), "{system}");
     assert!(
-        system.contains(
-            "- `forecast` (`.cursor/skills/forecast/SKILL.md`): Use when asked for a forecast"
-        ),
+        system.contains("- `forecast`: Use when asked for a forecast"),
         "{system}"
     );
-    // No server tools: no `tools` key.
-    assert!(body.get("tools").is_none(), "{body}");
+    // No server tools and no built-ins: the only tool is `load_skill`,
+    // offered because the agent has a skill.
+    let tools: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["load_skill"], "{body}");
 }
 
 #[tokio::test]

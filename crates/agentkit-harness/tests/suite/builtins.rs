@@ -134,3 +134,28 @@ async fn only_enabled_builtins_are_callable() {
     );
     assert!(!out[1].2, "{:?}", out[1]);
 }
+
+#[tokio::test]
+async fn load_skill_returns_the_procedure_when_the_agent_has_skills() {
+    let s = script(&[
+        ("load_skill", json!({"name": "greet"})),
+        ("load_skill", json!({"name": "nope"})),
+    ]);
+    let project = TestProject::new(&[
+        ("s.json", &s),
+        ("agent.toml", "[harness]\nbuiltin_tools = []\n"),
+        (
+            "skills/greet.md",
+            "---\ndescription: Use when greeting someone.\n---\n\nSay hello warmly.\n",
+        ),
+    ]);
+    let (_, events) = run(project.input(scripted("s.json"), "go")).await;
+    let out = outputs(&events);
+    assert_eq!(out[0].1["content"], "Say hello warmly.");
+    assert_eq!(out[0].1["path"], ".agentkit/skills/greet/SKILL.md");
+    assert!(
+        out[1].2,
+        "an unknown skill is refused by the schema's enum: {:?}",
+        out[1]
+    );
+}

@@ -303,11 +303,19 @@ async fn streams_text_and_reasoning_and_records_usage() {
     assert_eq!(body["stream"], true);
     assert_eq!(body["temperature"], 0.2);
     assert_eq!(body["stream_options"], json!({"include_usage": true}));
-    assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
+    // No server tools and no built-ins: the only tool is `load_skill`,
+    // offered because the agent has a skill.
+    let tools: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["load_skill"]);
     assert_eq!(
         body["messages"],
         json!([
-            {"role": "system", "content": "You are a test agent.\n\nSkills available (ask for one by name):\n- greet: Use when greeting someone."},
+            {"role": "system", "content": "You are a test agent.\n\n## Skills\n\nSkills are procedures for particular tasks. When a task fits a skill's description, load it with the `load_skill` tool (or read `.agentkit/skills/<name>/SKILL.md`) and follow it.\n\n- `greet`: Use when greeting someone.\n"},
             {"role": "user", "content": "hi"}
         ])
     );

@@ -196,7 +196,7 @@ async fn workspaces_are_materialised_and_request_paths_stay_inside() {
         "You are a test agent."
     );
     assert!(
-        std::fs::read_to_string(ws.join(".cursor/skills/greet/SKILL.md"))
+        std::fs::read_to_string(ws.join(".agentkit/skills/greet/SKILL.md"))
             .unwrap()
             .contains("Say hello.")
     );
