@@ -7,6 +7,7 @@
 //! tools (scrubbed environment, timeout, output cap, own process group).
 //! `glob` is accepted in `agent.toml` but not offered yet.
 
+use std::borrow::Cow;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
@@ -27,7 +28,7 @@ const SHELL_TIMEOUT_MAX: Duration = Duration::from_secs(600);
 #[derive(Debug, Clone)]
 pub(crate) struct Builtin {
     pub(crate) name: &'static str,
-    pub(crate) description: &'static str,
+    pub(crate) description: Cow<'static, str>,
     pub(crate) schema: Value,
 }
 
@@ -35,7 +36,9 @@ fn all() -> Vec<Builtin> {
     vec![
         Builtin {
             name: "read",
-            description: "Read a text file of the workspace. Paths are relative to the workspace.",
+            description: Cow::Borrowed(
+                "Read a text file of the workspace. Paths are relative to the workspace.",
+            ),
             schema: json!({"type": "object", "required": ["path"], "additionalProperties": false, "properties": {
                 "path": {"type": "string"},
                 "offset": {"type": "integer", "minimum": 0, "description": "first line (0-based)"},
@@ -44,14 +47,18 @@ fn all() -> Vec<Builtin> {
         },
         Builtin {
             name: "write",
-            description: "Create or overwrite a file of the workspace (parent folders are created).",
+            description: Cow::Borrowed(
+                "Create or overwrite a file of the workspace (parent folders are created).",
+            ),
             schema: json!({"type": "object", "required": ["path", "content"], "additionalProperties": false, "properties": {
                 "path": {"type": "string"}, "content": {"type": "string"}
             }}),
         },
         Builtin {
             name: "edit",
-            description: "Replace an exact piece of text in a workspace file. `old` must occur exactly once unless `replace_all` is true.",
+            description: Cow::Borrowed(
+                "Replace an exact piece of text in a workspace file. `old` must occur exactly once unless `replace_all` is true.",
+            ),
             schema: json!({"type": "object", "required": ["path", "old", "new"], "additionalProperties": false, "properties": {
                 "path": {"type": "string"}, "old": {"type": "string", "minLength": 1}, "new": {"type": "string"},
                 "replace_all": {"type": "boolean"}
@@ -59,19 +66,23 @@ fn all() -> Vec<Builtin> {
         },
         Builtin {
             name: "list",
-            description: "List a workspace folder (default: the workspace root).",
+            description: Cow::Borrowed("List a workspace folder (default: the workspace root)."),
             schema: json!({"type": "object", "additionalProperties": false, "properties": {"path": {"type": "string"}}}),
         },
         Builtin {
             name: "grep",
-            description: "Search workspace files for a regular expression; answers `file:line: text` lines.",
+            description: Cow::Borrowed(
+                "Search workspace files for a regular expression; answers `file:line: text` lines.",
+            ),
             schema: json!({"type": "object", "required": ["pattern"], "additionalProperties": false, "properties": {
                 "pattern": {"type": "string"}, "path": {"type": "string", "description": "a file or folder (default: everything)"}
             }}),
         },
         Builtin {
             name: "shell",
-            description: "Run a shell command (sh -c) in the workspace; answers stdout, or an error with stderr and the exit code.",
+            description: Cow::Borrowed(
+                "Run a shell command (sh -c) in the workspace; answers stdout, or an error with stderr and the exit code.",
+            ),
             schema: json!({"type": "object", "required": ["command"], "additionalProperties": false, "properties": {
                 "command": {"type": "string"},
                 "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 600000}
@@ -88,11 +99,30 @@ pub(crate) fn enabled(agent: &Agent) -> Vec<Builtin> {
         .into_iter()
         .filter(|b| wanted(b.name) && agent.tool(b.name).is_none())
         .collect();
+    if !agent.subagents.is_empty() && agent.tool("task").is_none() {
+        let ids: Vec<&str> = agent.subagents.iter().map(|s| s.id.as_str()).collect();
+        let catalog: Vec<String> = agent
+            .subagents
+            .iter()
+            .map(|s| format!("`{}`: {}", s.id, s.description.trim()))
+            .collect();
+        out.push(Builtin {
+            name: "task",
+            description: Cow::Owned(format!(
+                "Delegate a self-contained task to a subagent and get its answer. Subagents: {}",
+                catalog.join("; ")
+            )),
+            schema: json!({"type": "object", "required": ["subagent", "prompt"], "additionalProperties": false, "properties": {
+                "subagent": {"type": "string", "enum": ids},
+                "prompt": {"type": "string", "minLength": 1, "description": "everything the subagent needs to know"}
+            }}),
+        });
+    }
     if !agent.skills.is_empty() && agent.tool("load_skill").is_none() {
         let names: Vec<&str> = agent.skills.iter().map(|s| s.name.as_str()).collect();
         out.push(Builtin {
             name: "load_skill",
-            description: "Load a skill's full procedure by name (the skills catalog in your instructions lists them).",
+            description: Cow::Borrowed("Load a skill's full procedure by name (the skills catalog in your instructions lists them)."),
             schema: json!({"type": "object", "required": ["name"], "additionalProperties": false, "properties": {
                 "name": {"type": "string", "enum": names}
             }}),

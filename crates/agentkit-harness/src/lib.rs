@@ -17,7 +17,8 @@
 //!
 //! Not here: sessions, storage and HTTP (the runtime and the facade own
 //! them), approvals (calls of tools that need approval are refused with an
-//! error result until approvals land), subagents and `glob`.
+//! error result until approvals land) and `glob`. Subagents run through
+//! the built-in `task` tool as a nested loop.
 
 mod builtins;
 mod credentials;
@@ -31,3 +32,13 @@ pub use providers::model_from_env_or_default;
 pub use step::{FinishReason, StepEvent};
 pub use tools::{ToolContext, ToolOutput, run_server_tool};
 pub use turn::{TurnInput, TurnOutcome, run_turn};
+
+/// [`run_turn`] behind a box, for the `task` tool's nested loop: the
+/// recursion needs a named future type, and it must live outside `turn`
+/// so the compiler can see that the nested future is `Send`.
+pub(crate) fn boxed_turn(
+    input: TurnInput,
+    events: tokio::sync::mpsc::Sender<StepEvent>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = TurnOutcome> + Send>> {
+    Box::pin(run_turn(input, events))
+}

@@ -62,6 +62,20 @@ pub enum StepEvent {
         step: u32,
         duration_ms: u64,
     },
+    /// The model delegated work to a subagent (the built-in `task` tool).
+    SubagentCalled {
+        call_id: String,
+        subagent: String,
+        prompt: String,
+    },
+    /// The subagent finished; its usage is part of the turn's.
+    SubagentCompleted {
+        call_id: String,
+        subagent: String,
+        is_error: bool,
+        result: String,
+        usage: agentkit_protocol::Usage,
+    },
 }
 
 impl StepEvent {
@@ -76,6 +90,8 @@ impl StepEvent {
             StepEvent::ActionsRequested { .. } => EventType::ActionsRequested,
             StepEvent::ActionResult { .. } => EventType::ActionResult,
             StepEvent::StepCompleted { .. } => EventType::StepCompleted,
+            StepEvent::SubagentCalled { .. } => EventType::SubagentCalled,
+            StepEvent::SubagentCompleted { .. } => EventType::SubagentCompleted,
         }
     }
 
@@ -106,6 +122,22 @@ impl StepEvent {
             }),
             StepEvent::StepCompleted { step, duration_ms } => {
                 json!({ "step": step, "durationMs": duration_ms })
+            }
+            StepEvent::SubagentCalled {
+                call_id,
+                subagent,
+                prompt,
+            } => {
+                json!({ "callId": call_id, "subagent": subagent, "prompt": prompt })
+            }
+            StepEvent::SubagentCompleted {
+                call_id,
+                subagent,
+                is_error,
+                result,
+                usage,
+            } => {
+                json!({ "callId": call_id, "subagent": subagent, "isError": is_error, "result": result, "usage": usage })
             }
         }
     }

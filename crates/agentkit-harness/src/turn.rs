@@ -145,7 +145,8 @@ async fn run_steps(input: &TurnInput, events: &mpsc::Sender<StepEvent>) -> TurnO
             },
         )
         .await;
-        let outputs = run_calls(input, &calls, events).await;
+        let (outputs, delegated) = run_calls(input, &calls, events).await;
+        usage += delegated;
         conversation.push(Message::Assistant {
             text,
             tool_calls: calls.clone(),
@@ -184,7 +185,10 @@ async fn run_calls(
     input: &TurnInput,
     calls: &[ToolCall],
     events: &mpsc::Sender<StepEvent>,
-) -> Vec<ToolOutput> {
+) -> (Vec<ToolOutput>, Usage) {
+    // Subagents' usage, counted in the turn's.
+    let delegated = std::sync::Mutex::new(Usage::default());
+    let delegated_ref = &delegated;
     let mut outputs: Vec<Option<ToolOutput>> = vec![None; calls.len()];
     let mut pending: Vec<Option<CallFuture<'_>>> = Vec::new();
     for (i, call) in calls.iter().enumerate() {
@@ -205,6 +209,13 @@ async fn run_calls(
                     let started = Instant::now();
                     let out = match callable {
                         Callable::Server(tool) => run_server_tool(tool, &call.input, &ctx).await,
+                        Callable::Builtin("task") => {
+                            let (out, used) = run_subagent(input, call, events).await;
+                            if let Ok(mut total) = delegated_ref.lock() {
+                                *total += used;
+                            }
+                            out
+                        }
                         Callable::Builtin(name) => {
                             builtins::run(&input.agent, name, &call.input, &ctx).await
                         }
@@ -247,10 +258,108 @@ async fn run_calls(
             *slot = Some(out);
         }
     }
-    outputs
+    let outputs = outputs
         .into_iter()
         .map(|o| o.unwrap_or_else(|| ToolOutput::error("tool call produced no result")))
-        .collect()
+        .collect();
+    let used = delegated.lock().map(|u| *u).unwrap_or_default();
+    (outputs, used)
+}
+
+/// The built-in `task` tool: runs the subagent's own loop on the prompt,
+/// with its instructions and model (the parent's when it names none) and
+/// the parent's tools, and answers its final text. The child's steps are
+/// not recorded on the stream (they would read as the parent's); the
+/// stream gets `subagent.called` and `subagent.completed`.
+async fn run_subagent(
+    input: &TurnInput,
+    call: &ToolCall,
+    events: &mpsc::Sender<StepEvent>,
+) -> (ToolOutput, Usage) {
+    let id = call
+        .input
+        .get("subagent")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let prompt = call
+        .input
+        .get("prompt")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let Some(sub) = input.agent.subagents.iter().find(|s| s.id == id) else {
+        return (
+            ToolOutput::error(format!("no subagent `{id}`")),
+            Usage::default(),
+        );
+    };
+    let model = sub.model.clone().unwrap_or_else(|| input.model.clone());
+    let mut child = (*input.agent).clone();
+    // Paths in the subagent's own agent.toml (a scripted model) are
+    // relative to its folder.
+    child.dir = input.agent.dir.join("subagents").join(&sub.id);
+    child.instructions = sub.instructions.clone();
+    // Subagents do not delegate further.
+    child.subagents = Vec::new();
+    child.config.model = Some(model.clone());
+    let child_input = TurnInput {
+        agent: Arc::new(child),
+        model,
+        history: Vec::new(),
+        user_messages: vec![prompt.clone()],
+        workspace: input.workspace.clone(),
+        session_id: input.session_id.clone(),
+        turn_id: format!("{}-{}", input.turn_id, call.call_id),
+        cancel: input.cancel.child_token(),
+        providers: input.providers.clone(),
+    };
+    send(
+        events,
+        StepEvent::SubagentCalled {
+            call_id: call.call_id.clone(),
+            subagent: id.clone(),
+            prompt,
+        },
+    )
+    .await;
+    let (tx, mut rx) = mpsc::channel(256);
+    let child_turn = crate::boxed_turn(child_input, tx);
+    let drain = async move { while rx.recv().await.is_some() {} };
+    let (outcome, ()) = tokio::join!(child_turn, drain);
+    let (out, usage) = match outcome {
+        TurnOutcome::Completed { result, usage } => (
+            ToolOutput {
+                output: Value::String(result),
+                is_error: false,
+            },
+            usage,
+        ),
+        TurnOutcome::Failed { message } => (
+            ToolOutput::error(format!("subagent `{id}` failed: {message}")),
+            Usage::default(),
+        ),
+        TurnOutcome::Interrupted => (
+            ToolOutput::error(format!("subagent `{id}` was interrupted")),
+            Usage::default(),
+        ),
+    };
+    let result = match &out.output {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    send(
+        events,
+        StepEvent::SubagentCompleted {
+            call_id: call.call_id.clone(),
+            subagent: id,
+            is_error: out.is_error,
+            result,
+            usage,
+        },
+    )
+    .await;
+    (out, usage)
 }
 
 async fn emit_result(

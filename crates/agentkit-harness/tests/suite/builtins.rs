@@ -159,3 +159,45 @@ async fn load_skill_returns_the_procedure_when_the_agent_has_skills() {
         out[1]
     );
 }
+
+#[tokio::test]
+async fn task_delegates_to_a_subagent_and_counts_its_usage() {
+    let parent = json!({"turns": [{"steps": [
+        {"toolCalls": [{"name": "task", "input": {"subagent": "researcher", "prompt": "Find the record high in NYC"}}]},
+        {"text": "The researcher says so.", "usage": {"inputTokens": 10, "outputTokens": 5}}
+    ]}]});
+    let child = json!({"turns": [{"steps": [
+        {"text": "106°F in 1936.", "usage": {"inputTokens": 100, "outputTokens": 50}}
+    ]}]});
+    let project = TestProject::new(&[
+        ("s.json", &parent.to_string()),
+        ("agent.toml", "[harness]\nbuiltin_tools = []\n"),
+        (
+            "subagents/researcher/agent.toml",
+            "description = \"Background research\"\nmodel = \"scripted:sub.json\"\n",
+        ),
+        ("subagents/researcher/instructions.md", "You research.\n"),
+        ("subagents/researcher/sub.json", &child.to_string()),
+    ]);
+    let (outcome, events) = run(project.input(scripted("s.json"), "go")).await;
+    let agentkit_harness::TurnOutcome::Completed { result, usage } = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(result, "The researcher says so.");
+    let out = outputs(&events);
+    assert_eq!(out[0], ("task".into(), json!("106°F in 1936."), false));
+    let called: Vec<_> = events
+        .iter()
+        .filter(|e| e.event_type().as_str().starts_with("subagent."))
+        .map(|e| (e.event_type().as_str(), e.data()))
+        .collect();
+    assert_eq!(called.len(), 2);
+    assert_eq!(called[0].1["subagent"], "researcher");
+    assert_eq!(called[1].1["result"], "106°F in 1936.");
+    assert_eq!(called[1].1["usage"]["outputTokens"], 50);
+    // The child's tokens are part of the turn's usage.
+    assert!(
+        usage.input_tokens >= 110 && usage.output_tokens >= 55,
+        "{usage:?}"
+    );
+}
