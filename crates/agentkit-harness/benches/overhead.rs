@@ -67,6 +67,7 @@ fn main() {
             turn_id: "turn".into(),
             cancel: CancellationToken::new(),
             providers: Default::default(),
+            dry_run: false,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(4096);
         let started = Instant::now();

@@ -39,6 +39,10 @@ pub struct TurnInput {
     pub cancel: CancellationToken,
     /// Endpoints and keys of the remote providers.
     pub providers: Arc<crate::credentials::ProviderConfig>,
+    /// A dry-run session: tools not annotated `read_only` (and the
+    /// built-ins that change the workspace) answer a stub saying what would
+    /// have happened instead of running.
+    pub dry_run: bool,
 }
 
 /// How a turn ended.
@@ -198,6 +202,18 @@ async fn run_calls(
                 emit_result(events, call, &out, 0).await;
                 outputs[i] = Some(out);
             }
+            Ok(callable) if input.dry_run && !callable.read_only() => {
+                let out = ToolOutput {
+                    output: serde_json::json!({
+                        "dryRun": true,
+                        "message": format!("dry run: `{}` was not run; it would have been called with this input", call.tool_name),
+                        "input": call.input,
+                    }),
+                    is_error: false,
+                };
+                emit_result(events, call, &out, 0).await;
+                outputs[i] = Some(out);
+            }
             Ok(callable) => {
                 let ctx = ToolContext {
                     call_id: call.call_id.clone(),
@@ -313,6 +329,7 @@ async fn run_subagent(
         turn_id: format!("{}-{}", input.turn_id, call.call_id),
         cancel: input.cancel.child_token(),
         providers: input.providers.clone(),
+        dry_run: input.dry_run,
     };
     send(
         events,
@@ -386,6 +403,18 @@ async fn emit_result(
 enum Callable<'a> {
     Server(&'a Tool),
     Builtin(&'static str),
+}
+
+impl Callable<'_> {
+    /// Safe to run in a dry-run session.
+    fn read_only(&self) -> bool {
+        match self {
+            Callable::Server(tool) => tool.annotations.read_only,
+            Callable::Builtin(name) => {
+                matches!(*name, "read" | "list" | "grep" | "load_skill" | "task")
+            }
+        }
+    }
 }
 
 /// The tool a call may run, or the error result the model gets instead.

@@ -58,6 +58,9 @@ pub struct SessionMeta {
     /// The working directory when `local.cwd` or a channel chose one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_dir: Option<String>,
+    /// Tools that are not read-only answer stubs instead of running.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 pub(crate) fn save(path: &Path, meta: &SessionMeta) -> Result<()> {

@@ -53,6 +53,8 @@ pub struct NewSession {
     pub purpose: Option<String>,
     pub admission: Admission,
     pub workspace_files: Vec<(String, String)>,
+    /// A dry-run session: tools not annotated `read_only` answer stubs.
+    pub dry_run: bool,
 }
 
 /// A follow-up message to an existing session.
@@ -358,6 +360,7 @@ impl AgentRuntime {
             created_at: now(),
             title: req.title.clone(),
             purpose: req.purpose.clone(),
+            dry_run: req.dry_run,
             workspace_dir,
         };
         let session = {
@@ -607,6 +610,7 @@ impl AgentRuntime {
             turn_id: turn_id.clone(),
             cancel: cancel.clone(),
             providers: self.inner.options.providers.clone(),
+            dry_run: lock(&session.meta).dry_run,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
         let harness = tokio::spawn(agentkit_harness::run_turn(input, tx));

@@ -201,3 +201,40 @@ async fn task_delegates_to_a_subagent_and_counts_its_usage() {
         "{usage:?}"
     );
 }
+
+#[tokio::test]
+async fn dry_run_stubs_every_tool_that_is_not_read_only() {
+    let s = script(&[
+        ("write", json!({"path": "out.txt", "content": "x"})),
+        ("shell", json!({"command": "touch touched"})),
+        ("list", json!({})),
+        ("marker", json!({})),
+    ]);
+    let project = TestProject::new(&[
+        ("s.json", &s),
+        ("agent.toml", "[harness]\nmax_steps = 20\n"),
+        (
+            "tools/marker.toml",
+            "description = \"Writes a marker\"\ncommand = [\"sh\", \"-c\", \"touch \\\"$AGENTKIT_WORKSPACE_DIR/marked\\\"\"]\n",
+        ),
+    ]);
+    let mut input = project.input(scripted("s.json"), "go");
+    input.dry_run = true;
+    let (_, events) = run(input).await;
+    let out = outputs(&events);
+    for i in [0, 1, 3] {
+        assert_eq!(out[i].1["dryRun"], true, "{:?}", out[i]);
+        assert!(!out[i].2);
+    }
+    assert!(
+        out[2].1.is_array(),
+        "read-only built-ins still run: {:?}",
+        out[2]
+    );
+    for file in ["out.txt", "touched", "marked"] {
+        assert!(
+            !project.dir.path().join(file).exists(),
+            "{file} was created in a dry run"
+        );
+    }
+}

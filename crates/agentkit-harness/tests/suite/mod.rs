@@ -114,6 +114,7 @@ pub(crate) fn turn_input(
         turn_id: "turn-1".into(),
         cancel: CancellationToken::new(),
         providers: Default::default(),
+        dry_run: false,
     }
 }
 

@@ -83,6 +83,7 @@ pub(crate) fn new_session(message: &str) -> NewSession {
         purpose: None,
         admission: Default::default(),
         workspace_files: Vec::new(),
+        dry_run: false,
     }
 }
 

@@ -233,6 +233,9 @@ struct MessageBody {
     title: Option<String>,
     #[serde(default)]
     purpose: Option<String>,
+    /// New sessions only: tools that are not read-only answer stubs.
+    #[serde(default)]
+    dry_run: bool,
 }
 
 fn accepted_json(state: &AgentState, accepted: &agentkit_runtime::Accepted) -> Value {
@@ -275,6 +278,7 @@ async fn create(
             purpose: req.purpose,
             admission: req.admission.unwrap_or_default(),
             workspace_files: req.workspace_files.into_iter().collect(),
+            dry_run: req.dry_run,
         })
         .await?;
     Ok(axum::Json(accepted_json(&state, &accepted)).into_response())
