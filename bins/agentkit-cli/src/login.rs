@@ -48,10 +48,7 @@ fn store() -> anyhow::Result<CredentialStore> {
 /// The provider endpoints every command uses: the environment, then the
 /// stored keys.
 pub(crate) fn provider_config() -> agentkit::ProviderConfig {
-    match CredentialStore::default_dir(env) {
-        Some(dir) => CredentialStore::new(dir).provider_config(env),
-        None => agentkit::ProviderConfig::from_lookup(env),
-    }
+    agentkit::credentials::resolve_providers(env)
 }
 
 pub(crate) fn login(args: LoginArgs) -> anyhow::Result<ExitCode> {

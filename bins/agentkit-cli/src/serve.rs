@@ -90,30 +90,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e).context(format!("cannot serve `{}`", args.dir.display())),
     };
     crate::render::serve_banner(&mut anstream::stdout(), &handle, dev_fallback, exposed)?;
-    shutdown_signal().await;
+    agentkit::shutdown_signal().await;
     eprintln!("shutting down: interrupting running turns and syncing logs");
     handle.close().await;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Ctrl-C, or SIGTERM on Unix.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
-    }
 }

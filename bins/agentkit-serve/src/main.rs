@@ -84,7 +84,7 @@ fn run(args: Args) -> anyhow::Result<()> {
                 .ok()
                 .filter(|m| !m.is_empty()),
             env: agentkit::EnvLookup::process(),
-            providers: provider_config(),
+            providers: agentkit::credentials::resolve_providers(|k| std::env::var(k).ok()),
             ..agentkit::ServeOptions::default()
         };
         let handle = agentkit::serve(&args.dir, options)
@@ -92,39 +92,8 @@ fn run(args: Args) -> anyhow::Result<()> {
             .with_context(|| format!("cannot serve `{}`", args.dir.display()))?;
         tracing::info!(url = %handle.url(), agents = ?handle.slugs(), "listening");
         println!("listening on {}", handle.url());
-        shutdown_signal().await;
+        agentkit::shutdown_signal().await;
         handle.close().await;
         Ok(())
     })
-}
-
-/// Ctrl-C, or SIGTERM (what container runtimes send) on Unix.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
-    }
-}
-
-/// The environment, then the keys stored by `agentkit login`.
-fn provider_config() -> agentkit::ProviderConfig {
-    let env = |k: &str| std::env::var(k).ok();
-    match agentkit::credentials::CredentialStore::default_dir(env) {
-        Some(dir) => agentkit::credentials::CredentialStore::new(dir).provider_config(env),
-        None => agentkit::ProviderConfig::from_lookup(env),
-    }
 }

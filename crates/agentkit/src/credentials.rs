@@ -153,6 +153,15 @@ impl CredentialStore {
     }
 }
 
+/// The provider endpoints every command uses: the environment, then the
+/// keys stored in the default store (when a config directory exists).
+pub fn resolve_providers(get: impl Fn(&str) -> Option<String>) -> ProviderConfig {
+    match CredentialStore::default_dir(&get) {
+        Some(dir) => CredentialStore::new(dir).provider_config(get),
+        None => ProviderConfig::from_lookup(get),
+    }
+}
+
 fn check_provider(provider: &str) -> Result<()> {
     if PROVIDERS.iter().any(|(p, _)| *p == provider) {
         Ok(())

@@ -42,7 +42,7 @@ pub mod trajectory;
 pub use agentkit_harness::{Endpoint, ProviderConfig};
 pub use agentkit_runtime::{InputError, Owner, ToolCallOutcome};
 pub use error::{Error, Result};
-pub use serve::{EnvFn, EnvLookup, Mode, ServeHandle, ServeOptions, serve};
+pub use serve::{EnvFn, EnvLookup, Mode, ServeHandle, ServeOptions, serve, shutdown_signal};
 
 /// The project format: discovery, the manifest types and diagnostics.
 pub use agentkit_manifest as manifest;

@@ -316,3 +316,26 @@ fn resolve_default_model(options: &ServeOptions) -> Result<Option<ModelSpec>> {
     }
     Ok(None)
 }
+
+/// Resolves on Ctrl-C, or on SIGTERM (what container runtimes send) on
+/// Unix: the signal both binaries stop serving on.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
