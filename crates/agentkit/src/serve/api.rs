@@ -181,15 +181,43 @@ fn html_escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// A request that the agent's auth chain admitted: the caller's principal
+/// and the raw body (read within the body limit, checked before parsing).
+struct Authed {
+    owner: Owner,
+    body: Bytes,
+}
+
+impl axum::extract::FromRequest<AgentState> for Authed {
+    type Rejection = ApiError;
+
+    async fn from_request(
+        req: axum::extract::Request,
+        state: &AgentState,
+    ) -> Result<Self, ApiError> {
+        let (parts, body) = req.into_parts();
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip());
+        let headers = parts.headers.clone();
+        let body = Bytes::from_request(axum::extract::Request::from_parts(parts, body), state)
+            .await
+            .map_err(body_error)?;
+        let owner = authenticate(state, peer, &headers, &body)?;
+        Ok(Authed { owner, body })
+    }
+}
+
 /// Runs the agent's auth chain on the request, raw body included.
 fn authenticate(
     state: &AgentState,
-    peer: SocketAddr,
+    peer: Option<std::net::IpAddr>,
     headers: &HeaderMap,
     body: &[u8],
 ) -> ApiResult<Owner> {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    let mut parts = RequestParts::new(Some(peer.ip())).with_body(body);
+    let mut parts = RequestParts::new(peer).with_body(body);
     if let Some(host) = host {
         parts = parts.with_host(host);
     }
@@ -199,7 +227,7 @@ fn authenticate(
     match state.agent.chain.admit(&parts) {
         Ok(ctx) => Ok(Owner::from_auth(&ctx)),
         Err(denied) => {
-            tracing::info!(peer = %peer, reasons = ?denied.refusals(), "request denied");
+            tracing::info!(peer = ?peer, reasons = ?denied.refusals(), "request denied");
             Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "unauthorized",
@@ -251,14 +279,7 @@ fn accepted_json(state: &AgentState, accepted: &agentkit_runtime::Accepted) -> V
     })
 }
 
-async fn create(
-    State(state): State<AgentState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> ApiResult {
-    let body = body.map_err(body_error)?;
-    let owner = authenticate(&state, peer, &headers, &body)?;
+async fn create(State(state): State<AgentState>, Authed { owner, body }: Authed) -> ApiResult {
     let req: MessageBody = parse_json(&body)?;
     if req.continuation_token.is_some() {
         return Err(ApiError::bad_request(
@@ -286,13 +307,9 @@ async fn create(
 
 async fn follow_up(
     State(state): State<AgentState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    Authed { owner, body }: Authed,
 ) -> ApiResult {
-    let body = body.map_err(body_error)?;
-    let owner = authenticate(&state, peer, &headers, &body)?;
     let req: MessageBody = parse_json(&body)?;
     let accepted = state
         .agent
@@ -313,13 +330,9 @@ async fn follow_up(
 
 async fn stop(
     State(state): State<AgentState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    Authed { owner, .. }: Authed,
 ) -> ApiResult {
-    let body = body.map_err(body_error)?;
-    let owner = authenticate(&state, peer, &headers, &body)?;
     let interrupted = state.agent.runtime.stop(&id, &owner)?;
     Ok(
         axum::Json(json!({"ok": true, "sessionId": id, "interrupted": interrupted}))
@@ -361,12 +374,10 @@ fn line(event: &agentkit_protocol::Event) -> Bytes {
 
 async fn stream(
     State(state): State<AgentState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
-    headers: HeaderMap,
+    Authed { owner, .. }: Authed,
 ) -> ApiResult {
-    let owner = authenticate(&state, peer, &headers, &[])?;
     let start = start_index(query.as_deref())?;
     let sub = state.agent.runtime.subscribe(&id, &owner, start).await?;
     // Each event is its own body frame, so hyper writes it at once; the
@@ -387,12 +398,10 @@ async fn stream(
 
 async fn events(
     State(state): State<AgentState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
-    headers: HeaderMap,
+    Authed { owner, .. }: Authed,
 ) -> ApiResult {
-    let owner = authenticate(&state, peer, &headers, &[])?;
     let start = start_index(query.as_deref())?;
     let events = state.agent.runtime.events(&id, &owner, start).await?;
     let mut body = Vec::new();
@@ -402,31 +411,16 @@ async fn events(
     Ok(ndjson(Body::from(body)))
 }
 
-async fn list(
-    State(state): State<AgentState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> ApiResult {
-    let owner = authenticate(&state, peer, &headers, &[])?;
+async fn list(State(state): State<AgentState>, Authed { owner, .. }: Authed) -> ApiResult {
     let sessions = state.agent.runtime.list(&owner).await?;
     Ok(axum::Json(json!({"ok": true, "sessions": sessions})).into_response())
 }
 
-async fn health(
-    State(state): State<AgentState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> ApiResult {
-    authenticate(&state, peer, &headers, &[])?;
+async fn health(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
     Ok(axum::Json(json!({"ok": true, "slug": state.agent.slug})).into_response())
 }
 
-async fn info(
-    State(state): State<AgentState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> ApiResult {
-    authenticate(&state, peer, &headers, &[])?;
+async fn info(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
     let project = serde_json::to_value(&*state.agent.project).unwrap_or(Value::Null);
     Ok(
         axum::Json(json!({"ok": true, "slug": state.agent.slug, "project": project}))
@@ -450,13 +444,9 @@ fn empty_object() -> Value {
 /// `POST /v1/tools/:toolName`: a deterministic call, no model turn.
 async fn call_tool(
     State(state): State<AgentState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    Authed { owner, body }: Authed,
 ) -> ApiResult {
-    let body = body.map_err(body_error)?;
-    let owner = authenticate(&state, peer, &headers, &body)?;
     let req: ToolCallBody = if body.iter().all(u8::is_ascii_whitespace) {
         ToolCallBody {
             input: empty_object(),
@@ -481,12 +471,7 @@ async fn call_tool(
 /// Approvals arrive in a later release; the
 /// route still runs the auth chain first, so an unauthenticated caller
 /// learns nothing beyond 401.
-async fn not_yet(
-    State(state): State<AgentState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> ApiResult {
-    authenticate(&state, peer, &headers, &[])?;
+async fn not_yet(_auth: Authed) -> ApiResult {
     Err(ApiError::new(
         StatusCode::NOT_IMPLEMENTED,
         "not_implemented",
