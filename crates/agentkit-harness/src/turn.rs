@@ -458,27 +458,37 @@ fn validate_input(tool: &Tool, input: &Value) -> Result<(), String> {
 
 /// Every schema violation of `input`, as one message the model can act on.
 fn check_schema(schema: &Value, name: &str, input: &Value) -> Result<(), String> {
-    let validator = jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft202012)
-        .build(schema)
+    let problems = schema_errors(schema, input)
         .map_err(|e| format!("tool `{name}` has an invalid input schema: {e}"))?;
-    let problems: Vec<String> = validator
-        .iter_errors(input)
-        .map(|e| {
-            let at = e.instance_path().to_string();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let problems: Vec<String> = problems
+        .iter()
+        .map(|(at, message)| {
             if at.is_empty() {
-                e.to_string()
+                message.clone()
             } else {
-                format!("{at}: {e}")
+                format!("{at}: {message}")
             }
         })
         .collect();
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "invalid input for `{name}`: {}",
-            problems.join("; ")
-        ))
-    }
+    Err(format!(
+        "invalid input for `{name}`: {}",
+        problems.join("; ")
+    ))
+}
+
+/// Every violation of `schema` (draft 2020-12) by `input`, as (JSON
+/// pointer, message) pairs; `Err` when the schema itself does not compile.
+/// The model path and deterministic calls validate with this one function.
+pub fn schema_errors(schema: &Value, input: &Value) -> Result<Vec<(String, String)>, String> {
+    let validator = jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .build(schema)
+        .map_err(|e| e.to_string())?;
+    Ok(validator
+        .iter_errors(input)
+        .map(|e| (e.instance_path().to_string(), e.to_string()))
+        .collect())
 }

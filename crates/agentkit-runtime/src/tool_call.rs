@@ -200,18 +200,12 @@ async fn run(
 
 /// Every schema error of `input`, with its JSON pointer.
 fn validate(tool: &Tool, input: &Value) -> Result<()> {
-    let validator = jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft202012)
-        .build(&tool.input_schema)
+    let errors: Vec<InputError> = agentkit_harness::schema_errors(&tool.input_schema, input)
         .map_err(|e| Error::BadRequest {
             message: format!("tool `{}` has an unusable input schema: {e}", tool.name),
-        })?;
-    let errors: Vec<InputError> = validator
-        .iter_errors(input)
-        .map(|e| InputError {
-            path: e.instance_path().to_string(),
-            message: e.to_string(),
-        })
+        })?
+        .into_iter()
+        .map(|(path, message)| InputError { path, message })
         .collect();
     if errors.is_empty() {
         Ok(())
