@@ -28,6 +28,9 @@ pub struct StoreOptions {
     pub broadcast_capacity: usize,
     /// The size of each session's write buffer, in bytes.
     pub write_buffer_bytes: usize,
+    /// How many events a [`FileEventStore::tap`] receiver may fall behind
+    /// before it misses some (it is told how many, as `Lagged`).
+    pub tap_capacity: usize,
 }
 
 impl Default for StoreOptions {
@@ -35,6 +38,7 @@ impl Default for StoreOptions {
         StoreOptions {
             broadcast_capacity: 128,
             write_buffer_bytes: 8 * 1024,
+            tap_capacity: 4096,
         }
     }
 }
@@ -65,6 +69,9 @@ struct Inner {
     /// Logs are opened (and recovered) on first use; the cell makes sure
     /// that happens once even when several callers arrive together.
     logs: Mutex<HashMap<SessionId, Arc<OnceCell<Arc<SessionLog>>>>>,
+    /// Every published event of every session, for observers (hooks,
+    /// channel deliveries).
+    tap: broadcast::Sender<Arc<Event>>,
 }
 
 impl FileEventStore {
@@ -77,6 +84,7 @@ impl FileEventStore {
         Ok(FileEventStore {
             inner: Arc::new(Inner {
                 sessions_dir,
+                tap: broadcast::channel(options.tap_capacity.max(1)).0,
                 options,
                 logs: Mutex::new(HashMap::new()),
             }),
@@ -147,6 +155,15 @@ impl FileEventStore {
     /// Follows `session` from `start_index`: the subscription replays what
     /// is already stored and then yields live events, each exactly once and
     /// in index order, however appends race with this call.
+    /// Every event of every session, live, from now on: each one once it
+    /// has reached the OS, in index order per session. For observers that
+    /// must never slow a turn down (hooks, channel deliveries): a receiver
+    /// that falls more than `tap_capacity` events behind gets
+    /// `RecvError::Lagged(n)` and should count the `n` it missed.
+    pub fn tap(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.inner.tap.subscribe()
+    }
+
     pub async fn subscribe(&self, session: &SessionId, start_index: u64) -> Result<Subscription> {
         let log = self.log(session, false).await?;
         // Taking the receiver and the length under the session lock means
@@ -221,6 +238,8 @@ pub(crate) struct SessionLog {
     /// can never leave the count stuck.
     pending: AtomicUsize,
     sender: broadcast::Sender<Arc<Event>>,
+    /// The store-wide tap (see [`FileEventStore::tap`]).
+    tap: broadcast::Sender<Arc<Event>>,
     /// The published length, for appenders waiting on someone else's flush.
     flushed: watch::Sender<Flushed>,
     /// A second handle on the file, for `sync_data` outside the lock.
@@ -294,6 +313,7 @@ impl SessionLog {
             }),
             pending: AtomicUsize::new(0),
             sender,
+            tap: inner.tap.clone(),
             flushed,
             sync_file: Arc::new(sync_file),
         })
@@ -397,6 +417,7 @@ impl SessionLog {
         }
         for event in state.unpublished.drain(..) {
             // An error only means nobody is listening right now.
+            let _ = self.tap.send(event.clone());
             let _ = self.sender.send(event);
         }
         state.published = state.len;

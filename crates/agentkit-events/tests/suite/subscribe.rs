@@ -129,3 +129,40 @@ async fn a_subscription_replays_a_reopened_log_then_follows_live() {
     assert_eq!(sub.next().await.unwrap().index, 3000);
     assert_eq!(sub.next().await.unwrap().index, 3001);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tap_sees_every_session_in_order_and_counts_what_it_missed() {
+    let (_dir, store) = store(StoreOptions::default());
+    let mut tap = store.tap();
+    let (a, b) = (id("tap-a"), id("tap-b"));
+    let wa = tokio::spawn(append_all(store.clone(), a.clone(), 0, 300));
+    let wb = tokio::spawn(append_all(store.clone(), b.clone(), 0, 300));
+    let (mut next_a, mut next_b) = (0, 0);
+    while next_a < 300 || next_b < 300 {
+        let event = tokio::time::timeout(Duration::from_secs(20), tap.recv())
+            .await
+            .expect("tap timed out")
+            .unwrap();
+        let next = if event.session_id == a {
+            &mut next_a
+        } else {
+            &mut next_b
+        };
+        assert_eq!(event.index, *next, "per-session order on the tap");
+        *next += 1;
+    }
+    wa.await.unwrap();
+    wb.await.unwrap();
+
+    // A receiver that falls behind is told how many events it missed.
+    let (_dir, small) = super::store(StoreOptions {
+        tap_capacity: 4,
+        ..StoreOptions::default()
+    });
+    let mut slow = small.tap();
+    append_all(small.clone(), id("tap-c"), 0, 10).await;
+    match slow.recv().await {
+        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => assert_eq!(n, 6),
+        other => panic!("expected a lag report, got {other:?}"),
+    }
+}
