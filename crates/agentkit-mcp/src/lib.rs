@@ -1,6 +1,14 @@
 //! agentkit MCP: every agent as an MCP server (`ask`, `check`,
 //! `call_tool`), and MCP client connections (stdio, streamable HTTP, peer).
 //!
-//! Not built yet: it arrives with the agent-to-agent issue. The connection
-//! files it will open are already parsed and validated by
-//! `agentkit-manifest`. Until then this crate exports nothing.
+//! rmcp's types stay inside this crate. The server side ([`McpHttp`]) is a
+//! stateless streamable-HTTP endpoint over an [`AgentBackend`] that the
+//! facade implements with the agent's runtime; it knows nothing of
+//! sessions or routing.
+
+mod server;
+
+pub use server::{
+    AgentBackend, AskRequest, BackendError, DEFAULT_MAX_HOPS, DEFAULT_MAX_WAIT, HOPS_HEADER,
+    McpBody, McpHttp, McpServerOptions, Reply, ReplyStatus, ServerToolInfo, ToolCallRequest,
+};

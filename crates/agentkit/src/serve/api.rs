@@ -26,10 +26,10 @@ use super::{Mode, Mounted};
 #[derive(Debug)]
 pub(crate) struct ApiError {
     status: StatusCode,
-    code: &'static str,
-    message: String,
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
     /// Extra fields of the error object (`available`, `errors`).
-    details: Option<serde_json::Map<String, Value>>,
+    pub(crate) details: Option<serde_json::Map<String, Value>>,
 }
 
 impl ApiError {
@@ -69,7 +69,7 @@ impl From<agentkit_runtime::Error> for ApiError {
 }
 
 /// A body that could not be read: too large (413) or cut off (400).
-fn body_error(e: BytesRejection) -> ApiError {
+pub(crate) fn body_error(e: BytesRejection) -> ApiError {
     let status = e.status();
     let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
         "payload_too_large"
@@ -96,8 +96,8 @@ impl IntoResponse for ApiError {
 type ApiResult<T = Response> = Result<T, ApiError>;
 
 #[derive(Debug, Clone)]
-struct AgentState {
-    agent: Mounted,
+pub(crate) struct AgentState {
+    pub(crate) agent: Mounted,
     shutdown: CancellationToken,
 }
 
@@ -157,6 +157,7 @@ fn agent_router(agent: Mounted, shutdown: CancellationToken) -> Router {
         .route("/v1/sessions", get(list))
         .route("/v1/health", get(health))
         .route("/v1/info", get(info))
+        .route("/v1/mcp", any(super::mcp::route))
         .with_state(state)
 }
 
@@ -210,7 +211,7 @@ impl axum::extract::FromRequest<AgentState> for Authed {
 }
 
 /// Runs the agent's auth chain on the request, raw body included.
-fn authenticate(
+pub(crate) fn authenticate(
     state: &AgentState,
     peer: Option<std::net::IpAddr>,
     headers: &HeaderMap,
@@ -422,8 +423,9 @@ async fn health(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
 
 async fn info(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
     let project = serde_json::to_value(&*state.agent.project).unwrap_or(Value::Null);
+    let mcp = super::mcp::info(&state);
     Ok(
-        axum::Json(json!({"ok": true, "slug": state.agent.slug, "project": project}))
+        axum::Json(json!({"ok": true, "slug": state.agent.slug, "project": project, "mcp": mcp}))
             .into_response(),
     )
 }

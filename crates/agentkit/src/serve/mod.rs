@@ -9,6 +9,7 @@
 
 mod api;
 mod auth;
+mod mcp;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -61,6 +62,13 @@ pub struct ServeOptions {
     /// Endpoints and keys of the remote model providers (the binary fills
     /// them from flags and the environment).
     pub providers: agentkit_harness::ProviderConfig,
+    /// How long the MCP tools `ask` and `check` wait for a turn before
+    /// answering `status: "running"` (about 50 s, below MCP clients'
+    /// request timeouts).
+    pub mcp_max_wait: Duration,
+    /// The longest agent-to-agent delegation chain an MCP request may
+    /// arrive through; deeper requests are refused.
+    pub max_hops: u32,
 }
 
 /// How `${VAR}` references are resolved. The library never reads the
@@ -108,6 +116,8 @@ impl Default for ServeOptions {
             shutdown_grace: Duration::from_secs(10),
             env: EnvLookup::empty(),
             providers: agentkit_harness::ProviderConfig::default(),
+            mcp_max_wait: agentkit_mcp::DEFAULT_MAX_WAIT,
+            max_hops: agentkit_mcp::DEFAULT_MAX_HOPS,
         }
     }
 }
@@ -121,6 +131,8 @@ pub(crate) struct Mounted {
     pub(crate) project: Arc<agentkit_manifest::Project>,
     /// `/<slug>` or empty in single mode.
     pub(crate) prefix: String,
+    /// The agent's MCP endpoint (`/v1/mcp`).
+    pub(crate) mcp: mcp::Endpoint,
 }
 
 /// A running server. Dropping it does not stop the server; call
@@ -231,6 +243,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         .clone()
         .unwrap_or_else(|| found.host.root.join(".agentkit"));
     let mut agents = Vec::new();
+    let shutdown = CancellationToken::new();
     for project in &found.host.agents {
         let runtime = AgentRuntime::open(
             Arc::new(project.agent.clone()),
@@ -247,9 +260,21 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             Mode::Multi => format!("/{}", project.slug),
             Mode::Single => String::new(),
         };
+        let mcp = mcp::endpoint(
+            runtime.clone(),
+            &project.slug,
+            agentkit_mcp::McpServerOptions {
+                max_wait: options.mcp_max_wait,
+                max_hops: options.max_hops,
+                body_limit: options.body_limit,
+                shutdown: shutdown.clone(),
+                name: project.slug.clone(),
+            },
+        );
         agents.push(Mounted {
             slug: project.slug.clone(),
             runtime,
+            mcp,
             chain: Arc::new(chain),
             project: Arc::new(project.clone()),
             prefix,
@@ -273,7 +298,6 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
     });
-    let shutdown = CancellationToken::new();
     let router = api::router(&agents, options.mode, options.body_limit, shutdown.clone());
     let stop = shutdown.clone();
     let server = tokio::spawn(async move {

@@ -3,3 +3,4 @@
 mod docs;
 mod fixtures;
 mod http;
+mod mcp;

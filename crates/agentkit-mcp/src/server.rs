@@ -1,0 +1,538 @@
+//! Every agent is an MCP server: `ask`, `check` and (when the agent has
+//! server tools) `call_tool`, over stateless streamable HTTP.
+//!
+//! The server knows nothing of sessions: it parses arguments, bounds the
+//! waits, enforces the delegation hop limit and turns a backend's answers
+//! into MCP tool results. The facade implements [`AgentBackend`] over the
+//! agent's runtime and mounts [`McpHttp`] behind the agent's auth chain.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use rmcp::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// The request header that carries how many agent-to-agent delegations led
+/// to this request (absent: none).
+pub const HOPS_HEADER: &str = "x-agentkit-hops";
+
+/// The default bound on how long `ask` and `check` wait for a turn.
+pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(50);
+
+/// The default limit on delegation chains.
+pub const DEFAULT_MAX_HOPS: u32 = 4;
+
+/// Where a session stands, as `ask` and `check` report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplyStatus {
+    /// A turn is still running (or queued): call `check` again.
+    Running,
+    /// The last turn completed; `reply` is its answer.
+    Completed,
+    /// The last turn failed or was interrupted; `reply` says why.
+    Failed,
+}
+
+/// The answer of `ask` and `check`: `{status, sessionId, reply}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reply {
+    pub status: ReplyStatus,
+    pub session_id: String,
+    /// The last turn's answer (or failure message); `null` while running.
+    pub reply: Option<String>,
+}
+
+/// A server tool as `call_tool` advertises it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerToolInfo {
+    pub name: String,
+    pub description: String,
+}
+
+/// What a caller asks for with `ask`.
+#[derive(Debug, Clone)]
+pub struct AskRequest {
+    pub message: String,
+    /// Follow up in this session; `None` starts a fresh one.
+    pub session_id: Option<String>,
+    /// How long to wait for the turn before answering `running`.
+    pub wait: Duration,
+    /// Delegations that led to this request (from [`HOPS_HEADER`]).
+    pub hops: u32,
+}
+
+/// A deterministic call through `call_tool`.
+#[derive(Debug, Clone)]
+pub struct ToolCallRequest {
+    pub name: String,
+    pub input: Value,
+    pub session_id: Option<String>,
+    pub hops: u32,
+}
+
+/// A refusal the caller can read: an error code and a message, plus extra
+/// fields (`available`, `errors`) like the HTTP API's error object.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct BackendError {
+    pub code: String,
+    pub message: String,
+    pub details: serde_json::Map<String, Value>,
+}
+
+impl BackendError {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> BackendError {
+        BackendError {
+            code: code.into(),
+            message: message.into(),
+            details: serde_json::Map::new(),
+        }
+    }
+
+    /// The HTTP API's error body: `{ok: false, error: {code, message, ..}}`.
+    fn to_json(&self) -> Value {
+        let mut error = serde_json::Map::new();
+        error.insert("code".into(), Value::String(self.code.clone()));
+        error.insert("message".into(), Value::String(self.message.clone()));
+        error.extend(self.details.clone());
+        json!({"ok": false, "error": error})
+    }
+}
+
+/// What the MCP server needs from the agent it serves. The facade
+/// implements it over the agent's runtime; `Caller` is the principal the
+/// route's auth chain admitted, handed back to every method.
+pub trait AgentBackend: Send + Sync + 'static {
+    type Caller: Clone + Send + Sync + 'static;
+
+    /// The agent's server tools; `call_tool` is offered only when there is
+    /// at least one.
+    fn server_tools(&self) -> Vec<ServerToolInfo>;
+
+    /// Sends a message (a fresh session on the `mcp` channel owned by
+    /// `caller`, or a follow-up) and waits up to `req.wait` for the turn.
+    fn ask(
+        &self,
+        caller: &Self::Caller,
+        req: AskRequest,
+    ) -> impl Future<Output = Result<Reply, BackendError>> + Send;
+
+    /// Waits up to `wait` (zero: a poll) for the session to settle.
+    fn check(
+        &self,
+        caller: &Self::Caller,
+        session_id: &str,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Reply, BackendError>> + Send;
+
+    /// Runs a server tool deterministically and answers the HTTP route's
+    /// envelope (`{ok, toolName, callId, isError, result, durationMs}`).
+    fn call_tool(
+        &self,
+        caller: &Self::Caller,
+        req: ToolCallRequest,
+    ) -> impl Future<Output = Result<Value, BackendError>> + Send;
+}
+
+/// How the MCP server bounds its callers.
+#[derive(Debug, Clone)]
+pub struct McpServerOptions {
+    /// The longest `ask` / `check` wait (longer `waitSeconds` are cut).
+    pub max_wait: Duration,
+    /// Requests that arrive after more delegations than this are refused.
+    pub max_hops: u32,
+    /// The largest request body, in bytes.
+    pub body_limit: usize,
+    /// Cancelled when the server shuts down.
+    pub shutdown: CancellationToken,
+    /// The name and version the server introduces itself with.
+    pub name: String,
+}
+
+impl Default for McpServerOptions {
+    fn default() -> Self {
+        McpServerOptions {
+            max_wait: DEFAULT_MAX_WAIT,
+            max_hops: DEFAULT_MAX_HOPS,
+            body_limit: 1024 * 1024,
+            shutdown: CancellationToken::new(),
+            name: "agentkit".into(),
+        }
+    }
+}
+
+/// The response body of [`McpHttp::handle`].
+pub type McpBody = BoxBody<Bytes, Infallible>;
+
+/// The caller, carried from [`McpHttp::handle`] to the tool handlers in
+/// the request's extensions.
+#[derive(Clone)]
+struct CallerSlot<C>(C);
+
+/// One agent's MCP endpoint: a stateless streamable-HTTP service. Cheap to
+/// clone.
+pub struct McpHttp<B: AgentBackend> {
+    service: StreamableHttpService<Handler<B>, LocalSessionManager>,
+}
+
+impl<B: AgentBackend> Clone for McpHttp<B> {
+    fn clone(&self) -> Self {
+        McpHttp {
+            service: self.service.clone(),
+        }
+    }
+}
+
+impl<B: AgentBackend> std::fmt::Debug for McpHttp<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpHttp").finish_non_exhaustive()
+    }
+}
+
+impl<B: AgentBackend> McpHttp<B> {
+    pub fn new(backend: Arc<B>, options: McpServerOptions) -> McpHttp<B> {
+        // The route's auth chain has already judged the request (the
+        // default chain admits only loopback `Host`s), so rmcp's own Host
+        // allow-list would only refuse hosts the chain chose to admit.
+        let config = StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(false)
+            .with_json_response(true)
+            .with_sse_keep_alive(None)
+            .disable_allowed_hosts()
+            .with_max_request_body_bytes(options.body_limit)
+            .with_cancellation_token(options.shutdown.child_token());
+        let handler = Handler {
+            backend,
+            options: Arc::new(options),
+        };
+        let service = StreamableHttpService::new(
+            move || Ok(handler.clone()),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        McpHttp { service }
+    }
+
+    /// Serves one HTTP request that `caller` made (after the route's auth
+    /// chain admitted it).
+    pub async fn handle<Body>(
+        &self,
+        mut req: http::Request<Body>,
+        caller: B::Caller,
+    ) -> http::Response<McpBody>
+    where
+        Body: http_body::Body + Send + 'static,
+        Body::Error: std::fmt::Display,
+    {
+        req.extensions_mut().insert(CallerSlot(caller));
+        self.service.handle(req).await
+    }
+}
+
+struct Handler<B: AgentBackend> {
+    backend: Arc<B>,
+    options: Arc<McpServerOptions>,
+}
+
+impl<B: AgentBackend> Clone for Handler<B> {
+    fn clone(&self) -> Self {
+        Handler {
+            backend: self.backend.clone(),
+            options: self.options.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AskArgs {
+    message: String,
+    #[serde(default)]
+    session_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CheckArgs {
+    session_id: String,
+    #[serde(default)]
+    wait_seconds: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CallToolArgs {
+    name: String,
+    #[serde(default)]
+    input: Option<Value>,
+    #[serde(default)]
+    session_id: Option<String>,
+}
+
+fn schema(value: Value) -> Arc<JsonObject> {
+    Arc::new(value.as_object().cloned().unwrap_or_default())
+}
+
+impl<B: AgentBackend> Handler<B> {
+    fn tools(&self) -> Vec<Tool> {
+        let wait = self.options.max_wait.as_secs();
+        let mut tools = vec![
+            Tool::new(
+                "ask",
+                format!(
+                    "Send a message to this agent. It runs a turn in the agent's own session, with its own instructions and tools, and returns {{status, sessionId, reply}}. Omit sessionId for a fresh session; pass it to follow up. Waits up to {wait}s: if status is \"running\", call `check` with the same sessionId."
+                ),
+                schema(json!({
+                    "type": "object",
+                    "properties": {
+                        "message": {"type": "string", "description": "What to ask the agent."},
+                        "sessionId": {"type": "string", "description": "A session from an earlier `ask`, to follow up."}
+                    },
+                    "required": ["message"],
+                    "additionalProperties": false
+                })),
+            ),
+            Tool::new(
+                "check",
+                format!(
+                    "Wait for (or, with waitSeconds 0, poll) a session started with `ask`; returns {{status, sessionId, reply}}. Waits are capped at {wait}s."
+                ),
+                schema(json!({
+                    "type": "object",
+                    "properties": {
+                        "sessionId": {"type": "string"},
+                        "waitSeconds": {"type": "number", "minimum": 0, "description": "0 polls without waiting."}
+                    },
+                    "required": ["sessionId"],
+                    "additionalProperties": false
+                })),
+            ),
+        ];
+        let server_tools = self.backend.server_tools();
+        if !server_tools.is_empty() {
+            let names: Vec<&str> = server_tools.iter().map(|t| t.name.as_str()).collect();
+            let catalog: Vec<String> = server_tools
+                .iter()
+                .map(|t| format!("- {}: {}", t.name, t.description))
+                .collect();
+            tools.push(Tool::new(
+                "call_tool",
+                format!(
+                    "Call one of this agent's server tools directly, with no model turn. Returns {{ok, toolName, callId, isError, result, durationMs}}. Tools:\n{}",
+                    catalog.join("\n")
+                ),
+                schema(json!({
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "enum": names},
+                        "input": {"type": "object", "description": "The tool's input (checked against its schema)."},
+                        "sessionId": {"type": "string", "description": "Run inside this session (recorded on its stream)."}
+                    },
+                    "required": ["name"],
+                    "additionalProperties": false
+                })),
+            ));
+        }
+        tools
+    }
+
+    fn wait_for(&self, seconds: Option<f64>) -> Duration {
+        match seconds {
+            Some(s) if s.is_finite() && s > 0.0 => {
+                Duration::from_secs_f64(s).min(self.options.max_wait)
+            }
+            Some(_) => Duration::ZERO,
+            None => self.options.max_wait,
+        }
+    }
+
+    async fn dispatch(
+        &self,
+        caller: &B::Caller,
+        hops: u32,
+        name: &str,
+        args: Value,
+    ) -> CallToolResult {
+        if hops > self.options.max_hops {
+            return refusal(&BackendError::new(
+                "hop_limit",
+                format!(
+                    "delegation chain too deep: this request arrived after {hops} agent-to-agent hops and the limit is {}; answer without delegating further",
+                    self.options.max_hops
+                ),
+            ));
+        }
+        match name {
+            "ask" => match parse::<AskArgs>(args) {
+                Ok(a) => {
+                    let req = AskRequest {
+                        message: a.message,
+                        session_id: a.session_id,
+                        wait: self.options.max_wait,
+                        hops,
+                    };
+                    reply(self.backend.ask(caller, req).await)
+                }
+                Err(e) => refusal(&e),
+            },
+            "check" => match parse::<CheckArgs>(args) {
+                Ok(a) => {
+                    let wait = self.wait_for(a.wait_seconds);
+                    reply(self.backend.check(caller, &a.session_id, wait).await)
+                }
+                Err(e) => refusal(&e),
+            },
+            "call_tool" if !self.backend.server_tools().is_empty() => {
+                match parse::<CallToolArgs>(args) {
+                    Ok(a) => {
+                        let req = ToolCallRequest {
+                            name: a.name,
+                            input: a.input.unwrap_or_else(|| json!({})),
+                            session_id: a.session_id,
+                            hops,
+                        };
+                        match self.backend.call_tool(caller, req).await {
+                            Ok(envelope) => {
+                                let failed =
+                                    envelope.get("isError").and_then(Value::as_bool) == Some(true);
+                                if failed {
+                                    CallToolResult::structured_error(envelope)
+                                } else {
+                                    CallToolResult::structured(envelope)
+                                }
+                            }
+                            Err(e) => refusal(&e),
+                        }
+                    }
+                    Err(e) => refusal(&e),
+                }
+            }
+            other => refusal(&BackendError::new(
+                "unknown_tool",
+                format!("no MCP tool `{other}` on this agent"),
+            )),
+        }
+    }
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(args: Value) -> Result<T, BackendError> {
+    serde_json::from_value(args)
+        .map_err(|e| BackendError::new("bad_request", format!("invalid arguments: {e}")))
+}
+
+fn reply(r: Result<Reply, BackendError>) -> CallToolResult {
+    match r {
+        Ok(reply) => {
+            let failed = reply.status == ReplyStatus::Failed;
+            let value = serde_json::to_value(&reply).unwrap_or(Value::Null);
+            if failed {
+                CallToolResult::structured_error(value)
+            } else {
+                CallToolResult::structured(value)
+            }
+        }
+        Err(e) => refusal(&e),
+    }
+}
+
+fn refusal(e: &BackendError) -> CallToolResult {
+    CallToolResult::structured_error(e.to_json())
+}
+
+/// The hop count a request carries (`0` when absent or unreadable).
+fn hops_of(parts: Option<&http::request::Parts>) -> u32 {
+    parts
+        .and_then(|p| p.headers.get(HOPS_HEADER))
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+impl<B: AgentBackend> ServerHandler for Handler<B> {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                self.options.name.clone(),
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "An agentkit agent. `ask` runs a turn in the agent's own session; `check` waits for a running one.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, rmcp::ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, rmcp::ErrorData> {
+        let parts = context.extensions.get::<http::request::Parts>();
+        let Some(caller) = parts
+            .and_then(|p| p.extensions.get::<CallerSlot<B::Caller>>())
+            .map(|c| c.0.clone())
+        else {
+            return Err(rmcp::ErrorData::internal_error(
+                "the request reached the MCP server without an authenticated caller",
+                None,
+            ));
+        };
+        let hops = hops_of(parts);
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        Ok(self
+            .dispatch(&caller, hops, &request.name, args)
+            .await
+            .into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn replies_serialise_as_the_wire_shape() {
+        let r = Reply {
+            status: ReplyStatus::Running,
+            session_id: "ses_1".into(),
+            reply: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            json!({"status": "running", "sessionId": "ses_1", "reply": null})
+        );
+    }
+
+    #[test]
+    fn errors_render_like_the_http_api() {
+        let mut e = BackendError::new("unknown_tool", "no tool `x`");
+        e.details.insert("available".into(), json!(["a"]));
+        assert_eq!(
+            e.to_json(),
+            json!({"ok": false, "error": {"code": "unknown_tool", "message": "no tool `x`", "available": ["a"]}})
+        );
+    }
+}

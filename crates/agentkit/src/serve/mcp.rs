@@ -1,0 +1,338 @@
+//! The MCP endpoint of each agent (`/<slug>/v1/mcp`, or `/v1/mcp` in single
+//! mode): `agentkit-mcp`'s server over this agent's runtime, behind the
+//! same auth chain as the other routes.
+//!
+//! `ask` runs a turn in a session on the `mcp` channel owned by the calling
+//! principal and waits (bounded) for it by following the session's event
+//! stream; `check` does the waiting alone; `call_tool` is the deterministic
+//! call of `POST /v1/tools/:name`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use agentkit_manifest::{Admission, Execution};
+use agentkit_mcp::{
+    AgentBackend, AskRequest, BackendError, Reply, ReplyStatus, ServerToolInfo, ToolCallRequest,
+};
+use agentkit_protocol::{Event, EventType};
+use agentkit_runtime::{AgentRuntime, FollowUp, NewSession, Owner, SessionMode};
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, FromRequest, Request, State};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::api::{AgentState, ApiError, authenticate, body_error};
+
+/// The channel MCP sessions live on.
+pub(crate) const MCP_CHANNEL: &str = "mcp";
+
+/// One agent's MCP endpoint.
+pub(crate) type Endpoint = agentkit_mcp::McpHttp<RuntimeBackend>;
+
+/// Builds the endpoint of one agent.
+pub(crate) fn endpoint(
+    runtime: AgentRuntime,
+    slug: &str,
+    options: agentkit_mcp::McpServerOptions,
+) -> Endpoint {
+    let shutdown = options.shutdown.clone();
+    let backend = RuntimeBackend { runtime, shutdown };
+    agentkit_mcp::McpHttp::new(
+        std::sync::Arc::new(backend),
+        agentkit_mcp::McpServerOptions {
+            name: slug.to_owned(),
+            ..options
+        },
+    )
+}
+
+/// `ANY /v1/mcp`: the auth chain first (over the raw body), then the MCP
+/// server with the admitted principal.
+pub(crate) async fn route(State(state): State<AgentState>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let peer = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let whole = Request::from_parts(parts.clone(), body);
+    let bytes = match <Bytes as FromRequest<AgentState>>::from_request(whole, &state).await {
+        Ok(b) => b,
+        Err(e) => return body_error(e).into_response(),
+    };
+    let owner = match authenticate(&state, peer, &parts.headers, &bytes) {
+        Ok(owner) => owner,
+        Err(e) => return e.into_response(),
+    };
+    let req = axum::http::Request::from_parts(parts, Body::from(bytes));
+    let resp = state.agent.mcp.handle(req, owner).await;
+    resp.map(Body::new)
+}
+
+/// The MCP server's view of one agent's runtime.
+#[derive(Debug, Clone)]
+pub(crate) struct RuntimeBackend {
+    runtime: AgentRuntime,
+    shutdown: CancellationToken,
+}
+
+fn refused(e: agentkit_runtime::Error) -> BackendError {
+    let api = ApiError::from(e);
+    let mut err = BackendError::new(api.code, api.message);
+    if let Some(details) = api.details {
+        err.details = details;
+    }
+    err
+}
+
+fn is_settle(t: EventType) -> bool {
+    matches!(
+        t,
+        EventType::SessionWaiting | EventType::SessionCompleted | EventType::SessionFailed
+    )
+}
+
+/// The last turn's outcome among `events`: its status and reply.
+#[derive(Debug, Default)]
+struct Outcome(Option<(ReplyStatus, Option<String>)>);
+
+impl Outcome {
+    fn see(&mut self, e: &Event) {
+        match e.event_type {
+            EventType::TurnCompleted => {
+                let text = e
+                    .data
+                    .get("result")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                self.0 = Some((ReplyStatus::Completed, text));
+            }
+            EventType::TurnFailed => {
+                let text = e
+                    .data
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                self.0 = Some((ReplyStatus::Failed, text));
+            }
+            _ => {}
+        }
+    }
+
+    fn reply(self, session_id: &str) -> Reply {
+        let (status, reply) = self.0.unwrap_or((
+            ReplyStatus::Failed,
+            Some("the session settled without running a turn (stopped)".to_owned()),
+        ));
+        Reply {
+            status,
+            session_id: session_id.to_owned(),
+            reply,
+        }
+    }
+}
+
+fn running(session_id: &str) -> Reply {
+    Reply {
+        status: ReplyStatus::Running,
+        session_id: session_id.to_owned(),
+        reply: None,
+    }
+}
+
+impl RuntimeBackend {
+    /// Follows the session from `start` until `done` says it settled, or
+    /// the deadline passes (`running`).
+    async fn follow(
+        &self,
+        owner: &Owner,
+        session_id: &str,
+        start: u64,
+        wait: Duration,
+        mut step: impl FnMut(&Event) -> Option<Reply> + Send,
+    ) -> Result<Reply, BackendError> {
+        let mut sub = self
+            .runtime
+            .subscribe(session_id, owner, start)
+            .await
+            .map_err(refused)?;
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let next = tokio::select! {
+                e = tokio::time::timeout_at(deadline, sub.next()) => e,
+                () = self.shutdown.cancelled() => return Ok(running(session_id)),
+            };
+            match next {
+                Err(_) => return Ok(running(session_id)),
+                Ok(Err(e)) => {
+                    tracing::warn!(session = session_id, error = %e, "cannot follow a session for MCP");
+                    return Err(BackendError::new(
+                        "internal",
+                        "cannot read the session's events; see the server log",
+                    ));
+                }
+                Ok(Ok(event)) => {
+                    if let Some(reply) = step(&event) {
+                        return Ok(reply);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl AgentBackend for RuntimeBackend {
+    type Caller = Owner;
+
+    fn server_tools(&self) -> Vec<ServerToolInfo> {
+        self.runtime
+            .agent()
+            .tools
+            .iter()
+            .filter(|t| t.execution == Execution::Server)
+            .map(|t| ServerToolInfo {
+                name: t.name.clone(),
+                description: t.description.clone(),
+            })
+            .collect()
+    }
+
+    async fn ask(&self, owner: &Owner, req: AskRequest) -> Result<Reply, BackendError> {
+        let (session_id, start) = match &req.session_id {
+            None => {
+                let accepted = self
+                    .runtime
+                    .create(NewSession {
+                        channel: MCP_CHANNEL.to_owned(),
+                        mode: SessionMode::Chat,
+                        owner: owner.clone(),
+                        message: req.message.clone(),
+                        continuation: None,
+                        title: None,
+                        purpose: None,
+                        admission: Admission::default(),
+                        workspace_files: Vec::new(),
+                        dry_run: false,
+                    })
+                    .await
+                    .map_err(refused)?;
+                (accepted.session_id, 0)
+            }
+            Some(id) => {
+                let meta = self.runtime.session(id, owner).map_err(refused)?;
+                if meta.channel != MCP_CHANNEL {
+                    return Err(BackendError::new(
+                        "bad_request",
+                        format!(
+                            "session `{id}` is on the `{}` channel; `ask` follows up only sessions it started",
+                            meta.channel
+                        ),
+                    ));
+                }
+                let start = self
+                    .runtime
+                    .events(id, owner, 0)
+                    .await
+                    .map_err(refused)?
+                    .len() as u64;
+                self.runtime
+                    .follow_up(
+                        id,
+                        FollowUp {
+                            owner: owner.clone(),
+                            message: req.message.clone(),
+                            continuation_token: None,
+                            admission: Admission::default(),
+                            workspace_files: Vec::new(),
+                        },
+                    )
+                    .await
+                    .map_err(refused)?;
+                (id.clone(), start)
+            }
+        };
+        // Our message is the first `message.received` with its text from
+        // `start` on; the first settle after it means its turn (or the
+        // batch it joined) ended.
+        let mut ours = false;
+        let mut outcome = Outcome::default();
+        let sid = session_id.clone();
+        let message = req.message;
+        self.follow(owner, &session_id, start, req.wait, move |e| {
+            if !ours {
+                ours = e.event_type == EventType::MessageReceived
+                    && e.data.get("text").and_then(Value::as_str) == Some(message.as_str());
+                return None;
+            }
+            outcome.see(e);
+            is_settle(e.event_type).then(|| std::mem::take(&mut outcome).reply(&sid))
+        })
+        .await
+    }
+
+    async fn check(
+        &self,
+        owner: &Owner,
+        session_id: &str,
+        wait: Duration,
+    ) -> Result<Reply, BackendError> {
+        let events = self
+            .runtime
+            .events(session_id, owner, 0)
+            .await
+            .map_err(refused)?;
+        let mut outcome = Outcome::default();
+        let mut settled = false;
+        for e in &events {
+            outcome.see(e);
+            match e.event_type {
+                t if is_settle(t) => settled = true,
+                EventType::MessageReceived | EventType::TurnStarted => settled = false,
+                _ => {}
+            }
+        }
+        if settled {
+            return Ok(outcome.reply(session_id));
+        }
+        if wait.is_zero() {
+            return Ok(running(session_id));
+        }
+        let sid = session_id.to_owned();
+        self.follow(owner, session_id, events.len() as u64, wait, move |e| {
+            outcome.see(e);
+            is_settle(e.event_type).then(|| std::mem::take(&mut outcome).reply(&sid))
+        })
+        .await
+    }
+
+    async fn call_tool(&self, owner: &Owner, req: ToolCallRequest) -> Result<Value, BackendError> {
+        let session = req.session_id.as_deref().map(|id| (id, owner));
+        let outcome = self
+            .runtime
+            .call_tool(&req.name, req.input, session)
+            .await
+            .map_err(refused)?;
+        let mut doc = serde_json::to_value(&outcome).unwrap_or(Value::Null);
+        if let Some(obj) = doc.as_object_mut() {
+            obj.insert("ok".to_owned(), Value::Bool(true));
+        }
+        Ok(doc)
+    }
+}
+
+/// The `mcp` entry of `GET /v1/info`: where the endpoint is and what it
+/// offers.
+pub(crate) fn info(state: &AgentState) -> Value {
+    let backend_tools = state
+        .agent
+        .project
+        .agent
+        .tools
+        .iter()
+        .any(|t| t.execution == Execution::Server);
+    let mut tools = vec!["ask", "check"];
+    if backend_tools {
+        tools.push("call_tool");
+    }
+    json!({"path": format!("{}/v1/mcp", state.agent.prefix), "tools": tools})
+}

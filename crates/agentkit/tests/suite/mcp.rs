@@ -1,0 +1,415 @@
+//! The MCP endpoint of each agent, driven as JSON-RPC over real HTTP:
+//! tool listing, `ask` / `check` / `call_tool`, bounded waits, the auth
+//! chain, the hop limit, and sessions that survive a restart.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agentkit::{ServeHandle, ServeOptions};
+use agentkit_test_support::http::{Request, Response};
+use serde_json::{Value, json};
+
+/// Turn 0 answers at once; turn 1 holds for 30 s unless interrupted.
+const SCRIPT: &str = r#"{"turns": [
+  {"steps": [{"text": "Hello over MCP."}]},
+  {"steps": [{"text": "slow", "delayMs": 30000}]}
+]}"#;
+
+const ECHO_TOOL: &str = r#"description = "Echo the input back."
+command = ["python3", "-c", "import json,sys; print(json.dumps({'echo': json.load(sys.stdin)}))"]
+[input_schema]
+type = "object"
+required = ["text"]
+properties.text = { type = "string" }
+"#;
+
+pub(crate) struct Host {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) rt: tokio::runtime::Runtime,
+    pub(crate) handle: Option<ServeHandle>,
+}
+
+impl Host {
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.handle.as_ref().unwrap().local_addr()
+    }
+
+    pub(crate) fn send(&self, req: Request) -> Response {
+        req.send(self.addr()).unwrap()
+    }
+
+    fn restart(&mut self, options: ServeOptions) {
+        if let Some(h) = self.handle.take() {
+            self.rt.block_on(h.close());
+        }
+        self.handle = Some(boot(&self.rt, self.dir.path(), options));
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            self.rt.block_on(h.close());
+        }
+    }
+}
+
+pub(crate) fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn boot(rt: &tokio::runtime::Runtime, dir: &Path, options: ServeOptions) -> ServeHandle {
+    let options = ServeOptions {
+        port: 0,
+        state_root: Some(dir.join("state")),
+        ..options
+    };
+    rt.block_on(agentkit::serve(&dir.join("agents"), options))
+        .unwrap()
+}
+
+/// A host folder with agents (`slug`, files relative to its `agent/`).
+pub(crate) fn host(agents: &[(&str, &[(&str, &str)])], options: ServeOptions) -> Host {
+    let dir = tempfile::tempdir().unwrap();
+    for (slug, files) in agents {
+        let project: PathBuf = dir.path().join("agents").join(slug).join("agent");
+        for (rel, text) in *files {
+            write(&project.join(rel), text);
+        }
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let handle = boot(&rt, dir.path(), options);
+    Host {
+        dir,
+        rt,
+        handle: Some(handle),
+    }
+}
+
+fn bot(with_tool: bool) -> Vec<(&'static str, &'static str)> {
+    let mut files = vec![
+        ("agent.toml", "model = \"scripted:script.json\"\n"),
+        ("script.json", SCRIPT),
+        ("instructions.md", "You are a test agent.\n"),
+    ];
+    if with_tool {
+        files.push(("tools/echo.toml", ECHO_TOOL));
+    }
+    files
+}
+
+/// One JSON-RPC request to `path`, answered with JSON.
+pub(crate) fn rpc_raw(
+    h: &Host,
+    path: &str,
+    method: &str,
+    params: Value,
+    extra: &[(&str, &str)],
+) -> Response {
+    let mut req = Request::post(path)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+    for (k, v) in extra {
+        req = req.header(k, v);
+    }
+    h.send(req)
+}
+
+fn rpc(h: &Host, path: &str, method: &str, params: Value) -> Value {
+    let r = rpc_raw(h, path, method, params, &[]);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    assert!(v.get("error").is_none(), "{v}");
+    v["result"].clone()
+}
+
+/// `tools/call`: the structured content and the error flag.
+fn call(h: &Host, path: &str, tool: &str, args: Value) -> (Value, bool) {
+    let result = rpc(
+        h,
+        path,
+        "tools/call",
+        json!({"name": tool, "arguments": args}),
+    );
+    (
+        result["structuredContent"].clone(),
+        result["isError"].as_bool().unwrap_or(false),
+    )
+}
+
+fn tool_names(h: &Host, path: &str) -> Vec<String> {
+    rpc(h, path, "tools/list", json!({}))["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn initialize_and_tools_offered_by_what_the_agent_has() {
+    let h = host(
+        &[("plain", &bot(false)), ("tooled", &bot(true))],
+        ServeOptions::default(),
+    );
+    let init = rpc(
+        &h,
+        "/plain/v1/mcp",
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}),
+    );
+    assert_eq!(init["serverInfo"]["name"], "plain");
+    assert!(init["capabilities"]["tools"].is_object(), "{init}");
+    assert_eq!(tool_names(&h, "/plain/v1/mcp"), ["ask", "check"]);
+    assert_eq!(
+        tool_names(&h, "/tooled/v1/mcp"),
+        ["ask", "check", "call_tool"]
+    );
+    let info = h.send(Request::get("/tooled/v1/info")).json();
+    assert_eq!(info["mcp"]["path"], "/tooled/v1/mcp");
+    // A tool the agent does not offer is an error result, not a crash.
+    let (err, is_error) = call(&h, "/plain/v1/mcp", "call_tool", json!({"name": "echo"}));
+    assert!(is_error);
+    assert_eq!(err["error"]["code"], "unknown_tool");
+}
+
+#[test]
+fn ask_runs_a_turn_in_an_mcp_session_and_check_waits_bounded() {
+    let mut h = host(
+        &[("bot", &bot(false))],
+        ServeOptions {
+            mcp_max_wait: Duration::from_secs(2),
+            ..ServeOptions::default()
+        },
+    );
+    let path = "/bot/v1/mcp";
+    let (first, is_error) = call(&h, path, "ask", json!({"message": "hi"}));
+    assert!(!is_error, "{first}");
+    assert_eq!(first["status"], "completed");
+    assert_eq!(first["reply"], "Hello over MCP.");
+    let sid = first["sessionId"].as_str().unwrap().to_owned();
+
+    // Listed like any other session, on the `mcp` channel, owned by the
+    // same (loopback) principal.
+    let list = h.send(Request::get("/bot/v1/sessions")).json();
+    let listed = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["sessionId"] == sid.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(listed["channel"], "mcp");
+
+    // The second turn holds for 30 s: the wait is cut at the bound.
+    let (slow, _) = call(
+        &h,
+        path,
+        "ask",
+        json!({"message": "slow one", "sessionId": sid}),
+    );
+    assert_eq!(slow["status"], "running", "{slow}");
+    assert_eq!(slow["sessionId"], sid.as_str());
+    assert_eq!(slow["reply"], Value::Null);
+    let (poll, _) = call(
+        &h,
+        path,
+        "check",
+        json!({"sessionId": sid, "waitSeconds": 0}),
+    );
+    assert_eq!(poll["status"], "running");
+    // An over-long wait is capped by the server's bound (2 s here).
+    let (capped, _) = call(
+        &h,
+        path,
+        "check",
+        json!({"sessionId": sid, "waitSeconds": 600}),
+    );
+    assert_eq!(capped["status"], "running");
+
+    // Stopping the turn settles the session; check reports the failure.
+    let stop = h.send(Request::post(&format!("/bot/v1/session/{sid}/stop")));
+    assert_eq!(stop.status, 200, "{}", stop.body);
+    let (done, is_error) = call(
+        &h,
+        path,
+        "check",
+        json!({"sessionId": sid, "waitSeconds": 10}),
+    );
+    assert!(is_error);
+    assert_eq!(done["status"], "failed");
+    assert_eq!(done["reply"], "turn interrupted");
+
+    // Errors are tool results with the HTTP API's error object.
+    let (missing, is_error) = call(&h, path, "check", json!({"sessionId": "ses_nope"}));
+    assert!(is_error);
+    assert_eq!(missing["error"]["code"], "session_not_found");
+    let (bad, is_error) = call(&h, path, "ask", json!({"sessionId": sid}));
+    assert!(is_error);
+    assert_eq!(bad["error"]["code"], "bad_request");
+    let (empty, is_error) = call(&h, path, "ask", json!({"message": " "}));
+    assert!(is_error);
+    assert_eq!(empty["error"]["code"], "bad_request");
+
+    // The session survives a restart: check still answers from its log,
+    // and a follow-up runs (turn 2 of the script wraps to turn 0).
+    h.restart(ServeOptions {
+        mcp_max_wait: Duration::from_secs(20),
+        ..ServeOptions::default()
+    });
+    let (after, _) = call(
+        &h,
+        path,
+        "check",
+        json!({"sessionId": sid, "waitSeconds": 0}),
+    );
+    assert_eq!(after["status"], "failed");
+    let (again, is_error) = call(
+        &h,
+        path,
+        "ask",
+        json!({"message": "again", "sessionId": sid}),
+    );
+    assert!(!is_error, "{again}");
+    assert_eq!(again["status"], "completed");
+    assert_eq!(again["reply"], "Hello over MCP.");
+}
+
+#[test]
+fn sessions_belong_to_the_calling_principal_and_http_sessions_are_off_limits() {
+    let h = host(
+        &[("bot", &bot(false))],
+        ServeOptions {
+            bearer_token: Some("s3cret".into()),
+            ..ServeOptions::default()
+        },
+    );
+    let path = "/bot/v1/mcp";
+    let params = json!({"name": "ask", "arguments": {"message": "hi"}});
+    let denied = rpc_raw(&h, path, "tools/call", params.clone(), &[]);
+    assert_eq!(
+        (denied.status, denied.error_code()),
+        (401, "unauthorized".to_owned())
+    );
+    let wrong = rpc_raw(
+        &h,
+        path,
+        "tools/call",
+        params.clone(),
+        &[("authorization", "Bearer nope")],
+    );
+    assert_eq!(wrong.status, 401);
+    let ok = rpc_raw(
+        &h,
+        path,
+        "tools/call",
+        params,
+        &[("authorization", "Bearer s3cret")],
+    );
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    let sid = ok.json()["result"]["structuredContent"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let list = h
+        .send(Request::get("/bot/v1/sessions").bearer("s3cret"))
+        .json();
+    assert_eq!(list["sessions"][0]["sessionId"], sid.as_str());
+    assert_eq!(list["sessions"][0]["channel"], "mcp");
+
+    // An HTTP-channel session cannot be driven through `ask`.
+    let created = h.send(
+        Request::post("/bot/v1/session")
+            .bearer("s3cret")
+            .json(&json!({"message": "hi"})),
+    );
+    let http_sid = created.json()["sessionId"].as_str().unwrap().to_owned();
+    let r = rpc_raw(
+        &h,
+        path,
+        "tools/call",
+        json!({"name": "ask", "arguments": {"message": "x", "sessionId": http_sid}}),
+        &[("authorization", "Bearer s3cret")],
+    );
+    let v = r.json()["result"].clone();
+    assert_eq!(v["isError"], true);
+    assert_eq!(v["structuredContent"]["error"]["code"], "bad_request");
+}
+
+#[test]
+fn call_tool_answers_the_http_envelope_and_its_errors() {
+    let h = host(&[("bot", &bot(true))], ServeOptions::default());
+    let path = "/bot/v1/mcp";
+    let (ok, is_error) = call(
+        &h,
+        path,
+        "call_tool",
+        json!({"name": "echo", "input": {"text": "hey"}}),
+    );
+    assert!(!is_error, "{ok}");
+    assert_eq!(ok["ok"], true);
+    assert_eq!(ok["toolName"], "echo");
+    assert_eq!(ok["isError"], false);
+    assert_eq!(ok["result"], json!({"echo": {"text": "hey"}}));
+    assert!(ok["callId"].as_str().unwrap().starts_with("tool_echo_"));
+    // The same call over the plain route answers the same shape.
+    let plain = h
+        .send(Request::post("/bot/v1/tools/echo").json(&json!({"input": {"text": "hey"}})))
+        .json();
+    assert_eq!(plain["result"], ok["result"]);
+
+    let (invalid, is_error) = call(&h, path, "call_tool", json!({"name": "echo", "input": {}}));
+    assert!(is_error);
+    assert_eq!(invalid["error"]["code"], "invalid_input");
+    assert!(invalid["error"]["errors"].is_array(), "{invalid}");
+    let (unknown, is_error) = call(&h, path, "call_tool", json!({"name": "nope"}));
+    assert!(is_error);
+    assert_eq!(unknown["error"]["code"], "unknown_tool");
+    assert_eq!(unknown["error"]["available"], json!(["echo"]));
+}
+
+#[test]
+fn requests_past_the_hop_limit_are_refused() {
+    let h = host(
+        &[("bot", &bot(false))],
+        ServeOptions {
+            max_hops: 2,
+            ..ServeOptions::default()
+        },
+    );
+    let params = json!({"name": "ask", "arguments": {"message": "hi"}});
+    let within = rpc_raw(
+        &h,
+        "/bot/v1/mcp",
+        "tools/call",
+        params.clone(),
+        &[("x-agentkit-hops", "2")],
+    );
+    assert_eq!(
+        within.json()["result"]["structuredContent"]["status"],
+        "completed"
+    );
+    let past = rpc_raw(
+        &h,
+        "/bot/v1/mcp",
+        "tools/call",
+        params,
+        &[("x-agentkit-hops", "3")],
+    );
+    let v = past.json()["result"].clone();
+    assert_eq!(v["isError"], true);
+    assert_eq!(v["structuredContent"]["error"]["code"], "hop_limit");
+    assert!(
+        v["structuredContent"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("limit is 2"),
+        "{v}"
+    );
+}
