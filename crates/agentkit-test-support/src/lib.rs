@@ -1,7 +1,9 @@
-//! Helpers shared by agentkit's test suites: fixture paths and a small
-//! HTTP client for driving a real server over loopback.
+//! Helpers shared by agentkit's test suites: fixture paths, a small
+//! HTTP client for driving a real server over loopback, and the Python
+//! environment of the third-party MCP peers.
 
 pub mod http;
+pub mod pyenv;
 
 use std::path::PathBuf;
 

@@ -413,3 +413,56 @@ fn requests_past_the_hop_limit_are_refused() {
         "{v}"
     );
 }
+
+/// The official MCP Python SDK's streamable-HTTP client against a real
+/// server: initialize, list tools, `ask`, `check`, `call_tool`.
+#[test]
+fn the_official_python_sdk_drives_ask_check_and_call_tool() {
+    let Some(bin) = agentkit_test_support::pyenv::pyenv_bin("python MCP client") else {
+        return;
+    };
+    let h = host(
+        &[("bot", &bot(true))],
+        ServeOptions {
+            mcp_max_wait: Duration::from_secs(2),
+            ..ServeOptions::default()
+        },
+    );
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/mcp_client.py");
+    let url = format!("http://{}/bot/v1/mcp", h.addr());
+    let out = std::process::Command::new(bin.join("python"))
+        .arg(&script)
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["serverName"], "bot");
+    assert_eq!(v["tools"], json!(["ask", "check", "call_tool"]));
+    assert_eq!(v["ask"]["isError"], false);
+    assert_eq!(v["ask"]["content"]["status"], "completed");
+    assert_eq!(v["ask"]["content"]["reply"], "Hello over MCP.");
+    let sid = v["ask"]["content"]["sessionId"].as_str().unwrap();
+    assert_eq!(v["checkDone"]["content"]["status"], "completed");
+    assert_eq!(v["checkDone"]["content"]["sessionId"], sid);
+    assert_eq!(v["askSlow"]["content"]["status"], "running");
+    assert_eq!(v["checkRunning"]["content"]["status"], "running");
+    assert_eq!(v["callTool"]["isError"], false);
+    assert_eq!(
+        v["callTool"]["content"]["result"],
+        json!({"echo": {"text": "py"}})
+    );
+    assert_eq!(v["callToolInvalid"]["isError"], true);
+    assert_eq!(
+        v["callToolInvalid"]["content"]["error"]["code"],
+        "invalid_input"
+    );
+    // The session the SDK started is an ordinary `mcp` session.
+    let events = h.send(Request::get(&format!("/bot/v1/session/{sid}/events")));
+    assert_eq!(events.status, 200);
+    assert!(events.body.contains("hello from python"));
+}
