@@ -12,15 +12,15 @@ pub const SETUP: &str = "python3 -m venv target/pyenv && target/pyenv/bin/pip in
 /// `mcp-server-time`.
 ///
 /// When it is missing, a test under CI (`CI=true`) must fail, so this
-/// panics there; elsewhere it prints why the test is skipped and answers
-/// `None`.
-pub fn pyenv_bin(test: &str) -> Option<PathBuf> {
+/// panics there; elsewhere it answers why, for the test to print before
+/// skipping.
+pub fn pyenv_bin(test: &str) -> Result<PathBuf, String> {
     let root = std::env::var_os("AGENTKIT_PYENV")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/pyenv"));
     let bin = root.join("bin");
     if bin.join("python").is_file() && bin.join("mcp-server-time").is_file() {
-        return Some(bin);
+        return Ok(bin);
     }
     let reason = format!(
         "{test}: no Python environment with the MCP SDK at {} (create it with `{SETUP}`)",
@@ -29,9 +29,5 @@ pub fn pyenv_bin(test: &str) -> Option<PathBuf> {
     if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
         panic!("{reason}");
     }
-    #[allow(clippy::print_stderr)]
-    {
-        eprintln!("skipping {reason}");
-    }
-    None
+    Err(format!("skipping {reason}"))
 }
