@@ -35,6 +35,10 @@ struct Args {
     /// Admit every caller as the shared `anonymous` principal.
     #[arg(long, conflicts_with = "bearer_token")]
     allow_anonymous: bool,
+    /// The URL peer agents reach this host at, when its loopback address
+    /// is not reachable from where turns run (default: the bound address).
+    #[arg(long, env = "AGENTKIT_PUBLIC_URL", value_name = "URL")]
+    public_url: Option<String>,
     /// Mount agents under /SLUG (multi) or the only agent at the root.
     #[arg(long, value_enum, default_value_t = MountMode::Multi)]
     mode: MountMode,
@@ -80,6 +84,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             },
             bearer_token: args.bearer_token,
             allow_anonymous: args.allow_anonymous,
+            public_url: args.public_url,
             default_model: std::env::var("AGENTKIT_MODEL")
                 .ok()
                 .filter(|m| !m.is_empty()),

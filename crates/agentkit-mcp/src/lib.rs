@@ -4,10 +4,17 @@
 //! rmcp's types stay inside this crate. The server side ([`McpHttp`]) is a
 //! stateless streamable-HTTP endpoint over an [`AgentBackend`] that the
 //! facade implements with the agent's runtime; it knows nothing of
-//! sessions or routing.
+//! sessions or routing. The client side ([`Connections`]) opens an agent's
+//! MCP connections (stdio children, streamable HTTP, peer agents) lazily
+//! and reopens them with backoff when they die.
 
+mod client;
 mod server;
 
+pub use client::{
+    ClientError, ClientOptions, ConnectionSpec, ConnectionStatus, Connections, McpCallResult,
+    McpTool, Target,
+};
 pub use server::{
     AgentBackend, AskRequest, BackendError, DEFAULT_MAX_HOPS, DEFAULT_MAX_WAIT, HOPS_HEADER,
     McpBody, McpHttp, McpServerOptions, Reply, ReplyStatus, ServerToolInfo, ToolCallRequest,

@@ -50,6 +50,12 @@ pub use agentkit_manifest::{Diagnostic, Diagnostics, Discovery, Severity, discov
 /// The event vocabulary and other shared wire data.
 pub use agentkit_protocol as protocol;
 
+/// MCP client connections for host code (`ServeHandle::mcp`): names,
+/// tools, calls, live status.
+pub mod mcp {
+    pub use agentkit_mcp::{ClientError, ConnectionStatus, Connections, McpCallResult, McpTool};
+}
+
 /// Runs discovery and adds the diagnostics that depend on the host's
 /// environment (`${VAR}` references that are unset), as `agentkit
 /// validate` reports them.

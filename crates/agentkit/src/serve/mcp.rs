@@ -334,5 +334,82 @@ pub(crate) fn info(state: &AgentState) -> Value {
     if backend_tools {
         tools.push("call_tool");
     }
-    json!({"path": format!("{}/v1/mcp", state.agent.prefix), "tools": tools})
+    json!({
+        "path": format!("{}/v1/mcp", state.agent.prefix),
+        "tools": tools,
+        "connections": state.agent.connections.status(),
+    })
+}
+
+/// The MCP connections of one agent, with `${VAR}`s resolved, relative
+/// paths anchored in the agent folder, and peers pointed at this host
+/// (`base`: the public URL, else the bound loopback address).
+pub(crate) fn connections(
+    project: &agentkit_manifest::Project,
+    options: &super::ServeOptions,
+    base: &str,
+) -> agentkit_mcp::Connections {
+    use agentkit_manifest::Transport;
+    use agentkit_mcp::{ConnectionSpec, Target};
+    let resolve = |s: &str| super::auth::resolve(s, &options.env);
+    let agent_dir = &project.agent.dir;
+    let specs = project
+        .agent
+        .mcp_connections
+        .iter()
+        .map(|c| {
+            let target = match &c.transport {
+                Transport::Http { url, headers } => Target::Http {
+                    url: resolve(url),
+                    headers: headers
+                        .iter()
+                        .map(|(k, v)| (k.clone(), resolve(v)))
+                        .collect(),
+                    peer: false,
+                },
+                Transport::Stdio {
+                    command,
+                    args,
+                    env,
+                    cwd,
+                } => {
+                    let command = resolve(command);
+                    let path = std::path::Path::new(&command);
+                    // `./server.py` or `bin/server` is the agent's own
+                    // file; a bare name is looked up on PATH.
+                    let command = if path.is_relative() && path.components().count() > 1 {
+                        agent_dir.join(path)
+                    } else {
+                        path.to_path_buf()
+                    };
+                    Target::Stdio {
+                        command,
+                        args: args.iter().map(|a| resolve(a)).collect(),
+                        env: env.iter().map(|(k, v)| (k.clone(), resolve(v))).collect(),
+                        cwd: Some(
+                            cwd.as_ref()
+                                .map_or_else(|| agent_dir.clone(), |d| agent_dir.join(resolve(d))),
+                        ),
+                    }
+                }
+                Transport::Peer { agent } => {
+                    let mut headers = Vec::new();
+                    if let Some(token) = &options.bearer_token {
+                        headers.push(("authorization".to_owned(), format!("Bearer {token}")));
+                    }
+                    Target::Http {
+                        url: format!("{}/{agent}/v1/mcp", base.trim_end_matches('/')),
+                        headers,
+                        peer: true,
+                    }
+                }
+            };
+            ConnectionSpec {
+                name: c.name.clone(),
+                description: c.description.clone(),
+                target,
+            }
+        })
+        .collect();
+    agentkit_mcp::Connections::new(specs, agentkit_mcp::ClientOptions::default())
 }

@@ -69,6 +69,10 @@ pub struct ServeOptions {
     /// The longest agent-to-agent delegation chain an MCP request may
     /// arrive through; deeper requests are refused.
     pub max_hops: u32,
+    /// The URL peers reach this host at (`--public-url`), when its
+    /// loopback address is not reachable from where turns run. Default:
+    /// the bound address (loopback when bound to all interfaces).
+    pub public_url: Option<String>,
 }
 
 /// How `${VAR}` references are resolved. The library never reads the
@@ -118,6 +122,7 @@ impl Default for ServeOptions {
             providers: agentkit_harness::ProviderConfig::default(),
             mcp_max_wait: agentkit_mcp::DEFAULT_MAX_WAIT,
             max_hops: agentkit_mcp::DEFAULT_MAX_HOPS,
+            public_url: None,
         }
     }
 }
@@ -133,6 +138,8 @@ pub(crate) struct Mounted {
     pub(crate) prefix: String,
     /// The agent's MCP endpoint (`/v1/mcp`).
     pub(crate) mcp: mcp::Endpoint,
+    /// The agent's MCP client connections (`mcp-connections/`).
+    pub(crate) connections: agentkit_mcp::Connections,
 }
 
 /// A running server. Dropping it does not stop the server; call
@@ -191,6 +198,18 @@ impl ServeHandle {
         Ok(agent.runtime.call_tool(tool, input, session).await?)
     }
 
+    /// The MCP connections of agent `slug` (`host.mcp`): `names`,
+    /// `list_tools` and `call_tool`, each opening its client lazily.
+    pub fn mcp(&self, slug: &str) -> Result<&agentkit_mcp::Connections> {
+        self.agents
+            .iter()
+            .find(|a| a.slug == slug)
+            .map(|a| &a.connections)
+            .ok_or_else(|| Error::Config {
+                message: format!("no agent `{slug}` on this host"),
+            })
+    }
+
     /// The discovered projects being served.
     pub fn host(&self) -> &Host {
         &self.host
@@ -203,6 +222,9 @@ impl ServeHandle {
         self.shutdown.cancel();
         for a in &self.agents {
             a.runtime.shutdown(self.grace).await;
+        }
+        for a in &self.agents {
+            a.connections.close().await;
         }
         match self.server.await {
             Ok(Ok(())) => {}
@@ -242,6 +264,20 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         .state_root
         .clone()
         .unwrap_or_else(|| found.host.root.join(".agentkit"));
+    let listener = tokio::net::TcpListener::bind((options.host, options.port))
+        .await
+        .map_err(|source| Error::Bind {
+            addr: format!("{}:{}", options.host, options.port),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| Error::Bind {
+        addr: format!("{}:{}", options.host, options.port),
+        source,
+    })?;
+    let peer_base = options
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", loopback_of(addr)));
     let mut agents = Vec::new();
     let shutdown = CancellationToken::new();
     for project in &found.host.agents {
@@ -271,25 +307,17 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
                 name: project.slug.clone(),
             },
         );
+        let connections = mcp::connections(project, &options, &peer_base);
         agents.push(Mounted {
             slug: project.slug.clone(),
             runtime,
             mcp,
+            connections,
             chain: Arc::new(chain),
             project: Arc::new(project.clone()),
             prefix,
         });
     }
-    let listener = tokio::net::TcpListener::bind((options.host, options.port))
-        .await
-        .map_err(|source| Error::Bind {
-            addr: format!("{}:{}", options.host, options.port),
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| Error::Bind {
-        addr: format!("{}:{}", options.host, options.port),
-        source,
-    })?;
     // Events are small writes that must leave at once: without NODELAY,
     // Nagle's algorithm holds the first streamed line until the client's
     // delayed ACK (about 40 ms on a keep-alive connection).
@@ -317,6 +345,20 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         grace: options.shutdown_grace,
         host: Arc::new(found.host),
     })
+}
+
+/// The address peers dial: the bound one, with an unspecified IP (bound
+/// to all interfaces) replaced by loopback.
+fn loopback_of(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), addr.port())
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST), addr.port())
+        }
+        _ => addr,
+    }
 }
 
 /// `AGENTKIT_MODEL` (passed in by the binary), else `test` under `--dev`.

@@ -468,3 +468,97 @@ fn the_official_python_sdk_drives_ask_check_and_call_tool() {
     assert_eq!(events.status, 200);
     assert!(events.body.contains("hello from python"));
 }
+
+/// `mcp-server-time` (a real third-party MCP server from PyPI) as a stdio
+/// connection, reached by host code through `host.mcp`.
+#[test]
+#[allow(clippy::print_stderr)]
+fn host_code_calls_a_real_stdio_server_through_host_mcp() {
+    let bin = match agentkit_test_support::pyenv::pyenv_bin("stdio mcp-server-time") {
+        Ok(bin) => bin,
+        Err(skip) => return eprintln!("{skip}"),
+    };
+    let conn = format!(
+        "description = \"Clock.\"\ncommand = \"{}\"\nargs = [\"--local-timezone\", \"UTC\"]\n",
+        bin.join("mcp-server-time").display()
+    );
+    let mut files = bot(false);
+    files.push(("mcp-connections/time.toml", &conn));
+    let h = host(&[("bot", &files)], ServeOptions::default());
+    let info = h.send(Request::get("/bot/v1/info")).json();
+    assert_eq!(info["mcp"]["connections"][0]["name"], "time");
+    assert_eq!(info["mcp"]["connections"][0]["transport"], "stdio");
+    assert_eq!(info["mcp"]["connections"][0]["state"], "idle");
+
+    let handle = h.handle.as_ref().unwrap();
+    let mcp = handle.mcp("bot").unwrap();
+    assert_eq!(mcp.names(), ["time"]);
+    let tools = h.rt.block_on(mcp.list_tools("time", 0)).unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    assert!(names.contains(&"get_current_time"), "{names:?}");
+    let out =
+        h.rt.block_on(mcp.call_tool(
+            "time",
+            "get_current_time",
+            json!({"timezone": "Europe/Paris"}),
+            0,
+        ))
+        .unwrap();
+    assert!(!out.is_error, "{out:?}");
+    let text = out.to_json().to_string();
+    assert!(text.contains("Europe/Paris"), "{text}");
+    // A bad argument is the server's own error result, not a crash.
+    let bad = h.rt.block_on(mcp.call_tool(
+        "time",
+        "get_current_time",
+        json!({"timezone": "Mars/Olympus"}),
+        0,
+    ));
+    assert!(bad.map(|r| r.is_error).unwrap_or(true));
+
+    let info = h.send(Request::get("/bot/v1/info")).json();
+    assert_eq!(
+        info["mcp"]["connections"][0]["state"], "connected",
+        "{info}"
+    );
+    assert_eq!(info["mcp"]["connections"][0]["opens"], 1);
+    assert!(handle.mcp("nope").is_err());
+}
+
+/// A stdio server that dies is started again on the next use.
+#[test]
+#[allow(clippy::print_stderr)]
+fn a_stdio_server_that_dies_is_restarted() {
+    let bin = match agentkit_test_support::pyenv::pyenv_bin("stdio restart") {
+        Ok(bin) => bin,
+        Err(skip) => return eprintln!("{skip}"),
+    };
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/flaky_server.py");
+    let conn = format!(
+        "command = \"{}\"\nargs = [\"{}\"]\n",
+        bin.join("python").display(),
+        script.display()
+    );
+    let mut files = bot(false);
+    files.push(("mcp-connections/flaky.toml", &conn));
+    let h = host(&[("bot", &files)], ServeOptions::default());
+    let mcp = h.handle.as_ref().unwrap().mcp("bot").unwrap();
+    // MCPServer answers `{"result": "<pid>"}` as structured content.
+    let pid = |r: agentkit::mcp::McpCallResult| {
+        let out = r.model_output();
+        out["result"].as_str().or(out.as_str()).unwrap().to_owned()
+    };
+    let first = pid(h
+        .rt
+        .block_on(mcp.call_tool("flaky", "pid", json!({}), 0))
+        .unwrap());
+    let died = h.rt.block_on(mcp.call_tool("flaky", "die", json!({}), 0));
+    assert!(died.is_err(), "{died:?}");
+    let second = pid(h
+        .rt
+        .block_on(mcp.call_tool("flaky", "pid", json!({}), 0))
+        .unwrap());
+    assert_ne!(first, second);
+    let status = &mcp.status()[0];
+    assert_eq!((status.state, status.opens), ("connected", 2));
+}
