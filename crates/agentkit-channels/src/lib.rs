@@ -1,7 +1,38 @@
-//! agentkit channels: webhook routes, continuation tokens, admission, and
-//! the GitHub, GitLab, Bitbucket and Slack packs.
+//! agentkit channels: how the world outside reaches an agent's sessions.
 //!
-//! Not built yet: it arrives with the channels issue. Channel files
-//! (routes, verb/schema rules, auth chains, event deliveries) are already
-//! parsed and validated by `agentkit-manifest`. Until then this crate
-//! exports nothing.
+//! The crate owns the Rust channel API ([`ChannelDefinition`]: typed
+//! routes with JSON Schemas, handler arguments, event handlers with
+//! per-session state, `on_start` / `on_stop`), the host that mounts
+//! channels for one agent ([`ChannelHost`]: route matching, the auth chain
+//! over the raw request, schema validation, event routing from the store's
+//! tap), declarative webhook channels built on that API, event deliveries,
+//! and the GitHub pack.
+//!
+//! It does not know sessions, the harness or HTTP frameworks: it reaches
+//! sessions through the [`SessionHost`] trait, which the facade implements
+//! over the runtime, and it sees requests as plain [`ChannelRequest`]s.
+//! GitLab, Bitbucket and Slack packs are not built yet: the facade refuses
+//! to serve them with a message saying so.
+
+mod api;
+mod deliver;
+mod env;
+mod error;
+mod github;
+mod host;
+mod state;
+mod template;
+mod webhook;
+
+pub use api::{
+    ChannelContext, ChannelDefinition, ChannelResponse, ChannelSession, EventArgs, EventHandler,
+    Handler, HandlerArgs, RouteDef, SendOptions, SendRequest, SessionHost, SessionInfo,
+    StartHandler, StopHandler, TurnReply, turn_outcome,
+};
+pub use deliver::{Deliverer, sign};
+pub use env::{Env, EnvFn};
+pub use error::{Error, Result};
+pub use github::{GithubOptions, github_channel, github_events};
+pub use host::{ChannelHost, ChannelHostOptions, ChannelRequest};
+pub use template::{render, render_value};
+pub use webhook::webhook_channel;

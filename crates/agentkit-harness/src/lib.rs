@@ -27,11 +27,12 @@ mod step;
 mod tools;
 mod turn;
 
+pub use agentkit_manifest::schema_errors;
 pub use credentials::{Endpoint, ProviderConfig};
 pub use providers::model_from_env_or_default;
 pub use step::{FinishReason, StepEvent};
 pub use tools::{ToolContext, ToolOutput, run_server_tool};
-pub use turn::{TurnInput, TurnOutcome, run_turn, schema_errors};
+pub use turn::{TurnInput, TurnOutcome, run_turn};
 
 /// [`run_turn`] behind a box, for the `task` tool's nested loop: the
 /// recursion needs a named future type, and it must live outside `turn`

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 
-use agentkit_manifest::{Agent, Approval, Execution, ModelSpec, Tool};
+use agentkit_manifest::{Agent, Approval, Execution, ModelSpec, Tool, schema_errors};
 use agentkit_protocol::{Message, ToolCall, Usage};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -477,18 +477,4 @@ fn check_schema(schema: &Value, name: &str, input: &Value) -> Result<(), String>
         "invalid input for `{name}`: {}",
         problems.join("; ")
     ))
-}
-
-/// Every violation of `schema` (draft 2020-12) by `input`, as (JSON
-/// pointer, message) pairs; `Err` when the schema itself does not compile.
-/// The model path and deterministic calls validate with this one function.
-pub fn schema_errors(schema: &Value, input: &Value) -> Result<Vec<(String, String)>, String> {
-    let validator = jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft202012)
-        .build(schema)
-        .map_err(|e| e.to_string())?;
-    Ok(validator
-        .iter_errors(input)
-        .map(|e| (e.instance_path().to_string(), e.to_string()))
-        .collect())
 }

@@ -222,6 +222,24 @@ fn read_webhook(
             );
             ok = false;
         }
+        if let Some(state) = &delivery.state {
+            let problem = if state.is_object() {
+                checks::check_templates_in(state).err()
+            } else {
+                Some("must be a table of keys to merge into the state".to_owned())
+            };
+            if let Some(e) = problem {
+                ctx.push(
+                    Diagnostic::error(
+                        Code::InvalidTemplate,
+                        src.rel.clone(),
+                        format!("`events.\"{event}\".state`: {e}"),
+                    )
+                    .at(src.text.find(event.as_str()).map(|o| src.position(o))),
+                );
+                ok = false;
+            }
+        }
         if delivery.signature_secret.is_some() != delivery.signature_header.is_some() {
             ctx.push(
                 Diagnostic::error(Code::MissingField, src.rel.clone(), format!("`events.\"{event}\"`: `signature_secret` and `signature_header` go together"))

@@ -9,6 +9,22 @@ use serde_json::Value;
 use crate::model::EnvRef;
 use crate::source::SourceText;
 
+/// Every violation of `schema` (draft 2020-12) by `input`, as (JSON
+/// pointer, message) pairs; `Err` when the schema itself does not compile.
+/// Model tool calls, deterministic calls and channel routes all validate
+/// with this one function (it lives here, the lowest crate with a
+/// validator, so channels need not depend on the harness).
+pub fn schema_errors(schema: &Value, input: &Value) -> Result<Vec<(String, String)>, String> {
+    let validator = jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .build(schema)
+        .map_err(|e| e.to_string())?;
+    Ok(validator
+        .iter_errors(input)
+        .map(|e| (e.instance_path().to_string(), e.to_string()))
+        .collect())
+}
+
 /// Checks a JSON Schema against the draft 2020-12 meta-schema and compiles
 /// it. Remote `$ref`s are never fetched (jsonschema is built without its
 /// HTTP resolver), so a user-written schema cannot make the host reach the

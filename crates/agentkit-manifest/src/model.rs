@@ -656,6 +656,11 @@ pub struct Delivery {
     pub signature_secret: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature_header: Option<String>,
+    /// After a successful delivery, these keys (templates over `event`,
+    /// `state`, `session` and the target's JSON `response`) are merged
+    /// into the session's channel state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<Value>,
 }
 
 fn redact_opt<S: Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {

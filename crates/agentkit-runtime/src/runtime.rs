@@ -796,6 +796,13 @@ impl AgentRuntime {
         self.get(id).is_ok_and(|s| lock(&s.state).running.is_some())
     }
 
+    /// The metadata of any session, without an ownership check: for
+    /// channels, which authenticate their callers themselves and continue
+    /// a session by its channel key whoever sent the delivery.
+    pub fn session_meta(&self, id: &str) -> Result<SessionMeta> {
+        Ok(lock(&self.get(id)?.meta).clone())
+    }
+
     /// The session a channel key maps to.
     pub fn session_for(&self, channel: &str, key: &str) -> Option<String> {
         lock(&self.inner.continuations)

@@ -45,6 +45,7 @@ pub use error::{Error, Result};
 pub use serve::{EnvFn, EnvLookup, Mode, ServeHandle, ServeOptions, serve, shutdown_signal};
 
 /// The project format: discovery, the manifest types and diagnostics.
+pub use agentkit_channels as channels;
 pub use agentkit_manifest as manifest;
 pub use agentkit_manifest::{Diagnostic, Diagnostics, Discovery, Severity, discover};
 /// The event vocabulary and other shared wire data.

@@ -144,6 +144,7 @@ pub(crate) fn router(
 }
 
 fn agent_router(agent: Mounted, shutdown: CancellationToken) -> Router {
+    let channels = super::channels::router(agent.channels.clone());
     let state = AgentState { agent, shutdown };
     Router::new()
         .route("/v1/session", post(create))
@@ -159,6 +160,7 @@ fn agent_router(agent: Mounted, shutdown: CancellationToken) -> Router {
         .route("/v1/info", get(info))
         .route("/v1/mcp", any(super::mcp::route))
         .with_state(state)
+        .merge(channels)
 }
 
 fn index_page(agents: &[(String, Option<String>)]) -> String {
@@ -425,7 +427,7 @@ async fn info(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
     let project = serde_json::to_value(&*state.agent.project).unwrap_or(Value::Null);
     let mcp = super::mcp::info(&state);
     Ok(
-        axum::Json(json!({"ok": true, "slug": state.agent.slug, "project": project, "mcp": mcp}))
+        axum::Json(json!({"ok": true, "slug": state.agent.slug, "project": project, "mcp": mcp, "channels": state.agent.channels.describe()}))
             .into_response(),
     )
 }

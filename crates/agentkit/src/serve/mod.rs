@@ -9,6 +9,7 @@
 
 mod api;
 mod auth;
+mod channels;
 mod mcp;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -73,6 +74,9 @@ pub struct ServeOptions {
     /// loopback address is not reachable from where turns run. Default:
     /// the bound address (loopback when bound to all interfaces).
     pub public_url: Option<String>,
+    /// Channels defined in Rust, as `(agent slug, channel)`: mounted at
+    /// `/v1/channels/<id>` next to the agent's channel files.
+    pub channels: Vec<(String, agentkit_channels::ChannelDefinition)>,
 }
 
 /// How `${VAR}` references are resolved. The library never reads the
@@ -123,6 +127,7 @@ impl Default for ServeOptions {
             mcp_max_wait: agentkit_mcp::DEFAULT_MAX_WAIT,
             max_hops: agentkit_mcp::DEFAULT_MAX_HOPS,
             public_url: None,
+            channels: Vec::new(),
         }
     }
 }
@@ -140,6 +145,8 @@ pub(crate) struct Mounted {
     pub(crate) mcp: mcp::Endpoint,
     /// The agent's MCP client connections (`mcp-connections/`).
     pub(crate) connections: agentkit_mcp::Connections,
+    /// The custom channels (`/v1/channels/<id>`).
+    pub(crate) channels: agentkit_channels::ChannelHost,
 }
 
 /// A running server. Dropping it does not stop the server; call
@@ -221,6 +228,7 @@ impl ServeHandle {
     pub async fn close(self) {
         self.shutdown.cancel();
         for a in &self.agents {
+            a.channels.stop(self.grace).await;
             a.runtime.shutdown(self.grace).await;
         }
         for a in &self.agents {
@@ -308,6 +316,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             },
         );
         let connections = mcp::connections(project, &options, &peer_base);
+        let channels = channels::start(project, &runtime, &options, &prefix).await?;
         agents.push(Mounted {
             slug: project.slug.clone(),
             runtime,
@@ -316,6 +325,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             chain: Arc::new(chain),
             project: Arc::new(project.clone()),
             prefix,
+            channels,
         });
     }
     // Events are small writes that must leave at once: without NODELAY,

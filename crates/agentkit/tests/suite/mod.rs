@@ -1,5 +1,6 @@
 //! Test modules of the facade.
 
+mod channels;
 mod docs;
 mod fixtures;
 mod http;

@@ -1,0 +1,150 @@
+//! Declarative webhook channels (`channels/<id>.toml`, `kind = "webhook"`)
+//! built on the channel API: each route renders its `send` or `call_tool`
+//! templates over `body`, `query`, `params` and `auth`, and answers with
+//! the action's result or the templated `response`; each `[events."…"]`
+//! entry becomes an event handler that POSTs a delivery.
+
+use std::sync::Arc;
+
+use agentkit_manifest::{Channel, Delivery, Route, RouteAction, SendAction};
+use serde_json::{Value, json};
+
+use crate::api::{ChannelDefinition, ChannelResponse, HandlerArgs, RouteDef, SendOptions};
+use crate::deliver::Deliverer;
+use crate::env::Env;
+use crate::error::{Error, Result};
+use crate::template::{render, render_value};
+
+/// The channel API form of a declarative webhook channel. `chain` is its
+/// auth chain (the facade converts the authored one, resolving secrets).
+pub fn webhook_channel(
+    channel: &Channel,
+    chain: Option<agentkit_auth::Chain>,
+    env: Env,
+    deliverer: Deliverer,
+) -> ChannelDefinition {
+    let mut def = ChannelDefinition::new(channel.id.clone());
+    def.kind = "webhook".into();
+    def.auth = chain;
+    def.state = channel.state.clone();
+    for route in &channel.routes {
+        let r = Arc::new(route.clone());
+        let mut rd = RouteDef::new(route.method, route.path.clone(), move |args| {
+            let r = r.clone();
+            async move { handle(&r, args).await }
+        });
+        rd.description = route.description.clone();
+        rd.body_schema = route.body_schema.clone();
+        rd.query_schema = route.query_schema.clone();
+        def.routes.push(rd);
+    }
+    for (event, delivery) in &channel.events {
+        let d = Arc::new(delivery.clone());
+        let env = env.clone();
+        let deliverer = deliverer.clone();
+        def = def.on_event(event.clone(), move |event, args| {
+            let d: Arc<Delivery> = d.clone();
+            let env = env.clone();
+            let deliverer = deliverer.clone();
+            async move { deliverer.deliver(&d, &env, &event, &args).await }
+        });
+    }
+    def
+}
+
+fn template_ctx(args: &HandlerArgs) -> Value {
+    json!({
+        "body": args.body,
+        "query": args.query,
+        "params": args.params,
+        "auth": args.auth,
+    })
+}
+
+fn opt(field: &str, t: &Option<String>, ctx: &Value) -> Result<Option<String>> {
+    match t {
+        None => Ok(None),
+        Some(t) => {
+            let s = render(field, t, ctx)?;
+            Ok((!s.trim().is_empty()).then_some(s))
+        }
+    }
+}
+
+async fn send(s: &SendAction, args: &HandlerArgs, ctx: &Value) -> Result<(u16, Value)> {
+    let message = render("send.message", &s.message, ctx)?;
+    let mut files = Vec::new();
+    for (path, t) in &s.workspace_files {
+        files.push((path.clone(), render("send.workspace_files", t, ctx)?));
+    }
+    let options = SendOptions {
+        continuation_token: opt("send.continuation", &s.continuation, ctx)?,
+        admission: s.admission.unwrap_or_default(),
+        workspace_files: files,
+        title: opt("send.title", &s.title, ctx)?,
+        purpose: opt("send.purpose", &s.purpose, ctx)?,
+        dry_run: s.dry_run.unwrap_or(false),
+        as_of: opt("send.as_of", &s.as_of, ctx)?,
+        wait: s.wait,
+        ..SendOptions::default()
+    };
+    let session = args.ctx.send(message, options, &args.auth).await?;
+    let mut out = json!({"ok": true});
+    if let (Some(obj), Value::Object(s), Value::Object(urls)) = (
+        out.as_object_mut(),
+        serde_json::to_value(&session).unwrap_or(Value::Null),
+        args.ctx.session_urls(&session.id),
+    ) {
+        obj.extend(s);
+        obj.extend(urls);
+    }
+    Ok((if s.wait { 200 } else { 202 }, out))
+}
+
+async fn handle(route: &Route, args: HandlerArgs) -> Result<ChannelResponse> {
+    let ctx = template_ctx(&args);
+    let (status, result) = match &route.action {
+        RouteAction::Send(s) => send(s, &args, &ctx).await?,
+        RouteAction::CallTool(call) => {
+            let input = render_value("call_tool.input", &call.input, &ctx)?;
+            let mut envelope = args.ctx.call_tool(&call.tool, input, None).await?;
+            if let Some(obj) = envelope.as_object_mut() {
+                obj.insert("ok".into(), Value::Bool(true));
+            }
+            (200, envelope)
+        }
+        RouteAction::Respond => (200, json!({"ok": true})),
+    };
+    let Some(response) = &route.response else {
+        return Ok(ChannelResponse::json(status, result));
+    };
+    let mut ctx = ctx;
+    if let Some(obj) = ctx.as_object_mut() {
+        obj.insert("result".into(), result.clone());
+    }
+    let status = match &response.status {
+        None => status,
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .and_then(|n| u16::try_from(n).ok())
+            .unwrap_or(status),
+        Some(Value::String(t)) => {
+            let s = render("response.status", t, &ctx)?;
+            match s.trim().parse::<u16>() {
+                Ok(n) if (100..=599).contains(&n) => n,
+                _ => {
+                    return Err(Error::Template {
+                        field: "response.status".into(),
+                        message: format!("rendered `{s}`, which is not an HTTP status"),
+                    });
+                }
+            }
+        }
+        Some(_) => status,
+    };
+    let body = match &response.body {
+        None => result,
+        Some(b) => render_value("response.body", b, &ctx)?,
+    };
+    Ok(ChannelResponse::json(status, body))
+}

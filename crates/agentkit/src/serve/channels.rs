@@ -1,0 +1,396 @@
+//! Custom channels on the HTTP surface: builds each agent's channel
+//! definitions (declarative webhooks, the GitHub pack) on the channel
+//! API, implements the API's [`SessionHost`] over the agent runtime, and
+//! mounts `/v1/channels/<id>[/<path>]` for them.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use agentkit_auth::Surface;
+use agentkit_channels::{
+    ChannelDefinition, ChannelHost, ChannelHostOptions, ChannelRequest, ChannelSession, Env,
+    GithubOptions, RouteDef, SendRequest, SessionHost, SessionInfo,
+};
+use agentkit_manifest::{ChannelKind, Method, Project};
+use agentkit_protocol::{Event, SessionId};
+use agentkit_runtime::{AgentRuntime, FollowUp, NewSession, Owner, SessionMode};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
+use serde_json::{Value, json};
+
+use super::ServeOptions;
+use super::auth::{convert, default_chain};
+use crate::error::{Error, Result};
+
+/// [`SessionHost`] over one agent's runtime.
+#[derive(Debug, Clone)]
+pub(crate) struct RuntimeHost {
+    runtime: AgentRuntime,
+}
+
+fn channel_error(e: agentkit_runtime::Error) -> agentkit_channels::Error {
+    let details = match &e {
+        agentkit_runtime::Error::UnknownTool { available, .. } => json!({"available": available})
+            .as_object()
+            .cloned()
+            .map(Box::new),
+        agentkit_runtime::Error::InvalidInput { errors, .. } => {
+            json!({"errors": errors}).as_object().cloned().map(Box::new)
+        }
+        _ => None,
+    };
+    if e.status() >= 500 {
+        tracing::error!(error = %e, "channel session request failed");
+    }
+    agentkit_channels::Error::Session {
+        status: e.status(),
+        code: e.code().to_owned(),
+        message: if e.status() >= 500 {
+            "internal error; see the server log".into()
+        } else {
+            e.to_string()
+        },
+        details,
+    }
+}
+
+impl RuntimeHost {
+    fn owner_of(&self, id: &str) -> agentkit_channels::Result<Owner> {
+        self.runtime
+            .session_meta(id)
+            .map(|m| m.owner)
+            .map_err(channel_error)
+    }
+}
+
+impl SessionHost for RuntimeHost {
+    fn send(
+        &self,
+        channel: &str,
+        req: SendRequest,
+    ) -> BoxFuture<'_, agentkit_channels::Result<ChannelSession>> {
+        let channel = channel.to_owned();
+        Box::pin(async move {
+            let o = req.options;
+            let existing = o
+                .continuation_token
+                .as_deref()
+                .and_then(|key| self.runtime.session_for(&channel, key));
+            let (accepted, start_index) = match existing {
+                // A channel key continues its session whoever sends: the
+                // channel authenticated the sender, and the session stays
+                // with the principal that started it.
+                Some(id) => {
+                    let owner = self.owner_of(&id)?;
+                    let sid = SessionId::parse(&id).map_err(|e| {
+                        agentkit_channels::Error::BadRequest {
+                            message: e.to_string(),
+                        }
+                    })?;
+                    let start = self.runtime.store().len(&sid).await.unwrap_or(0);
+                    let accepted = self
+                        .runtime
+                        .follow_up(
+                            &id,
+                            FollowUp {
+                                owner,
+                                message: req.message,
+                                continuation_token: o.continuation_token.clone(),
+                                admission: o.admission,
+                                workspace_files: o.workspace_files,
+                            },
+                        )
+                        .await
+                        .map_err(channel_error)?;
+                    (accepted, start)
+                }
+                None => {
+                    let accepted = self
+                        .runtime
+                        .create(NewSession {
+                            channel: channel.clone(),
+                            mode: SessionMode::Chat,
+                            owner: Owner::from_auth(&req.auth),
+                            message: req.message,
+                            continuation: o.continuation_token.clone(),
+                            title: o.title,
+                            purpose: o.purpose,
+                            admission: o.admission,
+                            workspace_files: o.workspace_files,
+                            dry_run: o.dry_run,
+                        })
+                        .await
+                        .map_err(channel_error)?;
+                    (accepted, 0)
+                }
+            };
+            Ok(ChannelSession {
+                id: accepted.session_id,
+                continuation_token: accepted.continuation_token,
+                is_new: accepted.is_new,
+                coalesced: accepted.coalesced,
+                start_index: if accepted.is_new { 0 } else { start_index },
+                reply: None,
+            })
+        })
+    }
+
+    fn session(&self, id: &str) -> Option<SessionInfo> {
+        self.runtime.session_meta(id).ok().map(|m| SessionInfo {
+            id: m.id,
+            channel: m.channel,
+            continuation_token: m.continuation_token,
+            principal_id: m.owner.principal_id,
+            created_at: m.created_at,
+            title: m.title,
+        })
+    }
+
+    fn session_for(&self, channel: &str, key: &str) -> Option<String> {
+        self.runtime.session_for(channel, key)
+    }
+
+    fn is_busy(&self, id: &str) -> bool {
+        self.runtime.is_busy(id)
+    }
+
+    fn interrupt(&self, id: &str) -> agentkit_channels::Result<bool> {
+        let owner = self.owner_of(id)?;
+        self.runtime.stop(id, &owner).map_err(channel_error)
+    }
+
+    fn call_tool(
+        &self,
+        name: &str,
+        input: Value,
+        session: Option<&str>,
+    ) -> BoxFuture<'_, agentkit_channels::Result<Value>> {
+        let (name, session) = (name.to_owned(), session.map(str::to_owned));
+        Box::pin(async move {
+            let owner = match &session {
+                Some(id) => Some(self.owner_of(id)?),
+                None => None,
+            };
+            let at = session.as_deref().zip(owner.as_ref());
+            let outcome = self
+                .runtime
+                .call_tool(&name, input, at)
+                .await
+                .map_err(channel_error)?;
+            Ok(serde_json::to_value(&outcome).unwrap_or(Value::Null))
+        })
+    }
+
+    fn follow(
+        &self,
+        id: &str,
+        start_index: u64,
+    ) -> BoxFuture<'_, agentkit_channels::Result<BoxStream<'static, Event>>> {
+        let id = id.to_owned();
+        Box::pin(async move {
+            let sid = SessionId::parse(&id).map_err(|e| agentkit_channels::Error::BadRequest {
+                message: e.to_string(),
+            })?;
+            let sub = self
+                .runtime
+                .store()
+                .subscribe(&sid, start_index)
+                .await
+                .map_err(|e| channel_error(agentkit_runtime::Error::from(e)))?;
+            let stream = futures_util::stream::unfold(sub, |mut sub| async move {
+                match sub.next().await {
+                    Ok(e) => Some((e, sub)),
+                    Err(_) => None,
+                }
+            });
+            Ok(Box::pin(stream) as BoxStream<'static, Event>)
+        })
+    }
+
+    fn tap(&self) -> tokio::sync::broadcast::Receiver<Arc<Event>> {
+        self.runtime.store().tap()
+    }
+}
+
+/// A route answering 501 for a pack this release cannot serve yet.
+fn not_available(channel: &agentkit_manifest::Channel, what: &'static str) -> ChannelDefinition {
+    let mut def = ChannelDefinition::new(channel.id.clone());
+    def.kind = what.to_owned();
+    def.info = Some(json!({"available": false}));
+    let message = format!("the `{what}` channel pack is not available in this release");
+    def.routes.push(
+        RouteDef::new(Method::Post, "/", move |_args| {
+            let message = message.clone();
+            async move { Err(agentkit_channels::Error::NotAvailable { what: message }) }
+        })
+        .body_schema(json!({})),
+    );
+    def
+}
+
+/// Mounts every custom channel of `project`.
+pub(crate) async fn start(
+    project: &Project,
+    runtime: &AgentRuntime,
+    options: &ServeOptions,
+    prefix: &str,
+) -> Result<ChannelHost> {
+    let env_lookup = options.env.clone();
+    let env = Env::new(move |name| env_lookup.get(name));
+    let state_dir = runtime.state_dir().to_path_buf();
+    let deliverer = agentkit_channels::Deliverer::new(state_dir.clone());
+    let mut defs = Vec::new();
+    for c in &project.agent.channels {
+        let authored = c
+            .auth
+            .as_ref()
+            .map(|p| agentkit_auth::Chain::new(convert(p, &options.env), Surface::CustomChannel));
+        let def = match c.kind {
+            ChannelKind::Http => continue,
+            ChannelKind::Webhook => {
+                agentkit_channels::webhook_channel(c, authored, env.clone(), deliverer.clone())
+            }
+            ChannelKind::Github => agentkit_channels::github_channel(
+                c,
+                authored,
+                GithubOptions {
+                    env: env.clone(),
+                    dev: options.dev,
+                    state_dir: state_dir.clone(),
+                    agent_dir: project.agent.dir.clone(),
+                },
+            )
+            .map_err(|e| Error::Config {
+                message: format!("/{}: {e}", project.slug),
+            })?,
+            ChannelKind::Gitlab => {
+                tracing::warn!(channel = %c.id, "the gitlab channel pack is not available yet; its route answers 501");
+                not_available(c, "gitlab")
+            }
+            ChannelKind::Bitbucket => {
+                tracing::warn!(channel = %c.id, "the bitbucket channel pack is not available yet; its route answers 501");
+                not_available(c, "bitbucket")
+            }
+            ChannelKind::Slack => {
+                tracing::warn!(channel = %c.id, "the slack channel pack is not available yet; its route answers 501");
+                not_available(c, "slack")
+            }
+        };
+        defs.push(def);
+    }
+    for (slug, def) in &options.channels {
+        if *slug == project.slug {
+            if defs.iter().any(|d: &ChannelDefinition| d.id == def.id) {
+                return Err(Error::Config {
+                    message: format!("/{slug}: channel `{}` is defined twice", def.id),
+                });
+            }
+            defs.push(def.clone());
+        }
+    }
+    let host: Arc<dyn SessionHost> = Arc::new(RuntimeHost {
+        runtime: runtime.clone(),
+    });
+    ChannelHost::start(
+        defs,
+        host,
+        ChannelHostOptions {
+            state_dir,
+            prefix: prefix.to_owned(),
+            default_chain: default_chain(options, Surface::CustomChannel),
+        },
+    )
+    .await
+    .map_err(|e| Error::Config {
+        message: format!("/{}: {e}", project.slug),
+    })
+}
+
+/// `/v1/channels/{id}` and `/v1/channels/{id}/{*rest}` for one agent.
+pub(crate) fn router(host: ChannelHost) -> Router {
+    Router::new()
+        .route("/v1/channels/{id}", any(root))
+        .route("/v1/channels/{id}/{*rest}", any(nested))
+        .with_state(host)
+}
+
+async fn root(
+    State(host): State<ChannelHost>,
+    Path(id): Path<String>,
+    req: axum::extract::Request,
+) -> Response {
+    dispatch(host, id, String::from("/"), req).await
+}
+
+async fn nested(
+    State(host): State<ChannelHost>,
+    Path((id, rest)): Path<(String, String)>,
+    req: axum::extract::Request,
+) -> Response {
+    dispatch(host, id, format!("/{rest}"), req).await
+}
+
+async fn dispatch(
+    host: ChannelHost,
+    id: String,
+    path: String,
+    req: axum::extract::Request,
+) -> Response {
+    use axum::extract::FromRequest;
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let method = req.method().as_str().to_owned();
+    let query = req.uri().query().map(str::to_owned);
+    let headers: HeaderMap = req.headers().clone();
+    let body = match Bytes::from_request(req, &()).await {
+        Ok(b) => b,
+        Err(e) => {
+            let status = e.status();
+            let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                "payload_too_large"
+            } else {
+                "bad_request"
+            };
+            return (
+                status,
+                axum::Json(json!({"ok": false, "error": {"code": code, "message": e.body_text()}})),
+            )
+                .into_response();
+        }
+    };
+    let req = ChannelRequest {
+        method,
+        path,
+        query,
+        headers: headers
+            .iter()
+            .filter_map(|(n, v)| {
+                v.to_str()
+                    .ok()
+                    .map(|v| (n.as_str().to_owned(), v.to_owned()))
+            })
+            .collect(),
+        body: body.to_vec(),
+        peer,
+    };
+    let resp = host.dispatch(&id, req).await;
+    let status = StatusCode::from_u16(resp.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut out = (status, axum::Json(resp.body)).into_response();
+    for (k, v) in resp.headers {
+        if let (Ok(k), Ok(v)) = (
+            axum::http::HeaderName::from_bytes(k.as_bytes()),
+            axum::http::HeaderValue::from_str(&v),
+        ) {
+            out.headers_mut().insert(k, v);
+        }
+    }
+    out
+}

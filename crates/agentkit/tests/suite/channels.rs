@@ -1,0 +1,585 @@
+//! Custom channels over loopback against a real server: declarative
+//! webhook routes (schemas, auth, send, call_tool, templated responses),
+//! event deliveries to a local receiver (signature, retries, state, the
+//! delivery log), and the GitHub pack end to end against a mock GitHub API
+//! with GitHub's published example payloads.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentkit::{EnvLookup, ServeHandle, ServeOptions};
+use agentkit_test_support::http::Request;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use serde_json::{Value, json};
+
+/// One request a mock server received.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+type Log = Arc<Mutex<Vec<Seen>>>;
+
+/// How a mock answers the `n`th request (from 1).
+type Answer = fn(&Seen, usize) -> (u16, Value);
+
+/// A mock HTTP peer: records every request and answers with `answer`.
+fn mock(rt: &tokio::runtime::Runtime, answer: Answer) -> (SocketAddr, Log) {
+    let log: Log = Arc::default();
+    async fn any(
+        State((log, answer)): State<(Log, Answer)>,
+        method: Method,
+        uri: Uri,
+        headers: HeaderMap,
+        body: String,
+    ) -> (StatusCode, axum::Json<Value>) {
+        let seen = Seen {
+            method: method.to_string(),
+            path: uri.path().to_owned(),
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or("").to_owned()))
+                .collect(),
+            body,
+        };
+        let n = {
+            let mut l = log.lock().unwrap();
+            l.push(seen.clone());
+            l.len()
+        };
+        let (status, body) = answer(&seen, n);
+        (StatusCode::from_u16(status).unwrap(), axum::Json(body))
+    }
+    let app = axum::Router::new()
+        .fallback(any)
+        .with_state((log.clone(), answer));
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(async move { axum::serve(listener, app).await });
+    (addr, log)
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn env(vars: &[(&str, String)]) -> EnvLookup {
+    let vars: Vec<(String, String)> = vars
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect();
+    EnvLookup(Arc::new(move |name| {
+        vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }))
+}
+
+fn serve(rt: &tokio::runtime::Runtime, dir: &Path, state: &Path, env: EnvLookup) -> ServeHandle {
+    rt.block_on(agentkit::serve(
+        dir,
+        ServeOptions {
+            port: 0,
+            state_root: Some(state.to_path_buf()),
+            env,
+            ..ServeOptions::default()
+        },
+    ))
+    .unwrap()
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+const INTAKE: &str = r#"
+auth = ["local_dev_strict", { bearer = { token = "${INTAKE_TOKEN}", principal = "intake" } }]
+state = { count = 0 }
+
+[[routes]]
+method = "POST"
+path = "/expense/:team"
+[routes.body_schema]
+type = "object"
+required = ["amount", "memo"]
+properties = { amount = { type = "number" }, memo = { type = "string" } }
+[routes.send]
+message = "Record {{ body.amount }} for {{ body.memo }} ({{ params.team }}, {{ auth.principalId }})"
+continuation = "intake:{{ params.team }}"
+title = "Expenses of {{ params.team }}"
+admission = "coalesce"
+
+[[routes]]
+method = "POST"
+path = "/ask"
+body_schema = { type = "object" }
+[routes.send]
+message = "{{ body.q }}"
+wait = true
+
+[[routes]]
+method = "GET"
+path = "/echo"
+[routes.query_schema]
+type = "object"
+required = ["n"]
+properties = { n = { type = "integer" } }
+[routes.call_tool]
+tool = "echo"
+input = { n = "{{ query.n }}" }
+
+[[routes]]
+method = "DELETE"
+path = "/thing/:id"
+[routes.response]
+status = "{{ 204 if params.id == 'gone' else 200 }}"
+body = { deleted = "{{ params.id }}", n = "{{ params.id | length }}" }
+
+[events."turn.completed"]
+post = "${RECEIVER}/hook"
+signature_secret = "${HOOK_SECRET}"
+signature_header = "X-Signature"
+body = { session = "{{ session.id }}", result = "{{ event.data.result }}", before = "{{ state.count }}" }
+state = { count = "{{ state.count + 1 }}", stored = "{{ response.status }}" }
+"#;
+
+#[test]
+fn webhook_routes_validate_authenticate_send_call_and_deliver() {
+    let rt = runtime();
+    // The receiver fails the first delivery, then stores.
+    let (receiver, hits) = mock(&rt, |_, n| {
+        if n == 1 {
+            (500, json!({}))
+        } else {
+            (200, json!({"status": "stored"}))
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("agents/desk/agent");
+    write(&agent.join("agent.toml"), "model = \"test\"\n");
+    write(&agent.join("instructions.md"), "You keep the books.\n");
+    write(
+        &agent.join("tools/echo.toml"),
+        "description = \"Echo\"\ncommand = [\"cat\"]\nread_only = true\n[input_schema]\ntype = \"object\"\nproperties.n = { type = \"integer\" }\n",
+    );
+    write(&agent.join("channels/intake.toml"), INTAKE);
+    let env = env(&[
+        ("INTAKE_TOKEN", "t0ken".into()),
+        ("RECEIVER", format!("http://{receiver}")),
+        ("HOOK_SECRET", "hook-secret".into()),
+    ]);
+    let state = dir.path().join("state");
+    let handle = serve(&rt, &dir.path().join("agents"), &state, env);
+    let addr = handle.local_addr();
+    let send = |r: Request| r.send(addr).unwrap();
+
+    // Auth runs first: a forwarded request without the token is refused.
+    let r = send(
+        Request::post("/desk/v1/channels/intake/expense/ops")
+            .header("x-forwarded-for", "203.0.113.9")
+            .json(&json!({"amount": 1, "memo": "x"})),
+    );
+    assert_eq!((r.status, r.error_code()), (401, "unauthorized".to_owned()));
+
+    // Schema errors: every violation, with its path.
+    let r = send(
+        Request::post("/desk/v1/channels/intake/expense/ops")
+            .bearer("t0ken")
+            .json(&json!({"amount": "ten"})),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    let errors = r.json()["error"]["errors"].clone();
+    let paths: Vec<&str> = errors
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert!(paths.contains(&"/amount"), "{errors}");
+    assert!(errors.to_string().contains("memo"), "{errors}");
+    // An empty body reads as `{}`, and so misses both fields.
+    let r = send(Request::post("/desk/v1/channels/intake/expense/ops").bearer("t0ken"));
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json()["error"]["errors"].as_array().unwrap().len(),
+        2,
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        send(Request::get("/desk/v1/channels/intake/nope").bearer("t0ken")).status,
+        404
+    );
+    assert_eq!(
+        send(Request::get("/desk/v1/channels/intake/ask").bearer("t0ken")).status,
+        405
+    );
+
+    // send: 202 at once; the same team continues the same session.
+    let r = send(
+        Request::post("/desk/v1/channels/intake/expense/ops")
+            .bearer("t0ken")
+            .json(&json!({"amount": 12.5, "memo": "seed potatoes"})),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let first = r.json();
+    assert_eq!(first["isNew"], true);
+    assert_eq!(first["continuationToken"], "intake:ops");
+    let id = first["sessionId"].as_str().unwrap().to_owned();
+    let events = log_events(&state, "desk", &id);
+    let received = events
+        .iter()
+        .find(|e| e["type"] == "message.received")
+        .unwrap();
+    assert_eq!(
+        received["data"]["text"],
+        "Record 12.5 for seed potatoes (ops, local)"
+    );
+    let r = send(
+        Request::post("/desk/v1/channels/intake/expense/ops")
+            .bearer("t0ken")
+            .json(&json!({"amount": 3, "memo": "twine"})),
+    );
+    assert_eq!(r.status, 202);
+    assert_eq!(
+        (
+            r.json()["sessionId"].as_str().unwrap(),
+            r.json()["isNew"].clone()
+        ),
+        (id.as_str(), json!(false))
+    );
+
+    // wait = true answers 200 with the turn's reply.
+    let r = send(
+        Request::post("/desk/v1/channels/intake/ask")
+            .bearer("t0ken")
+            .json(&json!({"q": "hello"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["reply"]["ok"], true, "{}", r.body);
+
+    // call_tool: the deterministic call's envelope; the query is typed.
+    let r = send(Request::get("/desk/v1/channels/intake/echo?n=7").bearer("t0ken"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        (r.json()["toolName"].clone(), r.json()["result"].clone()),
+        (json!("echo"), json!({"n": 7}))
+    );
+    let r = send(Request::get("/desk/v1/channels/intake/echo?n=x").bearer("t0ken"));
+    assert_eq!(r.status, 400);
+
+    // A templated response.
+    let r = send(Request::new("DELETE", "/desk/v1/channels/intake/thing/abc").bearer("t0ken"));
+    assert_eq!(
+        (r.status, r.json()),
+        (200, json!({"deleted": "abc", "n": 3}))
+    );
+    assert_eq!(
+        send(Request::new("DELETE", "/desk/v1/channels/intake/thing/gone").bearer("t0ken")).status,
+        204
+    );
+
+    // Routes and schemas in /v1/info.
+    let info = send(Request::get("/desk/v1/info").bearer("t0ken")).json();
+    let routes = &info["channels"][0]["routes"];
+    assert_eq!(routes[0]["url"], "/desk/v1/channels/intake/expense/:team");
+    assert_eq!(
+        routes[0]["bodySchema"]["required"],
+        json!(["amount", "memo"])
+    );
+
+    // Deliveries: the first attempt fails, the retry is signed and lands,
+    // the state is updated from the response, and both are logged.
+    wait_for("a first delivery", || !hits.lock().unwrap().is_empty());
+    let failed = hits.lock().unwrap()[0].json()["session"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let retry = || {
+        hits.lock()
+            .unwrap()
+            .iter()
+            .skip(1)
+            .find(|h| h.json()["session"] == failed.as_str())
+            .cloned()
+    };
+    wait_for("the retried delivery", || retry().is_some());
+    let hit = retry().unwrap();
+    let sig = agentkit_channels::sign("hook-secret", hit.body.as_bytes());
+    assert_eq!(
+        hit.header("x-signature"),
+        Some(format!("sha256={sig}").as_str())
+    );
+    assert_eq!(hit.json()["before"], 0, "{}", hit.body);
+    assert!(
+        !hit.json()["result"].as_str().unwrap().is_empty(),
+        "{}",
+        hit.body
+    );
+    let state_file = state.join(format!("desk/channels/intake/state/{failed}.json"));
+    wait_for("the state update", || {
+        std::fs::read_to_string(&state_file).is_ok_and(|s| s.contains("stored"))
+    });
+    let st: Value = serde_json::from_str(&std::fs::read_to_string(&state_file).unwrap()).unwrap();
+    assert!(st["count"].as_i64().unwrap() >= 1, "{st}");
+    let log = std::fs::read_to_string(
+        state.join(format!("desk/channels/intake/deliveries/{failed}.ndjson")),
+    )
+    .unwrap();
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        (lines[0]["ok"].clone(), lines[0]["status"].clone()),
+        (json!(false), json!(500))
+    );
+    assert_eq!(
+        (lines[1]["ok"].clone(), lines[1]["attempt"].clone()),
+        (json!(true), json!(2))
+    );
+    rt.block_on(handle.close());
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(
+        agentkit_test_support::fixtures_dir()
+            .join("github")
+            .join(name),
+    )
+    .unwrap()
+}
+
+fn reviewer() -> PathBuf {
+    agentkit_test_support::fixtures_dir().join("channels/pr-reviewer")
+}
+
+fn delivery(event: &str, id: &str, body: &[u8], secret: &str) -> Request {
+    Request::post("/pr-reviewer/v1/channels/github")
+        .header("x-github-event", event)
+        .header("x-github-delivery", id)
+        .header(
+            "x-hub-signature-256",
+            &format!("sha256={}", agentkit_channels::sign(secret, body)),
+        )
+        .header("content-type", "application/json")
+        .raw_body(body)
+}
+
+fn github_api(seen: &Seen, _n: usize) -> (u16, Value) {
+    match (seen.method.as_str(), seen.path.as_str()) {
+        ("POST", p) if p.ends_with("/comments") => (201, json!({"id": 4242})),
+        ("POST", _) => (201, json!({"state": "ok"})),
+        _ => (200, json!({})),
+    }
+}
+
+#[test]
+fn github_pull_request_opened_runs_a_turn_with_status_and_dedup_across_restarts() {
+    let rt = runtime();
+    let (api, calls) = mock(&rt, github_api);
+    let state = tempfile::tempdir().unwrap();
+    let secret = "It's a Secret to Everybody";
+    let env = || {
+        env(&[
+            ("GITHUB_WEBHOOK_SECRET", secret.into()),
+            ("GITHUB_API_URL", format!("http://{api}")),
+            ("GITHUB_TOKEN", "ghp_test".into()),
+        ])
+    };
+    let handle = serve(&rt, &reviewer(), state.path(), env());
+    let addr = handle.local_addr();
+    let opened = fixture("pull_request.opened.json");
+
+    // Unsigned or wrongly signed: 401 before anything is parsed.
+    let r = delivery("pull_request", "d-0", &opened, "wrong")
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 401, "{}", r.body);
+    let unsigned = Request::post("/pr-reviewer/v1/channels/github")
+        .header("x-github-event", "pull_request")
+        .raw_body(&opened)
+        .send(addr)
+        .unwrap();
+    assert_eq!(unsigned.status, 401);
+
+    let r = delivery("pull_request", "d-1", &opened, secret)
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 202, "{}", r.body);
+    let first = r.json();
+    assert_eq!(first["isNew"], true);
+    assert_eq!(first["continuationToken"], "pr:Codertocat/Hello-World#2");
+    let id = first["sessionId"].as_str().unwrap().to_owned();
+
+    // The redelivery is acknowledged and ignored.
+    let again = delivery("pull_request", "d-1", &opened, secret)
+        .send(addr)
+        .unwrap();
+    assert_eq!(
+        (again.status, again.json()["duplicate"].clone()),
+        (200, json!(true))
+    );
+
+    // The commit status goes pending, then success; the banner is posted
+    // once and then edited.
+    let sha = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
+    let status_path = format!("/repos/Codertocat/Hello-World/statuses/{sha}");
+    let states = || -> Vec<String> {
+        calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.path == status_path)
+            .map(|c| c.json()["state"].as_str().unwrap_or("").to_owned())
+            .collect()
+    };
+    wait_for("a success status", || {
+        states().contains(&"success".to_owned())
+    });
+    assert_eq!(states(), ["pending", "success"]);
+    let calls_now = calls.lock().unwrap().clone();
+    let status = calls_now.iter().find(|c| c.path == status_path).unwrap();
+    assert_eq!(status.json()["context"], "agentkit/review");
+    assert_eq!(status.header("authorization"), Some("Bearer ghp_test"));
+    wait_for("the banner edit", || {
+        calls.lock().unwrap().iter().any(|c| c.method == "PATCH")
+    });
+    let banner: Vec<(String, String)> = calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|c| c.path.contains("comments"))
+        .map(|c| (c.method.clone(), c.path.clone()))
+        .collect();
+    assert_eq!(
+        banner,
+        [
+            (
+                "POST".to_owned(),
+                "/repos/Codertocat/Hello-World/issues/2/comments".to_owned()
+            ),
+            (
+                "PATCH".to_owned(),
+                "/repos/Codertocat/Hello-World/issues/comments/4242".to_owned()
+            )
+        ]
+    );
+
+    // One turn, with the templated message, owned by the actor.
+    let events = log_events(state.path(), "pr-reviewer", &id);
+    let received: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "message.received")
+        .collect();
+    assert_eq!(received.len(), 1);
+    assert_eq!(
+        received[0]["data"]["text"],
+        format!(
+            "Review pull request #2 of Codertocat/Hello-World: Update the README with new information. (head {sha}, opened by Codertocat)"
+        )
+    );
+
+    // A later delivery on the same PR continues the same session.
+    let sync = fixture("pull_request.synchronize.json");
+    let r = delivery("pull_request", "d-2", &sync, secret)
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(
+        (
+            r.json()["sessionId"].as_str().unwrap(),
+            r.json()["isNew"].clone()
+        ),
+        (id.as_str(), json!(false))
+    );
+    wait_for("the second success", || {
+        states().iter().filter(|s| *s == "success").count() == 2
+    });
+
+    // Dedup is durable: after a restart, redeliveries are still ignored.
+    rt.block_on(handle.close());
+    let handle = serve(&rt, &reviewer(), state.path(), env());
+    let addr = handle.local_addr();
+    for (d, body) in [("d-1", &opened), ("d-2", &sync)] {
+        let r = delivery("pull_request", d, body, secret)
+            .send(addr)
+            .unwrap();
+        assert_eq!(
+            (r.status, r.json()["duplicate"].clone()),
+            (200, json!(true)),
+            "{d}: {}",
+            r.body
+        );
+    }
+    // A ping is answered; an event no rule matches is skipped.
+    let ping = fixture("ping.json");
+    assert_eq!(
+        delivery("ping", "d-3", &ping, secret)
+            .send(addr)
+            .unwrap()
+            .status,
+        200
+    );
+    let r = delivery("issues", "d-4", b"{}", secret).send(addr).unwrap();
+    assert_eq!((r.status, r.json()["skipped"].clone()), (200, json!(true)));
+    let info = Request::get("/pr-reviewer/v1/info")
+        .send(addr)
+        .unwrap()
+        .json();
+    assert_eq!(
+        info["channels"][0]["webhookEvents"],
+        json!(["pull_request", "issue_comment"])
+    );
+    rt.block_on(handle.close());
+}
+
+/// A session's events once it waits again, read from its log (the
+/// sessions belong to the channel's principals, not the test client).
+fn log_events(state: &Path, slug: &str, id: &str) -> Vec<Value> {
+    let path = state.join(format!("{slug}/sessions/{id}/events.ndjson"));
+    let mut events = Vec::new();
+    wait_for("the session to settle", || {
+        events = std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .collect();
+        events.iter().any(|e| e["type"] == "session.waiting")
+    });
+    events
+}
