@@ -68,6 +68,7 @@ fn main() {
             cancel: CancellationToken::new(),
             providers: Default::default(),
             dry_run: false,
+            host: None,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(4096);
         let started = Instant::now();
@@ -90,6 +91,7 @@ fn main() {
         session_id: "bench".into(),
         workspace_dir: tmp.path().to_path_buf(),
         cancel: CancellationToken::new(),
+        host: None,
     };
     let mut per_call = Vec::new();
     for _ in 0..200 {

@@ -33,6 +33,26 @@ pub struct ToolContext {
     pub workspace_dir: PathBuf,
     /// Cancelling kills the tool's process group.
     pub cancel: CancellationToken,
+    /// The host bridge the tool may call back into.
+    pub host: Option<HostBridge>,
+}
+
+/// Where a server tool reaches the host (`AGENTKIT_HOST_URL`) and the
+/// per-boot secret it authenticates with (`AGENTKIT_HOST_TOKEN`).
+#[derive(Clone)]
+pub struct HostBridge {
+    pub url: String,
+    pub token: String,
+}
+
+impl std::fmt::Debug for HostBridge {
+    // The token never reaches a log line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostBridge")
+            .field("url", &self.url)
+            .field("token", &"<redacted>")
+            .finish()
+    }
 }
 
 /// A tool's result as the model sees it.
@@ -94,6 +114,10 @@ pub async fn run_server_tool(tool: &Tool, input: &Value, ctx: &ToolContext) -> T
             "AGENTKIT_IDEMPOTENCY_KEY",
             idempotency_key(&ctx.session_id, &ctx.call_id),
         );
+    if let Some(host) = &ctx.host {
+        cmd.env("AGENTKIT_HOST_URL", &host.url)
+            .env("AGENTKIT_HOST_TOKEN", &host.token);
+    }
     #[cfg(unix)]
     cmd.process_group(0);
 

@@ -43,6 +43,8 @@ pub struct TurnInput {
     /// built-ins that change the workspace) answer a stub saying what would
     /// have happened instead of running.
     pub dry_run: bool,
+    /// The host bridge server tools get in their environment.
+    pub host: Option<crate::tools::HostBridge>,
 }
 
 /// How a turn ended.
@@ -220,6 +222,7 @@ async fn run_calls(
                     session_id: input.session_id.clone(),
                     workspace_dir: input.workspace.clone(),
                     cancel: input.cancel.clone(),
+                    host: input.host.clone(),
                 };
                 let fut: CallFuture<'_> = Box::pin(async move {
                     let started = Instant::now();
@@ -330,6 +333,7 @@ async fn run_subagent(
         cancel: input.cancel.child_token(),
         providers: input.providers.clone(),
         dry_run: input.dry_run,
+        host: input.host.clone(),
     };
     send(
         events,

@@ -18,6 +18,7 @@
 
 mod error;
 mod fold;
+mod kv;
 mod meta;
 mod runtime;
 mod tool_call;
@@ -25,6 +26,7 @@ mod workspace;
 
 pub use error::{Error, InputError, Result};
 pub use fold::conversation;
+pub use kv::{Clock, KvEntry, KvStore, MAX_KEY_BYTES};
 pub use meta::{Owner, SessionMeta, SessionMode};
 pub use runtime::{
     Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, NewSession, RuntimeOptions, SessionSummary,

@@ -36,6 +36,9 @@ pub struct RuntimeOptions {
     pub store: StoreOptions,
     /// Endpoints and keys of the remote model providers.
     pub providers: Arc<agentkit_harness::ProviderConfig>,
+    /// The host bridge server tools get in their environment
+    /// (`AGENTKIT_HOST_URL`, `AGENTKIT_HOST_TOKEN`).
+    pub host_bridge: Option<agentkit_harness::HostBridge>,
 }
 
 /// A message to start (or, with a known continuation key, continue) a
@@ -611,6 +614,7 @@ impl AgentRuntime {
             cancel: cancel.clone(),
             providers: self.inner.options.providers.clone(),
             dry_run: lock(&session.meta).dry_run,
+            host: self.inner.options.host_bridge.clone(),
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
         let harness = tokio::spawn(agentkit_harness::run_turn(input, tx));
@@ -828,6 +832,11 @@ impl AgentRuntime {
                 tracing::warn!(session = %s.id, error = %e, "cannot sync on shutdown");
             }
         }
+    }
+
+    /// The host bridge server tools of this agent reach.
+    pub(crate) fn host_bridge(&self) -> Option<agentkit_harness::HostBridge> {
+        self.inner.options.host_bridge.clone()
     }
 
     /// The state folder of this agent.

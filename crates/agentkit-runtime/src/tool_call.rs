@@ -96,6 +96,7 @@ impl AgentRuntime {
             "direct",
             &dir,
             CancellationToken::new(),
+            self.host_bridge(),
         )
         .await;
         let dir2 = dir.clone();
@@ -133,6 +134,7 @@ impl AgentRuntime {
             id,
             &session.workspace,
             guard.cancel(),
+            self.host_bridge(),
         )
         .await;
         let data = json!({
@@ -180,6 +182,7 @@ async fn run(
     session_id: &str,
     workspace: &std::path::Path,
     cancel: CancellationToken,
+    host: Option<agentkit_harness::HostBridge>,
 ) -> ToolCallOutcome {
     let started = Instant::now();
     let ctx = ToolContext {
@@ -187,6 +190,7 @@ async fn run(
         session_id: session_id.to_owned(),
         workspace_dir: workspace.to_path_buf(),
         cancel,
+        host,
     };
     let out = run_server_tool(tool, input, &ctx).await;
     ToolCallOutcome {

@@ -115,6 +115,7 @@ pub(crate) fn turn_input(
         cancel: CancellationToken::new(),
         providers: Default::default(),
         dry_run: false,
+        host: None,
     }
 }
 

@@ -38,6 +38,7 @@ fn ctx(workspace: &Path) -> ToolContext {
         session_id: "sess-1".into(),
         workspace_dir: workspace.to_path_buf(),
         cancel: CancellationToken::new(),
+        host: None,
     }
 }
 

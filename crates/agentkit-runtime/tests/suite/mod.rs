@@ -53,6 +53,7 @@ pub(crate) async fn open(root: &Path) -> AgentRuntime {
             default_model: None,
             store: Default::default(),
             providers: Default::default(),
+            host_bridge: None,
         },
     )
     .await

@@ -34,10 +34,15 @@ pub(crate) type Endpoint = agentkit_mcp::McpHttp<RuntimeBackend>;
 pub(crate) fn endpoint(
     runtime: AgentRuntime,
     slug: &str,
+    depths: Depths,
     options: agentkit_mcp::McpServerOptions,
 ) -> Endpoint {
     let shutdown = options.shutdown.clone();
-    let backend = RuntimeBackend { runtime, shutdown };
+    let backend = RuntimeBackend {
+        runtime,
+        shutdown,
+        depths,
+    };
     agentkit_mcp::McpHttp::new(
         std::sync::Arc::new(backend),
         agentkit_mcp::McpServerOptions {
@@ -69,11 +74,34 @@ pub(crate) async fn route(State(state): State<AgentState>, req: Request) -> Resp
     resp.map(Body::new)
 }
 
+/// The delegation depth of each session that MCP `ask` drove: how many
+/// agent-to-agent hops led to it. Its turns' calls to peers (and its
+/// tools' calls through the host bridge) go one deeper.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Depths(std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, u32>>>);
+
+impl Depths {
+    pub(crate) fn get(&self, session_id: &str) -> u32 {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(session_id).copied().unwrap_or(0)
+    }
+
+    fn set(&self, session_id: &str, hops: u32) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if hops == 0 {
+            map.remove(session_id);
+        } else {
+            map.insert(session_id.to_owned(), hops);
+        }
+    }
+}
+
 /// The MCP server's view of one agent's runtime.
 #[derive(Debug, Clone)]
 pub(crate) struct RuntimeBackend {
     runtime: AgentRuntime,
     shutdown: CancellationToken,
+    depths: Depths,
 }
 
 fn refused(e: agentkit_runtime::Error) -> BackendError {
@@ -216,6 +244,7 @@ impl AgentBackend for RuntimeBackend {
                     })
                     .await
                     .map_err(refused)?;
+                self.depths.set(&accepted.session_id, req.hops);
                 (accepted.session_id, 0)
             }
             Some(id) => {
@@ -248,6 +277,7 @@ impl AgentBackend for RuntimeBackend {
                     )
                     .await
                     .map_err(refused)?;
+                self.depths.set(id, req.hops);
                 (id.clone(), start)
             }
         };

@@ -9,6 +9,7 @@
 
 mod api;
 mod auth;
+mod bridge;
 mod channels;
 mod mcp;
 
@@ -158,6 +159,7 @@ pub struct ServeHandle {
     mode: Mode,
     shutdown: CancellationToken,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
+    bridge: tokio::task::JoinHandle<()>,
     grace: Duration,
     host: Arc<Host>,
 }
@@ -234,6 +236,7 @@ impl ServeHandle {
         for a in &self.agents {
             a.connections.close().await;
         }
+        let _ = self.bridge.await;
         match self.server.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "server ended with an error"),
@@ -282,6 +285,11 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         addr: format!("{}:{}", options.host, options.port),
         source,
     })?;
+    let (bridge_listener, bridge_url) = bridge::bind().await.map_err(|source| Error::Bind {
+        addr: "127.0.0.1:0 (host bridge)".into(),
+        source,
+    })?;
+    let mut bridged = Vec::new();
     let peer_base = options
         .public_url
         .clone()
@@ -289,13 +297,20 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
     let mut agents = Vec::new();
     let shutdown = CancellationToken::new();
     for project in &found.host.agents {
+        let state_dir = state_root.join(&project.slug);
+        let token = bridge::mint_token();
+        let kv = agentkit_runtime::KvStore::open(&state_dir)?;
         let runtime = AgentRuntime::open(
             Arc::new(project.agent.clone()),
             RuntimeOptions {
-                state_dir: state_root.join(&project.slug),
+                state_dir,
                 default_model: default_model.clone(),
                 store: Default::default(),
                 providers: providers.clone(),
+                host_bridge: Some(agentkit_harness::HostBridge {
+                    url: bridge_url.clone(),
+                    token: token.clone(),
+                }),
             },
         )
         .await?;
@@ -304,9 +319,11 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             Mode::Multi => format!("/{}", project.slug),
             Mode::Single => String::new(),
         };
+        let depths = mcp::Depths::default();
         let mcp = mcp::endpoint(
             runtime.clone(),
             &project.slug,
+            depths.clone(),
             agentkit_mcp::McpServerOptions {
                 max_wait: options.mcp_max_wait,
                 max_hops: options.max_hops,
@@ -317,6 +334,12 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         );
         let connections = mcp::connections(project, &options, &peer_base);
         let channels = channels::start(project, &runtime, &options, &prefix).await?;
+        bridged.push(bridge::BridgeAgent {
+            token,
+            kv,
+            connections: connections.clone(),
+            depths,
+        });
         agents.push(Mounted {
             slug: project.slug.clone(),
             runtime,
@@ -336,6 +359,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
     });
+    let bridge_task = bridge::spawn(bridge_listener, bridged, shutdown.clone());
     let router = api::router(&agents, options.mode, options.body_limit, shutdown.clone());
     let stop = shutdown.clone();
     let server = tokio::spawn(async move {
@@ -352,6 +376,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         mode: options.mode,
         shutdown,
         server,
+        bridge: bridge_task,
         grace: options.shutdown_grace,
         host: Arc::new(found.host),
     })

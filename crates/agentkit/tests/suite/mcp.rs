@@ -562,3 +562,122 @@ fn a_stdio_server_that_dies_is_restarted() {
     let status = &mcp.status()[0];
     assert_eq!((status.state, status.opens), ("connected", 2));
 }
+
+/// A server tool reaches the host bridge: the key-value store (persisted
+/// in SQLite across a restart), MCP connections, and a 401 with a wrong
+/// token; one agent's token does not open another's store.
+#[test]
+fn server_tools_use_the_host_bridge() {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/host_tool.py");
+    let tool = format!(
+        "description = \"Host bridge probe.\"\ncommand = [\"python3\", \"{}\"]\n[input_schema]\ntype = \"object\"\nrequired = [\"op\"]\n",
+        script.display()
+    );
+    let mut a = bot(false);
+    a.push(("tools/host.toml", &tool));
+    let mut b = bot(false);
+    b.push(("tools/host.toml", &tool));
+    let mut h = host(&[("a", &a), ("b", &b)], ServeOptions::default());
+    let call = |h: &Host, slug: &str, input: Value| -> Value {
+        let r =
+            h.send(Request::post(&format!("/{slug}/v1/tools/host")).json(&json!({"input": input})));
+        assert_eq!(r.status, 200, "{}", r.body);
+        let v = r.json();
+        assert_eq!(v["isError"], false, "{v}");
+        v["result"].clone()
+    };
+    let put = call(
+        &h,
+        "a",
+        json!({"op": "remember", "key": "notes/1", "value": {"text": "hi"}}),
+    );
+    assert_eq!(put["status"], 200, "{put}");
+    call(
+        &h,
+        "a",
+        json!({"op": "remember", "key": "notes/2", "value": 2, "ttlSeconds": 3600}),
+    );
+    call(
+        &h,
+        "a",
+        json!({"op": "remember", "key": "other", "value": true}),
+    );
+    let got = call(&h, "a", json!({"op": "recall", "key": "notes/1"}));
+    assert_eq!(got["body"]["entry"]["value"], json!({"text": "hi"}));
+    let listed = call(&h, "a", json!({"op": "list", "prefix": "notes/"}));
+    let keys: Vec<&str> = listed["body"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["notes/1", "notes/2"]);
+    assert!(listed["body"]["entries"][1]["expiresAt"].is_i64());
+    // Agent b has its own store.
+    let other = call(&h, "b", json!({"op": "recall", "key": "notes/1"}));
+    assert_eq!(
+        (
+            other["status"].as_i64(),
+            other["body"]["error"]["code"].as_str()
+        ),
+        (Some(404), Some("not_found"))
+    );
+    let denied = call(&h, "a", json!({"op": "badtoken"}));
+    assert_eq!(denied["status"], 401);
+    assert_eq!(denied["body"]["error"]["code"], "unauthorized");
+    let reminders = call(&h, "a", json!({"op": "reminders"}));
+    assert_eq!(reminders["status"], 501);
+    let conns = call(&h, "a", json!({"op": "connections"}));
+    assert_eq!(conns["body"]["names"], json!([]));
+    let missing = call(
+        &h,
+        "a",
+        json!({"op": "mcp", "connection": "nope", "tool": "x"}),
+    );
+    assert_eq!(missing["status"], 404);
+    assert_eq!(missing["body"]["error"]["code"], "unknown_connection");
+
+    // The store is SQLite in the agent's state folder and survives a
+    // restart (a new token: the old one is useless).
+    assert!(h.dir.path().join("state/a/agentkit.sqlite").is_file());
+    let forgot = call(&h, "a", json!({"op": "forget", "key": "other"}));
+    assert_eq!(forgot["body"]["deleted"], true);
+    h.restart(ServeOptions::default());
+    let again = call(&h, "a", json!({"op": "recall", "key": "notes/1"}));
+    assert_eq!(again["body"]["entry"]["value"], json!({"text": "hi"}));
+    let gone = call(&h, "a", json!({"op": "recall", "key": "other"}));
+    assert_eq!(gone["status"], 404);
+}
+
+/// Through the bridge, a server tool calls a real stdio MCP server.
+#[test]
+#[allow(clippy::print_stderr)]
+fn server_tools_call_mcp_connections_through_the_bridge() {
+    let bin = match agentkit_test_support::pyenv::pyenv_bin("bridge MCP call") {
+        Ok(bin) => bin,
+        Err(skip) => return eprintln!("{skip}"),
+    };
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/host_tool.py");
+    let tool = format!(
+        "description = \"Host bridge probe.\"\ncommand = [\"python3\", \"{}\"]\n",
+        script.display()
+    );
+    let conn = format!(
+        "command = \"{}\"\nargs = [\"--local-timezone\", \"UTC\"]\n",
+        bin.join("mcp-server-time").display()
+    );
+    let mut files = bot(false);
+    files.push(("tools/host.toml", &tool));
+    files.push(("mcp-connections/time.toml", &conn));
+    let h = host(&[("bot", &files)], ServeOptions::default());
+    let r = h
+        .send(Request::post("/bot/v1/tools/host").json(&json!({"input": {
+            "op": "mcp", "connection": "time", "tool": "get_current_time",
+            "arguments": {"timezone": "Asia/Tokyo"}
+        }})))
+        .json();
+    assert_eq!(r["result"]["status"], 200, "{r}");
+    let result = &r["result"]["body"]["result"];
+    assert_eq!(result["isError"], false, "{r}");
+    assert!(result.to_string().contains("Asia/Tokyo"), "{r}");
+}
