@@ -109,8 +109,9 @@ enum Command {
     Trajectory(crate::chat::TrajectoryArgs),
     /// Run evals (not available yet).
     Eval(NotYet),
-    /// GitHub webhook helpers: events, replay, forward (not available yet).
-    Github(NotYet),
+    /// GitHub webhook helpers: list channels and events, replay signed
+    /// deliveries, forward live ones with `gh webhook forward`.
+    Github(crate::github::GithubArgs),
     /// Slack app helpers: manifest, doctor (not available yet).
     Slack(NotYet),
     /// Store a model provider's API key (file mode 0600 in your config
@@ -142,7 +143,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Trajectory(args) => crate::chat::trajectory(args),
         Command::Call(args) => crate::call::call(args),
         Command::Eval(_) => not_yet("eval", "the eval runner"),
-        Command::Github(_) => not_yet("github", "the GitHub channel pack"),
+        Command::Github(args) => crate::github::github(args),
         Command::Slack(_) => not_yet("slack", "the Slack channel pack"),
         Command::Login(args) => crate::login::login(args),
         Command::Logout(args) => crate::login::logout(args),

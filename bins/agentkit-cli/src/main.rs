@@ -7,6 +7,7 @@
 mod call;
 mod chat;
 mod cli;
+mod github;
 mod login;
 mod render;
 mod serve;

@@ -34,6 +34,7 @@
 pub mod client;
 pub mod credentials;
 mod error;
+pub mod github;
 pub mod info;
 pub mod init;
 mod serve;

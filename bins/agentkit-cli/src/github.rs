@@ -1,0 +1,224 @@
+//! `agentkit github events | replay | forward`: argument parsing and
+//! output; the work is in `agentkit::github`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Subcommand;
+
+use crate::chat::tokio_runtime;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct GithubArgs {
+    #[command(subcommand)]
+    command: GithubCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum GithubCommand {
+    /// List the GitHub channels: their URL path and the webhook events
+    /// each one publishes.
+    Events {
+        /// The project, or a folder of projects.
+        #[arg(long, default_value = ".", value_name = "PATH")]
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Sign and POST GitHub deliveries at the GitHub channels of --dir on
+    /// a running server: a saved payload (--payload), or payloads
+    /// synthesised from a pull request read through the API.
+    Replay {
+        /// `https://github.com/OWNER/REPO/pull/N` or `OWNER/REPO#N`.
+        pr: Option<String>,
+        /// A saved payload (its event is guessed unless --events names it).
+        #[arg(long, value_name = "FILE", conflicts_with = "pr")]
+        payload: Option<PathBuf>,
+        #[arg(long, default_value = ".", value_name = "PATH")]
+        dir: PathBuf,
+        /// The server (default http://127.0.0.1:3000).
+        #[arg(long)]
+        url: Option<String>,
+        /// Events to synthesise (comma-separated), or `*` for the
+        /// channel's declared events. Default: pull_request.
+        #[arg(long)]
+        events: Option<String>,
+        /// The `action` of pull_request deliveries (default `opened`).
+        #[arg(long)]
+        action: Option<String>,
+        /// The check_suite conclusion (default `success`).
+        #[arg(long)]
+        conclusion: Option<String>,
+        /// The body of an issue_comment delivery.
+        #[arg(long)]
+        comment: Option<String>,
+        /// Signs deliveries (X-Hub-Signature-256).
+        #[arg(long, env = "GITHUB_WEBHOOK_SECRET", hide_env_values = true)]
+        secret: Option<String>,
+        /// Only this channel (or agent slug).
+        #[arg(long)]
+        channel: Option<String>,
+        /// Print (or write to --out) the payloads instead of POSTing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long, value_name = "DIR", requires = "dry_run")]
+        out: Option<PathBuf>,
+        /// The REST API base for reading the pull request.
+        #[arg(long, env = "GITHUB_API_URL")]
+        api_url: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Forward live deliveries with `gh webhook forward` to the GitHub
+    /// channel of --dir.
+    Forward {
+        #[arg(long, default_value = ".", value_name = "PATH")]
+        dir: PathBuf,
+        /// OWNER/REPO (default: the `origin` remote of --dir).
+        #[arg(long)]
+        repo: Option<String>,
+        #[arg(long)]
+        url: Option<String>,
+        #[arg(long)]
+        channel: Option<String>,
+        #[arg(long, env = "GITHUB_WEBHOOK_SECRET", hide_env_values = true)]
+        secret: Option<String>,
+    },
+}
+
+pub(crate) fn github(args: GithubArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        GithubCommand::Events { dir, json } => {
+            let targets = agentkit::github::github_targets(&dir)
+                .with_context(|| format!("cannot read `{}`", dir.display()))?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &serde_json::json!({"ok": true, "channels": targets})
+                    )?
+                );
+            } else if targets.is_empty() {
+                println!("no GitHub channels in {}", dir.display());
+            } else {
+                for t in targets {
+                    println!("{}  {}", t.path, t.events.join(","));
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        GithubCommand::Replay {
+            pr,
+            payload,
+            dir,
+            url,
+            events,
+            action,
+            conclusion,
+            comment,
+            secret,
+            channel,
+            dry_run,
+            out,
+            api_url,
+            json,
+        } => {
+            let options = agentkit::github::ReplayOptions {
+                dir,
+                url,
+                payload,
+                pr,
+                events,
+                action,
+                conclusion,
+                comment,
+                secret,
+                channel,
+                dry_run,
+                out,
+                api_url,
+                token: std::env::var("GITHUB_TOKEN")
+                    .or_else(|_| std::env::var("GH_TOKEN"))
+                    .ok(),
+            };
+            let outcomes = tokio_runtime()?.block_on(agentkit::github::replay(&options))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&outcomes)?);
+            } else {
+                for o in &outcomes {
+                    match (o.status, &o.file) {
+                        (Some(s), _) => println!("{} → {}: {s} {}", o.event, o.url, o.response),
+                        (None, Some(f)) => println!("{} → {f}", o.event),
+                        (None, None) => println!("{}", serde_json::to_string_pretty(&o.response)?),
+                    }
+                }
+            }
+            let failed = outcomes.iter().any(|o| o.status.is_some_and(|s| s >= 400));
+            Ok(if failed {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        GithubCommand::Forward {
+            dir,
+            repo,
+            url,
+            channel,
+            secret,
+        } => {
+            let repo = match repo {
+                Some(r) => r,
+                None => origin_repo(&dir).context(
+                    "cannot infer the repository from the `origin` remote; pass --repo OWNER/REPO",
+                )?,
+            };
+            let args = agentkit::github::forward_command(
+                &dir,
+                &repo,
+                url.as_deref(),
+                channel.as_deref(),
+                secret.as_deref(),
+            )?;
+            let gh = find_on_path("gh").context(
+                "`gh` is not installed: install the GitHub CLI (https://cli.github.com), then `gh extension install cli/gh-webhook`",
+            )?;
+            if std::env::var_os("GITHUB_TOKEN").is_some() || std::env::var_os("GH_TOKEN").is_some()
+            {
+                tracing::warn!(
+                    "GITHUB_TOKEN / GH_TOKEN are not passed to `gh webhook forward` (its relay rejects environment tokens)"
+                );
+            }
+            let status = std::process::Command::new(gh)
+                .args(&args)
+                .env_remove("GITHUB_TOKEN")
+                .env_remove("GH_TOKEN")
+                .status()
+                .context("cannot run `gh webhook forward`")?;
+            Ok(ExitCode::from(
+                u8::try_from(status.code().unwrap_or(1)).unwrap_or(1),
+            ))
+        }
+    }
+}
+
+fn find_on_path(program: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// `OWNER/REPO` from `git remote get-url origin` in `dir`.
+fn origin_repo(dir: &std::path::Path) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["remote", "get-url", "origin"])
+        .current_dir(dir)
+        .output()
+        .ok()?;
+    let url = String::from_utf8(out.stdout).ok()?;
+    let url = url.trim().trim_end_matches(".git");
+    let tail = url.rsplit_once("github.com").map(|(_, t)| t)?;
+    let tail = tail.trim_start_matches([':', '/']);
+    (tail.split('/').count() == 2).then(|| tail.to_owned())
+}

@@ -1,0 +1,406 @@
+//! `agentkit github`: the GitHub channels of a project (URL and events),
+//! replaying saved or synthesised deliveries at them, signed like GitHub
+//! signs, and forwarding live deliveries through `gh webhook forward`.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+
+/// One GitHub channel of a discovered host.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GithubTarget {
+    pub slug: String,
+    pub channel: String,
+    /// The path on the host: `/<slug>/v1/channels/<id>`.
+    pub path: String,
+    /// The webhook events the channel publishes.
+    pub events: Vec<String>,
+}
+
+/// Every `kind = "github"` channel under `dir`.
+pub fn github_targets(dir: &Path) -> Result<Vec<GithubTarget>> {
+    let found = agentkit_manifest::discover(dir)?;
+    if found.diagnostics.has_errors() {
+        return Err(Error::Invalid {
+            diagnostics: found.diagnostics,
+        });
+    }
+    let mut out = Vec::new();
+    for project in &found.host.agents {
+        for c in &project.agent.channels {
+            if c.kind != agentkit_manifest::ChannelKind::Github {
+                continue;
+            }
+            let events = agentkit_channels::github_events(c).map_err(|e| Error::Config {
+                message: e.to_string(),
+            })?;
+            out.push(GithubTarget {
+                slug: project.slug.clone(),
+                channel: c.id.clone(),
+                path: format!("/{}/v1/channels/{}", project.slug, c.id),
+                events,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// What to replay.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayOptions {
+    pub dir: PathBuf,
+    /// The server (default `http://127.0.0.1:3000`).
+    pub url: Option<String>,
+    /// A saved payload; otherwise `pr` is read through the API.
+    pub payload: Option<PathBuf>,
+    /// `https://github.com/o/r/pull/N` or `o/r#N`.
+    pub pr: Option<String>,
+    /// Event names, or `*` for the channel's declared events; default
+    /// `pull_request` (or, for `--payload`, guessed from the payload).
+    pub events: Option<String>,
+    pub action: Option<String>,
+    pub conclusion: Option<String>,
+    pub comment: Option<String>,
+    /// Signs deliveries (`X-Hub-Signature-256`).
+    pub secret: Option<String>,
+    /// Only one channel of several.
+    pub channel: Option<String>,
+    /// Write the payloads to `out` instead of POSTing them.
+    pub dry_run: bool,
+    pub out: Option<PathBuf>,
+    /// The REST API base for `pr` (default `https://api.github.com`).
+    pub api_url: Option<String>,
+    pub token: Option<String>,
+}
+
+/// One replayed delivery.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayOutcome {
+    pub event: String,
+    pub delivery: String,
+    pub url: String,
+    /// `None` in a dry run.
+    pub status: Option<u16>,
+    pub response: Value,
+    /// Where the payload was written (`--out`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+}
+
+fn guess_event(p: &Value) -> &'static str {
+    if p.get("comment").is_some() && p.get("issue").is_some() {
+        "issue_comment"
+    } else if p.get("pull_request").is_some() {
+        "pull_request"
+    } else if p.get("check_suite").is_some() {
+        "check_suite"
+    } else if p.get("zen").is_some() {
+        "ping"
+    } else if p.get("issue").is_some() {
+        "issues"
+    } else {
+        "push"
+    }
+}
+
+/// `o/r#N` or a pull request URL → (`o/r`, N).
+pub fn parse_pr(s: &str) -> Option<(String, u64)> {
+    let s = s.trim().trim_end_matches('/');
+    if let Some((repo, n)) = s.split_once('#') {
+        return Some((repo.to_owned(), n.parse().ok()?));
+    }
+    let parts: Vec<&str> = s.split('/').collect();
+    let i = parts.iter().rposition(|p| *p == "pull")?;
+    if i < 2 {
+        return None;
+    }
+    Some((
+        format!("{}/{}", parts[i - 2], parts[i - 1]),
+        parts.get(i + 1)?.parse().ok()?,
+    ))
+}
+
+async fn read_pr(options: &ReplayOptions, repo: &str, n: u64) -> Result<Value> {
+    let base = options
+        .api_url
+        .clone()
+        .unwrap_or_else(|| "https://api.github.com".into());
+    let client = reqwest::Client::new();
+    let mut req = client
+        .get(format!(
+            "{}/repos/{repo}/pulls/{n}",
+            base.trim_end_matches('/')
+        ))
+        .header("accept", "application/vnd.github+json")
+        .header("user-agent", "agentkit");
+    if let Some(t) = &options.token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.map_err(|e| Error::Config {
+        message: format!("cannot read {repo}#{n}: {e}"),
+    })?;
+    let status = resp.status();
+    let body: Value = resp.json().await.unwrap_or(Value::Null);
+    if !status.is_success() {
+        return Err(Error::Config {
+            message: format!(
+                "cannot read {repo}#{n}: HTTP {} {}",
+                status.as_u16(),
+                body.get("message").and_then(Value::as_str).unwrap_or("")
+            ),
+        });
+    }
+    Ok(body)
+}
+
+/// A GitHub-shaped payload for `event` about pull request `pr`.
+fn synthesise(event: &str, pr: &Value, options: &ReplayOptions) -> Option<Value> {
+    let repository = pr.pointer("/base/repo").cloned().unwrap_or(Value::Null);
+    let sender = pr.get("user").cloned().unwrap_or(Value::Null);
+    let number = pr.get("number").cloned().unwrap_or(Value::Null);
+    Some(match event {
+        "pull_request" => json!({
+            "action": options.action.clone().unwrap_or_else(|| "opened".into()),
+            "number": number, "pull_request": pr, "repository": repository, "sender": sender,
+        }),
+        "issue_comment" => json!({
+            "action": "created",
+            "issue": {"number": number, "title": pr.get("title"), "html_url": pr.get("html_url"), "pull_request": {"url": pr.get("url")}, "user": sender},
+            "comment": {"body": options.comment.clone().unwrap_or_else(|| "Please take another look.".into()), "user": sender},
+            "repository": repository, "sender": sender,
+        }),
+        "check_suite" => json!({
+            "action": "completed",
+            "check_suite": {"head_sha": pr.pointer("/head/sha"), "head_branch": pr.pointer("/head/ref"), "conclusion": options.conclusion.clone().unwrap_or_else(|| "success".into()), "status": "completed", "pull_requests": [{"number": number}]},
+            "repository": repository, "sender": sender,
+        }),
+        _ => return None,
+    })
+}
+
+/// Builds the payloads, signs them, and POSTs each at every matching
+/// GitHub channel under `options.dir` (or writes them to `options.out`).
+pub async fn replay(options: &ReplayOptions) -> Result<Vec<ReplayOutcome>> {
+    let mut targets = github_targets(&options.dir)?;
+    if let Some(c) = &options.channel {
+        targets.retain(|t| &t.channel == c || &t.slug == c);
+    }
+    if targets.is_empty() {
+        return Err(Error::Config {
+            message: format!(
+                "no `kind = \"github\"` channel under `{}`",
+                options.dir.display()
+            ),
+        });
+    }
+    let mut payloads: Vec<(String, Value)> = Vec::new();
+    if let Some(file) = &options.payload {
+        let text = std::fs::read_to_string(file).map_err(|e| Error::Config {
+            message: format!("cannot read `{}`: {e}", file.display()),
+        })?;
+        let mut p: Value = serde_json::from_str(&text).map_err(|e| Error::Config {
+            message: format!("`{}` is not JSON: {e}", file.display()),
+        })?;
+        if let (Some(a), Some(obj)) = (&options.action, p.as_object_mut()) {
+            obj.insert("action".into(), json!(a));
+        }
+        let event = options
+            .events
+            .clone()
+            .filter(|e| e != "*")
+            .unwrap_or_else(|| guess_event(&p).to_owned());
+        payloads.push((event, p));
+    } else if let Some(pr) = &options.pr {
+        let (repo, n) = parse_pr(pr).ok_or_else(|| Error::Config {
+            message: format!("`{pr}` is not a pull request (https://github.com/OWNER/REPO/pull/N or OWNER/REPO#N)"),
+        })?;
+        let data = read_pr(options, &repo, n).await?;
+        let events: Vec<String> = match options.events.as_deref() {
+            None => vec!["pull_request".into()],
+            Some("*") => {
+                let mut all: Vec<String> = targets
+                    .iter()
+                    .flat_map(|t| t.events.clone())
+                    .filter(|e| e != "*")
+                    .collect();
+                all.dedup();
+                all
+            }
+            Some(list) => list
+                .split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect(),
+        };
+        for e in events {
+            match synthesise(&e, &data, options) {
+                Some(p) => payloads.push((e, p)),
+                None => {
+                    tracing::warn!(event = %e, "cannot synthesise this event; only pull_request, issue_comment and check_suite are")
+                }
+            }
+        }
+    } else {
+        return Err(Error::Config {
+            message: "give a pull request (URL or OWNER/REPO#N) or --payload FILE".into(),
+        });
+    }
+    let base = options
+        .url
+        .clone()
+        .unwrap_or_else(|| "http://127.0.0.1:3000".into());
+    let client = reqwest::Client::new();
+    let mut out = Vec::new();
+    for (i, (event, payload)) in payloads.iter().enumerate() {
+        let body = serde_json::to_vec_pretty(payload).unwrap_or_default();
+        let action = payload.get("action").and_then(Value::as_str).unwrap_or("");
+        if options.dry_run {
+            let file = match &options.out {
+                Some(dir) => {
+                    std::fs::create_dir_all(dir).map_err(|e| Error::Config {
+                        message: format!("cannot create `{}`: {e}", dir.display()),
+                    })?;
+                    let name = if action.is_empty() {
+                        format!("{event}.json")
+                    } else {
+                        format!("{event}.{action}.json")
+                    };
+                    let path = dir.join(name);
+                    std::fs::write(&path, &body).map_err(|e| Error::Config {
+                        message: format!("cannot write `{}`: {e}", path.display()),
+                    })?;
+                    Some(path.display().to_string())
+                }
+                None => None,
+            };
+            out.push(ReplayOutcome {
+                event: event.clone(),
+                delivery: String::new(),
+                url: String::new(),
+                status: None,
+                response: payload.clone(),
+                file,
+            });
+            continue;
+        }
+        for t in &targets {
+            if !t.events.iter().any(|e| e == "*" || e == event) {
+                continue;
+            }
+            let delivery = format!("replay-{}-{i}", uuid_like());
+            let url = format!("{}{}", base.trim_end_matches('/'), t.path);
+            let mut req = client
+                .post(&url)
+                .header("content-type", "application/json")
+                .header("x-github-event", event.as_str())
+                .header("x-github-delivery", &delivery);
+            if let Some(secret) = &options.secret {
+                req = req.header(
+                    "x-hub-signature-256",
+                    format!("sha256={}", agentkit_channels::sign(secret, &body)),
+                );
+            }
+            let resp = req
+                .body(body.clone())
+                .send()
+                .await
+                .map_err(|e| Error::Config {
+                    message: format!("cannot POST to {url}: {e}"),
+                })?;
+            let status = resp.status().as_u16();
+            let response = resp.json().await.unwrap_or(Value::Null);
+            out.push(ReplayOutcome {
+                event: event.clone(),
+                delivery,
+                url,
+                status: Some(status),
+                response,
+                file: None,
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn uuid_like() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("{t:x}")
+}
+
+/// What `forward` would run: `gh webhook forward` arguments for the one
+/// matching channel. Fanning out to several channels through a local
+/// relay is not available yet.
+pub fn forward_command(
+    dir: &Path,
+    repo: &str,
+    url: Option<&str>,
+    channel: Option<&str>,
+    secret: Option<&str>,
+) -> Result<Vec<String>> {
+    let mut targets = github_targets(dir)?;
+    if let Some(c) = channel {
+        targets.retain(|t| t.channel == c || t.slug == c);
+    }
+    let target = match targets.as_slice() {
+        [] => {
+            return Err(Error::Config {
+                message: format!("no `kind = \"github\"` channel under `{}`", dir.display()),
+            });
+        }
+        [one] => one,
+        _ => {
+            return Err(Error::Config {
+                message: format!(
+                    "{} GitHub channels match; forwarding to several at once (a local fan-out relay) is not available yet: pass --channel",
+                    targets.len()
+                ),
+            });
+        }
+    };
+    let events: Vec<&str> = target
+        .events
+        .iter()
+        .map(String::as_str)
+        .filter(|e| *e != "*")
+        .collect();
+    let events = if events.is_empty() {
+        "*".to_owned()
+    } else {
+        events.join(",")
+    };
+    let base = url.unwrap_or("http://127.0.0.1:3000");
+    let mut args = vec![
+        "webhook".to_owned(),
+        "forward".to_owned(),
+        format!("--repo={repo}"),
+        format!("--events={events}"),
+        format!("--url={}{}", base.trim_end_matches('/'), target.path),
+    ];
+    if let Some(s) = secret {
+        args.push(format!("--secret={s}"));
+    }
+    Ok(args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pull_request_references_parse() {
+        assert_eq!(
+            parse_pr("https://github.com/o/r/pull/12"),
+            Some(("o/r".into(), 12))
+        );
+        assert_eq!(parse_pr("o/r#3"), Some(("o/r".into(), 3)));
+        assert_eq!(parse_pr("o/r"), None);
+    }
+}
