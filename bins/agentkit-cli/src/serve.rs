@@ -40,6 +40,10 @@ pub(crate) struct ServeArgs {
     /// Mount agents under /SLUG (multi) or the only agent at the root.
     #[arg(long, value_enum, default_value_t = MountMode::Multi)]
     mode: MountMode,
+    /// Do not fire schedules on their cron cadence (under --dev they never
+    /// fire by themselves; dispatch them with POST /v1/dev/schedules/ID).
+    #[arg(long)]
+    no_schedules: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -69,6 +73,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         bearer_token: args.bearer_token,
         allow_anonymous: args.allow_anonymous,
         public_url: args.public_url,
+        schedules: !args.no_schedules,
         default_model: std::env::var("AGENTKIT_MODEL")
             .ok()
             .filter(|m| !m.is_empty()),

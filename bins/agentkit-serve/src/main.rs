@@ -42,6 +42,10 @@ struct Args {
     /// Mount agents under /SLUG (multi) or the only agent at the root.
     #[arg(long, value_enum, default_value_t = MountMode::Multi)]
     mode: MountMode,
+    /// Do not fire schedules on their cron cadence (under --dev they never
+    /// fire by themselves; dispatch them with POST /v1/dev/schedules/ID).
+    #[arg(long)]
+    no_schedules: bool,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -85,6 +89,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             bearer_token: args.bearer_token,
             allow_anonymous: args.allow_anonymous,
             public_url: args.public_url,
+            schedules: !args.no_schedules,
             default_model: std::env::var("AGENTKIT_MODEL")
                 .ok()
                 .filter(|m| !m.is_empty()),

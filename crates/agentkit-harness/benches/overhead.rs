@@ -69,6 +69,7 @@ fn main() {
             providers: Default::default(),
             dry_run: false,
             host: None,
+            reminders: None,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(4096);
         let started = Instant::now();

@@ -88,6 +88,20 @@ fn all() -> Vec<Builtin> {
                 "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 600000}
             }}),
         },
+        Builtin {
+            name: "remind_me",
+            description: Cow::Borrowed(
+                "Schedule a reminder in this conversation: when it fires, `prompt` comes back to you as a new message. Give exactly one of `delay` (such as 20m or 2h), `every` (repeats) or `cron` (5-field, UTC).",
+            ),
+            schema: json!({"type": "object", "required": ["prompt"], "additionalProperties": false, "properties": {
+                "delay": {"type": "string", "description": "when to wake the conversation, such as 20m or 2h"},
+                "every": {"type": "string", "description": "wake repeatedly at this interval"},
+                "cron": {"type": "string", "description": "wake on this 5-field cron cadence (UTC)"},
+                "prompt": {"type": "string", "minLength": 1, "description": "what you should do when you wake"},
+                "until": {"type": "string", "description": "the condition under which the reminder is no longer needed"},
+                "purpose": {"type": "string", "description": "a short label, such as ci_recheck"}
+            }}),
+        },
     ]
 }
 

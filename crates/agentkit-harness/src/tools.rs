@@ -55,6 +55,18 @@ impl std::fmt::Debug for HostBridge {
     }
 }
 
+/// The host's reminders as the built-in `remind_me` tool uses them. The
+/// runtime implements it (the harness knows nothing of storage): `input`
+/// is the tool's validated input, and the answer is the tool's output
+/// (`reminderId`, `nextFireAt`) or an error message for the model.
+pub trait ReminderHost: Send + Sync + std::fmt::Debug {
+    fn remind(
+        &self,
+        session_id: &str,
+        input: &Value,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, String>> + Send + '_>>;
+}
+
 /// A tool's result as the model sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {

@@ -45,6 +45,9 @@ pub struct TurnInput {
     pub dry_run: bool,
     /// The host bridge server tools get in their environment.
     pub host: Option<crate::tools::HostBridge>,
+    /// The host's reminders, for the built-in `remind_me` tool (`None`:
+    /// the tool answers that reminders are disabled on this host).
+    pub reminders: Option<std::sync::Arc<dyn crate::ReminderHost>>,
 }
 
 /// How a turn ended.
@@ -235,6 +238,16 @@ async fn run_calls(
                             }
                             out
                         }
+                        Callable::Builtin("remind_me") => match &input.reminders {
+                            Some(host) => match host.remind(&input.session_id, &call.input).await {
+                                Ok(output) => ToolOutput {
+                                    output,
+                                    is_error: false,
+                                },
+                                Err(message) => ToolOutput::error(message),
+                            },
+                            None => ToolOutput::error("reminders are disabled on this host"),
+                        },
                         Callable::Builtin(name) => {
                             builtins::run(&input.agent, name, &call.input, &ctx).await
                         }
@@ -334,6 +347,7 @@ async fn run_subagent(
         providers: input.providers.clone(),
         dry_run: input.dry_run,
         host: input.host.clone(),
+        reminders: input.reminders.clone(),
     };
     send(
         events,

@@ -181,7 +181,17 @@ pub struct HarnessConfig {
 }
 
 /// The workspace tools a harness can give the model.
-pub const BUILTIN_TOOLS: &[&str] = &["read", "write", "edit", "list", "grep", "glob", "shell"];
+/// `remind_me` is never on by default: it lets the model create reminders.
+pub const BUILTIN_TOOLS: &[&str] = &[
+    "read",
+    "write",
+    "edit",
+    "list",
+    "grep",
+    "glob",
+    "shell",
+    "remind_me",
+];
 
 impl Default for HarnessConfig {
     fn default() -> Self {

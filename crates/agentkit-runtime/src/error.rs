@@ -30,8 +30,18 @@ pub enum Error {
         tool: String,
         errors: Vec<InputError>,
     },
+    #[error("no {what} `{id}`")]
+    NotFound { what: &'static str, id: String },
+    #[error("{message}")]
+    NotAvailable { message: String },
     #[error("event store")]
     Store(#[from] agentkit_events::Error),
+    #[error("state database `{path}`")]
+    Db {
+        path: std::path::PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
     #[error("cannot {action} `{path}`")]
     Io {
         action: &'static str,
@@ -54,7 +64,9 @@ impl Error {
             Error::BadRequest { .. } => "bad_request",
             Error::UnknownTool { .. } => "unknown_tool",
             Error::InvalidInput { .. } => "invalid_input",
-            Error::Store(_) | Error::Io { .. } => "internal",
+            Error::NotFound { .. } => "not_found",
+            Error::NotAvailable { .. } => "not_available",
+            Error::Store(_) | Error::Io { .. } | Error::Db { .. } => "internal",
         }
     }
 
@@ -64,10 +76,13 @@ impl Error {
             Error::InvalidSessionId(_) | Error::BadRequest { .. } | Error::InvalidInput { .. } => {
                 400
             }
-            Error::SessionNotFound { .. } | Error::UnknownTool { .. } => 404,
+            Error::SessionNotFound { .. } | Error::UnknownTool { .. } | Error::NotFound { .. } => {
+                404
+            }
+            Error::NotAvailable { .. } => 501,
             Error::Forbidden { .. } => 403,
             Error::StaleContinuation | Error::TaskSession { .. } | Error::SessionBusy { .. } => 409,
-            Error::Store(_) | Error::Io { .. } => 500,
+            Error::Store(_) | Error::Io { .. } | Error::Db { .. } => 500,
         }
     }
 

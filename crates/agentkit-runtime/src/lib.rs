@@ -12,24 +12,37 @@
 //! Deterministic tool calls ([`AgentRuntime::call_tool`]) run a server tool
 //! with caller-chosen input, in an ephemeral workspace or inside a session.
 //!
-//! Not here yet: approvals, hooks, schedules, reminders and A/B assignment
-//! (later issues). The runtime knows nothing
+//! Schedules ([`AgentRuntime::run_schedules`], [`AgentRuntime::dispatch_schedule`])
+//! fire on the runtime's [`Clock`]; reminders ([`AgentRuntime::create_reminder`],
+//! [`AgentRuntime::run_reminders`]) are durable in `agentkit.sqlite`.
+//!
+//! Not here yet: approvals and A/B assignment (later issues). The runtime knows nothing
 //! of HTTP: the facade maps [`Error::status`] to responses.
 
+mod clock;
+mod db;
 mod error;
 mod fold;
 mod kv;
 mod meta;
+mod reminders;
 mod runtime;
+mod schedules;
 mod tool_call;
 mod workspace;
 
+pub use clock::{BoxFuture, Clock, ManualClock, SystemClock};
 pub use error::{Error, InputError, Result};
 pub use fold::conversation;
-pub use kv::{Clock, KvEntry, KvStore, MAX_KEY_BYTES};
+pub use kv::{Clock as KvClock, KvEntry, KvStore, MAX_KEY_BYTES};
 pub use meta::{Owner, SessionMeta, SessionMode};
 pub use runtime::{
     Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, NewSession, RuntimeOptions, SessionSummary,
 };
+pub use reminders::{
+    Followup, HANDLER_LOST_ON_RESTART, NewReminder, Reminder, ReminderAction, ReminderFired,
+    ReminderHandler, ReminderOutcome, ReminderRequest, ReminderTick, ReminderWhen, parse_when,
+};
+pub use schedules::{SCHEDULE_CHANNEL, ScheduleStatus, schedule_owner};
 pub use tool_call::ToolCallOutcome;
 pub use workspace::{materialize, safe_join};

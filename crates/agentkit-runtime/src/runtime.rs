@@ -16,6 +16,10 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::clock::Clock;
+#[cfg(doc)]
+use crate::clock::SystemClock;
+use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::fold;
 use crate::meta::{self, Owner, SessionMeta, SessionMode};
@@ -39,6 +43,9 @@ pub struct RuntimeOptions {
     /// The host bridge server tools get in their environment
     /// (`AGENTKIT_HOST_URL`, `AGENTKIT_HOST_TOKEN`).
     pub host_bridge: Option<agentkit_harness::HostBridge>,
+    /// The time schedules and reminders run on ([`SystemClock`] in
+    /// production, a [`crate::ManualClock`] in tests).
+    pub clock: Arc<dyn Clock>,
 }
 
 /// A message to start (or, with a known continuation key, continue) a
@@ -99,11 +106,11 @@ pub struct SessionSummary {
 /// The sessions of one agent. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct AgentRuntime {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
-struct Inner {
+pub(crate) struct Inner {
     agent: Arc<Agent>,
     options: RuntimeOptions,
     store: FileEventStore,
@@ -112,7 +119,11 @@ struct Inner {
     /// keys, and the current token of HTTP sessions.
     continuations: Mutex<HashMap<(String, String), String>>,
     shutdown: CancellationToken,
-    tasks: TaskTracker,
+    pub(crate) tasks: TaskTracker,
+    /// `agentkit.sqlite`: schedule ticks and reminders.
+    pub(crate) db: Db,
+    pub(crate) schedules: crate::schedules::ScheduleState,
+    pub(crate) reminders: crate::reminders::ReminderState,
 }
 
 #[derive(Debug)]
@@ -143,7 +154,7 @@ impl TurnState {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding one of these short locks leaves plain data
     // behind; keep serving rather than poisoning every later request.
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -164,6 +175,14 @@ impl AgentRuntime {
     /// message.
     pub async fn open(agent: Arc<Agent>, options: RuntimeOptions) -> Result<AgentRuntime> {
         let store = FileEventStore::open(&options.state_dir, options.store.clone())?;
+        let db = {
+            let dir = options.state_dir.clone();
+            tokio::task::spawn_blocking(move || Db::open(&dir))
+                .await
+                .map_err(|e| Error::BadRequest {
+                    message: format!("opening the state database failed: {e}"),
+                })??
+        };
         let runtime = AgentRuntime {
             inner: Arc::new(Inner {
                 agent,
@@ -173,6 +192,9 @@ impl AgentRuntime {
                 continuations: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
+                db,
+                schedules: Default::default(),
+                reminders: Default::default(),
             }),
         };
         for id in runtime.inner.store.sessions().await? {
@@ -187,6 +209,13 @@ impl AgentRuntime {
             let session = runtime.register(id, meta);
             runtime.recover(&session).await?;
         }
+        let loader = runtime.clone();
+        let armed = tokio::task::spawn_blocking(move || loader.load_reminders())
+            .await
+            .map_err(|e| Error::BadRequest {
+                message: format!("loading reminders failed: {e}"),
+            })??;
+        tracing::debug!(armed, "reminders loaded");
         Ok(runtime)
     }
 
@@ -196,6 +225,16 @@ impl AgentRuntime {
 
     pub fn store(&self) -> &FileEventStore {
         &self.inner.store
+    }
+
+    /// The clock schedules and reminders run on.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.options.clock
+    }
+
+    /// Stops when the runtime shuts down.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.inner.shutdown.clone()
     }
 
     fn session_dir(&self, id: &SessionId) -> PathBuf {
@@ -615,6 +654,9 @@ impl AgentRuntime {
             providers: self.inner.options.providers.clone(),
             dry_run: lock(&session.meta).dry_run,
             host: self.inner.options.host_bridge.clone(),
+            reminders: Some(Arc::new(crate::reminders::SessionReminders {
+                runtime: self.clone(),
+            })),
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
         let harness = tokio::spawn(agentkit_harness::run_turn(input, tx));
@@ -793,6 +835,43 @@ impl AgentRuntime {
         }
         out.sort_by(|a, b| b.session_id.cmp(&a.session_id));
         Ok(out)
+    }
+
+    /// Is the session doing anything: a turn running, messages queued, or
+    /// its worker settling?
+    pub fn is_active(&self, id: &str) -> bool {
+        self.get(id).is_ok_and(|s| {
+            let state = lock(&s.state);
+            state.worker || state.is_busy()
+        })
+    }
+
+    /// Wakes a chat session with `message` (a reminder firing): admitted
+    /// with `coalesce`, so it never interrupts a turn in flight, and
+    /// without rotating the session's continuation token.
+    pub(crate) async fn wake(&self, id: &str, message: String) -> Result<Accepted> {
+        let session = self.get(id)?;
+        let (mode, token) = {
+            let meta = lock(&session.meta);
+            (meta.mode, meta.continuation_token.clone())
+        };
+        if mode == SessionMode::Task {
+            return Err(Error::TaskSession { id: id.to_owned() });
+        }
+        let coalesced = self
+            .accept(&session, message, Admission::Coalesce, Vec::new())
+            .await?;
+        Ok(Accepted {
+            session_id: id.to_owned(),
+            continuation_token: token,
+            is_new: false,
+            coalesced,
+        })
+    }
+
+    /// The stored metadata of a session, whoever owns it (host-side use).
+    pub(crate) fn meta_of(&self, id: &str) -> Result<SessionMeta> {
+        Ok(lock(&self.get(id)?.meta).clone())
     }
 
     /// Is a turn running in this session?

@@ -51,6 +51,13 @@ impl AgentRuntime {
         }
     }
 
+    /// Refuses a call that [`AgentRuntime::call_tool`] would refuse
+    /// (unknown tool, agent tool, input against its schema).
+    pub(crate) fn check_tool_call(&self, name: &str, input: &Value) -> Result<()> {
+        let tool = self.callable_tool(name)?;
+        validate(&tool, input)
+    }
+
     fn callable_tool(&self, name: &str) -> Result<Arc<Tool>> {
         let agent = self.agent();
         let Some(tool) = agent.tool(name) else {

@@ -116,6 +116,7 @@ pub(crate) fn turn_input(
         providers: Default::default(),
         dry_run: false,
         host: None,
+        reminders: None,
     }
 }
 

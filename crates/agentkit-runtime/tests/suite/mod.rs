@@ -54,6 +54,7 @@ pub(crate) async fn open(root: &Path) -> AgentRuntime {
             store: Default::default(),
             providers: Default::default(),
             host_bridge: None,
+            clock: Arc::new(agentkit_runtime::SystemClock),
         },
     )
     .await

@@ -33,7 +33,11 @@ pub(crate) struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+    pub(super) fn new(
+        status: StatusCode,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> ApiError {
         ApiError {
             status,
             code,
@@ -50,7 +54,7 @@ impl ApiError {
 impl From<agentkit_runtime::Error> for ApiError {
     fn from(e: agentkit_runtime::Error) -> ApiError {
         let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        if status.is_server_error() {
+        if status.is_server_error() && status != StatusCode::NOT_IMPLEMENTED {
             // The detail (paths, OS errors) goes to the log, not the caller.
             tracing::error!(error = %e, source = ?std::error::Error::source(&e), "request failed");
             return ApiError::new(status, e.code(), "internal error; see the server log");
@@ -93,7 +97,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-type ApiResult<T = Response> = Result<T, ApiError>;
+pub(super) type ApiResult<T = Response> = Result<T, ApiError>;
 
 #[derive(Debug, Clone)]
 pub(crate) struct AgentState {
@@ -159,6 +163,7 @@ fn agent_router(agent: Mounted, shutdown: CancellationToken) -> Router {
         .route("/v1/health", get(health))
         .route("/v1/info", get(info))
         .route("/v1/mcp", any(super::mcp::route))
+        .merge(super::schedules::routes())
         .with_state(state)
         .merge(channels)
 }
@@ -186,9 +191,9 @@ fn html_escape(s: &str) -> String {
 
 /// A request that the agent's auth chain admitted: the caller's principal
 /// and the raw body (read within the body limit, checked before parsing).
-struct Authed {
-    owner: Owner,
-    body: Bytes,
+pub(super) struct Authed {
+    pub(super) owner: Owner,
+    pub(super) body: Bytes,
 }
 
 impl axum::extract::FromRequest<AgentState> for Authed {
@@ -427,8 +432,16 @@ async fn info(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
     let project = serde_json::to_value(&*state.agent.project).unwrap_or(Value::Null);
     let mcp = super::mcp::info(&state);
     Ok(
-        axum::Json(json!({"ok": true, "slug": state.agent.slug, "project": project, "mcp": mcp, "channels": state.agent.channels.describe()}))
-            .into_response(),
+        axum::Json(json!({
+            "ok": true,
+            "slug": state.agent.slug,
+            "project": project,
+            "mcp": mcp,
+            "channels": state.agent.channels.describe(),
+            "schedules": state.agent.runtime.schedule_status(),
+            "reminders": {"armed": state.agent.runtime.armed_reminders()},
+        }))
+        .into_response(),
     )
 }
 

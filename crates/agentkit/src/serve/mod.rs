@@ -12,6 +12,7 @@ mod auth;
 mod bridge;
 mod channels;
 mod mcp;
+mod schedules;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentkit_manifest::{Host, ModelSpec, Provider};
-use agentkit_runtime::{AgentRuntime, RuntimeOptions};
+use agentkit_runtime::{AgentRuntime, Clock, RuntimeOptions, SystemClock};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
@@ -78,6 +79,16 @@ pub struct ServeOptions {
     /// Channels defined in Rust, as `(agent slug, channel)`: mounted at
     /// `/v1/channels/<id>` next to the agent's channel files.
     pub channels: Vec<(String, agentkit_channels::ChannelDefinition)>,
+    /// Fire schedules on their cron cadence (`--no-schedules` turns this
+    /// off). Under `dev` they never fire by themselves either way.
+    pub schedules: bool,
+    /// Fire reminders on their timers; `None` means "not under `dev`".
+    /// Without timers, reminders fire only by hand (the dev route,
+    /// [`ServeHandle::dispatch_reminder`]).
+    pub reminders: Option<bool>,
+    /// The clock schedules and reminders run on (the system clock when
+    /// `None`); tests pass an [`agentkit_runtime::ManualClock`].
+    pub clock: Option<Arc<dyn Clock>>,
 }
 
 /// How `${VAR}` references are resolved. The library never reads the
@@ -129,6 +140,9 @@ impl Default for ServeOptions {
             max_hops: agentkit_mcp::DEFAULT_MAX_HOPS,
             public_url: None,
             channels: Vec::new(),
+            schedules: true,
+            reminders: None,
+            clock: None,
         }
     }
 }
@@ -148,6 +162,8 @@ pub(crate) struct Mounted {
     pub(crate) connections: agentkit_mcp::Connections,
     /// The custom channels (`/v1/channels/<id>`).
     pub(crate) channels: agentkit_channels::ChannelHost,
+    /// Serving with `--dev` (the dev routes answer).
+    pub(crate) dev: bool,
 }
 
 /// A running server. Dropping it does not stop the server; call
@@ -311,9 +327,11 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
                     url: bridge_url.clone(),
                     token: token.clone(),
                 }),
+                clock: options.clock.clone().unwrap_or_else(|| Arc::new(SystemClock)),
             },
         )
         .await?;
+        schedules::start_timers(&runtime, &options);
         let chain = auth::http_chain(project, &options)?;
         let prefix = match options.mode {
             Mode::Multi => format!("/{}", project.slug),
@@ -349,6 +367,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             project: Arc::new(project.clone()),
             prefix,
             channels,
+            dev: options.dev,
         });
     }
     // Events are small writes that must leave at once: without NODELAY,

@@ -5,3 +5,4 @@ mod docs;
 mod fixtures;
 mod http;
 mod mcp;
+mod time;

@@ -1,0 +1,854 @@
+//! Reminders: durable wakes bound to one channel conversation, created at
+//! run time (by embedders, tools, the `remind_me` built-in).
+//!
+//! Each reminder is a row of `agentkit.sqlite` (see `db.rs`); the armed ones
+//! are also kept in memory, ordered by their next fire time, and
+//! [`AgentRuntime::run_reminders`] fires them on the runtime's clock.
+//! A firing of the **prompt form** sends the prompt (with its `until`
+//! condition) into the bound conversation as a follow-up admitted with
+//! `coalesce`, so it never interrupts a turn in flight. The **run form**
+//! calls a Rust [`ReminderHandler`] that decides (`stop`, `skip`,
+//! `delivered`) and may send follow-ups itself.
+//!
+//! Restarts: armed reminders are loaded at open and those whose time
+//! passed while the host was down fire at once (late rather than never).
+//! Run handlers live in memory only, so run-form reminders found armed at
+//! open are disarmed with the reason `handler_lost_on_restart`.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentkit_manifest::{Admission, CronSchedule};
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::BoxFuture;
+use crate::db::ReminderRow;
+use crate::error::{Error, Result};
+use crate::meta::{Owner, SessionMode};
+use crate::runtime::{Accepted, AgentRuntime, HTTP_CHANNEL, NewSession, lock, new_id};
+
+/// The reason recorded on run-form reminders disarmed at open.
+pub const HANDLER_LOST_ON_RESTART: &str = "handler_lost_on_restart";
+
+/// When a reminder fires.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReminderWhen {
+    /// Once, this long after creation.
+    Delay(Duration),
+    /// Repeatedly, this often (the first firing one period after creation).
+    Every(Duration),
+    /// On a 5-field cron cadence (UTC).
+    Cron(String),
+    /// Once, at this instant.
+    At(DateTime<Utc>),
+}
+
+/// What a run handler decided on one tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReminderOutcome {
+    /// Disarm the reminder.
+    Stop,
+    /// Nothing delivered this tick (the fire count stays).
+    Skip,
+    /// Something was delivered (the fire count goes up).
+    Delivered,
+}
+
+/// One tick of a run-form reminder, as its handler sees it.
+#[derive(Debug, Clone)]
+pub struct ReminderTick {
+    pub reminder_id: String,
+    pub purpose: String,
+    /// How many earlier ticks delivered (0 on the first tick).
+    pub fire_count: u64,
+    pub followup: Followup,
+}
+
+/// Sends a follow-up into the conversation a reminder is bound to.
+#[derive(Debug, Clone)]
+pub struct Followup {
+    runtime: AgentRuntime,
+    reminder_id: String,
+}
+
+impl Followup {
+    /// Wakes the bound conversation with `message` (admission
+    /// `coalesce`).
+    pub async fn send(&self, message: impl Into<String>) -> Result<Accepted> {
+        let row = self.runtime.reminder_row(&self.reminder_id)?;
+        let (accepted, session) = self.runtime.deliver(&row, message.into()).await?;
+        self.runtime.bind_reminder(&self.reminder_id, &session)?;
+        Ok(accepted)
+    }
+}
+
+/// A run-form reminder's handler: host-side policy, no model turn unless
+/// it sends a follow-up. Any `Fn(ReminderTick) -> impl Future<Output =
+/// ReminderOutcome>` is one.
+pub trait ReminderHandler: Send + Sync {
+    fn run(&self, tick: ReminderTick) -> BoxFuture<'static, ReminderOutcome>;
+}
+
+impl<F, Fut> ReminderHandler for F
+where
+    F: Fn(ReminderTick) -> Fut + Send + Sync,
+    Fut: std::future::Future<Output = ReminderOutcome> + Send + 'static,
+{
+    fn run(&self, tick: ReminderTick) -> BoxFuture<'static, ReminderOutcome> {
+        Box::pin(self(tick))
+    }
+}
+
+/// What a reminder does when it fires.
+#[derive(Clone)]
+pub enum ReminderAction {
+    /// Send `prompt` into the conversation; `until` is the standing
+    /// cancellation condition for the model to honour.
+    Prompt {
+        prompt: String,
+        until: Option<String>,
+    },
+    /// Call a Rust handler (in memory only: lost on restart).
+    Run(Arc<dyn ReminderHandler>),
+}
+
+impl std::fmt::Debug for ReminderAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReminderAction::Prompt { prompt, until } => f
+                .debug_struct("Prompt")
+                .field("prompt", prompt)
+                .field("until", until)
+                .finish(),
+            ReminderAction::Run(_) => f.write_str("Run(..)"),
+        }
+    }
+}
+
+/// A reminder to create.
+#[derive(Debug, Clone)]
+pub struct NewReminder {
+    pub purpose: String,
+    pub channel_id: String,
+    pub continuation_token: String,
+    pub when: ReminderWhen,
+    pub action: ReminderAction,
+}
+
+/// The JSON form of a prompt-form reminder (`host.reminders.create`, the
+/// host bridge): `purpose`, `channelId`, `continuationToken`, exactly one
+/// of `delay`, `every`, `cron`, `at` (RFC 3339), then `prompt` and an
+/// optional `until`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReminderRequest {
+    pub purpose: String,
+    pub channel_id: String,
+    pub continuation_token: String,
+    #[serde(default)]
+    pub delay: Option<String>,
+    #[serde(default)]
+    pub every: Option<String>,
+    #[serde(default)]
+    pub cron: Option<String>,
+    #[serde(default)]
+    pub at: Option<String>,
+    pub prompt: String,
+    #[serde(default)]
+    pub until: Option<String>,
+}
+
+impl ReminderRequest {
+    /// Checks the request and turns it into a [`NewReminder`].
+    pub fn into_new(self) -> Result<NewReminder> {
+        let bad = |message: String| Error::BadRequest { message };
+        let when = parse_when(
+            self.delay.as_deref(),
+            self.every.as_deref(),
+            self.cron.as_deref(),
+            self.at.as_deref(),
+        )?;
+        if self.prompt.trim().is_empty() {
+            return Err(bad("`prompt` must not be empty".into()));
+        }
+        Ok(NewReminder {
+            purpose: self.purpose,
+            channel_id: self.channel_id,
+            continuation_token: self.continuation_token,
+            when,
+            action: ReminderAction::Prompt {
+                prompt: self.prompt,
+                until: self.until,
+            },
+        })
+    }
+}
+
+/// Exactly one of the four ways to say when.
+pub fn parse_when(
+    delay: Option<&str>,
+    every: Option<&str>,
+    cron: Option<&str>,
+    at: Option<&str>,
+) -> Result<ReminderWhen> {
+    let bad = |message: String| Error::BadRequest { message };
+    let duration = |field: &str, s: &str| {
+        agentkit_manifest::parse_duration(s).map_err(|e| bad(format!("`{field}`: {e}")))
+    };
+    match (delay, every, cron, at) {
+        (Some(d), None, None, None) => Ok(ReminderWhen::Delay(duration("delay", d)?)),
+        (None, Some(e), None, None) => Ok(ReminderWhen::Every(duration("every", e)?)),
+        (None, None, Some(c), None) => {
+            CronSchedule::parse(c).map_err(|e| bad(format!("`cron`: {e}")))?;
+            Ok(ReminderWhen::Cron(c.trim().to_owned()))
+        }
+        (None, None, None, Some(a)) => DateTime::parse_from_rfc3339(a)
+            .map(|t| ReminderWhen::At(t.with_timezone(&Utc)))
+            .map_err(|e| bad(format!("`at`: `{a}` is not an RFC 3339 instant ({e})"))),
+        _ => Err(bad(
+            "a reminder needs exactly one of `delay`, `every`, `cron` or `at`".into(),
+        )),
+    }
+}
+
+/// A reminder as listed (`GET /v1/dev/reminders`) and answered on
+/// creation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reminder {
+    pub id: String,
+    pub purpose: String,
+    pub channel_id: String,
+    pub continuation_token: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// `delay`, `every`, `cron` or `at`.
+    pub kind: String,
+    /// The duration, cron expression or instant.
+    pub spec: String,
+    /// `prompt` or `run`.
+    pub form: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    /// `armed`, `done`, `cancelled` or `disarmed`.
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub next_fire_at: Option<String>,
+    pub fire_count: u64,
+    pub created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_fired_at: Option<String>,
+}
+
+fn iso_ms(ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+impl From<&ReminderRow> for Reminder {
+    fn from(r: &ReminderRow) -> Reminder {
+        Reminder {
+            id: r.id.clone(),
+            purpose: r.purpose.clone(),
+            channel_id: r.channel_id.clone(),
+            continuation_token: r.continuation_token.clone(),
+            session_id: r.session_id.clone(),
+            kind: r.kind.clone(),
+            spec: r.spec.clone(),
+            form: if r.run_form { "run" } else { "prompt" }.to_owned(),
+            prompt: r.prompt.clone(),
+            until: r.until.clone(),
+            status: r.status.clone(),
+            reason: r.reason.clone(),
+            next_fire_at: r.next_fire_at_ms.map(iso_ms),
+            fire_count: r.fire_count,
+            created_at: iso_ms(r.created_at_ms),
+            last_fired_at: r.last_fired_at_ms.map(iso_ms),
+        }
+    }
+}
+
+/// What firing one reminder did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReminderFired {
+    pub reminder_id: String,
+    /// `delivered`, `skip` or `stop`.
+    pub outcome: ReminderOutcome,
+    /// The session woken (prompt form, or a run handler's follow-up).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub reminder: Reminder,
+}
+
+/// The armed reminders in memory, by next fire time.
+#[derive(Default)]
+pub(crate) struct ReminderState {
+    index: Mutex<Index>,
+    handlers: Mutex<HashMap<String, Arc<dyn ReminderHandler>>>,
+    /// Signalled when the earliest fire time may have changed.
+    changed: tokio::sync::Notify,
+}
+
+impl std::fmt::Debug for ReminderState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let index = lock(&self.index);
+        f.debug_struct("ReminderState")
+            .field("armed", &index.rows.len())
+            .field("firing", &index.firing.len())
+            .finish()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Index {
+    due: BTreeSet<(i64, String)>,
+    rows: HashMap<String, ReminderRow>,
+    firing: HashSet<String>,
+}
+
+impl Index {
+    fn arm(&mut self, row: ReminderRow) {
+        if let Some(at) = row.next_fire_at_ms {
+            self.due.insert((at, row.id.clone()));
+        }
+        self.rows.insert(row.id.clone(), row);
+    }
+
+    fn remove(&mut self, id: &str) -> Option<ReminderRow> {
+        let row = self.rows.remove(id)?;
+        if let Some(at) = row.next_fire_at_ms {
+            self.due.remove(&(at, row.id.clone()));
+        }
+        Some(row)
+    }
+}
+
+/// The principal a reminder acts as when it has to start its
+/// conversation.
+fn reminder_owner(purpose: &str) -> Owner {
+    Owner {
+        principal_id: format!("reminder:{purpose}"),
+        principal_type: "app".to_owned(),
+        authenticator: "reminder".to_owned(),
+    }
+}
+
+/// The message a prompt-form firing sends.
+fn wake_message(row: &ReminderRow) -> String {
+    let mut text = format!(
+        "[reminder `{}` ({}) fired]\n\n{}",
+        row.purpose,
+        row.id,
+        row.prompt.as_deref().unwrap_or_default()
+    );
+    if let Some(until) = &row.until {
+        text.push_str(&format!("\n\nStanding condition (until): {until}"));
+    }
+    text
+}
+
+impl AgentRuntime {
+    fn now_ms(&self) -> i64 {
+        self.clock().now().timestamp_millis()
+    }
+
+    /// The next fire time after a firing at `now` (or at creation),
+    /// `None` for one-shots that already fired.
+    fn next_fire(row: &ReminderRow, now_ms: i64, first: bool) -> Result<Option<i64>> {
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        Ok(match row.kind.as_str() {
+            "delay" if first => {
+                let d = agentkit_manifest::parse_duration(&row.spec)
+                    .map_err(|message| Error::BadRequest { message })?;
+                Some(now_ms.saturating_add(ms(d)))
+            }
+            "at" if first => Some(
+                DateTime::parse_from_rfc3339(&row.spec)
+                    .map_err(|e| Error::BadRequest {
+                        message: e.to_string(),
+                    })?
+                    .timestamp_millis(),
+            ),
+            "every" => {
+                let d = ms(agentkit_manifest::parse_duration(&row.spec)
+                    .map_err(|message| Error::BadRequest { message })?);
+                match row.next_fire_at_ms {
+                    // Keep the cadence; after a long outage, restart it from now.
+                    Some(prev) if !first && prev.saturating_add(d) > now_ms => {
+                        Some(prev.saturating_add(d))
+                    }
+                    _ => Some(now_ms.saturating_add(d)),
+                }
+            }
+            "cron" => {
+                let cron = CronSchedule::parse(&row.spec)
+                    .map_err(|message| Error::BadRequest { message })?;
+                let now = DateTime::<Utc>::from_timestamp_millis(now_ms).unwrap_or_default();
+                cron.next_after(now).map(|t| t.timestamp_millis())
+            }
+            _ => None,
+        })
+    }
+
+    fn new_row(&self, req: &NewReminder) -> Result<ReminderRow> {
+        if req.purpose.trim().is_empty() {
+            return Err(Error::BadRequest {
+                message: "`purpose` must not be empty".into(),
+            });
+        }
+        if req.channel_id.trim().is_empty() || req.continuation_token.trim().is_empty() {
+            return Err(Error::BadRequest {
+                message: "a reminder needs `channelId` and `continuationToken`".into(),
+            });
+        }
+        let (kind, spec) = match &req.when {
+            ReminderWhen::Delay(d) => ("delay", humanize(*d)),
+            ReminderWhen::Every(d) => ("every", humanize(*d)),
+            ReminderWhen::Cron(c) => ("cron", c.clone()),
+            ReminderWhen::At(t) => ("at", t.to_rfc3339_opts(SecondsFormat::Millis, true)),
+        };
+        let (prompt, until, run_form) = match &req.action {
+            ReminderAction::Prompt { prompt, until } => (Some(prompt.clone()), until.clone(), false),
+            ReminderAction::Run(_) => (None, None, true),
+        };
+        let now_ms = self.now_ms();
+        let mut row = ReminderRow {
+            id: new_id("rem"),
+            purpose: req.purpose.clone(),
+            channel_id: req.channel_id.clone(),
+            continuation_token: req.continuation_token.clone(),
+            session_id: self.session_for(&req.channel_id, &req.continuation_token),
+            kind: kind.to_owned(),
+            spec,
+            prompt,
+            until,
+            run_form,
+            status: "armed".to_owned(),
+            reason: None,
+            next_fire_at_ms: None,
+            fire_count: 0,
+            created_at_ms: now_ms,
+            last_fired_at_ms: None,
+        };
+        row.next_fire_at_ms = Self::next_fire(&row, now_ms, true)?;
+        if row.next_fire_at_ms.is_none() {
+            return Err(Error::BadRequest {
+                message: "the reminder would never fire".into(),
+            });
+        }
+        Ok(row)
+    }
+
+    /// Creates a reminder, durable before this returns.
+    pub fn create_reminder(&self, req: NewReminder) -> Result<Reminder> {
+        let row = self.new_row(&req)?;
+        self.inner.db.insert_reminder(&row)?;
+        if let ReminderAction::Run(handler) = req.action {
+            lock(&self.inner.reminders.handlers).insert(row.id.clone(), handler);
+        }
+        let view = Reminder::from(&row);
+        lock(&self.inner.reminders.index).arm(row);
+        self.inner.reminders.changed.notify_one();
+        Ok(view)
+    }
+
+    /// Creates many prompt-form reminders in one transaction (bulk
+    /// enrolment, benchmarks).
+    pub fn create_reminders(&self, reqs: Vec<NewReminder>) -> Result<usize> {
+        let mut rows = Vec::with_capacity(reqs.len());
+        for req in &reqs {
+            if matches!(req.action, ReminderAction::Run(_)) {
+                return Err(Error::BadRequest {
+                    message: "bulk creation takes prompt-form reminders only".into(),
+                });
+            }
+            rows.push(self.new_row(req)?);
+        }
+        self.inner.db.insert_reminders(&rows)?;
+        let n = rows.len();
+        let mut index = lock(&self.inner.reminders.index);
+        for row in rows {
+            index.arm(row);
+        }
+        drop(index);
+        self.inner.reminders.changed.notify_one();
+        Ok(n)
+    }
+
+    /// Cancels a reminder. Answers it as stored (already ended reminders
+    /// are answered unchanged).
+    pub fn cancel_reminder(&self, id: &str) -> Result<Reminder> {
+        let removed = lock(&self.inner.reminders.index).remove(id);
+        lock(&self.inner.reminders.handlers).remove(id);
+        let mut row = match removed {
+            Some(row) => row,
+            None => return Ok(Reminder::from(&self.reminder_row(id)?)),
+        };
+        row.status = "cancelled".to_owned();
+        row.reason = Some("cancelled".to_owned());
+        row.next_fire_at_ms = None;
+        self.inner.db.update_reminder(&row)?;
+        self.inner.reminders.changed.notify_one();
+        Ok(Reminder::from(&row))
+    }
+
+    pub(crate) fn reminder_row(&self, id: &str) -> Result<ReminderRow> {
+        if let Some(row) = lock(&self.inner.reminders.index).rows.get(id) {
+            return Ok(row.clone());
+        }
+        self.inner.db.reminder(id)?.ok_or_else(|| Error::NotFound {
+            what: "reminder",
+            id: id.to_owned(),
+        })
+    }
+
+    /// One reminder.
+    pub fn reminder(&self, id: &str) -> Result<Reminder> {
+        Ok(Reminder::from(&self.reminder_row(id)?))
+    }
+
+    /// Reminders, newest first: armed and ended (at most 1000).
+    pub fn reminders(&self) -> Result<Vec<Reminder>> {
+        Ok(self
+            .inner
+            .db
+            .all_reminders(1000)?
+            .iter()
+            .map(|r| {
+                // The in-memory row is the fresher one while armed.
+                lock(&self.inner.reminders.index)
+                    .rows
+                    .get(&r.id)
+                    .map_or_else(|| Reminder::from(r), Reminder::from)
+            })
+            .collect())
+    }
+
+    /// How many reminders are armed.
+    pub fn armed_reminders(&self) -> usize {
+        lock(&self.inner.reminders.index).rows.len()
+    }
+
+    /// Loads armed reminders at open; disarms run-form ones (their
+    /// handlers died with the previous process).
+    pub(crate) fn load_reminders(&self) -> Result<usize> {
+        let db = &self.inner.db;
+        let lost = db.disarm_run_form(HANDLER_LOST_ON_RESTART)?;
+        if lost > 0 {
+            tracing::warn!(
+                count = lost,
+                "run-form reminders disarmed: their handlers are gone after the restart (handler_lost_on_restart); re-arm them from the code that created them"
+            );
+        }
+        let rows = db.armed_reminders()?;
+        let n = rows.len();
+        let mut index = lock(&self.inner.reminders.index);
+        for row in rows {
+            index.arm(row);
+        }
+        Ok(n)
+    }
+
+    /// Fires reminder `id` now, whatever its time (the dev route,
+    /// `ServeHandle::dispatch_reminder`), through the same path as the
+    /// timers.
+    pub async fn dispatch_reminder(&self, id: &str) -> Result<ReminderFired> {
+        let row = {
+            let mut index = lock(&self.inner.reminders.index);
+            let Some(row) = index.rows.get(id).cloned() else {
+                drop(index);
+                let stored = self.reminder_row(id)?;
+                return Err(Error::BadRequest {
+                    message: format!(
+                        "reminder `{id}` is {}{}; only armed reminders fire",
+                        stored.status,
+                        stored
+                            .reason
+                            .map(|r| format!(" ({r})"))
+                            .unwrap_or_default()
+                    ),
+                });
+            };
+            if !index.firing.insert(id.to_owned()) {
+                return Err(Error::SessionBusy { id: id.to_owned() });
+            }
+            row
+        };
+        self.fire(row).await
+    }
+
+    /// Fires due reminders on the clock until `cancel`.
+    pub async fn run_reminders(&self, cancel: CancellationToken) {
+        let clock = self.clock().clone();
+        loop {
+            let changed = self.inner.reminders.changed.notified();
+            let now_ms = self.now_ms();
+            let (due, next) = {
+                let mut index = lock(&self.inner.reminders.index);
+                let mut due = Vec::new();
+                let mut skipped = Vec::new();
+                while let Some((at, id)) = index.due.first().cloned() {
+                    if at > now_ms {
+                        break;
+                    }
+                    index.due.pop_first();
+                    if index.firing.insert(id.clone()) {
+                        if let Some(row) = index.rows.get(&id) {
+                            due.push(row.clone());
+                        }
+                    } else {
+                        skipped.push((at, id));
+                    }
+                }
+                // Busy ones (a manual dispatch) come back after it.
+                for s in skipped {
+                    index.due.insert(s);
+                }
+                (due, index.due.first().map(|(at, _)| *at))
+            };
+            for row in due {
+                let runtime = self.clone();
+                self.inner.tasks.spawn(async move {
+                    let id = row.id.clone();
+                    if let Err(e) = runtime.fire(row).await {
+                        tracing::warn!(reminder = %id, error = %e, "reminder firing failed");
+                    }
+                });
+            }
+            let deadline = next
+                .and_then(DateTime::<Utc>::from_timestamp_millis)
+                .unwrap_or_else(|| clock.now() + chrono::Duration::hours(1));
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = changed => {}
+                () = clock.sleep_until(deadline) => {}
+            }
+        }
+    }
+
+    /// Sends `message` into the conversation `row` is bound to: the
+    /// session it was bound to, the one its continuation maps to now, or
+    /// (on channels with their own keys) a new chat session under that key.
+    pub(crate) async fn deliver(
+        &self,
+        row: &ReminderRow,
+        message: String,
+    ) -> Result<(Accepted, String)> {
+        let target = row
+            .session_id
+            .clone()
+            .filter(|s| self.meta_of(s).is_ok())
+            .or_else(|| self.session_for(&row.channel_id, &row.continuation_token));
+        if let Some(id) = target {
+            let accepted = self.wake(&id, message).await?;
+            return Ok((accepted, id));
+        }
+        if row.channel_id == HTTP_CHANNEL {
+            return Err(Error::NotFound {
+                what: "conversation for continuation",
+                id: row.continuation_token.clone(),
+            });
+        }
+        let accepted = self
+            .create(NewSession {
+                channel: row.channel_id.clone(),
+                mode: SessionMode::Chat,
+                owner: reminder_owner(&row.purpose),
+                message,
+                continuation: Some(row.continuation_token.clone()),
+                title: None,
+                purpose: Some(row.purpose.clone()),
+                admission: Admission::Coalesce,
+                workspace_files: Vec::new(),
+                dry_run: false,
+            })
+            .await?;
+        let id = accepted.session_id.clone();
+        Ok((accepted, id))
+    }
+
+    /// Fires a claimed reminder (it is in `firing`), then re-arms or ends
+    /// it.
+    async fn fire(&self, row: ReminderRow) -> Result<ReminderFired> {
+        let id = row.id.clone();
+        let result = self.fire_inner(row).await;
+        lock(&self.inner.reminders.index).firing.remove(&id);
+        self.inner.reminders.changed.notify_one();
+        result
+    }
+
+    async fn fire_inner(&self, mut row: ReminderRow) -> Result<ReminderFired> {
+        let now_ms = self.now_ms();
+        let (outcome, session_id) = if row.run_form {
+            let handler = lock(&self.inner.reminders.handlers).get(&row.id).cloned();
+            match handler {
+                Some(h) => {
+                    let tick = ReminderTick {
+                        reminder_id: row.id.clone(),
+                        purpose: row.purpose.clone(),
+                        fire_count: row.fire_count,
+                        followup: Followup {
+                            runtime: self.clone(),
+                            reminder_id: row.id.clone(),
+                        },
+                    };
+                    (h.run(tick).await, None)
+                }
+                None => {
+                    row.reason = Some(HANDLER_LOST_ON_RESTART.to_owned());
+                    (ReminderOutcome::Stop, None)
+                }
+            }
+        } else {
+            match self.deliver(&row, wake_message(&row)).await {
+                Ok((_, sid)) => (ReminderOutcome::Delivered, Some(sid)),
+                Err(e) => {
+                    tracing::warn!(reminder = %row.id, error = %e, "reminder could not wake its conversation");
+                    row.reason = Some(format!("delivery failed: {e}"));
+                    (ReminderOutcome::Skip, None)
+                }
+            }
+        };
+        // A follow-up sent by a handler may have bound the session.
+        if let Ok(stored) = self.reminder_row(&row.id) {
+            row.session_id = stored.session_id.or(row.session_id);
+        }
+        if let Some(sid) = &session_id {
+            row.session_id = Some(sid.clone());
+        }
+        row.last_fired_at_ms = Some(now_ms);
+        if outcome == ReminderOutcome::Delivered {
+            row.fire_count += 1;
+        }
+        let next = if outcome == ReminderOutcome::Stop {
+            None
+        } else {
+            Self::next_fire(&row, now_ms, false)?
+        };
+        let mut index = lock(&self.inner.reminders.index);
+        let still_armed = index.remove(&row.id).is_some();
+        row.next_fire_at_ms = next.filter(|_| still_armed);
+        if row.next_fire_at_ms.is_some() {
+            row.status = "armed".to_owned();
+            index.arm(row.clone());
+        } else if still_armed {
+            row.status = "done".to_owned();
+            if outcome == ReminderOutcome::Stop && row.reason.is_none() {
+                row.reason = Some("stopped".to_owned());
+            }
+        } else {
+            // Cancelled while firing.
+            row.status = "cancelled".to_owned();
+        }
+        drop(index);
+        if row.status != "armed" {
+            lock(&self.inner.reminders.handlers).remove(&row.id);
+        }
+        self.inner.db.update_reminder(&row)?;
+        tracing::info!(reminder = %row.id, outcome = ?outcome, status = %row.status, "reminder fired");
+        Ok(ReminderFired {
+            reminder_id: row.id.clone(),
+            outcome,
+            session_id,
+            reminder: Reminder::from(&row),
+        })
+    }
+}
+
+/// `20m`, `2h`, `1h 30m` from a duration.
+fn humanize(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs == 0 {
+        return format!("{}ms", d.as_millis());
+    }
+    let mut parts = Vec::new();
+    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    if h > 0 {
+        parts.push(format!("{h}h"));
+    }
+    if m > 0 {
+        parts.push(format!("{m}m"));
+    }
+    if s > 0 {
+        parts.push(format!("{s}s"));
+    }
+    parts.join(" ")
+}
+
+/// The reminders API handed to the harness for the built-in `remind_me`
+/// tool: binds each reminder to the calling session's conversation.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionReminders {
+    pub(crate) runtime: AgentRuntime,
+}
+
+impl agentkit_harness::ReminderHost for SessionReminders {
+    fn remind(
+        &self,
+        session_id: &str,
+        input: &Value,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, String>> + Send + '_>>
+    {
+        let session_id = session_id.to_owned();
+        let input = input.clone();
+        Box::pin(async move {
+            let meta = self.runtime.meta_of(&session_id).map_err(|e| e.to_string())?;
+            let str_arg = |k: &str| input.get(k).and_then(Value::as_str).map(str::to_owned);
+            let when = parse_when(
+                str_arg("delay").as_deref(),
+                str_arg("every").as_deref(),
+                str_arg("cron").as_deref(),
+                str_arg("at").as_deref(),
+            )
+            .map_err(|e| e.to_string())?;
+            let prompt = str_arg("prompt").unwrap_or_default();
+            if prompt.trim().is_empty() {
+                return Err("`prompt` must not be empty".to_owned());
+            }
+            let reminder = self
+                .runtime
+                .create_reminder(NewReminder {
+                    purpose: str_arg("purpose").unwrap_or_else(|| "user_follow_up".to_owned()),
+                    channel_id: meta.channel.clone(),
+                    continuation_token: meta.continuation_token.clone(),
+                    when,
+                    action: ReminderAction::Prompt {
+                        prompt,
+                        until: str_arg("until"),
+                    },
+                })
+                .map_err(|e| e.to_string())?;
+            // Bound to this session even if its token rotates.
+            let _ = self.runtime.bind_reminder(&reminder.id, &session_id);
+            Ok(serde_json::json!({
+                "reminderId": reminder.id,
+                "nextFireAt": reminder.next_fire_at,
+            }))
+        })
+    }
+}
+
+impl AgentRuntime {
+    /// Binds an armed reminder to a session id.
+    fn bind_reminder(&self, id: &str, session_id: &str) -> Result<()> {
+        let row = {
+            let mut index = lock(&self.inner.reminders.index);
+            let Some(row) = index.rows.get_mut(id) else {
+                return Ok(());
+            };
+            row.session_id = Some(session_id.to_owned());
+            row.clone()
+        };
+        self.inner.db.update_reminder(&row)
+    }
+}

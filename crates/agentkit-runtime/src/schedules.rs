@@ -1,0 +1,296 @@
+//! Schedules (`schedules/*.md|toml`): fired on their cron cadence (UTC,
+//! minute granularity) by [`AgentRuntime::run_schedules`], or once by hand
+//! with [`AgentRuntime::dispatch_schedule`] (the dev route), through the
+//! same path.
+//!
+//! Firing uses croner (the manifest's [`CronSchedule`], classic cron
+//! semantics: when both day fields are restricted, a day matching either
+//! fires) for the next instant and the runtime's [`Clock`] to wait for it.
+//! Not tokio-cron-scheduler: it ANDs day-of-month with day-of-week
+//! (`0 0 13 * FRI` would fire only on Friday the 13th), and it cannot run on
+//! an injected clock.
+//!
+//! Each fired tick is recorded in SQLite before the run starts, so a
+//! restart within the same minute does not fire it again; ticks missed
+//! while the server was down are not replayed. A tick that comes while the
+//! schedule's previous run is still going is skipped and counted.
+//!
+//! [`Clock`]: crate::Clock
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use agentkit_manifest::{Admission, CronSchedule, Schedule, ScheduleAction};
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
+use crate::meta::{Owner, SessionMode};
+use crate::runtime::{AgentRuntime, HTTP_CHANNEL, NewSession, lock};
+
+/// The channel recorded on the task sessions schedules start.
+pub const SCHEDULE_CHANNEL: &str = "schedule";
+
+/// What is known at run time about one schedule.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduleStatus {
+    pub id: String,
+    pub cron: String,
+    pub next_fire_at: Option<String>,
+    /// The last tick this host fired (not dev dispatches).
+    pub last_fired_at: Option<String>,
+    /// Ticks skipped because the previous run was still going.
+    pub skipped_ticks: u64,
+    /// The previous run (its sessions or tool call) is still going.
+    pub running: bool,
+}
+
+/// In-memory state of the schedules: what each one's last run started.
+#[derive(Debug, Default)]
+pub(crate) struct ScheduleState {
+    runs: std::sync::Mutex<HashMap<String, LastRun>>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct LastRun {
+    sessions: Vec<String>,
+    /// Deterministic tool calls of this schedule still running.
+    calls: Arc<AtomicUsize>,
+}
+
+/// The principal schedules act as (the spec's `appAuth`).
+pub fn schedule_owner(id: &str) -> Owner {
+    Owner {
+        principal_id: format!("schedule:{id}"),
+        principal_type: "app".to_owned(),
+        authenticator: "schedule".to_owned(),
+    }
+}
+
+fn iso(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn from_ms(ms: i64) -> Option<DateTime<Utc>> {
+    DateTime::<Utc>::from_timestamp_millis(ms)
+}
+
+impl AgentRuntime {
+    fn schedule(&self, id: &str) -> Result<Schedule> {
+        self.agent()
+            .schedules
+            .iter()
+            .find(|s| s.id == id)
+            .cloned()
+            .ok_or_else(|| Error::NotFound {
+                what: "schedule",
+                id: id.to_owned(),
+            })
+    }
+
+    /// Runs schedule `id` once now, as `owner` (the schedule's own app
+    /// principal when `None`), and answers the ids of the sessions it
+    /// started (none for a tool call, which runs in the background).
+    pub async fn dispatch_schedule(&self, id: &str, owner: Option<Owner>) -> Result<Vec<String>> {
+        let schedule = self.schedule(id)?;
+        let owner = owner.unwrap_or_else(|| schedule_owner(id));
+        let title = Some(format!("schedule {id}"));
+        let purpose = Some(format!("schedule:{id}"));
+        let sessions = match &schedule.action {
+            ScheduleAction::Markdown { prompt } => {
+                let accepted = self
+                    .create(NewSession {
+                        channel: SCHEDULE_CHANNEL.to_owned(),
+                        mode: SessionMode::Task,
+                        owner,
+                        message: prompt.clone(),
+                        continuation: None,
+                        title,
+                        purpose,
+                        admission: Admission::Preempt,
+                        workspace_files: Vec::new(),
+                        dry_run: false,
+                    })
+                    .await?;
+                vec![accepted.session_id]
+            }
+            ScheduleAction::Message { message, channel } => {
+                if let Some(channel) = channel.as_deref().filter(|c| *c != HTTP_CHANNEL) {
+                    return Err(Error::NotAvailable {
+                        message: format!(
+                            "schedule `{id}` hands its message to channel `{channel}`: hand-off to custom channels is not available yet in this release (only the built-in `http` channel)"
+                        ),
+                    });
+                }
+                let accepted = self
+                    .create(NewSession {
+                        channel: HTTP_CHANNEL.to_owned(),
+                        mode: SessionMode::Chat,
+                        owner,
+                        message: message.clone(),
+                        continuation: None,
+                        title,
+                        purpose,
+                        admission: Admission::Preempt,
+                        workspace_files: Vec::new(),
+                        dry_run: false,
+                    })
+                    .await?;
+                vec![accepted.session_id]
+            }
+            ScheduleAction::Tool { name, input } => {
+                // Refuse an unknown tool or bad input now, not in the log.
+                self.check_tool_call(name, input)?;
+                let calls = {
+                    let mut runs = lock(&self.inner.schedules.runs);
+                    runs.entry(id.to_owned()).or_default().calls.clone()
+                };
+                calls.fetch_add(1, Ordering::SeqCst);
+                let runtime = self.clone();
+                let (name, input, sid) = (name.clone(), input.clone(), id.to_owned());
+                self.inner.tasks.spawn(async move {
+                    match runtime.call_tool(&name, input, None).await {
+                        Ok(o) if o.is_error => {
+                            tracing::warn!(schedule = %sid, tool = %name, result = %o.result, "scheduled tool call answered an error")
+                        }
+                        Ok(_) => tracing::info!(schedule = %sid, tool = %name, "scheduled tool call done"),
+                        Err(e) => {
+                            tracing::warn!(schedule = %sid, tool = %name, error = %e, "scheduled tool call failed")
+                        }
+                    }
+                    calls.fetch_sub(1, Ordering::SeqCst);
+                });
+                Vec::new()
+            }
+        };
+        if !sessions.is_empty() {
+            let mut runs = lock(&self.inner.schedules.runs);
+            runs.entry(id.to_owned()).or_default().sessions = sessions.clone();
+        }
+        tracing::info!(schedule = %id, sessions = ?sessions, "schedule dispatched");
+        Ok(sessions)
+    }
+
+    /// Is the last run of schedule `id` still going?
+    fn schedule_running(&self, id: &str) -> bool {
+        let run = lock(&self.inner.schedules.runs).get(id).cloned();
+        run.is_some_and(|r| {
+            r.calls.load(Ordering::SeqCst) > 0 || r.sessions.iter().any(|s| self.is_active(s))
+        })
+    }
+
+    /// The run-time state of every schedule.
+    pub fn schedule_status(&self) -> Vec<ScheduleStatus> {
+        let now = self.clock().now();
+        self.agent()
+            .schedules
+            .iter()
+            .map(|s| {
+                let (_, fired, skipped) = self.inner.db.schedule_state(&s.id).unwrap_or_else(|e| {
+                    tracing::warn!(schedule = %s.id, error = %e, "cannot read schedule state");
+                    (None, None, 0)
+                });
+                ScheduleStatus {
+                    id: s.id.clone(),
+                    cron: s.cron.clone(),
+                    next_fire_at: CronSchedule::parse(&s.cron)
+                        .ok()
+                        .and_then(|c| c.next_after(now))
+                        .map(iso),
+                    last_fired_at: fired.and_then(from_ms).map(iso),
+                    skipped_ticks: skipped,
+                    running: self.schedule_running(&s.id),
+                }
+            })
+            .collect()
+    }
+
+    /// Fires every schedule on its cadence until `cancel`. The first tick
+    /// is the first one after the moment this is called (not when the
+    /// future is first polled).
+    pub fn run_schedules(
+        &self,
+        cancel: CancellationToken,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let start = self.clock().now();
+        let runtime = self.clone();
+        async move {
+            let mut tasks = tokio::task::JoinSet::new();
+            for schedule in runtime.agent().schedules.clone() {
+                let cron = match CronSchedule::parse(&schedule.cron) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::error!(schedule = %schedule.id, error = %e, "schedule not armed");
+                        continue;
+                    }
+                };
+                let r = runtime.clone();
+                let cancel = cancel.clone();
+                tasks.spawn(async move { r.schedule_loop(&schedule.id, &cron, start, cancel).await });
+            }
+            while tasks.join_next().await.is_some() {}
+        }
+    }
+
+    async fn schedule_loop(
+        &self,
+        id: &str,
+        cron: &CronSchedule,
+        start: DateTime<Utc>,
+        cancel: CancellationToken,
+    ) {
+        let clock = self.clock().clone();
+        let mut after = start;
+        loop {
+            let Some(tick) = cron.next_after(after) else {
+                tracing::warn!(schedule = %id, "cron expression never fires again");
+                return;
+            };
+            while clock.now() < tick {
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = clock.sleep_until(tick) => {}
+                }
+            }
+            if cancel.is_cancelled() {
+                return;
+            }
+            let now = clock.now();
+            if now - tick >= chrono::Duration::minutes(1) {
+                // The process stalled (suspend, a clock jump) past the
+                // tick's minute: like ticks missed while down, not replayed.
+                tracing::warn!(schedule = %id, tick = %iso(tick), "tick missed (the host was stalled); not replayed");
+                after = now;
+                continue;
+            }
+            if let Err(e) = self.fire_tick(id, tick).await {
+                tracing::warn!(schedule = %id, tick = %iso(tick), error = %e, "scheduled run failed");
+            }
+            after = tick;
+        }
+    }
+
+    /// Handles one cron tick: fire once, or count a skip.
+    async fn fire_tick(&self, id: &str, tick: DateTime<Utc>) -> Result<()> {
+        let tick_ms = tick.timestamp_millis();
+        let db = &self.inner.db;
+        let (last, _, _) = db.schedule_state(id)?;
+        if last.is_some_and(|l| l >= tick_ms) {
+            tracing::info!(schedule = %id, tick = %iso(tick), "tick already fired (restart within the minute)");
+            return Ok(());
+        }
+        if self.schedule_running(id) {
+            let skipped = db.skip_tick(id, tick_ms)?;
+            tracing::warn!(schedule = %id, tick = %iso(tick), skipped_ticks = skipped, "tick skipped: the previous run is still going");
+            return Ok(());
+        }
+        let now_ms = self.clock().now().timestamp_millis();
+        if !db.claim_tick(id, tick_ms, now_ms)? {
+            return Ok(());
+        }
+        self.dispatch_schedule(id, None).await.map(|_| ())
+    }
+}
