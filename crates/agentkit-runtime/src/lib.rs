@@ -36,12 +36,12 @@ pub use error::{Error, InputError, Result};
 pub use fold::conversation;
 pub use kv::{Clock as KvClock, KvEntry, KvStore, MAX_KEY_BYTES};
 pub use meta::{Owner, SessionMeta, SessionMode};
-pub use runtime::{
-    Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, NewSession, RuntimeOptions, SessionSummary,
-};
 pub use reminders::{
     Followup, HANDLER_LOST_ON_RESTART, NewReminder, Reminder, ReminderAction, ReminderFired,
     ReminderHandler, ReminderOutcome, ReminderRequest, ReminderTick, ReminderWhen, parse_when,
+};
+pub use runtime::{
+    Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, NewSession, RuntimeOptions, SessionSummary,
 };
 pub use schedules::{SCHEDULE_CHANNEL, ScheduleStatus, schedule_owner};
 pub use tool_call::ToolCallOutcome;

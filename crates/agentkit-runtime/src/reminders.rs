@@ -418,7 +418,9 @@ impl AgentRuntime {
             ReminderWhen::At(t) => ("at", t.to_rfc3339_opts(SecondsFormat::Millis, true)),
         };
         let (prompt, until, run_form) = match &req.action {
-            ReminderAction::Prompt { prompt, until } => (Some(prompt.clone()), until.clone(), false),
+            ReminderAction::Prompt { prompt, until } => {
+                (Some(prompt.clone()), until.clone(), false)
+            }
             ReminderAction::Run(_) => (None, None, true),
         };
         let now_ms = self.now_ms();
@@ -572,10 +574,7 @@ impl AgentRuntime {
                     message: format!(
                         "reminder `{id}` is {}{}; only armed reminders fire",
                         stored.status,
-                        stored
-                            .reason
-                            .map(|r| format!(" ({r})"))
-                            .unwrap_or_default()
+                        stored.reason.map(|r| format!(" ({r})")).unwrap_or_default()
                     ),
                 });
             };
@@ -802,7 +801,10 @@ impl agentkit_harness::ReminderHost for SessionReminders {
         let session_id = session_id.to_owned();
         let input = input.clone();
         Box::pin(async move {
-            let meta = self.runtime.meta_of(&session_id).map_err(|e| e.to_string())?;
+            let meta = self
+                .runtime
+                .meta_of(&session_id)
+                .map_err(|e| e.to_string())?;
             let str_arg = |k: &str| input.get(k).and_then(Value::as_str).map(str::to_owned);
             let when = parse_when(
                 str_arg("delay").as_deref(),

@@ -229,7 +229,9 @@ impl AgentRuntime {
                 };
                 let r = runtime.clone();
                 let cancel = cancel.clone();
-                tasks.spawn(async move { r.schedule_loop(&schedule.id, &cron, start, cancel).await });
+                tasks.spawn(
+                    async move { r.schedule_loop(&schedule.id, &cron, start, cancel).await },
+                );
             }
             while tasks.join_next().await.is_some() {}
         }

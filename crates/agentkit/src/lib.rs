@@ -5,8 +5,10 @@
 //! ([`info`]), scaffolds new ones ([`init`]), and serves them
 //! ([`serve`] → [`ServeHandle`]): one agent or a folder of them on one
 //! port, each with durable sessions and an NDJSON event stream, and
-//! deterministic tool calls ([`ServeHandle::call_tool`]). Approvals, MCP,
-//! channels, schedules and evals arrive in later releases.
+//! deterministic tool calls ([`ServeHandle::call_tool`]), schedules fired on
+//! their cron cadence ([`ServeHandle::dispatch_schedule`]) and durable
+//! reminders ([`ServeHandle::create_reminder`]). Approvals, MCP, channels
+//! and evals arrive in later releases.
 //!
 //! Serving, for embedders (see `docs/guides/serving.md`):
 //!
@@ -41,7 +43,11 @@ mod serve;
 pub mod trajectory;
 
 pub use agentkit_harness::{Endpoint, ProviderConfig};
-pub use agentkit_runtime::{InputError, Owner, ToolCallOutcome};
+pub use agentkit_runtime::{
+    AgentRuntime, Clock, Followup, InputError, ManualClock, NewReminder, Owner, Reminder,
+    ReminderAction, ReminderFired, ReminderHandler, ReminderOutcome, ReminderRequest, ReminderTick,
+    ReminderWhen, ScheduleStatus, SystemClock, ToolCallOutcome,
+};
 pub use error::{Error, Result};
 pub use serve::{EnvFn, EnvLookup, Mode, ServeHandle, ServeOptions, serve, shutdown_signal};
 

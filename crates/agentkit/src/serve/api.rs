@@ -431,18 +431,16 @@ async fn health(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
 async fn info(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
     let project = serde_json::to_value(&*state.agent.project).unwrap_or(Value::Null);
     let mcp = super::mcp::info(&state);
-    Ok(
-        axum::Json(json!({
-            "ok": true,
-            "slug": state.agent.slug,
-            "project": project,
-            "mcp": mcp,
-            "channels": state.agent.channels.describe(),
-            "schedules": state.agent.runtime.schedule_status(),
-            "reminders": {"armed": state.agent.runtime.armed_reminders()},
-        }))
-        .into_response(),
-    )
+    Ok(axum::Json(json!({
+        "ok": true,
+        "slug": state.agent.slug,
+        "project": project,
+        "mcp": mcp,
+        "channels": state.agent.channels.describe(),
+        "schedules": state.agent.runtime.schedule_status(),
+        "reminders": {"armed": state.agent.runtime.armed_reminders()},
+    }))
+    .into_response())
 }
 
 #[derive(Debug, Deserialize)]

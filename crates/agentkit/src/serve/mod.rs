@@ -327,7 +327,10 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
                     url: bridge_url.clone(),
                     token: token.clone(),
                 }),
-                clock: options.clock.clone().unwrap_or_else(|| Arc::new(SystemClock)),
+                clock: options
+                    .clock
+                    .clone()
+                    .unwrap_or_else(|| Arc::new(SystemClock)),
             },
         )
         .await?;

@@ -204,12 +204,14 @@ fn dev_dispatch_runs_a_schedule_exactly_once() {
         1
     );
     let unknown = h.send(Request::post("/bot/v1/dev/schedules/nope"));
-    assert_eq!((unknown.status, unknown.error_code()), (404, "not_found".into()));
+    assert_eq!(
+        (unknown.status, unknown.error_code()),
+        (404, "not_found".into())
+    );
     // ServeHandle::dispatch_schedule takes the same path.
-    let more = h
-        .rt
-        .block_on(h.handle().dispatch_schedule("bot", "heartbeat"))
-        .unwrap();
+    let more =
+        h.rt.block_on(h.handle().dispatch_schedule("bot", "heartbeat"))
+            .unwrap();
     assert_eq!(more.len(), 1);
     wait_until("the second task session", || {
         h.types(&more[0]).last().map(String::as_str) == Some("session.completed")
@@ -297,7 +299,9 @@ fn a_tick_during_the_previous_run_is_skipped_and_counted() {
         h.types(&first).iter().any(|t| t == "turn.started")
     });
     h.clock.set(at(12, 2, 0));
-    wait_until("the skipped tick", || h.schedule_info()["skippedTicks"] == 1);
+    wait_until("the skipped tick", || {
+        h.schedule_info()["skippedTicks"] == 1
+    });
     h.clock.set(at(12, 3, 0));
     wait_until("a second skipped tick", || {
         h.schedule_info()["skippedTicks"] == 2
@@ -363,4 +367,262 @@ fn toml_schedules_send_a_message_or_call_a_tool() {
     let r = h.send(Request::post("/bot/v1/dev/schedules/relay"));
     assert_eq!((r.status, r.error_code()), (501, "not_available".into()));
     assert!(r.body.contains("not available yet"), "{}", r.body);
+}
+
+fn new_http_session(h: &Host) -> (String, String) {
+    let r = h.send(Request::post("/bot/v1/session").json(&serde_json::json!({"message": "hi"})));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    wait_until("the first turn", || {
+        h.types(&id).last().map(String::as_str) == Some("session.waiting")
+    });
+    (id, token)
+}
+
+fn received(h: &Host, id: &str) -> Vec<String> {
+    h.events(id)
+        .iter()
+        .filter(|e| e["type"] == "message.received")
+        .map(|e| e["data"]["text"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn prompt_reminder(token: &str, when: ReminderWhen, prompt: &str) -> NewReminder {
+    NewReminder {
+        purpose: "ci_recheck".into(),
+        channel_id: "http".into(),
+        continuation_token: token.into(),
+        when,
+        action: ReminderAction::Prompt {
+            prompt: prompt.into(),
+            until: Some("Cancel once CI is green.".into()),
+        },
+    }
+}
+
+use agentkit::{NewReminder, ReminderAction, ReminderOutcome, ReminderWhen};
+
+#[test]
+fn reminders_of_every_kind_wake_their_conversation() {
+    let mut h = Host::new(SCRIPT, &[], at(12, 0, 0));
+    h.start(ServeOptions::default());
+    let (id, token) = new_http_session(&h);
+    let handle = h.handle();
+    let mk = |when, prompt: &str| {
+        handle
+            .create_reminder("bot", prompt_reminder(&token, when, prompt))
+            .unwrap()
+    };
+    let delay = mk(ReminderWhen::Delay(Duration::from_secs(20 * 60)), "DELAY");
+    assert_eq!(
+        delay.next_fire_at.as_deref(),
+        Some("2026-03-02T12:20:00.000Z")
+    );
+    assert_eq!(delay.session_id.as_deref(), Some(id.as_str()));
+    let every = mk(ReminderWhen::Every(Duration::from_secs(30 * 60)), "EVERY");
+    let cron = mk(ReminderWhen::Cron("0 13 * * *".into()), "CRON");
+    let instant = mk(ReminderWhen::At(at(12, 45, 0)), "AT");
+    // The run form: host-side policy, three deliveries then stop.
+    let run = handle
+        .create_reminder(
+            "bot",
+            NewReminder {
+                purpose: "poll".into(),
+                channel_id: "http".into(),
+                continuation_token: token.clone(),
+                when: ReminderWhen::Every(Duration::from_secs(10 * 60)),
+                action: ReminderAction::Run(Arc::new(|tick: agentkit::ReminderTick| async move {
+                    if tick.fire_count >= 3 {
+                        return ReminderOutcome::Stop;
+                    }
+                    tick.followup
+                        .send(format!("RUN {}", tick.fire_count))
+                        .await
+                        .unwrap();
+                    ReminderOutcome::Delivered
+                })),
+            },
+        )
+        .unwrap();
+    let rt = handle.runtime("bot").unwrap().clone();
+    let count = |text: &str| {
+        received(&h, &id)
+            .iter()
+            .filter(|t| t.contains(text))
+            .count()
+    };
+    let fire_counts = |rid: &str| rt.reminder(rid).unwrap().fire_count;
+
+    for (m, expect) in [
+        (10, vec![("RUN 0", 1)]),
+        (20, vec![("DELAY", 1), ("RUN 1", 1)]),
+        (30, vec![("EVERY", 1), ("RUN 2", 1)]),
+        (40, vec![("RUN 3", 0)]),
+        (45, vec![("AT", 1)]),
+    ] {
+        h.clock.set(at(12, m, 0));
+        for (text, n) in expect {
+            if n > 0 {
+                wait_until(&format!("{text} at 12:{m}"), || count(text) == n);
+            }
+        }
+        wait_until("the firings to settle", || {
+            !rt.is_active(&id)
+                && rt.reminders().unwrap().iter().all(|r| {
+                    r.next_fire_at
+                        .as_deref()
+                        .is_none_or(|t| t > format!("2026-03-02T12:{m}:00.000Z").as_str())
+                })
+        });
+    }
+    h.clock.set(at(13, 0, 0));
+    wait_until("CRON and the second EVERY", || {
+        count("CRON") == 1 && count("EVERY") == 2
+    });
+
+    // The prompt carries the purpose and the `until` condition.
+    let delayed = received(&h, &id)
+        .into_iter()
+        .find(|t| t.contains("DELAY"))
+        .unwrap();
+    assert!(
+        delayed.contains("ci_recheck") && delayed.contains("Cancel once CI is green."),
+        "{delayed}"
+    );
+    assert_eq!(rt.reminder(&delay.id).unwrap().status, "done");
+    assert_eq!(rt.reminder(&instant.id).unwrap().status, "done");
+    assert_eq!(rt.reminder(&every.id).unwrap().status, "armed");
+    assert_eq!(fire_counts(&every.id), 2);
+    assert_eq!(
+        rt.reminder(&cron.id).unwrap().next_fire_at.as_deref(),
+        Some("2026-03-03T13:00:00.000Z")
+    );
+    let run_state = rt.reminder(&run.id).unwrap();
+    assert_eq!(
+        (run_state.status.as_str(), run_state.fire_count),
+        ("done", 3)
+    );
+    assert_eq!(count("RUN 3"), 0);
+
+    // Wakes coalesce: no turn was ever interrupted by a reminder.
+    assert!(
+        !h.types(&id).iter().any(|t| t == "turn.failed"),
+        "{:?}",
+        h.types(&id)
+    );
+    // ... and they do not rotate the HTTP token.
+    let r = h.send(
+        Request::post(&format!("/bot/v1/session/{id}"))
+            .json(&serde_json::json!({"message": "still mine", "continuationToken": token})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    // Cancel stops a recurring reminder.
+    assert_eq!(
+        handle.cancel_reminder("bot", &every.id).unwrap().status,
+        "cancelled"
+    );
+    h.clock.set(at(14, 0, 0));
+    settle();
+    assert_eq!(count("EVERY"), 2);
+}
+
+#[test]
+fn reminders_survive_a_restart_and_fire_late_rather_than_never() {
+    let mut h = Host::new(SCRIPT, &[], at(12, 0, 0));
+    h.start(ServeOptions::default());
+    let (id, token) = new_http_session(&h);
+    let handle = h.handle();
+    let prompt = handle
+        .create_reminder(
+            "bot",
+            prompt_reminder(
+                &token,
+                ReminderWhen::Delay(Duration::from_secs(20 * 60)),
+                "LATE",
+            ),
+        )
+        .unwrap();
+    let run = handle
+        .create_reminder(
+            "bot",
+            NewReminder {
+                purpose: "poll".into(),
+                channel_id: "http".into(),
+                continuation_token: token.clone(),
+                when: ReminderWhen::Every(Duration::from_secs(60)),
+                action: ReminderAction::Run(Arc::new(|_tick: agentkit::ReminderTick| async {
+                    ReminderOutcome::Delivered
+                })),
+            },
+        )
+        .unwrap();
+    // Down from 12:00:00 to 13:00: both times passed while it was down.
+    h.stop();
+    h.clock.set(at(13, 0, 0));
+    h.start(ServeOptions::default());
+    wait_until("the late firing", || {
+        received(&h, &id).iter().any(|t| t.contains("LATE"))
+    });
+    let rt = h.handle().runtime("bot").unwrap().clone();
+    let late = rt.reminder(&prompt.id).unwrap();
+    assert_eq!(late.status, "done");
+    assert_eq!(
+        late.last_fired_at.as_deref(),
+        Some("2026-03-02T13:00:00.000Z")
+    );
+    // The run handler died with the previous process.
+    let lost = rt.reminder(&run.id).unwrap();
+    assert_eq!(lost.status, "disarmed");
+    assert_eq!(
+        lost.reason.as_deref(),
+        Some(agentkit_runtime::HANDLER_LOST_ON_RESTART)
+    );
+    assert_eq!(lost.fire_count, 0);
+    assert_eq!(
+        h.send(Request::get("/bot/v1/info")).json()["reminders"]["armed"],
+        0
+    );
+}
+
+#[test]
+fn dev_mode_keeps_reminder_timers_off_and_fires_by_hand() {
+    let mut h = Host::new(SCRIPT, &[], at(12, 0, 0));
+    h.start(ServeOptions {
+        dev: true,
+        ..Default::default()
+    });
+    let (id, token) = new_http_session(&h);
+    let r = h
+        .handle()
+        .create_reminder(
+            "bot",
+            prompt_reminder(
+                &token,
+                ReminderWhen::Delay(Duration::from_secs(60)),
+                "BY HAND",
+            ),
+        )
+        .unwrap();
+    h.clock.set(at(13, 0, 0));
+    settle();
+    assert!(!received(&h, &id).iter().any(|t| t.contains("BY HAND")));
+    let list = h.send(Request::get("/bot/v1/dev/reminders")).json();
+    assert_eq!(list["reminders"][0]["id"], r.id.as_str());
+    assert_eq!(list["reminders"][0]["status"], "armed");
+    assert_eq!(list["reminders"][0]["kind"], "delay");
+    assert_eq!(list["reminders"][0]["spec"], "1m");
+    let fired = h.send(Request::post(&format!("/bot/v1/dev/reminders/{}", r.id)));
+    assert_eq!(fired.status, 200, "{}", fired.body);
+    assert_eq!(fired.json()["outcome"], "delivered");
+    assert_eq!(fired.json()["sessionId"], id.as_str());
+    wait_until("the wake", || {
+        received(&h, &id).iter().any(|t| t.contains("BY HAND"))
+    });
+    // A one-shot fires once: firing it again is refused.
+    let again = h.send(Request::post(&format!("/bot/v1/dev/reminders/{}", r.id)));
+    assert_eq!(again.status, 400, "{}", again.body);
+    let missing = h.send(Request::post("/bot/v1/dev/reminders/rem_nope"));
+    assert_eq!(missing.status, 404);
 }
