@@ -70,6 +70,7 @@ fn main() {
             dry_run: false,
             host: None,
             reminders: None,
+            extra_tools: None,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(4096);
         let started = Instant::now();

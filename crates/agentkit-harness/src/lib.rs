@@ -31,7 +31,10 @@ pub use agentkit_manifest::schema_errors;
 pub use credentials::{Endpoint, ProviderConfig};
 pub use providers::model_from_env_or_default;
 pub use step::{FinishReason, StepEvent};
-pub use tools::{HostBridge, ReminderHost, ToolContext, ToolOutput, run_server_tool};
+pub use tools::{
+    BoxFuture, ExtraTool, ExtraTools, HostBridge, ReminderHost, ToolContext, ToolOutput,
+    run_server_tool,
+};
 pub use turn::{TurnInput, TurnOutcome, run_turn};
 
 /// [`run_turn`] behind a box, for the `task` tool's nested loop: the

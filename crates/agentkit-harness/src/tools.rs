@@ -75,12 +75,44 @@ pub struct ToolOutput {
 }
 
 impl ToolOutput {
-    pub(crate) fn error(message: impl Into<String>) -> ToolOutput {
+    pub fn error(message: impl Into<String>) -> ToolOutput {
         ToolOutput {
             output: Value::String(message.into()),
             is_error: true,
         }
     }
+}
+
+/// A boxed future, for the object-safe [`ExtraTools`].
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// A tool a turn gets beyond the manifest's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExtraTool {
+    /// As the model sees it (MCP connection tools: `<connection>__<tool>`).
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+    /// Safe to run in a dry-run session.
+    pub read_only: bool,
+}
+
+/// Tools a turn gets beyond the manifest's: an agent's MCP connection
+/// tools, or tools an embedder defines in Rust. The host lists them at the
+/// start of every turn (so a connection opens on first use) and runs the
+/// calls the model makes; input is validated against `input_schema` first.
+pub trait ExtraTools: Send + Sync + std::fmt::Debug {
+    /// The tools to offer in this turn of `session_id`.
+    fn list<'a>(&'a self, session_id: &'a str) -> BoxFuture<'a, Vec<ExtraTool>>;
+
+    /// Runs tool `name` with `input`. Never fails: problems are error
+    /// results the model reads.
+    fn call<'a>(
+        &'a self,
+        name: &'a str,
+        input: &'a Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, ToolOutput>;
 }
 
 /// A stable key for one call, so a tool can make retries of the same call

@@ -48,6 +48,52 @@ pub struct TurnInput {
     /// The host's reminders, for the built-in `remind_me` tool (`None`:
     /// the tool answers that reminders are disabled on this host).
     pub reminders: Option<std::sync::Arc<dyn crate::ReminderHost>>,
+    /// Tools beyond the manifest's (MCP connections, Rust tools).
+    pub extra_tools: Option<Arc<dyn crate::tools::ExtraTools>>,
+}
+
+/// The `path` that marks a tool as one of the turn's [`ExtraTools`].
+const EXTRA_TOOL_PATH: &str = "<extra>";
+
+/// The agent of this turn: the manifest's, plus the extra tools listed
+/// now (a name the agent already has is not shadowed).
+async fn with_extra_tools(mut input: TurnInput) -> TurnInput {
+    let Some(extra) = input.extra_tools.clone() else {
+        return input;
+    };
+    let listed = tokio::select! {
+        _ = input.cancel.cancelled() => return input,
+        t = extra.list(&input.session_id) => t,
+    };
+    if listed.is_empty() {
+        return input;
+    }
+    let mut agent = (*input.agent).clone();
+    for t in listed {
+        if agent.tool(&t.name).is_some() {
+            continue;
+        }
+        agent.tools.push(Tool {
+            name: t.name,
+            path: EXTRA_TOOL_PATH.to_owned(),
+            description: t.description,
+            execution: Execution::Server,
+            command: Vec::new(),
+            cwd: PathBuf::new(),
+            script: None,
+            timeout: agent.config.harness.turn_timeout,
+            max_output_bytes: 1024 * 1024,
+            env: Vec::new(),
+            needs_approval: Approval::Never,
+            annotations: agentkit_manifest::ToolAnnotations {
+                read_only: t.read_only,
+                ..Default::default()
+            },
+            input_schema: t.input_schema,
+        });
+    }
+    input.agent = Arc::new(agent);
+    input
 }
 
 /// How a turn ended.
@@ -65,6 +111,7 @@ pub enum TurnOutcome {
 /// not stop the turn. Tool errors are results the model sees, never a
 /// failed turn.
 pub async fn run_turn(input: TurnInput, events: mpsc::Sender<StepEvent>) -> TurnOutcome {
+    let input = with_extra_tools(input).await;
     let cancel = input.cancel.clone();
     let timeout = input.agent.config.harness.turn_timeout;
     // Dropping the loop future (interrupt or timeout) drops any running
@@ -230,6 +277,15 @@ async fn run_calls(
                 let fut: CallFuture<'_> = Box::pin(async move {
                     let started = Instant::now();
                     let out = match callable {
+                        Callable::Server(tool) if tool.path == EXTRA_TOOL_PATH => {
+                            match &input.extra_tools {
+                                Some(extra) => extra.call(&tool.name, &call.input, &ctx).await,
+                                None => ToolOutput::error(format!(
+                                    "tool `{}` is not available",
+                                    tool.name
+                                )),
+                            }
+                        }
                         Callable::Server(tool) => run_server_tool(tool, &call.input, &ctx).await,
                         Callable::Builtin("task") => {
                             let (out, used) = run_subagent(input, call, events).await;
@@ -348,6 +404,7 @@ async fn run_subagent(
         dry_run: input.dry_run,
         host: input.host.clone(),
         reminders: input.reminders.clone(),
+        extra_tools: input.extra_tools.clone(),
     };
     send(
         events,

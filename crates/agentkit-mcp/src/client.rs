@@ -94,6 +94,8 @@ pub struct McpTool {
     pub name: String,
     pub description: String,
     pub input_schema: Value,
+    /// The server's `readOnlyHint`.
+    pub read_only: bool,
 }
 
 /// What a server answered to a tool call.
@@ -257,6 +259,13 @@ impl Connections {
         }
     }
 
+    /// The description of connection `name`.
+    pub fn description(&self, name: &str) -> Option<String> {
+        self.conn(name)
+            .ok()
+            .and_then(|c| c.spec.description.clone())
+    }
+
     /// The connections' names, in file order.
     pub fn names(&self) -> Vec<String> {
         self.conns.iter().map(|c| c.spec.name.clone()).collect()
@@ -295,6 +304,11 @@ impl Connections {
                 name: t.name.to_string(),
                 description: t.description.map(|d| d.to_string()).unwrap_or_default(),
                 input_schema: Value::Object((*t.input_schema).clone()),
+                read_only: t
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.read_only_hint)
+                    .unwrap_or(false),
             })
             .collect();
         lock(&conn.status).tools = Some(tools.len());

@@ -46,6 +46,9 @@ pub struct RuntimeOptions {
     /// The time schedules and reminders run on ([`SystemClock`] in
     /// production, a [`crate::ManualClock`] in tests).
     pub clock: Arc<dyn Clock>,
+    /// Tools every turn gets beyond the manifest's (the agent's MCP
+    /// connection tools).
+    pub extra_tools: Option<Arc<dyn agentkit_harness::ExtraTools>>,
 }
 
 /// A message to start (or, with a known continuation key, continue) a
@@ -657,6 +660,7 @@ impl AgentRuntime {
             reminders: Some(Arc::new(crate::reminders::SessionReminders {
                 runtime: self.clone(),
             })),
+            extra_tools: self.inner.options.extra_tools.clone(),
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
         let harness = tokio::spawn(agentkit_harness::run_turn(input, tx));

@@ -117,6 +117,7 @@ pub(crate) fn turn_input(
         dry_run: false,
         host: None,
         reminders: None,
+        extra_tools: None,
     }
 }
 

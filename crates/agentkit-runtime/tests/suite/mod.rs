@@ -56,6 +56,7 @@ pub(crate) async fn open(root: &Path) -> AgentRuntime {
             providers: Default::default(),
             host_bridge: None,
             clock: Arc::new(agentkit_runtime::SystemClock),
+            extra_tools: None,
         },
     )
     .await

@@ -316,6 +316,17 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         let state_dir = state_root.join(&project.slug);
         let token = bridge::mint_token();
         let kv = agentkit_runtime::KvStore::open(&state_dir)?;
+        let depths = mcp::Depths::default();
+        let connections = mcp::connections(project, &options, &peer_base);
+        let extra_tools: Option<Arc<dyn agentkit_harness::ExtraTools>> =
+            if connections.names().is_empty() {
+                None
+            } else {
+                Some(Arc::new(mcp::ConnectionTools::new(
+                    connections.clone(),
+                    depths.clone(),
+                )))
+            };
         let runtime = AgentRuntime::open(
             Arc::new(project.agent.clone()),
             RuntimeOptions {
@@ -331,6 +342,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
                     .clock
                     .clone()
                     .unwrap_or_else(|| Arc::new(SystemClock)),
+                extra_tools,
             },
         )
         .await?;
@@ -340,7 +352,6 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             Mode::Multi => format!("/{}", project.slug),
             Mode::Single => String::new(),
         };
-        let depths = mcp::Depths::default();
         let mcp = mcp::endpoint(
             runtime.clone(),
             &project.slug,
@@ -353,7 +364,6 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
                 name: project.slug.clone(),
             },
         );
-        let connections = mcp::connections(project, &options, &peer_base);
         let channels = channels::start(project, &runtime, &options, &prefix).await?;
         bridged.push(bridge::BridgeAgent {
             token,

@@ -681,3 +681,192 @@ fn server_tools_call_mcp_connections_through_the_bridge() {
     assert_eq!(result["isError"], false, "{r}");
     assert!(result.to_string().contains("Asia/Tokyo"), "{r}");
 }
+
+/// Events of every session of agent `slug` (as the loopback principal).
+fn all_events(h: &Host, slug: &str) -> Vec<Vec<Value>> {
+    let list = h.send(Request::get(&format!("/{slug}/v1/sessions"))).json();
+    list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let id = s["sessionId"].as_str().unwrap();
+            h.send(Request::get(&format!("/{slug}/v1/session/{id}/events")))
+                .body
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+fn results_of<'a>(events: &'a [Value], tool: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "action.result" && e["data"]["toolName"] == tool)
+        .collect()
+}
+
+/// The model (scripted) calls a tool of a real stdio MCP server,
+/// `mcp-server-time`, as `time__get_current_time`.
+#[test]
+#[allow(clippy::print_stderr)]
+fn the_model_calls_a_stdio_connection_tool() {
+    let bin = match agentkit_test_support::pyenv::pyenv_bin("model calls mcp-server-time") {
+        Ok(bin) => bin,
+        Err(skip) => return eprintln!("{skip}"),
+    };
+    let conn = format!(
+        "command = \"{}\"\nargs = [\"--local-timezone\", \"UTC\"]\n",
+        bin.join("mcp-server-time").display()
+    );
+    let script = r#"{"turns": [{"steps": [
+        {"toolCalls": [{"name": "time__get_current_time", "input": {"timezone": "America/New_York"}}]},
+        {"text": "It is late."}
+    ]}]}"#;
+    let files = vec![
+        ("agent.toml", "model = \"scripted:script.json\"\n"),
+        ("script.json", script),
+        ("instructions.md", "Tell the time.\n"),
+        ("mcp-connections/time.toml", conn.as_str()),
+    ];
+    let h = host(&[("clock", &files)], ServeOptions::default());
+    let (reply, _) = call(&h, "/clock/v1/mcp", "ask", json!({"message": "time?"}));
+    assert_eq!(reply["status"], "completed", "{reply}");
+    assert_eq!(reply["reply"], "It is late.");
+    let sessions = all_events(&h, "clock");
+    let results = results_of(&sessions[0], "time__get_current_time");
+    assert_eq!(results.len(), 1, "{:?}", sessions[0]);
+    assert_eq!(results[0]["data"]["isError"], false, "{}", results[0]);
+    assert!(
+        results[0]["data"]["output"]
+            .to_string()
+            .contains("America/New_York"),
+        "{}",
+        results[0]
+    );
+}
+
+/// The bundled fixtures: `concierge` delegates to `weather-agent` through
+/// its peer connection `weather`, end to end over loopback.
+#[test]
+fn the_concierge_delegates_to_the_weather_agent() {
+    let state = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let handle = rt
+        .block_on(agentkit::serve(
+            &agentkit_test_support::fixtures_dir().join("agents"),
+            ServeOptions {
+                port: 0,
+                state_root: Some(state.path().to_path_buf()),
+                // The weather agent's `alerts` channel needs its secret.
+                env: agentkit::EnvLookup(std::sync::Arc::new(|name| {
+                    (name == "ALERTS_TOKEN").then(|| "alerts-secret".to_owned())
+                })),
+                ..ServeOptions::default()
+            },
+        ))
+        .unwrap();
+    let h = Host {
+        dir: state,
+        rt,
+        handle: Some(handle),
+    };
+    let created = h.send(
+        Request::post("/concierge/v1/session")
+            .json(&json!({"message": "What's the weather in Paris?"})),
+    );
+    assert_eq!(created.status, 200, "{}", created.body);
+    let id = created.json()["sessionId"].as_str().unwrap().to_owned();
+    let mut lines = Request::get(&format!("/concierge/v1/session/{id}/stream"))
+        .stream(h.addr())
+        .unwrap();
+    let events = lines.until("session.waiting").unwrap();
+    // The `test` model calls every tool once, the peer's `ask` included.
+    let asked = results_of(&events, "weather__ask");
+    assert_eq!(asked.len(), 1, "{events:?}");
+    let out = &asked[0]["data"]["output"];
+    assert_eq!(asked[0]["data"]["isError"], false, "{out}");
+    assert_eq!(out["status"], "completed", "{out}");
+    let weather_session = out["sessionId"].as_str().unwrap();
+    // The weather agent ran the turn in its own `mcp` session, with its
+    // own tools.
+    let list = h.send(Request::get("/weather-agent/v1/sessions")).json();
+    let listed = &list["sessions"][0];
+    assert_eq!(listed["sessionId"], weather_session);
+    assert_eq!(listed["channel"], "mcp");
+    let theirs = h
+        .send(Request::get(&format!(
+            "/weather-agent/v1/session/{weather_session}/events"
+        )))
+        .body;
+    assert!(theirs.contains("\"toolName\":\"get_weather\""), "{theirs}");
+    let info = h.send(Request::get("/concierge/v1/info")).json();
+    let conn = &info["mcp"]["connections"][0];
+    assert_eq!(
+        (
+            conn["name"].as_str(),
+            conn["transport"].as_str(),
+            conn["state"].as_str()
+        ),
+        (Some("weather"), Some("peer"), Some("connected"))
+    );
+}
+
+/// Two agents that always delegate to each other: the hop limit stops the
+/// chain, and every level still answers.
+#[test]
+fn a_two_agent_cycle_is_stopped_by_the_hop_limit() {
+    let script = |peer: &str| {
+        format!(
+            r#"{{"turns": [{{"steps": [
+                {{"toolCalls": [{{"name": "{peer}__ask", "input": {{"message": "ping"}}}}]}},
+                {{"text": "pong"}}
+            ]}}]}}"#
+        )
+    };
+    let (sa, sb) = (script("b"), script("a"));
+    let agent = |script: &'static str, peer: &'static str| -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("agent.toml", "model = \"scripted:script.json\"\n"),
+            ("script.json", script),
+            ("instructions.md", "Always delegate.\n"),
+            ("mcp-connections/peer.toml", peer),
+        ]
+    };
+    let sa: &'static str = Box::leak(sa.replace("b__ask", "peer__ask").into_boxed_str());
+    let sb: &'static str = Box::leak(sb.replace("a__ask", "peer__ask").into_boxed_str());
+    let h = host(
+        &[
+            ("a", &agent(sa, "agent = \"b\"\n")),
+            ("b", &agent(sb, "agent = \"a\"\n")),
+        ],
+        ServeOptions::default(),
+    );
+    let (reply, is_error) = call(&h, "/a/v1/mcp", "ask", json!({"message": "start"}));
+    assert!(!is_error, "{reply}");
+    assert_eq!(reply["status"], "completed");
+    assert_eq!(reply["reply"], "pong");
+    // a (depth 0) → b (1) → a (2) → b (3) → a (4) → b refused (5 > 4).
+    let (a, b) = (all_events(&h, "a"), all_events(&h, "b"));
+    assert_eq!((a.len(), b.len()), (3, 2));
+    let refusals: Vec<&Value> = a
+        .iter()
+        .chain(b.iter())
+        .flat_map(|events| results_of(events, "peer__ask"))
+        .filter(|r| r["data"]["output"].to_string().contains("hop_limit"))
+        .collect();
+    assert_eq!(refusals.len(), 1, "{a:?} {b:?}");
+    assert_eq!(refusals[0]["data"]["isError"], true);
+    assert!(
+        refusals[0]["data"]["output"]
+            .to_string()
+            .contains("limit is 4"),
+        "{}",
+        refusals[0]
+    );
+}
