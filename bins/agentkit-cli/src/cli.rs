@@ -59,13 +59,25 @@ enum Command {
     /// Describe what discovery found: agents, tools, skills, connections,
     /// subagents, channels and routes, hooks, schedules (with their next
     /// fire time in UTC), experiments and evals.
+    ///
+    /// With --url, asks a running server instead (`GET /v1/info`): the
+    /// agent's MCP endpoint and the live status of its MCP connections.
     Info {
         /// The project, or a folder of projects.
-        #[arg(long, default_value = ".", value_name = "PATH")]
+        #[arg(long, default_value = ".", value_name = "PATH", conflicts_with = "url")]
         dir: PathBuf,
         /// Print the JSON document instead of text.
         #[arg(long)]
         json: bool,
+        /// A running agent (or host): report its live state.
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// The agent, when the host serves several (with --url).
+        #[arg(long, value_name = "SLUG", requires = "url")]
+        agent: Option<String>,
+        /// Bearer token for the server (with --url).
+        #[arg(long, env = "AGENTKIT_BEARER_TOKEN", hide_env_values = true)]
+        bearer_token: Option<String>,
     },
     /// Scaffold a new agent project; with no PATH, print the setup guide.
     ///
@@ -135,7 +147,14 @@ struct NotYet {
 pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Validate { dir, json } => validate(dir, json),
-        Command::Info { dir, json } => info(dir, json),
+        Command::Info {
+            url: Some(url),
+            json,
+            agent,
+            bearer_token,
+            ..
+        } => live_info(&url, agent.as_deref(), bearer_token, json),
+        Command::Info { dir, json, .. } => info(dir, json),
         Command::Init { path } => init(path),
         Command::Serve(args) => crate::serve::run(args),
         Command::Run(args) => crate::chat::run(args),
@@ -182,6 +201,31 @@ fn info(dir: PathBuf, json: bool) -> anyhow::Result<ExitCode> {
         render::json(&mut out, &agentkit::info::info_json(&found, now))?;
     } else {
         render::info(&mut out, &found, now)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `agentkit info --url`: a running agent's `/v1/info`, with the live
+/// status of its MCP connections.
+fn live_info(
+    url: &str,
+    agent: Option<&str>,
+    bearer_token: Option<String>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let doc = runtime.block_on(async {
+        let client = agentkit::client::Client::resolve(url, agent, bearer_token).await?;
+        client.info().await
+    })?;
+    let mut out = anstream::stdout();
+    if json {
+        render::json(&mut out, &doc)?;
+    } else {
+        render::live_info(&mut out, &doc)?;
     }
     Ok(ExitCode::SUCCESS)
 }

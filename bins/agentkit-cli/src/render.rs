@@ -119,6 +119,51 @@ pub(crate) fn init(out: &mut impl Write, dir: &Path, written: &[PathBuf]) -> io:
 }
 
 /// The discovered surface, one section per agent.
+/// `agentkit info --url`: a running agent's MCP endpoint and the live
+/// status of its MCP connections.
+pub(crate) fn live_info(out: &mut impl Write, doc: &serde_json::Value) -> io::Result<()> {
+    let s = |v: &serde_json::Value| v.as_str().unwrap_or("?").to_owned();
+    writeln!(out, "{BOLD}{}{BOLD:#} (live)", s(&doc["slug"]))?;
+    let mcp = &doc["mcp"];
+    let tools: Vec<String> = mcp["tools"]
+        .as_array()
+        .map(|t| t.iter().map(s).collect())
+        .unwrap_or_default();
+    writeln!(
+        out,
+        "  mcp server: {CYAN}{}{CYAN:#} ({})",
+        s(&mcp["path"]),
+        tools.join(", ")
+    )?;
+    let conns = mcp["connections"].as_array().cloned().unwrap_or_default();
+    writeln!(out, "  mcp connections: {}", conns.len())?;
+    for c in &conns {
+        let state = s(&c["state"]);
+        let style = match state.as_str() {
+            "connected" => GREEN,
+            "error" => RED,
+            _ => DIM,
+        };
+        write!(
+            out,
+            "    {} {DIM}({}){DIM:#} {style}{state}{style:#}",
+            s(&c["name"]),
+            s(&c["transport"])
+        )?;
+        if let Some(n) = c["tools"].as_u64() {
+            write!(out, ", {n} tool{}", plural(n as usize))?;
+        }
+        if let Some(n) = c["opens"].as_u64().filter(|n| *n > 1) {
+            write!(out, ", opened {n} times")?;
+        }
+        if let Some(e) = c["error"].as_str() {
+            write!(out, ": {e}")?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
 pub(crate) fn info(out: &mut impl Write, found: &Discovery, now: DateTime<Utc>) -> io::Result<()> {
     let n = found.host.agents.len();
     writeln!(

@@ -223,3 +223,27 @@ fn bearer_token_is_sent() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.starts_with("You said: hi"), "{}", run.stdout);
 }
+
+#[test]
+fn info_url_shows_the_live_mcp_state() {
+    let server = Server::start("");
+    let text = server.command("info", &["--agent", "concierge"], "");
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(text.stdout.contains("concierge (live)"), "{}", text.stdout);
+    assert!(
+        text.stdout
+            .contains("mcp server: /concierge/v1/mcp (ask, check, call_tool)"),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout.contains("weather (peer) idle"),
+        "{}",
+        text.stdout
+    );
+    let json = server.command("info", &["--agent", "weather-agent", "--json"], "");
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(doc["mcp"]["path"], "/weather-agent/v1/mcp");
+    assert_eq!(doc["mcp"]["connections"], serde_json::json!([]));
+}
