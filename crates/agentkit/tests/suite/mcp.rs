@@ -173,6 +173,26 @@ fn initialize_and_tools_offered_by_what_the_agent_has() {
     );
     let info = h.send(Request::get("/tooled/v1/info")).json();
     assert_eq!(info["mcp"]["path"], "/tooled/v1/mcp");
+    // The default chain (local_dev_strict) guards the endpoint: a foreign
+    // Host or a forwarded request is refused before MCP sees it.
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    let mcp_req =
+        || Request::post("/plain/v1/mcp").header("accept", "application/json, text/event-stream");
+    for r in [
+        h.send(mcp_req().host("evil.example").json(&list)),
+        h.send(
+            mcp_req()
+                .header("x-forwarded-for", "203.0.113.9")
+                .json(&list),
+        ),
+    ] {
+        assert_eq!(
+            (r.status, r.error_code()),
+            (401, "unauthorized".to_owned()),
+            "{}",
+            r.body
+        );
+    }
     // A tool the agent does not offer is an error result, not a crash.
     let (err, is_error) = call(&h, "/plain/v1/mcp", "call_tool", json!({"name": "echo"}));
     assert!(is_error);
