@@ -890,3 +890,62 @@ fn a_two_agent_cycle_is_stopped_by_the_hop_limit() {
         refusals[0]
     );
 }
+
+/// A `url` connection with a `${VAR}` header: one host's agent uses
+/// another host's agent over streamable HTTP, through its bearer chain.
+#[test]
+fn a_url_connection_sends_its_resolved_headers() {
+    let remote = host(
+        &[("remote", &bot(true))],
+        ServeOptions {
+            bearer_token: Some("remote-secret".into()),
+            ..ServeOptions::default()
+        },
+    );
+    let url = format!("http://{}/remote/v1/mcp", remote.addr());
+    let conn =
+        format!("url = \"{url}\"\nheaders = {{ Authorization = \"Bearer ${{REMOTE_TOKEN}}\" }}\n");
+    let bad_conn = format!("url = \"{url}\"\n");
+    let mut files = bot(false);
+    files.push(("mcp-connections/remote.toml", &conn));
+    files.push(("mcp-connections/anonymous.toml", &bad_conn));
+    let local = host(
+        &[("local", &files)],
+        ServeOptions {
+            env: agentkit::EnvLookup(std::sync::Arc::new(|name| {
+                (name == "REMOTE_TOKEN").then(|| "remote-secret".to_owned())
+            })),
+            ..ServeOptions::default()
+        },
+    );
+    let mcp = local.handle.as_ref().unwrap().mcp("local").unwrap();
+    let tools = local.rt.block_on(mcp.list_tools("remote", 0)).unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["ask", "check", "call_tool"]);
+    let out = local
+        .rt
+        .block_on(mcp.call_tool(
+            "remote",
+            "call_tool",
+            json!({"name": "echo", "input": {"text": "far"}}),
+            0,
+        ))
+        .unwrap();
+    assert!(!out.is_error, "{out:?}");
+    assert_eq!(
+        out.model_output()["result"],
+        json!({"echo": {"text": "far"}})
+    );
+    // Without the header the remote chain refuses: the connection reports
+    // the failure and backs off.
+    let refused = local.rt.block_on(mcp.list_tools("anonymous", 0));
+    assert!(
+        matches!(refused, Err(agentkit::mcp::ClientError::Unavailable { .. })),
+        "{refused:?}"
+    );
+    let status = mcp.status();
+    let anon = status.iter().find(|s| s.name == "anonymous").unwrap();
+    assert_eq!((anon.transport, anon.state), ("http", "error"));
+    let ok = status.iter().find(|s| s.name == "remote").unwrap();
+    assert_eq!((ok.state, ok.tools), ("connected", Some(3)));
+}
