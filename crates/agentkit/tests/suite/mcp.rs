@@ -949,3 +949,57 @@ fn a_url_connection_sends_its_resolved_headers() {
     let ok = status.iter().find(|s| s.name == "remote").unwrap();
     assert_eq!((ok.state, ok.tools), ("connected", Some(3)));
 }
+
+/// With `--bearer-token`, peer calls carry the token and pass the peer's
+/// chain.
+#[test]
+fn peer_calls_carry_the_bearer_token() {
+    let a_script = r#"{"turns": [{"steps": [
+        {"toolCalls": [{"name": "peer__ask", "input": {"message": "hello b"}}]},
+        {"text": "a is done"}
+    ]}]}"#;
+    let a = vec![
+        ("agent.toml", "model = \"scripted:script.json\"\n"),
+        ("script.json", a_script),
+        ("instructions.md", "Delegate.\n"),
+        ("mcp-connections/peer.toml", "agent = \"b\"\n"),
+    ];
+    let h = host(
+        &[("a", &a), ("b", &bot(false))],
+        ServeOptions {
+            bearer_token: Some("tok".into()),
+            ..ServeOptions::default()
+        },
+    );
+    let r = rpc_raw(
+        &h,
+        "/a/v1/mcp",
+        "tools/call",
+        json!({"name": "ask", "arguments": {"message": "go"}}),
+        &[("authorization", "Bearer tok")],
+    );
+    let out = r.json()["result"]["structuredContent"].clone();
+    assert_eq!(out["status"], "completed", "{out}");
+    let list = h.send(Request::get("/a/v1/sessions").bearer("tok")).json();
+    let id = list["sessions"][0]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let events: Vec<Value> = h
+        .send(Request::get(&format!("/a/v1/session/{id}/events")).bearer("tok"))
+        .body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let asked = results_of(&events, "peer__ask");
+    assert_eq!(asked.len(), 1);
+    assert_eq!(
+        asked[0]["data"]["output"]["status"], "completed",
+        "{}",
+        asked[0]
+    );
+    assert_eq!(asked[0]["data"]["output"]["reply"], "Hello over MCP.");
+    // b's session belongs to the bearer principal, like any caller's.
+    let theirs = h.send(Request::get("/b/v1/sessions").bearer("tok")).json();
+    assert_eq!(theirs["sessions"][0]["channel"], "mcp");
+}
