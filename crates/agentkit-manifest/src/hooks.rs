@@ -20,6 +20,7 @@ struct RawHook {
     url: Option<String>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    secret: Option<String>,
     timeout: Option<String>,
 }
 
@@ -47,6 +48,17 @@ pub(crate) fn read_hook(ctx: &mut Ctx, path: &Path, name: &str) -> Option<Hook> 
         }
     }
     let action = match (raw.command, raw.url) {
+        (Some(_), None) if raw.secret.is_some() => {
+            ctx.push(
+                Diagnostic::error(
+                    Code::ConflictingFields,
+                    src.rel.clone(),
+                    "`secret` goes with `url`, not `command`",
+                )
+                .at(src.key_pos("secret")),
+            );
+            None
+        }
         (Some(_), None) if !raw.headers.is_empty() => {
             ctx.push(
                 Diagnostic::error(
@@ -65,6 +77,7 @@ pub(crate) fn read_hook(ctx: &mut Ctx, path: &Path, name: &str) -> Option<Hook> 
         (None, Some(url)) => Some(HookAction::Url {
             url,
             headers: raw.headers,
+            secret: raw.secret,
         }),
         (Some(_), Some(_)) => {
             ctx.push(

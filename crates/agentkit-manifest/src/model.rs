@@ -703,10 +703,12 @@ pub enum HookAction {
         #[serde(skip)]
         cwd: PathBuf,
     },
-    /// POSTs the event JSON.
+    /// POSTs the event JSON; with `secret`, signed with HMAC-SHA256.
     Url {
         url: String,
         headers: BTreeMap<String, String>,
+        #[serde(serialize_with = "redact_opt", skip_serializing_if = "Option::is_none")]
+        secret: Option<String>,
     },
 }
 

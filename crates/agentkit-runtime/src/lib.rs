@@ -23,6 +23,7 @@ mod clock;
 mod db;
 mod error;
 mod fold;
+mod hooks;
 mod kv;
 mod meta;
 mod reminders;
@@ -34,6 +35,7 @@ mod workspace;
 pub use clock::{BoxFuture, Clock, ManualClock, SystemClock};
 pub use error::{Error, InputError, Result};
 pub use fold::conversation;
+pub use hooks::{HOOK_QUEUE, HookFn, HookSpec, HookStats, HookTarget, Hooks, SIGNATURE_HEADER};
 pub use kv::{Clock as KvClock, KvEntry, KvStore, MAX_KEY_BYTES};
 pub use meta::{Owner, SessionMeta, SessionMode};
 pub use reminders::{

@@ -439,6 +439,7 @@ async fn info(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
         "channels": state.agent.channels.describe(),
         "schedules": state.agent.runtime.schedule_status(),
         "reminders": {"armed": state.agent.runtime.armed_reminders()},
+        "hooks": state.agent.hooks.stats(),
     }))
     .into_response())
 }

@@ -89,6 +89,9 @@ pub struct ServeOptions {
     /// The clock schedules and reminders run on (the system clock when
     /// `None`); tests pass an [`agentkit_runtime::ManualClock`].
     pub clock: Option<Arc<dyn Clock>>,
+    /// Rust hooks: observers of every agent's recorded events (next to each
+    /// agent's `hooks/*.toml`).
+    pub hooks: Vec<agentkit_runtime::HookSpec>,
 }
 
 /// How `${VAR}` references are resolved. The library never reads the
@@ -143,6 +146,7 @@ impl Default for ServeOptions {
             schedules: true,
             reminders: None,
             clock: None,
+            hooks: Vec::new(),
         }
     }
 }
@@ -164,6 +168,8 @@ pub(crate) struct Mounted {
     pub(crate) channels: agentkit_channels::ChannelHost,
     /// Serving with `--dev` (the dev routes answer).
     pub(crate) dev: bool,
+    /// The agent's running hooks (their counters show in `/v1/info`).
+    pub(crate) hooks: agentkit_runtime::Hooks,
 }
 
 /// A running server. Dropping it does not stop the server; call
@@ -371,8 +377,10 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             connections: connections.clone(),
             depths,
         });
+        let hooks = schedules::start_hooks(&runtime, project, &options);
         agents.push(Mounted {
             slug: project.slug.clone(),
+            hooks,
             runtime,
             mcp,
             connections,

@@ -3,7 +3,8 @@
 //! `GET /v1/dev/reminders`, `POST /v1/dev/reminders/:id`), and the
 //! [`ServeHandle`] methods embedders call.
 
-use agentkit_runtime::{AgentRuntime, NewReminder, Reminder, ReminderFired};
+use agentkit_manifest::HookAction;
+use agentkit_runtime::{AgentRuntime, HookSpec, HookTarget, NewReminder, Reminder, ReminderFired};
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -33,6 +34,46 @@ pub(super) fn start_timers(runtime: &AgentRuntime, options: &ServeOptions) {
         let r = runtime.clone();
         tokio::spawn(async move { r.run_reminders(r.shutdown_token()).await });
     }
+}
+
+/// Starts the agent's `hooks/*.toml` (with `${VAR}` resolved through
+/// `options.env`) and the embedder's Rust hooks.
+pub(super) fn start_hooks(
+    runtime: &AgentRuntime,
+    project: &agentkit_manifest::Project,
+    options: &ServeOptions,
+) -> agentkit_runtime::Hooks {
+    let resolve = |s: &str| super::auth::resolve(s, &options.env);
+    let mut specs: Vec<HookSpec> = project
+        .agent
+        .hooks
+        .iter()
+        .map(|h| HookSpec {
+            name: h.name.clone(),
+            events: h.events.clone(),
+            target: match &h.action {
+                HookAction::Command { command, cwd } => HookTarget::Command {
+                    command: command.clone(),
+                    cwd: project.agent.dir.join(cwd),
+                },
+                HookAction::Url {
+                    url,
+                    headers,
+                    secret,
+                } => HookTarget::Url {
+                    url: resolve(url),
+                    headers: headers
+                        .iter()
+                        .map(|(k, v)| (k.clone(), resolve(v)))
+                        .collect(),
+                    secret: secret.as_deref().map(resolve),
+                },
+            },
+            timeout: h.timeout,
+        })
+        .collect();
+    specs.extend(options.hooks.iter().cloned());
+    runtime.start_hooks(specs)
 }
 
 pub(super) fn routes() -> Router<AgentState> {

@@ -3,6 +3,7 @@
 mod channels;
 mod docs;
 mod fixtures;
+mod hooks;
 mod http;
 mod mcp;
 mod time;
