@@ -6,12 +6,12 @@
 //! channels for one agent ([`ChannelHost`]: route matching, the auth chain
 //! over the raw request, schema validation, event routing from the store's
 //! tap), declarative webhook channels built on that API, event deliveries,
-//! and the GitHub pack.
+//! and the GitHub and GitLab packs.
 //!
 //! It does not know sessions, the harness or HTTP frameworks: it reaches
 //! sessions through the [`SessionHost`] trait, which the facade implements
 //! over the runtime, and it sees requests as plain [`ChannelRequest`]s.
-//! GitLab, Bitbucket and Slack packs are not built yet: the facade refuses
+//! Bitbucket and Slack packs are not built yet: the facade refuses
 //! to serve them with a message saying so.
 
 mod api;
@@ -19,6 +19,7 @@ mod deliver;
 mod env;
 mod error;
 mod github;
+mod gitlab;
 mod host;
 mod state;
 mod template;
@@ -33,6 +34,7 @@ pub use deliver::{Deliverer, sign};
 pub use env::{Env, EnvFn};
 pub use error::{Error, Result};
 pub use github::{GithubOptions, github_channel, github_events};
+pub use gitlab::{GitlabOptions, gitlab_channel, gitlab_events};
 pub use host::{ChannelHost, ChannelHostOptions, ChannelRequest};
 pub use template::{render, render_value};
 pub use webhook::webhook_channel;

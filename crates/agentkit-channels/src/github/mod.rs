@@ -8,7 +8,7 @@
 //! (pending → success/failure) and one sticky PR comment.
 
 mod client;
-mod settings;
+pub(crate) mod settings;
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -500,7 +500,7 @@ fn default_message(event: &str, p: &Value) -> String {
     out.trim_end().to_owned()
 }
 
-async fn run_command(
+pub(crate) async fn run_command(
     command: &[String],
     cwd: &std::path::Path,
     payload: &[u8],

@@ -129,43 +129,7 @@ pub(crate) struct TaskRule {
 impl Settings {
     pub(crate) fn parse(value: &Value) -> Result<Settings, String> {
         let s: Settings = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
-        for (i, r) in s.rules.iter().enumerate() {
-            let n = [r.turn.is_some(), r.task.is_some(), r.skip]
-                .iter()
-                .filter(|b| **b)
-                .count();
-            if n != 1 {
-                return Err(format!(
-                    "rules[{i}] (event `{}`) needs exactly one of `turn`, `task` or `skip = true`",
-                    r.event
-                ));
-            }
-            if let Some(t) = &r.task
-                && t.command.is_some() == t.tool.is_some()
-            {
-                return Err(format!(
-                    "rules[{i}].task needs exactly one of `command` or `tool`"
-                ));
-            }
-            if let Some(t) = &r.task
-                && t.command.as_ref().is_some_and(Vec::is_empty)
-            {
-                return Err(format!("rules[{i}].task.command is empty"));
-            }
-            for (field, t) in [
-                ("message", r.turn.as_ref().and_then(|t| t.message.as_ref())),
-                (
-                    "continuation",
-                    r.turn.as_ref().and_then(|t| t.continuation.as_ref()),
-                ),
-                ("title", r.turn.as_ref().and_then(|t| t.title.as_ref())),
-            ] {
-                if let Some(t) = t {
-                    agentkit_manifest::check_template(t)
-                        .map_err(|e| format!("rules[{i}].turn.{field}: {e}"))?;
-                }
-            }
-        }
+        check_rules(&s.rules)?;
         if s.app_id.is_some() || s.private_key.is_some() || s.installation_id.is_some() {
             return Err("GitHub App installation tokens (`app_id`, `private_key`, `installation_id`) are not available yet; set `token` (or GITHUB_TOKEN) instead".into());
         }
@@ -187,6 +151,48 @@ impl Settings {
     }
 }
 
+/// Every rule has exactly one outcome, and its templates compile.
+pub(crate) fn check_rules(rules: &[Rule]) -> Result<(), String> {
+    for (i, r) in rules.iter().enumerate() {
+        let n = [r.turn.is_some(), r.task.is_some(), r.skip]
+            .iter()
+            .filter(|b| **b)
+            .count();
+        if n != 1 {
+            return Err(format!(
+                "rules[{i}] (event `{}`) needs exactly one of `turn`, `task` or `skip = true`",
+                r.event
+            ));
+        }
+        if let Some(t) = &r.task
+            && t.command.is_some() == t.tool.is_some()
+        {
+            return Err(format!(
+                "rules[{i}].task needs exactly one of `command` or `tool`"
+            ));
+        }
+        if let Some(t) = &r.task
+            && t.command.as_ref().is_some_and(Vec::is_empty)
+        {
+            return Err(format!("rules[{i}].task.command is empty"));
+        }
+        for (field, t) in [
+            ("message", r.turn.as_ref().and_then(|t| t.message.as_ref())),
+            (
+                "continuation",
+                r.turn.as_ref().and_then(|t| t.continuation.as_ref()),
+            ),
+            ("title", r.turn.as_ref().and_then(|t| t.title.as_ref())),
+        ] {
+            if let Some(t) = t {
+                agentkit_manifest::check_template(t)
+                    .map_err(|e| format!("rules[{i}].turn.{field}: {e}"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The value at a dotted path (`pull_request.head.sha`).
 pub(crate) fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.').try_fold(v, |v, k| v.get(k))
@@ -194,14 +200,18 @@ pub(crate) fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
 
 impl Rule {
     pub(crate) fn matches(&self, event: &str, payload: &Value) -> bool {
-        if self.event != "*" && self.event != event {
+        let action = payload.get("action").and_then(Value::as_str).unwrap_or("");
+        self.matches_with(&[event], action, payload)
+    }
+
+    /// Matches when `event` is `*` or one of `events`, the action is
+    /// listed (or none are), and every condition holds.
+    pub(crate) fn matches_with(&self, events: &[&str], action: &str, payload: &Value) -> bool {
+        if self.event != "*" && !events.contains(&self.event.as_str()) {
             return false;
         }
-        if !self.actions.is_empty() {
-            let action = payload.get("action").and_then(Value::as_str).unwrap_or("");
-            if !self.actions.iter().any(|a| a == action) {
-                return false;
-            }
+        if !self.actions.is_empty() && !self.actions.iter().any(|a| a == action) {
+            return false;
         }
         self.when
             .iter()

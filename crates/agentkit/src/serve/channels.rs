@@ -269,10 +269,19 @@ pub(crate) async fn start(
             .map_err(|e| Error::Config {
                 message: format!("/{}: {e}", project.slug),
             })?,
-            ChannelKind::Gitlab => {
-                tracing::warn!(channel = %c.id, "the gitlab channel pack is not available yet; its route answers 501");
-                not_available(c, "gitlab")
-            }
+            ChannelKind::Gitlab => agentkit_channels::gitlab_channel(
+                c,
+                authored,
+                GithubOptions {
+                    env: env.clone(),
+                    dev: options.dev,
+                    state_dir: state_dir.clone(),
+                    agent_dir: project.agent.dir.clone(),
+                },
+            )
+            .map_err(|e| Error::Config {
+                message: format!("/{}: {e}", project.slug),
+            })?,
             ChannelKind::Bitbucket => {
                 tracing::warn!(channel = %c.id, "the bitbucket channel pack is not available yet; its route answers 501");
                 not_available(c, "bitbucket")

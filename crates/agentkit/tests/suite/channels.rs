@@ -583,3 +583,121 @@ fn log_events(state: &Path, slug: &str, id: &str) -> Vec<Value> {
     });
     events
 }
+
+const GITLAB: &str = r#"
+kind = "gitlab"
+webhook_secret = "${GITLAB_WEBHOOK_SECRET}"
+api_url = "${GITLAB_API_URL}"
+token = "${GITLAB_TOKEN}"
+
+[[rules]]
+event = "merge_request"
+actions = ["open", "reopen", "update"]
+[rules.turn]
+message = "Review !{{ object_attributes.iid }} of {{ project.path_with_namespace }}: {{ object_attributes.title }}"
+
+[[rules]]
+event = "note"
+[rules.turn]
+"#;
+
+fn gitlab_fixture(name: &str) -> Vec<u8> {
+    std::fs::read(
+        agentkit_test_support::fixtures_dir()
+            .join("gitlab")
+            .join(name),
+    )
+    .unwrap()
+}
+
+fn hook(event: &str, uuid: &str, token: &str, body: &[u8]) -> Request {
+    Request::post("/mr-bot/v1/channels/gitlab")
+        .header("x-gitlab-event", event)
+        .header("x-gitlab-event-uuid", uuid)
+        .header("x-gitlab-token", token)
+        .header("content-type", "application/json")
+        .raw_body(body)
+}
+
+#[test]
+fn gitlab_merge_request_hooks_run_a_turn_and_post_the_reply_as_a_note() {
+    let rt = runtime();
+    let (api, calls) = mock(&rt, |_, _| (201, json!({"id": 1})));
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("mr-bot/agent");
+    write(&agent.join("agent.toml"), "model = \"test\"\n");
+    write(
+        &agent.join("instructions.md"),
+        "You review merge requests.\n",
+    );
+    write(&agent.join("channels/gitlab.toml"), GITLAB);
+    let env = env(&[
+        ("GITLAB_WEBHOOK_SECRET", "gl-secret".into()),
+        ("GITLAB_API_URL", format!("http://{api}/api/v4")),
+        ("GITLAB_TOKEN", "glpat-test".into()),
+    ]);
+    let handle = serve(
+        &rt,
+        &dir.path().join("mr-bot"),
+        &dir.path().join("state"),
+        env,
+    );
+    let addr = handle.local_addr();
+    let mr = gitlab_fixture("merge_request.open.json");
+
+    let r = hook("Merge Request Hook", "u-0", "wrong", &mr)
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 401);
+    let r = hook("Merge Request Hook", "u-1", "gl-secret", &mr)
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.json()["continuationToken"], "mr:gitlabhq/gitlab-test!1");
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let dup = hook("Merge Request Hook", "u-1", "gl-secret", &mr)
+        .send(addr)
+        .unwrap();
+    assert_eq!(dup.json()["duplicate"], true);
+
+    let events = log_events(&dir.path().join("state"), "mr-bot", &id);
+    let text = events
+        .iter()
+        .find(|e| e["type"] == "message.received")
+        .unwrap()["data"]["text"]
+        .clone();
+    assert_eq!(text, "Review !1 of gitlabhq/gitlab-test: MS-Viewport");
+    let notes = || {
+        calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.path == "/api/v4/projects/1/merge_requests/1/notes")
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    wait_for("the reply note", || !notes().is_empty());
+    let note = &notes()[0];
+    assert_eq!(note.header("private-token"), Some("glpat-test"));
+    assert!(
+        !note.json()["body"].as_str().unwrap().is_empty(),
+        "{}",
+        note.body
+    );
+
+    // A comment on the same merge request continues the session.
+    let comment = gitlab_fixture("note.merge_request.json");
+    let r = hook("Note Hook", "u-2", "gl-secret", &comment)
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(
+        (
+            r.json()["sessionId"].as_str().unwrap(),
+            r.json()["isNew"].clone()
+        ),
+        (id.as_str(), json!(false))
+    );
+    wait_for("the second note", || notes().len() == 2);
+    rt.block_on(handle.close());
+}
