@@ -19,7 +19,9 @@
 //! | GET | `/v1/mcp` | the agent's connections and their status |
 //! | GET | `/v1/mcp/{conn}/tools` | a connection's tools |
 //! | POST | `/v1/mcp/{conn}/tools/{tool}` | `{arguments}` calls a tool |
-//! | any | `/v1/reminders…` | 501 until reminders land |
+//! | GET | `/v1/reminders` | the agent's reminders, newest first |
+//! | POST | `/v1/reminders` | a prompt-form reminder (`ReminderRequest` JSON) |
+//! | DELETE | `/v1/reminders/{id}` | cancels one |
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -31,7 +33,7 @@ use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get};
+use axum::routing::get;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
@@ -50,6 +52,8 @@ pub(crate) struct BridgeAgent {
     pub(crate) kv: KvStore,
     pub(crate) connections: agentkit_mcp::Connections,
     pub(crate) depths: Depths,
+    /// The agent's runtime (its reminders).
+    pub(crate) runtime: agentkit_runtime::AgentRuntime,
 }
 
 impl std::fmt::Debug for BridgeAgent {
@@ -89,8 +93,11 @@ pub(crate) fn spawn(
         .route("/v1/mcp", get(mcp_list))
         .route("/v1/mcp/{conn}/tools", get(mcp_tools))
         .route("/v1/mcp/{conn}/tools/{tool}", axum::routing::post(mcp_call))
-        .route("/v1/reminders", any(reminders))
-        .route("/v1/reminders/{*rest}", any(reminders))
+        .route("/v1/reminders", get(reminders_list).post(reminders_create))
+        .route(
+            "/v1/reminders/{id}",
+            axum::routing::delete(reminders_cancel),
+        )
         .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such bridge route") })
         .layer(axum::extract::DefaultBodyLimit::max(1024 * 1024))
         .with_state(state);
@@ -363,17 +370,70 @@ async fn mcp_call(
     }
 }
 
-async fn reminders(
+fn runtime_error(e: agentkit_runtime::Error) -> Response {
+    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if status.is_server_error() {
+        tracing::error!(error = %e, "bridge request failed");
+        return error(status, "internal", "internal error; see the server log");
+    }
+    error(status, e.code(), e.to_string())
+}
+
+async fn reminders_list(
     State(agents): State<Agents>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Response {
-    match caller(&agents, peer, &headers) {
-        Some(_) => error(
-            StatusCode::NOT_IMPLEMENTED,
-            "not_implemented",
-            "reminders arrive with the schedules release",
-        ),
-        None => denied(),
+    let Some(agent) = caller(&agents, peer, &headers) else {
+        return denied();
+    };
+    match agent.runtime.reminders() {
+        Ok(list) => axum::Json(json!({"ok": true, "reminders": list})).into_response(),
+        Err(e) => runtime_error(e),
+    }
+}
+
+async fn reminders_create(
+    State(agents): State<Agents>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(agent) = caller(&agents, peer, &headers) else {
+        return denied();
+    };
+    let req: agentkit_runtime::ReminderRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!(
+                    "expected {{purpose, channelId, continuationToken, delay|every|cron|at, prompt, until?}}: {e}"
+                ),
+            );
+        }
+    };
+    match req
+        .into_new()
+        .and_then(|r| agent.runtime.create_reminder(r))
+    {
+        Ok(r) => axum::Json(json!({"ok": true, "reminder": r})).into_response(),
+        Err(e) => runtime_error(e),
+    }
+}
+
+async fn reminders_cancel(
+    State(agents): State<Agents>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(agent) = caller(&agents, peer, &headers) else {
+        return denied();
+    };
+    match agent.runtime.cancel_reminder(&id) {
+        Ok(r) => axum::Json(json!({"ok": true, "reminder": r})).into_response(),
+        Err(e) => runtime_error(e),
     }
 }

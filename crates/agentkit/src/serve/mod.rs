@@ -376,6 +376,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             kv,
             connections: connections.clone(),
             depths,
+            runtime: runtime.clone(),
         });
         let hooks = schedules::start_hooks(&runtime, project, &options);
         agents.push(Mounted {

@@ -51,7 +51,9 @@ elif op == "mcp":
 elif op == "connections":
     status, out = host("GET", "/v1/mcp")
 elif op == "reminders":
-    status, out = host("POST", "/v1/reminders", {})
+    status, out = host("POST", "/v1/reminders", args.get("reminder", {}))
+elif op == "reminders_list":
+    status, out = host("GET", "/v1/reminders")
 else:  # badtoken
     status, out = host("GET", "/v1/kv?prefix=", token="not-the-token")
 print(json.dumps({"status": status, "body": out}))

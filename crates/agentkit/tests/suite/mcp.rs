@@ -646,7 +646,23 @@ fn server_tools_use_the_host_bridge() {
     assert_eq!(denied["status"], 401);
     assert_eq!(denied["body"]["error"]["code"], "unauthorized");
     let reminders = call(&h, "a", json!({"op": "reminders"}));
-    assert_eq!(reminders["status"], 501);
+    assert_eq!(reminders["status"], 400, "{reminders}");
+    let created = call(
+        &h,
+        "a",
+        json!({"op": "reminders", "reminder": {"purpose": "ci_recheck", "channelId": "intake",
+            "continuationToken": "pr:1", "delay": "20m", "prompt": "Re-check CI", "until": "CI is green"}}),
+    );
+    assert_eq!(created["status"], 200, "{created}");
+    assert_eq!(created["body"]["reminder"]["status"], "armed");
+    let listed = call(&h, "a", json!({"op": "reminders_list"}));
+    assert_eq!(
+        listed["body"]["reminders"][0]["id"],
+        created["body"]["reminder"]["id"]
+    );
+    // Agent b sees none of a's reminders.
+    let other = call(&h, "b", json!({"op": "reminders_list"}));
+    assert_eq!(other["body"]["reminders"], json!([]));
     let conns = call(&h, "a", json!({"op": "connections"}));
     assert_eq!(conns["body"]["names"], json!([]));
     let missing = call(
