@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentkit_auth::{Chain, RequestParts};
-use agentkit_manifest::Method;
+use agentkit_manifest::{CompiledSchema, Method};
 use agentkit_protocol::{Event, EventType};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -52,6 +52,8 @@ struct Mounted {
     def: ChannelDefinition,
     chain: Chain,
     ctx: ChannelContext,
+    /// Each route's (body, query) schemas, compiled once at mount.
+    schemas: Vec<(Option<CompiledSchema>, Option<CompiledSchema>)>,
 }
 
 /// The mounted channels of one agent. Cheap to clone.
@@ -99,6 +101,19 @@ impl ChannelHost {
                     message,
                 })?;
             }
+            let compile = |s: &Option<Value>| -> Result<Option<CompiledSchema>> {
+                s.as_ref()
+                    .map(CompiledSchema::compile)
+                    .transpose()
+                    .map_err(|e| Error::Config {
+                        channel: def.id.clone(),
+                        message: format!("invalid schema: {e}"),
+                    })
+            };
+            let mut schemas = Vec::new();
+            for r in &def.routes {
+                schemas.push((compile(&r.body_schema)?, compile(&r.query_schema)?));
+            }
             let chain = def
                 .auth
                 .clone()
@@ -129,7 +144,12 @@ impl ChannelHost {
                 default_state: def.state.clone(),
                 prefix: options.prefix.clone(),
             };
-            channels.push(Mounted { def, chain, ctx });
+            channels.push(Mounted {
+                def,
+                chain,
+                ctx,
+                schemas,
+            });
         }
         for c in &channels {
             if let Some(start) = &c.def.on_start {
@@ -176,16 +196,16 @@ impl ChannelHost {
         };
         let mut shape_matched = false;
         let mut found = None;
-        for r in &channel.def.routes {
+        for (i, r) in channel.def.routes.iter().enumerate() {
             if let Some(params) = match_path(&r.path, path) {
                 shape_matched = true;
                 if r.method.as_str().eq_ignore_ascii_case(&req.method) {
-                    found = Some((r, params));
+                    found = Some((i, r, params));
                     break;
                 }
             }
         }
-        let Some((route, params)) = found else {
+        let Some((index, route, params)) = found else {
             return Err(if shape_matched {
                 Error::NoRoute {
                     status: 405,
@@ -229,10 +249,11 @@ impl ChannelHost {
             req.query.as_deref().unwrap_or(""),
             route.query_schema.as_ref(),
         );
-        if let Some(schema) = &route.body_schema {
+        let (body_schema, query_schema) = &channel.schemas[index];
+        if let Some(schema) = body_schema {
             validate("the body", schema, &body)?;
         }
-        if let Some(schema) = &route.query_schema {
+        if let Some(schema) = query_schema {
             validate("the query", schema, &query)?;
         }
         let args = HandlerArgs {
@@ -408,11 +429,8 @@ pub(crate) fn parse_query(query: &str, schema: Option<&Value>) -> Value {
     Value::Object(map)
 }
 
-fn validate(what: &'static str, schema: &Value, value: &Value) -> Result<()> {
-    let errors = agentkit_manifest::schema_errors(schema, value).map_err(|e| Error::Config {
-        channel: String::new(),
-        message: format!("invalid schema: {e}"),
-    })?;
+fn validate(what: &'static str, schema: &CompiledSchema, value: &Value) -> Result<()> {
+    let errors = schema.errors(value);
     if errors.is_empty() {
         Ok(())
     } else {

@@ -46,7 +46,9 @@ mod tools;
 
 mod discover;
 
-pub use checks::{CronSchedule, check_json_schema, check_template, parse_duration, schema_errors};
+pub use checks::{
+    CompiledSchema, CronSchedule, check_json_schema, check_template, parse_duration, schema_errors,
+};
 pub use config::parse_model_string;
 pub use diagnostic::{Code, Diagnostic, Diagnostics, Position, Severity};
 pub use discover::{Discovery, discover};
