@@ -701,3 +701,93 @@ fn gitlab_merge_request_hooks_run_a_turn_and_post_the_reply_as_a_note() {
     wait_for("the second note", || notes().len() == 2);
     rt.block_on(handle.close());
 }
+
+#[test]
+fn a_rust_channel_gets_typed_routes_event_handlers_with_state_and_start() {
+    use agentkit::channels::{ChannelDefinition, ChannelResponse, RouteDef, SendOptions};
+    use agentkit::manifest::Method;
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("bot/agent");
+    write(&agent.join("agent.toml"), "model = \"test\"\n");
+    write(&agent.join("instructions.md"), "You help.\n");
+    let started = Arc::new(Mutex::new(false));
+    let s2 = started.clone();
+    let def = ChannelDefinition::new("tickets")
+        .state(json!({"replies": 0}))
+        .route(
+            RouteDef::new(Method::Post, "/report/:team", |args| async move {
+                let session = args
+                    .ctx
+                    .send(
+                        format!(
+                            "{} ({})",
+                            args.body["text"].as_str().unwrap_or(""),
+                            args.params["team"]
+                        ),
+                        SendOptions {
+                            continuation_token: Some(format!("t:{}", args.params["team"])),
+                            ..SendOptions::default()
+                        },
+                        &args.auth,
+                    )
+                    .await?;
+                Ok(ChannelResponse::json(
+                    202,
+                    json!({"sessionId": session.id, "urls": args.ctx.session_urls(&session.id)}),
+                ))
+            })
+            .body_schema(json!({"type": "object", "required": ["text"]})),
+        )
+        .on_event("turn.completed", |_event, args| async move {
+            let n = args.state()?["replies"].as_i64().unwrap_or(0);
+            args.set_state(json!({"replies": n + 1}))
+        })
+        .on_start(move |ctx| {
+            let s2 = s2.clone();
+            async move {
+                *s2.lock().unwrap() = !ctx.has_continuation_session("t:none");
+                Ok(())
+            }
+        });
+    let state = dir.path().join("state");
+    let handle = rt
+        .block_on(agentkit::serve(
+            &dir.path().join("bot"),
+            ServeOptions {
+                port: 0,
+                state_root: Some(state.clone()),
+                channels: vec![("bot".into(), def)],
+                ..ServeOptions::default()
+            },
+        ))
+        .unwrap();
+    assert!(*started.lock().unwrap());
+    let addr = handle.local_addr();
+    let r = Request::post("/bot/v1/channels/tickets/report/ops")
+        .json(&json!({}))
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 400);
+    let r = Request::post("/bot/v1/channels/tickets/report/ops")
+        .json(&json!({"text": "printer on fire"}))
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(
+        r.json()["urls"]["streamUrl"],
+        format!("/bot/v1/session/{id}/stream")
+    );
+    let events = log_events(&state, "bot", &id);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["data"]["text"] == "printer on fire (ops)")
+    );
+    let file = state.join(format!("bot/channels/tickets/state/{id}.json"));
+    wait_for("the event handler's state", || {
+        std::fs::read_to_string(&file).is_ok_and(|s| s.contains("\"replies\": 1"))
+    });
+    rt.block_on(handle.close());
+}
