@@ -760,17 +760,7 @@ fn check_references(ctx: &mut Ctx, agent: &Agent) {
                         "omit `channel` to hand a message to the built-in HTTP channel",
                     ));
                 }
-                Some(_) => {
-                    // Remove when the channels engine takes hand-offs.
-                    ctx.push(Diagnostic::warning(
-                        Code::Unsupported,
-                        s.path.clone(),
-                        format!(
-                            "schedule `{}` hands its message to channel `{c}`: hand-off to custom channels is not available yet in this release, so each firing fails; omit `channel` to use the built-in HTTP channel",
-                            s.id
-                        ),
-                    ));
-                }
+                Some(_) => {}
             },
             ScheduleAction::Tool { name, .. } => {
                 if let Err(msg) = server_tool(name) {

@@ -118,16 +118,13 @@ impl AgentRuntime {
                 vec![accepted.session_id]
             }
             ScheduleAction::Message { message, channel } => {
-                if let Some(channel) = channel.as_deref().filter(|c| *c != HTTP_CHANNEL) {
-                    return Err(Error::NotAvailable {
-                        message: format!(
-                            "schedule `{id}` hands its message to channel `{channel}`: hand-off to custom channels is not available yet in this release (only the built-in `http` channel)"
-                        ),
-                    });
-                }
+                // A hand-off: a chat session on that channel (the built-in
+                // HTTP channel by default), so the channel's event
+                // deliveries fire for it.
+                let channel = channel.clone().unwrap_or_else(|| HTTP_CHANNEL.to_owned());
                 let accepted = self
                     .create(NewSession {
-                        channel: HTTP_CHANNEL.to_owned(),
+                        channel,
                         mode: SessionMode::Chat,
                         owner,
                         message: message.clone(),

@@ -364,9 +364,16 @@ fn toml_schedules_send_a_message_or_call_a_tool() {
         std::fs::read_to_string(&stamp).is_ok_and(|s| s.contains("daily"))
     });
 
+    // A hand-off to a custom channel: a session on that channel.
     let r = h.send(Request::post("/bot/v1/dev/schedules/relay"));
-    assert_eq!((r.status, r.error_code()), (501, "not_available".into()));
-    assert!(r.body.contains("not available yet"), "{}", r.body);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let relayed = r.json()["sessionIds"][0].as_str().unwrap().to_owned();
+    wait_until("the relayed turn", || {
+        h.types(&relayed).last().map(String::as_str) == Some("session.waiting")
+    });
+    let started = &h.events(&relayed)[0];
+    assert_eq!(started["data"]["channel"], "intake");
+    assert_eq!(h.events(&relayed)[1]["data"]["text"], "hello");
 }
 
 fn new_http_session(h: &Host) -> (String, String) {
