@@ -35,6 +35,10 @@ fn serves_the_examples_and_stops_on_sigterm() {
             "--state-root",
             &state.display().to_string(),
         ])
+        // The fixture's `alerts` channel authenticates with
+        // `${ALERTS_TOKEN}`; unset, its chain could never admit anyone and
+        // serve refuses to start.
+        .env("ALERTS_TOKEN", "test-alerts-token")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
