@@ -49,6 +49,19 @@ pub(crate) struct RunArgs {
         value_name = "TOKEN"
     )]
     bearer_token: Option<String>,
+    /// What to do with tool calls that wait for approval: ask on the
+    /// terminal, approve them all, or deny them all. Defaults to `ask` on
+    /// a terminal and `deny` otherwise, so scripts never hang.
+    #[arg(long, value_enum, value_name = "MODE")]
+    approvals: Option<ApprovalMode>,
+}
+
+/// How `run` answers parked calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ApprovalMode {
+    Ask,
+    Approve,
+    Deny,
 }
 
 #[derive(Debug, clap::Args)]
@@ -75,6 +88,9 @@ pub(crate) struct ChatArgs {
         value_name = "TOKEN"
     )]
     bearer_token: Option<String>,
+    /// What to do with tool calls that wait for approval (as for `run`).
+    #[arg(long, value_enum, value_name = "MODE")]
+    approvals: Option<ApprovalMode>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -128,11 +144,13 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
 
+    let (parked_tx, answering) = approver(&client, args.approvals);
     let mut cursor = None;
     let mut events = Vec::new();
     let mut outcome = Ok(());
     for message in &args.message {
-        match client.run_turn(&mut cursor, message).await {
+        let on_event = |event: &Value| forward_parked(&parked_tx, event);
+        match client.run_turn_with(&mut cursor, message, on_event).await {
             Ok((_, turn)) => events.extend(turn),
             Err(e) => {
                 outcome = Err(e);
@@ -140,6 +158,8 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    drop(parked_tx);
+    answering.abort();
     if let Some(handle) = server {
         handle.close().await;
     }
@@ -152,6 +172,75 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
     let t = trajectory::from_events(&events);
     print_trajectory(&t)?;
     Ok(exit_for(&t))
+}
+
+type Parked = tokio::sync::mpsc::UnboundedSender<Value>;
+
+/// Starts answering parked calls by `mode` (default: ask on a terminal,
+/// deny otherwise). Must run inside the tokio runtime.
+fn approver(client: &Client, mode: Option<ApprovalMode>) -> (Parked, tokio::task::JoinHandle<()>) {
+    let mode = mode.unwrap_or(if io::stdin().is_terminal() {
+        ApprovalMode::Ask
+    } else {
+        ApprovalMode::Deny
+    });
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    (tx, tokio::spawn(answer_approvals(client.clone(), mode, rx)))
+}
+
+fn forward_parked(parked: &Parked, event: &Value) {
+    if event.get("type").and_then(Value::as_str) == Some("action.approval_requested") {
+        let _ = parked.send(event.clone());
+    }
+}
+
+/// Answers the parked calls `run` and `chat` see, by `mode`.
+async fn answer_approvals(
+    client: Client,
+    mode: ApprovalMode,
+    mut parked: tokio::sync::mpsc::UnboundedReceiver<Value>,
+) {
+    while let Some(event) = parked.recv().await {
+        let session = event["sessionId"].as_str().unwrap_or_default().to_owned();
+        let call = event["data"]["callId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let tool = event["data"]["toolName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let input = event["data"]["input"].to_string();
+        let (approve, reason) = match mode {
+            ApprovalMode::Approve => (true, None),
+            ApprovalMode::Deny => (
+                false,
+                Some("denied by `agentkit run` (pass --approvals approve or ask)"),
+            ),
+            ApprovalMode::Ask => {
+                let question = format!("`{tool}` wants to run with {input}. Approve? [y/N] ");
+                let answer = tokio::task::spawn_blocking(move || {
+                    let mut err = anstream::stderr();
+                    let _ = write!(err, "{question}");
+                    let _ = err.flush();
+                    let mut line = String::new();
+                    let _ = io::stdin().lock().read_line(&mut line);
+                    line
+                })
+                .await
+                .unwrap_or_default();
+                let yes = matches!(answer.trim(), "y" | "Y" | "yes");
+                (yes, (!yes).then_some("denied at the terminal"))
+            }
+        };
+        if let Err(e) = client
+            .resolve_approval(&session, &call, approve, reason)
+            .await
+        {
+            let mut err = anstream::stderr();
+            let _ = writeln!(err, "{RED}error:{RED:#} cannot resolve `{call}`: {e}");
+        }
+    }
 }
 
 pub(crate) async fn boot(dir: &Path, state_root: &Path) -> anyhow::Result<agentkit::ServeHandle> {
@@ -202,14 +291,27 @@ pub(crate) fn chat(args: ChatArgs) -> anyhow::Result<ExitCode> {
         args.agent.as_deref(),
         args.bearer_token.clone(),
     ))?;
-    match &args.message {
-        Some(message) => rt.block_on(chat_once(&client, message, args.json)),
-        None => chat_repl(&rt, &client, args.json),
-    }
+    let (parked, answering) = {
+        let _guard = rt.enter();
+        approver(&client, args.approvals)
+    };
+    let outcome = match &args.message {
+        Some(message) => rt.block_on(chat_once(&client, message, args.json, &parked)),
+        None => chat_repl(&rt, &client, args.json, &parked),
+    };
+    answering.abort();
+    outcome
 }
 
-async fn chat_once(client: &Client, message: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let (_, events) = client.run_turn(&mut None, message).await?;
+async fn chat_once(
+    client: &Client,
+    message: &str,
+    json: bool,
+    parked: &Parked,
+) -> anyhow::Result<ExitCode> {
+    let (_, events) = client
+        .run_turn_with(&mut None, message, |e| forward_parked(parked, e))
+        .await?;
     let t = trajectory::from_events(&events);
     if json {
         print_trajectory(&t)?;
@@ -232,6 +334,7 @@ fn chat_repl(
     rt: &tokio::runtime::Runtime,
     client: &Client,
     json: bool,
+    parked: &Parked,
 ) -> anyhow::Result<ExitCode> {
     let stdin = io::stdin();
     let interactive = stdin.is_terminal();
@@ -265,6 +368,7 @@ fn chat_repl(
         }
         let mut renderer = Renderer::default();
         let result = rt.block_on(client.run_turn_with(&mut cursor, message, |event| {
+            forward_parked(parked, event);
             if !json {
                 // A closed stdout shows up again at the next write below.
                 let _ = renderer.event(&mut out, event);

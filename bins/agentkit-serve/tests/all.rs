@@ -1,25 +1,19 @@
 //! `agentkit-serve` as a child process: it serves the bundled example
-//! agents and stops cleanly on SIGTERM, as a container runtime sends it.
+//! agents, keeps a call that waits for approval across a crash (SIGKILL),
+//! and stops cleanly on SIGTERM, as a container runtime sends it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::{SocketAddr, TcpListener};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentkit_test_support::http::Request;
-use serde_json::json;
+use serde_json::{Value, json};
 
-#[cfg(unix)]
-#[test]
-fn serves_the_examples_and_stops_on_sigterm() {
-    let state = std::env::temp_dir().join(format!("agentkit-serve-test-{}", std::process::id()));
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agentkit-serve"))
+fn spawn(state: &Path, port: u16) -> Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_agentkit-serve"))
         .args([
             "--dir",
             &agentkit_test_support::fixture_agent("weather-agent")
@@ -43,44 +37,106 @@ fn serves_the_examples_and_stops_on_sigterm() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let addr = addr(port);
     let deadline = Instant::now() + Duration::from_secs(20);
     while Request::get("/v1/health").send(addr).map(|r| r.status).ok() != Some(200) {
         assert!(Instant::now() < deadline, "agentkit-serve did not come up");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let r = Request::post("/v1/session")
-        .json(&json!({"message": "weather in NYC?"}))
-        .send(addr)
-        .unwrap();
-    assert_eq!(r.status, 200, "{}", r.body);
-    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
-    let events = Request::get(&format!("/v1/session/{id}/stream"))
-        .stream(addr)
-        .unwrap()
-        .until("session.waiting")
-        .unwrap();
-    assert!(
-        events
-            .iter()
-            .any(|e| e["type"] == "action.result" && e["data"]["toolName"] == "get_weather")
-    );
+    child
+}
 
+fn addr(port: u16) -> SocketAddr {
+    format!("127.0.0.1:{port}").parse().unwrap()
+}
+
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "agentkit-serve did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn signal(child: &Child, sig: &str) {
     assert!(
         Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
+            .args([sig, &child.id().to_string()])
             .status()
             .unwrap()
             .success()
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "agentkit-serve ignored SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+}
+
+#[cfg(unix)]
+#[test]
+fn serves_the_examples_survives_a_crash_with_a_parked_call_and_stops_on_sigterm() {
+    let state = std::env::temp_dir().join(format!("agentkit-serve-test-{}", std::process::id()));
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = spawn(&state, port);
+    let r = Request::post("/v1/session")
+        .json(&json!({"message": "weather in NYC?"}))
+        .send(addr(port))
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    // The offline model calls every tool; `post_alert` needs approval.
+    let events = Request::get(&format!("/v1/session/{id}/stream"))
+        .stream(addr(port))
+        .unwrap()
+        .until("action.approval_requested")
+        .unwrap();
+    let call = events.last().unwrap()["data"]["callId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(events.last().unwrap()["data"]["toolName"], "post_alert");
+
+    // A crash while the call waits.
+    signal(&child, "-KILL");
+    wait_exit(&mut child);
+    let mut child = spawn(&state, port);
+    let pending = Request::get(&format!("/v1/session/{id}/approvals"))
+        .send(addr(port))
+        .unwrap();
+    assert_eq!(pending.status, 200, "{}", pending.body);
+    let pending = pending.json();
+    assert_eq!(pending["approvals"][0]["callId"], call.as_str());
+    assert_eq!(pending["approvals"][0]["live"], false);
+
+    let r = Request::post(&format!("/v1/session/{id}/approvals/{call}"))
+        .json(&json!({"decision": "approve"}))
+        .send(addr(port))
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["resumed"], true);
+    let events: Vec<Value> = Request::get(&format!("/v1/session/{id}/stream"))
+        .stream(addr(port))
+        .unwrap()
+        .until("turn.completed")
+        .unwrap();
+    let failed = events.iter().find(|e| e["type"] == "turn.failed").unwrap();
+    assert_eq!(failed["data"]["reason"], "restart");
+    let alert = events
+        .iter()
+        .find(|e| e["type"] == "action.result" && e["data"]["toolName"] == "post_alert")
+        .expect("the approved call ran after the restart");
+    assert_eq!(alert["data"]["isError"], false, "{alert}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "turn.started" && e["data"]["resumes"].is_string())
+    );
+
+    signal(&child, "-TERM");
+    let status = wait_exit(&mut child);
     assert!(status.success(), "{status:?}");
     let _ = std::fs::remove_dir_all(&state);
 }

@@ -118,7 +118,17 @@ impl ChannelHost {
                 .auth
                 .clone()
                 .unwrap_or_else(|| options.default_chain.clone());
-            let problems = chain.validate();
+            // A secret from an unset `${VAR}` disables its policy (it never
+            // admits; `validate` warns about the variable): serve the rest
+            // of the chain and say so. Other problems are configuration
+            // errors.
+            let (unset, problems): (Vec<_>, Vec<_>) = chain
+                .validate()
+                .into_iter()
+                .partition(|e| matches!(e, agentkit_auth::Error::EmptySecret { .. }));
+            for e in unset {
+                tracing::warn!(channel = %def.id, "{e}: is its `${{VAR}}` set?");
+            }
             if !problems.is_empty() {
                 let message = problems
                     .iter()

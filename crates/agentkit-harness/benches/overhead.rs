@@ -70,7 +70,9 @@ fn main() {
             dry_run: false,
             host: None,
             reminders: None,
-            extra_tools: None,
+            tools: Vec::new(),
+            services: None,
+            approvals: None,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(4096);
         let started = Instant::now();
@@ -94,6 +96,7 @@ fn main() {
         workspace_dir: tmp.path().to_path_buf(),
         cancel: CancellationToken::new(),
         host: None,
+        services: None,
     };
     let mut per_call = Vec::new();
     for _ in 0..200 {

@@ -15,25 +15,34 @@
 //! `write`, `edit`, `list`, `grep`, `shell`) run confined to the session
 //! workspace.
 //!
+//! Tools beyond the agent's files ([`DynTool`]: Rust tools written with
+//! [`RustTool`], MCP tools) come in through [`TurnInput::tools`]. Calls that
+//! need approval park at the host's [`ApprovalGate`] (recorded as
+//! `action.approval_requested` / `action.approval_resolved`); the turn's
+//! timeout stops while a call waits, `approval_timeout` bounds the wait.
+//!
 //! Not here: sessions, storage and HTTP (the runtime and the facade own
-//! them), approvals (calls of tools that need approval are refused with an
-//! error result until approvals land) and `glob`. Subagents run through
-//! the built-in `task` tool as a nested loop.
+//! them) and `glob`. Subagents run through the built-in `task` tool as a
+//! nested loop.
 
+mod approvals;
 mod builtins;
 mod credentials;
+mod dynamic;
 mod providers;
 mod step;
 mod tools;
 mod turn;
 
 pub use agentkit_manifest::schema_errors;
+pub use approvals::{ApprovalGate, Decision, DecisionFuture};
 pub use credentials::{Endpoint, ProviderConfig};
+pub use dynamic::{DynTool, RustTool, ToolFuture, ToolSource, ToolSpec, ToolsFuture};
 pub use providers::model_from_env_or_default;
-pub use step::{FinishReason, StepEvent};
+pub use step::{FinishReason, StepEvent, approval_resolved_data};
 pub use tools::{
-    BoxFuture, ExtraTool, ExtraTools, HostBridge, ReminderHost, ToolContext, ToolOutput,
-    run_server_tool,
+    BoxFuture, ExtraTool, ExtraTools, ExtraToolsSource, HostBridge, HostHandle, ReminderHost,
+    ToolContext, ToolOutput, run_server_tool,
 };
 pub use turn::{TurnInput, TurnOutcome, run_turn};
 

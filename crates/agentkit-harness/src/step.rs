@@ -62,6 +62,18 @@ pub enum StepEvent {
         step: u32,
         duration_ms: u64,
     },
+    /// A call waits for a human's decision.
+    ApprovalRequested {
+        call_id: String,
+        tool_name: String,
+        input: Value,
+    },
+    /// The decision on a parked call.
+    ApprovalResolved {
+        call_id: String,
+        tool_name: String,
+        decision: crate::Decision,
+    },
     /// The model delegated work to a subagent (the built-in `task` tool).
     SubagentCalled {
         call_id: String,
@@ -90,6 +102,8 @@ impl StepEvent {
             StepEvent::ActionsRequested { .. } => EventType::ActionsRequested,
             StepEvent::ActionResult { .. } => EventType::ActionResult,
             StepEvent::StepCompleted { .. } => EventType::StepCompleted,
+            StepEvent::ApprovalRequested { .. } => EventType::ActionApprovalRequested,
+            StepEvent::ApprovalResolved { .. } => EventType::ActionApprovalResolved,
             StepEvent::SubagentCalled { .. } => EventType::SubagentCalled,
             StepEvent::SubagentCompleted { .. } => EventType::SubagentCompleted,
         }
@@ -123,6 +137,16 @@ impl StepEvent {
             StepEvent::StepCompleted { step, duration_ms } => {
                 json!({ "step": step, "durationMs": duration_ms })
             }
+            StepEvent::ApprovalRequested {
+                call_id,
+                tool_name,
+                input,
+            } => json!({ "callId": call_id, "toolName": tool_name, "input": input }),
+            StepEvent::ApprovalResolved {
+                call_id,
+                tool_name,
+                decision,
+            } => approval_resolved_data(call_id, tool_name, decision),
             StepEvent::SubagentCalled {
                 call_id,
                 subagent,
@@ -141,6 +165,21 @@ impl StepEvent {
             }
         }
     }
+}
+
+/// The `data` of `action.approval_resolved`: `decision` is `approve` or
+/// `deny`, `by` who decided, `reason` when one was given.
+pub fn approval_resolved_data(call_id: &str, tool_name: &str, decision: &crate::Decision) -> Value {
+    let mut data = json!({
+        "callId": call_id,
+        "toolName": tool_name,
+        "decision": decision.as_str(),
+        "by": decision.by,
+    });
+    if let (Some(reason), Some(obj)) = (&decision.reason, data.as_object_mut()) {
+        obj.insert("reason".into(), json!(reason));
+    }
+    data
 }
 
 #[cfg(test)]

@@ -35,6 +35,9 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// The host bridge the tool may call back into.
     pub host: Option<HostBridge>,
+    /// The host's services (MCP connections, key-value store, reminders),
+    /// for Rust tools: `ctx.services::<agentkit::HostServices>()`.
+    pub services: Option<HostHandle>,
 }
 
 /// Where a server tool reaches the host (`AGENTKIT_HOST_URL`) and the
@@ -65,6 +68,16 @@ pub trait ReminderHost: Send + Sync + std::fmt::Debug {
         session_id: &str,
         input: &Value,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, String>> + Send + '_>>;
+}
+
+/// The host's services, type-erased so the harness need not know the host.
+pub type HostHandle = std::sync::Arc<dyn std::any::Any + Send + Sync>;
+
+impl ToolContext {
+    /// The host's services as `T`, when the host provided them.
+    pub fn services<T: std::any::Any>(&self) -> Option<&T> {
+        self.services.as_ref().and_then(|h| h.downcast_ref::<T>())
+    }
 }
 
 /// A tool's result as the model sees it.
@@ -113,6 +126,53 @@ pub trait ExtraTools: Send + Sync + std::fmt::Debug {
         input: &'a Value,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, ToolOutput>;
+}
+
+/// An [`ExtraTools`] set as a [`crate::ToolSource`]: each listed tool
+/// becomes a [`crate::DynTool`] that calls back into the set.
+#[derive(Debug, Clone)]
+pub struct ExtraToolsSource(pub std::sync::Arc<dyn ExtraTools>);
+
+#[derive(Debug)]
+struct ExtraDyn {
+    spec: crate::ToolSpec,
+    set: std::sync::Arc<dyn ExtraTools>,
+}
+
+impl crate::DynTool for ExtraDyn {
+    fn spec(&self) -> &crate::ToolSpec {
+        &self.spec
+    }
+
+    fn call(&self, input: Value, ctx: ToolContext) -> crate::ToolFuture {
+        let set = self.set.clone();
+        let name = self.spec.name.clone();
+        Box::pin(async move { set.call(&name, &input, &ctx).await })
+    }
+}
+
+impl crate::ToolSource for ExtraToolsSource {
+    fn tools<'a>(&'a self, session_id: &'a str) -> crate::ToolsFuture<'a> {
+        Box::pin(async move {
+            self.0
+                .list(session_id)
+                .await
+                .into_iter()
+                .map(|t| {
+                    std::sync::Arc::new(ExtraDyn {
+                        spec: crate::ToolSpec {
+                            name: t.name,
+                            description: t.description,
+                            input_schema: t.input_schema,
+                            read_only: t.read_only,
+                            needs_approval: agentkit_manifest::Approval::Never,
+                        },
+                        set: self.0.clone(),
+                    }) as std::sync::Arc<dyn crate::DynTool>
+                })
+                .collect()
+        })
+    }
 }
 
 /// A stable key for one call, so a tool can make retries of the same call

@@ -14,9 +14,12 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::approvals::{ApprovalGate, Decision};
 use crate::builtins;
+use crate::dynamic::DynTool;
 use crate::providers::{Model, StepRequest, StepSink, send};
 use crate::step::{FinishReason, StepEvent};
+use crate::tools::HostHandle;
 use crate::tools::{ToolContext, ToolOutput, run_server_tool};
 
 /// Everything one turn needs.
@@ -48,52 +51,14 @@ pub struct TurnInput {
     /// The host's reminders, for the built-in `remind_me` tool (`None`:
     /// the tool answers that reminders are disabled on this host).
     pub reminders: Option<std::sync::Arc<dyn crate::ReminderHost>>,
-    /// Tools beyond the manifest's (MCP connections, Rust tools).
-    pub extra_tools: Option<Arc<dyn crate::tools::ExtraTools>>,
-}
-
-/// The `path` that marks a tool as one of the turn's [`ExtraTools`].
-const EXTRA_TOOL_PATH: &str = "<extra>";
-
-/// The agent of this turn: the manifest's, plus the extra tools listed
-/// now (a name the agent already has is not shadowed).
-async fn with_extra_tools(mut input: TurnInput) -> TurnInput {
-    let Some(extra) = input.extra_tools.clone() else {
-        return input;
-    };
-    let listed = tokio::select! {
-        _ = input.cancel.cancelled() => return input,
-        t = extra.list(&input.session_id) => t,
-    };
-    if listed.is_empty() {
-        return input;
-    }
-    let mut agent = (*input.agent).clone();
-    for t in listed {
-        if agent.tool(&t.name).is_some() {
-            continue;
-        }
-        agent.tools.push(Tool {
-            name: t.name,
-            path: EXTRA_TOOL_PATH.to_owned(),
-            description: t.description,
-            execution: Execution::Server,
-            command: Vec::new(),
-            cwd: PathBuf::new(),
-            script: None,
-            timeout: agent.config.harness.turn_timeout,
-            max_output_bytes: 1024 * 1024,
-            env: Vec::new(),
-            needs_approval: Approval::Never,
-            annotations: agentkit_manifest::ToolAnnotations {
-                read_only: t.read_only,
-                ..Default::default()
-            },
-            input_schema: t.input_schema,
-        });
-    }
-    input.agent = Arc::new(agent);
-    input
+    /// Tools beyond the agent's files: Rust tools and MCP tools. A name
+    /// the agent's files or the built-ins already use is ignored.
+    pub tools: Vec<Arc<dyn DynTool>>,
+    /// Handed to every tool call (`ToolContext::services`).
+    pub services: Option<HostHandle>,
+    /// Where calls that need approval wait. `None`: such calls are denied
+    /// with a result saying approvals are not available in this host.
+    pub approvals: Option<Arc<dyn ApprovalGate>>,
 }
 
 /// How a turn ended.
@@ -111,24 +76,110 @@ pub enum TurnOutcome {
 /// not stop the turn. Tool errors are results the model sees, never a
 /// failed turn.
 pub async fn run_turn(input: TurnInput, events: mpsc::Sender<StepEvent>) -> TurnOutcome {
-    let input = with_extra_tools(input).await;
     let cancel = input.cancel.clone();
     let timeout = input.agent.config.harness.turn_timeout;
+    let clock = TurnClock::new(timeout);
     // Dropping the loop future (interrupt or timeout) drops any running
     // tool calls, whose guards kill their process groups.
-    tokio::select! {
-        biased;
-        _ = cancel.cancelled() => TurnOutcome::Interrupted,
-        r = tokio::time::timeout(timeout, run_steps(&input, &events)) => match r {
-            Ok(outcome) => outcome,
-            Err(_) => TurnOutcome::Failed {
-                message: format!("turn timed out after {}", humantime::format_duration(timeout)),
-            },
-        },
+    let steps = run_steps(&input, &events, &clock);
+    tokio::pin!(steps);
+    loop {
+        let wake = clock.deadline();
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return TurnOutcome::Interrupted,
+            outcome = &mut steps => return outcome,
+            _ = tokio::time::sleep_until(wake) => {
+                if clock.expired() {
+                    return TurnOutcome::Failed {
+                        message: format!("turn timed out after {}", humantime::format_duration(timeout)),
+                    };
+                }
+            }
+        }
     }
 }
 
-async fn run_steps(input: &TurnInput, events: &mpsc::Sender<StepEvent>) -> TurnOutcome {
+/// The turn's timeout, which does not run while a call waits for a human:
+/// a turn may wait hours for an approval (`approval_timeout` bounds that).
+#[derive(Debug)]
+struct TurnClock {
+    timeout: std::time::Duration,
+    state: std::sync::Mutex<ClockState>,
+}
+
+#[derive(Debug)]
+struct ClockState {
+    start: tokio::time::Instant,
+    parked_total: std::time::Duration,
+    parked_now: usize,
+    parked_since: tokio::time::Instant,
+}
+
+/// Keeps the turn clock stopped while it lives.
+struct Parked<'a>(&'a TurnClock);
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.parked_now = st.parked_now.saturating_sub(1);
+        if st.parked_now == 0 {
+            let since = st.parked_since;
+            st.parked_total += since.elapsed();
+        }
+    }
+}
+
+impl TurnClock {
+    fn new(timeout: std::time::Duration) -> TurnClock {
+        let now = tokio::time::Instant::now();
+        TurnClock {
+            timeout,
+            state: std::sync::Mutex::new(ClockState {
+                start: now,
+                parked_total: std::time::Duration::ZERO,
+                parked_now: 0,
+                parked_since: now,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ClockState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn park(&self) -> Parked<'_> {
+        let mut st = self.lock();
+        if st.parked_now == 0 {
+            st.parked_since = tokio::time::Instant::now();
+        }
+        st.parked_now += 1;
+        Parked(self)
+    }
+
+    /// When the turn times out if nothing parks or unparks meanwhile.
+    fn deadline(&self) -> tokio::time::Instant {
+        let st = self.lock();
+        let far = tokio::time::Instant::now() + std::time::Duration::from_secs(365 * 24 * 3600);
+        if st.parked_now > 0 {
+            return far;
+        }
+        st.start
+            .checked_add(self.timeout + st.parked_total)
+            .unwrap_or(far)
+    }
+
+    fn expired(&self) -> bool {
+        let st = self.lock();
+        st.parked_now == 0 && st.start.elapsed() >= self.timeout.saturating_add(st.parked_total)
+    }
+}
+
+async fn run_steps(
+    input: &TurnInput,
+    events: &mpsc::Sender<StepEvent>,
+    clock: &TurnClock,
+) -> TurnOutcome {
     let turn_index = input
         .history
         .iter()
@@ -156,6 +207,7 @@ async fn run_steps(input: &TurnInput, events: &mpsc::Sender<StepEvent>) -> TurnO
             step,
             turn_id: &input.turn_id,
             cancel: &input.cancel,
+            tools: &input.tools,
         };
         let mut sink = StepSink::new(events);
         let reply = match model.step(&request, &mut sink).await {
@@ -201,7 +253,7 @@ async fn run_steps(input: &TurnInput, events: &mpsc::Sender<StepEvent>) -> TurnO
             },
         )
         .await;
-        let (outputs, delegated) = run_calls(input, &calls, events).await;
+        let (outputs, delegated) = run_calls(input, &calls, events, clock).await;
         usage += delegated;
         conversation.push(Message::Assistant {
             text,
@@ -241,6 +293,7 @@ async fn run_calls(
     input: &TurnInput,
     calls: &[ToolCall],
     events: &mpsc::Sender<StepEvent>,
+    clock: &TurnClock,
 ) -> (Vec<ToolOutput>, Usage) {
     // Subagents' usage, counted in the turn's.
     let delegated = std::sync::Mutex::new(Usage::default());
@@ -248,13 +301,13 @@ async fn run_calls(
     let mut outputs: Vec<Option<ToolOutput>> = vec![None; calls.len()];
     let mut pending: Vec<Option<CallFuture<'_>>> = Vec::new();
     for (i, call) in calls.iter().enumerate() {
-        match check_call(&input.agent, call) {
+        match check_call(input, call) {
             Err(message) => {
                 let out = ToolOutput::error(message);
                 emit_result(events, call, &out, 0).await;
                 outputs[i] = Some(out);
             }
-            Ok(callable) if input.dry_run && !callable.read_only() => {
+            Ok((callable, _)) if input.dry_run && !callable.read_only() => {
                 let out = ToolOutput {
                     output: serde_json::json!({
                         "dryRun": true,
@@ -266,27 +319,37 @@ async fn run_calls(
                 emit_result(events, call, &out, 0).await;
                 outputs[i] = Some(out);
             }
-            Ok(callable) => {
+            Ok((callable, needs_approval)) => {
                 let ctx = ToolContext {
                     call_id: call.call_id.clone(),
                     session_id: input.session_id.clone(),
                     workspace_dir: input.workspace.clone(),
                     cancel: input.cancel.clone(),
                     host: input.host.clone(),
+                    services: input.services.clone(),
                 };
                 let fut: CallFuture<'_> = Box::pin(async move {
+                    if needs_approval {
+                        let decision = await_approval(input, call, events, clock).await;
+                        if !decision.approved {
+                            let reason = decision.reason.as_deref().unwrap_or("no reason given");
+                            let out = ToolOutput::error(format!(
+                                "the call was denied by {}: {reason}",
+                                decision.by
+                            ));
+                            return (i, out, 0);
+                        }
+                    }
                     let started = Instant::now();
                     let out = match callable {
-                        Callable::Server(tool) if tool.path == EXTRA_TOOL_PATH => {
-                            match &input.extra_tools {
-                                Some(extra) => extra.call(&tool.name, &call.input, &ctx).await,
-                                None => ToolOutput::error(format!(
-                                    "tool `{}` is not available",
-                                    tool.name
-                                )),
+                        Callable::Server(tool) => run_server_tool(tool, &call.input, &ctx).await,
+                        Callable::Dynamic(tool) => {
+                            let run = tool.call(call.input.clone(), ctx.clone());
+                            tokio::select! {
+                                out = run => out,
+                                _ = ctx.cancel.cancelled() => ToolOutput::error("the call was interrupted"),
                             }
                         }
-                        Callable::Server(tool) => run_server_tool(tool, &call.input, &ctx).await,
                         Callable::Builtin("task") => {
                             let (out, used) = run_subagent(input, call, events).await;
                             if let Ok(mut total) = delegated_ref.lock() {
@@ -354,6 +417,50 @@ async fn run_calls(
     (outputs, used)
 }
 
+/// Parks a call until the host's gate decides (or `approval_timeout`
+/// denies it), recording the request and the decision. The turn's own
+/// timeout does not run meanwhile.
+async fn await_approval(
+    input: &TurnInput,
+    call: &ToolCall,
+    events: &mpsc::Sender<StepEvent>,
+    clock: &TurnClock,
+) -> Decision {
+    let Some(gate) = &input.approvals else {
+        return Decision::deny("approvals are not available in this host", "system");
+    };
+    // Park before recording the request, so that nobody can decide before
+    // the call waits.
+    let wait = gate.park(&input.turn_id, &call.call_id);
+    send(
+        events,
+        StepEvent::ApprovalRequested {
+            call_id: call.call_id.clone(),
+            tool_name: call.tool_name.clone(),
+            input: call.input.clone(),
+        },
+    )
+    .await;
+    let parked = clock.park();
+    let decision = match input.agent.config.harness.approval_timeout {
+        Some(limit) => tokio::time::timeout(limit, wait)
+            .await
+            .unwrap_or_else(|_| Decision::deny("timed out", "timeout")),
+        None => wait.await,
+    };
+    drop(parked);
+    send(
+        events,
+        StepEvent::ApprovalResolved {
+            call_id: call.call_id.clone(),
+            tool_name: call.tool_name.clone(),
+            decision: decision.clone(),
+        },
+    )
+    .await;
+    decision
+}
+
 /// The built-in `task` tool: runs the subagent's own loop on the prompt,
 /// with its instructions and model (the parent's when it names none) and
 /// the parent's tools, and answers its final text. The child's steps are
@@ -404,7 +511,9 @@ async fn run_subagent(
         dry_run: input.dry_run,
         host: input.host.clone(),
         reminders: input.reminders.clone(),
-        extra_tools: input.extra_tools.clone(),
+        tools: input.tools.clone(),
+        services: input.services.clone(),
+        approvals: input.approvals.clone(),
     };
     send(
         events,
@@ -478,6 +587,7 @@ async fn emit_result(
 enum Callable<'a> {
     Server(&'a Tool),
     Builtin(&'static str),
+    Dynamic(&'a Arc<dyn DynTool>),
 }
 
 impl Callable<'_> {
@@ -485,6 +595,7 @@ impl Callable<'_> {
     fn read_only(&self) -> bool {
         match self {
             Callable::Server(tool) => tool.annotations.read_only,
+            Callable::Dynamic(tool) => tool.spec().read_only,
             Callable::Builtin(name) => {
                 matches!(*name, "read" | "list" | "grep" | "load_skill" | "task")
             }
@@ -492,15 +603,23 @@ impl Callable<'_> {
     }
 }
 
-/// The tool a call may run, or the error result the model gets instead.
-fn check_call<'a>(agent: &'a Agent, call: &ToolCall) -> Result<Callable<'a>, String> {
+/// The tool a call may run and whether it needs approval, or the error
+/// result the model gets instead.
+fn check_call<'a>(input: &'a TurnInput, call: &ToolCall) -> Result<(Callable<'a>, bool), String> {
+    let agent = &input.agent;
     let Some(tool) = agent.tool(&call.tool_name) else {
         if let Some(b) = builtins::enabled(agent)
             .into_iter()
             .find(|b| b.name == call.tool_name)
         {
             check_schema(&b.schema, b.name, &call.input)?;
-            return Ok(Callable::Builtin(b.name));
+            return Ok((Callable::Builtin(b.name), false));
+        }
+        if let Some(tool) = input.tools.iter().find(|t| t.spec().name == call.tool_name) {
+            let spec = tool.spec();
+            check_schema(&spec.input_schema, &spec.name, &call.input)?;
+            let needs = needs_approval(&spec.needs_approval, &call.input);
+            return Ok((Callable::Dynamic(tool), needs));
         }
         return Err(format!("unknown tool `{}`", call.tool_name));
     };
@@ -511,20 +630,21 @@ fn check_call<'a>(agent: &'a Agent, call: &ToolCall) -> Result<Callable<'a>, Str
         ));
     }
     validate_input(tool, &call.input)?;
-    let needs_approval = match &tool.needs_approval {
+    let needs = needs_approval(&tool.needs_approval, &call.input);
+    Ok((Callable::Server(tool), needs))
+}
+
+/// Does this (validated) input need a human's approval?
+pub(crate) fn needs_approval(rule: &Approval, input: &Value) -> bool {
+    match rule {
         Approval::Never => false,
         Approval::Always => true,
         // A schema that does not compile cannot clear a call.
         Approval::When(schema) => jsonschema::options()
             .with_draft(jsonschema::Draft::Draft202012)
             .build(schema)
-            .map_or(true, |v| v.is_valid(&call.input)),
-    };
-    if needs_approval {
-        // Approvals are not built yet: refuse visibly, never run silently.
-        return Err("approval required: approvals are not available yet".to_owned());
+            .map_or(true, |v| v.is_valid(input)),
     }
-    Ok(Callable::Server(tool))
 }
 
 fn validate_input(tool: &Tool, input: &Value) -> Result<(), String> {

@@ -31,6 +31,7 @@ struct RawHarness {
     builtin_tools: Option<Vec<String>>,
     max_steps: Option<u32>,
     turn_timeout: Option<String>,
+    approval_timeout: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -150,6 +151,19 @@ fn read_harness(ctx: &mut Ctx, src: &SourceText, h: RawHarness) -> HarnessConfig
             );
         } else {
             out.max_steps = n;
+        }
+    }
+    if let Some(t) = h.approval_timeout {
+        match checks::parse_duration(&t) {
+            Ok(d) => out.approval_timeout = Some(d),
+            Err(e) => ctx.push(
+                Diagnostic::error(
+                    Code::InvalidDuration,
+                    src.rel.clone(),
+                    format!("`approval_timeout`: {e}"),
+                )
+                .at(src.key_pos("approval_timeout")),
+            ),
         }
     }
     if let Some(t) = h.turn_timeout {

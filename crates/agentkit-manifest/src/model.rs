@@ -178,6 +178,10 @@ pub struct HarnessConfig {
     pub max_steps: u32,
     #[serde(serialize_with = "ser_ms", rename = "turnTimeoutMs")]
     pub turn_timeout: Duration,
+    /// How long a call waiting for approval may wait before it is denied
+    /// with the reason "timed out". `None`: it waits until someone decides.
+    #[serde(serialize_with = "ser_opt_ms", rename = "approvalTimeoutMs")]
+    pub approval_timeout: Option<Duration>,
 }
 
 /// The workspace tools a harness can give the model.
@@ -201,6 +205,7 @@ impl Default for HarnessConfig {
                 .to_vec(),
             max_steps: 50,
             turn_timeout: Duration::from_secs(600),
+            approval_timeout: None,
         }
     }
 }

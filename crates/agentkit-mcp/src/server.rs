@@ -45,6 +45,10 @@ pub enum ReplyStatus {
     Completed,
     /// The last turn failed or was interrupted; `reply` says why.
     Failed,
+    /// A tool call of the running turn waits for a human's approval
+    /// (`reply` says which and where to decide); call `check` later.
+    #[serde(rename = "waiting_approval")]
+    WaitingApproval,
 }
 
 /// The answer of `ask` and `check`: `{status, sessionId, reply}`.

@@ -34,6 +34,10 @@ pub enum Error {
     NotFound { what: &'static str, id: String },
     #[error("{message}")]
     NotAvailable { message: String },
+    #[error("no call `{call_id}` waits for approval in this session")]
+    ApprovalNotFound { call_id: String },
+    #[error("call `{call_id}` was already approved or denied")]
+    ApprovalResolved { call_id: String },
     #[error("event store")]
     Store(#[from] agentkit_events::Error),
     #[error("state database `{path}`")]
@@ -66,6 +70,8 @@ impl Error {
             Error::InvalidInput { .. } => "invalid_input",
             Error::NotFound { .. } => "not_found",
             Error::NotAvailable { .. } => "not_available",
+            Error::ApprovalNotFound { .. } => "approval_not_found",
+            Error::ApprovalResolved { .. } => "approval_resolved",
             Error::Store(_) | Error::Io { .. } | Error::Db { .. } => "internal",
         }
     }
@@ -76,12 +82,16 @@ impl Error {
             Error::InvalidSessionId(_) | Error::BadRequest { .. } | Error::InvalidInput { .. } => {
                 400
             }
-            Error::SessionNotFound { .. } | Error::UnknownTool { .. } | Error::NotFound { .. } => {
-                404
-            }
+            Error::SessionNotFound { .. }
+            | Error::UnknownTool { .. }
+            | Error::NotFound { .. }
+            | Error::ApprovalNotFound { .. } => 404,
             Error::NotAvailable { .. } => 501,
             Error::Forbidden { .. } => 403,
-            Error::StaleContinuation | Error::TaskSession { .. } | Error::SessionBusy { .. } => 409,
+            Error::StaleContinuation
+            | Error::TaskSession { .. }
+            | Error::SessionBusy { .. }
+            | Error::ApprovalResolved { .. } => 409,
             Error::Store(_) | Error::Io { .. } | Error::Db { .. } => 500,
         }
     }

@@ -12,10 +12,16 @@ use serde_json::Value;
 /// count only from turns that completed, because an interrupted or failed
 /// turn may have stopped halfway through a step.
 pub fn conversation(events: &[Event], exclude: &BTreeSet<u64>) -> Vec<Message> {
+    // A turn that a restart cut short while a call waited for approval
+    // counts once a later turn resumes it: its steps up to the parked call
+    // (and the results recorded on approval) are the context of the resume.
     let completed: BTreeSet<&str> = events
         .iter()
-        .filter(|e| e.event_type == EventType::TurnCompleted)
-        .filter_map(|e| e.turn_id.as_deref())
+        .filter_map(|e| match e.event_type {
+            EventType::TurnCompleted => e.turn_id.as_deref(),
+            EventType::TurnStarted => e.data.get("resumes").and_then(Value::as_str),
+            _ => None,
+        })
         .collect();
     let mut out = Vec::new();
     // Tool calls requested in a step attach to that step's assistant text.

@@ -16,9 +16,14 @@
 //! fire on the runtime's [`Clock`]; reminders ([`AgentRuntime::create_reminder`],
 //! [`AgentRuntime::run_reminders`]) are durable in `agentkit.sqlite`.
 //!
-//! Not here yet: approvals and A/B assignment (later issues). The runtime knows nothing
+//! Calls that need approval park durably ([`AgentRuntime::approvals`],
+//! [`AgentRuntime::resolve_approval`]): a restart keeps them listed, and
+//! approving one afterwards resumes the conversation from the log.
+//!
+//! Not here yet: A/B assignment (a later issue). The runtime knows nothing
 //! of HTTP: the facade maps [`Error::status`] to responses.
 
+mod approvals;
 mod clock;
 mod db;
 mod error;
@@ -32,6 +37,8 @@ mod schedules;
 mod tool_call;
 mod workspace;
 
+pub use agentkit_harness::{Decision, DynTool, RustTool, ToolSource};
+pub use approvals::{PendingApproval, ResolvedApproval};
 pub use clock::{BoxFuture, Clock, ManualClock, SystemClock};
 pub use error::{Error, InputError, Result};
 pub use fold::conversation;

@@ -61,6 +61,10 @@ pub struct SessionMeta {
     /// Tools that are not read-only answer stubs instead of running.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
+    /// A tool call may be waiting for approval: at start the runtime reads
+    /// this session's log to arm approval timeouts.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parked: bool,
 }
 
 pub(crate) fn save(path: &Path, meta: &SessionMeta) -> Result<()> {

@@ -46,9 +46,11 @@ pub struct RuntimeOptions {
     /// The time schedules and reminders run on ([`SystemClock`] in
     /// production, a [`crate::ManualClock`] in tests).
     pub clock: Arc<dyn Clock>,
-    /// Tools every turn gets beyond the manifest's (the agent's MCP
-    /// connection tools).
-    pub extra_tools: Option<Arc<dyn agentkit_harness::ExtraTools>>,
+    /// Tools beyond the agent's files (Rust tools, MCP connections),
+    /// resolved when a turn or a deterministic call needs them.
+    pub tool_sources: Vec<Arc<dyn agentkit_harness::ToolSource>>,
+    /// The host's services, handed to every tool call.
+    pub services: Option<agentkit_harness::HostHandle>,
 }
 
 /// A message to start (or, with a known continuation key, continue) a
@@ -127,6 +129,8 @@ pub(crate) struct Inner {
     pub(crate) db: Db,
     pub(crate) schedules: crate::schedules::ScheduleState,
     pub(crate) reminders: crate::reminders::ReminderState,
+    /// Calls parked in running turns.
+    waiters: Arc<crate::approvals::Waiters>,
 }
 
 #[derive(Debug)]
@@ -144,6 +148,9 @@ struct TurnState {
     /// The running turn's cancellation, and why it was cancelled.
     running: Option<CancellationToken>,
     interrupt_reason: Option<&'static str>,
+    /// A turn cut short while a call waited for approval, to resume now
+    /// that the call has its result.
+    resume: Option<String>,
     /// Messages waiting for the next turn: text and the index of their
     /// `message.received` event.
     queue: Vec<(String, u64)>,
@@ -153,7 +160,7 @@ struct TurnState {
 impl TurnState {
     /// A turn is running, or messages wait for one.
     fn is_busy(&self) -> bool {
-        self.running.is_some() || !self.queue.is_empty()
+        self.running.is_some() || !self.queue.is_empty() || self.resume.is_some()
     }
 }
 
@@ -198,6 +205,7 @@ impl AgentRuntime {
                 db,
                 schedules: Default::default(),
                 reminders: Default::default(),
+                waiters: Arc::default(),
             }),
         };
         for id in runtime.inner.store.sessions().await? {
@@ -274,13 +282,18 @@ impl AgentRuntime {
         // without the store keeps their logs closed: opening every log at
         // start would hold two descriptors per session ever created.
         let log = self.session_dir(&session.id).join("events.ndjson");
-        if tokio::task::spawn_blocking(move || ends_settled(&log))
-            .await
-            .unwrap_or(false)
+        let parked = lock(&session.meta).parked;
+        if !parked
+            && tokio::task::spawn_blocking(move || ends_settled(&log))
+                .await
+                .unwrap_or(false)
         {
             return Ok(());
         }
         let events = self.inner.store.read(&session.id, 0).await?;
+        if parked {
+            self.arm_approval_timeouts(&session.id, &events);
+        }
         let Some(last) = events.last() else {
             return Ok(());
         };
@@ -342,6 +355,10 @@ impl AgentRuntime {
         Ok(self.inner.store.append(id, t, turn, data).await?)
     }
 
+    pub(crate) fn get_session(&self, id: &str) -> Result<Arc<Session>> {
+        self.get(id)
+    }
+
     fn get(&self, id: &str) -> Result<Arc<Session>> {
         let id = SessionId::parse(id)?;
         lock(&self.inner.sessions)
@@ -353,7 +370,7 @@ impl AgentRuntime {
     }
 
     /// The session, if `owner` may use it.
-    fn owned(&self, id: &str, owner: &Owner) -> Result<Arc<Session>> {
+    pub(crate) fn owned(&self, id: &str, owner: &Owner) -> Result<Arc<Session>> {
         let session = self.get(id)?;
         if lock(&session.meta).owner.principal_id != owner.principal_id {
             return Err(Error::Forbidden { id: id.to_owned() });
@@ -407,6 +424,7 @@ impl AgentRuntime {
             purpose: req.purpose.clone(),
             dry_run: req.dry_run,
             workspace_dir,
+            parked: false,
         };
         let session = {
             let agent = self.inner.agent.clone();
@@ -548,17 +566,21 @@ impl AgentRuntime {
         loop {
             let next = {
                 let mut state = lock(&session.state);
-                if state.queue.is_empty() {
+                if state.queue.is_empty() && state.resume.is_none() {
                     None
                 } else {
                     let cancel = self.inner.shutdown.child_token();
                     state.running = Some(cancel.clone());
                     state.interrupt_reason = None;
-                    Some((std::mem::take(&mut state.queue), cancel))
+                    Some((
+                        std::mem::take(&mut state.queue),
+                        state.resume.take(),
+                        cancel,
+                    ))
                 }
             };
-            if let Some((batch, cancel)) = next {
-                ok = match self.run_turn(&session, batch, cancel).await {
+            if let Some((batch, resume, cancel)) = next {
+                ok = match self.run_turn(&session, batch, resume, cancel).await {
                     Ok(ok) => ok,
                     Err(e) => {
                         tracing::error!(session = %session.id, error = %e, "turn could not be recorded");
@@ -574,7 +596,7 @@ impl AgentRuntime {
             // settle event; then let go, unless a message arrived meanwhile.
             self.settle(&session, ok).await;
             let mut state = lock(&session.state);
-            if state.queue.is_empty() {
+            if state.queue.is_empty() && state.resume.is_none() {
                 state.worker = false;
                 session.idle.notify_waiters();
                 break;
@@ -613,17 +635,17 @@ impl AgentRuntime {
         &self,
         session: &Session,
         batch: Vec<(String, u64)>,
+        resume: Option<String>,
         cancel: CancellationToken,
     ) -> Result<bool> {
         let turn_id = new_id("turn");
         let id = &session.id;
-        self.append(
-            id,
-            EventType::TurnStarted,
-            Some(&turn_id),
-            json!({"messages": batch.len()}),
-        )
-        .await?;
+        let mut started = json!({"messages": batch.len()});
+        if let (Some(turn), Some(obj)) = (&resume, started.as_object_mut()) {
+            obj.insert("resumes".into(), json!(turn));
+        }
+        self.append(id, EventType::TurnStarted, Some(&turn_id), started)
+            .await?;
         let Some(model) = self
             .inner
             .agent
@@ -645,6 +667,7 @@ impl AgentRuntime {
         let exclude: BTreeSet<u64> = batch.iter().map(|(_, i)| *i).collect();
         let events = self.inner.store.read(id, 0).await?;
         let history = fold::conversation(&events, &exclude);
+        let dry_run = lock(&session.meta).dry_run;
         let input = TurnInput {
             agent: self.inner.agent.clone(),
             model,
@@ -655,12 +678,14 @@ impl AgentRuntime {
             turn_id: turn_id.clone(),
             cancel: cancel.clone(),
             providers: self.inner.options.providers.clone(),
-            dry_run: lock(&session.meta).dry_run,
+            dry_run,
             host: self.inner.options.host_bridge.clone(),
             reminders: Some(Arc::new(crate::reminders::SessionReminders {
                 runtime: self.clone(),
             })),
-            extra_tools: self.inner.options.extra_tools.clone(),
+            tools: self.dynamic_tools(id.as_str()).await,
+            services: self.inner.options.services.clone(),
+            approvals: Some(self.gate(id)),
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
         let harness = tokio::spawn(agentkit_harness::run_turn(input, tx));
@@ -670,6 +695,12 @@ impl AgentRuntime {
             let mut batch = vec![first];
             while let Ok(more) = rx.try_recv() {
                 batch.push(more);
+            }
+            if batch
+                .iter()
+                .any(|e| matches!(e, agentkit_harness::StepEvent::ApprovalRequested { .. }))
+            {
+                self.mark_parked(session, true);
             }
             let events = batch
                 .into_iter()
@@ -706,6 +737,11 @@ impl AgentRuntime {
             }
             TurnOutcome::Interrupted => {
                 let reason = lock(&session.state).interrupt_reason.unwrap_or("shutdown");
+                // A shutdown keeps parked calls waiting (they survive the
+                // restart); a preempted or stopped turn withdraws them.
+                if reason != "shutdown" {
+                    self.withdraw_parked(id, &turn_id).await?;
+                }
                 self.append(
                     id,
                     EventType::TurnFailed,
@@ -724,8 +760,16 @@ impl AgentRuntime {
     /// (or are admitted by their policy) until it ends.
     pub(crate) async fn claim_for_call(&self, id: &str, owner: &Owner) -> Result<Arc<Session>> {
         let session = self.owned(id, owner)?;
+        self.claim_idle(&session).await
+    }
+
+    /// Marks an idle session busy (the caller releases it with
+    /// `release_after_call`); `session_busy` when a turn runs.
+    pub(crate) async fn claim_idle(&self, session: &Arc<Session>) -> Result<Arc<Session>> {
+        let session = session.clone();
+        let id = session.id.as_str().to_owned();
         let signal = session.clone();
-        let busy = || Error::SessionBusy { id: id.to_owned() };
+        let busy = || Error::SessionBusy { id: id.clone() };
         loop {
             let settling = {
                 let mut state = lock(&session.state);
@@ -768,7 +812,7 @@ impl AgentRuntime {
     pub(crate) fn release_after_call(&self, session: &Arc<Session>) {
         let mut state = lock(&session.state);
         state.running = None;
-        if state.queue.is_empty() {
+        if state.queue.is_empty() && state.resume.is_none() {
             state.worker = false;
         } else {
             drop(state);
@@ -777,6 +821,43 @@ impl AgentRuntime {
             self.inner
                 .tasks
                 .spawn(async move { runtime.work(session).await });
+        }
+    }
+
+    /// Resumes `turn` in a new turn when the session is released.
+    pub(crate) fn set_resume(&self, session: &Session, turn: String) {
+        lock(&session.state).resume = Some(turn);
+    }
+
+    /// Records in `session.json` whether a call may be parked.
+    pub(crate) fn mark_parked(&self, session: &Session, parked: bool) {
+        let mut meta = lock(&session.meta);
+        if meta.parked == parked {
+            return;
+        }
+        meta.parked = parked;
+        if let Err(e) = meta::save(&self.session_dir(&session.id).join("session.json"), &meta) {
+            tracing::warn!(session = %session.id, error = %e, "cannot record parked state");
+        }
+    }
+
+    pub(crate) fn waiters(&self) -> &Arc<crate::approvals::Waiters> {
+        &self.inner.waiters
+    }
+
+    /// Runs `task` on the runtime's tracker (shutdown waits for it).
+    pub(crate) fn spawn_task<F>(&self, task: F)
+    where
+        F: std::future::Future<Output = Option<()>> + Send + 'static,
+    {
+        self.inner.tasks.spawn(task);
+    }
+
+    /// Sleeps for `d`; `None` when shutdown comes first.
+    pub(crate) async fn sleep_or_shutdown(&self, d: Duration) -> Option<()> {
+        tokio::select! {
+            _ = tokio::time::sleep(d) => Some(()),
+            _ = self.inner.shutdown.cancelled() => None,
         }
     }
 
@@ -920,6 +1001,23 @@ impl AgentRuntime {
     /// The host bridge server tools of this agent reach.
     pub(crate) fn host_bridge(&self) -> Option<agentkit_harness::HostBridge> {
         self.inner.options.host_bridge.clone()
+    }
+
+    /// Every tool the sources bring now, first name wins.
+    pub async fn dynamic_tools(&self, session_id: &str) -> Vec<Arc<dyn agentkit_harness::DynTool>> {
+        let mut out: Vec<Arc<dyn agentkit_harness::DynTool>> = Vec::new();
+        for source in &self.inner.options.tool_sources {
+            for tool in source.tools(session_id).await {
+                if !out.iter().any(|t| t.spec().name == tool.spec().name) {
+                    out.push(tool);
+                }
+            }
+        }
+        out
+    }
+
+    pub(crate) fn services_handle(&self) -> Option<agentkit_harness::HostHandle> {
+        self.inner.options.services.clone()
     }
 
     /// The state folder of this agent.

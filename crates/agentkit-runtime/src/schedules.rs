@@ -140,7 +140,7 @@ impl AgentRuntime {
             }
             ScheduleAction::Tool { name, input } => {
                 // Refuse an unknown tool or bad input now, not in the log.
-                self.check_tool_call(name, input)?;
+                self.check_tool_call(name, input).await?;
                 let calls = {
                     let mut runs = lock(&self.inner.schedules.runs);
                     runs.entry(id.to_owned()).or_default().calls.clone()

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use agentkit_harness::{ToolContext, run_server_tool};
+use agentkit_harness::{DynTool, ToolContext, ToolOutput, run_server_tool};
 use agentkit_manifest::{Execution, Tool};
 use agentkit_protocol::EventType;
 use serde::Serialize;
@@ -42,7 +42,7 @@ impl AgentRuntime {
         input: Value,
         session: Option<(&str, &Owner)>,
     ) -> Result<ToolCallOutcome> {
-        let tool = self.callable_tool(name)?;
+        let tool = self.callable_tool(name).await?;
         validate(&tool, &input)?;
         let call_id = new_id(&format!("tool_{name}"));
         match session {
@@ -53,23 +53,42 @@ impl AgentRuntime {
 
     /// Refuses a call that [`AgentRuntime::call_tool`] would refuse
     /// (unknown tool, agent tool, input against its schema).
-    pub(crate) fn check_tool_call(&self, name: &str, input: &Value) -> Result<()> {
-        let tool = self.callable_tool(name)?;
+    pub(crate) async fn check_tool_call(&self, name: &str, input: &Value) -> Result<()> {
+        let tool = self.callable_tool(name).await?;
         validate(&tool, input)
     }
 
-    fn callable_tool(&self, name: &str) -> Result<Arc<Tool>> {
+    /// The names of every tool a deterministic call can run.
+    pub async fn host_tool_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .agent()
+            .tools
+            .iter()
+            .filter(|t| t.execution == Execution::Server)
+            .map(|t| t.name.clone())
+            .collect();
+        for t in self.dynamic_tools("").await {
+            if !names.contains(&t.spec().name) {
+                names.push(t.spec().name.clone());
+            }
+        }
+        names
+    }
+
+    pub(crate) async fn callable_tool(&self, name: &str) -> Result<HostTool> {
         let agent = self.agent();
         let Some(tool) = agent.tool(name) else {
-            let available: Vec<String> = agent
-                .tools
-                .iter()
-                .filter(|t| t.execution == Execution::Server)
-                .map(|t| t.name.clone())
-                .collect();
+            if let Some(t) = self
+                .dynamic_tools("")
+                .await
+                .into_iter()
+                .find(|t| t.spec().name == name)
+            {
+                return Ok(HostTool::Rust(t));
+            }
             return Err(Error::UnknownTool {
                 name: name.to_owned(),
-                available,
+                available: self.host_tool_names().await,
             });
         };
         if tool.execution == Execution::Agent {
@@ -79,12 +98,12 @@ impl AgentRuntime {
                 ),
             });
         }
-        Ok(Arc::new(tool.clone()))
+        Ok(HostTool::File(Arc::new(tool.clone())))
     }
 
     async fn call_ephemeral(
         &self,
-        tool: Arc<Tool>,
+        tool: HostTool,
         input: Value,
         call_id: String,
     ) -> Result<ToolCallOutcome> {
@@ -97,13 +116,13 @@ impl AgentRuntime {
                 message: format!("workspace setup failed: {e}"),
             })??;
         let outcome = run(
+            self,
             &tool,
             &input,
             &call_id,
             "direct",
             &dir,
             CancellationToken::new(),
-            self.host_bridge(),
         )
         .await;
         let dir2 = dir.clone();
@@ -113,7 +132,7 @@ impl AgentRuntime {
 
     async fn call_in_session(
         &self,
-        tool: Arc<Tool>,
+        tool: HostTool,
         input: Value,
         call_id: String,
         id: &str,
@@ -121,11 +140,11 @@ impl AgentRuntime {
     ) -> Result<ToolCallOutcome> {
         let session = self.claim_for_call(id, owner).await?;
         let turn_id = new_id("call");
-        let guard = CallGuard {
+        let guard = Release {
             runtime: self,
             session: session.clone(),
         };
-        let requested = json!({"calls": [{"callId": call_id, "toolName": tool.name, "input": input}], "direct": true});
+        let requested = json!({"calls": [{"callId": call_id, "toolName": tool.name(), "input": input}], "direct": true});
         self.store()
             .append(
                 &session.id,
@@ -135,13 +154,13 @@ impl AgentRuntime {
             )
             .await?;
         let outcome = run(
+            self,
             &tool,
             &input,
             &call_id,
             id,
             &session.workspace,
             guard.cancel(),
-            self.host_bridge(),
         )
         .await;
         let data = json!({
@@ -163,33 +182,71 @@ impl AgentRuntime {
 /// Releases the session after a session-bound call, even when the call's
 /// future is dropped, and starts the turn of any message that arrived
 /// meanwhile.
-struct CallGuard<'a> {
-    runtime: &'a AgentRuntime,
-    session: Arc<crate::runtime::Session>,
+pub(crate) struct Release<'a> {
+    pub(crate) runtime: &'a AgentRuntime,
+    pub(crate) session: Arc<crate::runtime::Session>,
 }
 
-impl CallGuard<'_> {
-    fn cancel(&self) -> CancellationToken {
+impl Release<'_> {
+    pub(crate) fn cancel(&self) -> CancellationToken {
         self.runtime
             .running_token(&self.session)
             .unwrap_or_default()
     }
 }
 
-impl Drop for CallGuard<'_> {
+impl Drop for Release<'_> {
     fn drop(&mut self) {
         self.runtime.release_after_call(&self.session);
     }
 }
 
+/// A tool the host can run without a model: a server tool of the agent's
+/// files, or a Rust/MCP tool.
+#[derive(Debug, Clone)]
+pub(crate) enum HostTool {
+    File(Arc<Tool>),
+    Rust(Arc<dyn DynTool>),
+}
+
+impl HostTool {
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            HostTool::File(t) => &t.name,
+            HostTool::Rust(t) => &t.spec().name,
+        }
+    }
+
+    fn schema(&self) -> &Value {
+        match self {
+            HostTool::File(t) => &t.input_schema,
+            HostTool::Rust(t) => &t.spec().input_schema,
+        }
+    }
+
+    /// Runs the tool; every failure is an error result.
+    pub(crate) async fn run(&self, input: &Value, ctx: &ToolContext) -> ToolOutput {
+        match self {
+            HostTool::File(tool) => run_server_tool(tool, input, ctx).await,
+            HostTool::Rust(tool) => {
+                let call = tool.call(input.clone(), ctx.clone());
+                tokio::select! {
+                    out = call => out,
+                    _ = ctx.cancel.cancelled() => ToolOutput::error("the call was interrupted"),
+                }
+            }
+        }
+    }
+}
+
 async fn run(
-    tool: &Tool,
+    runtime: &AgentRuntime,
+    tool: &HostTool,
     input: &Value,
     call_id: &str,
     session_id: &str,
     workspace: &std::path::Path,
     cancel: CancellationToken,
-    host: Option<agentkit_harness::HostBridge>,
 ) -> ToolCallOutcome {
     let started = Instant::now();
     let ctx = ToolContext {
@@ -197,11 +254,12 @@ async fn run(
         session_id: session_id.to_owned(),
         workspace_dir: workspace.to_path_buf(),
         cancel,
-        host,
+        host: runtime.host_bridge(),
+        services: runtime.services_handle(),
     };
-    let out = run_server_tool(tool, input, &ctx).await;
+    let out = tool.run(input, &ctx).await;
     ToolCallOutcome {
-        tool_name: tool.name.clone(),
+        tool_name: tool.name().to_owned(),
         call_id: call_id.to_owned(),
         is_error: out.is_error,
         result: out.output,
@@ -210,10 +268,10 @@ async fn run(
 }
 
 /// Every schema error of `input`, with its JSON pointer.
-fn validate(tool: &Tool, input: &Value) -> Result<()> {
-    let errors: Vec<InputError> = agentkit_harness::schema_errors(&tool.input_schema, input)
+fn validate(tool: &HostTool, input: &Value) -> Result<()> {
+    let errors: Vec<InputError> = agentkit_harness::schema_errors(tool.schema(), input)
         .map_err(|e| Error::BadRequest {
-            message: format!("tool `{}` has an unusable input schema: {e}", tool.name),
+            message: format!("tool `{}` has an unusable input schema: {e}", tool.name()),
         })?
         .into_iter()
         .map(|(path, message)| InputError { path, message })
@@ -222,7 +280,7 @@ fn validate(tool: &Tool, input: &Value) -> Result<()> {
         Ok(())
     } else {
         Err(Error::InvalidInput {
-            tool: tool.name.clone(),
+            tool: tool.name().to_owned(),
             errors,
         })
     }

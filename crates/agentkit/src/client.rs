@@ -253,6 +253,32 @@ impl Client {
         self.post_json(&format!("/v1/tools/{name}"), &body).await
     }
 
+    /// `GET /v1/session/{id}/approvals`: the calls waiting for a decision.
+    pub async fn approvals(&self, session_id: &str) -> Result<Value> {
+        self.get_json(&format!("/v1/session/{session_id}/approvals"))
+            .await
+    }
+
+    /// `POST /v1/session/{id}/approvals/{callId}`: approves or denies a
+    /// parked call.
+    pub async fn resolve_approval(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        approve: bool,
+        reason: Option<&str>,
+    ) -> Result<Value> {
+        let mut body = json!({"decision": if approve { "approve" } else { "deny" }});
+        if let Some(reason) = reason {
+            body["reason"] = Value::String(reason.to_owned());
+        }
+        self.post_json(
+            &format!("/v1/session/{session_id}/approvals/{call_id}"),
+            &body,
+        )
+        .await
+    }
+
     /// `GET /v1/info`: the agent's discovered surface.
     pub async fn info(&self) -> Result<Value> {
         self.get_json("/v1/info").await

@@ -42,14 +42,19 @@ pub mod init;
 mod serve;
 pub mod trajectory;
 
-pub use agentkit_harness::{Endpoint, ProviderConfig};
+pub use agentkit_harness::{
+    Decision, DynTool, Endpoint, ProviderConfig, RustTool, ToolContext, ToolOutput, ToolSource,
+    ToolSpec,
+};
 pub use agentkit_runtime::{
-    AgentRuntime, Clock, Followup, InputError, ManualClock, NewReminder, Owner, Reminder,
-    ReminderAction, ReminderFired, ReminderHandler, ReminderOutcome, ReminderRequest, ReminderTick,
-    ReminderWhen, ScheduleStatus, SystemClock, ToolCallOutcome,
+    AgentRuntime, Clock, Followup, InputError, ManualClock, NewReminder, Owner, PendingApproval,
+    Reminder, ReminderAction, ReminderFired, ReminderHandler, ReminderOutcome, ReminderRequest,
+    ReminderTick, ReminderWhen, ResolvedApproval, ScheduleStatus, SystemClock, ToolCallOutcome,
 };
 pub use error::{Error, Result};
-pub use serve::{EnvFn, EnvLookup, Mode, ServeHandle, ServeOptions, serve, shutdown_signal};
+pub use serve::{
+    EnvFn, EnvLookup, HostServices, Mode, ServeHandle, ServeOptions, serve, shutdown_signal,
+};
 
 /// The project format: discovery, the manifest types and diagnostics.
 pub use agentkit_channels as channels;

@@ -30,7 +30,7 @@ use std::hash::BuildHasher;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use agentkit_manifest::{Agent, Execution, ModelSpec};
+use agentkit_manifest::{Agent, ModelSpec};
 use agentkit_protocol::{Message, ToolCall, Usage};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde::{Deserialize, Deserializer};
@@ -358,24 +358,11 @@ impl AnthropicTurn {
             Err(_) => map_messages(request.conversation, &HashMap::new()),
         };
         body.insert("messages".into(), Value::Array(messages));
-        let tools: Vec<Value> = request
-            .agent
-            .tools
-            .iter()
-            .filter(|t| t.execution == Execution::Server)
-            .map(|t| {
-                json!({
-                    "name": t.name,
-                    "description": t.description,
-                    "input_schema": t.input_schema,
-                })
-            })
-            .collect();
-        let tools: Vec<Value> = tools
+        let tools: Vec<Value> = super::tool_defs(request.agent, request.tools)
             .into_iter()
-            .chain(crate::builtins::enabled(request.agent).into_iter().map(
-                |b| json!({"name": b.name, "description": b.description, "input_schema": b.schema}),
-            ))
+            .map(
+                |d| json!({"name": d.name, "description": d.description, "input_schema": d.schema}),
+            )
             .collect();
         if !tools.is_empty() {
             body.insert("tools".into(), Value::Array(tools));

@@ -84,6 +84,8 @@ pub(crate) struct StepRequest<'a> {
     pub(crate) turn_id: &'a str,
     /// The turn's interrupt: a provider stops its request at once.
     pub(crate) cancel: &'a CancellationToken,
+    /// Rust and MCP tools of this turn.
+    pub(crate) tools: &'a [Arc<dyn crate::DynTool>],
 }
 
 impl StepRequest<'_> {
@@ -120,6 +122,46 @@ impl StepRequest<'_> {
 /// The system prompt every remote provider sends: the instructions, then
 /// the skills catalog (each skill's description; the model loads one with
 /// the built-in `load_skill` tool).
+/// One tool as a provider advertises it.
+pub(crate) struct ToolDef {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) schema: serde_json::Value,
+}
+
+/// Every tool the model may call this step: the agent's server tools, the
+/// enabled built-ins, then Rust and MCP tools whose names are still free.
+pub(crate) fn tool_defs(agent: &Agent, extra: &[Arc<dyn crate::DynTool>]) -> Vec<ToolDef> {
+    let mut defs: Vec<ToolDef> = agent
+        .tools
+        .iter()
+        .filter(|t| t.execution == agentkit_manifest::Execution::Server)
+        .map(|t| ToolDef {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            schema: t.input_schema.clone(),
+        })
+        .collect();
+    for b in crate::builtins::enabled(agent) {
+        defs.push(ToolDef {
+            name: b.name.to_owned(),
+            description: b.description.into_owned(),
+            schema: b.schema,
+        });
+    }
+    for t in extra {
+        let spec = t.spec();
+        if agent.tool(&spec.name).is_none() && !defs.iter().any(|d| d.name == spec.name) {
+            defs.push(ToolDef {
+                name: spec.name.clone(),
+                description: spec.description.clone(),
+                schema: spec.input_schema.clone(),
+            });
+        }
+    }
+    defs
+}
+
 pub(crate) fn system_prompt(agent: &Agent) -> String {
     let mut text = agent
         .instructions

@@ -19,7 +19,7 @@
 use std::hash::BuildHasher;
 use std::time::Duration;
 
-use agentkit_manifest::{Agent, Execution, ModelSpec};
+use agentkit_manifest::{Agent, ModelSpec};
 use agentkit_protocol::{Message, ToolCall, Usage};
 use futures_util::{Stream, StreamExt};
 use serde::{Deserialize, Deserializer};
@@ -108,6 +108,7 @@ impl OpenAiTurn {
             &self.model,
             &self.params,
             request.agent,
+            request.tools,
             request.conversation,
         );
         let work = async {
@@ -299,6 +300,7 @@ fn request_body(
     model: &str,
     params: &Map<String, Value>,
     agent: &Agent,
+    extra: &[std::sync::Arc<dyn crate::DynTool>],
     conversation: &[Message],
 ) -> Value {
     let mut messages = Vec::with_capacity(conversation.len() + 1);
@@ -307,29 +309,14 @@ fn request_body(
     }
     messages.extend(conversation.iter().map(wire_message));
 
-    let tools: Vec<Value> = agent
-        .tools
-        .iter()
-        .filter(|t| t.execution == Execution::Server)
-        .map(|t| {
+    let tools: Vec<Value> = super::tool_defs(agent, extra)
+        .into_iter()
+        .map(|d| {
             json!({
                 "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.input_schema,
-                },
+                "function": {"name": d.name, "description": d.description, "parameters": d.schema},
             })
         })
-        .collect();
-    let tools: Vec<Value> = tools
-        .into_iter()
-        .chain(crate::builtins::enabled(agent).into_iter().map(|b| {
-            json!({
-                "type": "function",
-                "function": {"name": b.name, "description": b.description, "parameters": b.schema},
-            })
-        }))
         .collect();
 
     let mut body = Map::new();

@@ -1,7 +1,7 @@
 //! The `test` provider: offline and deterministic, like pydantic-ai's
 //! TestModel.
 //!
-//! Step 1 of every turn calls each server tool of the agent once, with
+//! Step 1 of every turn (unless it resumes after tool results) calls each server tool of the agent once, with
 //! arguments generated from its input schema (see [`example_input`]); an
 //! agent without server tools skips straight to the answer. The next step
 //! answers with a summary that quotes the user's message and lists each
@@ -19,17 +19,32 @@ const RESULT_PREVIEW_CHARS: usize = 200;
 
 pub(super) async fn step(request: &StepRequest<'_>, sink: &mut StepSink<'_>) -> ModelReply {
     let input_tokens = request.approx_input_tokens();
-    if request.step == 1 {
-        let calls: Vec<ToolCall> = request
+    // A turn that resumes after tool results (an approval resolved after a
+    // restart) has its results already: it goes straight to the answer.
+    let fresh = matches!(request.conversation.last(), Some(Message::User { .. }));
+    if request.step == 1 && fresh {
+        // The agent's server tools, then Rust and MCP tools whose names
+        // are still free.
+        let mut tools: Vec<(&str, &Value)> = request
             .agent
             .tools
             .iter()
             .filter(|t| t.execution == Execution::Server)
+            .map(|t| (t.name.as_str(), &t.input_schema))
+            .collect();
+        for t in request.tools {
+            let spec = t.spec();
+            if request.agent.tool(&spec.name).is_none() {
+                tools.push((spec.name.as_str(), &spec.input_schema));
+            }
+        }
+        let calls: Vec<ToolCall> = tools
+            .into_iter()
             .enumerate()
-            .map(|(i, t)| ToolCall {
+            .map(|(i, (name, schema))| ToolCall {
                 call_id: request.call_id(i),
-                tool_name: t.name.clone(),
-                input: example_input(&t.input_schema),
+                tool_name: name.to_owned(),
+                input: example_input(schema),
             })
             .collect();
         if !calls.is_empty() {

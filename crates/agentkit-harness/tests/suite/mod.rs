@@ -117,7 +117,9 @@ pub(crate) fn turn_input(
         dry_run: false,
         host: None,
         reminders: None,
-        extra_tools: None,
+        tools: Vec::new(),
+        services: None,
+        approvals: None,
     }
 }
 

@@ -1,7 +1,7 @@
 //! The `scripted:<file>` provider and the loop it drives: streaming,
 //! multi-step tool use, validation errors fed back to the model.
 
-use agentkit_harness::{FinishReason, StepEvent, TurnOutcome};
+use agentkit_harness::{Decision, FinishReason, StepEvent, TurnOutcome};
 use serde_json::json;
 
 use super::*;
@@ -170,7 +170,7 @@ async fn invalid_unknown_and_agent_tool_calls_are_error_results_not_failures() {
 }
 
 #[tokio::test]
-async fn approval_schemas_refuse_only_matching_calls() {
+async fn approval_schemas_park_only_matching_calls() {
     let script = json!({"turns": [{"steps": [
         {"toolCalls": [
             {"name": "echo", "input": {"word": "safe"}},
@@ -187,15 +187,142 @@ async fn approval_schemas_refuse_only_matching_calls() {
         ECHO_PY,
         ("s.json", &script.to_string()),
     ]);
+
+    // No gate in this host: the matching call is denied, the other runs.
     let (outcome, events) = run(project.input(scripted("s.json"), "go")).await;
     assert_eq!(completed(&outcome), "done");
-    let results = results(&events);
-    assert!(results.contains(&("echo".into(), json!({"echo": "safe"}), false)));
-    assert!(results.contains(&(
+    let found = results(&events);
+    assert!(found.contains(&("echo".into(), json!({"echo": "safe"}), false)));
+    assert!(found.contains(&(
         "echo".into(),
-        json!("approval required: approvals are not available yet"),
+        json!("the call was denied by system: approvals are not available in this host"),
         true
     )));
+
+    // A gate that denies with a reason: the model reads the reason, and
+    // only the matching call was parked and resolved.
+    let gate = std::sync::Arc::new(TestGate::new(|call| {
+        Decision::deny(format!("{call} is too risky"), "alice")
+    }));
+    let mut input = project.input(scripted("s.json"), "go");
+    input.approvals = Some(gate.clone());
+    let (outcome, events) = run(input).await;
+    assert_eq!(completed(&outcome), "done");
+    let found = results(&events);
+    assert!(found.contains(&("echo".into(), json!({"echo": "safe"}), false)));
+    let denied = found.iter().find(|r| r.2).expect("a denied call");
+    assert!(
+        denied
+            .1
+            .as_str()
+            .unwrap()
+            .starts_with("the call was denied by alice: ")
+            && denied.1.as_str().unwrap().ends_with(" is too risky"),
+        "{denied:?}"
+    );
+    let requested: Vec<&StepEvent> = events
+        .iter()
+        .filter(|e| matches!(e, StepEvent::ApprovalRequested { .. }))
+        .collect();
+    assert_eq!(requested.len(), 1, "only the matching call parks");
+    let StepEvent::ApprovalRequested { input, .. } = requested[0] else {
+        unreachable!()
+    };
+    assert_eq!(input, &json!({"word": "danger"}));
+    let resolved = events
+        .iter()
+        .find(|e| matches!(e, StepEvent::ApprovalResolved { .. }))
+        .expect("resolved");
+    assert_eq!(resolved.data()["decision"], "deny");
+    assert_eq!(resolved.data()["by"], "alice");
+    assert_eq!(gate.parked(), 1);
+
+    // Approved: the call runs.
+    let mut input = project.input(scripted("s.json"), "go");
+    input.approvals = Some(std::sync::Arc::new(TestGate::new(|_| Decision {
+        approved: true,
+        reason: None,
+        by: "bob".into(),
+    })));
+    let (_, events) = run(input).await;
+    let found = results(&events);
+    assert!(found.contains(&("echo".into(), json!({"echo": "danger"}), false)));
+}
+
+#[tokio::test]
+async fn an_unanswered_approval_times_out_without_counting_against_the_turn() {
+    let script = json!({"turns": [{"steps": [
+        {"toolCalls": [{"name": "echo", "input": {"word": "x"}}]},
+        {"text": "done"}
+    ]}]});
+    let tool = ECHO_TOOL
+        .1
+        .replace("[input_schema]", "needs_approval = true\n\n[input_schema]");
+    let project = TestProject::new(&[
+        ("tools/echo.toml", &tool),
+        ECHO_PY,
+        ("s.json", &script.to_string()),
+        // The approval may wait longer than the whole turn may run: the
+        // turn's clock stops while a call is parked.
+        (
+            "agent.toml",
+            "model = \"scripted:s.json\"\n[harness]\napproval_timeout = \"1500ms\"\nturn_timeout = \"1s\"\n",
+        ),
+    ]);
+    let mut input = project.input(scripted("s.json"), "go");
+    input.approvals = Some(std::sync::Arc::new(TestGate::never()));
+    let (outcome, events) = run(input).await;
+    assert_eq!(completed(&outcome), "done");
+    let found = results(&events);
+    assert_eq!(
+        found,
+        vec![(
+            "echo".into(),
+            json!("the call was denied by timeout: timed out"),
+            true
+        )]
+    );
+}
+
+/// An approval gate that answers at once (or never).
+#[derive(Debug)]
+struct TestGate {
+    answer: Option<fn(&str) -> Decision>,
+    parked: std::sync::atomic::AtomicUsize,
+}
+
+impl TestGate {
+    fn new(answer: fn(&str) -> Decision) -> TestGate {
+        TestGate {
+            answer: Some(answer),
+            parked: Default::default(),
+        }
+    }
+
+    fn never() -> TestGate {
+        TestGate {
+            answer: None,
+            parked: Default::default(),
+        }
+    }
+
+    fn parked(&self) -> usize {
+        self.parked.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl agentkit_harness::ApprovalGate for TestGate {
+    fn park(&self, _turn: &str, call_id: &str) -> agentkit_harness::DecisionFuture {
+        self.parked
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match self.answer {
+            Some(answer) => {
+                let decision = answer(call_id);
+                Box::pin(async move { decision })
+            }
+            None => Box::pin(std::future::pending()),
+        }
+    }
 }
 
 #[tokio::test]
@@ -243,5 +370,47 @@ async fn usage_sums_over_steps() {
             usage.cache_read_tokens
         ),
         (30, 5, 1)
+    );
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct AddInput {
+    a: i64,
+    b: i64,
+}
+
+#[tokio::test]
+async fn rust_tools_reach_the_model_validated_and_typed() {
+    let script = json!({"turns": [{"steps": [
+        {"toolCalls": [
+            {"name": "add", "input": {"a": 2, "b": 3}},
+            {"name": "add", "input": {"a": "two"}}
+        ]},
+        {"text": "done"}
+    ]}]});
+    let project = TestProject::new(&[("s.json", &script.to_string())]);
+    let add = agentkit_harness::RustTool::new(
+        "add",
+        "Adds two numbers",
+        |input: AddInput, ctx: agentkit_harness::ToolContext| async move {
+            assert_eq!(ctx.session_id, "sess-1");
+            Ok::<_, String>(json!({"sum": input.a + input.b}))
+        },
+    );
+    let spec = agentkit_harness::DynTool::spec(&add).clone();
+    assert_eq!(spec.input_schema["required"], json!(["a", "b"]));
+    let mut input = project.input(scripted("s.json"), "go");
+    input.tools = vec![add.into_dyn()];
+    let (outcome, events) = run(input).await;
+    assert_eq!(completed(&outcome), "done");
+    let found = results(&events);
+    assert!(found.contains(&("add".into(), json!({"sum": 5}), false)));
+    let (_, message, _) = found.iter().find(|r| r.2).expect("the invalid call");
+    assert!(
+        message
+            .as_str()
+            .unwrap()
+            .starts_with("invalid input for `add`:"),
+        "{message}"
     );
 }

@@ -43,14 +43,15 @@ async fn calls_every_server_tool_of_the_weather_agent_and_quotes_the_message() {
     assert_eq!(results[1].0, "get_weather");
     assert_eq!(results[1].1["city"], "example");
     assert!(!results[1].2);
-    // needs_approval = true: refused until approvals exist, never run.
+    // needs_approval = true and no approval gate in a bare harness: denied,
+    // never run.
     assert_eq!(results[2].0, "post_alert");
     assert!(results[2].2);
     assert_eq!(
         results[2].1,
-        "approval required: approvals are not available yet"
+        "the call was denied by system: approvals are not available in this host"
     );
-    assert!(result.contains("approval required"), "{result}");
+    assert!(result.contains("approvals are not available"), "{result}");
 
     let TurnOutcome::Completed { usage, .. } = outcome else {
         unreachable!()

@@ -39,6 +39,7 @@ fn ctx(workspace: &Path) -> ToolContext {
         workspace_dir: workspace.to_path_buf(),
         cancel: CancellationToken::new(),
         host: None,
+        services: None,
     }
 }
 

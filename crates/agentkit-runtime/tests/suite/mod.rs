@@ -56,7 +56,8 @@ pub(crate) async fn open(root: &Path) -> AgentRuntime {
             providers: Default::default(),
             host_bridge: None,
             clock: Arc::new(agentkit_runtime::SystemClock),
-            extra_tools: None,
+            tool_sources: Vec::new(),
+            services: None,
         },
     )
     .await

@@ -156,8 +156,8 @@ fn agent_router(agent: Mounted, shutdown: CancellationToken) -> Router {
         .route("/v1/session/{id}/stop", post(stop))
         .route("/v1/session/{id}/stream", get(stream))
         .route("/v1/session/{id}/events", get(events))
-        .route("/v1/session/{id}/approvals", any(not_yet))
-        .route("/v1/session/{id}/approvals/{call}", any(not_yet))
+        .route("/v1/session/{id}/approvals", get(approvals))
+        .route("/v1/session/{id}/approvals/{call}", post(resolve_approval))
         .route("/v1/tools/{name}", post(call_tool))
         .route("/v1/sessions", get(list))
         .route("/v1/health", get(health))
@@ -484,13 +484,57 @@ async fn call_tool(
     Ok(axum::Json(doc).into_response())
 }
 
-/// Approvals arrive in a later release; the
-/// route still runs the auth chain first, so an unauthenticated caller
-/// learns nothing beyond 401.
-async fn not_yet(_auth: Authed) -> ApiResult {
-    Err(ApiError::new(
-        StatusCode::NOT_IMPLEMENTED,
-        "not_implemented",
-        "this route is not available in this release (approvals arrive later)",
-    ))
+/// `GET /v1/session/:id/approvals`: the calls parked in the session,
+/// including those a restart left waiting.
+async fn approvals(
+    State(state): State<AgentState>,
+    Path(id): Path<String>,
+    Authed { owner, .. }: Authed,
+) -> ApiResult {
+    let pending = state.agent.runtime.approvals(&id, &owner).await?;
+    Ok(axum::Json(json!({"ok": true, "sessionId": id, "approvals": pending})).into_response())
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecisionBody {
+    decision: String,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// `POST /v1/session/:id/approvals/:callId` with `{"decision":
+/// "approve"|"deny", "reason"?}`; the caller's principal is recorded as
+/// `by`.
+async fn resolve_approval(
+    State(state): State<AgentState>,
+    Path((id, call)): Path<(String, String)>,
+    Authed { owner, body }: Authed,
+) -> ApiResult {
+    let req: DecisionBody = parse_json(&body)?;
+    let approved = match req.decision.as_str() {
+        "approve" => true,
+        "deny" => false,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "`decision` must be \"approve\" or \"deny\", not \"{other}\""
+            )));
+        }
+    };
+    let decision = agentkit_runtime::Decision {
+        approved,
+        reason: req.reason,
+        by: owner.principal_id.clone(),
+    };
+    let resolved = state
+        .agent
+        .runtime
+        .resolve_approval(&id, &call, decision, &owner)
+        .await?;
+    let mut doc = serde_json::to_value(&resolved).unwrap_or(Value::Null);
+    if let Some(obj) = doc.as_object_mut() {
+        obj.insert("ok".to_owned(), Value::Bool(true));
+        obj.insert("sessionId".to_owned(), Value::String(id));
+    }
+    Ok(axum::Json(doc).into_response())
 }

@@ -19,7 +19,15 @@ pub(crate) fn http_chain(project: &Project, options: &ServeOptions) -> Result<Ch
         Some(policies) => Chain::new(convert(&policies, &options.env), Surface::BuiltinApi),
         None => default_chain(options, Surface::BuiltinApi),
     };
-    let problems = chain.validate();
+    // A secret from an unset `${VAR}` disables its policy (it never admits;
+    // `validate` warns about the variable); other problems are errors.
+    let (unset, problems): (Vec<_>, Vec<_>) = chain
+        .validate()
+        .into_iter()
+        .partition(|e| matches!(e, agentkit_auth::Error::EmptySecret { .. }));
+    for e in unset {
+        tracing::warn!(agent = %project.slug, "the HTTP channel's auth chain: {e}: is its `${{VAR}}` set?");
+    }
     if !problems.is_empty() {
         let message = problems
             .iter()

@@ -203,9 +203,37 @@ impl RuntimeBackend {
                     if let Some(reply) = step(&event) {
                         return Ok(reply);
                     }
+                    if let Some(reply) = self.parked(owner, session_id, &event).await {
+                        return Ok(reply);
+                    }
                 }
             }
         }
+    }
+}
+
+impl RuntimeBackend {
+    /// `waiting_approval` when `event` parked a call that still waits: a
+    /// human has to decide before the turn can go on, so waiting longer
+    /// would only run into the deadline.
+    async fn parked(&self, owner: &Owner, session_id: &str, event: &Event) -> Option<Reply> {
+        if event.event_type != EventType::ActionApprovalRequested {
+            return None;
+        }
+        let call = event.data.get("callId").and_then(Value::as_str)?;
+        let tool = event
+            .data
+            .get("toolName")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let pending = self.runtime.approvals(session_id, owner).await.ok()?;
+        pending.iter().any(|p| p.call_id == call).then(|| Reply {
+            status: ReplyStatus::WaitingApproval,
+            session_id: session_id.to_owned(),
+            reply: Some(format!(
+                "tool `{tool}` waits for a human's approval (call `{call}`): decide with POST /v1/session/{session_id}/approvals/{call}, then call `check`"
+            )),
+        })
     }
 }
 

@@ -92,6 +92,17 @@ pub struct ServeOptions {
     /// Rust hooks: observers of every agent's recorded events (next to each
     /// agent's `hooks/*.toml`).
     pub hooks: Vec<agentkit_runtime::HookSpec>,
+    /// Rust tools every agent gets beside its tool files (see
+    /// [`agentkit_harness::RustTool`]). A tool file of the same name wins.
+    pub tools: Vec<Arc<dyn agentkit_harness::DynTool>>,
+}
+
+impl ServeOptions {
+    /// Registers a Rust tool for every agent.
+    pub fn tool(mut self, tool: impl agentkit_harness::DynTool + 'static) -> ServeOptions {
+        self.tools.push(Arc::new(tool));
+        self
+    }
 }
 
 /// How `${VAR}` references are resolved. The library never reads the
@@ -147,8 +158,17 @@ impl Default for ServeOptions {
             reminders: None,
             clock: None,
             hooks: Vec::new(),
+            tools: Vec::new(),
         }
     }
+}
+
+/// What a Rust tool reaches through `ctx.services::<HostServices>()`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct HostServices {
+    /// The agent the call runs for.
+    pub slug: String,
 }
 
 /// One mounted agent.
@@ -324,15 +344,13 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         let kv = agentkit_runtime::KvStore::open(&state_dir)?;
         let depths = mcp::Depths::default();
         let connections = mcp::connections(project, &options, &peer_base);
-        let extra_tools: Option<Arc<dyn agentkit_harness::ExtraTools>> =
-            if connections.names().is_empty() {
-                None
-            } else {
-                Some(Arc::new(mcp::ConnectionTools::new(
-                    connections.clone(),
-                    depths.clone(),
-                )))
-            };
+        let mut tool_sources: Vec<Arc<dyn agentkit_harness::ToolSource>> =
+            vec![Arc::new(options.tools.clone())];
+        if !connections.names().is_empty() {
+            tool_sources.push(Arc::new(agentkit_harness::ExtraToolsSource(Arc::new(
+                mcp::ConnectionTools::new(connections.clone(), depths.clone()),
+            ))));
+        }
         let runtime = AgentRuntime::open(
             Arc::new(project.agent.clone()),
             RuntimeOptions {
@@ -348,7 +366,10 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
                     .clock
                     .clone()
                     .unwrap_or_else(|| Arc::new(SystemClock)),
-                extra_tools,
+                tool_sources,
+                services: Some(Arc::new(HostServices {
+                    slug: project.slug.clone(),
+                })),
             },
         )
         .await?;

@@ -261,8 +261,15 @@ fn bad_requests_get_json_errors_never_500() {
     check(s.send(Request::get("/nope")), 404, "not_found");
     check(
         s.send(Request::get("/bot/v1/session/ses_x/approvals")),
-        501,
-        "not_implemented",
+        404,
+        "session_not_found",
+    );
+    check(
+        s.send(
+            Request::post("/bot/v1/session/ses_x/approvals/c1").json(&json!({"decision": "maybe"})),
+        ),
+        400,
+        "bad_request",
     );
     check(
         s.send(Request::post("/bot/v1/tools/echo").json(&json!({"input": {}}))),

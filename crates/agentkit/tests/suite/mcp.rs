@@ -827,7 +827,13 @@ fn the_concierge_delegates_to_the_weather_agent() {
     assert_eq!(asked.len(), 1, "{events:?}");
     let out = &asked[0]["data"]["output"];
     assert_eq!(asked[0]["data"]["isError"], false, "{out}");
-    assert_eq!(out["status"], "completed", "{out}");
+    // The weather agent's offline model also calls `post_alert`, which
+    // needs a human: `ask` says so instead of waiting out its deadline.
+    assert_eq!(out["status"], "waiting_approval", "{out}");
+    assert!(
+        out["reply"].as_str().unwrap().contains("`post_alert`"),
+        "{out}"
+    );
     let weather_session = out["sessionId"].as_str().unwrap();
     // The weather agent ran the turn in its own `mcp` session, with its
     // own tools.
@@ -841,6 +847,34 @@ fn the_concierge_delegates_to_the_weather_agent() {
         )))
         .body;
     assert!(theirs.contains("\"toolName\":\"get_weather\""), "{theirs}");
+    // Approving it (as the peer's caller: the concierge reached the weather
+    // agent as the same loopback principal) lets the weather turn finish.
+    let approvals = h
+        .send(Request::get(&format!(
+            "/weather-agent/v1/session/{weather_session}/approvals"
+        )))
+        .json();
+    let call = approvals["approvals"][0]["callId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = h.send(
+        Request::post(&format!(
+            "/weather-agent/v1/session/{weather_session}/approvals/{call}"
+        ))
+        .json(&json!({"decision": "approve"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let done = Request::get(&format!(
+        "/weather-agent/v1/session/{weather_session}/stream"
+    ))
+    .stream(h.addr())
+    .unwrap()
+    .until("turn.completed")
+    .unwrap();
+    assert!(done.iter().any(|e| e["type"] == "action.result"
+        && e["data"]["toolName"] == "post_alert"
+        && e["data"]["isError"] == false));
     let info = h.send(Request::get("/concierge/v1/info")).json();
     let conn = &info["mcp"]["connections"][0];
     assert_eq!(

@@ -1,5 +1,6 @@
 //! Test modules of the facade.
 
+mod approvals;
 mod channels;
 mod docs;
 mod fixtures;

@@ -1,0 +1,378 @@
+//! Durable approvals. A call that needs a human's decision parks inside
+//! its turn (the harness asks this module's gate and records
+//! `action.approval_requested`); the decision comes from
+//! [`AgentRuntime::resolve_approval`].
+//!
+//! The pending list is read from the event log, never from memory, so a
+//! parked call outlives the process: after a restart (or a shutdown) the
+//! turn is recorded as interrupted but its parked calls stay listed.
+//! Approving one then runs the tool, records its result under the original
+//! turn, and starts a turn that resumes the conversation from the log
+//! (`turn.started` with `resumes`), so the model sees the result as if it
+//! had never stopped. `approval_timeout` applies to such calls too: they
+//! are denied with reason "timed out" when it elapses, counted from the
+//! request.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use agentkit_harness::{ApprovalGate, Decision, DecisionFuture, ToolContext, ToolOutput};
+use agentkit_protocol::{Event, EventType, SessionId};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use crate::error::{Error, Result};
+use crate::meta::Owner;
+use crate::runtime::{AgentRuntime, lock};
+
+/// A parked call, as `GET /v1/session/:id/approvals` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingApproval {
+    pub call_id: String,
+    pub tool_name: String,
+    pub input: Value,
+    pub turn_id: String,
+    pub requested_at: String,
+    /// The turn that parked it is still running (otherwise a restart cut
+    /// it short, and approving resumes the conversation in a new turn).
+    pub live: bool,
+}
+
+/// What resolving answered.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedApproval {
+    pub call_id: String,
+    pub decision: &'static str,
+    pub by: String,
+    /// A new turn resumes the conversation (the call's turn had ended).
+    pub resumed: bool,
+}
+
+/// The calls parked in running turns, by `(session, call)`.
+#[derive(Debug, Default)]
+pub(crate) struct Waiters {
+    map: Mutex<HashMap<(String, String), oneshot::Sender<Decision>>>,
+}
+
+/// The gate one turn parks its calls at.
+#[derive(Debug)]
+pub(crate) struct SessionGate {
+    pub(crate) waiters: Arc<Waiters>,
+    pub(crate) session: String,
+}
+
+/// Unparks the call when its wait ends or is dropped (an interrupted turn).
+struct Unpark {
+    waiters: Arc<Waiters>,
+    key: (String, String),
+}
+
+impl Drop for Unpark {
+    fn drop(&mut self) {
+        lock(&self.waiters.map).remove(&self.key);
+    }
+}
+
+impl ApprovalGate for SessionGate {
+    fn park(&self, _turn_id: &str, call_id: &str) -> DecisionFuture {
+        let (tx, rx) = oneshot::channel();
+        let key = (self.session.clone(), call_id.to_owned());
+        lock(&self.waiters.map).insert(key.clone(), tx);
+        let guard = Unpark {
+            waiters: self.waiters.clone(),
+            key,
+        };
+        Box::pin(async move {
+            let decision = rx
+                .await
+                .unwrap_or_else(|_| Decision::deny("the approval was withdrawn", "system"));
+            drop(guard);
+            decision
+        })
+    }
+}
+
+/// The requests in `events` that no decision answered yet.
+pub(crate) fn pending(events: &[Event]) -> Vec<PendingApproval> {
+    let resolved: HashSet<&str> = events
+        .iter()
+        .filter(|e| e.event_type == EventType::ActionApprovalResolved)
+        .filter_map(|e| e.data.get("callId").and_then(Value::as_str))
+        .collect();
+    events
+        .iter()
+        .filter(|e| e.event_type == EventType::ActionApprovalRequested)
+        .filter_map(|e| {
+            let call_id = e.data.get("callId")?.as_str()?;
+            if resolved.contains(call_id) {
+                return None;
+            }
+            Some(PendingApproval {
+                call_id: call_id.to_owned(),
+                tool_name: e.data.get("toolName")?.as_str()?.to_owned(),
+                input: e.data.get("input").cloned().unwrap_or(Value::Null),
+                turn_id: e.turn_id.clone().unwrap_or_default(),
+                requested_at: e.at.clone(),
+                live: false,
+            })
+        })
+        .collect()
+}
+
+impl AgentRuntime {
+    /// The gate for turns of `session`.
+    pub(crate) fn gate(&self, session: &SessionId) -> Arc<dyn ApprovalGate> {
+        Arc::new(SessionGate {
+            waiters: self.waiters().clone(),
+            session: session.as_str().to_owned(),
+        })
+    }
+
+    /// The parked calls of a session `owner` may see, oldest first.
+    pub async fn approvals(&self, id: &str, owner: &Owner) -> Result<Vec<PendingApproval>> {
+        let session = self.owned(id, owner)?;
+        let events = self.store().read(&session.id, 0).await?;
+        let waiters = lock(&self.waiters().map);
+        Ok(pending(&events)
+            .into_iter()
+            .map(|mut p| {
+                p.live = waiters.contains_key(&(id.to_owned(), p.call_id.clone()));
+                p
+            })
+            .collect())
+    }
+
+    /// Approves or denies a parked call. `owner` must own the session;
+    /// the decision records `decision.by`.
+    pub async fn resolve_approval(
+        &self,
+        id: &str,
+        call_id: &str,
+        decision: Decision,
+        owner: &Owner,
+    ) -> Result<ResolvedApproval> {
+        self.owned(id, owner)?;
+        self.resolve(id, call_id, decision).await
+    }
+
+    async fn resolve(
+        &self,
+        id: &str,
+        call_id: &str,
+        decision: Decision,
+    ) -> Result<ResolvedApproval> {
+        let (verdict, by) = (decision.as_str(), decision.by.clone());
+        let answer = |resumed| ResolvedApproval {
+            call_id: call_id.to_owned(),
+            decision: verdict,
+            by: by.clone(),
+            resumed,
+        };
+        // A running turn waits for it: hand the decision over; the harness
+        // records it and goes on.
+        let key = (id.to_owned(), call_id.to_owned());
+        let waiter = lock(&self.waiters().map).remove(&key);
+        if let Some(tx) = waiter {
+            let reply = answer(false);
+            if tx.send(decision.clone()).is_ok() {
+                return Ok(reply);
+            }
+        }
+        // Its turn is gone: a restart (or shutdown) cut it short.
+        let session = self.get_session(id)?;
+        let events = self.store().read(&session.id, 0).await?;
+        let pending_now = pending(&events);
+        let Some(parked) = pending_now.iter().find(|p| p.call_id == call_id).cloned() else {
+            let known = events.iter().any(|e| {
+                e.event_type == EventType::ActionApprovalRequested
+                    && e.data.get("callId").and_then(Value::as_str) == Some(call_id)
+            });
+            return Err(if known {
+                Error::ApprovalResolved {
+                    call_id: call_id.to_owned(),
+                }
+            } else {
+                Error::ApprovalNotFound {
+                    call_id: call_id.to_owned(),
+                }
+            });
+        };
+        let claimed = self.claim_idle(&session).await?;
+        let guard = crate::tool_call::Release {
+            runtime: self,
+            session: claimed,
+        };
+        let turn = parked.turn_id.as_str();
+        self.store()
+            .append(
+                &session.id,
+                EventType::ActionApprovalResolved,
+                Some(turn),
+                agentkit_harness::approval_resolved_data(call_id, &parked.tool_name, &decision),
+            )
+            .await?;
+        let started = std::time::Instant::now();
+        let out = if decision.approved {
+            self.run_parked(&parked, &session.id, &guard).await
+        } else {
+            let reason = decision.reason.as_deref().unwrap_or("no reason given");
+            ToolOutput::error(format!("the call was denied by {}: {reason}", decision.by))
+        };
+        self.store()
+            .append(
+                &session.id,
+                EventType::ActionResult,
+                Some(turn),
+                json!({
+                    "callId": call_id,
+                    "toolName": parked.tool_name,
+                    "output": out.output,
+                    "isError": out.is_error,
+                    "durationMs": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                }),
+            )
+            .await?;
+        // The conversation can go on once every call of that step has a
+        // result: calls a restart cut short get an error result; calls
+        // still parked keep it waiting.
+        let events = self.store().read(&session.id, 0).await?;
+        let still_parked = pending(&events).iter().any(|p| p.turn_id == turn);
+        if still_parked {
+            self.store().sync(&session.id).await?;
+            return Ok(answer(false));
+        }
+        for (call, tool) in unanswered_calls(&events, turn) {
+            self.store()
+                .append(
+                    &session.id,
+                    EventType::ActionResult,
+                    Some(turn),
+                    json!({
+                        "callId": call,
+                        "toolName": tool,
+                        "output": "the call was interrupted by a restart before it finished",
+                        "isError": true,
+                        "durationMs": 0,
+                    }),
+                )
+                .await?;
+        }
+        self.mark_parked(&guard.session, false);
+        self.set_resume(&guard.session, turn.to_owned());
+        // Releasing starts the resuming turn.
+        drop(guard);
+        Ok(answer(true))
+    }
+
+    /// Runs an approved call whose turn is gone, in the session workspace.
+    async fn run_parked(
+        &self,
+        parked: &PendingApproval,
+        session: &SessionId,
+        guard: &crate::tool_call::Release<'_>,
+    ) -> ToolOutput {
+        let tool = match self.callable_tool(&parked.tool_name).await {
+            Ok(tool) => tool,
+            Err(e) => return ToolOutput::error(e.to_string()),
+        };
+        let ctx = ToolContext {
+            call_id: parked.call_id.clone(),
+            session_id: session.as_str().to_owned(),
+            workspace_dir: guard.session.workspace.clone(),
+            cancel: guard.cancel(),
+            host: self.host_bridge(),
+            services: self.services_handle(),
+        };
+        tool.run(&parked.input, &ctx).await
+    }
+
+    /// Denies calls parked before a restart once `approval_timeout` has
+    /// passed since their request (at once if it already has).
+    pub(crate) fn arm_approval_timeouts(&self, id: &SessionId, events: &[Event]) {
+        let Some(limit) = self.agent().config.harness.approval_timeout else {
+            return;
+        };
+        for parked in pending(events) {
+            let waited = chrono::DateTime::parse_from_rfc3339(&parked.requested_at)
+                .ok()
+                .and_then(|at| {
+                    (chrono::Utc::now() - at.with_timezone(&chrono::Utc))
+                        .to_std()
+                        .ok()
+                })
+                .unwrap_or_default();
+            let left = limit.saturating_sub(waited);
+            let runtime = self.clone();
+            let id = id.as_str().to_owned();
+            self.spawn_task(async move {
+                runtime.sleep_or_shutdown(left).await?;
+                match runtime
+                    .resolve(&id, &parked.call_id, Decision::deny("timed out", "timeout"))
+                    .await
+                {
+                    Ok(_) | Err(Error::ApprovalResolved { .. }) => {}
+                    Err(e) => {
+                        tracing::warn!(session = %id, call = %parked.call_id, error = %e, "cannot time out a parked call");
+                    }
+                }
+                Some(())
+            });
+        }
+    }
+
+    /// After an interrupted turn (preempted or stopped, not a shutdown),
+    /// its parked calls are withdrawn: they no longer wait for anyone.
+    pub(crate) async fn withdraw_parked(&self, id: &SessionId, turn: &str) -> Result<()> {
+        let events = self.store().read(id, 0).await?;
+        let all = pending(&events);
+        if all.iter().all(|p| p.turn_id == turn)
+            && let Ok(session) = self.get_session(id.as_str())
+        {
+            self.mark_parked(&session, false);
+        }
+        for parked in all.into_iter().filter(|p| p.turn_id == turn) {
+            self.store()
+                .append(
+                    id,
+                    EventType::ActionApprovalResolved,
+                    Some(turn),
+                    agentkit_harness::approval_resolved_data(
+                        &parked.call_id,
+                        &parked.tool_name,
+                        &Decision::deny("turn interrupted", "system"),
+                    ),
+                )
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Calls of `turn`'s last `actions.requested` with no `action.result`.
+fn unanswered_calls(events: &[Event], turn: &str) -> Vec<(String, String)> {
+    let Some(requested) = events.iter().rev().find(|e| {
+        e.event_type == EventType::ActionsRequested && e.turn_id.as_deref() == Some(turn)
+    }) else {
+        return Vec::new();
+    };
+    let answered: HashSet<&str> = events
+        .iter()
+        .filter(|e| e.event_type == EventType::ActionResult && e.turn_id.as_deref() == Some(turn))
+        .filter_map(|e| e.data.get("callId").and_then(Value::as_str))
+        .collect();
+    requested
+        .data
+        .get("calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let id = c.get("callId")?.as_str()?;
+            let tool = c.get("toolName")?.as_str()?;
+            (!answered.contains(id)).then(|| (id.to_owned(), tool.to_owned()))
+        })
+        .collect()
+}

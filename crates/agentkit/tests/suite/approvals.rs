@@ -1,0 +1,331 @@
+//! Approvals over HTTP against a real server: a call parks, is listed,
+//! is approved or denied live, is withdrawn when its turn is preempted,
+//! and survives a restart: approving it afterwards runs the tool and
+//! resumes the conversation from the event log.
+
+use std::path::{Path, PathBuf};
+
+use agentkit::{ServeHandle, ServeOptions};
+use agentkit_test_support::http::{Request, Response};
+use serde_json::{Value, json};
+
+const ECHO_TOOL: &str = r#"description = "Echo, after a human agrees"
+command = ["python3", "echo.py"]
+needs_approval = true
+[input_schema]
+type = "object"
+required = ["text"]
+properties.text = { type = "string" }
+"#;
+
+const ECHO_PY: &str = r#"import json, sys
+args = json.load(sys.stdin)
+print(json.dumps({"echo": args["text"]}))
+"#;
+
+/// Turn 0 asks for the parked call, then answers; turn 1 is what a
+/// resumed (or later) turn says; turn 2 holds until interrupted.
+const SCRIPT: &str = r#"{"turns": [
+  {"steps": [{"toolCalls": [{"name": "echo", "input": {"text": "hi"}}]}, {"text": "after approval"}]},
+  {"steps": [{"text": "resumed and done"}]},
+  {"steps": [{"text": "slow", "delayMs": 30000}]}
+]}"#;
+
+struct Host {
+    dir: tempfile::TempDir,
+    rt: tokio::runtime::Runtime,
+    handle: Option<ServeHandle>,
+}
+
+impl Host {
+    fn new(agent_toml_extra: &str) -> Host {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("agents/bot/agent");
+        let files = [
+            (
+                "agent.toml",
+                format!("model = \"scripted:script.json\"\n{agent_toml_extra}"),
+            ),
+            ("instructions.md", "You are a test agent.\n".to_owned()),
+            ("script.json", SCRIPT.to_owned()),
+            ("tools/echo.toml", ECHO_TOOL.to_owned()),
+            ("tools/echo.py", ECHO_PY.to_owned()),
+        ];
+        for (rel, text) in files {
+            write(&project.join(rel), &text);
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut host = Host {
+            dir,
+            rt,
+            handle: None,
+        };
+        host.start();
+        host
+    }
+
+    fn agents(&self) -> PathBuf {
+        self.dir.path().join("agents")
+    }
+
+    fn start(&mut self) {
+        let options = ServeOptions {
+            port: 0,
+            state_root: Some(self.dir.path().join("state")),
+            ..ServeOptions::default()
+        };
+        let handle = self
+            .rt
+            .block_on(agentkit::serve(&self.agents(), options))
+            .unwrap();
+        self.handle = Some(handle);
+    }
+
+    /// A graceful stop and a fresh server over the same state.
+    fn restart(&mut self) {
+        if let Some(h) = self.handle.take() {
+            self.rt.block_on(h.close());
+        }
+        self.start();
+    }
+
+    fn send(&self, req: Request) -> Response {
+        req.send(self.handle.as_ref().unwrap().local_addr())
+            .unwrap()
+    }
+
+    fn create(&self, message: &str) -> Value {
+        let r = self.send(Request::post("/bot/v1/session").json(&json!({"message": message})));
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()
+    }
+
+    /// Reads the stream from 0 until an event of type `t` satisfying
+    /// `pred` arrives; returns everything up to it.
+    fn wait_for(&self, id: &str, t: &str, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
+        let addr = self.handle.as_ref().unwrap().local_addr();
+        let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream?startIndex=0"))
+            .stream(addr)
+            .unwrap();
+        let mut seen = Vec::new();
+        loop {
+            let event = lines
+                .next_json()
+                .unwrap()
+                .unwrap_or_else(|| panic!("stream ended before {t}: {seen:#?}"));
+            let hit = event["type"] == t && pred(&event);
+            seen.push(event);
+            if hit {
+                return seen;
+            }
+        }
+    }
+
+    fn approvals(&self, id: &str) -> Vec<Value> {
+        let r = self.send(Request::get(&format!("/bot/v1/session/{id}/approvals")));
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()["approvals"].as_array().unwrap().clone()
+    }
+
+    fn decide(&self, id: &str, call: &str, body: Value) -> Response {
+        self.send(Request::post(&format!("/bot/v1/session/{id}/approvals/{call}")).json(&body))
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            self.rt.block_on(h.close());
+        }
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn results(events: &[Value]) -> Vec<(Value, bool)> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "action.result")
+        .map(|e| (e["data"]["output"].clone(), e["data"]["isError"] == true))
+        .collect()
+}
+
+fn parked(host: &Host) -> (String, String) {
+    let id = host.create("go")["sessionId"].as_str().unwrap().to_owned();
+    let events = host.wait_for(&id, "action.approval_requested", |_| true);
+    let call = events.last().unwrap()["data"]["callId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (id, call)
+}
+
+#[test]
+fn a_live_approval_runs_the_call_and_the_turn_goes_on() {
+    let host = Host::new("");
+    let (id, call) = parked(&host);
+    let pending = host.approvals(&id);
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0]["callId"], call.as_str());
+    assert_eq!(pending[0]["toolName"], "echo");
+    assert_eq!(pending[0]["input"], json!({"text": "hi"}));
+    assert_eq!(pending[0]["live"], true);
+
+    let r = host.decide(&id, &call, json!({"decision": "approve"}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let answer = r.json();
+    assert_eq!(answer["decision"], "approve");
+    assert_eq!(answer["resumed"], false);
+    let by = answer["by"].as_str().unwrap().to_owned();
+    assert!(!by.is_empty());
+
+    let events = host.wait_for(&id, "turn.completed", |_| true);
+    assert_eq!(events.last().unwrap()["data"]["result"], "after approval");
+    let resolved = events
+        .iter()
+        .find(|e| e["type"] == "action.approval_resolved")
+        .unwrap();
+    assert_eq!(resolved["data"]["decision"], "approve");
+    assert_eq!(resolved["data"]["by"], by.as_str());
+    assert_eq!(results(&events), vec![(json!({"echo": "hi"}), false)]);
+    assert!(host.approvals(&id).is_empty());
+
+    // Deciding twice, or on a call that never parked.
+    let again = host.decide(&id, &call, json!({"decision": "deny"}));
+    assert_eq!(
+        (again.status, again.error_code()),
+        (409, "approval_resolved".into())
+    );
+    let unknown = host.decide(&id, "nope", json!({"decision": "approve"}));
+    assert_eq!(
+        (unknown.status, unknown.error_code()),
+        (404, "approval_not_found".into())
+    );
+    let bad = host.decide(&id, &call, json!({"decision": "yes"}));
+    assert_eq!((bad.status, bad.error_code()), (400, "bad_request".into()));
+}
+
+#[test]
+fn a_denial_reaches_the_model_with_its_reason() {
+    let host = Host::new("");
+    let (id, call) = parked(&host);
+    let r = host.decide(
+        &id,
+        &call,
+        json!({"decision": "deny", "reason": "not on a Friday"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let events = host.wait_for(&id, "turn.completed", |_| true);
+    let found = results(&events);
+    assert_eq!(found.len(), 1);
+    let (output, is_error) = &found[0];
+    assert!(is_error);
+    let text = output.as_str().unwrap();
+    assert!(
+        text.starts_with("the call was denied by ") && text.ends_with(": not on a Friday"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_preempted_turn_withdraws_its_parked_call() {
+    let host = Host::new("");
+    let (id, call) = parked(&host);
+    let token = host.send(Request::get("/bot/v1/sessions")).json();
+    assert_eq!(token["sessions"][0]["busy"], true);
+    let stop = host.send(Request::post(&format!("/bot/v1/session/{id}/stop")).json(&json!({})));
+    assert_eq!(stop.status, 200, "{}", stop.body);
+    let events = host.wait_for(&id, "turn.failed", |_| true);
+    let resolved = events
+        .iter()
+        .find(|e| e["type"] == "action.approval_resolved")
+        .expect("the parked call is withdrawn");
+    assert_eq!(resolved["data"]["decision"], "deny");
+    assert_eq!(resolved["data"]["by"], "system");
+    assert_eq!(resolved["data"]["reason"], "turn interrupted");
+    assert!(host.approvals(&id).is_empty());
+    let late = host.decide(&id, &call, json!({"decision": "approve"}));
+    assert_eq!(late.status, 409, "{}", late.body);
+}
+
+#[test]
+fn a_parked_call_survives_a_restart_and_approving_it_resumes_the_turn() {
+    let mut host = Host::new("");
+    let (id, call) = parked(&host);
+    host.restart();
+
+    // Still listed after the restart, no longer live.
+    let pending = host.approvals(&id);
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0]["callId"], call.as_str());
+    assert_eq!(pending[0]["live"], false);
+
+    let r = host.decide(&id, &call, json!({"decision": "approve"}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["resumed"], true);
+
+    let events = host.wait_for(&id, "turn.completed", |_| true);
+    // The first turn was cut short by the shutdown; the call ran on
+    // approval, under that turn; a new turn resumed it.
+    let first_turn = events
+        .iter()
+        .find(|e| e["type"] == "action.approval_requested")
+        .unwrap()["turnId"]
+        .clone();
+    let failed = events.iter().find(|e| e["type"] == "turn.failed").unwrap();
+    assert_eq!(failed["data"]["reason"], "shutdown");
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "action.result")
+        .unwrap();
+    assert_eq!(result["turnId"], first_turn);
+    assert_eq!(result["data"]["output"], json!({"echo": "hi"}));
+    let resumed = events
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "turn.started")
+        .unwrap();
+    assert_eq!(resumed["data"]["resumes"], first_turn);
+    assert_eq!(events.last().unwrap()["data"]["result"], "resumed and done");
+
+    // The conversation the next turn sees carries the approved result.
+    let stored: Vec<agentkit::protocol::Event> = events
+        .iter()
+        .map(|e| serde_json::from_value(e.clone()).unwrap())
+        .collect();
+    let conversation = agentkit_runtime::conversation(&stored, &Default::default());
+    let tool_message = conversation
+        .iter()
+        .find(|m| matches!(m, agentkit::protocol::Message::Tool { .. }))
+        .expect("the tool result is part of the conversation");
+    let agentkit::protocol::Message::Tool { output, .. } = tool_message else {
+        unreachable!()
+    };
+    assert_eq!(output, &json!({"echo": "hi"}));
+}
+
+#[test]
+fn an_approval_timeout_denies_a_call_left_parked_by_a_restart() {
+    let mut host = Host::new("[harness]\napproval_timeout = \"2s\"\n");
+    let (id, call) = parked(&host);
+    host.restart();
+    let events = host.wait_for(&id, "action.approval_resolved", |_| true);
+    let resolved = events.last().unwrap();
+    assert_eq!(resolved["data"]["callId"], call.as_str());
+    assert_eq!(resolved["data"]["decision"], "deny");
+    assert_eq!(resolved["data"]["by"], "timeout");
+    assert_eq!(resolved["data"]["reason"], "timed out");
+    // The model hears of the denial in a resumed turn.
+    let events = host.wait_for(&id, "turn.completed", |_| true);
+    assert_eq!(
+        results(&events),
+        vec![(json!("the call was denied by timeout: timed out"), true)]
+    );
+}
