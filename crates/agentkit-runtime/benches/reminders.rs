@@ -38,7 +38,8 @@ async fn open(dir: &std::path::Path, clock: Arc<dyn Clock>) -> AgentRuntime {
             store: Default::default(),
             providers: Default::default(),
             host_bridge: None,
-            extra_tools: None,
+            tool_sources: Vec::new(),
+            services: None,
             clock,
         },
     )
