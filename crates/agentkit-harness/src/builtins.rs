@@ -1,11 +1,11 @@
 //! Built-in workspace tools (`[harness] builtin_tools`): `read`, `write`,
-//! `edit`, `list`, `grep` and `shell`, confined to the session workspace.
+//! `edit`, `list`, `grep`, `glob` and `shell`, confined to the session workspace.
 //!
 //! Paths are relative to the workspace; absolute paths, `..` and symbolic
 //! links that lead outside are refused. Outputs are capped. `shell` runs
 //! `sh -c` in the workspace through the same subprocess runner as server
 //! tools (scrubbed environment, timeout, output cap, own process group).
-//! `glob` is accepted in `agent.toml` but not offered yet.
+//! `glob` finds workspace files by pattern (`**/*.rs`, `src/{a,b}/*.md`).
 
 use std::borrow::Cow;
 use std::path::{Component, Path, PathBuf};
@@ -76,6 +76,15 @@ fn all() -> Vec<Builtin> {
             ),
             schema: json!({"type": "object", "required": ["pattern"], "additionalProperties": false, "properties": {
                 "pattern": {"type": "string"}, "path": {"type": "string", "description": "a file or folder (default: everything)"}
+            }}),
+        },
+        Builtin {
+            name: "glob",
+            description: Cow::Borrowed(
+                "Find workspace files whose path matches a glob pattern: `*` and `?` within one path segment, `**` across segments, `{a,b}` alternatives. Answers the matching paths, one per line.",
+            ),
+            schema: json!({"type": "object", "required": ["pattern"], "additionalProperties": false, "properties": {
+                "pattern": {"type": "string", "minLength": 1, "description": "such as **/*.md"}
             }}),
         },
         Builtin {
@@ -174,6 +183,7 @@ pub(crate) async fn run(agent: &Agent, name: &str, input: &Value, ctx: &ToolCont
         "edit" => edit(&root, &input),
         "list" => list(&root, &input),
         "grep" => grep(&root, &input),
+        "glob" => glob(&root, &input),
         other => Err(format!("unknown built-in `{other}`")),
     })
     .await
@@ -388,6 +398,84 @@ fn grep(root: &Path, input: &Value) -> Result<Value, String> {
     Ok(Value::String(hits.join("\n")))
 }
 
+/// A glob pattern as an anchored regular expression over `/`-separated
+/// relative paths.
+fn glob_regex(pattern: &str) -> Result<regex::Regex, String> {
+    let mut re = String::from("^");
+    let mut chars = pattern.chars().peekable();
+    let mut in_braces = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '*' if chars.peek() == Some(&'*') => {
+                chars.next();
+                if chars.peek() == Some(&'/') {
+                    chars.next();
+                    re.push_str("(?:.*/)?");
+                } else {
+                    re.push_str(".*");
+                }
+            }
+            '*' => re.push_str("[^/]*"),
+            '?' => re.push_str("[^/]"),
+            '{' if !in_braces => {
+                in_braces = true;
+                re.push_str("(?:");
+            }
+            '}' if in_braces => {
+                in_braces = false;
+                re.push(')');
+            }
+            ',' if in_braces => re.push('|'),
+            c => re.push_str(&regex::escape(&c.to_string())),
+        }
+    }
+    if in_braces {
+        return Err(format!("unclosed `{{` in `{pattern}`"));
+    }
+    re.push('$');
+    regex::Regex::new(&re).map_err(|e| format!("bad pattern: {e}"))
+}
+
+fn glob(root: &Path, input: &Value) -> Result<Value, String> {
+    let pattern = arg(input, "pattern").trim_start_matches("./");
+    if pattern.starts_with('/') || pattern.split('/').any(|seg| seg == "..") {
+        return Err("the pattern must be relative to the workspace, without `..`".to_owned());
+    }
+    let re = glob_regex(pattern)?;
+    let mut hits = Vec::new();
+    // Symbolic links are listed, never followed: the walk cannot leave
+    // the workspace.
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let Ok(read) = std::fs::read_dir(root.join(&rel)) else {
+            continue;
+        };
+        let mut children: Vec<(PathBuf, bool)> = read
+            .filter_map(Result::ok)
+            .map(|e| {
+                let dir = e.file_type().is_ok_and(|t| t.is_dir());
+                (rel.join(e.file_name()), dir)
+            })
+            .collect();
+        children.sort();
+        for (path, dir) in children.into_iter().rev() {
+            let shown = path.to_string_lossy().replace('\\', "/");
+            if re.is_match(&shown) {
+                hits.push(shown);
+            }
+            if dir {
+                stack.push(path);
+            }
+        }
+        if hits.len() >= LINE_CAP {
+            break;
+        }
+    }
+    hits.sort();
+    hits.truncate(LINE_CAP);
+    Ok(Value::String(hits.join("\n")))
+}
+
 async fn shell(command: &str, timeout_ms: Option<u64>, ctx: &ToolContext) -> ToolOutput {
     let timeout = timeout_ms
         .map_or(SHELL_TIMEOUT, Duration::from_millis)
@@ -413,6 +501,32 @@ async fn shell(command: &str, timeout_ms: Option<u64>, ctx: &ToolContext) -> Too
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn glob_patterns_match_like_a_shell() {
+        let cases = [
+            ("**/*.md", "a/b/c.md", true),
+            ("**/*.md", "c.md", true),
+            ("*.md", "a/c.md", false),
+            ("src/{a,b}/*.rs", "src/b/x.rs", true),
+            ("src/{a,b}/*.rs", "src/c/x.rs", false),
+            ("?.txt", "ab.txt", false),
+            ("a.*", "a.b.c", true),
+        ];
+        for (pattern, path, want) in cases {
+            let re = glob_regex(pattern).unwrap();
+            assert_eq!(re.is_match(path), want, "{pattern} vs {path}");
+        }
+        assert!(glob_regex("{a,b").is_err());
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("docs/deep")).unwrap();
+        std::fs::write(dir.path().join("docs/deep/x.md"), "").unwrap();
+        std::fs::write(dir.path().join("top.md"), "").unwrap();
+        std::fs::write(dir.path().join("skip.txt"), "").unwrap();
+        let found = glob(dir.path(), &json!({"pattern": "**/*.md"})).unwrap();
+        assert_eq!(found, json!("docs/deep/x.md\ntop.md"));
+        assert!(glob(dir.path(), &json!({"pattern": "../*"})).is_err());
+    }
 
     #[test]
     fn paths_stay_in_the_workspace() {

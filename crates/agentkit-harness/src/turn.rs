@@ -597,7 +597,10 @@ impl Callable<'_> {
             Callable::Server(tool) => tool.annotations.read_only,
             Callable::Dynamic(tool) => tool.spec().read_only,
             Callable::Builtin(name) => {
-                matches!(*name, "read" | "list" | "grep" | "load_skill" | "task")
+                matches!(
+                    *name,
+                    "read" | "list" | "grep" | "glob" | "load_skill" | "task"
+                )
             }
         }
     }
