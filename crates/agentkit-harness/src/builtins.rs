@@ -499,6 +499,7 @@ async fn shell(command: &str, timeout_ms: Option<u64>, ctx: &ToolContext) -> Too
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
