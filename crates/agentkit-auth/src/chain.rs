@@ -58,6 +58,25 @@ impl Chain {
         Err(Denied::new(refusals))
     }
 
+    /// [`Chain::validate`] as a server reads it: a secret left empty (an
+    /// unset `${VAR}`) only disables its policy, which never admits, so
+    /// those come back to be warned about; any other problem is a
+    /// configuration error, answered as one message.
+    pub fn check_for_serving(&self) -> std::result::Result<Vec<Error>, String> {
+        let (disabled, problems): (Vec<_>, Vec<_>) = self
+            .validate()
+            .into_iter()
+            .partition(|e| matches!(e, Error::EmptySecret { .. }));
+        if problems.is_empty() {
+            return Ok(disabled);
+        }
+        Err(problems
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; "))
+    }
+
     /// Configuration that makes a policy (or the whole chain) unable to
     /// admit anything, for the caller to report. The chain stays usable:
     /// such policies just never admit.
@@ -233,5 +252,24 @@ mod tests {
                 .validate()
                 .is_empty()
         );
+        // Serving: empty secrets only disable their policy; the rest refuse.
+        let refused = chain.check_for_serving().unwrap_err();
+        assert!(
+            refused.starts_with("auth policy 1 (publicEndpoint)"),
+            "{refused}"
+        );
+        assert!(!refused.contains("empty secret"), "{refused}");
+        let unset = Chain::new(
+            vec![
+                Policy::LocalDevStrict,
+                Policy::SharedSecret {
+                    header: "x-token".into(),
+                    secret: "".into(),
+                },
+            ],
+            Surface::CustomChannel,
+        );
+        let disabled = unset.check_for_serving().unwrap();
+        assert_eq!(disabled.len(), 1);
     }
 }

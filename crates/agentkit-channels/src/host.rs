@@ -122,23 +122,12 @@ impl ChannelHost {
             // admits; `validate` warns about the variable): serve the rest
             // of the chain and say so. Other problems are configuration
             // errors.
-            let (unset, problems): (Vec<_>, Vec<_>) = chain
-                .validate()
-                .into_iter()
-                .partition(|e| matches!(e, agentkit_auth::Error::EmptySecret { .. }));
-            for e in unset {
+            let disabled = chain.check_for_serving().map_err(|message| Error::Config {
+                channel: def.id.clone(),
+                message: format!("auth chain: {message}"),
+            })?;
+            for e in disabled {
                 tracing::warn!(channel = %def.id, "{e}: is its `${{VAR}}` set?");
-            }
-            if !problems.is_empty() {
-                let message = problems
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                return Err(Error::Config {
-                    channel: def.id.clone(),
-                    message: format!("auth chain: {message}"),
-                });
             }
             let ctx = ChannelContext {
                 channel: def.id.clone(),

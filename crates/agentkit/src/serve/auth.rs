@@ -21,25 +21,14 @@ pub(crate) fn http_chain(project: &Project, options: &ServeOptions) -> Result<Ch
     };
     // A secret from an unset `${VAR}` disables its policy (it never admits;
     // `validate` warns about the variable); other problems are errors.
-    let (unset, problems): (Vec<_>, Vec<_>) = chain
-        .validate()
-        .into_iter()
-        .partition(|e| matches!(e, agentkit_auth::Error::EmptySecret { .. }));
-    for e in unset {
+    let disabled = chain.check_for_serving().map_err(|message| Error::Config {
+        message: format!(
+            "/{}: the HTTP channel's auth chain: {message}",
+            project.slug
+        ),
+    })?;
+    for e in disabled {
         tracing::warn!(agent = %project.slug, "the HTTP channel's auth chain: {e}: is its `${{VAR}}` set?");
-    }
-    if !problems.is_empty() {
-        let message = problems
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ");
-        return Err(Error::Config {
-            message: format!(
-                "/{}: the HTTP channel's auth chain: {message}",
-                project.slug
-            ),
-        });
     }
     Ok(chain)
 }
