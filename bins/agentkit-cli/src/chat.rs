@@ -25,6 +25,11 @@ const OUTPUT_PREVIEW: usize = 160;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunArgs {
+    /// A model provider's API key, as PROVIDER=KEY (repeatable); wins over
+    /// the environment and `agentkit login`. Visible in the process list:
+    /// prefer the environment on shared machines.
+    #[arg(long = "api-key", value_name = "PROVIDER=KEY")]
+    api_key: Vec<String>,
     /// The project, or a folder of projects, to boot a temporary server
     /// for (ignored with --url).
     #[arg(long, default_value = ".", value_name = "PATH")]
@@ -129,7 +134,7 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
                 .prefix("agentkit-run-")
                 .tempdir()
                 .context("cannot create a temporary state root")?;
-            let handle = boot(&args.dir, state.path()).await?;
+            let handle = boot(&args.dir, state.path(), &args.api_key).await?;
             let url = pick_agent(&handle, args.agent.as_deref(), &args.dir);
             _state_root = Some(state);
             let url = match url {
@@ -243,7 +248,11 @@ async fn answer_approvals(
     }
 }
 
-pub(crate) async fn boot(dir: &Path, state_root: &Path) -> anyhow::Result<agentkit::ServeHandle> {
+pub(crate) async fn boot(
+    dir: &Path,
+    state_root: &Path,
+    api_keys: &[String],
+) -> anyhow::Result<agentkit::ServeHandle> {
     let options = agentkit::ServeOptions {
         port: 0,
         state_root: Some(state_root.to_path_buf()),
@@ -252,7 +261,7 @@ pub(crate) async fn boot(dir: &Path, state_root: &Path) -> anyhow::Result<agentk
             .ok()
             .filter(|m| !m.is_empty()),
         env: agentkit::EnvLookup::process(),
-        providers: crate::login::provider_config(),
+        providers: crate::login::provider_config(api_keys)?,
         ..Default::default()
     };
     agentkit::serve(dir, options)

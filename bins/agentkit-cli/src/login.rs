@@ -47,8 +47,10 @@ fn store() -> anyhow::Result<CredentialStore> {
 
 /// The provider endpoints every command uses: the environment, then the
 /// stored keys.
-pub(crate) fn provider_config() -> agentkit::ProviderConfig {
-    agentkit::credentials::resolve_providers(env)
+pub(crate) fn provider_config(api_keys: &[String]) -> anyhow::Result<agentkit::ProviderConfig> {
+    let mut config = agentkit::credentials::resolve_providers(env);
+    agentkit::credentials::apply_api_keys(&mut config, api_keys)?;
+    Ok(config)
 }
 
 pub(crate) fn login(args: LoginArgs) -> anyhow::Result<ExitCode> {

@@ -10,6 +10,11 @@ use clap::{Args, ValueEnum};
 /// The flags of `agentkit serve`.
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
+    /// A model provider's API key, as PROVIDER=KEY (repeatable); wins over
+    /// the environment and `agentkit login`. Visible in the process list:
+    /// prefer the environment on shared machines.
+    #[arg(long = "api-key", value_name = "PROVIDER=KEY")]
+    api_key: Vec<String>,
     /// The project, or a folder of projects.
     #[arg(long, default_value = ".", value_name = "PATH")]
     dir: PathBuf,
@@ -78,7 +83,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .ok()
             .filter(|m| !m.is_empty()),
         env: agentkit::EnvLookup::process(),
-        providers: crate::login::provider_config(),
+        providers: crate::login::provider_config(&args.api_key)?,
         ..agentkit::ServeOptions::default()
     };
     let dev_fallback = options.dev && options.default_model.is_none();

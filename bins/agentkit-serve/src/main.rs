@@ -35,6 +35,11 @@ struct Args {
     /// Admit every caller as the shared `anonymous` principal.
     #[arg(long, conflicts_with = "bearer_token")]
     allow_anonymous: bool,
+    /// A model provider's API key, as PROVIDER=KEY (repeatable); wins over
+    /// the environment and stored keys. Visible in the process list:
+    /// prefer the environment on shared machines.
+    #[arg(long = "api-key", value_name = "PROVIDER=KEY")]
+    api_key: Vec<String>,
     /// The URL peer agents reach this host at, when its loopback address
     /// is not reachable from where turns run (default: the bound address).
     #[arg(long, env = "AGENTKIT_PUBLIC_URL", value_name = "URL")]
@@ -77,6 +82,8 @@ fn run(args: Args) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
+        let mut providers = agentkit::credentials::resolve_providers(|k| std::env::var(k).ok());
+        agentkit::credentials::apply_api_keys(&mut providers, &args.api_key)?;
         let options = agentkit::ServeOptions {
             host: args.host,
             port: args.port,
@@ -94,7 +101,7 @@ fn run(args: Args) -> anyhow::Result<()> {
                 .ok()
                 .filter(|m| !m.is_empty()),
             env: agentkit::EnvLookup::process(),
-            providers: agentkit::credentials::resolve_providers(|k| std::env::var(k).ok()),
+            providers,
             ..agentkit::ServeOptions::default()
         };
         let handle = agentkit::serve(&args.dir, options)

@@ -153,6 +153,32 @@ impl CredentialStore {
     }
 }
 
+/// Applies `--api-key PROVIDER=KEY` values over `config`: they win over
+/// the environment and the stored keys. Unknown providers and empty keys
+/// are errors (the key itself never appears in one).
+pub fn apply_api_keys(config: &mut ProviderConfig, keys: &[String]) -> Result<()> {
+    for entry in keys {
+        let Some((provider, key)) = entry.split_once('=') else {
+            return Err(Error::Config {
+                message: "`--api-key` takes PROVIDER=KEY, such as openai=sk-…".to_owned(),
+            });
+        };
+        let provider = provider.trim();
+        check_provider(provider)?;
+        if key.trim().is_empty() {
+            return Err(Error::Config {
+                message: format!("`--api-key {provider}=…` has an empty key"),
+            });
+        }
+        let endpoint = match provider {
+            "anthropic" => &mut config.anthropic,
+            _ => &mut config.openai,
+        };
+        endpoint.api_key = Some(key.trim().to_owned());
+    }
+    Ok(())
+}
+
 /// The provider endpoints every command uses: the environment, then the
 /// keys stored in the default store (when a config directory exists).
 pub fn resolve_providers(get: impl Fn(&str) -> Option<String>) -> ProviderConfig {
@@ -212,6 +238,35 @@ fn private_file(path: &Path) -> std::io::Result<fs::File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn api_key_flags_win_over_the_environment_and_the_store()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let tmp = tempfile::tempdir()?;
+        let store = CredentialStore::new(tmp.path().join("agentkit"));
+        store.login("anthropic", "sk-stored")?;
+        let env = |k: &str| (k == "OPENAI_API_KEY").then(|| "sk-env".to_owned());
+        let mut config = store.provider_config(env);
+        assert_eq!(config.openai.api_key.as_deref(), Some("sk-env"));
+        assert_eq!(config.anthropic.api_key.as_deref(), Some("sk-stored"));
+        apply_api_keys(
+            &mut config,
+            &[
+                "openai=sk-flag".to_owned(),
+                "anthropic=sk-flag-2".to_owned(),
+            ],
+        )?;
+        assert_eq!(config.openai.api_key.as_deref(), Some("sk-flag"));
+        assert_eq!(config.anthropic.api_key.as_deref(), Some("sk-flag-2"));
+        for bad in ["sk-secret-0", "nope=sk-secret-1", "openai= "] {
+            let err = apply_api_keys(&mut config, &[bad.to_owned()])
+                .err()
+                .ok_or("accepted a bad --api-key")?
+                .to_string();
+            assert!(!err.contains("sk-secret"), "the key leaks into: {err}");
+        }
+        Ok(())
+    }
 
     #[test]
     fn login_whoami_logout_and_resolution_order() -> Result<(), Box<dyn std::error::Error>> {
