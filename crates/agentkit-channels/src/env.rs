@@ -32,23 +32,6 @@ impl Env {
 
     /// Replaces every `${NAME}` (empty when unset).
     pub fn resolve(&self, s: &str) -> String {
-        let mut out = String::new();
-        let mut rest = s;
-        while let Some(start) = rest.find("${") {
-            out.push_str(&rest[..start]);
-            let after = &rest[start + 2..];
-            match after.find('}') {
-                Some(end) => {
-                    out.push_str(&self.get(&after[..end]).unwrap_or_default());
-                    rest = &after[end + 1..];
-                }
-                None => {
-                    out.push_str(&rest[start..]);
-                    rest = "";
-                }
-            }
-        }
-        out.push_str(rest);
-        out
+        agentkit_manifest::expand_env(s, |name| self.get(name))
     }
 }

@@ -65,6 +65,36 @@ pub use model::{
 pub use names::{RESERVED_SLUGS, did_you_mean, is_valid_slug, is_valid_tool_name};
 pub use tools::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TOOL_TIMEOUT};
 
+/// Replaces every `${NAME}` in `s` with `lookup(NAME)`, empty when it
+/// answers `None` (an empty secret never admits anything); an unclosed
+/// `${` stays as written. The one expansion the host uses for auth
+/// secrets, channel templates' environment and connection headers.
+///
+/// ```
+/// let env = |n: &str| (n == "A").then(|| "x".to_owned());
+/// assert_eq!(agentkit_manifest::expand_env("a${A}b${B}c${D", env), "axbc${D");
+/// ```
+pub fn expand_env(s: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find('}') {
+            Some(end) => {
+                out.push_str(&lookup(&after[..end]).unwrap_or_default());
+                rest = &after[end + 1..];
+            }
+            None => {
+                out.push_str(&rest[start..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Diagnostics for every `${VAR}` reference whose variable `is_set` says
 /// is missing, one per variable and file.
 pub fn unset_env_refs(host: &Host, is_set: impl Fn(&str) -> bool) -> Vec<Diagnostic> {

@@ -80,24 +80,7 @@ pub(crate) fn convert(policies: &[AuthPolicy], env: &EnvLookup) -> Vec<Policy> {
 /// Replaces every `${NAME}` with its value (empty when unset: an empty
 /// secret never admits anything).
 pub(crate) fn resolve(s: &str, env: &EnvLookup) -> String {
-    let mut out = String::new();
-    let mut rest = s;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        match after.find('}') {
-            Some(end) => {
-                out.push_str(&env.get(&after[..end]).unwrap_or_default());
-                rest = &after[end + 1..];
-            }
-            None => {
-                out.push_str(&rest[start..]);
-                rest = "";
-            }
-        }
-    }
-    out.push_str(rest);
-    out
+    agentkit_manifest::expand_env(s, |name| env.get(name))
 }
 
 #[cfg(test)]
