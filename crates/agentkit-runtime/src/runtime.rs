@@ -751,6 +751,14 @@ impl AgentRuntime {
                 .await?;
             }
         }
+        // Calls this turn parked and a human then decided leave nothing
+        // waiting: clear the flag so the next start need not read this log.
+        if lock(&session.meta).parked {
+            let events = self.inner.store.read(id, 0).await?;
+            if crate::approvals::pending(&events).is_empty() {
+                self.mark_parked(session, false);
+            }
+        }
         // The durable point is when the session settles (`settle` syncs):
         // one fsync per burst of turns rather than one per turn.
         Ok(completed)

@@ -196,6 +196,16 @@ fn a_live_approval_runs_the_call_and_the_turn_goes_on() {
     assert_eq!(resolved["data"]["by"], by.as_str());
     assert_eq!(results(&events), vec![(json!({"echo": "hi"}), false)]);
     assert!(host.approvals(&id).is_empty());
+    // Nothing waits any more: the next start need not read this log.
+    host.wait_for(&id, "session.waiting", |_| true);
+    let meta = std::fs::read_to_string(
+        host.dir
+            .path()
+            .join(format!("state/bot/sessions/{id}/session.json")),
+    )
+    .unwrap();
+    let meta: Value = serde_json::from_str(&meta).unwrap();
+    assert_ne!(meta["parked"], true, "{meta}");
 
     // Deciding twice, or on a call that never parked.
     let again = host.decide(&id, &call, json!({"decision": "deny"}));
