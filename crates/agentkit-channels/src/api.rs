@@ -65,6 +65,54 @@ pub trait SessionHost: Send + Sync + 'static {
     /// Every event the host publishes, for event handlers. Never blocks a
     /// turn: a slow receiver misses events (and is told so).
     fn tap(&self) -> tokio::sync::broadcast::Receiver<Arc<Event>>;
+
+    /// Approves or denies a parked call of session `id`, recording `by`
+    /// as who decided (whoever owns the session: the channel has
+    /// authenticated the decider).
+    fn resolve_approval(
+        &self,
+        id: &str,
+        call_id: &str,
+        decision: ApprovalDecision,
+        by: &str,
+    ) -> BoxFuture<'_, Result<ResolvedApproval>>;
+}
+
+/// A human's decision on a parked call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalDecision {
+    pub approve: bool,
+    /// Why; a denial's reason reaches the model.
+    pub reason: Option<String>,
+}
+
+impl ApprovalDecision {
+    pub fn approve() -> ApprovalDecision {
+        ApprovalDecision {
+            approve: true,
+            reason: None,
+        }
+    }
+
+    pub fn deny(reason: impl Into<String>) -> ApprovalDecision {
+        ApprovalDecision {
+            approve: false,
+            reason: Some(reason.into()),
+        }
+    }
+}
+
+/// What resolving a parked call answered (the body of `POST
+/// /v1/session/:id/approvals/:callId`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedApproval {
+    pub call_id: String,
+    /// `"approve"` or `"deny"`.
+    pub decision: String,
+    pub by: String,
+    /// A new turn resumes the conversation (the call's turn had ended).
+    pub resumed: bool,
 }
 
 /// What [`SessionHost::send`] is asked to do.
@@ -494,17 +542,28 @@ impl ChannelContext {
         })
     }
 
-    /// Approves or denies a parked tool call: not available until
-    /// approvals land.
+    /// Approves or denies a parked tool call of one of this channel's
+    /// sessions (how chat buttons unblock a turn without the HTTP
+    /// approvals route). `auth` is who decided: its principal is recorded
+    /// as the decision's `by`.
     pub async fn resolve_approval(
         &self,
-        _session: &str,
-        _call_id: &str,
-        _approve: bool,
-    ) -> Result<()> {
-        Err(Error::NotAvailable {
-            what: "`resolve_approval` (approvals)".into(),
-        })
+        session: &str,
+        call_id: &str,
+        decision: ApprovalDecision,
+        auth: &AuthContext,
+    ) -> Result<ResolvedApproval> {
+        if self.get_session(session).is_none() {
+            return Err(Error::Session {
+                status: 404,
+                code: "session_not_found".into(),
+                message: format!("channel `{}` has no session `{session}`", self.channel),
+                details: None,
+            });
+        }
+        self.host
+            .resolve_approval(session, call_id, decision, &auth.principal_id)
+            .await
     }
 
     /// The channel state of a session (`null` when it has none).

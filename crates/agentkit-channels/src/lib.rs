@@ -26,9 +26,9 @@ mod template;
 mod webhook;
 
 pub use api::{
-    ChannelContext, ChannelDefinition, ChannelResponse, ChannelSession, EventArgs, EventHandler,
-    Handler, HandlerArgs, RouteDef, SendOptions, SendRequest, SessionHost, SessionInfo,
-    StartHandler, StopHandler, TurnReply, turn_outcome,
+    ApprovalDecision, ChannelContext, ChannelDefinition, ChannelResponse, ChannelSession,
+    EventArgs, EventHandler, Handler, HandlerArgs, ResolvedApproval, RouteDef, SendOptions,
+    SendRequest, SessionHost, SessionInfo, StartHandler, StopHandler, TurnReply, turn_outcome,
 };
 pub use deliver::{Deliverer, sign};
 pub use env::{Env, EnvFn};

@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use agentkit_auth::Surface;
 use agentkit_channels::{
-    ChannelDefinition, ChannelHost, ChannelHostOptions, ChannelRequest, ChannelSession, Env,
-    GithubOptions, RouteDef, SendRequest, SessionHost, SessionInfo,
+    ApprovalDecision, ChannelDefinition, ChannelHost, ChannelHostOptions, ChannelRequest,
+    ChannelSession, Env, GithubOptions, ResolvedApproval, RouteDef, SendRequest, SessionHost,
+    SessionInfo,
 };
 use agentkit_manifest::{ChannelKind, Method, Project};
 use agentkit_protocol::{Event, SessionId};
@@ -215,6 +216,35 @@ impl SessionHost for RuntimeHost {
 
     fn tap(&self) -> tokio::sync::broadcast::Receiver<Arc<Event>> {
         self.runtime.store().tap()
+    }
+
+    fn resolve_approval(
+        &self,
+        id: &str,
+        call_id: &str,
+        decision: ApprovalDecision,
+        by: &str,
+    ) -> BoxFuture<'_, agentkit_channels::Result<ResolvedApproval>> {
+        let (id, call_id, by) = (id.to_owned(), call_id.to_owned(), by.to_owned());
+        Box::pin(async move {
+            let owner = self.owner_of(&id)?;
+            let decision = agentkit_runtime::Decision {
+                approved: decision.approve,
+                reason: decision.reason,
+                by,
+            };
+            let r = self
+                .runtime
+                .resolve_approval(&id, &call_id, decision, &owner)
+                .await
+                .map_err(channel_error)?;
+            Ok(ResolvedApproval {
+                call_id: r.call_id,
+                decision: r.decision.to_owned(),
+                by: r.by,
+                resumed: r.resumed,
+            })
+        })
     }
 }
 

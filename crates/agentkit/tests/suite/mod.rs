@@ -1,6 +1,7 @@
 //! Test modules of the facade.
 
 mod approvals;
+mod channel_api;
 mod channels;
 mod docs;
 mod fixtures;

@@ -1,0 +1,214 @@
+//! The Rust channel API's session helpers over a real server: a channel
+//! handler resolves a parked approval, appends assistant text without a
+//! model turn, and starts sessions frozen at an instant.
+
+use std::path::Path;
+
+use agentkit::channels::{
+    ApprovalDecision, ChannelDefinition, ChannelResponse, RouteDef, SendOptions,
+};
+use agentkit::manifest::Method;
+use agentkit::{ServeHandle, ServeOptions};
+use agentkit_test_support::http::Request;
+use serde_json::{Value, json};
+
+const ECHO_TOOL: &str = r#"description = "Echo, after a human agrees"
+command = ["python3", "echo.py"]
+needs_approval = true
+[input_schema]
+type = "object"
+required = ["text"]
+properties.text = { type = "string" }
+"#;
+
+const ECHO_PY: &str = r#"import json, sys
+args = json.load(sys.stdin)
+print(json.dumps({"echo": args["text"]}))
+"#;
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+struct Host {
+    _dir: tempfile::TempDir,
+    rt: tokio::runtime::Runtime,
+    handle: Option<ServeHandle>,
+}
+
+impl Host {
+    /// An agent `bot` on the scripted model `script`, with the channel
+    /// `def` mounted.
+    fn new(script: &str, def: ChannelDefinition) -> Host {
+        let dir = tempfile::tempdir().unwrap();
+        let agent = dir.path().join("bot/agent");
+        write(
+            &agent.join("agent.toml"),
+            "model = \"scripted:script.json\"\n",
+        );
+        write(&agent.join("instructions.md"), "You are a test agent.\n");
+        write(&agent.join("script.json"), script);
+        write(&agent.join("tools/echo.toml"), ECHO_TOOL);
+        write(&agent.join("tools/echo.py"), ECHO_PY);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let handle = rt
+            .block_on(agentkit::serve(
+                &dir.path().join("bot"),
+                ServeOptions {
+                    port: 0,
+                    state_root: Some(dir.path().join("state")),
+                    channels: vec![("bot".into(), def)],
+                    ..ServeOptions::default()
+                },
+            ))
+            .unwrap();
+        Host {
+            _dir: dir,
+            rt,
+            handle: Some(handle),
+        }
+    }
+
+    fn addr(&self) -> std::net::SocketAddr {
+        self.handle.as_ref().unwrap().local_addr()
+    }
+
+    fn post(&self, path: &str, body: Value) -> agentkit_test_support::http::Response {
+        Request::post(path).json(&body).send(self.addr()).unwrap()
+    }
+
+    /// The session's stream from 0 up to the `n`th event of type `t`.
+    fn until(&self, id: &str, t: &str, n: usize) -> Vec<Value> {
+        let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream?startIndex=0"))
+            .stream(self.addr())
+            .unwrap();
+        let mut seen = Vec::new();
+        let mut hits = 0;
+        loop {
+            let event = lines
+                .next_json()
+                .unwrap()
+                .unwrap_or_else(|| panic!("stream ended before {t}: {seen:#?}"));
+            let hit = event["type"] == t;
+            seen.push(event);
+            if hit {
+                hits += 1;
+                if hits == n {
+                    return seen;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            self.rt.block_on(h.close());
+        }
+    }
+}
+
+/// `POST /msg {text}`: a message into the session keyed `c:1`.
+fn message_route() -> RouteDef {
+    RouteDef::new(Method::Post, "/msg", |args| async move {
+        let s = args
+            .ctx
+            .send(
+                args.body["text"].as_str().unwrap_or("").to_owned(),
+                SendOptions {
+                    continuation_token: Some("c:1".into()),
+                    ..SendOptions::default()
+                },
+                &args.auth,
+            )
+            .await?;
+        Ok(ChannelResponse::json(202, json!({"sessionId": s.id})))
+    })
+    .body_schema(json!({"type": "object", "required": ["text"]}))
+}
+
+#[test]
+fn a_channel_handler_approves_a_parked_call_and_the_turn_goes_on() {
+    let script = r#"{"turns": [
+      {"steps": [{"toolCalls": [{"name": "echo", "input": {"text": "hi"}}]}, {"text": "after approval"}]}
+    ]}"#;
+    let def = ChannelDefinition::new("chat").route(message_route()).route(
+        RouteDef::new(Method::Post, "/decide", |args| async move {
+            let decision = if args.body["approve"] == true {
+                ApprovalDecision::approve()
+            } else {
+                ApprovalDecision::deny("no")
+            };
+            let r = args
+                .ctx
+                .resolve_approval(
+                    args.body["session"].as_str().unwrap_or(""),
+                    args.body["call"].as_str().unwrap_or(""),
+                    decision,
+                    &args.auth,
+                )
+                .await?;
+            Ok(ChannelResponse::json(
+                200,
+                json!({"by": r.by, "decision": r.decision, "principal": args.auth.principal_id}),
+            ))
+        })
+        .body_schema(json!({"type": "object", "required": ["session", "call"]})),
+    );
+    let host = Host::new(script, def);
+    let r = host.post("/bot/v1/channels/chat/msg", json!({"text": "go"}));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let events = host.until(&id, "action.approval_requested", 1);
+    let call = events.last().unwrap()["data"]["callId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // Another session's id, or a call that never parked, is refused.
+    let r = host.post(
+        "/bot/v1/channels/chat/decide",
+        json!({"session": "ses_nope", "call": call, "approve": true}),
+    );
+    assert_eq!(
+        (r.status, r.error_code()),
+        (404, "session_not_found".into())
+    );
+    let r = host.post(
+        "/bot/v1/channels/chat/decide",
+        json!({"session": id, "call": "nope", "approve": true}),
+    );
+    assert_eq!(
+        (r.status, r.error_code()),
+        (404, "approval_not_found".into())
+    );
+
+    let r = host.post(
+        "/bot/v1/channels/chat/decide",
+        json!({"session": id, "call": call, "approve": true}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let answer = r.json();
+    assert_eq!(answer["decision"], "approve");
+    assert_eq!(answer["by"], answer["principal"]);
+
+    let events = host.until(&id, "turn.completed", 1);
+    assert_eq!(events.last().unwrap()["data"]["result"], "after approval");
+    let resolved = events
+        .iter()
+        .find(|e| e["type"] == "action.approval_resolved")
+        .unwrap();
+    assert_eq!(resolved["data"]["by"], answer["principal"]);
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "action.result")
+        .unwrap();
+    assert_eq!(result["data"]["output"], json!({"echo": "hi"}));
+    assert_eq!(result["data"]["isError"], false);
+}
