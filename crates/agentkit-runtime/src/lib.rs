@@ -51,6 +51,7 @@ pub use reminders::{
 };
 pub use runtime::{
     Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, NewSession, RuntimeOptions, SessionSummary,
+    WeakRuntime,
 };
 pub use schedules::{SCHEDULE_CHANNEL, ScheduleStatus, schedule_owner};
 pub use tool_call::ToolCallOutcome;

@@ -114,6 +114,26 @@ pub struct AgentRuntime {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// A reference to an [`AgentRuntime`] that does not keep it alive: for
+/// services the runtime itself holds (host services handed to tools), so
+/// they do not form a cycle that outlives the server.
+#[derive(Debug, Clone)]
+pub struct WeakRuntime(std::sync::Weak<Inner>);
+
+impl WeakRuntime {
+    /// The runtime, or `None` once it has been dropped (the server stopped).
+    pub fn upgrade(&self) -> Option<AgentRuntime> {
+        self.0.upgrade().map(|inner| AgentRuntime { inner })
+    }
+}
+
+impl AgentRuntime {
+    /// A reference that does not keep the runtime alive.
+    pub fn downgrade(&self) -> WeakRuntime {
+        WeakRuntime(Arc::downgrade(&self.inner))
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Inner {
     agent: Arc<Agent>,

@@ -13,6 +13,9 @@ mod bridge;
 mod channels;
 mod mcp;
 mod schedules;
+mod services;
+
+pub use services::{HostMcp, HostReminders, HostServices};
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -161,14 +164,6 @@ impl Default for ServeOptions {
             tools: Vec::new(),
         }
     }
-}
-
-/// What a Rust tool reaches through `ctx.services::<HostServices>()`.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct HostServices {
-    /// The agent the call runs for.
-    pub slug: String,
 }
 
 /// One mounted agent.
@@ -351,6 +346,13 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
                 mcp::ConnectionTools::new(connections.clone(), depths.clone()),
             ))));
         }
+        let host_services = HostServices::new(
+            &project.slug,
+            kv.clone(),
+            connections.clone(),
+            depths.clone(),
+        );
+        let services: agentkit_harness::HostHandle = Arc::new(host_services.clone());
         let runtime = AgentRuntime::open(
             Arc::new(project.agent.clone()),
             RuntimeOptions {
@@ -367,12 +369,11 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
                     .clone()
                     .unwrap_or_else(|| Arc::new(SystemClock)),
                 tool_sources,
-                services: Some(Arc::new(HostServices {
-                    slug: project.slug.clone(),
-                })),
+                services: Some(services.clone()),
             },
         )
         .await?;
+        host_services.attach(&runtime);
         schedules::start_timers(&runtime, &options);
         let chain = auth::http_chain(project, &options)?;
         let prefix = match options.mode {

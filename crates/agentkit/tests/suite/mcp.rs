@@ -39,7 +39,7 @@ impl Host {
         req.send(self.addr()).unwrap()
     }
 
-    fn restart(&mut self, options: ServeOptions) {
+    pub(crate) fn restart(&mut self, options: ServeOptions) {
         if let Some(h) = self.handle.take() {
             self.rt.block_on(h.close());
         }

@@ -8,4 +8,5 @@ mod fixtures;
 mod hooks;
 mod http;
 mod mcp;
+mod services;
 mod time;
