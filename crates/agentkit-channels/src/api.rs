@@ -76,6 +76,10 @@ pub trait SessionHost: Send + Sync + 'static {
         decision: ApprovalDecision,
         by: &str,
     ) -> BoxFuture<'_, Result<ResolvedApproval>>;
+
+    /// Appends final assistant text to session `id` without a model turn
+    /// (recorded as a short turn with `kind: "emitted"`); the turn id.
+    fn emit_assistant_message(&self, id: &str, text: &str) -> BoxFuture<'_, Result<String>>;
 }
 
 /// A human's decision on a parked call.
@@ -534,11 +538,24 @@ impl ChannelContext {
         }
     }
 
-    /// Appends final assistant text without a model turn: not available
-    /// yet (the runtime records assistant messages only from turns).
-    pub async fn emit_assistant_message(&self, _session: &str, _text: &str) -> Result<()> {
-        Err(Error::NotAvailable {
-            what: "`emit_assistant_message`".into(),
+    /// Appends final assistant text to one of this channel's sessions
+    /// without a model turn (a host task that already has the answer, a
+    /// greeting). The stream shows a short turn (`turn.started` with
+    /// `kind: "emitted"`, `message.appended`, `message.completed`,
+    /// `turn.completed` with the text as `result`), and later turns see
+    /// the text as an assistant message. A session running a turn answers
+    /// `409` `session_busy`. Returns the turn id.
+    pub async fn emit_assistant_message(&self, session: &str, text: &str) -> Result<String> {
+        self.own_session(session)?;
+        self.host.emit_assistant_message(session, text).await
+    }
+
+    fn own_session(&self, session: &str) -> Result<SessionInfo> {
+        self.get_session(session).ok_or_else(|| Error::Session {
+            status: 404,
+            code: "session_not_found".into(),
+            message: format!("channel `{}` has no session `{session}`", self.channel),
+            details: None,
         })
     }
 
@@ -553,14 +570,7 @@ impl ChannelContext {
         decision: ApprovalDecision,
         auth: &AuthContext,
     ) -> Result<ResolvedApproval> {
-        if self.get_session(session).is_none() {
-            return Err(Error::Session {
-                status: 404,
-                code: "session_not_found".into(),
-                message: format!("channel `{}` has no session `{session}`", self.channel),
-                details: None,
-            });
-        }
+        self.own_session(session)?;
         self.host
             .resolve_approval(session, call_id, decision, &auth.principal_id)
             .await

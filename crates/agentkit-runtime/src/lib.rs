@@ -26,6 +26,7 @@
 mod approvals;
 mod clock;
 mod db;
+mod emit;
 mod error;
 mod fold;
 mod hooks;

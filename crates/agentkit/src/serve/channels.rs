@@ -246,6 +246,20 @@ impl SessionHost for RuntimeHost {
             })
         })
     }
+
+    fn emit_assistant_message(
+        &self,
+        id: &str,
+        text: &str,
+    ) -> BoxFuture<'_, agentkit_channels::Result<String>> {
+        let (id, text) = (id.to_owned(), text.to_owned());
+        Box::pin(async move {
+            self.runtime
+                .emit_assistant_message(&id, &text)
+                .await
+                .map_err(channel_error)
+        })
+    }
 }
 
 /// A route answering 501 for a pack this release cannot serve yet.

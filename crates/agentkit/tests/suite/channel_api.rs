@@ -2,7 +2,9 @@
 //! handler resolves a parked approval, appends assistant text without a
 //! model turn, and starts sessions frozen at an instant.
 
+use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use agentkit::channels::{
     ApprovalDecision, ChannelDefinition, ChannelResponse, RouteDef, SendOptions,
@@ -35,27 +37,69 @@ struct Host {
     _dir: tempfile::TempDir,
     rt: tokio::runtime::Runtime,
     handle: Option<ServeHandle>,
+    /// The request bodies the mock model received.
+    model_requests: Requests,
+}
+
+type Requests = Arc<Mutex<Vec<Value>>>;
+
+/// A Chat Completions server that records each request body and answers
+/// "noted" (a server that ignores `stream: true` and answers one object,
+/// which the `openai` provider accepts).
+async fn model_mock(requests: Requests) -> SocketAddr {
+    use axum::routing::post;
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move |body: axum::Json<Value>| {
+            let requests = requests.clone();
+            async move {
+                requests.lock().unwrap().push(body.0);
+                axum::Json(json!({
+                    "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": "noted"}}],
+                    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}
+                }))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
 }
 
 impl Host {
-    /// An agent `bot` on the scripted model `script`, with the channel
-    /// `def` mounted.
+    /// An agent `bot` on the scripted model `script` (or, when `script`
+    /// is empty, the `openai` provider against [`model_mock`]), with the
+    /// channel `def` mounted.
     fn new(script: &str, def: ChannelDefinition) -> Host {
         let dir = tempfile::tempdir().unwrap();
         let agent = dir.path().join("bot/agent");
-        write(
-            &agent.join("agent.toml"),
-            "model = \"scripted:script.json\"\n",
-        );
-        write(&agent.join("instructions.md"), "You are a test agent.\n");
-        write(&agent.join("script.json"), script);
-        write(&agent.join("tools/echo.toml"), ECHO_TOOL);
-        write(&agent.join("tools/echo.py"), ECHO_PY);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap();
+        let model_requests = Requests::default();
+        let mut providers = agentkit::ProviderConfig::default();
+        if script.is_empty() {
+            let addr = rt.block_on(model_mock(model_requests.clone()));
+            providers.openai = agentkit::Endpoint {
+                api_key: Some("sk-test".into()),
+                base_url: format!("http://{addr}/v1"),
+            };
+            write(&agent.join("agent.toml"), "model = \"openai:gpt-test\"\n");
+        } else {
+            write(
+                &agent.join("agent.toml"),
+                "model = \"scripted:script.json\"\n",
+            );
+        }
+        write(&agent.join("instructions.md"), "You are a test agent.\n");
+        write(&agent.join("script.json"), script);
+        write(&agent.join("tools/echo.toml"), ECHO_TOOL);
+        write(&agent.join("tools/echo.py"), ECHO_PY);
         let handle = rt
             .block_on(agentkit::serve(
                 &dir.path().join("bot"),
@@ -63,6 +107,7 @@ impl Host {
                     port: 0,
                     state_root: Some(dir.path().join("state")),
                     channels: vec![("bot".into(), def)],
+                    providers,
                     ..ServeOptions::default()
                 },
             ))
@@ -71,6 +116,7 @@ impl Host {
             _dir: dir,
             rt,
             handle: Some(handle),
+            model_requests,
         }
     }
 
@@ -211,4 +257,116 @@ fn a_channel_handler_approves_a_parked_call_and_the_turn_goes_on() {
         .unwrap();
     assert_eq!(result["data"]["output"], json!({"echo": "hi"}));
     assert_eq!(result["data"]["isError"], false);
+}
+
+#[test]
+fn emitted_assistant_text_is_a_short_turn_the_model_sees_later() {
+    let def = ChannelDefinition::new("chat").route(message_route()).route(
+        RouteDef::new(Method::Post, "/say", |args| async move {
+            let turn = args
+                .ctx
+                .emit_assistant_message(
+                    args.body["session"].as_str().unwrap_or(""),
+                    args.body["text"].as_str().unwrap_or(""),
+                )
+                .await?;
+            Ok(ChannelResponse::json(200, json!({"turnId": turn})))
+        })
+        .body_schema(json!({"type": "object", "required": ["session", "text"]})),
+    );
+    let host = Host::new("", def);
+    let r = host.post("/bot/v1/channels/chat/msg", json!({"text": "hello"}));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    host.until(&id, "session.waiting", 1);
+    assert_eq!(host.model_requests.lock().unwrap().len(), 1);
+
+    let r = host.post(
+        "/bot/v1/channels/chat/say",
+        json!({"session": id, "text": "Your build 42 is green."}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let turn = r.json()["turnId"].as_str().unwrap().to_owned();
+    let events = host.until(&id, "session.waiting", 2);
+    let emitted: Vec<String> = events
+        .iter()
+        .filter(|e| e["turnId"] == turn.as_str())
+        .map(|e| format!("{} {}", e["type"].as_str().unwrap(), e["data"]))
+        .collect();
+    assert_eq!(
+        emitted,
+        vec![
+            r#"turn.started {"messages":0,"kind":"emitted"}"#.to_owned(),
+            r#"message.appended {"delta":"Your build 42 is green.","text":"Your build 42 is green."}"#.to_owned(),
+            r#"message.completed {"text":"Your build 42 is green.","finishReason":"stop"}"#.to_owned(),
+            r#"turn.completed {"result":"Your build 42 is green.","usage":{"inputTokens":0,"outputTokens":0,"cacheReadTokens":0,"cacheWriteTokens":0},"kind":"emitted"}"#.to_owned(),
+        ]
+    );
+    // No model was called for it.
+    assert_eq!(host.model_requests.lock().unwrap().len(), 1);
+
+    // The next turn's request carries it as an assistant message, after
+    // the first exchange and before the new user message.
+    let r = host.post("/bot/v1/channels/chat/msg", json!({"text": "thanks"}));
+    assert_eq!(r.status, 202, "{}", r.body);
+    host.until(&id, "session.waiting", 3);
+    let requests = host.model_requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2);
+    let said: Vec<String> = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            format!(
+                "{}: {}",
+                m["role"].as_str().unwrap(),
+                m["content"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        said,
+        vec![
+            "user: hello",
+            "assistant: noted",
+            "assistant: Your build 42 is green.",
+            "user: thanks"
+        ]
+    );
+
+    // Empty text, and another channel's session, are refused.
+    let r = host.post(
+        "/bot/v1/channels/chat/say",
+        json!({"session": id, "text": " "}),
+    );
+    assert_eq!((r.status, r.error_code()), (400, "bad_request".into()));
+    let r = host.post(
+        "/bot/v1/channels/chat/say",
+        json!({"session": "ses_other", "text": "x"}),
+    );
+    assert_eq!(
+        (r.status, r.error_code()),
+        (404, "session_not_found".into())
+    );
+}
+
+#[test]
+fn emitting_into_a_session_running_a_turn_answers_busy() {
+    let script = r#"{"turns": [{"steps": [{"text": "slow", "delayMs": 30000}]}]}"#;
+    let def = ChannelDefinition::new("chat").route(message_route()).route(
+        RouteDef::new(Method::Post, "/say", |args| async move {
+            args.ctx
+                .emit_assistant_message(args.body["session"].as_str().unwrap_or(""), "hi")
+                .await?;
+            Ok(ChannelResponse::json(200, json!({})))
+        })
+        .body_schema(json!({"type": "object", "required": ["session"]})),
+    );
+    let host = Host::new(script, def);
+    let r = host.post("/bot/v1/channels/chat/msg", json!({"text": "go"}));
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    host.until(&id, "turn.started", 1);
+    let r = host.post("/bot/v1/channels/chat/say", json!({"session": id}));
+    assert_eq!((r.status, r.error_code()), (409, "session_busy".into()));
 }
