@@ -6,25 +6,21 @@
 //! rule (the rules of the GitHub pack), and posts the turn's reply back as
 //! a merge request (or issue) note through the GitLab API.
 
-use std::collections::HashSet;
-use std::io::Write;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
-use agentkit_auth::{AuthContext, Chain, Policy, PrincipalType, Secret, Surface};
+use agentkit_auth::{Chain, Policy, Secret};
 use agentkit_manifest::{Channel, Method};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::api::{
-    ChannelDefinition, ChannelResponse, HandlerArgs, RouteDef, SendOptions, turn_outcome,
-};
+use crate::api::{ChannelDefinition, ChannelResponse, HandlerArgs, RouteDef};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::github::GithubOptions;
-use crate::github::settings::{Rule, at, check_rules};
-use crate::template::{render, render_value};
+use crate::pack::{
+    Decision, Delivery, PackCore, Rule, TurnDefaults, accepted, at, check_rules, default_chain,
+    post_json, published_events, resolve, skipped, text as s,
+};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -69,25 +65,14 @@ fn parse(channel: &Channel) -> Result<Settings> {
 /// The hook events a gitlab channel file publishes.
 pub fn gitlab_events(channel: &Channel) -> Result<Vec<String>> {
     let s = parse(channel)?;
-    Ok(s.events.clone().unwrap_or_else(|| {
-        let mut out: Vec<String> = Vec::new();
-        for r in &s.rules {
-            if !out.contains(&r.event) {
-                out.push(r.event.clone());
-            }
-        }
-        out
-    }))
+    Ok(published_events(s.events.as_ref(), &s.rules))
 }
 
 struct Pack {
     settings: Settings,
-    client: reqwest::Client,
     api_url: String,
     token: Option<String>,
-    seen: Mutex<HashSet<String>>,
-    seen_path: PathBuf,
-    agent_dir: PathBuf,
+    core: PackCore,
 }
 
 /// The channel API form of a gitlab channel file.
@@ -98,55 +83,33 @@ pub fn gitlab_channel(
 ) -> Result<ChannelDefinition> {
     let settings = parse(channel)?;
     let env: &Env = &options.env;
-    let secret = settings
-        .webhook_secret
-        .as_deref()
-        .map(|s| env.resolve(s))
-        .filter(|s| !s.is_empty());
-    let chain = authored.unwrap_or_else(|| {
-        let mut policies = Vec::new();
-        if let Some(secret) = &secret {
-            policies.push(Policy::SharedSecret {
-                header: "x-gitlab-token".into(),
-                secret: Secret::new(secret.clone()),
-            });
-        }
-        if options.dev {
-            policies.push(Policy::LoopbackOnly);
-        } else if secret.is_none() {
-            policies.push(Policy::LocalDevStrict);
-        }
-        Chain::new(policies, Surface::CustomChannel)
-    });
-    let api_url = settings
-        .api_url
-        .as_deref()
-        .map(|s| env.resolve(s))
-        .filter(|s| !s.is_empty())
+    let secret = resolve(env, settings.webhook_secret.as_deref());
+    let chain = default_chain(
+        authored,
+        secret.as_ref().map(|secret| Policy::SharedSecret {
+            header: "x-gitlab-token".into(),
+            secret: Secret::new(secret.clone()),
+        }),
+        options.dev,
+    );
+    let api_url = resolve(env, settings.api_url.as_deref())
         .unwrap_or_else(|| "https://gitlab.com/api/v4".into());
     let token = match &settings.token {
-        Some(t) => Some(env.resolve(t)).filter(|t| !t.is_empty()),
+        Some(t) => resolve(env, Some(t)),
         None => env.get("GITLAB_TOKEN"),
     };
-    let seen_path = options
-        .state_dir
-        .join("channels")
-        .join(&channel.id)
-        .join("gitlab-deliveries.log");
-    let seen = std::fs::read_to_string(&seen_path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    let events = gitlab_events(channel)?;
+    let events = published_events(settings.events.as_ref(), &settings.rules);
     let pack = Arc::new(Pack {
         settings,
-        client: crate::deliver::http_client(),
         api_url: api_url.clone(),
         token,
-        seen: Mutex::new(seen),
-        seen_path,
-        agent_dir: options.agent_dir.clone(),
+        core: PackCore::new(
+            "gitlab",
+            "GitLab",
+            &options.state_dir,
+            &channel.id,
+            &options.agent_dir,
+        ),
     });
     let mut def = ChannelDefinition::new(channel.id.clone());
     def.kind = "gitlab".into();
@@ -166,34 +129,7 @@ pub fn gitlab_channel(
     Ok(def)
 }
 
-fn ok(status: u16, body: Value) -> Result<ChannelResponse> {
-    Ok(ChannelResponse::json(status, body))
-}
-
-fn s<'a>(v: &'a Value, path: &str) -> &'a str {
-    at(v, path).and_then(Value::as_str).unwrap_or("")
-}
-
 impl Pack {
-    fn first_delivery(&self, id: &str) -> Result<bool> {
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        if !seen.insert(id.to_owned()) {
-            return Ok(false);
-        }
-        let write = || -> std::io::Result<()> {
-            if let Some(dir) = self.seen_path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&self.seen_path)?;
-            f.write_all(format!("{id}\n").as_bytes())
-        };
-        write().map_err(|e| Error::io("write", &self.seen_path, e))?;
-        Ok(true)
-    }
-
     async fn handle(self: Arc<Self>, args: HandlerArgs) -> Result<ChannelResponse> {
         let payload = args.body.clone();
         let header = args.header("x-gitlab-event").unwrap_or("").to_owned();
@@ -205,10 +141,8 @@ impl Pack {
         if header.is_empty() && kind.is_empty() {
             return Err(Error::bad_request("missing the `X-Gitlab-Event` header"));
         }
-        if let Some(id) = args.header("x-gitlab-event-uuid").map(str::to_owned)
-            && !self.first_delivery(&id)?
-        {
-            return ok(200, json!({"ok": true, "duplicate": true, "delivery": id}));
+        if let Some(dup) = self.core.redelivery(args.header("x-gitlab-event-uuid"))? {
+            return Ok(dup);
         }
         let actor = match s(&payload, "user.username") {
             "" => s(&payload, "user_username").to_owned(),
@@ -220,62 +154,30 @@ impl Pack {
             .as_deref()
             .is_some_and(|b| b == actor)
         {
-            return ok(
-                200,
-                json!({"ok": true, "skipped": true, "reason": "the bot's own activity"}),
-            );
+            return skipped("the bot's own activity");
         }
         let action = s(&payload, "object_attributes.action").to_owned();
-        let Some(rule) = self
-            .settings
-            .rules
-            .iter()
-            .find(|r| r.matches_with(&[kind.as_str(), header.as_str()], &action, &payload))
-            .cloned()
-        else {
-            return ok(
-                200,
-                json!({"ok": true, "skipped": true, "reason": "no rule matches"}),
-            );
-        };
+        let event = if kind.is_empty() { &header } else { &kind }.clone();
         let mut ctx = payload.clone();
         if let Some(obj) = ctx.as_object_mut() {
-            obj.insert(
-                "event".into(),
-                json!(if kind.is_empty() { &header } else { &kind }),
-            );
+            obj.insert("event".into(), json!(event));
             obj.insert("action".into(), json!(action));
         }
-        if rule.skip {
-            return ok(200, json!({"ok": true, "skipped": true, "reason": "rule"}));
-        }
-        if let Some(task) = &rule.task {
-            if let Some(tool) = task.tool.clone() {
-                let input = render_value(
-                    "task.input",
-                    task.input.as_ref().unwrap_or(&json!({})),
-                    &ctx,
-                )?;
-                let c = args.ctx.clone();
-                args.ctx.wait_until(async move {
-                    if let Err(e) = c.call_tool(&tool, input, None).await {
-                        tracing::warn!(tool = %tool, error = %e, "GitLab host task failed");
-                    }
-                });
-                return ok(202, json!({"ok": true, "task": "tool"}));
-            }
-            let command = task.command.clone().unwrap_or_default();
-            let body = serde_json::to_vec(&payload).unwrap_or_default();
-            let (cwd, event) = (self.agent_dir.clone(), kind.clone());
-            args.ctx.wait_until(async move {
-                if let Err(e) = crate::github::run_command(&command, &cwd, &body, &event, "").await
-                {
-                    tracing::warn!(error = %e, "GitLab host task failed");
-                }
-            });
-            return ok(202, json!({"ok": true, "task": "command"}));
-        }
-        let turn = rule.turn.clone().unwrap_or_default();
+        let decision = self.core.decide(
+            &args,
+            &self.settings.rules,
+            &Delivery {
+                events: vec![event.as_str(), header.as_str()],
+                action: &action,
+                id: args.header("x-gitlab-event-uuid"),
+                ctx: &ctx,
+                payload: &payload,
+            },
+        );
+        let turn = match decision {
+            Decision::Answered(r) => return r,
+            Decision::Turn(turn) => turn,
+        };
         let project = s(&ctx, "project.path_with_namespace").to_owned();
         // The merge request (or issue) this delivery is about, for the
         // default continuation and the reply note.
@@ -296,11 +198,10 @@ impl Pack {
         } else {
             ("", None)
         };
-        let message = match &turn.message {
-            Some(t) => render("turn.message", t, &ctx)?,
-            None => format!(
-                "GitLab `{}`{} on {project}: {}\n{}\n\n{}",
-                if kind.is_empty() { &header } else { &kind },
+        let mark = if noun == "mr" { "!" } else { "#" };
+        let defaults = TurnDefaults {
+            message: format!(
+                "GitLab `{event}`{} on {project}: {}\n{}\n\n{}",
                 if action.is_empty() {
                     String::new()
                 } else {
@@ -315,41 +216,12 @@ impl Pack {
             )
             .trim_end()
             .to_owned(),
+            continuation: iid.map(|i| format!("{noun}:{project}{mark}{i}")),
+            title: iid.map(|i| format!("{project}{mark}{i}")),
         };
-        let continuation = match &turn.continuation {
-            Some(t) => Some(render("turn.continuation", t, &ctx)?).filter(|s| !s.trim().is_empty()),
-            None => iid.map(|i| {
-                format!(
-                    "{noun}:{project}{}{i}",
-                    if noun == "mr" { "!" } else { "#" }
-                )
-            }),
-        };
-        let auth = AuthContext::new(
-            args.auth.authenticator.clone(),
-            format!(
-                "gitlab:{}",
-                if actor.is_empty() { "unknown" } else { &actor }
-            ),
-            PrincipalType::User,
-        );
-        let session = args
-            .ctx
-            .send(
-                message,
-                SendOptions {
-                    continuation_token: continuation,
-                    admission: turn.admission.unwrap_or_default(),
-                    title: match &turn.title {
-                        Some(t) => Some(render("turn.title", t, &ctx)?),
-                        None => iid.map(|i| {
-                            format!("{project}{}{i}", if noun == "mr" { "!" } else { "#" })
-                        }),
-                    },
-                    ..SendOptions::default()
-                },
-                &auth,
-            )
+        let session = self
+            .core
+            .start_turn(&args, &turn, &ctx, defaults, &actor, &[])
             .await?;
         let project_id = at(&ctx, "project.id").and_then(Value::as_u64);
         if self.settings.reply.unwrap_or(true)
@@ -357,8 +229,7 @@ impl Pack {
             && !noun.is_empty()
             && let (Some(iid), Some(pid)) = (iid, project_id)
         {
-            let (pack, c) = (self.clone(), args.ctx.clone());
-            let (id, start) = (session.id.clone(), session.start_index);
+            let pack = self.clone();
             let path = format!(
                 "/projects/{pid}/{}/{iid}/notes",
                 if noun == "mr" {
@@ -367,49 +238,26 @@ impl Pack {
                     "issues"
                 }
             );
-            args.ctx.wait_until(async move {
-                let Ok(events) = c.follow(&id, start).await else {
-                    return;
-                };
-                let Ok(Some(reply)) =
-                    tokio::time::timeout(Duration::from_secs(6 * 3600), turn_outcome(events)).await
-                else {
-                    return;
-                };
-                let body = if reply.ok {
-                    reply.text
-                } else {
-                    format!("❌ {}", reply.text)
-                };
-                if let Err(e) = pack.post_note(&path, &body).await {
-                    tracing::warn!(error = %e, "cannot post the GitLab note");
-                }
-            });
+            self.core
+                .after_turn(&args, &session, move |reply| async move {
+                    let body = if reply.ok {
+                        reply.text
+                    } else {
+                        format!("❌ {}", reply.text)
+                    };
+                    if let Err(e) = pack.post_note(&path, &body).await {
+                        tracing::warn!(error = %e, "cannot post the GitLab note");
+                    }
+                });
         }
-        let mut out = json!({"ok": true, "event": kind});
-        if let (Some(obj), Value::Object(s)) = (
-            out.as_object_mut(),
-            serde_json::to_value(&session).unwrap_or(Value::Null),
-        ) {
-            obj.extend(s);
-        }
-        ok(202, out)
+        accepted(&kind, &session)
     }
 
     async fn post_note(&self, path: &str, body: &str) -> Result<()> {
         let url = format!("{}{path}", self.api_url.trim_end_matches('/'));
-        let mut req = self.client.post(&url).json(&json!({"body": body}));
-        if let Some(t) = &self.token {
-            req = req.header("private-token", t);
-        }
-        let resp = req.send().await.map_err(|e| Error::Upstream {
-            message: format!("GitLab API POST {path}: {e}"),
-        })?;
-        if !resp.status().is_success() {
-            return Err(Error::Upstream {
-                message: format!("GitLab API POST {path}: HTTP {}", resp.status().as_u16()),
-            });
-        }
-        Ok(())
+        let auth = self.token.clone().map(|t| ("private-token", t));
+        post_json("GitLab", &url, auth, &json!({"body": body}))
+            .await
+            .map(|_| ())
     }
 }

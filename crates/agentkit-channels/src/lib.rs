@@ -21,6 +21,7 @@ mod error;
 mod github;
 mod gitlab;
 mod host;
+mod pack;
 mod state;
 mod template;
 mod webhook;

@@ -10,25 +10,24 @@
 mod client;
 pub(crate) mod settings;
 
-use std::collections::HashSet;
-use std::io::Write;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
-use agentkit_auth::{AuthContext, Chain, Policy, PrincipalType, Secret, Surface};
+use agentkit_auth::{Chain, Policy, Secret};
 use agentkit_manifest::{Channel, Method};
 use serde_json::{Value, json};
 
 use crate::api::{
-    ChannelContext, ChannelDefinition, ChannelResponse, HandlerArgs, RouteDef, SendOptions,
-    TurnReply, turn_outcome,
+    ChannelContext, ChannelDefinition, ChannelResponse, HandlerArgs, RouteDef, TurnReply,
 };
 use crate::env::Env;
 use crate::error::{Error, Result};
-use crate::template::{render, render_value};
+use crate::pack::{
+    Decision, Delivery, PackCore, TurnDefaults, accepted, at, default_chain, ok, resolve, skipped,
+    turn_result,
+};
 use client::GithubApi;
-use settings::{Rule, Settings, at};
+use settings::Settings;
 
 /// What the pack needs from the host.
 #[derive(Debug, Clone)]
@@ -60,9 +59,7 @@ fn parse_settings(channel: &Channel) -> Result<Settings> {
 struct Pack {
     settings: Settings,
     api: GithubApi,
-    seen: Mutex<HashSet<String>>,
-    seen_path: PathBuf,
-    agent_dir: PathBuf,
+    core: PackCore,
 }
 
 /// The channel API form of a github channel file. `authored` is the
@@ -74,54 +71,36 @@ pub fn github_channel(
 ) -> Result<ChannelDefinition> {
     let settings = parse_settings(channel)?;
     let env = &options.env;
-    let secret = settings
-        .webhook_secret
-        .as_deref()
-        .map(|s| env.resolve(s))
-        .filter(|s| !s.is_empty());
+    let secret = resolve(env, settings.webhook_secret.as_deref());
     if settings.webhook_secret.is_some() && secret.is_none() {
         tracing::warn!(channel = %channel.id, "the GitHub webhook secret resolves to nothing: only loopback deliveries are admitted");
     }
-    let chain = authored.unwrap_or_else(|| {
-        let mut policies = Vec::new();
-        if let Some(secret) = &secret {
-            policies.push(Policy::HmacSignature {
-                header: "x-hub-signature-256".into(),
-                secret: Secret::new(secret.clone()),
-                prefix: Some("sha256=".into()),
-            });
-        }
-        if options.dev {
-            policies.push(Policy::LoopbackOnly);
-        } else if secret.is_none() {
-            policies.push(Policy::LocalDevStrict);
-        }
-        Chain::new(policies, Surface::CustomChannel)
-    });
-    let api_url = settings
-        .api_url
-        .as_deref()
-        .map(|s| env.resolve(s))
-        .filter(|s| !s.is_empty())
+    let chain = default_chain(
+        authored,
+        secret.as_ref().map(|secret| Policy::HmacSignature {
+            header: "x-hub-signature-256".into(),
+            secret: Secret::new(secret.clone()),
+            prefix: Some("sha256=".into()),
+        }),
+        options.dev,
+    );
+    let api_url = resolve(env, settings.api_url.as_deref())
         .unwrap_or_else(|| "https://api.github.com".into());
     let token = match &settings.token {
-        Some(t) => Some(env.resolve(t)).filter(|t| !t.is_empty()),
+        Some(t) => resolve(env, Some(t)),
         None => env.get("GITHUB_TOKEN").or_else(|| env.get("GH_TOKEN")),
     };
-    let dir = options.state_dir.join("channels").join(&channel.id);
-    let seen_path = dir.join("github-deliveries.log");
-    let seen: HashSet<String> = std::fs::read_to_string(&seen_path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect();
     let events = settings.published_events();
     let pack = Arc::new(Pack {
         api: GithubApi::new(&api_url, token),
         settings,
-        seen: Mutex::new(seen),
-        seen_path,
-        agent_dir: options.agent_dir.clone(),
+        core: PackCore::new(
+            "github",
+            "GitHub",
+            &options.state_dir,
+            &channel.id,
+            &options.agent_dir,
+        ),
     });
     let mut def = ChannelDefinition::new(channel.id.clone());
     def.kind = "github".into();
@@ -144,31 +123,7 @@ pub fn github_channel(
     Ok(def)
 }
 
-fn ok(status: u16, body: Value) -> Result<ChannelResponse> {
-    Ok(ChannelResponse::json(status, body))
-}
-
 impl Pack {
-    /// Records a delivery id; false when it was already seen.
-    fn first_delivery(&self, id: &str) -> Result<bool> {
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        if !seen.insert(id.to_owned()) {
-            return Ok(false);
-        }
-        let write = || -> std::io::Result<()> {
-            if let Some(dir) = self.seen_path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&self.seen_path)?;
-            f.write_all(format!("{id}\n").as_bytes())
-        };
-        write().map_err(|e| Error::io("write", &self.seen_path, e))?;
-        Ok(true)
-    }
-
     async fn handle(self: Arc<Self>, args: HandlerArgs) -> Result<ChannelResponse> {
         let Some(event) = args.header("x-github-event").map(str::to_owned) else {
             return Err(Error::bad_request("missing the `X-GitHub-Event` header"));
@@ -180,11 +135,8 @@ impl Pack {
                 json!({"ok": true, "event": "ping", "zen": args.body.get("zen")}),
             );
         }
-        if let Some(id) = &delivery
-            && !self.first_delivery(id)?
-        {
-            tracing::info!(delivery = %id, "ignoring a GitHub redelivery");
-            return ok(200, json!({"ok": true, "duplicate": true, "delivery": id}));
+        if let Some(dup) = self.core.redelivery(delivery.as_deref())? {
+            return Ok(dup);
         }
         let payload = &args.body;
         let sender = at(payload, "sender.login")
@@ -194,80 +146,39 @@ impl Pack {
         if let Some(bot) = &self.settings.bot_name
             && (sender == *bot || sender == format!("{bot}[bot]"))
         {
-            return ok(
-                200,
-                json!({"ok": true, "skipped": true, "reason": "the bot's own activity"}),
-            );
+            return skipped("the bot's own activity");
         }
-        let Some(rule) = self
-            .settings
-            .rules
-            .iter()
-            .find(|r| r.matches(&event, payload))
-            .cloned()
-        else {
-            return ok(
-                200,
-                json!({"ok": true, "skipped": true, "reason": "no rule matches"}),
-            );
-        };
         let mut ctx = payload.clone();
         if let Some(obj) = ctx.as_object_mut() {
             obj.insert("event".into(), json!(event));
             obj.insert("delivery".into(), json!(delivery));
         }
-        if rule.skip {
-            return ok(200, json!({"ok": true, "skipped": true, "reason": "rule"}));
+        let action = payload.get("action").and_then(Value::as_str).unwrap_or("");
+        let decision = self.core.decide(
+            &args,
+            &self.settings.rules,
+            &Delivery {
+                events: vec![event.as_str()],
+                action,
+                id: delivery.as_deref(),
+                ctx: &ctx,
+                payload,
+            },
+        );
+        match decision {
+            Decision::Answered(r) => r,
+            Decision::Turn(turn) => self.turn(&args, &turn, &event, &sender, &ctx).await,
         }
-        if let Some(task) = &rule.task {
-            return self.task(&args, task, &event, delivery.as_deref(), &ctx);
-        }
-        self.turn(&args, &rule, &event, &sender, &ctx).await
-    }
-
-    fn task(
-        &self,
-        args: &HandlerArgs,
-        task: &settings::TaskRule,
-        event: &str,
-        delivery: Option<&str>,
-        ctx: &Value,
-    ) -> Result<ChannelResponse> {
-        if let Some(tool) = &task.tool {
-            let input = render_value("task.input", task.input.as_ref().unwrap_or(&json!({})), ctx)?;
-            let c = args.ctx.clone();
-            let tool = tool.clone();
-            args.ctx.wait_until(async move {
-                match c.call_tool(&tool, input, None).await {
-                    Ok(env) => tracing::info!(tool = %tool, is_error = ?env.get("isError"), "GitHub host task finished"),
-                    Err(e) => tracing::warn!(tool = %tool, error = %e, "GitHub host task failed"),
-                }
-            });
-            return ok(202, json!({"ok": true, "task": "tool", "tool": task.tool}));
-        }
-        let Some(command) = task.command.clone() else {
-            return Err(Error::bad_request("the task has no command"));
-        };
-        let payload = serde_json::to_vec(&args.body).unwrap_or_default();
-        let cwd = self.agent_dir.clone();
-        let (event, delivery) = (event.to_owned(), delivery.unwrap_or("").to_owned());
-        args.ctx.wait_until(async move {
-            if let Err(e) = run_command(&command, &cwd, &payload, &event, &delivery).await {
-                tracing::warn!(command = ?command, error = %e, "GitHub host task failed");
-            }
-        });
-        ok(202, json!({"ok": true, "task": "command"}))
     }
 
     async fn turn(
         self: &Arc<Self>,
         args: &HandlerArgs,
-        rule: &Rule,
+        turn: &crate::pack::TurnRule,
         event: &str,
         sender: &str,
         ctx: &Value,
     ) -> Result<ChannelResponse> {
-        let turn = rule.turn.clone().unwrap_or_default();
         let repo = at(ctx, "repository.full_name")
             .and_then(Value::as_str)
             .unwrap_or("")
@@ -276,41 +187,15 @@ impl Pack {
             .or_else(|| at(ctx, "issue.number"))
             .and_then(Value::as_u64);
         let is_pr = ctx.get("pull_request").is_some() || at(ctx, "issue.pull_request").is_some();
-        let message = match &turn.message {
-            Some(t) => render("turn.message", t, ctx)?,
-            None => default_message(event, ctx),
+        let defaults = TurnDefaults {
+            message: default_message(event, ctx),
+            continuation: number
+                .map(|n| format!("{}:{repo}#{n}", if is_pr { "pr" } else { "issue" })),
+            title: number.map(|n| format!("{repo}#{n}")),
         };
-        let continuation = match &turn.continuation {
-            Some(t) => Some(render("turn.continuation", t, ctx)?).filter(|s| !s.trim().is_empty()),
-            None => number.map(|n| format!("{}:{repo}#{n}", if is_pr { "pr" } else { "issue" })),
-        };
-        let title = match &turn.title {
-            Some(t) => Some(render("turn.title", t, ctx)?),
-            None => number.map(|n| format!("{repo}#{n}")),
-        };
-        // The actor is the principal; the signature (or loopback) policy
-        // that admitted the delivery stays visible as the authenticator.
-        let actor = AuthContext::new(
-            args.auth.authenticator.clone(),
-            format!(
-                "github:{}",
-                if sender.is_empty() { "unknown" } else { sender }
-            ),
-            PrincipalType::User,
-        )
-        .with_attribute("githubEvent", event);
-        let session = args
-            .ctx
-            .send(
-                message,
-                SendOptions {
-                    continuation_token: continuation,
-                    admission: turn.admission.unwrap_or_default(),
-                    title,
-                    ..SendOptions::default()
-                },
-                &actor,
-            )
+        let session = self
+            .core
+            .start_turn(args, turn, ctx, defaults, sender, &[("githubEvent", event)])
             .await?;
         let context = self.settings.progress.status_context();
         if (context.is_some() || self.settings.progress.banner) && !repo.is_empty() {
@@ -337,14 +222,7 @@ impl Pack {
                 );
             }
         }
-        let mut body = json!({"ok": true, "event": event});
-        if let (Some(obj), Value::Object(s)) = (
-            body.as_object_mut(),
-            serde_json::to_value(&session).unwrap_or(Value::Null),
-        ) {
-            obj.extend(s);
-        }
-        ok(202, body)
+        accepted(event, &session)
     }
 
     /// Follows the turn this delivery started and converges the commit
@@ -427,12 +305,8 @@ impl Pack {
             }
         };
         banner("⏳ Working on it…".into()).await;
-        let Ok(events) = ctx.follow(&session, start).await else {
-            return;
-        };
-        let wait = tokio::time::timeout(Duration::from_secs(6 * 3600), turn_outcome(events)).await;
-        match wait {
-            Ok(Some(TurnReply { ok: true, text })) => {
+        match turn_result(&ctx, &session, start).await {
+            Some(TurnReply { ok: true, text }) => {
                 status("success", "agentkit finished".into()).await;
                 banner(if text.is_empty() {
                     "✅ Done.".into()
@@ -441,11 +315,11 @@ impl Pack {
                 })
                 .await;
             }
-            Ok(Some(TurnReply { ok: false, text })) => {
+            Some(TurnReply { ok: false, text }) => {
                 status("failure", text.clone()).await;
                 banner(format!("❌ {text}")).await;
             }
-            _ => {}
+            None => {}
         }
     }
 }
@@ -498,52 +372,4 @@ fn default_message(event: &str, p: &Value) -> String {
         out.push_str(&format!("\n\nComment by {}:\n{c}", s("comment.user.login")));
     }
     out.trim_end().to_owned()
-}
-
-pub(crate) async fn run_command(
-    command: &[String],
-    cwd: &std::path::Path,
-    payload: &[u8],
-    event: &str,
-    delivery: &str,
-) -> Result<()> {
-    use tokio::io::AsyncWriteExt;
-    let Some((program, rest)) = command.split_first() else {
-        return Err(Error::bad_request("empty command"));
-    };
-    let mut child = tokio::process::Command::new(program)
-        .args(rest)
-        .current_dir(cwd)
-        .env("AGENTKIT_GITHUB_EVENT", event)
-        .env("AGENTKIT_GITHUB_DELIVERY", delivery)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| Error::io("spawn", std::path::Path::new(program), e))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(payload).await;
-    }
-    let out = tokio::time::timeout(Duration::from_secs(600), child.wait_with_output())
-        .await
-        .map_err(|_| Error::Upstream {
-            message: format!("`{program}` timed out"),
-        })?
-        .map_err(|e| Error::io("wait for", std::path::Path::new(program), e))?;
-    if out.status.success() {
-        tracing::info!(program, "GitHub host task finished");
-        Ok(())
-    } else {
-        Err(Error::Upstream {
-            message: format!(
-                "`{program}` exited with {}: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-                    .chars()
-                    .take(500)
-                    .collect::<String>()
-            ),
-        })
-    }
 }

@@ -1,11 +1,10 @@
 //! The settings of a `kind = "github"` channel file, checked when the
 //! channel is mounted (unknown keys are errors, like everywhere else).
 
-use std::collections::BTreeMap;
-
-use agentkit_manifest::Admission;
 use serde::Deserialize;
 use serde_json::Value;
+
+use crate::pack::{Rule, check_rules, published_events};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -74,58 +73,6 @@ impl Progress {
     }
 }
 
-/// One dispatch rule; the first rule that matches a delivery decides.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Rule {
-    /// The `X-GitHub-Event` (`pull_request`, `issue_comment`, …) or `*`.
-    pub(crate) event: String,
-    /// The payload's `action`s that match (any when empty).
-    #[serde(default)]
-    pub(crate) actions: Vec<String>,
-    /// Dotted payload paths and the values they must equal.
-    #[serde(default)]
-    pub(crate) when: BTreeMap<String, Value>,
-    #[serde(default)]
-    pub(crate) turn: Option<TurnRule>,
-    #[serde(default)]
-    pub(crate) task: Option<TaskRule>,
-    #[serde(default)]
-    pub(crate) skip: bool,
-}
-
-/// A model turn, as the actor.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct TurnRule {
-    /// Template over the payload (plus `event`, `delivery`).
-    #[serde(default)]
-    pub(crate) message: Option<String>,
-    /// Template; defaults to `pr:<owner/repo>#<n>` / `issue:<owner/repo>#<n>`.
-    #[serde(default)]
-    pub(crate) continuation: Option<String>,
-    #[serde(default)]
-    pub(crate) title: Option<String>,
-    #[serde(default)]
-    pub(crate) admission: Option<Admission>,
-}
-
-/// Host work, answered with 202 at once.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct TaskRule {
-    /// A program and its arguments, run in the agent folder with the
-    /// payload on stdin.
-    #[serde(default)]
-    pub(crate) command: Option<Vec<String>>,
-    /// Or a deterministic call of this server tool...
-    #[serde(default)]
-    pub(crate) tool: Option<String>,
-    /// ...with this input (strings are templates over the payload).
-    #[serde(default)]
-    pub(crate) input: Option<Value>,
-}
-
 impl Settings {
     pub(crate) fn parse(value: &Value) -> Result<Settings, String> {
         let s: Settings = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
@@ -138,84 +85,7 @@ impl Settings {
 
     /// The events the channel dispatches on.
     pub(crate) fn published_events(&self) -> Vec<String> {
-        if let Some(e) = &self.events {
-            return e.clone();
-        }
-        let mut out: Vec<String> = Vec::new();
-        for r in &self.rules {
-            if !out.contains(&r.event) {
-                out.push(r.event.clone());
-            }
-        }
-        out
-    }
-}
-
-/// Every rule has exactly one outcome, and its templates compile.
-pub(crate) fn check_rules(rules: &[Rule]) -> Result<(), String> {
-    for (i, r) in rules.iter().enumerate() {
-        let n = [r.turn.is_some(), r.task.is_some(), r.skip]
-            .iter()
-            .filter(|b| **b)
-            .count();
-        if n != 1 {
-            return Err(format!(
-                "rules[{i}] (event `{}`) needs exactly one of `turn`, `task` or `skip = true`",
-                r.event
-            ));
-        }
-        if let Some(t) = &r.task
-            && t.command.is_some() == t.tool.is_some()
-        {
-            return Err(format!(
-                "rules[{i}].task needs exactly one of `command` or `tool`"
-            ));
-        }
-        if let Some(t) = &r.task
-            && t.command.as_ref().is_some_and(Vec::is_empty)
-        {
-            return Err(format!("rules[{i}].task.command is empty"));
-        }
-        for (field, t) in [
-            ("message", r.turn.as_ref().and_then(|t| t.message.as_ref())),
-            (
-                "continuation",
-                r.turn.as_ref().and_then(|t| t.continuation.as_ref()),
-            ),
-            ("title", r.turn.as_ref().and_then(|t| t.title.as_ref())),
-        ] {
-            if let Some(t) = t {
-                agentkit_manifest::check_template(t)
-                    .map_err(|e| format!("rules[{i}].turn.{field}: {e}"))?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The value at a dotted path (`pull_request.head.sha`).
-pub(crate) fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
-    path.split('.').try_fold(v, |v, k| v.get(k))
-}
-
-impl Rule {
-    pub(crate) fn matches(&self, event: &str, payload: &Value) -> bool {
-        let action = payload.get("action").and_then(Value::as_str).unwrap_or("");
-        self.matches_with(&[event], action, payload)
-    }
-
-    /// Matches when `event` is `*` or one of `events`, the action is
-    /// listed (or none are), and every condition holds.
-    pub(crate) fn matches_with(&self, events: &[&str], action: &str, payload: &Value) -> bool {
-        if self.event != "*" && !events.contains(&self.event.as_str()) {
-            return false;
-        }
-        if !self.actions.is_empty() && !self.actions.iter().any(|a| a == action) {
-            return false;
-        }
-        self.when
-            .iter()
-            .all(|(path, want)| at(payload, path).unwrap_or(&Value::Null) == want)
+        published_events(self.events.as_ref(), &self.rules)
     }
 }
 
@@ -233,12 +103,13 @@ mod tests {
         ]}))
         .unwrap();
         let pr = json!({"action": "opened", "pull_request": {"draft": false}});
-        assert!(s.rules[0].matches("pull_request", &pr));
-        assert!(!s.rules[0].matches(
-            "pull_request",
+        assert!(s.rules[0].matches_with(&["pull_request"], "opened", &pr));
+        assert!(!s.rules[0].matches_with(
+            &["pull_request"],
+            "opened",
             &json!({"action": "opened", "pull_request": {"draft": true}})
         ));
-        assert!(!s.rules[0].matches("issues", &pr));
+        assert!(!s.rules[0].matches_with(&["issues"], "opened", &pr));
         assert_eq!(s.published_events(), ["pull_request", "*"]);
         assert!(Settings::parse(&json!({"rules": [{"event": "x"}]})).is_err());
         assert!(Settings::parse(&json!({"bogus": 1})).is_err());

@@ -1,0 +1,600 @@
+//! What the webhook packs (GitHub, GitLab, Bitbucket) share, so each pack
+//! is only its provider's headers, payload shapes and API: the dispatch
+//! rules (event, actions and payload conditions → a model turn, a host
+//! task or a skip) and their checks, the default auth chain (the
+//! provider's signature or token when a secret is set, loopback only
+//! otherwise), durable delivery-id deduplication, host tasks answered with
+//! 202 at once, model turns as the actor with templated message,
+//! continuation and title, and following a turn to its outcome for the
+//! progress surfaces and reply comments.
+
+use std::collections::{BTreeMap, HashSet};
+use std::future::Future;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use agentkit_auth::{AuthContext, Chain, Policy, PrincipalType, Surface};
+use agentkit_manifest::Admission;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::api::{ChannelResponse, ChannelSession, HandlerArgs, SendOptions, TurnReply};
+use crate::env::Env;
+use crate::error::{Error, Result};
+use crate::template::{render, render_value};
+
+/// One dispatch rule; the first rule that matches a delivery decides.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Rule {
+    /// The provider's event name (`pull_request`, `merge_request`,
+    /// `pullrequest:created`, ...) or `*`.
+    pub(crate) event: String,
+    /// The delivery's actions that match (any when empty).
+    #[serde(default)]
+    pub(crate) actions: Vec<String>,
+    /// Dotted payload paths and the values they must equal.
+    #[serde(default)]
+    pub(crate) when: BTreeMap<String, Value>,
+    #[serde(default)]
+    pub(crate) turn: Option<TurnRule>,
+    #[serde(default)]
+    pub(crate) task: Option<TaskRule>,
+    #[serde(default)]
+    pub(crate) skip: bool,
+}
+
+/// A model turn, as the actor.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TurnRule {
+    /// Template over the delivery's context.
+    #[serde(default)]
+    pub(crate) message: Option<String>,
+    /// Template; each pack has a default (`pr:<repo>#<n>`, ...).
+    #[serde(default)]
+    pub(crate) continuation: Option<String>,
+    #[serde(default)]
+    pub(crate) title: Option<String>,
+    #[serde(default)]
+    pub(crate) admission: Option<Admission>,
+}
+
+/// Host work, answered with 202 at once.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TaskRule {
+    /// A program and its arguments, run in the agent folder with the
+    /// payload on stdin.
+    #[serde(default)]
+    pub(crate) command: Option<Vec<String>>,
+    /// Or a deterministic call of this server tool...
+    #[serde(default)]
+    pub(crate) tool: Option<String>,
+    /// ...with this input (strings are templates over the payload).
+    #[serde(default)]
+    pub(crate) input: Option<Value>,
+}
+
+/// Every rule has exactly one outcome, and its templates compile.
+pub(crate) fn check_rules(rules: &[Rule]) -> std::result::Result<(), String> {
+    for (i, r) in rules.iter().enumerate() {
+        let n = [r.turn.is_some(), r.task.is_some(), r.skip]
+            .iter()
+            .filter(|b| **b)
+            .count();
+        if n != 1 {
+            return Err(format!(
+                "rules[{i}] (event `{}`) needs exactly one of `turn`, `task` or `skip = true`",
+                r.event
+            ));
+        }
+        if let Some(t) = &r.task
+            && t.command.is_some() == t.tool.is_some()
+        {
+            return Err(format!(
+                "rules[{i}].task needs exactly one of `command` or `tool`"
+            ));
+        }
+        if let Some(t) = &r.task
+            && t.command.as_ref().is_some_and(Vec::is_empty)
+        {
+            return Err(format!("rules[{i}].task.command is empty"));
+        }
+        for (field, t) in [
+            ("message", r.turn.as_ref().and_then(|t| t.message.as_ref())),
+            (
+                "continuation",
+                r.turn.as_ref().and_then(|t| t.continuation.as_ref()),
+            ),
+            ("title", r.turn.as_ref().and_then(|t| t.title.as_ref())),
+        ] {
+            if let Some(t) = t {
+                agentkit_manifest::check_template(t)
+                    .map_err(|e| format!("rules[{i}].turn.{field}: {e}"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The value at a dotted path (`pull_request.head.sha`).
+pub(crate) fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(v, |v, k| v.get(k))
+}
+
+/// The string at a dotted path, or `""`.
+pub(crate) fn text<'a>(v: &'a Value, path: &str) -> &'a str {
+    at(v, path).and_then(Value::as_str).unwrap_or("")
+}
+
+impl Rule {
+    /// Matches when the rule's event is `*` or one of `events`, the action
+    /// is listed (or none are), and every condition holds.
+    pub(crate) fn matches_with(&self, events: &[&str], action: &str, payload: &Value) -> bool {
+        if self.event != "*" && !events.contains(&self.event.as_str()) {
+            return false;
+        }
+        if !self.actions.is_empty() && !self.actions.iter().any(|a| a == action) {
+            return false;
+        }
+        self.when
+            .iter()
+            .all(|(path, want)| at(payload, path).unwrap_or(&Value::Null) == want)
+    }
+}
+
+/// The events a pack channel publishes: its `events` setting, or its
+/// rules' events in order.
+pub(crate) fn published_events(events: Option<&Vec<String>>, rules: &[Rule]) -> Vec<String> {
+    if let Some(e) = events {
+        return e.clone();
+    }
+    let mut out: Vec<String> = Vec::new();
+    for r in rules {
+        if !out.contains(&r.event) {
+            out.push(r.event.clone());
+        }
+    }
+    out
+}
+
+/// A `${VAR}` setting resolved; `None` when unset or empty.
+pub(crate) fn resolve(env: &Env, setting: Option<&str>) -> Option<String> {
+    setting.map(|s| env.resolve(s)).filter(|s| !s.is_empty())
+}
+
+/// The pack's chain when the file has no `auth` of its own: the
+/// provider's check when a secret is set; loopback only otherwise (any
+/// loopback peer under `--dev`, the strict local rule without it).
+pub(crate) fn default_chain(authored: Option<Chain>, check: Option<Policy>, dev: bool) -> Chain {
+    authored.unwrap_or_else(|| {
+        let signed = check.is_some();
+        let mut policies: Vec<Policy> = check.into_iter().collect();
+        if dev {
+            policies.push(Policy::LoopbackOnly);
+        } else if !signed {
+            policies.push(Policy::LocalDevStrict);
+        }
+        Chain::new(policies, Surface::CustomChannel)
+    })
+}
+
+/// A JSON answer.
+pub(crate) fn ok(status: u16, body: Value) -> Result<ChannelResponse> {
+    Ok(ChannelResponse::json(status, body))
+}
+
+/// `200 {ok, skipped, reason}`.
+pub(crate) fn skipped(reason: &str) -> Result<ChannelResponse> {
+    ok(200, json!({"ok": true, "skipped": true, "reason": reason}))
+}
+
+/// A delivery as the shared dispatch sees it.
+#[derive(Debug)]
+pub(crate) struct Delivery<'a> {
+    /// The names a rule's `event` may match (the first is the canonical
+    /// one, reported back and given to host tasks).
+    pub(crate) events: Vec<&'a str>,
+    pub(crate) action: &'a str,
+    /// The delivery id (for host tasks; dedup happens before).
+    pub(crate) id: Option<&'a str>,
+    /// What conditions and templates read.
+    pub(crate) ctx: &'a Value,
+    /// What a host command gets on stdin: the raw payload.
+    pub(crate) payload: &'a Value,
+}
+
+/// What the first matching rule decided.
+#[derive(Debug)]
+pub(crate) enum Decision {
+    /// Answered already (no rule, a skip rule, a host task).
+    Answered(Result<ChannelResponse>),
+    /// A model turn.
+    Turn(TurnRule),
+}
+
+/// The defaults of a turn when the rule's templates are absent.
+#[derive(Debug, Default)]
+pub(crate) struct TurnDefaults {
+    pub(crate) message: String,
+    pub(crate) continuation: Option<String>,
+    pub(crate) title: Option<String>,
+}
+
+/// The shared state of one pack channel.
+#[derive(Debug)]
+pub(crate) struct PackCore {
+    /// `github`, `gitlab`, `bitbucket`: the principal prefix, the host
+    /// task's environment (`AGENTKIT_<NAME>_EVENT`), the dedup log's name.
+    pub(crate) name: &'static str,
+    /// `GitHub`, ...: for logs.
+    pub(crate) label: &'static str,
+    seen: Mutex<HashSet<String>>,
+    seen_path: PathBuf,
+    agent_dir: PathBuf,
+}
+
+impl PackCore {
+    /// Loads the channel's delivery log
+    /// (`<state>/channels/<id>/<name>-deliveries.log`).
+    pub(crate) fn new(
+        name: &'static str,
+        label: &'static str,
+        state_dir: &Path,
+        channel: &str,
+        agent_dir: &Path,
+    ) -> PackCore {
+        let seen_path = state_dir
+            .join("channels")
+            .join(channel)
+            .join(format!("{name}-deliveries.log"));
+        let seen = std::fs::read_to_string(&seen_path)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        PackCore {
+            name,
+            label,
+            seen: Mutex::new(seen),
+            seen_path,
+            agent_dir: agent_dir.to_path_buf(),
+        }
+    }
+
+    /// Records a delivery id; false when it was already seen. Durable: the
+    /// id is appended to the log before the delivery is acted on.
+    pub(crate) fn first_delivery(&self, id: &str) -> Result<bool> {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if !seen.insert(id.to_owned()) {
+            return Ok(false);
+        }
+        let write = || -> std::io::Result<()> {
+            if let Some(dir) = self.seen_path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.seen_path)?;
+            f.write_all(format!("{id}\n").as_bytes())
+        };
+        write().map_err(|e| Error::io("write", &self.seen_path, e))?;
+        Ok(true)
+    }
+
+    /// `Some(200 {duplicate})` when this delivery id was seen before.
+    pub(crate) fn redelivery(&self, id: Option<&str>) -> Result<Option<ChannelResponse>> {
+        match id {
+            Some(id) if !self.first_delivery(id)? => {
+                tracing::info!(delivery = %id, pack = self.label, "ignoring a redelivery");
+                Ok(Some(ChannelResponse::json(
+                    200,
+                    json!({"ok": true, "duplicate": true, "delivery": id}),
+                )))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Picks the first matching rule and runs it when it is a skip or a
+    /// host task.
+    pub(crate) fn decide(&self, args: &HandlerArgs, rules: &[Rule], d: &Delivery<'_>) -> Decision {
+        let Some(rule) = rules
+            .iter()
+            .find(|r| r.matches_with(&d.events, d.action, d.ctx))
+        else {
+            return Decision::Answered(skipped("no rule matches"));
+        };
+        if rule.skip {
+            return Decision::Answered(skipped("rule"));
+        }
+        if let Some(task) = &rule.task {
+            return Decision::Answered(self.task(args, task, d));
+        }
+        Decision::Turn(rule.turn.clone().unwrap_or_default())
+    }
+
+    fn task(
+        &self,
+        args: &HandlerArgs,
+        task: &TaskRule,
+        d: &Delivery<'_>,
+    ) -> Result<ChannelResponse> {
+        let label = self.label;
+        if let Some(tool) = &task.tool {
+            let input = render_value(
+                "task.input",
+                task.input.as_ref().unwrap_or(&json!({})),
+                d.ctx,
+            )?;
+            let c = args.ctx.clone();
+            let tool = tool.clone();
+            let reported = tool.clone();
+            args.ctx.wait_until(async move {
+                match c.call_tool(&tool, input, None).await {
+                    Ok(env) => tracing::info!(tool = %tool, is_error = ?env.get("isError"), "{label} host task finished"),
+                    Err(e) => tracing::warn!(tool = %tool, error = %e, "{label} host task failed"),
+                }
+            });
+            return ok(202, json!({"ok": true, "task": "tool", "tool": reported}));
+        }
+        let Some(command) = task.command.clone() else {
+            return Err(Error::bad_request("the task has no command"));
+        };
+        let payload = serde_json::to_vec(d.payload).unwrap_or_default();
+        let cwd = self.agent_dir.clone();
+        let event = d.events.first().copied().unwrap_or("").to_owned();
+        let delivery = d.id.unwrap_or("").to_owned();
+        let prefix = format!("AGENTKIT_{}", self.name.to_ascii_uppercase());
+        args.ctx.wait_until(async move {
+            let vars = [
+                (format!("{prefix}_EVENT"), event),
+                (format!("{prefix}_DELIVERY"), delivery),
+            ];
+            if let Err(e) = run_command(&command, &cwd, &payload, &vars, label).await {
+                tracing::warn!(command = ?command, error = %e, "{label} host task failed");
+            }
+        });
+        ok(202, json!({"ok": true, "task": "command"}))
+    }
+
+    /// Starts (or continues) the turn a rule asked for, as the actor
+    /// (`<name>:<actor>`); the admitting policy stays the authenticator.
+    pub(crate) async fn start_turn(
+        &self,
+        args: &HandlerArgs,
+        turn: &TurnRule,
+        ctx: &Value,
+        defaults: TurnDefaults,
+        actor: &str,
+        attributes: &[(&str, &str)],
+    ) -> Result<ChannelSession> {
+        let message = match &turn.message {
+            Some(t) => render("turn.message", t, ctx)?,
+            None => defaults.message,
+        };
+        let continuation = match &turn.continuation {
+            Some(t) => Some(render("turn.continuation", t, ctx)?).filter(|s| !s.trim().is_empty()),
+            None => defaults.continuation,
+        };
+        let title = match &turn.title {
+            Some(t) => Some(render("turn.title", t, ctx)?),
+            None => defaults.title,
+        };
+        let mut auth = AuthContext::new(
+            args.auth.authenticator.clone(),
+            format!(
+                "{}:{}",
+                self.name,
+                if actor.is_empty() { "unknown" } else { actor }
+            ),
+            PrincipalType::User,
+        );
+        for (k, v) in attributes {
+            auth = auth.with_attribute(*k, *v);
+        }
+        args.ctx
+            .send(
+                message,
+                SendOptions {
+                    continuation_token: continuation,
+                    admission: turn.admission.unwrap_or_default(),
+                    title,
+                    ..SendOptions::default()
+                },
+                &auth,
+            )
+            .await
+    }
+
+    /// Runs `then` with the outcome of the turn `session` started, after
+    /// the response (progress surfaces, reply comments). Gives up after
+    /// six hours.
+    pub(crate) fn after_turn<F, Fut>(&self, args: &HandlerArgs, session: &ChannelSession, then: F)
+    where
+        F: FnOnce(TurnReply) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let c = args.ctx.clone();
+        let (id, start) = (session.id.clone(), session.start_index);
+        args.ctx.wait_until(async move {
+            if let Some(reply) = turn_result(&c, &id, start).await {
+                then(reply).await;
+            }
+        });
+    }
+}
+
+/// How the turn that starts at `start` in session `id` ended; `None` when
+/// the host stopped first or it ran past six hours.
+pub(crate) async fn turn_result(
+    ctx: &crate::api::ChannelContext,
+    id: &str,
+    start: u64,
+) -> Option<TurnReply> {
+    let events = ctx.follow(id, start).await.ok()?;
+    tokio::time::timeout(
+        Duration::from_secs(6 * 3600),
+        crate::api::turn_outcome(events),
+    )
+    .await
+    .ok()
+    .flatten()
+}
+
+/// `202 {ok, event, sessionId, continuationToken, isNew}`.
+pub(crate) fn accepted(event: &str, session: &ChannelSession) -> Result<ChannelResponse> {
+    let mut body = json!({"ok": true, "event": event});
+    if let (Some(obj), Value::Object(s)) = (
+        body.as_object_mut(),
+        serde_json::to_value(session).unwrap_or(Value::Null),
+    ) {
+        obj.extend(s);
+    }
+    ok(202, body)
+}
+
+/// Runs a host command in `cwd` with the payload on stdin.
+pub(crate) async fn run_command(
+    command: &[String],
+    cwd: &Path,
+    payload: &[u8],
+    vars: &[(String, String)],
+    label: &str,
+) -> Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let Some((program, rest)) = command.split_first() else {
+        return Err(Error::bad_request("empty command"));
+    };
+    let mut child = tokio::process::Command::new(program)
+        .args(rest)
+        .current_dir(cwd)
+        .envs(vars.iter().map(|(k, v)| (k, v)))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| Error::io("spawn", Path::new(program), e))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(payload).await;
+    }
+    let out = tokio::time::timeout(Duration::from_secs(600), child.wait_with_output())
+        .await
+        .map_err(|_| Error::Upstream {
+            message: format!("`{program}` timed out"),
+        })?
+        .map_err(|e| Error::io("wait for", Path::new(program), e))?;
+    if out.status.success() {
+        tracing::info!(program, "{label} host task finished");
+        Ok(())
+    } else {
+        Err(Error::Upstream {
+            message: format!(
+                "`{program}` exited with {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+                    .chars()
+                    .take(500)
+                    .collect::<String>()
+            ),
+        })
+    }
+}
+
+/// A JSON POST to a provider API (reply comments), with one auth header.
+pub(crate) async fn post_json(
+    label: &str,
+    url: &str,
+    auth: Option<(&str, String)>,
+    body: &Value,
+) -> Result<Value> {
+    let client = crate::deliver::http_client();
+    let mut req = client.post(url).json(body);
+    if let Some((name, value)) = auth {
+        req = req.header(name, value);
+    }
+    let resp = req.send().await.map_err(|e| Error::Upstream {
+        message: format!("{label} API POST {url}: {e}"),
+    })?;
+    let status = resp.status();
+    let text = resp.text().await.unwrap_or_default();
+    if !status.is_success() {
+        return Err(Error::Upstream {
+            message: format!(
+                "{label} API POST {url}: HTTP {}: {}",
+                status.as_u16(),
+                text.chars().take(200).collect::<String>()
+            ),
+        });
+    }
+    Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn rule(v: Value) -> Rule {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn rules_match_event_action_and_conditions_and_need_one_outcome() {
+        let r = rule(
+            json!({"event": "pull_request", "actions": ["opened"], "when": {"pull_request.draft": false}, "turn": {}}),
+        );
+        let pr = json!({"pull_request": {"draft": false}});
+        assert!(r.matches_with(&["pull_request"], "opened", &pr));
+        assert!(r.matches_with(&["pullrequest:created", "pull_request"], "opened", &pr));
+        assert!(!r.matches_with(&["pull_request"], "closed", &pr));
+        assert!(!r.matches_with(
+            &["pull_request"],
+            "opened",
+            &json!({"pull_request": {"draft": true}})
+        ));
+        assert!(rule(json!({"event": "*", "skip": true})).matches_with(&["x"], "", &json!({})));
+        assert!(check_rules(&[rule(json!({"event": "x"}))]).is_err());
+        assert!(
+            check_rules(&[rule(
+                json!({"event": "x", "task": {"tool": "a", "command": ["b"]}})
+            )])
+            .is_err()
+        );
+        assert!(
+            check_rules(&[rule(json!({"event": "x", "turn": {"message": "{{ x"}}))])
+                .unwrap_err()
+                .contains("rules[0].turn.message")
+        );
+        assert_eq!(
+            published_events(
+                None,
+                &[r.clone(), r, rule(json!({"event": "*", "skip": true}))]
+            ),
+            ["pull_request", "*"]
+        );
+    }
+
+    #[test]
+    fn deliveries_are_deduplicated_durably() {
+        let dir = tempfile::tempdir().unwrap();
+        let core = || PackCore::new("gitlab", "GitLab", dir.path(), "c", dir.path());
+        let a = core();
+        assert!(a.first_delivery("u-1").unwrap());
+        assert!(!a.first_delivery("u-1").unwrap());
+        assert!(a.redelivery(Some("u-2")).unwrap().is_none());
+        let b = core();
+        assert_eq!(b.redelivery(Some("u-2")).unwrap().unwrap().status, 200);
+        assert!(b.redelivery(None).unwrap().is_none());
+        assert!(
+            dir.path()
+                .join("channels/c/gitlab-deliveries.log")
+                .is_file()
+        );
+    }
+}
