@@ -56,7 +56,7 @@ pub(crate) fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
                     .prefix("agentkit-call-")
                     .tempdir()
                     .context("cannot create a temporary state root")?;
-                let handle = boot(&args.dir, state.path(), &[]).await?;
+                let handle = boot(&args.dir, state.path(), &[], None).await?;
                 _state = Some(state);
                 let url = pick_agent(&handle, args.agent.as_deref(), &args.dir);
                 server = Some(handle);

@@ -40,6 +40,11 @@ pub(crate) struct RunArgs {
     /// The agent to talk to when the folder (or server) holds several.
     #[arg(long, value_name = "SLUG")]
     agent: Option<String>,
+    /// Run the agent on this model instead of its own, e.g.
+    /// `openai:gpt-4.1-mini`, `anthropic:claude-sonnet-4-5` or `test`
+    /// (ignored with --url).
+    #[arg(long, value_name = "PROVIDER:MODEL")]
+    model: Option<String>,
     /// Also write every event, as NDJSON, to this file.
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
@@ -134,7 +139,13 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
                 .prefix("agentkit-run-")
                 .tempdir()
                 .context("cannot create a temporary state root")?;
-            let handle = boot(&args.dir, state.path(), &args.api_key).await?;
+            let handle = boot(
+                &args.dir,
+                state.path(),
+                &args.api_key,
+                args.model.as_deref(),
+            )
+            .await?;
             let url = pick_agent(&handle, args.agent.as_deref(), &args.dir);
             _state_root = Some(state);
             let url = match url {
@@ -252,8 +263,10 @@ pub(crate) async fn boot(
     dir: &Path,
     state_root: &Path,
     api_keys: &[String],
+    model: Option<&str>,
 ) -> anyhow::Result<agentkit::ServeHandle> {
     let options = agentkit::ServeOptions {
+        model: model.map(str::to_owned),
         port: 0,
         state_root: Some(state_root.to_path_buf()),
         dev: true,

@@ -1,8 +1,13 @@
 //! Helpers shared by agentkit's test suites: fixture paths, a small
-//! HTTP client for driving a real server over loopback, and the Python
-//! environment of the third-party MCP peers.
+//! HTTP client for driving a real server over loopback, a recording mock
+//! server for the third parties on the other side ([`mock`]), a mock model
+//! provider speaking the OpenAI and Anthropic streaming formats
+//! ([`provider`]), and the Python environment of the third-party MCP
+//! peers.
 
 pub mod http;
+pub mod mock;
+pub mod provider;
 pub mod pyenv;
 
 use std::path::PathBuf;

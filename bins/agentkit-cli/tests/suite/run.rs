@@ -54,6 +54,22 @@ fn one_message_calls_tools_and_replies() {
 }
 
 #[test]
+fn a_malformed_model_is_refused_with_a_hint() {
+    let run = run_in_fixtures(&[
+        "run",
+        "--dir",
+        "agents/weather-agent",
+        "--message",
+        "hi",
+        "--model",
+        "gpt-4",
+    ]);
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("--model"), "{}", run.stderr);
+    assert!(run.stderr.contains("openai:"), "{}", run.stderr);
+}
+
+#[test]
 fn two_messages_are_two_turns_of_one_session() {
     let run = run_in_fixtures(&[
         "run",
@@ -120,4 +136,73 @@ fn an_unreachable_url_names_it() {
         "{}",
         run.stderr
     );
+}
+
+/// `agentkit run` on the bundled weather agent with a remote model,
+/// `openai:*` or `anthropic:*` (chosen with `--model`), against the
+/// shared mock provider: the model calls `get_weather`, the tool runs, and
+/// the reply comes from the second step, whose request carries the tool's
+/// result.
+fn weather_with_remote_model(model: &str) {
+    use agentkit_test_support::provider::{MockProvider, Step};
+    let mock = MockProvider::start(vec![
+        Step::new()
+            .call(
+                "call_w1",
+                "get_weather",
+                &serde_json::json!({"city": "Lisbon"}),
+            )
+            .into(),
+        Step::text("Lisbon is fine today.").into(),
+    ]);
+    let config = tempfile::tempdir().unwrap();
+    let run = agentkit_with(
+        &fixtures(),
+        &[
+            "run",
+            "--dir",
+            "agents/weather-agent",
+            "--message",
+            "Weather in Lisbon?",
+            "--model",
+            model,
+        ],
+        |cmd: &mut Command| {
+            cmd.env_remove("AGENTKIT_MODEL")
+                .env("XDG_CONFIG_HOME", config.path())
+                .env("OPENAI_BASE_URL", mock.openai_base_url())
+                .env("OPENAI_API_KEY", "sk-mock-openai")
+                .env("ANTHROPIC_BASE_URL", mock.anthropic_base_url())
+                .env("ANTHROPIC_API_KEY", "sk-mock-anthropic")
+                .env_remove("AGENTKIT_BEARER_TOKEN");
+        },
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(doc["reply"], "Lisbon is fine today.", "{doc:#}");
+    let calls = doc["toolCalls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    assert_eq!(calls[0]["toolName"], "get_weather");
+    assert_eq!(calls[0]["isError"], false, "{calls:#?}");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    // The tool's output (from `get_weather.py`) went back to the model.
+    let output = calls[0]["output"].to_string();
+    let second = requests[1].text();
+    assert!(second.contains("call_w1"), "{second}");
+    assert!(
+        output.contains("Lisbon") && second.contains("Lisbon"),
+        "{output}\n{second}"
+    );
+    assert!(!run.stderr.contains("sk-mock"), "{}", run.stderr);
+}
+
+#[test]
+fn the_weather_agent_runs_on_openai() {
+    weather_with_remote_model("openai:gpt-mock");
+}
+
+#[test]
+fn the_weather_agent_runs_on_anthropic() {
+    weather_with_remote_model("anthropic:claude-mock");
 }

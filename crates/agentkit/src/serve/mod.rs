@@ -59,6 +59,9 @@ pub struct ServeOptions {
     /// The model for agents that name none (`AGENTKIT_MODEL`); the binary
     /// reads the environment, the library does not.
     pub default_model: Option<String>,
+    /// A model string every agent runs on instead of its own `model`
+    /// (`agentkit run --model`); checked like `default_model`.
+    pub model: Option<String>,
     /// The largest request body accepted, in bytes.
     pub body_limit: usize,
     /// How long shutdown waits for interrupted turns to settle.
@@ -149,6 +152,7 @@ impl Default for ServeOptions {
             bearer_token: None,
             allow_anonymous: false,
             default_model: None,
+            model: None,
             body_limit: 1024 * 1024,
             shutdown_grace: Duration::from_secs(10),
             env: EnvLookup::empty(),
@@ -307,6 +311,10 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         });
     }
     let default_model = resolve_default_model(&options)?;
+    let forced_model = match &options.model {
+        Some(s) => Some(parse_model("--model", s)?),
+        None => None,
+    };
     let providers = Arc::new(options.providers.clone());
     let state_root = options
         .state_root
@@ -353,8 +361,12 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             depths.clone(),
         );
         let services: agentkit_harness::HostHandle = Arc::new(host_services.clone());
+        let mut agent = project.agent.clone();
+        if let Some(model) = &forced_model {
+            agent.config.model = Some(model.clone());
+        }
         let runtime = AgentRuntime::open(
-            Arc::new(project.agent.clone()),
+            Arc::new(agent),
             RuntimeOptions {
                 state_dir,
                 default_model: default_model.clone(),
@@ -459,17 +471,20 @@ fn loopback_of(addr: SocketAddr) -> SocketAddr {
     }
 }
 
+/// A model string from outside the project (`what` names its source).
+fn parse_model(what: &str, s: &str) -> Result<ModelSpec> {
+    agentkit_manifest::parse_model_string(s).map_err(|(message, hint)| Error::Config {
+        message: format!(
+            "{what}: {message}{}",
+            hint.map(|h| format!(" ({h})")).unwrap_or_default()
+        ),
+    })
+}
+
 /// `AGENTKIT_MODEL` (passed in by the binary), else `test` under `--dev`.
 fn resolve_default_model(options: &ServeOptions) -> Result<Option<ModelSpec>> {
     if let Some(s) = &options.default_model {
-        let spec =
-            agentkit_manifest::parse_model_string(s).map_err(|(message, hint)| Error::Config {
-                message: format!(
-                    "AGENTKIT_MODEL: {message}{}",
-                    hint.map(|h| format!(" ({h})")).unwrap_or_default()
-                ),
-            })?;
-        return Ok(Some(spec));
+        return Ok(Some(parse_model("AGENTKIT_MODEL", s)?));
     }
     if options.dev {
         return Ok(Some(ModelSpec {

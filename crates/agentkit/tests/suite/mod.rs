@@ -8,5 +8,6 @@ mod fixtures;
 mod hooks;
 mod http;
 mod mcp;
+mod providers;
 mod services;
 mod time;
