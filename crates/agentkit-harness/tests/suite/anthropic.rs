@@ -3,18 +3,14 @@
 //! statuses, error events, dropped and stalled streams, interrupts).
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use agentkit_harness::{Endpoint, FinishReason, ProviderConfig, StepEvent, TurnOutcome, run_turn};
 use agentkit_manifest::ModelSpec;
 use agentkit_protocol::Usage;
-use axum::body::{Body, Bytes};
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use agentkit_test_support::mock::{MockResponse, MockServer, StreamEnd};
+use axum::http::HeaderMap;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -43,108 +39,84 @@ enum Reply {
     },
 }
 
-#[derive(Default)]
-struct MockState {
-    replies: Mutex<VecDeque<Reply>>,
-    requests: Mutex<Vec<(HeaderMap, Value)>>,
-    /// Set when a streamed body is dropped (the client went away).
-    stream_dropped: AtomicBool,
-}
-
+/// The shared recording mock server, answering the scripted replies in
+/// order.
 struct MockApi {
     url: String,
-    state: Arc<MockState>,
+    server: MockServer,
 }
 
 impl MockApi {
     async fn start(replies: Vec<Reply>) -> MockApi {
-        let state = Arc::new(MockState {
-            replies: Mutex::new(replies.into()),
-            ..MockState::default()
+        let replies = Mutex::new(VecDeque::from(replies));
+        let server = MockServer::start(move |req| {
+            assert_eq!(req.path, "/v1/messages");
+            match replies.lock().unwrap().pop_front() {
+                None => MockResponse::text(500, "no reply scripted"),
+                Some(Reply::Status {
+                    code,
+                    retry_after,
+                    body,
+                }) => {
+                    let response = MockResponse::json(code, &body);
+                    match retry_after {
+                        Some(after) => response.header("retry-after", after),
+                        None => response,
+                    }
+                }
+                Some(Reply::Sse(parts)) => {
+                    let mut events = Vec::new();
+                    let mut end = StreamEnd::Close;
+                    for part in parts {
+                        match part {
+                            Part::Event(data) => {
+                                let name = data["type"].as_str().unwrap_or("message").to_owned();
+                                events.push(format!("event: {name}\ndata: {data}\n\n"));
+                            }
+                            Part::Stall => {
+                                end = StreamEnd::Stall;
+                                break;
+                            }
+                            Part::Drop => {
+                                end = StreamEnd::Cut;
+                                break;
+                            }
+                        }
+                    }
+                    MockResponse::sse(events, end)
+                }
+            }
         });
-        let app = axum::Router::new()
-            .route("/v1/messages", axum::routing::post(messages))
-            .with_state(state.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        MockApi { url, state }
+        MockApi {
+            url: server.url(),
+            server,
+        }
     }
 
     fn requests(&self) -> Vec<(HeaderMap, Value)> {
-        self.state.requests.lock().unwrap().clone()
+        self.server
+            .requests()
+            .iter()
+            .map(|r| {
+                let mut headers = HeaderMap::new();
+                for (k, v) in &r.headers {
+                    headers.append(
+                        axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                        v.parse().unwrap(),
+                    );
+                }
+                (headers, r.json())
+            })
+            .collect()
     }
 
     fn bodies(&self) -> Vec<Value> {
         self.requests().into_iter().map(|(_, b)| b).collect()
     }
-}
 
-/// Sets a flag when the response body is dropped.
-struct DropFlag(Arc<MockState>);
-
-impl Drop for DropFlag {
-    fn drop(&mut self) {
-        self.0.stream_dropped.store(true, Ordering::SeqCst);
-    }
-}
-
-async fn messages(
-    State(state): State<Arc<MockState>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    state.requests.lock().unwrap().push((headers, body));
-    let reply = state.replies.lock().unwrap().pop_front();
-    match reply {
-        None => Response::builder()
-            .status(500)
-            .body(Body::from("no reply scripted"))
-            .unwrap(),
-        Some(Reply::Status {
-            code,
-            retry_after,
-            body,
-        }) => {
-            let mut response = Response::builder()
-                .status(StatusCode::from_u16(code).unwrap())
-                .header("content-type", "application/json");
-            if let Some(after) = retry_after {
-                response = response.header("retry-after", after);
-            }
-            response.body(Body::from(body.to_string())).unwrap()
-        }
-        Some(Reply::Sse(parts)) => {
-            let guard = DropFlag(state.clone());
-            let stream = futures_util::stream::unfold(
-                (parts.into_iter(), guard),
-                |(mut parts, guard)| async move {
-                    match parts.next()? {
-                        Part::Event(data) => {
-                            let name = data["type"].as_str().unwrap_or("message").to_owned();
-                            let chunk = format!("event: {name}\ndata: {data}\n\n");
-                            // Let each event travel in its own chunk.
-                            tokio::time::sleep(Duration::from_millis(2)).await;
-                            Some((Ok::<_, std::io::Error>(Bytes::from(chunk)), (parts, guard)))
-                        }
-                        Part::Stall => {
-                            std::future::pending::<Infallible>().await;
-                            None
-                        }
-                        Part::Drop => {
-                            // Let what was sent reach the client first.
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                            Some((Err(std::io::Error::other("connection cut")), (parts, guard)))
-                        }
-                    }
-                },
-            );
-            Response::builder()
-                .header("content-type", "text/event-stream")
-                .body(Body::from_stream(stream))
-                .unwrap()
-        }
+    /// A streamed body was dropped before its end: the client went away.
+    fn stream_dropped(&self) -> bool {
+        self.server.streams_dropped() > 0
     }
 }
 
@@ -647,10 +619,10 @@ async fn an_interrupt_ends_the_turn_and_the_request_at_once() {
     assert!(cancelled.elapsed() < Duration::from_secs(5), "promptly");
     // The server sees the request go away.
     let deadline = Instant::now() + Duration::from_secs(2);
-    while !api.state.stream_dropped.load(Ordering::SeqCst) && Instant::now() < deadline {
+    while !api.stream_dropped() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(api.state.stream_dropped.load(Ordering::SeqCst));
+    assert!(api.stream_dropped());
 }
 
 #[tokio::test]

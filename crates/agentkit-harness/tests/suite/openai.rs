@@ -4,16 +4,12 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentkit_harness::{Endpoint, ProviderConfig, StepEvent, TurnInput, TurnOutcome, run_turn};
 use agentkit_protocol::Usage;
-use axum::body::{Body, Bytes};
-use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::response::Response;
+use agentkit_test_support::mock::{MockBody, MockResponse, MockServer, StreamEnd};
 use serde_json::{Value, json};
 
 use super::*;
@@ -27,7 +23,7 @@ enum End {
     Close,
     /// The connection drops mid-body.
     Cut,
-    /// Keep-alive comments forever.
+    /// Nothing more, on an open connection.
     Hang,
 }
 
@@ -44,96 +40,62 @@ struct Seen {
     body: Value,
 }
 
-/// The mock server: replies in order (then 500s), every request kept.
-#[derive(Default)]
-struct Mock {
-    replies: Mutex<VecDeque<Reply>>,
-    seen: Mutex<Vec<Seen>>,
-    /// A hanging stream was dropped: the client went away.
-    hang_dropped: Arc<AtomicBool>,
-}
+/// The shared recording mock server, answering the scripted replies in
+/// order (then 500s).
+struct Mock(MockServer);
 
 impl Mock {
     fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
+        self.0
+            .requests()
+            .iter()
+            .map(|r| Seen {
+                authorization: r.header("authorization").map(str::to_owned),
+                body: r.json(),
+            })
+            .collect()
     }
-}
 
-struct DropFlag(Arc<AtomicBool>);
-
-impl Drop for DropFlag {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
-
-async fn handle(State(mock): State<Arc<Mock>>, headers: HeaderMap, body: Bytes) -> Response {
-    mock.seen.lock().unwrap().push(Seen {
-        authorization: headers
-            .get("authorization")
-            .map(|v| v.to_str().unwrap().to_owned()),
-        body: serde_json::from_slice(&body).unwrap(),
-    });
-    let reply = mock.replies.lock().unwrap().pop_front();
-    let reply = reply.unwrap_or_else(|| {
-        Reply::Status(
-            500,
-            vec![],
-            r#"{"error":{"message":"no reply scripted"}}"#.into(),
-        )
-    });
-    match reply {
-        Reply::Status(status, headers, body) => {
-            let mut r = Response::builder()
-                .status(status)
-                .header("content-type", "application/json");
-            for (k, v) in headers {
-                r = r.header(k, v);
-            }
-            r.body(Body::from(body)).unwrap()
-        }
-        Reply::Sse(events, end) => {
-            // Only hanging streams report their drop.
-            let flag = matches!(end, End::Hang).then(|| DropFlag(mock.hang_dropped.clone()));
-            let stream = futures_util::stream::unfold(
-                (events.into_iter(), end, flag),
-                |(mut events, end, flag)| async move {
-                    // Realistic pacing: chunks arrive apart.
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                    let item = match events.next() {
-                        Some(e) => Ok(e),
-                        None => match end {
-                            End::Close => return None,
-                            End::Cut => Err(std::io::Error::other("cut")),
-                            End::Hang => {
-                                tokio::time::sleep(Duration::from_millis(50)).await;
-                                Ok(": keep-alive\n\n".to_owned())
-                            }
-                        },
-                    };
-                    Some((item, (events, end, flag)))
-                },
-            );
-            Response::builder()
-                .header("content-type", "text/event-stream")
-                .body(Body::from_stream(stream))
-                .unwrap()
-        }
+    /// A streamed body was dropped before its end: the client went away.
+    fn stream_dropped(&self) -> bool {
+        self.0.streams_dropped() > 0
     }
 }
 
 async fn serve(replies: Vec<Reply>) -> (Arc<Mock>, SocketAddr) {
-    let mock = Arc::new(Mock {
-        replies: Mutex::new(replies.into()),
-        ..Mock::default()
+    let replies = Mutex::new(VecDeque::from(replies));
+    let server = MockServer::start(move |req| {
+        assert_eq!(req.path, "/v1/chat/completions");
+        match replies.lock().unwrap().pop_front() {
+            None => MockResponse::json(500, &json!({"error": {"message": "no reply scripted"}})),
+            Some(Reply::Status(status, headers, body)) => {
+                let mut r = MockResponse {
+                    status,
+                    headers: vec![("content-type".into(), "application/json".into())],
+                    body: MockBody::Full(body.into_bytes()),
+                };
+                for (k, v) in headers {
+                    r = r.header(k, v);
+                }
+                r
+            }
+            Some(Reply::Sse(events, end)) => {
+                let end = match end {
+                    End::Close => StreamEnd::Close,
+                    End::Cut => StreamEnd::Cut,
+                    End::Hang => StreamEnd::Stall,
+                };
+                let mut r = MockResponse::sse(events, end);
+                // Realistic pacing: chunks arrive apart.
+                if let MockBody::Stream { pace, .. } = &mut r.body {
+                    *pace = Duration::from_millis(5);
+                }
+                r
+            }
+        }
     });
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", axum::routing::post(handle))
-        .with_state(mock.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (mock, addr)
+    let addr = server.addr();
+    (Arc::new(Mock(server)), addr)
 }
 
 fn chunk(delta: Value) -> String {
@@ -592,7 +554,7 @@ async fn cancelling_aborts_the_request_at_once() {
     assert!(cancelled.elapsed() < Duration::from_secs(5), "promptly");
     // The server sees the connection go (its next keep-alive fails).
     let deadline = Instant::now() + Duration::from_secs(2);
-    while !mock.hang_dropped.load(Ordering::SeqCst) {
+    while !mock.stream_dropped() {
         assert!(Instant::now() < deadline, "the request outlived the turn");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
