@@ -6,15 +6,17 @@
 //! channels for one agent ([`ChannelHost`]: route matching, the auth chain
 //! over the raw request, schema validation, event routing from the store's
 //! tap), declarative webhook channels built on that API, event deliveries,
-//! and the GitHub and GitLab packs.
+//! and the GitHub, GitLab and Bitbucket packs (their shared rules, dedup,
+//! host tasks and turns live once in `pack.rs`).
 //!
 //! It does not know sessions, the harness or HTTP frameworks: it reaches
 //! sessions through the [`SessionHost`] trait, which the facade implements
 //! over the runtime, and it sees requests as plain [`ChannelRequest`]s.
-//! Bitbucket and Slack packs are not built yet: the facade refuses
-//! to serve them with a message saying so.
+//! The Slack pack is not built yet: the facade refuses to serve it with a
+//! message saying so.
 
 mod api;
+mod bitbucket;
 mod deliver;
 mod env;
 mod error;
@@ -31,6 +33,7 @@ pub use api::{
     EventArgs, EventHandler, Handler, HandlerArgs, ResolvedApproval, RouteDef, SendOptions,
     SendRequest, SessionHost, SessionInfo, StartHandler, StopHandler, TurnReply, turn_outcome,
 };
+pub use bitbucket::{BitbucketOptions, bitbucket_channel, bitbucket_events};
 pub use deliver::{Deliverer, sign};
 pub use env::{Env, EnvFn};
 pub use error::{Error, Result};

@@ -1,6 +1,6 @@
 //! Custom channels on the HTTP surface: builds each agent's channel
-//! definitions (declarative webhooks, the GitHub pack) on the channel
-//! API, implements the API's [`SessionHost`] over the agent runtime, and
+//! definitions (declarative webhooks, the GitHub, GitLab and Bitbucket
+//! packs) on the channel API, implements the API's [`SessionHost`] over the agent runtime, and
 //! mounts `/v1/channels/<id>[/<path>]` for them.
 
 use std::net::SocketAddr;
@@ -326,10 +326,19 @@ pub(crate) async fn start(
             .map_err(|e| Error::Config {
                 message: format!("/{}: {e}", project.slug),
             })?,
-            ChannelKind::Bitbucket => {
-                tracing::warn!(channel = %c.id, "the bitbucket channel pack is not available yet; its route answers 501");
-                not_available(c, "bitbucket")
-            }
+            ChannelKind::Bitbucket => agentkit_channels::bitbucket_channel(
+                c,
+                authored,
+                GithubOptions {
+                    env: env.clone(),
+                    dev: options.dev,
+                    state_dir: state_dir.clone(),
+                    agent_dir: project.agent.dir.clone(),
+                },
+            )
+            .map_err(|e| Error::Config {
+                message: format!("/{}: {e}", project.slug),
+            })?,
             ChannelKind::Slack => {
                 tracing::warn!(channel = %c.id, "the slack channel pack is not available yet; its route answers 501");
                 not_available(c, "slack")

@@ -1,8 +1,8 @@
 //! Custom channels over loopback against a real server: declarative
 //! webhook routes (schemas, auth, send, call_tool, templated responses),
 //! event deliveries to a local receiver (signature, retries, state, the
-//! delivery log), and the GitHub pack end to end against a mock GitHub API
-//! with GitHub's published example payloads.
+//! delivery log), and the GitHub, GitLab and Bitbucket packs end to end
+//! against mock provider APIs with the providers' published payloads.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -699,6 +699,256 @@ fn gitlab_merge_request_hooks_run_a_turn_and_post_the_reply_as_a_note() {
         (id.as_str(), json!(false))
     );
     wait_for("the second note", || notes().len() == 2);
+    rt.block_on(handle.close());
+}
+
+const BITBUCKET: &str = r#"
+kind = "bitbucket"
+webhook_secret = "${BITBUCKET_WEBHOOK_SECRET}"
+api_url = "${BITBUCKET_API_URL}"
+token = "${BITBUCKET_TOKEN}"
+
+[[rules]]
+event = "pull_request"
+actions = ["opened", "updated"]
+[rules.turn]
+message = "Review PR #{{ pullrequest.id }} of {{ repository.full_name }}: {{ pullrequest.title }} ({{ pullrequest.source.branch }} -> {{ pullrequest.destination.branch }}, {{ action }} by {{ actor.username }} on {{ platform }})"
+continuation = "pr:{{ repository.full_name }}#{{ pullrequest.id }}"
+
+[[rules]]
+event = "pullrequest:comment_created"
+[rules.turn]
+message = "{{ comment.author.username }} says: {{ comment.text }}"
+continuation = "pr:{{ repository.full_name }}#{{ pullrequest.id }}"
+
+[[rules]]
+event = "pull_request_comment"
+[rules.turn]
+"#;
+
+fn bitbucket_fixture(name: &str) -> Vec<u8> {
+    std::fs::read(
+        agentkit_test_support::fixtures_dir()
+            .join("bitbucket")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// A Bitbucket Cloud delivery (`X-Request-UUID`) or, with `dc`, a Data
+/// Center one (`X-Request-Id`), signed as both products sign.
+fn bitbucket_hook(
+    channel: &str,
+    key: &str,
+    id: &str,
+    signature: &str,
+    body: &[u8],
+    dc: bool,
+) -> Request {
+    Request::post(&format!("/pr-bot/v1/channels/{channel}"))
+        .header("x-event-key", key)
+        .header(if dc { "x-request-id" } else { "x-request-uuid" }, id)
+        .header("x-hub-signature", &format!("sha256={signature}"))
+        .header("content-type", "application/json")
+        .raw_body(body)
+}
+
+#[test]
+fn bitbucket_cloud_and_data_center_hooks_run_turns_and_reply_as_comments() {
+    let rt = runtime();
+    let (api, calls) = mock(&rt, |_, _| (201, json!({"id": 7})));
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("pr-bot/agent");
+    write(&agent.join("agent.toml"), "model = \"test\"\n");
+    write(
+        &agent.join("instructions.md"),
+        "You review pull requests.\n",
+    );
+    write(&agent.join("channels/bitbucket.toml"), BITBUCKET);
+    // A second channel keyed with the secret of the captured Data Center
+    // delivery, so its real signature is checked end to end.
+    write(
+        &agent.join("channels/bitbucket-dc.toml"),
+        &BITBUCKET.replace("BITBUCKET_WEBHOOK_SECRET", "BITBUCKET_DC_SECRET"),
+    );
+    let secret = "bb-secret";
+    let env = env(&[
+        ("BITBUCKET_WEBHOOK_SECRET", secret.into()),
+        ("BITBUCKET_DC_SECRET", "mysecret".into()),
+        ("BITBUCKET_API_URL", format!("http://{api}")),
+        ("BITBUCKET_TOKEN", "bb-token".into()),
+    ]);
+    let state = dir.path().join("state");
+    let handle = serve(&rt, &dir.path().join("pr-bot"), &state, env);
+    let addr = handle.local_addr();
+    let sign = |body: &[u8]| agentkit_channels::sign(secret, body);
+    let created = bitbucket_fixture("cloud.pullrequest.created.json");
+
+    // A wrong signature is refused before the body is read as JSON.
+    for body in [created.as_slice(), b"not json at all".as_slice()] {
+        let r = bitbucket_hook(
+            "bitbucket",
+            "pullrequest:created",
+            "r-0",
+            &agentkit_channels::sign("wrong", body),
+            body,
+            false,
+        )
+        .send(addr)
+        .unwrap();
+        assert_eq!(r.status, 401, "{}", r.body);
+    }
+    let r = bitbucket_hook(
+        "bitbucket",
+        "pullrequest:created",
+        "r-1",
+        &sign(&created),
+        &created,
+        false,
+    )
+    .send(addr)
+    .unwrap();
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.json()["isNew"], true);
+    assert_eq!(
+        r.json()["continuationToken"],
+        "pr:kolaszek/repository-name#1"
+    );
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let again = bitbucket_hook(
+        "bitbucket",
+        "pullrequest:created",
+        "r-1",
+        &sign(&created),
+        &created,
+        false,
+    )
+    .send(addr)
+    .unwrap();
+    assert_eq!(
+        (again.status, again.json()["duplicate"].clone()),
+        (200, json!(true))
+    );
+
+    let events = log_events(&state, "pr-bot", &id);
+    let received: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "message.received")
+        .collect();
+    assert_eq!(received.len(), 1);
+    assert_eq!(
+        received[0]["data"]["text"],
+        "Review PR #1 of kolaszek/repository-name: new commit (new-branch -> master, opened by kolaszek on cloud)"
+    );
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "turn.completed")
+        .unwrap()["data"]["result"]
+        .clone();
+    let comments = |path: &str| {
+        calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.path == path)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let cloud_path = "/2.0/repositories/kolaszek/repository-name/pullrequests/1/comments";
+    wait_for("the reply comment", || !comments(cloud_path).is_empty());
+    let reply = &comments(cloud_path)[0];
+    assert_eq!(reply.method, "POST");
+    assert_eq!(reply.header("authorization"), Some("Bearer bb-token"));
+    assert_eq!(reply.json(), json!({"content": {"raw": result}}));
+
+    // A comment on the same pull request continues the session.
+    let comment = bitbucket_fixture("cloud.pullrequest.comment_created.json");
+    let r = bitbucket_hook(
+        "bitbucket",
+        "pullrequest:comment_created",
+        "r-2",
+        &sign(&comment),
+        &comment,
+        false,
+    )
+    .send(addr)
+    .unwrap();
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(
+        (
+            r.json()["sessionId"].as_str().unwrap(),
+            r.json()["isNew"].clone()
+        ),
+        (id.as_str(), json!(false))
+    );
+    wait_for("the second comment", || comments(cloud_path).len() == 2);
+    let texts: Vec<Value> = log_events(&state, "pr-bot", &id)
+        .into_iter()
+        .filter(|e| e["type"] == "message.received")
+        .map(|e| e["data"]["text"].clone())
+        .collect();
+    assert_eq!(texts[1], "tkolek says: Could you also update the README?");
+
+    // Data Center: the documented `pr:opened` example, same rules, same
+    // normalised fields, the reply through the 1.0 REST API.
+    let opened = bitbucket_fixture("dc.pr.opened.json");
+    let r = bitbucket_hook(
+        "bitbucket",
+        "pr:opened",
+        "dc-1",
+        &sign(&opened),
+        &opened,
+        true,
+    )
+    .send(addr)
+    .unwrap();
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.json()["continuationToken"], "pr:PROJ/repository#1");
+    let dc_id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let events = log_events(&state, "pr-bot", &dc_id);
+    assert_eq!(
+        events
+            .iter()
+            .find(|e| e["type"] == "message.received")
+            .unwrap()["data"]["text"],
+        "Review PR #1 of PROJ/repository: a new file added (a-branch -> master, opened by admin on datacenter)"
+    );
+    let dc_path = "/rest/api/1.0/projects/PROJ/repos/repository/pull-requests/1/comments";
+    wait_for("the Data Center comment", || !comments(dc_path).is_empty());
+    let reply = &comments(dc_path)[0];
+    assert_eq!(reply.header("authorization"), Some("Bearer bb-token"));
+    assert!(
+        !reply.json()["text"].as_str().unwrap().is_empty(),
+        "{}",
+        reply.body
+    );
+
+    // A delivery Bitbucket Server signed itself, with its own signature.
+    let captured = bitbucket_fixture("dc.pr.comment.added.json");
+    let real = "ed11f92d1565a4de586727fe8260558277d58009e8957a79eb4749a7009ce083";
+    let r = bitbucket_hook(
+        "bitbucket-dc",
+        "pr:comment:added",
+        "dc-2",
+        real,
+        &captured,
+        true,
+    )
+    .send(addr)
+    .unwrap();
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.json()["continuationToken"], "pr:AT/atlantis-example#5");
+    let r = bitbucket_hook(
+        "bitbucket-dc",
+        "pr:comment:added",
+        "dc-3",
+        real,
+        b"{}",
+        true,
+    )
+    .send(addr)
+    .unwrap();
+    assert_eq!(r.status, 401, "{}", r.body);
     rt.block_on(handle.close());
 }
 
