@@ -599,6 +599,17 @@ message = "Review !{{ object_attributes.iid }} of {{ project.path_with_namespace
 [[rules]]
 event = "note"
 [rules.turn]
+
+[[rules]]
+event = "pipeline"
+when = { "object_attributes.status" = "success" }
+[rules.turn]
+message = "Pipeline {{ object_attributes.id }} on {{ object_attributes.ref }}: {{ object_attributes.status }}"
+
+[[rules]]
+event = "push"
+[rules.task]
+command = ["sh", "-c", "cat > \"$PUSH_OUT\"; echo \"$AGENTKIT_GITLAB_EVENT $AGENTKIT_GITLAB_DELIVERY\" >> \"$PUSH_OUT.env\""]
 "#;
 
 fn gitlab_fixture(name: &str) -> Vec<u8> {
@@ -630,7 +641,11 @@ fn gitlab_merge_request_hooks_run_a_turn_and_post_the_reply_as_a_note() {
         &agent.join("instructions.md"),
         "You review merge requests.\n",
     );
-    write(&agent.join("channels/gitlab.toml"), GITLAB);
+    let push_out = dir.path().join("push.json");
+    write(
+        &agent.join("channels/gitlab.toml"),
+        &GITLAB.replace("$PUSH_OUT", &push_out.display().to_string()),
+    );
     let env = env(&[
         ("GITLAB_WEBHOOK_SECRET", "gl-secret".into()),
         ("GITLAB_API_URL", format!("http://{api}/api/v4")),
@@ -685,9 +700,44 @@ fn gitlab_merge_request_hooks_run_a_turn_and_post_the_reply_as_a_note() {
         note.body
     );
 
-    // A comment on the same merge request continues the session.
+    // GitLab's comment example is on another project's merge request
+    // (gitlab-org/gitlab-test!1): a session of its own, replied to there;
+    // the pipeline example on that merge request continues it.
     let comment = gitlab_fixture("note.merge_request.json");
     let r = hook("Note Hook", "u-2", "gl-secret", &comment)
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.json()["continuationToken"], "mr:gitlab-org/gitlab-test!1");
+    assert_eq!(r.json()["isNew"], true);
+    let other = r.json()["sessionId"].as_str().unwrap().to_owned();
+    assert_ne!(other, id);
+    let on = |path: &'static str| {
+        let calls = calls.clone();
+        move || {
+            calls
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|c| c.path == path)
+                .count()
+        }
+    };
+    let comment_notes = on("/api/v4/projects/5/merge_requests/1/notes");
+    wait_for("the reply to the comment", || comment_notes() == 1);
+    let events = log_events(&dir.path().join("state"), "mr-bot", &other);
+    let text = events
+        .iter()
+        .find(|e| e["type"] == "message.received")
+        .unwrap()["data"]["text"]
+        .clone();
+    assert!(
+        text.as_str().unwrap().contains("This MR needs work."),
+        "{text}"
+    );
+
+    let pipeline = gitlab_fixture("pipeline.json");
+    let r = hook("Pipeline Hook", "u-3", "gl-secret", &pipeline)
         .send(addr)
         .unwrap();
     assert_eq!(r.status, 202, "{}", r.body);
@@ -696,9 +746,36 @@ fn gitlab_merge_request_hooks_run_a_turn_and_post_the_reply_as_a_note() {
             r.json()["sessionId"].as_str().unwrap(),
             r.json()["isNew"].clone()
         ),
-        (id.as_str(), json!(false))
+        (other.as_str(), json!(false))
     );
-    wait_for("the second note", || notes().len() == 2);
+    let pipeline_notes = on("/api/v4/projects/1/merge_requests/1/notes");
+    wait_for("the reply to the pipeline", || pipeline_notes() == 2);
+    let texts: Vec<Value> = log_events(&dir.path().join("state"), "mr-bot", &other)
+        .into_iter()
+        .filter(|e| e["type"] == "message.received")
+        .map(|e| e["data"]["text"].clone())
+        .collect();
+    assert_eq!(texts[1], "Pipeline 31 on master: success");
+
+    // A push runs the host task with the payload on stdin, after a 202.
+    let push = gitlab_fixture("push.json");
+    let r = hook("Push Hook", "u-4", "gl-secret", &push)
+        .send(addr)
+        .unwrap();
+    assert_eq!(
+        (r.status, r.json()["task"].clone()),
+        (202, json!("command")),
+        "{}",
+        r.body
+    );
+    let env_file = push_out.with_extension("json.env");
+    wait_for("the push task", || env_file.is_file());
+    let on_stdin: Value = serde_json::from_slice(&std::fs::read(&push_out).unwrap()).unwrap();
+    assert_eq!(on_stdin, serde_json::from_slice::<Value>(&push).unwrap());
+    assert_eq!(
+        std::fs::read_to_string(&env_file).unwrap().trim(),
+        "push u-4"
+    );
     rt.block_on(handle.close());
 }
 
