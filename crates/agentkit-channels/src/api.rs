@@ -143,7 +143,8 @@ pub struct SendOptions {
     pub title: Option<String>,
     pub purpose: Option<String>,
     pub dry_run: bool,
-    /// Freeze a new session at an instant: not available yet.
+    /// Freeze a new session at an instant: ISO-8601 with a time zone
+    /// (`400` otherwise). Ignored when the message continues a session.
     pub as_of: Option<String>,
     /// Answer only after the turn ends, with its outcome.
     pub wait: bool,
@@ -446,11 +447,6 @@ impl ChannelContext {
         mut options: SendOptions,
         auth: &AuthContext,
     ) -> Result<ChannelSession> {
-        if options.as_of.is_some() {
-            return Err(Error::NotAvailable {
-                what: "`as_of` (sessions frozen at an instant)".into(),
-            });
-        }
         let starting = options.state.take().or_else(|| self.default_state.clone());
         let principal = options.auth.clone().unwrap_or_else(|| auth.clone());
         let wait = options.wait;

@@ -73,6 +73,7 @@ fn main() {
             tools: Vec::new(),
             services: None,
             approvals: None,
+            as_of: None,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(4096);
         let started = Instant::now();
@@ -97,6 +98,7 @@ fn main() {
         cancel: CancellationToken::new(),
         host: None,
         services: None,
+        as_of: None,
     };
     let mut per_call = Vec::new();
     for _ in 0..200 {

@@ -38,6 +38,9 @@ pub struct ToolContext {
     /// The host's services (MCP connections, key-value store, reminders),
     /// for Rust tools: `ctx.services::<agentkit::HostServices>()`.
     pub services: Option<HostHandle>,
+    /// The instant the session is frozen at (`send({asOf})`), ISO-8601
+    /// with an offset; subprocess tools get it as `AGENTKIT_AS_OF`.
+    pub as_of: Option<String>,
 }
 
 /// Where a server tool reaches the host (`AGENTKIT_HOST_URL`) and the
@@ -218,6 +221,9 @@ pub async fn run_server_tool(tool: &Tool, input: &Value, ctx: &ToolContext) -> T
             "AGENTKIT_IDEMPOTENCY_KEY",
             idempotency_key(&ctx.session_id, &ctx.call_id),
         );
+    if let Some(as_of) = &ctx.as_of {
+        cmd.env("AGENTKIT_AS_OF", as_of);
+    }
     if let Some(host) = &ctx.host {
         cmd.env("AGENTKIT_HOST_URL", &host.url)
             .env("AGENTKIT_HOST_TOKEN", &host.token);

@@ -59,6 +59,10 @@ pub struct TurnInput {
     /// Where calls that need approval wait. `None`: such calls are denied
     /// with a result saying approvals are not available in this host.
     pub approvals: Option<Arc<dyn ApprovalGate>>,
+    /// The instant a frozen session lives at (ISO-8601 with an offset):
+    /// the system prompt states it as the current time, and tools get it
+    /// (`ToolContext::as_of`, `AGENTKIT_AS_OF`).
+    pub as_of: Option<String>,
 }
 
 /// How a turn ended.
@@ -208,6 +212,7 @@ async fn run_steps(
             turn_id: &input.turn_id,
             cancel: &input.cancel,
             tools: &input.tools,
+            as_of: input.as_of.as_deref(),
         };
         let mut sink = StepSink::new(events);
         let reply = match model.step(&request, &mut sink).await {
@@ -327,6 +332,7 @@ async fn run_calls(
                     cancel: input.cancel.clone(),
                     host: input.host.clone(),
                     services: input.services.clone(),
+                    as_of: input.as_of.clone(),
                 };
                 let fut: CallFuture<'_> = Box::pin(async move {
                     if needs_approval {
@@ -514,6 +520,7 @@ async fn run_subagent(
         tools: input.tools.clone(),
         services: input.services.clone(),
         approvals: input.approvals.clone(),
+        as_of: input.as_of.clone(),
     };
     send(
         events,

@@ -135,6 +135,7 @@ fn main() {
                 admission: Admission::Coalesce,
                 workspace_files: Vec::new(),
                 dry_run: false,
+                as_of: None,
             })
             .await
             .unwrap();

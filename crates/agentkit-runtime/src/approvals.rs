@@ -285,6 +285,7 @@ impl AgentRuntime {
             cancel: guard.cancel(),
             host: self.host_bridge(),
             services: self.services_handle(),
+            as_of: self.meta_of(session.as_str()).ok().and_then(|m| m.as_of),
         };
         tool.run(&parked.input, &ctx).await
     }

@@ -65,6 +65,9 @@ pub struct SessionMeta {
     /// this session's log to arm approval timeouts.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub parked: bool,
+    /// The instant the session is frozen at (RFC 3339, its own offset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<String>,
 }
 
 pub(crate) fn save(path: &Path, meta: &SessionMeta) -> Result<()> {

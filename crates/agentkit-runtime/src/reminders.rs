@@ -670,6 +670,7 @@ impl AgentRuntime {
                 admission: Admission::Coalesce,
                 workspace_files: Vec::new(),
                 dry_run: false,
+                as_of: None,
             })
             .await?;
         let id = accepted.session_id.clone();

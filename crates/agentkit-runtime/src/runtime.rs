@@ -70,6 +70,11 @@ pub struct NewSession {
     pub workspace_files: Vec<(String, String)>,
     /// A dry-run session: tools not annotated `read_only` answer stubs.
     pub dry_run: bool,
+    /// Freeze the session at this instant: ISO-8601 with a time zone
+    /// (`2025-01-15T09:30:00Z`, `2025-01-15T10:30:00+01:00`). The model is
+    /// told it is the current time; tools get it. Ignored when the message
+    /// continues an existing session.
+    pub as_of: Option<String>,
 }
 
 /// A follow-up message to an existing session.
@@ -407,6 +412,7 @@ impl AgentRuntime {
         }
         // Refuse bad input before anything is created or rotated.
         workspace::check_relative_paths(&req.workspace_files)?;
+        let as_of = req.as_of.as_deref().map(parse_as_of).transpose()?;
         if let Some(key) = &req.continuation {
             let existing = lock(&self.inner.continuations)
                 .get(&(req.channel.clone(), key.clone()))
@@ -445,6 +451,7 @@ impl AgentRuntime {
             dry_run: req.dry_run,
             workspace_dir,
             parked: false,
+            as_of,
         };
         let session = {
             let agent = self.inner.agent.clone();
@@ -474,6 +481,7 @@ impl AgentRuntime {
                 "principalId": meta.owner.principal_id,
                 "title": meta.title,
                 "purpose": meta.purpose,
+                "asOf": meta.as_of,
             }),
         )
         .await?;
@@ -706,6 +714,7 @@ impl AgentRuntime {
             tools: self.dynamic_tools(id.as_str()).await,
             services: self.inner.options.services.clone(),
             approvals: Some(self.gate(id)),
+            as_of: lock(&session.meta).as_of.clone(),
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
         let harness = tokio::spawn(agentkit_harness::run_turn(input, tx));
@@ -1080,6 +1089,20 @@ fn ends_settled(path: &Path) -> bool {
             EventType::SessionWaiting | EventType::SessionCompleted | EventType::SessionFailed
         )
     })
+}
+
+/// Checks an `as_of` instant: RFC 3339 (ISO-8601 with a time zone, `Z`
+/// or an offset), normalised to `YYYY-MM-DDTHH:MM:SS[.fff]±HH:MM|Z` with
+/// the offset kept (the session lives in that zone).
+pub(crate) fn parse_as_of(text: &str) -> Result<String> {
+    let t = text.trim();
+    chrono::DateTime::parse_from_rfc3339(t)
+        .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+        .map_err(|e| Error::BadRequest {
+            message: format!(
+                "`asOf` must be an ISO-8601 instant with a time zone, such as 2025-01-15T09:30:00Z or 2025-01-15T10:30:00+01:00; `{t}` is not one ({e})"
+            ),
+        })
 }
 
 /// An opaque, unguessable HTTP continuation token.

@@ -113,6 +113,7 @@ impl AgentRuntime {
                         admission: Admission::Preempt,
                         workspace_files: Vec::new(),
                         dry_run: false,
+                        as_of: None,
                     })
                     .await?;
                 vec![accepted.session_id]
@@ -134,6 +135,7 @@ impl AgentRuntime {
                         admission: Admission::Preempt,
                         workspace_files: Vec::new(),
                         dry_run: false,
+                        as_of: None,
                     })
                     .await?;
                 vec![accepted.session_id]

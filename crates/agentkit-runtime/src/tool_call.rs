@@ -256,6 +256,7 @@ async fn run(
         cancel,
         host: runtime.host_bridge(),
         services: runtime.services_handle(),
+        as_of: runtime.meta_of(session_id).ok().and_then(|m| m.as_of),
     };
     let out = tool.run(input, &ctx).await;
     ToolCallOutcome {

@@ -349,7 +349,7 @@ impl AnthropicTurn {
         let mut body = Map::new();
         body.insert("model".into(), Value::String(self.model_id.clone()));
         body.insert("max_tokens".into(), Value::from(self.max_tokens));
-        let system = system_prompt(request.agent);
+        let system = system_prompt(request.agent, request.as_of);
         if !system.is_empty() {
             body.insert("system".into(), Value::String(system));
         }
@@ -506,8 +506,8 @@ fn parse_tool_input(json: &str, start_input: Value) -> Value {
 }
 
 /// The instructions and a catalog of the agent's skills.
-fn system_prompt(agent: &Agent) -> String {
-    super::system_prompt(agent)
+fn system_prompt(agent: &Agent, as_of: Option<&str>) -> String {
+    super::system_prompt(agent, as_of)
 }
 
 /// Maps the conversation to Messages API messages: roles alternate (same

@@ -86,6 +86,8 @@ pub(crate) struct StepRequest<'a> {
     pub(crate) cancel: &'a CancellationToken,
     /// Rust and MCP tools of this turn.
     pub(crate) tools: &'a [Arc<dyn crate::DynTool>],
+    /// The instant a frozen session lives at.
+    pub(crate) as_of: Option<&'a str>,
 }
 
 impl StepRequest<'_> {
@@ -162,7 +164,9 @@ pub(crate) fn tool_defs(agent: &Agent, extra: &[Arc<dyn crate::DynTool>]) -> Vec
     defs
 }
 
-pub(crate) fn system_prompt(agent: &Agent) -> String {
+/// A session frozen at an instant (`as_of`) gets that instant as the
+/// current time, after the instructions: the model has no other clock.
+pub(crate) fn system_prompt(agent: &Agent, as_of: Option<&str>) -> String {
     let mut text = agent
         .instructions
         .as_ref()
@@ -182,6 +186,12 @@ pub(crate) fn system_prompt(agent: &Agent) -> String {
                 skill.description.trim()
             ));
         }
+    }
+    if let Some(instant) = as_of {
+        if !text.is_empty() {
+            text.push_str(if text.ends_with('\n') { "\n" } else { "\n\n" });
+        }
+        text.push_str(&format!("The current date and time is {instant}."));
     }
     text
 }

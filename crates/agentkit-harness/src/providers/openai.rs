@@ -110,6 +110,7 @@ impl OpenAiTurn {
             request.agent,
             request.tools,
             request.conversation,
+            request.as_of,
         );
         let work = async {
             let response = self.send(&body).await?;
@@ -302,9 +303,10 @@ fn request_body(
     agent: &Agent,
     extra: &[std::sync::Arc<dyn crate::DynTool>],
     conversation: &[Message],
+    as_of: Option<&str>,
 ) -> Value {
     let mut messages = Vec::with_capacity(conversation.len() + 1);
-    if let Some(system) = system_prompt(agent) {
+    if let Some(system) = system_prompt(agent, as_of) {
         messages.push(json!({"role": "system", "content": system}));
     }
     messages.extend(conversation.iter().map(wire_message));
@@ -337,8 +339,8 @@ fn request_body(
 }
 
 /// The agent's instructions, then a catalog of its skills.
-fn system_prompt(agent: &Agent) -> Option<String> {
-    let text = super::system_prompt(agent);
+fn system_prompt(agent: &Agent, as_of: Option<&str>) -> Option<String> {
+    let text = super::system_prompt(agent, as_of);
     (!text.is_empty()).then_some(text)
 }
 

@@ -120,6 +120,7 @@ pub(crate) fn turn_input(
         tools: Vec::new(),
         services: None,
         approvals: None,
+        as_of: None,
     }
 }
 

@@ -40,6 +40,7 @@ fn ctx(workspace: &Path) -> ToolContext {
         cancel: CancellationToken::new(),
         host: None,
         services: None,
+        as_of: None,
     }
 }
 

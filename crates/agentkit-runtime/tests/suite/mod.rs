@@ -89,6 +89,7 @@ pub(crate) fn new_session(message: &str) -> NewSession {
         admission: Default::default(),
         workspace_files: Vec::new(),
         dry_run: false,
+        as_of: None,
     }
 }
 

@@ -152,7 +152,7 @@ fn agent_router(agent: Mounted, shutdown: CancellationToken) -> Router {
     let state = AgentState { agent, shutdown };
     Router::new()
         .route("/v1/session", post(create))
-        .route("/v1/session/{id}", post(follow_up))
+        .route("/v1/session/{id}", post(follow_up).get(session_info))
         .route("/v1/session/{id}/stop", post(stop))
         .route("/v1/session/{id}/stream", get(stream))
         .route("/v1/session/{id}/events", get(events))
@@ -308,6 +308,7 @@ async fn create(State(state): State<AgentState>, Authed { owner, body }: Authed)
             admission: req.admission.unwrap_or_default(),
             workspace_files: req.workspace_files.into_iter().collect(),
             dry_run: req.dry_run,
+            as_of: None,
         })
         .await?;
     Ok(axum::Json(accepted_json(&state, &accepted)).into_response())
@@ -346,6 +347,31 @@ async fn stop(
         axum::Json(json!({"ok": true, "sessionId": id, "interrupted": interrupted}))
             .into_response(),
     )
+}
+
+/// `GET /v1/session/:id`: the session's metadata (not its continuation
+/// token, which only the last answer carries).
+async fn session_info(
+    State(state): State<AgentState>,
+    Path(id): Path<String>,
+    Authed { owner, .. }: Authed,
+) -> ApiResult {
+    let runtime = &state.agent.runtime;
+    let meta = runtime.session(&id, &owner)?;
+    Ok(axum::Json(json!({
+        "ok": true,
+        "sessionId": meta.id,
+        "channel": meta.channel,
+        "mode": meta.mode,
+        "principalId": meta.owner.principal_id,
+        "createdAt": meta.created_at,
+        "title": meta.title,
+        "purpose": meta.purpose,
+        "dryRun": meta.dry_run,
+        "asOf": meta.as_of,
+        "busy": runtime.is_busy(&id),
+    }))
+    .into_response())
 }
 
 fn start_index(query: Option<&str>) -> ApiResult<u64> {

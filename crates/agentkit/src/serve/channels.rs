@@ -125,6 +125,7 @@ impl SessionHost for RuntimeHost {
                             admission: o.admission,
                             workspace_files: o.workspace_files,
                             dry_run: o.dry_run,
+                            as_of: o.as_of,
                         })
                         .await
                         .map_err(channel_error)?;

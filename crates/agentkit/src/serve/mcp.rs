@@ -269,6 +269,7 @@ impl AgentBackend for RuntimeBackend {
                         admission: Admission::default(),
                         workspace_files: Vec::new(),
                         dry_run: false,
+                        as_of: None,
                     })
                     .await
                     .map_err(refused)?;

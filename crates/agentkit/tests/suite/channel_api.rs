@@ -74,6 +74,16 @@ impl Host {
     /// is empty, the `openai` provider against [`model_mock`]), with the
     /// channel `def` mounted.
     fn new(script: &str, def: ChannelDefinition) -> Host {
+        Host::with(script, def, &[], ServeOptions::default())
+    }
+
+    /// [`Host::new`] with more agent files and serve options.
+    fn with(
+        script: &str,
+        def: ChannelDefinition,
+        files: &[(&str, &str)],
+        options: ServeOptions,
+    ) -> Host {
         let dir = tempfile::tempdir().unwrap();
         let agent = dir.path().join("bot/agent");
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -100,6 +110,9 @@ impl Host {
         write(&agent.join("script.json"), script);
         write(&agent.join("tools/echo.toml"), ECHO_TOOL);
         write(&agent.join("tools/echo.py"), ECHO_PY);
+        for (rel, text) in files {
+            write(&agent.join(rel), text);
+        }
         let handle = rt
             .block_on(agentkit::serve(
                 &dir.path().join("bot"),
@@ -108,7 +121,7 @@ impl Host {
                     state_root: Some(dir.path().join("state")),
                     channels: vec![("bot".into(), def)],
                     providers,
-                    ..ServeOptions::default()
+                    ..options
                 },
             ))
             .unwrap();
@@ -369,4 +382,146 @@ fn emitting_into_a_session_running_a_turn_answers_busy() {
     host.until(&id, "turn.started", 1);
     let r = host.post("/bot/v1/channels/chat/say", json!({"session": id}));
     assert_eq!((r.status, r.error_code()), (409, "session_busy".into()));
+}
+
+/// `POST /frozen {at, text}`: a new session frozen at `at`.
+fn frozen_route() -> RouteDef {
+    RouteDef::new(Method::Post, "/frozen", |args| async move {
+        let s = args
+            .ctx
+            .send(
+                args.body["text"].as_str().unwrap_or("").to_owned(),
+                SendOptions {
+                    as_of: args.body["at"].as_str().map(str::to_owned),
+                    ..SendOptions::default()
+                },
+                &args.auth,
+            )
+            .await?;
+        Ok(ChannelResponse::json(202, json!({"sessionId": s.id})))
+    })
+    .body_schema(json!({"type": "object", "required": ["at", "text"]}))
+}
+
+#[test]
+fn a_session_frozen_at_an_instant_tells_the_model_and_keeps_it() {
+    let def = ChannelDefinition::new("chat")
+        .route(frozen_route())
+        .route(message_route());
+    let host = Host::new("", def);
+    let r = host.post(
+        "/bot/v1/channels/chat/frozen",
+        json!({"at": "2025-01-15T10:30:00+01:00", "text": "What day is it?"}),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let events = host.until(&id, "session.waiting", 1);
+    assert_eq!(events[0]["data"]["asOf"], "2025-01-15T10:30:00+01:00");
+    let system = |i: usize| host.model_requests.lock().unwrap()[i]["messages"][0].clone();
+    assert_eq!(system(0)["role"], "system");
+    assert_eq!(
+        system(0)["content"],
+        "You are a test agent.\n\nThe current date and time is 2025-01-15T10:30:00+01:00."
+    );
+    let r = Request::get(&format!("/bot/v1/session/{id}"))
+        .send(host.addr())
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["asOf"], "2025-01-15T10:30:00+01:00");
+    assert_eq!(r.json()["channel"], "chat");
+
+    // A session that is not frozen is told nothing about time.
+    let r = host.post("/bot/v1/channels/chat/msg", json!({"text": "hi"}));
+    let other = r.json()["sessionId"].as_str().unwrap().to_owned();
+    host.until(&other, "session.waiting", 1);
+    assert_eq!(system(1)["content"], "You are a test agent.");
+    let r = Request::get(&format!("/bot/v1/session/{other}"))
+        .send(host.addr())
+        .unwrap();
+    assert_eq!(r.json()["asOf"], Value::Null);
+
+    // No time zone, or no instant at all: 400, and no session.
+    for bad in ["2025-01-15T10:30:00", "next tuesday"] {
+        let r = host.post(
+            "/bot/v1/channels/chat/frozen",
+            json!({"at": bad, "text": "x"}),
+        );
+        assert_eq!(r.status, 400, "{}", r.body);
+        let message = r.json()["error"]["message"].as_str().unwrap().to_owned();
+        assert!(
+            message.contains("ISO-8601") && message.contains(bad),
+            "{message}"
+        );
+    }
+    assert_eq!(host.model_requests.lock().unwrap().len(), 2);
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Nothing {}
+
+const WHEN_TOOL: &str = r#"description = "Says when the session lives"
+command = ["python3", "when.py"]
+[input_schema]
+type = "object"
+"#;
+
+const WHEN_PY: &str = r#"import json, os
+print(json.dumps({"asOf": os.environ.get("AGENTKIT_AS_OF")}))
+"#;
+
+const FROZEN_CHANNEL: &str = r#"kind = "webhook"
+[[routes]]
+method = "POST"
+path = "/run"
+[routes.body_schema]
+type = "object"
+required = ["at"]
+[routes.send]
+message = "When is it?"
+as_of = "{{ body.at }}"
+"#;
+
+#[test]
+fn tools_of_a_frozen_session_get_its_instant_from_a_templated_channel() {
+    let script = r#"{"turns": [{"steps": [
+      {"toolCalls": [{"name": "when", "input": {}}, {"name": "when_rust", "input": {}}]},
+      {"text": "done"}
+    ]}]}"#;
+    let options = ServeOptions::default().tool(agentkit::RustTool::new(
+        "when_rust",
+        "Says when the session lives.",
+        |_: Nothing, ctx: agentkit::ToolContext| async move { Ok(json!({"asOf": ctx.as_of})) },
+    ));
+    let host = Host::with(
+        script,
+        ChannelDefinition::new("chat"),
+        &[
+            ("tools/when.toml", WHEN_TOOL),
+            ("tools/when.py", WHEN_PY),
+            ("channels/frozen.toml", FROZEN_CHANNEL),
+        ],
+        options,
+    );
+    let r = host.post(
+        "/bot/v1/channels/frozen/run",
+        json!({"at": "2024-02-29T23:59:59Z"}),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let events = host.until(&id, "turn.completed", 1);
+    let mut results: Vec<String> = events
+        .iter()
+        .filter(|e| e["type"] == "action.result")
+        .map(|e| format!("{} {}", e["data"]["toolName"], e["data"]["output"]))
+        .collect();
+    results.sort();
+    assert_eq!(
+        results,
+        vec![
+            r#""when" {"asOf":"2024-02-29T23:59:59Z"}"#,
+            r#""when_rust" {"asOf":"2024-02-29T23:59:59Z"}"#,
+        ]
+    );
+    let r = host.post("/bot/v1/channels/frozen/run", json!({"at": "yesterday"}));
+    assert_eq!((r.status, r.error_code()), (400, "bad_request".into()));
 }
