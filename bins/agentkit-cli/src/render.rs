@@ -324,6 +324,7 @@ fn project(out: &mut impl Write, p: &Project, now: DateTime<Utc>) -> io::Result<
                     format!("message → {}", channel.as_deref().unwrap_or("http"))
                 }
                 ScheduleAction::Tool { name, .. } => format!("tool {name}"),
+                ScheduleAction::Handler { name } => format!("rust handler {name}"),
             };
             let next =
                 agentkit::info::next_fire(&s.cron, now).unwrap_or_else(|| "never".to_owned());

@@ -762,6 +762,23 @@ fn check_references(ctx: &mut Ctx, agent: &Agent) {
                 }
                 Some(_) => {}
             },
+            ScheduleAction::Handler { name } => {
+                // Files cannot show which handlers the serving program
+                // registers; `serve` checks and refuses to start without it.
+                ctx.push(
+                    Diagnostic::warning(
+                        Code::UnknownReference,
+                        s.path.clone(),
+                        format!(
+                            "schedule `{}` runs Rust handler `{name}`: only a program that registers it can serve this agent (`agentkit serve` refuses to start)",
+                            s.id
+                        ),
+                    )
+                    .with_hint(format!(
+                        "register it with ServeOptions::schedule_handler(\"{name}\", …)"
+                    )),
+                );
+            }
             ScheduleAction::Tool { name, .. } => {
                 if let Err(msg) = server_tool(name) {
                     ctx.push(Diagnostic::error(

@@ -743,6 +743,10 @@ pub enum ScheduleAction {
     },
     /// A deterministic tool call.
     Tool { name: String, input: Value },
+    /// A Rust handler the embedder registers under this name
+    /// (`ServeOptions::schedule_handler`); serving without it is a
+    /// startup error.
+    Handler { name: String },
 }
 
 /// An A/B experiment: `ab.toml` (id `ab`) or `ab/<id>.toml`.

@@ -29,6 +29,7 @@ struct RawSchedule {
     message: Option<String>,
     channel: Option<String>,
     tool: Option<RawToolCall>,
+    handler: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -92,6 +93,7 @@ pub(crate) fn read_toml_schedule(ctx: &mut Ctx, path: &Path, id: &str) -> Option
         ("markdown", raw.markdown.is_some()),
         ("message", raw.message.is_some()),
         ("tool", raw.tool.is_some()),
+        ("handler", raw.handler.is_some()),
     ]
     .into_iter()
     .filter_map(|(k, on)| on.then_some(k))
@@ -112,7 +114,7 @@ pub(crate) fn read_toml_schedule(ctx: &mut Ctx, path: &Path, id: &str) -> Option
         ctx.push(
             Diagnostic::error(Code::ScheduleActions, src.rel.clone(), msg)
                 .at(pos)
-                .with_hint("one of `markdown = \"…\"` (a task session), `message = \"…\"` (+ optional `channel`), or `[tool]` with `name` and `input`"),
+                .with_hint("one of `markdown = \"…\"` (a task session), `message = \"…\"` (+ optional `channel`), `[tool]` with `name` and `input`, or `handler = \"<name>\"` (a Rust handler the embedder registers)"),
         );
         return None;
     }
@@ -127,7 +129,21 @@ pub(crate) fn read_toml_schedule(ctx: &mut Ctx, path: &Path, id: &str) -> Option
         );
         return None;
     }
-    let action = if let Some(prompt) = raw.markdown {
+    let action = if let Some(name) = raw.handler {
+        if !crate::names::is_valid_slug(&name) {
+            ctx.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    src.rel.clone(),
+                    format!("`handler = \"{name}\"` is not a valid handler name"),
+                )
+                .at(src.key_pos("handler"))
+                .with_hint("letters, digits, `-` and `_`, starting with a letter or digit"),
+            );
+            return None;
+        }
+        ScheduleAction::Handler { name }
+    } else if let Some(prompt) = raw.markdown {
         ScheduleAction::Markdown { prompt }
     } else if let Some(message) = raw.message {
         ScheduleAction::Message {

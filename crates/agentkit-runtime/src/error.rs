@@ -38,6 +38,8 @@ pub enum Error {
     ApprovalNotFound { call_id: String },
     #[error("call `{call_id}` was already approved or denied")]
     ApprovalResolved { call_id: String },
+    #[error("schedule `{id}`: the handler failed: {message}")]
+    ScheduleFailed { id: String, message: String },
     #[error("event store")]
     Store(#[from] agentkit_events::Error),
     #[error("state database `{path}`")]
@@ -72,6 +74,7 @@ impl Error {
             Error::NotAvailable { .. } => "not_available",
             Error::ApprovalNotFound { .. } => "approval_not_found",
             Error::ApprovalResolved { .. } => "approval_resolved",
+            Error::ScheduleFailed { .. } => "schedule_failed",
             Error::Store(_) | Error::Io { .. } | Error::Db { .. } => "internal",
         }
     }
@@ -92,7 +95,10 @@ impl Error {
             | Error::TaskSession { .. }
             | Error::SessionBusy { .. }
             | Error::ApprovalResolved { .. } => 409,
-            Error::Store(_) | Error::Io { .. } | Error::Db { .. } => 500,
+            Error::Store(_)
+            | Error::Io { .. }
+            | Error::Db { .. }
+            | Error::ScheduleFailed { .. } => 500,
         }
     }
 

@@ -13,7 +13,7 @@
 //! with caller-chosen input, in an ephemeral workspace or inside a session.
 //!
 //! Schedules ([`AgentRuntime::run_schedules`], [`AgentRuntime::dispatch_schedule`])
-//! fire on the runtime's [`Clock`]; reminders ([`AgentRuntime::create_reminder`],
+//! fire on the runtime's [`Clock`] (Rust handlers: [`ScheduleHandler`]); reminders ([`AgentRuntime::create_reminder`],
 //! [`AgentRuntime::run_reminders`]) are durable in `agentkit.sqlite`.
 //!
 //! Calls that need approval park durably ([`AgentRuntime::approvals`],
@@ -34,6 +34,7 @@ mod kv;
 mod meta;
 mod reminders;
 mod runtime;
+mod schedule_handlers;
 mod schedules;
 mod tool_call;
 mod workspace;
@@ -53,6 +54,9 @@ pub use reminders::{
 pub use runtime::{
     Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, NewSession, RuntimeOptions, SessionSummary,
     WeakRuntime,
+};
+pub use schedule_handlers::{
+    Receive, ScheduleError, ScheduleHandler, ScheduleHandlers, ScheduleRun,
 };
 pub use schedules::{SCHEDULE_CHANNEL, ScheduleStatus, schedule_owner};
 pub use tool_call::ToolCallOutcome;

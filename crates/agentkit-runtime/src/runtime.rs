@@ -189,6 +189,13 @@ impl TurnState {
     }
 }
 
+impl Inner {
+    /// The host's services, borrowed (for [`crate::ScheduleRun::services`]).
+    pub(crate) fn options_services(&self) -> Option<&agentkit_harness::HostHandle> {
+        self.options.services.as_ref()
+    }
+}
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding one of these short locks leaves plain data
     // behind; keep serving rather than poisoning every later request.

@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Error, Result};
 use crate::meta::{Owner, SessionMode};
 use crate::runtime::{AgentRuntime, HTTP_CHANNEL, NewSession, lock};
+use crate::schedule_handlers::{ScheduleHandlers, ScheduleRun, WorkGuard};
 
 /// The channel recorded on the task sessions schedules start.
 pub const SCHEDULE_CHANNEL: &str = "schedule";
@@ -48,16 +49,19 @@ pub struct ScheduleStatus {
     pub running: bool,
 }
 
-/// In-memory state of the schedules: what each one's last run started.
+/// In-memory state of the schedules: what each one's last run started,
+/// and the Rust handlers `handler = "<name>"` refers to.
 #[derive(Debug, Default)]
 pub(crate) struct ScheduleState {
     runs: std::sync::Mutex<HashMap<String, LastRun>>,
+    handlers: std::sync::Mutex<ScheduleHandlers>,
 }
 
 #[derive(Debug, Default, Clone)]
 struct LastRun {
     sessions: Vec<String>,
-    /// Deterministic tool calls of this schedule still running.
+    /// Work of this schedule still going: deterministic tool calls, a Rust
+    /// handler and its `wait_until` work.
     calls: Arc<AtomicUsize>,
 }
 
@@ -91,10 +95,53 @@ impl AgentRuntime {
             })
     }
 
+    /// Sets the Rust handlers `handler = "<name>"` schedules run (before
+    /// [`AgentRuntime::run_schedules`]).
+    pub fn set_schedule_handlers(&self, handlers: ScheduleHandlers) {
+        *lock(&self.inner.schedules.handlers) = handlers;
+    }
+
+    /// Schedules bound to a handler name nobody registered, as
+    /// `(schedule id, handler name)`.
+    pub fn missing_schedule_handlers(&self) -> Vec<(String, String)> {
+        let handlers = lock(&self.inner.schedules.handlers);
+        self.agent()
+            .schedules
+            .iter()
+            .filter_map(|s| match &s.action {
+                ScheduleAction::Handler { name } if !handlers.contains(name) => {
+                    Some((s.id.clone(), name.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Records a session a Rust handler's `receive` started, so the
+    /// schedule counts as running while it is active.
+    pub(crate) fn note_schedule_session(&self, id: &str, session: &str) {
+        let mut runs = lock(&self.inner.schedules.runs);
+        let sessions = &mut runs.entry(id.to_owned()).or_default().sessions;
+        if !sessions.iter().any(|s| s == session) {
+            sessions.push(session.to_owned());
+        }
+    }
+
     /// Runs schedule `id` once now, as `owner` (the schedule's own app
     /// principal when `None`), and answers the ids of the sessions it
-    /// started (none for a tool call, which runs in the background).
+    /// started (none for a tool call, which runs in the background). A
+    /// Rust handler is awaited (not its `wait_until` work), and the
+    /// sessions are those its `receive` calls started.
     pub async fn dispatch_schedule(&self, id: &str, owner: Option<Owner>) -> Result<Vec<String>> {
+        self.run_schedule(id, owner, None).await
+    }
+
+    async fn run_schedule(
+        &self,
+        id: &str,
+        owner: Option<Owner>,
+        tick: Option<DateTime<Utc>>,
+    ) -> Result<Vec<String>> {
         let schedule = self.schedule(id)?;
         let owner = owner.unwrap_or_else(|| schedule_owner(id));
         let title = Some(format!("schedule {id}"));
@@ -163,6 +210,37 @@ impl AgentRuntime {
                     calls.fetch_sub(1, Ordering::SeqCst);
                 });
                 Vec::new()
+            }
+            ScheduleAction::Handler { name } => {
+                let handler = lock(&self.inner.schedules.handlers)
+                    .get(name)
+                    .cloned()
+                    .ok_or_else(|| Error::NotAvailable {
+                        message: format!(
+                            "schedule `{id}` runs Rust handler `{name}`, which this host did not register"
+                        ),
+                    })?;
+                let work = {
+                    let mut runs = lock(&self.inner.schedules.runs);
+                    let run = runs.entry(id.to_owned()).or_default();
+                    run.sessions.clear();
+                    run.calls.clone()
+                };
+                let run = ScheduleRun::new(self.clone(), id, tick, owner, work.clone());
+                let outcome = {
+                    let _running = WorkGuard::new(&work);
+                    handler.run(run.clone()).await
+                };
+                let sessions = run.sessions();
+                if let Err(e) = outcome {
+                    tracing::warn!(schedule = %id, handler = %name, error = %e, sessions = ?sessions, "schedule handler failed");
+                    return Err(Error::ScheduleFailed {
+                        id: id.to_owned(),
+                        message: e.to_string(),
+                    });
+                }
+                tracing::info!(schedule = %id, sessions = ?sessions, "schedule handler done");
+                return Ok(sessions);
             }
         };
         if !sessions.is_empty() {
@@ -292,6 +370,29 @@ impl AgentRuntime {
         if !db.claim_tick(id, tick_ms, now_ms)? {
             return Ok(());
         }
-        self.dispatch_schedule(id, None).await.map(|_| ())
+        let is_handler = self
+            .agent()
+            .schedules
+            .iter()
+            .any(|s| s.id == id && matches!(s.action, ScheduleAction::Handler { .. }));
+        if is_handler {
+            // A handler may run long: in the background (counted as
+            // running from now), so the cadence keeps its time, and
+            // shutdown waits for it within its grace period.
+            let work = {
+                let mut runs = lock(&self.inner.schedules.runs);
+                runs.entry(id.to_owned()).or_default().calls.clone()
+            };
+            let guard = WorkGuard::new(&work);
+            let runtime = self.clone();
+            let id = id.to_owned();
+            self.inner.tasks.spawn(async move {
+                let _guard = guard;
+                // Failures are logged by `run_schedule`.
+                let _ = runtime.run_schedule(&id, None, Some(tick)).await;
+            });
+            return Ok(());
+        }
+        self.run_schedule(id, None, Some(tick)).await.map(|_| ())
     }
 }

@@ -48,8 +48,9 @@ pub use agentkit_harness::{
 };
 pub use agentkit_runtime::{
     AgentRuntime, Clock, Followup, InputError, ManualClock, NewReminder, Owner, PendingApproval,
-    Reminder, ReminderAction, ReminderFired, ReminderHandler, ReminderOutcome, ReminderRequest,
-    ReminderTick, ReminderWhen, ResolvedApproval, ScheduleStatus, SystemClock, ToolCallOutcome,
+    Receive, Reminder, ReminderAction, ReminderFired, ReminderHandler, ReminderOutcome,
+    ReminderRequest, ReminderTick, ReminderWhen, ResolvedApproval, ScheduleError, ScheduleHandler,
+    ScheduleHandlers, ScheduleRun, ScheduleStatus, SystemClock, ToolCallOutcome,
 };
 pub use error::{Error, Result};
 pub use serve::{

@@ -101,9 +101,24 @@ pub struct ServeOptions {
     /// Rust tools every agent gets beside its tool files (see
     /// [`agentkit_harness::RustTool`]). A tool file of the same name wins.
     pub tools: Vec<Arc<dyn agentkit_harness::DynTool>>,
+    /// Rust schedule handlers by name, for `schedules/<id>.toml` files
+    /// with `handler = "<name>"` (every agent may bind them). A schedule
+    /// naming a handler missing here keeps the server from starting.
+    pub schedule_handlers: agentkit_runtime::ScheduleHandlers,
 }
 
 impl ServeOptions {
+    /// Registers a Rust schedule handler under `name`, for schedule files
+    /// with `handler = "<name>"`.
+    pub fn schedule_handler(
+        mut self,
+        name: impl Into<String>,
+        handler: impl agentkit_runtime::ScheduleHandler + 'static,
+    ) -> ServeOptions {
+        self.schedule_handlers.insert(name, handler);
+        self
+    }
+
     /// Registers a Rust tool for every agent.
     pub fn tool(mut self, tool: impl agentkit_harness::DynTool + 'static) -> ServeOptions {
         self.tools.push(Arc::new(tool));
@@ -166,6 +181,7 @@ impl Default for ServeOptions {
             clock: None,
             hooks: Vec::new(),
             tools: Vec::new(),
+            schedule_handlers: Default::default(),
         }
     }
 }
@@ -310,6 +326,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             ),
         });
     }
+    schedules::check_handlers(&found.host, &options)?;
     let default_model = resolve_default_model(&options)?;
     let forced_model = match &options.model {
         Some(s) => Some(parse_model("--model", s)?),
@@ -386,6 +403,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         )
         .await?;
         host_services.attach(&runtime);
+        runtime.set_schedule_handlers(options.schedule_handlers.clone());
         schedules::start_timers(&runtime, &options);
         let chain = auth::http_chain(project, &options)?;
         let prefix = match options.mode {

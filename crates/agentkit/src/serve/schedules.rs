@@ -36,6 +36,38 @@ pub(super) fn start_timers(runtime: &AgentRuntime, options: &ServeOptions) {
     }
 }
 
+/// Refuses to serve a schedule bound to a Rust handler nobody registered.
+pub(super) fn check_handlers(host: &agentkit_manifest::Host, options: &ServeOptions) -> Result<()> {
+    let registered = options.schedule_handlers.names();
+    let mut missing = Vec::new();
+    for project in &host.agents {
+        for s in &project.agent.schedules {
+            if let agentkit_manifest::ScheduleAction::Handler { name } = &s.action
+                && !options.schedule_handlers.contains(name)
+            {
+                missing.push(format!(
+                    "schedule `{}` of agent `{}` ({}) runs Rust handler `{name}`, which is not registered",
+                    s.id, project.slug, s.path
+                ));
+            }
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Config {
+        message: format!(
+            "{}; registered handlers: {} (ServeOptions::schedule_handler)",
+            missing.join("; "),
+            if registered.is_empty() {
+                "none".to_owned()
+            } else {
+                registered.join(", ")
+            }
+        ),
+    })
+}
+
 /// Starts the agent's `hooks/*.toml` (with `${VAR}` resolved through
 /// `options.env`) and the embedder's Rust hooks.
 pub(super) fn start_hooks(

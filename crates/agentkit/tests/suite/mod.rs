@@ -9,5 +9,6 @@ mod hooks;
 mod http;
 mod mcp;
 mod providers;
+mod schedule_handlers;
 mod services;
 mod time;
