@@ -53,6 +53,10 @@ fn sweep_handler(
             )
             .await?;
             let stamped = run.call_tool("stamp", json!({"label": "rust"})).await?;
+            // `host`: the services Rust tools get, here their reminders.
+            let host = run.services::<agentkit::HostServices>().unwrap();
+            assert_eq!(host.slug, "bot");
+            host.reminders.list()?;
             seen.calls.lock().unwrap().push((
                 run.tick.map(|t| t.to_rfc3339()),
                 run.app_auth.principal_id.clone(),
