@@ -150,13 +150,15 @@ fn schedules() {
     check(
         "schedules",
         expect![[r#"
+            agent/schedules/bad-handler.toml:2:1: error[invalid-value]: `handler = "no good"` is not a valid handler name (hint: letters, digits, `-` and `_`, starting with a letter or digit)
             agent/schedules/channel-without-message.toml:3:1: error[conflicting-fields]: `channel` goes with `message`
             agent/schedules/cron-md.md:2:1: error[invalid-cron]: `0 9 * *` has 4 fields; cron here is 5 fields: minute hour day-of-month month day-of-week (hint: standard 5-field cron in UTC, e.g. "*/30 * * * *")
             agent/schedules/cron-toml.toml:1:1: error[invalid-cron]: `61 * * * *`: minute value 61 is out of range 0–59 (hint: standard 5-field cron in UTC, e.g. "*/30 * * * *")
-            agent/schedules/no-action.toml: error[schedule-actions]: schedule `no-action` has no action (hint: one of `markdown = "…"` (a task session), `message = "…"` (+ optional `channel`), or `[tool]` with `name` and `input`)
+            agent/schedules/no-action.toml: error[schedule-actions]: schedule `no-action` has no action (hint: one of `markdown = "…"` (a task session), `message = "…"` (+ optional `channel`), `[tool]` with `name` and `input`, or `handler = "<name>"` (a Rust handler the embedder registers))
             agent/schedules/no-cron.md: error[missing-field]: schedule needs `cron` (hint: e.g. cron: "0 9 * * 1-5" (minute hour day-of-month month day-of-week, UTC))
             agent/schedules/no-prompt.md: error[missing-field]: schedule `no-prompt` has no prompt: the Markdown body is empty
-            agent/schedules/two-actions.toml:3:1: error[schedule-actions]: schedule `two-actions` has 2 actions (markdown, message); it must have exactly one (hint: one of `markdown = "…"` (a task session), `message = "…"` (+ optional `channel`), or `[tool]` with `name` and `input`)
+            agent/schedules/rust-handler.toml: warning[unknown-reference]: schedule `rust-handler` runs Rust handler `sweep`: only a program that registers it can serve this agent (`agentkit serve` refuses to start) (hint: register it with ServeOptions::schedule_handler("sweep", …))
+            agent/schedules/two-actions.toml:3:1: error[schedule-actions]: schedule `two-actions` has 2 actions (markdown, message); it must have exactly one (hint: one of `markdown = "…"` (a task session), `message = "…"` (+ optional `channel`), `[tool]` with `name` and `input`, or `handler = "<name>"` (a Rust handler the embedder registers))
             agent/schedules/typo.md:2:1: error[frontmatter-invalid]: invalid frontmatter: unknown field `corn`, expected `cron` or `description`
             agent/schedules/unknown-channel.toml: error[unknown-reference]: schedule `unknown-channel` hands off to unknown channel `slack-intak` (hint: did you mean `slack-intake`?)
             agent/schedules/unknown-tool.toml: error[unknown-reference]: schedule `unknown-tool`: no tool `get_wether`; did you mean `get_weather`?

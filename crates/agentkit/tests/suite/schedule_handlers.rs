@@ -143,7 +143,7 @@ fn a_rust_handler_fires_on_cadence_with_receive_call_tool_and_wait_until() {
     wait_until("the second run", || seen.calls.lock().unwrap().len() == 2);
     wait_until("the second message", || texts(&h, &sid).len() == 2);
     assert_eq!(texts(&h, &sid), ["sweep 0", "sweep 1"]);
-    assert_eq!(h.session_ids(), [sid.clone()]);
+    assert_eq!(h.session_ids(), std::slice::from_ref(&sid));
     assert_eq!(sweep_info(&h)["lastFiredAt"], "2026-03-02T12:15:00Z");
     gate.add_permits(1);
     wait_until("the second background work", || {
