@@ -239,6 +239,7 @@ impl ScheduleRun {
                     admission: r.admission,
                     workspace_files: Vec::new(),
                     dry_run: false,
+                    as_of: None,
                 })
                 .await?
         };
