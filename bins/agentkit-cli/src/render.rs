@@ -141,7 +141,7 @@ pub(crate) fn live_info(out: &mut impl Write, doc: &serde_json::Value) -> io::Re
         let state = s(&c["state"]);
         let style = match state.as_str() {
             "connected" => GREEN,
-            "error" => RED,
+            "error" | "restarting" => RED,
             _ => DIM,
         };
         write!(
@@ -156,8 +156,16 @@ pub(crate) fn live_info(out: &mut impl Write, doc: &serde_json::Value) -> io::Re
         if let Some(n) = c["opens"].as_u64().filter(|n| *n > 1) {
             write!(out, ", opened {n} times")?;
         }
+        if let Some(n) = c["attempt"].as_u64() {
+            write!(out, ", attempt {n}")?;
+        }
+        if let Some(ms) = c["retryInMs"].as_u64() {
+            write!(out, ", next in {:.1}s", ms as f64 / 1000.0)?;
+        }
         if let Some(e) = c["error"].as_str() {
             write!(out, ": {e}")?;
+        } else if let Some(e) = c["lastExit"].as_str() {
+            write!(out, " {DIM}(last exit: {e}){DIM:#}")?;
         }
         writeln!(out)?;
     }

@@ -1,11 +1,15 @@
 //! MCP client connections of one agent: stdio children, streamable-HTTP
 //! servers and peer agents, opened lazily on first use.
 //!
-//! A connection whose client died (a stdio child that exited, a transport
-//! that closed) is reopened on its next use; failed opens back off
-//! exponentially (1 s, 2 s, 4 s … 30 s) so a broken server is not spawned
-//! in a loop. [`Connections::close`] stops every client (children are
-//! killed) when the server shuts down.
+//! A stdio connection, once opened, is kept alive by a supervisor task
+//! that owns the child: it notices the exit (`wait`), marks the connection
+//! `restarting` (attempt count, how the child ended, when the next attempt
+//! is), and starts it again with exponential backoff and jitter (the first
+//! restart after a stable run is immediate; the count resets once a child
+//! has run for [`ClientOptions::stable_after`]). An HTTP connection whose
+//! transport closed is reopened on its next use, failed opens backing off
+//! the same way. [`Connections::close`] stops the supervisors and kills the
+//! children's process groups when the server shuts down.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -16,21 +20,19 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{Peer, RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde::Serialize;
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::server::HOPS_HEADER;
 
 /// Host variables a stdio server always sees when the host has them; the
 /// rest of the host's environment is scrubbed (`env` adds more).
 const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT"];
-
-/// The longest pause between two attempts to open a failing connection.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// How a connection reaches its server, with every `${VAR}` resolved.
 #[derive(Clone)]
@@ -168,8 +170,11 @@ pub struct ConnectionStatus {
     pub description: Option<String>,
     /// `http`, `stdio` or `peer`.
     pub transport: &'static str,
-    /// `idle` (not opened yet), `connected`, `error` or `closed`.
+    /// `idle` (not opened yet), `starting`, `connected`, `restarting` (a
+    /// stdio child that exited or failed to start, started again in the
+    /// background), `error` (an HTTP open or call failed) or `closed`.
     pub state: &'static str,
+    /// Why the connection is not connected (the last failure).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// How many times the client was (re)opened.
@@ -177,15 +182,45 @@ pub struct ConnectionStatus {
     /// Tools seen at the last listing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<usize>,
+    /// The stdio child's process id while it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// How many times a stdio child that had started exited.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub exits: u32,
+    /// Failed starts and early exits in a row (0 once a child has run for
+    /// the stable period, or an HTTP connection opened).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub attempt: u32,
+    /// How the last stdio child ended (exit status and its last stderr
+    /// line); kept after the restart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_exit: Option<String>,
+    /// Milliseconds until the next attempt to (re)open.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_in_ms: Option<u64>,
 }
 
-/// How connections are opened.
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// How connections are opened and kept alive.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
     /// How long opening a connection (spawn + handshake) may take.
     pub open_timeout: Duration,
-    /// The first pause after a failed open (doubling up to 30 s).
+    /// The pause after the second failure in a row (doubling, with
+    /// jitter, up to `max_backoff`); the first restart after a stable run
+    /// is immediate.
     pub backoff: Duration,
+    /// The longest pause between two attempts.
+    pub max_backoff: Duration,
+    /// How long a stdio child must run for its failure count to reset.
+    pub stable_after: Duration,
+    /// On shutdown, how long a stdio child may take to exit after its
+    /// stdin closes before its process group is killed.
+    pub stop_grace: Duration,
 }
 
 impl Default for ClientOptions {
@@ -193,8 +228,35 @@ impl Default for ClientOptions {
         ClientOptions {
             open_timeout: Duration::from_secs(30),
             backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(30),
+            stable_after: Duration::from_secs(60),
+            stop_grace: Duration::from_secs(2),
         }
     }
+}
+
+impl ClientOptions {
+    /// The pause before the next attempt after `failures` failures in a
+    /// row: none after the first, then `backoff` doubling up to
+    /// `max_backoff`, each scaled by a random factor in [0.5, 1] so
+    /// children that died together do not restart in lockstep.
+    fn pause(&self, failures: u32) -> Duration {
+        if failures <= 1 {
+            return Duration::ZERO;
+        }
+        let factor = 2u32.saturating_pow((failures - 2).min(16));
+        let full = self.backoff.saturating_mul(factor).min(self.max_backoff);
+        full.mul_f64(0.5 + 0.5 * jitter())
+    }
+}
+
+/// A random number in [0, 1) (from the standard library's per-process
+/// random hash keys; jitter needs no better).
+fn jitter() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0);
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 type Client = RunningService<RoleClient, ()>;
@@ -209,10 +271,45 @@ struct Open {
     last_error: Option<String>,
 }
 
+/// The status shown in `/v1/info`, with the instant of the next attempt
+/// (rendered relative to the moment it is read).
+struct StatusCell {
+    status: ConnectionStatus,
+    retry_at: Option<Instant>,
+}
+
+type SharedStatus = Arc<Mutex<StatusCell>>;
+
+/// What a stdio connection's supervisor publishes to callers.
+#[derive(Clone)]
+enum Live {
+    /// Not started yet (connections open lazily).
+    Idle,
+    /// A child is being spawned and greeted.
+    Starting,
+    Up(Peer<RoleClient>),
+    /// Waiting to start again.
+    Down {
+        message: String,
+        retry_at: Instant,
+    },
+    /// The server stopped.
+    Closed,
+}
+
+/// The supervisor of one stdio connection: started on first use, it owns
+/// the child and restarts it until [`Connections::close`].
+struct Supervisor {
+    live: tokio::sync::watch::Sender<Live>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
 struct Conn {
     spec: ConnectionSpec,
+    /// HTTP clients (stdio connections use `child`).
     open: tokio::sync::Mutex<Open>,
-    status: Mutex<ConnectionStatus>,
+    status: SharedStatus,
+    child: Option<Supervisor>,
 }
 
 /// The MCP connections of one agent. Cheap to clone.
@@ -220,6 +317,7 @@ struct Conn {
 pub struct Connections {
     conns: Arc<Vec<Conn>>,
     options: ClientOptions,
+    stop: CancellationToken,
 }
 
 impl std::fmt::Debug for Connections {
@@ -234,20 +332,36 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+fn edit(status: &SharedStatus, f: impl FnOnce(&mut StatusCell)) {
+    f(&mut lock(status));
+}
+
 impl Connections {
     /// Nothing opens until first use.
     pub fn new(specs: Vec<ConnectionSpec>, options: ClientOptions) -> Connections {
         let conns = specs
             .into_iter()
             .map(|spec| Conn {
-                status: Mutex::new(ConnectionStatus {
-                    name: spec.name.clone(),
-                    description: spec.description.clone(),
-                    transport: spec.target.kind(),
-                    state: "idle",
-                    error: None,
-                    opens: 0,
-                    tools: None,
+                status: Arc::new(Mutex::new(StatusCell {
+                    status: ConnectionStatus {
+                        name: spec.name.clone(),
+                        description: spec.description.clone(),
+                        transport: spec.target.kind(),
+                        state: "idle",
+                        error: None,
+                        opens: 0,
+                        tools: None,
+                        pid: None,
+                        exits: 0,
+                        attempt: 0,
+                        last_exit: None,
+                        retry_in_ms: None,
+                    },
+                    retry_at: None,
+                })),
+                child: matches!(spec.target, Target::Stdio { .. }).then(|| Supervisor {
+                    live: tokio::sync::watch::Sender::new(Live::Idle),
+                    task: Mutex::new(None),
                 }),
                 spec,
                 open: tokio::sync::Mutex::new(Open::default()),
@@ -256,6 +370,7 @@ impl Connections {
         Connections {
             conns: Arc::new(conns),
             options,
+            stop: CancellationToken::new(),
         }
     }
 
@@ -273,7 +388,18 @@ impl Connections {
 
     /// Every connection's live state.
     pub fn status(&self) -> Vec<ConnectionStatus> {
-        self.conns.iter().map(|c| lock(&c.status).clone()).collect()
+        let now = Instant::now();
+        self.conns
+            .iter()
+            .map(|c| {
+                let cell = lock(&c.status);
+                let mut status = cell.status.clone();
+                status.retry_in_ms = cell.retry_at.map(|at| {
+                    u64::try_from(at.saturating_duration_since(now).as_millis()).unwrap_or(u64::MAX)
+                });
+                status
+            })
+            .collect()
     }
 
     fn conn(&self, name: &str) -> Result<&Conn, ClientError> {
@@ -311,7 +437,7 @@ impl Connections {
                     .unwrap_or(false),
             })
             .collect();
-        lock(&conn.status).tools = Some(tools.len());
+        edit(&conn.status, |c| c.status.tools = Some(tools.len()));
         Ok(tools)
     }
 
@@ -357,14 +483,85 @@ impl Connections {
         })
     }
 
+    /// Records a failed call on an HTTP connection (a stdio child's
+    /// supervisor records its own exits).
     fn failed(&self, conn: &Conn, message: &str) {
-        let mut status = lock(&conn.status);
-        status.state = "error";
-        status.error = Some(message.to_owned());
+        if conn.child.is_some() {
+            return;
+        }
+        edit(&conn.status, |c| {
+            c.status.state = "error";
+            c.status.error = Some(message.to_owned());
+        });
     }
 
     /// A live client of `conn`, opened (or reopened) if needed.
     async fn peer(&self, conn: &Conn, hops: u32) -> Result<Peer<RoleClient>, ClientError> {
+        match &conn.child {
+            Some(supervisor) => self.child_peer(conn, supervisor).await,
+            None => self.http_peer(conn, hops).await,
+        }
+    }
+
+    /// The supervised child's client: starts the supervisor on first use,
+    /// and waits (up to the open timeout) while a child is starting.
+    async fn child_peer(
+        &self,
+        conn: &Conn,
+        supervisor: &Supervisor,
+    ) -> Result<Peer<RoleClient>, ClientError> {
+        let unavailable = |message: String| ClientError::Unavailable {
+            name: conn.spec.name.clone(),
+            message,
+        };
+        {
+            let mut task = lock(&supervisor.task);
+            if task.is_none() && !self.stop.is_cancelled() {
+                supervisor.live.send_replace(Live::Starting);
+                *task = Some(tokio::spawn(supervise(
+                    conn.spec.clone(),
+                    self.options.clone(),
+                    supervisor.live.clone(),
+                    conn.status.clone(),
+                    self.stop.clone(),
+                )));
+            }
+        }
+        let mut live = supervisor.live.subscribe();
+        // Long enough for a start that is due now plus its handshake.
+        let deadline = Instant::now() + self.options.open_timeout + Duration::from_secs(1);
+        loop {
+            let current = live.borrow_and_update().clone();
+            match current {
+                Live::Up(peer) if !peer.is_transport_closed() => return Ok(peer),
+                // A restart due now is worth waiting for (the first one
+                // after a crash is immediate).
+                Live::Down { message, retry_at } if retry_at > Instant::now() => {
+                    let wait = retry_at.saturating_duration_since(Instant::now());
+                    return Err(unavailable(format!(
+                        "{message} (restarting; next attempt in {}s)",
+                        wait.as_secs_f64().ceil().max(1.0)
+                    )));
+                }
+                Live::Closed => return Err(unavailable("the server is shutting down".into())),
+                // Starting, or up with a closed transport: the supervisor
+                // is about to publish what happens next.
+                Live::Idle | Live::Starting | Live::Up(_) | Live::Down { .. } => {}
+            }
+            match tokio::time::timeout_at(deadline, live.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(unavailable("the server is shutting down".into())),
+                Err(_) => {
+                    return Err(unavailable(format!(
+                        "did not come up within {}s",
+                        self.options.open_timeout.as_secs()
+                    )));
+                }
+            }
+        }
+    }
+
+    async fn http_peer(&self, conn: &Conn, hops: u32) -> Result<Peer<RoleClient>, ClientError> {
         let key = match conn.spec.target {
             Target::Http { peer: true, .. } => hops.saturating_add(1),
             _ => 0,
@@ -388,12 +585,20 @@ impl Connections {
                 message: format!(
                     "{} (next attempt in {}s)",
                     open.last_error.as_deref().unwrap_or("it failed to open"),
-                    wait.as_secs().max(1)
+                    wait.as_secs_f64().ceil().max(1.0)
                 ),
             });
         }
+        if self.stop.is_cancelled() {
+            return Err(ClientError::Unavailable {
+                name: conn.spec.name.clone(),
+                message: "the server is shutting down".into(),
+            });
+        }
         let opened =
-            match tokio::time::timeout(self.options.open_timeout, connect(&conn.spec, key)).await {
+            match tokio::time::timeout(self.options.open_timeout, connect_http(&conn.spec, key))
+                .await
+            {
                 Ok(r) => r,
                 Err(_) => Err(format!(
                     "did not answer the MCP handshake within {}s",
@@ -407,20 +612,30 @@ impl Connections {
                 open.failures = 0;
                 open.retry_at = None;
                 open.last_error = None;
-                let mut status = lock(&conn.status);
-                status.state = "connected";
-                status.error = None;
-                status.opens += 1;
+                edit(&conn.status, |c| {
+                    c.status.state = "connected";
+                    c.status.error = None;
+                    c.status.attempt = 0;
+                    c.status.opens += 1;
+                    c.retry_at = None;
+                });
                 Ok(peer)
             }
             Err(message) => {
                 open.failures += 1;
-                let factor = 2u32.saturating_pow(open.failures.saturating_sub(1).min(16));
-                let pause = self.options.backoff.saturating_mul(factor).min(MAX_BACKOFF);
-                open.retry_at = Some(Instant::now() + pause);
+                // The first failure already waits `backoff`: an HTTP open
+                // is retried only when something uses the connection.
+                let pause = self.options.pause(open.failures + 1);
+                let retry_at = Instant::now() + pause;
+                open.retry_at = Some(retry_at);
                 open.last_error = Some(message.clone());
                 tracing::warn!(connection = %conn.spec.name, error = %message, retry_in = ?pause, "MCP connection failed to open");
-                self.failed(conn, &message);
+                edit(&conn.status, |c| {
+                    c.status.state = "error";
+                    c.status.error = Some(message.clone());
+                    c.status.attempt = open.failures;
+                    c.retry_at = Some(retry_at);
+                });
                 Err(ClientError::Unavailable {
                     name: conn.spec.name.clone(),
                     message,
@@ -429,9 +644,19 @@ impl Connections {
         }
     }
 
-    /// Stops every client; stdio children are killed.
+    /// Stops every client: supervisors close their children's stdin, give
+    /// them [`ClientOptions::stop_grace`] to exit and kill their process
+    /// groups; HTTP clients are cancelled. Nothing opens afterwards.
     pub async fn close(&self) {
+        self.stop.cancel();
         for conn in self.conns.iter() {
+            if let Some(supervisor) = &conn.child {
+                let task = lock(&supervisor.task).take();
+                if let Some(task) = task {
+                    let _ = task.await;
+                }
+                supervisor.live.send_replace(Live::Closed);
+            }
             let clients: Vec<Client> = {
                 let mut open = conn.open.lock().await;
                 open.clients.drain().map(|(_, c)| c).collect()
@@ -439,77 +664,296 @@ impl Connections {
             for client in clients {
                 let _ = client.cancel().await;
             }
-            let mut status = lock(&conn.status);
-            if status.state == "connected" {
-                status.state = "closed";
-            }
+            edit(&conn.status, |c| {
+                if c.status.state != "idle" {
+                    c.status.state = "closed";
+                }
+                c.status.pid = None;
+                c.retry_at = None;
+            });
         }
     }
 }
 
-/// Spawns or dials the server and runs the MCP handshake.
-async fn connect(spec: &ConnectionSpec, hops: u32) -> Result<Client, String> {
-    match &spec.target {
-        Target::Http { url, headers, peer } => {
-            let mut custom = HashMap::new();
-            for (k, v) in headers {
-                let name = http::HeaderName::try_from(k.as_str())
-                    .map_err(|e| format!("header `{k}`: {e}"))?;
-                let value = http::HeaderValue::try_from(v.as_str())
-                    .map_err(|_| format!("header `{k}` has a value that cannot be sent"))?;
-                custom.insert(name, value);
-            }
-            if *peer {
-                custom.insert(
-                    http::HeaderName::from_static(HOPS_HEADER),
-                    http::HeaderValue::from(hops),
-                );
-            }
-            let mut config =
-                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-            config.allow_stateless = true;
-            let transport = StreamableHttpClientTransport::from_config(config);
-            ().serve(transport).await.map_err(|e| format!("{url}: {e}"))
-        }
-        Target::Stdio {
-            command,
-            args,
-            env,
-            cwd,
-        } => {
-            let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args).env_clear().kill_on_drop(true);
-            for name in PASSED_ENV {
-                if let Some(value) = std::env::var_os(name) {
-                    cmd.env(name, value);
+/// Dials a streamable-HTTP server and runs the MCP handshake.
+async fn connect_http(spec: &ConnectionSpec, hops: u32) -> Result<Client, String> {
+    let Target::Http { url, headers, peer } = &spec.target else {
+        return Err("not an HTTP connection".into());
+    };
+    let mut custom = HashMap::new();
+    for (k, v) in headers {
+        let name =
+            http::HeaderName::try_from(k.as_str()).map_err(|e| format!("header `{k}`: {e}"))?;
+        let value = http::HeaderValue::try_from(v.as_str())
+            .map_err(|_| format!("header `{k}` has a value that cannot be sent"))?;
+        custom.insert(name, value);
+    }
+    if *peer {
+        custom.insert(
+            http::HeaderName::from_static(HOPS_HEADER),
+            http::HeaderValue::from(hops),
+        );
+    }
+    let mut config =
+        StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+    config.allow_stateless = true;
+    let transport = StreamableHttpClientTransport::from_config(config);
+    ().serve(transport).await.map_err(|e| format!("{url}: {e}"))
+}
+
+/// A started stdio child and its MCP client.
+struct Child {
+    process: tokio::process::Child,
+    client: Client,
+    group: ProcessGroup,
+    stderr: StderrTail,
+}
+
+/// The last lines a child wrote on stderr (each also goes to the log at
+/// `debug`), for the status of a child that died.
+#[derive(Clone, Default)]
+struct StderrTail(Arc<Mutex<(std::collections::VecDeque<String>, bool)>>);
+
+impl StderrTail {
+    const LINES: usize = 3;
+
+    fn follow(&self, name: String, stderr: tokio::process::ChildStderr) {
+        let tail = self.clone();
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::debug!(connection = %name, "{line}");
+                let mut t = lock(&tail.0);
+                if t.0.len() == Self::LINES {
+                    t.0.pop_front();
                 }
+                t.0.push_back(line.chars().take(300).collect());
             }
-            for (k, v) in env {
-                cmd.env(k, v);
+            lock(&tail.0).1 = true;
+        });
+    }
+
+    /// The tail, once the child's stderr closed (or after a short wait).
+    async fn read(&self) -> String {
+        for _ in 0..20 {
+            if lock(&self.0).1 {
+                break;
             }
-            if let Some(cwd) = cwd {
-                cmd.current_dir(cwd);
-            }
-            #[cfg(unix)]
-            cmd.process_group(0);
-            let (child, stderr) = TokioChildProcess::builder(cmd)
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|e| format!("cannot start `{}`: {e}", command.display()))?;
-            if let Some(stderr) = stderr {
-                let name = spec.name.clone();
-                tokio::spawn(async move {
-                    let mut lines = tokio::io::BufReader::new(stderr).lines();
-                    while let Ok(Some(line)) = lines.next_line().await {
-                        tracing::debug!(connection = %name, "{line}");
-                    }
-                });
-            }
-            ().serve(child)
-                .await
-                .map_err(|e| format!("`{}`: {e}", command.display()))
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let t = lock(&self.0);
+        t.0.iter()
+            .map(String::as_str)
+            .filter(|l| !l.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    }
+}
+
+/// A child's process group (it leads its own), killed on the way out so
+/// no grandchild outlives the connection.
+struct ProcessGroup(#[cfg_attr(not(unix), allow(dead_code))] Option<u32>);
+
+impl ProcessGroup {
+    fn kill(&self) {
+        #[cfg(unix)]
+        if let Some(pgid) = self.0.and_then(|p| i32::try_from(p).ok()) {
+            // ESRCH (the group is already gone) is the common case.
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
     }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Spawns a stdio child (scrubbed environment, its own process group) and
+/// runs the MCP handshake over its stdin/stdout.
+async fn spawn_stdio(spec: &ConnectionSpec) -> Result<Child, String> {
+    let Target::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+    } = &spec.target
+    else {
+        return Err("not a stdio connection".into());
+    };
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args)
+        .env_clear()
+        .kill_on_drop(true)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for name in PASSED_ENV {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    if let Some(cwd) = cwd {
+        cmd.current_dir(cwd);
+    }
+    #[cfg(unix)]
+    cmd.process_group(0);
+    let mut process = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start `{}`: {e}", command.display()))?;
+    let group = ProcessGroup(process.id());
+    let stderr = StderrTail::default();
+    if let Some(err) = process.stderr.take() {
+        stderr.follow(spec.name.clone(), err);
+    }
+    let (Some(stdout), Some(stdin)) = (process.stdout.take(), process.stdin.take()) else {
+        return Err(format!("`{}`: no stdio pipes", command.display()));
+    };
+    match ().serve((stdout, stdin)).await {
+        Ok(client) => Ok(Child {
+            process,
+            client,
+            group,
+            stderr,
+        }),
+        Err(e) => {
+            // Say how the child ended when it did (the usual reason).
+            let ended = tokio::time::timeout(Duration::from_millis(500), process.wait()).await;
+            let how = match ended {
+                Ok(Ok(status)) => format!("; {}", exit_text(status, &stderr.read().await)),
+                _ => String::new(),
+            };
+            Err(format!("`{}`: {e}{how}", command.display()))
+        }
+    }
+}
+
+/// `exited with status 3: <stderr tail>`, `killed by signal 9`.
+fn exit_text(status: std::process::ExitStatus, stderr: &str) -> String {
+    #[cfg(unix)]
+    let signal = std::os::unix::process::ExitStatusExt::signal(&status);
+    #[cfg(not(unix))]
+    let signal: Option<i32> = None;
+    let how = match (status.code(), signal) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        (None, None) => "exited".to_owned(),
+    };
+    if stderr.is_empty() {
+        how
+    } else {
+        format!("{how}: {stderr}")
+    }
+}
+
+/// Keeps one stdio connection alive until `stop`: start, watch the child,
+/// record how it ended, wait out the backoff, start again.
+async fn supervise(
+    spec: ConnectionSpec,
+    options: ClientOptions,
+    live: tokio::sync::watch::Sender<Live>,
+    status: SharedStatus,
+    stop: CancellationToken,
+) {
+    let name = spec.name.clone();
+    let mut failures: u32 = 0;
+    loop {
+        live.send_replace(Live::Starting);
+        edit(&status, |c| {
+            c.status.state = if c.status.opens == 0 && failures == 0 {
+                "starting"
+            } else {
+                "restarting"
+            };
+            c.retry_at = None;
+        });
+        let started = tokio::select! {
+            r = tokio::time::timeout(options.open_timeout, spawn_stdio(&spec)) => r,
+            () = stop.cancelled() => break,
+        };
+        let message = match started {
+            Ok(Ok(mut child)) => {
+                let since = Instant::now();
+                let pid = child.process.id();
+                live.send_replace(Live::Up(child.client.peer().clone()));
+                edit(&status, |c| {
+                    c.status.state = "connected";
+                    c.status.error = None;
+                    c.status.opens += 1;
+                    c.status.pid = pid;
+                });
+                tracing::info!(connection = %name, pid, "MCP stdio server started");
+                let exited = tokio::select! {
+                    s = child.process.wait() => Some(s),
+                    () = stop.cancelled() => None,
+                };
+                let Some(exited) = exited else {
+                    stop_child(child, options.stop_grace).await;
+                    break;
+                };
+                let _ = child.client.cancel().await;
+                child.group.kill();
+                let message = match exited {
+                    Ok(s) => exit_text(s, &child.stderr.read().await),
+                    Err(e) => format!("cannot wait for the process: {e}"),
+                };
+                if since.elapsed() >= options.stable_after {
+                    failures = 0;
+                }
+                tracing::warn!(connection = %name, pid, "MCP stdio server {message}; restarting");
+                edit(&status, |c| {
+                    c.status.exits += 1;
+                    c.status.pid = None;
+                    c.status.last_exit = Some(message.clone());
+                });
+                format!("the server {message}")
+            }
+            Ok(Err(message)) => message,
+            Err(_) => format!(
+                "did not answer the MCP handshake within {}s",
+                options.open_timeout.as_secs()
+            ),
+        };
+        failures = failures.saturating_add(1);
+        let pause = options.pause(failures);
+        let retry_at = Instant::now() + pause;
+        if failures > 1 {
+            tracing::warn!(connection = %name, error = %message, attempt = failures, retry_in = ?pause, "MCP stdio server failed; backing off");
+        }
+        edit(&status, |c| {
+            c.status.state = "restarting";
+            c.status.error = Some(message.clone());
+            c.status.attempt = failures;
+            c.retry_at = Some(retry_at);
+        });
+        live.send_replace(Live::Down { message, retry_at });
+        tokio::select! {
+            () = tokio::time::sleep_until(retry_at) => {}
+            () = stop.cancelled() => break,
+        }
+    }
+    live.send_replace(Live::Closed);
+}
+
+/// Shutdown: close the child's stdin (the MCP way to ask a stdio server
+/// to exit), wait `grace`, then kill its process group and reap it.
+async fn stop_child(mut child: Child, grace: Duration) {
+    let _ = child.client.cancel().await;
+    if tokio::time::timeout(grace, child.process.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("MCP stdio server did not exit on shutdown; killing it");
+    }
+    child.group.kill();
+    let _ = child.process.wait().await;
 }
 
 #[cfg(test)]
@@ -566,8 +1010,41 @@ mod tests {
         let second = c.list_tools("broken", 0).await.unwrap_err().to_string();
         assert!(second.contains("next attempt in"), "{second}");
         let status = c.status();
-        assert_eq!(status[0].state, "error");
+        assert_eq!(status[0].state, "restarting");
         assert_eq!(status[0].transport, "stdio");
         assert_eq!(status[0].opens, 0);
+        assert_eq!(status[0].attempt, 2);
+        assert!(status[0].retry_in_ms.is_some_and(|ms| ms <= 60_000));
+        c.close().await;
+        let closed = c.list_tools("broken", 0).await.unwrap_err().to_string();
+        assert!(closed.contains("shutting down"), "{closed}");
+    }
+
+    #[test]
+    fn pauses_double_with_jitter_up_to_the_bound() {
+        let o = ClientOptions {
+            backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(1000),
+            ..ClientOptions::default()
+        };
+        assert_eq!(o.pause(1), Duration::ZERO);
+        for (failures, full) in [
+            (2, 100),
+            (3, 200),
+            (4, 400),
+            (5, 800),
+            (6, 1000),
+            (40, 1000),
+        ] {
+            let p = o.pause(failures).as_millis();
+            assert!(
+                p >= full / 2 && p <= full,
+                "{failures}: {p} not in [{}, {full}]",
+                full / 2
+            );
+        }
+        let many: std::collections::HashSet<u128> =
+            (0..20).map(|_| o.pause(6).as_micros()).collect();
+        assert!(many.len() > 1, "no jitter: {many:?}");
     }
 }

@@ -68,7 +68,9 @@ pub use agentkit_protocol as protocol;
 /// MCP client connections for host code (`ServeHandle::mcp`): names,
 /// tools, calls, live status.
 pub mod mcp {
-    pub use agentkit_mcp::{ClientError, ConnectionStatus, Connections, McpCallResult, McpTool};
+    pub use agentkit_mcp::{
+        ClientError, ClientOptions, ConnectionStatus, Connections, McpCallResult, McpTool,
+    };
 }
 
 /// Runs discovery and adds the diagnostics that depend on the host's

@@ -470,7 +470,7 @@ pub(crate) fn connections(
             }
         })
         .collect();
-    agentkit_mcp::Connections::new(specs, agentkit_mcp::ClientOptions::default())
+    agentkit_mcp::Connections::new(specs, options.mcp_clients.clone())
 }
 
 /// The agent's MCP connection tools, offered to every turn as

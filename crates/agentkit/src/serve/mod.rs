@@ -78,6 +78,9 @@ pub struct ServeOptions {
     /// The longest agent-to-agent delegation chain an MCP request may
     /// arrive through; deeper requests are refused.
     pub max_hops: u32,
+    /// How MCP client connections open and how their stdio children are
+    /// restarted (backoff, its bound, the stable period).
+    pub mcp_clients: agentkit_mcp::ClientOptions,
     /// The URL peers reach this host at (`--public-url`), when its
     /// loopback address is not reachable from where turns run. Default:
     /// the bound address (loopback when bound to all interfaces).
@@ -174,6 +177,7 @@ impl Default for ServeOptions {
             providers: agentkit_harness::ProviderConfig::default(),
             mcp_max_wait: agentkit_mcp::DEFAULT_MAX_WAIT,
             max_hops: agentkit_mcp::DEFAULT_MAX_HOPS,
+            mcp_clients: agentkit_mcp::ClientOptions::default(),
             public_url: None,
             channels: Vec::new(),
             schedules: true,

@@ -545,10 +545,35 @@ fn host_code_calls_a_real_stdio_server_through_host_mcp() {
     assert!(handle.mcp("nope").is_err());
 }
 
-/// A stdio server that dies is started again on the next use.
+/// The first MCP connection's entry in `GET /bot/v1/info`.
+fn conn_status(h: &Host) -> Value {
+    h.send(Request::get("/bot/v1/info")).json()["mcp"]["connections"][0].clone()
+}
+
+/// Polls the connection's status (never calling it) until `done` holds.
+fn wait_status(h: &Host, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = conn_status(h);
+        if done(&status) {
+            return status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: still {status}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A stdio server that dies is started again in the background, with no
+/// call to trigger it: killed from outside, it comes back at once;
+/// dying again soon after, it waits out a backoff (visible as
+/// `restarting` in `/v1/info`) and comes back again. Shutdown leaves no
+/// process behind.
 #[test]
 #[allow(clippy::print_stderr)]
-fn a_stdio_server_that_dies_is_restarted() {
+fn a_stdio_server_that_dies_is_restarted_in_the_background() {
     let bin = match agentkit_test_support::pyenv::pyenv_bin("stdio restart") {
         Ok(bin) => bin,
         Err(skip) => return eprintln!("{skip}"),
@@ -561,26 +586,137 @@ fn a_stdio_server_that_dies_is_restarted() {
     );
     let mut files = bot(false);
     files.push(("mcp-connections/flaky.toml", &conn));
-    let h = host(&[("bot", &files)], ServeOptions::default());
-    let mcp = h.handle.as_ref().unwrap().mcp("bot").unwrap();
-    // MCPServer answers `{"result": "<pid>"}` as structured content.
-    let pid = |r: agentkit::mcp::McpCallResult| {
-        let out = r.model_output();
-        out["result"].as_str().or(out.as_str()).unwrap().to_owned()
+    let options = ServeOptions {
+        mcp_clients: agentkit::mcp::ClientOptions {
+            // A second death within the stable period waits 1.5–3 s.
+            backoff: Duration::from_secs(3),
+            stable_after: Duration::from_secs(600),
+            ..Default::default()
+        },
+        ..ServeOptions::default()
     };
-    let first = pid(h
-        .rt
-        .block_on(mcp.call_tool("flaky", "pid", json!({}), 0))
-        .unwrap());
+    let mut h = host(&[("bot", &files)], options);
+    let mcp = h.handle.as_ref().unwrap().mcp("bot").unwrap().clone();
+    // MCPServer answers `{"result": "<pid>"}` as structured content.
+    let pid = |h: &Host| -> u64 {
+        let r =
+            h.rt.block_on(mcp.call_tool("flaky", "pid", json!({}), 0))
+                .unwrap();
+        let out = r.model_output();
+        out["result"]
+            .as_str()
+            .or(out.as_str())
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let first = pid(&h);
+    let status = conn_status(&h);
+    assert_eq!(status["state"], "connected", "{status}");
+    assert_eq!(status["pid"], first, "{status}");
+
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &first.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let back = wait_status(&h, "restart after kill", |s| {
+        s["opens"] == 2 && s["state"] == "connected"
+    });
+    assert_eq!(back["exits"], 1, "{back}");
+    assert!(
+        back["lastExit"]
+            .as_str()
+            .unwrap()
+            .contains("killed by signal 9"),
+        "{back}"
+    );
+    let second = back["pid"].as_u64().unwrap();
+    assert_ne!(second, first);
+    assert_eq!(pid(&h), second);
+
+    // A second death soon after: the restart backs off.
     let died = h.rt.block_on(mcp.call_tool("flaky", "die", json!({}), 0));
     assert!(died.is_err(), "{died:?}");
-    let second = pid(h
-        .rt
-        .block_on(mcp.call_tool("flaky", "pid", json!({}), 0))
-        .unwrap());
-    assert_ne!(first, second);
-    let status = &mcp.status()[0];
-    assert_eq!((status.state, status.opens), ("connected", 2));
+    let waiting = wait_status(&h, "backing off", |s| {
+        s["state"] == "restarting" || s["opens"] == 3
+    });
+    assert_eq!(waiting["state"], "restarting", "{waiting}");
+    assert_eq!(waiting["attempt"], 2, "{waiting}");
+    assert!(
+        waiting["error"]
+            .as_str()
+            .unwrap()
+            .contains("exited with status 3"),
+        "{waiting}"
+    );
+    assert!(waiting["retryInMs"].as_u64().unwrap() <= 3000, "{waiting}");
+    // A call meanwhile fails at once, saying when the next attempt is.
+    let early =
+        h.rt.block_on(mcp.call_tool("flaky", "pid", json!({}), 0))
+            .unwrap_err()
+            .to_string();
+    assert!(early.contains("next attempt in"), "{early}");
+    let again = wait_status(&h, "restart after backoff", |s| {
+        s["opens"] == 3 && s["state"] == "connected"
+    });
+    let third = again["pid"].as_u64().unwrap();
+    assert_eq!(pid(&h), third);
+
+    // Shutdown stops the child and reaps it.
+    let handle = h.handle.take().unwrap();
+    h.rt.block_on(handle.close());
+    assert!(
+        !Path::new(&format!("/proc/{third}")).exists(),
+        "the stdio server outlived the server"
+    );
+    assert_eq!(mcp.status()[0].state, "closed");
+}
+
+/// A stdio server that always dies at once is retried in the background
+/// with bounded backoff, and its status says why it fails.
+#[test]
+fn a_stdio_server_that_always_dies_backs_off() {
+    let conn = "command = \"sh\"\nargs = [\"-c\", \"echo boom >&2; exit 3\"]\n";
+    let mut files = bot(false);
+    files.push(("mcp-connections/broken.toml", conn));
+    let options = ServeOptions {
+        mcp_clients: agentkit::mcp::ClientOptions {
+            backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(400),
+            ..Default::default()
+        },
+        ..ServeOptions::default()
+    };
+    let h = host(&[("bot", &files)], options);
+    assert_eq!(conn_status(&h)["state"], "idle");
+    let mcp = h.handle.as_ref().unwrap().mcp("bot").unwrap();
+    let first = h.rt.block_on(mcp.list_tools("broken", 0)).unwrap_err();
+    assert!(
+        matches!(first, agentkit::mcp::ClientError::Unavailable { .. }),
+        "{first:?}"
+    );
+    // No call from here on: the supervisor keeps trying by itself, with
+    // pauses of 50–100, 100–200, then 200–400 ms (a tight loop would make
+    // hundreds of attempts).
+    std::thread::sleep(Duration::from_secs(3));
+    let status = conn_status(&h);
+    assert_eq!(status["state"], "restarting", "{status}");
+    assert_eq!(status["opens"], 0, "{status}");
+    let attempts = status["attempt"].as_u64().unwrap();
+    assert!((4..=20).contains(&attempts), "{status}");
+    let error = status["error"].as_str().unwrap();
+    assert!(
+        error.contains("exited with status 3") && error.contains("boom"),
+        "{status}"
+    );
+    assert!(status["retryInMs"].as_u64().unwrap() <= 400, "{status}");
+    std::thread::sleep(Duration::from_secs(1));
+    let later = conn_status(&h)["attempt"].as_u64().unwrap();
+    assert!(
+        later > attempts && later <= attempts + 6,
+        "{attempts} then {later}"
+    );
 }
 
 /// A server tool reaches the host bridge: the key-value store (persisted
