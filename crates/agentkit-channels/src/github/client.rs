@@ -1,64 +1,147 @@
 //! A small GitHub REST client for the pack's progress surfaces: commit
 //! statuses, the sticky banner comment, and reading a pull request. The
 //! base URL is configurable (GitHub Enterprise Server, or a mock in tests).
+//! It authenticates with a token (`token`, `GITHUB_TOKEN`) or as a GitHub
+//! App installation ([`super::app`]).
+
+use std::fmt;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::app::AppAuth;
 use crate::error::{Error, Result};
+
+/// How the client authenticates.
+#[derive(Clone, Default)]
+pub(crate) enum Auth {
+    #[default]
+    None,
+    /// A personal access token or `GITHUB_TOKEN`, sent as a bearer token.
+    Token(String),
+    /// GitHub App installation tokens, minted and cached per installation.
+    App(Arc<AppAuth>),
+}
+
+impl fmt::Debug for Auth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Auth::None => f.write_str("None"),
+            Auth::Token(_) => f.write_str("Token(<redacted>)"),
+            Auth::App(app) => f.debug_tuple("App").field(app).finish(),
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub(crate) struct GithubApi {
     client: reqwest::Client,
     base: String,
-    token: Option<String>,
+    auth: Auth,
+    /// The App installation this client acts as (the settings' fixed
+    /// one, or a delivery's `installation.id`).
+    installation: Option<u64>,
 }
 
 impl GithubApi {
-    pub(crate) fn new(base: &str, token: Option<String>) -> GithubApi {
+    pub(crate) fn new(base: &str, auth: Auth) -> GithubApi {
+        let installation = match &auth {
+            Auth::App(app) => app.installation_id,
+            _ => None,
+        };
         GithubApi {
             client: crate::deliver::http_client(),
             base: base.trim_end_matches('/').to_owned(),
-            token,
+            auth,
+            installation,
         }
     }
 
-    pub(crate) fn has_token(&self) -> bool {
-        self.token.is_some()
+    /// This client acting as `installation` when the settings fix none
+    /// (a delivery's `installation.id`).
+    pub(crate) fn for_installation(&self, installation: Option<u64>) -> GithubApi {
+        let mut api = self.clone();
+        if api.installation.is_none() {
+            api.installation = installation;
+        }
+        api
     }
 
-    async fn call(
+    /// Are there credentials to call the API with?
+    pub(crate) fn has_credentials(&self) -> bool {
+        !matches!(self.auth, Auth::None)
+    }
+
+    /// The `Authorization` header value, and the App token it carries
+    /// (to forget on a 401).
+    async fn authorization(&self) -> Result<Option<(String, Option<(u64, String)>)>> {
+        match &self.auth {
+            Auth::None => Ok(None),
+            Auth::Token(t) => Ok(Some((format!("Bearer {t}"), None))),
+            Auth::App(app) => {
+                let Some(installation) = self.installation else {
+                    return Err(Error::Upstream {
+                        message: "GitHub App credentials are set but no installation is known: set `installation_id`, or let deliveries carry `installation.id` (App webhooks do)".into(),
+                    });
+                };
+                let token = app.token(&self.client, &self.base, installation).await?;
+                Ok(Some((
+                    format!("token {token}"),
+                    Some((installation, token)),
+                )))
+            }
+        }
+    }
+
+    /// One authenticated call; `path` starts with `/`. An App token that
+    /// GitHub refuses with 401 is forgotten and the call retried once with
+    /// a fresh one.
+    pub(crate) async fn call(
         &self,
         method: reqwest::Method,
         path: &str,
         body: Option<Value>,
     ) -> Result<Value> {
         let url = format!("{}{path}", self.base);
-        let mut req = self
-            .client
-            .request(method.clone(), &url)
-            .header("accept", "application/vnd.github+json")
-            .header("x-github-api-version", "2022-11-28");
-        if let Some(t) = &self.token {
-            req = req.bearer_auth(t);
+        let mut retried = false;
+        loop {
+            let mut req = self
+                .client
+                .request(method.clone(), &url)
+                .header("accept", "application/vnd.github+json")
+                .header("x-github-api-version", "2022-11-28");
+            let auth = self.authorization().await?;
+            if let Some((header, _)) = &auth {
+                req = req.header("authorization", header);
+            }
+            if let Some(b) = &body {
+                req = req.json(b);
+            }
+            let resp = req.send().await.map_err(|e| Error::Upstream {
+                message: format!("GitHub API {method} {path}: {e}"),
+            })?;
+            let status = resp.status();
+            let text = resp.text().await.unwrap_or_default();
+            if status.as_u16() == 401
+                && !retried
+                && let (Auth::App(app), Some((_, Some((installation, token))))) =
+                    (&self.auth, &auth)
+            {
+                app.forget(*installation, token).await;
+                retried = true;
+                continue;
+            }
+            if !status.is_success() {
+                return Err(Error::Upstream {
+                    message: format!(
+                        "GitHub API {method} {path}: HTTP {}: {}",
+                        status.as_u16(),
+                        text.chars().take(200).collect::<String>()
+                    ),
+                });
+            }
+            return Ok(serde_json::from_str(&text).unwrap_or(Value::Null));
         }
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req.send().await.map_err(|e| Error::Upstream {
-            message: format!("GitHub API {method} {path}: {e}"),
-        })?;
-        let status = resp.status();
-        let text = resp.text().await.unwrap_or_default();
-        if !status.is_success() {
-            return Err(Error::Upstream {
-                message: format!(
-                    "GitHub API {method} {path}: HTTP {}: {}",
-                    status.as_u16(),
-                    text.chars().take(200).collect::<String>()
-                ),
-            });
-        }
-        Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
     /// `POST /repos/{repo}/statuses/{sha}`.

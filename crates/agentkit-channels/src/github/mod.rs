@@ -7,6 +7,7 @@
 //! surfaces follow the turn through the GitHub API: a commit status
 //! (pending → success/failure) and one sticky PR comment.
 
+mod app;
 mod client;
 pub(crate) mod settings;
 
@@ -26,7 +27,8 @@ use crate::pack::{
     Decision, Delivery, PackCore, TurnDefaults, accepted, at, default_chain, ok, resolve, skipped,
     turn_result,
 };
-use client::GithubApi;
+use app::AppAuth;
+use client::{Auth, GithubApi};
 use settings::Settings;
 
 /// What the pack needs from the host.
@@ -86,13 +88,13 @@ pub fn github_channel(
     );
     let api_url = resolve(env, settings.api_url.as_deref())
         .unwrap_or_else(|| "https://api.github.com".into());
-    let token = match &settings.token {
-        Some(t) => resolve(env, Some(t)),
-        None => env.get("GITHUB_TOKEN").or_else(|| env.get("GH_TOKEN")),
-    };
+    let auth = api_auth(&settings, env, &options.agent_dir).map_err(|message| Error::Config {
+        channel: channel.id.clone(),
+        message,
+    })?;
     let events = settings.published_events();
     let pack = Arc::new(Pack {
-        api: GithubApi::new(&api_url, token),
+        api: GithubApi::new(&api_url, auth),
         settings,
         core: PackCore::new(
             "github",
@@ -121,6 +123,58 @@ pub fn github_channel(
         .description("GitHub webhook deliveries"),
     );
     Ok(def)
+}
+
+/// The API credentials: App installation tokens when `app_id` is set,
+/// else `token`, `GITHUB_TOKEN` or `GH_TOKEN`. Errors name settings and
+/// files, never secrets.
+fn api_auth(
+    settings: &Settings,
+    env: &Env,
+    agent_dir: &std::path::Path,
+) -> std::result::Result<Auth, String> {
+    let Some(app_id) = &settings.app_id else {
+        let token = match &settings.token {
+            Some(t) => resolve(env, Some(t)),
+            None => env.get("GITHUB_TOKEN").or_else(|| env.get("GH_TOKEN")),
+        };
+        return Ok(token.map_or(Auth::None, Auth::Token));
+    };
+    let text = |v: &Value| match v {
+        Value::String(s) => env.resolve(s).trim().to_owned(),
+        other => other.to_string(),
+    };
+    let app_id = text(app_id);
+    if app_id.is_empty() {
+        return Err("`app_id` resolves to nothing: is its `${VAR}` set?".into());
+    }
+    let installation_id = match &settings.installation_id {
+        None => None,
+        Some(v) => {
+            let t = text(v);
+            Some(
+                t.parse::<u64>()
+                    .map_err(|_| format!("`installation_id` must be a number, not `{t}`"))?,
+            )
+        }
+    };
+    let pem = match (&settings.private_key, &settings.private_key_path) {
+        (Some(k), _) => env.resolve(k),
+        (None, Some(p)) => {
+            let path = agent_dir.join(env.resolve(p));
+            std::fs::read_to_string(&path)
+                .map_err(|e| format!("cannot read `private_key_path` {}: {e}", path.display()))?
+        }
+        (None, None) => String::new(),
+    };
+    if pem.trim().is_empty() {
+        return Err("`private_key` resolves to nothing: is its `${VAR}` set?".into());
+    }
+    Ok(Auth::App(Arc::new(AppAuth::new(
+        app_id,
+        &pem,
+        installation_id,
+    )?)))
 }
 
 impl Pack {
@@ -199,13 +253,14 @@ impl Pack {
             .await?;
         let context = self.settings.progress.status_context();
         if (context.is_some() || self.settings.progress.banner) && !repo.is_empty() {
-            if self.api.has_token() {
+            if self.api.has_credentials() {
                 let sha = at(ctx, "pull_request.head.sha")
                     .or_else(|| at(ctx, "check_suite.head_sha"))
                     .or_else(|| at(ctx, "check_run.head_sha"))
                     .and_then(Value::as_str)
                     .map(str::to_owned);
                 let target = Target {
+                    installation: at(ctx, "installation.id").and_then(Value::as_u64),
                     repo,
                     number: if is_pr { number } else { None },
                     sha,
@@ -218,7 +273,7 @@ impl Pack {
                     .wait_until(async move { pack.progress(c, id, start, target).await });
             } else {
                 tracing::warn!(
-                    "GitHub progress is on but no API token is set (`token`, GITHUB_TOKEN or GH_TOKEN): skipping it"
+                    "GitHub progress is on but no API credentials are set (`token`, GITHUB_TOKEN, GH_TOKEN, or `app_id` + `private_key`): skipping it"
                 );
             }
         }
@@ -234,10 +289,11 @@ impl Pack {
         start: u64,
         mut t: Target,
     ) {
+        let api = self.api.for_installation(t.installation);
         if t.sha.is_none()
             && let Some(n) = t.number
         {
-            match self.api.pull(&t.repo, n).await {
+            match api.pull(&t.repo, n).await {
                 Ok(pr) => {
                     t.sha = at(&pr, "head.sha")
                         .and_then(Value::as_str)
@@ -249,7 +305,7 @@ impl Pack {
             }
         }
         let status = |state: &'static str, description: String| {
-            let (api, t) = (self.api.clone(), t.clone());
+            let (api, t) = (api.clone(), t.clone());
             async move {
                 if let (Some(sha), Some(context)) = (&t.sha, &t.context)
                     && let Err(e) = api
@@ -264,7 +320,7 @@ impl Pack {
         let banner_key = format!("{}#{}", t.repo, t.number.unwrap_or(0));
         let banner = |text: String| {
             let (api, t, ctx, session, key) = (
-                self.api.clone(),
+                api.clone(),
                 t.clone(),
                 ctx.clone(),
                 session.clone(),
@@ -326,6 +382,8 @@ impl Pack {
 
 #[derive(Debug, Clone)]
 struct Target {
+    /// The delivery's App installation.
+    installation: Option<u64>,
     repo: String,
     number: Option<u64>,
     sha: Option<String>,

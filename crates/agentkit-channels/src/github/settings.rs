@@ -20,11 +20,18 @@ pub(crate) struct Settings {
     /// An API token; defaults to `${GITHUB_TOKEN}`, then `${GH_TOKEN}`.
     #[serde(default)]
     pub(crate) token: Option<String>,
-    /// GitHub App credentials: not available yet.
+    /// GitHub App credentials: the App id (a number, or `${VAR}`) and
+    /// its PEM private key, inline (`${VAR}`) or in a file
+    /// (`private_key_path`, relative to the agent folder). Installation
+    /// tokens replace `token`.
     #[serde(default)]
     pub(crate) app_id: Option<Value>,
     #[serde(default)]
     pub(crate) private_key: Option<String>,
+    #[serde(default)]
+    pub(crate) private_key_path: Option<String>,
+    /// The installation to act as; otherwise each delivery's
+    /// `installation.id`.
     #[serde(default)]
     pub(crate) installation_id: Option<Value>,
     /// The bot's login: its own comments never start a turn.
@@ -77,8 +84,38 @@ impl Settings {
     pub(crate) fn parse(value: &Value) -> Result<Settings, String> {
         let s: Settings = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
         check_rules(&s.rules)?;
-        if s.app_id.is_some() || s.private_key.is_some() || s.installation_id.is_some() {
-            return Err("GitHub App installation tokens (`app_id`, `private_key`, `installation_id`) are not available yet; set `token` (or GITHUB_TOKEN) instead".into());
+        let key = s.private_key.is_some() || s.private_key_path.is_some();
+        if s.private_key.is_some() && s.private_key_path.is_some() {
+            return Err("set one of `private_key` and `private_key_path`, not both".into());
+        }
+        if s.app_id.is_some() != key {
+            return Err(if key {
+                "GitHub App credentials are half set: `private_key` needs `app_id`".into()
+            } else {
+                "GitHub App credentials are half set: `app_id` needs `private_key` (PEM, usually `${GITHUB_APP_PRIVATE_KEY}`) or `private_key_path`".into()
+            });
+        }
+        if s.installation_id.is_some() && s.app_id.is_none() {
+            return Err(
+                "`installation_id` needs GitHub App credentials (`app_id` and `private_key`)"
+                    .into(),
+            );
+        }
+        if s.app_id.is_some() && s.token.is_some() {
+            return Err(
+                "set either `token` or GitHub App credentials (`app_id`, `private_key`), not both"
+                    .into(),
+            );
+        }
+        for (name, v) in [
+            ("app_id", &s.app_id),
+            ("installation_id", &s.installation_id),
+        ] {
+            if let Some(v) = v
+                && !(v.is_u64() || v.is_string())
+            {
+                return Err(format!("`{name}` must be a number or a string, not {v}"));
+            }
         }
         Ok(s)
     }
@@ -113,10 +150,21 @@ mod tests {
         assert_eq!(s.published_events(), ["pull_request", "*"]);
         assert!(Settings::parse(&json!({"rules": [{"event": "x"}]})).is_err());
         assert!(Settings::parse(&json!({"bogus": 1})).is_err());
+        let half = |v: Value| Settings::parse(&v).unwrap_err();
+        assert!(half(json!({"app_id": 1})).contains("half set"));
+        assert!(half(json!({"private_key": "${K}"})).contains("half set"));
+        assert!(half(json!({"installation_id": 3})).contains("needs GitHub App"));
         assert!(
-            Settings::parse(&json!({"app_id": 1}))
-                .unwrap_err()
-                .contains("not available yet")
+            half(json!({"app_id": 1, "private_key": "k", "private_key_path": "p"}))
+                .contains("not both")
+        );
+        assert!(half(json!({"app_id": 1, "private_key": "k", "token": "t"})).contains("not both"));
+        assert!(half(json!({"app_id": [1], "private_key": "k"})).contains("number or a string"));
+        assert!(
+            Settings::parse(
+                &json!({"app_id": "${APP}", "private_key_path": "k.pem", "installation_id": 7})
+            )
+            .is_ok()
         );
     }
 }

@@ -5,6 +5,7 @@ mod channel_api;
 mod channels;
 mod docs;
 mod fixtures;
+mod github_app;
 mod hooks;
 mod http;
 mod mcp;
