@@ -25,7 +25,7 @@ use crate::pack::{
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Settings {
+pub(crate) struct Settings {
     #[serde(default)]
     description: Option<String>,
     /// Verifies `X-Hub-Signature`; usually `${BITBUCKET_WEBHOOK_SECRET}`.
@@ -55,13 +55,16 @@ struct Settings {
 pub type BitbucketOptions = GithubOptions;
 
 fn parse(channel: &Channel) -> Result<Settings> {
-    let config = |message: String| Error::Config {
+    parse_value(channel.settings.as_ref().unwrap_or(&json!({}))).map_err(|message| Error::Config {
         channel: channel.id.clone(),
         message,
-    };
-    let s: Settings = serde_json::from_value(channel.settings.clone().unwrap_or_else(|| json!({})))
-        .map_err(|e| config(e.to_string()))?;
-    check_rules(&s.rules).map_err(config)?;
+    })
+}
+
+/// The settings as serving reads them (and `validate` checks them).
+pub(crate) fn parse_value(value: &Value) -> std::result::Result<Settings, String> {
+    let s: Settings = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
+    check_rules(&s.rules)?;
     Ok(s)
 }
 
@@ -158,6 +161,63 @@ impl Platform {
             Platform::DataCenter => "datacenter",
         }
     }
+}
+
+/// The event names a rule can match: the normalised events and the
+/// `X-Event-Key`s of both products.
+pub(crate) const KNOWN_EVENTS: &[&str] = &[
+    "pull_request",
+    "pull_request_comment",
+    "push",
+    "pullrequest:created",
+    "pullrequest:updated",
+    "pullrequest:fulfilled",
+    "pullrequest:rejected",
+    "pullrequest:approved",
+    "pullrequest:unapproved",
+    "pullrequest:changes_request_created",
+    "pullrequest:changes_request_removed",
+    "pullrequest:comment_created",
+    "pullrequest:comment_updated",
+    "pullrequest:comment_deleted",
+    "pullrequest:comment_resolved",
+    "pullrequest:comment_reopened",
+    "repo:push",
+    "repo:fork",
+    "repo:updated",
+    "repo:commit_comment_created",
+    "repo:commit_status_created",
+    "repo:commit_status_updated",
+    "issue:created",
+    "issue:updated",
+    "issue:comment_created",
+    "pr:opened",
+    "pr:from_ref_updated",
+    "pr:to_ref_updated",
+    "pr:modified",
+    "pr:merged",
+    "pr:declined",
+    "pr:deleted",
+    "pr:reviewer:updated",
+    "pr:reviewer:approved",
+    "pr:reviewer:unapproved",
+    "pr:reviewer:needs_work",
+    "pr:reviewer:changes_requested",
+    "pr:comment:added",
+    "pr:comment:edited",
+    "pr:comment:deleted",
+    "repo:refs_changed",
+    "repo:modified",
+    "repo:forked",
+    "repo:comment:added",
+    "repo:comment:edited",
+    "repo:comment:deleted",
+    "mirror:repo_synchronized",
+    "project:modified",
+];
+
+pub(crate) fn is_known_event(event: &str) -> bool {
+    KNOWN_EVENTS.contains(&event)
 }
 
 /// The normalised event and action of an `X-Event-Key`; unknown keys keep

@@ -24,7 +24,7 @@ use crate::pack::{
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Settings {
+pub(crate) struct Settings {
     #[serde(default)]
     description: Option<String>,
     /// Compared with `X-Gitlab-Token`; usually `${GITLAB_WEBHOOK_SECRET}`.
@@ -52,13 +52,16 @@ struct Settings {
 pub type GitlabOptions = GithubOptions;
 
 fn parse(channel: &Channel) -> Result<Settings> {
-    let config = |message: String| Error::Config {
+    parse_value(channel.settings.as_ref().unwrap_or(&json!({}))).map_err(|message| Error::Config {
         channel: channel.id.clone(),
         message,
-    };
-    let s: Settings = serde_json::from_value(channel.settings.clone().unwrap_or_else(|| json!({})))
-        .map_err(|e| config(e.to_string()))?;
-    check_rules(&s.rules).map_err(config)?;
+    })
+}
+
+/// The settings as serving reads them (and `validate` checks them).
+pub(crate) fn parse_value(value: &Value) -> std::result::Result<Settings, String> {
+    let s: Settings = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
+    check_rules(&s.rules)?;
     Ok(s)
 }
 

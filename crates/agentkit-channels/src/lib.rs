@@ -17,6 +17,7 @@
 
 mod api;
 mod bitbucket;
+mod check;
 mod deliver;
 mod env;
 mod error;
@@ -34,6 +35,7 @@ pub use api::{
     SendRequest, SessionHost, SessionInfo, StartHandler, StopHandler, TurnReply, turn_outcome,
 };
 pub use bitbucket::{BitbucketOptions, bitbucket_channel, bitbucket_events};
+pub use check::pack_diagnostics;
 pub use deliver::{Deliverer, sign};
 pub use env::{Env, EnvFn};
 pub use error::{Error, Result};

@@ -81,40 +81,54 @@ pub(crate) struct TaskRule {
 /// Every rule has exactly one outcome, and its templates compile.
 pub(crate) fn check_rules(rules: &[Rule]) -> std::result::Result<(), String> {
     for (i, r) in rules.iter().enumerate() {
-        let n = [r.turn.is_some(), r.task.is_some(), r.skip]
-            .iter()
-            .filter(|b| **b)
-            .count();
-        if n != 1 {
-            return Err(format!(
+        check_rule(i, r).map_err(|(_, message)| message)?;
+    }
+    Ok(())
+}
+
+/// One rule's problem: the key it is about (`turn.message`, ...) when
+/// there is one, and the message.
+pub(crate) fn check_rule(
+    i: usize,
+    r: &Rule,
+) -> std::result::Result<(), (Option<&'static str>, String)> {
+    let n = [r.turn.is_some(), r.task.is_some(), r.skip]
+        .iter()
+        .filter(|b| **b)
+        .count();
+    if n != 1 {
+        return Err((
+            None,
+            format!(
                 "rules[{i}] (event `{}`) needs exactly one of `turn`, `task` or `skip = true`",
                 r.event
-            ));
-        }
-        if let Some(t) = &r.task
-            && t.command.is_some() == t.tool.is_some()
-        {
-            return Err(format!(
-                "rules[{i}].task needs exactly one of `command` or `tool`"
-            ));
-        }
-        if let Some(t) = &r.task
-            && t.command.as_ref().is_some_and(Vec::is_empty)
-        {
-            return Err(format!("rules[{i}].task.command is empty"));
-        }
-        for (field, t) in [
-            ("message", r.turn.as_ref().and_then(|t| t.message.as_ref())),
-            (
-                "continuation",
-                r.turn.as_ref().and_then(|t| t.continuation.as_ref()),
             ),
-            ("title", r.turn.as_ref().and_then(|t| t.title.as_ref())),
-        ] {
-            if let Some(t) = t {
-                agentkit_manifest::check_template(t)
-                    .map_err(|e| format!("rules[{i}].turn.{field}: {e}"))?;
-            }
+        ));
+    }
+    if let Some(t) = &r.task
+        && t.command.is_some() == t.tool.is_some()
+    {
+        return Err((
+            Some("task"),
+            format!("rules[{i}].task needs exactly one of `command` or `tool`"),
+        ));
+    }
+    if let Some(t) = &r.task
+        && t.command.as_ref().is_some_and(Vec::is_empty)
+    {
+        return Err((Some("command"), format!("rules[{i}].task.command is empty")));
+    }
+    for (field, t) in [
+        ("message", r.turn.as_ref().and_then(|t| t.message.as_ref())),
+        (
+            "continuation",
+            r.turn.as_ref().and_then(|t| t.continuation.as_ref()),
+        ),
+        ("title", r.turn.as_ref().and_then(|t| t.title.as_ref())),
+    ] {
+        if let Some(t) = t {
+            agentkit_manifest::check_template(t)
+                .map_err(|e| (Some(field), format!("rules[{i}].turn.{field}: {e}")))?;
         }
     }
     Ok(())

@@ -74,14 +74,24 @@ pub mod mcp {
 }
 
 /// Runs discovery and adds the diagnostics that depend on the host's
-/// environment (`${VAR}` references that are unset), as `agentkit
-/// validate` reports them.
+/// environment (`${VAR}` references that are unset) and the pack channels'
+/// settings (checked by the packs themselves), as `agentkit validate`
+/// reports them.
 pub fn validate(
     dir: &std::path::Path,
     is_set: impl Fn(&str) -> bool,
 ) -> manifest::Result<Discovery> {
     let mut found = discover(dir)?;
-    let extra = manifest::unset_env_refs(&found.host, is_set);
+    let mut extra = manifest::unset_env_refs(&found.host, is_set);
+    // Pack settings are the pack's to read: checked here by the same code
+    // that serves them.
+    for project in &found.host.agents {
+        for c in &project.agent.channels {
+            if let Ok(source) = std::fs::read_to_string(found.host.root.join(&c.path)) {
+                extra.extend(agentkit_channels::pack_diagnostics(c, &source));
+            }
+        }
+    }
     if !extra.is_empty() {
         let mut all = found.diagnostics.into_vec();
         all.extend(extra);

@@ -125,3 +125,85 @@ fn usage_errors_exit_2() {
     assert_eq!(run.code, 1);
     assert!(run.stdout.contains("error[no-agents]"), "{}", run.stdout);
 }
+
+/// Pack settings are checked by `validate` with the packs' own parsers:
+/// every problem has its file, line and a hint, and errors fail the run.
+#[test]
+fn pack_settings_are_reported_with_file_line_and_hint() {
+    let run = agentkit_with(
+        &fixtures(),
+        &["validate", "--dir", "channels/broken-packs", "--json"],
+        |c| {
+            c.env("GITHUB_WEBHOOK_SECRET", "s")
+                .env("GITHUB_TOKEN", "t")
+                .env("BITBUCKET_WEBHOOK_SECRET", "s");
+        },
+    );
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(doc["ok"], false);
+    let found: Vec<(String, String, String, u64, bool)> = doc["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["path"].as_str().unwrap().to_owned(),
+                d["severity"].as_str().unwrap().to_owned(),
+                d["code"].as_str().unwrap().to_owned(),
+                d["line"].as_u64().unwrap(),
+                d["hint"].as_str().is_some_and(|h| !h.is_empty()),
+            )
+        })
+        .collect();
+    let row = |path: &str, severity: &str, code: &str, line: u64| {
+        (
+            format!("agent/channels/{path}"),
+            severity.to_owned(),
+            code.to_owned(),
+            line,
+            true,
+        )
+    };
+    assert_eq!(
+        found,
+        [
+            row("bitbucket.toml", "error", "unknown-field", 8),
+            row("github.toml", "error", "unknown-field", 3),
+            row("github.toml", "warning", "unknown-event", 6),
+            row("github.toml", "error", "invalid-template", 13),
+            row("gitlab.toml", "warning", "missing-field", 1),
+            row("gitlab.toml", "error", "conflicting-fields", 3),
+        ]
+    );
+    let messages: Vec<&str> = doc["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["message"].as_str().unwrap())
+        .collect();
+    assert!(messages[0].contains("`mesage`"), "{messages:?}");
+    assert!(messages[1].contains("`tokn`"), "{messages:?}");
+    assert_eq!(
+        doc["diagnostics"][2]["hint"],
+        "did you mean `pull_request`?"
+    );
+    assert!(
+        messages[3].starts_with("rules[1].turn.continuation"),
+        "{messages:?}"
+    );
+
+    // The bundled pack channels are clean.
+    let run = agentkit_with(
+        &fixtures(),
+        &["validate", "--dir", "channels/pr-reviewer", "--json"],
+        |c| {
+            c.env("GITHUB_WEBHOOK_SECRET", "s")
+                .env("GITHUB_API_URL", "http://127.0.0.1:9")
+                .env("GITHUB_TOKEN", "t");
+        },
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(doc["diagnostics"], serde_json::json!([]));
+}
