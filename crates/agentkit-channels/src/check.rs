@@ -157,7 +157,7 @@ pub fn pack_diagnostics(channel: &Channel, source: &str) -> Vec<Diagnostic> {
     let rules = settings.get("rules").and_then(Value::as_array);
     for (i, raw) in rules.into_iter().flatten().enumerate() {
         match serde_json::from_value::<Rule>(raw.clone()) {
-            Err(e) => problems.push(serde_problem(Some(i), &e.to_string(), label)),
+            Err(e) => problems.push(serde_problem(Some(i), &e.to_string(), label, Some(raw))),
             Ok(rule) => {
                 if let Err((key, message)) = check_rule(i, &rule) {
                     problems.push(Problem {
@@ -220,7 +220,7 @@ pub fn pack_diagnostics(channel: &Channel, source: &str) -> Vec<Diagnostic> {
         _ => crate::bitbucket::parse_value(&top).map(|_| ()),
     };
     if let Err(message) = parsed {
-        problems.push(serde_problem(None, &message, label));
+        problems.push(serde_problem(None, &message, label, Some(&settings)));
     }
     if channel.auth.is_none() && settings.get("webhook_secret").is_none() {
         problems.push(Problem {
@@ -251,7 +251,12 @@ pub fn pack_diagnostics(channel: &Channel, source: &str) -> Vec<Diagnostic> {
 }
 
 /// A serde (or pack) message as a problem, with the key it names.
-fn serde_problem(rule: Option<usize>, message: &str, label: &str) -> Problem {
+fn serde_problem(
+    rule: Option<usize>,
+    message: &str,
+    label: &str,
+    present: Option<&Value>,
+) -> Problem {
     let named = |marker: &str| {
         message
             .split_once(marker)
@@ -282,8 +287,14 @@ fn serde_problem(rule: Option<usize>, message: &str, label: &str) -> Problem {
         error: true,
         rule,
         key: named("missing field `").or_else(|| {
-            // `app_id`, ... in the pack's own messages.
-            named("(`")
+            // The first key of the file the pack's own message names
+            // (`app_id`, ...).
+            message
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .find(|k| present.is_some_and(|p| p.get(*k).is_some()))
+                .map(str::to_owned)
         }),
         message: format!("{prefix}{message}"),
         hint: None,
@@ -349,5 +360,18 @@ mod tests {
         assert_eq!(locate(src, Some(0), Some("event")).unwrap().line, 5);
         assert_eq!(locate(src, Some(1), Some("nothing")).unwrap().line, 8);
         assert_eq!(locate(src, Some(2), None), None);
+    }
+
+    #[test]
+    fn a_pack_message_is_placed_at_the_first_key_it_names() {
+        let p = serde_problem(
+            None,
+            "credentials are half set: `app_id` needs `private_key`",
+            "GitHub",
+            Some(&json!({"app_id": 1})),
+        );
+        assert_eq!(p.key.as_deref(), Some("app_id"));
+        let src = "kind = \"github\"\napp_id = 1\n";
+        assert_eq!(locate(src, None, p.key.as_deref()).unwrap().line, 2);
     }
 }
