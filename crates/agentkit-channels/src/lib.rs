@@ -39,7 +39,7 @@ pub use check::pack_diagnostics;
 pub use deliver::{Deliverer, sign};
 pub use env::{Env, EnvFn};
 pub use error::{Error, Result};
-pub use github::{GithubOptions, github_channel, github_events};
+pub use github::{GithubClient, GithubOptions, github_channel, github_client, github_events};
 pub use gitlab::{GitlabOptions, gitlab_channel, gitlab_events};
 pub use host::{ChannelHost, ChannelHostOptions, ChannelRequest};
 pub use template::{render, render_value};

@@ -54,8 +54,8 @@ pub use agentkit_runtime::{
 };
 pub use error::{Error, Result};
 pub use serve::{
-    EnvFn, EnvLookup, HostMcp, HostReminders, HostServices, Mode, ServeHandle, ServeOptions, serve,
-    shutdown_signal,
+    EnvFn, EnvLookup, HostGithub, HostMcp, HostReminders, HostServices, Mode, ServeHandle,
+    ServeOptions, serve, shutdown_signal,
 };
 
 /// The project format: discovery, the manifest types and diagnostics.

@@ -200,3 +200,76 @@ impl GithubApi {
         .await
     }
 }
+
+/// `host.github`: authenticated GitHub REST access with a channel's
+/// credentials (a token, or a GitHub App installation), for Rust tools,
+/// channel handlers and the host bridge. Cheap to clone; never shows its
+/// credentials in `Debug`.
+#[derive(Debug, Clone)]
+pub struct GithubClient {
+    api: GithubApi,
+}
+
+impl GithubClient {
+    /// A client for `api_url` (`https://api.github.com`, or
+    /// `https://HOST/api/v3`) with a token.
+    pub fn with_token(api_url: &str, token: impl Into<String>) -> GithubClient {
+        GithubClient {
+            api: GithubApi::new(api_url, Auth::Token(token.into())),
+        }
+    }
+
+    pub(crate) fn from_api(api: GithubApi) -> GithubClient {
+        GithubClient { api }
+    }
+
+    /// The same credentials acting as App installation `id` (App
+    /// credentials without a fixed `installation_id` need one; a token
+    /// ignores it).
+    pub fn for_installation(&self, id: u64) -> GithubClient {
+        GithubClient {
+            api: self.api.for_installation(Some(id)),
+        }
+    }
+
+    /// Does the client have credentials (a token or App credentials)?
+    pub fn has_credentials(&self) -> bool {
+        self.api.has_credentials()
+    }
+
+    /// `method path` with an optional JSON body; the JSON answer (`null`
+    /// when empty). `path` is relative to the API base and starts with
+    /// `/` (`/repos/o/r/issues/1/comments`). A non-2xx answer is
+    /// [`Error::Upstream`] with its status and the start of its body.
+    pub async fn request(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value> {
+        if !path.starts_with('/') || path.starts_with("//") || path.contains("://") {
+            return Err(Error::bad_request(format!(
+                "the GitHub API path must start with a single `/` (such as `/repos/OWNER/REPO`), not `{path}`"
+            )));
+        }
+        let method = reqwest::Method::from_bytes(method.to_ascii_uppercase().as_bytes())
+            .map_err(|_| Error::bad_request(format!("`{method}` is not an HTTP method")))?;
+        self.api.call(method, path, body).await
+    }
+
+    /// Comments on issue or pull request `number` of `repo` (`owner/name`);
+    /// the comment's id.
+    pub async fn create_comment(&self, repo: &str, number: u64, body: &str) -> Result<u64> {
+        self.api.create_comment(repo, number, body).await
+    }
+
+    /// Sets commit status `state` (`pending`, `success`, `failure`,
+    /// `error`) under `context` on `sha` of `repo`.
+    pub async fn set_status(
+        &self,
+        repo: &str,
+        sha: &str,
+        state: &str,
+        context: &str,
+        description: &str,
+    ) -> Result<()> {
+        self.api
+            .set_status(repo, sha, state, context, description)
+            .await
+    }
+}

@@ -28,6 +28,7 @@ use crate::pack::{
     turn_result,
 };
 use app::AppAuth;
+pub use client::GithubClient;
 use client::{Auth, GithubApi};
 use settings::Settings;
 
@@ -123,6 +124,24 @@ pub fn github_channel(
         .description("GitHub webhook deliveries"),
     );
     Ok(def)
+}
+
+/// A [`GithubClient`] with the credentials of a `kind = "github"` channel
+/// file (`host.github`); `agent_dir` is the agent folder
+/// (`private_key_path` is relative to it).
+pub fn github_client(
+    channel: &Channel,
+    env: &Env,
+    agent_dir: &std::path::Path,
+) -> Result<GithubClient> {
+    let settings = parse_settings(channel)?;
+    let api_url = resolve(env, settings.api_url.as_deref())
+        .unwrap_or_else(|| "https://api.github.com".into());
+    let auth = api_auth(&settings, env, agent_dir).map_err(|message| Error::Config {
+        channel: channel.id.clone(),
+        message,
+    })?;
+    Ok(GithubClient::from_api(GithubApi::new(&api_url, auth)))
 }
 
 /// The API credentials: App installation tokens when `app_id` is set,

@@ -54,6 +54,8 @@ pub(crate) struct BridgeAgent {
     pub(crate) depths: Depths,
     /// The agent's runtime (its reminders).
     pub(crate) runtime: agentkit_runtime::AgentRuntime,
+    /// GitHub access with the agent's github channels' credentials.
+    pub(crate) github: super::HostGithub,
 }
 
 impl std::fmt::Debug for BridgeAgent {
@@ -94,6 +96,7 @@ pub(crate) fn spawn(
         .route("/v1/mcp/{conn}/tools", get(mcp_tools))
         .route("/v1/mcp/{conn}/tools/{tool}", axum::routing::post(mcp_call))
         .route("/v1/reminders", get(reminders_list).post(reminders_create))
+        .route("/v1/github", axum::routing::post(github_request))
         .route(
             "/v1/reminders/{id}",
             axum::routing::delete(reminders_cancel),
@@ -435,5 +438,63 @@ async fn reminders_cancel(
     match agent.runtime.cancel_reminder(&id) {
         Ok(r) => axum::Json(json!({"ok": true, "reminder": r})).into_response(),
         Err(e) => runtime_error(e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GithubBody {
+    /// The github channel whose credentials to use; optional when the
+    /// agent has one.
+    #[serde(default)]
+    channel: Option<String>,
+    method: String,
+    path: String,
+    #[serde(default)]
+    body: Option<Value>,
+    /// The App installation to act as, when the channel fixes none.
+    #[serde(default)]
+    installation_id: Option<u64>,
+}
+
+/// `POST /v1/github` `{channel?, method, path, body?, installationId?}`:
+/// one GitHub REST call with the credentials of the agent's github
+/// channel; `{ok, result}` with GitHub's JSON answer. GitHub's refusals are
+/// `502` `upstream_error` carrying its status and message.
+async fn github_request(
+    State(agents): State<Agents>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(agent) = caller(&agents, peer, &headers) else {
+        return denied();
+    };
+    let req: GithubBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!(
+                    "expected {{\"method\", \"path\", \"body\"?, \"channel\"?, \"installation_id\"?}}: {e}"
+                ),
+            );
+        }
+    };
+    let client = match agent.github.client(req.channel.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return error(StatusCode::NOT_FOUND, "not_found", e.to_string()),
+    };
+    let client = match req.installation_id {
+        Some(id) => client.for_installation(id),
+        None => client,
+    };
+    match client.request(&req.method, &req.path, req.body).await {
+        Ok(result) => axum::Json(json!({"ok": true, "result": result})).into_response(),
+        Err(e) => {
+            let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_GATEWAY);
+            error(status, e.code(), e.to_string())
+        }
     }
 }

@@ -15,7 +15,7 @@ mod mcp;
 mod schedules;
 mod services;
 
-pub use services::{HostMcp, HostReminders, HostServices};
+pub use services::{HostGithub, HostMcp, HostReminders, HostServices};
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -375,11 +375,19 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
                 mcp::ConnectionTools::new(connections.clone(), depths.clone()),
             ))));
         }
+        let github = {
+            let lookup = options.env.clone();
+            services::HostGithub::of(
+                project,
+                &agentkit_channels::Env::new(move |n| lookup.get(n)),
+            )
+        };
         let host_services = HostServices::new(
             &project.slug,
             kv.clone(),
             connections.clone(),
             depths.clone(),
+            github.clone(),
         );
         let services: agentkit_harness::HostHandle = Arc::new(host_services.clone());
         let mut agent = project.agent.clone();
@@ -433,6 +441,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             connections: connections.clone(),
             depths,
             runtime: runtime.clone(),
+            github,
         });
         let hooks = schedules::start_hooks(&runtime, project, &options);
         agents.push(Mounted {

@@ -5,6 +5,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use agentkit_channels::GithubClient;
 use agentkit_runtime::{AgentRuntime, KvStore, NewReminder, Reminder, WeakRuntime};
 use serde_json::Value;
 
@@ -35,6 +36,9 @@ pub struct HostServices {
     pub mcp: HostMcp,
     /// The agent's durable reminders.
     pub reminders: HostReminders,
+    /// GitHub API access with the credentials of the agent's
+    /// `kind = "github"` channels.
+    pub github: HostGithub,
 }
 
 impl HostServices {
@@ -43,6 +47,7 @@ impl HostServices {
         kv: KvStore,
         connections: agentkit_mcp::Connections,
         depths: Depths,
+        github: HostGithub,
     ) -> HostServices {
         HostServices {
             slug: slug.to_owned(),
@@ -55,6 +60,7 @@ impl HostServices {
             reminders: HostReminders {
                 runtime: Arc::new(OnceLock::new()),
             },
+            github,
         }
     }
 
@@ -175,5 +181,69 @@ impl HostReminders {
     /// Every reminder of the agent.
     pub fn list(&self) -> Result<Vec<Reminder>> {
         Ok(self.runtime()?.reminders()?)
+    }
+}
+
+/// `host.github`: a [`GithubClient`] per `kind = "github"` channel of the
+/// agent, with that channel's credentials (token or App installation).
+#[derive(Debug, Clone, Default)]
+pub struct HostGithub {
+    clients: Arc<Vec<(String, GithubClient)>>,
+}
+
+impl HostGithub {
+    /// The clients of `project`'s github channels. A channel whose
+    /// settings cannot give one is left out (serving it fails anyway,
+    /// saying why).
+    pub(crate) fn of(
+        project: &agentkit_manifest::Project,
+        env: &agentkit_channels::Env,
+    ) -> HostGithub {
+        let mut clients = Vec::new();
+        for c in &project.agent.channels {
+            if c.kind != agentkit_manifest::ChannelKind::Github {
+                continue;
+            }
+            match agentkit_channels::github_client(c, env, &project.agent.dir) {
+                Ok(client) => clients.push((c.id.clone(), client)),
+                Err(e) => tracing::debug!(channel = %c.id, error = %e, "no host.github client"),
+            }
+        }
+        HostGithub {
+            clients: Arc::new(clients),
+        }
+    }
+
+    /// The github channels a client can be chosen by.
+    pub fn names(&self) -> Vec<String> {
+        self.clients.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// The client of github channel `channel`; with `None`, the only
+    /// github channel's (an agent with several must name one).
+    pub fn client(&self, channel: Option<&str>) -> Result<GithubClient> {
+        let names = || self.names().join("`, `");
+        match channel {
+            Some(name) => self
+                .clients
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, c)| c.clone())
+                .ok_or_else(|| Error::Config {
+                    message: format!("no github channel `{name}` (the agent has: `{}`)", names()),
+                }),
+            None => match self.clients.as_slice() {
+                [(_, only)] => Ok(only.clone()),
+                [] => Err(Error::Config {
+                    message: "the agent has no `kind = \"github\"` channel to take GitHub credentials from".into(),
+                }),
+                _ => Err(Error::Config {
+                    message: format!(
+                        "the agent has several github channels: name one (`{}`)",
+                        names()
+                    ),
+                }),
+            },
+        }
     }
 }

@@ -339,3 +339,121 @@ fn half_set_or_unusable_app_credentials_are_refused_without_echoing_the_key() {
         "{e}"
     );
 }
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Comment {
+    number: u64,
+    text: String,
+}
+
+const BRIDGE_TOOL: &str = r#"description = "Reads a pull request through the host bridge"
+command = ["python3", "pr.py"]
+[input_schema]
+type = "object"
+"#;
+
+const BRIDGE_PY: &str = r#"import json, os, sys, urllib.request
+req = urllib.request.Request(
+    os.environ["AGENTKIT_HOST_URL"] + "/v1/github",
+    data=json.dumps({"method": "GET", "path": "/repos/Codertocat/Hello-World/pulls/2"}).encode(),
+    headers={"Authorization": "Bearer " + os.environ["AGENTKIT_HOST_TOKEN"],
+             "Content-Type": "application/json"},
+    method="POST")
+with urllib.request.urlopen(req) as r:
+    print(json.dumps(json.load(r)["result"]))
+"#;
+
+#[test]
+fn host_github_serves_rust_tools_and_the_bridge_with_the_channels_credentials() {
+    let api = MockServer::start(|req: &Recorded| {
+        if req.header("authorization") != Some("Bearer ghp_channel") {
+            return MockResponse::json(401, &json!({"message": "Bad credentials"}));
+        }
+        match (req.method.as_str(), req.path.as_str()) {
+            ("POST", "/repos/Codertocat/Hello-World/issues/2/comments") => {
+                MockResponse::json(201, &json!({"id": 991, "body": req.json()["body"]}))
+            }
+            ("GET", "/repos/Codertocat/Hello-World/pulls/2") => MockResponse::json(
+                200,
+                &json!({"number": 2, "head": {"sha": SHA}, "state": "open"}),
+            ),
+            _ => MockResponse::json(404, &json!({"message": "Not Found"})),
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(
+        dir.path(),
+        "kind = \"github\"\napi_url = \"${GITHUB_API_URL}\"\ntoken = \"${CHANNEL_TOKEN}\"\n",
+    );
+    write(&root.join("agent/tools/pr.toml"), BRIDGE_TOOL);
+    write(&root.join("agent/tools/pr.py"), BRIDGE_PY);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let options = ServeOptions {
+        port: 0,
+        state_root: Some(dir.path().join("state")),
+        env: env(vec![
+            ("GITHUB_API_URL", api.url()),
+            ("CHANNEL_TOKEN", "ghp_channel".into()),
+        ]),
+        ..ServeOptions::default()
+    }
+    .tool(agentkit::RustTool::new(
+        "comment",
+        "Comments on a pull request.",
+        |input: Comment, ctx: agentkit::ToolContext| async move {
+            let host = ctx
+                .services::<agentkit::HostServices>()
+                .ok_or("no services")?;
+            let github = host.github.client(None).map_err(|e| e.to_string())?;
+            let id = github
+                .create_comment("Codertocat/Hello-World", input.number, &input.text)
+                .await
+                .map_err(|e| e.to_string())?;
+            let other = host.github.client(Some("nope")).map(|_| ()).unwrap_err();
+            Ok(json!({"commentId": id, "names": host.github.names(), "other": other.to_string()}))
+        },
+    ));
+    let handle = rt.block_on(agentkit::serve(&root, options)).unwrap();
+    let call = |tool: &str, input: Value| {
+        let r = Request::post(&format!("/app-bot/v1/tools/{tool}"))
+            .json(&json!({"input": input}))
+            .send(handle.local_addr())
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        let body = r.json();
+        assert_eq!(body["isError"], false, "{body}");
+        body["result"].clone()
+    };
+    let out = call("comment", json!({"number": 2, "text": "Looks good"}));
+    assert_eq!(out["commentId"], 991);
+    assert_eq!(out["names"], json!(["github"]));
+    assert!(
+        out["other"]
+            .as_str()
+            .unwrap()
+            .contains("no github channel `nope`"),
+        "{out}"
+    );
+    let out = call("pr", json!({}));
+    assert_eq!(
+        out,
+        json!({"number": 2, "head": {"sha": SHA}, "state": "open"})
+    );
+    let seen: Vec<String> = api
+        .requests()
+        .iter()
+        .map(|q| format!("{} {} {}", q.method, q.path, q.text()))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            r#"POST /repos/Codertocat/Hello-World/issues/2/comments {"body":"Looks good"}"#,
+            "GET /repos/Codertocat/Hello-World/pulls/2 ",
+        ]
+    );
+    rt.block_on(handle.close());
+}
