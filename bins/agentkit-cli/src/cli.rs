@@ -124,6 +124,12 @@ enum Command {
     /// GitHub webhook helpers: list channels and events, replay signed
     /// deliveries, forward live ones with `gh webhook forward`.
     Github(crate::github::GithubArgs),
+    /// GitLab webhook helpers: list channels and events, replay a saved
+    /// payload with `X-Gitlab-Token`.
+    Gitlab(crate::packs::PackArgs),
+    /// Bitbucket webhook helpers (Cloud and Data Center): list channels
+    /// and events, replay a saved payload signed with `X-Hub-Signature`.
+    Bitbucket(crate::packs::PackArgs),
     /// Slack app helpers: manifest, doctor (not available yet).
     Slack(NotYet),
     /// Store a model provider's API key (file mode 0600 in your config
@@ -163,6 +169,10 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Call(args) => crate::call::call(args),
         Command::Eval(_) => not_yet("eval", "the eval runner"),
         Command::Github(args) => crate::github::github(args),
+        Command::Gitlab(args) => crate::packs::run(agentkit::webhooks::Provider::Gitlab, args),
+        Command::Bitbucket(args) => {
+            crate::packs::run(agentkit::webhooks::Provider::Bitbucket, args)
+        }
         Command::Slack(_) => not_yet("slack", "the Slack channel pack"),
         Command::Login(args) => crate::login::login(args),
         Command::Logout(args) => crate::login::logout(args),

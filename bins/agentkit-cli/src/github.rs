@@ -90,23 +90,7 @@ enum GithubCommand {
 pub(crate) fn github(args: GithubArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         GithubCommand::Events { dir, json } => {
-            let targets = agentkit::github::github_targets(&dir)
-                .with_context(|| format!("cannot read `{}`", dir.display()))?;
-            if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(
-                        &serde_json::json!({"ok": true, "channels": targets})
-                    )?
-                );
-            } else if targets.is_empty() {
-                println!("no GitHub channels in {}", dir.display());
-            } else {
-                for t in targets {
-                    println!("{}  {}", t.path, t.events.join(","));
-                }
-            }
-            Ok(ExitCode::SUCCESS)
+            crate::packs::print_targets(agentkit::webhooks::Provider::Github, &dir, json)
         }
         GithubCommand::Replay {
             pr,

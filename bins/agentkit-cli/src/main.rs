@@ -9,6 +9,7 @@ mod chat;
 mod cli;
 mod github;
 mod login;
+mod packs;
 mod render;
 mod serve;
 

@@ -8,45 +8,14 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
+use crate::webhooks::{PackTarget, Provider, pack_targets, post_delivery};
 
 /// One GitHub channel of a discovered host.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GithubTarget {
-    pub slug: String,
-    pub channel: String,
-    /// The path on the host: `/<slug>/v1/channels/<id>`.
-    pub path: String,
-    /// The webhook events the channel publishes.
-    pub events: Vec<String>,
-}
+pub type GithubTarget = PackTarget;
 
 /// Every `kind = "github"` channel under `dir`.
 pub fn github_targets(dir: &Path) -> Result<Vec<GithubTarget>> {
-    let found = agentkit_manifest::discover(dir)?;
-    if found.diagnostics.has_errors() {
-        return Err(Error::Invalid {
-            diagnostics: found.diagnostics,
-        });
-    }
-    let mut out = Vec::new();
-    for project in &found.host.agents {
-        for c in &project.agent.channels {
-            if c.kind != agentkit_manifest::ChannelKind::Github {
-                continue;
-            }
-            let events = agentkit_channels::github_events(c).map_err(|e| Error::Config {
-                message: e.to_string(),
-            })?;
-            out.push(GithubTarget {
-                slug: project.slug.clone(),
-                channel: c.id.clone(),
-                path: format!("/{}/v1/channels/{}", project.slug, c.id),
-                events,
-            });
-        }
-    }
-    Ok(out)
+    pack_targets(dir, Provider::Github)
 }
 
 /// What to replay.
@@ -90,22 +59,6 @@ pub struct ReplayOutcome {
     /// Where the payload was written (`--out`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
-}
-
-fn guess_event(p: &Value) -> &'static str {
-    if p.get("comment").is_some() && p.get("issue").is_some() {
-        "issue_comment"
-    } else if p.get("pull_request").is_some() {
-        "pull_request"
-    } else if p.get("check_suite").is_some() {
-        "check_suite"
-    } else if p.get("zen").is_some() {
-        "ping"
-    } else if p.get("issue").is_some() {
-        "issues"
-    } else {
-        "push"
-    }
 }
 
 /// `o/r#N` or a pull request URL → (`o/r`, N).
@@ -213,7 +166,7 @@ pub async fn replay(options: &ReplayOptions) -> Result<Vec<ReplayOutcome>> {
             .events
             .clone()
             .filter(|e| e != "*")
-            .unwrap_or_else(|| guess_event(&p).to_owned());
+            .unwrap_or_else(|| Provider::Github.guess_event(&p));
         payloads.push((event, p));
     } else if let Some(pr) = &options.pr {
         let (repo, n) = parse_pr(pr).ok_or_else(|| Error::Config {
@@ -292,28 +245,18 @@ pub async fn replay(options: &ReplayOptions) -> Result<Vec<ReplayOutcome>> {
             if !t.events.iter().any(|e| e == "*" || e == event) {
                 continue;
             }
-            let delivery = format!("replay-{}-{i}", uuid_like());
+            let delivery = format!("replay-{}-{i}", crate::webhooks::unique());
             let url = format!("{}{}", base.trim_end_matches('/'), t.path);
-            let mut req = client
-                .post(&url)
-                .header("content-type", "application/json")
-                .header("x-github-event", event.as_str())
-                .header("x-github-delivery", &delivery);
-            if let Some(secret) = &options.secret {
-                req = req.header(
-                    "x-hub-signature-256",
-                    format!("sha256={}", agentkit_channels::sign(secret, &body)),
-                );
-            }
-            let resp = req
-                .body(body.clone())
-                .send()
-                .await
-                .map_err(|e| Error::Config {
-                    message: format!("cannot POST to {url}: {e}"),
-                })?;
-            let status = resp.status().as_u16();
-            let response = resp.json().await.unwrap_or(Value::Null);
+            let (status, response) = post_delivery(
+                &client,
+                Provider::Github,
+                &url,
+                event,
+                &delivery,
+                &body,
+                options.secret.as_deref(),
+            )
+            .await?;
             out.push(ReplayOutcome {
                 event: event.clone(),
                 delivery,
@@ -325,14 +268,6 @@ pub async fn replay(options: &ReplayOptions) -> Result<Vec<ReplayOutcome>> {
         }
     }
     Ok(out)
-}
-
-fn uuid_like() -> String {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    format!("{t:x}")
 }
 
 /// What `forward` would run: `gh webhook forward` arguments for the one

@@ -41,6 +41,7 @@ pub mod info;
 pub mod init;
 mod serve;
 pub mod trajectory;
+pub mod webhooks;
 
 pub use agentkit_harness::{
     Decision, DynTool, Endpoint, ProviderConfig, RustTool, ToolContext, ToolOutput, ToolSource,

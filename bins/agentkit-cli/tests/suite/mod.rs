@@ -4,6 +4,7 @@ mod chat;
 mod github;
 mod info;
 mod init;
+mod packs;
 mod reminders;
 mod run;
 mod serve;
