@@ -41,8 +41,8 @@ pub use dynamic::{DynTool, RustTool, ToolFuture, ToolSource, ToolSpec, ToolsFutu
 pub use providers::model_from_env_or_default;
 pub use step::{FinishReason, StepEvent, approval_resolved_data};
 pub use tools::{
-    BoxFuture, ExtraTool, ExtraTools, ExtraToolsSource, HostBridge, HostHandle, ReminderHost,
-    ToolContext, ToolOutput, run_server_tool,
+    BoxFuture, BridgeCredentials, CallCredential, ExtraTool, ExtraTools, ExtraToolsSource,
+    HostBridge, HostHandle, ReminderHost, ToolContext, ToolOutput, run_server_tool,
 };
 pub use turn::{TurnInput, TurnOutcome, run_turn};
 

@@ -43,12 +43,18 @@ pub struct ToolContext {
     pub as_of: Option<String>,
 }
 
-/// Where a server tool reaches the host (`AGENTKIT_HOST_URL`) and the
-/// per-boot secret it authenticates with (`AGENTKIT_HOST_TOKEN`).
+/// Where a server tool reaches the host (`AGENTKIT_HOST_URL`) and what it
+/// authenticates with (`AGENTKIT_HOST_TOKEN`): a credential minted for the
+/// one call by `credentials` when the host issues them, else the per-boot
+/// `token`.
 #[derive(Clone)]
 pub struct HostBridge {
     pub url: String,
     pub token: String,
+    /// Mints each call's own short-lived credential, bound to its session
+    /// (so the host knows which session calls, and its delegation depth,
+    /// without the tool's cooperation).
+    pub credentials: Option<std::sync::Arc<dyn BridgeCredentials>>,
 }
 
 impl std::fmt::Debug for HostBridge {
@@ -57,7 +63,62 @@ impl std::fmt::Debug for HostBridge {
         f.debug_struct("HostBridge")
             .field("url", &self.url)
             .field("token", &"<redacted>")
+            .field("credentials", &self.credentials.is_some())
             .finish()
+    }
+}
+
+impl HostBridge {
+    /// The credential one call's child gets: its own when the host issues
+    /// them (revoked when the returned value drops), else the per-boot
+    /// token.
+    pub fn credential_for(&self, session_id: &str, call_id: &str) -> CallCredential {
+        match &self.credentials {
+            Some(issuer) => issuer.issue(session_id, call_id),
+            None => CallCredential::new(self.token.clone(), || {}),
+        }
+    }
+}
+
+/// Issues per-call bridge credentials. The facade implements it (the
+/// harness knows nothing of the bridge's routes).
+pub trait BridgeCredentials: Send + Sync + std::fmt::Debug {
+    /// A credential for call `call_id` of session `session_id`, valid
+    /// until the returned value is dropped.
+    fn issue(&self, session_id: &str, call_id: &str) -> CallCredential;
+}
+
+/// A bridge credential handed to one tool call; dropping it revokes it.
+pub struct CallCredential {
+    token: String,
+    revoke: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+impl CallCredential {
+    pub fn new(token: String, revoke: impl FnOnce() + Send + Sync + 'static) -> CallCredential {
+        CallCredential {
+            token,
+            revoke: Some(Box::new(revoke)),
+        }
+    }
+
+    /// The secret, for `AGENTKIT_HOST_TOKEN` only.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+}
+
+impl Drop for CallCredential {
+    fn drop(&mut self) {
+        if let Some(revoke) = self.revoke.take() {
+            revoke();
+        }
+    }
+}
+
+impl std::fmt::Debug for CallCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallCredential(<redacted>)")
     }
 }
 
@@ -224,9 +285,15 @@ pub async fn run_server_tool(tool: &Tool, input: &Value, ctx: &ToolContext) -> T
     if let Some(as_of) = &ctx.as_of {
         cmd.env("AGENTKIT_AS_OF", as_of);
     }
-    if let Some(host) = &ctx.host {
+    // Lives until this function returns or its future is dropped (the
+    // call was cancelled): either way the credential is revoked then.
+    let credential = ctx
+        .host
+        .as_ref()
+        .map(|host| host.credential_for(&ctx.session_id, &ctx.call_id));
+    if let (Some(host), Some(credential)) = (&ctx.host, &credential) {
         cmd.env("AGENTKIT_HOST_URL", &host.url)
-            .env("AGENTKIT_HOST_TOKEN", &host.token);
+            .env("AGENTKIT_HOST_TOKEN", credential.token());
     }
     #[cfg(unix)]
     cmd.process_group(0);
@@ -290,6 +357,7 @@ pub async fn run_server_tool(tool: &Tool, input: &Value, ctx: &ToolContext) -> T
         },
     };
     group.kill();
+    drop(credential);
 
     match result {
         Err(Ended::Cancelled) => ToolOutput::error("tool call cancelled"),

@@ -3,10 +3,18 @@
 //! connections and its key-value store.
 //!
 //! Tools find it in `AGENTKIT_HOST_URL` and authenticate with
-//! `Authorization: Bearer $AGENTKIT_HOST_TOKEN`: a random token minted per
-//! agent at every boot (useless after a restart, never logged, compared
-//! in constant time). The token also says which agent calls, so one
-//! agent's tools cannot read another's store.
+//! `Authorization: Bearer $AGENTKIT_HOST_TOKEN`. Each tool call gets its
+//! own credential, `akc.<id>.<mac>`: the MAC is an HMAC-SHA256, keyed with
+//! the agent's per-boot secret, over the id, the calling session and its
+//! delegation depth; the credential is registered while the call runs and
+//! revoked when it ends. So the bridge knows which session calls (MCP
+//! calls to peers go one hop deeper than it, without the tool sending
+//! anything) and a leaked credential dies with its call. The per-boot
+//! secret itself (256 random bits, useless after a restart) still works
+//! for host code, which may name its session in `x-agentkit-session`.
+//! Secrets are never logged and are checked in constant time; either
+//! kind also says which agent calls, so one agent's tools cannot read
+//! another's store.
 //!
 //! Routes (all JSON; errors are the API's `{ok: false, error}`):
 //!
@@ -22,38 +30,50 @@
 //! | GET | `/v1/reminders` | the agent's reminders, newest first |
 //! | POST | `/v1/reminders` | a prompt-form reminder (`ReminderRequest` JSON) |
 //! | DELETE | `/v1/reminders/{id}` | cancels one |
+//! | POST | `/v1/github` | one GitHub REST call with a github channel's credentials |
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentkit_runtime::KvStore;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::extract::{ConnectInfo, FromRequestParts, Path, Query};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{delete, get, post};
+use hmac::{Hmac, KeyInit, Mac};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
+use super::api::ApiError;
 use super::mcp::Depths;
 
-/// The header a tool may send with its `AGENTKIT_SESSION_ID`, so MCP calls
-/// it makes count towards its session's delegation depth.
+/// The header host code may send with the per-boot token to name the
+/// session its MCP calls count towards (call credentials carry theirs).
 pub(crate) const SESSION_HEADER: &str = "x-agentkit-session";
+
+/// The prefix of a per-call credential.
+const CALL_PREFIX: &str = "akc.";
 
 /// What the bridge serves for one agent.
 #[derive(Clone)]
 pub(crate) struct BridgeAgent {
-    pub(crate) token: String,
+    pub(crate) token: Arc<str>,
     pub(crate) kv: KvStore,
     pub(crate) connections: agentkit_mcp::Connections,
     pub(crate) depths: Depths,
     /// The agent's runtime (its reminders).
     pub(crate) runtime: agentkit_runtime::AgentRuntime,
+    /// The live per-call credentials.
+    pub(crate) calls: CallTokens,
     /// GitHub access with the agent's github channels' credentials.
     pub(crate) github: super::HostGithub,
 }
@@ -66,12 +86,102 @@ impl std::fmt::Debug for BridgeAgent {
 }
 
 /// A fresh per-boot secret: 256 random bits, hex.
-pub(crate) fn mint_token() -> String {
+pub(crate) fn mint_token() -> Arc<str> {
     format!(
         "{}{}",
         uuid::Uuid::new_v4().simple(),
         uuid::Uuid::new_v4().simple()
     )
+    .into()
+}
+
+/// One agent's live call credentials: id → (session, delegation depth).
+/// The secret part is not stored; it is recomputed from the per-boot
+/// secret when presented.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CallTokens(Arc<Mutex<HashMap<String, (String, u32)>>>);
+
+impl CallTokens {
+    fn get(&self, id: &str) -> Option<(String, u32)> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(id).cloned()
+    }
+
+    fn insert(&self, id: String, session: String, hops: u32) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.insert(id, (session, hops));
+    }
+
+    fn remove(&self, id: &str) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.remove(id);
+    }
+
+    /// How many calls hold a credential now.
+    #[cfg(test)]
+    fn live(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// The MAC binding a call credential to its session and depth.
+fn call_mac(secret: &str, id: &str, session: &str, hops: u32) -> Hmac<Sha256> {
+    // HMAC accepts keys of any length: this cannot fail.
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes())
+        .unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
+    for part in [
+        b"agentkit-bridge-call".as_slice(),
+        id.as_bytes(),
+        session.as_bytes(),
+    ] {
+        mac.update(part);
+        mac.update(&[0]);
+    }
+    mac.update(&hops.to_be_bytes());
+    mac
+}
+
+tokio::task_local! {
+    /// The delegation depth a deterministic call arrived at (MCP
+    /// `call_tool` from a peer): its tool's calls through the bridge go on
+    /// from there.
+    static CALL_HOPS: u32;
+}
+
+/// Runs `call` with its tools' bridge credentials at depth `hops` at
+/// least.
+pub(crate) async fn at_depth<F: std::future::Future>(hops: u32, call: F) -> F::Output {
+    CALL_HOPS.scope(hops, call).await
+}
+
+/// Issues one agent's call credentials (the harness asks for one per
+/// server-tool call and drops it when the call ends).
+#[derive(Clone)]
+pub(crate) struct Issuer {
+    pub(crate) secret: Arc<str>,
+    pub(crate) calls: CallTokens,
+    pub(crate) depths: Depths,
+}
+
+impl std::fmt::Debug for Issuer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Issuer").finish_non_exhaustive()
+    }
+}
+
+impl agentkit_harness::BridgeCredentials for Issuer {
+    fn issue(&self, session_id: &str, _call_id: &str) -> agentkit_harness::CallCredential {
+        let hops = self
+            .depths
+            .get(session_id)
+            .max(CALL_HOPS.try_with(|h| *h).unwrap_or(0));
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let mac = call_mac(&self.secret, &id, session_id, hops).finalize();
+        let token = format!("{CALL_PREFIX}{id}.{}", hex::encode(mac.into_bytes()));
+        self.calls.insert(id.clone(), session_id.to_owned(), hops);
+        let calls = self.calls.clone();
+        agentkit_harness::CallCredential::new(token, move || calls.remove(&id))
+    }
 }
 
 /// Binds the bridge on a free loopback port.
@@ -94,14 +204,13 @@ pub(crate) fn spawn(
         .route("/v1/kv/{*key}", get(kv_get).put(kv_put).delete(kv_delete))
         .route("/v1/mcp", get(mcp_list))
         .route("/v1/mcp/{conn}/tools", get(mcp_tools))
-        .route("/v1/mcp/{conn}/tools/{tool}", axum::routing::post(mcp_call))
+        .route("/v1/mcp/{conn}/tools/{tool}", post(mcp_call))
         .route("/v1/reminders", get(reminders_list).post(reminders_create))
-        .route("/v1/github", axum::routing::post(github_request))
-        .route(
-            "/v1/reminders/{id}",
-            axum::routing::delete(reminders_cancel),
-        )
-        .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such bridge route") })
+        .route("/v1/reminders/{id}", delete(reminders_cancel))
+        .route("/v1/github", post(github_request))
+        .fallback(|| async {
+            error(StatusCode::NOT_FOUND, "not_found", "no such bridge route").into_response()
+        })
         .layer(axum::extract::DefaultBodyLimit::max(1024 * 1024))
         .with_state(state);
     tokio::spawn(async move {
@@ -119,54 +228,117 @@ pub(crate) fn spawn(
 
 type Agents = Arc<Vec<BridgeAgent>>;
 
-fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
-    (
-        status,
-        axum::Json(json!({"ok": false, "error": {"code": code, "message": message.into()}})),
-    )
-        .into_response()
+/// Every handler answers this: a JSON body, or the API's error object.
+type Reply = Result<Response, ApiError>;
+
+fn error(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+    ApiError::new(status, code, message)
 }
 
-/// The agent whose token the request carries (every token is compared,
-/// each in constant time), from a loopback peer only.
-fn caller<'a>(
-    agents: &'a Agents,
-    peer: SocketAddr,
-    headers: &HeaderMap,
-) -> Option<&'a BridgeAgent> {
-    if !peer.ip().is_loopback() {
-        return None;
+/// `{"ok": true, <key>: <value>}`.
+fn ok(key: &str, value: impl serde::Serialize) -> Reply {
+    let value = serde_json::to_value(value).map_err(|e| {
+        tracing::error!(error = %e, "host bridge: cannot serialise an answer");
+        error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error; see the server log",
+        )
+    })?;
+    Ok(axum::Json(json!({"ok": true, key: value})).into_response())
+}
+
+/// A JSON body, or 400 with what was expected.
+fn body<T: DeserializeOwned>(bytes: &Bytes, expected: &str) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("expected {expected}: {e}"),
+        )
+    })
+}
+
+/// The authenticated caller of a bridge route: the agent whose secret the
+/// request carries, and the delegation depth its MCP calls start from.
+/// Rejects (401) anything but a loopback peer with a valid credential.
+struct Caller {
+    agents: Agents,
+    index: usize,
+    hops: u32,
+}
+
+impl std::ops::Deref for Caller {
+    type Target = BridgeAgent;
+
+    fn deref(&self) -> &BridgeAgent {
+        &self.agents[self.index]
     }
+}
+
+impl FromRequestParts<Agents> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, agents: &Agents) -> Result<Caller, ApiError> {
+        let loopback = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .is_some_and(|c| c.0.ip().is_loopback());
+        let found = if loopback {
+            authenticate(agents, &parts.headers)
+        } else {
+            None
+        };
+        let (index, hops) = found.ok_or_else(|| {
+            error(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "send `Authorization: Bearer $AGENTKIT_HOST_TOKEN` (a call's credential is valid while the call runs)",
+            )
+        })?;
+        Ok(Caller {
+            agents: agents.clone(),
+            index,
+            hops,
+        })
+    }
+}
+
+/// Which agent the presented secret belongs to, and the depth: a call
+/// credential's own, or for the per-boot token the depth of the session
+/// named in [`SESSION_HEADER`]. Every agent is tried, each comparison in
+/// constant time.
+fn authenticate(agents: &Agents, headers: &HeaderMap) -> Option<(usize, u32)> {
     let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or_default()
-        .as_bytes();
+        .unwrap_or_default();
+    if let Some(rest) = presented.strip_prefix(CALL_PREFIX) {
+        // The id is not secret (a map key); the MAC is checked in
+        // constant time.
+        let (id, mac) = rest.split_once('.')?;
+        let mac = hex::decode(mac).ok()?;
+        return agents.iter().enumerate().find_map(|(i, agent)| {
+            let (session, hops) = agent.calls.get(id)?;
+            call_mac(&agent.token, id, &session, hops)
+                .verify_slice(&mac)
+                .is_ok()
+                .then_some((i, hops))
+        });
+    }
     let mut found = None;
-    for agent in agents.iter() {
-        if bool::from(agent.token.as_bytes().ct_eq(presented)) {
-            found = Some(agent);
+    for (i, agent) in agents.iter().enumerate() {
+        if bool::from(agent.token.as_bytes().ct_eq(presented.as_bytes())) {
+            found = Some(i);
         }
     }
-    found
-}
-
-fn denied() -> Response {
-    error(
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
-        "send `Authorization: Bearer $AGENTKIT_HOST_TOKEN`",
-    )
-}
-
-fn kv_failed(e: agentkit_runtime::Error) -> Response {
-    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    if status.is_server_error() {
-        tracing::error!(error = %e, "host bridge: key-value store failed");
-        return error(status, "internal", "internal error; see the server log");
-    }
-    error(status, e.code(), e.to_string())
+    let i = found?;
+    let hops = headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map_or(0, |s| agents[i].depths.get(s));
+    Some((i, hops))
 }
 
 #[derive(Debug, Deserialize)]
@@ -177,39 +349,20 @@ struct ListQuery {
     limit: Option<usize>,
 }
 
-async fn kv_list(
-    State(agents): State<Agents>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    Query(q): Query<ListQuery>,
-) -> Response {
-    let Some(agent) = caller(&agents, peer, &headers) else {
-        return denied();
-    };
+async fn kv_list(caller: Caller, Query(q): Query<ListQuery>) -> Reply {
     let limit = q.limit.unwrap_or(100).min(1000);
-    match agent.kv.list(&q.prefix, limit).await {
-        Ok(entries) => axum::Json(json!({"ok": true, "entries": entries})).into_response(),
-        Err(e) => kv_failed(e),
-    }
+    let entries = caller.kv.list(&q.prefix, limit).await;
+    ok("entries", entries?)
 }
 
-async fn kv_get(
-    State(agents): State<Agents>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    Path(key): Path<String>,
-) -> Response {
-    let Some(agent) = caller(&agents, peer, &headers) else {
-        return denied();
-    };
-    match agent.kv.get(&key).await {
-        Ok(Some(entry)) => axum::Json(json!({"ok": true, "entry": entry})).into_response(),
-        Ok(None) => error(
+async fn kv_get(caller: Caller, Path(key): Path<String>) -> Reply {
+    match caller.kv.get(&key).await? {
+        Some(entry) => ok("entry", entry),
+        None => Err(error(
             StatusCode::NOT_FOUND,
             "not_found",
             format!("no key `{key}`"),
-        ),
-        Err(e) => kv_failed(e),
+        )),
     }
 }
 
@@ -221,114 +374,60 @@ struct PutBody {
     ttl_seconds: Option<f64>,
 }
 
-async fn kv_put(
-    State(agents): State<Agents>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    Path(key): Path<String>,
-    body: Bytes,
-) -> Response {
-    let Some(agent) = caller(&agents, peer, &headers) else {
-        return denied();
-    };
-    let req: PutBody = match serde_json::from_slice(&body) {
-        Ok(b) => b,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                format!("expected {{\"value\": …, \"ttlSeconds\"?: n}}: {e}"),
-            );
-        }
-    };
+async fn kv_put(caller: Caller, Path(key): Path<String>, bytes: Bytes) -> Reply {
+    let req: PutBody = body(&bytes, "{\"value\": …, \"ttlSeconds\"?: n}")?;
     let ttl = match req.ttl_seconds {
         None => None,
         Some(s) if s.is_finite() && s > 0.0 && s < 1e12 => Some(Duration::from_secs_f64(s)),
         Some(_) => {
-            return error(
+            return Err(error(
                 StatusCode::BAD_REQUEST,
                 "bad_request",
                 "`ttlSeconds` must be a positive number",
-            );
+            ));
         }
     };
-    match agent.kv.set(&key, &req.value, ttl).await {
-        Ok(entry) => axum::Json(json!({"ok": true, "entry": entry})).into_response(),
-        Err(e) => kv_failed(e),
-    }
+    let entry = caller.kv.set(&key, &req.value, ttl).await;
+    ok("entry", entry?)
 }
 
-async fn kv_delete(
-    State(agents): State<Agents>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    Path(key): Path<String>,
-) -> Response {
-    let Some(agent) = caller(&agents, peer, &headers) else {
-        return denied();
-    };
-    match agent.kv.delete(&key).await {
-        Ok(deleted) => axum::Json(json!({"ok": true, "deleted": deleted})).into_response(),
-        Err(e) => kv_failed(e),
-    }
+async fn kv_delete(caller: Caller, Path(key): Path<String>) -> Reply {
+    ok("deleted", caller.kv.delete(&key).await?)
 }
 
-fn mcp_failed(e: agentkit_mcp::ClientError) -> Response {
+fn mcp_failed(e: agentkit_mcp::ClientError) -> ApiError {
+    use agentkit_mcp::ClientError;
     match &e {
-        agentkit_mcp::ClientError::UnknownConnection { available, .. } => (
-            StatusCode::NOT_FOUND,
-            axum::Json(json!({"ok": false, "error": {"code": "unknown_connection", "message": e.to_string(), "available": available}})),
-        )
-            .into_response(),
-        agentkit_mcp::ClientError::Unavailable { .. } => {
-            error(StatusCode::BAD_GATEWAY, "connection_unavailable", e.to_string())
+        ClientError::UnknownConnection { available, .. } => {
+            let mut err = error(StatusCode::NOT_FOUND, "unknown_connection", e.to_string());
+            let mut details = serde_json::Map::new();
+            details.insert("available".into(), json!(available));
+            err.details = Some(details);
+            err
         }
-        agentkit_mcp::ClientError::Call { .. } => {
+        ClientError::Unavailable { .. } => error(
+            StatusCode::BAD_GATEWAY,
+            "connection_unavailable",
+            e.to_string(),
+        ),
+        ClientError::Call { .. } => {
             error(StatusCode::BAD_GATEWAY, "mcp_call_failed", e.to_string())
         }
     }
 }
 
-fn depth(agent: &BridgeAgent, headers: &HeaderMap) -> u32 {
-    headers
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map_or(0, |s| agent.depths.get(s))
+async fn mcp_list(caller: Caller) -> Reply {
+    Ok(axum::Json(json!({
+        "ok": true,
+        "names": caller.connections.names(),
+        "connections": caller.connections.status(),
+    }))
+    .into_response())
 }
 
-async fn mcp_list(
-    State(agents): State<Agents>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> Response {
-    match caller(&agents, peer, &headers) {
-        Some(agent) => axum::Json(json!({
-            "ok": true,
-            "names": agent.connections.names(),
-            "connections": agent.connections.status(),
-        }))
-        .into_response(),
-        None => denied(),
-    }
-}
-
-async fn mcp_tools(
-    State(agents): State<Agents>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    Path(conn): Path<String>,
-) -> Response {
-    let Some(agent) = caller(&agents, peer, &headers) else {
-        return denied();
-    };
-    match agent
-        .connections
-        .list_tools(&conn, depth(agent, &headers))
-        .await
-    {
-        Ok(tools) => axum::Json(json!({"ok": true, "tools": tools})).into_response(),
-        Err(e) => mcp_failed(e),
-    }
+async fn mcp_tools(caller: Caller, Path(conn): Path<String>) -> Reply {
+    let tools = caller.connections.list_tools(&conn, caller.hops).await;
+    ok("tools", tools.map_err(mcp_failed)?)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -339,106 +438,41 @@ struct CallBody {
 }
 
 async fn mcp_call(
-    State(agents): State<Agents>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
+    caller: Caller,
     Path((conn, tool)): Path<(String, String)>,
-    body: Bytes,
-) -> Response {
-    let Some(agent) = caller(&agents, peer, &headers) else {
-        return denied();
-    };
-    let req: CallBody = if body.iter().all(u8::is_ascii_whitespace) {
+    bytes: Bytes,
+) -> Reply {
+    let req: CallBody = if bytes.iter().all(u8::is_ascii_whitespace) {
         CallBody::default()
     } else {
-        match serde_json::from_slice(&body) {
-            Ok(b) => b,
-            Err(e) => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    "bad_request",
-                    format!("expected {{\"arguments\": {{…}}}}: {e}"),
-                );
-            }
-        }
+        body(&bytes, "{\"arguments\": {…}}")?
     };
     let args = req.arguments.unwrap_or_else(|| json!({}));
-    match agent
+    let result = caller
         .connections
-        .call_tool(&conn, &tool, args, depth(agent, &headers))
+        .call_tool(&conn, &tool, args, caller.hops)
         .await
-    {
-        Ok(result) => axum::Json(json!({"ok": true, "result": result.to_json()})).into_response(),
-        Err(e) => mcp_failed(e),
-    }
+        .map_err(mcp_failed)?;
+    ok("result", result.to_json())
 }
 
-fn runtime_error(e: agentkit_runtime::Error) -> Response {
-    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    if status.is_server_error() {
-        tracing::error!(error = %e, "bridge request failed");
-        return error(status, "internal", "internal error; see the server log");
-    }
-    error(status, e.code(), e.to_string())
+async fn reminders_list(caller: Caller) -> Reply {
+    ok("reminders", caller.runtime.reminders()?)
 }
 
-async fn reminders_list(
-    State(agents): State<Agents>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> Response {
-    let Some(agent) = caller(&agents, peer, &headers) else {
-        return denied();
-    };
-    match agent.runtime.reminders() {
-        Ok(list) => axum::Json(json!({"ok": true, "reminders": list})).into_response(),
-        Err(e) => runtime_error(e),
-    }
-}
-
-async fn reminders_create(
-    State(agents): State<Agents>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let Some(agent) = caller(&agents, peer, &headers) else {
-        return denied();
-    };
-    let req: agentkit_runtime::ReminderRequest = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                format!(
-                    "expected {{purpose, channelId, continuationToken, delay|every|cron|at, prompt, until?}}: {e}"
-                ),
-            );
-        }
-    };
-    match req
+async fn reminders_create(caller: Caller, bytes: Bytes) -> Reply {
+    let req: agentkit_runtime::ReminderRequest = body(
+        &bytes,
+        "{purpose, channelId, continuationToken, delay|every|cron|at, prompt, until?}",
+    )?;
+    let created = req
         .into_new()
-        .and_then(|r| agent.runtime.create_reminder(r))
-    {
-        Ok(r) => axum::Json(json!({"ok": true, "reminder": r})).into_response(),
-        Err(e) => runtime_error(e),
-    }
+        .and_then(|r| caller.runtime.create_reminder(r));
+    ok("reminder", created?)
 }
 
-async fn reminders_cancel(
-    State(agents): State<Agents>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-) -> Response {
-    let Some(agent) = caller(&agents, peer, &headers) else {
-        return denied();
-    };
-    match agent.runtime.cancel_reminder(&id) {
-        Ok(r) => axum::Json(json!({"ok": true, "reminder": r})).into_response(),
-        Err(e) => runtime_error(e),
-    }
+async fn reminders_cancel(caller: Caller, Path(id): Path<String>) -> Reply {
+    ok("reminder", caller.runtime.cancel_reminder(&id)?)
 }
 
 #[derive(Debug, Deserialize)]
@@ -461,40 +495,63 @@ struct GithubBody {
 /// one GitHub REST call with the credentials of the agent's github
 /// channel; `{ok, result}` with GitHub's JSON answer. GitHub's refusals are
 /// `502` `upstream_error` carrying its status and message.
-async fn github_request(
-    State(agents): State<Agents>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let Some(agent) = caller(&agents, peer, &headers) else {
-        return denied();
-    };
-    let req: GithubBody = match serde_json::from_slice(&body) {
-        Ok(b) => b,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                format!(
-                    "expected {{\"method\", \"path\", \"body\"?, \"channel\"?, \"installation_id\"?}}: {e}"
-                ),
-            );
-        }
-    };
-    let client = match agent.github.client(req.channel.as_deref()) {
-        Ok(c) => c,
-        Err(e) => return error(StatusCode::NOT_FOUND, "not_found", e.to_string()),
-    };
+async fn github_request(caller: Caller, bytes: Bytes) -> Reply {
+    let req: GithubBody = body(
+        &bytes,
+        "{\"method\", \"path\", \"body\"?, \"channel\"?, \"installation_id\"?}",
+    )?;
+    let client = caller
+        .github
+        .client(req.channel.as_deref())
+        .map_err(|e| error(StatusCode::NOT_FOUND, "not_found", e.to_string()))?;
     let client = match req.installation_id {
         Some(id) => client.for_installation(id),
         None => client,
     };
     match client.request(&req.method, &req.path, req.body).await {
-        Ok(result) => axum::Json(json!({"ok": true, "result": result})).into_response(),
-        Err(e) => {
-            let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_GATEWAY);
-            error(status, e.code(), e.to_string())
-        }
+        Ok(result) => ok("result", result),
+        // The channel error's code is not always a static string.
+        Err(e) => Ok((
+            StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_GATEWAY),
+            axum::Json(json!({"ok": false, "error": {"code": e.code(), "message": e.to_string()}})),
+        )
+            .into_response()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use agentkit_harness::BridgeCredentials;
+
+    #[test]
+    fn call_credentials_are_bound_to_their_session_and_revoked_on_drop() {
+        let secret: Arc<str> = mint_token();
+        let issuer = Issuer {
+            secret: secret.clone(),
+            calls: CallTokens::default(),
+            depths: Depths::default(),
+        };
+        let credential = issuer.issue("s1", "call_1");
+        let token = credential.token().to_owned();
+        assert!(token.starts_with(CALL_PREFIX));
+        assert!(!token.contains(&*secret));
+        assert_eq!(issuer.calls.live(), 1);
+        let (id, mac) = token[CALL_PREFIX.len()..].split_once('.').unwrap();
+        let mac = hex::decode(mac).unwrap();
+        assert!(call_mac(&secret, id, "s1", 0).verify_slice(&mac).is_ok());
+        // Another session or depth does not match the MAC.
+        assert!(call_mac(&secret, id, "s2", 0).verify_slice(&mac).is_err());
+        assert!(call_mac(&secret, id, "s1", 1).verify_slice(&mac).is_err());
+        assert!(
+            call_mac(&mint_token(), id, "s1", 0)
+                .verify_slice(&mac)
+                .is_err()
+        );
+        assert_eq!(format!("{credential:?}"), "CallCredential(<redacted>)");
+        drop(credential);
+        assert_eq!(issuer.calls.live(), 0);
     }
 }

@@ -366,11 +366,14 @@ impl AgentBackend for RuntimeBackend {
 
     async fn call_tool(&self, owner: &Owner, req: ToolCallRequest) -> Result<Value, BackendError> {
         let session = req.session_id.as_deref().map(|id| (id, owner));
-        let outcome = self
-            .runtime
-            .call_tool(&req.name, req.input, session)
-            .await
-            .map_err(refused)?;
+        // The tool's own MCP calls through the bridge go on from the
+        // depth this request arrived at.
+        let outcome = super::bridge::at_depth(
+            req.hops,
+            self.runtime.call_tool(&req.name, req.input, session),
+        )
+        .await
+        .map_err(refused)?;
         let mut doc = serde_json::to_value(&outcome).unwrap_or(Value::Null);
         if let Some(obj) = doc.as_object_mut() {
             obj.insert("ok".to_owned(), Value::Bool(true));

@@ -367,6 +367,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         let token = bridge::mint_token();
         let kv = agentkit_runtime::KvStore::open(&state_dir)?;
         let depths = mcp::Depths::default();
+        let calls = bridge::CallTokens::default();
         let connections = mcp::connections(project, &options, &peer_base);
         let mut tool_sources: Vec<Arc<dyn agentkit_harness::ToolSource>> =
             vec![Arc::new(options.tools.clone())];
@@ -403,7 +404,12 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
                 providers: providers.clone(),
                 host_bridge: Some(agentkit_harness::HostBridge {
                     url: bridge_url.clone(),
-                    token: token.clone(),
+                    token: token.to_string(),
+                    credentials: Some(Arc::new(bridge::Issuer {
+                        secret: token.clone(),
+                        calls: calls.clone(),
+                        depths: depths.clone(),
+                    })),
                 }),
                 clock: options
                     .clock
@@ -442,6 +448,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             depths,
             runtime: runtime.clone(),
             github,
+            calls,
         });
         let hooks = schedules::start_hooks(&runtime, project, &options);
         agents.push(Mounted {

@@ -1,6 +1,9 @@
 """A server tool that uses the host bridge (no dependencies beyond Python).
 
-Input: {"op": "remember" | "recall" | "forget" | "list" | "mcp" | "badtoken", ...}.
+Input: {"op": "remember" | "recall" | "forget" | "list" | "mcp" | "ask_peer"
+| "credential" | "badtoken", ...}. It sends nothing but the credential the
+host gave it: the host knows the calling session (and its delegation depth)
+from that.
 """
 
 import json
@@ -18,8 +21,6 @@ def host(method, path, body=None, token=None):
         headers={
             "Authorization": "Bearer " + (token or os.environ["AGENTKIT_HOST_TOKEN"]),
             "Content-Type": "application/json",
-            # Counts this call towards the session's delegation depth.
-            "x-agentkit-session": os.environ.get("AGENTKIT_SESSION_ID", ""),
         },
     )
     try:
@@ -48,6 +49,12 @@ elif op == "mcp":
         "/v1/mcp/%s/tools/%s" % (args["connection"], args["tool"]),
         {"arguments": args.get("arguments", {})},
     )
+elif op == "ask_peer":
+    status, out = host("POST", "/v1/mcp/peer/tools/ask", {"arguments": {"message": "ping"}})
+elif op == "credential":
+    # For the revocation test: the call's own credential, and that it works now.
+    status, out = host("GET", "/v1/kv?prefix=")
+    out = {"works": status, "url": os.environ["AGENTKIT_HOST_URL"], "token": os.environ["AGENTKIT_HOST_TOKEN"]}
 elif op == "connections":
     status, out = host("GET", "/v1/mcp")
 elif op == "reminders":

@@ -1077,6 +1077,72 @@ fn a_two_agent_cycle_is_stopped_by_the_hop_limit() {
     );
 }
 
+/// The same cycle driven by a subprocess tool that calls its peer through
+/// the host bridge, sending nothing but the credential it was given: the
+/// per-call credential carries the session's depth, so the hop limit
+/// still stops the chain. The credential dies with its call.
+#[test]
+fn a_cycle_through_subprocess_tools_on_the_bridge_is_stopped_by_the_hop_limit() {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/host_tool.py");
+    let tool = format!(
+        "description = \"Host bridge probe.\"\ncommand = [\"python3\", \"{}\"]\ntimeout = \"120s\"\n[input_schema]\ntype = \"object\"\nrequired = [\"op\"]\n",
+        script.display()
+    );
+    let model = r#"{"turns": [{"steps": [
+        {"toolCalls": [{"name": "host", "input": {"op": "ask_peer"}}]},
+        {"text": "pong"}
+    ]}]}"#;
+    let agent = |peer: &'static str| -> Vec<(&'static str, String)> {
+        vec![
+            ("agent.toml", "model = \"scripted:script.json\"\n".into()),
+            ("script.json", model.into()),
+            ("instructions.md", "Always delegate.\n".into()),
+            ("tools/host.toml", tool.clone()),
+            ("mcp-connections/peer.toml", peer.into()),
+        ]
+    };
+    let (a, b) = (agent("agent = \"b\"\n"), agent("agent = \"a\"\n"));
+    let borrow = |files: &'static [(&'static str, String)]| -> Vec<(&'static str, &'static str)> {
+        files.iter().map(|(k, v)| (*k, v.as_str())).collect()
+    };
+    let (a, b) = (borrow(Vec::leak(a)), borrow(Vec::leak(b)));
+    let h = host(&[("a", &a), ("b", &b)], ServeOptions::default());
+    let (reply, is_error) = call(&h, "/a/v1/mcp", "ask", json!({"message": "start"}));
+    assert!(!is_error, "{reply}");
+    assert_eq!(reply["status"], "completed", "{reply}");
+    // a (depth 0) → b (1) → a (2) → b (3) → a (4) → b refused (5 > 4).
+    let (sa, sb) = (all_events(&h, "a"), all_events(&h, "b"));
+    assert_eq!((sa.len(), sb.len()), (3, 2));
+    let refusals: Vec<&Value> = sa
+        .iter()
+        .chain(sb.iter())
+        .flat_map(|events| results_of(events, "host"))
+        .filter(|r| r["data"]["output"].to_string().contains("hop_limit"))
+        .collect();
+    assert_eq!(refusals.len(), 1, "{sa:?} {sb:?}");
+    let body = &refusals[0]["data"]["output"]["body"];
+    assert_eq!(body["result"]["isError"], true, "{body}");
+    assert!(body.to_string().contains("limit is 4"), "{body}");
+
+    // A call's credential works during the call only.
+    let r = h.send(Request::post("/a/v1/tools/host").json(&json!({"input": {"op": "credential"}})));
+    let out = r.json()["result"]["body"].clone();
+    assert_eq!(out["works"], 200, "{out}");
+    let token = out["token"].as_str().unwrap();
+    assert!(token.starts_with("akc."), "not a per-call credential");
+    let bridge: SocketAddr = out["url"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let after = Request::get("/v1/kv?prefix=")
+        .bearer(token)
+        .send(bridge)
+        .unwrap();
+    assert_eq!(after.status, 401, "{}", after.body);
+}
+
 /// A `url` connection with a `${VAR}` header: one host's agent uses
 /// another host's agent over streamable HTTP, through its bearer chain.
 #[test]
