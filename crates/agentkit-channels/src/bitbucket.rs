@@ -12,65 +12,28 @@ use std::sync::Arc;
 
 use agentkit_auth::{Chain, Policy, Secret};
 use agentkit_manifest::{Channel, Method};
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::api::{ChannelDefinition, ChannelResponse, HandlerArgs, RouteDef};
 use crate::error::{Error, Result};
 use crate::github::GithubOptions;
 use crate::pack::{
-    Decision, Delivery, PackCore, Rule, TurnDefaults, accepted, at, check_rules, default_chain, ok,
-    post_json, published_events, resolve, skipped, text,
+    Decision, Delivery, PackCore, ReplySettings, TurnDefaults, accepted, at, default_chain, ok,
+    post_json, published_events, resolve, skipped, text, webhook_secret,
 };
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Settings {
-    #[serde(default)]
-    description: Option<String>,
-    /// Verifies `X-Hub-Signature`; usually `${BITBUCKET_WEBHOOK_SECRET}`.
-    #[serde(default)]
-    webhook_secret: Option<String>,
-    /// The REST base: `https://api.bitbucket.org` (Cloud, the default) or
-    /// the Data Center server's URL (`https://bitbucket.example.com`).
-    #[serde(default)]
-    api_url: Option<String>,
-    /// An access token sent as `Authorization: Bearer`; defaults to
-    /// `${BITBUCKET_TOKEN}`.
-    #[serde(default)]
-    token: Option<String>,
-    /// The bot's username: its own activity never starts a turn.
-    #[serde(default)]
-    bot_name: Option<String>,
-    /// Post the turn's final text as a pull request comment (default true).
-    #[serde(default)]
-    reply: Option<bool>,
-    #[serde(default)]
-    events: Option<Vec<String>>,
-    #[serde(default)]
-    rules: Vec<Rule>,
-}
+/// `webhook_secret` verifies `X-Hub-Signature`; `api_url` is the REST
+/// base (`https://api.bitbucket.org` for Cloud, the default, or the Data
+/// Center server's URL); `token` (default `${BITBUCKET_TOKEN}`) is sent as
+/// `Authorization: Bearer`; replies are pull request comments.
+type Settings = ReplySettings;
 
 /// The Bitbucket pack's options are the GitHub pack's.
 pub type BitbucketOptions = GithubOptions;
 
-fn parse(channel: &Channel) -> Result<Settings> {
-    parse_value(channel.settings.as_ref().unwrap_or(&json!({}))).map_err(|message| Error::Config {
-        channel: channel.id.clone(),
-        message,
-    })
-}
-
-/// The settings as serving reads them (and `validate` checks them).
-pub(crate) fn parse_value(value: &Value) -> std::result::Result<Settings, String> {
-    let s: Settings = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
-    check_rules(&s.rules)?;
-    Ok(s)
-}
-
 /// The events a bitbucket channel file publishes.
 pub fn bitbucket_events(channel: &Channel) -> Result<Vec<String>> {
-    let s = parse(channel)?;
+    let s = Settings::of(channel)?;
     Ok(published_events(s.events.as_ref(), &s.rules))
 }
 
@@ -88,12 +51,14 @@ pub fn bitbucket_channel(
     authored: Option<Chain>,
     options: BitbucketOptions,
 ) -> Result<ChannelDefinition> {
-    let settings = parse(channel)?;
+    let settings = Settings::of(channel)?;
     let env = &options.env;
-    let secret = resolve(env, settings.webhook_secret.as_deref());
-    if settings.webhook_secret.is_some() && secret.is_none() {
-        tracing::warn!(channel = %channel.id, "the Bitbucket webhook secret resolves to nothing: only loopback deliveries are admitted");
-    }
+    let secret = webhook_secret(
+        env,
+        settings.webhook_secret.as_deref(),
+        &channel.id,
+        "Bitbucket",
+    );
     let chain = default_chain(
         authored,
         secret.as_ref().map(|secret| Policy::HmacSignature {

@@ -216,8 +216,7 @@ pub fn pack_diagnostics(channel: &Channel, source: &str) -> Vec<Diagnostic> {
     }
     let parsed = match channel.kind {
         ChannelKind::Github => crate::github::settings::Settings::parse(&top).map(|_| ()),
-        ChannelKind::Gitlab => crate::gitlab::parse_value(&top).map(|_| ()),
-        _ => crate::bitbucket::parse_value(&top).map(|_| ()),
+        _ => crate::pack::ReplySettings::parse(&top).map(|_| ()),
     };
     if let Err(message) = parsed {
         problems.push(serde_problem(None, &message, label, Some(&settings)));

@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use agentkit_auth::{Chain, Policy, Secret};
 use agentkit_manifest::{Channel, Method};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::api::{ChannelDefinition, ChannelResponse, HandlerArgs, RouteDef};
@@ -18,56 +17,21 @@ use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::github::GithubOptions;
 use crate::pack::{
-    Decision, Delivery, PackCore, Rule, TurnDefaults, accepted, at, check_rules, default_chain,
-    post_json, published_events, resolve, skipped, text as s,
+    Decision, Delivery, PackCore, ReplySettings, TurnDefaults, accepted, at, default_chain,
+    post_json, published_events, resolve, skipped, text as s, webhook_secret,
 };
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Settings {
-    #[serde(default)]
-    description: Option<String>,
-    /// Compared with `X-Gitlab-Token`; usually `${GITLAB_WEBHOOK_SECRET}`.
-    #[serde(default)]
-    webhook_secret: Option<String>,
-    /// `https://gitlab.com/api/v4` (default) or a self-managed instance's.
-    #[serde(default)]
-    api_url: Option<String>,
-    /// Defaults to `${GITLAB_TOKEN}`.
-    #[serde(default)]
-    token: Option<String>,
-    /// The bot's username: its own notes never start a turn.
-    #[serde(default)]
-    bot_name: Option<String>,
-    /// Post the turn's final text as a note (default true).
-    #[serde(default)]
-    reply: Option<bool>,
-    #[serde(default)]
-    events: Option<Vec<String>>,
-    #[serde(default)]
-    rules: Vec<Rule>,
-}
+/// `webhook_secret` is compared with `X-Gitlab-Token`; `api_url` defaults
+/// to `https://gitlab.com/api/v4`, `token` to `${GITLAB_TOKEN}`; replies
+/// are notes.
+type Settings = ReplySettings;
 
 /// The GitLab pack's options are the GitHub pack's.
 pub type GitlabOptions = GithubOptions;
 
-fn parse(channel: &Channel) -> Result<Settings> {
-    parse_value(channel.settings.as_ref().unwrap_or(&json!({}))).map_err(|message| Error::Config {
-        channel: channel.id.clone(),
-        message,
-    })
-}
-
-/// The settings as serving reads them (and `validate` checks them).
-pub(crate) fn parse_value(value: &Value) -> std::result::Result<Settings, String> {
-    let s: Settings = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
-    check_rules(&s.rules)?;
-    Ok(s)
-}
-
 /// The hook events a gitlab channel file publishes.
 pub fn gitlab_events(channel: &Channel) -> Result<Vec<String>> {
-    let s = parse(channel)?;
+    let s = Settings::of(channel)?;
     Ok(published_events(s.events.as_ref(), &s.rules))
 }
 
@@ -84,9 +48,14 @@ pub fn gitlab_channel(
     authored: Option<Chain>,
     options: GitlabOptions,
 ) -> Result<ChannelDefinition> {
-    let settings = parse(channel)?;
+    let settings = Settings::of(channel)?;
     let env: &Env = &options.env;
-    let secret = resolve(env, settings.webhook_secret.as_deref());
+    let secret = webhook_secret(
+        env,
+        settings.webhook_secret.as_deref(),
+        &channel.id,
+        "GitLab",
+    );
     let chain = default_chain(
         authored,
         secret.as_ref().map(|secret| Policy::SharedSecret {

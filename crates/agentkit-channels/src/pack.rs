@@ -160,6 +160,68 @@ impl Rule {
     }
 }
 
+/// The settings of a pack that answers with a reply comment (GitLab,
+/// Bitbucket); unknown keys are errors.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReplySettings {
+    #[serde(default)]
+    pub(crate) description: Option<String>,
+    /// Checks deliveries (the provider's token or signature header).
+    #[serde(default)]
+    pub(crate) webhook_secret: Option<String>,
+    /// The provider's REST base; each pack has its default.
+    #[serde(default)]
+    pub(crate) api_url: Option<String>,
+    /// The API token; each pack has its default variable.
+    #[serde(default)]
+    pub(crate) token: Option<String>,
+    /// The bot's username: its own activity never starts a turn.
+    #[serde(default)]
+    pub(crate) bot_name: Option<String>,
+    /// Post the turn's final text as a comment (default true).
+    #[serde(default)]
+    pub(crate) reply: Option<bool>,
+    #[serde(default)]
+    pub(crate) events: Option<Vec<String>>,
+    #[serde(default)]
+    pub(crate) rules: Vec<Rule>,
+}
+
+impl ReplySettings {
+    /// The settings as serving reads them (and `validate` checks them).
+    pub(crate) fn parse(value: &Value) -> std::result::Result<ReplySettings, String> {
+        let s: ReplySettings = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
+        check_rules(&s.rules)?;
+        Ok(s)
+    }
+
+    /// A channel file's settings, or its configuration error.
+    pub(crate) fn of(channel: &agentkit_manifest::Channel) -> Result<ReplySettings> {
+        ReplySettings::parse(channel.settings.as_ref().unwrap_or(&json!({}))).map_err(|message| {
+            Error::Config {
+                channel: channel.id.clone(),
+                message,
+            }
+        })
+    }
+}
+
+/// The webhook secret a pack checks, resolved; warns when it is set but
+/// resolves to nothing (then only loopback deliveries are admitted).
+pub(crate) fn webhook_secret(
+    env: &Env,
+    setting: Option<&str>,
+    channel: &str,
+    label: &str,
+) -> Option<String> {
+    let secret = resolve(env, setting);
+    if setting.is_some() && secret.is_none() {
+        tracing::warn!(channel = %channel, "the {label} webhook secret resolves to nothing: only loopback deliveries are admitted");
+    }
+    secret
+}
+
 /// The events a pack channel publishes: its `events` setting, or its
 /// rules' events in order.
 pub(crate) fn published_events(events: Option<&Vec<String>>, rules: &[Rule]) -> Vec<String> {

@@ -25,7 +25,7 @@ use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::pack::{
     Decision, Delivery, PackCore, TurnDefaults, accepted, at, default_chain, ok, resolve, skipped,
-    turn_result,
+    turn_result, webhook_secret,
 };
 use app::AppAuth;
 pub use client::GithubClient;
@@ -74,10 +74,12 @@ pub fn github_channel(
 ) -> Result<ChannelDefinition> {
     let settings = parse_settings(channel)?;
     let env = &options.env;
-    let secret = resolve(env, settings.webhook_secret.as_deref());
-    if settings.webhook_secret.is_some() && secret.is_none() {
-        tracing::warn!(channel = %channel.id, "the GitHub webhook secret resolves to nothing: only loopback deliveries are admitted");
-    }
+    let secret = webhook_secret(
+        env,
+        settings.webhook_secret.as_deref(),
+        &channel.id,
+        "GitHub",
+    );
     let chain = default_chain(
         authored,
         secret.as_ref().map(|secret| Policy::HmacSignature {

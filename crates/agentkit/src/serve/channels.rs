@@ -301,45 +301,22 @@ pub(crate) async fn start(
             ChannelKind::Webhook => {
                 agentkit_channels::webhook_channel(c, authored, env.clone(), deliverer.clone())
             }
-            ChannelKind::Github => agentkit_channels::github_channel(
-                c,
-                authored,
-                GithubOptions {
+            ChannelKind::Github | ChannelKind::Gitlab | ChannelKind::Bitbucket => {
+                let build = match c.kind {
+                    ChannelKind::Github => agentkit_channels::github_channel,
+                    ChannelKind::Gitlab => agentkit_channels::gitlab_channel,
+                    _ => agentkit_channels::bitbucket_channel,
+                };
+                let pack = GithubOptions {
                     env: env.clone(),
                     dev: options.dev,
                     state_dir: state_dir.clone(),
                     agent_dir: project.agent.dir.clone(),
-                },
-            )
-            .map_err(|e| Error::Config {
-                message: format!("/{}: {e}", project.slug),
-            })?,
-            ChannelKind::Gitlab => agentkit_channels::gitlab_channel(
-                c,
-                authored,
-                GithubOptions {
-                    env: env.clone(),
-                    dev: options.dev,
-                    state_dir: state_dir.clone(),
-                    agent_dir: project.agent.dir.clone(),
-                },
-            )
-            .map_err(|e| Error::Config {
-                message: format!("/{}: {e}", project.slug),
-            })?,
-            ChannelKind::Bitbucket => agentkit_channels::bitbucket_channel(
-                c,
-                authored,
-                GithubOptions {
-                    env: env.clone(),
-                    dev: options.dev,
-                    state_dir: state_dir.clone(),
-                    agent_dir: project.agent.dir.clone(),
-                },
-            )
-            .map_err(|e| Error::Config {
-                message: format!("/{}: {e}", project.slug),
-            })?,
+                };
+                build(c, authored, pack).map_err(|e| Error::Config {
+                    message: format!("/{}: {e}", project.slug),
+                })?
+            }
             ChannelKind::Slack => {
                 tracing::warn!(channel = %c.id, "the slack channel pack is not available yet; its route answers 501");
                 not_available(c, "slack")
