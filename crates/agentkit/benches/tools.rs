@@ -143,8 +143,10 @@ async fn bench(n: usize) {
                 let r: Value = client
                     .post(&url)
                     .header("accept", "application/json, text/event-stream")
-                    .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-                        "name": "call_tool", "arguments": {"name": tool, "input": {"x": 1}}}}))
+                    .json(
+                        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                        "name": "call_tool", "arguments": {"name": tool, "input": {"x": 1}}}}),
+                    )
                     .send()
                     .await
                     .unwrap()

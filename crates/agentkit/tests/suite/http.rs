@@ -561,8 +561,10 @@ properties.text = { type = "string" }
 properties.times = { type = "integer", minimum = 1 }
 "#;
 
-const ECHO_PY: &str = r#"import json, os, sys
+const ECHO_PY: &str = r#"import json, os, sys, time
 args = json.load(sys.stdin)
+if args["text"] == "slow":
+    time.sleep(30)
 if args["text"] == "fail":
     sys.stderr.write("asked to fail\n")
     sys.exit(3)
@@ -697,4 +699,61 @@ fn session_bound_calls_are_recorded_and_wait_for_no_turn() {
     );
     let stop = s.send(Request::post(&format!("/bot/v1/session/{id}/stop")));
     assert_eq!(stop.status, 200);
+}
+
+/// A message that arrives while a session-bound call runs is admitted by
+/// the session's policy: the default (preempt) cancels the call, which
+/// answers 200 with the cancellation as its error result, and the
+/// message's turn starts once the call's result is recorded. A call for a session that does not
+/// exist is 404.
+#[test]
+fn a_turn_arriving_during_a_session_bound_call_preempts_it() {
+    let s = tool_server();
+    let created = create(&s, "one");
+    let id = created["sessionId"].as_str().unwrap().to_owned();
+    let token = created["continuationToken"].as_str().unwrap().to_owned();
+    let settled = stream_until(&s, &id, 0, "session.waiting");
+    let addr = s.addr();
+    let sid = id.clone();
+    let call = std::thread::spawn(move || {
+        Request::post("/bot/v1/tools/echo")
+            .json(&json!({"input": {"text": "slow"}, "sessionId": sid}))
+            .send(addr)
+            .unwrap()
+    });
+    let start = settled.last().unwrap()["index"].as_u64().unwrap() + 1;
+    let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream?startIndex={start}"))
+        .stream(addr)
+        .unwrap();
+    lines.until("actions.requested").unwrap();
+    let started = std::time::Instant::now();
+    let r = s.send(
+        Request::post(&format!("/bot/v1/session/{id}"))
+            .json(&json!({"message": "two", "continuationToken": token})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let answered = call.join().unwrap();
+    // Well before the tool's 30 s sleep would have ended.
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(answered.status, 200, "{}", answered.body);
+    let doc = answered.json();
+    assert_eq!(doc["isError"], true, "{doc}");
+    assert!(doc["result"].to_string().contains("cancelled"), "{doc}");
+    let after = lines.until("turn.started").unwrap();
+    let kinds: Vec<&str> = after.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    // The message is recorded as it arrives, the cancelled call's result
+    // follows, then the message's turn starts.
+    assert_eq!(
+        kinds,
+        ["message.received", "action.result", "turn.started"],
+        "{after:?}"
+    );
+    assert_eq!(after[1]["data"]["isError"], true);
+    s.send(Request::post(&format!("/bot/v1/session/{id}/stop")));
+
+    let r = s.send(
+        Request::post("/bot/v1/tools/echo")
+            .json(&json!({"input": {"text": "x"}, "sessionId": "nope"})),
+    );
+    assert_eq!(r.status, 404, "{}", r.body);
 }
