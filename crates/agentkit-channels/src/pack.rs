@@ -300,6 +300,13 @@ pub(crate) struct TurnDefaults {
     pub(crate) title: Option<String>,
 }
 
+/// The delivery ids seen, and the open log they are appended to.
+#[derive(Debug)]
+struct Seen {
+    ids: HashSet<String>,
+    log: Option<std::fs::File>,
+}
+
 /// The shared state of one pack channel.
 #[derive(Debug)]
 pub(crate) struct PackCore {
@@ -308,7 +315,7 @@ pub(crate) struct PackCore {
     pub(crate) name: &'static str,
     /// `GitHub`, ...: for logs.
     pub(crate) label: &'static str,
-    seen: Mutex<HashSet<String>>,
+    seen: Mutex<Seen>,
     seen_path: PathBuf,
     agent_dir: PathBuf,
 }
@@ -335,7 +342,10 @@ impl PackCore {
         PackCore {
             name,
             label,
-            seen: Mutex::new(seen),
+            seen: Mutex::new(Seen {
+                ids: seen,
+                log: None,
+            }),
             seen_path,
             agent_dir: agent_dir.to_path_buf(),
         }
@@ -345,20 +355,36 @@ impl PackCore {
     /// id is appended to the log before the delivery is acted on.
     pub(crate) fn first_delivery(&self, id: &str) -> Result<bool> {
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        if !seen.insert(id.to_owned()) {
+        if seen.ids.contains(id) {
             return Ok(false);
         }
-        let write = || -> std::io::Result<()> {
-            if let Some(dir) = self.seen_path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&self.seen_path)?;
-            f.write_all(format!("{id}\n").as_bytes())
+        // The log stays open between deliveries: one `write` per delivery
+        // instead of a directory check, an open and a close. An id is kept
+        // only once it is written, so a failed write is retried by the
+        // redelivery.
+        let Seen { ids, log } = &mut *seen;
+        let write = |log: &mut Option<std::fs::File>| -> std::io::Result<()> {
+            let file = match log {
+                Some(f) => f,
+                None => {
+                    if let Some(dir) = self.seen_path.parent() {
+                        std::fs::create_dir_all(dir)?;
+                    }
+                    log.insert(
+                        std::fs::OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .open(&self.seen_path)?,
+                    )
+                }
+            };
+            file.write_all(format!("{id}\n").as_bytes())
         };
-        write().map_err(|e| Error::io("write", &self.seen_path, e))?;
+        if let Err(e) = write(log) {
+            *log = None;
+            return Err(Error::io("write", &self.seen_path, e));
+        }
+        ids.insert(id.to_owned());
         Ok(true)
     }
 
