@@ -4,7 +4,8 @@
 //!
 //! `CARGO_TARGET_DIR=/tmp/bench-sched cargo bench -p agentkit-runtime --bench reminders`
 //! (`REMINDERS=N` changes the count; `DUE=N` the reminders timed for
-//! precision).
+//! precision; `WRITERS=N` the tasks creating and cancelling reminders
+//! while those fire).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -57,6 +58,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 fn main() {
     let n = env_usize("REMINDERS", 100_000);
     let due = env_usize("DUE", 500);
+    let writers_n = env_usize("WRITERS", 4);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -98,7 +100,7 @@ fn main() {
                     },
                 })
                 .collect();
-            runtime.create_reminders(batch).unwrap();
+            runtime.create_reminders(batch).await.unwrap();
         }
         let create = started.elapsed();
         runtime.shutdown(Duration::from_secs(5)).await;
@@ -155,11 +157,45 @@ fn main() {
                         until: None,
                     },
                 })
+                .await
                 .unwrap();
             due_at.insert(r.id, at);
         }
         let r = runtime.clone();
         let timers = tokio::spawn(async move { r.run_reminders(r.shutdown_token()).await });
+        // Load while they fire: WRITERS tasks creating and cancelling
+        // reminders back to back (each a durable write of its own).
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let mut writers = Vec::new();
+        for w in 0..writers_n {
+            let (r, stop, writes) = (runtime.clone(), stop.clone(), writes.clone());
+            writers.push(tokio::spawn(async move {
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let created = r
+                        .create_reminder(NewReminder {
+                            purpose: "load".into(),
+                            channel_id: "bench".into(),
+                            continuation_token: format!("load{w}-{i}"),
+                            when: ReminderWhen::Delay(Duration::from_secs(7200)),
+                            action: ReminderAction::Prompt {
+                                prompt: "load".into(),
+                                until: None,
+                            },
+                        })
+                        .await
+                        .unwrap();
+                    r.cancel_reminder(&created.id).await.unwrap();
+                    writes.fetch_add(2, std::sync::atomic::Ordering::Relaxed);
+                    i += 1;
+                    // Let the scheduler breathe between pairs, as callers
+                    // on other requests would.
+                    tokio::task::yield_now().await;
+                }
+            }));
+        }
+        let load_started = Instant::now();
         let mut late = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(60);
         while late.len() < due && Instant::now() < deadline {
@@ -177,6 +213,12 @@ fn main() {
                 late.push((now - at).num_microseconds().unwrap_or(0) as f64 / 1000.0);
             }
         }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for w in writers {
+            w.await.unwrap();
+        }
+        let load_secs = load_started.elapsed().as_secs_f64();
+        let writes = writes.load(std::sync::atomic::Ordering::Relaxed);
         timers.abort();
         late.sort_by(|a, b| a.partial_cmp(b).unwrap());
         let pct = |p: f64| late[((late.len() - 1) as f64 * p) as usize];
@@ -197,6 +239,10 @@ fn main() {
             after,
             (after.saturating_sub(before)) as f64 / 1024.0,
             (after.saturating_sub(before)) as f64 * 1024.0 / n as f64
+        );
+        println!(
+            "load during firing:       {writers_n} writers, {writes} writes ({:.0}/s)",
+            writes as f64 / load_secs
         );
         println!("fired on time:            {}/{due}", late.len());
         if !late.is_empty() {

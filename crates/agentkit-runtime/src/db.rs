@@ -3,11 +3,16 @@
 //! host keep their own tables in the same file with their own connection,
 //! so it runs in WAL mode with a busy timeout.
 //!
-//! Writes are single small statements on one connection behind a mutex;
-//! they are quick enough (WAL, `synchronous = NORMAL`) to run inline.
+//! Writes never run on the async threads: each goes to one writer thread
+//! per database, which takes every write queued at that moment and commits
+//! them in one transaction (each in its own savepoint, so one failing
+//! write does not undo the others), then answers each caller. A write
+//! answered `Ok` is committed (WAL, `synchronous = NORMAL`: it survives
+//! the process being killed). Reads are single indexed lookups on a second
+//! connection; the bulk ones run at open inside `spawn_blocking`.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, mpsc};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -46,7 +51,69 @@ CREATE INDEX IF NOT EXISTS reminders_by_status ON reminders(status, next_fire_at
 #[derive(Debug)]
 pub(crate) struct Db {
     path: PathBuf,
+    /// Reads (and the writes made at open, before anything else runs).
     conn: Mutex<Connection>,
+    /// The writer thread's queue; it ends when this is dropped.
+    writes: Mutex<mpsc::Sender<Job>>,
+}
+
+/// What the writer thread calls after the batch holding a job committed
+/// (`None`) or failed to (`Some`).
+type Finish = Box<dyn FnOnce(Option<&rusqlite::Error>) + Send>;
+/// One queued write: runs inside the batch's transaction.
+type Job = Box<dyn FnOnce(&Connection) -> Finish + Send>;
+
+/// The most writes committed together.
+const MAX_BATCH: usize = 512;
+
+fn open_conn(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    Ok(conn)
+}
+
+/// An error to hand to every job of a batch whose commit failed.
+fn copy_error(e: &rusqlite::Error) -> rusqlite::Error {
+    match e {
+        rusqlite::Error::SqliteFailure(code, msg) => {
+            rusqlite::Error::SqliteFailure(*code, msg.clone())
+        }
+        other => rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
+            Some(other.to_string()),
+        ),
+    }
+}
+
+/// The writer thread: batches whatever is queued into one transaction.
+fn writer_loop(conn: Connection, jobs: mpsc::Receiver<Job>) {
+    while let Ok(first) = jobs.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        // Without a transaction (BEGIN failed), each job's savepoint is
+        // a transaction of its own.
+        let began = conn.execute_batch("BEGIN IMMEDIATE").is_ok();
+        let finishes: Vec<Finish> = batch.into_iter().map(|job| job(&conn)).collect();
+        let commit = if began {
+            conn.execute_batch("COMMIT")
+        } else {
+            Ok(())
+        };
+        if let Err(e) = &commit {
+            tracing::error!(error = %e, "state database: a batch of writes did not commit");
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        for finish in finishes {
+            finish(commit.as_ref().err());
+        }
+    }
 }
 
 /// One stored reminder row.
@@ -101,17 +168,65 @@ impl Db {
             path: path.clone(),
             source,
         };
-        let conn = Connection::open(&path).map_err(err)?;
-        conn.busy_timeout(Duration::from_secs(5)).map_err(err)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(err)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(err)?;
+        let conn = open_conn(&path).map_err(err)?;
         conn.execute_batch(SCHEMA).map_err(err)?;
+        let writer = open_conn(&path).map_err(err)?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("agentkit-sqlite-writer".into())
+            .spawn(move || writer_loop(writer, rx))
+            .map_err(|e| Error::io("start the writer thread for", &path, e))?;
         Ok(Db {
             path: path.clone(),
             conn: Mutex::new(conn),
+            writes: Mutex::new(tx),
         })
+    }
+
+    /// Runs `f` on the writer thread, in the next batch, and answers once
+    /// that batch committed.
+    async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let (tx, rx) = tokio::sync::oneshot::channel::<rusqlite::Result<T>>();
+        let job: Job = Box::new(move |conn| {
+            let outcome = conn
+                .execute_batch("SAVEPOINT job")
+                .and_then(|()| match f(conn) {
+                    Ok(t) => conn.execute_batch("RELEASE job").map(|()| t),
+                    Err(e) => {
+                        let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
+                        Err(e)
+                    }
+                });
+            Box::new(move |commit: Option<&rusqlite::Error>| {
+                let answer = match (outcome, commit) {
+                    (Ok(t), None) => Ok(t),
+                    (Ok(_), Some(e)) => Err(copy_error(e)),
+                    (Err(e), _) => Err(e),
+                };
+                let _ = tx.send(answer);
+            })
+        });
+        let sent = self
+            .writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send(job);
+        let gone = || {
+            self.err(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISUSE),
+                Some("the writer thread has stopped".into()),
+            ))
+        };
+        if sent.is_err() {
+            return Err(gone());
+        }
+        match rx.await {
+            Ok(answer) => answer.map_err(|e| self.err(e)),
+            Err(_) => Err(gone()),
+        }
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {
@@ -147,53 +262,52 @@ impl Db {
 
     /// Claims `tick` for a schedule: true when this call recorded it, false
     /// when that tick (or a later one) was already recorded.
-    pub(crate) fn claim_tick(&self, id: &str, tick_ms: i64, now_ms: i64) -> Result<bool> {
-        let conn = self.conn();
-        let changed = conn
-            .execute(
-                "INSERT INTO schedule_ticks (schedule_id, last_tick_ms, last_fired_at_ms) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(schedule_id) DO UPDATE SET last_tick_ms = ?2, last_fired_at_ms = ?3
-                 WHERE last_tick_ms IS NULL OR last_tick_ms < ?2",
-                params![id, tick_ms, now_ms],
-            )
-            .map_err(|e| self.err(e))?;
+    pub(crate) async fn claim_tick(&self, id: &str, tick_ms: i64, now_ms: i64) -> Result<bool> {
+        let id = id.to_owned();
+        let changed = self
+            .write(move |conn| {
+                conn.execute(
+                    "INSERT INTO schedule_ticks (schedule_id, last_tick_ms, last_fired_at_ms) VALUES (?1, ?2, ?3)
+                     ON CONFLICT(schedule_id) DO UPDATE SET last_tick_ms = ?2, last_fired_at_ms = ?3
+                     WHERE last_tick_ms IS NULL OR last_tick_ms < ?2",
+                    params![id, tick_ms, now_ms],
+                )
+            })
+            .await?;
         Ok(changed == 1)
     }
 
     /// Records a tick skipped because the previous run was still going
     /// (the tick counts as handled: a restart does not fire it).
-    pub(crate) fn skip_tick(&self, id: &str, tick_ms: i64) -> Result<u64> {
-        let conn = self.conn();
-        conn.execute(
-            "INSERT INTO schedule_ticks (schedule_id, last_tick_ms, skipped) VALUES (?1, ?2, 1)
-             ON CONFLICT(schedule_id) DO UPDATE SET last_tick_ms = ?2, skipped = skipped + 1",
-            params![id, tick_ms],
-        )
-        .map_err(|e| self.err(e))?;
-        conn.query_row(
-            "SELECT skipped FROM schedule_ticks WHERE schedule_id = ?1",
-            params![id],
-            |r| r.get::<_, i64>(0),
-        )
-        .map(|n| u64::try_from(n).unwrap_or(0))
-        .map_err(|e| self.err(e))
+    pub(crate) async fn skip_tick(&self, id: &str, tick_ms: i64) -> Result<u64> {
+        let id = id.to_owned();
+        self.write(move |conn| {
+            conn.execute(
+                "INSERT INTO schedule_ticks (schedule_id, last_tick_ms, skipped) VALUES (?1, ?2, 1)
+                 ON CONFLICT(schedule_id) DO UPDATE SET last_tick_ms = ?2, skipped = skipped + 1",
+                params![id, tick_ms],
+            )?;
+            conn.query_row(
+                "SELECT skipped FROM schedule_ticks WHERE schedule_id = ?1",
+                params![id],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| u64::try_from(n).unwrap_or(0))
+        })
+        .await
     }
 
-    pub(crate) fn insert_reminder(&self, r: &ReminderRow) -> Result<()> {
-        self.insert_reminders(std::slice::from_ref(r))
+    pub(crate) async fn insert_reminder(&self, r: &ReminderRow) -> Result<()> {
+        self.insert_reminders(vec![r.clone()]).await
     }
 
-    /// Inserts many reminders in one transaction.
-    pub(crate) fn insert_reminders(&self, rows: &[ReminderRow]) -> Result<()> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
-        {
-            let mut stmt = tx
-                .prepare_cached(&format!(
-                    "INSERT INTO reminders ({REMINDER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
-                ))
-                .map_err(|e| self.err(e))?;
-            for r in rows {
+    /// Inserts many reminders in one write.
+    pub(crate) async fn insert_reminders(&self, rows: Vec<ReminderRow>) -> Result<()> {
+        self.write(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "INSERT INTO reminders ({REMINDER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+            ))?;
+            for r in &rows {
                 stmt.execute(params![
                     r.id,
                     r.purpose,
@@ -211,29 +325,31 @@ impl Db {
                     i64::try_from(r.fire_count).unwrap_or(i64::MAX),
                     r.created_at_ms,
                     r.last_fired_at_ms,
-                ])
-                .map_err(|e| self.err(e))?;
+                ])?;
             }
-        }
-        tx.commit().map_err(|e| self.err(e))
+            Ok(())
+        })
+        .await
     }
 
     /// Saves what a firing or a cancellation changed.
-    pub(crate) fn update_reminder(&self, r: &ReminderRow) -> Result<()> {
-        self.conn()
-            .execute(
+    pub(crate) async fn update_reminder(&self, r: &ReminderRow) -> Result<()> {
+        let r = r.clone();
+        self.write(move |conn| {
+            conn.prepare_cached(
                 "UPDATE reminders SET status = ?2, reason = ?3, next_fire_at_ms = ?4, fire_count = ?5, last_fired_at_ms = ?6, session_id = ?7 WHERE id = ?1",
-                params![
-                    r.id,
-                    r.status,
-                    r.reason,
-                    r.next_fire_at_ms,
-                    i64::try_from(r.fire_count).unwrap_or(i64::MAX),
-                    r.last_fired_at_ms,
-                    r.session_id,
-                ],
-            )
-            .map_err(|e| self.err(e))?;
+            )?
+            .execute(params![
+                r.id,
+                r.status,
+                r.reason,
+                r.next_fire_at_ms,
+                i64::try_from(r.fire_count).unwrap_or(i64::MAX),
+                r.last_fired_at_ms,
+                r.session_id,
+            ])
+        })
+        .await?;
         Ok(())
     }
 
@@ -286,7 +402,8 @@ impl Db {
 
 impl Db {
     /// Disarms every armed run-form reminder with `reason`; answers how
-    /// many.
+    /// many. At open only (inside `spawn_blocking`, before any write is
+    /// queued), so on the read connection.
     pub(crate) fn disarm_run_form(&self, reason: &str) -> Result<usize> {
         self.conn()
             .execute(
@@ -294,5 +411,80 @@ impl Db {
                 params![reason],
             )
             .map_err(|e| self.err(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn row(id: &str) -> ReminderRow {
+        ReminderRow {
+            id: id.to_owned(),
+            purpose: "p".into(),
+            channel_id: "http".into(),
+            continuation_token: "k".into(),
+            session_id: None,
+            kind: "delay".into(),
+            spec: "1m".into(),
+            prompt: Some("x".into()),
+            until: None,
+            run_form: false,
+            status: "armed".into(),
+            reason: None,
+            next_fire_at_ms: Some(1),
+            fire_count: 0,
+            created_at_ms: 0,
+            last_fired_at_ms: None,
+        }
+    }
+
+    /// Concurrent writes share batches; a failing one (a duplicate id)
+    /// is refused alone, and every write answered `Ok` is committed: a
+    /// fresh connection sees it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn batched_writes_are_committed_when_answered_and_fail_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = std::sync::Arc::new(Db::open(dir.path()).unwrap());
+        db.insert_reminder(&row("dup")).await.unwrap();
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..200 {
+            let db = db.clone();
+            tasks.spawn(async move {
+                let id = if i == 100 {
+                    "dup".to_owned()
+                } else {
+                    format!("r{i}")
+                };
+                (i, db.insert_reminder(&row(&id)).await)
+            });
+        }
+        let mut failed = Vec::new();
+        while let Some(done) = tasks.join_next().await {
+            let (i, result) = done.unwrap();
+            if result.is_err() {
+                failed.push(i);
+            }
+        }
+        assert_eq!(failed, [100]);
+        let fresh = Connection::open(dir.path().join("agentkit.sqlite")).unwrap();
+        let n: i64 = fresh
+            .query_row("SELECT count(*) FROM reminders", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 200);
+        let mut r = row("r7");
+        r.status = "cancelled".into();
+        db.update_reminder(&r).await.unwrap();
+        let status: String = fresh
+            .query_row("SELECT status FROM reminders WHERE id = 'r7'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(status, "cancelled");
+        assert!(db.claim_tick("s", 60_000, 1).await.unwrap());
+        assert!(!db.claim_tick("s", 60_000, 2).await.unwrap());
+        assert_eq!(db.skip_tick("s", 120_000).await.unwrap(), 1);
     }
 }

@@ -82,7 +82,9 @@ impl Followup {
     pub async fn send(&self, message: impl Into<String>) -> Result<Accepted> {
         let row = self.runtime.reminder_row(&self.reminder_id)?;
         let (accepted, session) = self.runtime.deliver(&row, message.into()).await?;
-        self.runtime.bind_reminder(&self.reminder_id, &session)?;
+        self.runtime
+            .bind_reminder(&self.reminder_id, &session)
+            .await?;
         Ok(accepted)
     }
 }
@@ -452,9 +454,9 @@ impl AgentRuntime {
     }
 
     /// Creates a reminder, durable before this returns.
-    pub fn create_reminder(&self, req: NewReminder) -> Result<Reminder> {
+    pub async fn create_reminder(&self, req: NewReminder) -> Result<Reminder> {
         let row = self.new_row(&req)?;
-        self.inner.db.insert_reminder(&row)?;
+        self.inner.db.insert_reminder(&row).await?;
         if let ReminderAction::Run(handler) = req.action {
             lock(&self.inner.reminders.handlers).insert(row.id.clone(), handler);
         }
@@ -466,7 +468,7 @@ impl AgentRuntime {
 
     /// Creates many prompt-form reminders in one transaction (bulk
     /// enrolment, benchmarks).
-    pub fn create_reminders(&self, reqs: Vec<NewReminder>) -> Result<usize> {
+    pub async fn create_reminders(&self, reqs: Vec<NewReminder>) -> Result<usize> {
         let mut rows = Vec::with_capacity(reqs.len());
         for req in &reqs {
             if matches!(req.action, ReminderAction::Run(_)) {
@@ -476,7 +478,7 @@ impl AgentRuntime {
             }
             rows.push(self.new_row(req)?);
         }
-        self.inner.db.insert_reminders(&rows)?;
+        self.inner.db.insert_reminders(rows.clone()).await?;
         let n = rows.len();
         let mut index = lock(&self.inner.reminders.index);
         for row in rows {
@@ -489,7 +491,7 @@ impl AgentRuntime {
 
     /// Cancels a reminder. Answers it as stored (already ended reminders
     /// are answered unchanged).
-    pub fn cancel_reminder(&self, id: &str) -> Result<Reminder> {
+    pub async fn cancel_reminder(&self, id: &str) -> Result<Reminder> {
         let removed = lock(&self.inner.reminders.index).remove(id);
         lock(&self.inner.reminders.handlers).remove(id);
         let mut row = match removed {
@@ -499,7 +501,7 @@ impl AgentRuntime {
         row.status = "cancelled".to_owned();
         row.reason = Some("cancelled".to_owned());
         row.next_fire_at_ms = None;
-        self.inner.db.update_reminder(&row)?;
+        self.inner.db.update_reminder(&row).await?;
         self.inner.reminders.changed.notify_one();
         Ok(Reminder::from(&row))
     }
@@ -735,26 +737,27 @@ impl AgentRuntime {
         } else {
             Self::next_fire(&row, now_ms, false)?
         };
-        let mut index = lock(&self.inner.reminders.index);
-        let still_armed = index.remove(&row.id).is_some();
-        row.next_fire_at_ms = next.filter(|_| still_armed);
-        if row.next_fire_at_ms.is_some() {
-            row.status = "armed".to_owned();
-            index.arm(row.clone());
-        } else if still_armed {
-            row.status = "done".to_owned();
-            if outcome == ReminderOutcome::Stop && row.reason.is_none() {
-                row.reason = Some("stopped".to_owned());
+        {
+            let mut index = lock(&self.inner.reminders.index);
+            let still_armed = index.remove(&row.id).is_some();
+            row.next_fire_at_ms = next.filter(|_| still_armed);
+            if row.next_fire_at_ms.is_some() {
+                row.status = "armed".to_owned();
+                index.arm(row.clone());
+            } else if still_armed {
+                row.status = "done".to_owned();
+                if outcome == ReminderOutcome::Stop && row.reason.is_none() {
+                    row.reason = Some("stopped".to_owned());
+                }
+            } else {
+                // Cancelled while firing.
+                row.status = "cancelled".to_owned();
             }
-        } else {
-            // Cancelled while firing.
-            row.status = "cancelled".to_owned();
         }
-        drop(index);
         if row.status != "armed" {
             lock(&self.inner.reminders.handlers).remove(&row.id);
         }
-        self.inner.db.update_reminder(&row)?;
+        self.inner.db.update_reminder(&row).await?;
         tracing::info!(reminder = %row.id, outcome = ?outcome, status = %row.status, "reminder fired");
         Ok(ReminderFired {
             reminder_id: row.id.clone(),
@@ -830,9 +833,10 @@ impl agentkit_harness::ReminderHost for SessionReminders {
                         until: str_arg("until"),
                     },
                 })
+                .await
                 .map_err(|e| e.to_string())?;
             // Bound to this session even if its token rotates.
-            let _ = self.runtime.bind_reminder(&reminder.id, &session_id);
+            let _ = self.runtime.bind_reminder(&reminder.id, &session_id).await;
             Ok(serde_json::json!({
                 "reminderId": reminder.id,
                 "nextFireAt": reminder.next_fire_at,
@@ -843,7 +847,7 @@ impl agentkit_harness::ReminderHost for SessionReminders {
 
 impl AgentRuntime {
     /// Binds an armed reminder to a session id.
-    fn bind_reminder(&self, id: &str, session_id: &str) -> Result<()> {
+    async fn bind_reminder(&self, id: &str, session_id: &str) -> Result<()> {
         let row = {
             let mut index = lock(&self.inner.reminders.index);
             let Some(row) = index.rows.get_mut(id) else {
@@ -852,6 +856,6 @@ impl AgentRuntime {
             row.session_id = Some(session_id.to_owned());
             row.clone()
         };
-        self.inner.db.update_reminder(&row)
+        self.inner.db.update_reminder(&row).await
     }
 }

@@ -362,12 +362,12 @@ impl AgentRuntime {
             return Ok(());
         }
         if self.schedule_running(id) {
-            let skipped = db.skip_tick(id, tick_ms)?;
+            let skipped = db.skip_tick(id, tick_ms).await?;
             tracing::warn!(schedule = %id, tick = %iso(tick), skipped_ticks = skipped, "tick skipped: the previous run is still going");
             return Ok(());
         }
         let now_ms = self.clock().now().timestamp_millis();
-        if !db.claim_tick(id, tick_ms, now_ms)? {
+        if !db.claim_tick(id, tick_ms, now_ms).await? {
             return Ok(());
         }
         let is_handler = self

@@ -465,14 +465,12 @@ async fn reminders_create(caller: Caller, bytes: Bytes) -> Reply {
         &bytes,
         "{purpose, channelId, continuationToken, delay|every|cron|at, prompt, until?}",
     )?;
-    let created = req
-        .into_new()
-        .and_then(|r| caller.runtime.create_reminder(r));
+    let created = caller.runtime.create_reminder(req.into_new()?).await;
     ok("reminder", created?)
 }
 
 async fn reminders_cancel(caller: Caller, Path(id): Path<String>) -> Reply {
-    ok("reminder", caller.runtime.cancel_reminder(&id)?)
+    ok("reminder", caller.runtime.cancel_reminder(&id).await?)
 }
 
 #[derive(Debug, Deserialize)]

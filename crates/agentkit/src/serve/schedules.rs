@@ -184,13 +184,13 @@ impl ServeHandle {
     }
 
     /// Creates a reminder on agent `slug`, durable before this returns.
-    pub fn create_reminder(&self, slug: &str, reminder: NewReminder) -> Result<Reminder> {
-        Ok(self.runtime(slug)?.create_reminder(reminder)?)
+    pub async fn create_reminder(&self, slug: &str, reminder: NewReminder) -> Result<Reminder> {
+        Ok(self.runtime(slug)?.create_reminder(reminder).await?)
     }
 
     /// Cancels a reminder of agent `slug`.
-    pub fn cancel_reminder(&self, slug: &str, id: &str) -> Result<Reminder> {
-        Ok(self.runtime(slug)?.cancel_reminder(id)?)
+    pub async fn cancel_reminder(&self, slug: &str, id: &str) -> Result<Reminder> {
+        Ok(self.runtime(slug)?.cancel_reminder(id).await?)
     }
 
     /// Fires a reminder of agent `slug` now, whatever its time.

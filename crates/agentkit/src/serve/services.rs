@@ -142,15 +142,15 @@ impl HostReminders {
     }
 
     /// Creates a reminder, on disk before this returns.
-    pub fn create(&self, reminder: NewReminder) -> Result<Reminder> {
-        Ok(self.runtime()?.create_reminder(reminder)?)
+    pub async fn create(&self, reminder: NewReminder) -> Result<Reminder> {
+        Ok(self.runtime()?.create_reminder(reminder).await?)
     }
 
     /// Creates a reminder bound to the conversation of session
     /// `session_id` (its channel and continuation), as the built-in
     /// `remind_me` tool does: a tool reminding its own session passes
     /// `ctx.session_id`.
-    pub fn create_for_session(
+    pub async fn create_for_session(
         &self,
         session_id: &str,
         purpose: &str,
@@ -159,18 +159,20 @@ impl HostReminders {
     ) -> Result<Reminder> {
         let runtime = self.runtime()?;
         let meta = runtime.session_meta(session_id)?;
-        Ok(runtime.create_reminder(NewReminder {
-            purpose: purpose.to_owned(),
-            channel_id: meta.channel,
-            continuation_token: meta.continuation_token,
-            when,
-            action,
-        })?)
+        Ok(runtime
+            .create_reminder(NewReminder {
+                purpose: purpose.to_owned(),
+                channel_id: meta.channel,
+                continuation_token: meta.continuation_token,
+                when,
+                action,
+            })
+            .await?)
     }
 
     /// Cancels a reminder.
-    pub fn cancel(&self, id: &str) -> Result<Reminder> {
-        Ok(self.runtime()?.cancel_reminder(id)?)
+    pub async fn cancel(&self, id: &str) -> Result<Reminder> {
+        Ok(self.runtime()?.cancel_reminder(id).await?)
     }
 
     /// One reminder.

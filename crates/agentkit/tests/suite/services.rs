@@ -50,6 +50,7 @@ async fn probe(input: Probe, ctx: ToolContext) -> Result<Value, String> {
                         until: None,
                     },
                 )
+                .await
                 .map_err(|e| e.to_string())?;
             Ok(json!({"reminderId": reminder.id}))
         }

@@ -417,8 +417,7 @@ fn reminders_of_every_kind_wake_their_conversation() {
     let (id, token) = new_http_session(&h);
     let handle = h.handle();
     let mk = |when, prompt: &str| {
-        handle
-            .create_reminder("bot", prompt_reminder(&token, when, prompt))
+        h.rt.block_on(handle.create_reminder("bot", prompt_reminder(&token, when, prompt)))
             .unwrap()
     };
     let delay = mk(ReminderWhen::Delay(Duration::from_secs(20 * 60)), "DELAY");
@@ -431,8 +430,8 @@ fn reminders_of_every_kind_wake_their_conversation() {
     let cron = mk(ReminderWhen::Cron("0 13 * * *".into()), "CRON");
     let instant = mk(ReminderWhen::At(at(12, 45, 0)), "AT");
     // The run form: host-side policy, three deliveries then stop.
-    let run = handle
-        .create_reminder(
+    let run =
+        h.rt.block_on(handle.create_reminder(
             "bot",
             NewReminder {
                 purpose: "poll".into(),
@@ -450,7 +449,7 @@ fn reminders_of_every_kind_wake_their_conversation() {
                     ReminderOutcome::Delivered
                 })),
             },
-        )
+        ))
         .unwrap();
     let rt = handle.runtime("bot").unwrap().clone();
     let count = |text: &str| {
@@ -527,7 +526,9 @@ fn reminders_of_every_kind_wake_their_conversation() {
 
     // Cancel stops a recurring reminder.
     assert_eq!(
-        handle.cancel_reminder("bot", &every.id).unwrap().status,
+        h.rt.block_on(handle.cancel_reminder("bot", &every.id))
+            .unwrap()
+            .status,
         "cancelled"
     );
     h.clock.set(at(14, 0, 0));
@@ -541,18 +542,18 @@ fn reminders_survive_a_restart_and_fire_late_rather_than_never() {
     h.start(ServeOptions::default());
     let (id, token) = new_http_session(&h);
     let handle = h.handle();
-    let prompt = handle
-        .create_reminder(
+    let prompt =
+        h.rt.block_on(handle.create_reminder(
             "bot",
             prompt_reminder(
                 &token,
                 ReminderWhen::Delay(Duration::from_secs(20 * 60)),
                 "LATE",
             ),
-        )
+        ))
         .unwrap();
-    let run = handle
-        .create_reminder(
+    let run =
+        h.rt.block_on(handle.create_reminder(
             "bot",
             NewReminder {
                 purpose: "poll".into(),
@@ -563,7 +564,7 @@ fn reminders_survive_a_restart_and_fire_late_rather_than_never() {
                     ReminderOutcome::Delivered
                 })),
             },
-        )
+        ))
         .unwrap();
     // Down from 12:00:00 to 13:00: both times passed while it was down.
     h.stop();
@@ -601,16 +602,15 @@ fn dev_mode_keeps_reminder_timers_off_and_fires_by_hand() {
         ..Default::default()
     });
     let (id, token) = new_http_session(&h);
-    let r = h
-        .handle()
-        .create_reminder(
+    let r =
+        h.rt.block_on(h.handle().create_reminder(
             "bot",
             prompt_reminder(
                 &token,
                 ReminderWhen::Delay(Duration::from_secs(60)),
                 "BY HAND",
             ),
-        )
+        ))
         .unwrap();
     h.clock.set(at(13, 0, 0));
     settle();
