@@ -1,6 +1,7 @@
 //! `agentkit-serve` as a child process: it serves the bundled example
-//! agents, keeps a call that waits for approval across a crash (SIGKILL),
-//! and stops cleanly on SIGTERM, as a container runtime sends it.
+//! agents, keeps a call that waits for approval and a pending reminder
+//! across a crash (SIGKILL), and stops cleanly on SIGTERM, as a container
+//! runtime sends it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,13 +14,16 @@ use agentkit_test_support::http::Request;
 use serde_json::{Value, json};
 
 fn spawn(state: &Path, port: u16) -> Child {
+    spawn_dir(
+        &agentkit_test_support::fixture_agent("weather-agent"),
+        state,
+        port,
+    )
+}
+
+fn spawn_dir(dir: &Path, state: &Path, port: u16) -> Child {
     let child = Command::new(env!("CARGO_BIN_EXE_agentkit-serve"))
-        .args([
-            "--dir",
-            &agentkit_test_support::fixture_agent("weather-agent")
-                .display()
-                .to_string(),
-        ])
+        .args(["--dir", &dir.display().to_string()])
         .args([
             "--port",
             &port.to_string(),
@@ -138,4 +142,125 @@ fn serves_the_examples_survives_a_crash_with_a_parked_call_and_stops_on_sigterm(
     let status = wait_exit(&mut child);
     assert!(status.success(), "{status:?}");
     let _ = std::fs::remove_dir_all(&state);
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The model sets a reminder with `remind_me`; the server is killed; after
+/// the restart the reminder is still armed for the same instant, and
+/// firing it wakes the same conversation.
+#[cfg(unix)]
+#[test]
+fn a_pending_reminder_survives_a_crash_and_wakes_its_conversation() {
+    // The folder's name is the agent's slug: no leading dot.
+    let project = tempfile::Builder::new().prefix("oven-").tempdir().unwrap();
+    let agent = project.path().join("agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(
+        agent.join("agent.toml"),
+        "model = \"scripted:script.json\"\n[harness]\nbuiltin_tools = [\"remind_me\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        agent.join("instructions.md"),
+        "You keep track of the oven.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        agent.join("script.json"),
+        r#"{"turns": [
+            {"steps": [
+                {"toolCalls": [{"name": "remind_me", "input": {"delay": "1h", "prompt": "Check the oven.", "purpose": "oven"}}]},
+                {"text": "I will remind you."}
+            ]},
+            {"steps": [{"text": "The oven is off."}]}
+        ]}"#,
+    )
+    .unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut child = spawn_dir(project.path(), state.path(), port);
+    let r = Request::post("/v1/session")
+        .json(&json!({"message": "remind me about the oven in an hour"}))
+        .send(addr(port))
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let events = Request::get(&format!("/v1/session/{id}/stream"))
+        .stream(addr(port))
+        .unwrap()
+        .until("session.waiting")
+        .unwrap();
+    let set = events
+        .iter()
+        .find(|e| e["type"] == "action.result" && e["data"]["toolName"] == "remind_me")
+        .expect("the model called remind_me");
+    assert_eq!(set["data"]["isError"], false, "{set}");
+    let reminder = set["data"]["output"]["reminderId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let listed = Request::get("/v1/dev/reminders")
+        .send(addr(port))
+        .unwrap()
+        .json();
+    let before = listed["reminders"][0].clone();
+    assert_eq!(before["id"], reminder.as_str(), "{listed}");
+    assert_eq!(before["status"], "armed");
+
+    // A crash: no graceful close, nothing flushed on the way out.
+    signal(&child, "-KILL");
+    wait_exit(&mut child);
+    let mut child = spawn_dir(project.path(), state.path(), port);
+    let listed = Request::get("/v1/dev/reminders")
+        .send(addr(port))
+        .unwrap()
+        .json();
+    let after = &listed["reminders"][0];
+    assert_eq!(after["id"], reminder.as_str(), "{listed}");
+    assert_eq!(after["status"], "armed");
+    assert_eq!(after["nextFireAt"], before["nextFireAt"]);
+    assert_eq!(after["sessionId"], id.as_str());
+
+    let fired = Request::post(&format!("/v1/dev/reminders/{reminder}"))
+        .send(addr(port))
+        .unwrap();
+    assert_eq!(fired.status, 200, "{}", fired.body);
+    // The stream replays the first turn; the wake is the second.
+    let mut stream = Request::get(&format!("/v1/session/{id}/stream"))
+        .stream(addr(port))
+        .unwrap();
+    let mut events = Vec::new();
+    let mut done = 0;
+    let mut last = String::new();
+    while let Some(e) = stream.next_json().unwrap() {
+        if e["type"] == "turn.completed" {
+            done += 1;
+            last = e["data"]["result"].as_str().unwrap_or_default().to_owned();
+        }
+        events.push(e);
+        if done == 2 {
+            break;
+        }
+    }
+    let received: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "message.received")
+        .collect();
+    assert_eq!(received.len(), 2, "{received:?}");
+    assert!(
+        received[1].to_string().contains("Check the oven."),
+        "{received:?}"
+    );
+    assert_eq!(last, "The oven is off.");
+
+    signal(&child, "-TERM");
+    let status = wait_exit(&mut child);
+    assert!(status.success(), "{status:?}");
 }
