@@ -80,6 +80,13 @@ pub trait SessionHost: Send + Sync + 'static {
     /// Appends final assistant text to session `id` without a model turn
     /// (recorded as a short turn with `kind: "emitted"`); the turn id.
     fn emit_assistant_message(&self, id: &str, text: &str) -> BoxFuture<'_, Result<String>>;
+
+    /// The host's services handed to handlers (`ChannelContext::services`):
+    /// in agentkit's server, `agentkit::HostServices` (kv, MCP, reminders,
+    /// GitHub). `None` by default.
+    fn services(&self) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
+        None
+    }
 }
 
 /// A human's decision on a parked call.
@@ -415,6 +422,16 @@ impl ChannelContext {
     /// This channel's id.
     pub fn channel_id(&self) -> &str {
         &self.channel
+    }
+
+    /// The host's services (the handler argument `host`): in agentkit's
+    /// server, `ctx.services::<agentkit::HostServices>()` gives the
+    /// agent's key-value store, MCP connections, reminders and GitHub
+    /// clients, as Rust tools get them.
+    pub fn services<T: std::any::Any + Clone>(&self) -> Option<T> {
+        self.host
+            .services()
+            .and_then(|s| s.downcast_ref::<T>().cloned())
     }
 
     /// Starts or continues a session on this channel.

@@ -33,6 +33,8 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone)]
 pub(crate) struct RuntimeHost {
     runtime: AgentRuntime,
+    /// The agent's `HostServices`, for `ChannelContext::services`.
+    services: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 fn channel_error(e: agentkit_runtime::Error) -> agentkit_channels::Error {
@@ -261,6 +263,10 @@ impl SessionHost for RuntimeHost {
                 .map_err(channel_error)
         })
     }
+
+    fn services(&self) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
+        self.services.clone()
+    }
 }
 
 /// A route answering 501 for a pack this release cannot serve yet.
@@ -285,6 +291,7 @@ pub(crate) async fn start(
     runtime: &AgentRuntime,
     options: &ServeOptions,
     prefix: &str,
+    services: Option<Arc<dyn std::any::Any + Send + Sync>>,
 ) -> Result<ChannelHost> {
     let env_lookup = options.env.clone();
     let env = Env::new(move |name| env_lookup.get(name));
@@ -336,6 +343,7 @@ pub(crate) async fn start(
     }
     let host: Arc<dyn SessionHost> = Arc::new(RuntimeHost {
         runtime: runtime.clone(),
+        services,
     });
     ChannelHost::start(
         defs,

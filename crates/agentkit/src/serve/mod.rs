@@ -440,7 +440,8 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
                 name: project.slug.clone(),
             },
         );
-        let channels = channels::start(project, &runtime, &options, &prefix).await?;
+        let channels =
+            channels::start(project, &runtime, &options, &prefix, Some(services.clone())).await?;
         bridged.push(bridge::BridgeAgent {
             token,
             kv,

@@ -525,3 +525,55 @@ fn tools_of_a_frozen_session_get_its_instant_from_a_templated_channel() {
     let r = host.post("/bot/v1/channels/frozen/run", json!({"at": "yesterday"}));
     assert_eq!((r.status, r.error_code()), (400, "bad_request".into()));
 }
+
+/// The handler argument `host`: a channel handler reaches the agent's
+/// services (here its key-value store, which a later request reads back).
+#[test]
+fn a_channel_handler_reaches_the_host_services() {
+    let def = ChannelDefinition::new("chat")
+        .route(
+            RouteDef::new(Method::Post, "/remember", |args| async move {
+                let host = args
+                    .ctx
+                    .services::<agentkit::HostServices>()
+                    .expect("served by agentkit");
+                let entry = host
+                    .kv
+                    .set("note", &args.body["note"], None)
+                    .await
+                    .expect("the kv store takes the note");
+                Ok(ChannelResponse::json(
+                    200,
+                    json!({"slug": host.slug, "key": entry.key}),
+                ))
+            })
+            .body_schema(json!({"type": "object", "required": ["note"]})),
+        )
+        .route(RouteDef::new(
+            Method::Delete,
+            "/remember",
+            |args| async move {
+                let host = args
+                    .ctx
+                    .services::<agentkit::HostServices>()
+                    .expect("served by agentkit");
+                let entry = host.kv.get("note").await.ok().flatten();
+                Ok(ChannelResponse::json(
+                    200,
+                    json!({"note": entry.map(|e| e.value)}),
+                ))
+            },
+        ));
+    let h = Host::new(r#"{"turns": []}"#, def);
+    let r = h.post(
+        "/bot/v1/channels/chat/remember",
+        json!({"note": "oven at 6"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json(), json!({"slug": "bot", "key": "note"}));
+    let r = Request::new("DELETE", "/bot/v1/channels/chat/remember")
+        .send(h.addr())
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["note"], "oven at 6");
+}
