@@ -1,6 +1,7 @@
 //! `agentkit github events | replay | forward`: argument parsing and
 //! output; the work is in `agentkit::github`.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -158,7 +159,7 @@ pub(crate) fn github(args: GithubArgs) -> anyhow::Result<ExitCode> {
                     "cannot infer the repository from the `origin` remote; pass --repo OWNER/REPO",
                 )?,
             };
-            let args = agentkit::github::forward_command(
+            let plan = agentkit::github::forward_plan(
                 &dir,
                 &repo,
                 url.as_deref(),
@@ -174,12 +175,41 @@ pub(crate) fn github(args: GithubArgs) -> anyhow::Result<ExitCode> {
                     "GITHUB_TOKEN / GH_TOKEN are not passed to `gh webhook forward` (its relay rejects environment tokens)"
                 );
             }
-            let status = std::process::Command::new(gh)
-                .args(&args)
-                .env_remove("GITHUB_TOKEN")
-                .env_remove("GH_TOKEN")
-                .status()
-                .context("cannot run `gh webhook forward`")?;
+            let run_gh = |url: &str| {
+                std::process::Command::new(&gh)
+                    .args(plan.gh_args(url))
+                    .env_remove("GITHUB_TOKEN")
+                    .env_remove("GH_TOKEN")
+                    .status()
+                    .context("cannot run `gh webhook forward`")
+            };
+            let status = match plan.targets.as_slice() {
+                [one] => run_gh(one)?,
+                several => {
+                    // One `gh` subscription, fanned out by a local relay.
+                    let rt = tokio::runtime::Builder::new_multi_thread()
+                        .worker_threads(1)
+                        .enable_all()
+                        .build()
+                        .context("cannot start the relay's runtime")?;
+                    let stop = tokio_util::sync::CancellationToken::new();
+                    let relay = rt
+                        .block_on(agentkit::github::start_relay(
+                            several.to_vec(),
+                            stop.clone(),
+                        ))
+                        .context("cannot start the local relay")?;
+                    let _ = writeln!(
+                        anstream::stderr(),
+                        "relaying to {} channels: {}",
+                        several.len(),
+                        several.join(", ")
+                    );
+                    let status = run_gh(&relay);
+                    stop.cancel();
+                    status?
+                }
+            };
             Ok(ExitCode::from(
                 u8::try_from(status.code().unwrap_or(1)).unwrap_or(1),
             ))

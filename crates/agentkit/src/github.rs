@@ -270,59 +270,150 @@ pub async fn replay(options: &ReplayOptions) -> Result<Vec<ReplayOutcome>> {
     Ok(out)
 }
 
-/// What `forward` would run: `gh webhook forward` arguments for the one
-/// matching channel. Fanning out to several channels through a local
-/// relay is not available yet.
-pub fn forward_command(
+/// What `forward` runs: the repository, the events to subscribe to (the
+/// union of the matching channels' events, `*` when any takes every
+/// event), and the channels' webhook URLs on the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForwardPlan {
+    pub repo: String,
+    pub events: String,
+    pub targets: Vec<String>,
+    pub secret: Option<String>,
+}
+
+impl ForwardPlan {
+    /// `gh webhook forward` arguments delivering to `url`: the one
+    /// channel's URL, or the local relay's when there are several.
+    pub fn gh_args(&self, url: &str) -> Vec<String> {
+        let mut args = vec![
+            "webhook".to_owned(),
+            "forward".to_owned(),
+            format!("--repo={}", self.repo),
+            format!("--events={}", self.events),
+            format!("--url={url}"),
+        ];
+        if let Some(s) = &self.secret {
+            args.push(format!("--secret={s}"));
+        }
+        args
+    }
+}
+
+/// The GitHub channels of `dir` (or the one `channel` names, by id or
+/// agent slug) that `forward` delivers to, at server `url`.
+pub fn forward_plan(
     dir: &Path,
     repo: &str,
     url: Option<&str>,
     channel: Option<&str>,
     secret: Option<&str>,
-) -> Result<Vec<String>> {
+) -> Result<ForwardPlan> {
     let mut targets = github_targets(dir)?;
     if let Some(c) = channel {
         targets.retain(|t| t.channel == c || t.slug == c);
     }
-    let target = match targets.as_slice() {
-        [] => {
-            return Err(Error::Config {
-                message: format!("no `kind = \"github\"` channel under `{}`", dir.display()),
-            });
+    if targets.is_empty() {
+        return Err(Error::Config {
+            message: format!("no `kind = \"github\"` channel under `{}`", dir.display()),
+        });
+    }
+    let mut events: Vec<String> = Vec::new();
+    let mut every = false;
+    for t in &targets {
+        let named: Vec<&String> = t.events.iter().filter(|e| *e != "*").collect();
+        if named.is_empty() {
+            every = true;
         }
-        [one] => one,
-        _ => {
-            return Err(Error::Config {
-                message: format!(
-                    "{} GitHub channels match; forwarding to several at once (a local fan-out relay) is not available yet: pass --channel",
-                    targets.len()
-                ),
-            });
+        for e in named {
+            if !events.contains(e) {
+                events.push(e.clone());
+            }
         }
-    };
-    let events: Vec<&str> = target
-        .events
-        .iter()
-        .map(String::as_str)
-        .filter(|e| *e != "*")
-        .collect();
-    let events = if events.is_empty() {
+    }
+    let events = if every || events.is_empty() {
         "*".to_owned()
     } else {
         events.join(",")
     };
-    let base = url.unwrap_or("http://127.0.0.1:3000");
-    let mut args = vec![
-        "webhook".to_owned(),
-        "forward".to_owned(),
-        format!("--repo={repo}"),
-        format!("--events={events}"),
-        format!("--url={}{}", base.trim_end_matches('/'), target.path),
-    ];
-    if let Some(s) = secret {
-        args.push(format!("--secret={s}"));
-    }
-    Ok(args)
+    let base = url.unwrap_or("http://127.0.0.1:3000").trim_end_matches('/');
+    Ok(ForwardPlan {
+        repo: repo.to_owned(),
+        events,
+        targets: targets
+            .iter()
+            .map(|t| format!("{base}{}", t.path))
+            .collect(),
+        secret: secret.map(str::to_owned),
+    })
+}
+
+/// Headers a relayed delivery keeps: GitHub's own and the signature
+/// (the relay does not re-sign: every channel must share the secret).
+fn relayed(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.starts_with("x-github-")
+        || n.starts_with("x-hub-signature")
+        || n == "content-type"
+        || n == "user-agent"
+}
+
+/// Starts the local fan-out relay `forward` points `gh webhook forward`
+/// at when several channels match: each delivery is POSTed unchanged (raw
+/// body, GitHub headers, signature) to every target; the relay answers
+/// `200` when every target accepted it and `502` otherwise, with each
+/// target's status. Returns the relay's URL; it serves until `stop`.
+pub async fn start_relay(
+    targets: Vec<String>,
+    stop: tokio_util::sync::CancellationToken,
+) -> std::io::Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/", listener.local_addr()?);
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .map_err(std::io::Error::other)?;
+    let targets = std::sync::Arc::new(targets);
+    let app = axum::Router::new().fallback(
+        move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+            let (client, targets) = (client.clone(), targets.clone());
+            async move {
+                let mut answers = Vec::new();
+                let mut ok = true;
+                for target in targets.iter() {
+                    let mut req = client.post(target).body(body.clone());
+                    for (k, v) in &headers {
+                        if relayed(k.as_str()) {
+                            req = req.header(k.as_str(), v.as_bytes());
+                        }
+                    }
+                    let status = match req.send().await {
+                        Ok(r) => {
+                            ok &= r.status().as_u16() < 400;
+                            json!(r.status().as_u16())
+                        }
+                        Err(e) => {
+                            ok = false;
+                            tracing::warn!(target = %target, error = %e, "relayed delivery not delivered");
+                            json!(null)
+                        }
+                    };
+                    answers.push(json!({"url": target, "status": status}));
+                }
+                let code = if ok {
+                    axum::http::StatusCode::OK
+                } else {
+                    axum::http::StatusCode::BAD_GATEWAY
+                };
+                (code, axum::Json(json!({"ok": ok, "targets": answers})))
+            }
+        },
+    );
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await;
+    });
+    Ok(url)
 }
 
 #[cfg(test)]

@@ -239,3 +239,104 @@ fn forward_without_gh_says_what_is_missing() {
         run.stderr
     );
 }
+
+/// Several GitHub channels match: `forward` runs one `gh webhook forward`
+/// pointed at a local relay, which POSTs each delivery unchanged (body,
+/// event, delivery id, signature) to every channel. `gh` here is a stand-in
+/// script on PATH that sends one delivery to the `--url` it is given, as
+/// the real extension does, and records the relay's answer.
+#[test]
+fn forward_fans_out_to_every_matching_channel_through_a_local_relay() {
+    use agentkit_test_support::mock::{MockResponse, MockServer};
+    let host = tempfile::tempdir().unwrap();
+    for (slug, event) in [("alpha", "pull_request"), ("beta", "issue_comment")] {
+        let agent = host.path().join(slug).join("agent");
+        std::fs::create_dir_all(agent.join("channels")).unwrap();
+        std::fs::write(agent.join("agent.toml"), "model = \"test\"\n").unwrap();
+        std::fs::write(agent.join("instructions.md"), "Review.\n").unwrap();
+        std::fs::write(
+            agent.join("channels/github.toml"),
+            format!(
+                "kind = \"github\"\nwebhook_secret = \"s3cret\"\n[[rules]]\nevent = \"{event}\"\n[rules.turn]\nmessage = \"x\"\n"
+            ),
+        )
+        .unwrap();
+    }
+    // Stands in for the agentkit server: records what the relay delivers.
+    let server = MockServer::start(|_| MockResponse::json(202, &json!({"ok": true})));
+    let bin = tempfile::tempdir().unwrap();
+    let out = bin.path().join("relay-answer.json");
+    let gh = bin.path().join("gh");
+    std::fs::write(
+        &gh,
+        r#"#!/usr/bin/env python3
+import hashlib, hmac, json, os, sys, urllib.request
+args = dict(a[2:].split("=", 1) for a in sys.argv[3:] if a.startswith("--"))
+body = json.dumps({"action": "opened", "number": 7}).encode()
+sig = "sha256=" + hmac.new(args["secret"].encode(), body, hashlib.sha256).hexdigest()
+req = urllib.request.Request(args["url"], data=body, method="POST", headers={
+    "Content-Type": "application/json", "X-GitHub-Event": "pull_request",
+    "X-GitHub-Delivery": "d-123", "X-Hub-Signature-256": sig})
+with urllib.request.urlopen(req) as r:
+    answer = {"status": r.status, "body": json.load(r), "argv": sys.argv[1:]}
+open(os.environ["FAKE_GH_OUT"], "w").write(json.dumps(answer))
+"#,
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&gh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let url = server.url();
+    let run = agentkit_with(
+        host.path(),
+        &[
+            "github", "forward", "--dir", ".", "--repo", "o/r", "--url", &url, "--secret", "s3cret",
+        ],
+        |c| {
+            c.env("PATH", &path).env("FAKE_GH_OUT", &out);
+        },
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("relaying to 2 channels"),
+        "{}",
+        run.stderr
+    );
+    let answer: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(answer["status"], 200, "{answer}");
+    assert_eq!(answer["body"]["ok"], true, "{answer}");
+    // One subscription for the union of the channels' events.
+    let argv: Vec<&str> = answer["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        argv.contains(&"--events=pull_request,issue_comment"),
+        "{argv:?}"
+    );
+    assert!(argv.contains(&"--repo=o/r"), "{argv:?}");
+    let mut paths: Vec<String> = server.requests().iter().map(|r| r.path.clone()).collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        ["/alpha/v1/channels/github", "/beta/v1/channels/github"]
+    );
+    for r in server.requests() {
+        assert_eq!(r.header("x-github-event"), Some("pull_request"));
+        assert_eq!(r.header("x-github-delivery"), Some("d-123"));
+        assert!(
+            r.header("x-hub-signature-256")
+                .unwrap()
+                .starts_with("sha256=")
+        );
+        assert_eq!(r.json(), json!({"action": "opened", "number": 7}));
+    }
+}
