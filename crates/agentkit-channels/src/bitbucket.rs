@@ -11,12 +11,13 @@
 use std::sync::Arc;
 
 use agentkit_auth::{Chain, Policy, Secret};
-use agentkit_manifest::{Channel, Method};
+use agentkit_manifest::Channel;
 use serde_json::{Map, Value, json};
 
-use crate::api::{ChannelDefinition, ChannelResponse, HandlerArgs, RouteDef};
+use crate::api::{ChannelDefinition, ChannelResponse, HandlerArgs};
 use crate::error::{Error, Result};
 use crate::github::GithubOptions;
+use crate::pack::pack_definition;
 use crate::pack::{
     Decision, Delivery, PackCore, ReplySettings, TurnDefaults, accepted, at, default_chain, ok,
     post_json, published_events, resolve, skipped, text, webhook_secret,
@@ -86,25 +87,21 @@ pub fn bitbucket_channel(
             &options.agent_dir,
         ),
     });
-    let mut def = ChannelDefinition::new(channel.id.clone());
-    def.kind = "bitbucket".into();
-    def.description = pack.settings.description.clone();
-    def.auth = Some(chain);
-    def.info = Some(json!({
-        "webhookEvents": events,
-        "signed": secret.is_some(),
-        "apiUrl": api_url.unwrap_or_else(|| CLOUD_API.into()),
-    }));
     let p = pack.clone();
-    def.routes.push(
-        RouteDef::new(Method::Post, "/", move |args| {
+    Ok(pack_definition(
+        "bitbucket",
+        "Bitbucket",
+        &channel.id,
+        pack.settings.description.clone(),
+        chain,
+        events,
+        secret.is_some(),
+        api_url.as_deref().unwrap_or(CLOUD_API),
+        move |args| {
             let p = p.clone();
             async move { p.handle(args).await }
-        })
-        .body_schema(json!({"type": "object"}))
-        .description("Bitbucket webhook deliveries"),
-    );
-    Ok(def)
+        },
+    ))
 }
 
 /// How a reply comment's body is shaped for one product.

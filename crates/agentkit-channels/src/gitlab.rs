@@ -9,13 +9,14 @@
 use std::sync::Arc;
 
 use agentkit_auth::{Chain, Policy, Secret};
-use agentkit_manifest::{Channel, Method};
+use agentkit_manifest::Channel;
 use serde_json::{Value, json};
 
-use crate::api::{ChannelDefinition, ChannelResponse, HandlerArgs, RouteDef};
+use crate::api::{ChannelDefinition, ChannelResponse, HandlerArgs};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::github::GithubOptions;
+use crate::pack::pack_definition;
 use crate::pack::{
     Decision, Delivery, PackCore, ReplySettings, TurnDefaults, accepted, at, default_chain,
     post_json, published_events, resolve, skipped, text as s, webhook_secret,
@@ -83,22 +84,21 @@ pub fn gitlab_channel(
             &options.agent_dir,
         ),
     });
-    let mut def = ChannelDefinition::new(channel.id.clone());
-    def.kind = "gitlab".into();
-    def.description = pack.settings.description.clone();
-    def.auth = Some(chain);
-    def.info =
-        Some(json!({"webhookEvents": events, "signed": secret.is_some(), "apiUrl": api_url}));
     let p = pack.clone();
-    def.routes.push(
-        RouteDef::new(Method::Post, "/", move |args| {
+    Ok(pack_definition(
+        "gitlab",
+        "GitLab",
+        &channel.id,
+        pack.settings.description.clone(),
+        chain,
+        events,
+        secret.is_some(),
+        &api_url,
+        move |args| {
             let p = p.clone();
             async move { p.handle(args).await }
-        })
-        .body_schema(json!({"type": "object"}))
-        .description("GitLab webhook deliveries"),
-    );
-    Ok(def)
+        },
+    ))
 }
 
 impl Pack {

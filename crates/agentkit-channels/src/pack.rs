@@ -637,6 +637,39 @@ pub(crate) async fn post_json(
     Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
+/// A pack's channel definition: `kind`, the channel's description and
+/// auth chain, `webhookEvents` / `signed` / `apiUrl` in `/v1/info`, and one
+/// `POST /` route handing each delivery to `handle` (what `label` names,
+/// e.g. "GitHub").
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn pack_definition<F, Fut>(
+    kind: &str,
+    label: &str,
+    channel_id: &str,
+    description: Option<String>,
+    chain: Chain,
+    events: Vec<String>,
+    signed: bool,
+    api_url: &str,
+    handle: F,
+) -> crate::api::ChannelDefinition
+where
+    F: Fn(HandlerArgs) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<ChannelResponse>> + Send + 'static,
+{
+    let mut def = crate::api::ChannelDefinition::new(channel_id.to_owned());
+    def.kind = kind.to_owned();
+    def.description = description;
+    def.auth = Some(chain);
+    def.info = Some(json!({"webhookEvents": events, "signed": signed, "apiUrl": api_url}));
+    def.routes.push(
+        crate::api::RouteDef::new(agentkit_manifest::Method::Post, "/", handle)
+            .body_schema(json!({"type": "object"}))
+            .description(format!("{label} webhook deliveries")),
+    );
+    def
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -15,14 +15,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentkit_auth::{Chain, Policy, Secret};
-use agentkit_manifest::{Channel, Method};
+use agentkit_manifest::Channel;
 use serde_json::{Value, json};
 
-use crate::api::{
-    ChannelContext, ChannelDefinition, ChannelResponse, HandlerArgs, RouteDef, TurnReply,
-};
+use crate::api::{ChannelContext, ChannelDefinition, ChannelResponse, HandlerArgs, TurnReply};
 use crate::env::Env;
 use crate::error::{Error, Result};
+use crate::pack::pack_definition;
 use crate::pack::{
     Decision, Delivery, PackCore, TurnDefaults, accepted, at, default_chain, ok, resolve, skipped,
     turn_result, webhook_secret,
@@ -107,25 +106,21 @@ pub fn github_channel(
             &options.agent_dir,
         ),
     });
-    let mut def = ChannelDefinition::new(channel.id.clone());
-    def.kind = "github".into();
-    def.description = pack.settings.description.clone();
-    def.auth = Some(chain);
-    def.info = Some(json!({
-        "webhookEvents": events,
-        "signed": secret.is_some(),
-        "apiUrl": api_url,
-    }));
     let p = pack.clone();
-    def.routes.push(
-        RouteDef::new(Method::Post, "/", move |args| {
+    Ok(pack_definition(
+        "github",
+        "GitHub",
+        &channel.id,
+        pack.settings.description.clone(),
+        chain,
+        events,
+        secret.is_some(),
+        &api_url,
+        move |args| {
             let p = p.clone();
             async move { p.handle(args).await }
-        })
-        .body_schema(json!({"type": "object"}))
-        .description("GitHub webhook deliveries"),
-    );
-    Ok(def)
+        },
+    ))
 }
 
 /// A [`GithubClient`] with the credentials of a `kind = "github"` channel
