@@ -36,11 +36,27 @@
 //! File writes happen inline under the session lock (they only copy into
 //! the OS page cache); opening, replay reads and `fsync` run on tokio's
 //! blocking pool.
+//!
+//! # Size and descriptors
+//!
+//! A `message.appended` line stores only its `delta`: every read (replay,
+//! [`FileEventStore::read`], subscriptions) gives back the wire shape with
+//! the cumulative `text`, rebuilt from the deltas, so a log grows with
+//! what was said rather than with its square. Old logs whose deltas carry
+//! `text` read unchanged.
+//!
+//! A log holds one descriptor while it is open. At most
+//! [`StoreOptions::max_open_logs`] idle logs stay open; past that the least
+//! recently used are closed (a log that is followed or being appended to
+//! stays open), and reopened on next use. Reopening checks each line's
+//! index from its prefix and parses only the last line, so its cost is a
+//! scan of the file, not a parse of every event.
 
 mod error;
 mod recovery;
 mod store;
 mod subscription;
+mod text;
 
 pub use error::{Error, Result};
 pub use store::{FileEventStore, NewEvent, StoreOptions};

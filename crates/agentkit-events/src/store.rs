@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -16,6 +16,7 @@ use tokio::sync::{OnceCell, broadcast, watch};
 use crate::error::{Error, Result};
 use crate::recovery::{parse_lines, recover};
 use crate::subscription::Subscription;
+use crate::text::{self, Rebuild};
 
 /// The name of a session's log inside its directory.
 const LOG_FILE: &str = "events.ndjson";
@@ -26,8 +27,11 @@ pub struct StoreOptions {
     /// How many events a live subscriber may fall behind before it has to
     /// catch up from the file (it never loses events; it only pays a read).
     pub broadcast_capacity: usize,
-    /// The size of each session's write buffer, in bytes.
-    pub write_buffer_bytes: usize,
+    /// The most session logs kept open (one descriptor each) while nobody
+    /// uses them: past it, the least recently used idle logs are closed
+    /// and reopened on next use. Logs in use (followed, being appended to)
+    /// stay open whatever this says.
+    pub max_open_logs: usize,
     /// How many events a [`FileEventStore::tap`] receiver may fall behind
     /// before it misses some (it is told how many, as `Lagged`).
     pub tap_capacity: usize,
@@ -37,7 +41,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             broadcast_capacity: 128,
-            write_buffer_bytes: 8 * 1024,
+            max_open_logs: 256,
             tap_capacity: 4096,
         }
     }
@@ -62,13 +66,61 @@ pub struct FileEventStore {
     inner: Arc<Inner>,
 }
 
+/// The open logs, with when each was last asked for.
+#[derive(Debug, Default)]
+struct LogTable {
+    slots: HashMap<SessionId, Slot>,
+    /// Counts `log()` calls: the recency of a slot.
+    tick: u64,
+}
+
+#[derive(Debug)]
+struct Slot {
+    cell: Arc<OnceCell<Arc<SessionLog>>>,
+    last_used: u64,
+}
+
+impl Slot {
+    /// Nobody but the table holds this log (or its opening): closing it
+    /// now cannot split one session over two open logs.
+    fn is_idle(&self) -> bool {
+        Arc::strong_count(&self.cell) == 1
+            && self
+                .cell
+                .get()
+                .is_none_or(|log| Arc::strong_count(log) == 1)
+    }
+}
+
+impl LogTable {
+    /// Closes the least recently used idle logs until at most
+    /// three quarters of `max` are open (so the scan is rare).
+    fn close_idle(&mut self, max: usize) {
+        if self.slots.len() <= max {
+            return;
+        }
+        let target = max - max / 4;
+        let mut idle: Vec<(u64, SessionId)> = self
+            .slots
+            .iter()
+            .filter(|(_, slot)| slot.is_idle())
+            .map(|(id, slot)| (slot.last_used, id.clone()))
+            .collect();
+        idle.sort_unstable();
+        let excess = self.slots.len().saturating_sub(target);
+        for (_, id) in idle.into_iter().take(excess) {
+            self.slots.remove(&id);
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Inner {
     sessions_dir: PathBuf,
     options: StoreOptions,
     /// Logs are opened (and recovered) on first use; the cell makes sure
     /// that happens once even when several callers arrive together.
-    logs: Mutex<HashMap<SessionId, Arc<OnceCell<Arc<SessionLog>>>>>,
+    logs: Mutex<LogTable>,
     /// Every published event of every session, for observers (hooks,
     /// channel deliveries).
     tap: broadcast::Sender<Arc<Event>>,
@@ -86,7 +138,7 @@ impl FileEventStore {
                 sessions_dir,
                 tap: broadcast::channel(options.tap_capacity.max(1)).0,
                 options,
-                logs: Mutex::new(HashMap::new()),
+                logs: Mutex::new(LogTable::default()),
             }),
         })
     }
@@ -142,14 +194,97 @@ impl FileEventStore {
     /// Flushes and `fsync`s (`sync_data`) the session's log: a durable
     /// point. Everything appended before the call survives a power cut.
     pub async fn sync(&self, session: &SessionId) -> Result<()> {
-        self.log(session, false).await?.sync().await
+        let open = {
+            let logs = lock(&self.inner.logs);
+            logs.slots
+                .get(session)
+                .and_then(|slot| slot.cell.get().cloned())
+        };
+        if let Some(log) = open {
+            return log.sync().await;
+        }
+        // A closed log has nothing buffered: everything appended reached
+        // the OS before it was closed, so syncing the file is enough (no
+        // need to open and recover it).
+        let path = self
+            .inner
+            .sessions_dir
+            .join(session.as_str())
+            .join(LOG_FILE);
+        blocking(move || match File::open(&path) {
+            Ok(file) => file.sync_data().map_err(|e| Error::io("sync", &path, e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("open", &path, e)),
+        })
+        .await
     }
 
-    /// Every event of `session` from `start_index` on, read from the file.
+    /// Every event of `session` from `start_index` on, read from the file,
+    /// in the wire shape (each `message.appended` with its cumulative
+    /// `text`).
     pub async fn read(&self, session: &SessionId, start_index: u64) -> Result<Vec<Event>> {
         let log = self.log(session, false).await?;
         let end = log.published();
+        let mut events = log.read_range(start_index, end).await?;
+        let mut rebuild = if start_index == 0 {
+            Rebuild::at_start()
+        } else {
+            Rebuild::default()
+        };
+        log.rebuild(&mut rebuild, start_index, &mut events).await?;
+        Ok(events)
+    }
+
+    /// Every event of `session` from `start_index` on, as stored: each
+    /// `message.appended` carries its `delta` only. For readers that skip
+    /// the deltas (the runtime's fold) and should not pay for rebuilding
+    /// the text of every one.
+    pub async fn read_stored(&self, session: &SessionId, start_index: u64) -> Result<Vec<Event>> {
+        let log = self.log(session, false).await?;
+        let end = log.published();
         log.read_range(start_index, end).await
+    }
+
+    /// The events of `session` in `start_index..end_index` (clamped to what
+    /// is stored), like [`read`](Self::read).
+    pub async fn read_range(
+        &self,
+        session: &SessionId,
+        start_index: u64,
+        end_index: u64,
+    ) -> Result<Vec<Event>> {
+        let log = self.log(session, false).await?;
+        let mut events = log.read_range(start_index, end_index).await?;
+        let mut rebuild = if start_index == 0 {
+            Rebuild::at_start()
+        } else {
+            Rebuild::default()
+        };
+        log.rebuild(&mut rebuild, start_index, &mut events).await?;
+        Ok(events)
+    }
+
+    /// How many session logs are open now (one descriptor each).
+    pub fn open_logs(&self) -> usize {
+        lock(&self.inner.logs)
+            .slots
+            .values()
+            .filter(|slot| slot.cell.get().is_some())
+            .count()
+    }
+
+    /// Forgets `session`'s open log if nobody uses it (its folder was
+    /// deleted, say). Returns whether it was dropped or was not open.
+    pub fn close(&self, session: &SessionId) -> bool {
+        let mut logs = lock(&self.inner.logs);
+        match logs.slots.get(session) {
+            Some(slot) if slot.is_idle() => {
+                logs.slots.remove(session);
+                true
+            }
+            Some(_) => false,
+            None => true,
+        }
     }
 
     /// Follows `session` from `start_index`: the subscription replays what
@@ -213,7 +348,19 @@ impl FileEventStore {
     async fn log(&self, session: &SessionId, create: bool) -> Result<Arc<SessionLog>> {
         let cell = {
             let mut logs = lock(&self.inner.logs);
-            Arc::clone(logs.entry(session.clone()).or_default())
+            logs.tick += 1;
+            let tick = logs.tick;
+            let fresh = !logs.slots.contains_key(session);
+            let slot = logs.slots.entry(session.clone()).or_insert_with(|| Slot {
+                cell: Arc::default(),
+                last_used: tick,
+            });
+            slot.last_used = tick;
+            let cell = Arc::clone(&slot.cell);
+            if fresh {
+                logs.close_idle(self.inner.options.max_open_logs.max(1));
+            }
+            cell
         };
         let log = cell
             .get_or_try_init(|| {
@@ -242,8 +389,9 @@ pub(crate) struct SessionLog {
     tap: broadcast::Sender<Arc<Event>>,
     /// The published length, for appenders waiting on someone else's flush.
     flushed: watch::Sender<Flushed>,
-    /// A second handle on the file, for `sync_data` outside the lock.
-    sync_file: Arc<File>,
+    /// The log, opened for appending: one descriptor, written under the
+    /// state lock and synced outside it.
+    file: Arc<File>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -254,7 +402,9 @@ struct Flushed {
 
 #[derive(Debug)]
 struct LogState {
-    writer: BufWriter<File>,
+    /// Encoded lines not yet written to the file (the group-commit
+    /// buffer: the last appender of a group writes them all).
+    buffer: Vec<u8>,
     /// Events written to the buffer (the next index to assign).
     len: u64,
     /// Events that reached the OS and were sent to subscribers.
@@ -291,7 +441,6 @@ impl SessionLog {
             sync_dir(&dir);
         }
         let recovered = recover(&path, &session)?;
-        let sync_file = file.try_clone().map_err(|e| Error::io("open", &path, e))?;
         let len = recovered.offsets.len() as u64;
         let (sender, _) = broadcast::channel(inner.options.broadcast_capacity.max(1));
         let (flushed, _) = watch::channel(Flushed {
@@ -302,7 +451,7 @@ impl SessionLog {
             session,
             path,
             state: Mutex::new(LogState {
-                writer: BufWriter::with_capacity(inner.options.write_buffer_bytes.max(1), file),
+                buffer: Vec::new(),
                 len,
                 published: len,
                 offsets: recovered.offsets,
@@ -315,7 +464,7 @@ impl SessionLog {
             sender,
             tap: inner.tap.clone(),
             flushed,
-            sync_file: Arc::new(sync_file),
+            file: Arc::new(file),
         })
     }
 
@@ -373,7 +522,7 @@ impl SessionLog {
         // error leaves the log untouched.
         state.scratch.clear();
         for (i, new) in batch.into_iter().enumerate() {
-            let event = Event {
+            let mut event = Event {
                 event_type: new.event_type,
                 index: state.len + i as u64,
                 session_id: self.session.clone(),
@@ -382,18 +531,21 @@ impl SessionLog {
                 data: new.data,
             };
             starts.push(state.end + state.scratch.len() as u64);
-            serde_json::to_writer(&mut state.scratch, &event).map_err(|source| Error::Encode {
+            // The line keeps only the delta; the event handed back (and
+            // published) keeps the wire shape.
+            let cumulative = text::strip(&mut event);
+            let encoded = serde_json::to_writer(&mut state.scratch, &event);
+            text::unstrip(&mut event, cumulative);
+            encoded.map_err(|source| Error::Encode {
                 session: self.session.clone(),
                 source,
             })?;
             state.scratch.push(b'\n');
             events.push(event);
         }
-        if let Err(e) = state.writer.write_all(&state.scratch) {
-            let error = Error::io("write", &self.path, e);
-            self.fail(state, &error);
-            return Err(error);
-        }
+        let scratch = std::mem::take(&mut state.scratch);
+        state.buffer.extend_from_slice(&scratch);
+        state.scratch = scratch;
         state.len += events.len() as u64;
         state.end += state.scratch.len() as u64;
         state.offsets.extend(starts);
@@ -410,10 +562,17 @@ impl SessionLog {
         if state.failed.is_some() {
             return Err(self.failed_error(state));
         }
-        if let Err(e) = state.writer.flush() {
-            let error = Error::io("write", &self.path, e);
-            self.fail(state, &error);
-            return Err(error);
+        if !state.buffer.is_empty() {
+            let written = (&*self.file).write_all(&state.buffer);
+            state.buffer.clear();
+            if state.buffer.capacity() > 64 * 1024 {
+                state.buffer.shrink_to(64 * 1024);
+            }
+            if let Err(e) = written {
+                let error = Error::io("write", &self.path, e);
+                self.fail(state, &error);
+                return Err(error);
+            }
         }
         for event in state.unpublished.drain(..) {
             // An error only means nobody is listening right now.
@@ -447,12 +606,52 @@ impl SessionLog {
             let mut state = lock(&self.state);
             self.flush_locked(&mut state)?;
         }
-        let file = Arc::clone(&self.sync_file);
+        let file = Arc::clone(&self.file);
         let path = self.path.clone();
         blocking(move || file.sync_data().map_err(|e| Error::io("sync", &path, e))).await
     }
 
-    /// Events `start..end` (clamped to what is published), from the file.
+    /// Completes the stored deltas among `events` (which start at index
+    /// `start`) with their cumulative text, reading the prefix of a
+    /// message the range begins inside of.
+    pub(crate) async fn rebuild(
+        &self,
+        rebuild: &mut Rebuild,
+        start: u64,
+        events: &mut [Event],
+    ) -> Result<()> {
+        for event in events.iter_mut() {
+            if rebuild.needs_prefix(event) {
+                *rebuild = Rebuild::with_prefix(self.prefix_before(start).await?);
+            }
+            rebuild.apply(event);
+        }
+        Ok(())
+    }
+
+    /// The text of the message whose deltas run up to index `end`
+    /// (exclusive), read backwards from the file a chunk at a time.
+    async fn prefix_before(&self, end: u64) -> Result<String> {
+        const CHUNK: u64 = 256;
+        let mut hi = end;
+        let mut tail: Vec<Event> = Vec::new();
+        loop {
+            let lo = hi.saturating_sub(CHUNK);
+            let mut chunk = self.read_range(lo, hi).await?;
+            chunk.append(&mut tail);
+            if let Some(text) = text::prefix_in(&chunk, lo == 0) {
+                return Ok(text);
+            }
+            if lo == 0 {
+                return Ok(String::new());
+            }
+            tail = chunk;
+            hi = lo;
+        }
+    }
+
+    /// Events `start..end` (clamped to what is published), from the file,
+    /// as stored (deltas without their cumulative text).
     pub(crate) async fn read_range(&self, start: u64, end: u64) -> Result<Vec<Event>> {
         let (from, to) = {
             let state = lock(&self.state);

@@ -9,6 +9,7 @@ use tokio::sync::broadcast::{self, error::RecvError};
 
 use crate::error::{Error, Result};
 use crate::store::SessionLog;
+use crate::text::Rebuild;
 
 /// How many events one catch-up read fetches at most.
 const REPLAY_CHUNK: u64 = 1024;
@@ -32,6 +33,8 @@ pub struct Subscription {
     /// it has been read from the file.
     held: Option<Event>,
     receiver: broadcast::Receiver<Arc<Event>>,
+    /// Completes stored deltas read from the file with their text.
+    rebuild: Rebuild,
 }
 
 impl Subscription {
@@ -48,6 +51,11 @@ impl Subscription {
             backlog: VecDeque::new(),
             held: None,
             receiver,
+            rebuild: if start == 0 {
+                Rebuild::at_start()
+            } else {
+                Rebuild::default()
+            },
         }
     }
 
@@ -66,19 +74,23 @@ impl Subscription {
             }
             if self.next < self.replay_until {
                 let end = self.replay_until.min(self.next + REPLAY_CHUNK);
-                let events = self.log.read_range(self.next, end).await?;
+                let mut events = self.log.read_range(self.next, end).await?;
                 if events.first().map(|e| e.index) != Some(self.next) {
                     return Err(Error::Task(format!(
                         "replay from index {} returned nothing",
                         self.next
                     )));
                 }
+                self.log
+                    .rebuild(&mut self.rebuild, self.next, &mut events)
+                    .await?;
                 self.backlog = events.into();
                 continue;
             }
             if let Some(event) = self.held.take() {
                 if event.index == self.next {
                     self.next += 1;
+                    self.rebuild.follow_live(&event);
                     return Ok(event);
                 }
                 if event.index > self.next {
@@ -91,6 +103,7 @@ impl Subscription {
                 Ok(event) if event.index < self.next => {}
                 Ok(event) if event.index == self.next => {
                     self.next += 1;
+                    self.rebuild.follow_live(&event);
                     return Ok(Event::clone(&event));
                 }
                 Ok(event) => {

@@ -115,6 +115,21 @@ pub struct Event {
     pub data: Value,
 }
 
+impl Event {
+    /// The envelope (type, index, session, turn, time) with a `null`
+    /// payload: for writing the same event with a different `data`.
+    pub fn clone_envelope(&self) -> Event {
+        Event {
+            event_type: self.event_type,
+            index: self.index,
+            session_id: self.session_id.clone(),
+            turn_id: self.turn_id.clone(),
+            at: self.at.clone(),
+            data: Value::Null,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -134,9 +134,9 @@ impl AgentRuntime {
     /// The parked calls of a session `owner` may see, oldest first.
     pub async fn approvals(&self, id: &str, owner: &Owner) -> Result<Vec<PendingApproval>> {
         let session = self.owned(id, owner)?;
-        let events = self.store().read(&session.id, 0).await?;
+        let parked = self.with_history(&session, pending).await?;
         let waiters = lock(&self.waiters().map);
-        Ok(pending(&events)
+        Ok(parked
             .into_iter()
             .map(|mut p| {
                 p.live = waiters.contains_key(&(id.to_owned(), p.call_id.clone()));
@@ -183,13 +183,17 @@ impl AgentRuntime {
         }
         // Its turn is gone: a restart (or shutdown) cut it short.
         let session = self.get_session(id)?;
-        let events = self.store().read(&session.id, 0).await?;
-        let pending_now = pending(&events);
-        let Some(parked) = pending_now.iter().find(|p| p.call_id == call_id).cloned() else {
-            let known = events.iter().any(|e| {
-                e.event_type == EventType::ActionApprovalRequested
-                    && e.data.get("callId").and_then(Value::as_str) == Some(call_id)
-            });
+        let (parked, known) = self
+            .with_history(&session, |events| {
+                let parked = pending(events).into_iter().find(|p| p.call_id == call_id);
+                let known = events.iter().any(|e| {
+                    e.event_type == EventType::ActionApprovalRequested
+                        && e.data.get("callId").and_then(Value::as_str) == Some(call_id)
+                });
+                (parked, known)
+            })
+            .await?;
+        let Some(parked) = parked else {
             return Err(if known {
                 Error::ApprovalResolved {
                     call_id: call_id.to_owned(),
@@ -238,13 +242,19 @@ impl AgentRuntime {
         // The conversation can go on once every call of that step has a
         // result: calls a restart cut short get an error result; calls
         // still parked keep it waiting.
-        let events = self.store().read(&session.id, 0).await?;
-        let still_parked = pending(&events).iter().any(|p| p.turn_id == turn);
+        let (still_parked, unanswered) = self
+            .with_history(&session, |events| {
+                (
+                    pending(events).iter().any(|p| p.turn_id == turn),
+                    unanswered_calls(events, turn),
+                )
+            })
+            .await?;
         if still_parked {
             self.store().sync(&session.id).await?;
             return Ok(answer(false));
         }
-        for (call, tool) in unanswered_calls(&events, turn) {
+        for (call, tool) in unanswered {
             self.store()
                 .append(
                     &session.id,
@@ -278,6 +288,9 @@ impl AgentRuntime {
             Ok(tool) => tool,
             Err(e) => return ToolOutput::error(e.to_string()),
         };
+        if let Err(e) = self.ensure_workspace(&guard.session).await {
+            return ToolOutput::error(e.to_string());
+        }
         let ctx = ToolContext {
             call_id: parked.call_id.clone(),
             session_id: session.as_str().to_owned(),
@@ -327,11 +340,9 @@ impl AgentRuntime {
     /// After an interrupted turn (preempted or stopped, not a shutdown),
     /// its parked calls are withdrawn: they no longer wait for anyone.
     pub(crate) async fn withdraw_parked(&self, id: &SessionId, turn: &str) -> Result<()> {
-        let events = self.store().read(id, 0).await?;
-        let all = pending(&events);
-        if all.iter().all(|p| p.turn_id == turn)
-            && let Ok(session) = self.get_session(id.as_str())
-        {
+        let session = self.get_session(id.as_str())?;
+        let all = self.with_history(&session, pending).await?;
+        if all.iter().all(|p| p.turn_id == turn) {
             self.mark_parked(&session, false);
         }
         for parked in all.into_iter().filter(|p| p.turn_id == turn) {

@@ -101,3 +101,200 @@ pub fn conversation(events: &[Event], exclude: &BTreeSet<u64>) -> Vec<Message> {
     }
     out
 }
+
+/// Does the fold (or the approvals list, or recovery) read events of this
+/// type? Deltas, step boundaries and subagent notes are left out of the
+/// cache: they are most of a log and none of the conversation.
+pub(crate) fn keeps(t: EventType) -> bool {
+    matches!(
+        t,
+        EventType::MessageReceived
+            | EventType::MessageCompleted
+            | EventType::ActionsRequested
+            | EventType::ActionResult
+            | EventType::ActionApprovalRequested
+            | EventType::ActionApprovalResolved
+            | EventType::TurnStarted
+            | EventType::TurnCompleted
+            | EventType::TurnFailed
+            | EventType::SessionWaiting
+            | EventType::SessionCompleted
+            | EventType::SessionFailed
+    )
+}
+
+/// The events of one session that [`conversation`], the approvals list
+/// and recovery read, kept up to date incrementally: each refresh reads
+/// only what was appended since the last one, so a turn's cost does not
+/// grow with the length of the log. Dropped when the session goes cold
+/// and rebuilt (from the log) when it is addressed again.
+#[derive(Debug, Default)]
+pub(crate) struct FoldCache {
+    /// The cache holds the kept events of `0..upto`.
+    loaded: bool,
+    upto: u64,
+    events: Vec<Event>,
+}
+
+impl FoldCache {
+    /// Whether the cache holds anything (a cold session's does not).
+    pub(crate) fn is_loaded(&self) -> bool {
+        self.loaded
+    }
+
+    /// Where the next refresh reads from.
+    pub(crate) fn upto(&self) -> u64 {
+        if self.loaded { self.upto } else { 0 }
+    }
+
+    /// Adds the events read from [`upto`](Self::upto) on.
+    pub(crate) fn extend(&mut self, read: Vec<Event>) {
+        if !self.loaded {
+            self.loaded = true;
+            self.upto = 0;
+            self.events.clear();
+        }
+        for mut event in read {
+            if event.index < self.upto {
+                continue;
+            }
+            self.upto = event.index + 1;
+            if !keeps(event.event_type) {
+                continue;
+            }
+            // The result of a completed turn repeats its last message;
+            // only the turn id matters here.
+            if event.event_type == EventType::TurnCompleted {
+                event.data = Value::Null;
+            }
+            self.events.push(event);
+        }
+    }
+
+    /// The kept events, in index order.
+    pub(crate) fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// Forgets everything (the session went cold).
+    pub(crate) fn clear(&mut self) {
+        *self = FoldCache::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use agentkit_protocol::SessionId;
+    use serde_json::json;
+
+    fn log() -> Vec<Event> {
+        let e = |index: u64, t: EventType, turn: Option<&str>, data: Value| Event {
+            event_type: t,
+            index,
+            session_id: SessionId::parse("s").unwrap(),
+            turn_id: turn.map(str::to_owned),
+            at: String::new(),
+            data,
+        };
+        vec![
+            e(0, EventType::SessionStarted, None, json!({})),
+            e(1, EventType::MessageReceived, None, json!({"text": "q1"})),
+            e(2, EventType::TurnStarted, Some("t1"), json!({})),
+            e(
+                3,
+                EventType::MessageAppended,
+                Some("t1"),
+                json!({"delta": "a"}),
+            ),
+            e(
+                4,
+                EventType::MessageCompleted,
+                Some("t1"),
+                json!({"text": "a", "finishReason": "tool_call"}),
+            ),
+            e(
+                5,
+                EventType::ActionsRequested,
+                Some("t1"),
+                json!({"calls": [{"callId": "c", "toolName": "x", "input": {}}]}),
+            ),
+            e(
+                6,
+                EventType::ActionApprovalRequested,
+                Some("t1"),
+                json!({"callId": "c", "toolName": "x", "input": {}}),
+            ),
+            e(
+                7,
+                EventType::TurnFailed,
+                Some("t1"),
+                json!({"reason": "restart"}),
+            ),
+            e(8, EventType::SessionWaiting, None, json!({})),
+            e(
+                9,
+                EventType::ActionApprovalResolved,
+                Some("t1"),
+                json!({"callId": "c"}),
+            ),
+            e(
+                10,
+                EventType::ActionResult,
+                Some("t1"),
+                json!({"callId": "c", "toolName": "x", "output": "ok"}),
+            ),
+            e(
+                11,
+                EventType::TurnStarted,
+                Some("t2"),
+                json!({"resumes": "t1"}),
+            ),
+            e(12, EventType::StepStarted, Some("t2"), json!({"step": 1})),
+            e(
+                13,
+                EventType::MessageCompleted,
+                Some("t2"),
+                json!({"text": "done", "finishReason": "stop"}),
+            ),
+            e(
+                14,
+                EventType::TurnCompleted,
+                Some("t2"),
+                json!({"result": "done"}),
+            ),
+            e(15, EventType::MessageReceived, None, json!({"text": "q2"})),
+            e(16, EventType::TurnStarted, Some("t3"), json!({})),
+            e(
+                17,
+                EventType::MessageCompleted,
+                Some("t3"),
+                json!({"text": "cut", "finishReason": "stop"}),
+            ),
+        ]
+    }
+
+    #[test]
+    fn the_cache_folds_like_the_whole_log_however_it_was_read() {
+        let all = log();
+        let exclude = BTreeSet::from([15]);
+        let whole = conversation(&all, &exclude);
+        assert_eq!(whole.len(), 4, "{whole:?}");
+        for split in 0..all.len() {
+            let mut cache = FoldCache::default();
+            assert_eq!(cache.upto(), 0);
+            cache.extend(all[..split].to_vec());
+            // A refresh reads from `upto`; an overlap is ignored.
+            cache.extend(all[split.saturating_sub(1)..].to_vec());
+            assert_eq!(cache.upto(), all.len() as u64);
+            assert_eq!(
+                conversation(cache.events(), &exclude),
+                whole,
+                "split {split}"
+            );
+            assert!(cache.events().iter().all(|e| keeps(e.event_type)));
+        }
+    }
+}

@@ -98,6 +98,10 @@ pub struct Accepted {
     /// The message queued behind a running turn.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub coalesced: bool,
+    /// The index of this message's `message.received`: a follower that
+    /// starts here sees the message and everything it caused.
+    #[serde(skip)]
+    pub start_index: u64,
 }
 
 /// A session as `GET /v1/sessions` lists it.
@@ -156,7 +160,38 @@ pub(crate) struct Inner {
     pub(crate) reminders: crate::reminders::ReminderState,
     /// Calls parked in running turns.
     waiters: Arc<crate::approvals::Waiters>,
+    /// Sessions whose fold cache is loaded, least recently used first; a
+    /// session pushed out of it drops its cache once idle.
+    hot: Mutex<std::collections::VecDeque<Arc<Session>>>,
+    /// Serialises create-or-continue per `(channel, key)`, so two first
+    /// deliveries with one new key make one session.
+    key_locks: Mutex<HashMap<ChannelKey, Arc<tokio::sync::Mutex<()>>>>,
 }
+
+/// `(channel, continuation key)`.
+type ChannelKey = (String, String);
+
+/// A held create-or-continue lock; the last holder removes the entry.
+struct KeyGuard {
+    runtime: AgentRuntime,
+    slot: ChannelKey,
+    mutex: Arc<tokio::sync::Mutex<()>>,
+    _guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for KeyGuard {
+    fn drop(&mut self) {
+        self._guard = None;
+        let mut locks = lock(&self.runtime.inner.key_locks);
+        // The table's Arc and ours: nobody else waits on this key.
+        if Arc::strong_count(&self.mutex) <= 2 {
+            locks.remove(&self.slot);
+        }
+    }
+}
+
+/// How many sessions keep their fold cache while idle.
+const HOT_SESSIONS: usize = 256;
 
 #[derive(Debug)]
 pub(crate) struct Session {
@@ -164,8 +199,14 @@ pub(crate) struct Session {
     meta: Mutex<SessionMeta>,
     state: Mutex<TurnState>,
     pub(crate) workspace: PathBuf,
+    /// The workspace was materialised (it is, before the first turn or
+    /// call that needs it, not at create).
+    workspace_ready: std::sync::atomic::AtomicBool,
     /// Signalled when the session's worker lets go (the session is idle).
     idle: tokio::sync::Notify,
+    /// What the fold, approvals and recovery read, kept incrementally
+    /// (async: a refresh reads the log's new tail under it).
+    fold: tokio::sync::Mutex<fold::FoldCache>,
 }
 
 #[derive(Debug, Default)]
@@ -238,6 +279,8 @@ impl AgentRuntime {
                 schedules: Default::default(),
                 reminders: Default::default(),
                 waiters: Arc::default(),
+                hot: Mutex::default(),
+                key_locks: Mutex::default(),
             }),
         };
         for id in runtime.inner.store.sessions().await? {
@@ -302,14 +345,16 @@ impl AgentRuntime {
             meta: Mutex::new(meta),
             state: Mutex::new(TurnState::default()),
             workspace,
+            workspace_ready: std::sync::atomic::AtomicBool::new(false),
             idle: tokio::sync::Notify::new(),
+            fold: tokio::sync::Mutex::default(),
         });
         lock(&self.inner.sessions).insert(id.as_str().to_owned(), session.clone());
         session
     }
 
     /// Records the end of a turn that a crash cut short.
-    async fn recover(&self, session: &Session) -> Result<()> {
+    async fn recover(&self, session: &Arc<Session>) -> Result<()> {
         // Most stored sessions ended settled. Peeking at the last line
         // without the store keeps their logs closed: opening every log at
         // start would hold two descriptors per session ever created.
@@ -322,28 +367,38 @@ impl AgentRuntime {
         {
             return Ok(());
         }
-        let events = self.inner.store.read(&session.id, 0).await?;
-        if parked {
-            self.arm_approval_timeouts(&session.id, &events);
-        }
-        let Some(last) = events.last() else {
-            return Ok(());
-        };
-        let open_turn = events
-            .iter()
-            .rev()
-            .find(|e| {
-                matches!(
-                    e.event_type,
-                    EventType::TurnStarted | EventType::TurnCompleted | EventType::TurnFailed
-                )
+        let (open_turn, settled) = self
+            .with_history(session, |events| {
+                if parked {
+                    self.arm_approval_timeouts(&session.id, events);
+                }
+                let open_turn = events
+                    .iter()
+                    .rev()
+                    .find(|e| {
+                        matches!(
+                            e.event_type,
+                            EventType::TurnStarted
+                                | EventType::TurnCompleted
+                                | EventType::TurnFailed
+                        )
+                    })
+                    .filter(|e| e.event_type == EventType::TurnStarted)
+                    .and_then(|e| e.turn_id.clone());
+                // The cache keeps the settle events, so its last event is
+                // the log's last kept one; a log that ends in deltas ended
+                // mid-turn and has an open turn anyway.
+                let settled = events.last().is_some_and(|last| {
+                    matches!(
+                        last.event_type,
+                        EventType::SessionWaiting
+                            | EventType::SessionCompleted
+                            | EventType::SessionFailed
+                    )
+                });
+                (open_turn, settled)
             })
-            .filter(|e| e.event_type == EventType::TurnStarted)
-            .and_then(|e| e.turn_id.clone());
-        let settled = matches!(
-            last.event_type,
-            EventType::SessionWaiting | EventType::SessionCompleted | EventType::SessionFailed
-        );
+            .await?;
         if open_turn.is_none() && settled {
             return Ok(());
         }
@@ -387,18 +442,152 @@ impl AgentRuntime {
         Ok(self.inner.store.append(id, t, turn, data).await?)
     }
 
+    /// Brings `session`'s fold cache up to date (reading only the events
+    /// appended since the last refresh, or the whole log once when the
+    /// session was cold) and runs `f` over the kept events.
+    pub(crate) async fn with_history<T>(
+        &self,
+        session: &Arc<Session>,
+        f: impl FnOnce(&[Event]) -> T,
+    ) -> Result<T> {
+        let mut cache = session.fold.lock().await;
+        let was_loaded = cache.is_loaded();
+        let read = self
+            .inner
+            .store
+            .read_stored(&session.id, cache.upto())
+            .await?;
+        cache.extend(read);
+        let out = f(cache.events());
+        drop(cache);
+        if !was_loaded {
+            self.keep_hot(session);
+        }
+        Ok(out)
+    }
+
+    /// Records that `session` has a loaded cache; the least recently
+    /// loaded sessions past [`HOT_SESSIONS`] drop theirs when idle.
+    fn keep_hot(&self, session: &Arc<Session>) {
+        let cold: Vec<Arc<Session>> = {
+            let mut hot = lock(&self.inner.hot);
+            hot.retain(|s| !Arc::ptr_eq(s, session));
+            hot.push_back(session.clone());
+            let mut cold = Vec::new();
+            let mut kept = 0;
+            while hot.len() > HOT_SESSIONS && kept < hot.len() {
+                let Some(oldest) = hot.pop_front() else {
+                    break;
+                };
+                let busy = {
+                    let state = lock(&oldest.state);
+                    state.worker || state.is_busy()
+                };
+                if busy {
+                    hot.push_back(oldest);
+                    kept += 1;
+                } else {
+                    cold.push(oldest);
+                }
+            }
+            cold
+        };
+        for session in cold {
+            if let Ok(mut cache) = session.fold.try_lock() {
+                cache.clear();
+            }
+        }
+    }
+
+    /// Materialises the session's workspace if no turn or call did yet.
+    pub(crate) async fn ensure_workspace(&self, session: &Session) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        if session.workspace_ready.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let agent = self.inner.agent.clone();
+        let dir = session.workspace.clone();
+        let fresh = !dir.exists();
+        // A workspace that exists already (a restart, or files a message
+        // brought) keeps what is in it: seeds never overwrite a turn's work.
+        if fresh {
+            tokio::task::spawn_blocking(move || workspace::materialize(&agent, &dir))
+                .await
+                .map_err(|e| Error::BadRequest {
+                    message: format!("workspace setup failed: {e}"),
+                })??;
+        }
+        session.workspace_ready.store(true, Ordering::Release);
+        Ok(())
+    }
+
     pub(crate) fn get_session(&self, id: &str) -> Result<Arc<Session>> {
         self.get(id)
     }
 
     fn get(&self, id: &str) -> Result<Arc<Session>> {
         let id = SessionId::parse(id)?;
-        lock(&self.inner.sessions)
+        let not_found = || Error::SessionNotFound {
+            id: id.as_str().to_owned(),
+        };
+        let session = lock(&self.inner.sessions)
             .get(id.as_str())
             .cloned()
-            .ok_or_else(|| Error::SessionNotFound {
-                id: id.as_str().to_owned(),
-            })
+            .ok_or_else(not_found)?;
+        if self.deleted(&session) {
+            return Err(not_found());
+        }
+        Ok(session)
+    }
+
+    /// Has someone deleted the session's folder? An idle session whose
+    /// folder is gone is forgotten at once (listings, streams, keys), so
+    /// deleting a folder deletes the session without a restart. A session
+    /// with a turn in flight is forgotten once it settles.
+    fn deleted(&self, session: &Arc<Session>) -> bool {
+        if self.session_dir(&session.id).exists() {
+            return false;
+        }
+        let active = {
+            let state = lock(&session.state);
+            state.worker || state.is_busy()
+        };
+        if active {
+            return false;
+        }
+        self.forget(session);
+        true
+    }
+
+    /// Drops every trace of `session` from memory.
+    fn forget(&self, session: &Arc<Session>) {
+        let removed = {
+            let mut sessions = lock(&self.inner.sessions);
+            match sessions.get(session.id.as_str()) {
+                Some(s) if Arc::ptr_eq(s, session) => sessions.remove(session.id.as_str()),
+                _ => None,
+            }
+        };
+        if removed.is_none() {
+            return;
+        }
+        let (channel, token) = {
+            let meta = lock(&session.meta);
+            (meta.channel.clone(), meta.continuation_token.clone())
+        };
+        {
+            let mut conts = lock(&self.inner.continuations);
+            if conts
+                .get(&(channel.clone(), token.clone()))
+                .map(String::as_str)
+                == Some(session.id.as_str())
+            {
+                conts.remove(&(channel, token));
+            }
+        }
+        lock(&self.inner.hot).retain(|s| !Arc::ptr_eq(s, session));
+        self.inner.store.close(&session.id);
+        tracing::info!(session = %session.id, "forgot a session whose folder was deleted");
     }
 
     /// The session, if `owner` may use it.
@@ -410,7 +599,13 @@ impl AgentRuntime {
         Ok(session)
     }
 
-    /// Starts a session, or continues the one a channel key maps to.
+    /// Starts a session, or continues the one a channel key maps to: the
+    /// one create-or-continue of every entry point (the HTTP API, MCP,
+    /// channels, schedule handlers). With a continuation key it runs under
+    /// that key's lock, so two first messages with one new key make one
+    /// session and the second follows it up. A key continues its session
+    /// whoever sends (the channel authenticated the sender), as the
+    /// session's owner.
     pub async fn create(&self, req: NewSession) -> Result<Accepted> {
         if req.message.trim().is_empty() {
             return Err(Error::BadRequest {
@@ -420,21 +615,42 @@ impl AgentRuntime {
         // Refuse bad input before anything is created or rotated.
         workspace::check_relative_paths(&req.workspace_files)?;
         let as_of = req.as_of.as_deref().map(parse_as_of).transpose()?;
-        if let Some(key) = &req.continuation {
-            let existing = lock(&self.inner.continuations)
-                .get(&(req.channel.clone(), key.clone()))
-                .cloned();
-            if let Some(id) = existing {
+        let Some(key) = req.continuation.clone() else {
+            return self.create_new(req, as_of).await;
+        };
+        let _held = self.lock_key(&req.channel, &key).await;
+        let existing = self.session_for(&req.channel, &key);
+        match existing {
+            Some(id) => {
+                let owner = self.meta_of(&id)?.owner;
                 let follow = FollowUp {
-                    owner: req.owner,
+                    owner,
                     message: req.message,
-                    continuation_token: Some(key.clone()),
+                    continuation_token: Some(key),
                     admission: req.admission,
                     workspace_files: req.workspace_files,
                 };
-                return self.follow_up(&id, follow).await;
+                self.follow_up(&id, follow).await
             }
+            None => self.create_new(req, as_of).await,
         }
+    }
+
+    /// Holds `(channel, key)`'s create-or-continue lock until dropped.
+    async fn lock_key(&self, channel: &str, key: &str) -> KeyGuard {
+        let slot = (channel.to_owned(), key.to_owned());
+        let mutex = Arc::clone(lock(&self.inner.key_locks).entry(slot.clone()).or_default());
+        let guard = mutex.clone().lock_owned().await;
+        KeyGuard {
+            runtime: self.clone(),
+            slot,
+            mutex,
+            _guard: Some(guard),
+        }
+    }
+
+    /// A new session for `req` (its key, if any, is free).
+    async fn create_new(&self, req: NewSession, as_of: Option<String>) -> Result<Accepted> {
         let id = SessionId::parse(&new_id("ses"))?;
         let token = req.continuation.clone().unwrap_or_else(mint_token);
         let dir = self.session_dir(&id);
@@ -461,7 +677,6 @@ impl AgentRuntime {
             as_of,
         };
         let session = {
-            let agent = self.inner.agent.clone();
             let meta2 = meta.clone();
             let dir2 = dir.clone();
             let runtime = self.clone();
@@ -469,9 +684,7 @@ impl AgentRuntime {
             tokio::task::spawn_blocking(move || -> Result<Arc<Session>> {
                 std::fs::create_dir_all(&dir2).map_err(|e| Error::io("create", &dir2, e))?;
                 meta::save(&dir2.join("session.json"), &meta2)?;
-                let session = runtime.register(id2, meta2);
-                workspace::materialize(&agent, &session.workspace)?;
-                Ok(session)
+                Ok(runtime.register(id2, meta2))
             })
             .await
             .map_err(|e| Error::BadRequest {
@@ -492,7 +705,7 @@ impl AgentRuntime {
             }),
         )
         .await?;
-        let coalesced = self
+        let (coalesced, start_index) = self
             .accept(&session, req.message, req.admission, req.workspace_files)
             .await?;
         Ok(Accepted {
@@ -500,6 +713,7 @@ impl AgentRuntime {
             continuation_token: token,
             is_new: true,
             coalesced,
+            start_index,
         })
     }
 
@@ -536,7 +750,7 @@ impl AgentRuntime {
             }
             meta.continuation_token.clone()
         };
-        let coalesced = self
+        let (coalesced, start_index) = self
             .accept(&session, req.message, req.admission, req.workspace_files)
             .await?;
         Ok(Accepted {
@@ -544,23 +758,27 @@ impl AgentRuntime {
             continuation_token: token,
             is_new: false,
             coalesced,
+            start_index,
         })
     }
 
-    /// Admits a message into a session under `admission`.
+    /// Admits a message into a session under `admission`. Returns whether
+    /// it was coalesced and the index of its `message.received`.
     async fn accept(
         &self,
         session: &Arc<Session>,
         text: String,
         admission: Admission,
         files: Vec<(String, String)>,
-    ) -> Result<bool> {
+    ) -> Result<(bool, u64)> {
         if admission == Admission::Reject && lock(&session.state).is_busy() {
             return Err(Error::SessionBusy {
                 id: session.id.as_str().to_owned(),
             });
         }
         if !files.is_empty() {
+            // Seeds first, so the files of the message win over them.
+            self.ensure_workspace(session).await?;
             workspace::write_files(&session.workspace, &files)?;
         }
         let received = self
@@ -592,7 +810,7 @@ impl AgentRuntime {
                 .tasks
                 .spawn(async move { runtime.work(session).await });
         }
-        Ok(coalesced)
+        Ok((coalesced, received.index))
     }
 
     /// Runs turns while messages are queued, then settles the session.
@@ -634,6 +852,9 @@ impl AgentRuntime {
             if state.queue.is_empty() && state.resume.is_none() {
                 state.worker = false;
                 session.idle.notify_waiters();
+                drop(state);
+                // Its folder went while the turn ran: forget it now.
+                let _ = self.deleted(&session);
                 break;
             }
         }
@@ -668,7 +889,7 @@ impl AgentRuntime {
     /// `turn.completed` or `turn.failed`. Returns whether it completed.
     async fn run_turn(
         &self,
-        session: &Session,
+        session: &Arc<Session>,
         batch: Vec<(String, u64)>,
         resume: Option<String>,
         cancel: CancellationToken,
@@ -700,8 +921,10 @@ impl AgentRuntime {
             return Ok(false);
         };
         let exclude: BTreeSet<u64> = batch.iter().map(|(_, i)| *i).collect();
-        let events = self.inner.store.read(id, 0).await?;
-        let history = fold::conversation(&events, &exclude);
+        let history = self
+            .with_history(session, |events| fold::conversation(events, &exclude))
+            .await?;
+        self.ensure_workspace(session).await?;
         let dry_run = lock(&session.meta).dry_run;
         let input = TurnInput {
             agent: self.inner.agent.clone(),
@@ -789,11 +1012,15 @@ impl AgentRuntime {
         }
         // Calls this turn parked and a human then decided leave nothing
         // waiting: clear the flag so the next start need not read this log.
-        if lock(&session.meta).parked {
-            let events = self.inner.store.read(id, 0).await?;
-            if crate::approvals::pending(&events).is_empty() {
-                self.mark_parked(session, false);
-            }
+        let parked = lock(&session.meta).parked;
+        if parked
+            && self
+                .with_history(session, |events| {
+                    crate::approvals::pending(events).is_empty()
+                })
+                .await?
+        {
+            self.mark_parked(session, false);
         }
         // The durable point is when the session settles (`settle` syncs):
         // one fsync per burst of turns rather than one per turn.
@@ -949,7 +1176,7 @@ impl AgentRuntime {
         let mut out = Vec::new();
         for s in sessions {
             let meta = lock(&s.meta).clone();
-            if meta.owner.principal_id != owner.principal_id {
+            if meta.owner.principal_id != owner.principal_id || self.deleted(&s) {
                 continue;
             }
             let busy = lock(&s.state).running.is_some();
@@ -987,7 +1214,7 @@ impl AgentRuntime {
         if mode == SessionMode::Task {
             return Err(Error::TaskSession { id: id.to_owned() });
         }
-        let coalesced = self
+        let (coalesced, start_index) = self
             .accept(&session, message, Admission::Coalesce, Vec::new())
             .await?;
         Ok(Accepted {
@@ -995,6 +1222,7 @@ impl AgentRuntime {
             continuation_token: token,
             is_new: false,
             coalesced,
+            start_index,
         })
     }
 
@@ -1017,9 +1245,10 @@ impl AgentRuntime {
 
     /// The session a channel key maps to.
     pub fn session_for(&self, channel: &str, key: &str) -> Option<String> {
-        lock(&self.inner.continuations)
+        let id = lock(&self.inner.continuations)
             .get(&(channel.to_owned(), key.to_owned()))
-            .cloned()
+            .cloned()?;
+        self.get(&id).ok().map(|_| id)
     }
 
     /// Interrupts every running turn (recorded as `turn.failed` with reason

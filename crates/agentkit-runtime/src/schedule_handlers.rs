@@ -22,7 +22,7 @@ use serde_json::Value;
 use crate::clock::BoxFuture;
 use crate::error::{Error, Result};
 use crate::meta::{Owner, SessionMode};
-use crate::runtime::{Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, NewSession, lock};
+use crate::runtime::{Accepted, AgentRuntime, HTTP_CHANNEL, NewSession, lock};
 use crate::tool_call::ToolCallOutcome;
 
 /// What a schedule handler's failure carries (any error type converts
@@ -205,44 +205,24 @@ impl ScheduleRun {
                     .into(),
             });
         }
-        let existing = r
-            .continuation
-            .as_deref()
-            .and_then(|key| self.runtime.session_for(&channel, key));
-        let accepted = if let Some(id) = existing {
-            // As on channels: a key continues its session whoever sends
-            // (the schedule is the host's own code), and the session stays
-            // with the principal that started it.
-            let owner = self.runtime.session_meta(&id)?.owner;
-            self.runtime
-                .follow_up(
-                    &id,
-                    FollowUp {
-                        owner,
-                        message: r.message,
-                        continuation_token: r.continuation,
-                        admission: r.admission,
-                        workspace_files: Vec::new(),
-                    },
-                )
-                .await?
-        } else {
-            self.runtime
-                .create(NewSession {
-                    channel,
-                    mode: SessionMode::Chat,
-                    owner: r.auth.unwrap_or_else(|| self.app_auth.clone()),
-                    message: r.message,
-                    continuation: r.continuation,
-                    title: Some(format!("schedule {}", self.schedule_id)),
-                    purpose: Some(format!("schedule:{}", self.schedule_id)),
-                    admission: r.admission,
-                    workspace_files: Vec::new(),
-                    dry_run: false,
-                    as_of: None,
-                })
-                .await?
-        };
+        // The one create-or-continue: a key continues its session whoever
+        // sends (the schedule is the host's own code), as its owner.
+        let accepted = self
+            .runtime
+            .create(NewSession {
+                channel,
+                mode: SessionMode::Chat,
+                owner: r.auth.unwrap_or_else(|| self.app_auth.clone()),
+                message: r.message,
+                continuation: r.continuation,
+                title: Some(format!("schedule {}", self.schedule_id)),
+                purpose: Some(format!("schedule:{}", self.schedule_id)),
+                admission: r.admission,
+                workspace_files: Vec::new(),
+                dry_run: false,
+                as_of: None,
+            })
+            .await?;
         let id = accepted.session_id.clone();
         {
             let mut started = lock(&self.started);

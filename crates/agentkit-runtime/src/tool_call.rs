@@ -144,6 +144,7 @@ impl AgentRuntime {
             runtime: self,
             session: session.clone(),
         };
+        self.ensure_workspace(&session).await?;
         let requested = json!({"calls": [{"callId": call_id, "toolName": tool.name(), "input": input}], "direct": true});
         self.store()
             .append(

@@ -1,6 +1,7 @@
 //! Integration tests against real files in temporary directories.
 
 mod append;
+mod compact;
 mod recovery;
 mod subscribe;
 

@@ -2,6 +2,7 @@
 //! temporary state folder, and helpers to wait for events.
 
 mod admission;
+mod core;
 mod cron;
 mod sessions;
 

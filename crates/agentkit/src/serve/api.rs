@@ -388,6 +388,25 @@ fn start_index(query: Option<&str>) -> ApiResult<u64> {
     Ok(0)
 }
 
+/// `text=false`: the follower wants `message.appended` without its
+/// cumulative `text` (the `delta` alone), so a long reply streams in
+/// bytes linear in its length.
+fn wants_text(query: Option<&str>) -> ApiResult<bool> {
+    let Some(query) = query else { return Ok(true) };
+    for pair in query.split('&') {
+        if let Some(v) = pair.strip_prefix("text=") {
+            return match v {
+                "true" | "1" => Ok(true),
+                "false" | "0" => Ok(false),
+                _ => Err(ApiError::bad_request(format!(
+                    "`text` must be `true` or `false`, not `{v}`"
+                ))),
+            };
+        }
+    }
+    Ok(true)
+}
+
 fn ndjson(body: Body) -> Response {
     let mut resp = Response::new(body);
     let h = resp.headers_mut();
@@ -400,8 +419,17 @@ fn ndjson(body: Body) -> Response {
     resp
 }
 
-fn line(event: &agentkit_protocol::Event) -> Bytes {
-    let mut bytes = serde_json::to_vec(event).unwrap_or_default();
+fn line(event: &agentkit_protocol::Event, text: bool) -> Bytes {
+    let mut bytes = if !text
+        && event.event_type == agentkit_protocol::EventType::MessageAppended
+        && event.data.get("text").is_some()
+    {
+        let mut bare = event.clone_envelope();
+        bare.data = json!({"delta": event.data.get("delta").cloned().unwrap_or(Value::Null)});
+        serde_json::to_vec(&bare).unwrap_or_default()
+    } else {
+        serde_json::to_vec(event).unwrap_or_default()
+    };
     bytes.push(b'\n');
     Bytes::from(bytes)
 }
@@ -413,13 +441,14 @@ async fn stream(
     Authed { owner, .. }: Authed,
 ) -> ApiResult {
     let start = start_index(query.as_deref())?;
+    let text = wants_text(query.as_deref())?;
     let sub = state.agent.runtime.subscribe(&id, &owner, start).await?;
     // Each event is its own body frame, so hyper writes it at once; the
     // stream ends when the client goes away (the body is dropped) or the
     // server shuts down.
-    let events = futures_util::stream::unfold(sub, |mut sub| async move {
+    let events = futures_util::stream::unfold(sub, move |mut sub| async move {
         match sub.next().await {
-            Ok(event) => Some((Ok::<Bytes, Infallible>(line(&event)), sub)),
+            Ok(event) => Some((Ok::<Bytes, Infallible>(line(&event, text)), sub)),
             Err(e) => {
                 tracing::warn!(error = %e, "stream ended by a store error");
                 None
@@ -437,10 +466,11 @@ async fn events(
     Authed { owner, .. }: Authed,
 ) -> ApiResult {
     let start = start_index(query.as_deref())?;
+    let text = wants_text(query.as_deref())?;
     let events = state.agent.runtime.events(&id, &owner, start).await?;
     let mut body = Vec::new();
     for e in &events {
-        body.extend_from_slice(&line(e));
+        body.extend_from_slice(&line(e, text));
     }
     Ok(ndjson(Body::from(body)))
 }

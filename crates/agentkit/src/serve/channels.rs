@@ -14,7 +14,7 @@ use agentkit_channels::{
 };
 use agentkit_manifest::{ChannelKind, Method, Project};
 use agentkit_protocol::{Event, SessionId};
-use agentkit_runtime::{AgentRuntime, FollowUp, NewSession, Owner, SessionMode};
+use agentkit_runtime::{AgentRuntime, NewSession, Owner, SessionMode};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, State};
@@ -81,59 +81,27 @@ impl SessionHost for RuntimeHost {
         let channel = channel.to_owned();
         Box::pin(async move {
             let o = req.options;
-            let existing = o
-                .continuation_token
-                .as_deref()
-                .and_then(|key| self.runtime.session_for(&channel, key));
-            let (accepted, start_index) = match existing {
-                // A channel key continues its session whoever sends: the
-                // channel authenticated the sender, and the session stays
-                // with the principal that started it.
-                Some(id) => {
-                    let owner = self.owner_of(&id)?;
-                    let sid = SessionId::parse(&id).map_err(|e| {
-                        agentkit_channels::Error::BadRequest {
-                            message: e.to_string(),
-                        }
-                    })?;
-                    let start = self.runtime.store().len(&sid).await.unwrap_or(0);
-                    let accepted = self
-                        .runtime
-                        .follow_up(
-                            &id,
-                            FollowUp {
-                                owner,
-                                message: req.message,
-                                continuation_token: o.continuation_token.clone(),
-                                admission: o.admission,
-                                workspace_files: o.workspace_files,
-                            },
-                        )
-                        .await
-                        .map_err(channel_error)?;
-                    (accepted, start)
-                }
-                None => {
-                    let accepted = self
-                        .runtime
-                        .create(NewSession {
-                            channel: channel.clone(),
-                            mode: SessionMode::Chat,
-                            owner: Owner::from_auth(&req.auth),
-                            message: req.message,
-                            continuation: o.continuation_token.clone(),
-                            title: o.title,
-                            purpose: o.purpose,
-                            admission: o.admission,
-                            workspace_files: o.workspace_files,
-                            dry_run: o.dry_run,
-                            as_of: o.as_of,
-                        })
-                        .await
-                        .map_err(channel_error)?;
-                    (accepted, 0)
-                }
-            };
+            // One create-or-continue for every entry point: a channel key
+            // continues its session whoever sends (the channel
+            // authenticated the sender), as the principal that started it.
+            let accepted = self
+                .runtime
+                .create(NewSession {
+                    channel: channel.clone(),
+                    mode: SessionMode::Chat,
+                    owner: Owner::from_auth(&req.auth),
+                    message: req.message,
+                    continuation: o.continuation_token.clone(),
+                    title: o.title,
+                    purpose: o.purpose,
+                    admission: o.admission,
+                    workspace_files: o.workspace_files,
+                    dry_run: o.dry_run,
+                    as_of: o.as_of,
+                })
+                .await
+                .map_err(channel_error)?;
+            let start_index = accepted.start_index;
             Ok(ChannelSession {
                 id: accepted.session_id,
                 continuation_token: accepted.continuation_token,

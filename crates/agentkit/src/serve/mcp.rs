@@ -287,13 +287,8 @@ impl AgentBackend for RuntimeBackend {
                         ),
                     ));
                 }
-                let start = self
+                let accepted = self
                     .runtime
-                    .events(id, owner, 0)
-                    .await
-                    .map_err(refused)?
-                    .len() as u64;
-                self.runtime
                     .follow_up(
                         id,
                         FollowUp {
@@ -306,6 +301,7 @@ impl AgentBackend for RuntimeBackend {
                     )
                     .await
                     .map_err(refused)?;
+                let start = accepted.start_index;
                 self.depths.set(id, req.hops);
                 (id.clone(), start)
             }

@@ -1,0 +1,178 @@
+//! The session core under the conditions real traffic brings: one key
+//! raced by two first deliveries, folders deleted under a running server,
+//! workspaces made only when a turn needs them, and long replies whose
+//! later turns do not read the whole log again.
+
+use agentkit_protocol::EventType;
+use serde_json::Value;
+
+use super::{fixture, new_session, owner, until};
+
+const REPLIES: &str = r#"{"turns": [{"steps": [{"text": "one"}]}, {"steps": [{"text": "two"}]}, {"steps": [{"text": "three"}]}]}"#;
+
+#[tokio::test]
+async fn two_first_deliveries_with_one_new_key_make_one_session() {
+    let f = fixture(REPLIES).await;
+    for round in 0..20 {
+        let mut req = new_session("first");
+        req.channel = "github".to_owned();
+        req.continuation = Some(format!("pr:owner/repo#{round}"));
+        let mut other = req.clone();
+        other.message = "second".to_owned();
+        let (a, b) = tokio::join!(f.runtime.create(req), f.runtime.create(other));
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!(a.session_id, b.session_id, "round {round}");
+        assert_eq!(
+            [a.is_new, b.is_new].iter().filter(|n| **n).count(),
+            1,
+            "exactly one created, round {round}"
+        );
+        let events = until(&f.runtime, &a.session_id, EventType::SessionWaiting, 1).await;
+        assert_eq!(events[0].event_type, EventType::SessionStarted);
+        let received = events
+            .iter()
+            .filter(|e| e.event_type == EventType::MessageReceived)
+            .count();
+        assert_eq!(received, 2, "round {round}");
+    }
+    let sessions = std::fs::read_dir(f.dir.path().join("state/sessions"))
+        .unwrap()
+        .count();
+    assert_eq!(sessions, 20);
+
+    // A key continues its session whoever sends, as the session's owner.
+    let mut from_bob = new_session("from bob");
+    from_bob.channel = "github".to_owned();
+    from_bob.continuation = Some("pr:owner/repo#0".to_owned());
+    from_bob.owner = owner("bob");
+    let b = f.runtime.create(from_bob).await.unwrap();
+    assert!(!b.is_new);
+    assert_eq!(
+        f.runtime.session_meta(&b.session_id).unwrap().owner,
+        owner("alice")
+    );
+}
+
+#[tokio::test]
+async fn a_deleted_folder_deletes_the_session_without_a_restart() {
+    let f = fixture(REPLIES).await;
+    let a = f.runtime.create(new_session("hi")).await.unwrap();
+    until(&f.runtime, &a.session_id, EventType::SessionWaiting, 1).await;
+    let mut keyed = new_session("hi");
+    keyed.channel = "github".to_owned();
+    keyed.continuation = Some("pr:x#1".to_owned());
+    let k = f.runtime.create(keyed.clone()).await.unwrap();
+    until(&f.runtime, &k.session_id, EventType::SessionWaiting, 1).await;
+    assert_eq!(f.runtime.list(&owner("alice")).await.unwrap().len(), 2);
+    for id in [&a.session_id, &k.session_id] {
+        while f.runtime.is_active(id) {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
+    let sessions = f.dir.path().join("state/sessions");
+    std::fs::remove_dir_all(sessions.join(&a.session_id)).unwrap();
+    std::fs::remove_dir_all(sessions.join(&k.session_id)).unwrap();
+
+    let listed = f.runtime.list(&owner("alice")).await.unwrap();
+    assert!(listed.is_empty(), "{listed:?}");
+    assert!(matches!(
+        f.runtime.subscribe(&a.session_id, &owner("alice"), 0).await,
+        Err(agentkit_runtime::Error::SessionNotFound { .. })
+    ));
+    assert!(f.runtime.session_for("github", "pr:x#1").is_none());
+    // The key is free again: it starts a new session.
+    let again = f.runtime.create(keyed).await.unwrap();
+    assert!(again.is_new);
+    assert_ne!(again.session_id, k.session_id);
+}
+
+#[tokio::test]
+async fn the_workspace_is_made_by_the_first_turn_not_at_create() {
+    let f = fixture(REPLIES).await;
+    let mut req = new_session("hi");
+    req.admission = agentkit_manifest::Admission::Coalesce;
+    let a = f.runtime.create(req).await.unwrap();
+    until(&f.runtime, &a.session_id, EventType::SessionWaiting, 1).await;
+    let ws = f
+        .dir
+        .path()
+        .join("state/sessions")
+        .join(&a.session_id)
+        .join("workspace");
+    assert!(ws.join("AGENTS.md").is_file());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("seed.txt")).unwrap(),
+        "seeded\n"
+    );
+    // What a turn left in the workspace survives the next turn.
+    std::fs::write(ws.join("seed.txt"), "changed by a turn\n").unwrap();
+    let token = a.continuation_token.clone();
+    f.runtime
+        .follow_up(
+            &a.session_id,
+            agentkit_runtime::FollowUp {
+                owner: owner("alice"),
+                message: "again".into(),
+                continuation_token: Some(token),
+                admission: Default::default(),
+                workspace_files: Vec::new(),
+            },
+        )
+        .await
+        .unwrap();
+    until(&f.runtime, &a.session_id, EventType::SessionWaiting, 2).await;
+    assert_eq!(
+        std::fs::read_to_string(ws.join("seed.txt")).unwrap(),
+        "changed by a turn\n"
+    );
+}
+
+#[tokio::test]
+async fn later_turns_see_the_whole_conversation_after_a_restart() {
+    let f = fixture(REPLIES).await;
+    let a = f.runtime.create(new_session("q1")).await.unwrap();
+    until(&f.runtime, &a.session_id, EventType::SessionWaiting, 1).await;
+    let b = f
+        .runtime
+        .follow_up(
+            &a.session_id,
+            agentkit_runtime::FollowUp {
+                owner: owner("alice"),
+                message: "q2".into(),
+                continuation_token: Some(a.continuation_token.clone()),
+                admission: Default::default(),
+                workspace_files: Vec::new(),
+            },
+        )
+        .await
+        .unwrap();
+    until(&f.runtime, &a.session_id, EventType::SessionWaiting, 2).await;
+    f.runtime.shutdown(std::time::Duration::from_secs(5)).await;
+    drop(f.runtime);
+
+    // A new runtime over the same state: its cache starts cold and is
+    // built from the log; the fold it hands the third turn holds both
+    // earlier exchanges.
+    let runtime = super::open(f.dir.path()).await;
+    runtime
+        .follow_up(
+            &a.session_id,
+            agentkit_runtime::FollowUp {
+                owner: owner("alice"),
+                message: "q3".into(),
+                continuation_token: Some(b.continuation_token.clone()),
+                admission: Default::default(),
+                workspace_files: Vec::new(),
+            },
+        )
+        .await
+        .unwrap();
+    let events = until(&runtime, &a.session_id, EventType::SessionWaiting, 3).await;
+    let history = agentkit_runtime::conversation(&events, &Default::default());
+    let said: Vec<Value> = history
+        .iter()
+        .map(|m| serde_json::to_value(m).unwrap()["text"].clone())
+        .collect();
+    assert_eq!(said, ["q1", "one", "q2", "two", "q3", "three"]);
+}
