@@ -210,6 +210,22 @@ impl LineStream {
         }
     }
 
+    /// The next complete line as sent (without its newline); `None` when
+    /// the stream ended. For byte-for-byte comparisons.
+    pub fn next_line(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+        loop {
+            if let Some(pos) = self.pending.iter().position(|b| *b == b'\n') {
+                let mut line: Vec<u8> = self.pending.drain(..=pos).collect();
+                line.pop();
+                return Ok(Some(line));
+            }
+            match read_chunk(&mut self.reader)? {
+                Some(chunk) => self.pending.extend_from_slice(&chunk),
+                None => return Ok(None),
+            }
+        }
+    }
+
     /// Reads events until one of type `t` (inclusive).
     pub fn until(&mut self, t: &str) -> std::io::Result<Vec<serde_json::Value>> {
         let mut out = Vec::new();

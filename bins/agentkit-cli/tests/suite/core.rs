@@ -1,0 +1,332 @@
+//! The session core against a real `agentkit serve` child: thousands of
+//! sessions under `ulimit -n 1024`, the log of a long reply, and a
+//! SIGKILL in the middle of one followed by a byte-identical replay.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use agentkit_test_support::http::Request;
+use serde_json::{Value, json};
+
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A project whose every turn answers `reply` in one step.
+fn project(root: &Path, reply: &str) {
+    let agent = root.join("bot/agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(
+        agent.join("agent.toml"),
+        "model = \"scripted:script.json\"\n",
+    )
+    .unwrap();
+    let turns: Vec<Value> = (0..30)
+        .map(|_| json!({"steps": [{"text": reply}]}))
+        .collect();
+    std::fs::write(
+        agent.join("script.json"),
+        serde_json::to_string(&json!({ "turns": turns })).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(agent.join("instructions.md"), "Test agent.\n").unwrap();
+}
+
+/// `agentkit serve` on `root`, with the descriptor limit (soft and hard)
+/// set to `nofile` when given.
+fn start(root: &Path, port: u16, nofile: Option<u32>) -> Server {
+    let bin = env!("CARGO_BIN_EXE_agentkit");
+    let mut cmd = match nofile {
+        Some(n) => {
+            let mut c = Command::new("sh");
+            c.arg("-c")
+                .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                .arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    };
+    let child = cmd
+        .args([
+            "serve",
+            "--dir",
+            "bot",
+            "--port",
+            &port.to_string(),
+            "--state-root",
+            "state",
+        ])
+        .current_dir(root)
+        .env("NO_COLOR", "1")
+        .env_remove("AGENTKIT_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Request::get("/v1/health").send(addr).map(|r| r.status).ok() != Some(200) {
+        assert!(Instant::now() < deadline, "server did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Server { child, addr }
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// One whole turn: POST, then the stream until the session waits.
+fn turn(addr: SocketAddr) -> Result<String, String> {
+    let r = Request::post("/bot/v1/session")
+        .json(&json!({"message": "hi"}))
+        .send(addr)
+        .map_err(|e| format!("post: {e}"))?;
+    if r.status != 200 {
+        return Err(format!("post {}: {}", r.status, r.body));
+    }
+    let id = r.json()["sessionId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(addr)
+        .map_err(|e| format!("stream: {e}"))?;
+    let events = lines
+        .until("session.waiting")
+        .map_err(|e| format!("stream of {id}: {e}"))?;
+    if !events.iter().any(|e| e["type"] == "turn.completed") {
+        return Err(format!("{id}: no turn.completed in {events:?}"));
+    }
+    Ok(id)
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn thousands_of_sessions_under_a_limit_of_1024_descriptors() {
+    const SESSIONS: usize = 2_500;
+    const CLIENTS: usize = 4;
+    let tmp = tempfile::tempdir().unwrap();
+    project(tmp.path(), "Hello there, how can I help you today?");
+    let server = start(tmp.path(), free_port(), Some(1024));
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.child.id())).unwrap();
+    let open_files = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap()
+        .to_owned();
+    assert!(
+        open_files
+            .split_whitespace()
+            .filter(|w| *w == "1024")
+            .count()
+            == 2,
+        "{open_files}"
+    );
+
+    let next = Arc::new(AtomicUsize::new(0));
+    let addr = server.addr;
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let next = next.clone();
+            std::thread::spawn(move || {
+                let mut errors = Vec::new();
+                while next.fetch_add(1, Ordering::SeqCst) < SESSIONS {
+                    if let Err(e) = turn(addr) {
+                        errors.push(e);
+                    }
+                }
+                errors
+            })
+        })
+        .collect();
+    let errors: Vec<String> = workers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{} of {SESSIONS} failed; first: {:?}",
+        errors.len(),
+        errors.first()
+    );
+    let stored = std::fs::read_dir(tmp.path().join("state/bot/sessions"))
+        .unwrap()
+        .count();
+    assert_eq!(stored, SESSIONS);
+    let fds = open_fds(server.child.id());
+    assert!(
+        fds <= 256,
+        "{fds} descriptors held after {SESSIONS} sessions"
+    );
+    // And the server still serves, old sessions included.
+    let r = Request::get("/bot/v1/sessions").send(addr).unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["sessions"].as_array().unwrap().len(), SESSIONS);
+}
+
+/// A reply of `words` words, like a long answer.
+fn long_reply(words: usize) -> String {
+    (0..words)
+        .map(|i| format!("word{}", i % 97))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn a_long_reply_makes_a_log_linear_in_its_length() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reply = long_reply(4_000);
+    project(tmp.path(), &reply);
+    let server = start(tmp.path(), free_port(), None);
+    let id = turn(server.addr).unwrap();
+    let log = tmp
+        .path()
+        .join(format!("state/bot/sessions/{id}/events.ndjson"));
+    let on_disk = std::fs::metadata(&log).unwrap().len();
+    let lines = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
+    let bound = 4 * reply.len() as u64 + 300 * lines;
+    assert!(
+        on_disk <= bound,
+        "{on_disk} bytes for a {}-byte reply in {lines} events (bound {bound})",
+        reply.len()
+    );
+
+    // The wire shape is intact: every delta with the text so far.
+    let all = Request::get(&format!("/bot/v1/session/{id}/events"))
+        .send(server.addr)
+        .unwrap();
+    let events: Vec<Value> = all
+        .body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let deltas: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "message.appended")
+        .collect();
+    assert!(deltas.len() > 1_000, "{}", deltas.len());
+    let mut so_far = String::new();
+    for d in &deltas {
+        so_far.push_str(d["data"]["delta"].as_str().unwrap());
+        assert_eq!(d["data"]["text"].as_str().unwrap(), so_far);
+    }
+    assert_eq!(so_far, reply);
+
+    // `text=false`: deltas alone, a stream linear in the reply.
+    let bare = Request::get(&format!("/bot/v1/session/{id}/events?text=false"))
+        .send(server.addr)
+        .unwrap();
+    assert_eq!(bare.status, 200);
+    assert!(bare.body.len() as u64 <= bound, "{}", bare.body.len());
+    let first_delta: Value = bare
+        .body
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["type"] == "message.appended")
+        .unwrap();
+    assert!(first_delta["data"].get("text").is_none(), "{first_delta}");
+    let bad = Request::get(&format!("/bot/v1/session/{id}/stream?text=maybe"))
+        .send(server.addr)
+        .unwrap();
+    assert_eq!(bad.status, 400, "{}", bad.body);
+}
+
+#[test]
+fn a_kill_during_a_long_reply_loses_nothing_a_client_saw() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reply = long_reply(4_000);
+    project(tmp.path(), &reply);
+    let port = free_port();
+    let mut server = start(tmp.path(), port, None);
+    let r = Request::post("/bot/v1/session")
+        .json(&json!({"message": "hi"}))
+        .send(server.addr)
+        .unwrap();
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    let mut stream = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(server.addr)
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut deltas = 0;
+    while deltas < 100 {
+        let line = stream.next_line().unwrap().unwrap();
+        let marker = br#""type":"message.appended""#;
+        if line.windows(marker.len()).any(|w| w == marker) {
+            deltas += 1;
+        }
+        seen.push(line);
+    }
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    drop(server);
+
+    let server = start(tmp.path(), port, None);
+    let read = |addr| {
+        Request::get(&format!("/bot/v1/session/{id}/events"))
+            .send(addr)
+            .unwrap()
+            .body
+    };
+    let after = read(server.addr);
+    assert_eq!(after, read(server.addr), "two reads differ");
+    let lines: Vec<&[u8]> = after.as_bytes().split(|b| *b == b'\n').collect();
+    for (i, line) in seen.iter().enumerate() {
+        assert_eq!(
+            lines[i],
+            &line[..],
+            "event {i} changed across the kill:\n{}\n{}",
+            String::from_utf8_lossy(line),
+            String::from_utf8_lossy(lines[i])
+        );
+    }
+    let events: Vec<Value> = after
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        events
+            .iter()
+            .enumerate()
+            .all(|(i, e)| e["index"] == i as u64)
+    );
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "session.waiting", "{last}");
+    // A stream replay gives the same bytes as `/events`.
+    let mut replay = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(server.addr)
+        .unwrap();
+    for (i, expected) in lines.iter().take(events.len()).enumerate() {
+        let line = replay.next_line().unwrap().unwrap();
+        assert_eq!(&line[..], *expected, "replayed event {i}");
+    }
+    // And the session goes on.
+    let r = Request::post(&format!("/bot/v1/session/{id}"))
+        .json(&json!({"message": "again", "continuationToken": token}))
+        .send(server.addr)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+}
