@@ -299,13 +299,10 @@ pub(crate) fn redact_text(text: &str) -> String {
     text.into_owned()
 }
 
-/// The URL as logs may show it: no user, password or query.
+/// The URL as logs may show it: its origin only (no user, password,
+/// path or query, any of which may carry a credential).
 fn redacted_url(url: &reqwest::Url) -> String {
-    let mut url = url.clone();
-    let _ = url.set_username("");
-    let _ = url.set_password(None);
-    url.set_query(None);
-    url.to_string()
+    url.origin().ascii_serialization()
 }
 
 /// `%xx` decoded (invalid sequences stay as they are).

@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::credentials::ProviderConfig;
 use crate::step::StepEvent;
 
+pub(crate) use http::redact_text;
 pub use http::{Backoff, RetryPolicy};
 pub(crate) use scripted::Script;
 
@@ -360,8 +361,8 @@ mod tests {
             params: serde_json::Map::new(),
         };
         let endpoint = |base: &str| crate::Endpoint {
-            api_key: Some("k".into()),
-            base_url: base.into(),
+            api_key: Some("sk-debug-secret".into()),
+            base_url: base.replace("//", "//user:s3cret@"),
         };
         let a = openai::OpenAiTurn::new(
             &spec(Provider::Openai, "m"),
@@ -381,6 +382,11 @@ mod tests {
         assert!(std::ptr::eq(a.client(), b.client()));
         assert!(std::ptr::eq(a.client(), c.client()));
         assert_eq!(http::clients_built(), 1);
+        // Neither the key nor the URL's password shows in `Debug`.
+        let debug = format!("{a:?} {c:?} {:?}", endpoint("http://h/v1"));
+        for leak in ["sk-debug-secret", "s3cret", "user:"] {
+            assert!(!debug.contains(leak), "{leak} in {debug}");
+        }
     }
 
     #[test]
