@@ -30,7 +30,7 @@ use std::time::Duration;
 use agentkit_manifest::{Agent, ModelSpec};
 use agentkit_protocol::{Message, ToolCall, Usage};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::http::{self, Call, Failed, HttpError, RetryPolicy, StreamError, Target};
@@ -632,38 +632,29 @@ impl StreamState {
     }
 }
 
-/// `null` reads as the default, like a missing field.
-fn lenient<'de, D, T>(d: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
-}
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct WireEvent {
-    #[serde(rename = "type", deserialize_with = "lenient")]
+    #[serde(rename = "type", deserialize_with = "super::null_default")]
     kind: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     message: WireMessage,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     index: usize,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     content_block: WireBlock,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     delta: WireDelta,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     usage: WireUsage,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     error: WireError,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct WireMessage {
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     usage: WireUsage,
 }
 
@@ -679,35 +670,35 @@ struct WireUsage {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct WireBlock {
-    #[serde(rename = "type", deserialize_with = "lenient")]
+    #[serde(rename = "type", deserialize_with = "super::null_default")]
     kind: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     id: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     name: String,
     input: Value,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     text: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     thinking: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     signature: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     data: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct WireDelta {
-    #[serde(rename = "type", deserialize_with = "lenient")]
+    #[serde(rename = "type", deserialize_with = "super::null_default")]
     kind: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     text: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     partial_json: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     thinking: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     signature: String,
     stop_reason: Option<String>,
 }
@@ -715,9 +706,9 @@ struct WireDelta {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct WireError {
-    #[serde(rename = "type", deserialize_with = "lenient")]
+    #[serde(rename = "type", deserialize_with = "super::null_default")]
     kind: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     message: String,
 }
 

@@ -202,6 +202,18 @@ pub(crate) fn system_prompt(agent: &Agent, as_of: Option<&str>) -> String {
     text
 }
 
+/// `null` reads as the default value, like a missing field: the wire
+/// structs of both remote providers are lenient with servers that send
+/// `null` where a value belongs.
+pub(crate) fn null_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + serde::Deserialize<'de>,
+{
+    use serde::Deserialize as _;
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
 pub(crate) fn approx_tokens(chars: usize) -> u64 {
     (chars as u64).div_ceil(4).max(1)
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use agentkit_manifest::{Agent, ModelSpec};
 use agentkit_protocol::{Message, ToolCall, Usage};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::http::{self, Call, Events, Failed, HttpError, RetryPolicy, StreamError, Target};
@@ -513,7 +513,7 @@ fn parse_arguments(arguments: &str) -> Value {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct Chunk {
-    #[serde(deserialize_with = "null_default")]
+    #[serde(deserialize_with = "super::null_default")]
     choices: Vec<Choice>,
     usage: Option<WireUsage>,
     error: Option<Value>,
@@ -523,7 +523,7 @@ struct Chunk {
 #[serde(default)]
 struct Choice {
     index: Option<u64>,
-    #[serde(deserialize_with = "null_default")]
+    #[serde(deserialize_with = "super::null_default")]
     delta: Delta,
     finish_reason: Option<String>,
 }
@@ -536,7 +536,7 @@ struct Delta {
     reasoning_content: Option<String>,
     /// Ollama, OpenRouter …
     reasoning: Option<String>,
-    #[serde(deserialize_with = "null_default")]
+    #[serde(deserialize_with = "super::null_default")]
     tool_calls: Vec<WireToolCall>,
 }
 
@@ -567,15 +567,6 @@ struct WireUsage {
 #[serde(default)]
 struct PromptTokensDetails {
     cached_tokens: Option<u64>,
-}
-
-/// `null` reads as the default value.
-fn null_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Default + Deserialize<'de>,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 #[cfg(test)]
