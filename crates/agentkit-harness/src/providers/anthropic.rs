@@ -327,7 +327,7 @@ fn failure_message(failed: &Failed) -> String {
         HttpError::Request(m) | HttpError::Unreachable(m) => {
             format!("cannot reach the anthropic API: {m}")
         }
-        HttpError::Status { status, body } => {
+        HttpError::Status { status, body, .. } => {
             format!("anthropic API error {status}{}", api_error_detail(body))
         }
         HttpError::BodyFailed(m) => format!("anthropic stream ended early: {m}"),

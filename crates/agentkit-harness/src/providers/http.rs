@@ -373,10 +373,12 @@ pub(crate) enum HttpError {
     NoResponse(Duration),
     /// No connection, or it broke before a response (retried).
     Unreachable(String),
-    /// An error status and its body (429 and 5xx are retried).
+    /// An error status and its body (429 and 5xx are retried, after the
+    /// server's `Retry-After` when it gave one).
     Status {
         status: StatusCode,
         body: String,
+        retry_after: Option<Duration>,
     },
     /// A success whose body failed before its first byte (retried).
     BodyFailed(String),
@@ -391,12 +393,36 @@ impl fmt::Display for HttpError {
             HttpError::Request(m) => write!(f, "cannot build the request: {m}"),
             HttpError::NoResponse(d) => write!(f, "no response for {}", duration_text(*d)),
             HttpError::Unreachable(m) => write!(f, "cannot reach the server: {m}"),
-            HttpError::Status { status, body } => {
+            HttpError::Status { status, body, .. } => {
                 let excerpt: String = body.trim().chars().take(300).collect();
                 write!(f, "{status}: {excerpt}")
             }
             HttpError::BodyFailed(m) => write!(f, "stream ended early: {m}"),
             HttpError::Idle(d) => write!(f, "stream idle for {}", duration_text(*d)),
+        }
+    }
+}
+
+impl HttpError {
+    /// Worth another attempt: the server may answer next time.
+    pub(crate) fn retryable(&self) -> bool {
+        match self {
+            HttpError::Unreachable(_) | HttpError::BodyFailed(_) => true,
+            HttpError::Status { status, .. } => {
+                *status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
+            }
+            HttpError::Cancelled
+            | HttpError::Request(_)
+            | HttpError::NoResponse(_)
+            | HttpError::Idle(_) => false,
+        }
+    }
+
+    /// The server's own delay.
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            HttpError::Status { retry_after, .. } => *retry_after,
+            _ => None,
         }
     }
 }
@@ -432,21 +458,21 @@ where
     loop {
         let attempt = tokio::select! {
             biased;
-            _ = call.cancel.cancelled() => Err((HttpError::Cancelled, false, None)),
+            _ = call.cancel.cancelled() => Err(HttpError::Cancelled),
             r = attempt(call, build(client, call.target.url())) => r,
         };
-        let (error, retryable, retry_after) = match attempt {
+        let error = match attempt {
             Ok(body) => return Ok(body),
             Err(e) => e,
         };
-        if !retryable {
+        if !error.retryable() {
             return Err(Failed {
                 error,
                 attempts: backoff.attempts(),
                 exhausted: false,
             });
         }
-        let Some(delay) = backoff.next_delay(retry_after) else {
+        let Some(delay) = backoff.next_delay(error.retry_after()) else {
             return Err(Failed {
                 error,
                 attempts: backoff.attempts(),
@@ -455,7 +481,7 @@ where
         };
         tracing::warn!(
             provider = call.provider,
-            url = %redacted_url(call.target.url()),
+            origin = %redacted_url(call.target.url()),
             attempt = backoff.attempts() - 1,
             retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
             error = %error,
@@ -475,18 +501,13 @@ where
     }
 }
 
-/// One attempt: the error, whether to retry it, and the server's delay.
-async fn attempt(
-    call: &Call<'_>,
-    request: reqwest::RequestBuilder,
-) -> Result<Body, (HttpError, bool, Option<Duration>)> {
+/// One attempt: a success whose body has begun, or why not.
+async fn attempt(call: &Call<'_>, request: reqwest::RequestBuilder) -> Result<Body, HttpError> {
     let idle = call.idle_timeout;
     let mut response = match tokio::time::timeout(idle, request.send()).await {
-        Err(_) => return Err((HttpError::NoResponse(idle), false, None)),
-        Ok(Err(e)) if e.is_builder() => {
-            return Err((HttpError::Request(error_chain(e)), false, None));
-        }
-        Ok(Err(e)) => return Err((HttpError::Unreachable(error_chain(e)), true, None)),
+        Err(_) => return Err(HttpError::NoResponse(idle)),
+        Ok(Err(e)) if e.is_builder() => return Err(HttpError::Request(error_chain(e))),
+        Ok(Err(e)) => return Err(HttpError::Unreachable(error_chain(e))),
         Ok(Ok(response)) => response,
     };
     let status = response.status();
@@ -496,8 +517,11 @@ async fn attempt(
             Ok(Ok(text)) => call.target.redact(&text),
             _ => String::new(),
         };
-        let retryable = status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error();
-        return Err((HttpError::Status { status, body }, retryable, retry_after));
+        return Err(HttpError::Status {
+            status,
+            body,
+            retry_after,
+        });
     }
     let json = response
         .headers()
@@ -507,8 +531,8 @@ async fn attempt(
     // Wait for the first byte here, so a body that breaks before it is
     // retried like a connection that did.
     let first = match tokio::time::timeout(idle, response.chunk()).await {
-        Err(_) => return Err((HttpError::Idle(idle), false, None)),
-        Ok(Err(e)) => return Err((HttpError::BodyFailed(error_chain(e)), true, None)),
+        Err(_) => return Err(HttpError::Idle(idle)),
+        Ok(Err(e)) => return Err(HttpError::BodyFailed(error_chain(e))),
         Ok(Ok(first)) => first,
     };
     Ok(Body {

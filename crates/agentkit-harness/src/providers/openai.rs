@@ -144,7 +144,7 @@ fn failure_message(failed: &Failed) -> String {
             format!("openai sent no response for {}", http::duration_text(*d))
         }
         HttpError::Unreachable(m) => format!("cannot reach the openai API: {m}"),
-        HttpError::Status { status, body } => {
+        HttpError::Status { status, body, .. } => {
             format!("openai returned {status}: {}", api_error(body))
         }
         HttpError::BodyFailed(m) => format!("openai stream ended early: {m}"),
@@ -686,6 +686,7 @@ mod tests {
             error: HttpError::Status {
                 status: reqwest::StatusCode::BAD_GATEWAY,
                 body: "{\"error\":{\"message\":\"down\"}}".into(),
+                retry_after: None,
             },
             attempts: 4,
             exhausted: true,
