@@ -16,11 +16,12 @@ pub struct Endpoint {
 }
 
 impl fmt::Debug for Endpoint {
-    // Keys never reach logs, events or errors.
+    // Keys never reach logs, events or errors, nor does a password in the
+    // base URL.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Endpoint")
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("base_url", &self.base_url)
+            .field("base_url", &crate::providers::redact_text(&self.base_url))
             .finish()
     }
 }

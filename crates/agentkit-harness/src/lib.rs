@@ -38,7 +38,7 @@ pub use agentkit_manifest::schema_errors;
 pub use approvals::{ApprovalGate, Decision, DecisionFuture};
 pub use credentials::{Endpoint, ProviderConfig};
 pub use dynamic::{DynTool, RustTool, ToolFuture, ToolSource, ToolSpec, ToolsFuture};
-pub use providers::model_from_env_or_default;
+pub use providers::{Backoff, RetryPolicy, model_from_env_or_default};
 pub use step::{FinishReason, StepEvent, approval_resolved_data};
 pub use tools::{
     BoxFuture, BridgeCredentials, CallCredential, ExtraTool, ExtraTools, ExtraToolsSource,

@@ -16,36 +16,31 @@
 //!   budget of 1024 / 4096 / 16384 tokens unless `thinking` is given) and
 //!   `stream_idle_timeout_ms` (how long the stream may stay silent, 60 s
 //!   by default; not sent).
-//! - Connection errors, 429, 529 and 5xx answers (and streams that fail
-//!   before anything reached the client) are retried up to three times
-//!   with exponential backoff and jitter, honouring `retry-after` up to
-//!   30 s. Other errors fail the step with the API's message.
+//! - Sending, retries (connection errors, 429, 529 and 5xx, before the
+//!   first byte of an answer), timeouts and the SSE parser are the shared
+//!   [`super::http`] layer; this module maps requests and events.
 //!
 //! The API key goes in the `x-api-key` header only and is scrubbed from
 //! every error message.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
-use std::hash::BuildHasher;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use agentkit_manifest::{Agent, ModelSpec};
 use agentkit_protocol::{Message, ToolCall, Usage};
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
-use serde::{Deserialize, Deserializer};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::http::{self, Call, Failed, HttpError, RetryPolicy, StreamError, Target};
+use super::sse::SseEvent;
 use super::{ModelReply, StepRequest, StepSink};
 use crate::credentials::Endpoint;
 
 const API_VERSION: &str = "2023-06-01";
 const DEFAULT_MAX_TOKENS: u64 = 4096;
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-const MAX_RETRIES: u32 = 3;
-const BACKOFF_BASE: Duration = Duration::from_millis(500);
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 
 /// Params the harness sets or consumes itself; the rest go into the body.
 const RESERVED_PARAMS: &[&str] = &[
@@ -59,15 +54,6 @@ const RESERVED_PARAMS: &[&str] = &[
     "stream_idle_timeout_ms",
 ];
 
-/// An API key that never prints.
-struct ApiKey(String);
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
-
 /// The `anthropic` model of one turn.
 #[derive(Debug)]
 pub(crate) struct AnthropicTurn {
@@ -75,10 +61,13 @@ pub(crate) struct AnthropicTurn {
     /// The body keys that come from the model params.
     extra: Map<String, Value>,
     max_tokens: u64,
-    url: String,
-    api_key: Option<ApiKey>,
+    /// `{base}/v1/messages` and the key.
+    target: Target,
+    /// The key as a sensitive header value.
+    key_header: Option<HeaderValue>,
     idle_timeout: Duration,
-    client: reqwest::Client,
+    /// The process-wide client.
+    client: &'static reqwest::Client,
     /// Thinking blocks of the steps that ended in tool calls, keyed by the
     /// step's first call id: the API wants them back in front of those
     /// calls while thinking is on.
@@ -89,17 +78,26 @@ impl AnthropicTurn {
     /// Checks the key and the params. A missing key is allowed only for a
     /// base URL other than the public API (a proxy that adds its own).
     pub(crate) fn new(spec: &ModelSpec, endpoint: &Endpoint) -> Result<AnthropicTurn, String> {
-        let base = endpoint.base_url.trim().trim_end_matches('/');
-        let api_key = endpoint
-            .api_key
-            .as_ref()
-            .filter(|k| !k.trim().is_empty())
-            .map(|k| ApiKey(k.trim().to_owned()));
-        let public_api = reqwest::Url::parse(base)
-            .map_err(|e| format!("invalid anthropic base URL `{base}`: {e}"))?
+        let target = Target::new(
+            &endpoint.base_url,
+            "/v1/messages",
+            endpoint.api_key.as_deref(),
+            "anthropic",
+        )?;
+        let public_api = target
+            .url()
             .host_str()
             .is_some_and(|h| h.eq_ignore_ascii_case("api.anthropic.com"));
-        if api_key.is_none() && public_api {
+        let key_header = match target.api_key() {
+            None => None,
+            Some(key) => {
+                let mut value = HeaderValue::from_str(key)
+                    .map_err(|_| "ANTHROPIC_API_KEY is not a valid header value".to_owned())?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+        };
+        if key_header.is_none() && public_api {
             return Err(format!(
                 "ANTHROPIC_API_KEY is not set (needed by model `anthropic:{}`)",
                 spec.id
@@ -158,15 +156,20 @@ impl AnthropicTurn {
             model_id: spec.id.clone(),
             extra,
             max_tokens,
-            url: format!("{base}/v1/messages"),
-            api_key,
+            target,
+            key_header,
             idle_timeout,
-            client: shared_client()?,
+            client: http::client()?,
             thinking: Mutex::new(HashMap::new()),
         })
     }
 
-    /// Streams one step, retrying what is safe to retry.
+    #[cfg(test)]
+    pub(crate) fn client(&self) -> &'static reqwest::Client {
+        self.client
+    }
+
+    /// Streams one step.
     pub(crate) async fn step(
         &self,
         request: &StepRequest<'_>,
@@ -175,124 +178,62 @@ impl AnthropicTurn {
         let body = self.request_body(request);
         let body = serde_json::to_vec(&body)
             .map_err(|e| format!("cannot encode the anthropic request: {e}"))?;
+        let call = Call {
+            provider: "anthropic",
+            client: self.client,
+            target: &self.target,
+            policy: RetryPolicy::default(),
+            idle_timeout: self.idle_timeout,
+            cancel: request.cancel,
+        };
         let result = tokio::select! {
             biased;
             _ = request.cancel.cancelled() => Err("anthropic request cancelled".to_owned()),
-            r = self.step_with_retries(&body, sink) => r,
+            r = self.stream(&call, &body, sink) => r,
         };
-        result.map_err(|message| self.redact(message))
+        result.map_err(|message| self.target.redact(&message))
     }
 
-    async fn step_with_retries(
+    /// One request (retried by the layer until its answer begins) and its
+    /// stream.
+    async fn stream(
         &self,
+        call: &Call<'_>,
         body: &[u8],
         sink: &mut StepSink<'_>,
     ) -> Result<ModelReply, String> {
-        let mut attempt = 0;
-        loop {
-            let mut emitted = false;
-            let failure = match self.attempt(body, sink, &mut emitted).await {
-                Ok(reply) => return Ok(reply),
-                Err(failure) => failure,
-            };
-            if !failure.retry || emitted || attempt >= MAX_RETRIES {
-                return Err(failure.message);
+        let response = http::open(call, |client, url| {
+            let builder = client
+                .post(url.clone())
+                .header("anthropic-version", HeaderValue::from_static(API_VERSION))
+                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+                .header(ACCEPT, HeaderValue::from_static("text/event-stream"))
+                .body(body.to_vec());
+            match &self.key_header {
+                Some(key) => builder.header("x-api-key", key.clone()),
+                None => builder,
             }
-            let delay = failure
-                .retry_after
-                .map_or_else(|| backoff(attempt), |d| d.min(MAX_RETRY_AFTER));
-            attempt += 1;
-            tracing::warn!(
-                attempt,
-                delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                error = %self.redact(failure.message),
-                "anthropic request failed; retrying"
-            );
-            tokio::time::sleep(delay).await;
-        }
-    }
-
-    /// One HTTP request and its stream. `emitted` turns true once the sink
-    /// got anything, after which the step can no longer be retried.
-    async fn attempt(
-        &self,
-        body: &[u8],
-        sink: &mut StepSink<'_>,
-        emitted: &mut bool,
-    ) -> Result<ModelReply, Failure> {
-        let mut headers = HeaderMap::new();
-        headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        if let Some(key) = &self.api_key {
-            let mut value = HeaderValue::from_str(&key.0)
-                .map_err(|_| Failure::fatal("ANTHROPIC_API_KEY is not a valid header value"))?;
-            value.set_sensitive(true);
-            headers.insert("x-api-key", value);
-        }
-        let send = self
-            .client
-            .post(&self.url)
-            .headers(headers)
-            .body(body.to_vec())
-            .send();
-        let mut response = match tokio::time::timeout(self.idle_timeout, send).await {
-            Err(_) => {
-                return Err(Failure::fatal(format!(
-                    "the anthropic API did not answer within {}",
-                    humantime::format_duration(self.idle_timeout)
-                )));
-            }
-            Ok(Err(e)) => {
-                let retry = !e.is_builder();
-                return Err(Failure {
-                    message: format!("cannot reach the anthropic API: {}", error_chain(e)),
-                    retry,
-                    retry_after: None,
-                });
-            }
-            Ok(Ok(response)) => response,
-        };
-
-        let status = response.status();
-        if !status.is_success() {
-            let retry_after = retry_after(response.headers());
-            let text = match tokio::time::timeout(self.idle_timeout, response.text()).await {
-                Ok(Ok(text)) => text,
-                _ => String::new(),
-            };
-            let code = status.as_u16();
-            return Err(Failure {
-                message: format!("anthropic API error {status}{}", api_error_detail(&text)),
-                retry: code == 429 || code == 529 || status.is_server_error(),
-                retry_after,
-            });
-        }
-
-        let mut parser = SseParser::default();
+        })
+        .await
+        .map_err(|failed| failure_message(&failed))?;
+        let mut events = response.events();
         let mut stream = StreamState::default();
         loop {
-            let chunk = match tokio::time::timeout(self.idle_timeout, response.chunk()).await {
-                Err(_) => {
-                    return Err(Failure::fatal(format!(
+            match events.next().await {
+                Ok(Some(event)) => {
+                    if stream.handle(&event, sink).await? {
+                        return Ok(self.finish(stream));
+                    }
+                }
+                Ok(None) => return Err("anthropic stream ended early".to_owned()),
+                Err(StreamError::Idle(d)) => {
+                    return Err(format!(
                         "anthropic stream stalled: no data for {}",
-                        humantime::format_duration(self.idle_timeout)
-                    )));
+                        humantime::format_duration(d)
+                    ));
                 }
-                Ok(Err(e)) => {
-                    return Err(Failure::retryable(format!(
-                        "anthropic stream ended early: {}",
-                        error_chain(e)
-                    )));
-                }
-                Ok(Ok(None)) => {
-                    return Err(Failure::retryable("anthropic stream ended early"));
-                }
-                Ok(Ok(Some(chunk))) => chunk,
-            };
-            for event in parser.push(&chunk) {
-                if stream.handle(&event, sink, emitted).await? {
-                    return Ok(self.finish(stream));
+                Err(StreamError::Cut(m)) => {
+                    return Err(format!("anthropic stream ended early: {m}"));
                 }
             }
         }
@@ -373,81 +314,28 @@ impl AnthropicTurn {
         }
         Value::Object(body)
     }
+}
 
-    /// Scrubs the key from a message, whatever echoed it.
-    fn redact(&self, message: String) -> String {
-        match &self.api_key {
-            Some(key) if !key.0.is_empty() && message.contains(&key.0) => {
-                message.replace(&key.0, "<redacted>")
-            }
-            _ => message,
+/// The message of a request the layer gave up on.
+fn failure_message(failed: &Failed) -> String {
+    match &failed.error {
+        HttpError::Cancelled => "anthropic request cancelled".to_owned(),
+        HttpError::NoResponse(d) => format!(
+            "the anthropic API did not answer within {}",
+            humantime::format_duration(*d)
+        ),
+        HttpError::Request(m) | HttpError::Unreachable(m) => {
+            format!("cannot reach the anthropic API: {m}")
         }
-    }
-}
-
-/// One client per process, so connections are reused across turns.
-fn shared_client() -> Result<reqwest::Client, String> {
-    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            reqwest::Client::builder()
-                .connect_timeout(CONNECT_TIMEOUT)
-                .build()
-                .map_err(|e| format!("cannot build the HTTP client: {}", error_chain(e)))
-        })
-        .clone()
-}
-
-/// Why an attempt failed and whether another may follow.
-#[derive(Debug)]
-struct Failure {
-    message: String,
-    retry: bool,
-    retry_after: Option<Duration>,
-}
-
-impl Failure {
-    fn fatal(message: impl Into<String>) -> Failure {
-        Failure {
-            message: message.into(),
-            retry: false,
-            retry_after: None,
+        HttpError::Status { status, body, .. } => {
+            format!("anthropic API error {status}{}", api_error_detail(body))
         }
+        HttpError::BodyFailed(m) => format!("anthropic stream ended early: {m}"),
+        HttpError::Idle(d) => format!(
+            "anthropic stream stalled: no data for {}",
+            humantime::format_duration(*d)
+        ),
     }
-
-    fn retryable(message: impl Into<String>) -> Failure {
-        Failure {
-            message: message.into(),
-            retry: true,
-            retry_after: None,
-        }
-    }
-}
-
-/// `500ms · 2^attempt` plus up to half of that again.
-fn backoff(attempt: u32) -> Duration {
-    let base = BACKOFF_BASE.saturating_mul(2u32.saturating_pow(attempt));
-    let half = u64::try_from(base.as_millis() / 2).unwrap_or(0);
-    let random =
-        std::collections::hash_map::RandomState::new().hash_one(std::time::SystemTime::now());
-    base + Duration::from_millis(random % (half + 1))
-}
-
-/// `retry-after` in seconds (or `retry-after-ms`); dates are ignored.
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let number = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|v| v.is_finite() && *v >= 0.0)
-    };
-    if let Some(ms) = number("retry-after-ms") {
-        return Some(Duration::from_secs_f64(
-            (ms / 1000.0).min(MAX_RETRY_AFTER.as_secs_f64()),
-        ));
-    }
-    number("retry-after").map(|s| Duration::from_secs_f64(s.min(MAX_RETRY_AFTER.as_secs_f64())))
 }
 
 /// ` (type): message` from an API error body, or a short excerpt of a body
@@ -472,23 +360,6 @@ fn api_error_detail(body: &str) -> String {
             }
         }
     }
-}
-
-/// A reqwest error with its causes, without the URL (a base URL may carry
-/// credentials of its own).
-fn error_chain(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(&e);
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// The tool input a call's JSON fragments add up to: `{}` when empty, the
@@ -656,20 +527,12 @@ struct StreamState {
 
 impl StreamState {
     /// Handles one SSE event; `true` at `message_stop`.
-    async fn handle(
-        &mut self,
-        event: &SseEvent,
-        sink: &mut StepSink<'_>,
-        emitted: &mut bool,
-    ) -> Result<bool, Failure> {
+    async fn handle(&mut self, event: &SseEvent, sink: &mut StepSink<'_>) -> Result<bool, String> {
         if event.data.trim().is_empty() {
             return Ok(false);
         }
-        let wire: WireEvent = serde_json::from_str(&event.data).map_err(|e| Failure {
-            message: format!("anthropic sent an unreadable `{}` event: {e}", event.event),
-            retry: true,
-            retry_after: None,
-        })?;
+        let wire: WireEvent = serde_json::from_str(&event.data)
+            .map_err(|e| format!("anthropic sent an unreadable `{}` event: {e}", event.event))?;
         // The data's `type` is authoritative; the SSE event name backs it up.
         let kind = if wire.kind.is_empty() {
             event.event.as_str()
@@ -683,7 +546,6 @@ impl StreamState {
                 let block = match b.kind.as_str() {
                     "text" => {
                         if !b.text.is_empty() {
-                            *emitted = true;
                             sink.text(&b.text).await;
                         }
                         Block::Text
@@ -696,7 +558,6 @@ impl StreamState {
                     },
                     "thinking" => {
                         if !b.thinking.is_empty() {
-                            *emitted = true;
                             sink.reasoning(&b.thinking).await;
                         }
                         Block::Thinking {
@@ -714,7 +575,6 @@ impl StreamState {
                 let block = self.blocks.get_mut(&wire.index);
                 match (d.kind.as_str(), block) {
                     ("text_delta", _) if !d.text.is_empty() => {
-                        *emitted = true;
                         sink.text(&d.text).await;
                     }
                     ("input_json_delta", Some(Block::Tool { json, .. })) => {
@@ -725,7 +585,6 @@ impl StreamState {
                             thinking.push_str(&d.thinking);
                         }
                         if !d.thinking.is_empty() {
-                            *emitted = true;
                             sink.reasoning(&d.thinking).await;
                         }
                     }
@@ -748,11 +607,7 @@ impl StreamState {
                 } else {
                     wire.error.kind.as_str()
                 };
-                return Err(Failure {
-                    message: format!("anthropic error ({kind}): {}", wire.error.message),
-                    retry: matches!(kind, "overloaded_error" | "api_error" | "rate_limit_error"),
-                    retry_after: None,
-                });
+                return Err(format!("anthropic error ({kind}): {}", wire.error.message));
             }
             // `ping`, `content_block_stop` and events added later.
             _ => {}
@@ -777,38 +632,29 @@ impl StreamState {
     }
 }
 
-/// `null` reads as the default, like a missing field.
-fn lenient<'de, D, T>(d: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
-}
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct WireEvent {
-    #[serde(rename = "type", deserialize_with = "lenient")]
+    #[serde(rename = "type", deserialize_with = "super::null_default")]
     kind: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     message: WireMessage,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     index: usize,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     content_block: WireBlock,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     delta: WireDelta,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     usage: WireUsage,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     error: WireError,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct WireMessage {
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     usage: WireUsage,
 }
 
@@ -824,35 +670,35 @@ struct WireUsage {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct WireBlock {
-    #[serde(rename = "type", deserialize_with = "lenient")]
+    #[serde(rename = "type", deserialize_with = "super::null_default")]
     kind: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     id: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     name: String,
     input: Value,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     text: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     thinking: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     signature: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     data: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct WireDelta {
-    #[serde(rename = "type", deserialize_with = "lenient")]
+    #[serde(rename = "type", deserialize_with = "super::null_default")]
     kind: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     text: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     partial_json: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     thinking: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     signature: String,
     stop_reason: Option<String>,
 }
@@ -860,98 +706,15 @@ struct WireDelta {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct WireError {
-    #[serde(rename = "type", deserialize_with = "lenient")]
+    #[serde(rename = "type", deserialize_with = "super::null_default")]
     kind: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "super::null_default")]
     message: String,
-}
-
-/// One server-sent event.
-#[derive(Debug, Default, PartialEq)]
-struct SseEvent {
-    event: String,
-    data: String,
-}
-
-/// A server-sent events parser fed with arbitrary chunks: events may split
-/// anywhere, even inside a UTF-8 character.
-#[derive(Debug, Default)]
-struct SseParser {
-    pending: Vec<u8>,
-    event: String,
-    data: String,
-    has_data: bool,
-}
-
-impl SseParser {
-    fn push(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
-        self.pending.extend_from_slice(bytes);
-        let mut events = Vec::new();
-        let mut start = 0;
-        while let Some(offset) = self.pending[start..].iter().position(|b| *b == b'\n') {
-            let end = start + offset;
-            let line = String::from_utf8_lossy(&self.pending[start..end]);
-            let line = line.strip_suffix('\r').unwrap_or(&line).to_owned();
-            start = end + 1;
-            if let Some(event) = self.line(&line) {
-                events.push(event);
-            }
-        }
-        self.pending.drain(..start);
-        events
-    }
-
-    fn line(&mut self, line: &str) -> Option<SseEvent> {
-        if line.is_empty() {
-            let event = SseEvent {
-                event: std::mem::take(&mut self.event),
-                data: std::mem::take(&mut self.data),
-            };
-            return std::mem::take(&mut self.has_data).then_some(event);
-        }
-        if line.starts_with(':') {
-            return None;
-        }
-        let (field, value) = line.split_once(':').unwrap_or((line, ""));
-        let value = value.strip_prefix(' ').unwrap_or(value);
-        match field {
-            "event" => self.event = value.to_owned(),
-            "data" => {
-                if self.has_data {
-                    self.data.push('\n');
-                }
-                self.data.push_str(value);
-                self.has_data = true;
-            }
-            _ => {}
-        }
-        None
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sse(event: &str, data: &str) -> SseEvent {
-        SseEvent {
-            event: event.into(),
-            data: data.into(),
-        }
-    }
-
-    #[test]
-    fn sse_events_split_anywhere() {
-        let text = "event: ping\ndata: {\"type\":\"ping\"}\n\n: comment\r\nevent: x\r\ndata: a\r\ndata: é\r\n\r\n";
-        let expected = vec![sse("ping", "{\"type\":\"ping\"}"), sse("x", "a\né")];
-        for split in 0..text.len() {
-            let (a, b) = text.as_bytes().split_at(split);
-            let mut parser = SseParser::default();
-            let mut events = parser.push(a);
-            events.extend(parser.push(b));
-            assert_eq!(events, expected, "split at {split}");
-        }
-    }
 
     #[test]
     fn tool_input_fragments() {
@@ -1025,24 +788,5 @@ mod tests {
         );
         assert_eq!(api_error_detail("bad gateway"), ": bad gateway");
         assert_eq!(api_error_detail(""), "");
-    }
-
-    #[test]
-    fn retry_after_is_capped_and_backoff_grows() {
-        let mut headers = HeaderMap::new();
-        headers.insert("retry-after", HeaderValue::from_static("2"));
-        assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
-        headers.insert("retry-after", HeaderValue::from_static("3600"));
-        assert_eq!(retry_after(&headers), Some(MAX_RETRY_AFTER));
-        headers.insert(
-            "retry-after",
-            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
-        );
-        assert_eq!(retry_after(&headers), None);
-        for attempt in 0..3 {
-            let d = backoff(attempt);
-            let base = BACKOFF_BASE * 2u32.pow(attempt);
-            assert!(d >= base && d <= base + base / 2, "{d:?}");
-        }
     }
 }

@@ -4,11 +4,15 @@
 //! [`StepSink`] (reasoning and text deltas), returning the step's tool
 //! calls and usage. `test` and `scripted:<file>` run offline; `openai`
 //! speaks the Chat Completions API (OpenAI or a compatible server);
-//! `anthropic` streams from the Anthropic Messages API.
+//! `anthropic` streams from the Anthropic Messages API. Both remote
+//! providers sit on one HTTP layer ([`http`]: a shared client, one retry
+//! policy, one SSE parser in [`sse`], messages without secrets).
 
 mod anthropic;
+mod http;
 mod openai;
 mod scripted;
+mod sse;
 mod test_model;
 
 use std::sync::Arc;
@@ -21,6 +25,8 @@ use tokio_util::sync::CancellationToken;
 use crate::credentials::ProviderConfig;
 use crate::step::StepEvent;
 
+pub(crate) use http::redact_text;
+pub use http::{Backoff, RetryPolicy};
 pub(crate) use scripted::Script;
 
 /// The model of one turn, ready to answer steps.
@@ -28,7 +34,7 @@ pub(crate) use scripted::Script;
 pub(crate) enum Model {
     Test,
     Scripted(scripted::ScriptedTurn),
-    OpenAi(openai::OpenAiTurn),
+    OpenAi(Box<openai::OpenAiTurn>),
     Anthropic(Box<anthropic::AnthropicTurn>),
 }
 
@@ -48,10 +54,10 @@ impl Model {
                 let script = Script::load(&agent.dir.join(&spec.id)).await?;
                 Ok(Model::Scripted(script.turn(turn_index)))
             }
-            Provider::Openai => Ok(Model::OpenAi(openai::OpenAiTurn::new(
+            Provider::Openai => Ok(Model::OpenAi(Box::new(openai::OpenAiTurn::new(
                 spec,
                 &providers.openai,
-            )?)),
+            )?))),
             Provider::Anthropic => Ok(Model::Anthropic(Box::new(anthropic::AnthropicTurn::new(
                 spec,
                 &providers.anthropic,
@@ -194,6 +200,18 @@ pub(crate) fn system_prompt(agent: &Agent, as_of: Option<&str>) -> String {
         text.push_str(&format!("The current date and time is {instant}."));
     }
     text
+}
+
+/// `null` reads as the default value, like a missing field: the wire
+/// structs of both remote providers are lenient with servers that send
+/// `null` where a value belongs.
+pub(crate) fn null_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + serde::Deserialize<'de>,
+{
+    use serde::Deserialize as _;
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 pub(crate) fn approx_tokens(chars: usize) -> u64 {
@@ -343,7 +361,45 @@ pub fn model_from_env_or_default(
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
+
+    #[test]
+    fn both_remote_providers_share_one_client() {
+        let spec = |provider, id: &str| ModelSpec {
+            provider,
+            id: id.into(),
+            params: serde_json::Map::new(),
+        };
+        let endpoint = |base: &str| crate::Endpoint {
+            api_key: Some("sk-debug-secret".into()),
+            base_url: base.replace("//", "//user:s3cret@"),
+        };
+        let a = openai::OpenAiTurn::new(
+            &spec(Provider::Openai, "m"),
+            &endpoint("http://127.0.0.1:9/v1"),
+        )
+        .unwrap();
+        let b = openai::OpenAiTurn::new(
+            &spec(Provider::Openai, "m"),
+            &endpoint("http://127.0.0.1:9/v1"),
+        )
+        .unwrap();
+        let c = anthropic::AnthropicTurn::new(
+            &spec(Provider::Anthropic, "m"),
+            &endpoint("http://127.0.0.1:9"),
+        )
+        .unwrap();
+        assert!(std::ptr::eq(a.client(), b.client()));
+        assert!(std::ptr::eq(a.client(), c.client()));
+        assert_eq!(http::clients_built(), 1);
+        // Neither the key nor the URL's password shows in `Debug`.
+        let debug = format!("{a:?} {c:?} {:?}", endpoint("http://h/v1"));
+        for leak in ["sk-debug-secret", "s3cret", "user:"] {
+            assert!(!debug.contains(leak), "{leak} in {debug}");
+        }
+    }
 
     #[test]
     fn chunks_concatenate_to_the_text() {

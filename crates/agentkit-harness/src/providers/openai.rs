@@ -2,44 +2,31 @@
 //! against OpenAI or a compatible server (Ollama, vLLM, llama.cpp, LM Studio,
 //! OpenRouter …).
 //!
-//! A thin client on reqwest with its own SSE reader, so the raw stream stays
-//! visible and servers that omit fields still work: every wire struct is
-//! `serde(default)`, tool-call fragments are matched by `index` or `id`,
-//! `type` is never required, and arguments may come in one piece or many.
+//! This module maps the conversation to the request body and the stream's
+//! chunks to step events; sending, retries, timeouts and the SSE parser
+//! are the shared [`super::http`] layer. Servers that omit fields still
+//! work: every wire struct is `serde(default)`, tool-call fragments are
+//! matched by `index` or `id`, `type` is never required, and arguments
+//! may come in one piece or many. A server that ignores `stream: true`
+//! and answers one JSON object is read as one chunk.
 //!
-//! Robustness: a connect timeout, an idle timeout between chunks, and up to
-//! [`MAX_RETRIES`] retries (exponential backoff with jitter, or the server's
-//! `Retry-After`) on connection errors, 429 and 5xx, all before the first
-//! byte of a body reaches the sink; once a step streams, an error fails it.
-//! Cancelling the turn ends the step at once, which drops (aborts) the
-//! request.
-//! The API key goes into the `Authorization` header only: it is redacted
-//! from every message this module produces.
+//! The API key goes into the `Authorization` header only; every message
+//! this module produces is redacted by the target.
 
-use std::hash::BuildHasher;
 use std::time::Duration;
 
 use agentkit_manifest::{Agent, ModelSpec};
 use agentkit_protocol::{Message, ToolCall, Usage};
-use futures_util::{Stream, StreamExt};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::http::{self, Call, Events, Failed, HttpError, RetryPolicy, StreamError, Target};
 use super::{ModelReply, StepRequest, StepSink, approx_tokens};
 use crate::credentials::Endpoint;
 
-/// How long establishing a connection may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the server may stay silent: before the response headers and
 /// between two chunks of the stream.
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-/// Retries after the first attempt.
-pub(crate) const MAX_RETRIES: u32 = 3;
-/// The longest `Retry-After` honoured.
-const RETRY_AFTER_CAP: Duration = Duration::from_secs(30);
-/// The first backoff; it doubles with every retry up to [`BACKOFF_MAX`].
-const BACKOFF_BASE: Duration = Duration::from_millis(500);
-const BACKOFF_MAX: Duration = Duration::from_secs(8);
 /// How much of a non-JSON error body goes into a message.
 const ERROR_BODY_CHARS: usize = 300;
 
@@ -49,22 +36,13 @@ const OPENAI_HOST: &str = "api.openai.com";
 /// The `openai` model of one turn.
 #[derive(Debug)]
 pub(crate) struct OpenAiTurn {
-    client: reqwest::Client,
-    /// `{base_url}/chat/completions`.
-    url: String,
-    api_key: Option<ApiKey>,
+    /// `{base_url}/chat/completions` and the key.
+    target: Target,
     model: String,
     params: Map<String, Value>,
     idle_timeout: Duration,
-}
-
-/// A key that never prints.
-struct ApiKey(String);
-
-impl std::fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("<redacted>")
-    }
+    /// The process-wide client, resolved once per turn.
+    client: &'static reqwest::Client,
 }
 
 impl OpenAiTurn {
@@ -74,29 +52,27 @@ impl OpenAiTurn {
         if spec.id.trim().is_empty() {
             return Err("model `openai:` needs a model id, such as \"openai:gpt-4.1-mini\"".into());
         }
-        let base = endpoint.base_url.trim().trim_end_matches('/');
-        let parsed = reqwest::Url::parse(base)
-            .map_err(|e| format!("invalid OpenAI base URL `{base}`: {e}"))?;
-        let api_key = endpoint
-            .api_key
-            .as_ref()
-            .filter(|k| !k.trim().is_empty())
-            .map(|k| ApiKey(k.trim().to_owned()));
-        if api_key.is_none() && parsed.host_str() == Some(OPENAI_HOST) {
+        let target = Target::new(
+            &endpoint.base_url,
+            "/chat/completions",
+            endpoint.api_key.as_deref(),
+            "OpenAI",
+        )?;
+        if target.api_key().is_none() && target.url().host_str() == Some(OPENAI_HOST) {
             return Err("OPENAI_API_KEY is not set (or pass --api-key)".into());
         }
-        let client = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {}", error_chain(&e)))?;
         Ok(OpenAiTurn {
-            client,
-            url: format!("{base}/chat/completions"),
-            api_key,
+            target,
             model: spec.id.clone(),
             params: spec.params.clone(),
             idle_timeout: IDLE_TIMEOUT,
+            client: http::client()?,
         })
+    }
+
+    #[cfg(test)]
+    pub(crate) fn client(&self) -> &'static reqwest::Client {
+        self.client
     }
 
     pub(super) async fn step(
@@ -112,22 +88,38 @@ impl OpenAiTurn {
             request.conversation,
             request.as_of,
         );
+        let call = Call {
+            provider: "openai",
+            client: self.client,
+            target: &self.target,
+            policy: RetryPolicy::default(),
+            idle_timeout: self.idle_timeout,
+            cancel: request.cancel,
+        };
         let work = async {
-            let response = self.send(&body).await?;
-            if is_json(&response) {
+            let response = http::open(&call, |client, url| {
+                let builder = client
+                    .post(url.clone())
+                    .header(reqwest::header::ACCEPT, "text/event-stream")
+                    .json(&body);
+                match self.target.api_key() {
+                    Some(key) => builder.bearer_auth(key),
+                    None => builder,
+                }
+            })
+            .await
+            .map_err(|failed| failure_message(&failed))?;
+            if response.is_json() {
                 // A server that does not stream answers with one object.
-                let text = tokio::time::timeout(self.idle_timeout, response.text())
-                    .await
-                    .map_err(|_| {
-                        format!(
-                            "openai response idle for {}",
-                            seconds_or_millis(self.idle_timeout)
-                        )
-                    })?
-                    .map_err(|e| format!("cannot read the openai response: {}", error_chain(&e)))?;
+                let text = response.text().await.map_err(|e| match e {
+                    StreamError::Idle(d) => {
+                        format!("openai response idle for {}", http::duration_text(d))
+                    }
+                    StreamError::Cut(m) => format!("cannot read the openai response: {m}"),
+                })?;
                 return read_completion(&text, sink).await;
             }
-            read_stream(response.bytes_stream(), sink, self.idle_timeout).await
+            read_stream(response.events(), sink).await
         };
         // The loop also drops this future on interrupt; selecting here
         // keeps the provider prompt when it is driven on its own.
@@ -138,121 +130,33 @@ impl OpenAiTurn {
         };
         match result {
             Ok(stream) => Ok(stream.into_reply(request)),
-            Err(message) => Err(self.redact(message)),
-        }
-    }
-
-    /// Sends the request, retrying connection errors, 429 and 5xx. Returns
-    /// a response whose body has not been read.
-    async fn send(&self, body: &Value) -> Result<reqwest::Response, String> {
-        let mut attempt = 0;
-        loop {
-            let mut builder = self
-                .client
-                .post(&self.url)
-                .header(reqwest::header::ACCEPT, "text/event-stream")
-                .json(body);
-            if let Some(key) = &self.api_key {
-                builder = builder.bearer_auth(&key.0);
-            }
-            let (error, retry_after) =
-                match tokio::time::timeout(self.idle_timeout, builder.send()).await {
-                    Err(_) => {
-                        return Err(format!(
-                            "openai sent no response for {}",
-                            seconds_or_millis(self.idle_timeout)
-                        ));
-                    }
-                    Ok(Err(e)) if e.is_builder() => {
-                        return Err(format!("cannot build the request: {}", error_chain(&e)));
-                    }
-                    Ok(Err(e)) => (
-                        format!("cannot reach {}: {}", self.url, error_chain(&e)),
-                        None,
-                    ),
-                    Ok(Ok(response)) if response.status().is_success() => return Ok(response),
-                    Ok(Ok(response)) => {
-                        let status = response.status();
-                        let retry_after = retry_after(response.headers());
-                        let text = tokio::time::timeout(self.idle_timeout, response.text())
-                            .await
-                            .ok()
-                            .and_then(Result::ok)
-                            .unwrap_or_default();
-                        let error = format!("openai returned {status}: {}", api_error(&text));
-                        let retryable = status == reqwest::StatusCode::TOO_MANY_REQUESTS
-                            || status.is_server_error();
-                        if !retryable {
-                            return Err(error);
-                        }
-                        (error, retry_after)
-                    }
-                };
-            if attempt >= MAX_RETRIES {
-                return Err(format!("{error} (gave up after {} attempts)", attempt + 1));
-            }
-            let delay = retry_after.unwrap_or_else(|| backoff(attempt));
-            tracing::warn!(
-                error = %self.redact(error),
-                retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                "openai request failed; retrying"
-            );
-            tokio::time::sleep(delay).await;
-            attempt += 1;
-        }
-    }
-
-    /// Removes the key from a message (a server may echo it back).
-    fn redact(&self, message: String) -> String {
-        match &self.api_key {
-            Some(key) if message.contains(&key.0) => message.replace(&key.0, "<redacted>"),
-            _ => message,
+            Err(message) => Err(self.target.redact(&message)),
         }
     }
 }
 
-/// `60s` or `250ms`, for messages.
-fn seconds_or_millis(d: Duration) -> String {
-    if d.subsec_millis() == 0 && d.as_secs() > 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{}ms", d.as_millis())
-    }
-}
-
-fn is_json(response: &reqwest::Response) -> bool {
-    response
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().starts_with("application/json"))
-}
-
-/// `0.5 s · 2^attempt`, at most 8 s, scaled by a random 75–100 %.
-fn backoff(attempt: u32) -> Duration {
-    let exp = BACKOFF_BASE
-        .saturating_mul(2u32.saturating_pow(attempt))
-        .min(BACKOFF_MAX);
-    // A randomly keyed hasher is random enough for jitter.
-    let random = std::collections::hash_map::RandomState::new().hash_one(attempt);
-    let fraction = 0.75 + 0.25 * ((random % 1000) as f64 / 1000.0);
-    exp.mul_f64(fraction)
-}
-
-/// `retry-after-ms` or `retry-after` (seconds; HTTP dates are ignored),
-/// capped at [`RETRY_AFTER_CAP`].
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let number = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|v| v.is_finite() && *v >= 0.0)
+/// The message of a request the layer gave up on.
+fn failure_message(failed: &Failed) -> String {
+    let message = match &failed.error {
+        HttpError::Cancelled => "openai request cancelled".to_owned(),
+        HttpError::Request(m) => format!("cannot build the request: {m}"),
+        HttpError::NoResponse(d) => {
+            format!("openai sent no response for {}", http::duration_text(*d))
+        }
+        HttpError::Unreachable(m) => format!("cannot reach the openai API: {m}"),
+        HttpError::Status { status, body, .. } => {
+            format!("openai returned {status}: {}", api_error(body))
+        }
+        HttpError::BodyFailed(m) => format!("openai stream ended early: {m}"),
+        HttpError::Idle(d) => format!("openai stream idle for {}", http::duration_text(*d)),
     };
-    let delay = number("retry-after-ms")
-        .map(|ms| Duration::from_secs_f64(ms / 1000.0))
-        .or_else(|| number("retry-after").map(Duration::from_secs_f64))?;
-    Some(delay.min(RETRY_AFTER_CAP))
+    if failed.exhausted {
+        let attempts = failed.attempts;
+        let noun = if attempts == 1 { "attempt" } else { "attempts" };
+        format!("{message} (gave up after {attempts} {noun})")
+    } else {
+        message
+    }
 }
 
 /// The API's `error.message`, else the start of the body.
@@ -276,21 +180,6 @@ fn api_error(body: &str) -> String {
             }
         }
     }
-}
-
-/// An error and its sources, joined by `: `.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
 }
 
 // --- The request -----------------------------------------------------------
@@ -383,41 +272,23 @@ fn wire_message(message: &Message) -> Value {
 // --- The stream ------------------------------------------------------------
 
 /// Reads a Chat Completions event stream into `sink`, failing when the
-/// server goes quiet for `idle` or the stream ends before its end.
-async fn read_stream<S, B, E>(
-    stream: S,
-    sink: &mut StepSink<'_>,
-    idle: Duration,
-) -> Result<StreamState, String>
-where
-    S: Stream<Item = Result<B, E>>,
-    B: AsRef<[u8]>,
-    E: std::error::Error,
-{
-    let mut stream = std::pin::pin!(stream);
-    let mut parser = SseParser::default();
+/// server goes quiet or the stream ends before its end.
+async fn read_stream(mut events: Events, sink: &mut StepSink<'_>) -> Result<StreamState, String> {
     let mut state = StreamState::default();
     loop {
-        let next = tokio::time::timeout(idle, stream.next())
-            .await
-            .map_err(|_| format!("openai stream idle for {}", seconds_or_millis(idle)))?;
-        match next {
-            None => break,
-            Some(Err(e)) => {
-                return Err(format!("openai stream ended early: {}", error_chain(&e)));
-            }
-            Some(Ok(bytes)) => {
-                for data in parser.push(bytes.as_ref()) {
-                    state.on_data(&data, sink).await?;
-                    if state.done {
-                        return Ok(state);
-                    }
+        match events.next().await {
+            Ok(Some(event)) => {
+                state.on_data(&event.data, sink).await?;
+                if state.done {
+                    return Ok(state);
                 }
             }
+            Ok(None) => break,
+            Err(StreamError::Idle(d)) => {
+                return Err(format!("openai stream idle for {}", http::duration_text(d)));
+            }
+            Err(StreamError::Cut(m)) => return Err(format!("openai stream ended early: {m}")),
         }
-    }
-    for data in parser.finish() {
-        state.on_data(&data, sink).await?;
     }
     if state.done || state.finish_reason.is_some() {
         Ok(state)
@@ -451,67 +322,6 @@ async fn read_completion(body: &str, sink: &mut StepSink<'_>) -> Result<StreamSt
         state.finish_reason = Some("stop".into());
     }
     Ok(state)
-}
-
-/// Splits a byte stream into the `data` of its server-sent events.
-#[derive(Debug, Default)]
-struct SseParser {
-    buf: Vec<u8>,
-    /// How much of `buf` holds no newline.
-    scanned: usize,
-    data: Option<String>,
-}
-
-impl SseParser {
-    fn push(&mut self, bytes: &[u8]) -> Vec<String> {
-        self.buf.extend_from_slice(bytes);
-        let mut out = Vec::new();
-        while let Some(pos) = self.buf[self.scanned..].iter().position(|&b| b == b'\n') {
-            let end = self.scanned + pos;
-            let line: Vec<u8> = self.buf.drain(..=end).collect();
-            self.scanned = 0;
-            self.line(&line[..end], &mut out);
-        }
-        self.scanned = self.buf.len();
-        out
-    }
-
-    /// The events left when the stream ends without a final blank line.
-    fn finish(&mut self) -> Vec<String> {
-        let mut out = Vec::new();
-        let rest = std::mem::take(&mut self.buf);
-        if !rest.is_empty() {
-            self.line(&rest, &mut out);
-        }
-        self.line(b"", &mut out);
-        out
-    }
-
-    fn line(&mut self, line: &[u8], out: &mut Vec<String>) {
-        let line = String::from_utf8_lossy(line);
-        let line = line.strip_suffix('\r').unwrap_or(&line);
-        if line.is_empty() {
-            out.extend(self.data.take());
-            return;
-        }
-        if line.starts_with(':') {
-            return;
-        }
-        let (field, value) = match line.split_once(':') {
-            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
-            None => (line, ""),
-        };
-        // `event`, `id` and `retry` carry nothing Chat Completions needs.
-        if field == "data" {
-            match &mut self.data {
-                Some(data) => {
-                    data.push('\n');
-                    data.push_str(value);
-                }
-                None => self.data = Some(value.to_owned()),
-            }
-        }
-    }
 }
 
 /// What a stream said so far.
@@ -703,7 +513,7 @@ fn parse_arguments(arguments: &str) -> Value {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct Chunk {
-    #[serde(deserialize_with = "null_default")]
+    #[serde(deserialize_with = "super::null_default")]
     choices: Vec<Choice>,
     usage: Option<WireUsage>,
     error: Option<Value>,
@@ -713,7 +523,7 @@ struct Chunk {
 #[serde(default)]
 struct Choice {
     index: Option<u64>,
-    #[serde(deserialize_with = "null_default")]
+    #[serde(deserialize_with = "super::null_default")]
     delta: Delta,
     finish_reason: Option<String>,
 }
@@ -726,7 +536,7 @@ struct Delta {
     reasoning_content: Option<String>,
     /// Ollama, OpenRouter …
     reasoning: Option<String>,
-    #[serde(deserialize_with = "null_default")]
+    #[serde(deserialize_with = "super::null_default")]
     tool_calls: Vec<WireToolCall>,
 }
 
@@ -759,15 +569,6 @@ struct PromptTokensDetails {
     cached_tokens: Option<u64>,
 }
 
-/// `null` reads as the default value.
-fn null_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Default + Deserialize<'de>,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -775,39 +576,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sse_events_split_across_reads_and_lines() {
-        let mut p = SseParser::default();
-        let mut out = p.push(b": comment\r\nda");
-        out.extend(p.push(b"ta: {\"a\":1}\r\n\r\ndata:x\ndata: y\n"));
-        out.extend(p.push(b"\nevent: ping\ndata: [DONE]"));
-        out.extend(p.finish());
-        assert_eq!(out, ["{\"a\":1}", "x\ny", "[DONE]"]);
-    }
-
-    #[test]
     fn arguments_parse_or_keep_their_text() {
         assert_eq!(parse_arguments(""), json!({}));
         assert_eq!(parse_arguments("{\"a\":1}"), json!({"a": 1}));
         assert_eq!(parse_arguments("{\"a\":"), json!({"_raw": "{\"a\":"}));
-    }
-
-    #[test]
-    fn retry_after_and_backoff_are_bounded() {
-        let mut h = reqwest::header::HeaderMap::new();
-        h.insert("retry-after", "120".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(RETRY_AFTER_CAP));
-        h.insert("retry-after-ms", "250".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
-        h.clear();
-        h.insert(
-            "retry-after",
-            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
-        );
-        assert_eq!(retry_after(&h), None);
-        for attempt in 0..10 {
-            let d = backoff(attempt);
-            assert!(d <= BACKOFF_MAX && d >= BACKOFF_BASE.mul_f64(0.75), "{d:?}");
-        }
     }
 
     #[test]
@@ -840,19 +612,34 @@ mod tests {
         assert_eq!(parse_arguments(&s.calls[1].arguments), json!({"y": 2}));
     }
 
+    fn events(chunks: &[&'static [u8]], then_silence: bool) -> Events {
+        let chunks: Vec<Result<bytes::Bytes, String>> = chunks
+            .iter()
+            .map(|c| Ok(bytes::Bytes::from_static(c)))
+            .collect();
+        let chunks = futures_util::stream::iter(chunks);
+        if then_silence {
+            Events::new(
+                futures_util::StreamExt::chain(chunks, futures_util::stream::pending()),
+                Duration::from_millis(100),
+            )
+        } else {
+            Events::new(chunks, IDLE_TIMEOUT)
+        }
+    }
+
     #[tokio::test]
     async fn a_silent_stream_times_out() {
         let (tx, _rx) = tokio::sync::mpsc::channel(16);
         let mut sink = StepSink::new(&tx);
-        let first: Result<&[u8], std::fmt::Error> =
-            Ok(b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n");
-        let stream = futures_util::stream::iter([first]).chain(futures_util::stream::pending());
+        let stream = events(
+            &[b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n"],
+            true,
+        );
         let started = std::time::Instant::now();
-        let err = read_stream(stream, &mut sink, Duration::from_millis(100))
-            .await
-            .unwrap_err();
+        let err = read_stream(stream, &mut sink).await.unwrap_err();
         assert_eq!(err, "openai stream idle for 100ms");
-        assert_eq!(seconds_or_millis(IDLE_TIMEOUT), "60s");
+        assert_eq!(http::duration_text(IDLE_TIMEOUT), "60s");
         assert!(started.elapsed() < Duration::from_secs(2));
         assert_eq!(sink.finish().await, "hi");
     }
@@ -861,28 +648,52 @@ mod tests {
     async fn a_stream_without_its_end_is_an_error_and_a_chunk_error_fails() {
         let (tx, _rx) = tokio::sync::mpsc::channel(16);
         let mut sink = StepSink::new(&tx);
-        let body: [Result<&[u8], std::fmt::Error>; 1] = [Ok(
-            b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n",
-        )];
-        let err = read_stream(futures_util::stream::iter(body), &mut sink, IDLE_TIMEOUT)
-            .await
-            .unwrap_err();
+        let body = events(
+            &[b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n"],
+            false,
+        );
+        let err = read_stream(body, &mut sink).await.unwrap_err();
         assert_eq!(err, "openai stream ended early");
 
-        let body: [Result<&[u8], std::fmt::Error>; 1] =
-            [Ok(b"data: {\"error\":{\"message\":\"overloaded\"}}\n\n")];
-        let err = read_stream(futures_util::stream::iter(body), &mut sink, IDLE_TIMEOUT)
-            .await
-            .unwrap_err();
+        let body = events(
+            &[b"data: {\"error\":{\"message\":\"overloaded\"}}\n\n"],
+            false,
+        );
+        let err = read_stream(body, &mut sink).await.unwrap_err();
         assert_eq!(err, "openai stream error: overloaded");
 
-        // A finish reason without `[DONE]` is a complete step.
-        let body: [Result<&[u8], std::fmt::Error>; 1] = [Ok(
-            b"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}",
-        )];
-        let state = read_stream(futures_util::stream::iter(body), &mut sink, IDLE_TIMEOUT)
-            .await
-            .unwrap();
+        // A finish reason without `[DONE]` (or a blank line) is a complete
+        // step.
+        let body = events(
+            &[b"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}"],
+            false,
+        );
+        let state = read_stream(body, &mut sink).await.unwrap();
         assert_eq!(state.finish_reason.as_deref(), Some("stop"));
+
+        // Half an event that does not parse is an error.
+        let body = events(&[b"data: {\"choices\":[{\"del"], false);
+        let err = read_stream(body, &mut sink).await.unwrap_err();
+        assert!(
+            err.starts_with("openai sent an unreadable stream event"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn exhausted_retries_say_so() {
+        let failed = Failed {
+            error: HttpError::Status {
+                status: reqwest::StatusCode::BAD_GATEWAY,
+                body: "{\"error\":{\"message\":\"down\"}}".into(),
+                retry_after: None,
+            },
+            attempts: 4,
+            exhausted: true,
+        };
+        assert_eq!(
+            failure_message(&failed),
+            "openai returned 502 Bad Gateway: down (gave up after 4 attempts)"
+        );
     }
 }

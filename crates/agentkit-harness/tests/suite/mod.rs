@@ -5,6 +5,7 @@ mod anthropic;
 mod builtins;
 mod loop_limits;
 mod openai;
+mod provider_http;
 mod scripted;
 mod test_provider;
 mod tools;
