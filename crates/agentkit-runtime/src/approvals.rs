@@ -134,6 +134,7 @@ impl AgentRuntime {
     /// The parked calls of a session `owner` may see, oldest first.
     pub async fn approvals(&self, id: &str, owner: &Owner) -> Result<Vec<PendingApproval>> {
         let session = self.owned(id, owner)?;
+        self.ready(&session).await?;
         let parked = self.with_history(&session, pending).await?;
         let waiters = lock(&self.waiters().map);
         Ok(parked
@@ -183,6 +184,7 @@ impl AgentRuntime {
         }
         // Its turn is gone: a restart (or shutdown) cut it short.
         let session = self.get_session(id)?;
+        self.ready(&session).await?;
         let (parked, known) = self
             .with_history(&session, |events| {
                 let parked = pending(events).into_iter().find(|p| p.call_id == call_id);

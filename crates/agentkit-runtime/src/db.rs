@@ -18,6 +18,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{Error, Result};
+use crate::meta::SessionMeta;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS schedule_ticks (
@@ -45,7 +46,22 @@ CREATE TABLE IF NOT EXISTS reminders (
     last_fired_at_ms INTEGER
 );
 CREATE INDEX IF NOT EXISTS reminders_by_status ON reminders(status, next_fire_at_ms);
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    channel TEXT NOT NULL,
+    continuation TEXT NOT NULL,
+    principal_id TEXT NOT NULL,
+    parked INTEGER NOT NULL DEFAULT 0,
+    meta TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sessions_by_key ON sessions(channel, continuation);
+CREATE INDEX IF NOT EXISTS sessions_by_owner ON sessions(principal_id, id);
+CREATE INDEX IF NOT EXISTS sessions_parked ON sessions(parked) WHERE parked = 1;
 ";
+
+/// `PRAGMA user_version` once stored `session.json` files were imported
+/// into the `sessions` table.
+const SESSIONS_INDEXED: i64 = 1;
 
 /// The open database of one agent.
 #[derive(Debug)]
@@ -84,6 +100,34 @@ fn copy_error(e: &rusqlite::Error) -> rusqlite::Error {
             rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
             Some(other.to_string()),
         ),
+    }
+}
+
+fn upsert_session(conn: &Connection, meta: &SessionMeta) -> rusqlite::Result<()> {
+    let json = serde_json::to_string(meta)
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+    conn.prepare_cached(
+        "INSERT INTO sessions (id, channel, continuation, principal_id, parked, meta) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT(id) DO UPDATE SET channel = ?2, continuation = ?3, principal_id = ?4, parked = ?5, meta = ?6",
+    )?
+    .execute(params![
+        meta.id,
+        meta.channel,
+        meta.continuation_token,
+        meta.owner.principal_id,
+        meta.parked,
+        json
+    ])
+    .map(|_| ())
+}
+
+fn parse_meta(id: &str, json: &str) -> Option<SessionMeta> {
+    match serde_json::from_str(json) {
+        Ok(meta) => Some(meta),
+        Err(e) => {
+            tracing::warn!(session = %id, error = %e, "skipping a session whose stored metadata cannot be read");
+            None
+        }
     }
 }
 
@@ -227,6 +271,135 @@ impl Db {
             Ok(answer) => answer.map_err(|e| self.err(e)),
             Err(_) => Err(gone()),
         }
+    }
+
+    /// Queues `f` for the writer thread without waiting for its commit:
+    /// for bookkeeping whose loss a crash can only make stale (writes
+    /// still commit in the order they were queued).
+    fn write_detached(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static) {
+        let job: Job = Box::new(move |conn| {
+            if let Err(e) = conn.execute_batch("SAVEPOINT job").and_then(|()| {
+                f(conn)?;
+                conn.execute_batch("RELEASE job")
+            }) {
+                let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
+                tracing::warn!(error = %e, "state database: a bookkeeping write failed");
+            }
+            Box::new(|_| {})
+        });
+        let _ = self
+            .writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send(job);
+    }
+
+    /// Imports the `session.json` of every session folder once, so state
+    /// written before the index existed keeps being served.
+    pub(crate) fn index_stored_sessions(&self, sessions_dir: &Path) -> Result<usize> {
+        let conn = self.conn();
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
+        if version >= SESSIONS_INDEXED {
+            return Ok(0);
+        }
+        let mut imported = 0;
+        if let Ok(entries) = std::fs::read_dir(sessions_dir) {
+            let tx = conn.unchecked_transaction().map_err(|e| self.err(e))?;
+            for entry in entries.flatten() {
+                let path = entry.path().join("session.json");
+                let Ok(meta) = crate::meta::load(&path) else {
+                    continue;
+                };
+                if meta.id != entry.file_name().to_string_lossy() {
+                    tracing::warn!(path = %path.display(), "skipping a session.json whose id is not its folder's");
+                    continue;
+                }
+                upsert_session(&tx, &meta).map_err(|e| self.err(e))?;
+                imported += 1;
+            }
+            tx.commit().map_err(|e| self.err(e))?;
+        }
+        conn.pragma_update(None, "user_version", SESSIONS_INDEXED)
+            .map_err(|e| self.err(e))?;
+        Ok(imported)
+    }
+
+    /// Records a new session, or its changed metadata; answers once
+    /// committed.
+    pub(crate) async fn put_session(&self, meta: &SessionMeta) -> Result<()> {
+        let meta = meta.clone();
+        self.write(move |conn| upsert_session(conn, &meta)).await
+    }
+
+    /// [`put_session`](Self::put_session) without waiting (the parked flag).
+    pub(crate) fn put_session_detached(&self, meta: &SessionMeta) {
+        let meta = meta.clone();
+        self.write_detached(move |conn| upsert_session(conn, &meta));
+    }
+
+    /// Forgets a session (its folder was deleted).
+    pub(crate) fn delete_session(&self, id: &str) {
+        let id = id.to_owned();
+        self.write_detached(move |conn| {
+            conn.execute("DELETE FROM sessions WHERE id = ?1", params![id])
+                .map(|_| ())
+        });
+    }
+
+    /// One session's metadata.
+    pub(crate) fn session(&self, id: &str) -> Result<Option<SessionMeta>> {
+        self.conn()
+            .query_row(
+                "SELECT meta FROM sessions WHERE id = ?1",
+                params![id],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+            .map(|m| m.and_then(|m| parse_meta(id, &m)))
+    }
+
+    /// The session a channel key maps to.
+    pub(crate) fn session_by_key(&self, channel: &str, key: &str) -> Result<Option<String>> {
+        self.conn()
+            .query_row(
+                "SELECT id FROM sessions WHERE channel = ?1 AND continuation = ?2 ORDER BY id DESC LIMIT 1",
+                params![channel, key],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// The sessions one principal owns, newest first.
+    pub(crate) fn sessions_of(&self, principal: &str) -> Result<Vec<SessionMeta>> {
+        self.metas(
+            "SELECT id, meta FROM sessions WHERE principal_id = ?1 ORDER BY id DESC",
+            params![principal],
+        )
+    }
+
+    /// The sessions that may have a call waiting for approval.
+    pub(crate) fn parked_sessions(&self) -> Result<Vec<SessionMeta>> {
+        self.metas("SELECT id, meta FROM sessions WHERE parked = 1", params![])
+    }
+
+    fn metas(&self, sql: &str, args: impl rusqlite::Params) -> Result<Vec<SessionMeta>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(args, |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, meta) = row.map_err(|e| self.err(e))?;
+            out.extend(parse_meta(&id, &meta));
+        }
+        Ok(out)
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {

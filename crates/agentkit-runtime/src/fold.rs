@@ -175,11 +175,6 @@ impl FoldCache {
     pub(crate) fn events(&self) -> &[Event] {
         &self.events
     }
-
-    /// Forgets everything (the session went cold).
-    pub(crate) fn clear(&mut self) {
-        *self = FoldCache::default();
-    }
 }
 
 #[cfg(test)]

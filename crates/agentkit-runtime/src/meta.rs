@@ -1,6 +1,7 @@
-//! `session.json`: who owns a session, on which channel, in which mode, and
-//! its current continuation token. Written atomically (temp file, then
-//! rename), so a crash leaves the old or the new file, never half of one.
+//! A session's metadata: who owns it, on which channel, in which mode, and
+//! its current continuation token. Kept in the session index (the
+//! `sessions` table of `agentkit.sqlite`); `session.json` files of state
+//! written before the index are read once, when it is built.
 
 use std::path::Path;
 
@@ -68,15 +69,6 @@ pub struct SessionMeta {
     /// The instant the session is frozen at (RFC 3339, its own offset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub as_of: Option<String>,
-}
-
-pub(crate) fn save(path: &Path, meta: &SessionMeta) -> Result<()> {
-    let json = serde_json::to_vec_pretty(meta).map_err(|e| Error::BadRequest {
-        message: e.to_string(),
-    })?;
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, json).map_err(|e| Error::io("write", &tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io("rename", path, e))
 }
 
 pub(crate) fn load(path: &Path) -> Result<SessionMeta> {

@@ -22,7 +22,7 @@ use crate::clock::SystemClock;
 use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::fold;
-use crate::meta::{self, Owner, SessionMeta, SessionMode};
+use crate::meta::{Owner, SessionMeta, SessionMode};
 use crate::workspace;
 
 /// The built-in HTTP channel's id.
@@ -190,8 +190,8 @@ impl Drop for KeyGuard {
     }
 }
 
-/// How many sessions keep their fold cache while idle.
-const HOT_SESSIONS: usize = 256;
+/// How many sessions stay loaded (with their fold cache) while idle.
+const LOADED_SESSIONS: usize = 512;
 
 #[derive(Debug)]
 pub(crate) struct Session {
@@ -207,6 +207,10 @@ pub(crate) struct Session {
     /// What the fold, approvals and recovery read, kept incrementally
     /// (async: a refresh reads the log's new tail under it).
     fold: tokio::sync::Mutex<fold::FoldCache>,
+    /// Loaded from the index: its log may end in a turn a crash cut short.
+    needs_recovery: std::sync::atomic::AtomicBool,
+    /// Done once the recovery ran.
+    recovery: tokio::sync::OnceCell<()>,
 }
 
 #[derive(Debug, Default)]
@@ -252,10 +256,11 @@ pub(crate) fn new_id(prefix: &str) -> String {
 }
 
 impl AgentRuntime {
-    /// Opens the runtime over `options.state_dir`, loading every stored
-    /// session and recovering those a crash left mid-turn: the interrupted
-    /// turn is recorded as failed and the session waits for its next
-    /// message.
+    /// Opens the runtime over `options.state_dir`. Stored sessions are
+    /// found through the session index in `agentkit.sqlite` when they are
+    /// addressed; one a crash left mid-turn is recovered then (the
+    /// interrupted turn is recorded as failed and the session waits for
+    /// its next message), before anything else touches it.
     pub async fn open(agent: Arc<Agent>, options: RuntimeOptions) -> Result<AgentRuntime> {
         let store = FileEventStore::open(&options.state_dir, options.store.clone())?;
         let db = {
@@ -283,17 +288,31 @@ impl AgentRuntime {
                 key_locks: Mutex::default(),
             }),
         };
-        for id in runtime.inner.store.sessions().await? {
-            let path = runtime.session_dir(&id).join("session.json");
-            let meta = match meta::load(&path) {
-                Ok(m) => m,
-                Err(e) => {
-                    tracing::warn!(session = %id, error = %e, "skipping a session whose session.json cannot be read");
-                    continue;
-                }
-            };
-            let session = runtime.register(id, meta);
-            runtime.recover(&session).await?;
+        // Boot reads no session: the index answers lookups, and a session
+        // is loaded (and, if a crash cut its turn short, recovered) when
+        // it is first addressed. Only sessions that may have a call
+        // waiting for approval are loaded now, to re-arm their timeouts.
+        let indexer = runtime.clone();
+        let imported = tokio::task::spawn_blocking(move || {
+            indexer
+                .inner
+                .db
+                .index_stored_sessions(&indexer.inner.options.state_dir.join("sessions"))
+        })
+        .await
+        .map_err(|e| Error::BadRequest {
+            message: format!("indexing stored sessions failed: {e}"),
+        })??;
+        if imported > 0 {
+            tracing::info!(
+                imported,
+                "indexed the sessions stored before the session index existed"
+            );
+        }
+        for meta in runtime.inner.db.parked_sessions()? {
+            if let Ok(session) = runtime.get(&meta.id) {
+                runtime.ready(&session).await?;
+            }
         }
         let loader = runtime.clone();
         let armed = tokio::task::spawn_blocking(move || loader.load_reminders())
@@ -331,16 +350,15 @@ impl AgentRuntime {
             .join(id.as_str())
     }
 
-    fn register(&self, id: SessionId, meta: SessionMeta) -> Arc<Session> {
+    /// Makes `meta` a loaded session, or returns the one already loaded
+    /// under its id (two callers may load one session at once).
+    fn register(&self, id: SessionId, meta: SessionMeta, needs_recovery: bool) -> Arc<Session> {
         let workspace = meta
             .workspace_dir
             .as_ref()
             .map_or_else(|| self.session_dir(&id).join("workspace"), PathBuf::from);
-        lock(&self.inner.continuations).insert(
-            (meta.channel.clone(), meta.continuation_token.clone()),
-            id.as_str().to_owned(),
-        );
-        let session = Arc::new(Session {
+        let key = (meta.channel.clone(), meta.continuation_token.clone());
+        let fresh = Arc::new(Session {
             id: id.clone(),
             meta: Mutex::new(meta),
             state: Mutex::new(TurnState::default()),
@@ -348,9 +366,36 @@ impl AgentRuntime {
             workspace_ready: std::sync::atomic::AtomicBool::new(false),
             idle: tokio::sync::Notify::new(),
             fold: tokio::sync::Mutex::default(),
+            needs_recovery: std::sync::atomic::AtomicBool::new(needs_recovery),
+            recovery: tokio::sync::OnceCell::new(),
         });
-        lock(&self.inner.sessions).insert(id.as_str().to_owned(), session.clone());
+        let session = {
+            let mut sessions = lock(&self.inner.sessions);
+            match sessions.get(id.as_str()) {
+                Some(loaded) => return loaded.clone(),
+                None => {
+                    sessions.insert(id.as_str().to_owned(), fresh.clone());
+                    fresh
+                }
+            }
+        };
+        lock(&self.inner.continuations).insert(key, id.as_str().to_owned());
+        self.keep_loaded(&session);
         session
+    }
+
+    /// Runs the recovery a session loaded from the index may need, once,
+    /// before anything reads or changes it.
+    pub(crate) async fn ready(&self, session: &Arc<Session>) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        if !session.needs_recovery.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        session
+            .recovery
+            .get_or_try_init(|| self.recover(session))
+            .await?;
+        Ok(())
     }
 
     /// Records the end of a turn that a crash cut short.
@@ -461,21 +506,25 @@ impl AgentRuntime {
         let out = f(cache.events());
         drop(cache);
         if !was_loaded {
-            self.keep_hot(session);
+            self.keep_loaded(session);
         }
         Ok(out)
     }
 
-    /// Records that `session` has a loaded cache; the least recently
-    /// loaded sessions past [`HOT_SESSIONS`] drop theirs when idle.
-    fn keep_hot(&self, session: &Arc<Session>) {
-        let cold: Vec<Arc<Session>> = {
+    /// Records that `session` was used. Past [`LOADED_SESSIONS`], the
+    /// least recently used idle sessions are unloaded (their fold cache
+    /// with them): a stored session costs memory only while it is used.
+    fn keep_loaded(&self, session: &Arc<Session>) {
+        let unloaded: Vec<Arc<Session>> = {
             let mut hot = lock(&self.inner.hot);
+            if hot.back().is_some_and(|s| Arc::ptr_eq(s, session)) {
+                return;
+            }
             hot.retain(|s| !Arc::ptr_eq(s, session));
             hot.push_back(session.clone());
-            let mut cold = Vec::new();
+            let mut out = Vec::new();
             let mut kept = 0;
-            while hot.len() > HOT_SESSIONS && kept < hot.len() {
+            while hot.len() > LOADED_SESSIONS && kept < hot.len() {
                 let Some(oldest) = hot.pop_front() else {
                     break;
                 };
@@ -483,18 +532,46 @@ impl AgentRuntime {
                     let state = lock(&oldest.state);
                     state.worker || state.is_busy()
                 };
-                if busy {
+                // Parked sessions keep their approval timers' state loaded.
+                if busy || lock(&oldest.meta).parked {
                     hot.push_back(oldest);
                     kept += 1;
                 } else {
-                    cold.push(oldest);
+                    out.push(oldest);
                 }
             }
-            cold
+            out
         };
-        for session in cold {
-            if let Ok(mut cache) = session.fold.try_lock() {
-                cache.clear();
+        for session in unloaded {
+            self.unload(&session);
+        }
+    }
+
+    /// Drops an idle session from memory; the index loads it again when it
+    /// is next addressed.
+    fn unload(&self, session: &Arc<Session>) {
+        let mut sessions = lock(&self.inner.sessions);
+        let idle = {
+            let state = lock(&session.state);
+            !(state.worker || state.is_busy())
+        };
+        // Ours and the table's: no task or request holds it.
+        if !idle || Arc::strong_count(session) > 2 {
+            return;
+        }
+        if sessions
+            .get(session.id.as_str())
+            .is_some_and(|s| Arc::ptr_eq(s, session))
+        {
+            sessions.remove(session.id.as_str());
+            drop(sessions);
+            let key = {
+                let meta = lock(&session.meta);
+                (meta.channel.clone(), meta.continuation_token.clone())
+            };
+            let mut conts = lock(&self.inner.continuations);
+            if conts.get(&key).map(String::as_str) == Some(session.id.as_str()) {
+                conts.remove(&key);
             }
         }
     }
@@ -530,14 +607,40 @@ impl AgentRuntime {
         let not_found = || Error::SessionNotFound {
             id: id.as_str().to_owned(),
         };
-        let session = lock(&self.inner.sessions)
-            .get(id.as_str())
-            .cloned()
-            .ok_or_else(not_found)?;
+        let loaded = lock(&self.inner.sessions).get(id.as_str()).cloned();
+        let session = match loaded {
+            Some(session) => session,
+            None => {
+                let meta = match self.inner.db.session(id.as_str())? {
+                    Some(meta) => meta,
+                    // A folder written without the index (an older
+                    // version, or by hand): its session.json joins it.
+                    None => {
+                        let path = self.session_dir(&id).join("session.json");
+                        let meta = crate::meta::load(&path)
+                            .ok()
+                            .filter(|m| m.id == id.as_str())
+                            .ok_or_else(not_found)?;
+                        self.inner.db.put_session_detached(&meta);
+                        meta
+                    }
+                };
+                if !self.session_dir(&id).exists() {
+                    self.inner.db.delete_session(id.as_str());
+                    return Err(not_found());
+                }
+                self.register(id.clone(), meta, true)
+            }
+        };
         if self.deleted(&session) {
             return Err(not_found());
         }
         Ok(session)
+    }
+
+    /// The loaded session `id`, if it is loaded (no index lookup).
+    fn peek(&self, id: &str) -> Option<Arc<Session>> {
+        lock(&self.inner.sessions).get(id).cloned()
     }
 
     /// Has someone deleted the session's folder? An idle session whose
@@ -587,6 +690,7 @@ impl AgentRuntime {
         }
         lock(&self.inner.hot).retain(|s| !Arc::ptr_eq(s, session));
         self.inner.store.close(&session.id);
+        self.inner.db.delete_session(session.id.as_str());
         tracing::info!(session = %session.id, "forgot a session whose folder was deleted");
     }
 
@@ -653,7 +757,6 @@ impl AgentRuntime {
     async fn create_new(&self, req: NewSession, as_of: Option<String>) -> Result<Accepted> {
         let id = SessionId::parse(&new_id("ses"))?;
         let token = req.continuation.clone().unwrap_or_else(mint_token);
-        let dir = self.session_dir(&id);
         let workspace_dir = self
             .inner
             .agent
@@ -676,21 +779,11 @@ impl AgentRuntime {
             parked: false,
             as_of,
         };
-        let session = {
-            let meta2 = meta.clone();
-            let dir2 = dir.clone();
-            let runtime = self.clone();
-            let id2 = id.clone();
-            tokio::task::spawn_blocking(move || -> Result<Arc<Session>> {
-                std::fs::create_dir_all(&dir2).map_err(|e| Error::io("create", &dir2, e))?;
-                meta::save(&dir2.join("session.json"), &meta2)?;
-                Ok(runtime.register(id2, meta2))
-            })
-            .await
-            .map_err(|e| Error::BadRequest {
-                message: format!("session setup failed: {e}"),
-            })??
-        };
+        // The index row first (committed with whatever other sessions'
+        // writes are queued), then the log, which makes the folder: a row
+        // whose folder never came is dropped when it is next looked up.
+        self.inner.db.put_session(&meta).await?;
+        let session = self.register(id.clone(), meta.clone(), false);
         self.append(
             &id,
             EventType::SessionStarted,
@@ -727,7 +820,8 @@ impl AgentRuntime {
         }
         workspace::check_relative_paths(&req.workspace_files)?;
         let session = self.owned(id, &req.owner)?;
-        let token = {
+        self.ready(&session).await?;
+        let (token, rotated) = {
             let mut meta = lock(&session.meta);
             if meta.mode == SessionMode::Task {
                 return Err(Error::TaskSession { id: id.to_owned() });
@@ -746,10 +840,15 @@ impl AgentRuntime {
                 conts.remove(&(meta.channel.clone(), meta.continuation_token.clone()));
                 conts.insert((meta.channel.clone(), fresh.clone()), id.to_owned());
                 meta.continuation_token = fresh;
-                meta::save(&self.session_dir(&session.id).join("session.json"), &meta)?;
+                (meta.continuation_token.clone(), Some(meta.clone()))
+            } else {
+                (meta.continuation_token.clone(), None)
             }
-            meta.continuation_token.clone()
         };
+        // The new token is answered only once the index holds it.
+        if let Some(meta) = rotated {
+            self.inner.db.put_session(&meta).await?;
+        }
         let (coalesced, start_index) = self
             .accept(&session, req.message, req.admission, req.workspace_files)
             .await?;
@@ -771,6 +870,7 @@ impl AgentRuntime {
         admission: Admission,
         files: Vec<(String, String)>,
     ) -> Result<(bool, u64)> {
+        self.ready(session).await?;
         if admission == Admission::Reject && lock(&session.state).is_busy() {
             return Err(Error::SessionBusy {
                 id: session.id.as_str().to_owned(),
@@ -1037,6 +1137,7 @@ impl AgentRuntime {
     /// Marks an idle session busy (the caller releases it with
     /// `release_after_call`); `session_busy` when a turn runs.
     pub(crate) async fn claim_idle(&self, session: &Arc<Session>) -> Result<Arc<Session>> {
+        self.ready(session).await?;
         let session = session.clone();
         let id = session.id.as_str().to_owned();
         let signal = session.clone();
@@ -1107,9 +1208,7 @@ impl AgentRuntime {
             return;
         }
         meta.parked = parked;
-        if let Err(e) = meta::save(&self.session_dir(&session.id).join("session.json"), &meta) {
-            tracing::warn!(session = %session.id, error = %e, "cannot record parked state");
-        }
+        self.inner.db.put_session_detached(&meta);
     }
 
     pub(crate) fn waiters(&self) -> &Arc<crate::approvals::Waiters> {
@@ -1156,12 +1255,14 @@ impl AgentRuntime {
         start_index: u64,
     ) -> Result<Subscription> {
         let session = self.owned(id, owner)?;
+        self.ready(&session).await?;
         Ok(self.inner.store.subscribe(&session.id, start_index).await?)
     }
 
     /// Every stored event from `start_index`.
     pub async fn events(&self, id: &str, owner: &Owner, start_index: u64) -> Result<Vec<Event>> {
         let session = self.owned(id, owner)?;
+        self.ready(&session).await?;
         Ok(self.inner.store.read(&session.id, start_index).await?)
     }
 
@@ -1172,14 +1273,42 @@ impl AgentRuntime {
 
     /// The sessions `owner` created, newest first.
     pub async fn list(&self, owner: &Owner) -> Result<Vec<SessionSummary>> {
-        let sessions: Vec<Arc<Session>> = lock(&self.inner.sessions).values().cloned().collect();
-        let mut out = Vec::new();
-        for s in sessions {
-            let meta = lock(&s.meta).clone();
-            if meta.owner.principal_id != owner.principal_id || self.deleted(&s) {
-                continue;
-            }
-            let busy = lock(&s.state).running.is_some();
+        let runtime = self.clone();
+        let principal = owner.principal_id.clone();
+        let stored = tokio::task::spawn_blocking(move || {
+            runtime.inner.db.sessions_of(&principal).map(|metas| {
+                // A folder deleted by hand deletes its session.
+                metas
+                    .into_iter()
+                    .filter(|m| {
+                        SessionId::parse(&m.id).is_ok_and(|id| {
+                            let here = runtime.session_dir(&id).exists();
+                            if !here {
+                                runtime.inner.db.delete_session(&m.id);
+                            }
+                            here
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .await
+        .map_err(|e| Error::BadRequest {
+            message: format!("listing sessions failed: {e}"),
+        })??;
+        let mut out = Vec::with_capacity(stored.len());
+        for stored in stored {
+            // A loaded session's metadata is the current one.
+            let (meta, busy) = match self.peek(&stored.id) {
+                Some(s) => {
+                    if self.deleted(&s) {
+                        continue;
+                    }
+                    let busy = lock(&s.state).running.is_some();
+                    (lock(&s.meta).clone(), busy)
+                }
+                None => (stored, false),
+            };
             out.push(SessionSummary {
                 session_id: meta.id,
                 channel: meta.channel,
@@ -1196,7 +1325,7 @@ impl AgentRuntime {
     /// Is the session doing anything: a turn running, messages queued, or
     /// its worker settling?
     pub fn is_active(&self, id: &str) -> bool {
-        self.get(id).is_ok_and(|s| {
+        self.peek(id).is_some_and(|s| {
             let state = lock(&s.state);
             state.worker || state.is_busy()
         })
@@ -1233,7 +1362,8 @@ impl AgentRuntime {
 
     /// Is a turn running in this session?
     pub fn is_busy(&self, id: &str) -> bool {
-        self.get(id).is_ok_and(|s| lock(&s.state).running.is_some())
+        self.peek(id)
+            .is_some_and(|s| lock(&s.state).running.is_some())
     }
 
     /// The metadata of any session, without an ownership check: for
@@ -1245,10 +1375,22 @@ impl AgentRuntime {
 
     /// The session a channel key maps to.
     pub fn session_for(&self, channel: &str, key: &str) -> Option<String> {
-        let id = lock(&self.inner.continuations)
+        let loaded = lock(&self.inner.continuations)
             .get(&(channel.to_owned(), key.to_owned()))
-            .cloned()?;
-        self.get(&id).ok().map(|_| id)
+            .cloned();
+        let id = match loaded {
+            Some(id) => id,
+            None => match self.inner.db.session_by_key(channel, key) {
+                Ok(id) => id?,
+                Err(e) => {
+                    tracing::warn!(error = %e, "session index lookup failed");
+                    return None;
+                }
+            },
+        };
+        let session = self.get(&id).ok()?;
+        // The index may hold a key the session has since rotated away from.
+        (lock(&session.meta).continuation_token == key).then_some(id)
     }
 
     /// Interrupts every running turn (recorded as `turn.failed` with reason

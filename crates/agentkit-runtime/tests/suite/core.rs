@@ -27,7 +27,16 @@ async fn two_first_deliveries_with_one_new_key_make_one_session() {
             1,
             "exactly one created, round {round}"
         );
-        let events = until(&f.runtime, &a.session_id, EventType::SessionWaiting, 1).await;
+        // Both messages are in the one log (in one turn or two).
+        until(&f.runtime, &a.session_id, EventType::SessionWaiting, 1).await;
+        while f.runtime.is_active(&a.session_id) {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let events = f
+            .runtime
+            .events(&a.session_id, &owner("alice"), 0)
+            .await
+            .unwrap();
         assert_eq!(events[0].event_type, EventType::SessionStarted);
         let received = events
             .iter()

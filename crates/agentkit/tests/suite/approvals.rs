@@ -198,14 +198,21 @@ fn a_live_approval_runs_the_call_and_the_turn_goes_on() {
     assert!(host.approvals(&id).is_empty());
     // Nothing waits any more: the next start need not read this log.
     host.wait_for(&id, "session.waiting", |_| true);
-    let meta = std::fs::read_to_string(
-        host.dir
-            .path()
-            .join(format!("state/bot/sessions/{id}/session.json")),
-    )
-    .unwrap();
-    let meta: Value = serde_json::from_str(&meta).unwrap();
-    assert_ne!(meta["parked"], true, "{meta}");
+    // The session index says so (the next start loads only parked ones).
+    let db = rusqlite::Connection::open(host.dir.path().join("state/bot/agentkit.sqlite")).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let parked: i64 = db
+            .query_row("SELECT parked FROM sessions WHERE id = ?1", [&id], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        if parked == 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still parked");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 
     // Deciding twice, or on a call that never parked.
     let again = host.decide(&id, &call, json!({"decision": "deny"}));
