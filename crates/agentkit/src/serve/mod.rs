@@ -3,7 +3,9 @@
 //!
 //! Layout: in the default multi-agent layout every agent is mounted under
 //! `/<slug>/v1/*`, with an HTML index at `/`, `/v1/agents` and host
-//! liveness at `/v1/health`; single mode mounts the one agent at `/v1/*`.
+//! liveness at `/v1/health`; single mode mounts the one agent at `/v1/*`,
+//! where `/v1/health` is the public liveness probe. Connections are
+//! accepted and bounded by the HTTP edge (`edge.rs`).
 //! State lives under `<stateRoot>/<slug>/` (default stateRoot:
 //! `<dir>/.agentkit`).
 
