@@ -91,19 +91,17 @@ fn closed_by(stream: &mut TcpStream, deadline: Instant) -> bool {
     }
 }
 
-#[test]
-fn half_sent_requests_under_ulimit_1024_neither_block_the_server_nor_stay_open() {
+/// Serves under `ulimit -n 1024` with `extra` flags, holds 1,100
+/// connections that each sent half a request line, checks that
+/// `/v1/health` answers meanwhile and that the server closes every held
+/// connection, and returns the server's log.
+fn flood(extra: &[&str]) -> String {
     let tmp = tempfile::tempdir().unwrap();
     project(tmp.path());
     let log = tmp.path().join("server.log");
-    let server = start(
-        tmp.path(),
-        free_port(),
-        &log,
-        // Long enough that the first 768 connections (the cap a limit of
-        // 1024 gives) are all held before the first is closed.
-        &["--dev", "--header-timeout", "10s"],
-    );
+    let mut args = vec!["--dev"];
+    args.extend(extra);
+    let server = start(tmp.path(), free_port(), &log, &args);
     let held: Vec<TcpStream> = (0..1100)
         .map(|i| {
             let mut c = TcpStream::connect(server.addr)
@@ -139,12 +137,35 @@ fn half_sent_requests_under_ulimit_1024_neither_block_the_server_nor_stay_open()
         open, 0,
         "{open} half-sent requests were still open after 45 s"
     );
+    let health = Request::get("/v1/health").send(server.addr).unwrap();
+    assert_eq!(health.status, 200);
+    drop(server);
+    std::fs::read_to_string(&log).unwrap()
+}
 
-    let log = std::fs::read_to_string(&log).unwrap();
+#[test]
+fn half_sent_requests_under_ulimit_1024_neither_block_the_server_nor_stay_open() {
+    // A header timeout long enough that the first 768 connections (the
+    // cap a limit of 1024 gives) are all held before the first is closed.
+    let log = flood(&["--header-timeout", "10s"]);
     assert!(log.contains("file-descriptor limit"), "{log}");
     assert!(log.contains("soft=1024"), "{log}");
-    // 1,100 connections are more than the cap a limit of 1024 allows.
+    // 1,100 connections are more than the cap.
     assert!(log.contains("connection limit reached"), "{log}");
+    assert!(!log.contains("cannot accept connections"), "{log}");
+}
+
+/// With a cap above the descriptor limit, `accept` fails with `EMFILE`:
+/// the server backs off and logs instead of spinning, and recovers as the
+/// held connections time out.
+#[test]
+fn a_cap_above_the_fd_limit_makes_accept_back_off_on_emfile() {
+    let log = flood(&["--header-timeout", "10s", "--max-connections", "5000"]);
+    assert!(log.contains("cannot accept connections"), "{log}");
+    assert!(
+        log.matches("cannot accept connections").count() < 10,
+        "the accept error was logged on every retry:\n{log}"
+    );
 }
 
 #[test]
