@@ -8,10 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::render;
 
-/// Validation found errors.
-pub(crate) const EXIT_INVALID: u8 = 1;
-/// Bad arguments, a missing folder, or a command that is not available.
-pub(crate) const EXIT_USAGE: u8 = 2;
+pub(crate) use agentkit_cli::EXIT_INVALID;
 
 /// Build and serve AI agents from a folder of files.
 #[derive(Debug, Parser)]
@@ -94,7 +91,7 @@ enum Command {
     /// stream under /SLUG/v1/* (or /v1/* with --mode single). Stops
     /// cleanly on Ctrl-C or SIGTERM: running turns are recorded as
     /// interrupted and every log is synced.
-    Serve(crate::serve::ServeArgs),
+    Serve(agentkit_cli::ServeArgs),
     /// Run turns against an ephemeral server and print the trajectory.
     ///
     /// Boots the project on a free port with a temporary state root outside
@@ -150,6 +147,17 @@ struct NotYet {
     args: Vec<String>,
 }
 
+impl Cli {
+    /// The log filter when `AGENTKIT_LOG` is unset: a server logs what it
+    /// serves (as `agentkit-serve` does); other commands only warnings.
+    pub(crate) fn default_log(&self) -> &'static str {
+        match self.command {
+            Command::Serve(_) => agentkit_cli::SERVE_LOG_DEFAULT,
+            _ => "warn",
+        }
+    }
+}
+
 pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Validate { dir, json } => validate(dir, json),
@@ -162,7 +170,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => live_info(&url, agent.as_deref(), bearer_token, json),
         Command::Info { dir, json, .. } => info(dir, json),
         Command::Init { path } => init(path),
-        Command::Serve(args) => crate::serve::run(args),
+        Command::Serve(args) => agentkit_cli::run(args),
         Command::Run(args) => crate::chat::run(args),
         Command::Chat(args) => crate::chat::chat(args),
         Command::Trajectory(args) => crate::chat::trajectory(args),

@@ -21,13 +21,7 @@ const YELLOW: Style = AnsiColor::Yellow.on_default().bold();
 const GREEN: Style = AnsiColor::Green.on_default().bold();
 const CYAN: Style = AnsiColor::Cyan.on_default();
 
-pub(crate) fn error(out: &mut impl Write, e: &anyhow::Error) -> io::Result<()> {
-    write!(out, "{RED}error{RED:#}: {e}")?;
-    for cause in e.chain().skip(1) {
-        write!(out, ": {cause}")?;
-    }
-    writeln!(out)
-}
+pub(crate) use agentkit_cli::render_error as error;
 
 pub(crate) fn json(out: &mut impl Write, value: &serde_json::Value) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *out, value)?;
@@ -382,42 +376,4 @@ fn project(out: &mut impl Write, p: &Project, now: DateTime<Utc>) -> io::Result<
         )?;
     }
     Ok(())
-}
-
-/// What `agentkit serve` prints once it listens.
-pub(crate) fn serve_banner(
-    out: &mut impl Write,
-    handle: &agentkit::ServeHandle,
-    dev_fallback: bool,
-    exposed: bool,
-) -> io::Result<()> {
-    let slugs = handle.slugs();
-    let url = handle.url();
-    writeln!(
-        out,
-        "{GREEN}{} agent{}{GREEN:#} listening on {url}",
-        slugs.len(),
-        plural(slugs.len())
-    )?;
-    if handle.agent_url(&slugs[0]) != url {
-        writeln!(out, "  index: {url}/")?;
-    }
-    for slug in &slugs {
-        let base = handle.agent_url(slug);
-        let path = base.strip_prefix(&url).unwrap_or(&base);
-        writeln!(out, "  {CYAN}/{slug}{CYAN:#} → {path}/v1/*")?;
-    }
-    if dev_fallback {
-        writeln!(
-            out,
-            "{YELLOW}dev{YELLOW:#}: agents without a model use the offline `test` model"
-        )?;
-    }
-    if exposed {
-        writeln!(
-            out,
-            "{YELLOW}warning{YELLOW:#}: listening beyond loopback without --bearer-token: callers need an authored auth chain or get 401"
-        )?;
-    }
-    out.flush()
 }

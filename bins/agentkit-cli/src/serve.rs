@@ -1,20 +1,33 @@
-//! `agentkit serve`: flags, startup banner, and shutdown on a signal.
+//! Serving from the command line: the flags of `agentkit serve` and
+//! `agentkit-serve`, startup, the banner and warnings, the refusal of an
+//! invalid project, and shutdown on a signal.
 
+use std::io::{self, Write};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
+use anstyle::{AnsiColor, Style};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
-/// The flags of `agentkit serve`.
+/// The project has error diagnostics (as `agentkit validate` exits).
+pub const EXIT_INVALID: u8 = 1;
+/// Bad arguments, a missing folder, a server that cannot start, or a
+/// command that is not available.
+pub const EXIT_USAGE: u8 = 2;
+/// The log filter of both servers when `AGENTKIT_LOG` is unset.
+pub const SERVE_LOG_DEFAULT: &str = "info";
+
+const RED: Style = AnsiColor::Red.on_default().bold();
+const YELLOW: Style = AnsiColor::Yellow.on_default().bold();
+const GREEN: Style = AnsiColor::Green.on_default().bold();
+const CYAN: Style = AnsiColor::Cyan.on_default();
+
+/// The flags of `agentkit serve` and `agentkit-serve`.
 #[derive(Debug, Args)]
-pub(crate) struct ServeArgs {
-    /// A model provider's API key, as PROVIDER=KEY (repeatable); wins over
-    /// the environment and `agentkit login`. Visible in the process list:
-    /// prefer the environment on shared machines.
-    #[arg(long = "api-key", value_name = "PROVIDER=KEY")]
-    api_key: Vec<String>,
+pub struct ServeArgs {
     /// The project, or a folder of projects.
     #[arg(long, default_value = ".", value_name = "PATH")]
     dir: PathBuf,
@@ -38,6 +51,11 @@ pub(crate) struct ServeArgs {
     /// networks only).
     #[arg(long, conflicts_with = "bearer_token")]
     allow_anonymous: bool,
+    /// A model provider's API key, as PROVIDER=KEY (repeatable); wins over
+    /// the environment and `agentkit login`. Visible in the process list:
+    /// prefer the environment on shared machines.
+    #[arg(long = "api-key", value_name = "PROVIDER=KEY")]
+    api_key: Vec<String>,
     /// The URL peer agents reach this host at, when its loopback address
     /// is not reachable from where turns run (default: the bound address).
     #[arg(long, env = "AGENTKIT_PUBLIC_URL", value_name = "URL")]
@@ -49,6 +67,22 @@ pub(crate) struct ServeArgs {
     /// fire by themselves; dispatch them with POST /v1/dev/schedules/ID).
     #[arg(long)]
     no_schedules: bool,
+    /// How long a client may take to send a request's headers; also how
+    /// long an idle keep-alive connection is kept.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    header_timeout: Duration,
+    /// How long a request may take to be answered (streams excepted; MCP
+    /// and tool calls get their own waits on top).
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = humantime::parse_duration)]
+    request_timeout: Duration,
+    /// How long a write to a client may make no progress before the
+    /// connection is dropped (a stream follower that stopped reading).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    stall_timeout: Duration,
+    /// The most connections open at once (default: three quarters of the
+    /// file-descriptor limit); more wait in the listen backlog.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -57,7 +91,64 @@ enum MountMode {
     Single,
 }
 
-pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+/// Logs go to stderr, filtered by `AGENTKIT_LOG` (else `default`).
+pub fn install_tracing(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTKIT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// `error: …` with every cause, on one line.
+pub fn render_error(out: &mut impl Write, e: &anyhow::Error) -> io::Result<()> {
+    write!(out, "{RED}error{RED:#}: {e}")?;
+    for cause in e.chain().skip(1) {
+        write!(out, ": {cause}")?;
+    }
+    writeln!(out)
+}
+
+/// What a server prints on stderr when it refuses an invalid project: each
+/// diagnostic, then the count.
+pub fn render_refusal(out: &mut impl Write, diagnostics: &agentkit::Diagnostics) -> io::Result<()> {
+    for d in diagnostics {
+        writeln!(out, "{d}")?;
+    }
+    writeln!(
+        out,
+        "{RED}error{RED:#}: not serving: the project has {} error(s)",
+        diagnostics.error_count()
+    )
+}
+
+/// The whole of `agentkit-serve` after parsing: logging, serving, and the
+/// exit code.
+pub fn serve_main(args: ServeArgs) -> ExitCode {
+    install_tracing(SERVE_LOG_DEFAULT);
+    match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            let _ = render_error(&mut anstream::stderr(), &e);
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+/// Serves until Ctrl-C or SIGTERM. `Ok(1)` when the project is invalid
+/// (its diagnostics rendered on stderr); `Err` when the server cannot
+/// start.
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    match agentkit::raise_fd_limit() {
+        Ok(limit) => tracing::info!(
+            soft = limit.soft,
+            hard = limit.hard,
+            raised_from = ?limit.raised_from,
+            "file-descriptor limit"
+        ),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the file-descriptor limit"),
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -65,48 +156,109 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(serve(args))
 }
 
-async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let options = agentkit::ServeOptions {
+fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
+    let mut providers = agentkit::credentials::resolve_providers(|k| std::env::var(k).ok());
+    agentkit::credentials::apply_api_keys(&mut providers, &args.api_key)?;
+    Ok(agentkit::ServeOptions {
         host: args.host,
         port: args.port,
-        state_root: args.state_root,
+        state_root: args.state_root.clone(),
         dev: args.dev,
         mode: match args.mode {
             MountMode::Multi => agentkit::Mode::Multi,
             MountMode::Single => agentkit::Mode::Single,
         },
-        bearer_token: args.bearer_token,
+        bearer_token: args.bearer_token.clone(),
         allow_anonymous: args.allow_anonymous,
-        public_url: args.public_url,
+        public_url: args.public_url.clone(),
         schedules: !args.no_schedules,
         default_model: std::env::var("AGENTKIT_MODEL")
             .ok()
             .filter(|m| !m.is_empty()),
         env: agentkit::EnvLookup::process(),
-        providers: crate::login::provider_config(&args.api_key)?,
+        providers,
+        edge: agentkit::EdgeOptions {
+            header_read_timeout: args.header_timeout,
+            request_timeout: args.request_timeout,
+            write_stall_timeout: args.stall_timeout,
+            max_connections: args.max_connections.map(|n| n as usize),
+        },
         ..agentkit::ServeOptions::default()
+    })
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let options = options(&args)?;
+    let warnings = Warnings {
+        dev_fallback: options.dev && options.default_model.is_none(),
+        exposed: !args.host.is_loopback() && options.bearer_token.is_none(),
+        anonymous: !args.host.is_loopback() && options.allow_anonymous,
     };
-    let dev_fallback = options.dev && options.default_model.is_none();
-    let exposed = !args.host.is_loopback() && options.bearer_token.is_none();
     let handle = match agentkit::serve(&args.dir, options).await {
         Ok(h) => h,
         Err(agentkit::Error::Invalid { diagnostics }) => {
-            let mut err = anstream::stderr();
-            for d in &diagnostics {
-                use std::io::Write;
-                let _ = writeln!(err, "{d}");
-            }
-            eprintln!(
-                "error: not serving: the project has {} error(s)",
-                diagnostics.error_count()
-            );
-            return Ok(ExitCode::from(crate::cli::EXIT_INVALID));
+            render_refusal(&mut anstream::stderr(), &diagnostics)?;
+            return Ok(ExitCode::from(EXIT_INVALID));
         }
         Err(e) => return Err(e).context(format!("cannot serve `{}`", args.dir.display())),
     };
-    crate::render::serve_banner(&mut anstream::stdout(), &handle, dev_fallback, exposed)?;
+    tracing::info!(url = %handle.url(), agents = ?handle.slugs(), "listening");
+    banner(&mut anstream::stdout(), &handle, warnings)?;
     agentkit::shutdown_signal().await;
-    eprintln!("shutting down: interrupting running turns and syncing logs");
+    tracing::info!("shutting down: interrupting running turns and syncing logs");
     handle.close().await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the banner warns about.
+#[derive(Debug, Clone, Copy)]
+struct Warnings {
+    /// `--dev` without `AGENTKIT_MODEL`: model-less agents run `test`.
+    dev_fallback: bool,
+    /// Beyond loopback without `--bearer-token`.
+    exposed: bool,
+    /// Beyond loopback with `--allow-anonymous`.
+    anonymous: bool,
+}
+
+/// Where the server listens, each agent's mount, and the warnings.
+fn banner(
+    out: &mut impl Write,
+    handle: &agentkit::ServeHandle,
+    warnings: Warnings,
+) -> io::Result<()> {
+    let slugs = handle.slugs();
+    let url = handle.url();
+    let plural = if slugs.len() == 1 { "" } else { "s" };
+    writeln!(
+        out,
+        "{GREEN}{} agent{plural}{GREEN:#} listening on {url}",
+        slugs.len(),
+    )?;
+    if slugs.first().is_some_and(|s| handle.agent_url(s) != url) {
+        writeln!(out, "  index: {url}/")?;
+    }
+    for slug in &slugs {
+        let base = handle.agent_url(slug);
+        let path = base.strip_prefix(&url).unwrap_or(&base);
+        writeln!(out, "  {CYAN}/{slug}{CYAN:#} → {path}/v1/*")?;
+    }
+    if warnings.dev_fallback {
+        writeln!(
+            out,
+            "{YELLOW}dev{YELLOW:#}: agents without a model use the offline `test` model"
+        )?;
+    }
+    if warnings.anonymous {
+        writeln!(
+            out,
+            "{YELLOW}warning{YELLOW:#}: listening beyond loopback with --allow-anonymous: anyone who reaches this address is admitted"
+        )?;
+    } else if warnings.exposed {
+        writeln!(
+            out,
+            "{YELLOW}warning{YELLOW:#}: listening beyond loopback without --bearer-token: callers need an authored auth chain or get 401"
+        )?;
+    }
+    out.flush()
 }

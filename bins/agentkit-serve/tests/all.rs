@@ -264,3 +264,51 @@ fn a_pending_reminder_survives_a_crash_and_wakes_its_conversation() {
     let status = wait_exit(&mut child);
     assert!(status.success(), "{status:?}");
 }
+
+/// `text` without ANSI colour sequences.
+fn plain(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Exits as `agentkit serve` does (its test checks the same rendering):
+/// 1 with the diagnostics on an invalid project, 2 on a usage error.
+#[test]
+fn an_invalid_project_exits_1_with_its_diagnostics_and_a_usage_error_exits_2() {
+    let dir = agentkit_test_support::fixtures_dir().join("invalid/tools");
+    let out = Command::new(env!("CARGO_BIN_EXE_agentkit-serve"))
+        .args(["--dir", &dir.display().to_string(), "--port", "0"])
+        .env("NO_COLOR", "1")
+        .env_remove("AGENTKIT_LOG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let found = agentkit::discover(&dir).unwrap();
+    let mut expected = Vec::new();
+    agentkit_cli::render_refusal(&mut expected, &found.diagnostics).unwrap();
+    let expected = plain(&String::from_utf8(expected).unwrap());
+    assert!(
+        plain(&stderr).contains(&expected),
+        "stderr:\n{stderr}\nexpected:\n{expected}"
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_agentkit-serve"))
+        .args(["--port", "not-a-port"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("error:"));
+}

@@ -2,6 +2,7 @@
 
 mod chat;
 mod core;
+mod edge;
 mod github;
 mod info;
 mod init;

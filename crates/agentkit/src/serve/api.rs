@@ -115,7 +115,7 @@ pub(crate) fn router(
     match mode {
         Mode::Single => {
             if let Some(a) = agents.first() {
-                app = app.merge(agent_router(a.clone(), shutdown.clone()));
+                app = app.merge(agent_router(a.clone(), Health::Public, shutdown.clone()));
             }
         }
         Mode::Multi => {
@@ -138,7 +138,7 @@ pub(crate) fn router(
             for a in agents {
                 app = app.nest(
                     &format!("/{}", a.slug),
-                    agent_router(a.clone(), shutdown.clone()),
+                    agent_router(a.clone(), Health::Authenticated, shutdown.clone()),
                 );
             }
         }
@@ -147,9 +147,23 @@ pub(crate) fn router(
         .layer(DefaultBodyLimit::max(body_limit))
 }
 
-fn agent_router(agent: Mounted, shutdown: CancellationToken) -> Router {
+/// Who may ask an agent's `/v1/health`. It is the host's liveness probe in
+/// single mode (where the agent is at the root), and a load balancer's
+/// probe carries no credentials; under `/<slug>` it runs the chain, and
+/// the host's own `/v1/health` is the public one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Health {
+    Public,
+    Authenticated,
+}
+
+fn agent_router(agent: Mounted, health_auth: Health, shutdown: CancellationToken) -> Router {
     let channels = super::channels::router(agent.channels.clone());
     let state = AgentState { agent, shutdown };
+    let health_route = match health_auth {
+        Health::Public => get(public_health),
+        Health::Authenticated => get(health),
+    };
     Router::new()
         .route("/v1/session", post(create))
         .route("/v1/session/{id}", post(follow_up).get(session_info))
@@ -160,7 +174,7 @@ fn agent_router(agent: Mounted, shutdown: CancellationToken) -> Router {
         .route("/v1/session/{id}/approvals/{call}", post(resolve_approval))
         .route("/v1/tools/{name}", post(call_tool))
         .route("/v1/sessions", get(list))
-        .route("/v1/health", get(health))
+        .route("/v1/health", health_route)
         .route("/v1/info", get(info))
         .route("/v1/mcp", any(super::mcp::route))
         .merge(super::schedules::routes())
@@ -482,6 +496,12 @@ async fn list(State(state): State<AgentState>, Authed { owner, .. }: Authed) -> 
 
 async fn health(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
     Ok(axum::Json(json!({"ok": true, "slug": state.agent.slug})).into_response())
+}
+
+/// Liveness without auth: the slug is no secret (multi mode lists every
+/// slug at `/v1/agents`).
+async fn public_health(State(state): State<AgentState>) -> Response {
+    axum::Json(json!({"ok": true, "slug": state.agent.slug})).into_response()
 }
 
 async fn info(State(state): State<AgentState>, _auth: Authed) -> ApiResult {

@@ -3,7 +3,9 @@
 //!
 //! Layout: in the default multi-agent layout every agent is mounted under
 //! `/<slug>/v1/*`, with an HTML index at `/`, `/v1/agents` and host
-//! liveness at `/v1/health`; single mode mounts the one agent at `/v1/*`.
+//! liveness at `/v1/health`; single mode mounts the one agent at `/v1/*`,
+//! where `/v1/health` is the public liveness probe. Connections are
+//! accepted and bounded by the HTTP edge (`edge.rs`).
 //! State lives under `<stateRoot>/<slug>/` (default stateRoot:
 //! `<dir>/.agentkit`).
 
@@ -11,10 +13,12 @@ mod api;
 mod auth;
 mod bridge;
 mod channels;
+mod edge;
 mod mcp;
 mod schedules;
 mod services;
 
+pub use edge::{EdgeOptions, FdLimit, raise_fd_limit};
 pub use services::{HostGithub, HostMcp, HostReminders, HostServices};
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -108,6 +112,10 @@ pub struct ServeOptions {
     /// with `handler = "<name>"` (every agent may bind them). A schedule
     /// naming a handler missing here keeps the server from starting.
     pub schedule_handlers: agentkit_runtime::ScheduleHandlers,
+    /// How the HTTP edge bounds connections and requests: header-read
+    /// and idle timeout, request timeout, write-stall timeout, the
+    /// connection cap.
+    pub edge: EdgeOptions,
 }
 
 impl ServeOptions {
@@ -186,6 +194,7 @@ impl Default for ServeOptions {
             hooks: Vec::new(),
             tools: Vec::new(),
             schedule_handlers: Default::default(),
+            edge: EdgeOptions::default(),
         }
     }
 }
@@ -465,25 +474,34 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             dev: options.dev,
         });
     }
-    // Events are small writes that must leave at once: without NODELAY,
-    // Nagle's algorithm holds the first streamed line until the client's
-    // delayed ACK (about 40 ms on a keep-alive connection).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-    });
     let bridge_task = bridge::spawn(bridge_listener, bridged, shutdown.clone());
-    let router = api::router(&agents, options.mode, options.body_limit, shutdown.clone());
-    let stop = shutdown.clone();
-    let server = tokio::spawn(async move {
-        axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await
-    });
+    let longest_tool = found
+        .host
+        .agents
+        .iter()
+        .flat_map(|p| p.agent.tools.iter().map(|t| t.timeout))
+        .max()
+        .unwrap_or_default();
+    let bounds = edge::RequestBounds {
+        default: options.edge.request_timeout,
+        mcp: options.edge.request_timeout + options.mcp_max_wait,
+        tools: options.edge.request_timeout + longest_tool,
+    };
+    let router = api::router(&agents, options.mode, options.body_limit, shutdown.clone()).layer(
+        axum::middleware::from_fn_with_state(bounds, edge::request_timeout),
+    );
+    let max_connections = edge::connection_cap(&options.edge);
+    tracing::debug!(max_connections, "connection cap");
+    let server = tokio::spawn(edge::run(
+        listener,
+        edge::Edge {
+            router,
+            options: options.edge.clone(),
+            max_connections,
+            shutdown: shutdown.clone(),
+            grace: options.shutdown_grace,
+        },
+    ));
     Ok(ServeHandle {
         addr,
         agents,

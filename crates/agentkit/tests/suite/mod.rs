@@ -4,6 +4,7 @@ mod approvals;
 mod channel_api;
 mod channels;
 mod docs;
+mod edge;
 mod fixtures;
 mod github_app;
 mod hooks;
