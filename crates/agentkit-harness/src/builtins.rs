@@ -544,4 +544,38 @@ mod tests {
             assert!(confine(root, "out/passwd").is_err());
         }
     }
+
+    #[tokio::test]
+    async fn shell_commands_do_not_see_the_hosts_secrets() {
+        use agentkit_test_support::rerun::{SECRET, rerun_with_env};
+        if !rerun_with_env(
+            module_path!(),
+            "shell_commands_do_not_see_the_hosts_secrets",
+            &[],
+        ) {
+            return;
+        }
+        assert_eq!(std::env::var(SECRET.0).as_deref(), Ok(SECRET.1));
+        let ws = tempfile::tempdir().unwrap();
+        let ctx = ToolContext {
+            call_id: "c".into(),
+            session_id: "s".into(),
+            workspace_dir: ws.path().to_path_buf(),
+            cancel: tokio_util::sync::CancellationToken::new(),
+            host: None,
+            services: None,
+            as_of: None,
+        };
+        let out = shell(
+            "env; echo \"secret=${AGENTKIT_TEST_SECRET:-unset}\"",
+            None,
+            &ctx,
+        )
+        .await;
+        assert!(!out.is_error, "{out:?}");
+        let text = out.output.as_str().unwrap();
+        assert!(text.contains("secret=unset"), "{text}");
+        assert!(!text.contains(SECRET.1), "{text}");
+        assert!(text.contains("AGENTKIT_WORKSPACE_DIR="), "{text}");
+    }
 }
