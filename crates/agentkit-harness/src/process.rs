@@ -145,6 +145,20 @@ impl ChildSpec {
         self
     }
 
+    /// Variables set for the child, in order.
+    pub fn envs<I, K, V>(mut self, vars: I) -> ChildSpec
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        self.vars.extend(
+            vars.into_iter()
+                .map(|(k, v)| (k.as_ref().to_owned(), v.as_ref().to_owned())),
+        );
+        self
+    }
+
     /// The host environment pass-through names are read from, instead of
     /// this process's (tests, and embedders that keep their own).
     pub fn host_env<I, K, V>(mut self, vars: I) -> ChildSpec
@@ -285,6 +299,17 @@ impl ChildOutcome {
     /// The timeout ended it.
     pub fn timed_out(&self) -> bool {
         self.exit == ChildExit::TimedOut
+    }
+
+    /// How it ended, with what it wrote on stderr when there is any, for
+    /// a log line: `exited with status 3: city is required`.
+    pub fn describe(&self) -> String {
+        let stderr = self.stderr.text();
+        if stderr.is_empty() {
+            self.exit.to_string()
+        } else {
+            format!("{}: {stderr}", self.exit)
+        }
     }
 }
 
@@ -727,6 +752,9 @@ mod tests {
         assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
         let out = run_child(&sh("exit 3")).await.unwrap();
         assert_eq!(out.exit.to_string(), "exited with status 3");
+        assert_eq!(out.describe(), "exited with status 3");
+        let out = run_child(&sh("echo no >&2; exit 3")).await.unwrap();
+        assert_eq!(out.describe(), "exited with status 3: no");
         let out = run_child(&sh("kill -9 $$")).await.unwrap();
         assert_eq!(out.exit.to_string(), "killed by signal 9");
     }

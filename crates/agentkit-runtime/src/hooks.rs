@@ -261,11 +261,7 @@ async fn run_command(
     if outcome.success() {
         Ok(())
     } else {
-        Err(format!(
-            "`{program}` {}: {}",
-            outcome.exit,
-            outcome.stderr.text()
-        ))
+        Err(format!("`{program}` {}", outcome.describe()))
     }
 }
 
@@ -339,7 +335,10 @@ mod tests {
         deliver(&spec, &Arc::new(event()), &client).await.unwrap();
         let env = std::fs::read_to_string(dir.path().join("env.txt")).unwrap();
         assert!(env.contains("AGENTKIT_HOOK=audit\n"), "{env}");
-        assert!(env.contains("AGENTKIT_EVENT_TYPE=session.started\n"), "{env}");
+        assert!(
+            env.contains("AGENTKIT_EVENT_TYPE=session.started\n"),
+            "{env}"
+        );
         assert!(!env.contains(SECRET.0), "{env}");
         assert!(!env.contains(SECRET.1), "{env}");
         let line = std::fs::read_to_string(dir.path().join("event.json")).unwrap();
