@@ -25,7 +25,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentkit_protocol::Event;
-use hmac::{KeyInit, Mac};
 use serde::Serialize;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
@@ -231,10 +230,7 @@ async fn deliver(
                 req = req.header(k, v);
             }
             if let Some(secret) = secret {
-                let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes())
-                    .map_err(|e| e.to_string())?;
-                mac.update(&body);
-                let sig = hex::encode(mac.finalize().into_bytes());
+                let sig = agentkit_auth::sign_body(secret, &body);
                 req = req.header(SIGNATURE_HEADER, format!("sha256={sig}"));
             }
             let resp = req.body(body).send().await.map_err(|e| e.to_string())?;
