@@ -8,7 +8,7 @@
 //! `glob` finds workspace files by pattern (`**/*.rs`, `src/{a,b}/*.md`).
 
 use std::borrow::Cow;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agentkit_manifest::{Agent, Approval, Execution, Tool, ToolAnnotations};
@@ -225,37 +225,11 @@ fn load_skill(agent: &Agent, input: &Value) -> ToolOutput {
     }
 }
 
-/// Resolves a model-supplied path inside `root`, refusing escapes.
+/// Resolves a model-supplied path inside `root` through the one strict
+/// guard (an empty path is the workspace itself).
 fn confine(root: &Path, rel: &str) -> Result<PathBuf, String> {
     let rel = if rel.is_empty() { "." } else { rel };
-    let path = Path::new(rel);
-    if path
-        .components()
-        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
-    {
-        return Err(format!(
-            "`{rel}` is outside the workspace: use a relative path without `..`"
-        ));
-    }
-    let joined = root.join(path);
-    // The longest existing ancestor must resolve inside the workspace, so
-    // a symbolic link cannot lead out.
-    let mut probe = joined.clone();
-    while !probe.exists() {
-        if !probe.pop() {
-            break;
-        }
-    }
-    let real_root = root
-        .canonicalize()
-        .map_err(|e| format!("workspace unavailable: {e}"))?;
-    let real = probe
-        .canonicalize()
-        .map_err(|e| format!("cannot resolve `{rel}`: {e}"))?;
-    if !real.starts_with(&real_root) {
-        return Err(format!("`{rel}` leads outside the workspace"));
-    }
-    Ok(joined)
+    crate::confine_path(root, rel).map_err(|e| e.to_string())
 }
 
 fn arg<'a>(input: &'a Value, key: &str) -> &'a str {

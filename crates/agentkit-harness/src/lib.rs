@@ -40,6 +40,7 @@ mod providers;
 mod step;
 mod tools;
 mod turn;
+mod workspace_path;
 
 pub use agentkit_manifest::schema_errors;
 pub use approvals::{ApprovalGate, Decision, DecisionFuture};
@@ -56,6 +57,7 @@ pub use tools::{
     HostBridge, HostHandle, ReminderHost, ToolContext, ToolOutput, run_server_tool,
 };
 pub use turn::{TurnInput, TurnOutcome, run_turn};
+pub use workspace_path::{PathError, check_relative_path, confine_path};
 
 /// [`run_turn`] behind a box, for the `task` tool's nested loop: the
 /// recursion needs a named future type, and it must live outside `turn`
