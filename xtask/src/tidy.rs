@@ -182,10 +182,20 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
         "agentkit-harness",
         &["agentkit-protocol", "agentkit-manifest"],
     ),
-    ("agentkit-mcp", &["agentkit-protocol", "agentkit-manifest"]),
+    // The harness's child-process runner is the one way to spawn: stdio
+    // MCP servers and pack host tasks use it.
+    (
+        "agentkit-mcp",
+        &["agentkit-protocol", "agentkit-manifest", "agentkit-harness"],
+    ),
     (
         "agentkit-channels",
-        &["agentkit-protocol", "agentkit-manifest", "agentkit-auth"],
+        &[
+            "agentkit-protocol",
+            "agentkit-manifest",
+            "agentkit-auth",
+            "agentkit-harness",
+        ],
     ),
     (
         "agentkit-runtime",

@@ -1,10 +1,9 @@
 //! The credential policies (`bearer`, `sharedSecret`, `hmacSignature`):
 //! the request proves itself with a secret, compared in constant time.
 
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
 use subtle::{Choice, ConditionallySelectable};
 
+use crate::sign::TagError;
 use crate::{AuthContext, BearerToken, PrincipalType, Refusal, RequestParts, Secret};
 
 /// The one copy of a credential header, or why there is none.
@@ -114,13 +113,13 @@ pub(crate) fn admit_hmac_signature(
             .ok_or(Refusal::WrongPrefix)?,
         None => value,
     };
-    let tag = hex::decode(hex_tag).map_err(|_| Refusal::MalformedSignature)?;
-    // HMAC takes a key of any length, so this cannot fail; refuse anyway
-    // rather than unwrap.
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.expose().as_bytes())
-        .map_err(|_| Refusal::EmptySecret)?;
-    mac.update(req.body);
-    mac.verify_slice(&tag).map_err(|_| Refusal::Mismatch)?;
+    crate::sign::verify_body_tag(secret.expose().as_bytes(), req.body, hex_tag).map_err(
+        |e| match e {
+            TagError::EmptySecret => Refusal::EmptySecret,
+            TagError::NotHex => Refusal::MalformedSignature,
+            TagError::Mismatch => Refusal::Mismatch,
+        },
+    )?;
     Ok(signed_context(authenticator, header, PrincipalType::App))
 }
 
@@ -154,9 +153,7 @@ mod tests {
     }
 
     fn sign(secret: &str, body: &[u8]) -> String {
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes()).unwrap();
-        mac.update(body);
-        hex::encode(mac.finalize().into_bytes())
+        crate::sign_body(secret, body)
     }
 
     #[test]

@@ -5,6 +5,11 @@
 //! body) and returns either the [`AuthContext`] of the first policy that
 //! admits it or [`Denied`], which the caller maps to `401`.
 //!
+//! It is also the one home of HMAC signing ([`sign_body`] for webhook,
+//! hook and delivery bodies; [`sign_bridge_call`] for the host bridge's
+//! per-call credentials), next to the constant-time checks of the same
+//! ([`verify_body`], [`verify_bridge_call`]).
+//!
 //! It is not an HTTP layer: no framework types cross its API, and it does
 //! no IO. It does not read project files or the environment either: the
 //! facade converts the manifest's parsed `auth` arrays into [`Policy`]s,
@@ -20,6 +25,7 @@ mod local;
 mod policy;
 mod request;
 mod secret;
+mod sign;
 
 pub use crate::{
     chain::{Chain, Surface},
@@ -28,4 +34,5 @@ pub use crate::{
     policy::{BearerToken, Policy},
     request::{FORWARDING_HEADERS, RequestParts},
     secret::Secret,
+    sign::{sign_body, sign_bridge_call, verify_body, verify_bridge_call},
 };

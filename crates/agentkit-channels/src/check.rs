@@ -161,10 +161,10 @@ pub fn pack_diagnostics(channel: &Channel, source: &str) -> Vec<Diagnostic> {
             Ok(rule) => {
                 if let Err((key, message)) = check_rule(i, &rule) {
                     problems.push(Problem {
-                        code: if key.is_some_and(|k| k != "task" && k != "command") {
-                            Code::InvalidTemplate
-                        } else {
-                            Code::ConflictingFields
+                        code: match key {
+                            None | Some("task" | "command") => Code::ConflictingFields,
+                            Some("env") => Code::InvalidValue,
+                            Some(_) => Code::InvalidTemplate,
                         },
                         error: true,
                         rule: Some(i),
@@ -175,6 +175,7 @@ pub fn pack_diagnostics(channel: &Channel, source: &str) -> Vec<Diagnostic> {
                                 None => "give the rule one `[rules.turn]`, one `[rules.task]`, or `skip = true`",
                                 Some("task") => "set either `command = [...]` or `tool = \"...\"`",
                                 Some("command") => "name the program and its arguments: `command = [\"python3\", \"lib/x.py\"]`",
+                                Some("env") => "list host variable names to pass to the command: `env = [\"GITHUB_TOKEN\"]`",
                                 Some(_) => "templates are minijinja: `{{ path.to.value }}` over the delivery",
                             }
                             .into(),

@@ -11,9 +11,7 @@ use std::time::Duration;
 
 use agentkit_manifest::Delivery;
 use agentkit_protocol::Event;
-use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
 
 use crate::api::EventArgs;
 use crate::env::Env;
@@ -170,16 +168,9 @@ impl Deliverer {
     }
 }
 
-/// The hex HMAC-SHA256 of `body` keyed with `secret`.
-pub fn sign(secret: &str, body: &[u8]) -> String {
-    match <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes()) {
-        Ok(mut mac) => {
-            mac.update(body);
-            hex::encode(mac.finalize().into_bytes())
-        }
-        Err(_) => String::new(),
-    }
-}
+/// The hex HMAC-SHA256 of `body` keyed with `secret` (the signature of
+/// deliveries and pack webhooks; signing lives in `agentkit-auth`).
+pub use agentkit_auth::sign_body as sign;
 
 pub(crate) fn http_client() -> reqwest::Client {
     reqwest::Client::builder()

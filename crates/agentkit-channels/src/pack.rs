@@ -76,6 +76,15 @@ pub(crate) struct TaskRule {
     /// ...with this input (strings are templates over the payload).
     #[serde(default)]
     pub(crate) input: Option<Value>,
+    /// Host variables the command sees beyond the scrubbed environment
+    /// (`PATH`, `HOME`, ...), by name.
+    #[serde(default)]
+    pub(crate) env: Vec<String>,
+}
+
+/// `NAME`, `LEDGER_PATH`: what a tool's or task's `env` may list.
+fn is_env_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// Every rule has exactly one outcome, and its templates compile.
@@ -117,6 +126,22 @@ pub(crate) fn check_rule(
         && t.command.as_ref().is_some_and(Vec::is_empty)
     {
         return Err((Some("command"), format!("rules[{i}].task.command is empty")));
+    }
+    if let Some(t) = &r.task {
+        if t.tool.is_some() && !t.env.is_empty() {
+            return Err((
+                Some("env"),
+                format!(
+                    "rules[{i}].task.env applies to `command` only (a tool lists its own `env`)"
+                ),
+            ));
+        }
+        if let Some(bad) = t.env.iter().find(|name| !is_env_name(name)) {
+            return Err((
+                Some("env"),
+                format!("rules[{i}].task.env entry `{bad}` is not an environment variable name"),
+            ));
+        }
     }
     for (field, t) in [
         ("message", r.turn.as_ref().and_then(|t| t.message.as_ref())),
@@ -447,6 +472,7 @@ impl PackCore {
         let Some(command) = task.command.clone() else {
             return Err(Error::bad_request("the task has no command"));
         };
+        let pass_env = task.env.clone();
         let payload = serde_json::to_vec(d.payload).unwrap_or_default();
         let cwd = self.agent_dir.clone();
         let event = d.events.first().copied().unwrap_or("").to_owned();
@@ -457,7 +483,7 @@ impl PackCore {
                 (format!("{prefix}_EVENT"), event),
                 (format!("{prefix}_DELIVERY"), delivery),
             ];
-            if let Err(e) = run_command(&command, &cwd, &payload, &vars, label).await {
+            if let Err(e) = run_command(&command, &cwd, &payload, &pass_env, &vars, label).await {
                 tracing::warn!(command = ?command, error = %e, "{label} host task failed");
             }
         });
@@ -560,52 +586,62 @@ pub(crate) fn accepted(event: &str, session: &ChannelSession) -> Result<ChannelR
     ok(202, body)
 }
 
-/// Runs a host command in `cwd` with the payload on stdin.
+/// How long a host task's command may run.
+const TASK_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How much of a host task's stdout and stderr is kept (for the log).
+const TASK_OUTPUT_CAP: usize = 64 * 1024;
+
+/// Runs a host command in `cwd` with the payload on stdin, through the
+/// harness's child-process runner: the scrubbed environment plus the
+/// task's `env` names and `vars`, its own process group (killed when it
+/// ends, at the timeout, or when the server drops the task), output
+/// capped.
 pub(crate) async fn run_command(
     command: &[String],
     cwd: &Path,
     payload: &[u8],
+    pass_env: &[String],
     vars: &[(String, String)],
     label: &str,
 ) -> Result<()> {
-    use tokio::io::AsyncWriteExt;
-    let Some((program, rest)) = command.split_first() else {
-        return Err(Error::bad_request("empty command"));
-    };
-    let mut child = tokio::process::Command::new(program)
-        .args(rest)
-        .current_dir(cwd)
-        .envs(vars.iter().map(|(k, v)| (k, v)))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| Error::io("spawn", Path::new(program), e))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(payload).await;
-    }
-    let out = tokio::time::timeout(Duration::from_secs(600), child.wait_with_output())
+    let spec = task_spec(command, cwd, payload, pass_env, vars)?;
+    let program = command.first().map(String::as_str).unwrap_or_default();
+    let outcome = agentkit_harness::run_child(&spec)
         .await
-        .map_err(|_| Error::Upstream {
-            message: format!("`{program}` timed out"),
-        })?
-        .map_err(|e| Error::io("wait for", Path::new(program), e))?;
-    if out.status.success() {
+        .map_err(|e| Error::io("spawn", Path::new(program), e))?;
+    if outcome.success() {
         tracing::info!(program, "{label} host task finished");
         Ok(())
     } else {
         Err(Error::Upstream {
             message: format!(
-                "`{program}` exited with {}: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-                    .chars()
-                    .take(500)
-                    .collect::<String>()
+                "`{program}` {}",
+                outcome.describe().chars().take(500).collect::<String>()
             ),
         })
     }
+}
+
+fn task_spec(
+    command: &[String],
+    cwd: &Path,
+    payload: &[u8],
+    pass_env: &[String],
+    vars: &[(String, String)],
+) -> Result<agentkit_harness::ChildSpec> {
+    let Some((program, rest)) = command.split_first() else {
+        return Err(Error::bad_request("empty command"));
+    };
+    Ok(agentkit_harness::ChildSpec::new(program)
+        .args(rest)
+        .cwd(cwd)
+        .stdin(payload.to_vec())
+        .pass_env(pass_env.iter().cloned())
+        .envs(vars.iter().map(|(k, v)| (k, v)))
+        .timeout(TASK_TIMEOUT)
+        .stdout_cap(TASK_OUTPUT_CAP)
+        .stderr_cap(TASK_OUTPUT_CAP))
 }
 
 /// A JSON POST to a provider API (reply comments), with one auth header.
@@ -730,6 +766,88 @@ mod tests {
             dir.path()
                 .join("channels/c/gitlab-deliveries.log")
                 .is_file()
+        );
+    }
+
+    #[test]
+    fn task_env_lists_variable_names_for_commands_only() {
+        let ok =
+            rule(json!({"event": "x", "task": {"command": ["b"], "env": ["GITHUB_TOKEN", "A_1"]}}));
+        assert!(check_rules(&[ok]).is_ok());
+        let err = check_rule(
+            0,
+            &rule(json!({"event": "x", "task": {"command": ["b"], "env": ["NOT-A-NAME"]}})),
+        )
+        .unwrap_err();
+        assert_eq!(err.0, Some("env"));
+        assert!(err.1.contains("`NOT-A-NAME`"), "{}", err.1);
+        let err = check_rule(
+            0,
+            &rule(json!({"event": "x", "task": {"tool": "t", "env": ["A"]}})),
+        )
+        .unwrap_err();
+        assert_eq!(err.0, Some("env"));
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn host_tasks_do_not_see_the_hosts_secrets() {
+        use agentkit_test_support::rerun::{PASSED, SECRET, rerun_with_env};
+        if !rerun_with_env(
+            module_path!(),
+            "host_tasks_do_not_see_the_hosts_secrets",
+            &[],
+        ) {
+            return;
+        }
+        assert_eq!(std::env::var(SECRET.0).as_deref(), Ok(SECRET.1));
+        let dir = tempfile::tempdir().unwrap();
+        // A flood of output is capped, not a failure.
+        let command = [
+            "sh".to_owned(),
+            "-c".to_owned(),
+            "cat > payload.json; env > env.txt; head -c 1000000 /dev/zero".to_owned(),
+        ];
+        let vars = [("AGENTKIT_GITHUB_EVENT".to_owned(), "push".to_owned())];
+        run_command(
+            &command,
+            dir.path(),
+            b"{\"a\":1}",
+            &[PASSED.0.to_owned()],
+            &vars,
+            "GitHub",
+        )
+        .await
+        .unwrap();
+        let env = std::fs::read_to_string(dir.path().join("env.txt")).unwrap();
+        assert!(
+            env.contains(&format!("{}={}\n", PASSED.0, PASSED.1)),
+            "{env}"
+        );
+        assert!(env.contains("AGENTKIT_GITHUB_EVENT=push\n"), "{env}");
+        assert!(!env.contains(SECRET.0), "{env}");
+        assert!(!env.contains(SECRET.1), "{env}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("payload.json")).unwrap(),
+            "{\"a\":1}"
+        );
+        let err = run_command(
+            &[
+                "sh".to_owned(),
+                "-c".to_owned(),
+                "echo bad >&2; exit 2".to_owned(),
+            ],
+            dir.path(),
+            b"",
+            &[],
+            &[],
+            "GitHub",
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("`sh` exited with status 2: bad"),
+            "{err}"
         );
     }
 }

@@ -8,7 +8,7 @@
 //! `glob` finds workspace files by pattern (`**/*.rs`, `src/{a,b}/*.md`).
 
 use std::borrow::Cow;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agentkit_manifest::{Agent, Approval, Execution, Tool, ToolAnnotations};
@@ -225,37 +225,11 @@ fn load_skill(agent: &Agent, input: &Value) -> ToolOutput {
     }
 }
 
-/// Resolves a model-supplied path inside `root`, refusing escapes.
+/// Resolves a model-supplied path inside `root` through the one strict
+/// guard (an empty path is the workspace itself).
 fn confine(root: &Path, rel: &str) -> Result<PathBuf, String> {
     let rel = if rel.is_empty() { "." } else { rel };
-    let path = Path::new(rel);
-    if path
-        .components()
-        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
-    {
-        return Err(format!(
-            "`{rel}` is outside the workspace: use a relative path without `..`"
-        ));
-    }
-    let joined = root.join(path);
-    // The longest existing ancestor must resolve inside the workspace, so
-    // a symbolic link cannot lead out.
-    let mut probe = joined.clone();
-    while !probe.exists() {
-        if !probe.pop() {
-            break;
-        }
-    }
-    let real_root = root
-        .canonicalize()
-        .map_err(|e| format!("workspace unavailable: {e}"))?;
-    let real = probe
-        .canonicalize()
-        .map_err(|e| format!("cannot resolve `{rel}`: {e}"))?;
-    if !real.starts_with(&real_root) {
-        return Err(format!("`{rel}` leads outside the workspace"));
-    }
-    Ok(joined)
+    crate::confine_path(root, rel).map_err(|e| e.to_string())
 }
 
 fn arg<'a>(input: &'a Value, key: &str) -> &'a str {
@@ -543,5 +517,39 @@ mod tests {
             std::os::unix::fs::symlink("/etc", root.join("out")).unwrap_or_else(|e| panic!("{e}"));
             assert!(confine(root, "out/passwd").is_err());
         }
+    }
+
+    #[tokio::test]
+    async fn shell_commands_do_not_see_the_hosts_secrets() {
+        use agentkit_test_support::rerun::{SECRET, rerun_with_env};
+        if !rerun_with_env(
+            module_path!(),
+            "shell_commands_do_not_see_the_hosts_secrets",
+            &[],
+        ) {
+            return;
+        }
+        assert_eq!(std::env::var(SECRET.0).as_deref(), Ok(SECRET.1));
+        let ws = tempfile::tempdir().unwrap();
+        let ctx = ToolContext {
+            call_id: "c".into(),
+            session_id: "s".into(),
+            workspace_dir: ws.path().to_path_buf(),
+            cancel: tokio_util::sync::CancellationToken::new(),
+            host: None,
+            services: None,
+            as_of: None,
+        };
+        let out = shell(
+            "env; echo \"secret=${AGENTKIT_TEST_SECRET:-unset}\"",
+            None,
+            &ctx,
+        )
+        .await;
+        assert!(!out.is_error, "{out:?}");
+        let text = out.output.as_str().unwrap();
+        assert!(text.contains("secret=unset"), "{text}");
+        assert!(!text.contains(SECRET.1), "{text}");
+        assert!(text.contains("AGENTKIT_WORKSPACE_DIR="), "{text}");
     }
 }

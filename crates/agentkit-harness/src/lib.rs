@@ -21,6 +21,12 @@
 //! `action.approval_requested` / `action.approval_resolved`); the turn's
 //! timeout stops while a call waits, `approval_timeout` bounds the wait.
 //!
+//! [`ChildSpec`] with [`run_child`] / [`spawn_child`] is the one
+//! child-process runner of the workspace (scrubbed environment, own
+//! process group killed on every way out, timeout, output caps): server
+//! tools use it here, and hooks, pack host tasks and stdio MCP servers
+//! use it from the crates above.
+//!
 //! Not here: sessions, storage and HTTP (the runtime and the facade own
 //! them) and `glob`. Subagents run through the built-in `task` tool as a
 //! nested loop.
@@ -29,15 +35,21 @@ mod approvals;
 mod builtins;
 mod credentials;
 mod dynamic;
+mod process;
 mod providers;
 mod step;
 mod tools;
 mod turn;
+mod workspace_path;
 
 pub use agentkit_manifest::schema_errors;
 pub use approvals::{ApprovalGate, Decision, DecisionFuture};
 pub use credentials::{Endpoint, ProviderConfig};
 pub use dynamic::{DynTool, RustTool, ToolFuture, ToolSource, ToolSpec, ToolsFuture};
+pub use process::{
+    Captured, ChildExit, ChildOutcome, ChildSpec, DEFAULT_OUTPUT_CAP, LiveChild, PASSED_ENV,
+    run_child, signal_of, spawn_child,
+};
 pub use providers::{Backoff, RetryPolicy, model_from_env_or_default};
 pub use step::{FinishReason, StepEvent, approval_resolved_data};
 pub use tools::{
@@ -45,6 +57,7 @@ pub use tools::{
     HostBridge, HostHandle, ReminderHost, ToolContext, ToolOutput, run_server_tool,
 };
 pub use turn::{TurnInput, TurnOutcome, run_turn};
+pub use workspace_path::{PathError, check_relative_path, confine_path};
 
 /// [`run_turn`] behind a box, for the `task` tool's nested loop: the
 /// recursion needs a named future type, and it must live outside `turn`

@@ -1,28 +1,25 @@
 //! Running a server tool: a child process that reads its JSON input on
 //! stdin and writes its result on stdout.
 //!
-//! The child gets a scrubbed environment, its own process group, a timeout
-//! and an output cap. Whatever ends the call (timeout, cancel, an output
-//! overflow, or the tool's own exit) the whole process group is killed, so
-//! no background process outlives the call and no pipe held by a
-//! grandchild keeps the call open.
+//! The child runs through the crate's one runner ([`crate::run_child`]): a
+//! scrubbed environment (plus the tool's `env`), its own process group, the
+//! tool's timeout and output cap. Whatever ends the call (timeout, cancel,
+//! an output overflow, or the tool's own exit) the whole process group is
+//! killed, so no background process outlives the call and no pipe held by
+//! a grandchild keeps the call open.
 
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 
 use agentkit_manifest::Tool;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
+
+use crate::process::{ChildExit, ChildSpec, run_child};
 
 /// How much of a tool's stderr is kept (the rest is read and dropped).
 const STDERR_CAP: usize = 64 * 1024;
-
-/// Host variables a tool always sees when the host has them; everything
-/// else is scrubbed unless the tool lists it in `env`.
-const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT"];
 
 /// What a tool call knows about where it runs.
 #[derive(Debug, Clone)]
@@ -257,49 +254,18 @@ pub async fn run_server_tool(tool: &Tool, input: &Value, ctx: &ToolContext) -> T
         return ToolOutput::error(format!("tool `{}` has no command", tool.name));
     };
     let program_path = resolve_program(program, &tool.cwd);
-
-    let mut cmd = Command::new(&program_path);
-    cmd.args(args)
-        .current_dir(&tool.cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .env_clear();
-    for name in PASSED_ENV
-        .iter()
-        .copied()
-        .chain(tool.env.iter().map(String::as_str))
-    {
-        if let Some(value) = std::env::var_os(name) {
-            cmd.env(name, value);
-        }
-    }
-    cmd.env("AGENTKIT_TOOL_CALL_ID", &ctx.call_id)
-        .env("AGENTKIT_SESSION_ID", &ctx.session_id)
-        .env("AGENTKIT_WORKSPACE_DIR", &ctx.workspace_dir)
-        .env(
-            "AGENTKIT_IDEMPOTENCY_KEY",
-            idempotency_key(&ctx.session_id, &ctx.call_id),
-        );
-    if let Some(as_of) = &ctx.as_of {
-        cmd.env("AGENTKIT_AS_OF", as_of);
-    }
     // Lives until this function returns or its future is dropped (the
     // call was cancelled): either way the credential is revoked then.
     let credential = ctx
         .host
         .as_ref()
         .map(|host| host.credential_for(&ctx.session_id, &ctx.call_id));
-    if let (Some(host), Some(credential)) = (&ctx.host, &credential) {
-        cmd.env("AGENTKIT_HOST_URL", &host.url)
-            .env("AGENTKIT_HOST_TOKEN", credential.token());
-    }
-    #[cfg(unix)]
-    cmd.process_group(0);
+    let spec = tool_spec(tool, &program_path, args, input, ctx, credential.as_ref());
+    let result = run_child(&spec).await;
+    drop(credential);
 
-    let mut child = match cmd.spawn() {
-        Ok(child) => child,
+    let outcome = match result {
+        Ok(outcome) => outcome,
         Err(e) => {
             return ToolOutput::error(format!(
                 "could not start `{program}` for tool `{}` (in {}): {e}",
@@ -308,69 +274,58 @@ pub async fn run_server_tool(tool: &Tool, input: &Value, ctx: &ToolContext) -> T
             ));
         }
     };
-    let group = ProcessGroup::of(&child);
-
-    let stdin = child.stdin.take();
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let input_bytes = serde_json::to_vec(input).unwrap_or_default();
-    let max_output = tool.max_output_bytes;
-
-    let work = async {
-        let feed = async {
-            if let Some(mut stdin) = stdin {
-                // A tool that exits without reading its input is fine.
-                let _ = stdin.write_all(&input_bytes).await;
-                let _ = stdin.shutdown().await;
-            }
-            Ok::<(), Overflow>(())
-        };
-        let out = async {
-            match stdout {
-                Some(s) => read_stdout_capped(s, max_output).await,
-                None => Ok(Vec::new()),
-            }
-        };
-        let err = async {
-            Ok::<Vec<u8>, Overflow>(match stderr {
-                Some(s) => read_stderr_capped(s).await,
-                None => Vec::new(),
-            })
-        };
-        let wait = async {
-            let status = child.wait().await;
-            // Stragglers (background processes of the tool) die with the
-            // call; that also closes the pipes they inherited.
-            group.kill();
-            Ok::<_, Overflow>(status)
-        };
-        tokio::try_join!(feed, out, err, wait).map(|((), out, err, status)| (out, err, status))
-    };
-
-    let result = tokio::select! {
-        biased;
-        _ = ctx.cancel.cancelled() => Err(Ended::Cancelled),
-        r = tokio::time::timeout(tool.timeout, work) => match r {
-            Ok(Ok(done)) => Ok(done),
-            Ok(Err(Overflow)) => Err(Ended::Overflow),
-            Err(_) => Err(Ended::TimedOut),
-        },
-    };
-    group.kill();
-    drop(credential);
-
-    match result {
-        Err(Ended::Cancelled) => ToolOutput::error("tool call cancelled"),
-        Err(Ended::TimedOut) => ToolOutput::error(format!(
+    match outcome.exit {
+        ChildExit::Cancelled => ToolOutput::error("tool call cancelled"),
+        ChildExit::TimedOut => ToolOutput::error(format!(
             "tool timed out after {}",
             humantime::format_duration(tool.timeout)
         )),
-        Err(Ended::Overflow) => ToolOutput::error(format!("output exceeded {max_output} bytes")),
-        Ok((_, _, Err(e))) => {
-            ToolOutput::error(format!("could not wait for tool `{}`: {e}", tool.name))
+        ChildExit::OutputOverflow => {
+            ToolOutput::error(format!("output exceeded {} bytes", tool.max_output_bytes))
         }
-        Ok((stdout, stderr, Ok(status))) => finish(tool, &stdout, &stderr, status),
+        ChildExit::Exited(status) => {
+            finish(tool, &outcome.stdout.bytes, &outcome.stderr.bytes, status)
+        }
     }
+}
+
+/// The child of one call: JSON input on stdin, the tool's folder, the
+/// scrubbed environment plus the tool's `env` and the call's variables,
+/// the tool's timeout and output cap, cancelled with the call.
+fn tool_spec(
+    tool: &Tool,
+    program: &Path,
+    args: &[String],
+    input: &Value,
+    ctx: &ToolContext,
+    credential: Option<&CallCredential>,
+) -> ChildSpec {
+    let mut spec = ChildSpec::new(program)
+        .args(args)
+        .cwd(&tool.cwd)
+        .stdin(serde_json::to_vec(input).unwrap_or_default())
+        .pass_env(tool.env.iter().cloned())
+        .env("AGENTKIT_TOOL_CALL_ID", &ctx.call_id)
+        .env("AGENTKIT_SESSION_ID", &ctx.session_id)
+        .env("AGENTKIT_WORKSPACE_DIR", &ctx.workspace_dir)
+        .env(
+            "AGENTKIT_IDEMPOTENCY_KEY",
+            idempotency_key(&ctx.session_id, &ctx.call_id),
+        )
+        .timeout(tool.timeout)
+        .stdout_cap(usize::try_from(tool.max_output_bytes).unwrap_or(usize::MAX))
+        .end_on_overflow()
+        .stderr_cap(STDERR_CAP)
+        .cancel_on(ctx.cancel.clone());
+    if let Some(as_of) = &ctx.as_of {
+        spec = spec.env("AGENTKIT_AS_OF", as_of);
+    }
+    if let (Some(host), Some(credential)) = (&ctx.host, credential) {
+        spec = spec
+            .env("AGENTKIT_HOST_URL", &host.url)
+            .env("AGENTKIT_HOST_TOKEN", credential.token());
+    }
+    spec
 }
 
 /// Relative paths with a separator (`./run.sh`, `bin/tool`) resolve in the
@@ -410,18 +365,11 @@ fn finish(tool: &Tool, stdout: &[u8], stderr: &[u8], status: ExitStatus) -> Tool
     }
 }
 
-#[cfg(unix)]
 fn exit_signal(status: ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match status.signal() {
+    match crate::process::signal_of(status) {
         Some(signal) => format!("tool was killed by signal {signal}"),
         None => format!("tool failed: {status}"),
     }
-}
-
-#[cfg(not(unix))]
-fn exit_signal(status: ExitStatus) -> String {
-    format!("tool failed: {status}")
 }
 
 /// JSON if it parses, text otherwise. An MCP-style envelope
@@ -441,85 +389,6 @@ fn parse_stdout(stdout: &[u8]) -> ToolOutput {
             output: Value::String(text.trim_end_matches(['\n', '\r']).to_owned()),
             is_error: false,
         },
-    }
-}
-
-/// Stdout went past the tool's `max_output_bytes`.
-#[derive(Debug)]
-struct Overflow;
-
-enum Ended {
-    Cancelled,
-    TimedOut,
-    Overflow,
-}
-
-async fn read_stdout_capped(mut r: impl AsyncRead + Unpin, max: u64) -> Result<Vec<u8>, Overflow> {
-    let mut out = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        match r.read(&mut buf).await {
-            Ok(0) | Err(_) => return Ok(out),
-            Ok(n) => {
-                out.extend_from_slice(&buf[..n]);
-                if out.len() as u64 > max {
-                    return Err(Overflow);
-                }
-            }
-        }
-    }
-}
-
-/// Reads to the end so the child never blocks on a full pipe, keeping the
-/// first [`STDERR_CAP`] bytes.
-async fn read_stderr_capped(mut r: impl AsyncRead + Unpin) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        match r.read(&mut buf).await {
-            Ok(0) | Err(_) => return out,
-            Ok(n) => {
-                let room = STDERR_CAP.saturating_sub(out.len());
-                out.extend_from_slice(&buf[..n.min(room)]);
-            }
-        }
-    }
-}
-
-/// The child's process group, killed (SIGKILL) on every way out of a call,
-/// including the call's future being dropped when a turn is interrupted.
-struct ProcessGroup {
-    #[cfg(unix)]
-    pgid: Option<nix::unistd::Pid>,
-}
-
-impl ProcessGroup {
-    #[cfg(unix)]
-    fn of(child: &tokio::process::Child) -> ProcessGroup {
-        let pgid = child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .map(nix::unistd::Pid::from_raw);
-        ProcessGroup { pgid }
-    }
-
-    #[cfg(not(unix))]
-    fn of(_child: &tokio::process::Child) -> ProcessGroup {
-        ProcessGroup {}
-    }
-
-    fn kill(&self) {
-        #[cfg(unix)]
-        if let Some(pgid) = self.pgid {
-            // ESRCH (the group is already gone) is the common case.
-            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-        }
-    }
-}
-
-impl Drop for ProcessGroup {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 

@@ -13,7 +13,6 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,11 +27,9 @@ use tokio::io::AsyncBufReadExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::server::HOPS_HEADER;
+use agentkit_harness::{ChildSpec, LiveChild, spawn_child};
 
-/// Host variables a stdio server always sees when the host has them; the
-/// rest of the host's environment is scrubbed (`env` adds more).
-const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT"];
+use crate::server::HOPS_HEADER;
 
 /// How a connection reaches its server, with every `${VAR}` resolved.
 #[derive(Clone)]
@@ -703,9 +700,9 @@ async fn connect_http(spec: &ConnectionSpec, hops: u32) -> Result<Client, String
 
 /// A started stdio child and its MCP client.
 struct Child {
-    process: tokio::process::Child,
+    /// Its process group dies with it (or on `kill` / `close`).
+    process: LiveChild,
     client: Client,
-    group: ProcessGroup,
     stderr: StderrTail,
 }
 
@@ -750,29 +747,6 @@ impl StderrTail {
     }
 }
 
-/// A child's process group (it leads its own), killed on the way out so
-/// no grandchild outlives the connection.
-struct ProcessGroup(#[cfg_attr(not(unix), allow(dead_code))] Option<u32>);
-
-impl ProcessGroup {
-    fn kill(&self) {
-        #[cfg(unix)]
-        if let Some(pgid) = self.0.and_then(|p| i32::try_from(p).ok()) {
-            // ESRCH (the group is already gone) is the common case.
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pgid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-    }
-}
-
-impl Drop for ProcessGroup {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 /// Spawns a stdio child (scrubbed environment, its own process group) and
 /// runs the MCP handshake over its stdin/stdout.
 async fn spawn_stdio(spec: &ConnectionSpec) -> Result<Child, String> {
@@ -785,42 +759,23 @@ async fn spawn_stdio(spec: &ConnectionSpec) -> Result<Child, String> {
     else {
         return Err("not a stdio connection".into());
     };
-    let mut cmd = tokio::process::Command::new(command);
-    cmd.args(args)
-        .env_clear()
-        .kill_on_drop(true)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for name in PASSED_ENV {
-        if let Some(value) = std::env::var_os(name) {
-            cmd.env(name, value);
-        }
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
+    let mut child_spec = ChildSpec::new(command).args(args).envs(env.iter().cloned());
     if let Some(cwd) = cwd {
-        cmd.current_dir(cwd);
+        child_spec = child_spec.cwd(cwd);
     }
-    #[cfg(unix)]
-    cmd.process_group(0);
-    let mut process = cmd
-        .spawn()
+    let mut process = spawn_child(&child_spec)
         .map_err(|e| format!("cannot start `{}`: {e}", command.display()))?;
-    let group = ProcessGroup(process.id());
     let stderr = StderrTail::default();
-    if let Some(err) = process.stderr.take() {
+    if let Some(err) = process.take_stderr() {
         stderr.follow(spec.name.clone(), err);
     }
-    let (Some(stdout), Some(stdin)) = (process.stdout.take(), process.stdin.take()) else {
+    let (Some(stdout), Some(stdin)) = (process.take_stdout(), process.take_stdin()) else {
         return Err(format!("`{}`: no stdio pipes", command.display()));
     };
     match ().serve((stdout, stdin)).await {
         Ok(client) => Ok(Child {
             process,
             client,
-            group,
             stderr,
         }),
         Err(e) => {
@@ -837,15 +792,7 @@ async fn spawn_stdio(spec: &ConnectionSpec) -> Result<Child, String> {
 
 /// `exited with status 3: <stderr tail>`, `killed by signal 9`.
 fn exit_text(status: std::process::ExitStatus, stderr: &str) -> String {
-    #[cfg(unix)]
-    let signal = std::os::unix::process::ExitStatusExt::signal(&status);
-    #[cfg(not(unix))]
-    let signal: Option<i32> = None;
-    let how = match (status.code(), signal) {
-        (Some(code), _) => format!("exited with status {code}"),
-        (None, Some(sig)) => format!("killed by signal {sig}"),
-        (None, None) => "exited".to_owned(),
-    };
+    let how = agentkit_harness::ChildExit::Exited(status).to_string();
     if stderr.is_empty() {
         how
     } else {
@@ -899,7 +846,7 @@ async fn supervise(
                     break;
                 };
                 let _ = child.client.cancel().await;
-                child.group.kill();
+                child.process.kill();
                 let message = match exited {
                     Ok(s) => exit_text(s, &child.stderr.read().await),
                     Err(e) => format!("cannot wait for the process: {e}"),
@@ -944,16 +891,11 @@ async fn supervise(
 
 /// Shutdown: close the child's stdin (the MCP way to ask a stdio server
 /// to exit), wait `grace`, then kill its process group and reap it.
-async fn stop_child(mut child: Child, grace: Duration) {
+async fn stop_child(child: Child, grace: Duration) {
     let _ = child.client.cancel().await;
-    if tokio::time::timeout(grace, child.process.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!("MCP stdio server did not exit on shutdown; killing it");
+    if !child.process.close(grace).await {
+        tracing::warn!("MCP stdio server did not exit on shutdown; killed it");
     }
-    child.group.kill();
-    let _ = child.process.wait().await;
 }
 
 #[cfg(test)]
@@ -1018,6 +960,40 @@ mod tests {
         c.close().await;
         let closed = c.list_tools("broken", 0).await.unwrap_err().to_string();
         assert!(closed.contains("shutting down"), "{closed}");
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn stdio_servers_do_not_see_the_hosts_secrets() {
+        use agentkit_test_support::rerun::{SECRET, rerun_with_env};
+        if !rerun_with_env(
+            module_path!(),
+            "stdio_servers_do_not_see_the_hosts_secrets",
+            &[],
+        ) {
+            return;
+        }
+        assert_eq!(std::env::var(SECRET.0).as_deref(), Ok(SECRET.1));
+        let dir = tempfile::tempdir().unwrap();
+        // Not an MCP server: it records its environment and exits, so the
+        // handshake fails once the file is written.
+        let spec = ConnectionSpec {
+            name: "env".into(),
+            description: None,
+            target: Target::Stdio {
+                command: PathBuf::from("sh"),
+                args: vec!["-c".into(), "env > env.txt".into()],
+                env: vec![("LOG_LEVEL".into(), "warn".into())],
+                cwd: Some(dir.path().to_path_buf()),
+            },
+        };
+        let err = spawn_stdio(&spec).await.err().unwrap();
+        assert!(err.contains("exited with status 0"), "{err}");
+        let env = std::fs::read_to_string(dir.path().join("env.txt")).unwrap();
+        assert!(env.contains("LOG_LEVEL=warn\n"), "{env}");
+        assert!(env.contains("PATH="), "{env}");
+        assert!(!env.contains(SECRET.0), "{env}");
+        assert!(!env.contains(SECRET.1), "{env}");
     }
 
     #[test]

@@ -10,10 +10,12 @@
 //! the tap loses events (counted for every hook), and a delivery that fails
 //! or runs past its timeout is logged and counted, never fatal.
 //!
-//! Deliveries: a `command` gets the event JSON (one line) on stdin, runs in
-//! the `hooks/` folder with a scrubbed environment (`PATH`, plus
-//! `AGENTKIT_HOOK` and `AGENTKIT_EVENT_TYPE`), is killed at its timeout, and
-//! its output is read up to a cap (logged on failure). A `url` gets the
+//! Deliveries: a `command` runs through the harness's child-process runner
+//! ([`agentkit_harness::run_child`]): the event JSON (one line) on stdin,
+//! the `hooks/` folder, the scrubbed environment
+//! ([`agentkit_harness::PASSED_ENV`] plus `AGENTKIT_HOOK` and
+//! `AGENTKIT_EVENT_TYPE`), its process group killed at its timeout, its
+//! output read up to a cap (stderr logged on failure). A `url` gets the
 //! event JSON POSTed; with a `secret`, the header `X-Agentkit-Signature`
 //! carries `sha256=<hex HMAC-SHA256 of the body>`.
 
@@ -23,9 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentkit_protocol::Event;
-use hmac::{KeyInit, Mac};
 use serde::Serialize;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
@@ -230,10 +230,7 @@ async fn deliver(
                 req = req.header(k, v);
             }
             if let Some(secret) = secret {
-                let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes())
-                    .map_err(|e| e.to_string())?;
-                mac.update(&body);
-                let sig = hex::encode(mac.finalize().into_bytes());
+                let sig = agentkit_auth::sign_body(secret, &body);
                 req = req.header(SIGNATURE_HEADER, format!("sha256={sig}"));
             }
             let resp = req.body(body).send().await.map_err(|e| e.to_string())?;
@@ -252,52 +249,118 @@ async fn run_command(
     cwd: &std::path::Path,
     event: &Event,
 ) -> Result<(), String> {
+    let child = command_spec(spec, command, cwd, event)?;
+    let program = child.program().display().to_string();
+    let outcome = agentkit_harness::run_child(&child)
+        .await
+        .map_err(|e| format!("cannot run `{program}`: {e}"))?;
+    if outcome.success() {
+        Ok(())
+    } else {
+        Err(format!("`{program}` {}", outcome.describe()))
+    }
+}
+
+/// A hook command's child: the event JSON (one line) on stdin, the
+/// `hooks/` folder, the scrubbed environment plus `AGENTKIT_HOOK` and
+/// `AGENTKIT_EVENT_TYPE`, the hook's timeout and the output cap.
+fn command_spec(
+    spec: &HookSpec,
+    command: &[String],
+    cwd: &std::path::Path,
+    event: &Event,
+) -> Result<agentkit_harness::ChildSpec, String> {
     let Some((program, args)) = command.split_first() else {
         return Err("empty command".into());
     };
     let mut line = serde_json::to_vec(event).map_err(|e| e.to_string())?;
     line.push(b'\n');
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args)
-        .current_dir(cwd)
-        .env_clear()
+    Ok(agentkit_harness::ChildSpec::new(program)
+        .args(args)
+        .cwd(cwd)
+        .stdin(line)
         .env("AGENTKIT_HOOK", &spec.name)
         .env("AGENTKIT_EVENT_TYPE", event.event_type.as_str())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    if let Some(path) = std::env::var_os("PATH") {
-        cmd.env("PATH", path);
+        .timeout(spec.timeout)
+        .stdout_cap(OUTPUT_CAP)
+        .stderr_cap(OUTPUT_CAP))
+}
+
+#[cfg(all(test, unix))]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn event() -> Event {
+        serde_json::from_value(serde_json::json!({
+            "type": "session.started",
+            "index": 0,
+            "sessionId": "s1",
+            "at": "2026-01-01T00:00:00Z",
+            "data": {}
+        }))
+        .unwrap()
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run `{program}`: {e}"))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        // A hook that does not read its input is not an error.
-        let _ = stdin.write_all(&line).await;
+
+    fn command_hook(command: &[&str], cwd: &std::path::Path) -> HookSpec {
+        HookSpec {
+            name: "audit".into(),
+            events: vec!["*".into()],
+            target: HookTarget::Command {
+                command: command.iter().map(|s| (*s).to_owned()).collect(),
+                cwd: cwd.to_path_buf(),
+            },
+            timeout: Duration::from_secs(10),
+        }
     }
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let read_out = async {
-        if let Some(s) = stdout {
-            let _ = s.take(OUTPUT_CAP as u64).read_to_end(&mut out).await;
+
+    #[tokio::test]
+    async fn hook_commands_do_not_see_the_hosts_secrets() {
+        use agentkit_test_support::rerun::{SECRET, rerun_with_env};
+        if !rerun_with_env(
+            module_path!(),
+            "hook_commands_do_not_see_the_hosts_secrets",
+            &[],
+        ) {
+            return;
         }
-    };
-    let read_err = async {
-        if let Some(s) = stderr {
-            let _ = s.take(OUTPUT_CAP as u64).read_to_end(&mut err).await;
-        }
-    };
-    tokio::join!(read_out, read_err);
-    let status = child.wait().await.map_err(|e| e.to_string())?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{program}` exited with {status}: {}",
-            String::from_utf8_lossy(&err).trim()
-        ))
+        assert_eq!(std::env::var(SECRET.0).as_deref(), Ok(SECRET.1));
+        let dir = tempfile::tempdir().unwrap();
+        let spec = command_hook(&["sh", "-c", "cat > event.json; env > env.txt"], dir.path());
+        let client = reqwest::Client::new();
+        deliver(&spec, &Arc::new(event()), &client).await.unwrap();
+        let env = std::fs::read_to_string(dir.path().join("env.txt")).unwrap();
+        assert!(env.contains("AGENTKIT_HOOK=audit\n"), "{env}");
+        assert!(
+            env.contains("AGENTKIT_EVENT_TYPE=session.started\n"),
+            "{env}"
+        );
+        assert!(!env.contains(SECRET.0), "{env}");
+        assert!(!env.contains(SECRET.1), "{env}");
+        let line = std::fs::read_to_string(dir.path().join("event.json")).unwrap();
+        assert!(line.ends_with("}\n"), "{line}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&line).unwrap()["sessionId"],
+            "s1"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_hook_command_says_how_it_ended_and_a_slow_one_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let client = reqwest::Client::new();
+        let spec = command_hook(&["sh", "-c", "echo nope >&2; exit 4"], dir.path());
+        let err = deliver(&spec, &Arc::new(event()), &client)
+            .await
+            .unwrap_err();
+        assert_eq!(err, "`sh` exited with status 4: nope");
+        let mut spec = command_hook(&["sh", "-c", "sleep 30"], dir.path());
+        spec.timeout = Duration::from_millis(200);
+        let started = std::time::Instant::now();
+        let err = deliver(&spec, &Arc::new(event()), &client)
+            .await
+            .unwrap_err();
+        assert!(err.starts_with("`sh` timed out"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(3));
     }
 }

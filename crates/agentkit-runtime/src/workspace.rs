@@ -10,7 +10,7 @@
 //! | per-send `workspace_files` | written before the turn |
 
 use std::fs;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use agentkit_manifest::{Agent, Execution};
 
@@ -86,54 +86,34 @@ pub(crate) fn write_files(dir: &Path, files: &[(String, String)]) -> Result<()> 
 }
 
 /// Checks request-supplied paths without touching the disk: each must be
-/// relative and stay inside the workspace. (Symbolic links are checked
-/// again when the files are written.)
+/// relative and stay inside the workspace (the harness's one guard;
+/// symbolic links are checked again when the files are written).
 pub(crate) fn check_relative_paths(files: &[(String, String)]) -> Result<()> {
     for (rel, _) in files {
-        check_relative(rel)?;
+        agentkit_harness::check_relative_path(rel).map_err(path_error)?;
     }
     Ok(())
 }
 
-fn check_relative(rel: &str) -> Result<()> {
-    let bad = |why: &str| Error::BadRequest {
-        message: format!("workspace path `{rel}` {why}"),
-    };
-    if rel.is_empty() || rel.contains('\0') {
-        return Err(bad("is empty or has a NUL byte"));
-    }
-    for c in Path::new(rel).components() {
-        match c {
-            Component::Normal(_) | Component::CurDir => {}
-            _ => return Err(bad("must be relative and stay inside the workspace")),
-        }
-    }
-    Ok(())
-}
-
-/// Joins a request-supplied relative path onto `root`, refusing anything
-/// that could leave it: absolute paths, `..`, and (for existing paths)
-/// symbolic links that resolve outside.
+/// Joins a request-supplied relative path onto `root` through the
+/// harness's one strict guard ([`agentkit_harness::confine_path`]):
+/// absolute paths, `..`, symbolic links that resolve outside and paths
+/// that cannot be resolved are refused.
 pub fn safe_join(root: &Path, rel: &str) -> Result<PathBuf> {
-    check_relative(rel)?;
-    let bad = |why: &str| Error::BadRequest {
-        message: format!("workspace path `{rel}` {why}"),
-    };
-    let joined = root.join(rel);
-    // An existing ancestor that is a symlink out of the workspace would
-    // redirect the write.
-    let mut probe = joined.clone();
-    while !probe.exists() {
-        if !probe.pop() {
-            break;
+    agentkit_harness::confine_path(root, rel).map_err(path_error)
+}
+
+/// A refused path is the request's fault; a workspace that cannot be
+/// resolved is the host's.
+fn path_error(e: agentkit_harness::PathError) -> Error {
+    match e {
+        agentkit_harness::PathError::WorkspaceUnavailable { root, source } => {
+            Error::io("resolve", &root, source)
         }
+        other => Error::BadRequest {
+            message: other.to_string(),
+        },
     }
-    if let (Ok(real), Ok(real_root)) = (probe.canonicalize(), root.canonicalize())
-        && !real.starts_with(&real_root)
-    {
-        return Err(bad("leaves the workspace through a symbolic link"));
-    }
-    Ok(joined)
 }
 
 fn write(root: &Path, rel: &str, bytes: &[u8]) -> Result<()> {

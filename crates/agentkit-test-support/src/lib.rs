@@ -2,13 +2,15 @@
 //! HTTP client for driving a real server over loopback, a recording mock
 //! server for the third parties on the other side ([`mock`]), a mock model
 //! provider speaking the OpenAI and Anthropic streaming formats
-//! ([`provider`]), and the Python environment of the third-party MCP
-//! peers.
+//! ([`provider`]), the Python environment of the third-party MCP
+//! peers, and re-running a test with a secret in its parent's environment
+//! ([`rerun`]).
 
 pub mod http;
 pub mod mock;
 pub mod provider;
 pub mod pyenv;
+pub mod rerun;
 
 use std::path::PathBuf;
 

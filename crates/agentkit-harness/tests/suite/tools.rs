@@ -278,3 +278,38 @@ async fn the_environment_is_scrubbed() {
         assert_eq!(env["PATH"], Value::String(v.to_string_lossy().into()));
     }
 }
+
+/// The names and values `env` printed.
+fn printed_env(out: &ToolOutput) -> std::collections::BTreeMap<String, String> {
+    out.output
+        .as_str()
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_secret_in_the_hosts_environment_never_reaches_a_tool() {
+    use agentkit_test_support::rerun::{PASSED, SECRET, rerun_with_env};
+    if !rerun_with_env(
+        module_path!(),
+        "a_secret_in_the_hosts_environment_never_reaches_a_tool",
+        &[],
+    ) {
+        return;
+    }
+    // This body runs in a child of the test binary whose environment has
+    // the secret and the pass-through variable.
+    assert_eq!(std::env::var(SECRET.0).as_deref(), Ok(SECRET.1));
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = tool(dir.path(), &["env"]);
+    t.env = vec![PASSED.0.into()];
+    let out = run_server_tool(&t, &json!({}), &ctx(dir.path())).await;
+    assert!(!out.is_error, "{out:?}");
+    let env = printed_env(&out);
+    assert_eq!(env.get(PASSED.0).map(String::as_str), Some(PASSED.1));
+    assert!(!env.contains_key(SECRET.0), "{env:?}");
+    assert!(!env.values().any(|v| v.contains(SECRET.1)), "{env:?}");
+}

@@ -45,11 +45,9 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use hmac::{Hmac, KeyInit, Mac};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
@@ -124,23 +122,6 @@ impl CallTokens {
     }
 }
 
-/// The MAC binding a call credential to its session and depth.
-fn call_mac(secret: &str, id: &str, session: &str, hops: u32) -> Hmac<Sha256> {
-    // HMAC accepts keys of any length: this cannot fail.
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes())
-        .unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
-    for part in [
-        b"agentkit-bridge-call".as_slice(),
-        id.as_bytes(),
-        session.as_bytes(),
-    ] {
-        mac.update(part);
-        mac.update(&[0]);
-    }
-    mac.update(&hops.to_be_bytes());
-    mac
-}
-
 tokio::task_local! {
     /// The delegation depth a deterministic call arrived at (MCP
     /// `call_tool` from a peer): its tool's calls through the bridge go on
@@ -176,8 +157,8 @@ impl agentkit_harness::BridgeCredentials for Issuer {
             .get(session_id)
             .max(CALL_HOPS.try_with(|h| *h).unwrap_or(0));
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let mac = call_mac(&self.secret, &id, session_id, hops).finalize();
-        let token = format!("{CALL_PREFIX}{id}.{}", hex::encode(mac.into_bytes()));
+        let mac = agentkit_auth::sign_bridge_call(&self.secret, &id, session_id, hops);
+        let token = format!("{CALL_PREFIX}{id}.{mac}");
         self.calls.insert(id.clone(), session_id.to_owned(), hops);
         let calls = self.calls.clone();
         agentkit_harness::CallCredential::new(token, move || calls.remove(&id))
@@ -318,12 +299,9 @@ fn authenticate(agents: &Agents, headers: &HeaderMap) -> Option<(usize, u32)> {
         // The id is not secret (a map key); the MAC is checked in
         // constant time.
         let (id, mac) = rest.split_once('.')?;
-        let mac = hex::decode(mac).ok()?;
         return agents.iter().enumerate().find_map(|(i, agent)| {
             let (session, hops) = agent.calls.get(id)?;
-            call_mac(&agent.token, id, &session, hops)
-                .verify_slice(&mac)
-                .is_ok()
+            agentkit_auth::verify_bridge_call(&agent.token, id, &session, hops, mac)
                 .then_some((i, hops))
         });
     }
@@ -538,16 +516,21 @@ mod tests {
         assert!(!token.contains(&*secret));
         assert_eq!(issuer.calls.live(), 1);
         let (id, mac) = token[CALL_PREFIX.len()..].split_once('.').unwrap();
-        let mac = hex::decode(mac).unwrap();
-        assert!(call_mac(&secret, id, "s1", 0).verify_slice(&mac).is_ok());
+        assert!(agentkit_auth::verify_bridge_call(&secret, id, "s1", 0, mac));
         // Another session or depth does not match the MAC.
-        assert!(call_mac(&secret, id, "s2", 0).verify_slice(&mac).is_err());
-        assert!(call_mac(&secret, id, "s1", 1).verify_slice(&mac).is_err());
-        assert!(
-            call_mac(&mint_token(), id, "s1", 0)
-                .verify_slice(&mac)
-                .is_err()
-        );
+        assert!(!agentkit_auth::verify_bridge_call(
+            &secret, id, "s2", 0, mac
+        ));
+        assert!(!agentkit_auth::verify_bridge_call(
+            &secret, id, "s1", 1, mac
+        ));
+        assert!(!agentkit_auth::verify_bridge_call(
+            &mint_token(),
+            id,
+            "s1",
+            0,
+            mac
+        ));
         assert_eq!(format!("{credential:?}"), "CallCredential(<redacted>)");
         drop(credential);
         assert_eq!(issuer.calls.live(), 0);

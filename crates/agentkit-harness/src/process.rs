@@ -1,0 +1,761 @@
+//! The one way agentkit starts a child process: server tools, the `shell`
+//! built-in, hook commands, pack host tasks and stdio MCP servers all go
+//! through a [`ChildSpec`].
+//!
+//! Every child gets a scrubbed environment ([`PASSED_ENV`], the names the
+//! spec passes through, and the variables it sets; nothing else of the
+//! host's), leads its own process group, and that whole group is killed
+//! (SIGKILL) on every way out: the child's exit (so background processes
+//! die with it and no pipe a grandchild holds keeps the call open), a
+//! timeout, a cancel, or the future or handle being dropped.
+//!
+//! Two forms: [`run_child`] runs a child to the end with its input on
+//! stdin and its output read up to a cap; [`spawn_child`] starts a
+//! long-lived child with piped stdio and hands back a [`LiveChild`] whose
+//! pipes the caller takes (an MCP transport, say).
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+/// Host variables every child sees when the host has them; everything else
+/// of the host's environment is scrubbed unless the spec passes it through.
+pub const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT"];
+
+/// The default cap on each of stdout and stderr.
+pub const DEFAULT_OUTPUT_CAP: usize = 1024 * 1024;
+
+/// What to start and how: program, arguments, folder, stdin, environment,
+/// timeout and output caps. Built with chained setters:
+///
+/// ```
+/// # use agentkit_harness::ChildSpec;
+/// # use std::time::Duration;
+/// let spec = ChildSpec::new("sh")
+///     .args(["-c", "cat"])
+///     .stdin(b"hello".to_vec())
+///     .pass_env(["GITHUB_TOKEN"])
+///     .env("AGENTKIT_HOOK", "audit")
+///     .timeout(Duration::from_secs(10));
+/// ```
+#[derive(Clone)]
+pub struct ChildSpec {
+    program: PathBuf,
+    args: Vec<OsString>,
+    cwd: Option<PathBuf>,
+    stdin: Option<Vec<u8>>,
+    pass_env: Vec<String>,
+    vars: Vec<(OsString, OsString)>,
+    host_env: Option<Vec<(OsString, OsString)>>,
+    timeout: Option<Duration>,
+    stdout_cap: usize,
+    stderr_cap: usize,
+    end_on_overflow: bool,
+    cancel: Option<CancellationToken>,
+}
+
+impl std::fmt::Debug for ChildSpec {
+    // Variables carry secrets (bridge tokens, MCP servers' keys): only
+    // their names are shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChildSpec")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("cwd", &self.cwd)
+            .field("pass_env", &self.pass_env)
+            .field(
+                "vars",
+                &self.vars.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
+            .field("timeout", &self.timeout)
+            .field("stdout_cap", &self.stdout_cap)
+            .field("stderr_cap", &self.stderr_cap)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChildSpec {
+    /// `program`, looked up on the child's `PATH` when it is a bare name.
+    pub fn new(program: impl Into<PathBuf>) -> ChildSpec {
+        ChildSpec {
+            program: program.into(),
+            args: Vec::new(),
+            cwd: None,
+            stdin: None,
+            pass_env: Vec::new(),
+            vars: Vec::new(),
+            host_env: None,
+            timeout: None,
+            stdout_cap: DEFAULT_OUTPUT_CAP,
+            stderr_cap: DEFAULT_OUTPUT_CAP,
+            end_on_overflow: false,
+            cancel: None,
+        }
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> ChildSpec {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> ChildSpec
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// The folder the child starts in (the host's current one otherwise).
+    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> ChildSpec {
+        self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// Bytes written to the child's stdin, which is then closed
+    /// ([`run_child`]; without it stdin is empty). A child that exits
+    /// without reading them is fine.
+    pub fn stdin(mut self, bytes: Vec<u8>) -> ChildSpec {
+        self.stdin = Some(bytes);
+        self
+    }
+
+    /// Host variables passed through by name, beyond [`PASSED_ENV`], when
+    /// the host has them.
+    pub fn pass_env<I, S>(mut self, names: I) -> ChildSpec
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.pass_env.extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// A variable set for the child (it wins over a passed-through one).
+    pub fn env(mut self, name: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> ChildSpec {
+        self.vars
+            .push((name.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    /// Variables set for the child, in order.
+    pub fn envs<I, K, V>(mut self, vars: I) -> ChildSpec
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        self.vars.extend(
+            vars.into_iter()
+                .map(|(k, v)| (k.as_ref().to_owned(), v.as_ref().to_owned())),
+        );
+        self
+    }
+
+    /// The host environment pass-through names are read from, instead of
+    /// this process's (tests, and embedders that keep their own).
+    pub fn host_env<I, K, V>(mut self, vars: I) -> ChildSpec
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        self.host_env = Some(
+            vars.into_iter()
+                .map(|(k, v)| (k.as_ref().to_owned(), v.as_ref().to_owned()))
+                .collect(),
+        );
+        self
+    }
+
+    /// How long [`run_child`] lets the child (and reading its output) run
+    /// before it kills the group. No limit by default.
+    pub fn timeout(mut self, timeout: Duration) -> ChildSpec {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// How much of stdout [`run_child`] keeps; the rest is read and
+    /// dropped (the output is marked truncated).
+    pub fn stdout_cap(mut self, bytes: usize) -> ChildSpec {
+        self.stdout_cap = bytes;
+        self
+    }
+
+    /// How much of stderr [`run_child`] keeps.
+    pub fn stderr_cap(mut self, bytes: usize) -> ChildSpec {
+        self.stderr_cap = bytes;
+        self
+    }
+
+    /// Stdout past its cap ends the run at once ([`ChildExit::OutputOverflow`])
+    /// instead of being dropped while the child goes on.
+    pub fn end_on_overflow(mut self) -> ChildSpec {
+        self.end_on_overflow = true;
+        self
+    }
+
+    /// Cancelling `token` ends [`run_child`] and kills the group.
+    pub fn cancel_on(mut self, token: CancellationToken) -> ChildSpec {
+        self.cancel = Some(token);
+        self
+    }
+
+    /// The program as given.
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    /// The variables the child starts with: the passed-through host ones
+    /// it has, then the spec's own (later wins).
+    fn environment(&self) -> Vec<(OsString, OsString)> {
+        let host = |name: &str| -> Option<OsString> {
+            match &self.host_env {
+                Some(vars) => vars
+                    .iter()
+                    .find(|(k, _)| k == OsStr::new(name))
+                    .map(|(_, v)| v.clone()),
+                None => std::env::var_os(name),
+            }
+        };
+        let mut env: Vec<(OsString, OsString)> = PASSED_ENV
+            .iter()
+            .copied()
+            .chain(self.pass_env.iter().map(String::as_str))
+            .filter_map(|name| host(name).map(|v| (OsString::from(name), v)))
+            .collect();
+        env.extend(self.vars.iter().cloned());
+        env
+    }
+
+    fn command(&self, stdin: Stdio) -> Command {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args)
+            .env_clear()
+            .envs(self.environment())
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(cwd) = &self.cwd {
+            cmd.current_dir(cwd);
+        }
+        #[cfg(unix)]
+        cmd.process_group(0);
+        cmd
+    }
+}
+
+/// What a child wrote on one stream, up to its cap.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Captured {
+    pub bytes: Vec<u8>,
+    /// The child wrote more than the cap; the rest was dropped.
+    pub truncated: bool,
+}
+
+impl Captured {
+    /// The bytes as text (lossy), trimmed.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes).trim().to_owned()
+    }
+}
+
+/// How a [`run_child`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildExit {
+    /// The child exited (or was killed by a signal from elsewhere).
+    Exited(ExitStatus),
+    /// The timeout passed; the group was killed.
+    TimedOut,
+    /// The spec's cancel token fired; the group was killed.
+    Cancelled,
+    /// Stdout passed its cap under [`ChildSpec::end_on_overflow`]; the
+    /// group was killed.
+    OutputOverflow,
+}
+
+/// A finished [`run_child`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildOutcome {
+    pub exit: ChildExit,
+    pub stdout: Captured,
+    pub stderr: Captured,
+}
+
+impl ChildOutcome {
+    /// Exited with status 0.
+    pub fn success(&self) -> bool {
+        matches!(self.exit, ChildExit::Exited(s) if s.success())
+    }
+
+    /// The timeout ended it.
+    pub fn timed_out(&self) -> bool {
+        self.exit == ChildExit::TimedOut
+    }
+
+    /// How it ended, with what it wrote on stderr when there is any, for
+    /// a log line: `exited with status 3: city is required`.
+    pub fn describe(&self) -> String {
+        let stderr = self.stderr.text();
+        if stderr.is_empty() {
+            self.exit.to_string()
+        } else {
+            format!("{}: {stderr}", self.exit)
+        }
+    }
+}
+
+/// `exited with status 3`, `killed by signal 9`, `timed out`.
+impl std::fmt::Display for ChildExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChildExit::Exited(status) => match status.code() {
+                Some(code) => write!(f, "exited with status {code}"),
+                None => match signal_of(*status) {
+                    Some(signal) => write!(f, "killed by signal {signal}"),
+                    None => write!(f, "exited ({status})"),
+                },
+            },
+            ChildExit::TimedOut => f.write_str("timed out"),
+            ChildExit::Cancelled => f.write_str("cancelled"),
+            ChildExit::OutputOverflow => f.write_str("output exceeded its cap"),
+        }
+    }
+}
+
+/// The signal that ended `status`, where the platform has signals.
+pub fn signal_of(status: ExitStatus) -> Option<i32> {
+    #[cfg(unix)]
+    {
+        std::os::unix::process::ExitStatusExt::signal(&status)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = status;
+        None
+    }
+}
+
+/// Runs `spec` to the end: writes its stdin, reads stdout and stderr up to
+/// their caps, waits for the exit, and kills the process group however it
+/// ends (also when this future is dropped). `Err` only when the program
+/// cannot be started or waited for.
+pub async fn run_child(spec: &ChildSpec) -> std::io::Result<ChildOutcome> {
+    let stdin = if spec.stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    };
+    let mut child = spec.command(stdin).spawn()?;
+    let group = ProcessGroup::of(&child);
+
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let input = spec.stdin.as_deref().unwrap_or_default();
+    let (stdout_cap, stderr_cap) = (spec.stdout_cap, spec.stderr_cap);
+    let end_on_overflow = spec.end_on_overflow;
+
+    let work = async {
+        let feed = async {
+            if let Some(mut stdin) = stdin {
+                let _ = stdin.write_all(input).await;
+                let _ = stdin.shutdown().await;
+            }
+            Ok::<(), Overflow>(())
+        };
+        let out = async {
+            let captured = match stdout {
+                Some(s) => read_capped(s, stdout_cap, end_on_overflow).await,
+                None => Captured::default(),
+            };
+            if end_on_overflow && captured.truncated {
+                Err(Overflow)
+            } else {
+                Ok(captured)
+            }
+        };
+        let err = async {
+            Ok::<_, Overflow>(match stderr {
+                Some(s) => read_capped(s, stderr_cap, false).await,
+                None => Captured::default(),
+            })
+        };
+        let wait = async {
+            let status = child.wait().await;
+            // Stragglers (background processes of the child) die with it;
+            // that also closes the pipes they inherited.
+            group.kill();
+            Ok::<_, Overflow>(status)
+        };
+        tokio::try_join!(feed, out, err, wait).map(|((), out, err, status)| (out, err, status))
+    };
+    let cancelled = async {
+        match &spec.cancel {
+            Some(token) => token.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    let deadline = async {
+        match spec.timeout {
+            Some(timeout) => tokio::time::sleep(timeout).await,
+            None => std::future::pending().await,
+        }
+    };
+
+    let ended = tokio::select! {
+        biased;
+        () = cancelled => Err(ChildExit::Cancelled),
+        () = deadline => Err(ChildExit::TimedOut),
+        r = work => r.map_err(|Overflow| ChildExit::OutputOverflow),
+    };
+    group.kill();
+    match ended {
+        Ok((stdout, stderr, status)) => Ok(ChildOutcome {
+            exit: ChildExit::Exited(status?),
+            stdout,
+            stderr,
+        }),
+        Err(exit) => Ok(ChildOutcome {
+            exit,
+            stdout: Captured::default(),
+            stderr: Captured::default(),
+        }),
+    }
+}
+
+/// Starts `spec` as a long-lived child with stdin, stdout and stderr piped
+/// (the spec's stdin bytes, timeout and caps do not apply: the caller owns
+/// the pipes and the lifetime). Dropping the [`LiveChild`] kills its group.
+pub fn spawn_child(spec: &ChildSpec) -> std::io::Result<LiveChild> {
+    let child = spec.command(Stdio::piped()).spawn()?;
+    let group = ProcessGroup::of(&child);
+    Ok(LiveChild { child, group })
+}
+
+/// A running child from [`spawn_child`]. Its process group is killed when
+/// it is dropped, on [`LiveChild::kill`] and at the end of
+/// [`LiveChild::close`].
+#[derive(Debug)]
+pub struct LiveChild {
+    child: tokio::process::Child,
+    group: ProcessGroup,
+}
+
+impl LiveChild {
+    /// The child's process id, while it runs.
+    pub fn id(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    pub fn take_stdin(&mut self) -> Option<tokio::process::ChildStdin> {
+        self.child.stdin.take()
+    }
+
+    pub fn take_stdout(&mut self) -> Option<tokio::process::ChildStdout> {
+        self.child.stdout.take()
+    }
+
+    pub fn take_stderr(&mut self) -> Option<tokio::process::ChildStderr> {
+        self.child.stderr.take()
+    }
+
+    /// Waits for the child to exit (its group lives on until killed).
+    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        self.child.wait().await
+    }
+
+    /// Kills the whole process group (SIGKILL).
+    pub fn kill(&self) {
+        self.group.kill();
+    }
+
+    /// Gives the child `grace` to exit by itself (the caller has asked it
+    /// to, by closing its stdin, say), then kills the group and reaps the
+    /// child. True when it exited within the grace.
+    pub async fn close(mut self, grace: Duration) -> bool {
+        let exited = tokio::time::timeout(grace, self.child.wait()).await.is_ok();
+        self.group.kill();
+        let _ = self.child.wait().await;
+        exited
+    }
+}
+
+/// Stdout went past its cap under `end_on_overflow`.
+#[derive(Debug)]
+struct Overflow;
+
+/// Reads `r` to its end keeping the first `cap` bytes, so the child never
+/// blocks on a full pipe; with `stop`, returns as soon as the cap is
+/// passed.
+async fn read_capped(mut r: impl AsyncRead + Unpin, cap: usize, stop: bool) -> Captured {
+    let mut out = Captured::default();
+    let mut buf = [0u8; 8192];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return out,
+            Ok(n) => {
+                let room = cap.saturating_sub(out.bytes.len());
+                out.bytes.extend_from_slice(&buf[..n.min(room)]);
+                if n > room {
+                    out.truncated = true;
+                    if stop {
+                        return out;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A child's process group (it leads its own), killed on every way out.
+#[derive(Debug)]
+struct ProcessGroup {
+    #[cfg(unix)]
+    pgid: Option<nix::unistd::Pid>,
+}
+
+impl ProcessGroup {
+    #[cfg(unix)]
+    fn of(child: &tokio::process::Child) -> ProcessGroup {
+        let pgid = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(nix::unistd::Pid::from_raw);
+        ProcessGroup { pgid }
+    }
+
+    #[cfg(not(unix))]
+    fn of(_child: &tokio::process::Child) -> ProcessGroup {
+        ProcessGroup {}
+    }
+
+    fn kill(&self) {
+        #[cfg(unix)]
+        if let Some(pgid) = self.pgid {
+            // ESRCH (the group is already gone) is the common case.
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[cfg(all(test, unix))]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> ChildSpec {
+        ChildSpec::new("sh").args(["-c", script])
+    }
+
+    /// The host environment the tests pretend to run in.
+    fn host() -> Vec<(&'static str, String)> {
+        vec![
+            ("PATH", std::env::var("PATH").unwrap_or_default()),
+            ("AGENTKIT_TEST_SECRET", "hunter2".to_owned()),
+            ("AGENTKIT_TEST_PASS", "visible".to_owned()),
+            ("HOME", "/nowhere".to_owned()),
+        ]
+    }
+
+    fn env_of(outcome: &ChildOutcome) -> Vec<String> {
+        let mut names: Vec<String> = String::from_utf8_lossy(&outcome.stdout.bytes)
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k.to_owned()))
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[tokio::test]
+    async fn the_environment_is_scrubbed_to_the_passed_names_and_the_set_vars() {
+        let spec = ChildSpec::new("env")
+            .host_env(host())
+            .pass_env(["AGENTKIT_TEST_PASS", "AGENTKIT_TEST_UNSET"])
+            .env("AGENTKIT_HOOK", "h");
+        let out = run_child(&spec).await.unwrap();
+        assert!(out.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout.bytes).into_owned();
+        assert_eq!(
+            env_of(&out),
+            ["AGENTKIT_HOOK", "AGENTKIT_TEST_PASS", "HOME", "PATH"],
+            "{text}"
+        );
+        assert!(text.contains("AGENTKIT_TEST_PASS=visible"));
+        assert!(text.contains("HOME=/nowhere"));
+        assert!(!text.contains("hunter2"));
+    }
+
+    #[tokio::test]
+    async fn a_live_child_gets_the_same_environment() {
+        let spec = ChildSpec::new("env")
+            .host_env(host())
+            .pass_env(["AGENTKIT_TEST_PASS"]);
+        let mut child = spawn_child(&spec).unwrap();
+        let mut stdout = child.take_stdout().unwrap();
+        let mut text = String::new();
+        stdout.read_to_string(&mut text).await.unwrap();
+        assert!(child.wait().await.unwrap().success());
+        assert!(text.contains("AGENTKIT_TEST_PASS=visible"), "{text}");
+        assert!(!text.contains("AGENTKIT_TEST_SECRET"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn stdin_goes_in_and_output_is_capped_with_a_truncated_flag() {
+        let out = run_child(
+            &sh("cat; echo oops >&2")
+                .stdin(b"0123456789".to_vec())
+                .stdout_cap(4),
+        )
+        .await
+        .unwrap();
+        assert!(out.success());
+        assert_eq!(
+            out.stdout,
+            Captured {
+                bytes: b"0123".to_vec(),
+                truncated: true
+            }
+        );
+        assert_eq!(out.stderr.text(), "oops");
+        assert!(!out.stderr.truncated);
+
+        // A flood ends the run at once under `end_on_overflow`.
+        let started = std::time::Instant::now();
+        let out = run_child(
+            &sh("yes")
+                .stdout_cap(100)
+                .end_on_overflow()
+                .timeout(Duration::from_secs(20)),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.exit, ChildExit::OutputOverflow);
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    /// True once `pid` is gone or a zombie waiting for its new parent.
+    async fn gone(pid: i32) -> bool {
+        for _ in 0..100 {
+            match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+                Err(_) => return true,
+                Ok(stat)
+                    if stat
+                        .rsplit(')')
+                        .next()
+                        .is_some_and(|s| s.trim_start().starts_with('Z')) =>
+                {
+                    return true;
+                }
+                Ok(_) => {}
+            }
+            if nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    async fn read_pid(path: &Path) -> i32 {
+        for _ in 0..100 {
+            if let Ok(text) = std::fs::read_to_string(path)
+                && let Ok(pid) = text.trim().parse()
+            {
+                return pid;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("no pid in {}", path.display());
+    }
+
+    #[tokio::test]
+    async fn a_timeout_kills_the_whole_group_grandchildren_included() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = sh("sleep 30 & echo $! > grandchild.pid; sleep 30")
+            .cwd(dir.path())
+            .timeout(Duration::from_millis(300));
+        let started = std::time::Instant::now();
+        let out = run_child(&spec).await.unwrap();
+        assert!(out.timed_out(), "{out:?}");
+        assert!(started.elapsed() < Duration::from_secs(3));
+        let grandchild = read_pid(&dir.path().join("grandchild.pid")).await;
+        assert!(gone(grandchild).await, "grandchild {grandchild} survived");
+    }
+
+    #[tokio::test]
+    async fn cancel_and_drop_kill_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = CancellationToken::new();
+        let spec = sh("sleep 30 & echo $! > a.pid; sleep 30")
+            .cwd(dir.path())
+            .cancel_on(token.clone());
+        let run = tokio::spawn(async move { run_child(&spec).await });
+        let a = read_pid(&dir.path().join("a.pid")).await;
+        token.cancel();
+        assert_eq!(run.await.unwrap().unwrap().exit, ChildExit::Cancelled);
+        assert!(gone(a).await, "{a} survived a cancel");
+
+        let spec = sh("sleep 30 & echo $! > b.pid; sleep 30").cwd(dir.path());
+        let run = tokio::spawn(async move { run_child(&spec).await });
+        let b = read_pid(&dir.path().join("b.pid")).await;
+        run.abort();
+        let _ = run.await;
+        assert!(gone(b).await, "{b} survived the call being dropped");
+
+        let live =
+            spawn_child(&sh("sleep 30 & echo $! > c.pid; sleep 30").cwd(dir.path())).unwrap();
+        let c = read_pid(&dir.path().join("c.pid")).await;
+        drop(live);
+        assert!(gone(c).await, "{c} survived its handle");
+    }
+
+    #[tokio::test]
+    async fn close_waits_the_grace_then_kills_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut live =
+            spawn_child(&sh("sleep 30 & echo $! > d.pid; read line; exit 0").cwd(dir.path()))
+                .unwrap();
+        let d = read_pid(&dir.path().join("d.pid")).await;
+        drop(live.take_stdin());
+        assert!(
+            live.close(Duration::from_secs(5)).await,
+            "exits once stdin closes"
+        );
+        assert!(gone(d).await, "{d} outlived close");
+
+        let live = spawn_child(&sh("exec sleep 30")).unwrap();
+        let started = std::time::Instant::now();
+        assert!(!live.close(Duration::from_millis(100)).await);
+        assert!(started.elapsed() < Duration::from_secs(3));
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_is_an_error_and_exits_read_plainly() {
+        let err = run_child(&ChildSpec::new("agentkit-no-such-program"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+        let out = run_child(&sh("exit 3")).await.unwrap();
+        assert_eq!(out.exit.to_string(), "exited with status 3");
+        assert_eq!(out.describe(), "exited with status 3");
+        let out = run_child(&sh("echo no >&2; exit 3")).await.unwrap();
+        assert_eq!(out.describe(), "exited with status 3: no");
+        let out = run_child(&sh("kill -9 $$")).await.unwrap();
+        assert_eq!(out.exit.to_string(), "killed by signal 9");
+    }
+}
