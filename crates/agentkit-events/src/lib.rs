@@ -19,7 +19,8 @@
 //! crash could take back. `fsync` (`sync_data`) happens only at durable
 //! points: [`FileEventStore::sync`] and [`FileEventStore::append_durable`],
 //! which the runtime calls whenever a session settles (waits for its next
-//! message, or ends).
+//! message, or ends). A new session's folder entry is synced with its log's
+//! first sync, not when it is created.
 //!
 //! So a **process crash loses nothing** whose append returned, and a
 //! **power cut can lose the events after the last sync** (the file then ends

@@ -212,7 +212,14 @@ impl FileEventStore {
             .join(session.as_str())
             .join(LOG_FILE);
         blocking(move || match File::open(&path) {
-            Ok(file) => file.sync_data().map_err(|e| Error::io("sync", &path, e)),
+            Ok(file) => {
+                file.sync_data().map_err(|e| Error::io("sync", &path, e))?;
+                // It may have been closed before its first sync.
+                if let Some(dir) = path.parent() {
+                    sync_dir(dir);
+                }
+                Ok(())
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io("open", &path, e)),
         })
@@ -392,6 +399,9 @@ pub(crate) struct SessionLog {
     /// The log, opened for appending: one descriptor, written under the
     /// state lock and synced outside it.
     file: Arc<File>,
+    /// The log's folder is new: the first sync makes its entries durable
+    /// too (not the create, so no fsync sits on the path of a request).
+    new_entry: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -437,9 +447,6 @@ impl SessionLog {
             .append(true)
             .open(&path)
             .map_err(|e| Error::io("open", &path, e))?;
-        if !exists {
-            sync_dir(&dir);
-        }
         let recovered = recover(&path, &session)?;
         let len = recovered.offsets.len() as u64;
         let (sender, _) = broadcast::channel(inner.options.broadcast_capacity.max(1));
@@ -465,6 +472,7 @@ impl SessionLog {
             tap: inner.tap.clone(),
             flushed,
             file: Arc::new(file),
+            new_entry: std::sync::atomic::AtomicBool::new(!exists),
         })
     }
 
@@ -608,7 +616,18 @@ impl SessionLog {
         }
         let file = Arc::clone(&self.file);
         let path = self.path.clone();
-        blocking(move || file.sync_data().map_err(|e| Error::io("sync", &path, e))).await
+        let new_entry = self.new_entry.swap(false, Ordering::SeqCst);
+        blocking(move || {
+            file.sync_data().map_err(|e| Error::io("sync", &path, e))?;
+            if new_entry && let Some(dir) = path.parent() {
+                sync_dir(dir);
+                if let Some(sessions) = dir.parent() {
+                    sync_dir(sessions);
+                }
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// Completes the stored deltas among `events` (which start at index
@@ -681,7 +700,7 @@ impl SessionLog {
     }
 }
 
-/// Makes a new directory entry durable. Best effort: a failure here only
+/// Makes a directory's entries durable. Best effort: a failure here only
 /// weakens the power-cut guarantee for a brand-new session, so it is logged.
 fn sync_dir(dir: &Path) {
     #[cfg(unix)]

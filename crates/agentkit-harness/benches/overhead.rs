@@ -63,6 +63,7 @@ fn main() {
             history: Vec::new(),
             user_messages: vec!["go".into()],
             workspace: tmp.path().to_path_buf(),
+            prepare_workspace: None,
             session_id: "bench".into(),
             turn_id: "turn".into(),
             cancel: CancellationToken::new(),

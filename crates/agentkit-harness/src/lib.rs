@@ -56,7 +56,7 @@ pub use tools::{
     BoxFuture, BridgeCredentials, CallCredential, ExtraTool, ExtraTools, ExtraToolsSource,
     HostBridge, HostHandle, ReminderHost, ToolContext, ToolOutput, run_server_tool,
 };
-pub use turn::{TurnInput, TurnOutcome, run_turn};
+pub use turn::{PrepareWorkspace, TurnInput, TurnOutcome, run_turn};
 pub use workspace_path::{PathError, check_relative_path, confine_path};
 
 /// [`run_turn`] behind a box, for the `task` tool's nested loop: the

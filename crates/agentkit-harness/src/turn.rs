@@ -34,8 +34,12 @@ pub struct TurnInput {
     /// This turn's message(s); several coalesced messages become one user
     /// message, joined by blank lines.
     pub user_messages: Vec<String>,
-    /// The session workspace (it exists).
+    /// The session workspace. It exists once `prepare_workspace` ran (or
+    /// from the start, when there is none).
     pub workspace: PathBuf,
+    /// Makes the workspace on first use: called once before the turn's
+    /// first tool call, so a turn that calls no tool never builds one.
+    pub prepare_workspace: Option<Arc<dyn PrepareWorkspace>>,
     pub session_id: String,
     pub turn_id: String,
     /// Fired to interrupt the turn; running tools are killed.
@@ -63,6 +67,13 @@ pub struct TurnInput {
     /// the system prompt states it as the current time, and tools get it
     /// (`ToolContext::as_of`, `AGENTKIT_AS_OF`).
     pub as_of: Option<String>,
+}
+
+/// Materialises a session's workspace when a turn first needs it.
+pub trait PrepareWorkspace: Send + Sync + std::fmt::Debug {
+    /// Makes the workspace exist; an error is shown to the model as the
+    /// result of the calls that needed it.
+    fn prepare(&self) -> crate::tools::BoxFuture<'_, Result<(), String>>;
 }
 
 /// How a turn ended.
@@ -305,7 +316,17 @@ async fn run_calls(
     let delegated_ref = &delegated;
     let mut outputs: Vec<Option<ToolOutput>> = vec![None; calls.len()];
     let mut pending: Vec<Option<CallFuture<'_>>> = Vec::new();
+    let prepared = match &input.prepare_workspace {
+        Some(prep) if !calls.is_empty() => prep.prepare().await,
+        _ => Ok(()),
+    };
     for (i, call) in calls.iter().enumerate() {
+        if let Err(e) = &prepared {
+            let out = ToolOutput::error(format!("the workspace could not be prepared: {e}"));
+            emit_result(events, call, &out, 0).await;
+            outputs[i] = Some(out);
+            continue;
+        }
         match check_call(input, call) {
             Err(message) => {
                 let out = ToolOutput::error(message);
@@ -510,6 +531,7 @@ async fn run_subagent(
         history: Vec::new(),
         user_messages: vec![prompt.clone()],
         workspace: input.workspace.clone(),
+        prepare_workspace: input.prepare_workspace.clone(),
         session_id: input.session_id.clone(),
         turn_id: format!("{}-{}", input.turn_id, call.call_id),
         cancel: input.cancel.child_token(),

@@ -168,6 +168,24 @@ pub(crate) struct Inner {
     key_locks: Mutex<HashMap<ChannelKey, Arc<tokio::sync::Mutex<()>>>>,
 }
 
+/// Builds a session's workspace when its turn first calls a tool.
+#[derive(Debug)]
+struct PrepareSession {
+    runtime: AgentRuntime,
+    session: Arc<Session>,
+}
+
+impl agentkit_harness::PrepareWorkspace for PrepareSession {
+    fn prepare(&self) -> agentkit_harness::BoxFuture<'_, std::result::Result<(), String>> {
+        Box::pin(async move {
+            self.runtime
+                .ensure_workspace(&self.session)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
 /// `(channel, continuation key)`.
 type ChannelKey = (String, String);
 
@@ -213,11 +231,32 @@ pub(crate) struct Session {
     recovery: tokio::sync::OnceCell<()>,
 }
 
+/// Why a running turn was cut short (`turn.failed`'s `reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interrupt {
+    /// A message arrived under the `preempt` policy.
+    Preempted,
+    /// `stop` was called.
+    Stopped,
+    /// The server is shutting down (nothing else cancelled it).
+    Shutdown,
+}
+
+impl Interrupt {
+    fn as_str(self) -> &'static str {
+        match self {
+            Interrupt::Preempted => "preempted",
+            Interrupt::Stopped => "stopped",
+            Interrupt::Shutdown => "shutdown",
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct TurnState {
     /// The running turn's cancellation, and why it was cancelled.
     running: Option<CancellationToken>,
-    interrupt_reason: Option<&'static str>,
+    interrupt_reason: Option<Interrupt>,
     /// A turn cut short while a call waited for approval, to resume now
     /// that the call has its result.
     resume: Option<String>,
@@ -894,7 +933,7 @@ impl AgentRuntime {
             let busy = state.running.is_some();
             state.queue.push((text, received.index));
             if busy && admission == Admission::Preempt {
-                state.interrupt_reason = Some("preempted");
+                state.interrupt_reason = Some(Interrupt::Preempted);
                 if let Some(cancel) = &state.running {
                     cancel.cancel();
                 }
@@ -1024,7 +1063,6 @@ impl AgentRuntime {
         let history = self
             .with_history(session, |events| fold::conversation(events, &exclude))
             .await?;
-        self.ensure_workspace(session).await?;
         let dry_run = lock(&session.meta).dry_run;
         let input = TurnInput {
             agent: self.inner.agent.clone(),
@@ -1032,6 +1070,10 @@ impl AgentRuntime {
             history,
             user_messages: batch.into_iter().map(|(t, _)| t).collect(),
             workspace: session.workspace.clone(),
+            prepare_workspace: Some(Arc::new(PrepareSession {
+                runtime: self.clone(),
+                session: session.clone(),
+            })),
             session_id: id.as_str().to_owned(),
             turn_id: turn_id.clone(),
             cancel: cancel.clone(),
@@ -1095,17 +1137,19 @@ impl AgentRuntime {
                 .await?;
             }
             TurnOutcome::Interrupted => {
-                let reason = lock(&session.state).interrupt_reason.unwrap_or("shutdown");
+                let reason = lock(&session.state)
+                    .interrupt_reason
+                    .unwrap_or(Interrupt::Shutdown);
                 // A shutdown keeps parked calls waiting (they survive the
                 // restart); a preempted or stopped turn withdraws them.
-                if reason != "shutdown" {
+                if reason != Interrupt::Shutdown {
                     self.withdraw_parked(id, &turn_id).await?;
                 }
                 self.append(
                     id,
                     EventType::TurnFailed,
                     Some(&turn_id),
-                    json!({"message": "turn interrupted", "reason": reason}),
+                    json!({"message": "turn interrupted", "reason": reason.as_str()}),
                 )
                 .await?;
             }
@@ -1240,7 +1284,7 @@ impl AgentRuntime {
         match &state.running {
             Some(cancel) => {
                 cancel.cancel();
-                state.interrupt_reason = Some("stopped");
+                state.interrupt_reason = Some(Interrupt::Stopped);
                 Ok(true)
             }
             None => Ok(false),

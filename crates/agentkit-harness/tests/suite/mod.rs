@@ -111,6 +111,7 @@ pub(crate) fn turn_input(
         history: Vec::new(),
         user_messages: vec![message.to_owned()],
         workspace: workspace.to_path_buf(),
+        prepare_workspace: None,
         session_id: "sess-1".into(),
         turn_id: "turn-1".into(),
         cancel: CancellationToken::new(),

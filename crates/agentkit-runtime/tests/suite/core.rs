@@ -97,11 +97,9 @@ async fn a_deleted_folder_deletes_the_session_without_a_restart() {
 }
 
 #[tokio::test]
-async fn the_workspace_is_made_by_the_first_turn_not_at_create() {
+async fn the_workspace_is_made_when_something_needs_it_not_at_create() {
     let f = fixture(REPLIES).await;
-    let mut req = new_session("hi");
-    req.admission = agentkit_manifest::Admission::Coalesce;
-    let a = f.runtime.create(req).await.unwrap();
+    let a = f.runtime.create(new_session("hi")).await.unwrap();
     until(&f.runtime, &a.session_id, EventType::SessionWaiting, 1).await;
     let ws = f
         .dir
@@ -109,32 +107,28 @@ async fn the_workspace_is_made_by_the_first_turn_not_at_create() {
         .join("state/sessions")
         .join(&a.session_id)
         .join("workspace");
-    assert!(ws.join("AGENTS.md").is_file());
-    assert_eq!(
-        std::fs::read_to_string(ws.join("seed.txt")).unwrap(),
-        "seeded\n"
-    );
-    // What a turn left in the workspace survives the next turn.
-    std::fs::write(ws.join("seed.txt"), "changed by a turn\n").unwrap();
-    let token = a.continuation_token.clone();
+    // A turn that called no tool built nothing.
+    assert!(!ws.exists());
+    // Files sent with a message need it: seeds first, then the files.
     f.runtime
         .follow_up(
             &a.session_id,
             agentkit_runtime::FollowUp {
                 owner: owner("alice"),
                 message: "again".into(),
-                continuation_token: Some(token),
+                continuation_token: Some(a.continuation_token.clone()),
                 admission: Default::default(),
-                workspace_files: Vec::new(),
+                workspace_files: vec![("seed.txt".into(), "from the message\n".into())],
             },
         )
         .await
         .unwrap();
-    until(&f.runtime, &a.session_id, EventType::SessionWaiting, 2).await;
+    assert!(ws.join("AGENTS.md").is_file());
     assert_eq!(
         std::fs::read_to_string(ws.join("seed.txt")).unwrap(),
-        "changed by a turn\n"
+        "from the message\n"
     );
+    until(&f.runtime, &a.session_id, EventType::SessionWaiting, 2).await;
 }
 
 #[tokio::test]
