@@ -185,6 +185,47 @@ fn thousands_of_sessions_under_a_limit_of_1024_descriptors() {
     let r = Request::get("/bot/v1/sessions").send(addr).unwrap();
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["sessions"].as_array().unwrap().len(), SESSIONS);
+    let oldest = r.json()["sessions"][SESSIONS - 1]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    drop(server);
+
+    // Restarted over the 2,500 stored sessions, the server holds about
+    // nothing for them: its resident set is that of a server with none.
+    let server = start(tmp.path(), free_port(), Some(1024));
+    let stored_rss = rss_kib(server.child.id());
+    let empty = tempfile::tempdir().unwrap();
+    project(empty.path(), "Hello there, how can I help you today?");
+    let fresh = start(empty.path(), free_port(), Some(1024));
+    let empty_rss = rss_kib(fresh.child.id());
+    let per_session = (stored_rss.saturating_sub(empty_rss) * 1024) / SESSIONS as u64;
+    assert!(
+        per_session <= 2048,
+        "{per_session} B per stored session ({stored_rss} KiB with {SESSIONS}, {empty_rss} KiB with none)"
+    );
+    // A stored session is loaded when addressed.
+    let events = Request::get(&format!("/bot/v1/session/{oldest}/events"))
+        .send(server.addr)
+        .unwrap();
+    assert_eq!(events.status, 200);
+    assert!(
+        events
+            .body
+            .lines()
+            .last()
+            .unwrap()
+            .contains("session.waiting")
+    );
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
 }
 
 /// A reply of `words` words, like a long answer.
@@ -329,4 +370,111 @@ fn a_kill_during_a_long_reply_loses_nothing_a_client_saw() {
         .send(server.addr)
         .unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// What the soak's clients were told: sessions created and follow-ups
+/// accepted, with the text of each accepted message.
+#[derive(Default)]
+struct Acknowledged {
+    sessions: Vec<(String, Vec<String>)>,
+}
+
+#[test]
+fn a_short_kill_9_soak_loses_nothing_acknowledged() {
+    const KILLS: usize = 3;
+    const CLIENTS: usize = 3;
+    let tmp = tempfile::tempdir().unwrap();
+    project(tmp.path(), &long_reply(300));
+    let port = free_port();
+    let acked = Arc::new(std::sync::Mutex::new(Acknowledged::default()));
+    for round in 0..KILLS {
+        let mut server = start(tmp.path(), port, None);
+        let addr = server.addr;
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|c| {
+                let (acked, stop) = (acked.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut n = 0;
+                    while !stop.load(Ordering::SeqCst) {
+                        n += 1;
+                        let first = format!("r{round}c{c}n{n}");
+                        let Ok(r) = Request::post("/bot/v1/session")
+                            .json(&json!({ "message": first }))
+                            .send(addr)
+                        else {
+                            break;
+                        };
+                        if r.status != 200 {
+                            continue;
+                        }
+                        let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+                        let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+                        let slot = {
+                            let mut a = acked.lock().unwrap();
+                            a.sessions.push((id.clone(), vec![first.clone()]));
+                            a.sessions.len() - 1
+                        };
+                        // A follow-up while the reply streams (coalesced or
+                        // preempting: accepted either way).
+                        let again = format!("{first}-again");
+                        if let Ok(r) = Request::post(&format!("/bot/v1/session/{id}"))
+                            .json(&json!({"message": again, "continuationToken": token}))
+                            .send(addr)
+                            && r.status == 200
+                        {
+                            acked.lock().unwrap().sessions[slot].1.push(again);
+                        }
+                    }
+                })
+            })
+            .collect();
+        // Kill at a point that varies from round to round.
+        std::thread::sleep(Duration::from_millis(150 + 170 * round as u64));
+        server.child.kill().unwrap();
+        server.child.wait().unwrap();
+        stop.store(true, Ordering::SeqCst);
+        for c in clients {
+            c.join().unwrap();
+        }
+        drop(server);
+    }
+    let server = start(tmp.path(), port, None);
+    let acked = acked.lock().unwrap();
+    assert!(
+        acked.sessions.len() >= KILLS,
+        "the soak acknowledged almost nothing"
+    );
+    for (id, messages) in &acked.sessions {
+        let r = Request::get(&format!("/bot/v1/session/{id}/events"))
+            .send(server.addr)
+            .unwrap();
+        assert_eq!(r.status, 200, "session {id}: {}", r.body);
+        let events: Vec<Value> = r
+            .body
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(
+            events
+                .iter()
+                .enumerate()
+                .all(|(i, e)| e["index"] == i as u64),
+            "session {id} is not contiguous"
+        );
+        let received: Vec<&str> = events
+            .iter()
+            .filter(|e| e["type"] == "message.received")
+            .map(|e| e["data"]["text"].as_str().unwrap())
+            .collect();
+        for m in messages {
+            assert!(received.contains(&m.as_str()), "session {id} lost `{m}`");
+        }
+        // Recovered: no turn left open.
+        let last = events.last().unwrap();
+        assert!(
+            matches!(last["type"].as_str(), Some("session.waiting")),
+            "session {id} ends with {last}"
+        );
+    }
 }
