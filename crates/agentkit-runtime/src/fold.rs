@@ -137,6 +137,38 @@ pub(crate) struct FoldCache {
 }
 
 impl FoldCache {
+    /// The cache of a session created just now: it holds the whole (empty)
+    /// log, so the events the runtime records can be handed to it as they
+    /// are appended and no turn needs to read the log.
+    pub(crate) fn new_session() -> FoldCache {
+        FoldCache {
+            loaded: true,
+            upto: 0,
+            events: Vec::new(),
+        }
+    }
+
+    /// Takes events just appended, when they follow on from what the
+    /// cache holds (otherwise the next refresh reads them from the log).
+    pub(crate) fn push(&mut self, appended: &[Event]) {
+        if !self.loaded || appended.first().map(|e| e.index) != Some(self.upto) {
+            return;
+        }
+        for event in appended {
+            if event.index != self.upto {
+                return;
+            }
+            self.upto += 1;
+            if keeps(event.event_type) {
+                let mut kept = event.clone();
+                if kept.event_type == EventType::TurnCompleted {
+                    kept.data = Value::Null;
+                }
+                self.events.push(kept);
+            }
+        }
+    }
+
     /// Whether the cache holds anything (a cold session's does not).
     pub(crate) fn is_loaded(&self) -> bool {
         self.loaded
@@ -283,6 +315,18 @@ mod tests {
             cache.extend(all[..split].to_vec());
             // A refresh reads from `upto`; an overlap is ignored.
             cache.extend(all[split.saturating_sub(1)..].to_vec());
+            // Events handed over as they are appended fold the same.
+            let mut fed = FoldCache::new_session();
+            fed.push(&all[..split]);
+            fed.push(&all[split..split.saturating_add(1).min(all.len())]);
+            fed.push(&all[split.saturating_add(3).min(all.len())..]);
+            let read = fed.upto();
+            fed.extend(all[read as usize..].to_vec());
+            assert_eq!(
+                conversation(fed.events(), &exclude),
+                whole,
+                "fed, split {split}"
+            );
             assert_eq!(cache.upto(), all.len() as u64);
             assert_eq!(
                 conversation(cache.events(), &exclude),

@@ -168,6 +168,14 @@ pub(crate) struct Inner {
     key_locks: Mutex<HashMap<ChannelKey, Arc<tokio::sync::Mutex<()>>>>,
 }
 
+/// Hands events the runtime just appended to the session's fold cache, if
+/// nobody is refreshing it (a refresh reads them from the log instead).
+fn feed(session: &Session, appended: &[Event]) {
+    if let Ok(mut cache) = session.fold.try_lock() {
+        cache.push(appended);
+    }
+}
+
 /// Builds a session's workspace when its turn first calls a tool.
 #[derive(Debug)]
 struct PrepareSession {
@@ -404,7 +412,11 @@ impl AgentRuntime {
             workspace,
             workspace_ready: std::sync::atomic::AtomicBool::new(false),
             idle: tokio::sync::Notify::new(),
-            fold: tokio::sync::Mutex::default(),
+            fold: tokio::sync::Mutex::new(if needs_recovery {
+                fold::FoldCache::default()
+            } else {
+                fold::FoldCache::new_session()
+            }),
             needs_recovery: std::sync::atomic::AtomicBool::new(needs_recovery),
             recovery: tokio::sync::OnceCell::new(),
         });
@@ -523,7 +535,11 @@ impl AgentRuntime {
         turn: Option<&str>,
         data: Value,
     ) -> Result<Event> {
-        Ok(self.inner.store.append(id, t, turn, data).await?)
+        let event = self.inner.store.append(id, t, turn, data).await?;
+        if let Some(session) = self.peek(id.as_str()) {
+            feed(&session, std::slice::from_ref(&event));
+        }
+        Ok(event)
     }
 
     /// Brings `session`'s fold cache up to date (reading only the events
@@ -1111,7 +1127,8 @@ impl AgentRuntime {
                     data: e.data(),
                 })
                 .collect();
-            self.inner.store.append_batch(id, events).await?;
+            let appended = self.inner.store.append_batch(id, events).await?;
+            feed(session, &appended);
         }
         let outcome = harness.await.unwrap_or_else(|e| TurnOutcome::Failed {
             message: format!("the turn crashed: {e}"),
