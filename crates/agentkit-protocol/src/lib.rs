@@ -8,7 +8,14 @@
 mod conversation;
 mod envelope;
 mod events;
+mod payload;
 
 pub use conversation::{Message, ToolCall, Usage};
 pub use envelope::{Event, InvalidSessionId, SessionId};
 pub use events::{EventType, UnknownEventType};
+pub use payload::{
+    AbAssigned, ActionResult, ActionsRequested, Appended, ApprovalRequested, ApprovalResolved,
+    EventData, MessageCompleted, MessageReceived, ReasoningCompleted, SessionFailed,
+    SessionStarted, StepCompleted, StepStarted, SubagentCalled, SubagentCompleted, TurnCompleted,
+    TurnFailed, TurnStarted,
+};

@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use agentkit_harness::{ApprovalGate, Decision, DecisionFuture, ToolContext, ToolOutput};
-use agentkit_protocol::{Event, EventType, SessionId};
+use agentkit_protocol::{Event, EventData, EventType, SessionId};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -97,27 +97,27 @@ impl ApprovalGate for SessionGate {
 
 /// The requests in `events` that no decision answered yet.
 pub(crate) fn pending(events: &[Event]) -> Vec<PendingApproval> {
-    let resolved: HashSet<&str> = events
-        .iter()
-        .filter(|e| e.event_type == EventType::ActionApprovalResolved)
-        .filter_map(|e| e.data.get("callId").and_then(Value::as_str))
-        .collect();
-    events
-        .iter()
-        .filter(|e| e.event_type == EventType::ActionApprovalRequested)
-        .filter_map(|e| {
-            let call_id = e.data.get("callId")?.as_str()?;
-            if resolved.contains(call_id) {
-                return None;
+    let mut requested = Vec::new();
+    let mut resolved: HashSet<String> = HashSet::new();
+    for e in events {
+        match e.payload() {
+            EventData::ApprovalRequested(r) => requested.push((e, r)),
+            EventData::ApprovalResolved(r) => {
+                resolved.insert(r.call_id);
             }
-            Some(PendingApproval {
-                call_id: call_id.to_owned(),
-                tool_name: e.data.get("toolName")?.as_str()?.to_owned(),
-                input: e.data.get("input").cloned().unwrap_or(Value::Null),
-                turn_id: e.turn_id.clone().unwrap_or_default(),
-                requested_at: e.at.clone(),
-                live: false,
-            })
+            _ => {}
+        }
+    }
+    requested
+        .into_iter()
+        .filter(|(_, r)| !resolved.contains(&r.call_id))
+        .map(|(e, r)| PendingApproval {
+            call_id: r.call_id,
+            tool_name: r.tool_name,
+            input: r.input,
+            turn_id: e.turn_id.clone().unwrap_or_default(),
+            requested_at: e.at.clone(),
+            live: false,
         })
         .collect()
 }
@@ -189,8 +189,7 @@ impl AgentRuntime {
             .with_history(&session, |events| {
                 let parked = pending(events).into_iter().find(|p| p.call_id == call_id);
                 let known = events.iter().any(|e| {
-                    e.event_type == EventType::ActionApprovalRequested
-                        && e.data.get("callId").and_then(Value::as_str) == Some(call_id)
+                    matches!(e.payload(), EventData::ApprovalRequested(r) if r.call_id == call_id)
                 });
                 (parked, known)
             })
@@ -367,26 +366,20 @@ impl AgentRuntime {
 
 /// Calls of `turn`'s last `actions.requested` with no `action.result`.
 fn unanswered_calls(events: &[Event], turn: &str) -> Vec<(String, String)> {
-    let Some(requested) = events.iter().rev().find(|e| {
-        e.event_type == EventType::ActionsRequested && e.turn_id.as_deref() == Some(turn)
-    }) else {
-        return Vec::new();
-    };
-    let answered: HashSet<&str> = events
-        .iter()
-        .filter(|e| e.event_type == EventType::ActionResult && e.turn_id.as_deref() == Some(turn))
-        .filter_map(|e| e.data.get("callId").and_then(Value::as_str))
-        .collect();
+    let mut requested = Vec::new();
+    let mut answered: HashSet<String> = HashSet::new();
+    for e in events.iter().filter(|e| e.turn_id.as_deref() == Some(turn)) {
+        match e.payload() {
+            EventData::ActionsRequested(r) => requested = r.calls,
+            EventData::ActionResult(r) => {
+                answered.insert(r.call_id);
+            }
+            _ => {}
+        }
+    }
     requested
-        .data
-        .get("calls")
-        .and_then(Value::as_array)
         .into_iter()
-        .flatten()
-        .filter_map(|c| {
-            let id = c.get("callId")?.as_str()?;
-            let tool = c.get("toolName")?.as_str()?;
-            (!answered.contains(id)).then(|| (id.to_owned(), tool.to_owned()))
-        })
+        .filter(|c| !answered.contains(&c.call_id))
+        .map(|c| (c.call_id, c.tool_name))
         .collect()
 }

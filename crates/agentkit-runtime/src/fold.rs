@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use agentkit_protocol::{Event, EventType, Message, ToolCall};
+use agentkit_protocol::{Event, EventData, EventType, Message};
 use serde_json::Value;
 
 /// Folds `events` into the conversation so far. User messages count from
@@ -15,87 +15,49 @@ pub fn conversation(events: &[Event], exclude: &BTreeSet<u64>) -> Vec<Message> {
     // A turn that a restart cut short while a call waited for approval
     // counts once a later turn resumes it: its steps up to the parked call
     // (and the results recorded on approval) are the context of the resume.
-    let completed: BTreeSet<&str> = events
-        .iter()
-        .filter_map(|e| match e.event_type {
-            EventType::TurnCompleted => e.turn_id.as_deref(),
-            EventType::TurnStarted => e.data.get("resumes").and_then(Value::as_str),
-            _ => None,
-        })
-        .collect();
-    let mut out = Vec::new();
-    // Tool calls requested in a step attach to that step's assistant text.
-    let mut pending_text: HashMap<&str, String> = HashMap::new();
+    let mut completed: BTreeSet<String> = BTreeSet::new();
     for e in events {
         match e.event_type {
-            EventType::MessageReceived if !exclude.contains(&e.index) => {
-                if let Some(text) = e.data.get("text").and_then(Value::as_str) {
-                    out.push(Message::User {
-                        text: text.to_owned(),
-                    });
+            EventType::TurnCompleted => completed.extend(e.turn_id.clone()),
+            EventType::TurnStarted => {
+                if let EventData::TurnStarted(started) = e.payload() {
+                    completed.extend(started.resumes);
                 }
             }
             _ => {}
         }
-        let Some(turn) = e.turn_id.as_deref() else {
-            continue;
-        };
-        if !completed.contains(turn) {
-            continue;
-        }
-        match e.event_type {
-            EventType::MessageCompleted => {
-                let text = e
-                    .data
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                let finish = e
-                    .data
-                    .get("finishReason")
-                    .and_then(Value::as_str)
-                    .unwrap_or("stop");
-                if finish == "tool_call" {
-                    pending_text.insert(turn, text);
+    }
+    let mut out = Vec::new();
+    // Tool calls requested in a step attach to that step's assistant text.
+    let mut pending_text: HashMap<&str, String> = HashMap::new();
+    for e in events {
+        let in_completed_turn = e.turn_id.as_deref().filter(|t| completed.contains(*t));
+        match (e.payload(), in_completed_turn) {
+            (EventData::MessageReceived(m), _) if !exclude.contains(&e.index) => {
+                out.push(Message::User { text: m.text });
+            }
+            (EventData::MessageCompleted(m), Some(turn)) => {
+                if m.is_tool_call() {
+                    pending_text.insert(turn, m.text);
                 } else {
                     out.push(Message::Assistant {
-                        text,
+                        text: m.text,
                         tool_calls: Vec::new(),
                     });
                 }
             }
-            EventType::ActionsRequested => {
-                let calls: Vec<ToolCall> = e
-                    .data
-                    .get("calls")
-                    .and_then(|c| serde_json::from_value(c.clone()).ok())
-                    .unwrap_or_default();
-                let text = pending_text.remove(turn).unwrap_or_default();
+            (EventData::ActionsRequested(a), Some(turn)) => {
                 out.push(Message::Assistant {
-                    text,
-                    tool_calls: calls,
+                    text: pending_text.remove(turn).unwrap_or_default(),
+                    tool_calls: a.calls,
                 });
             }
-            EventType::ActionResult => {
-                let get = |k: &str| {
-                    e.data
-                        .get(k)
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned()
-                };
-                out.push(Message::Tool {
-                    call_id: get("callId"),
-                    tool_name: get("toolName"),
-                    output: e.data.get("output").cloned().unwrap_or(Value::Null),
-                    is_error: e
-                        .data
-                        .get("isError")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false),
-                });
-            }
+            (EventData::ActionResult(r), Some(_)) => out.push(Message::Tool {
+                call_id: r.call_id,
+                tool_name: r.tool_name,
+                output: r.output,
+                is_error: r.is_error,
+            }),
             _ => {}
         }
     }

@@ -1,0 +1,336 @@
+//! The typed payload of each event type: what `data` holds, as Rust types.
+//!
+//! The envelope keeps `data` as JSON (it is the wire and the disk), and a
+//! reader asks [`Event::payload`] for the typed view instead of reading
+//! keys by string. Parsing is lenient the way readers have always been:
+//! missing optional fields take their defaults, unknown fields are
+//! ignored, and a payload that does not fit its type (or a type this
+//! version does not know) is [`EventData::Unknown`], never an error, so a
+//! log written by a newer version still reads.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{Event, EventType, ToolCall, Usage};
+
+/// `session.started`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SessionStarted {
+    pub channel: String,
+    pub mode: String,
+    pub principal_id: String,
+    pub title: Option<String>,
+    pub purpose: Option<String>,
+    pub as_of: Option<String>,
+}
+
+/// `ab.assigned`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AbAssigned {
+    pub experiment: String,
+    pub variant: String,
+}
+
+/// `session.failed`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SessionFailed {
+    pub message: Option<String>,
+}
+
+/// `message.received`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MessageReceived {
+    pub text: String,
+}
+
+/// `turn.started`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TurnStarted {
+    /// How many queued messages the turn answers.
+    pub messages: u64,
+    /// The turn this one resumes (a parked call was decided after its
+    /// turn ended): that turn's steps count as completed context.
+    pub resumes: Option<String>,
+    /// `emitted` for assistant text a channel recorded without a model.
+    pub kind: Option<String>,
+}
+
+/// `turn.completed`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TurnCompleted {
+    pub result: String,
+    pub usage: Usage,
+    pub kind: Option<String>,
+}
+
+/// `turn.failed`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TurnFailed {
+    pub message: String,
+    /// `preempted`, `stopped`, `shutdown` or `restart` for an interrupt.
+    pub reason: Option<String>,
+}
+
+/// `step.started`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct StepStarted {
+    pub step: u32,
+}
+
+/// `step.completed`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct StepCompleted {
+    pub step: u32,
+    pub duration_ms: u64,
+}
+
+/// `reasoning.appended`, and `message.appended` (whose `text` is the
+/// message so far, rebuilt by the store when read).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Appended {
+    pub delta: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+/// `reasoning.completed`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ReasoningCompleted {
+    pub text: String,
+}
+
+/// `message.completed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MessageCompleted {
+    pub text: String,
+    /// `stop` (the turn is over) or `tool_call` (calls follow).
+    pub finish_reason: String,
+}
+
+impl Default for MessageCompleted {
+    fn default() -> Self {
+        MessageCompleted {
+            text: String::new(),
+            finish_reason: "stop".to_owned(),
+        }
+    }
+}
+
+impl MessageCompleted {
+    /// The step goes on with tool calls.
+    pub fn is_tool_call(&self) -> bool {
+        self.finish_reason == "tool_call"
+    }
+}
+
+/// `actions.requested`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ActionsRequested {
+    pub calls: Vec<ToolCall>,
+    /// A deterministic call (`POST /v1/tools/:name`), not a model's.
+    pub direct: bool,
+}
+
+/// `action.approval_requested`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ApprovalRequested {
+    pub call_id: String,
+    pub tool_name: String,
+    pub input: Value,
+}
+
+/// `action.approval_resolved`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ApprovalResolved {
+    pub call_id: String,
+    pub tool_name: String,
+    /// `approve` or `deny`.
+    pub decision: String,
+    pub by: String,
+    pub reason: Option<String>,
+}
+
+/// `action.result`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ActionResult {
+    pub call_id: String,
+    pub tool_name: String,
+    pub output: Value,
+    pub is_error: bool,
+    pub duration_ms: u64,
+}
+
+/// `subagent.called`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SubagentCalled {
+    pub call_id: String,
+    pub subagent: String,
+    pub prompt: String,
+}
+
+/// `subagent.completed`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SubagentCompleted {
+    pub call_id: String,
+    pub subagent: String,
+    pub is_error: bool,
+    pub result: String,
+    pub usage: Usage,
+}
+
+/// The payload of an event, by its type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventData {
+    SessionStarted(SessionStarted),
+    AbAssigned(AbAssigned),
+    SessionWaiting,
+    SessionCompleted,
+    SessionFailed(SessionFailed),
+    AgentBound,
+    MessageReceived(MessageReceived),
+    TurnStarted(TurnStarted),
+    TurnCompleted(TurnCompleted),
+    TurnFailed(TurnFailed),
+    StepStarted(StepStarted),
+    StepCompleted(StepCompleted),
+    ReasoningAppended(Appended),
+    ReasoningCompleted(ReasoningCompleted),
+    MessageAppended(Appended),
+    MessageCompleted(MessageCompleted),
+    ActionsRequested(ActionsRequested),
+    ApprovalRequested(ApprovalRequested),
+    ApprovalResolved(ApprovalResolved),
+    ActionResult(ActionResult),
+    SubagentCalled(SubagentCalled),
+    SubagentCompleted(SubagentCompleted),
+    /// A payload that does not fit its type, kept as it was.
+    Unknown(Value),
+}
+
+impl EventData {
+    /// Reads `data` as the payload of an event of type `t`.
+    pub fn parse(t: EventType, data: &Value) -> EventData {
+        fn read<T: serde::de::DeserializeOwned>(
+            data: &Value,
+            wrap: fn(T) -> EventData,
+        ) -> EventData {
+            // `null` (an event recorded without data) reads as the defaults.
+            let parsed = if data.is_null() {
+                T::deserialize(Value::Object(Default::default()))
+            } else {
+                T::deserialize(data)
+            };
+            parsed.map_or_else(|_| EventData::Unknown(data.clone()), wrap)
+        }
+        match t {
+            EventType::SessionStarted => read(data, EventData::SessionStarted),
+            EventType::AbAssigned => read(data, EventData::AbAssigned),
+            EventType::SessionWaiting => EventData::SessionWaiting,
+            EventType::SessionCompleted => EventData::SessionCompleted,
+            EventType::SessionFailed => read(data, EventData::SessionFailed),
+            EventType::AgentBound => EventData::AgentBound,
+            EventType::MessageReceived => read(data, EventData::MessageReceived),
+            EventType::TurnStarted => read(data, EventData::TurnStarted),
+            EventType::TurnCompleted => read(data, EventData::TurnCompleted),
+            EventType::TurnFailed => read(data, EventData::TurnFailed),
+            EventType::StepStarted => read(data, EventData::StepStarted),
+            EventType::StepCompleted => read(data, EventData::StepCompleted),
+            EventType::ReasoningAppended => read(data, EventData::ReasoningAppended),
+            EventType::ReasoningCompleted => read(data, EventData::ReasoningCompleted),
+            EventType::MessageAppended => read(data, EventData::MessageAppended),
+            EventType::MessageCompleted => read(data, EventData::MessageCompleted),
+            EventType::ActionsRequested => read(data, EventData::ActionsRequested),
+            EventType::ActionApprovalRequested => read(data, EventData::ApprovalRequested),
+            EventType::ActionApprovalResolved => read(data, EventData::ApprovalResolved),
+            EventType::ActionResult => read(data, EventData::ActionResult),
+            EventType::SubagentCalled => read(data, EventData::SubagentCalled),
+            EventType::SubagentCompleted => read(data, EventData::SubagentCompleted),
+        }
+    }
+}
+
+impl Event {
+    /// The typed view of this event's `data`.
+    pub fn payload(&self) -> EventData {
+        EventData::parse(self.event_type, &self.data)
+    }
+
+    /// Does this event end a session's activity for now (the session waits
+    /// for a message, or ended)? Every "has it settled" check reads this.
+    pub fn is_settle(&self) -> bool {
+        matches!(
+            self.event_type,
+            EventType::SessionWaiting | EventType::SessionCompleted | EventType::SessionFailed
+        )
+    }
+
+    /// Does this event end a turn?
+    pub fn is_turn_end(&self) -> bool {
+        matches!(
+            self.event_type,
+            EventType::TurnCompleted | EventType::TurnFailed
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn payloads_read_leniently_and_unknown_shapes_are_kept() {
+        assert_eq!(
+            EventData::parse(EventType::MessageCompleted, &json!({"text": "hi"})),
+            EventData::MessageCompleted(MessageCompleted {
+                text: "hi".into(),
+                finish_reason: "stop".into()
+            })
+        );
+        let r = EventData::parse(
+            EventType::ActionResult,
+            &json!({"callId": "c", "toolName": "t", "output": {"a": 1}, "isError": true, "extra": 1}),
+        );
+        let EventData::ActionResult(r) = r else {
+            panic!("{r:?}")
+        };
+        assert!(r.is_error);
+        assert_eq!(r.output, json!({"a": 1}));
+        assert_eq!(
+            EventData::parse(EventType::TurnCompleted, &Value::Null),
+            EventData::TurnCompleted(TurnCompleted::default())
+        );
+        assert_eq!(
+            EventData::parse(EventType::MessageReceived, &json!({"text": 5})),
+            EventData::Unknown(json!({"text": 5}))
+        );
+    }
+
+    #[test]
+    fn every_type_has_a_payload() {
+        for &t in EventType::ALL {
+            let data = EventData::parse(t, &json!({}));
+            assert!(!matches!(data, EventData::Unknown(_)), "{t}");
+        }
+    }
+}
