@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentkit_test_support::http::Request;
+use agentkit_test_support::process::free_port;
 use serde_json::{Value, json};
 
 fn spawn(state: &Path, port: u16) -> Child {
@@ -142,14 +143,6 @@ fn serves_the_examples_survives_a_crash_with_a_parked_call_and_stops_on_sigterm(
     let status = wait_exit(&mut child);
     assert!(status.success(), "{status:?}");
     let _ = std::fs::remove_dir_all(&state);
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The model sets a reminder with `remind_me`; the server is killed; after

@@ -41,7 +41,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             broadcast_capacity: 128,
-            max_open_logs: 256,
+            max_open_logs: 128,
             tap_capacity: 4096,
         }
     }
@@ -230,16 +230,7 @@ impl FileEventStore {
     /// in the wire shape (each `message.appended` with its cumulative
     /// `text`).
     pub async fn read(&self, session: &SessionId, start_index: u64) -> Result<Vec<Event>> {
-        let log = self.log(session, false).await?;
-        let end = log.published();
-        let mut events = log.read_range(start_index, end).await?;
-        let mut rebuild = if start_index == 0 {
-            Rebuild::at_start()
-        } else {
-            Rebuild::default()
-        };
-        log.rebuild(&mut rebuild, start_index, &mut events).await?;
-        Ok(events)
+        self.read_range(session, start_index, u64::MAX).await
     }
 
     /// Every event of `session` from `start_index` on, as stored: each

@@ -8,6 +8,7 @@
 
 pub mod http;
 pub mod mock;
+pub mod process;
 pub mod provider;
 pub mod pyenv;
 pub mod rerun;

@@ -2,18 +2,13 @@
 //! `--json`, and the REPL fed through a pipe.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::{Run, fixtures};
-
-/// A port nothing listens on (bound, then released).
-pub(crate) fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
+use agentkit_test_support::process::free_port;
 
 /// An `agentkit serve` child process, killed when dropped.
 struct Server {

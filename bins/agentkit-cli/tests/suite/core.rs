@@ -2,35 +2,16 @@
 //! sessions under `ulimit -n 1024`, the log of a long reply, and a
 //! SIGKILL in the middle of one followed by a byte-identical replay.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use agentkit_test_support::http::Request;
+use agentkit_test_support::process::{ServerProcess, free_port};
 use serde_json::{Value, json};
-
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A project whose every turn answers `reply` in one step.
 fn project(root: &Path, reply: &str) {
@@ -54,7 +35,7 @@ fn project(root: &Path, reply: &str) {
 
 /// `agentkit serve` on `root`, with the descriptor limit (soft and hard)
 /// set to `nofile` when given.
-fn start(root: &Path, port: u16, nofile: Option<u32>) -> Server {
+fn start(root: &Path, port: u16, nofile: Option<u32>) -> ServerProcess {
     let bin = env!("CARGO_BIN_EXE_agentkit");
     let mut cmd = match nofile {
         Some(n) => {
@@ -89,7 +70,7 @@ fn start(root: &Path, port: u16, nofile: Option<u32>) -> Server {
         assert!(Instant::now() < deadline, "server did not come up");
         std::thread::sleep(Duration::from_millis(50));
     }
-    Server { child, addr }
+    ServerProcess { child, addr }
 }
 
 fn open_fds(pid: u32) -> usize {

@@ -5,33 +5,13 @@
 //! `agentkit-serve` does (1 with the diagnostics, 2).
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentkit_test_support::http::Request;
-
-/// Kills the server when the test ends, however it ends.
-struct ServerProcess {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use agentkit_test_support::process::{ServerProcess, free_port};
 
 fn project(root: &Path) {
     let agent = root.join("bot/agent");

@@ -3,12 +3,13 @@
 //! (SIGKILL) and restarted on the same state root, and the reminder is
 //! still there to fire by hand through the dev routes.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentkit_test_support::http::Request;
+use agentkit_test_support::process::{ServerProcess, free_port};
 use serde_json::{Value, json};
 
 /// Turn 0 asks for a reminder; turn 1 (the wake) answers.
@@ -20,24 +21,8 @@ const SCRIPT: &str = r#"{"turns": [
   {"steps": [{"text": "Woke up and re-checked."}]}
 ]}"#;
 
-struct ServerProcess {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start(root: &Path) -> ServerProcess {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_agentkit"))
         .args([
             "serve",

@@ -126,7 +126,7 @@ fn several_agents_need_agent_flag() {
 #[test]
 fn an_unreachable_url_names_it() {
     // Bind then drop: nothing listens on the port afterwards.
-    let port = super::chat::free_port();
+    let port = agentkit_test_support::process::free_port();
     let url = format!("http://127.0.0.1:{port}");
     let run = run_in_fixtures(&["run", "--url", &url, "--message", "hi"]);
     assert_eq!(run.code, 2, "{}", run.stdout);

@@ -2,37 +2,17 @@
 //! (SIGKILL) mid-turn and a restart on the same state root, and a graceful
 //! SIGTERM that records the interrupted turn.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentkit_test_support::http::Request;
+use agentkit_test_support::process::{ServerProcess, free_port};
 use serde_json::{Value, json};
 
 /// The first turn holds for a minute; the second answers at once.
 const SCRIPT: &str = r#"{"turns": [{"steps": [{"text": "slow", "delayMs": 60000}]}, {"steps": [{"text": "after the restart"}]}]}"#;
-
-/// Kills the server when the test ends, however it ends.
-struct ServerProcess {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn project(root: &Path) {
     let agent = root.join("bot/agent");
