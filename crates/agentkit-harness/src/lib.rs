@@ -50,7 +50,7 @@ pub use process::{
     Captured, ChildExit, ChildOutcome, ChildSpec, DEFAULT_OUTPUT_CAP, LiveChild, PASSED_ENV,
     run_child, signal_of, spawn_child,
 };
-pub use providers::{Backoff, RetryPolicy, model_from_env_or_default};
+pub use providers::{Backoff, RetryPolicy};
 pub use step::{FinishReason, StepEvent, approval_resolved_data};
 pub use tools::{
     BoxFuture, BridgeCredentials, CallCredential, ExtraTool, ExtraTools, ExtraToolsSource,
