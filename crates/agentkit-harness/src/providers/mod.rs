@@ -26,7 +26,10 @@ use crate::credentials::ProviderConfig;
 use crate::step::StepEvent;
 
 pub(crate) use http::redact_text;
-pub use http::{Backoff, RetryPolicy};
+pub use http::{
+    Backoff, HttpClientError, RetryPolicy, http_client, http_error_text, redact_credentials,
+    retry_after_header,
+};
 pub(crate) use scripted::Script;
 
 /// The model of one turn, ready to answer steps.
