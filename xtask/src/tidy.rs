@@ -51,6 +51,10 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<Vec<String>> {
         for problem in check_architecture(&text, &names) {
             problems.push(format!("ARCHITECTURE.md: {problem}"));
         }
+        let paths = workspace_paths(root)?;
+        for problem in check_architecture_paths(&text, &paths) {
+            problems.push(format!("ARCHITECTURE.md: {problem}"));
+        }
     } else {
         problems.push(
             "ARCHITECTURE.md: missing; its code map must name every workspace package".to_owned(),
@@ -383,6 +387,130 @@ fn check_architecture(text: &str, packages: &[&str]) -> Vec<String> {
         .filter(|name| !text.contains(&format!("`{name}`")))
         .map(|name| format!("does not name workspace package `{name}` (add it to the code map)"))
         .collect()
+}
+
+/// The top-level folders a path in ARCHITECTURE.md may start with.
+const PATH_ROOTS: [&str; 5] = ["crates", "bins", "xtask", "docs", "fixtures"];
+
+/// Every path ARCHITECTURE.md names in backticks exists in `paths` (the
+/// workspace's files and folders, relative, `/`-separated).
+///
+/// A span counts as a path when it is one word that ends in `.rs` (a
+/// `file.rs::function` reference counts by its file) or starts with one of
+/// `PATH_ROOTS` and a `/`. Spans with placeholders (`<slug>/…`), routes
+/// (`/v1/info`) and project files (`agent.toml`) are not workspace paths and
+/// are skipped. See [`path_resolves`] for the short forms accepted.
+fn check_architecture_paths(text: &str, paths: &BTreeSet<String>) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut seen = BTreeSet::new();
+    for span in inline_code_spans(text) {
+        let Some(path) = named_path(span) else {
+            continue;
+        };
+        if seen.insert(path) && !path_resolves(path, paths) {
+            problems.push(format!(
+                "names `{path}`, which is not a file or folder of the workspace (fix the path or drop the backticks)"
+            ));
+        }
+    }
+    problems
+}
+
+/// The contents of the inline code spans of a Markdown text, outside fenced
+/// code blocks. A span may run across lines.
+fn inline_code_spans(text: &str) -> Vec<&str> {
+    let mut spans = Vec::new();
+    let mut fenced = false;
+    let mut open: Option<usize> = None;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let start = offset;
+        offset += line.len();
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            open = None;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        for (at, _) in line.match_indices('`') {
+            let at = start + at;
+            match open.take() {
+                Some(from) => spans.push(&text[from..at]),
+                None => open = Some(at + 1),
+            }
+        }
+    }
+    spans
+}
+
+/// The workspace path a code span names, if it names one.
+fn named_path(span: &str) -> Option<&str> {
+    let path = match span.split_once(".rs::") {
+        Some((file, _)) => &span[..file.len() + 3],
+        None => span,
+    };
+    let plain = !path.is_empty()
+        && !path.starts_with(['/', '.'])
+        && !path.contains("//")
+        && !path
+            .chars()
+            .any(|c| c.is_whitespace() || "<>*{}()[]|,:;'\"$=".contains(c));
+    let first = path.split('/').next().unwrap_or_default();
+    let is_path = path.ends_with(".rs") || (PATH_ROOTS.contains(&first) && path.contains('/'));
+    (plain && is_path).then_some(path)
+}
+
+/// Whether `path` names something in `paths`: as written from the workspace
+/// root (`crates/agentkit/src/serve/bridge.rs`, `docs/`); from a crate's or
+/// binary's folder, with or without the `agentkit-` prefix
+/// (`agentkit-runtime/src/kv.rs`, `harness/src/tools.rs`); or as the end of
+/// exactly such a path (`serve/api.rs`, `sign.rs`).
+fn path_resolves(path: &str, paths: &BTreeSet<String>) -> bool {
+    let path = path.trim_end_matches('/');
+    let candidates = [
+        path.to_owned(),
+        format!("crates/{path}"),
+        format!("crates/agentkit-{path}"),
+        format!("bins/{path}"),
+        format!("bins/agentkit-{path}"),
+    ];
+    if candidates.iter().any(|c| paths.contains(c)) {
+        return true;
+    }
+    let suffix = format!("/{path}");
+    paths.iter().any(|p| p.ends_with(&suffix))
+}
+
+/// Every file and folder under `PATH_ROOTS`, relative to `root` with `/`
+/// separators, skipping `target/` and hidden entries.
+fn workspace_paths(root: &Path) -> anyhow::Result<BTreeSet<String>> {
+    let mut paths = BTreeSet::new();
+    let mut pending: Vec<PathBuf> = PATH_ROOTS.iter().map(|dir| root.join(dir)).collect();
+    while let Some(dir) = pending.pop() {
+        if !dir.is_dir() {
+            continue;
+        }
+        paths.insert(relative(root, &dir));
+        let entries =
+            std::fs::read_dir(&dir).with_context(|| format!("failed to list {}", dir.display()))?;
+        for entry in entries {
+            let entry = entry.with_context(|| format!("failed to list {}", dir.display()))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name == "target" || name.starts_with('.') {
+                continue;
+            }
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                paths.insert(relative(root, &path));
+            }
+        }
+    }
+    Ok(paths)
 }
 
 // ---------------------------------------------------------------------------
@@ -812,6 +940,50 @@ libc = "0.2"
         assert_eq!(
             problems,
             ["does not name workspace package `agentkit-manifest` (add it to the code map)"]
+        );
+    }
+
+    #[test]
+    fn architecture_paths_exist() {
+        let paths: BTreeSet<String> = [
+            "crates",
+            "crates/agentkit",
+            "crates/agentkit/src",
+            "crates/agentkit/src/serve",
+            "crates/agentkit/src/serve/bridge.rs",
+            "crates/agentkit/src/serve/api.rs",
+            "crates/agentkit-runtime/src/kv.rs",
+            "crates/agentkit-harness/src/tools.rs",
+            "docs",
+            "docs/reference/cli.md",
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+        let good = "\
+The bridge (`crates/agentkit/src/serve/bridge.rs`) and `serve/api.rs`;
+`harness/src/tools.rs::run_server_tool`, `agentkit-runtime/src/kv.rs`,
+`runtime/src/kv.rs`, `bridge.rs`, `docs/` and `docs/reference/cli.md`.
+Not paths: `<stateRoot>/<slug>/agentkit.sqlite`, `/v1/info`,
+`channels/http.toml`, `agentkit::info::info_json`, `a
+multi-line span.rs`.
+
+```text
+crates/agentkit/src/gone.rs is in a fence, `fenced/gone.rs` too
+```
+";
+        assert_eq!(check_architecture_paths(good, &paths), Vec::<String>::new());
+
+        let bad = "See `crates/agentkit/src/serve/router.rs`, `serve/router.rs` \
+                   twice (`serve/router.rs`), `harness/src/tool.rs::run` and `docs/guides/`.";
+        assert_eq!(
+            check_architecture_paths(bad, &paths),
+            [
+                "names `crates/agentkit/src/serve/router.rs`, which is not a file or folder of the workspace (fix the path or drop the backticks)",
+                "names `serve/router.rs`, which is not a file or folder of the workspace (fix the path or drop the backticks)",
+                "names `harness/src/tool.rs`, which is not a file or folder of the workspace (fix the path or drop the backticks)",
+                "names `docs/guides/`, which is not a file or folder of the workspace (fix the path or drop the backticks)",
+            ]
         );
     }
 

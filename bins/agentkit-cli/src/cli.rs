@@ -195,7 +195,9 @@ fn not_yet(command: &str, capability: &str) -> anyhow::Result<ExitCode> {
 }
 
 fn validate(dir: PathBuf, json: bool) -> anyhow::Result<ExitCode> {
-    let found = agentkit::validate(&dir, |name| std::env::var_os(name).is_some())
+    // The rule serving applies: an empty variable counts as unset.
+    let env = agentkit::EnvLookup::process();
+    let found = agentkit::validate(&dir, |name| env.is_set(name))
         .with_context(|| format!("cannot validate `{}`", dir.display()))?;
     let mut out = anstream::stdout();
     if json {

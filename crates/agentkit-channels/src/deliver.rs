@@ -1,14 +1,19 @@
 //! Event deliveries: POST a rendered body (or the event) to a URL, signed
-//! with HMAC-SHA256 when configured, retried with exponential backoff on
-//! network errors, 429 and 5xx. Every attempt is logged, one JSON line per
-//! attempt, to `<stateDir>/channels/<id>/deliveries/<sessionId>.ndjson`
-//! (the session's delivery trace). Deliveries run on the channel's event
-//! workers, never on a turn's path.
+//! with HMAC-SHA256 when configured, retried on network errors, 429 and
+//! 5xx with the harness's [`Backoff`] (jittered exponential waits, the
+//! server's `Retry-After` honoured up to a cap). Every attempt is logged,
+//! one JSON line per attempt, to
+//! `<stateDir>/channels/<id>/deliveries/<sessionId>.ndjson` (the session's
+//! delivery trace; URLs there and in errors have their credentials
+//! removed). Deliveries run on the channel's event workers, never on a
+//! turn's path. Every request of this crate goes through the process's one
+//! HTTP client ([`request`]).
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use agentkit_harness::{Backoff, RetryPolicy, http_error_text, redact_credentials};
 use agentkit_manifest::Delivery;
 use agentkit_protocol::Event;
 use serde_json::{Value, json};
@@ -18,14 +23,25 @@ use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::template::render_value;
 
-/// Retry policy and the HTTP client of deliveries. Cheap to clone.
+/// How long one request of this crate (a delivery attempt, a pack's API
+/// call) may take in all.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest server-given `Retry-After` a delivery waits.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
+
+/// The most time one delivery spends waiting between its attempts.
+const MAX_TOTAL_WAIT: Duration = Duration::from_secs(60);
+
+/// The retry policy and the state folder of deliveries. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Deliverer {
-    client: reqwest::Client,
     state_dir: PathBuf,
     /// Attempts in all (at least 1).
     pub attempts: u32,
-    /// The wait before the first retry; doubled for each further one.
+    /// The longest wait before the first retry; the bound doubles for
+    /// each further one (each wait is jittered between half of its bound
+    /// and all of it).
     pub backoff: Duration,
 }
 
@@ -33,10 +49,22 @@ impl Deliverer {
     /// `state_dir` is the agent's (`<stateRoot>/<slug>`).
     pub fn new(state_dir: PathBuf) -> Deliverer {
         Deliverer {
-            client: http_client(),
             state_dir,
             attempts: 5,
             backoff: Duration::from_millis(250),
+        }
+    }
+
+    /// The harness's retry policy with this deliverer's numbers: the
+    /// policy's first bound is twice its base, so the base is half of
+    /// `backoff`.
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            max_retries: self.attempts.max(1) - 1,
+            base_delay: self.backoff / 2,
+            max_delay: Duration::MAX,
+            max_retry_after: MAX_RETRY_AFTER,
+            max_total_wait: MAX_TOTAL_WAIT,
         }
     }
 
@@ -83,9 +111,9 @@ impl Deliverer {
         };
         let bytes = serde_json::to_vec(&body).unwrap_or_default();
         let url = env.resolve(&d.post);
-        let mut req = self
-            .client
-            .post(&url)
+        // What logs and errors may show of the URL.
+        let shown = redact_credentials(&url);
+        let mut req = request(reqwest::Method::POST, &url)?
             .header("content-type", "application/json")
             .header("x-agentkit-event", event.event_type.as_str())
             .header("x-agentkit-session", event.session_id.as_str());
@@ -100,14 +128,16 @@ impl Deliverer {
         }
         let channel = args.ctx.channel_id().to_owned();
         let session = args.session.id.clone();
-        let mut wait = self.backoff;
+        let mut backoff = Backoff::new(self.retry_policy());
         let mut last = String::new();
-        for attempt in 1..=self.attempts.max(1) {
+        loop {
+            let attempt = backoff.attempts();
             let Some(r) = req.try_clone() else { break };
             let outcome = r.body(bytes.clone()).send().await;
-            let (status, ok, retry, response) = match outcome {
+            let (status, ok, retry, response, retry_after) = match outcome {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
+                    let retry_after = agentkit_harness::retry_after_header(resp.headers());
                     let text = resp.text().await.unwrap_or_default();
                     let ok = (200..300).contains(&status);
                     (
@@ -115,11 +145,12 @@ impl Deliverer {
                         ok,
                         status == 429 || status >= 500,
                         serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+                        retry_after,
                     )
                 }
                 Err(e) => {
-                    last = e.to_string();
-                    (None, false, true, Value::Null)
+                    last = http_error_text(e);
+                    (None, false, true, Value::Null, None)
                 }
             };
             self.log(
@@ -129,7 +160,7 @@ impl Deliverer {
                     "at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
                     "event": event.event_type.as_str(),
                     "eventIndex": event.index,
-                    "url": url,
+                    "url": shown,
                     "attempt": attempt,
                     "status": status,
                     "ok": ok,
@@ -156,14 +187,16 @@ impl Deliverer {
             if let Some(s) = status {
                 last = format!("HTTP {s}");
             }
-            if !retry || attempt == self.attempts {
+            if !retry {
                 break;
             }
+            let Some(wait) = backoff.next_delay(retry_after) else {
+                break;
+            };
             tokio::time::sleep(wait).await;
-            wait *= 2;
         }
         Err(Error::Upstream {
-            message: format!("delivery of {} to {url} failed: {last}", event.event_type),
+            message: format!("delivery of {} to {shown} failed: {last}", event.event_type),
         })
     }
 }
@@ -172,12 +205,14 @@ impl Deliverer {
 /// deliveries and pack webhooks; signing lives in `agentkit-auth`).
 pub use agentkit_auth::sign_body as sign;
 
-pub(crate) fn http_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .user_agent(concat!("agentkit/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .unwrap_or_default()
+/// A request on the process's one HTTP client (the harness's: connect
+/// timeout, `agentkit/<version>` user agent), bounded by
+/// [`REQUEST_TIMEOUT`].
+pub(crate) fn request(method: reqwest::Method, url: &str) -> Result<reqwest::RequestBuilder> {
+    let client = agentkit_harness::http_client().map_err(|e| Error::Upstream {
+        message: e.to_string(),
+    })?;
+    Ok(client.request(method, url).timeout(REQUEST_TIMEOUT))
 }
 
 #[cfg(test)]

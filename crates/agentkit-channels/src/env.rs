@@ -1,13 +1,23 @@
-//! `${VAR}` references in channel settings, resolved through a lookup the
-//! host passes in (the library never reads the process environment).
+//! `${VAR}` references, resolved through a lookup the host passes in (the
+//! library never reads the process environment unless the host asks for
+//! [`Env::process`]). The one lookup type of the workspace: the facade
+//! re-exports it as `agentkit::EnvLookup` for auth chains, MCP
+//! connections, hooks and channels alike.
 
 use std::sync::Arc;
 
 /// How `${VAR}` references resolve. Cheap to clone.
+///
+/// **An empty value counts as unset**, everywhere: [`Env::get`] answers
+/// `None` for it, [`Env::resolve`] reads it as the empty string (as it
+/// reads an unset variable), and `agentkit validate` warns about it
+/// (`env-unset`) as about an unset one. A secret from such a variable is
+/// empty, so its auth policy never admits anyone.
 #[derive(Clone)]
-pub struct Env(Arc<EnvFn>);
+pub struct Env(pub Arc<EnvFn>);
 
-/// The lookup behind an [`Env`].
+/// The lookup behind an [`Env`]: the raw value of a variable, if any (the
+/// empty-value rule is applied on top of it).
 pub type EnvFn = dyn Fn(&str) -> Option<String> + Send + Sync;
 
 impl std::fmt::Debug for Env {
@@ -21,17 +31,49 @@ impl Env {
         Env(Arc::new(f))
     }
 
-    /// Resolves nothing.
+    /// Reads the process environment (for binaries; libraries and tests
+    /// pass their own lookup).
+    pub fn process() -> Env {
+        Env::new(|name| std::env::var(name).ok())
+    }
+
+    /// Resolves nothing (every reference reads as empty).
     pub fn empty() -> Env {
         Env::new(|_| None)
     }
 
+    /// The value of `name`; `None` when it is unset or empty.
     pub fn get(&self, name: &str) -> Option<String> {
         (self.0)(name).filter(|v| !v.is_empty())
     }
 
-    /// Replaces every `${NAME}` (empty when unset).
+    /// Whether `name` has a value that is not empty.
+    pub fn is_set(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// Replaces every `${NAME}` with its value (empty when unset or empty).
     pub fn resolve(&self, s: &str) -> String {
         agentkit_manifest::expand_env(s, |name| self.get(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_values_count_as_unset() {
+        let env = Env::new(|name| match name {
+            "A" => Some("x".to_owned()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        });
+        assert_eq!(env.get("A").as_deref(), Some("x"));
+        assert_eq!(env.get("EMPTY"), None);
+        assert_eq!(env.get("B"), None);
+        assert!(env.is_set("A") && !env.is_set("EMPTY") && !env.is_set("B"));
+        assert_eq!(env.resolve("Bearer ${A}-${EMPTY}-${B}"), "Bearer x--");
+        assert_eq!(env.resolve("${A"), "${A");
     }
 }

@@ -651,20 +651,23 @@ pub(crate) async fn post_json(
     auth: Option<(&str, String)>,
     body: &Value,
 ) -> Result<Value> {
-    let client = crate::deliver::http_client();
-    let mut req = client.post(url).json(body);
+    let shown = agentkit_harness::redact_credentials(url);
+    let mut req = crate::deliver::request(reqwest::Method::POST, url)?.json(body);
     if let Some((name, value)) = auth {
         req = req.header(name, value);
     }
     let resp = req.send().await.map_err(|e| Error::Upstream {
-        message: format!("{label} API POST {url}: {e}"),
+        message: format!(
+            "{label} API POST {shown}: {}",
+            agentkit_harness::http_error_text(e)
+        ),
     })?;
     let status = resp.status();
     let text = resp.text().await.unwrap_or_default();
     if !status.is_success() {
         return Err(Error::Upstream {
             message: format!(
-                "{label} API POST {url}: HTTP {}: {}",
+                "{label} API POST {shown}: HTTP {}: {}",
                 status.as_u16(),
                 text.chars().take(200).collect::<String>()
             ),

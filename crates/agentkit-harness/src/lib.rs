@@ -27,7 +27,13 @@
 //! tools use it here, and hooks, pack host tasks and stdio MCP servers
 //! use it from the crates above.
 //!
-//! Not here: sessions, storage and HTTP (the runtime and the facade own
+//! [`http_client`] is the process's one outgoing HTTP client (the
+//! providers' and everyone's: hooks, deliveries, pack API clients, the
+//! facade's clients), and [`Backoff`] / [`RetryPolicy`] its one retry
+//! policy; [`http_error_text`] and [`redact_credentials`] keep URLs and
+//! their credentials out of messages.
+//!
+//! Not here: sessions, storage and HTTP serving (the runtime and the facade own
 //! them) and `glob`. Subagents run through the built-in `task` tool as a
 //! nested loop.
 
@@ -50,7 +56,10 @@ pub use process::{
     Captured, ChildExit, ChildOutcome, ChildSpec, DEFAULT_OUTPUT_CAP, LiveChild, PASSED_ENV,
     run_child, signal_of, spawn_child,
 };
-pub use providers::{Backoff, RetryPolicy, model_from_env_or_default};
+pub use providers::{
+    Backoff, HttpClientError, RetryPolicy, http_client, http_error_text, redact_credentials,
+    retry_after_header,
+};
 pub use step::{FinishReason, StepEvent, approval_resolved_data};
 pub use tools::{
     BoxFuture, BridgeCredentials, CallCredential, ExtraTool, ExtraTools, ExtraToolsSource,

@@ -234,26 +234,22 @@ impl Default for ClientOptions {
 
 impl ClientOptions {
     /// The pause before the next attempt after `failures` failures in a
-    /// row: none after the first, then `backoff` doubling up to
-    /// `max_backoff`, each scaled by a random factor in [0.5, 1] so
-    /// children that died together do not restart in lockstep.
+    /// row: none after the first, then the harness's backoff
+    /// ([`agentkit_harness::RetryPolicy::delay`]) from `backoff` doubling
+    /// up to `max_backoff`, each a random time between half of it and all
+    /// of it so children that died together do not restart in lockstep.
     fn pause(&self, failures: u32) -> Duration {
         if failures <= 1 {
             return Duration::ZERO;
         }
-        let factor = 2u32.saturating_pow((failures - 2).min(16));
-        let full = self.backoff.saturating_mul(factor).min(self.max_backoff);
-        full.mul_f64(0.5 + 0.5 * jitter())
+        // The policy's first ceiling is twice its base: start at `backoff`.
+        let policy = agentkit_harness::RetryPolicy {
+            base_delay: (self.backoff / 2).min(self.max_backoff / 2),
+            max_delay: self.max_backoff,
+            ..agentkit_harness::RetryPolicy::default()
+        };
+        policy.delay(failures - 2)
     }
-}
-
-/// A random number in [0, 1) (from the standard library's per-process
-/// random hash keys; jitter needs no better).
-fn jitter() -> f64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(0);
-    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 type Client = RunningService<RoleClient, ()>;

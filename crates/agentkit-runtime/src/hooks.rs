@@ -16,8 +16,10 @@
 //! ([`agentkit_harness::PASSED_ENV`] plus `AGENTKIT_HOOK` and
 //! `AGENTKIT_EVENT_TYPE`), its process group killed at its timeout, its
 //! output read up to a cap (stderr logged on failure). A `url` gets the
-//! event JSON POSTed; with a `secret`, the header `X-Agentkit-Signature`
-//! carries `sha256=<hex HMAC-SHA256 of the body>`.
+//! event JSON POSTed through the process's one HTTP client
+//! ([`agentkit_harness::http_client`]); with a `secret`, the header
+//! `X-Agentkit-Signature` carries `sha256=<hex HMAC-SHA256 of the body>`.
+//! Failures name the URL without its credentials.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -64,7 +66,9 @@ impl std::fmt::Debug for HookTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             HookTarget::Command { command, .. } => write!(f, "Command({command:?})"),
-            HookTarget::Url { url, .. } => write!(f, "Url({url})"),
+            HookTarget::Url { url, .. } => {
+                write!(f, "Url({})", agentkit_harness::redact_credentials(url))
+            }
             HookTarget::Rust(_) => f.write_str("Rust(..)"),
         }
     }
@@ -136,7 +140,6 @@ impl AgentRuntime {
         }
         let mut tap = self.store().tap();
         let cancel = self.shutdown_token();
-        let client = reqwest::Client::new();
         let mut queues = Vec::new();
         let mut stats = Vec::new();
         for spec in specs {
@@ -146,7 +149,7 @@ impl AgentRuntime {
             });
             let (tx, rx) = mpsc::channel::<Arc<Event>>(HOOK_QUEUE);
             let spec = Arc::new(spec);
-            tokio::spawn(worker(spec.clone(), rx, st.clone(), client.clone()));
+            tokio::spawn(worker(spec.clone(), rx, st.clone()));
             queues.push((spec, tx, st.clone()));
             stats.push(st);
         }
@@ -179,14 +182,9 @@ impl AgentRuntime {
     }
 }
 
-async fn worker(
-    spec: Arc<HookSpec>,
-    mut rx: mpsc::Receiver<Arc<Event>>,
-    stats: Arc<HookStats>,
-    client: reqwest::Client,
-) {
+async fn worker(spec: Arc<HookSpec>, mut rx: mpsc::Receiver<Arc<Event>>, stats: Arc<HookStats>) {
     while let Some(event) = rx.recv().await {
-        let result = tokio::time::timeout(spec.timeout, deliver(&spec, &event, &client)).await;
+        let result = tokio::time::timeout(spec.timeout, deliver(&spec, &event)).await;
         let error = match result {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(e),
@@ -204,11 +202,7 @@ async fn worker(
     }
 }
 
-async fn deliver(
-    spec: &HookSpec,
-    event: &Arc<Event>,
-    client: &reqwest::Client,
-) -> Result<(), String> {
+async fn deliver(spec: &HookSpec, event: &Arc<Event>) -> Result<(), String> {
     match &spec.target {
         HookTarget::Rust(f) => {
             f(event.clone()).await;
@@ -221,6 +215,8 @@ async fn deliver(
             secret,
         } => {
             let body = serde_json::to_vec(&**event).map_err(|e| e.to_string())?;
+            let shown = agentkit_harness::redact_credentials(url);
+            let client = agentkit_harness::http_client().map_err(|e| e.to_string())?;
             let mut req = client
                 .post(url)
                 .header("content-type", "application/json")
@@ -233,11 +229,15 @@ async fn deliver(
                 let sig = agentkit_auth::sign_body(secret, &body);
                 req = req.header(SIGNATURE_HEADER, format!("sha256={sig}"));
             }
-            let resp = req.body(body).send().await.map_err(|e| e.to_string())?;
+            let resp = req
+                .body(body)
+                .send()
+                .await
+                .map_err(|e| format!("{shown}: {}", agentkit_harness::http_error_text(e)))?;
             if resp.status().is_success() {
                 Ok(())
             } else {
-                Err(format!("{url} answered {}", resp.status()))
+                Err(format!("{shown} answered {}", resp.status()))
             }
         }
     }
@@ -327,8 +327,7 @@ mod tests {
         assert_eq!(std::env::var(SECRET.0).as_deref(), Ok(SECRET.1));
         let dir = tempfile::tempdir().unwrap();
         let spec = command_hook(&["sh", "-c", "cat > event.json; env > env.txt"], dir.path());
-        let client = reqwest::Client::new();
-        deliver(&spec, &Arc::new(event()), &client).await.unwrap();
+        deliver(&spec, &Arc::new(event())).await.unwrap();
         let env = std::fs::read_to_string(dir.path().join("env.txt")).unwrap();
         assert!(env.contains("AGENTKIT_HOOK=audit\n"), "{env}");
         assert!(
@@ -346,20 +345,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_failing_url_hook_does_not_show_the_urls_credentials() {
+        let spec = HookSpec {
+            name: "notify".into(),
+            events: vec!["*".into()],
+            target: HookTarget::Url {
+                url: "http://user:s3cret-pass@127.0.0.1:1/hook".into(),
+                headers: vec![],
+                secret: None,
+            },
+            timeout: Duration::from_secs(10),
+        };
+        let err = deliver(&spec, &Arc::new(event())).await.unwrap_err();
+        assert!(err.starts_with("http://127.0.0.1:1/hook: "), "{err}");
+        assert!(!err.contains("s3cret-pass"), "{err}");
+        let debug = format!("{:?}", spec.target);
+        assert!(!debug.contains("s3cret-pass"), "{debug}");
+    }
+
+    #[tokio::test]
     async fn a_failing_hook_command_says_how_it_ended_and_a_slow_one_is_killed() {
         let dir = tempfile::tempdir().unwrap();
-        let client = reqwest::Client::new();
         let spec = command_hook(&["sh", "-c", "echo nope >&2; exit 4"], dir.path());
-        let err = deliver(&spec, &Arc::new(event()), &client)
-            .await
-            .unwrap_err();
+        let err = deliver(&spec, &Arc::new(event())).await.unwrap_err();
         assert_eq!(err, "`sh` exited with status 4: nope");
         let mut spec = command_hook(&["sh", "-c", "sleep 30"], dir.path());
         spec.timeout = Duration::from_millis(200);
         let started = std::time::Instant::now();
-        let err = deliver(&spec, &Arc::new(event()), &client)
-            .await
-            .unwrap_err();
+        let err = deliver(&spec, &Arc::new(event())).await.unwrap_err();
         assert!(err.starts_with("`sh` timed out"), "{err}");
         assert!(started.elapsed() < Duration::from_secs(3));
     }

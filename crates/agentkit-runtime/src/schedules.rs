@@ -101,22 +101,6 @@ impl AgentRuntime {
         *lock(&self.inner.schedules.handlers) = handlers;
     }
 
-    /// Schedules bound to a handler name nobody registered, as
-    /// `(schedule id, handler name)`.
-    pub fn missing_schedule_handlers(&self) -> Vec<(String, String)> {
-        let handlers = lock(&self.inner.schedules.handlers);
-        self.agent()
-            .schedules
-            .iter()
-            .filter_map(|s| match &s.action {
-                ScheduleAction::Handler { name } if !handlers.contains(name) => {
-                    Some((s.id.clone(), name.clone()))
-                }
-                _ => None,
-            })
-            .collect()
-    }
-
     /// Records a session a Rust handler's `receive` started, so the
     /// schedule counts as running while it is active.
     pub(crate) fn note_schedule_session(&self, id: &str, session: &str) {

@@ -53,6 +53,9 @@ pub enum Error {
         #[source]
         source: NdjsonError,
     },
+    /// The process's HTTP client could not be built.
+    #[error(transparent)]
+    HttpClient(#[from] agentkit_harness::HttpClientError),
     /// The server closed the stream before the turn settled.
     #[error("{url}: the stream ended before the turn settled")]
     StreamEnded { url: String },
@@ -118,10 +121,11 @@ pub struct SessionCursor {
     pub next_index: u64,
 }
 
-/// A client for one agent's HTTP API.
+/// A client for one agent's HTTP API, on the process's one HTTP client
+/// ([`agentkit_harness::http_client`]). Errors show its URLs without the
+/// user and password they may carry.
 #[derive(Clone)]
 pub struct Client {
-    http: reqwest::Client,
     base: String,
     bearer_token: Option<String>,
 }
@@ -140,7 +144,6 @@ impl Client {
     /// A client for the agent at `base_url` (a trailing `/` is ignored).
     pub fn new(base_url: &str, bearer_token: Option<String>) -> Client {
         Client {
-            http: reqwest::Client::new(),
             base: base_url.trim_end_matches('/').to_owned(),
             bearer_token,
         }
@@ -169,7 +172,7 @@ impl Client {
         match (agent, listed) {
             (Some(slug), Some(slugs)) if !slugs.iter().any(|s| s == slug) => {
                 Err(Error::UnknownAgent {
-                    url: host.base.clone(),
+                    url: shown(&host.base),
                     slug: slug.to_owned(),
                     slugs,
                 })
@@ -179,7 +182,7 @@ impl Client {
                 [one] => Ok(at(one)),
                 [] => Ok(host),
                 _ => Err(Error::AmbiguousAgent {
-                    url: host.base.clone(),
+                    url: shown(&host.base),
                     slugs,
                 }),
             },
@@ -230,12 +233,15 @@ impl Client {
     /// `GET /v1/session/{id}/events`: the stored events (no live follow).
     pub async fn events(&self, session_id: &str) -> Result<Vec<Value>> {
         let url = self.url(&format!("/v1/session/{session_id}/events"));
-        let response = self.send("GET", self.http.get(&url), &url).await?;
+        let response = self.send("GET", http()?.get(&url), &url).await?;
         let text = response
             .text()
             .await
             .map_err(|e| transport("GET", &url, e))?;
-        parse_ndjson(&text).map_err(|source| Error::Ndjson { url, source })
+        parse_ndjson(&text).map_err(|source| Error::Ndjson {
+            url: shown(&url),
+            source,
+        })
     }
 
     /// `POST /v1/tools/{name}`: a deterministic tool call; the envelope
@@ -300,7 +306,7 @@ impl Client {
         let url = self.url(&format!(
             "/v1/session/{session_id}/stream?startIndex={start_index}"
         ));
-        let response = self.send("GET", self.http.get(&url), &url).await?;
+        let response = self.send("GET", http()?.get(&url), &url).await?;
         let state = LineStream {
             body: Box::pin(response.bytes_stream()),
             lines: LineBuffer::default(),
@@ -354,7 +360,7 @@ impl Client {
         loop {
             let Some(event) = stream.next().await else {
                 return Err(Error::StreamEnded {
-                    url: self.url(&format!("/v1/session/{}/stream", accepted.session_id)),
+                    url: shown(&self.url(&format!("/v1/session/{}/stream", accepted.session_id))),
                 });
             };
             let event = event?;
@@ -377,7 +383,7 @@ impl Client {
 
     async fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T> {
         let url = self.url(path);
-        let response = self.send("GET", self.http.get(&url), &url).await?;
+        let response = self.send("GET", http()?.get(&url), &url).await?;
         read_json("GET", &url, response).await
     }
 
@@ -387,7 +393,7 @@ impl Client {
         body: &Value,
     ) -> Result<T> {
         let url = self.url(path);
-        let request = self.http.post(&url).json(body);
+        let request = http()?.post(&url).json(body);
         let response = self.send("POST", request, &url).await?;
         read_json("POST", &url, response).await
     }
@@ -416,7 +422,7 @@ impl Client {
         let (code, message) = error_body(&text);
         Err(Error::Status {
             method,
-            url: url.to_owned(),
+            url: shown(url),
             status: status.as_u16(),
             code,
             message: message
@@ -428,9 +434,19 @@ impl Client {
 fn transport(method: &'static str, url: &str, e: reqwest::Error) -> Error {
     Error::Transport {
         method,
-        url: url.to_owned(),
-        source: Box::new(e),
+        url: shown(url),
+        source: Box::new(e.without_url()),
     }
+}
+
+/// A URL as an error may show it: without its user and password.
+fn shown(url: &str) -> String {
+    agentkit_harness::redact_credentials(url)
+}
+
+/// The process's one HTTP client.
+fn http() -> Result<&'static reqwest::Client> {
+    Ok(agentkit_harness::http_client()?)
 }
 
 async fn read_json<T: serde::de::DeserializeOwned>(
@@ -444,7 +460,7 @@ async fn read_json<T: serde::de::DeserializeOwned>(
         .map_err(|e| transport(method, url, e))?;
     serde_json::from_slice(&bytes).map_err(|source| Error::Body {
         method,
-        url: url.to_owned(),
+        url: shown(url),
         source,
     })
 }
@@ -613,7 +629,7 @@ where
                 // The rest of a stream that broke mid-way cannot be trusted.
                 self.done = true;
                 self.ready.push_back(Err(Error::Ndjson {
-                    url: self.url.clone(),
+                    url: shown(&self.url),
                     source,
                 }));
             }

@@ -83,8 +83,7 @@ async fn read_pr(options: &ReplayOptions, repo: &str, n: u64) -> Result<Value> {
         .api_url
         .clone()
         .unwrap_or_else(|| "https://api.github.com".into());
-    let client = reqwest::Client::new();
-    let mut req = client
+    let mut req = crate::webhooks::http_client()?
         .get(format!(
             "{}/repos/{repo}/pulls/{n}",
             base.trim_end_matches('/')
@@ -95,7 +94,10 @@ async fn read_pr(options: &ReplayOptions, repo: &str, n: u64) -> Result<Value> {
         req = req.bearer_auth(t);
     }
     let resp = req.send().await.map_err(|e| Error::Config {
-        message: format!("cannot read {repo}#{n}: {e}"),
+        message: format!(
+            "cannot read {repo}#{n}: {}",
+            agentkit_harness::http_error_text(e)
+        ),
     })?;
     let status = resp.status();
     let body: Value = resp.json().await.unwrap_or(Value::Null);
@@ -207,7 +209,7 @@ pub async fn replay(options: &ReplayOptions) -> Result<Vec<ReplayOutcome>> {
         .url
         .clone()
         .unwrap_or_else(|| "http://127.0.0.1:3000".into());
-    let client = reqwest::Client::new();
+    let client = crate::webhooks::http_client()?;
     let mut out = Vec::new();
     for (i, (event, payload)) in payloads.iter().enumerate() {
         let body = serde_json::to_vec_pretty(payload).unwrap_or_default();
@@ -248,7 +250,7 @@ pub async fn replay(options: &ReplayOptions) -> Result<Vec<ReplayOutcome>> {
             let delivery = format!("replay-{}-{i}", crate::webhooks::unique());
             let url = format!("{}{}", base.trim_end_matches('/'), t.path);
             let (status, response) = post_delivery(
-                &client,
+                client,
                 Provider::Github,
                 &url,
                 event,
@@ -357,6 +359,9 @@ fn relayed(name: &str) -> bool {
         || n == "user-agent"
 }
 
+/// How long the relay waits for one target's answer.
+const RELAY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Starts the local fan-out relay `forward` points `gh webhook forward`
 /// at when several channels match: each delivery is POSTed unchanged (raw
 /// body, GitHub headers, signature) to every target; the relay answers
@@ -368,10 +373,7 @@ pub async fn start_relay(
 ) -> std::io::Result<String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/", listener.local_addr()?);
-    let client = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(30))
-        .build()
-        .map_err(std::io::Error::other)?;
+    let client = agentkit_harness::http_client().map_err(std::io::Error::other)?;
     let targets = std::sync::Arc::new(targets);
     let app = axum::Router::new().fallback(
         move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
@@ -380,7 +382,10 @@ pub async fn start_relay(
                 let mut answers = Vec::new();
                 let mut ok = true;
                 for target in targets.iter() {
-                    let mut req = client.post(target).body(body.clone());
+                    let mut req = client
+                        .post(target)
+                        .timeout(RELAY_TIMEOUT)
+                        .body(body.clone());
                     for (k, v) in &headers {
                         if relayed(k.as_str()) {
                             req = req.header(k.as_str(), v.as_bytes());
@@ -393,7 +398,9 @@ pub async fn start_relay(
                         }
                         Err(e) => {
                             ok = false;
-                            tracing::warn!(target = %target, error = %e, "relayed delivery not delivered");
+                            let error = agentkit_harness::http_error_text(e);
+                            let target = agentkit_harness::redact_credentials(target);
+                            tracing::warn!(%target, %error, "relayed delivery not delivered");
                             json!(null)
                         }
                     };

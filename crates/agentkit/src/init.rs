@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 
 /// The setup guide `agentkit init` prints when given no folder.
-pub const SETUP_GUIDE: &str = "\
+pub const SETUP_GUIDE: &str = concat!(
+    "\
 agentkit — build and serve AI agents from a folder of files
 
 Start a project:
@@ -25,8 +26,11 @@ Grow it folder by folder under my-agent/agent/:
   hooks/ schedules/    observe events; run on a cron cadence
 and evals beside it in my-agent/evals/.
 
-Docs: docs/getting-started.md in the agentkit repository, served at /docs by `agentkit serve`.
-";
+Docs: docs/getting-started.md in the agentkit repository (",
+    env!("CARGO_PKG_REPOSITORY"),
+    ").
+"
+);
 
 const AGENT_TOML: &str = r#"# Runtime settings. Every field has a default; see docs/reference/agent-toml.md.
 description = "A starter agent"

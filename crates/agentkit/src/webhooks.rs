@@ -205,7 +205,11 @@ pub async fn post_delivery(
         .send()
         .await
         .map_err(|e| Error::Config {
-            message: format!("cannot POST to {url}: {e}"),
+            message: format!(
+                "cannot POST to {}: {}",
+                agentkit_harness::redact_credentials(url),
+                agentkit_harness::http_error_text(e)
+            ),
         })?;
     let status = resp.status().as_u16();
     Ok((status, resp.json().await.unwrap_or(Value::Null)))
@@ -267,13 +271,13 @@ pub async fn replay_payload(r: &PayloadReplay) -> Result<Vec<Posted>> {
         .url
         .clone()
         .unwrap_or_else(|| "http://127.0.0.1:3000".into());
-    let client = reqwest::Client::new();
+    let client = http_client()?;
     let mut out = Vec::new();
     for t in &targets {
         let url = format!("{}{}", base.trim_end_matches('/'), t.path);
         let delivery = format!("replay-{}", unique());
         let (status, response) = post_delivery(
-            &client,
+            client,
             r.provider,
             &url,
             &event,
@@ -291,6 +295,13 @@ pub async fn replay_payload(r: &PayloadReplay) -> Result<Vec<Posted>> {
         });
     }
     Ok(out)
+}
+
+/// The process's one HTTP client (the harness's).
+pub(crate) fn http_client() -> Result<&'static reqwest::Client> {
+    agentkit_harness::http_client().map_err(|e| Error::Config {
+        message: e.to_string(),
+    })
 }
 
 /// A delivery id no earlier replay used.

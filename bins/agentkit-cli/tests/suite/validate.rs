@@ -44,6 +44,31 @@ fn unset_env_references_are_warnings_not_errors() {
     );
 }
 
+/// An empty variable counts as unset, as it does when serving; a set one
+/// is not reported.
+#[test]
+fn empty_env_references_warn_like_unset_ones() {
+    let codes = |value: &str| {
+        let run = agentkit_with(
+            &fixtures(),
+            &["validate", "--dir", "agents/weather-agent", "--json"],
+            |c| {
+                c.env("ALERTS_TOKEN", value);
+            },
+        );
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        doc["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["code"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(codes(""), ["env-unset"]);
+    assert_eq!(codes("t0ken"), Vec::<String>::new());
+}
+
 /// A project with several problems in several files: every one is
 /// reported, grouped by file, and the exit code is 1.
 fn broken_project() -> tempfile::TempDir {

@@ -110,13 +110,8 @@ impl AppAuth {
     }
 
     /// The installation token for `installation`, from the cache or
-    /// minted through `client` at `base`.
-    pub(crate) async fn token(
-        &self,
-        client: &reqwest::Client,
-        base: &str,
-        installation: u64,
-    ) -> Result<String> {
+    /// minted at `base`.
+    pub(crate) async fn token(&self, base: &str, installation: u64) -> Result<String> {
         let mut cache = self.cache.lock().await;
         let now = Utc::now();
         if let Some(c) = cache.get(&installation)
@@ -125,15 +120,17 @@ impl AppAuth {
             return Ok(c.token.clone());
         }
         let path = format!("/app/installations/{installation}/access_tokens");
-        let resp = client
-            .post(format!("{base}{path}"))
+        let resp = crate::deliver::request(reqwest::Method::POST, &format!("{base}{path}"))?
             .header("accept", "application/vnd.github+json")
             .header("x-github-api-version", "2022-11-28")
             .bearer_auth(self.jwt(now)?)
             .send()
             .await
             .map_err(|e| Error::Upstream {
-                message: format!("GitHub API POST {path}: {e}"),
+                message: format!(
+                    "GitHub API POST {path}: {}",
+                    agentkit_harness::http_error_text(e)
+                ),
             })?;
         let status = resp.status();
         let body: Value = resp.json().await.unwrap_or(Value::Null);

@@ -35,7 +35,6 @@ impl fmt::Debug for Auth {
 
 #[derive(Debug, Clone)]
 pub(crate) struct GithubApi {
-    client: reqwest::Client,
     base: String,
     auth: Auth,
     /// The App installation this client acts as (the settings' fixed
@@ -50,7 +49,6 @@ impl GithubApi {
             _ => None,
         };
         GithubApi {
-            client: crate::deliver::http_client(),
             base: base.trim_end_matches('/').to_owned(),
             auth,
             installation,
@@ -84,7 +82,7 @@ impl GithubApi {
                         message: "GitHub App credentials are set but no installation is known: set `installation_id`, or let deliveries carry `installation.id` (App webhooks do)".into(),
                     });
                 };
-                let token = app.token(&self.client, &self.base, installation).await?;
+                let token = app.token(&self.base, installation).await?;
                 Ok(Some((
                     format!("token {token}"),
                     Some((installation, token)),
@@ -105,9 +103,7 @@ impl GithubApi {
         let url = format!("{}{path}", self.base);
         let mut retried = false;
         loop {
-            let mut req = self
-                .client
-                .request(method.clone(), &url)
+            let mut req = crate::deliver::request(method.clone(), &url)?
                 .header("accept", "application/vnd.github+json")
                 .header("x-github-api-version", "2022-11-28");
             let auth = self.authorization().await?;
@@ -118,7 +114,10 @@ impl GithubApi {
                 req = req.json(b);
             }
             let resp = req.send().await.map_err(|e| Error::Upstream {
-                message: format!("GitHub API {method} {path}: {e}"),
+                message: format!(
+                    "GitHub API {method} {path}: {}",
+                    agentkit_harness::http_error_text(e)
+                ),
             })?;
             let status = resp.status();
             let text = resp.text().await.unwrap_or_default();

@@ -4,7 +4,9 @@
 //! stream events on top of it.
 //!
 //! - [`client`]: built once, lazily, with a connect timeout; every turn of
-//!   every provider shares its connection pool.
+//!   every provider shares its connection pool, and so does every other
+//!   outgoing request of the process ([`http_client`]: hooks, deliveries,
+//!   pack API clients, the facade's clients).
 //! - [`open`]: sends a request and retries connection errors, 429 and 5xx
 //!   with a [`Backoff`] (honouring `Retry-After`), and a body that fails
 //!   before its first byte. Once a byte has arrived the answer is the
@@ -51,11 +53,55 @@ pub(crate) fn client() -> Result<&'static reqwest::Client, String> {
             CLIENTS_BUILT.fetch_add(1, Ordering::Relaxed);
             reqwest::Client::builder()
                 .connect_timeout(CONNECT_TIMEOUT)
+                .user_agent(USER_AGENT)
                 .build()
                 .map_err(|e| format!("cannot build the HTTP client: {}", error_chain(e)))
         })
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// The `User-Agent` of every request the shared client sends (a request
+/// may set its own).
+const USER_AGENT: &str = concat!("agentkit/", env!("CARGO_PKG_VERSION"));
+
+/// The process's one outgoing HTTP client (the providers', shared by
+/// hooks, channel deliveries, the packs' API clients and the facade's
+/// clients), so every caller reuses one connection pool and one TLS setup.
+/// It has a connect timeout and the `agentkit/<version>` user agent and no
+/// other timeout: callers bound each request with
+/// `RequestBuilder::timeout`, since some answers are streams that last
+/// minutes. Messages about its errors should come from
+/// [`http_error_text`], which keeps URLs (and the credentials they may
+/// carry) out.
+pub fn http_client() -> Result<&'static reqwest::Client, HttpClientError> {
+    client().map_err(HttpClientError)
+}
+
+/// The shared HTTP client could not be built (for example, no TLS
+/// configuration could be loaded).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct HttpClientError(String);
+
+/// A reqwest error as text for a message or a log: its causes joined by
+/// `: `, without the request URL, and with any URL user and password or
+/// `Basic`/`Bearer` credential in the text removed.
+pub fn http_error_text(e: reqwest::Error) -> String {
+    error_chain(e)
+}
+
+/// `text` without the user and password of any URL in it and without the
+/// value of any `Basic` or `Bearer` credential: for messages and logs that
+/// show a URL a user configured (it may carry credentials).
+pub fn redact_credentials(text: &str) -> String {
+    redact_text(text)
+}
+
+/// The delay a server asked for in a `429` or `503` answer:
+/// `retry-after-ms`, else `retry-after` in seconds or as an HTTP date.
+pub fn retry_after_header(headers: &HeaderMap) -> Option<Duration> {
+    retry_after(headers, SystemTime::now())
 }
 
 /// How many times [`client`] built a client in this process.
@@ -84,7 +130,7 @@ pub struct RetryPolicy {
 }
 
 impl Default for RetryPolicy {
-    /// Three retries, waits of 0.5–1 s, 0.5–2 s and 0.5–4 s (at most 8 s),
+    /// Three retries, waits of 0.5–1 s, 1–2 s and 2–4 s (at most 8 s),
     /// `Retry-After` up to 30 s, at most 60 s of waiting in all.
     fn default() -> Self {
         RetryPolicy {
@@ -97,16 +143,36 @@ impl Default for RetryPolicy {
     }
 }
 
+impl RetryPolicy {
+    /// The wait the policy picks by itself before retry `retry` (from 0),
+    /// ignoring `max_retries` and `max_total_wait`: a uniformly random time
+    /// between half the ceiling and the ceiling
+    /// `min(max_delay, base_delay · 2^(retry+1))`, and never less than
+    /// `base_delay`. For callers that count their own failures (a
+    /// supervisor restarting a child for as long as it runs).
+    pub fn delay(&self, retry: u32) -> Duration {
+        let ceiling = self
+            .base_delay
+            .saturating_mul(2u32.saturating_pow(retry.saturating_add(1)))
+            .min(self.max_delay)
+            .max(self.base_delay);
+        let floor = (ceiling / 2).max(self.base_delay).min(ceiling);
+        floor + (ceiling - floor).mul_f64(random_fraction())
+    }
+}
+
 /// The waits between the attempts of one operation: bounded exponential
-/// backoff with full jitter.
+/// backoff with jitter.
 ///
-/// Retry `n` (from 0) waits a uniformly random time between
-/// `base_delay` and `min(max_delay, base_delay · 2^(n+1))`, or the
+/// Retry `n` (from 0) waits [`RetryPolicy::delay`]`(n)`: a uniformly
+/// random time between half of and all of
+/// `min(max_delay, base_delay · 2^(n+1))` (at least `base_delay`), or the
 /// server's `Retry-After` (cut to `max_retry_after`) when it gave one.
 /// [`Backoff::next_delay`] says `None` once `max_retries` were made or
-/// the wait would take the total past `max_total_wait`. The floor of one
-/// `base_delay` keeps a crowd of clients from retrying at once after a
-/// shared failure. Not tied to HTTP: anything that retries can use it.
+/// the wait would take the total past `max_total_wait`. The jitter keeps
+/// a crowd of clients (or children that died together) from retrying at
+/// once after a shared failure; its floor keeps the waits growing. Not
+/// tied to HTTP: anything that retries can use it.
 ///
 /// ```
 /// # use agentkit_harness::{Backoff, RetryPolicy};
@@ -141,14 +207,7 @@ impl Backoff {
         }
         let delay = match retry_after {
             Some(d) => d.min(p.max_retry_after),
-            None => {
-                let ceiling = p
-                    .base_delay
-                    .saturating_mul(2u32.saturating_pow(self.retries.saturating_add(1)))
-                    .min(p.max_delay)
-                    .max(p.base_delay);
-                p.base_delay + (ceiling - p.base_delay).mul_f64(random_fraction())
-            }
+            None => p.delay(self.retries),
         };
         let waited = self.waited.saturating_add(delay);
         if waited > p.max_total_wait {
@@ -700,6 +759,23 @@ mod tests {
     }
 
     #[test]
+    fn policy_delays_grow_to_the_cap_without_state() {
+        let policy = RetryPolicy {
+            base_delay: Duration::from_millis(50),
+            max_delay: Duration::from_millis(1000),
+            ..RetryPolicy::default()
+        };
+        for (retry, ceiling) in [(0, 100), (1, 200), (3, 800), (4, 1000), (40, 1000)] {
+            let d = policy.delay(retry).as_millis();
+            assert!(
+                d >= ceiling / 2 && d <= ceiling,
+                "{retry}: {d} not in [{}, {ceiling}]",
+                ceiling / 2
+            );
+        }
+    }
+
+    #[test]
     fn backoff_is_jittered_bounded_and_capped_in_total() {
         let policy = RetryPolicy::default();
         for _ in 0..50 {
@@ -708,6 +784,10 @@ mod tests {
                 let d = b.next_delay(None).unwrap();
                 let ceiling = (policy.base_delay * 2u32.pow(n + 1)).min(policy.max_delay);
                 assert!(d >= policy.base_delay && d <= ceiling, "retry {n}: {d:?}");
+                assert!(
+                    d >= ceiling / 2,
+                    "retry {n}: {d:?} below half of {ceiling:?}"
+                );
             }
             assert_eq!(b.next_delay(None), None);
             assert_eq!(b.attempts(), 4);

@@ -17,7 +17,7 @@ mod test_model;
 
 use std::sync::Arc;
 
-use agentkit_manifest::{Agent, ModelSpec, Provider, parse_model_string};
+use agentkit_manifest::{Agent, ModelSpec, Provider};
 use agentkit_protocol::{Message, ToolCall, Usage};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -26,7 +26,10 @@ use crate::credentials::ProviderConfig;
 use crate::step::StepEvent;
 
 pub(crate) use http::redact_text;
-pub use http::{Backoff, RetryPolicy};
+pub use http::{
+    Backoff, HttpClientError, RetryPolicy, http_client, http_error_text, redact_credentials,
+    retry_after_header,
+};
 pub(crate) use scripted::Script;
 
 /// The model of one turn, ready to answer steps.
@@ -329,36 +332,6 @@ pub(crate) fn chunk_text(text: &str, words_per_chunk: usize) -> Vec<&str> {
     chunks
 }
 
-/// The model for an agent: its configured model, else `AGENTKIT_MODEL`
-/// (passed in, never read here), else `test` when `dev` is set. The error
-/// says what to configure.
-pub fn model_from_env_or_default(
-    configured: Option<&ModelSpec>,
-    agentkit_model: Option<&str>,
-    dev: bool,
-) -> Result<ModelSpec, String> {
-    if let Some(spec) = configured {
-        return Ok(spec.clone());
-    }
-    if let Some(s) = agentkit_model.filter(|s| !s.trim().is_empty()) {
-        return parse_model_string(s).map_err(|(message, hint)| match hint {
-            Some(hint) => format!("AGENTKIT_MODEL: {message} ({hint})"),
-            None => format!("AGENTKIT_MODEL: {message}"),
-        });
-    }
-    if dev {
-        return Ok(ModelSpec {
-            provider: Provider::Test,
-            id: String::new(),
-            params: serde_json::Map::new(),
-        });
-    }
-    Err(
-        "no model configured: set `model` in agent.toml or the AGENTKIT_MODEL variable (e.g. \"openai:gpt-4.1-mini\", or \"test\" offline)"
-            .to_owned(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -417,32 +390,6 @@ mod tests {
         assert_eq!(
             chunk_text("a b c d e f g", 3),
             vec!["a b c ", "d e f ", "g"]
-        );
-    }
-
-    #[test]
-    fn model_resolution_order() {
-        let spec = ModelSpec {
-            provider: Provider::Scripted,
-            id: "s.json".into(),
-            params: serde_json::Map::new(),
-        };
-        assert_eq!(
-            model_from_env_or_default(Some(&spec), Some("test"), false),
-            Ok(spec)
-        );
-        assert_eq!(
-            model_from_env_or_default(None, Some("test"), false).map(|s| s.provider),
-            Ok(Provider::Test)
-        );
-        assert!(model_from_env_or_default(None, Some("nope"), false).is_err());
-        assert_eq!(
-            model_from_env_or_default(None, None, true).map(|s| s.provider),
-            Ok(Provider::Test)
-        );
-        assert!(
-            model_from_env_or_default(None, None, false)
-                .is_err_and(|e| e.contains("AGENTKIT_MODEL"))
         );
     }
 }

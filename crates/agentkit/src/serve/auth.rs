@@ -44,7 +44,8 @@ pub(crate) fn default_chain(options: &ServeOptions, surface: Surface) -> Chain {
     }
 }
 
-/// Converts a parsed chain, resolving `${VAR}` references in secrets.
+/// Converts a parsed chain, resolving `${VAR}` references in secrets (an
+/// unset or empty variable gives an empty secret, which never admits).
 pub(crate) fn convert(policies: &[AuthPolicy], env: &EnvLookup) -> Vec<Policy> {
     policies
         .iter()
@@ -57,12 +58,12 @@ pub(crate) fn convert(policies: &[AuthPolicy], env: &EnvLookup) -> Vec<Policy> {
             AuthPolicy::Bearer { tokens } => Policy::Bearer {
                 tokens: tokens
                     .iter()
-                    .map(|t| BearerToken::new(resolve(&t.token, env), t.principal.clone()))
+                    .map(|t| BearerToken::new(env.resolve(&t.token), t.principal.clone()))
                     .collect(),
             },
             AuthPolicy::SharedSecret { header, secret } => Policy::SharedSecret {
                 header: header.clone(),
-                secret: Secret::new(resolve(secret, env)),
+                secret: Secret::new(env.resolve(secret)),
             },
             AuthPolicy::HmacSignature {
                 header,
@@ -70,28 +71,9 @@ pub(crate) fn convert(policies: &[AuthPolicy], env: &EnvLookup) -> Vec<Policy> {
                 prefix,
             } => Policy::HmacSignature {
                 header: header.clone(),
-                secret: Secret::new(resolve(secret, env)),
+                secret: Secret::new(env.resolve(secret)),
                 prefix: prefix.clone(),
             },
         })
         .collect()
-}
-
-/// Replaces every `${NAME}` with its value (empty when unset: an empty
-/// secret never admits anything).
-pub(crate) fn resolve(s: &str, env: &EnvLookup) -> String {
-    agentkit_manifest::expand_env(s, |name| env.get(name))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::Arc;
-
-    #[test]
-    fn env_references_resolve_and_unset_ones_are_empty() {
-        let env = EnvLookup(Arc::new(|n| (n == "A").then(|| "x".to_owned())));
-        assert_eq!(resolve("Bearer ${A}-${B}", &env), "Bearer x-");
-        assert_eq!(resolve("${A", &env), "${A");
-    }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use agentkit_auth::Surface;
 use agentkit_channels::{
     ApprovalDecision, ChannelDefinition, ChannelHost, ChannelHostOptions, ChannelRequest,
-    ChannelSession, Env, GithubOptions, ResolvedApproval, RouteDef, SendRequest, SessionHost,
+    ChannelSession, GithubOptions, ResolvedApproval, RouteDef, SendRequest, SessionHost,
     SessionInfo,
 };
 use agentkit_manifest::{ChannelKind, Method, Project};
@@ -261,8 +261,7 @@ pub(crate) async fn start(
     prefix: &str,
     services: Option<Arc<dyn std::any::Any + Send + Sync>>,
 ) -> Result<ChannelHost> {
-    let env_lookup = options.env.clone();
-    let env = Env::new(move |name| env_lookup.get(name));
+    let env = options.env.clone();
     let state_dir = runtime.state_dir().to_path_buf();
     let deliverer = agentkit_channels::Deliverer::new(state_dir.clone());
     let mut defs = Vec::new();

@@ -409,7 +409,7 @@ pub(crate) fn connections(
 ) -> agentkit_mcp::Connections {
     use agentkit_manifest::Transport;
     use agentkit_mcp::{ConnectionSpec, Target};
-    let resolve = |s: &str| super::auth::resolve(s, &options.env);
+    let resolve = |s: &str| options.env.resolve(s);
     let agent_dir = &project.agent.dir;
     let specs = project
         .agent

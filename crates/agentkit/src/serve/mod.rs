@@ -137,35 +137,10 @@ impl ServeOptions {
     }
 }
 
-/// How `${VAR}` references are resolved. The library never reads the
-/// process environment itself; the binary passes `std::env::var`.
-#[derive(Clone)]
-pub struct EnvLookup(pub Arc<EnvFn>);
-
-/// The function behind an [`EnvLookup`].
-pub type EnvFn = dyn Fn(&str) -> Option<String> + Send + Sync;
-
-impl EnvLookup {
-    /// Reads the process environment.
-    pub fn process() -> EnvLookup {
-        EnvLookup(Arc::new(|name| std::env::var(name).ok()))
-    }
-
-    /// Resolves nothing (every reference reads as empty).
-    pub fn empty() -> EnvLookup {
-        EnvLookup(Arc::new(|_| None))
-    }
-
-    pub(crate) fn get(&self, name: &str) -> Option<String> {
-        (self.0)(name)
-    }
-}
-
-impl std::fmt::Debug for EnvLookup {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("EnvLookup(..)")
-    }
-}
+/// How `${VAR}` references are resolved: the workspace's one lookup type
+/// (an empty value counts as unset). The library never reads the process
+/// environment itself; the binary passes [`EnvLookup::process`].
+pub use agentkit_channels::{Env as EnvLookup, EnvFn};
 
 impl Default for ServeOptions {
     fn default() -> Self {
@@ -385,13 +360,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
                 mcp::ConnectionTools::new(connections.clone(), depths.clone()),
             ))));
         }
-        let github = {
-            let lookup = options.env.clone();
-            services::HostGithub::of(
-                project,
-                &agentkit_channels::Env::new(move |n| lookup.get(n)),
-            )
-        };
+        let github = services::HostGithub::of(project, &options.env);
         let host_services = HostServices::new(
             &project.slug,
             kv.clone(),

@@ -75,7 +75,7 @@ pub(super) fn start_hooks(
     project: &agentkit_manifest::Project,
     options: &ServeOptions,
 ) -> agentkit_runtime::Hooks {
-    let resolve = |s: &str| super::auth::resolve(s, &options.env);
+    let resolve = |s: &str| options.env.resolve(s);
     let mut specs: Vec<HookSpec> = project
         .agent
         .hooks
