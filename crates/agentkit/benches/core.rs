@@ -175,7 +175,16 @@ fn default_bin() -> PathBuf {
 }
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
+}
+
+/// The 1-minute load average: how busy the machine was besides the bench.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 /// What every section shares.
@@ -217,6 +226,7 @@ async fn run(env: &Env, args: &Args) {
         "pinned": env.pinned,
         "quick": env.quick,
         "seed": args.seed,
+        "loadAverageAtStart": load_average(),
     });
     let mut section = |name: &str, text: String, value: Value| {
         if !args.json {
@@ -251,6 +261,14 @@ async fn run(env: &Env, args: &Args) {
     if wanted("soak") {
         let (text, value) = soak(env, project, args.seed).await;
         section("soak", text, value);
+    }
+    doc["loadAverageAtEnd"] = json!(load_average());
+    if !args.json {
+        println!(
+            "1-minute load average: {} at the start, {} at the end (2 would be both cores busy)",
+            doc["loadAverageAtStart"].as_str().unwrap_or_default(),
+            doc["loadAverageAtEnd"].as_str().unwrap_or_default()
+        );
     }
     let rendered = serde_json::to_string_pretty(&doc).unwrap();
     if args.json {
