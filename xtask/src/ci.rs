@@ -149,8 +149,15 @@ pub(crate) fn run_ci(root: &Path) -> anyhow::Result<bool> {
     Ok(true)
 }
 
-/// Runs the discovery benchmark, forwarding `extra` to `cargo bench`.
+/// Runs a benchmark: `core` (the session-core bench, see
+/// `crates/agentkit/benches/core.rs`) with the arguments after it, else the
+/// discovery benchmark with `extra` forwarded to `cargo bench`.
 pub(crate) fn run_bench(root: &Path, extra: &[String]) -> anyhow::Result<bool> {
+    if let Some((first, rest)) = extra.split_first()
+        && first == "core"
+    {
+        return run_core_bench(root, rest);
+    }
     let mut command = Command::new("cargo");
     command
         .args(["bench", "-p", "agentkit-manifest", "--bench", "discover"])
@@ -160,6 +167,28 @@ pub(crate) fn run_bench(root: &Path, extra: &[String]) -> anyhow::Result<bool> {
         extra.join(" ")
     );
     let status = command
+        .current_dir(root)
+        .status()
+        .context("failed to start `cargo bench`")?;
+    Ok(status.success())
+}
+
+/// The session-core bench drives a release `agentkit-serve` as a child
+/// process: build it first unless `AGENTKIT_SERVE_BIN` names another one,
+/// then run the bench with `args`.
+fn run_core_bench(root: &Path, args: &[String]) -> anyhow::Result<bool> {
+    if std::env::var_os("AGENTKIT_SERVE_BIN").is_none()
+        && !Step::cargo(&["build", "--release", "-p", "agentkit-serve"]).run(root)?
+    {
+        return Ok(false);
+    }
+    println!(
+        "\n==> cargo bench -p agentkit --bench core -- {}",
+        args.join(" ")
+    );
+    let status = Command::new("cargo")
+        .args(["bench", "-p", "agentkit", "--bench", "core", "--"])
+        .args(args)
         .current_dir(root)
         .status()
         .context("failed to start `cargo bench`")?;

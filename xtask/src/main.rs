@@ -26,6 +26,10 @@ tasks:
           no anyhow in library crates, allowed dependency directions,
           ARCHITECTURE.md names every crate, libraries never print
   bench   cargo bench -p agentkit-manifest --bench discover [args...]
+  bench core [args...]
+          the session-core bench: builds the release agentkit-serve (unless
+          AGENTKIT_SERVE_BIN is set), then cargo bench -p agentkit --bench
+          core -- [args...] (--quick, --only SECTION, --json, --json-file PATH)
   help    this text
 ";
 
