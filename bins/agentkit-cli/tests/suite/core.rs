@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentkit_test_support::http::Request;
 use agentkit_test_support::process::{ServerProcess, free_port};
@@ -64,13 +64,7 @@ fn start(root: &Path, port: u16, nofile: Option<u32>) -> ServerProcess {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Request::get("/v1/health").send(addr).map(|r| r.status).ok() != Some(200) {
-        assert!(Instant::now() < deadline, "server did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    ServerProcess { child, addr }
+    ServerProcess::healthy(child, port, Duration::from_secs(30))
 }
 
 fn open_fds(pid: u32) -> usize {

@@ -5,7 +5,7 @@
 //! `agentkit-serve` does (1 with the diagnostics, 2).
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -45,13 +45,7 @@ fn start(root: &Path, port: u16, log: &Path, extra: &[&str]) -> ServerProcess {
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
         .unwrap();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Request::get("/v1/health").send(addr).map(|r| r.status).ok() != Some(200) {
-        assert!(Instant::now() < deadline, "server did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    ServerProcess { child, addr }
+    ServerProcess::healthy(child, port, Duration::from_secs(20))
 }
 
 /// Whether the server closed `stream` (EOF or reset) before `deadline`,

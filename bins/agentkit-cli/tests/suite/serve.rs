@@ -43,13 +43,7 @@ fn start(root: &Path, port: u16) -> ServerProcess {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Request::get("/v1/health").send(addr).map(|r| r.status).ok() != Some(200) {
-        assert!(Instant::now() < deadline, "server did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    ServerProcess { child, addr }
+    ServerProcess::healthy(child, port, Duration::from_secs(20))
 }
 
 fn events(addr: SocketAddr, id: &str) -> Vec<Value> {
