@@ -4,38 +4,14 @@
 //! the header-read timeout.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
+use std::net::TcpStream;
 use std::time::Duration;
 
-use agentkit::{EdgeOptions, ServeHandle, ServeOptions};
+use agentkit::{EdgeOptions, ServeOptions};
 use agentkit_test_support::http::Request;
 use serde_json::json;
 
-struct Server {
-    _dir: tempfile::TempDir,
-    rt: tokio::runtime::Runtime,
-    handle: Option<ServeHandle>,
-}
-
-impl Server {
-    fn addr(&self) -> SocketAddr {
-        self.handle.as_ref().unwrap().local_addr()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(h) = self.handle.take() {
-            self.rt.block_on(h.close());
-        }
-    }
-}
-
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
+use super::http::{Server, write};
 
 /// One scripted agent `bot` whose turns answer "ok" at once, in single
 /// mode, with `edge` bounds and a body limit for large messages.

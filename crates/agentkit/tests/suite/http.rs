@@ -17,14 +17,15 @@ const SCRIPT: &str = r#"{"turns": [
   {"steps": [{"text": "LONG"}]}
 ]}"#;
 
-struct Server {
-    _dir: tempfile::TempDir,
-    rt: tokio::runtime::Runtime,
-    handle: Option<ServeHandle>,
+/// An in-process server on a runtime of its own, closed when dropped.
+pub(crate) struct Server {
+    pub(crate) _dir: tempfile::TempDir,
+    pub(crate) rt: tokio::runtime::Runtime,
+    pub(crate) handle: Option<ServeHandle>,
 }
 
 impl Server {
-    fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.handle.as_ref().unwrap().local_addr()
     }
 
@@ -41,7 +42,7 @@ impl Drop for Server {
     }
 }
 
-fn write(path: &Path, text: &str) {
+pub(crate) fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, text).unwrap();
 }
