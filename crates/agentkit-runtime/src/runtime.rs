@@ -1327,6 +1327,23 @@ impl AgentRuntime {
         Ok(self.inner.store.read(&session.id, start_index).await?)
     }
 
+    /// Every stored event from `start_index`, as stored: deltas without
+    /// their cumulative text (for readers that look only at outcomes).
+    pub async fn events_stored(
+        &self,
+        id: &str,
+        owner: &Owner,
+        start_index: u64,
+    ) -> Result<Vec<Event>> {
+        let session = self.owned(id, owner)?;
+        self.ready(&session).await?;
+        Ok(self
+            .inner
+            .store
+            .read_stored(&session.id, start_index)
+            .await?)
+    }
+
     /// The metadata of a session `owner` may see.
     pub fn session(&self, id: &str, owner: &Owner) -> Result<SessionMeta> {
         Ok(lock(&self.owned(id, owner)?.meta).clone())

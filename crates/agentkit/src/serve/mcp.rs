@@ -14,7 +14,7 @@ use agentkit_manifest::{Admission, Execution};
 use agentkit_mcp::{
     AgentBackend, AskRequest, BackendError, Reply, ReplyStatus, ServerToolInfo, ToolCallRequest,
 };
-use agentkit_protocol::{Event, EventType};
+use agentkit_protocol::{Event, EventData, EventType};
 use agentkit_runtime::{AgentRuntime, FollowUp, NewSession, Owner, SessionMode};
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, FromRequest, Request, State};
@@ -113,35 +113,21 @@ fn refused(e: agentkit_runtime::Error) -> BackendError {
     err
 }
 
-fn is_settle(t: EventType) -> bool {
-    matches!(
-        t,
-        EventType::SessionWaiting | EventType::SessionCompleted | EventType::SessionFailed
-    )
-}
-
 /// The last turn's outcome among `events`: its status and reply.
 #[derive(Debug, Default)]
 struct Outcome(Option<(ReplyStatus, Option<String>)>);
 
 impl Outcome {
     fn see(&mut self, e: &Event) {
-        match e.event_type {
-            EventType::TurnCompleted => {
-                let text = e
-                    .data
-                    .get("result")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                self.0 = Some((ReplyStatus::Completed, text));
+        if !e.is_turn_end() {
+            return;
+        }
+        match e.payload() {
+            EventData::TurnCompleted(done) => {
+                self.0 = Some((ReplyStatus::Completed, Some(done.result)));
             }
-            EventType::TurnFailed => {
-                let text = e
-                    .data
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                self.0 = Some((ReplyStatus::Failed, text));
+            EventData::TurnFailed(failed) => {
+                self.0 = Some((ReplyStatus::Failed, Some(failed.message)));
             }
             _ => {}
         }
@@ -220,12 +206,10 @@ impl RuntimeBackend {
         if event.event_type != EventType::ActionApprovalRequested {
             return None;
         }
-        let call = event.data.get("callId").and_then(Value::as_str)?;
-        let tool = event
-            .data
-            .get("toolName")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let EventData::ApprovalRequested(requested) = event.payload() else {
+            return None;
+        };
+        let (call, tool) = (requested.call_id.as_str(), requested.tool_name.as_str());
         let pending = self.runtime.approvals(session_id, owner).await.ok()?;
         pending.iter().any(|p| p.call_id == call).then(|| Reply {
             status: ReplyStatus::WaitingApproval,
@@ -315,12 +299,12 @@ impl AgentBackend for RuntimeBackend {
         let message = req.message;
         self.follow(owner, &session_id, start, req.wait, move |e| {
             if !ours {
-                ours = e.event_type == EventType::MessageReceived
-                    && e.data.get("text").and_then(Value::as_str) == Some(message.as_str());
+                ours = matches!(e.payload(), EventData::MessageReceived(m) if m.text == message);
                 return None;
             }
             outcome.see(e);
-            is_settle(e.event_type).then(|| std::mem::take(&mut outcome).reply(&sid))
+            e.is_settle()
+                .then(|| std::mem::take(&mut outcome).reply(&sid))
         })
         .await
     }
@@ -333,7 +317,7 @@ impl AgentBackend for RuntimeBackend {
     ) -> Result<Reply, BackendError> {
         let events = self
             .runtime
-            .events(session_id, owner, 0)
+            .events_stored(session_id, owner, 0)
             .await
             .map_err(refused)?;
         let mut outcome = Outcome::default();
@@ -341,7 +325,7 @@ impl AgentBackend for RuntimeBackend {
         for e in &events {
             outcome.see(e);
             match e.event_type {
-                t if is_settle(t) => settled = true,
+                _ if e.is_settle() => settled = true,
                 EventType::MessageReceived | EventType::TurnStarted => settled = false,
                 _ => {}
             }
@@ -355,7 +339,8 @@ impl AgentBackend for RuntimeBackend {
         let sid = session_id.to_owned();
         self.follow(owner, session_id, events.len() as u64, wait, move |e| {
             outcome.see(e);
-            is_settle(e.event_type).then(|| std::mem::take(&mut outcome).reply(&sid))
+            e.is_settle()
+                .then(|| std::mem::take(&mut outcome).reply(&sid))
         })
         .await
     }
