@@ -122,13 +122,22 @@ impl FoldCache {
             }
             self.upto += 1;
             if keeps(event.event_type) {
-                let mut kept = event.clone();
-                if kept.event_type == EventType::TurnCompleted {
-                    kept.data = Value::Null;
-                }
-                self.events.push(kept);
+                self.keep(event.clone());
             }
         }
+    }
+
+    /// Holds `event` if the fold reads its type.
+    fn keep(&mut self, mut event: Event) {
+        if !keeps(event.event_type) {
+            return;
+        }
+        // The result of a completed turn repeats its last message; only
+        // the turn id matters here.
+        if event.event_type == EventType::TurnCompleted {
+            event.data = Value::Null;
+        }
+        self.events.push(event);
     }
 
     /// Whether the cache holds anything (a cold session's does not).
@@ -148,20 +157,12 @@ impl FoldCache {
             self.upto = 0;
             self.events.clear();
         }
-        for mut event in read {
+        for event in read {
             if event.index < self.upto {
                 continue;
             }
             self.upto = event.index + 1;
-            if !keeps(event.event_type) {
-                continue;
-            }
-            // The result of a completed turn repeats its last message;
-            // only the turn id matters here.
-            if event.event_type == EventType::TurnCompleted {
-                event.data = Value::Null;
-            }
-            self.events.push(event);
+            self.keep(event);
         }
     }
 

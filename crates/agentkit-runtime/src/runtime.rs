@@ -620,14 +620,20 @@ impl AgentRuntime {
         {
             sessions.remove(session.id.as_str());
             drop(sessions);
-            let key = {
-                let meta = lock(&session.meta);
-                (meta.channel.clone(), meta.continuation_token.clone())
-            };
-            let mut conts = lock(&self.inner.continuations);
-            if conts.get(&key).map(String::as_str) == Some(session.id.as_str()) {
-                conts.remove(&key);
-            }
+            self.drop_key(session);
+        }
+    }
+
+    /// Removes the session's current key from the loaded keys, if it still
+    /// names this session.
+    fn drop_key(&self, session: &Session) {
+        let key = {
+            let meta = lock(&session.meta);
+            (meta.channel.clone(), meta.continuation_token.clone())
+        };
+        let mut conts = lock(&self.inner.continuations);
+        if conts.get(&key).map(String::as_str) == Some(session.id.as_str()) {
+            conts.remove(&key);
         }
     }
 
@@ -729,20 +735,7 @@ impl AgentRuntime {
         if removed.is_none() {
             return;
         }
-        let (channel, token) = {
-            let meta = lock(&session.meta);
-            (meta.channel.clone(), meta.continuation_token.clone())
-        };
-        {
-            let mut conts = lock(&self.inner.continuations);
-            if conts
-                .get(&(channel.clone(), token.clone()))
-                .map(String::as_str)
-                == Some(session.id.as_str())
-            {
-                conts.remove(&(channel, token));
-            }
-        }
+        self.drop_key(session);
         lock(&self.inner.hot).retain(|s| !Arc::ptr_eq(s, session));
         self.inner.store.close(&session.id);
         self.inner.db.delete_session(session.id.as_str());

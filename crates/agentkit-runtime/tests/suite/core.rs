@@ -6,7 +6,7 @@
 use agentkit_protocol::EventType;
 use serde_json::Value;
 
-use super::{fixture, new_session, owner, until};
+use super::{fixture, follow, new_session, owner, until};
 
 const REPLIES: &str = r#"{"turns": [{"steps": [{"text": "one"}]}, {"steps": [{"text": "two"}]}, {"steps": [{"text": "three"}]}]}"#;
 
@@ -114,11 +114,8 @@ async fn the_workspace_is_made_when_something_needs_it_not_at_create() {
         .follow_up(
             &a.session_id,
             agentkit_runtime::FollowUp {
-                owner: owner("alice"),
-                message: "again".into(),
-                continuation_token: Some(a.continuation_token.clone()),
-                admission: Default::default(),
                 workspace_files: vec![("seed.txt".into(), "from the message\n".into())],
+                ..follow("again", &a.continuation_token)
             },
         )
         .await
@@ -138,16 +135,7 @@ async fn later_turns_see_the_whole_conversation_after_a_restart() {
     until(&f.runtime, &a.session_id, EventType::SessionWaiting, 1).await;
     let b = f
         .runtime
-        .follow_up(
-            &a.session_id,
-            agentkit_runtime::FollowUp {
-                owner: owner("alice"),
-                message: "q2".into(),
-                continuation_token: Some(a.continuation_token.clone()),
-                admission: Default::default(),
-                workspace_files: Vec::new(),
-            },
-        )
+        .follow_up(&a.session_id, follow("q2", &a.continuation_token))
         .await
         .unwrap();
     until(&f.runtime, &a.session_id, EventType::SessionWaiting, 2).await;
@@ -159,16 +147,7 @@ async fn later_turns_see_the_whole_conversation_after_a_restart() {
     // earlier exchanges.
     let runtime = super::open(f.dir.path()).await;
     runtime
-        .follow_up(
-            &a.session_id,
-            agentkit_runtime::FollowUp {
-                owner: owner("alice"),
-                message: "q3".into(),
-                continuation_token: Some(b.continuation_token.clone()),
-                admission: Default::default(),
-                workspace_files: Vec::new(),
-            },
-        )
+        .follow_up(&a.session_id, follow("q3", &b.continuation_token))
         .await
         .unwrap();
     let events = until(&runtime, &a.session_id, EventType::SessionWaiting, 3).await;

@@ -78,6 +78,17 @@ pub(crate) fn owner(id: &str) -> Owner {
     }
 }
 
+/// A follow-up from alice with the session's current token.
+pub(crate) fn follow(message: &str, token: &str) -> agentkit_runtime::FollowUp {
+    agentkit_runtime::FollowUp {
+        owner: owner("alice"),
+        message: message.to_owned(),
+        continuation_token: Some(token.to_owned()),
+        admission: Default::default(),
+        workspace_files: Vec::new(),
+    }
+}
+
 pub(crate) fn new_session(message: &str) -> NewSession {
     NewSession {
         channel: "http".to_owned(),

@@ -3,23 +3,13 @@
 
 use agentkit_events::{FileEventStore, StoreOptions};
 use agentkit_protocol::{EventType, SessionId};
-use agentkit_runtime::{Error, FollowUp, SessionMode};
+use agentkit_runtime::{Error, SessionMode};
 use expect_test::expect;
 use serde_json::json;
 
-use super::{fixture, new_session, open, owner, types, until, write};
+use super::{fixture, follow, new_session, open, owner, types, until, write};
 
 const TWO_TURNS: &str = r#"{"turns": [{"steps": [{"text": "Hello there, how can I help?"}]}, {"steps": [{"text": "Second answer."}]}]}"#;
-
-fn follow(message: &str, token: &str) -> FollowUp {
-    FollowUp {
-        owner: owner("alice"),
-        message: message.to_owned(),
-        continuation_token: Some(token.to_owned()),
-        admission: Default::default(),
-        workspace_files: Vec::new(),
-    }
-}
 
 #[tokio::test]
 async fn a_chat_turn_streams_every_step_and_waits() {
