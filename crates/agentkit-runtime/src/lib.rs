@@ -32,11 +32,14 @@ mod fold;
 mod hooks;
 mod kv;
 mod meta;
+mod registry;
 mod reminders;
 mod runtime;
 mod schedule_handlers;
 mod schedules;
+mod session;
 mod tool_call;
+mod worker;
 mod workspace;
 
 pub use agentkit_harness::{Decision, DynTool, RustTool, ToolSource};

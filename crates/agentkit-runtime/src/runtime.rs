@@ -1,18 +1,20 @@
-//! One agent's sessions: creating them, accepting messages under an
-//! admission policy, running one turn at a time through the harness, and
-//! recording everything on the session's event stream.
+//! The session core's entry points: one agent's sessions, created or
+//! continued ([`AgentRuntime::create`], [`AgentRuntime::follow_up`]),
+//! looked up (loaded from the session index when addressed, unloaded when
+//! idle: `registry.rs`), followed, listed, stopped and shut down. The turns
+//! themselves run in `worker.rs`; a session's turn state is the machine in
+//! `session.rs`. Features (approvals, reminders, schedules, deterministic
+//! calls, hooks) live in their own modules and own their state.
 
-use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use agentkit_events::{FileEventStore, NewEvent, StoreOptions, Subscription};
-use agentkit_harness::{TurnInput, TurnOutcome};
+use agentkit_events::{FileEventStore, StoreOptions, Subscription};
 use agentkit_manifest::{Admission, Agent, ModelSpec};
 use agentkit_protocol::{Event, EventType, SessionId};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -21,8 +23,9 @@ use crate::clock::Clock;
 use crate::clock::SystemClock;
 use crate::db::Db;
 use crate::error::{Error, Result};
-use crate::fold;
 use crate::meta::{Owner, SessionMeta, SessionMode};
+use crate::registry::Registry;
+use crate::session::Session;
 use crate::workspace;
 
 /// The built-in HTTP channel's id.
@@ -145,14 +148,12 @@ impl AgentRuntime {
 
 #[derive(Debug)]
 pub(crate) struct Inner {
-    agent: Arc<Agent>,
-    options: RuntimeOptions,
-    store: FileEventStore,
-    sessions: Mutex<HashMap<String, Arc<Session>>>,
-    /// `(channel, key)` → session id, for channels that bring their own
-    /// keys, and the current token of HTTP sessions.
-    continuations: Mutex<HashMap<(String, String), String>>,
-    shutdown: CancellationToken,
+    pub(crate) agent: Arc<Agent>,
+    pub(crate) options: RuntimeOptions,
+    pub(crate) store: FileEventStore,
+    /// The loaded sessions and their keys.
+    pub(crate) registry: Registry,
+    pub(crate) shutdown: CancellationToken,
     pub(crate) tasks: TaskTracker,
     /// `agentkit.sqlite`: schedule ticks and reminders.
     pub(crate) db: Db,
@@ -160,125 +161,6 @@ pub(crate) struct Inner {
     pub(crate) reminders: crate::reminders::ReminderState,
     /// Calls parked in running turns.
     waiters: Arc<crate::approvals::Waiters>,
-    /// Sessions whose fold cache is loaded, least recently used first; a
-    /// session pushed out of it drops its cache once idle.
-    hot: Mutex<std::collections::VecDeque<Arc<Session>>>,
-    /// Serialises create-or-continue per `(channel, key)`, so two first
-    /// deliveries with one new key make one session.
-    key_locks: Mutex<HashMap<ChannelKey, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-/// Hands events the runtime just appended to the session's fold cache, if
-/// nobody is refreshing it (a refresh reads them from the log instead).
-fn feed(session: &Session, appended: &[Event]) {
-    if let Ok(mut cache) = session.fold.try_lock() {
-        cache.push(appended);
-    }
-}
-
-/// Builds a session's workspace when its turn first calls a tool.
-#[derive(Debug)]
-struct PrepareSession {
-    runtime: AgentRuntime,
-    session: Arc<Session>,
-}
-
-impl agentkit_harness::PrepareWorkspace for PrepareSession {
-    fn prepare(&self) -> agentkit_harness::BoxFuture<'_, std::result::Result<(), String>> {
-        Box::pin(async move {
-            self.runtime
-                .ensure_workspace(&self.session)
-                .await
-                .map_err(|e| e.to_string())
-        })
-    }
-}
-
-/// `(channel, continuation key)`.
-type ChannelKey = (String, String);
-
-/// A held create-or-continue lock; the last holder removes the entry.
-struct KeyGuard {
-    runtime: AgentRuntime,
-    slot: ChannelKey,
-    mutex: Arc<tokio::sync::Mutex<()>>,
-    _guard: Option<tokio::sync::OwnedMutexGuard<()>>,
-}
-
-impl Drop for KeyGuard {
-    fn drop(&mut self) {
-        self._guard = None;
-        let mut locks = lock(&self.runtime.inner.key_locks);
-        // The table's Arc and ours: nobody else waits on this key.
-        if Arc::strong_count(&self.mutex) <= 2 {
-            locks.remove(&self.slot);
-        }
-    }
-}
-
-/// How many sessions stay loaded (with their fold cache) while idle.
-const LOADED_SESSIONS: usize = 512;
-
-#[derive(Debug)]
-pub(crate) struct Session {
-    pub(crate) id: SessionId,
-    meta: Mutex<SessionMeta>,
-    state: Mutex<TurnState>,
-    pub(crate) workspace: PathBuf,
-    /// The workspace was materialised (it is, before the first turn or
-    /// call that needs it, not at create).
-    workspace_ready: std::sync::atomic::AtomicBool,
-    /// Signalled when the session's worker lets go (the session is idle).
-    idle: tokio::sync::Notify,
-    /// What the fold, approvals and recovery read, kept incrementally
-    /// (async: a refresh reads the log's new tail under it).
-    fold: tokio::sync::Mutex<fold::FoldCache>,
-    /// Loaded from the index: its log may end in a turn a crash cut short.
-    needs_recovery: std::sync::atomic::AtomicBool,
-    /// Done once the recovery ran.
-    recovery: tokio::sync::OnceCell<()>,
-}
-
-/// Why a running turn was cut short (`turn.failed`'s `reason`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Interrupt {
-    /// A message arrived under the `preempt` policy.
-    Preempted,
-    /// `stop` was called.
-    Stopped,
-    /// The server is shutting down (nothing else cancelled it).
-    Shutdown,
-}
-
-impl Interrupt {
-    fn as_str(self) -> &'static str {
-        match self {
-            Interrupt::Preempted => "preempted",
-            Interrupt::Stopped => "stopped",
-            Interrupt::Shutdown => "shutdown",
-        }
-    }
-}
-
-#[derive(Debug, Default)]
-struct TurnState {
-    /// The running turn's cancellation, and why it was cancelled.
-    running: Option<CancellationToken>,
-    interrupt_reason: Option<Interrupt>,
-    /// A turn cut short while a call waited for approval, to resume now
-    /// that the call has its result.
-    resume: Option<String>,
-    /// Messages waiting for the next turn: text and the index of their
-    /// `message.received` event.
-    queue: Vec<(String, u64)>,
-    worker: bool,
-}
-
-impl TurnState {
-    /// A turn is running, or messages wait for one.
-    fn is_busy(&self) -> bool {
-        self.running.is_some() || !self.queue.is_empty() || self.resume.is_some()
-    }
 }
 
 impl Inner {
@@ -323,16 +205,13 @@ impl AgentRuntime {
                 agent,
                 options,
                 store,
-                sessions: Mutex::new(HashMap::new()),
-                continuations: Mutex::new(HashMap::new()),
+                registry: Registry::default(),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
                 db,
                 schedules: Default::default(),
                 reminders: Default::default(),
                 waiters: Arc::default(),
-                hot: Mutex::default(),
-                key_locks: Mutex::default(),
             }),
         };
         // Boot reads no session: the index answers lookups, and a session
@@ -389,7 +268,7 @@ impl AgentRuntime {
         self.inner.shutdown.clone()
     }
 
-    fn session_dir(&self, id: &SessionId) -> PathBuf {
+    pub(crate) fn session_dir(&self, id: &SessionId) -> PathBuf {
         self.inner
             .options
             .state_dir
@@ -404,259 +283,10 @@ impl AgentRuntime {
             .workspace_dir
             .as_ref()
             .map_or_else(|| self.session_dir(&id).join("workspace"), PathBuf::from);
-        let key = (meta.channel.clone(), meta.continuation_token.clone());
-        let fresh = Arc::new(Session {
-            id: id.clone(),
-            meta: Mutex::new(meta),
-            state: Mutex::new(TurnState::default()),
-            workspace,
-            workspace_ready: std::sync::atomic::AtomicBool::new(false),
-            idle: tokio::sync::Notify::new(),
-            fold: tokio::sync::Mutex::new(if needs_recovery {
-                fold::FoldCache::default()
-            } else {
-                fold::FoldCache::new_session()
-            }),
-            needs_recovery: std::sync::atomic::AtomicBool::new(needs_recovery),
-            recovery: tokio::sync::OnceCell::new(),
-        });
-        let session = {
-            let mut sessions = lock(&self.inner.sessions);
-            match sessions.get(id.as_str()) {
-                Some(loaded) => return loaded.clone(),
-                None => {
-                    sessions.insert(id.as_str().to_owned(), fresh.clone());
-                    fresh
-                }
-            }
-        };
-        lock(&self.inner.continuations).insert(key, id.as_str().to_owned());
-        self.keep_loaded(&session);
+        let fresh = Arc::new(Session::new(id, meta, workspace, needs_recovery));
+        let session = self.inner.registry.insert(fresh);
+        self.inner.registry.touch(&session);
         session
-    }
-
-    /// Runs the recovery a session loaded from the index may need, once,
-    /// before anything reads or changes it.
-    pub(crate) async fn ready(&self, session: &Arc<Session>) -> Result<()> {
-        use std::sync::atomic::Ordering;
-        if !session.needs_recovery.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        session
-            .recovery
-            .get_or_try_init(|| self.recover(session))
-            .await?;
-        Ok(())
-    }
-
-    /// Records the end of a turn that a crash cut short.
-    async fn recover(&self, session: &Arc<Session>) -> Result<()> {
-        // Most stored sessions ended settled. Peeking at the last line
-        // without the store keeps their logs closed: opening every log at
-        // start would hold two descriptors per session ever created.
-        let log = self.session_dir(&session.id).join("events.ndjson");
-        let parked = lock(&session.meta).parked;
-        if !parked
-            && tokio::task::spawn_blocking(move || ends_settled(&log))
-                .await
-                .unwrap_or(false)
-        {
-            return Ok(());
-        }
-        let (open_turn, settled) = self
-            .with_history(session, |events| {
-                if parked {
-                    self.arm_approval_timeouts(&session.id, events);
-                }
-                let open_turn = events
-                    .iter()
-                    .rev()
-                    .find(|e| {
-                        matches!(
-                            e.event_type,
-                            EventType::TurnStarted
-                                | EventType::TurnCompleted
-                                | EventType::TurnFailed
-                        )
-                    })
-                    .filter(|e| e.event_type == EventType::TurnStarted)
-                    .and_then(|e| e.turn_id.clone());
-                // The cache keeps the settle events, so its last event is
-                // the log's last kept one; a log that ends in deltas ended
-                // mid-turn and has an open turn anyway.
-                let settled = events.last().is_some_and(|last| {
-                    matches!(
-                        last.event_type,
-                        EventType::SessionWaiting
-                            | EventType::SessionCompleted
-                            | EventType::SessionFailed
-                    )
-                });
-                (open_turn, settled)
-            })
-            .await?;
-        if open_turn.is_none() && settled {
-            return Ok(());
-        }
-        if let Some(turn) = &open_turn {
-            tracing::warn!(session = %session.id, turn = %turn, "recording a turn interrupted by a restart");
-            self.append(
-                &session.id,
-                EventType::TurnFailed,
-                Some(turn),
-                json!({"message": "turn interrupted", "reason": "restart"}),
-            )
-            .await?;
-        }
-        let mode = lock(&session.meta).mode;
-        match mode {
-            SessionMode::Chat => {
-                self.append(&session.id, EventType::SessionWaiting, None, json!({}))
-                    .await?
-            }
-            SessionMode::Task => {
-                self.append(
-                    &session.id,
-                    EventType::SessionFailed,
-                    None,
-                    json!({"message": "turn interrupted"}),
-                )
-                .await?
-            }
-        };
-        self.inner.store.sync(&session.id).await?;
-        Ok(())
-    }
-
-    async fn append(
-        &self,
-        id: &SessionId,
-        t: EventType,
-        turn: Option<&str>,
-        data: Value,
-    ) -> Result<Event> {
-        let event = self.inner.store.append(id, t, turn, data).await?;
-        if let Some(session) = self.peek(id.as_str()) {
-            feed(&session, std::slice::from_ref(&event));
-        }
-        Ok(event)
-    }
-
-    /// Brings `session`'s fold cache up to date (reading only the events
-    /// appended since the last refresh, or the whole log once when the
-    /// session was cold) and runs `f` over the kept events.
-    pub(crate) async fn with_history<T>(
-        &self,
-        session: &Arc<Session>,
-        f: impl FnOnce(&[Event]) -> T,
-    ) -> Result<T> {
-        let mut cache = session.fold.lock().await;
-        let was_loaded = cache.is_loaded();
-        let read = self
-            .inner
-            .store
-            .read_stored(&session.id, cache.upto())
-            .await?;
-        cache.extend(read);
-        let out = f(cache.events());
-        drop(cache);
-        if !was_loaded {
-            self.keep_loaded(session);
-        }
-        Ok(out)
-    }
-
-    /// Records that `session` was used. Past [`LOADED_SESSIONS`], the
-    /// least recently used idle sessions are unloaded (their fold cache
-    /// with them): a stored session costs memory only while it is used.
-    fn keep_loaded(&self, session: &Arc<Session>) {
-        let unloaded: Vec<Arc<Session>> = {
-            let mut hot = lock(&self.inner.hot);
-            if hot.back().is_some_and(|s| Arc::ptr_eq(s, session)) {
-                return;
-            }
-            hot.retain(|s| !Arc::ptr_eq(s, session));
-            hot.push_back(session.clone());
-            let mut out = Vec::new();
-            let mut kept = 0;
-            while hot.len() > LOADED_SESSIONS && kept < hot.len() {
-                let Some(oldest) = hot.pop_front() else {
-                    break;
-                };
-                let busy = {
-                    let state = lock(&oldest.state);
-                    state.worker || state.is_busy()
-                };
-                // Parked sessions keep their approval timers' state loaded.
-                if busy || lock(&oldest.meta).parked {
-                    hot.push_back(oldest);
-                    kept += 1;
-                } else {
-                    out.push(oldest);
-                }
-            }
-            out
-        };
-        for session in unloaded {
-            self.unload(&session);
-        }
-    }
-
-    /// Drops an idle session from memory; the index loads it again when it
-    /// is next addressed.
-    fn unload(&self, session: &Arc<Session>) {
-        let mut sessions = lock(&self.inner.sessions);
-        let idle = {
-            let state = lock(&session.state);
-            !(state.worker || state.is_busy())
-        };
-        // Ours and the table's: no task or request holds it.
-        if !idle || Arc::strong_count(session) > 2 {
-            return;
-        }
-        if sessions
-            .get(session.id.as_str())
-            .is_some_and(|s| Arc::ptr_eq(s, session))
-        {
-            sessions.remove(session.id.as_str());
-            drop(sessions);
-            self.drop_key(session);
-        }
-    }
-
-    /// Removes the session's current key from the loaded keys, if it still
-    /// names this session.
-    fn drop_key(&self, session: &Session) {
-        let key = {
-            let meta = lock(&session.meta);
-            (meta.channel.clone(), meta.continuation_token.clone())
-        };
-        let mut conts = lock(&self.inner.continuations);
-        if conts.get(&key).map(String::as_str) == Some(session.id.as_str()) {
-            conts.remove(&key);
-        }
-    }
-
-    /// Materialises the session's workspace if no turn or call did yet.
-    pub(crate) async fn ensure_workspace(&self, session: &Session) -> Result<()> {
-        use std::sync::atomic::Ordering;
-        if session.workspace_ready.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let agent = self.inner.agent.clone();
-        let dir = session.workspace.clone();
-        let fresh = !dir.exists();
-        // A workspace that exists already (a restart, or files a message
-        // brought) keeps what is in it: seeds never overwrite a turn's work.
-        if fresh {
-            tokio::task::spawn_blocking(move || workspace::materialize(&agent, &dir))
-                .await
-                .map_err(|e| Error::BadRequest {
-                    message: format!("workspace setup failed: {e}"),
-                })??;
-        }
-        session.workspace_ready.store(true, Ordering::Release);
-        Ok(())
     }
 
     pub(crate) fn get_session(&self, id: &str) -> Result<Arc<Session>> {
@@ -668,7 +298,7 @@ impl AgentRuntime {
         let not_found = || Error::SessionNotFound {
             id: id.as_str().to_owned(),
         };
-        let loaded = lock(&self.inner.sessions).get(id.as_str()).cloned();
+        let loaded = self.inner.registry.peek(id.as_str());
         let session = match loaded {
             Some(session) => session,
             None => {
@@ -700,23 +330,19 @@ impl AgentRuntime {
     }
 
     /// The loaded session `id`, if it is loaded (no index lookup).
-    fn peek(&self, id: &str) -> Option<Arc<Session>> {
-        lock(&self.inner.sessions).get(id).cloned()
+    pub(crate) fn peek(&self, id: &str) -> Option<Arc<Session>> {
+        self.inner.registry.peek(id)
     }
 
     /// Has someone deleted the session's folder? An idle session whose
     /// folder is gone is forgotten at once (listings, streams, keys), so
     /// deleting a folder deletes the session without a restart. A session
     /// with a turn in flight is forgotten once it settles.
-    fn deleted(&self, session: &Arc<Session>) -> bool {
+    pub(crate) fn deleted(&self, session: &Arc<Session>) -> bool {
         if self.session_dir(&session.id).exists() {
             return false;
         }
-        let active = {
-            let state = lock(&session.state);
-            state.worker || state.is_busy()
-        };
-        if active {
+        if session.state().is_active() {
             return false;
         }
         self.forget(session);
@@ -725,18 +351,9 @@ impl AgentRuntime {
 
     /// Drops every trace of `session` from memory.
     fn forget(&self, session: &Arc<Session>) {
-        let removed = {
-            let mut sessions = lock(&self.inner.sessions);
-            match sessions.get(session.id.as_str()) {
-                Some(s) if Arc::ptr_eq(s, session) => sessions.remove(session.id.as_str()),
-                _ => None,
-            }
-        };
-        if removed.is_none() {
+        if !self.inner.registry.remove(session) {
             return;
         }
-        self.drop_key(session);
-        lock(&self.inner.hot).retain(|s| !Arc::ptr_eq(s, session));
         self.inner.store.close(&session.id);
         self.inner.db.delete_session(session.id.as_str());
         tracing::info!(session = %session.id, "forgot a session whose folder was deleted");
@@ -745,7 +362,7 @@ impl AgentRuntime {
     /// The session, if `owner` may use it.
     pub(crate) fn owned(&self, id: &str, owner: &Owner) -> Result<Arc<Session>> {
         let session = self.get(id)?;
-        if lock(&session.meta).owner.principal_id != owner.principal_id {
+        if session.meta().owner.principal_id != owner.principal_id {
             return Err(Error::Forbidden { id: id.to_owned() });
         }
         Ok(session)
@@ -770,7 +387,7 @@ impl AgentRuntime {
         let Some(key) = req.continuation.clone() else {
             return self.create_new(req, as_of).await;
         };
-        let _held = self.lock_key(&req.channel, &key).await;
+        let _held = self.inner.registry.lock_key(&req.channel, &key).await;
         let existing = self.session_for(&req.channel, &key);
         match existing {
             Some(id) => {
@@ -785,19 +402,6 @@ impl AgentRuntime {
                 self.follow_up(&id, follow).await
             }
             None => self.create_new(req, as_of).await,
-        }
-    }
-
-    /// Holds `(channel, key)`'s create-or-continue lock until dropped.
-    async fn lock_key(&self, channel: &str, key: &str) -> KeyGuard {
-        let slot = (channel.to_owned(), key.to_owned());
-        let mutex = Arc::clone(lock(&self.inner.key_locks).entry(slot.clone()).or_default());
-        let guard = mutex.clone().lock_owned().await;
-        KeyGuard {
-            runtime: self.clone(),
-            slot,
-            mutex,
-            _guard: Some(guard),
         }
     }
 
@@ -870,13 +474,13 @@ impl AgentRuntime {
         let session = self.owned(id, &req.owner)?;
         self.ready(&session).await?;
         let (token, rotated) = {
-            let mut meta = lock(&session.meta);
+            let mut meta = session.meta();
             if meta.mode == SessionMode::Task {
                 return Err(Error::TaskSession { id: id.to_owned() });
             }
             // A rejected message is not accepted, so it must not rotate the
             // token: check before rotating.
-            if req.admission == Admission::Reject && lock(&session.state).is_busy() {
+            if req.admission == Admission::Reject && session.state().is_busy() {
                 return Err(Error::SessionBusy { id: id.to_owned() });
             }
             if meta.channel == HTTP_CHANNEL {
@@ -884,9 +488,9 @@ impl AgentRuntime {
                     return Err(Error::StaleContinuation);
                 }
                 let fresh = mint_token();
-                let mut conts = lock(&self.inner.continuations);
-                conts.remove(&(meta.channel.clone(), meta.continuation_token.clone()));
-                conts.insert((meta.channel.clone(), fresh.clone()), id.to_owned());
+                self.inner
+                    .registry
+                    .rekey(&meta.channel, &meta.continuation_token, &fresh, id);
                 meta.continuation_token = fresh;
                 (meta.continuation_token.clone(), Some(meta.clone()))
             } else {
@@ -907,362 +511,6 @@ impl AgentRuntime {
             coalesced,
             start_index,
         })
-    }
-
-    /// Admits a message into a session under `admission`. Returns whether
-    /// it was coalesced and the index of its `message.received`.
-    async fn accept(
-        &self,
-        session: &Arc<Session>,
-        text: String,
-        admission: Admission,
-        files: Vec<(String, String)>,
-    ) -> Result<(bool, u64)> {
-        self.ready(session).await?;
-        if admission == Admission::Reject && lock(&session.state).is_busy() {
-            return Err(Error::SessionBusy {
-                id: session.id.as_str().to_owned(),
-            });
-        }
-        if !files.is_empty() {
-            // Seeds first, so the files of the message win over them.
-            self.ensure_workspace(session).await?;
-            workspace::write_files(&session.workspace, &files)?;
-        }
-        let received = self
-            .append(
-                &session.id,
-                EventType::MessageReceived,
-                None,
-                json!({"text": text}),
-            )
-            .await?;
-        let (start_worker, coalesced) = {
-            let mut state = lock(&session.state);
-            let busy = state.running.is_some();
-            state.queue.push((text, received.index));
-            if busy && admission == Admission::Preempt {
-                state.interrupt_reason = Some(Interrupt::Preempted);
-                if let Some(cancel) = &state.running {
-                    cancel.cancel();
-                }
-            }
-            let start = !state.worker;
-            state.worker = true;
-            (start, busy && admission == Admission::Coalesce)
-        };
-        if start_worker {
-            let runtime = self.clone();
-            let session = session.clone();
-            self.inner
-                .tasks
-                .spawn(async move { runtime.work(session).await });
-        }
-        Ok((coalesced, received.index))
-    }
-
-    /// Runs turns while messages are queued, then settles the session.
-    async fn work(&self, session: Arc<Session>) {
-        let mut ok = false;
-        loop {
-            let next = {
-                let mut state = lock(&session.state);
-                if state.queue.is_empty() && state.resume.is_none() {
-                    None
-                } else {
-                    let cancel = self.inner.shutdown.child_token();
-                    state.running = Some(cancel.clone());
-                    state.interrupt_reason = None;
-                    Some((
-                        std::mem::take(&mut state.queue),
-                        state.resume.take(),
-                        cancel,
-                    ))
-                }
-            };
-            if let Some((batch, resume, cancel)) = next {
-                ok = match self.run_turn(&session, batch, resume, cancel).await {
-                    Ok(ok) => ok,
-                    Err(e) => {
-                        tracing::error!(session = %session.id, error = %e, "turn could not be recorded");
-                        false
-                    }
-                };
-                lock(&session.state).running = None;
-                continue;
-            }
-            // Nothing queued: the turns ran, or `stop` dropped the messages
-            // this worker was started for. Settle while still holding the
-            // worker flag, so no other turn or call interleaves with the
-            // settle event; then let go, unless a message arrived meanwhile.
-            self.settle(&session, ok).await;
-            let mut state = lock(&session.state);
-            if state.queue.is_empty() && state.resume.is_none() {
-                state.worker = false;
-                session.idle.notify_waiters();
-                drop(state);
-                // Its folder went while the turn ran: forget it now.
-                let _ = self.deleted(&session);
-                break;
-            }
-        }
-    }
-
-    /// Records that the session is idle: `session.waiting` for chat
-    /// sessions, `session.completed` / `session.failed` for task sessions,
-    /// and makes the log durable (the fsync point).
-    async fn settle(&self, session: &Session, ok: bool) {
-        let mode = lock(&session.meta).mode;
-        let (event, data) = match mode {
-            SessionMode::Chat => (EventType::SessionWaiting, json!({})),
-            SessionMode::Task if ok => (EventType::SessionCompleted, json!({})),
-            SessionMode::Task => (
-                EventType::SessionFailed,
-                json!({"message": "the turn failed"}),
-            ),
-        };
-        let settled = self.append(&session.id, event, None, data).await;
-        if let Err(e) = settled.and(
-            self.inner
-                .store
-                .sync(&session.id)
-                .await
-                .map_err(Error::from),
-        ) {
-            tracing::error!(session = %session.id, error = %e, "cannot settle session");
-        }
-    }
-
-    /// One turn: `turn.started`, the harness's step events, then
-    /// `turn.completed` or `turn.failed`. Returns whether it completed.
-    async fn run_turn(
-        &self,
-        session: &Arc<Session>,
-        batch: Vec<(String, u64)>,
-        resume: Option<String>,
-        cancel: CancellationToken,
-    ) -> Result<bool> {
-        let turn_id = new_id("turn");
-        let id = &session.id;
-        let mut started = json!({"messages": batch.len()});
-        if let (Some(turn), Some(obj)) = (&resume, started.as_object_mut()) {
-            obj.insert("resumes".into(), json!(turn));
-        }
-        self.append(id, EventType::TurnStarted, Some(&turn_id), started)
-            .await?;
-        let Some(model) = self
-            .inner
-            .agent
-            .config
-            .model
-            .clone()
-            .or_else(|| self.inner.options.default_model.clone())
-        else {
-            let message = "no model configured: set `model` in agent.toml or AGENTKIT_MODEL, or serve with --dev for the offline `test` model";
-            self.append(
-                id,
-                EventType::TurnFailed,
-                Some(&turn_id),
-                json!({"message": message}),
-            )
-            .await?;
-            return Ok(false);
-        };
-        let exclude: BTreeSet<u64> = batch.iter().map(|(_, i)| *i).collect();
-        let history = self
-            .with_history(session, |events| fold::conversation(events, &exclude))
-            .await?;
-        let dry_run = lock(&session.meta).dry_run;
-        let input = TurnInput {
-            agent: self.inner.agent.clone(),
-            model,
-            history,
-            user_messages: batch.into_iter().map(|(t, _)| t).collect(),
-            workspace: session.workspace.clone(),
-            prepare_workspace: Some(Arc::new(PrepareSession {
-                runtime: self.clone(),
-                session: session.clone(),
-            })),
-            session_id: id.as_str().to_owned(),
-            turn_id: turn_id.clone(),
-            cancel: cancel.clone(),
-            providers: self.inner.options.providers.clone(),
-            dry_run,
-            host: self.inner.options.host_bridge.clone(),
-            reminders: Some(Arc::new(crate::reminders::SessionReminders {
-                runtime: self.clone(),
-            })),
-            tools: self.dynamic_tools(id.as_str()).await,
-            services: self.inner.options.services.clone(),
-            approvals: Some(self.gate(id)),
-            as_of: lock(&session.meta).as_of.clone(),
-        };
-        let (tx, mut rx) = tokio::sync::mpsc::channel(256);
-        let harness = tokio::spawn(agentkit_harness::run_turn(input, tx));
-        // Group commit: whatever the harness produced since the last write
-        // goes to the log in one batch.
-        while let Some(first) = rx.recv().await {
-            let mut batch = vec![first];
-            while let Ok(more) = rx.try_recv() {
-                batch.push(more);
-            }
-            if batch
-                .iter()
-                .any(|e| matches!(e, agentkit_harness::StepEvent::ApprovalRequested { .. }))
-            {
-                self.mark_parked(session, true);
-            }
-            let events = batch
-                .into_iter()
-                .map(|e| NewEvent {
-                    event_type: e.event_type(),
-                    turn_id: Some(turn_id.clone()),
-                    data: e.data(),
-                })
-                .collect();
-            let appended = self.inner.store.append_batch(id, events).await?;
-            feed(session, &appended);
-        }
-        let outcome = harness.await.unwrap_or_else(|e| TurnOutcome::Failed {
-            message: format!("the turn crashed: {e}"),
-        });
-        let completed = matches!(outcome, TurnOutcome::Completed { .. });
-        match outcome {
-            TurnOutcome::Completed { result, usage } => {
-                self.append(
-                    id,
-                    EventType::TurnCompleted,
-                    Some(&turn_id),
-                    json!({"result": result, "usage": usage}),
-                )
-                .await?;
-            }
-            TurnOutcome::Failed { message } => {
-                self.append(
-                    id,
-                    EventType::TurnFailed,
-                    Some(&turn_id),
-                    json!({"message": message}),
-                )
-                .await?;
-            }
-            TurnOutcome::Interrupted => {
-                let reason = lock(&session.state)
-                    .interrupt_reason
-                    .unwrap_or(Interrupt::Shutdown);
-                // A shutdown keeps parked calls waiting (they survive the
-                // restart); a preempted or stopped turn withdraws them.
-                if reason != Interrupt::Shutdown {
-                    self.withdraw_parked(id, &turn_id).await?;
-                }
-                self.append(
-                    id,
-                    EventType::TurnFailed,
-                    Some(&turn_id),
-                    json!({"message": "turn interrupted", "reason": reason.as_str()}),
-                )
-                .await?;
-            }
-        }
-        // Calls this turn parked and a human then decided leave nothing
-        // waiting: clear the flag so the next start need not read this log.
-        let parked = lock(&session.meta).parked;
-        if parked
-            && self
-                .with_history(session, |events| {
-                    crate::approvals::pending(events).is_empty()
-                })
-                .await?
-        {
-            self.mark_parked(session, false);
-        }
-        // The durable point is when the session settles (`settle` syncs):
-        // one fsync per burst of turns rather than one per turn.
-        Ok(completed)
-    }
-
-    /// Marks an idle session busy for a deterministic call, so turns wait
-    /// (or are admitted by their policy) until it ends.
-    pub(crate) async fn claim_for_call(&self, id: &str, owner: &Owner) -> Result<Arc<Session>> {
-        let session = self.owned(id, owner)?;
-        self.claim_idle(&session).await
-    }
-
-    /// Marks an idle session busy (the caller releases it with
-    /// `release_after_call`); `session_busy` when a turn runs.
-    pub(crate) async fn claim_idle(&self, session: &Arc<Session>) -> Result<Arc<Session>> {
-        self.ready(session).await?;
-        let session = session.clone();
-        let id = session.id.as_str().to_owned();
-        let signal = session.clone();
-        let busy = || Error::SessionBusy { id: id.clone() };
-        loop {
-            let settling = {
-                let mut state = lock(&session.state);
-                if state.is_busy() {
-                    return Err(busy());
-                }
-                if state.worker {
-                    // The worker is recording `session.waiting`; wait for
-                    // it to let go (created under the lock, so the signal
-                    // cannot slip past).
-                    Some(signal.idle.notified())
-                } else {
-                    state.running = Some(self.inner.shutdown.child_token());
-                    state.interrupt_reason = None;
-                    state.worker = true;
-                    None
-                }
-            };
-            match settling {
-                None => return Ok(session),
-                Some(idle) => {
-                    if tokio::time::timeout(Duration::from_secs(5), idle)
-                        .await
-                        .is_err()
-                    {
-                        return Err(busy());
-                    }
-                }
-            }
-        }
-    }
-
-    /// The cancellation of what runs in the session now.
-    pub(crate) fn running_token(&self, session: &Session) -> Option<CancellationToken> {
-        lock(&session.state).running.clone()
-    }
-
-    /// Ends a deterministic call: the session is idle again, or runs the
-    /// messages that arrived during the call.
-    pub(crate) fn release_after_call(&self, session: &Arc<Session>) {
-        let mut state = lock(&session.state);
-        state.running = None;
-        if state.queue.is_empty() && state.resume.is_none() {
-            state.worker = false;
-        } else {
-            drop(state);
-            let runtime = self.clone();
-            let session = session.clone();
-            self.inner
-                .tasks
-                .spawn(async move { runtime.work(session).await });
-        }
-    }
-
-    /// Resumes `turn` in a new turn when the session is released.
-    pub(crate) fn set_resume(&self, session: &Session, turn: String) {
-        lock(&session.state).resume = Some(turn);
-    }
-
-    /// Records in `session.json` whether a call may be parked.
-    pub(crate) fn mark_parked(&self, session: &Session, parked: bool) {
-        let mut meta = lock(&session.meta);
-        if meta.parked == parked {
-            return;
-        }
-        meta.parked = parked;
-        self.inner.db.put_session_detached(&meta);
     }
 
     pub(crate) fn waiters(&self) -> &Arc<crate::approvals::Waiters> {
@@ -1289,16 +537,8 @@ impl AgentRuntime {
     /// Returns whether a turn was running.
     pub fn stop(&self, id: &str, owner: &Owner) -> Result<bool> {
         let session = self.owned(id, owner)?;
-        let mut state = lock(&session.state);
-        state.queue.clear();
-        match &state.running {
-            Some(cancel) => {
-                cancel.cancel();
-                state.interrupt_reason = Some(Interrupt::Stopped);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        let stopped = session.state().stop();
+        Ok(stopped)
     }
 
     /// Replay from `start_index`, then live events.
@@ -1375,8 +615,8 @@ impl AgentRuntime {
                     if self.deleted(&s) {
                         continue;
                     }
-                    let busy = lock(&s.state).running.is_some();
-                    (lock(&s.meta).clone(), busy)
+                    let busy = s.state().is_running();
+                    (s.meta().clone(), busy)
                 }
                 None => (stored, false),
             };
@@ -1396,10 +636,7 @@ impl AgentRuntime {
     /// Is the session doing anything: a turn running, messages queued, or
     /// its worker settling?
     pub fn is_active(&self, id: &str) -> bool {
-        self.peek(id).is_some_and(|s| {
-            let state = lock(&s.state);
-            state.worker || state.is_busy()
-        })
+        self.peek(id).is_some_and(|s| s.state().is_active())
     }
 
     /// Wakes a chat session with `message` (a reminder firing): admitted
@@ -1408,7 +645,7 @@ impl AgentRuntime {
     pub(crate) async fn wake(&self, id: &str, message: String) -> Result<Accepted> {
         let session = self.get(id)?;
         let (mode, token) = {
-            let meta = lock(&session.meta);
+            let meta = session.meta();
             (meta.mode, meta.continuation_token.clone())
         };
         if mode == SessionMode::Task {
@@ -1433,8 +670,7 @@ impl AgentRuntime {
 
     /// Is a turn running in this session?
     pub fn is_busy(&self, id: &str) -> bool {
-        self.peek(id)
-            .is_some_and(|s| lock(&s.state).running.is_some())
+        self.peek(id).is_some_and(|s| s.state().is_running())
     }
 
     /// The metadata of any session, without an ownership check: for
@@ -1446,9 +682,7 @@ impl AgentRuntime {
 
     /// The session a channel key maps to.
     pub fn session_for(&self, channel: &str, key: &str) -> Option<String> {
-        let loaded = lock(&self.inner.continuations)
-            .get(&(channel.to_owned(), key.to_owned()))
-            .cloned();
+        let loaded = self.inner.registry.by_key(channel, key);
         let id = match loaded {
             Some(id) => id,
             None => match self.inner.db.session_by_key(channel, key) {
@@ -1461,7 +695,7 @@ impl AgentRuntime {
         };
         let session = self.get(&id).ok()?;
         // The index may hold a key the session has since rotated away from.
-        (lock(&session.meta).continuation_token == key).then_some(id)
+        (session.meta().continuation_token == key).then_some(id)
     }
 
     /// Interrupts every running turn (recorded as `turn.failed` with reason
@@ -1476,8 +710,7 @@ impl AgentRuntime {
         {
             tracing::warn!("turns did not settle within {grace:?}");
         }
-        let sessions: Vec<Arc<Session>> = lock(&self.inner.sessions).values().cloned().collect();
-        for s in sessions {
+        for s in self.inner.registry.loaded() {
             if let Err(e) = self.inner.store.sync(&s.id).await {
                 tracing::warn!(session = %s.id, error = %e, "cannot sync on shutdown");
             }
@@ -1510,34 +743,6 @@ impl AgentRuntime {
     pub fn state_dir(&self) -> &Path {
         &self.inner.options.state_dir
     }
-}
-
-/// Does the log at `path` end with a complete line recording a settled
-/// session (`session.waiting`, `session.completed`, `session.failed`)?
-/// Reads only the tail of the file.
-fn ends_settled(path: &Path) -> bool {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return false;
-    };
-    let Ok(len) = file.metadata().map(|m| m.len()) else {
-        return false;
-    };
-    let start = len.saturating_sub(64 * 1024);
-    let mut tail = Vec::new();
-    if file.seek(SeekFrom::Start(start)).is_err() || file.read_to_end(&mut tail).is_err() {
-        return false;
-    }
-    let Some(body) = tail.strip_suffix(b"\n") else {
-        return false;
-    };
-    let last = body.rsplit(|b| *b == b'\n').next().unwrap_or_default();
-    serde_json::from_slice::<Event>(last).is_ok_and(|e| {
-        matches!(
-            e.event_type,
-            EventType::SessionWaiting | EventType::SessionCompleted | EventType::SessionFailed
-        )
-    })
 }
 
 /// Checks an `as_of` instant: RFC 3339 (ISO-8601 with a time zone, `Z`

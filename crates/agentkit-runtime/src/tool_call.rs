@@ -185,7 +185,7 @@ impl AgentRuntime {
 /// meanwhile.
 pub(crate) struct Release<'a> {
     pub(crate) runtime: &'a AgentRuntime,
-    pub(crate) session: Arc<crate::runtime::Session>,
+    pub(crate) session: Arc<crate::session::Session>,
 }
 
 impl Release<'_> {

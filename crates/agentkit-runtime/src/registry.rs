@@ -1,0 +1,196 @@
+//! The loaded sessions: the table by id, the continuation keys of the
+//! loaded ones, the least-recently-used order that decides which idle
+//! sessions are unloaded, and the per-key locks of create-or-continue.
+//!
+//! The registry holds only what is loaded; the session index in
+//! `agentkit.sqlite` (`db.rs`) knows every stored session, and
+//! `AgentRuntime::get` loads one from it when it is addressed. Every lock
+//! here is short and never held across an `.await`.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use crate::runtime::lock;
+use crate::session::Session;
+
+/// `(channel, continuation key)`.
+pub(crate) type ChannelKey = (String, String);
+
+/// How many sessions stay loaded (with their fold cache) while idle.
+pub(crate) const LOADED_SESSIONS: usize = 512;
+
+type KeyLocks = Mutex<HashMap<ChannelKey, Arc<tokio::sync::Mutex<()>>>>;
+
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// `(channel, key)` → session id, for channels that bring their own
+    /// keys, and the current token of HTTP sessions.
+    keys: Mutex<HashMap<ChannelKey, String>>,
+    /// Loaded sessions, least recently used first.
+    hot: Mutex<VecDeque<Arc<Session>>>,
+    /// Serialises create-or-continue per `(channel, key)`, so two first
+    /// deliveries with one new key make one session.
+    key_locks: Arc<KeyLocks>,
+}
+
+impl Registry {
+    /// The loaded session `id`.
+    pub(crate) fn peek(&self, id: &str) -> Option<Arc<Session>> {
+        lock(&self.sessions).get(id).cloned()
+    }
+
+    /// Every loaded session.
+    pub(crate) fn loaded(&self) -> Vec<Arc<Session>> {
+        lock(&self.sessions).values().cloned().collect()
+    }
+
+    /// Makes `fresh` the loaded session under its id, or returns the one
+    /// already loaded (two callers may load one session at once).
+    pub(crate) fn insert(&self, fresh: Arc<Session>) -> Arc<Session> {
+        let key = {
+            let meta = fresh.meta();
+            (meta.channel.clone(), meta.continuation_token.clone())
+        };
+        {
+            let mut sessions = lock(&self.sessions);
+            if let Some(loaded) = sessions.get(fresh.id.as_str()) {
+                return loaded.clone();
+            }
+            sessions.insert(fresh.id.as_str().to_owned(), fresh.clone());
+        }
+        lock(&self.keys).insert(key, fresh.id.as_str().to_owned());
+        fresh
+    }
+
+    /// Removes `session` if it is the one loaded under its id, with its
+    /// key and its place in the LRU order. Returns whether it was.
+    pub(crate) fn remove(&self, session: &Arc<Session>) -> bool {
+        let removed = {
+            let mut sessions = lock(&self.sessions);
+            match sessions.get(session.id.as_str()) {
+                Some(s) if Arc::ptr_eq(s, session) => {
+                    sessions.remove(session.id.as_str());
+                    true
+                }
+                _ => false,
+            }
+        };
+        if removed {
+            self.drop_key(session);
+            lock(&self.hot).retain(|s| !Arc::ptr_eq(s, session));
+        }
+        removed
+    }
+
+    /// Removes `session` if it is loaded and nobody but the registry holds
+    /// it (`extra` references allowed: the caller's own). The idle check
+    /// runs under the table's lock, so no lookup can take it meanwhile.
+    fn remove_unused(&self, session: &Arc<Session>, extra: usize) -> bool {
+        let mut sessions = lock(&self.sessions);
+        if session.state().is_active() || Arc::strong_count(session) > 1 + extra {
+            return false;
+        }
+        let ours = sessions
+            .get(session.id.as_str())
+            .is_some_and(|s| Arc::ptr_eq(s, session));
+        if ours {
+            sessions.remove(session.id.as_str());
+            drop(sessions);
+            self.drop_key(session);
+        }
+        ours
+    }
+
+    /// The loaded session a key maps to.
+    pub(crate) fn by_key(&self, channel: &str, key: &str) -> Option<String> {
+        lock(&self.keys)
+            .get(&(channel.to_owned(), key.to_owned()))
+            .cloned()
+    }
+
+    /// Moves `id` from `old` to `new` (an HTTP token rotated).
+    pub(crate) fn rekey(&self, channel: &str, old: &str, new: &str, id: &str) {
+        let mut keys = lock(&self.keys);
+        keys.remove(&(channel.to_owned(), old.to_owned()));
+        keys.insert((channel.to_owned(), new.to_owned()), id.to_owned());
+    }
+
+    /// Removes the session's current key, if it still names this session.
+    fn drop_key(&self, session: &Session) {
+        let key = {
+            let meta = session.meta();
+            (meta.channel.clone(), meta.continuation_token.clone())
+        };
+        let mut keys = lock(&self.keys);
+        if keys.get(&key).map(String::as_str) == Some(session.id.as_str()) {
+            keys.remove(&key);
+        }
+    }
+
+    /// Records that `session` was used. Past [`LOADED_SESSIONS`], the
+    /// least recently used idle sessions are unloaded (their fold cache
+    /// with them): a stored session costs memory only while it is used.
+    /// Busy and parked sessions (whose approval timers need their state)
+    /// stay.
+    pub(crate) fn touch(&self, session: &Arc<Session>) {
+        let evict: Vec<Arc<Session>> = {
+            let mut hot = lock(&self.hot);
+            if hot.back().is_some_and(|s| Arc::ptr_eq(s, session)) {
+                return;
+            }
+            hot.retain(|s| !Arc::ptr_eq(s, session));
+            hot.push_back(session.clone());
+            let mut out = Vec::new();
+            let mut kept = 0;
+            while hot.len() > LOADED_SESSIONS && kept < hot.len() {
+                let Some(oldest) = hot.pop_front() else {
+                    break;
+                };
+                if oldest.state().is_active() || oldest.meta().parked {
+                    hot.push_back(oldest);
+                    kept += 1;
+                } else {
+                    out.push(oldest);
+                }
+            }
+            out
+        };
+        for session in evict {
+            // The `evict` vector's reference is the extra one.
+            self.remove_unused(&session, 1);
+        }
+    }
+
+    /// Holds `(channel, key)`'s create-or-continue lock until dropped.
+    pub(crate) async fn lock_key(&self, channel: &str, key: &str) -> KeyGuard {
+        let slot = (channel.to_owned(), key.to_owned());
+        let mutex = Arc::clone(lock(&self.key_locks).entry(slot.clone()).or_default());
+        let guard = mutex.clone().lock_owned().await;
+        KeyGuard {
+            locks: Arc::clone(&self.key_locks),
+            slot,
+            mutex,
+            _guard: Some(guard),
+        }
+    }
+}
+
+/// A held create-or-continue lock; the last holder removes the entry.
+pub(crate) struct KeyGuard {
+    locks: Arc<KeyLocks>,
+    slot: ChannelKey,
+    mutex: Arc<tokio::sync::Mutex<()>>,
+    _guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for KeyGuard {
+    fn drop(&mut self) {
+        self._guard = None;
+        let mut locks = lock(&self.locks);
+        // The table's Arc and ours: nobody else waits on this key.
+        if Arc::strong_count(&self.mutex) <= 2 {
+            locks.remove(&self.slot);
+        }
+    }
+}

@@ -1,0 +1,549 @@
+//! The worker of a session: admitting a message into its turn state,
+//! running turns through the harness while messages wait, recording every
+//! step on the log (group commit: the harness's burst of events goes in one
+//! append), settling the session (the fsync point), recovering a turn a
+//! crash cut short, and lending an idle session to a deterministic call.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentkit_events::NewEvent;
+use agentkit_harness::{TurnInput, TurnOutcome};
+use agentkit_manifest::Admission;
+use agentkit_protocol::{Event, EventType, SessionId};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
+use crate::fold;
+use crate::meta::{Owner, SessionMode};
+use crate::runtime::{AgentRuntime, new_id};
+use crate::session::{Claim, Interrupt, NextTurn, Queued, Session};
+use crate::workspace;
+
+/// Hands events the runtime just appended to the session's fold cache, if
+/// nobody is refreshing it (a refresh reads them from the log instead).
+fn feed(session: &Session, appended: &[Event]) {
+    if let Ok(mut cache) = session.fold.try_lock() {
+        cache.push(appended);
+    }
+}
+
+/// Builds a session's workspace when its turn first calls a tool.
+#[derive(Debug)]
+struct PrepareSession {
+    runtime: AgentRuntime,
+    session: Arc<Session>,
+}
+
+impl agentkit_harness::PrepareWorkspace for PrepareSession {
+    fn prepare(&self) -> agentkit_harness::BoxFuture<'_, std::result::Result<(), String>> {
+        Box::pin(async move {
+            self.runtime
+                .ensure_workspace(&self.session)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+impl AgentRuntime {
+    /// Runs the recovery a session loaded from the index may need, once,
+    /// before anything reads or changes it.
+    pub(crate) async fn ready(&self, session: &Arc<Session>) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        if !session.needs_recovery.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        session
+            .recovery
+            .get_or_try_init(|| self.recover(session))
+            .await?;
+        Ok(())
+    }
+
+    /// Records the end of a turn that a crash cut short.
+    async fn recover(&self, session: &Arc<Session>) -> Result<()> {
+        // Most stored sessions ended settled. Peeking at the last line
+        // without the store keeps their logs closed: opening every log at
+        // start would hold two descriptors per session ever created.
+        let log = self.session_dir(&session.id).join("events.ndjson");
+        let parked = session.meta().parked;
+        if !parked
+            && tokio::task::spawn_blocking(move || ends_settled(&log))
+                .await
+                .unwrap_or(false)
+        {
+            return Ok(());
+        }
+        let (open_turn, settled) = self
+            .with_history(session, |events| {
+                if parked {
+                    self.arm_approval_timeouts(&session.id, events);
+                }
+                let open_turn = events
+                    .iter()
+                    .rev()
+                    .find(|e| {
+                        matches!(
+                            e.event_type,
+                            EventType::TurnStarted
+                                | EventType::TurnCompleted
+                                | EventType::TurnFailed
+                        )
+                    })
+                    .filter(|e| e.event_type == EventType::TurnStarted)
+                    .and_then(|e| e.turn_id.clone());
+                // The cache keeps the settle events, so its last event is
+                // the log's last kept one; a log that ends in deltas ended
+                // mid-turn and has an open turn anyway.
+                let settled = events.last().is_some_and(|last| {
+                    matches!(
+                        last.event_type,
+                        EventType::SessionWaiting
+                            | EventType::SessionCompleted
+                            | EventType::SessionFailed
+                    )
+                });
+                (open_turn, settled)
+            })
+            .await?;
+        if open_turn.is_none() && settled {
+            return Ok(());
+        }
+        if let Some(turn) = &open_turn {
+            tracing::warn!(session = %session.id, turn = %turn, "recording a turn interrupted by a restart");
+            self.append(
+                &session.id,
+                EventType::TurnFailed,
+                Some(turn),
+                json!({"message": "turn interrupted", "reason": "restart"}),
+            )
+            .await?;
+        }
+        let mode = session.meta().mode;
+        match mode {
+            SessionMode::Chat => {
+                self.append(&session.id, EventType::SessionWaiting, None, json!({}))
+                    .await?
+            }
+            SessionMode::Task => {
+                self.append(
+                    &session.id,
+                    EventType::SessionFailed,
+                    None,
+                    json!({"message": "turn interrupted"}),
+                )
+                .await?
+            }
+        };
+        self.inner.store.sync(&session.id).await?;
+        Ok(())
+    }
+
+    pub(crate) async fn append(
+        &self,
+        id: &SessionId,
+        t: EventType,
+        turn: Option<&str>,
+        data: Value,
+    ) -> Result<Event> {
+        let event = self.inner.store.append(id, t, turn, data).await?;
+        if let Some(session) = self.peek(id.as_str()) {
+            feed(&session, std::slice::from_ref(&event));
+        }
+        Ok(event)
+    }
+
+    /// Brings `session`'s fold cache up to date (reading only the events
+    /// appended since the last refresh, or the whole log once when the
+    /// session was cold) and runs `f` over the kept events.
+    pub(crate) async fn with_history<T>(
+        &self,
+        session: &Arc<Session>,
+        f: impl FnOnce(&[Event]) -> T,
+    ) -> Result<T> {
+        let mut cache = session.fold.lock().await;
+        let was_loaded = cache.is_loaded();
+        let read = self
+            .inner
+            .store
+            .read_stored(&session.id, cache.upto())
+            .await?;
+        cache.extend(read);
+        let out = f(cache.events());
+        drop(cache);
+        if !was_loaded {
+            self.inner.registry.touch(session);
+        }
+        Ok(out)
+    }
+    /// Materialises the session's workspace if no turn or call did yet.
+    pub(crate) async fn ensure_workspace(&self, session: &Session) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        if session.workspace_ready.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let agent = self.inner.agent.clone();
+        let dir = session.workspace.clone();
+        let fresh = !dir.exists();
+        // A workspace that exists already (a restart, or files a message
+        // brought) keeps what is in it: seeds never overwrite a turn's work.
+        if fresh {
+            tokio::task::spawn_blocking(move || workspace::materialize(&agent, &dir))
+                .await
+                .map_err(|e| Error::BadRequest {
+                    message: format!("workspace setup failed: {e}"),
+                })??;
+        }
+        session.workspace_ready.store(true, Ordering::Release);
+        Ok(())
+    }
+    /// Admits a message into a session under `admission`. Returns whether
+    /// it was coalesced and the index of its `message.received`.
+    pub(crate) async fn accept(
+        &self,
+        session: &Arc<Session>,
+        text: String,
+        admission: Admission,
+        files: Vec<(String, String)>,
+    ) -> Result<(bool, u64)> {
+        self.ready(session).await?;
+        if admission == Admission::Reject && session.state().is_busy() {
+            return Err(Error::SessionBusy {
+                id: session.id.as_str().to_owned(),
+            });
+        }
+        if !files.is_empty() {
+            // Seeds first, so the files of the message win over them.
+            self.ensure_workspace(session).await?;
+            workspace::write_files(&session.workspace, &files)?;
+        }
+        let received = self
+            .append(
+                &session.id,
+                EventType::MessageReceived,
+                None,
+                json!({"text": text}),
+            )
+            .await?;
+        let queued = Queued {
+            text,
+            index: received.index,
+        };
+        let (start_worker, coalesced) = session.state().enqueue(queued, admission);
+        if start_worker {
+            let runtime = self.clone();
+            let session = session.clone();
+            self.inner
+                .tasks
+                .spawn(async move { runtime.work(session).await });
+        }
+        Ok((coalesced, received.index))
+    }
+
+    /// Runs turns while messages are queued, then settles the session.
+    async fn work(&self, session: Arc<Session>) {
+        let mut ok = false;
+        loop {
+            let next = session.state().next_turn(&self.inner.shutdown);
+            if let Some(next) = next {
+                ok = match self.run_turn(&session, next).await {
+                    Ok(ok) => ok,
+                    Err(e) => {
+                        tracing::error!(session = %session.id, error = %e, "turn could not be recorded");
+                        false
+                    }
+                };
+                session.state().end_turn();
+                continue;
+            }
+            // Nothing queued: the turns ran, or `stop` dropped the messages
+            // this worker was started for. Settle while still holding the
+            // worker flag, so no other turn or call interleaves with the
+            // settle event; then let go, unless a message arrived meanwhile.
+            self.settle(&session, ok).await;
+            let mut state = session.state();
+            if state.release() {
+                session.idle.notify_waiters();
+                drop(state);
+                // Its folder went while the turn ran: forget it now.
+                let _ = self.deleted(&session);
+                break;
+            }
+        }
+    }
+
+    /// Records that the session is idle: `session.waiting` for chat
+    /// sessions, `session.completed` / `session.failed` for task sessions,
+    /// and makes the log durable (the fsync point).
+    async fn settle(&self, session: &Session, ok: bool) {
+        let mode = session.meta().mode;
+        let (event, data) = match mode {
+            SessionMode::Chat => (EventType::SessionWaiting, json!({})),
+            SessionMode::Task if ok => (EventType::SessionCompleted, json!({})),
+            SessionMode::Task => (
+                EventType::SessionFailed,
+                json!({"message": "the turn failed"}),
+            ),
+        };
+        let settled = self.append(&session.id, event, None, data).await;
+        if let Err(e) = settled.and(
+            self.inner
+                .store
+                .sync(&session.id)
+                .await
+                .map_err(Error::from),
+        ) {
+            tracing::error!(session = %session.id, error = %e, "cannot settle session");
+        }
+    }
+
+    /// One turn: `turn.started`, the harness's step events, then
+    /// `turn.completed` or `turn.failed`. Returns whether it completed.
+    async fn run_turn(&self, session: &Arc<Session>, next: NextTurn) -> Result<bool> {
+        let NextTurn {
+            batch,
+            resume,
+            cancel,
+        } = next;
+        let turn_id = new_id("turn");
+        let id = &session.id;
+        let mut started = json!({"messages": batch.len()});
+        if let (Some(turn), Some(obj)) = (&resume, started.as_object_mut()) {
+            obj.insert("resumes".into(), json!(turn));
+        }
+        self.append(id, EventType::TurnStarted, Some(&turn_id), started)
+            .await?;
+        let Some(model) = self
+            .inner
+            .agent
+            .config
+            .model
+            .clone()
+            .or_else(|| self.inner.options.default_model.clone())
+        else {
+            let message = "no model configured: set `model` in agent.toml or AGENTKIT_MODEL, or serve with --dev for the offline `test` model";
+            self.append(
+                id,
+                EventType::TurnFailed,
+                Some(&turn_id),
+                json!({"message": message}),
+            )
+            .await?;
+            return Ok(false);
+        };
+        let exclude: BTreeSet<u64> = batch.iter().map(|q| q.index).collect();
+        let history = self
+            .with_history(session, |events| fold::conversation(events, &exclude))
+            .await?;
+        let dry_run = session.meta().dry_run;
+        let input = TurnInput {
+            agent: self.inner.agent.clone(),
+            model,
+            history,
+            user_messages: batch.into_iter().map(|q| q.text).collect(),
+            workspace: session.workspace.clone(),
+            prepare_workspace: Some(Arc::new(PrepareSession {
+                runtime: self.clone(),
+                session: session.clone(),
+            })),
+            session_id: id.as_str().to_owned(),
+            turn_id: turn_id.clone(),
+            cancel: cancel.clone(),
+            providers: self.inner.options.providers.clone(),
+            dry_run,
+            host: self.inner.options.host_bridge.clone(),
+            reminders: Some(Arc::new(crate::reminders::SessionReminders {
+                runtime: self.clone(),
+            })),
+            tools: self.dynamic_tools(id.as_str()).await,
+            services: self.inner.options.services.clone(),
+            approvals: Some(self.gate(id)),
+            as_of: session.meta().as_of.clone(),
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::channel(256);
+        let harness = tokio::spawn(agentkit_harness::run_turn(input, tx));
+        // Group commit: whatever the harness produced since the last write
+        // goes to the log in one batch.
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            while let Ok(more) = rx.try_recv() {
+                batch.push(more);
+            }
+            if batch
+                .iter()
+                .any(|e| matches!(e, agentkit_harness::StepEvent::ApprovalRequested { .. }))
+            {
+                self.mark_parked(session, true);
+            }
+            let events = batch
+                .into_iter()
+                .map(|e| NewEvent {
+                    event_type: e.event_type(),
+                    turn_id: Some(turn_id.clone()),
+                    data: e.data(),
+                })
+                .collect();
+            let appended = self.inner.store.append_batch(id, events).await?;
+            feed(session, &appended);
+        }
+        let outcome = harness.await.unwrap_or_else(|e| TurnOutcome::Failed {
+            message: format!("the turn crashed: {e}"),
+        });
+        let completed = matches!(outcome, TurnOutcome::Completed { .. });
+        match outcome {
+            TurnOutcome::Completed { result, usage } => {
+                self.append(
+                    id,
+                    EventType::TurnCompleted,
+                    Some(&turn_id),
+                    json!({"result": result, "usage": usage}),
+                )
+                .await?;
+            }
+            TurnOutcome::Failed { message } => {
+                self.append(
+                    id,
+                    EventType::TurnFailed,
+                    Some(&turn_id),
+                    json!({"message": message}),
+                )
+                .await?;
+            }
+            TurnOutcome::Interrupted => {
+                let reason = session.state().interrupt();
+                // A shutdown keeps parked calls waiting (they survive the
+                // restart); a preempted or stopped turn withdraws them.
+                if reason != Interrupt::Shutdown {
+                    self.withdraw_parked(id, &turn_id).await?;
+                }
+                self.append(
+                    id,
+                    EventType::TurnFailed,
+                    Some(&turn_id),
+                    json!({"message": "turn interrupted", "reason": reason.as_str()}),
+                )
+                .await?;
+            }
+        }
+        // Calls this turn parked and a human then decided leave nothing
+        // waiting: clear the flag so the next start need not read this log.
+        let parked = session.meta().parked;
+        if parked
+            && self
+                .with_history(session, |events| {
+                    crate::approvals::pending(events).is_empty()
+                })
+                .await?
+        {
+            self.mark_parked(session, false);
+        }
+        // The durable point is when the session settles (`settle` syncs):
+        // one fsync per burst of turns rather than one per turn.
+        Ok(completed)
+    }
+
+    /// Marks an idle session busy for a deterministic call, so turns wait
+    /// (or are admitted by their policy) until it ends.
+    pub(crate) async fn claim_for_call(&self, id: &str, owner: &Owner) -> Result<Arc<Session>> {
+        let session = self.owned(id, owner)?;
+        self.claim_idle(&session).await
+    }
+
+    /// Marks an idle session busy (the caller releases it with
+    /// `release_after_call`); `session_busy` when a turn runs.
+    pub(crate) async fn claim_idle(&self, session: &Arc<Session>) -> Result<Arc<Session>> {
+        self.ready(session).await?;
+        let session = session.clone();
+        let id = session.id.as_str().to_owned();
+        let signal = session.clone();
+        let busy = || Error::SessionBusy { id: id.clone() };
+        loop {
+            let settling = {
+                let mut state = session.state();
+                match state.claim(&self.inner.shutdown) {
+                    Claim::Busy => return Err(busy()),
+                    // The worker is recording `session.waiting`; wait for
+                    // it to let go (created under the lock, so the signal
+                    // cannot slip past).
+                    Claim::Settling => Some(signal.idle.notified()),
+                    Claim::Claimed => None,
+                }
+            };
+            match settling {
+                None => return Ok(session),
+                Some(idle) => {
+                    if tokio::time::timeout(Duration::from_secs(5), idle)
+                        .await
+                        .is_err()
+                    {
+                        return Err(busy());
+                    }
+                }
+            }
+        }
+    }
+
+    /// The cancellation of what runs in the session now.
+    pub(crate) fn running_token(&self, session: &Session) -> Option<CancellationToken> {
+        session.state().running_token()
+    }
+
+    /// Ends a deterministic call: the session is idle again, or runs the
+    /// messages that arrived during the call.
+    pub(crate) fn release_after_call(&self, session: &Arc<Session>) {
+        let needs_worker = session.state().release_call();
+        if needs_worker {
+            let runtime = self.clone();
+            let session = session.clone();
+            self.inner
+                .tasks
+                .spawn(async move { runtime.work(session).await });
+        }
+    }
+
+    /// Resumes `turn` in a new turn when the session is released.
+    pub(crate) fn set_resume(&self, session: &Session, turn: String) {
+        session.state().set_resume(turn);
+    }
+
+    /// Records in `session.json` whether a call may be parked.
+    pub(crate) fn mark_parked(&self, session: &Session, parked: bool) {
+        let mut meta = session.meta();
+        if meta.parked == parked {
+            return;
+        }
+        meta.parked = parked;
+        self.inner.db.put_session_detached(&meta);
+    }
+}
+
+/// Does the log at `path` end with a complete line recording a settled
+/// session (`session.waiting`, `session.completed`, `session.failed`)?
+/// Reads only the tail of the file.
+fn ends_settled(path: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let Ok(len) = file.metadata().map(|m| m.len()) else {
+        return false;
+    };
+    let start = len.saturating_sub(64 * 1024);
+    let mut tail = Vec::new();
+    if file.seek(SeekFrom::Start(start)).is_err() || file.read_to_end(&mut tail).is_err() {
+        return false;
+    }
+    let Some(body) = tail.strip_suffix(b"\n") else {
+        return false;
+    };
+    let last = body.rsplit(|b| *b == b'\n').next().unwrap_or_default();
+    serde_json::from_slice::<Event>(last).is_ok_and(|e| {
+        matches!(
+            e.event_type,
+            EventType::SessionWaiting | EventType::SessionCompleted | EventType::SessionFailed
+        )
+    })
+}
