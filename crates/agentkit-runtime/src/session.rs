@@ -306,6 +306,7 @@ impl TurnState {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::expect_used)]
     use super::*;
 
     fn msg(text: &str, index: u64) -> Queued {
