@@ -168,12 +168,11 @@ pub(crate) struct ReminderRow {
     pub(crate) channel_id: String,
     pub(crate) continuation_token: String,
     pub(crate) session_id: Option<String>,
-    pub(crate) kind: String,
-    pub(crate) spec: String,
+    pub(crate) cadence: crate::reminders::Cadence,
     pub(crate) prompt: Option<String>,
     pub(crate) until: Option<String>,
     pub(crate) run_form: bool,
-    pub(crate) status: String,
+    pub(crate) status: crate::reminders::ReminderStatus,
     pub(crate) reason: Option<String>,
     pub(crate) next_fire_at_ms: Option<i64>,
     pub(crate) fire_count: u64,
@@ -183,6 +182,15 @@ pub(crate) struct ReminderRow {
 
 const REMINDER_COLUMNS: &str = "id, purpose, channel_id, continuation_token, session_id, kind, spec, prompt, until_condition, run_form, status, reason, next_fire_at_ms, fire_count, created_at_ms, last_fired_at_ms";
 
+/// A stored value the typed row cannot hold (a hand-edited database).
+fn bad_column(index: usize, message: String) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(
+        index,
+        rusqlite::types::Type::Text,
+        Box::new(std::io::Error::other(message)),
+    )
+}
+
 fn reminder_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ReminderRow> {
     Ok(ReminderRow {
         id: r.get(0)?,
@@ -190,12 +198,16 @@ fn reminder_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ReminderRow> {
         channel_id: r.get(2)?,
         continuation_token: r.get(3)?,
         session_id: r.get(4)?,
-        kind: r.get(5)?,
-        spec: r.get(6)?,
+        cadence: {
+            let kind: String = r.get(5)?;
+            let spec: String = r.get(6)?;
+            crate::reminders::Cadence::parse(&kind, &spec).map_err(|e| bad_column(6, e))?
+        },
         prompt: r.get(7)?,
         until: r.get(8)?,
         run_form: r.get::<_, i64>(9)? != 0,
-        status: r.get(10)?,
+        status: crate::reminders::ReminderStatus::parse(&r.get::<_, String>(10)?)
+            .map_err(|e| bad_column(10, e))?,
         reason: r.get(11)?,
         next_fire_at_ms: r.get(12)?,
         fire_count: u64::try_from(r.get::<_, i64>(13)?).unwrap_or(0),
@@ -487,12 +499,12 @@ impl Db {
                     r.channel_id,
                     r.continuation_token,
                     r.session_id,
-                    r.kind,
-                    r.spec,
+                    r.cadence.kind(),
+                    r.cadence.spec(),
                     r.prompt,
                     r.until,
                     i64::from(r.run_form),
-                    r.status,
+                    r.status.as_str(),
                     r.reason,
                     r.next_fire_at_ms,
                     i64::try_from(r.fire_count).unwrap_or(i64::MAX),
@@ -514,7 +526,7 @@ impl Db {
             )?
             .execute(params![
                 r.id,
-                r.status,
+                r.status.as_str(),
                 r.reason,
                 r.next_fire_at_ms,
                 i64::try_from(r.fire_count).unwrap_or(i64::MAX),
@@ -600,12 +612,11 @@ mod tests {
             channel_id: "http".into(),
             continuation_token: "k".into(),
             session_id: None,
-            kind: "delay".into(),
-            spec: "1m".into(),
+            cadence: crate::reminders::Cadence::Delay(std::time::Duration::from_secs(60)),
             prompt: Some("x".into()),
             until: None,
             run_form: false,
-            status: "armed".into(),
+            status: crate::reminders::ReminderStatus::Armed,
             reason: None,
             next_fire_at_ms: Some(1),
             fire_count: 0,
@@ -648,7 +659,7 @@ mod tests {
             .unwrap();
         assert_eq!(n, 200);
         let mut r = row("r7");
-        r.status = "cancelled".into();
+        r.status = crate::reminders::ReminderStatus::Cancelled;
         db.update_reminder(&r).await.unwrap();
         let status: String = fresh
             .query_row("SELECT status FROM reminders WHERE id = 'r7'", [], |r| {

@@ -47,6 +47,95 @@ pub enum ReminderWhen {
     At(DateTime<Utc>),
 }
 
+/// When a stored reminder fires, parsed once: when it is created or
+/// read from `agentkit.sqlite`, never again per firing.
+#[derive(Debug, Clone)]
+pub(crate) enum Cadence {
+    Delay(Duration),
+    Every(Duration),
+    Cron(Box<CronSchedule>, String),
+    At(DateTime<Utc>),
+}
+
+impl Cadence {
+    /// The stored form: `(kind, spec)`.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Cadence::Delay(_) => "delay",
+            Cadence::Every(_) => "every",
+            Cadence::Cron(..) => "cron",
+            Cadence::At(_) => "at",
+        }
+    }
+
+    pub(crate) fn spec(&self) -> String {
+        match self {
+            Cadence::Delay(d) | Cadence::Every(d) => humanize(*d),
+            Cadence::Cron(_, text) => text.clone(),
+            Cadence::At(t) => t.to_rfc3339_opts(SecondsFormat::Millis, true),
+        }
+    }
+
+    /// Reads the stored form back.
+    pub(crate) fn parse(kind: &str, spec: &str) -> std::result::Result<Cadence, String> {
+        let duration = || agentkit_manifest::parse_duration(spec);
+        Ok(match kind {
+            "delay" => Cadence::Delay(duration()?),
+            "every" => Cadence::Every(duration()?),
+            "cron" => Cadence::Cron(Box::new(CronSchedule::parse(spec)?), spec.to_owned()),
+            "at" => Cadence::At(
+                DateTime::parse_from_rfc3339(spec)
+                    .map_err(|e| e.to_string())?
+                    .with_timezone(&Utc),
+            ),
+            other => return Err(format!("unknown reminder kind `{other}`")),
+        })
+    }
+
+    fn from_when(when: &ReminderWhen) -> Result<Cadence> {
+        Ok(match when {
+            ReminderWhen::Delay(d) => Cadence::Delay(*d),
+            ReminderWhen::Every(d) => Cadence::Every(*d),
+            ReminderWhen::Cron(c) => Cadence::Cron(
+                Box::new(CronSchedule::parse(c).map_err(|message| Error::BadRequest { message })?),
+                c.clone(),
+            ),
+            ReminderWhen::At(t) => Cadence::At(*t),
+        })
+    }
+}
+
+/// Where a stored reminder is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReminderStatus {
+    Armed,
+    Done,
+    Cancelled,
+    /// A run-form reminder whose handler a restart lost.
+    Disarmed,
+}
+
+impl ReminderStatus {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ReminderStatus::Armed => "armed",
+            ReminderStatus::Done => "done",
+            ReminderStatus::Cancelled => "cancelled",
+            ReminderStatus::Disarmed => "disarmed",
+        }
+    }
+
+    pub(crate) fn parse(text: &str) -> std::result::Result<ReminderStatus, String> {
+        Ok(match text {
+            "armed" => ReminderStatus::Armed,
+            "done" => ReminderStatus::Done,
+            "cancelled" => ReminderStatus::Cancelled,
+            "disarmed" => ReminderStatus::Disarmed,
+            other => return Err(format!("unknown reminder status `{other}`")),
+        })
+    }
+}
+
 /// What a run handler decided on one tick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -264,12 +353,12 @@ impl From<&ReminderRow> for Reminder {
             channel_id: r.channel_id.clone(),
             continuation_token: r.continuation_token.clone(),
             session_id: r.session_id.clone(),
-            kind: r.kind.clone(),
-            spec: r.spec.clone(),
+            kind: r.cadence.kind().to_owned(),
+            spec: r.cadence.spec(),
             form: if r.run_form { "run" } else { "prompt" }.to_owned(),
             prompt: r.prompt.clone(),
             until: r.until.clone(),
-            status: r.status.clone(),
+            status: r.status.as_str().to_owned(),
             reason: r.reason.clone(),
             next_fire_at: r.next_fire_at_ms.map(iso_ms),
             fire_count: r.fire_count,
@@ -368,22 +457,11 @@ impl AgentRuntime {
     /// `None` for one-shots that already fired.
     fn next_fire(row: &ReminderRow, now_ms: i64, first: bool) -> Result<Option<i64>> {
         let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-        Ok(match row.kind.as_str() {
-            "delay" if first => {
-                let d = agentkit_manifest::parse_duration(&row.spec)
-                    .map_err(|message| Error::BadRequest { message })?;
-                Some(now_ms.saturating_add(ms(d)))
-            }
-            "at" if first => Some(
-                DateTime::parse_from_rfc3339(&row.spec)
-                    .map_err(|e| Error::BadRequest {
-                        message: e.to_string(),
-                    })?
-                    .timestamp_millis(),
-            ),
-            "every" => {
-                let d = ms(agentkit_manifest::parse_duration(&row.spec)
-                    .map_err(|message| Error::BadRequest { message })?);
+        Ok(match &row.cadence {
+            Cadence::Delay(d) if first => Some(now_ms.saturating_add(ms(*d))),
+            Cadence::At(t) if first => Some(t.timestamp_millis()),
+            Cadence::Every(d) => {
+                let d = ms(*d);
                 match row.next_fire_at_ms {
                     // Keep the cadence; after a long outage, restart it from now.
                     Some(prev) if !first && prev.saturating_add(d) > now_ms => {
@@ -392,13 +470,11 @@ impl AgentRuntime {
                     _ => Some(now_ms.saturating_add(d)),
                 }
             }
-            "cron" => {
-                let cron = CronSchedule::parse(&row.spec)
-                    .map_err(|message| Error::BadRequest { message })?;
+            Cadence::Cron(cron, _) => {
                 let now = DateTime::<Utc>::from_timestamp_millis(now_ms).unwrap_or_default();
                 cron.next_after(now).map(|t| t.timestamp_millis())
             }
-            _ => None,
+            Cadence::Delay(_) | Cadence::At(_) => None,
         })
     }
 
@@ -413,12 +489,7 @@ impl AgentRuntime {
                 message: "a reminder needs `channelId` and `continuationToken`".into(),
             });
         }
-        let (kind, spec) = match &req.when {
-            ReminderWhen::Delay(d) => ("delay", humanize(*d)),
-            ReminderWhen::Every(d) => ("every", humanize(*d)),
-            ReminderWhen::Cron(c) => ("cron", c.clone()),
-            ReminderWhen::At(t) => ("at", t.to_rfc3339_opts(SecondsFormat::Millis, true)),
-        };
+        let cadence = Cadence::from_when(&req.when)?;
         let (prompt, until, run_form) = match &req.action {
             ReminderAction::Prompt { prompt, until } => {
                 (Some(prompt.clone()), until.clone(), false)
@@ -432,12 +503,11 @@ impl AgentRuntime {
             channel_id: req.channel_id.clone(),
             continuation_token: req.continuation_token.clone(),
             session_id: self.session_for(&req.channel_id, &req.continuation_token),
-            kind: kind.to_owned(),
-            spec,
+            cadence,
             prompt,
             until,
             run_form,
-            status: "armed".to_owned(),
+            status: ReminderStatus::Armed,
             reason: None,
             next_fire_at_ms: None,
             fire_count: 0,
@@ -498,7 +568,7 @@ impl AgentRuntime {
             Some(row) => row,
             None => return Ok(Reminder::from(&self.reminder_row(id)?)),
         };
-        row.status = "cancelled".to_owned();
+        row.status = ReminderStatus::Cancelled;
         row.reason = Some("cancelled".to_owned());
         row.next_fire_at_ms = None;
         self.inner.db.update_reminder(&row).await?;
@@ -575,7 +645,7 @@ impl AgentRuntime {
                 return Err(Error::BadRequest {
                     message: format!(
                         "reminder `{id}` is {}{}; only armed reminders fire",
-                        stored.status,
+                        stored.status.as_str(),
                         stored.reason.map(|r| format!(" ({r})")).unwrap_or_default()
                     ),
                 });
@@ -742,23 +812,23 @@ impl AgentRuntime {
             let still_armed = index.remove(&row.id).is_some();
             row.next_fire_at_ms = next.filter(|_| still_armed);
             if row.next_fire_at_ms.is_some() {
-                row.status = "armed".to_owned();
+                row.status = ReminderStatus::Armed;
                 index.arm(row.clone());
             } else if still_armed {
-                row.status = "done".to_owned();
+                row.status = ReminderStatus::Done;
                 if outcome == ReminderOutcome::Stop && row.reason.is_none() {
                     row.reason = Some("stopped".to_owned());
                 }
             } else {
                 // Cancelled while firing.
-                row.status = "cancelled".to_owned();
+                row.status = ReminderStatus::Cancelled;
             }
         }
-        if row.status != "armed" {
+        if row.status != ReminderStatus::Armed {
             lock(&self.inner.reminders.handlers).remove(&row.id);
         }
         self.inner.db.update_reminder(&row).await?;
-        tracing::info!(reminder = %row.id, outcome = ?outcome, status = %row.status, "reminder fired");
+        tracing::info!(reminder = %row.id, outcome = ?outcome, status = row.status.as_str(), "reminder fired");
         Ok(ReminderFired {
             reminder_id: row.id.clone(),
             outcome,
