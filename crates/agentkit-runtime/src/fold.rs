@@ -96,6 +96,25 @@ pub(crate) struct FoldCache {
     loaded: bool,
     upto: u64,
     events: Vec<Event>,
+    /// The `upto` of the snapshot on disk (0: none).
+    saved: u64,
+}
+
+/// A snapshot is written once this many events were appended since the
+/// last one: long sessions get one every few turns, a one-turn session
+/// never pays for one.
+pub(crate) const SNAPSHOT_EVERY: u64 = 256;
+
+/// The first line of a snapshot file.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct SnapshotHeader {
+    /// The format (1).
+    snapshot: u32,
+    session: String,
+    /// The kept events of `0..upto` follow, one per line.
+    upto: u64,
+    /// How many lines follow (a file cut at a line's end is refused too).
+    events: usize,
 }
 
 impl FoldCache {
@@ -107,6 +126,7 @@ impl FoldCache {
             loaded: true,
             upto: 0,
             events: Vec::new(),
+            saved: 0,
         }
     }
 
@@ -169,6 +189,63 @@ impl FoldCache {
     /// The kept events, in index order.
     pub(crate) fn events(&self) -> &[Event] {
         &self.events
+    }
+
+    /// Enough was appended since the last snapshot to write a new one.
+    pub(crate) fn snapshot_due(&self) -> bool {
+        self.loaded && self.upto.saturating_sub(self.saved) >= SNAPSHOT_EVERY
+    }
+
+    /// The snapshot file's bytes: a header line, then the kept events.
+    pub(crate) fn encode(&self, session: &str) -> serde_json::Result<Vec<u8>> {
+        let mut out = serde_json::to_vec(&SnapshotHeader {
+            snapshot: 1,
+            session: session.to_owned(),
+            upto: self.upto,
+            events: self.events.len(),
+        })?;
+        out.push(b'\n');
+        for event in &self.events {
+            serde_json::to_writer(&mut out, event)?;
+            out.push(b'\n');
+        }
+        Ok(out)
+    }
+
+    /// Records that the snapshot of `0..upto` is on disk.
+    pub(crate) fn mark_saved(&mut self, upto: u64) {
+        self.saved = self.saved.max(upto);
+    }
+
+    /// Reads a snapshot file of `session`. `None` when it is not one (a
+    /// torn or foreign file): the caller reads the log instead.
+    pub(crate) fn decode(bytes: &[u8], session: &str) -> Option<(u64, Vec<Event>)> {
+        let mut lines = bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty());
+        let header: SnapshotHeader = serde_json::from_slice(lines.next()?).ok()?;
+        if header.snapshot != 1 || header.session != session {
+            return None;
+        }
+        let mut events = Vec::new();
+        for line in lines {
+            let event: Event = serde_json::from_slice(line).ok()?;
+            if event.index >= header.upto
+                || events
+                    .last()
+                    .is_some_and(|e: &Event| e.index >= event.index)
+            {
+                return None;
+            }
+            events.push(event);
+        }
+        (events.len() == header.events).then_some((header.upto, events))
+    }
+
+    /// Starts a cold cache from a snapshot of `0..upto`.
+    pub(crate) fn restore(&mut self, upto: u64, events: Vec<Event>) {
+        self.loaded = true;
+        self.upto = upto;
+        self.saved = upto;
+        self.events = events;
     }
 }
 
@@ -297,6 +374,50 @@ mod tests {
                 "split {split}"
             );
             assert!(cache.events().iter().all(|e| keeps(e.event_type)));
+        }
+    }
+
+    #[test]
+    fn a_snapshot_restores_the_cache_and_refuses_foreign_or_torn_files() {
+        let all = log();
+        let exclude = BTreeSet::from([15]);
+        let whole = conversation(&all, &exclude);
+        for split in 0..=all.len() {
+            let mut cache = FoldCache::new_session();
+            cache.push(&all[..split]);
+            let bytes = cache.encode("s").unwrap();
+            let (upto, events) = FoldCache::decode(&bytes, "s").unwrap();
+            assert_eq!(upto, split as u64);
+            let mut cold = FoldCache::default();
+            cold.restore(upto, events);
+            cold.extend(all[cold.upto() as usize..].to_vec());
+            assert_eq!(
+                conversation(cold.events(), &exclude),
+                whole,
+                "split {split}"
+            );
+            assert!(!cold.snapshot_due());
+            assert!(FoldCache::decode(&bytes, "other").is_none());
+            if bytes.len() > 2 {
+                let torn = &bytes[..bytes.len() - 2];
+                assert!(
+                    FoldCache::decode(torn, "s").is_none(),
+                    "torn, split {split}"
+                );
+                let cut = bytes.len()
+                    - 1
+                    - bytes[..bytes.len() - 1]
+                        .iter()
+                        .rev()
+                        .position(|b| *b == b'\n')
+                        .unwrap_or(0);
+                if cut < bytes.len() - 1 && !cache.events().is_empty() {
+                    assert!(
+                        FoldCache::decode(&bytes[..cut], "s").is_none(),
+                        "cut at a line's end, split {split}"
+                    );
+                }
+            }
         }
     }
 }

@@ -577,6 +577,22 @@ impl AgentRuntime {
             .await?)
     }
 
+    /// The conversation the session's next turn would hand the model
+    /// (every message so far, folded from the log): for inspecting what a
+    /// model sees.
+    pub async fn conversation(
+        &self,
+        id: &str,
+        owner: &Owner,
+    ) -> Result<Vec<agentkit_protocol::Message>> {
+        let session = self.owned(id, owner)?;
+        self.ready(&session).await?;
+        self.with_history(&session, |events| {
+            crate::fold::conversation(events, &Default::default())
+        })
+        .await
+    }
+
     /// The metadata of a session `owner` may see.
     pub fn session(&self, id: &str, owner: &Owner) -> Result<SessionMeta> {
         Ok(lock(&self.owned(id, owner)?.meta).clone())

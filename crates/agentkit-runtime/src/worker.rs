@@ -23,6 +23,11 @@ use crate::runtime::{AgentRuntime, new_id};
 use crate::session::{Claim, Interrupt, NextTurn, Queued, Session};
 use crate::workspace;
 
+/// A session's fold snapshot, beside its log: the kept events of a prefix
+/// of the log, so a restart reads that and the log's tail instead of the
+/// whole log.
+pub(crate) const SNAPSHOT_FILE: &str = "fold.ndjson";
+
 /// Hands events the runtime just appended to the session's fold cache, if
 /// nobody is refreshing it (a refresh reads them from the log instead).
 fn feed(session: &Session, appended: &[Event]) {
@@ -166,6 +171,9 @@ impl AgentRuntime {
     ) -> Result<T> {
         let mut cache = session.fold.lock().await;
         let was_loaded = cache.is_loaded();
+        if !was_loaded && let Some((upto, events)) = self.read_snapshot(&session.id).await {
+            cache.restore(upto, events);
+        }
         let read = self
             .inner
             .store
@@ -179,6 +187,62 @@ impl AgentRuntime {
         }
         Ok(out)
     }
+    /// The snapshot of a cold session's fold, if one is on disk and fits
+    /// its log (a log shorter than the snapshot was replaced or cut: read
+    /// the log instead).
+    async fn read_snapshot(&self, id: &SessionId) -> Option<(u64, Vec<Event>)> {
+        let path = self.session_dir(id).join(SNAPSHOT_FILE);
+        let session = id.as_str().to_owned();
+        let (upto, events) = tokio::task::spawn_blocking(move || {
+            let bytes = std::fs::read(&path).ok()?;
+            fold::FoldCache::decode(&bytes, &session)
+        })
+        .await
+        .ok()??;
+        let len = self.inner.store.len(id).await.ok()?;
+        (upto <= len).then_some((upto, events))
+    }
+
+    /// Writes the snapshot of `session`'s fold when enough was appended
+    /// since the last one. A cache, not a record: written to a temporary
+    /// file and renamed (a crash leaves the old one or none), never synced.
+    async fn save_snapshot(&self, session: &Session) {
+        let encoded = {
+            let Ok(cache) = session.fold.try_lock() else {
+                return;
+            };
+            if !cache.snapshot_due() {
+                return;
+            }
+            cache
+                .encode(session.id.as_str())
+                .map(|bytes| (cache.upto(), bytes))
+        };
+        let (upto, bytes) = match encoded {
+            Ok(encoded) => encoded,
+            Err(e) => {
+                tracing::warn!(session = %session.id, error = %e, "cannot encode the fold snapshot");
+                return;
+            }
+        };
+        let dir = self.session_dir(&session.id);
+        let written = tokio::task::spawn_blocking(move || {
+            let tmp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
+            std::fs::write(&tmp, &bytes)?;
+            std::fs::rename(&tmp, dir.join(SNAPSHOT_FILE))
+        })
+        .await;
+        match written {
+            Ok(Ok(())) => session.fold.lock().await.mark_saved(upto),
+            Ok(Err(e)) => {
+                tracing::warn!(session = %session.id, error = %e, "cannot write the fold snapshot")
+            }
+            Err(e) => {
+                tracing::warn!(session = %session.id, error = %e, "fold snapshot task failed")
+            }
+        }
+    }
+
     /// Materialises the session's workspace if no turn or call did yet.
     pub(crate) async fn ensure_workspace(&self, session: &Session) -> Result<()> {
         use std::sync::atomic::Ordering;
@@ -297,7 +361,9 @@ impl AgentRuntime {
                 .map_err(Error::from),
         ) {
             tracing::error!(session = %session.id, error = %e, "cannot settle session");
+            return;
         }
+        self.save_snapshot(session).await;
     }
 
     /// One turn: `turn.started`, the harness's step events, then

@@ -158,3 +158,85 @@ async fn later_turns_see_the_whole_conversation_after_a_restart() {
         .collect();
     assert_eq!(said, ["q1", "one", "q2", "two", "q3", "three"]);
 }
+
+#[tokio::test]
+async fn a_restart_reads_the_fold_snapshot_and_the_logs_tail_not_the_whole_log() {
+    // One reply of ~900 words is ~300 deltas: past the snapshot threshold
+    // in one turn.
+    let long = vec!["word"; 900].join(" ");
+    let script = format!(
+        r#"{{"turns": [{{"steps": [{{"text": "{long}"}}]}}, {{"steps": [{{"text": "short"}}]}}]}}"#
+    );
+    let f = fixture(&script).await;
+    let a = f.runtime.create(new_session("q1")).await.unwrap();
+    until(&f.runtime, &a.session_id, EventType::SessionWaiting, 1).await;
+    f.runtime.shutdown(std::time::Duration::from_secs(5)).await;
+    drop(f.runtime);
+    let dir = f.dir.path().join("state/sessions").join(&a.session_id);
+    let snapshot = dir.join("fold.ndjson");
+    let text = std::fs::read_to_string(&snapshot).expect("a snapshot after a long turn");
+    let log = std::fs::read_to_string(dir.join("events.ndjson")).unwrap();
+    assert!(
+        text.len() * 2 < log.len(),
+        "the snapshot ({} B) is a fraction of the log ({} B)",
+        text.len(),
+        log.len()
+    );
+    assert!(
+        !text.contains("message.appended"),
+        "no deltas in the snapshot"
+    );
+
+    // Mark the snapshot's copy of the first message: a restart that folds
+    // the snapshot shows the mark, one that read the log would not.
+    std::fs::write(
+        &snapshot,
+        text.replace(r#""text":"q1""#, r#""text":"q1 (snapshot)""#),
+    )
+    .unwrap();
+    let runtime = super::open(f.dir.path()).await;
+    let said = |history: Vec<agentkit_protocol::Message>| -> Vec<Value> {
+        history
+            .iter()
+            .map(|m| serde_json::to_value(m).unwrap()["text"].clone())
+            .collect()
+    };
+    let seen = runtime
+        .conversation(&a.session_id, &owner("alice"))
+        .await
+        .unwrap();
+    assert_eq!(
+        said(seen),
+        [Value::from("q1 (snapshot)"), Value::from(long.clone())]
+    );
+    // The log's tail after the snapshot still joins it.
+    runtime
+        .follow_up(&a.session_id, follow("q2", &a.continuation_token))
+        .await
+        .unwrap();
+    until(&runtime, &a.session_id, EventType::SessionWaiting, 2).await;
+    let seen = runtime
+        .conversation(&a.session_id, &owner("alice"))
+        .await
+        .unwrap();
+    assert_eq!(seen.len(), 4);
+    runtime.shutdown(std::time::Duration::from_secs(5)).await;
+    drop(runtime);
+
+    // Without a snapshot (or with a foreign one) the log is read whole.
+    std::fs::write(&snapshot, "not a snapshot\n").unwrap();
+    let runtime = super::open(f.dir.path()).await;
+    let seen = runtime
+        .conversation(&a.session_id, &owner("alice"))
+        .await
+        .unwrap();
+    assert_eq!(
+        said(seen),
+        [
+            Value::from("q1"),
+            Value::from(long),
+            Value::from("q2"),
+            Value::from("short")
+        ]
+    );
+}
