@@ -57,8 +57,10 @@ mod error;
 mod recovery;
 mod store;
 mod subscription;
+mod sync;
 mod text;
 
 pub use error::{Error, Result};
 pub use store::{FileEventStore, NewEvent, StoreOptions};
 pub use subscription::Subscription;
+pub use sync::SyncStats;

@@ -16,6 +16,7 @@ use tokio::sync::{OnceCell, broadcast, watch};
 use crate::error::{Error, Result};
 use crate::recovery::{parse_lines, recover};
 use crate::subscription::Subscription;
+use crate::sync::{SyncJob, SyncStats, Syncer};
 use crate::text::{self, Rebuild};
 
 /// The name of a session's log inside its directory.
@@ -124,6 +125,8 @@ struct Inner {
     /// Every published event of every session, for observers (hooks,
     /// channel deliveries).
     tap: broadcast::Sender<Arc<Event>>,
+    /// Every `fsync` of the store (group commit across sessions).
+    syncer: Arc<Syncer>,
 }
 
 impl FileEventStore {
@@ -135,6 +138,7 @@ impl FileEventStore {
             .map_err(|e| Error::io("create directory", &sessions_dir, e))?;
         Ok(FileEventStore {
             inner: Arc::new(Inner {
+                syncer: Syncer::new(sessions_dir.clone()),
                 sessions_dir,
                 tap: broadcast::channel(options.tap_capacity.max(1)).0,
                 options,
@@ -191,6 +195,12 @@ impl FileEventStore {
         Ok(event)
     }
 
+    /// How many log syncs this store did, and in how many batches (group
+    /// commit across sessions: sessions settling together share a batch).
+    pub fn sync_stats(&self) -> SyncStats {
+        self.inner.syncer.stats()
+    }
+
     /// Flushes and `fsync`s (`sync_data`) the session's log: a durable
     /// point. Everything appended before the call survives a power cut.
     pub async fn sync(&self, session: &SessionId) -> Result<()> {
@@ -211,19 +221,27 @@ impl FileEventStore {
             .sessions_dir
             .join(session.as_str())
             .join(LOG_FILE);
-        blocking(move || match File::open(&path) {
-            Ok(file) => {
-                file.sync_data().map_err(|e| Error::io("sync", &path, e))?;
+        let opened = {
+            let path = path.clone();
+            blocking(move || match File::open(&path) {
+                Ok(file) => Ok(Some(file)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(Error::io("open", &path, e)),
+            })
+            .await?
+        };
+        let Some(file) = opened else {
+            return Ok(());
+        };
+        self.inner
+            .syncer
+            .sync(SyncJob {
+                file: Arc::new(file),
+                path,
                 // It may have been closed before its first sync.
-                if let Some(dir) = path.parent() {
-                    sync_dir(dir);
-                }
-                Ok(())
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io("open", &path, e)),
-        })
-        .await
+                new_dir: true,
+            })
+            .await
     }
 
     /// Every event of `session` from `start_index` on, read from the file,
@@ -393,6 +411,7 @@ pub(crate) struct SessionLog {
     /// The log's folder is new: the first sync makes its entries durable
     /// too (not the create, so no fsync sits on the path of a request).
     new_entry: std::sync::atomic::AtomicBool,
+    syncer: Arc<Syncer>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -464,6 +483,7 @@ impl SessionLog {
             flushed,
             file: Arc::new(file),
             new_entry: std::sync::atomic::AtomicBool::new(!exists),
+            syncer: Arc::clone(&inner.syncer),
         })
     }
 
@@ -605,20 +625,20 @@ impl SessionLog {
             let mut state = lock(&self.state);
             self.flush_locked(&mut state)?;
         }
-        let file = Arc::clone(&self.file);
-        let path = self.path.clone();
-        let new_entry = self.new_entry.swap(false, Ordering::SeqCst);
-        blocking(move || {
-            file.sync_data().map_err(|e| Error::io("sync", &path, e))?;
-            if new_entry && let Some(dir) = path.parent() {
-                sync_dir(dir);
-                if let Some(sessions) = dir.parent() {
-                    sync_dir(sessions);
-                }
-            }
-            Ok(())
-        })
-        .await
+        let new_dir = self.new_entry.swap(false, Ordering::SeqCst);
+        let synced = self
+            .syncer
+            .sync(SyncJob {
+                file: Arc::clone(&self.file),
+                path: self.path.clone(),
+                new_dir,
+            })
+            .await;
+        if synced.is_err() && new_dir {
+            // The folder's entry is still to be made durable.
+            self.new_entry.store(true, Ordering::SeqCst);
+        }
+        synced
     }
 
     /// Completes the stored deltas among `events` (which start at index
@@ -689,17 +709,6 @@ impl SessionLog {
         })
         .await
     }
-}
-
-/// Makes a directory's entries durable. Best effort: a failure here only
-/// weakens the power-cut guarantee for a brand-new session, so it is logged.
-fn sync_dir(dir: &Path) {
-    #[cfg(unix)]
-    if let Err(error) = File::open(dir).and_then(|d| d.sync_all()) {
-        tracing::warn!(dir = %dir.display(), %error, "could not sync a new session directory");
-    }
-    #[cfg(not(unix))]
-    let _ = dir;
 }
 
 /// Runs blocking file work off the async worker threads.

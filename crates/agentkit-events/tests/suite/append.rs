@@ -186,3 +186,39 @@ fn invalid_session_ids_are_rejected_before_touching_disk() {
         0
     );
 }
+
+/// Sessions that sync together share batches (group commit across
+/// sessions), every sync still answers for its own log, and what was
+/// synced is on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sessions_syncing_together_share_fsync_batches() {
+    let (dir, store) = super::store(StoreOptions::default());
+    let n = 64;
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let session = super::id(&format!("s{i}"));
+            store
+                .append(&session, EventType::SessionStarted, None, json!({}))
+                .await
+                .unwrap();
+            store.sync(&session).await.unwrap();
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let stats = store.sync_stats();
+    assert_eq!(stats.requests, n);
+    assert!(stats.batches >= 1 && stats.batches <= n, "{stats:?}");
+    for i in 0..n {
+        let text = std::fs::read_to_string(super::log_path(&dir, &format!("s{i}"))).unwrap();
+        assert_eq!(text.lines().count(), 1);
+    }
+    // A closed log syncs through the same path.
+    let s0 = super::id("s0");
+    assert!(store.close(&s0));
+    store.sync(&s0).await.unwrap();
+    assert_eq!(store.sync_stats().requests, n + 1);
+}

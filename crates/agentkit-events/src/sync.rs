@@ -1,0 +1,151 @@
+//! Group commit across sessions: every `fsync` of the store goes through
+//! one [`Syncer`], which drains whatever requests are waiting in one
+//! blocking task. A burst of sessions settling together costs one trip to
+//! the blocking pool, one `fdatasync` per log, one `fsync` per new session
+//! folder and **one** of the shared `sessions/` folder, instead of a task
+//! and three `fsync`s each.
+//!
+//! A request's answer is its own log's result: one failing file never
+//! fails another's sync. Folder syncs are best effort (as before: a
+//! failure weakens only a brand-new session's power-cut guarantee, and is
+//! logged).
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::oneshot;
+
+use crate::error::{Error, Result};
+
+/// One log to make durable.
+#[derive(Debug)]
+pub(crate) struct SyncJob {
+    pub(crate) file: Arc<File>,
+    pub(crate) path: PathBuf,
+    /// The log's folder is new: its entry in `sessions/` must be made
+    /// durable too.
+    pub(crate) new_dir: bool,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    jobs: Vec<(SyncJob, oneshot::Sender<Result<()>>)>,
+    /// A drain task is running (it takes every job queued before it ends).
+    draining: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct Syncer {
+    sessions_dir: PathBuf,
+    queue: Mutex<Queue>,
+    /// Requests taken, and the batches they were synced in.
+    requests: AtomicU64,
+    batches: AtomicU64,
+}
+
+/// How many syncs a store did, and in how many batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SyncStats {
+    pub requests: u64,
+    pub batches: u64,
+}
+
+impl Syncer {
+    pub(crate) fn new(sessions_dir: PathBuf) -> Arc<Syncer> {
+        Arc::new(Syncer {
+            sessions_dir,
+            queue: Mutex::default(),
+            requests: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+        })
+    }
+
+    pub(crate) fn stats(&self) -> SyncStats {
+        SyncStats {
+            requests: self.requests.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Makes `job`'s log durable, together with whatever else is waiting.
+    pub(crate) async fn sync(self: &Arc<Self>, job: SyncJob) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        let start = {
+            let mut queue = lock(&self.queue);
+            queue.jobs.push((job, tx));
+            !std::mem::replace(&mut queue.draining, true)
+        };
+        if start {
+            let syncer = Arc::clone(self);
+            // Not awaited here: the task drains jobs queued after ours too,
+            // and a caller dropped while it runs does not stop it.
+            tokio::task::spawn_blocking(move || syncer.drain());
+        }
+        rx.await
+            .map_err(|_| Error::Task("the sync task stopped".to_owned()))?
+    }
+
+    /// Syncs batches until the queue is empty.
+    fn drain(&self) {
+        loop {
+            let batch = {
+                let mut queue = lock(&self.queue);
+                if queue.jobs.is_empty() {
+                    queue.draining = false;
+                    return;
+                }
+                std::mem::take(&mut queue.jobs)
+            };
+            self.batches.fetch_add(1, Ordering::Relaxed);
+            self.requests
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            let mut dirs = BTreeSet::new();
+            let mut results = Vec::with_capacity(batch.len());
+            for (job, tx) in batch {
+                let result = job
+                    .file
+                    .sync_data()
+                    .map_err(|e| Error::io("sync", &job.path, e));
+                if job.new_dir
+                    && result.is_ok()
+                    && let Some(dir) = job.path.parent()
+                {
+                    dirs.insert(dir.to_path_buf());
+                }
+                results.push((tx, result));
+            }
+            // A new log's folder, then the shared folder that names it,
+            // once for the whole batch; only then are the logs durable.
+            for dir in &dirs {
+                sync_dir(dir);
+            }
+            if !dirs.is_empty() {
+                sync_dir(&self.sessions_dir);
+            }
+            for (tx, result) in results {
+                // An error only means the caller went away.
+                let _ = tx.send(result);
+            }
+        }
+    }
+}
+
+/// Makes a directory's entries durable. Best effort: a failure here only
+/// weakens the power-cut guarantee for a brand-new session, so it is logged.
+pub(crate) fn sync_dir(dir: &Path) {
+    #[cfg(unix)]
+    if let Err(error) = File::open(dir).and_then(|d| d.sync_all()) {
+        tracing::warn!(dir = %dir.display(), %error, "could not sync a new session directory");
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
