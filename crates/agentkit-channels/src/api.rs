@@ -655,31 +655,39 @@ impl EventArgs {
 /// `message.received`, then that turn's `turn.completed` / `turn.failed`
 /// (a turn it preempted ends earlier and is not it).
 pub async fn turn_outcome(mut events: BoxStream<'static, Event>) -> Option<TurnReply> {
-    use agentkit_protocol::EventType;
+    use agentkit_protocol::EventData;
     use futures_util::StreamExt;
     let mut seen_message = false;
     let mut turn: Option<String> = None;
     while let Some(e) = events.next().await {
-        match e.event_type {
-            EventType::MessageReceived => seen_message = true,
-            EventType::TurnStarted if seen_message && turn.is_none() => turn = e.turn_id.clone(),
-            EventType::TurnCompleted if turn.is_some() && e.turn_id == turn => {
-                let text = e
-                    .data
-                    .get("result")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned();
-                return Some(TurnReply { ok: true, text });
+        let ours = turn.is_some() && e.turn_id == turn;
+        match e.payload() {
+            EventData::MessageReceived(_) => seen_message = true,
+            EventData::TurnStarted(_) if seen_message && turn.is_none() => {
+                turn = e.turn_id.clone()
             }
-            EventType::TurnFailed if turn.is_some() && e.turn_id == turn => {
-                let text = e
-                    .data
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("the turn failed")
-                    .to_owned();
+            EventData::TurnCompleted(done) if ours => {
+                return Some(TurnReply {
+                    ok: true,
+                    text: done.result,
+                });
+            }
+            EventData::TurnFailed(failed) if ours => {
+                let text = if failed.message.is_empty() {
+                    "the turn failed".to_owned()
+                } else {
+                    failed.message
+                };
                 return Some(TurnReply { ok: false, text });
+            }
+            // A payload that does not fit its type still ends the turn.
+            EventData::Unknown(_) if ours && e.is_turn_end() => {
+                let ok = e.event_type == agentkit_protocol::EventType::TurnCompleted;
+                let text = if ok { "" } else { "the turn failed" };
+                return Some(TurnReply {
+                    ok,
+                    text: text.to_owned(),
+                });
             }
             _ => {}
         }
