@@ -166,6 +166,7 @@ const BELOW_FACADE: &[&str] = &[
     "agentkit-mcp",
     "agentkit-channels",
     "agentkit-runtime",
+    "agentkit-client",
 ];
 
 /// Every workspace package and the internal crates it may use as normal (or
@@ -211,6 +212,12 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
             "agentkit-harness",
         ],
     ),
+    // The client half: the public API's client knows the protocol and the
+    // process's one HTTP client (the harness's), never the server half.
+    (
+        "agentkit-client",
+        &["agentkit-protocol", "agentkit-harness"],
+    ),
     ("agentkit", BELOW_FACADE),
     (
         TEST_SUPPORT,
@@ -224,6 +231,7 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
             "agentkit-mcp",
             "agentkit-channels",
             "agentkit-runtime",
+            "agentkit-client",
         ],
     ),
     ("agentkit-cli", &["agentkit"]),

@@ -33,15 +33,28 @@
 //! # Ok::<(), agentkit::manifest::Error>(())
 //! ```
 
-pub mod client;
 pub mod credentials;
 mod error;
 pub mod github;
 pub mod info;
 pub mod init;
 mod serve;
-pub mod trajectory;
 pub mod webhooks;
+
+/// The HTTP client of the public API (`agentkit-client`): sessions,
+/// streams, approvals, tool calls, and the turn-settled fold.
+pub mod client {
+    pub use agentkit_client::{
+        Accepted, Client, Error, NdjsonError, NdjsonErrorReason, NewSession, Result, SessionCursor,
+        Settle,
+    };
+}
+/// Trajectories: a session's events folded into a summary
+/// (`agentkit-client`).
+pub mod trajectory {
+    pub use agentkit_client::trajectory::*;
+    pub use agentkit_client::{NdjsonError, NdjsonErrorReason, parse_ndjson, parse_ndjson_line};
+}
 
 pub use agentkit_harness::{
     Decision, DynTool, Endpoint, ProviderConfig, RustTool, ToolContext, ToolOutput, ToolSource,
