@@ -563,17 +563,19 @@ mod tests {
     use super::*;
 
     fn render(events: &[Value]) -> String {
+        let given = events.len();
         let events: Vec<Event> = events
             .iter()
             .enumerate()
-            .map(|(i, e)| {
+            .filter_map(|(i, e)| {
                 let mut e = e.clone();
                 e["index"] = json!(i);
                 e["sessionId"] = json!("ses_1");
                 e["at"] = json!("");
-                serde_json::from_value(e).unwrap()
+                serde_json::from_value(e).ok()
             })
             .collect();
+        assert_eq!(events.len(), given, "every test event is a known event");
         let events = &events;
         let mut bytes = Vec::new();
         let mut out = anstream::StripStream::new(&mut bytes);

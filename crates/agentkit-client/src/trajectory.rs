@@ -160,11 +160,11 @@ impl Fold {
                 self.turns[i].messages = pending;
                 self.current = Some(i);
             }
-            EventData::MessageCompleted(m) => {
-                if m.parent_call_id.is_none() && m.finish_reason == "stop" {
-                    let i = self.turn_for(turn_id);
-                    self.turns[i].reply = Some(m.text);
-                }
+            EventData::MessageCompleted(m)
+                if m.parent_call_id.is_none() && m.finish_reason == "stop" =>
+            {
+                let i = self.turn_for(turn_id);
+                self.turns[i].reply = Some(m.text);
             }
             EventData::ActionsRequested(requested) => {
                 let i = self.turn_for(turn_id);
