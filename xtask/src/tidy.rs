@@ -167,6 +167,7 @@ const BELOW_FACADE: &[&str] = &[
     "agentkit-channels",
     "agentkit-runtime",
     "agentkit-client",
+    "agentkit-evals",
 ];
 
 /// Every workspace package and the internal crates it may use as normal (or
@@ -218,6 +219,17 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
         "agentkit-client",
         &["agentkit-protocol", "agentkit-harness"],
     ),
+    // The eval runner drives a server through the client; judges and
+    // cassettes use the harness's providers.
+    (
+        "agentkit-evals",
+        &[
+            "agentkit-protocol",
+            "agentkit-manifest",
+            "agentkit-harness",
+            "agentkit-client",
+        ],
+    ),
     ("agentkit", BELOW_FACADE),
     (
         TEST_SUPPORT,
@@ -232,6 +244,7 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
             "agentkit-channels",
             "agentkit-runtime",
             "agentkit-client",
+            "agentkit-evals",
         ],
     ),
     ("agentkit-cli", &["agentkit"]),

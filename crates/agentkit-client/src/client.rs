@@ -260,6 +260,22 @@ impl Client {
         .await
     }
 
+    /// `GET /v1/dev/sessions/{id}/files/{path}` (a server in dev mode): a
+    /// file of the session's workspace, `None` when it does not exist.
+    pub async fn workspace_file(&self, session_id: &str, path: &str) -> Result<Option<String>> {
+        let url = self.url(&format!("/v1/dev/sessions/{session_id}/files/{path}"));
+        match self.send("GET", http()?.get(&url), &url).await {
+            Ok(response) => Ok(Some(
+                response
+                    .text()
+                    .await
+                    .map_err(|e| transport("GET", &url, e))?,
+            )),
+            Err(e) if e.code() == Some("file_not_found") => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// `GET /v1/info`: the agent's discovered surface.
     pub async fn info(&self) -> Result<Value> {
         self.get_json("/v1/info").await
