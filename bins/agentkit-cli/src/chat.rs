@@ -263,6 +263,17 @@ pub(crate) async fn boot(
     api_keys: &[String],
     model: Option<&str>,
 ) -> anyhow::Result<agentkit::ServeHandle> {
+    let providers = crate::login::provider_config(api_keys)?;
+    boot_with(dir, state_root, providers, model).await
+}
+
+/// [`boot`] with the providers already chosen (`eval` adds a cassette).
+pub(crate) async fn boot_with(
+    dir: &Path,
+    state_root: &Path,
+    providers: agentkit::ProviderConfig,
+    model: Option<&str>,
+) -> anyhow::Result<agentkit::ServeHandle> {
     let options = agentkit::ServeOptions {
         model: model.map(str::to_owned),
         port: 0,
@@ -272,7 +283,7 @@ pub(crate) async fn boot(
             .ok()
             .filter(|m| !m.is_empty()),
         env: agentkit::EnvLookup::process(),
-        providers: crate::login::provider_config(api_keys)?,
+        providers,
         ..Default::default()
     };
     agentkit::serve(dir, options)

@@ -49,6 +49,9 @@ pub mod client {
         Settle,
     };
 }
+/// The eval runner (`agentkit-evals`): selection, runs, reports,
+/// baselines.
+pub use agentkit_evals as evals;
 /// Trajectories: a session's events folded into a summary
 /// (`agentkit-client`).
 pub mod trajectory {
@@ -57,8 +60,8 @@ pub mod trajectory {
 }
 
 pub use agentkit_harness::{
-    Decision, DynTool, Endpoint, ProviderConfig, RustTool, ToolContext, ToolOutput, ToolSource,
-    ToolSpec,
+    Cassette, Decision, DynTool, Endpoint, ProviderConfig, RustTool, ToolContext, ToolOutput,
+    ToolSource, ToolSpec,
 };
 pub use agentkit_runtime::{
     AgentRuntime, Clock, Followup, InputError, ManualClock, NewReminder, Owner, PendingApproval,
