@@ -172,6 +172,11 @@ impl Report {
             out.push(e.clone());
         }
         for (i, turn) in run.turns.iter().enumerate() {
+            if let Some(e) = &turn.error
+                && turn.status == "failed"
+            {
+                out.push(format!("turn {} failed: {e}", i + 1));
+            }
             for c in turn.checks.iter().filter(|c| !c.passed) {
                 out.push(format!("turn {}: {}", i + 1, c.message));
             }
