@@ -7,8 +7,8 @@
 //! port, each with durable sessions and an NDJSON event stream, and
 //! deterministic tool calls ([`ServeHandle::call_tool`]), schedules fired on
 //! their cron cadence ([`ServeHandle::dispatch_schedule`]) and durable
-//! reminders ([`ServeHandle::create_reminder`]). Approvals, MCP, channels
-//! and evals arrive in later releases.
+//! reminders ([`ServeHandle::create_reminder`]). The public API's client
+//! is [`client`] (with [`trajectory`]); the eval runner is [`evals`].
 //!
 //! Serving, for embedders (see `docs/guides/serving.md`):
 //!
