@@ -166,6 +166,8 @@ const BELOW_FACADE: &[&str] = &[
     "agentkit-mcp",
     "agentkit-channels",
     "agentkit-runtime",
+    "agentkit-client",
+    "agentkit-evals",
 ];
 
 /// Every workspace package and the internal crates it may use as normal (or
@@ -211,6 +213,23 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
             "agentkit-harness",
         ],
     ),
+    // The client half: the public API's client knows the protocol and the
+    // process's one HTTP client (the harness's), never the server half.
+    (
+        "agentkit-client",
+        &["agentkit-protocol", "agentkit-harness"],
+    ),
+    // The eval runner drives a server through the client; judges and
+    // cassettes use the harness's providers.
+    (
+        "agentkit-evals",
+        &[
+            "agentkit-protocol",
+            "agentkit-manifest",
+            "agentkit-harness",
+            "agentkit-client",
+        ],
+    ),
     ("agentkit", BELOW_FACADE),
     (
         TEST_SUPPORT,
@@ -224,6 +243,8 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
             "agentkit-mcp",
             "agentkit-channels",
             "agentkit-runtime",
+            "agentkit-client",
+            "agentkit-evals",
         ],
     ),
     ("agentkit-cli", &["agentkit"]),

@@ -11,6 +11,7 @@ use anyhow::Context;
 use serde_json::Value;
 
 use agentkit::client::{Client, SessionCursor};
+use agentkit::protocol::{Event, EventData, EventType};
 use agentkit::trajectory::{self, Trajectory};
 
 use crate::cli::EXIT_INVALID;
@@ -165,7 +166,7 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut events = Vec::new();
     let mut outcome = Ok(());
     for message in &args.message {
-        let on_event = |event: &Value| forward_parked(&parked_tx, event);
+        let on_event = |event: &Event| forward_parked(&parked_tx, event);
         match client.run_turn_with(&mut cursor, message, on_event).await {
             Ok((_, turn)) => events.extend(turn),
             Err(e) => {
@@ -190,7 +191,7 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(exit_for(&t))
 }
 
-type Parked = tokio::sync::mpsc::UnboundedSender<Value>;
+type Parked = tokio::sync::mpsc::UnboundedSender<Event>;
 
 /// Starts answering parked calls by `mode` (default: ask on a terminal,
 /// deny otherwise). Must run inside the tokio runtime.
@@ -200,12 +201,12 @@ fn approver(client: &Client, mode: Option<ApprovalMode>) -> (Parked, tokio::task
     } else {
         ApprovalMode::Deny
     });
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
     (tx, tokio::spawn(answer_approvals(client.clone(), mode, rx)))
 }
 
-fn forward_parked(parked: &Parked, event: &Value) {
-    if event.get("type").and_then(Value::as_str) == Some("action.approval_requested") {
+fn forward_parked(parked: &Parked, event: &Event) {
+    if event.event_type == EventType::ActionApprovalRequested {
         let _ = parked.send(event.clone());
     }
 }
@@ -214,19 +215,16 @@ fn forward_parked(parked: &Parked, event: &Value) {
 async fn answer_approvals(
     client: Client,
     mode: ApprovalMode,
-    mut parked: tokio::sync::mpsc::UnboundedReceiver<Value>,
+    mut parked: tokio::sync::mpsc::UnboundedReceiver<Event>,
 ) {
     while let Some(event) = parked.recv().await {
-        let session = event["sessionId"].as_str().unwrap_or_default().to_owned();
-        let call = event["data"]["callId"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let tool = event["data"]["toolName"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let input = event["data"]["input"].to_string();
+        let session = event.session_id.to_string();
+        let EventData::ApprovalRequested(requested) = event.payload() else {
+            continue;
+        };
+        let call = requested.call_id;
+        let tool = requested.tool_name;
+        let input = requested.input.to_string();
         let (approve, reason) = match mode {
             ApprovalMode::Approve => (true, None),
             ApprovalMode::Deny => (
@@ -265,6 +263,17 @@ pub(crate) async fn boot(
     api_keys: &[String],
     model: Option<&str>,
 ) -> anyhow::Result<agentkit::ServeHandle> {
+    let providers = crate::login::provider_config(api_keys)?;
+    boot_with(dir, state_root, providers, model).await
+}
+
+/// [`boot`] with the providers already chosen (`eval` adds a cassette).
+pub(crate) async fn boot_with(
+    dir: &Path,
+    state_root: &Path,
+    providers: agentkit::ProviderConfig,
+    model: Option<&str>,
+) -> anyhow::Result<agentkit::ServeHandle> {
     let options = agentkit::ServeOptions {
         model: model.map(str::to_owned),
         port: 0,
@@ -274,7 +283,7 @@ pub(crate) async fn boot(
             .ok()
             .filter(|m| !m.is_empty()),
         env: agentkit::EnvLookup::process(),
-        providers: crate::login::provider_config(api_keys)?,
+        providers,
         ..Default::default()
     };
     agentkit::serve(dir, options)
@@ -433,69 +442,53 @@ impl Default for Renderer {
 }
 
 impl Renderer {
-    fn event(&mut self, out: &mut impl Write, event: &Value) -> io::Result<()> {
-        let null = Value::Null;
-        let data = event.get("data").unwrap_or(&null);
-        // Messages of subagents belong to their tool call, not the reply.
-        if data.get("parentCallId").is_some_and(|p| !p.is_null()) {
-            return Ok(());
-        }
-        let text = |key: &str| data.get(key).and_then(Value::as_str).unwrap_or("");
-        match event.get("type").and_then(Value::as_str).unwrap_or("") {
-            "reasoning.appended" => {
+    fn event(&mut self, out: &mut impl Write, event: &Event) -> io::Result<()> {
+        match event.payload() {
+            // Text of subagents belongs to their tool call, not the reply.
+            EventData::ReasoningAppended(a) | EventData::MessageAppended(a)
+                if a.parent_call_id.is_some() => {}
+            EventData::MessageCompleted(m) if m.parent_call_id.is_some() => {}
+            EventData::ReasoningAppended(a) => {
                 self.in_reasoning = true;
-                self.write(out, &format!("{DIM}{}{DIM:#}", text("delta")))?;
+                self.write(out, &format!("{DIM}{}{DIM:#}", a.delta))?;
             }
-            "message.appended" => {
+            EventData::MessageAppended(a) => {
                 if self.in_reasoning {
                     self.in_reasoning = false;
                     self.newline(out)?;
                 }
-                self.write(out, text("delta"))?;
+                self.write(out, &a.delta)?;
             }
-            "message.completed" => self.newline(out)?,
-            "actions.requested" => {
+            EventData::MessageCompleted(_) => self.newline(out)?,
+            EventData::ActionsRequested(requested) => {
                 self.newline(out)?;
-                for call in data
-                    .get("calls")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let name = call.get("toolName").and_then(Value::as_str).unwrap_or("?");
-                    let input = call.get("input").map(compact).unwrap_or_default();
-                    writeln!(out, "{CYAN}→ {name}({input}){CYAN:#}")?;
+                for call in &requested.calls {
+                    let input = compact(&call.input);
+                    writeln!(out, "{CYAN}→ {}({input}){CYAN:#}", call.tool_name)?;
                 }
             }
-            "action.result" => {
+            EventData::ActionResult(result) => {
                 self.newline(out)?;
-                let output = preview(data.get("output").unwrap_or(&null));
-                if data
-                    .get("isError")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false)
-                {
+                let output = preview(&result.output);
+                if result.is_error {
                     writeln!(out, "{RED}← {output}{RED:#}")?;
                 } else {
                     writeln!(out, "{DIM}← {output}{DIM:#}")?;
                 }
             }
-            "turn.failed" => {
+            EventData::TurnFailed(failed) => {
                 self.newline(out)?;
-                writeln!(out, "{RED}turn failed: {}{RED:#}", text("message"))?;
+                writeln!(out, "{RED}turn failed: {}{RED:#}", failed.message)?;
             }
-            "turn.completed" => {
+            EventData::TurnCompleted(done) => {
                 self.newline(out)?;
-                let usage = data.get("usage").unwrap_or(&null);
-                let n = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
                 writeln!(
                     out,
                     "{DIM}[in {} · out {} tokens]{DIM:#}",
-                    n("inputTokens"),
-                    n("outputTokens")
+                    done.usage.input_tokens, done.usage.output_tokens
                 )?;
             }
-            "session.failed" => {
+            _ if event.event_type == EventType::SessionFailed => {
                 self.newline(out)?;
                 writeln!(out, "{RED}session failed{RED:#}")?;
             }
@@ -558,7 +551,7 @@ fn exit_for(t: &Trajectory) -> ExitCode {
     }
 }
 
-fn write_ndjson(path: &Path, events: &[Value]) -> anyhow::Result<()> {
+fn write_ndjson(path: &Path, events: &[Event]) -> anyhow::Result<()> {
     let mut text = String::new();
     for event in events {
         text.push_str(&serde_json::to_string(event)?);
@@ -581,6 +574,20 @@ mod tests {
     use super::*;
 
     fn render(events: &[Value]) -> String {
+        let given = events.len();
+        let events: Vec<Event> = events
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| {
+                let mut e = e.clone();
+                e["index"] = json!(i);
+                e["sessionId"] = json!("ses_1");
+                e["at"] = json!("");
+                serde_json::from_value(e).ok()
+            })
+            .collect();
+        assert_eq!(events.len(), given, "every test event is a known event");
+        let events = &events;
         let mut bytes = Vec::new();
         let mut out = anstream::StripStream::new(&mut bytes);
         let mut r = Renderer::default();

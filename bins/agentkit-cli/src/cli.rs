@@ -116,8 +116,14 @@ enum Command {
     ///
     /// Exits 1 when a turn failed, 2 when the file is not an event log.
     Trajectory(crate::chat::TrajectoryArgs),
-    /// Run evals (not available yet).
-    Eval(NotYet),
+    /// Run the project's evals against an ephemeral server and report
+    /// every expectation.
+    ///
+    /// Boots the project on a free port with a temporary state root (or
+    /// uses --url); eval sessions carry `purpose = "eval"`. Exits 0 when
+    /// every case passed, 1 when one failed (or regressed against
+    /// --baseline), 2 on usage or project errors (an unknown selector).
+    Eval(crate::eval::EvalArgs),
     /// GitHub webhook helpers: list channels and events, replay signed
     /// deliveries, forward live ones with `gh webhook forward`.
     Github(crate::github::GithubArgs),
@@ -175,7 +181,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Chat(args) => crate::chat::chat(args),
         Command::Trajectory(args) => crate::chat::trajectory(args),
         Command::Call(args) => crate::call::call(args),
-        Command::Eval(_) => not_yet("eval", "the eval runner"),
+        Command::Eval(args) => crate::eval::eval(args),
         Command::Github(args) => crate::github::github(args),
         Command::Gitlab(args) => crate::packs::run(agentkit::webhooks::Provider::Gitlab, args),
         Command::Bitbucket(args) => {

@@ -31,6 +31,9 @@ impl fmt::Debug for Endpoint {
 pub struct ProviderConfig {
     pub openai: Endpoint,
     pub anthropic: Endpoint,
+    /// Record every model exchange to a cassette folder, or answer from
+    /// one instead of the providers.
+    pub cassette: Option<crate::Cassette>,
 }
 
 /// The public APIs, without keys.
@@ -45,6 +48,7 @@ impl Default for ProviderConfig {
                 api_key: None,
                 base_url: "https://api.anthropic.com".to_owned(),
             },
+            cassette: None,
         }
     }
 }

@@ -39,6 +39,7 @@
 
 mod approvals;
 mod builtins;
+mod complete;
 mod credentials;
 mod dynamic;
 mod process;
@@ -50,6 +51,7 @@ mod workspace_path;
 
 pub use agentkit_manifest::schema_errors;
 pub use approvals::{ApprovalGate, Decision, DecisionFuture};
+pub use complete::{Completion, complete};
 pub use credentials::{Endpoint, ProviderConfig};
 pub use dynamic::{DynTool, RustTool, ToolFuture, ToolSource, ToolSpec, ToolsFuture};
 pub use process::{
@@ -57,8 +59,8 @@ pub use process::{
     run_child, signal_of, spawn_child,
 };
 pub use providers::{
-    Backoff, HttpClientError, RetryPolicy, http_client, http_error_text, redact_credentials,
-    retry_after_header,
+    Backoff, Cassette, HttpClientError, RetryPolicy, http_client, http_error_text,
+    redact_credentials, retry_after_header,
 };
 pub use step::{FinishReason, StepEvent, approval_resolved_data};
 pub use tools::{

@@ -816,7 +816,8 @@ fn check_eval_tools(ctx: &mut Ctx, agent: &Agent, evals: &crate::model::Evals) {
                     .called_tool
                     .iter()
                     .map(|c| c.name())
-                    .chain(turn.expect.not_called_tool.iter().map(String::as_str));
+                    .chain(turn.expect.not_called_tool.iter().map(String::as_str))
+                    .chain(turn.expect.tool_order.iter().map(String::as_str));
                 for name in names {
                     let known = agent.tool(name).is_some()
                         || name.contains("__")

@@ -23,6 +23,7 @@ struct RawEvalFile {
     tags: Vec<String>,
     timeout: Option<String>,
     iterations: Option<u32>,
+    dry_run: Option<bool>,
     send: Option<String>,
     #[serde(default)]
     workspace_files: BTreeMap<String, String>,
@@ -38,6 +39,7 @@ struct RawCase {
     description: Option<String>,
     #[serde(default)]
     tags: Vec<String>,
+    dry_run: Option<bool>,
     send: Option<String>,
     #[serde(default)]
     workspace_files: BTreeMap<String, String>,
@@ -229,6 +231,7 @@ fn read_eval_file(ctx: &mut Ctx, path: &Path, id: &str) -> Option<EvalFile> {
                 tags,
                 timeout,
                 iterations,
+                dry_run: c.dry_run.or(raw.dry_run),
                 turns,
             });
         }
@@ -247,6 +250,7 @@ fn read_eval_file(ctx: &mut Ctx, path: &Path, id: &str) -> Option<EvalFile> {
             tags: raw.tags,
             timeout,
             iterations,
+            dry_run: raw.dry_run,
             turns,
         });
     }
@@ -308,8 +312,51 @@ fn turns_of(
 
 fn check_expect(ctx: &mut Ctx, src: &SourceText, e: &Expect) -> bool {
     let mut regexes: Vec<&str> = Vec::new();
+    let invalid = |ctx: &mut Ctx, needle: &str, message: String| {
+        ctx.push(
+            Diagnostic::error(Code::InvalidValue, src.rel.clone(), message)
+                .at(src.text.find(needle).map(|o| src.position(o))),
+        );
+        false
+    };
     if let Some(reply) = &e.reply {
         regexes.extend(reply.matches.as_deref());
+        if let Some(schema) = &reply.json_schema
+            && let Err(msg) = checks::check_json_schema(schema)
+        {
+            return invalid(
+                ctx,
+                "json_schema",
+                format!("`reply.json_schema` is not a valid JSON Schema: {msg}"),
+            );
+        }
+        if reply.judge.is_none() && (reply.model.is_some() || reply.threshold.is_some()) {
+            return invalid(
+                ctx,
+                "threshold",
+                "`reply.model` and `reply.threshold` belong to `reply.judge`".to_owned(),
+            );
+        }
+    }
+    for judge in e.judges() {
+        if judge.rubric.trim().is_empty() {
+            return invalid(ctx, "judge", "a judge's rubric is empty".to_owned());
+        }
+        if !(0.0..=1.0).contains(&judge.threshold()) {
+            return invalid(
+                ctx,
+                "threshold",
+                format!(
+                    "judge threshold {} must be between 0 and 1",
+                    judge.threshold()
+                ),
+            );
+        }
+        if let Some(model) = &judge.model
+            && let Err((msg, _)) = crate::config::parse_model_string(model)
+        {
+            return invalid(ctx, model, format!("judge model `{model}`: {msg}"));
+        }
     }
     for f in &e.files {
         regexes.extend(f.matches.as_deref());

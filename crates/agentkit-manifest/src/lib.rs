@@ -56,11 +56,12 @@ pub use error::{Error, Result};
 pub use evals::MAX_EVAL_CONCURRENCY;
 pub use model::{
     Admission, Agent, AgentConfig, Approval, AuthPolicy, BUILTIN_TOOLS, BearerToken,
-    CallToolAction, CalledTool, Channel, ChannelKind, Connection, Delivery, EnvRef, EvalCase,
-    EvalFile, EvalTurn, Evals, EvalsConfig, Execution, Expect, Experiment, FileExpect,
-    HarnessConfig, Hook, HookAction, Host, Instructions, Layout, LocalConfig, Method, ModelSpec,
-    Project, Provider, Route, RouteAction, RouteResponse, Runtime, Schedule, ScheduleAction,
-    SendAction, Skill, Subagent, TextMatch, Tool, ToolAnnotations, Transport, Variant,
+    CallToolAction, CalledTool, Channel, ChannelKind, Connection, DEFAULT_JUDGE_THRESHOLD,
+    Delivery, EnvRef, EvalCase, EvalFile, EvalTurn, Evals, EvalsConfig, Execution, Expect,
+    Experiment, FileExpect, HarnessConfig, Hook, HookAction, Host, Instructions, Judge, Layout,
+    LocalConfig, Method, ModelSpec, Project, Provider, Route, RouteAction, RouteResponse, Runtime,
+    Schedule, ScheduleAction, SendAction, Skill, Subagent, TextMatch, Tool, ToolAnnotations,
+    Transport, Variant,
 };
 pub use names::{RESERVED_SLUGS, did_you_mean, is_valid_slug, is_valid_tool_name};
 pub use tools::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TOOL_TIMEOUT};

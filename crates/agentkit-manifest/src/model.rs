@@ -792,6 +792,10 @@ pub struct EvalsConfig {
     pub persist_runs: bool,
     #[serde(default = "default_max_playground_runs")]
     pub max_playground_runs: u32,
+    /// Eval sessions stub the tools that are not `read_only` (a file or a
+    /// case may say otherwise).
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
 fn default_max_playground_runs() -> u32 {
@@ -825,6 +829,9 @@ pub struct EvalCase {
     )]
     pub timeout: Option<Duration>,
     pub iterations: u32,
+    /// `dry_run` of the case, else of its file; `None`: `evals.toml`'s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<bool>,
     pub turns: Vec<EvalTurn>,
 }
 
@@ -853,6 +860,54 @@ pub struct Expect {
     pub reply: Option<TextMatch>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<FileExpect>,
+    /// These tools were called in this order (other calls may come
+    /// between them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_order: Vec<String>,
+    /// `[[expect.judge]]`: rubrics a model grades the reply against.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub judge: Vec<Judge>,
+}
+
+/// An LLM judge: a model grades the reply against a rubric with a score
+/// from 0 to 1; the check passes at `threshold` or above.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Judge {
+    pub rubric: String,
+    /// `provider:model`; default: the model the eval runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
+}
+
+/// The score a judge must reach when its expectation names none.
+pub const DEFAULT_JUDGE_THRESHOLD: f64 = 0.7;
+
+impl Judge {
+    pub fn threshold(&self) -> f64 {
+        self.threshold.unwrap_or(DEFAULT_JUDGE_THRESHOLD)
+    }
+}
+
+impl Expect {
+    /// Every judge of the expectation: `reply.judge` first, then
+    /// `[[expect.judge]]`.
+    pub fn judges(&self) -> Vec<Judge> {
+        let mut all = Vec::new();
+        if let Some(reply) = &self.reply
+            && let Some(rubric) = &reply.judge
+        {
+            all.push(Judge {
+                rubric: rubric.clone(),
+                model: reply.model.clone(),
+                threshold: reply.threshold,
+            });
+        }
+        all.extend(self.judge.iter().cloned());
+        all
+    }
 }
 
 /// `called_tool = ["name"]` or `[{ name, input = { field = "regex" } }]`.
@@ -884,6 +939,18 @@ pub struct TextMatch {
     pub contains: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub matches: Option<String>,
+    /// The text parses as JSON and matches this JSON Schema (reply only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_schema: Option<Value>,
+    /// A rubric an LLM judge grades the text against (reply only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<String>,
+    /// The judge's model (with `judge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The judge's passing score, 0 to 1 (with `judge`; default 0.7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
 }
 
 /// A check on a file in the session workspace after the turn.

@@ -76,6 +76,9 @@ pub struct TurnFailed {
     pub message: String,
     /// `preempted`, `stopped`, `shutdown` or `restart` for an interrupt.
     pub reason: Option<String>,
+    /// What the turn used before it failed, when the server reports it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 /// `step.started`.
@@ -101,6 +104,9 @@ pub struct Appended {
     pub delta: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// Set on a subagent's text: the `task` call it belongs to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_call_id: Option<String>,
 }
 
 /// `reasoning.completed`.
@@ -117,6 +123,9 @@ pub struct MessageCompleted {
     pub text: String,
     /// `stop` (the turn is over) or `tool_call` (calls follow).
     pub finish_reason: String,
+    /// Set on a subagent's message: the `task` call it belongs to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_call_id: Option<String>,
 }
 
 impl Default for MessageCompleted {
@@ -124,6 +133,7 @@ impl Default for MessageCompleted {
         MessageCompleted {
             text: String::new(),
             finish_reason: "stop".to_owned(),
+            parent_call_id: None,
         }
     }
 }
@@ -304,7 +314,8 @@ mod tests {
             EventData::parse(EventType::MessageCompleted, &json!({"text": "hi"})),
             EventData::MessageCompleted(MessageCompleted {
                 text: "hi".into(),
-                finish_reason: "stop".into()
+                finish_reason: "stop".into(),
+                parent_call_id: None,
             })
         );
         let r = EventData::parse(

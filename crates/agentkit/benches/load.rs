@@ -50,7 +50,9 @@ async fn bench(quick: bool) {
     // One turn to warm up connections and lazy state.
     let (_, events) = client.run_turn(&mut None, "warm up").await.unwrap();
     assert!(
-        events.iter().any(|e| e["type"] == "turn.completed"),
+        events
+            .iter()
+            .any(|e| e.event_type == agentkit::protocol::EventType::TurnCompleted),
         "{events:?}"
     );
 
@@ -139,7 +141,7 @@ async fn level(client: &Client, concurrency: usize, sessions: usize) -> LevelRes
                 let mut first = None;
                 while let Some(event) = stream.next().await {
                     first.get_or_insert_with(|| t0.elapsed());
-                    if event.unwrap()["type"] == "session.waiting" {
+                    if event.unwrap().is_settle() {
                         break;
                     }
                 }

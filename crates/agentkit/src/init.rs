@@ -15,6 +15,7 @@ Start a project:
   agentkit init my-agent            scaffold agent.toml, instructions.md and an echo tool
   agentkit validate --dir my-agent  check every file (exit 1 on errors; --json for CI)
   agentkit info --dir my-agent      list what was discovered (--json for scripts)
+  agentkit eval --dir my-agent      run its evals (evals/*.eval.toml) on an ephemeral server
 
 Grow it folder by folder under my-agent/agent/:
   instructions.md      the always-on system prompt
@@ -69,6 +70,18 @@ args = json.load(sys.stdin)
 json.dump({"echo": args["message"]}, sys.stdout)
 "#;
 
+const EVALS_TOML: &str = "# Eval settings; see docs/reference/evals.md. Run them with `agentkit eval`.\nmax_concurrency = 4\n";
+
+const ECHO_EVAL: &str = r#"# `agentkit eval` runs this (id "echo"); it passes offline on the `test` model.
+description = "Repeats the user's text with the echo tool"
+tags = ["smoke"]
+send = "Please echo: hello"
+
+[expect]
+succeeded = true
+called_tool = [{ name = "echo", input = { message = ".+" } }]
+"#;
+
 const GITIGNORE: &str = "# agentkit state: sessions, traces, the SQLite store\n.agentkit/\n";
 
 /// The files a new project gets, relative to its folder.
@@ -77,6 +90,8 @@ pub const SCAFFOLD: &[(&str, &str)] = &[
     ("agent/instructions.md", INSTRUCTIONS_MD),
     ("agent/tools/echo.toml", ECHO_TOML),
     ("agent/tools/echo.py", ECHO_PY),
+    ("evals/evals.toml", EVALS_TOML),
+    ("evals/echo.eval.toml", ECHO_EVAL),
     (".gitignore", GITIGNORE),
 ];
 

@@ -7,8 +7,8 @@
 //! port, each with durable sessions and an NDJSON event stream, and
 //! deterministic tool calls ([`ServeHandle::call_tool`]), schedules fired on
 //! their cron cadence ([`ServeHandle::dispatch_schedule`]) and durable
-//! reminders ([`ServeHandle::create_reminder`]). Approvals, MCP, channels
-//! and evals arrive in later releases.
+//! reminders ([`ServeHandle::create_reminder`]). The public API's client
+//! is [`client`] (with [`trajectory`]); the eval runner is [`evals`].
 //!
 //! Serving, for embedders (see `docs/guides/serving.md`):
 //!
@@ -33,19 +33,35 @@
 //! # Ok::<(), agentkit::manifest::Error>(())
 //! ```
 
-pub mod client;
 pub mod credentials;
 mod error;
 pub mod github;
 pub mod info;
 pub mod init;
 mod serve;
-pub mod trajectory;
 pub mod webhooks;
 
+/// The HTTP client of the public API (`agentkit-client`): sessions,
+/// streams, approvals, tool calls, and the turn-settled fold.
+pub mod client {
+    pub use agentkit_client::{
+        Accepted, Client, Error, NdjsonError, NdjsonErrorReason, NewSession, Result, SessionCursor,
+        Settle,
+    };
+}
+/// The eval runner (`agentkit-evals`): selection, runs, reports,
+/// baselines.
+pub use agentkit_evals as evals;
+/// Trajectories: a session's events folded into a summary
+/// (`agentkit-client`).
+pub mod trajectory {
+    pub use agentkit_client::trajectory::*;
+    pub use agentkit_client::{NdjsonError, NdjsonErrorReason, parse_ndjson, parse_ndjson_line};
+}
+
 pub use agentkit_harness::{
-    Decision, DynTool, Endpoint, ProviderConfig, RustTool, ToolContext, ToolOutput, ToolSource,
-    ToolSpec,
+    Cassette, Decision, DynTool, Endpoint, ProviderConfig, RustTool, ToolContext, ToolOutput,
+    ToolSource, ToolSpec,
 };
 pub use agentkit_runtime::{
     AgentRuntime, Clock, Followup, InputError, ManualClock, NewReminder, Owner, PendingApproval,

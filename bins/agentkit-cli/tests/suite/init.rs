@@ -21,6 +21,12 @@ fn init_then_validate_then_run_the_echo_tool() {
     assert_eq!(run.code, 0, "{}", run.stdout);
     assert!(run.stdout.contains("no diagnostics"), "{}", run.stdout);
 
+    // The scaffolded eval passes offline.
+    let run = agentkit(tmp.path(), &["eval", "--dir", "my-agent", "--no-stream"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("PASS echo"), "{}", run.stdout);
+    assert!(run.stdout.contains("1 passed, 0 failed"), "{}", run.stdout);
+
     // The scaffolded tool really works under the subprocess contract:
     // JSON input on stdin, JSON result on stdout.
     let out = Command::new("python3")
@@ -118,7 +124,7 @@ fn version_help_and_unavailable_commands() {
             run.stdout
         );
     }
-    let run = agentkit(tmp.path(), &["eval", "--dir", "."]);
+    let run = agentkit(tmp.path(), &["slack"]);
     assert_eq!(run.code, 2);
     assert!(
         run.stderr.contains("not available in this release"),

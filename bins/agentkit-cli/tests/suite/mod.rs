@@ -3,6 +3,7 @@
 mod chat;
 mod core;
 mod edge;
+mod eval;
 mod github;
 mod info;
 mod init;

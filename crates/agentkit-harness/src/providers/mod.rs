@@ -9,6 +9,7 @@
 //! policy, one SSE parser in [`sse`], messages without secrets).
 
 mod anthropic;
+mod cassette;
 mod http;
 mod openai;
 mod scripted;
@@ -25,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::credentials::ProviderConfig;
 use crate::step::StepEvent;
 
+pub use cassette::Cassette;
 pub(crate) use http::redact_text;
 pub use http::{
     Backoff, HttpClientError, RetryPolicy, http_client, http_error_text, redact_credentials,
@@ -39,6 +41,8 @@ pub(crate) enum Model {
     Scripted(scripted::ScriptedTurn),
     OpenAi(Box<openai::OpenAiTurn>),
     Anthropic(Box<anthropic::AnthropicTurn>),
+    /// Recorded to, or replayed from, a cassette.
+    Cassette(Box<cassette::CassetteTurn>),
 }
 
 impl Model {
@@ -46,6 +50,35 @@ impl Model {
     /// before this turn. Fails when the provider is unavailable or its
     /// script cannot be read.
     pub(crate) async fn for_turn(
+        spec: &ModelSpec,
+        agent: &Agent,
+        turn_index: usize,
+        providers: &ProviderConfig,
+    ) -> Result<Model, String> {
+        match &providers.cassette {
+            // Replay never builds the provider: no key, no network.
+            Some(c @ cassette::Cassette::Replay(_)) => {
+                return Ok(Model::Cassette(Box::new(cassette::CassetteTurn::new(
+                    c.clone(),
+                    spec,
+                    None,
+                ))));
+            }
+            Some(c @ cassette::Cassette::Record(_)) => {
+                let inner = Box::pin(Model::provider(spec, agent, turn_index, providers)).await?;
+                return Ok(Model::Cassette(Box::new(cassette::CassetteTurn::new(
+                    c.clone(),
+                    spec,
+                    Some(inner),
+                ))));
+            }
+            None => {}
+        }
+        Model::provider(spec, agent, turn_index, providers).await
+    }
+
+    /// The provider itself, without a cassette.
+    async fn provider(
         spec: &ModelSpec,
         agent: &Agent,
         turn_index: usize,
@@ -79,6 +112,7 @@ impl Model {
             Model::Scripted(turn) => turn.step(request, sink).await,
             Model::OpenAi(turn) => turn.step(request, sink).await,
             Model::Anthropic(turn) => turn.step(request, sink).await,
+            Model::Cassette(turn) => Box::pin(turn.step(request, sink)).await,
         }
     }
 }
@@ -236,6 +270,8 @@ pub(crate) struct StepSink<'a> {
     reasoning: String,
     reasoning_open: bool,
     text: String,
+    /// The deltas streamed so far, while a cassette records.
+    tape: Option<Vec<cassette::Chunk>>,
 }
 
 impl<'a> StepSink<'a> {
@@ -245,7 +281,18 @@ impl<'a> StepSink<'a> {
             reasoning: String::new(),
             reasoning_open: false,
             text: String::new(),
+            tape: None,
         }
+    }
+
+    /// Starts keeping every delta (a cassette records the step).
+    pub(crate) fn start_tape(&mut self) {
+        self.tape = Some(Vec::new());
+    }
+
+    /// The deltas kept since [`StepSink::start_tape`].
+    pub(crate) fn take_tape(&mut self) -> Vec<cassette::Chunk> {
+        self.tape.take().unwrap_or_default()
     }
 
     pub(crate) async fn reasoning(&mut self, delta: &str) {
@@ -254,6 +301,9 @@ impl<'a> StepSink<'a> {
         }
         self.reasoning.push_str(delta);
         self.reasoning_open = true;
+        if let Some(tape) = &mut self.tape {
+            tape.push(cassette::Chunk::Reasoning(delta.to_owned()));
+        }
         send(
             self.events,
             StepEvent::ReasoningAppended {
@@ -269,6 +319,9 @@ impl<'a> StepSink<'a> {
         }
         self.finish_reasoning().await;
         self.text.push_str(delta);
+        if let Some(tape) = &mut self.tape {
+            tape.push(cassette::Chunk::Text(delta.to_owned()));
+        }
         send(
             self.events,
             StepEvent::MessageAppended {

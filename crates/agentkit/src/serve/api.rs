@@ -178,6 +178,7 @@ fn agent_router(agent: Mounted, health_auth: Health, shutdown: CancellationToken
         .route("/v1/info", get(info))
         .route("/v1/mcp", any(super::mcp::route))
         .merge(super::schedules::routes())
+        .merge(super::evals::routes())
         .with_state(state)
         .merge(channels)
 }

@@ -14,6 +14,7 @@ mod auth;
 mod bridge;
 mod channels;
 mod edge;
+mod evals;
 mod mcp;
 mod schedules;
 mod services;
@@ -193,6 +194,8 @@ pub(crate) struct Mounted {
     pub(crate) dev: bool,
     /// The agent's running hooks (their counters show in `/v1/info`).
     pub(crate) hooks: agentkit_runtime::Hooks,
+    /// Eval runs started through the dev routes.
+    pub(crate) evals: Arc<evals::DevEvals>,
 }
 
 /// A running server. Dropping it does not stop the server; call
@@ -430,7 +433,20 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             calls,
         });
         let hooks = schedules::start_hooks(&runtime, project, &options);
+        let evals = Arc::new(evals::DevEvals::new(
+            Arc::new(project.clone()),
+            runtime.state_dir(),
+            format!("{peer_base}{prefix}"),
+            providers.clone(),
+            runtime
+                .agent()
+                .config
+                .model
+                .clone()
+                .or(default_model.clone()),
+        ));
         agents.push(Mounted {
+            evals,
             slug: project.slug.clone(),
             hooks,
             runtime,

@@ -1,14 +1,13 @@
 //! Trajectories: a session's event stream folded into the summary that
-//! `agentkit run`, `agentkit chat --json` and `agentkit trajectory` print.
+//! `agentkit run`, `agentkit chat --json`, `agentkit trajectory` and the
+//! eval runner read.
 //!
-//! The fold works on plain JSON events (one [`serde_json::Value`] per NDJSON
-//! line) rather than typed envelopes, because it reads logs written by other
-//! versions and by other servers: an unknown event type or a missing field
-//! is skipped, never an error. Only a line that is not JSON is an error
-//! ([`parse_ndjson`]), and it names the line.
+//! The fold reads each event's typed payload ([`Event::payload`]); a
+//! payload that does not fit its type reads as
+//! [`EventData::Unknown`] and is passed over, so a log written by another
+//! version still folds. Reading a log's lines is [`crate::parse_ndjson`].
 
-use std::fmt;
-
+use agentkit_protocol::{Event, EventData, EventType};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -77,7 +76,7 @@ pub struct ToolCall {
 }
 
 /// Token counts, as `turn.completed` reports them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
     pub input_tokens: u64,
@@ -86,18 +85,20 @@ pub struct Usage {
     pub cache_write_tokens: u64,
 }
 
-impl Usage {
-    fn from_json(v: &Value) -> Usage {
-        let n = |key: &str| v.get(key).and_then(Value::as_u64).unwrap_or(0);
+impl From<agentkit_protocol::Usage> for Usage {
+    fn from(u: agentkit_protocol::Usage) -> Usage {
         Usage {
-            input_tokens: n("inputTokens"),
-            output_tokens: n("outputTokens"),
-            cache_read_tokens: n("cacheReadTokens"),
-            cache_write_tokens: n("cacheWriteTokens"),
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cache_read_tokens: u.cache_read_tokens,
+            cache_write_tokens: u.cache_write_tokens,
         }
     }
+}
 
-    fn add(&mut self, other: Usage) {
+impl Usage {
+    /// Adds `other` to these counts.
+    pub fn add(&mut self, other: Usage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.cache_read_tokens += other.cache_read_tokens;
@@ -117,7 +118,7 @@ impl Trajectory {
 /// Events are attributed to turns by `turnId` when they carry one, and
 /// otherwise to the turn that is running. A `message.received` that
 /// arrives before its turn starts belongs to the next turn.
-pub fn from_events(events: &[Value]) -> Trajectory {
+pub fn from_events(events: &[Event]) -> Trajectory {
     let mut fold = Fold::default();
     for event in events {
         fold.event(event);
@@ -137,27 +138,19 @@ struct Fold {
 }
 
 impl Fold {
-    fn event(&mut self, event: &Value) {
-        let str_field =
-            |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
+    fn event(&mut self, event: &Event) {
         if self.session_id.is_none() {
-            self.session_id = str_field(event, "sessionId");
+            self.session_id = Some(event.session_id.to_string());
         }
-        let turn_id = str_field(event, "turnId");
-        let null = Value::Null;
-        let data = event.get("data").unwrap_or(&null);
-        let Some(kind) = event.get("type").and_then(Value::as_str) else {
-            return;
-        };
-        match kind {
-            "message.received" => {
-                let text = str_field(data, "text").unwrap_or_default();
+        let turn_id = event.turn_id.clone();
+        match event.payload() {
+            EventData::MessageReceived(m) => {
                 match turn_id.as_deref().and_then(|id| self.find(id)) {
-                    Some(i) => self.turns[i].messages.push(text),
-                    None => self.pending_messages.push(text),
+                    Some(i) => self.turns[i].messages.push(m.text),
+                    None => self.pending_messages.push(m.text),
                 }
             }
-            "turn.started" => {
+            EventData::TurnStarted(_) => {
                 let i = match turn_id.as_deref().and_then(|id| self.find(id)) {
                     Some(i) => i,
                     None => self.push_turn(turn_id),
@@ -167,73 +160,66 @@ impl Fold {
                 self.turns[i].messages = pending;
                 self.current = Some(i);
             }
-            "message.completed" => {
-                let top_level = data.get("parentCallId").is_none_or(Value::is_null);
-                let stop = data.get("finishReason").and_then(Value::as_str) == Some("stop");
-                if top_level && stop {
-                    let i = self.turn_for(turn_id);
-                    self.turns[i].reply = Some(str_field(data, "text").unwrap_or_default());
-                }
-            }
-            "actions.requested" => {
+            EventData::MessageCompleted(m)
+                if m.parent_call_id.is_none() && m.finish_reason == "stop" =>
+            {
                 let i = self.turn_for(turn_id);
-                let calls = data.get("calls").and_then(Value::as_array);
-                for call in calls.into_iter().flatten() {
+                self.turns[i].reply = Some(m.text);
+            }
+            EventData::ActionsRequested(requested) => {
+                let i = self.turn_for(turn_id);
+                for call in requested.calls {
                     self.turns[i].tool_calls.push(ToolCall {
-                        call_id: str_field(call, "callId").unwrap_or_default(),
-                        tool_name: str_field(call, "toolName").unwrap_or_default(),
-                        input: call.get("input").cloned().unwrap_or(Value::Null),
+                        call_id: call.call_id,
+                        tool_name: call.tool_name,
+                        input: call.input,
                         ..ToolCall::default()
                     });
                 }
             }
-            "action.result" => {
+            EventData::ActionResult(result) => {
                 let i = self.turn_for(turn_id);
-                let call_id = str_field(data, "callId").unwrap_or_default();
                 // A result pairs with the latest request of the same id that
                 // has no result yet; one without a request is kept as is.
                 let slot = self.turns[i]
                     .tool_calls
                     .iter_mut()
                     .rev()
-                    .find(|c| c.call_id == call_id && c.output.is_null() && !c.is_error);
+                    .find(|c| c.call_id == result.call_id && c.output.is_null() && !c.is_error);
                 let call = match slot {
                     Some(call) => call,
                     None => {
                         self.turns[i].tool_calls.push(ToolCall {
-                            call_id,
-                            tool_name: str_field(data, "toolName").unwrap_or_default(),
+                            call_id: result.call_id.clone(),
+                            tool_name: result.tool_name.clone(),
                             ..ToolCall::default()
                         });
                         let last = self.turns[i].tool_calls.len() - 1;
                         &mut self.turns[i].tool_calls[last]
                     }
                 };
-                call.output = data.get("output").cloned().unwrap_or(Value::Null);
-                call.is_error = data
-                    .get("isError")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                call.duration_ms = data.get("durationMs").and_then(Value::as_u64);
+                call.output = result.output;
+                call.is_error = result.is_error;
+                call.duration_ms = Some(result.duration_ms);
             }
-            "turn.completed" => {
+            EventData::TurnCompleted(done) => {
                 let i = self.turn_for(turn_id);
                 let turn = &mut self.turns[i];
                 turn.status = TurnStatus::Completed;
-                turn.usage = data.get("usage").map(Usage::from_json).unwrap_or_default();
+                turn.usage = done.usage.into();
                 self.end(i);
             }
-            "turn.failed" => {
+            EventData::TurnFailed(failed) => {
                 let i = self.turn_for(turn_id);
                 let turn = &mut self.turns[i];
                 turn.status = TurnStatus::Failed;
-                turn.error = Some(str_field(data, "message").unwrap_or_default());
-                if let Some(usage) = data.get("usage") {
-                    turn.usage = Usage::from_json(usage);
+                turn.error = Some(failed.message);
+                if let Some(usage) = failed.usage {
+                    turn.usage = usage.into();
                 }
                 self.end(i);
             }
-            "session.failed" => self.session_failed = true,
+            _ if event.event_type == EventType::SessionFailed => self.session_failed = true,
             _ => {}
         }
     }
@@ -295,72 +281,6 @@ impl Fold {
     }
 }
 
-/// A line of an NDJSON log that is not a JSON object.
-#[derive(Debug)]
-pub struct NdjsonError {
-    /// 1-based.
-    pub line: usize,
-    pub reason: NdjsonErrorReason,
-}
-
-/// Why an NDJSON line was rejected.
-#[derive(Debug)]
-pub enum NdjsonErrorReason {
-    Json(serde_json::Error),
-    NotAnObject,
-}
-
-impl fmt::Display for NdjsonError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.reason {
-            NdjsonErrorReason::Json(e) => write!(f, "line {} is not JSON: {e}", self.line),
-            NdjsonErrorReason::NotAnObject => {
-                write!(f, "line {} is not a JSON object", self.line)
-            }
-        }
-    }
-}
-
-impl std::error::Error for NdjsonError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.reason {
-            NdjsonErrorReason::Json(e) => Some(e),
-            NdjsonErrorReason::NotAnObject => None,
-        }
-    }
-}
-
-/// Parses one JSON object per line; blank lines are skipped.
-pub fn parse_ndjson(text: &str) -> Result<Vec<Value>, NdjsonError> {
-    let mut events = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if let Some(event) = parse_ndjson_line(line, i + 1)? {
-            events.push(event);
-        }
-    }
-    Ok(events)
-}
-
-/// Parses one line (`line` is its 1-based number, for the error); `None`
-/// for a blank line.
-pub(crate) fn parse_ndjson_line(line: &str, number: usize) -> Result<Option<Value>, NdjsonError> {
-    let line = line.trim();
-    if line.is_empty() {
-        return Ok(None);
-    }
-    let value: Value = serde_json::from_str(line).map_err(|e| NdjsonError {
-        line: number,
-        reason: NdjsonErrorReason::Json(e),
-    })?;
-    if !value.is_object() {
-        return Err(NdjsonError {
-            line: number,
-            reason: NdjsonErrorReason::NotAnObject,
-        });
-    }
-    Ok(Some(value))
-}
-
 #[cfg(test)]
 mod tests {
     use expect_test::{Expect, expect};
@@ -369,9 +289,19 @@ mod tests {
     use super::*;
 
     fn check(events: &[Value], expected: Expect) {
-        let t = from_events(events);
+        let events = typed(events);
+        let t = from_events(&events);
         let text = serde_json::to_string_pretty(&t).unwrap_or_default();
         expected.assert_eq(&text);
+    }
+
+    /// The events as a log reader sees them (objects that are not events
+    /// skipped).
+    fn typed(events: &[Value]) -> Vec<Event> {
+        events
+            .iter()
+            .filter_map(|e| crate::ndjson::event_of(e.clone()))
+            .collect()
     }
 
     fn ev(index: u64, kind: &str, turn: Option<&str>, data: Value) -> Value {
@@ -557,15 +487,28 @@ mod tests {
 
     #[test]
     fn events_without_turn_ids_and_logs_cut_short() {
-        let events = [
-            json!({"type": "message.received", "data": {"text": "hi"}}),
-            json!({"type": "turn.started", "data": {}}),
-            json!({"type": "message.appended", "data": {"delta": "he", "text": "he"}}),
-            json!({"type": "some.future.event", "data": {}}),
-            json!({"type": "message.completed", "data": {"text": "hello", "finishReason": "stop"}}),
-        ];
+        let events = typed(&[
+            ev(0, "message.received", None, json!({"text": "hi"})),
+            ev(1, "turn.started", None, json!({})),
+            ev(
+                2,
+                "message.appended",
+                None,
+                json!({"delta": "he", "text": "he"}),
+            ),
+            ev(3, "some.future.event", None, json!({})),
+            ev(
+                4,
+                "message.completed",
+                None,
+                json!({"text": "hello", "finishReason": "stop"}),
+            ),
+            // A payload that does not fit its type is passed over.
+            ev(5, "message.completed", None, json!({"text": 5})),
+        ]);
+        assert_eq!(events.len(), 5, "the unknown type is skipped");
         let t = from_events(&events);
-        assert_eq!(t.session_id, None);
+        assert_eq!(t.session_id.as_deref(), Some("ses_1"));
         assert!(t.ok, "a running turn has not failed");
         assert_eq!(t.turns.len(), 1);
         assert_eq!(t.turns[0].messages, ["hi"]);
@@ -576,19 +519,8 @@ mod tests {
 
     #[test]
     fn session_failed_is_not_ok() {
-        let t = from_events(&[json!({"type": "session.failed", "data": {}})]);
+        let t = from_events(&typed(&[ev(0, "session.failed", None, json!({}))]));
         assert!(!t.ok);
         assert!(t.turns.is_empty());
-    }
-
-    #[test]
-    fn parse_ndjson_names_the_bad_line() {
-        let ok = parse_ndjson("{\"type\":\"a\"}\n\n  {\"type\":\"b\"}  \n").unwrap_or_default();
-        assert_eq!(ok.len(), 2);
-        let err = parse_ndjson("{\"type\":\"a\"}\n{oops\n").err();
-        let err = err.map(|e| e.to_string()).unwrap_or_default();
-        assert!(err.starts_with("line 2 is not JSON"), "{err}");
-        let err = parse_ndjson("\n[1]\n").err().map(|e| e.to_string());
-        assert_eq!(err.as_deref(), Some("line 2 is not a JSON object"));
     }
 }

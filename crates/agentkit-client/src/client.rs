@@ -2,102 +2,23 @@
 //! events), used by `agentkit run` and `agentkit chat` and by anyone who
 //! drives an agentkit server from Rust.
 //!
-//! The client speaks only the wire contract: it knows event types by name
-//! and leaves their meaning to [`crate::trajectory`]. Its base URL is the
+//! The client speaks only the wire contract: events arrive typed
+//! ([`Event`]) and their meaning is left to [`crate::trajectory`]. Its base URL is the
 //! agent's root: `http://host:port/<slug>` when the server mounts several
 //! agents, `http://host:port` in single mode ([`Client::resolve`] picks the
 //! agent on a multi-agent host).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
+use agentkit_protocol::Event;
 use futures_util::{Stream, StreamExt};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::trajectory::{NdjsonError, parse_ndjson, parse_ndjson_line};
-
-/// What can go wrong talking to a server. Every message names the URL.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The server answered with an error status.
-    #[error("{method} {url} returned {status}{}: {message}", code_suffix(.code))]
-    Status {
-        method: &'static str,
-        url: String,
-        status: u16,
-        /// The `error` code of the JSON body (empty when the body had none).
-        code: String,
-        message: String,
-    },
-    /// The request never got an answer (connection refused, reset, ...).
-    #[error("{method} {url} failed")]
-    Transport {
-        method: &'static str,
-        url: String,
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// The answer was not the JSON the contract promises.
-    #[error("{method} {url} returned an unexpected body")]
-    Body {
-        method: &'static str,
-        url: String,
-        #[source]
-        source: serde_json::Error,
-    },
-    /// A line of an NDJSON answer was not a JSON object.
-    #[error("{url}: bad event stream")]
-    Ndjson {
-        url: String,
-        #[source]
-        source: NdjsonError,
-    },
-    /// The process's HTTP client could not be built.
-    #[error(transparent)]
-    HttpClient(#[from] agentkit_harness::HttpClientError),
-    /// The server closed the stream before the turn settled.
-    #[error("{url}: the stream ended before the turn settled")]
-    StreamEnded { url: String },
-    /// A multi-agent host serves several agents and none was chosen.
-    #[error("{url} serves several agents ({}); choose one", .slugs.join(", "))]
-    AmbiguousAgent { url: String, slugs: Vec<String> },
-    /// The chosen agent is not on the host.
-    #[error("{url} has no agent `{slug}` (it serves {})", .slugs.join(", "))]
-    UnknownAgent {
-        url: String,
-        slug: String,
-        slugs: Vec<String>,
-    },
-}
-
-fn code_suffix(code: &str) -> String {
-    if code.is_empty() {
-        String::new()
-    } else {
-        format!(" ({code})")
-    }
-}
-
-impl Error {
-    /// The HTTP status, for [`Error::Status`].
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            Error::Status { status, .. } => Some(*status),
-            _ => None,
-        }
-    }
-
-    /// The error code of the JSON body, for [`Error::Status`].
-    pub fn code(&self) -> Option<&str> {
-        match self {
-            Error::Status { code, .. } => Some(code),
-            _ => None,
-        }
-    }
-}
-
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+use crate::error::{Error, Result};
+use crate::ndjson::{LineBuffer, event_of, parse_ndjson, parse_ndjson_line};
+use crate::settle::Settle;
 
 /// The answer to a message: the session it went to and the token the next
 /// follow-up must carry.
@@ -110,6 +31,36 @@ pub struct Accepted {
     pub is_new: bool,
     #[serde(default)]
     pub trace_url: Option<String>,
+}
+
+/// A new session's first message and how the session is set up
+/// (`POST /v1/session`'s body).
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewSession {
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// `eval` for eval sessions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub purpose: Option<String>,
+    /// Tools that are not read-only answer stubs instead of running.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+    /// Files written into the workspace before the turn (relative path →
+    /// content).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub workspace_files: BTreeMap<String, String>,
+}
+
+impl NewSession {
+    /// A plain session starting with `message`.
+    pub fn message(message: &str) -> NewSession {
+        NewSession {
+            message: message.to_owned(),
+            ..NewSession::default()
+        }
+    }
 }
 
 /// Where a conversation stands: its session, the token for the next
@@ -205,8 +156,18 @@ impl Client {
 
     /// `POST /v1/session`: starts a session with its first message.
     pub async fn create_session(&self, message: &str) -> Result<Accepted> {
-        self.post_json("/v1/session", &json!({ "message": message }))
+        self.create_session_with(&NewSession::message(message))
             .await
+    }
+
+    /// `POST /v1/session` with the session's settings.
+    pub async fn create_session_with(&self, new: &NewSession) -> Result<Accepted> {
+        let body = serde_json::to_value(new).map_err(|source| Error::Body {
+            method: "POST",
+            url: shown(&self.url("/v1/session")),
+            source,
+        })?;
+        self.post_json("/v1/session", &body).await
     }
 
     /// `POST /v1/session/{id}`: sends a follow-up. The answer carries the
@@ -217,11 +178,25 @@ impl Client {
         continuation_token: &str,
         message: &str,
     ) -> Result<Accepted> {
-        self.post_json(
-            &format!("/v1/session/{session_id}"),
-            &json!({ "message": message, "continuationToken": continuation_token }),
-        )
-        .await
+        self.follow_up_with(session_id, continuation_token, message, &BTreeMap::new())
+            .await
+    }
+
+    /// [`Client::follow_up`] writing `workspace_files` into the workspace
+    /// before the turn.
+    pub async fn follow_up_with(
+        &self,
+        session_id: &str,
+        continuation_token: &str,
+        message: &str,
+        workspace_files: &BTreeMap<String, String>,
+    ) -> Result<Accepted> {
+        let mut body = json!({ "message": message, "continuationToken": continuation_token });
+        if !workspace_files.is_empty() {
+            body["workspaceFiles"] = json!(workspace_files);
+        }
+        self.post_json(&format!("/v1/session/{session_id}"), &body)
+            .await
     }
 
     /// `POST /v1/session/{id}/stop`: interrupts the running turn.
@@ -231,7 +206,7 @@ impl Client {
     }
 
     /// `GET /v1/session/{id}/events`: the stored events (no live follow).
-    pub async fn events(&self, session_id: &str) -> Result<Vec<Value>> {
+    pub async fn events(&self, session_id: &str) -> Result<Vec<Event>> {
         let url = self.url(&format!("/v1/session/{session_id}/events"));
         let response = self.send("GET", http()?.get(&url), &url).await?;
         let text = response
@@ -285,6 +260,22 @@ impl Client {
         .await
     }
 
+    /// `GET /v1/dev/sessions/{id}/files/{path}` (a server in dev mode): a
+    /// file of the session's workspace, `None` when it does not exist.
+    pub async fn workspace_file(&self, session_id: &str, path: &str) -> Result<Option<String>> {
+        let url = self.url(&format!("/v1/dev/sessions/{session_id}/files/{path}"));
+        match self.send("GET", http()?.get(&url), &url).await {
+            Ok(response) => Ok(Some(
+                response
+                    .text()
+                    .await
+                    .map_err(|e| transport("GET", &url, e))?,
+            )),
+            Err(e) if e.code() == Some("file_not_found") => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// `GET /v1/info`: the agent's discovered surface.
     pub async fn info(&self) -> Result<Value> {
         self.get_json("/v1/info").await
@@ -302,7 +293,7 @@ impl Client {
         &self,
         session_id: &str,
         start_index: u64,
-    ) -> Result<impl Stream<Item = Result<Value>> + Send + 'static> {
+    ) -> Result<impl Stream<Item = Result<Event>> + Send + 'static> {
         let url = self.url(&format!(
             "/v1/session/{session_id}/stream?startIndex={start_index}"
         ));
@@ -325,7 +316,7 @@ impl Client {
         &self,
         session: &mut Option<SessionCursor>,
         message: &str,
-    ) -> Result<(Accepted, Vec<Value>)> {
+    ) -> Result<(Accepted, Vec<Event>)> {
         self.run_turn_with(session, message, |_| {}).await
     }
 
@@ -335,13 +326,32 @@ impl Client {
         &self,
         session: &mut Option<SessionCursor>,
         message: &str,
-        mut on_event: impl FnMut(&Value),
-    ) -> Result<(Accepted, Vec<Value>)> {
+        on_event: impl FnMut(&Event),
+    ) -> Result<(Accepted, Vec<Event>)> {
+        self.run_turn_as(session, &NewSession::message(message), on_event)
+            .await
+    }
+
+    /// [`Client::run_turn_with`] where a new session is set up as `new`
+    /// says (its message is the turn's); a follow-up carries `new`'s
+    /// message and workspace files.
+    pub async fn run_turn_as(
+        &self,
+        session: &mut Option<SessionCursor>,
+        new: &NewSession,
+        mut on_event: impl FnMut(&Event),
+    ) -> Result<(Accepted, Vec<Event>)> {
+        let message = new.message.as_str();
         let (accepted, start) = match session.as_ref() {
-            None => (self.create_session(message).await?, 0),
+            None => (self.create_session_with(new).await?, 0),
             Some(cursor) => (
-                self.follow_up(&cursor.session_id, &cursor.continuation_token, message)
-                    .await?,
+                self.follow_up_with(
+                    &cursor.session_id,
+                    &cursor.continuation_token,
+                    message,
+                    &new.workspace_files,
+                )
+                .await?,
                 cursor.next_index,
             ),
         };
@@ -364,9 +374,7 @@ impl Client {
                 });
             };
             let event = event?;
-            if let Some(index) = event.get("index").and_then(Value::as_u64) {
-                cursor.next_index = cursor.next_index.max(index + 1);
-            }
+            cursor.next_index = cursor.next_index.max(event.index + 1);
             on_event(&event);
             let done = settle.observe(&event);
             events.push(event);
@@ -484,106 +492,12 @@ fn error_body(text: &str) -> (String, Option<String>) {
     }
 }
 
-/// Decides when a turn's events are all in: our turn is the first that
-/// starts after our `message.received` (or, on a server that records no
-/// `message.received`, the first that starts), and the session settles
-/// after it ends. Events of an earlier turn that a resumed stream replays
-/// are passed over. A terminal session state (`session.completed` /
-/// `session.failed`) ends the read whatever the turn did, since nothing
-/// follows it.
-#[derive(Debug)]
-struct Settle {
-    message: String,
-    saw_message: bool,
-    received_ours: bool,
-    turn_id: Option<String>,
-    started: bool,
-    ended: bool,
-}
-
-impl Settle {
-    fn new(message: &str) -> Settle {
-        Settle {
-            message: message.trim().to_owned(),
-            saw_message: false,
-            received_ours: false,
-            turn_id: None,
-            started: false,
-            ended: false,
-        }
-    }
-
-    fn observe(&mut self, event: &Value) -> bool {
-        let turn_id = event.get("turnId").and_then(Value::as_str);
-        let data = event.get("data");
-        match event.get("type").and_then(Value::as_str).unwrap_or("") {
-            "message.received" => {
-                self.saw_message = true;
-                let text = data.and_then(|d| d.get("text")).and_then(Value::as_str);
-                if text.map(str::trim) == Some(self.message.as_str()) {
-                    self.received_ours = true;
-                }
-                false
-            }
-            "turn.started" if !self.started && (self.received_ours || !self.saw_message) => {
-                self.started = true;
-                self.turn_id = turn_id.map(str::to_owned);
-                false
-            }
-            "turn.completed" | "turn.failed"
-                if self.started
-                    && (self.turn_id.is_none() || self.turn_id.as_deref() == turn_id) =>
-            {
-                self.ended = true;
-                false
-            }
-            "session.waiting" => self.ended,
-            "session.completed" | "session.failed" => true,
-            _ => false,
-        }
-    }
-}
-
-/// Splits a byte stream into lines, whatever the chunk boundaries.
-#[derive(Debug, Default)]
-struct LineBuffer {
-    partial: Vec<u8>,
-    /// Lines handed out so far, for error messages.
-    line: usize,
-}
-
-impl LineBuffer {
-    /// Adds a chunk; returns the complete lines it finished.
-    fn push(&mut self, chunk: &[u8]) -> Vec<(usize, String)> {
-        let mut out = Vec::new();
-        let mut rest = chunk;
-        while let Some(at) = rest.iter().position(|&b| b == b'\n') {
-            self.partial.extend_from_slice(&rest[..at]);
-            rest = &rest[at + 1..];
-            out.push(self.take());
-        }
-        self.partial.extend_from_slice(rest);
-        out
-    }
-
-    /// The unterminated last line, if any.
-    fn finish(&mut self) -> Option<(usize, String)> {
-        (!self.partial.is_empty()).then(|| self.take())
-    }
-
-    fn take(&mut self) -> (usize, String) {
-        self.line += 1;
-        let bytes = std::mem::take(&mut self.partial);
-        (self.line, String::from_utf8_lossy(&bytes).into_owned())
-    }
-}
-
 /// The state of [`Client::stream`]: the body, the partial line, and lines
 /// parsed but not yet handed out.
 struct LineStream<S> {
     body: std::pin::Pin<Box<S>>,
     lines: LineBuffer,
-    ready: VecDeque<Result<Value>>,
+    ready: VecDeque<Result<Event>>,
     url: String,
     done: bool,
 }
@@ -593,7 +507,7 @@ where
     S: Stream<Item = reqwest::Result<B>> + Send,
     B: AsRef<[u8]>,
 {
-    async fn next(mut self) -> Option<(Result<Value>, Self)> {
+    async fn next(mut self) -> Option<(Result<Event>, Self)> {
         loop {
             if let Some(item) = self.ready.pop_front() {
                 return Some((item, self));
@@ -623,7 +537,11 @@ where
 
     fn parse(&mut self, number: usize, line: &str) {
         match parse_ndjson_line(line, number) {
-            Ok(Some(event)) => self.ready.push_back(Ok(event)),
+            Ok(Some(value)) => {
+                if let Some(event) = event_of(value) {
+                    self.ready.push_back(Ok(event));
+                }
+            }
             Ok(None) => {}
             Err(source) => {
                 // The rest of a stream that broke mid-way cannot be trusted.
@@ -639,36 +557,7 @@ where
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
-
-    #[test]
-    fn lines_split_across_chunks_are_joined() {
-        let mut buf = LineBuffer::default();
-        let mut lines = Vec::new();
-        for chunk in ["{\"a\":", "1}\n{\"b", "\":2}\n\n{\"c\":3}"] {
-            lines.extend(buf.push(chunk.as_bytes()));
-        }
-        lines.extend(buf.finish());
-        let expected = [
-            (1, "{\"a\":1}".to_owned()),
-            (2, "{\"b\":2}".to_owned()),
-            (3, String::new()),
-            (4, "{\"c\":3}".to_owned()),
-        ];
-        assert_eq!(lines, expected);
-        assert_eq!(buf.finish(), None);
-    }
-
-    #[test]
-    fn multibyte_characters_split_across_chunks_survive() {
-        let text = "{\"t\":\"é→\"}\n".as_bytes();
-        let mut buf = LineBuffer::default();
-        let mut lines = buf.push(&text[..7]);
-        lines.extend(buf.push(&text[7..]));
-        assert_eq!(lines, [(1, "{\"t\":\"é→\"}".to_owned())]);
-    }
 
     #[test]
     fn error_bodies_in_both_spellings() {
@@ -692,67 +581,19 @@ mod tests {
         );
     }
 
-    fn ev(kind: &str, turn: Option<&str>) -> Value {
-        match turn {
-            Some(t) => json!({"type": kind, "turnId": t}),
-            None => json!({"type": kind}),
-        }
-    }
-
-    fn received(text: &str) -> Value {
-        json!({"type": "message.received", "data": {"text": text}})
-    }
-
     #[test]
-    fn settles_after_our_turn_only() {
-        let mut s = Settle::new("and Paris?");
-        let seq = [
-            // A stream resumed mid-turn replays the end of an earlier turn.
-            ev("step.completed", Some("t1")),
-            ev("turn.completed", Some("t1")),
-            ev("session.waiting", None),
-            received(" and Paris? "),
-            ev("turn.started", Some("t2")),
-            // A preempted turn ending late is not ours.
-            ev("turn.failed", Some("t1")),
-            ev("session.waiting", None),
-            ev("turn.completed", Some("t2")),
-        ];
-        for e in &seq {
-            assert!(!s.observe(e), "{e}");
-        }
-        assert!(s.observe(&ev("session.waiting", None)));
-    }
-
-    #[test]
-    fn settles_without_message_received_and_on_terminal_states() {
-        let mut s = Settle::new("hi");
-        assert!(!s.observe(&ev("turn.started", None)));
-        assert!(!s.observe(&ev("turn.completed", None)));
-        assert!(s.observe(&ev("session.waiting", None)));
-
-        let mut s = Settle::new("hi");
-        assert!(!s.observe(&received("something else")));
-        assert!(!s.observe(&ev("turn.started", Some("t0"))));
-        assert!(!s.observe(&ev("turn.completed", Some("t0"))));
-        assert!(!s.observe(&ev("session.waiting", None)));
-        assert!(s.observe(&ev("session.failed", None)));
-    }
-
-    #[test]
-    fn status_errors_name_url_code_and_message() {
-        let e = Error::Status {
-            method: "POST",
-            url: "http://127.0.0.1:1/a/v1/session/ses_1".to_owned(),
-            status: 409,
-            code: "stale_token".to_owned(),
-            message: "the continuation token was rotated".to_owned(),
+    fn new_sessions_send_only_what_is_set() {
+        let plain = serde_json::to_value(NewSession::message("hi")).unwrap_or_default();
+        assert_eq!(plain, json!({"message": "hi"}));
+        let eval = NewSession {
+            purpose: Some("eval".into()),
+            dry_run: true,
+            workspace_files: [("a.txt".to_owned(), "x".to_owned())].into(),
+            ..NewSession::message("hi")
         };
         assert_eq!(
-            e.to_string(),
-            "POST http://127.0.0.1:1/a/v1/session/ses_1 returned 409 (stale_token): the continuation token was rotated"
+            serde_json::to_value(eval).unwrap_or_default(),
+            json!({"message": "hi", "purpose": "eval", "dryRun": true, "workspaceFiles": {"a.txt": "x"}})
         );
-        assert_eq!(e.status(), Some(409));
-        assert_eq!(e.code(), Some("stale_token"));
     }
 }

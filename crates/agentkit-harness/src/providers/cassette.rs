@@ -1,0 +1,392 @@
+//! Cassettes: every model exchange recorded to files, or served from
+//! them instead of the provider (`agentkit eval --record DIR` /
+//! `--replay DIR`).
+//!
+//! An exchange is keyed by its request's fingerprint: the SHA-256 of the
+//! request as the provider would see it (model and params, system
+//! prompt, tool catalog, conversation), with call ids renumbered by first
+//! appearance so the random turn ids inside them do not count. The file
+//! `<dir>/<fingerprint>.json` holds that request and the streamed
+//! response: reasoning and text deltas in order, the tool calls, usage,
+//! or the provider's error. Replay streams the recorded deltas into the
+//! step and gives the calls fresh ids; a request that matches no
+//! recording fails the step with a diff against the closest recording,
+//! so a changed prompt or tool shows what changed.
+
+use std::path::{Path, PathBuf};
+
+use agentkit_manifest::ModelSpec;
+use agentkit_protocol::{Message, ToolCall, Usage};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::{Model, ModelReply, StepRequest, StepSink};
+
+/// Whether model exchanges are recorded or replayed, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cassette {
+    /// Call the provider and store every exchange in this folder.
+    Record(PathBuf),
+    /// Answer every step from this folder; never call a provider.
+    Replay(PathBuf),
+}
+
+impl Cassette {
+    pub fn dir(&self) -> &Path {
+        match self {
+            Cassette::Record(dir) | Cassette::Replay(dir) => dir,
+        }
+    }
+}
+
+/// One streamed piece of a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum Chunk {
+    Reasoning(String),
+    Text(String),
+}
+
+/// What a recorded step answered.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Response {
+    chunks: Vec<Chunk>,
+    #[serde(default)]
+    tool_calls: Vec<RecordedCall>,
+    #[serde(default)]
+    usage: Usage,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RecordedCall {
+    tool_name: String,
+    input: Value,
+}
+
+/// One cassette file.
+#[derive(Debug, Serialize, Deserialize)]
+struct Exchange {
+    request: Value,
+    response: Response,
+}
+
+/// A turn's model behind a cassette.
+#[derive(Debug)]
+pub(crate) struct CassetteTurn {
+    cassette: Cassette,
+    spec: ModelSpec,
+    /// The provider, when recording.
+    inner: Option<Model>,
+}
+
+impl CassetteTurn {
+    pub(crate) fn new(cassette: Cassette, spec: &ModelSpec, inner: Option<Model>) -> CassetteTurn {
+        CassetteTurn {
+            cassette,
+            spec: spec.clone(),
+            inner,
+        }
+    }
+
+    pub(crate) async fn step(
+        &self,
+        request: &StepRequest<'_>,
+        sink: &mut StepSink<'_>,
+    ) -> Result<ModelReply, String> {
+        let doc = request_doc(&self.spec, request);
+        let key = fingerprint(&doc);
+        let path = self.cassette.dir().join(format!("{key}.json"));
+        match (&self.cassette, &self.inner) {
+            (Cassette::Record(dir), Some(inner)) => {
+                sink.start_tape();
+                let result = inner.step(request, sink).await;
+                let chunks = sink.take_tape();
+                let response = match &result {
+                    Ok(reply) => Response {
+                        chunks,
+                        tool_calls: reply
+                            .tool_calls
+                            .iter()
+                            .map(|c| RecordedCall {
+                                tool_name: c.tool_name.clone(),
+                                input: c.input.clone(),
+                            })
+                            .collect(),
+                        usage: reply.usage,
+                        error: None,
+                    },
+                    Err(e) => Response {
+                        chunks,
+                        tool_calls: Vec::new(),
+                        usage: Usage::default(),
+                        error: Some(e.clone()),
+                    },
+                };
+                let exchange = Exchange {
+                    request: doc,
+                    response,
+                };
+                if let Err(e) = write(dir, &path, &exchange).await {
+                    return Err(format!(
+                        "cassette: cannot record into {}: {e}",
+                        dir.display()
+                    ));
+                }
+                result
+            }
+            _ => {
+                let Ok(text) = tokio::fs::read_to_string(&path).await else {
+                    return Err(no_match(self.cassette.dir(), &doc).await);
+                };
+                let exchange: Exchange = serde_json::from_str(&text)
+                    .map_err(|e| format!("cassette {} is not valid: {e}", path.display()))?;
+                for chunk in &exchange.response.chunks {
+                    match chunk {
+                        Chunk::Reasoning(d) => sink.reasoning(d).await,
+                        Chunk::Text(d) => sink.text(d).await,
+                    }
+                }
+                if let Some(e) = exchange.response.error {
+                    return Err(e);
+                }
+                let tool_calls = exchange
+                    .response
+                    .tool_calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, c)| ToolCall {
+                        call_id: request.call_id(i),
+                        tool_name: c.tool_name,
+                        input: c.input,
+                    })
+                    .collect();
+                Ok(ModelReply {
+                    tool_calls,
+                    usage: exchange.response.usage,
+                })
+            }
+        }
+    }
+}
+
+async fn write(dir: &Path, path: &Path, exchange: &Exchange) -> std::io::Result<()> {
+    tokio::fs::create_dir_all(dir).await?;
+    let text = serde_json::to_string_pretty(exchange).map_err(std::io::Error::other)?;
+    // Concurrent identical requests write the same name: the rename keeps
+    // the file whole.
+    let tmp = path.with_extension(format!("json.{}.tmp", uuid_like()));
+    tokio::fs::write(&tmp, text).await?;
+    tokio::fs::rename(&tmp, path).await
+}
+
+fn uuid_like() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The request as a provider sees it, with call ids renumbered.
+fn request_doc(spec: &ModelSpec, request: &StepRequest<'_>) -> Value {
+    let tools: Vec<Value> = super::tool_defs(request.agent, request.tools)
+        .into_iter()
+        .map(|t| json!({"name": t.name, "description": t.description, "inputSchema": t.schema}))
+        .collect();
+    let mut ids: Vec<String> = Vec::new();
+    let mut renumber = |id: &str| -> String {
+        let n = match ids.iter().position(|known| known == id) {
+            Some(n) => n,
+            None => {
+                ids.push(id.to_owned());
+                ids.len() - 1
+            }
+        };
+        format!("call-{}", n + 1)
+    };
+    let messages: Vec<Value> = request
+        .conversation
+        .iter()
+        .map(|m| match m {
+            Message::User { text } => json!({"role": "user", "text": text}),
+            Message::Assistant { text, tool_calls } => json!({
+                "role": "assistant",
+                "text": text,
+                "toolCalls": tool_calls
+                    .iter()
+                    .map(|c| json!({"callId": renumber(&c.call_id), "toolName": c.tool_name, "input": c.input}))
+                    .collect::<Vec<_>>(),
+            }),
+            Message::Tool {
+                call_id,
+                tool_name,
+                output,
+                is_error,
+            } => json!({
+                "role": "tool",
+                "callId": renumber(call_id),
+                "toolName": tool_name,
+                "output": output,
+                "isError": is_error,
+            }),
+        })
+        .collect();
+    let model = match spec.provider {
+        agentkit_manifest::Provider::Test => "test".to_owned(),
+        p => format!(
+            "{}:{}",
+            serde_json::to_value(p)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            spec.id
+        ),
+    };
+    json!({
+        "model": model,
+        "params": spec.params,
+        "system": super::system_prompt(request.agent, request.as_of),
+        "tools": tools,
+        "messages": messages,
+    })
+}
+
+fn fingerprint(doc: &Value) -> String {
+    let bytes = serde_json::to_vec(doc).unwrap_or_default();
+    let digest = Sha256::digest(&bytes);
+    hex::encode(&digest[..16])
+}
+
+/// The error of a request no recording answers: what changed against the
+/// closest recording of the same model.
+async fn no_match(dir: &Path, doc: &Value) -> String {
+    let mut best: Option<(usize, String, Vec<String>)> = None;
+    let current = pretty_lines(doc);
+    if let Ok(mut entries) = tokio::fs::read_dir(dir).await {
+        while let Ok(Some(entry)) = entries.next_entry().await {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let Ok(text) = tokio::fs::read_to_string(&path).await else {
+                continue;
+            };
+            let Ok(exchange) = serde_json::from_str::<Exchange>(&text) else {
+                continue;
+            };
+            if exchange.request.get("model") != doc.get("model") {
+                continue;
+            }
+            let recorded = pretty_lines(&exchange.request);
+            let diff = line_diff(&recorded, &current);
+            let changed = diff.iter().filter(|l| !l.starts_with(' ')).count();
+            if best.as_ref().is_none_or(|(n, _, _)| changed < *n) {
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                best = Some((changed, name, diff));
+            }
+        }
+    }
+    let head = format!(
+        "cassette: no recorded exchange in {} matches this request",
+        dir.display()
+    );
+    match best {
+        None => format!("{head} (no recording of model {} there)", doc["model"]),
+        Some((_, name, diff)) => {
+            let shown: Vec<&String> = context(&diff, 2).into_iter().take(60).collect();
+            let mut out =
+                format!("{head}; against the closest recording ({name}), - recorded, + now:");
+            for line in shown {
+                out.push('\n');
+                out.push_str(line);
+            }
+            out
+        }
+    }
+}
+
+fn pretty_lines(v: &Value) -> Vec<String> {
+    serde_json::to_string_pretty(v)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A line diff (longest common subsequence): `-` recorded, `+` current,
+/// ` ` unchanged.
+fn line_diff(a: &[String], b: &[String]) -> Vec<String> {
+    let (n, m) = (a.len(), b.len());
+    // Requests are small; bound the table anyway.
+    if n.saturating_mul(m) > 4_000_000 {
+        return vec![format!("- ({n} lines)"), format!("+ ({m} lines)")];
+    }
+    let mut lcs = vec![vec![0u32; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j) = (0, 0);
+    let mut out = Vec::new();
+    while i < n || j < m {
+        if i < n && j < m && a[i] == b[j] {
+            out.push(format!(" {}", a[i]));
+            i += 1;
+            j += 1;
+        } else if i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            out.push(format!("-{}", a[i]));
+            i += 1;
+        } else {
+            out.push(format!("+{}", b[j]));
+            j += 1;
+        }
+    }
+    out
+}
+
+/// The changed lines with `around` unchanged lines of context each side.
+fn context(diff: &[String], around: usize) -> Vec<&String> {
+    let changed: Vec<usize> = diff
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !l.starts_with(' '))
+        .map(|(i, _)| i)
+        .collect();
+    diff.iter()
+        .enumerate()
+        .filter(|(i, _)| changed.iter().any(|c| i.abs_diff(*c) <= around))
+        .map(|(_, l)| l)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(s: &str) -> Vec<String> {
+        s.lines().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn diffs_show_what_changed() {
+        let d = line_diff(&lines("a\nb\nc\nd"), &lines("a\nB\nc\nd\ne"));
+        assert_eq!(d, [" a", "-b", "+B", " c", " d", "+e"]);
+        let ctx: Vec<&str> = context(&d, 0).into_iter().map(String::as_str).collect();
+        assert_eq!(ctx, ["-b", "+B", "+e"]);
+    }
+}
