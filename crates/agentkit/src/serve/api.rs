@@ -187,11 +187,11 @@ fn index_page(agents: &[(String, Option<String>)]) -> String {
     for (slug, description) in agents {
         let d = description.as_deref().map(html_escape).unwrap_or_default();
         items.push_str(&format!(
-            "<li><a href=\"/{slug}/v1/info\"><code>/{slug}</code></a> {d}</li>\n"
+            "<li><a href=\"/{slug}/playground\"><code>/{slug}</code></a> {d} (<a href=\"/{slug}/v1/info\">info</a>)</li>\n"
         ));
     }
     format!(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>agentkit</title></head>\n<body><h1>agentkit</h1>\n<p>{} agent(s) on this host.</p>\n<ul>\n{items}</ul>\n</body></html>\n",
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>agentkit</title></head>\n<body><h1>agentkit</h1>\n<p>{} agent(s) on this host; each links to its playground. <a href=\"/docs/\">Docs</a>.</p>\n<ul>\n{items}</ul>\n</body></html>\n",
         agents.len()
     )
 }

@@ -15,6 +15,7 @@ mod bridge;
 mod channels;
 mod edge;
 mod mcp;
+mod playground;
 mod schedules;
 mod services;
 
@@ -116,6 +117,10 @@ pub struct ServeOptions {
     /// and idle timeout, request timeout, write-stall timeout, the
     /// connection cap.
     pub edge: EdgeOptions,
+    /// Serve the playground at `/<slug>/playground` (`/playground` in
+    /// single mode); `--no-playground` turns it off. `/docs` is served
+    /// either way.
+    pub playground: bool,
 }
 
 impl ServeOptions {
@@ -170,6 +175,7 @@ impl Default for ServeOptions {
             tools: Vec::new(),
             schedule_handlers: Default::default(),
             edge: EdgeOptions::default(),
+            playground: true,
         }
     }
 }
@@ -207,6 +213,7 @@ pub struct ServeHandle {
     bridge: tokio::task::JoinHandle<()>,
     grace: Duration,
     host: Arc<Host>,
+    playground: bool,
 }
 
 impl ServeHandle {
@@ -456,7 +463,9 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         mcp: options.edge.request_timeout + options.mcp_max_wait,
         tools: options.edge.request_timeout + longest_tool,
     };
-    let router = api::router(&agents, options.mode, options.body_limit, shutdown.clone()).layer(
+    let router = api::router(&agents, options.mode, options.body_limit, shutdown.clone())
+        .merge(playground::router(&agents, options.mode, options.playground))
+        .layer(
         axum::middleware::from_fn_with_state(bounds, edge::request_timeout),
     );
     let max_connections = edge::connection_cap(&options.edge);
@@ -480,6 +489,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         bridge: bridge_task,
         grace: options.shutdown_grace,
         host: Arc::new(found.host),
+        playground: options.playground,
     })
 }
 
