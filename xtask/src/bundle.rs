@@ -29,8 +29,8 @@ const SOURCES: [&str; 7] = [
 /// with `/`, skipping nothing: the sources have no generated files.
 fn files(base: &Path, path: &Path, out: &mut Vec<String>) -> anyhow::Result<()> {
     if path.is_dir() {
-        let entries =
-            std::fs::read_dir(path).with_context(|| format!("failed to list {}", path.display()))?;
+        let entries = std::fs::read_dir(path)
+            .with_context(|| format!("failed to list {}", path.display()))?;
         for entry in entries {
             let entry = entry.with_context(|| format!("failed to list {}", path.display()))?;
             files(base, &entry.path(), out)?;
@@ -56,7 +56,8 @@ pub(crate) fn source_hash(web: &Path) -> anyhow::Result<String> {
     all.sort();
     let mut hasher = Sha256::new();
     for rel in &all {
-        let bytes = std::fs::read(web.join(rel)).with_context(|| format!("failed to read web/{rel}"))?;
+        let bytes =
+            std::fs::read(web.join(rel)).with_context(|| format!("failed to read web/{rel}"))?;
         hasher.update(format!("{rel}\n{}\n", bytes.len()).as_bytes());
         hasher.update(&bytes);
     }
@@ -90,9 +91,13 @@ pub(crate) fn check(root: &Path) -> anyhow::Result<Vec<String>> {
     let fix = "run `cargo xtask sync-docs` and commit";
     for rel in &want {
         if !have.contains(rel) {
-            problems.push(format!("{CRATE}/docs/{rel}: missing from the docs copy ({fix})"));
+            problems.push(format!(
+                "{CRATE}/docs/{rel}: missing from the docs copy ({fix})"
+            ));
         } else if std::fs::read(docs.join(rel))? != std::fs::read(copy.join(rel))? {
-            problems.push(format!("{CRATE}/docs/{rel}: differs from docs/{rel} ({fix})"));
+            problems.push(format!(
+                "{CRATE}/docs/{rel}: differs from docs/{rel} ({fix})"
+            ));
         }
     }
     for rel in have.iter().filter(|r| !want.contains(r)) {
@@ -106,7 +111,8 @@ pub(crate) fn sync_docs(root: &Path) -> anyhow::Result<()> {
     let docs = root.join("docs");
     let copy: PathBuf = root.join(CRATE).join("docs");
     if copy.exists() {
-        std::fs::remove_dir_all(&copy).with_context(|| format!("failed to remove {}", copy.display()))?;
+        std::fs::remove_dir_all(&copy)
+            .with_context(|| format!("failed to remove {}", copy.display()))?;
     }
     for rel in tree(&docs)? {
         let to = copy.join(&rel);
@@ -114,7 +120,8 @@ pub(crate) fn sync_docs(root: &Path) -> anyhow::Result<()> {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("failed to create {}", parent.display()))?;
         }
-        std::fs::copy(docs.join(&rel), &to).with_context(|| format!("failed to copy docs/{rel}"))?;
+        std::fs::copy(docs.join(&rel), &to)
+            .with_context(|| format!("failed to copy docs/{rel}"))?;
     }
     Ok(())
 }

@@ -22,7 +22,9 @@ usage: cargo xtask <task> [args...]
 
 tasks:
   ci      fmt check, clippy -D warnings, cargo-deny, rustdoc -D warnings,
-          tidy, doctests, then the test suite (nextest when installed)
+          tidy, the playground's type check, unit tests and reproducible
+          rebuild (needs Node and npm ci in crates/agentkit-playground/web),
+          doctests, then the test suite (nextest when installed)
   tidy    repository conventions: `//!` headers, workspace dependencies,
           no anyhow in library crates, allowed dependency directions,
           ARCHITECTURE.md names every crate, libraries never print,

@@ -54,7 +54,13 @@ fn missing() -> Vec<String> {
 fn serve(state: &Path, extra: &[&str]) -> (ServerProcess, String) {
     let port = free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_agentkit"))
-        .args(["serve", "--dev", "--port", &port.to_string(), "--state-root"])
+        .args([
+            "serve",
+            "--dev",
+            "--port",
+            &port.to_string(),
+            "--state-root",
+        ])
         .arg(state)
         .arg("--dir")
         .arg(super::fixtures().join("agents/weather-agent"))
@@ -89,6 +95,8 @@ fn serve(state: &Path, extra: &[&str]) -> (ServerProcess, String) {
 }
 
 #[test]
+// The skip message is for the person running the tests.
+#[allow(clippy::print_stderr)]
 fn the_playground_works_in_a_real_browser() {
     let missing = missing();
     if !missing.is_empty() {

@@ -464,10 +464,15 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         tools: options.edge.request_timeout + longest_tool,
     };
     let router = api::router(&agents, options.mode, options.body_limit, shutdown.clone())
-        .merge(playground::router(&agents, options.mode, options.playground))
-        .layer(
-        axum::middleware::from_fn_with_state(bounds, edge::request_timeout),
-    );
+        .merge(playground::router(
+            &agents,
+            options.mode,
+            options.playground,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            bounds,
+            edge::request_timeout,
+        ));
     let max_connections = edge::connection_cap(&options.edge);
     tracing::debug!(max_connections, "connection cap");
     let server = tokio::spawn(edge::run(

@@ -36,7 +36,10 @@ enum Cache {
 pub(crate) fn router(agents: &[Mounted], mode: Mode, playground: bool) -> Router {
     let mut app = Router::new()
         .route("/docs", get(|| async { Redirect::permanent(docs::ROOT) }))
-        .route("/docs/", get(|h: HeaderMap| async move { docs_page("", &h) }))
+        .route(
+            "/docs/",
+            get(|h: HeaderMap| async move { docs_page("", &h) }),
+        )
         .route(
             "/docs/{*rest}",
             get(|Path(rest): Path<String>, h: HeaderMap| async move { docs_page(&rest, &h) }),
@@ -54,11 +57,25 @@ pub(crate) fn router(agents: &[Mounted], mode: Mode, playground: bool) -> Router
         app = app
             .route(
                 &path,
-                get(move |h: HeaderMap| async move { respond(&h, "text/html; charset=utf-8", page.into_bytes(), Cache::Revalidate) }),
+                get(move |h: HeaderMap| async move {
+                    respond(
+                        &h,
+                        "text/html; charset=utf-8",
+                        page.into_bytes(),
+                        Cache::Revalidate,
+                    )
+                }),
             )
             .route(
                 &format!("{path}/"),
-                get(move |h: HeaderMap| async move { respond(&h, "text/html; charset=utf-8", again.into_bytes(), Cache::Revalidate) }),
+                get(move |h: HeaderMap| async move {
+                    respond(
+                        &h,
+                        "text/html; charset=utf-8",
+                        again.into_bytes(),
+                        Cache::Revalidate,
+                    )
+                }),
             );
     }
     if mode == Mode::Multi {
@@ -140,7 +157,12 @@ fn not_found_text() -> Response {
 
 /// A static answer with its headers; `304` when the client's
 /// `If-None-Match` names the same bytes.
-fn respond(request: &HeaderMap, content_type: &'static str, body: Vec<u8>, cache: Cache) -> Response {
+fn respond(
+    request: &HeaderMap,
+    content_type: &'static str,
+    body: Vec<u8>,
+    cache: Cache,
+) -> Response {
     let mut hasher = DefaultHasher::new();
     hasher.write(&body);
     let etag = format!("\"{:016x}\"", hasher.finish());
@@ -165,9 +187,18 @@ fn respond(request: &HeaderMap, content_type: &'static str, body: Vec<u8>, cache
             Cache::Revalidate => "no-cache",
         }),
     );
-    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     resp
 }

@@ -65,11 +65,7 @@ pub(crate) fn lookup(rest: &str) -> Lookup {
     let segments: Vec<&str> = rest.split('/').collect();
     let last = segments.len() - 1;
     for (i, s) in segments.iter().enumerate() {
-        if (s.is_empty() && i != last)
-            || *s == "."
-            || *s == ".."
-            || s.contains(['\\', '\0'])
-        {
+        if (s.is_empty() && i != last) || *s == "." || *s == ".." || s.contains(['\\', '\0']) {
             return Lookup::NotFound;
         }
     }
@@ -211,7 +207,8 @@ pub(crate) fn render(path: &str) -> Page {
                     Some(doc) => url_of(doc),
                     // Outside the docs (a crate, a fixture): the repository.
                     None => {
-                        let repo_path = resolve(&format!("docs/{path}"), target).unwrap_or_default();
+                        let repo_path =
+                            resolve(&format!("docs/{path}"), target).unwrap_or_default();
                         format!("{repository}/blob/main/{repo_path}")
                     }
                 };
@@ -268,7 +265,10 @@ pub(crate) fn render(path: &str) -> Page {
     let mut body = String::new();
     pulldown_cmark::html::push_html(&mut body, events.into_iter());
     Page {
-        title: titles().get(path).cloned().unwrap_or_else(|| path.to_owned()),
+        title: titles()
+            .get(path)
+            .cloned()
+            .unwrap_or_else(|| path.to_owned()),
         body,
         toc,
         anchors,
@@ -293,13 +293,21 @@ fn nav(current: &str) -> String {
     let mut out = String::from("<ul>\n");
     for (section, list) in &sections {
         if !section.is_empty() {
-            let _ = write!(out, "<li class=\"section\">{}</li>\n<li><ul>\n", escape(section));
+            let _ = write!(
+                out,
+                "<li class=\"section\">{}</li>\n<li><ul>\n",
+                escape(section)
+            );
         }
         // The folder's README first.
         let mut list = list.clone();
         list.sort_by_key(|p| (!p.ends_with("README.md"), *p));
         for p in list {
-            let class = if p == current { " class=\"current\"" } else { "" };
+            let class = if p == current {
+                " class=\"current\""
+            } else {
+                ""
+            };
             let title = titles().get(p).map_or(p, String::as_str);
             let _ = writeln!(
                 out,
@@ -365,7 +373,10 @@ mod tests {
         assert_eq!(url_of("README.md"), "/docs/");
         assert_eq!(url_of("reference/tools.md"), "/docs/reference/tools");
         assert_eq!(lookup(""), Lookup::Page("README.md"));
-        assert_eq!(lookup("reference/tools"), Lookup::Page("reference/tools.md"));
+        assert_eq!(
+            lookup("reference/tools"),
+            Lookup::Page("reference/tools.md")
+        );
         assert_eq!(
             lookup("reference/tools.md"),
             Lookup::Redirect("/docs/reference/tools".into())
@@ -385,13 +396,22 @@ mod tests {
     #[test]
     fn links_are_rewritten_and_headings_get_anchors() {
         let page = render("reference/http-api.md");
-        assert!(page.body.contains("href=\"/docs/guides/serving#embed-the-server\""));
+        assert!(
+            page.body
+                .contains("href=\"/docs/guides/serving#embed-the-server\"")
+        );
         assert!(page.body.contains("<h2 id=\"post-v1sessionsessionid\">"));
         assert!(page.toc.iter().any(|(_, id, _)| id == "approvals"));
         assert_eq!(page.title, "HTTP API");
-        assert_eq!(slugify("GET /v1/health and /v1/info"), "get-v1health-and-v1info");
+        assert_eq!(
+            slugify("GET /v1/health and /v1/info"),
+            "get-v1health-and-v1info"
+        );
         assert_eq!(resolve("reference/a.md", "../../x"), None);
-        assert_eq!(resolve("reference/a.md", "../guides/b.md").as_deref(), Some("guides/b.md"));
+        assert_eq!(
+            resolve("reference/a.md", "../guides/b.md").as_deref(),
+            Some("guides/b.md")
+        );
     }
 
     /// Every relative link of every page names a served file, and its
@@ -411,7 +431,10 @@ mod tests {
                 if !found || !anchor_ok {
                     broken.push(format!(
                         "{path}: {target}{}",
-                        fragment.as_deref().map(|f| format!("#{f}")).unwrap_or_default()
+                        fragment
+                            .as_deref()
+                            .map(|f| format!("#{f}"))
+                            .unwrap_or_default()
                     ));
                 }
             }
