@@ -163,6 +163,18 @@ async function main() {
       await schedule.locator("button").click();
       await schedule.locator("pre.json").filter({ hasText: '"ok": true' }).waitFor();
     }
+    const channel = page.locator("details.surface-item[data-channel=alerts]");
+    await channel.locator("summary").click();
+    const route = channel.locator('[data-route="GET /weather-agent/v1/channels/alerts/weather"]');
+    await route.locator("textarea[name=query]").fill('{"city": "Oslo"}');
+    await route.locator("input[name=authorization]").fill(`Bearer ${opts["channel-token"] ?? "test-token"}`);
+    check((await route.locator("[data-role=curl]").innerText()).includes("/alerts/weather?city=Oslo"), "no curl for the route");
+    await route.locator("button.try").click();
+    await route.locator("[data-role=try-output]").filter({ hasText: /^200 / }).waitFor();
+    check(
+      (await page.locator("[data-role=evals]").innerText()).includes("not available"),
+      "the evals section does not say the runner is unavailable",
+    );
     await shot(page, "agent");
 
     step = "/docs renders a page with navigation and working links";

@@ -7,6 +7,7 @@ import { render } from "preact";
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { Api, ApiError, bearerToken, setBearerToken, type PendingApproval, type SessionSummary } from "./api";
 import { renderMarkdown } from "./markdown";
+import { curlOf, exampleOf, fillPath, pathParams, queryString } from "./schema";
 import {
   emptySession,
   failureText,
@@ -607,8 +608,13 @@ function docsLink(page: string, label = "reference") {
   );
 }
 
+function needsApproval(tool: Record<string, any>): boolean {
+  const n = tool.needsApproval;
+  return Boolean(n && (typeof n === "object" ? n.mode && n.mode !== "never" : n));
+}
+
 function ToolForm({ tool }: { tool: Record<string, any> }) {
-  const [input, setInput] = useState("{}");
+  const [input, setInput] = useState(() => json(exampleOf(tool.inputSchema)));
   const [out, setOut] = useState<string>("");
   const call = async () => {
     try {
@@ -622,16 +628,177 @@ function ToolForm({ tool }: { tool: Record<string, any> }) {
   return (
     <details class="surface-item" data-tool={tool.name}>
       <summary>
-        <code>{tool.name}</code> <span class="muted">{tool.description}</span>
-        {tool.needs_approval || tool.needsApproval ? <span class="badge parked">needs approval</span> : null}
+        <code>{tool.name}</code> <span class="muted">{tool.description}</span>{" "}
+        {tool.execution === "agent" && <span class="badge">agent tool</span>}
+        {needsApproval(tool) && <span class="badge parked">needs approval</span>}
       </summary>
       <div class="label">input schema</div>
-      <pre class="json">{json(tool.input_schema ?? tool.inputSchema ?? {})}</pre>
-      <div class="label">call deterministically (POST /v1/tools/{tool.name}; no model, no approval gate)</div>
-      <textarea rows={3} value={input} onInput={(e) => setInput((e.target as HTMLTextAreaElement).value)} />
-      <button onClick={call}>Call</button>
-      {out && <pre class="json">{out}</pre>}
+      <pre class="json">{json(tool.inputSchema ?? {})}</pre>
+      {tool.execution !== "agent" && (
+        <>
+          <div class="label">call deterministically (POST /v1/tools/{tool.name}: no model turn, no approval gate)</div>
+          <textarea rows={4} value={input} onInput={(e) => setInput((e.target as HTMLTextAreaElement).value)} />
+          <button onClick={call}>Call</button>
+          {out && <pre class="json" data-role="call-output">{out}</pre>}
+        </>
+      )}
     </details>
+  );
+}
+
+/** The last body tried on each route, so a reload keeps it. */
+const TRY_KEY = "agentkit.playground.try";
+
+function remembered(route: string): { body?: string; query?: string; params?: Record<string, string>; auth?: string } {
+  try {
+    return JSON.parse(localStorage.getItem(TRY_KEY) ?? "{}")[route] ?? {};
+  } catch {
+    return {};
+  }
+}
+
+function remember(route: string, value: object): void {
+  try {
+    const all = JSON.parse(localStorage.getItem(TRY_KEY) ?? "{}");
+    all[route] = value;
+    localStorage.setItem(TRY_KEY, JSON.stringify(all));
+  } catch {
+    // storage disabled
+  }
+}
+
+/** A form built from a channel route's schemas: path parameters, query, body; the answer and the equivalent curl. */
+function RouteTry({ route }: { route: Record<string, any> }) {
+  const key = `${route.method} ${route.url}`;
+  const saved = remembered(key);
+  const names = pathParams(route.path ?? route.url);
+  const [params, setParams] = useState<Record<string, string>>(
+    saved.params ?? Object.fromEntries(names.map((n) => [n, "example"])),
+  );
+  const [query, setQuery] = useState(saved.query ?? (route.querySchema ? json(exampleOf(route.querySchema)) : ""));
+  const [body, setBody] = useState(saved.body ?? (route.bodySchema ? json(exampleOf(route.bodySchema)) : ""));
+  const [auth, setAuth] = useState(saved.auth ?? "");
+  const [out, setOut] = useState("");
+  const hasBody = route.method !== "GET" && route.method !== "HEAD";
+  const request = () => {
+    const q = query.trim() ? queryString(JSON.parse(query)) : "";
+    const url = fillPath(route.url, params) + q;
+    const headers: Record<string, string> = {};
+    if (hasBody) headers["content-type"] = "application/json";
+    if (auth.trim()) headers.authorization = auth.trim();
+    const sent = hasBody ? (body.trim() ? JSON.stringify(JSON.parse(body)) : "{}") : undefined;
+    return { url, headers, sent };
+  };
+  let curl = "";
+  try {
+    const r = request();
+    curl = curlOf(route.method, location.origin + r.url, r.headers, r.sent);
+  } catch {
+    curl = "(the query or body is not valid JSON)";
+  }
+  const send = async () => {
+    try {
+      const r = request();
+      remember(key, { params, query, body, auth });
+      const resp = await fetch(r.url, { method: route.method, headers: r.headers, body: r.sent });
+      const text = await resp.text();
+      let shown = text;
+      try {
+        shown = json(JSON.parse(text));
+      } catch {
+        // not JSON: as sent
+      }
+      setOut(`${resp.status} ${resp.statusText}\n${shown}`);
+    } catch (e) {
+      setOut(errorText(e));
+    }
+  };
+  return (
+    <div class="route" data-route={key}>
+      <div>
+        <code>
+          {route.method} {route.path}
+        </code>{" "}
+        <span class="muted">{route.description ?? ""}</span>
+      </div>
+      {names.map((n) => (
+        <label class="field" key={n}>
+          <span>:{n}</span>
+          <input
+            name={`param-${n}`}
+            value={params[n] ?? ""}
+            onInput={(e) => setParams({ ...params, [n]: (e.target as HTMLInputElement).value })}
+          />
+        </label>
+      ))}
+      {route.querySchema && (
+        <>
+          <div class="label">query (JSON object)</div>
+          <textarea name="query" rows={2} value={query} onInput={(e) => setQuery((e.target as HTMLTextAreaElement).value)} />
+        </>
+      )}
+      {hasBody && (
+        <>
+          <div class="label">body (JSON)</div>
+          <textarea name="body" rows={4} value={body} onInput={(e) => setBody((e.target as HTMLTextAreaElement).value)} />
+        </>
+      )}
+      <label class="field">
+        <span>Authorization</span>
+        <input
+          name="authorization"
+          placeholder="the channel's own auth, e.g. Bearer …"
+          value={auth}
+          onInput={(e) => setAuth((e.target as HTMLInputElement).value)}
+        />
+      </label>
+      <button class="try" onClick={send}>
+        Try
+      </button>
+      <pre class="json muted" data-role="curl">
+        {curl}
+      </pre>
+      {out && (
+        <pre class="json" data-role="try-output">
+          {out}
+        </pre>
+      )}
+    </div>
+  );
+}
+
+function Reminders() {
+  const [list, setList] = useState<any[] | null>(null);
+  const [out, setOut] = useState("");
+  const load = useCallback(() => {
+    api.request<{ reminders: any[] }>("GET", "/v1/dev/reminders").then(
+      (d) => setList(d.reminders),
+      (e) => setOut(errorText(e)),
+    );
+  }, []);
+  useEffect(load, [load]);
+  const fire = async (id: string) => {
+    try {
+      setOut(json(await api.request("POST", `/v1/dev/reminders/${encodeURIComponent(id)}`, {})));
+    } catch (e) {
+      setOut(errorText(e));
+    }
+    load();
+  };
+  return (
+    <>
+      {list && list.length === 0 && <p class="muted">no reminders</p>}
+      {list?.map((r) => (
+        <div class="surface-item" key={r.id}>
+          <code>{r.id}</code>{" "}
+          <span class="muted">
+            {r.purpose ?? ""} · {r.status} · next {r.nextFireAt ?? "—"} · fired {r.fireCount}
+          </span>{" "}
+          {r.status === "armed" && <button onClick={() => fire(r.id)}>Fire now</button>}
+        </div>
+      ))}
+      {out && <pre class="json">{out}</pre>}
+    </>
   );
 }
 
@@ -642,8 +809,11 @@ function Surface({ info, dev }: { info: Record<string, any> | null; dev: boolean
   const tools: any[] = agent.tools ?? [];
   const skills: any[] = agent.skills ?? [];
   const subagents: any[] = agent.subagents ?? [];
+  const connections: any[] = agent.mcpConnections ?? [];
+  const hooks: any[] = agent.hooks ?? [];
   const channels: any[] = info.channels ?? [];
   const schedules: any[] = info.schedules ?? [];
+  const evals: any[] = (info.project?.evals?.files ?? []).flatMap((f: any) => f.cases ?? []);
   const dispatch = async (id: string) => {
     try {
       const answer = await api.dispatchSchedule(id);
@@ -675,23 +845,31 @@ function Surface({ info, dev }: { info: Record<string, any> | null; dev: boolean
       {subagents.length === 0 && <p class="muted">no subagents</p>}
       <ul>
         {subagents.map((s) => (
-          <li key={s.id ?? s.name}>
-            <code>{s.id ?? s.name}</code> <span class="muted">{s.config?.description ?? s.description ?? ""}</span>
+          <li key={s.id}>
+            <code>{s.id}</code> <span class="muted">{s.description ?? ""}</span>
           </li>
         ))}
       </ul>
-      <h3>MCP {docsLink("mcp-server")}</h3>
-      <pre class="json">{json(info.mcp)}</pre>
+      <h3>MCP {docsLink("mcp-server", "server")} {docsLink("mcp-connections", "connections")}</h3>
+      <p>
+        This agent's MCP server: <code>{info.mcp?.path}</code> <span class="muted">({(info.mcp?.tools ?? []).join(", ")})</span>
+      </p>
+      {connections.length === 0 && <p class="muted">no MCP connections</p>}
+      {connections.length > 0 && <pre class="json">{json(info.mcp?.connections?.length ? info.mcp.connections : connections)}</pre>}
       <h3>Channels {docsLink("channels")}</h3>
       {channels.length === 0 && <p class="muted">no custom channels</p>}
       {channels.map((c) => (
-        <details class="surface-item" key={c.id}>
+        <details class="surface-item" key={c.id} data-channel={c.id}>
           <summary>
-            <code>{c.id}</code> <span class="muted">{c.kind ?? ""}</span>
+            <code>{c.id}</code> <span class="muted">{c.kind ?? ""} · {c.url}</span>
           </summary>
-          <pre class="json">{json(c)}</pre>
+          {(c.routes ?? []).map((r: any) => (
+            <RouteTry route={r} key={`${r.method} ${r.url}`} />
+          ))}
         </details>
       ))}
+      <h3>Hooks {docsLink("hooks")}</h3>
+      {hooks.length === 0 ? <p class="muted">no hooks</p> : <pre class="json">{json(info.hooks ?? hooks)}</pre>}
       <h3>Schedules {docsLink("schedules")}</h3>
       {schedules.length === 0 && <p class="muted">no schedules</p>}
       {schedules.map((s) => (
@@ -705,6 +883,12 @@ function Surface({ info, dev }: { info: Record<string, any> | null; dev: boolean
           {dispatched[s.id] && <pre class="json">{dispatched[s.id]}</pre>}
         </div>
       ))}
+      <h3>Reminders {docsLink("reminders")}</h3>
+      {dev ? <Reminders /> : <p class="muted">Listing and firing reminders needs --dev.</p>}
+      <h3>Evals {docsLink("evals")}</h3>
+      <p class="muted" data-role="evals">
+        The eval runner is not available in this release{Array.isArray(evals) && evals.length > 0 ? `: ${evals.length} case(s) are defined and validated` : ""}.
+      </p>
     </section>
   );
 }

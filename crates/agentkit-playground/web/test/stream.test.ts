@@ -173,3 +173,27 @@ describe("fold", () => {
     expect(turn.status).toBe("completed");
   });
 });
+
+import { curlOf, exampleOf, fillPath, pathParams, queryString } from "../src/schema";
+
+describe("forms", () => {
+  it("prefills required properties from a schema", () => {
+    expect(
+      exampleOf({
+        type: "object",
+        required: ["condition", "severity", "n"],
+        properties: { condition: { type: "string" }, severity: { enum: ["advisory", "watch"] }, n: { type: "integer", minimum: 2 }, details: { type: "string" } },
+      }),
+    ).toEqual({ condition: "example", severity: "advisory", n: 2 });
+    expect(exampleOf(null)).toEqual({});
+  });
+
+  it("fills route paths and renders the equivalent curl", () => {
+    expect(pathParams("/alert/:city")).toEqual(["city"]);
+    expect(fillPath("/a/v1/channels/x/alert/:city", { city: "New York" })).toBe("/a/v1/channels/x/alert/New%20York");
+    expect(queryString({ city: "Oslo", n: 2 })).toBe("?city=Oslo&n=2");
+    expect(curlOf("POST", "http://h/x", { "content-type": "application/json" }, `{"a":"it's"}`)).toBe(
+      `curl -s -X POST 'http://h/x' -H 'content-type: application/json' -d '{"a":"it'\\''s"}'`,
+    );
+  });
+});

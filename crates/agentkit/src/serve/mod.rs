@@ -199,6 +199,8 @@ pub(crate) struct Mounted {
     pub(crate) dev: bool,
     /// The agent's running hooks (their counters show in `/v1/info`).
     pub(crate) hooks: agentkit_runtime::Hooks,
+    /// The playground is served (`POST /v1/session` answers its URL).
+    pub(crate) playground: bool,
 }
 
 /// A running server. Dropping it does not stop the server; call
@@ -448,6 +450,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             prefix,
             channels,
             dev: options.dev,
+            playground: options.playground,
         });
     }
     let bridge_task = bridge::spawn(bridge_listener, bridged, shutdown.clone());

@@ -82,6 +82,14 @@ fn the_playground_page_and_assets_carry_their_headers() {
     // The host index links the playground; `/playground` leads there.
     assert!(get(&s, "/").body.contains("href=\"/bot/playground\""));
     assert_eq!(get(&s, "/playground").header("location"), Some("/"));
+    // A new session's answer says where to open it.
+    let created = Request::post("/bot/v1/session")
+        .json(&serde_json::json!({"message": "hi"}))
+        .send(s.addr())
+        .unwrap()
+        .json();
+    let id = created["sessionId"].as_str().unwrap();
+    assert_eq!(created["playgroundUrl"], format!("/bot/playground#{id}"));
     // The page is public; the API it calls is not (the default chain
     // admits loopback, so a forwarded request stands for a remote one).
     let remote = Request::get("/bot/v1/sessions")
@@ -197,5 +205,12 @@ fn no_playground_keeps_the_docs() {
     );
     assert_eq!(get(&s, "/bot/playground").status, 404);
     assert_eq!(get(&s, "/docs/").status, 200);
+    assert!(get(&s, "/").body.contains("href=\"/bot/v1/info\""));
+    let created = Request::post("/bot/v1/session")
+        .json(&serde_json::json!({"message": "hi"}))
+        .send(s.addr())
+        .unwrap()
+        .json();
+    assert!(created.get("playgroundUrl").is_none(), "{created}");
     assert_eq!(s.handle.as_ref().unwrap().playground_url("bot"), None);
 }

@@ -290,8 +290,19 @@ fn nav(current: &str) -> String {
         let section = p.rsplit_once('/').map_or("", |(dir, _)| dir);
         sections.entry(section).or_default().push(p);
     }
+    // Reading order: the top level, concepts, guides, the reference, then
+    // anything else (benchmarks).
+    let rank = |s: &str| match s {
+        "" => 0,
+        "concepts" => 1,
+        "guides" => 2,
+        "reference" => 3,
+        _ => 4,
+    };
+    let mut ordered: Vec<(&str, &Vec<&str>)> = sections.iter().map(|(s, l)| (*s, l)).collect();
+    ordered.sort_by_key(|(s, _)| (rank(s), *s));
     let mut out = String::from("<ul>\n");
-    for (section, list) in &sections {
+    for (section, list) in ordered {
         if !section.is_empty() {
             let _ = write!(
                 out,
@@ -299,9 +310,15 @@ fn nav(current: &str) -> String {
                 escape(section)
             );
         }
-        // The folder's README first.
+        // The folder's README first (and getting started at the top).
         let mut list = list.clone();
-        list.sort_by_key(|p| (!p.ends_with("README.md"), *p));
+        list.sort_by_key(|p| {
+            (
+                !p.ends_with("README.md"),
+                !p.ends_with("getting-started.md"),
+                *p,
+            )
+        });
         for p in list {
             let class = if p == current {
                 " class=\"current\""
