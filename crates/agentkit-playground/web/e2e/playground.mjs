@@ -177,6 +177,17 @@ async function main() {
     );
     await shot(page, "agent");
 
+    step = "slash commands complete and call a channel route";
+    await page.click("button[data-view=chat]");
+    await page.fill("textarea[name=message]", "/al");
+    await page.locator("[data-role=completions]").filter({ hasText: "/alerts/weather" }).waitFor();
+    await send(page, "/help");
+    await page.locator("[data-role=note]").filter({ hasText: "/alerts/alert/:city" }).waitFor();
+    // The route's Authorization was remembered from its Try form.
+    await send(page, '/alerts/weather {"city": "Oslo"}');
+    await page.locator("[data-role=note]").filter({ hasText: "/alerts/weather?city=Oslo → 200" }).waitFor();
+    await shot(page, "commands");
+
     step = "/docs renders a page with navigation and working links";
     await page.goto(`${url}/docs`);
     await page.waitForSelector("article.md h1");

@@ -7,6 +7,7 @@ import { render } from "preact";
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { Api, ApiError, bearerToken, setBearerToken, type PendingApproval, type SessionSummary } from "./api";
 import { renderMarkdown } from "./markdown";
+import { commandsOf, complete, helpText, parse as parseCommand } from "./commands";
 import { curlOf, exampleOf, fillPath, pathParams, queryString } from "./schema";
 import {
   emptySession,
@@ -282,8 +283,22 @@ function Transcript({ view, sessionId }: { view: SessionView; sessionId: string 
   );
 }
 
-function Chat({ open, streamError, onSent }: { open: Open | null; streamError: string; onSent: (id: string) => void }) {
+function Chat({
+  open,
+  streamError,
+  onSent,
+  info,
+}: {
+  open: Open | null;
+  streamError: string;
+  onSent: (id: string) => void;
+  info: Record<string, any> | null;
+}) {
   const [text, setText] = useState("");
+  // Answers of slash commands: shown here only, never part of the session.
+  const [notes, setNotes] = useState<{ text: string; ok: boolean }[]>([]);
+  const commands = useMemo(() => commandsOf(info), [info]);
+  const completions = complete(commands, text);
   const [error, setError] = useState("");
   const [sending, setSending] = useState(false);
   const scroller = useRef<HTMLDivElement>(null);
@@ -295,9 +310,50 @@ function Chat({ open, streamError, onSent }: { open: Open | null; streamError: s
     if (el && el.scrollHeight - el.scrollTop - el.clientHeight < 160) el.scrollTop = el.scrollHeight;
   });
 
+  const runCommand = async (message: string) => {
+    const parsed = parseCommand(commands, message);
+    if (parsed === "help") {
+      setNotes((n) => [...n, { text: helpText(commands), ok: true }]);
+    } else if (parsed && "error" in parsed) {
+      setNotes((n) => [...n, { text: parsed.error, ok: false }]);
+    } else if (parsed) {
+      const headers: Record<string, string> = {};
+      if (parsed.body !== undefined) headers["content-type"] = "application/json";
+      const auth = remembered(`${parsed.command.method} ${parsed.command.url}`).auth;
+      if (auth) headers.authorization = auth;
+      try {
+        const resp = await fetch(parsed.url, { method: parsed.command.method, headers, body: parsed.body });
+        const body = await resp.text();
+        let shown = body;
+        try {
+          shown = json(JSON.parse(body));
+        } catch {
+          // not JSON
+        }
+        setNotes((n) => [...n, { text: `${parsed.command.method} ${parsed.url} → ${resp.status}\n${shown}`, ok: resp.ok }]);
+        // A route that sends into a session answers its id: open it.
+        const id = (() => {
+          try {
+            return JSON.parse(body).sessionId;
+          } catch {
+            return undefined;
+          }
+        })();
+        if (typeof id === "string" && !open) onSent(id);
+      } catch (e) {
+        setNotes((n) => [...n, { text: errorText(e), ok: false }]);
+      }
+    }
+    setText("");
+  };
+
   const send = async () => {
     const message = text.trim();
     if (!message) return;
+    if (message.startsWith("/")) {
+      await runCommand(message);
+      return;
+    }
     setSending(true);
     setError("");
     try {
@@ -331,7 +387,26 @@ function Chat({ open, streamError, onSent }: { open: Open | null; streamError: s
           </div>
         )}
         {open && view && <Transcript view={view} sessionId={open.sessionId} />}
+        {notes.map((n, i) => (
+          <pre class={`note json ${n.ok ? "" : "error"}`} data-role="note" key={i}>
+            {n.text}
+          </pre>
+        ))}
       </div>
+      {completions.length > 0 && (
+        <ul class="completions" data-role="completions">
+          {completions.map((c) => (
+            <li key={c.name}>
+              <button type="button" class="link" onClick={() => setText(c.name.replace(/\/:[^/]+/g, "/"))}>
+                <code>{c.name}</code>
+              </button>{" "}
+              <span class="muted">
+                {c.method} {c.description}
+              </span>
+            </li>
+          ))}
+        </ul>
+      )}
       {streamError && <div class="error banner">stream: {streamError}</div>}
       {error && <div class="error banner">{error}</div>}
       {missingToken && view && view.entries.length > 0 && (
@@ -350,11 +425,14 @@ function Chat({ open, streamError, onSent }: { open: Open | null; streamError: s
         <textarea
           name="message"
           rows={2}
-          placeholder={open ? "Follow up…" : "Message the agent…"}
+          placeholder={open ? "Follow up… (/help for commands)" : "Message the agent… (/help for commands)"}
           value={text}
           onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
           onKeyDown={(e) => {
-            if (e.key === "Enter" && !e.shiftKey) {
+            if (e.key === "Tab" && completions.length > 0) {
+              e.preventDefault();
+              setText(completions[0].name.replace(/\/:[^/]+/g, "/"));
+            } else if (e.key === "Enter" && !e.shiftKey) {
               e.preventDefault();
               void send();
             }
@@ -1012,6 +1090,7 @@ function App() {
         {view === "chat" && (
           <>
             <Chat
+              info={info}
               open={open}
               streamError={streamError}
               onSent={(id) => {

@@ -197,3 +197,44 @@ describe("forms", () => {
     );
   });
 });
+
+import { commandsOf, complete, parse } from "../src/commands";
+import { renderMarkdown } from "../src/markdown";
+
+describe("slash commands", () => {
+  const info = {
+    channels: [
+      {
+        id: "alerts",
+        routes: [
+          { method: "POST", path: "/alert/:city", url: "/w/v1/channels/alerts/alert/:city", description: "report" },
+          { method: "GET", path: "/weather", url: "/w/v1/channels/alerts/weather" },
+        ],
+      },
+    ],
+  };
+  const commands = commandsOf(info);
+
+  it("completes and parses route commands", () => {
+    expect(complete(commands, "/al").map((c) => c.name)).toEqual(["/alerts/alert/:city", "/alerts/weather"]);
+    expect(complete(commands, "/h").map((c) => c.name)).toEqual(["/help"]);
+    expect(complete(commands, "hello")).toEqual([]);
+    expect(parse(commands, "/help")).toBe("help");
+    expect(parse(commands, 'x /alerts')).toBeNull();
+    const post = parse(commands, '/alerts/alert/New%20York {"severity": "watch"}');
+    expect(post).toMatchObject({ url: "/w/v1/channels/alerts/alert/New%20York", body: '{"severity":"watch"}' });
+    expect(parse(commands, '/alerts/weather {"city": "Oslo"}')).toMatchObject({ url: "/w/v1/channels/alerts/weather?city=Oslo" });
+    expect(parse(commands, "/alerts/weather nope")).toEqual({ error: expect.stringContaining("must be JSON") });
+    expect(parse(commands, "/nope")).toEqual({ error: expect.stringContaining("unknown command") });
+  });
+});
+
+describe("markdown", () => {
+  it("renders replies without their raw HTML or unsafe links", () => {
+    const html = renderMarkdown("# T\n\nhi <script>alert(1)</script> [x](javascript:alert(1)) [y](https://a.b)\n\n<div onclick='x'>b</div>");
+    expect(html).not.toMatch(/<script|<div|javascript:/);
+    expect(html).toContain('<a href="https://a.b"');
+    expect(html).toContain("<h1>T</h1>");
+    expect(renderMarkdown("```rust\nfn main() {}\n```")).toContain('<span class="hljs-keyword">fn</span>');
+  });
+});
