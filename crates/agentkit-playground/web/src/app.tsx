@@ -521,10 +521,15 @@ function TracePane({ view }: { view: SessionView }) {
               p.kind === "tool" ? (
                 <div class="trace-row tool-row" key={p.call.callId}>
                   <span class="trace-label">⚙ {p.call.toolName}</span>
-                  <span class="track">{bar(p.call.requestedAt, p.call.durationMs)}</span>
+                  <span class="track">{bar(p.call.resolvedAt ?? p.call.requestedAt, p.call.durationMs)}</span>
                   <span class="muted">
                     {seconds(p.call.durationMs)}
-                    {p.call.approval ? ` · ${p.call.approval.state}` : ""}
+                    {p.call.approval?.state === "pending" ? " · waiting for approval" : ""}
+                    {p.call.resolvedAt
+                      ? ` · ${p.call.approval?.state === "approve" ? "approved" : "denied"} after ${seconds(
+                          Date.parse(p.call.resolvedAt) - Date.parse(p.call.requestedAt),
+                        )}`
+                      : ""}
                     {p.call.isError ? " · error" : ""}
                   </span>
                 </div>

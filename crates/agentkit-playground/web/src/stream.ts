@@ -92,6 +92,8 @@ export interface ToolCall {
   durationMs?: number;
   approval?: ApprovalState;
   requestedAt: string;
+  /** When a parked call was decided: it runs from then. */
+  resolvedAt?: string;
 }
 
 export type Part =
@@ -356,6 +358,7 @@ function apply(view: SessionView, event: WireEvent): void {
       if (!turn) return;
       const call = callOf(turn, data, event.at);
       call.approval = { state: data.decision === "approve" ? "approve" : "deny", by: data.by, reason: data.reason };
+      call.resolvedAt = event.at;
       if (call.status === "parked") call.status = "running";
       return;
     }
