@@ -577,11 +577,14 @@ function Inspector({ open }: { open: Open | null }) {
 function SessionList({
   sessions,
   current,
+  currentBusy,
   onOpen,
   onNew,
 }: {
   sessions: SessionSummary[];
   current: string | undefined;
+  /** The open session's state, from its live stream (fresher than the list). */
+  currentBusy: boolean;
   onOpen: (id: string) => void;
   onNew: () => void;
 }) {
@@ -607,7 +610,7 @@ function SessionList({
               <span class="title">{s.title || s.sessionId}</span>
               <span class="muted">
                 {s.channel} · {s.mode} · {s.createdAt.slice(0, 16).replace("T", " ")}
-                {s.busy ? " · busy" : ""}
+                {(s.sessionId === current ? currentBusy : s.busy) ? " · busy" : ""}
               </span>
             </button>
           </li>
@@ -1083,6 +1086,7 @@ function App() {
         <SessionList
           sessions={sessions}
           current={open?.sessionId}
+          currentBusy={open?.view.state === "running"}
           onOpen={(id) => {
             setView("chat");
             openSession(id);
