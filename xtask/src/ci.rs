@@ -126,6 +126,10 @@ pub(crate) fn run_ci(root: &Path) -> anyhow::Result<bool> {
         return Ok(false);
     }
 
+    if !run_web(root, in_ci)? {
+        return Ok(false);
+    }
+
     // nextest does not run doctests, so they get their own step, before the
     // main suite so that its summary closes the log.
     let mut tests = vec![Step::cargo(&["test", "--workspace", "--doc", "--locked"])];
@@ -145,6 +149,58 @@ pub(crate) fn run_ci(root: &Path) -> anyhow::Result<bool> {
         if !step.run(root)? {
             return Ok(false);
         }
+    }
+    Ok(true)
+}
+
+/// The playground's own checks, in `crates/agentkit-playground/web`: the
+/// type check, the unit tests (vitest), and a rebuild that must reproduce
+/// the committed bundle byte for byte. They need Node and `npm ci` (which
+/// `.ci/run` does); without them they are skipped, except under CI.
+fn run_web(root: &Path, in_ci: bool) -> anyhow::Result<bool> {
+    let web = root.join(crate::bundle::CRATE).join("web");
+    let node = Command::new("node")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !node || !web.join("node_modules").is_dir() {
+        let why = "Node and `npm ci` in crates/agentkit-playground/web";
+        if in_ci {
+            eprintln!("\n==> FAILED: the playground checks need {why}, and CI is set");
+            return Ok(false);
+        }
+        println!(
+            "\n==> skipped (needs {why}): the playground's type check, unit tests and bundle rebuild"
+        );
+        return Ok(true);
+    }
+    for script in ["check", "test", "build"] {
+        println!("\n==> (cd crates/agentkit-playground/web && npm run {script})");
+        let status = Command::new("npm")
+            .args(["run", "--silent", script])
+            .current_dir(&web)
+            .status()
+            .with_context(|| format!("failed to start `npm run {script}`"))?;
+        if !status.success() {
+            eprintln!("==> FAILED ({status}): npm run {script}");
+            return Ok(false);
+        }
+    }
+    let dist = format!("{}/dist", crate::bundle::CRATE);
+    println!("\n==> git status --porcelain -- {dist}");
+    let out = Command::new("git")
+        .args(["status", "--porcelain", "--", &dist])
+        .current_dir(root)
+        .output()
+        .context("failed to start `git status`")?;
+    let changed = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || !changed.trim().is_empty() {
+        eprintln!(
+            "==> FAILED: rebuilding the playground changed the committed bundle (not reproducible, or not rebuilt):\n{changed}"
+        );
+        return Ok(false);
     }
     Ok(true)
 }

@@ -8,6 +8,7 @@
 // A chore binary reports to the terminal; printing is its job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod bundle;
 mod ci;
 mod tidy;
 
@@ -21,10 +22,16 @@ usage: cargo xtask <task> [args...]
 
 tasks:
   ci      fmt check, clippy -D warnings, cargo-deny, rustdoc -D warnings,
-          tidy, doctests, then the test suite (nextest when installed)
+          tidy, the playground's type check, unit tests and reproducible
+          rebuild (needs Node and npm ci in crates/agentkit-playground/web),
+          doctests, then the test suite (nextest when installed)
   tidy    repository conventions: `//!` headers, workspace dependencies,
           no anyhow in library crates, allowed dependency directions,
-          ARCHITECTURE.md names every crate, libraries never print
+          ARCHITECTURE.md names every crate, libraries never print,
+          the playground bundle and docs copy are fresh
+  sync-docs
+          copy docs/ into crates/agentkit-playground/docs (the copy the
+          binary serves at /docs; tidy fails when it is stale)
   bench   cargo bench -p agentkit-manifest --bench discover [args...]
   bench core [args...]
           the session-core bench: builds the release agentkit-serve (unless
@@ -44,6 +51,12 @@ fn main() -> ExitCode {
         }
         Some("ci") => no_args("ci", &rest).and_then(|()| ci::run_ci(&workspace_root()?)),
         Some("tidy") => no_args("tidy", &rest).and_then(|()| run_tidy(&workspace_root()?)),
+        Some("sync-docs") => no_args("sync-docs", &rest).and_then(|()| {
+            let root = workspace_root()?;
+            bundle::sync_docs(&root)?;
+            println!("copied docs/ to {}/docs", bundle::CRATE);
+            Ok(true)
+        }),
         Some("bench") => workspace_root().and_then(|root| ci::run_bench(&root, &rest)),
         Some(other) => {
             eprint!("error: unknown task `{other}`\n\n{HELP}");

@@ -44,6 +44,8 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<Vec<String>> {
     let metadata = cargo_metadata(root)?;
     problems.extend(check_dependency_directions(root, &metadata));
 
+    problems.extend(crate::bundle::check(root)?);
+
     let names: Vec<&str> = metadata.packages.iter().map(|p| p.name.as_str()).collect();
     let architecture = root.join("ARCHITECTURE.md");
     if architecture.is_file() {
@@ -158,6 +160,8 @@ const TEST_SUPPORT: &str = "agentkit-test-support";
 
 /// The library crates below the facade, in layer order.
 const BELOW_FACADE: &[&str] = &[
+    // Static files only: it depends on nothing.
+    "agentkit-playground",
     "agentkit-protocol",
     "agentkit-manifest",
     "agentkit-events",
@@ -180,6 +184,7 @@ const BELOW_FACADE: &[&str] = &[
 /// only the facade, except that `agentkit-serve` uses the serve library of
 /// `agentkit-cli` (one flag struct, banner and exit codes for both servers).
 const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
+    ("agentkit-playground", &[]),
     ("agentkit-protocol", &[]),
     ("agentkit-manifest", &["agentkit-protocol"]),
     ("agentkit-events", &["agentkit-protocol"]),
@@ -235,6 +240,7 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
         TEST_SUPPORT,
         &[
             "agentkit",
+            "agentkit-playground",
             "agentkit-protocol",
             "agentkit-manifest",
             "agentkit-events",
@@ -520,7 +526,7 @@ fn workspace_paths(root: &Path) -> anyhow::Result<BTreeSet<String>> {
             let entry = entry.with_context(|| format!("failed to list {}", dir.display()))?;
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if name == "target" || name.starts_with('.') {
+            if name == "target" || name == "node_modules" || name.starts_with('.') {
                 continue;
             }
             let path = entry.path();
@@ -621,7 +627,7 @@ fn rust_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
                 .file_type()
                 .with_context(|| format!("failed to stat {}", path.display()))?;
             if file_type.is_dir() {
-                if name != "target" && !name.starts_with('.') {
+                if name != "target" && name != "node_modules" && !name.starts_with('.') {
                     pending.push(path);
                 }
             } else if name.ends_with(".rs") {

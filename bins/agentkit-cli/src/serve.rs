@@ -67,6 +67,9 @@ pub struct ServeArgs {
     /// fire by themselves; dispatch them with POST /v1/dev/schedules/ID).
     #[arg(long)]
     no_schedules: bool,
+    /// Do not serve the web playground (/SLUG/playground); /docs stays.
+    #[arg(long)]
+    no_playground: bool,
     /// How long a client may take to send a request's headers; also how
     /// long an idle keep-alive connection is kept.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
@@ -172,6 +175,7 @@ fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
         allow_anonymous: args.allow_anonymous,
         public_url: args.public_url.clone(),
         schedules: !args.no_schedules,
+        playground: !args.no_playground,
         default_model: std::env::var("AGENTKIT_MODEL")
             .ok()
             .filter(|m| !m.is_empty()),
@@ -242,7 +246,11 @@ fn banner(
         let base = handle.agent_url(slug);
         let path = base.strip_prefix(&url).unwrap_or(&base);
         writeln!(out, "  {CYAN}/{slug}{CYAN:#} → {path}/v1/*")?;
+        if let Some(playground) = handle.playground_url(slug) {
+            writeln!(out, "    playground: {playground}")?;
+        }
     }
+    writeln!(out, "  docs: {}", handle.docs_url())?;
     if warnings.dev_fallback {
         writeln!(
             out,

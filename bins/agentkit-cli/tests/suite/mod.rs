@@ -8,6 +8,7 @@ mod github;
 mod info;
 mod init;
 mod packs;
+mod playground;
 mod reminders;
 mod run;
 mod serve;

@@ -124,8 +124,9 @@ pub(crate) fn router(
                 .map(|a| (a.slug.clone(), a.project.agent.config.description.clone()))
                 .collect();
             let index2 = index.clone();
+            let playground = agents.iter().all(|a| a.playground);
             app = app
-                .route("/", get(move || async move { Html(index_page(&index)) }))
+                .route("/", get(move || async move { Html(index_page(&index, playground)) }))
                 .route(
                     "/v1/agents",
                     get(move || async move {
@@ -183,16 +184,19 @@ fn agent_router(agent: Mounted, health_auth: Health, shutdown: CancellationToken
         .merge(channels)
 }
 
-fn index_page(agents: &[(String, Option<String>)]) -> String {
+/// The host's index: each agent linked to its playground (to its
+/// `/v1/info` when the playground is off), and the docs.
+fn index_page(agents: &[(String, Option<String>)], playground: bool) -> String {
     let mut items = String::new();
     for (slug, description) in agents {
         let d = description.as_deref().map(html_escape).unwrap_or_default();
+        let main = if playground { "playground" } else { "v1/info" };
         items.push_str(&format!(
-            "<li><a href=\"/{slug}/v1/info\"><code>/{slug}</code></a> {d}</li>\n"
+            "<li><a href=\"/{slug}/{main}\"><code>/{slug}</code></a> {d} (<a href=\"/{slug}/v1/info\">info</a>)</li>\n"
         ));
     }
     format!(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>agentkit</title></head>\n<body><h1>agentkit</h1>\n<p>{} agent(s) on this host.</p>\n<ul>\n{items}</ul>\n</body></html>\n",
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>agentkit</title></head>\n<body><h1>agentkit</h1>\n<p>{} agent(s) on this host. <a href=\"/docs/\">Docs</a>.</p>\n<ul>\n{items}</ul>\n</body></html>\n",
         agents.len()
     )
 }
@@ -291,7 +295,7 @@ struct MessageBody {
 
 fn accepted_json(state: &AgentState, accepted: &agentkit_runtime::Accepted) -> Value {
     let prefix = &state.agent.prefix;
-    json!({
+    let mut doc = json!({
         "ok": true,
         "sessionId": accepted.session_id,
         "continuationToken": accepted.continuation_token,
@@ -299,7 +303,11 @@ fn accepted_json(state: &AgentState, accepted: &agentkit_runtime::Accepted) -> V
         "coalesced": accepted.coalesced,
         "streamUrl": format!("{prefix}/v1/session/{}/stream", accepted.session_id),
         "traceUrl": format!("{prefix}/v1/session/{}/events", accepted.session_id),
-    })
+    });
+    if state.agent.playground {
+        doc["playgroundUrl"] = json!(format!("{prefix}/playground#{}", accepted.session_id));
+    }
+    doc
 }
 
 async fn create(State(state): State<AgentState>, Authed { owner, body }: Authed) -> ApiResult {

@@ -16,6 +16,7 @@ mod channels;
 mod edge;
 mod evals;
 mod mcp;
+mod playground;
 mod schedules;
 mod services;
 
@@ -117,6 +118,10 @@ pub struct ServeOptions {
     /// and idle timeout, request timeout, write-stall timeout, the
     /// connection cap.
     pub edge: EdgeOptions,
+    /// Serve the playground at `/<slug>/playground` (`/playground` in
+    /// single mode); `--no-playground` turns it off. `/docs` is served
+    /// either way.
+    pub playground: bool,
 }
 
 impl ServeOptions {
@@ -171,6 +176,7 @@ impl Default for ServeOptions {
             tools: Vec::new(),
             schedule_handlers: Default::default(),
             edge: EdgeOptions::default(),
+            playground: true,
         }
     }
 }
@@ -196,6 +202,8 @@ pub(crate) struct Mounted {
     pub(crate) hooks: agentkit_runtime::Hooks,
     /// Eval runs started through the dev routes.
     pub(crate) evals: Arc<evals::DevEvals>,
+    /// The playground is served (`POST /v1/session` answers its URL).
+    pub(crate) playground: bool,
 }
 
 /// A running server. Dropping it does not stop the server; call
@@ -210,6 +218,7 @@ pub struct ServeHandle {
     bridge: tokio::task::JoinHandle<()>,
     grace: Duration,
     host: Arc<Host>,
+    playground: bool,
 }
 
 impl ServeHandle {
@@ -457,6 +466,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             prefix,
             channels,
             dev: options.dev,
+            playground: options.playground,
         });
     }
     let bridge_task = bridge::spawn(bridge_listener, bridged, shutdown.clone());
@@ -472,9 +482,16 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         mcp: options.edge.request_timeout + options.mcp_max_wait,
         tools: options.edge.request_timeout + longest_tool,
     };
-    let router = api::router(&agents, options.mode, options.body_limit, shutdown.clone()).layer(
-        axum::middleware::from_fn_with_state(bounds, edge::request_timeout),
-    );
+    let router = api::router(&agents, options.mode, options.body_limit, shutdown.clone())
+        .merge(playground::router(
+            &agents,
+            options.mode,
+            options.playground,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            bounds,
+            edge::request_timeout,
+        ));
     let max_connections = edge::connection_cap(&options.edge);
     tracing::debug!(max_connections, "connection cap");
     let server = tokio::spawn(edge::run(
@@ -496,6 +513,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         bridge: bridge_task,
         grace: options.shutdown_grace,
         host: Arc::new(found.host),
+        playground: options.playground,
     })
 }
 

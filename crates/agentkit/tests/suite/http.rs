@@ -49,7 +49,7 @@ pub(crate) fn write(path: &Path, text: &str) {
 
 /// A host folder with one scripted agent `bot` (plus `extra` files), served
 /// with `options`.
-fn server(extra: &[(&str, &str)], options: ServeOptions) -> Server {
+pub(crate) fn server(extra: &[(&str, &str)], options: ServeOptions) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let long = (0..300)
         .map(|i| format!("w{i}"))

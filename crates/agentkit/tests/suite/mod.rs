@@ -10,6 +10,7 @@ mod github_app;
 mod hooks;
 mod http;
 mod mcp;
+mod playground;
 mod providers;
 mod schedule_handlers;
 mod services;

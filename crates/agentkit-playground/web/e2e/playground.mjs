@@ -1,0 +1,239 @@
+// End-to-end check of the playground and /docs in headless Chromium
+// (Debian's /usr/bin/chromium, driven by playwright-core), against a real
+// `agentkit serve --dev` serving fixtures/agents/weather-agent with the
+// offline `test` model. The Rust test bins/agentkit-cli/tests/suite/playground.rs
+// starts the servers and runs this script:
+//
+//   node e2e/playground.mjs --url http://127.0.0.1:PORT --slug weather-agent \
+//     [--bearer-url http://127.0.0.1:PORT2 --token T] [--shots DIR]
+//
+// It exits 0 when every step passed, 1 with the failing step otherwise.
+// Screenshots of the main views go to --shots (test artifacts, not committed).
+
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+function args() {
+  const out = {};
+  const argv = process.argv.slice(2);
+  for (let i = 0; i < argv.length; i += 2) out[argv[i].replace(/^--/, "")] = argv[i + 1];
+  return out;
+}
+
+const opts = args();
+const url = opts.url;
+const slug = opts.slug ?? "weather-agent";
+const shots = opts.shots;
+const executablePath = opts.chromium ?? process.env.CHROMIUM ?? "/usr/bin/chromium";
+if (!url) {
+  console.error("usage: node e2e/playground.mjs --url URL [--slug SLUG] [--bearer-url URL --token T] [--shots DIR]");
+  process.exit(2);
+}
+if (shots) mkdirSync(shots, { recursive: true });
+
+const TIMEOUT = 20_000;
+let step = "start";
+const consoleErrors = [];
+
+async function shot(page, name) {
+  if (shots) await page.screenshot({ path: join(shots, `${name}.png`), fullPage: false });
+}
+
+function check(cond, message) {
+  if (!cond) throw new Error(message);
+}
+
+async function newPage(browser) {
+  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  const page = await context.newPage();
+  page.setDefaultTimeout(TIMEOUT);
+  page.on("console", (m) => {
+    if (m.type() === "error") consoleErrors.push(`${step}: ${m.text()}`);
+  });
+  page.on("pageerror", (e) => consoleErrors.push(`${step}: ${e.message}`));
+  return page;
+}
+
+async function send(page, text) {
+  await page.fill("textarea[name=message]", text);
+  await page.press("textarea[name=message]", "Enter");
+}
+
+async function main() {
+  const browser = await chromium.launch({
+    executablePath,
+    headless: true,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--disable-dev-shm-usage",
+    ],
+  });
+  try {
+    const page = await newPage(browser);
+    const playground = `${url}/${slug}/playground`;
+
+    step = "index links the playground";
+    await page.goto(`${url}/`);
+    await page.click(`a[href="/${slug}/playground"]`);
+    await page.waitForURL(playground);
+    await page.waitForSelector("header .slug");
+
+    step = "a message streams its reply, with tool calls inline";
+    await send(page, "What is the weather in **Paris**?");
+    await page.waitForSelector('[data-role=user]:has-text("What is the weather")');
+    await page.waitForSelector('[data-role=tool-call][data-tool=get_weather] .badge.done, [data-role=tool-call][data-tool=get_weather] .badge.ok');
+    step = "a parked call is approved from the page and the turn completes";
+    const parked = page.locator("[data-role=tool-call].parked").first();
+    await parked.waitFor();
+    const parkedTool = await parked.getAttribute("data-tool");
+    check(parkedTool === "post_alert", `the parked call is ${parkedTool}, not post_alert`);
+    await shot(page, "chat-parked");
+    await parked.locator("button.approve").click();
+    await page.waitForSelector("[data-role=turn][data-status=completed]");
+    const reply = page.locator("[data-role=assistant]").last();
+    await page.waitForSelector('[data-role=assistant][data-done=true]');
+    const replyText = await reply.innerText();
+    check(replyText.includes("What is the weather"), `the reply does not quote the message: ${replyText}`);
+    check(
+      (await page.locator("[data-role=tool-call][data-tool=post_alert] [data-role=decision]").innerText()).includes("approved by local"),
+      "the decision is not shown",
+    );
+    const usage = await page.locator("[data-role=turn][data-status=completed] [data-role=usage]").first().innerText();
+    check(/in \d+ · out \d+ · cache read \d+ · cache write \d+/.test(usage), `no usage footer: ${usage}`);
+    await shot(page, "chat-completed");
+
+    step = "the raw pane shows the NDJSON wire events";
+    await page.click("button[data-tab=raw]");
+    const raw = await page.locator("[data-role=raw]").innerText();
+    const lines = raw.split("\n").filter(Boolean);
+    check(lines.length > 5, `raw pane has ${lines.length} lines`);
+    for (const l of lines) JSON.parse(l);
+    check(raw.includes('"type":"turn.completed"'), "raw pane lacks turn.completed");
+    await page.click("button[data-tab=trace]");
+    await page.waitForSelector(".trace-turn");
+    await shot(page, "trace");
+    await page.click("button[data-tab=events]");
+
+    step = "a follow-up rotates the token; a deny records the reason";
+    await send(page, "And tomorrow?");
+    const second = page.locator("[data-role=turn]").nth(1);
+    await second.locator("[data-role=tool-call].parked").waitFor();
+    await second.locator("input.reason").fill("not today");
+    await second.locator("button.deny").click();
+    await second.locator("[data-role=decision]").filter({ hasText: "denied by local: not today" }).waitFor();
+    await page.waitForFunction(() => document.querySelectorAll("[data-role=turn][data-status=completed]").length === 2);
+    const sessionId = new URL(page.url()).hash.slice(1);
+    check(/^ses_/.test(sessionId), `no session id in the URL: ${page.url()}`);
+
+    step = "sessions are listed after a reload and one is replayed";
+    await page.goto(playground);
+    await page.waitForSelector(`button.session[data-session="${sessionId}"]`);
+    await page.click(`button.session[data-session="${sessionId}"]`);
+    await page.waitForFunction(() => document.querySelectorAll("[data-role=user]").length === 2);
+    await page.waitForFunction(() => document.querySelectorAll("[data-role=turn][data-status=completed]").length === 2);
+    await shot(page, "replayed");
+
+    step = "the inbox lists a parked call of another session and approves it";
+    await page.click("button.new");
+    await send(page, "Post an alert for Oslo");
+    await page.locator("[data-role=tool-call].parked").first().waitFor();
+    await page.click("button[data-view=inbox]");
+    const item = page.locator("[data-role=inbox-item]").first();
+    await item.waitFor();
+    await shot(page, "inbox");
+    await item.locator("button.approve").click();
+    await page.waitForSelector("text=Nothing waits for approval.");
+
+    step = "a tool is called from the agent surface and a schedule dispatched";
+    await page.click("button[data-view=agent]");
+    const tool = page.locator("details.surface-item[data-tool=get_weather]");
+    await tool.locator("summary").click();
+    await tool.locator("textarea").fill('{"city": "Oslo"}');
+    await tool.locator("button").click();
+    await tool.locator("pre.json").filter({ hasText: '"toolName": "get_weather"' }).waitFor();
+    const schedule = page.locator("[data-schedule]").first();
+    if ((await schedule.count()) > 0) {
+      await schedule.locator("button").click();
+      await schedule.locator("pre.json").filter({ hasText: '"ok": true' }).waitFor();
+    }
+    const channel = page.locator("details.surface-item[data-channel=alerts]");
+    await channel.locator("summary").click();
+    const route = channel.locator('[data-route="GET /weather-agent/v1/channels/alerts/weather"]');
+    await route.locator("textarea[name=query]").fill('{"city": "Oslo"}');
+    await route.locator("input[name=authorization]").fill(`Bearer ${opts["channel-token"] ?? "test-token"}`);
+    check((await route.locator("[data-role=curl]").innerText()).includes("/alerts/weather?city=Oslo"), "no curl for the route");
+    await route.locator("button.try").click();
+    await route.locator("[data-role=try-output]").filter({ hasText: /^200 / }).waitFor();
+    check(
+      (await page.locator("[data-role=evals]").innerText()).includes("not available"),
+      "the evals section does not say the runner is unavailable",
+    );
+    await shot(page, "agent");
+
+    step = "slash commands complete and call a channel route";
+    await page.click("button[data-view=chat]");
+    await page.fill("textarea[name=message]", "/al");
+    await page.locator("[data-role=completions]").filter({ hasText: "/alerts/weather" }).waitFor();
+    await send(page, "/help");
+    await page.locator("[data-role=note]").filter({ hasText: "/alerts/alert/:city" }).waitFor();
+    // The route's Authorization was remembered from its Try form.
+    await send(page, '/alerts/weather {"city": "Oslo"}');
+    await page.locator("[data-role=note]").filter({ hasText: "/alerts/weather?city=Oslo → 200" }).waitFor();
+    await shot(page, "commands");
+
+    step = "/docs renders a page with navigation and working links";
+    await page.goto(`${url}/docs`);
+    await page.waitForSelector("article.md h1");
+    await page.click('nav.docs-nav a[href="/docs/reference/http-api"]');
+    await page.waitForURL(`${url}/docs/reference/http-api`);
+    check((await page.locator("article h1").innerText()) === "HTTP API", "the HTTP API page has no title");
+    await page.waitForSelector("h2#approvals");
+    await page.waitForSelector("nav.toc a[href='#approvals']");
+    await page.waitForSelector("article pre code.hljs");
+    await shot(page, "docs");
+    await page.close();
+
+    if (opts["bearer-url"]) {
+      step = "the bearer field makes a --bearer-token host usable";
+      const p2 = await newPage(browser);
+      // A 401 is expected (and logged by Chromium) before the token is set.
+      const before = consoleErrors.length;
+      await p2.goto(`${opts["bearer-url"]}/${slug}/playground`);
+      await p2.waitForSelector("text=401 unauthorized");
+      consoleErrors.splice(before);
+      await p2.fill("input[name=bearer]", opts.token);
+      await p2.click(".token button");
+      await p2.waitForFunction(() => !document.body.innerText.includes("401 unauthorized"));
+      const errorsBefore = consoleErrors.length;
+      await send(p2, "Hello with a token");
+      await p2.locator("[data-role=tool-call].parked").first().waitFor();
+      await p2.locator("[data-role=tool-call].parked button.approve").first().click();
+      await p2.waitForSelector("[data-role=turn][data-status=completed]");
+      check(!p2.url().includes(opts.token), "the token is in the URL");
+      check(consoleErrors.length === errorsBefore, "errors after the token was set");
+      await shot(p2, "bearer");
+      await p2.close();
+    }
+
+    step = "no console error";
+    check(consoleErrors.length === 0, `console errors:\n${consoleErrors.join("\n")}`);
+  } finally {
+    await browser.close();
+  }
+}
+
+try {
+  await main();
+  console.log("playground e2e: ok");
+} catch (e) {
+  console.error(`playground e2e failed at "${step}": ${e.message}`);
+  if (consoleErrors.length) console.error(`console errors:\n${consoleErrors.join("\n")}`);
+  process.exit(1);
+}

@@ -1,0 +1,211 @@
+// The playground's only way to the server: the agent's public HTTP API
+// (docs/reference/http-api.md), so every call runs the agent's auth chain.
+// The bearer token, when one is set, lives in localStorage and goes in the
+// Authorization header: never in a URL.
+
+import { NdjsonSplitter, type Line } from "./stream";
+
+const TOKEN_KEY = "agentkit.playground.bearer";
+
+export function bearerToken(): string {
+  try {
+    return localStorage.getItem(TOKEN_KEY) ?? "";
+  } catch {
+    return "";
+  }
+}
+
+export function setBearerToken(token: string): void {
+  try {
+    if (token) localStorage.setItem(TOKEN_KEY, token);
+    else localStorage.removeItem(TOKEN_KEY);
+  } catch {
+    // storage disabled: the token lasts for this page only
+  }
+}
+
+/** An answer with `ok: false`, or a transport failure. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface Accepted {
+  sessionId: string;
+  continuationToken: string;
+  isNew: boolean;
+  coalesced: boolean;
+  streamUrl: string;
+}
+
+export interface SessionSummary {
+  sessionId: string;
+  channel: string;
+  mode: string;
+  createdAt: string;
+  title?: string;
+  busy: boolean;
+}
+
+export interface PendingApproval {
+  callId: string;
+  toolName: string;
+  input: unknown;
+  turnId: string;
+  requestedAt: string;
+  live: boolean;
+}
+
+/** Continuation tokens by session id, kept so that a reload can follow up. */
+const TOKENS_KEY = "agentkit.playground.tokens";
+
+function tokensOf(base: string): Record<string, string> {
+  try {
+    const all = JSON.parse(localStorage.getItem(TOKENS_KEY) ?? "{}");
+    return all[base] ?? {};
+  } catch {
+    return {};
+  }
+}
+
+export class Api {
+  constructor(readonly base: string) {}
+
+  private headers(json: boolean): Headers {
+    const h = new Headers();
+    if (json) h.set("content-type", "application/json");
+    const token = bearerToken();
+    if (token) h.set("authorization", `Bearer ${token}`);
+    return h;
+  }
+
+  async request<T = Record<string, unknown>>(method: string, path: string, body?: unknown): Promise<T> {
+    let resp: Response;
+    try {
+      resp = await fetch(this.base + path, {
+        method,
+        headers: this.headers(body !== undefined),
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (e) {
+      throw new ApiError(0, "network", `cannot reach the server: ${String(e)}`);
+    }
+    const text = await resp.text();
+    let doc: { ok?: boolean; error?: { code?: string; message?: string } } & Record<string, unknown>;
+    try {
+      doc = JSON.parse(text);
+    } catch {
+      throw new ApiError(resp.status, "bad_answer", `${method} ${path}: ${resp.status} ${text.slice(0, 200)}`);
+    }
+    if (!resp.ok || doc.ok === false) {
+      throw new ApiError(resp.status, doc.error?.code ?? "error", doc.error?.message ?? `${resp.status}`);
+    }
+    return doc as T;
+  }
+
+  info() {
+    return this.request<Record<string, any>>("GET", "/v1/info");
+  }
+
+  sessions() {
+    return this.request<{ sessions: SessionSummary[] }>("GET", "/v1/sessions").then((d) => d.sessions);
+  }
+
+  async send(sessionId: string | undefined, message: string): Promise<Accepted> {
+    const accepted = sessionId
+      ? await this.request<Accepted>("POST", `/v1/session/${sessionId}`, {
+          message,
+          continuationToken: this.continuation(sessionId),
+        })
+      : await this.request<Accepted>("POST", "/v1/session", { message, title: message.slice(0, 60) });
+    this.remember(accepted.sessionId, accepted.continuationToken);
+    return accepted;
+  }
+
+  stop(sessionId: string) {
+    return this.request<{ interrupted: boolean }>("POST", `/v1/session/${sessionId}/stop`, {});
+  }
+
+  approvals(sessionId: string) {
+    return this.request<{ approvals: PendingApproval[] }>("GET", `/v1/session/${sessionId}/approvals`).then(
+      (d) => d.approvals,
+    );
+  }
+
+  resolve(sessionId: string, callId: string, decision: "approve" | "deny", reason?: string) {
+    return this.request("POST", `/v1/session/${sessionId}/approvals/${encodeURIComponent(callId)}`, {
+      decision,
+      ...(reason ? { reason } : {}),
+    });
+  }
+
+  callTool(name: string, input: unknown, sessionId?: string) {
+    return this.request("POST", `/v1/tools/${encodeURIComponent(name)}`, {
+      input,
+      ...(sessionId ? { sessionId } : {}),
+    });
+  }
+
+  dispatchSchedule(id: string) {
+    return this.request("POST", `/v1/dev/schedules/${encodeURIComponent(id)}`, {});
+  }
+
+  /** The continuation token this browser last received for the session. */
+  continuation(sessionId: string): string | undefined {
+    return tokensOf(this.base)[sessionId];
+  }
+
+  private remember(sessionId: string, token: string): void {
+    try {
+      const all = JSON.parse(localStorage.getItem(TOKENS_KEY) ?? "{}");
+      all[this.base] = { ...(all[this.base] ?? {}), [sessionId]: token };
+      localStorage.setItem(TOKENS_KEY, JSON.stringify(all));
+    } catch {
+      // storage disabled
+    }
+  }
+
+  /**
+   * Follows the session's stream from `startIndex` until `signal` aborts,
+   * calling `onLines` with each batch of parsed lines. Resolves when the
+   * server ends the stream; rejects on an error answer.
+   */
+  async follow(
+    sessionId: string,
+    startIndex: number,
+    onLines: (lines: Line[]) => void,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const resp = await fetch(`${this.base}/v1/session/${sessionId}/stream?startIndex=${startIndex}&text=false`, {
+      headers: this.headers(false),
+      signal,
+    });
+    if (!resp.ok || !resp.body) {
+      let code = "error";
+      let message = `${resp.status}`;
+      try {
+        const doc = await resp.json();
+        code = doc.error?.code ?? code;
+        message = doc.error?.message ?? message;
+      } catch {
+        // not JSON
+      }
+      throw new ApiError(resp.status, code, message);
+    }
+    const splitter = new NdjsonSplitter();
+    const reader = resp.body.getReader();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      const lines = splitter.push(value);
+      if (lines.length > 0) onLines(lines);
+    }
+    const rest = splitter.end();
+    if (rest.length > 0) onLines(rest);
+  }
+}

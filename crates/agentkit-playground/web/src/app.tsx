@@ -1,0 +1,1130 @@
+// The playground: chat with live streaming, tool calls and approvals
+// inline, an inbox of parked calls, the session list, and an inspector of
+// the event log (events, raw NDJSON, trace). Everything goes through the
+// agent's public HTTP API (api.ts).
+
+import { render } from "preact";
+import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { Api, ApiError, bearerToken, setBearerToken, type PendingApproval, type SessionSummary } from "./api";
+import { renderMarkdown } from "./markdown";
+import { commandsOf, complete, helpText, parse as parseCommand } from "./commands";
+import { curlOf, exampleOf, fillPath, pathParams, queryString } from "./schema";
+import {
+  emptySession,
+  failureText,
+  fold,
+  pendingApprovals,
+  turnDuration,
+  type Line,
+  type Part,
+  type SessionView,
+  type ToolCall,
+  type Turn,
+  type Usage,
+} from "./stream";
+
+const meta = (name: string) => document.querySelector<HTMLMetaElement>(`meta[name="${name}"]`)?.content ?? "";
+const BASE = meta("agentkit-base");
+const SLUG = meta("agentkit-slug");
+const DOCS = meta("agentkit-docs") || "/docs/";
+const api = new Api(BASE);
+
+const isLoopback = ["localhost", "127.0.0.1", "[::1]", "::1"].includes(location.hostname);
+
+function json(v: unknown): string {
+  if (typeof v === "string") return v;
+  try {
+    return JSON.stringify(v, null, 2);
+  } catch {
+    return String(v);
+  }
+}
+
+function errorText(e: unknown): string {
+  if (e instanceof ApiError) return `${e.code}: ${e.message}`;
+  return String(e);
+}
+
+function seconds(ms: number | undefined): string {
+  if (ms === undefined) return "";
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(2)} s`;
+}
+
+// ---------------------------------------------------------------------------
+// The open session: its view model, raw lines, and the follower
+
+interface Open {
+  sessionId: string;
+  view: SessionView;
+  lines: Line[];
+  abort: AbortController;
+}
+
+function useSession(onActivity: () => void) {
+  const [open, setOpen] = useState<Open | null>(null);
+  const [, setTick] = useState(0);
+  const [streamError, setStreamError] = useState("");
+  const current = useRef<Open | null>(null);
+
+  const follow = useCallback(
+    async (o: Open) => {
+      let delay = 500;
+      while (!o.abort.signal.aborted) {
+        try {
+          await api.follow(
+            o.sessionId,
+            o.view.lastIndex + 1,
+            (lines) => {
+              o.lines.push(...lines);
+              fold(
+                o.view,
+                lines.map((l) => l.event),
+              );
+              setStreamError("");
+              setTick((t) => t + 1);
+              onActivity();
+            },
+            o.abort.signal,
+          );
+          delay = 500;
+        } catch (e) {
+          if (o.abort.signal.aborted) return;
+          setStreamError(errorText(e));
+          if (e instanceof ApiError && e.status >= 400 && e.status < 500 && e.status !== 408) return;
+        }
+        // The server ended the stream (shutdown, stall): resume after the
+        // last index seen.
+        await new Promise((r) => setTimeout(r, delay));
+        delay = Math.min(delay * 2, 5000);
+      }
+    },
+    [onActivity],
+  );
+
+  const openSession = useCallback(
+    (sessionId: string | null) => {
+      current.current?.abort.abort();
+      setStreamError("");
+      if (!sessionId) {
+        current.current = null;
+        setOpen(null);
+        history.replaceState(null, "", location.pathname);
+        return;
+      }
+      const o: Open = { sessionId, view: emptySession(), lines: [], abort: new AbortController() };
+      current.current = o;
+      setOpen(o);
+      history.replaceState(null, "", `${location.pathname}#${sessionId}`);
+      void follow(o);
+    },
+    [follow],
+  );
+
+  useEffect(() => () => current.current?.abort.abort(), []);
+  return { open, openSession, streamError };
+}
+
+// ---------------------------------------------------------------------------
+// Chat
+
+function Markdown({ text }: { text: string }) {
+  const html = useMemo(() => renderMarkdown(text), [text]);
+  return <div class="md" dangerouslySetInnerHTML={{ __html: html }} />;
+}
+
+function UsageFooter({ turn }: { turn: Turn }) {
+  const u: Usage | undefined = turn.usage;
+  const d = turnDuration(turn);
+  return (
+    <div class={`usage ${turn.status}`} data-role="usage">
+      {turn.status === "running" && <span class="badge running">running…</span>}
+      {turn.status === "failed" && <span class="badge failed">{failureText(turn)}</span>}
+      {turn.status === "completed" && <span class="badge ok">done</span>}
+      {u && (
+        <span>
+          in {u.inputTokens} · out {u.outputTokens} · cache read {u.cacheReadTokens} · cache write {u.cacheWriteTokens}
+        </span>
+      )}
+      {d !== undefined && <span>{seconds(d)}</span>}
+      {turn.resumes && <span>resumes {turn.resumes}</span>}
+      {(turn.messages ?? 1) > 1 && <span>answers {turn.messages} messages (coalesced)</span>}
+    </div>
+  );
+}
+
+function Decide({ sessionId, call, onDone }: { sessionId: string; call: { callId: string }; onDone?: () => void }) {
+  const [reason, setReason] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState("");
+  const decide = async (decision: "approve" | "deny") => {
+    setBusy(true);
+    setError("");
+    try {
+      await api.resolve(sessionId, call.callId, decision, reason || undefined);
+      onDone?.();
+    } catch (e) {
+      setError(errorText(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <div class="decide">
+      <button class="approve" disabled={busy} onClick={() => decide("approve")}>
+        Approve
+      </button>
+      <input
+        class="reason"
+        placeholder="reason (optional)"
+        value={reason}
+        onInput={(e) => setReason((e.target as HTMLInputElement).value)}
+      />
+      <button class="deny" disabled={busy} onClick={() => decide("deny")}>
+        Deny
+      </button>
+      {error && <span class="error">{error}</span>}
+    </div>
+  );
+}
+
+function ToolCallCard({ call, sessionId }: { call: ToolCall; sessionId: string }) {
+  const state = call.approval?.state === "pending" ? "parked" : call.isError ? "error" : call.status;
+  return (
+    <details class={`tool ${state}`} data-role="tool-call" data-tool={call.toolName} open={state === "parked"}>
+      <summary>
+        <span class="tool-name">{call.toolName}</span>
+        <span class={`badge ${state}`}>
+          {state === "parked" ? "waiting for approval" : state === "running" ? "running…" : state === "error" ? "error" : "ok"}
+        </span>
+        {call.durationMs !== undefined && <span class="muted">{seconds(call.durationMs)}</span>}
+        {call.approval && call.approval.state !== "pending" && (
+          <span class="muted" data-role="decision">
+            {call.approval.state === "approve" ? "approved" : "denied"}
+            {call.approval.by ? ` by ${call.approval.by}` : ""}
+            {call.approval.reason ? `: ${call.approval.reason}` : ""}
+          </span>
+        )}
+      </summary>
+      <div class="tool-body">
+        <div class="label">input</div>
+        <pre class="json">{json(call.input)}</pre>
+        {call.status === "done" && (
+          <>
+            <div class="label">{call.isError ? "error" : "output"}</div>
+            <pre class={`json ${call.isError ? "error" : ""}`} data-role="tool-output">
+              {json(call.output)}
+            </pre>
+          </>
+        )}
+        {call.approval?.state === "pending" && <Decide sessionId={sessionId} call={call} />}
+      </div>
+    </details>
+  );
+}
+
+function PartView({ part, sessionId }: { part: Part; sessionId: string }) {
+  switch (part.kind) {
+    case "text":
+      return part.text ? (
+        <div class="assistant" data-role="assistant" data-done={String(part.done)}>
+          <Markdown text={part.text} />
+        </div>
+      ) : null;
+    case "reasoning":
+      return (
+        <details class="reasoning" open={!part.done}>
+          <summary>reasoning</summary>
+          <div class="reasoning-text">{part.text}</div>
+        </details>
+      );
+    case "tool":
+      return <ToolCallCard call={part.call} sessionId={sessionId} />;
+    case "subagent":
+      return (
+        <details class={`tool subagent ${part.isError ? "error" : part.done ? "done" : "running"}`}>
+          <summary>
+            <span class="tool-name">subagent {part.subagent}</span>
+            <span class="badge">{part.done ? (part.isError ? "error" : "ok") : "running…"}</span>
+          </summary>
+          <div class="tool-body">
+            <div class="label">prompt</div>
+            <pre class="json">{part.prompt}</pre>
+            {part.done && (
+              <>
+                <div class="label">result</div>
+                <pre class="json">{json(part.result)}</pre>
+              </>
+            )}
+          </div>
+        </details>
+      );
+  }
+}
+
+function Transcript({ view, sessionId }: { view: SessionView; sessionId: string }) {
+  return (
+    <>
+      {view.entries.map((e) =>
+        e.kind === "user" ? (
+          <div class="user" data-role="user" key={`u${e.index}`}>
+            {e.text}
+          </div>
+        ) : (
+          <div class="turn" key={e.turnId} data-role="turn" data-status={e.status}>
+            {e.direct && <div class="muted">deterministic call</div>}
+            {e.parts.map((p, i) => (
+              <PartView part={p} sessionId={sessionId} key={i} />
+            ))}
+            <UsageFooter turn={e} />
+          </div>
+        ),
+      )}
+    </>
+  );
+}
+
+function Chat({
+  open,
+  streamError,
+  onSent,
+  info,
+}: {
+  open: Open | null;
+  streamError: string;
+  onSent: (id: string) => void;
+  info: Record<string, any> | null;
+}) {
+  const [text, setText] = useState("");
+  // Answers of slash commands: shown here only, never part of the session.
+  const [notes, setNotes] = useState<{ text: string; ok: boolean }[]>([]);
+  const commands = useMemo(() => commandsOf(info), [info]);
+  const completions = complete(commands, text);
+  const [error, setError] = useState("");
+  const [sending, setSending] = useState(false);
+  const scroller = useRef<HTMLDivElement>(null);
+  const view = open?.view;
+  const running = view?.state === "running";
+
+  useEffect(() => {
+    const el = scroller.current;
+    if (el && el.scrollHeight - el.scrollTop - el.clientHeight < 160) el.scrollTop = el.scrollHeight;
+  });
+
+  const runCommand = async (message: string) => {
+    const parsed = parseCommand(commands, message);
+    if (parsed === "help") {
+      setNotes((n) => [...n, { text: helpText(commands), ok: true }]);
+    } else if (parsed && "error" in parsed) {
+      setNotes((n) => [...n, { text: parsed.error, ok: false }]);
+    } else if (parsed) {
+      const headers: Record<string, string> = {};
+      if (parsed.body !== undefined) headers["content-type"] = "application/json";
+      const auth = remembered(`${parsed.command.method} ${parsed.command.url}`).auth;
+      if (auth) headers.authorization = auth;
+      try {
+        const resp = await fetch(parsed.url, { method: parsed.command.method, headers, body: parsed.body });
+        const body = await resp.text();
+        let shown = body;
+        try {
+          shown = json(JSON.parse(body));
+        } catch {
+          // not JSON
+        }
+        setNotes((n) => [...n, { text: `${parsed.command.method} ${parsed.url} → ${resp.status}\n${shown}`, ok: resp.ok }]);
+        // A route that sends into a session answers its id: open it.
+        const id = (() => {
+          try {
+            return JSON.parse(body).sessionId;
+          } catch {
+            return undefined;
+          }
+        })();
+        if (typeof id === "string" && !open) onSent(id);
+      } catch (e) {
+        setNotes((n) => [...n, { text: errorText(e), ok: false }]);
+      }
+    }
+    setText("");
+  };
+
+  const send = async () => {
+    const message = text.trim();
+    if (!message) return;
+    if (message.startsWith("/")) {
+      await runCommand(message);
+      return;
+    }
+    setSending(true);
+    setError("");
+    try {
+      const accepted = await api.send(open?.sessionId, message);
+      setText("");
+      if (accepted.coalesced) setError("queued behind the running turn (coalesced)");
+      onSent(accepted.sessionId);
+    } catch (e) {
+      setError(errorText(e));
+    } finally {
+      setSending(false);
+    }
+  };
+  const stop = async () => {
+    if (!open) return;
+    try {
+      await api.stop(open.sessionId);
+    } catch (e) {
+      setError(errorText(e));
+    }
+  };
+  const missingToken = open && !api.continuation(open.sessionId);
+
+  return (
+    <section class="chat">
+      <div class="transcript" ref={scroller}>
+        {!open && (
+          <div class="empty">
+            <h2>{SLUG}</h2>
+            <p>Send a message to start a session. Replies stream live; tool calls, approvals and usage show inline.</p>
+          </div>
+        )}
+        {open && view && <Transcript view={view} sessionId={open.sessionId} />}
+        {notes.map((n, i) => (
+          <pre class={`note json ${n.ok ? "" : "error"}`} data-role="note" key={i}>
+            {n.text}
+          </pre>
+        ))}
+      </div>
+      {completions.length > 0 && (
+        <ul class="completions" data-role="completions">
+          {completions.map((c) => (
+            <li key={c.name}>
+              <button type="button" class="link" onClick={() => setText(c.name.replace(/\/:[^/]+/g, "/"))}>
+                <code>{c.name}</code>
+              </button>{" "}
+              <span class="muted">
+                {c.method} {c.description}
+              </span>
+            </li>
+          ))}
+        </ul>
+      )}
+      {streamError && <div class="error banner">stream: {streamError}</div>}
+      {error && <div class="error banner">{error}</div>}
+      {missingToken && view && view.entries.length > 0 && (
+        <div class="muted banner">
+          This browser holds no continuation token for this session (it was started elsewhere): it can be inspected
+          and its approvals decided, but not followed up from here.
+        </div>
+      )}
+      <form
+        class="composer"
+        onSubmit={(e) => {
+          e.preventDefault();
+          void send();
+        }}
+      >
+        <textarea
+          name="message"
+          rows={2}
+          placeholder={open ? "Follow up… (/help for commands)" : "Message the agent… (/help for commands)"}
+          value={text}
+          onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
+          onKeyDown={(e) => {
+            if (e.key === "Tab" && completions.length > 0) {
+              e.preventDefault();
+              setText(completions[0].name.replace(/\/:[^/]+/g, "/"));
+            } else if (e.key === "Enter" && !e.shiftKey) {
+              e.preventDefault();
+              void send();
+            }
+          }}
+        />
+        <div class="composer-buttons">
+          <button type="submit" class="primary" disabled={sending || !text.trim()}>
+            {running ? "Send (preempts)" : "Send"}
+          </button>
+          {running && (
+            <button type="button" class="stop" onClick={stop}>
+              Stop
+            </button>
+          )}
+        </div>
+      </form>
+    </section>
+  );
+}
+
+// ---------------------------------------------------------------------------
+// Inspector: events, raw NDJSON, trace
+
+function EventsPane({ lines }: { lines: Line[] }) {
+  const [filter, setFilter] = useState("");
+  const [opened, setOpened] = useState<number | null>(null);
+  const shown = filter ? lines.filter((l) => l.event.type.includes(filter)) : lines;
+  return (
+    <div class="events">
+      <input
+        class="filter"
+        placeholder="filter by type (turn., action.…)"
+        value={filter}
+        onInput={(e) => setFilter((e.target as HTMLInputElement).value)}
+      />
+      <ol class="event-list">
+        {shown.map((l) => (
+          <li key={l.event.index} data-type={l.event.type}>
+            <button class="event-row" onClick={() => setOpened(opened === l.event.index ? null : l.event.index)}>
+              <span class="idx">{l.event.index}</span>
+              <span class="type">{l.event.type}</span>
+              <span class="muted">{l.event.at.slice(11, 23)}</span>
+            </button>
+            {opened === l.event.index && <pre class="json">{json(l.event)}</pre>}
+          </li>
+        ))}
+      </ol>
+    </div>
+  );
+}
+
+function TracePane({ view }: { view: SessionView }) {
+  const turns = view.entries.filter((e): e is Turn => e.kind === "turn");
+  if (turns.length === 0) return <p class="muted">No turns yet.</p>;
+  return (
+    <div class="trace">
+      {turns.map((t) => {
+        const total = turnDuration(t) ?? Math.max(1, Date.now() - Date.parse(t.startedAt));
+        const start = Date.parse(t.startedAt);
+        const bar = (at: string, ms: number | undefined) => {
+          const left = Math.max(0, Math.min(100, ((Date.parse(at) - start) / total) * 100));
+          const width = Math.max(0.5, Math.min(100 - left, ((ms ?? 0) / total) * 100));
+          return <span class="bar" style={{ left: `${left}%`, width: `${width}%` }} />;
+        };
+        return (
+          <div class="trace-turn" key={t.turnId}>
+            <div class="trace-head">
+              <code>{t.turnId}</code> <span class={`badge ${t.status}`}>{t.status}</span> {seconds(turnDuration(t))}
+              {t.usage && (
+                <span class="muted">
+                  {" "}
+                  · {t.usage.inputTokens} in / {t.usage.outputTokens} out
+                </span>
+              )}
+            </div>
+            {t.steps.map((s) => (
+              <div class="trace-row" key={`s${s.step}`}>
+                <span class="trace-label">step {s.step}</span>
+                <span class="track">{bar(s.startedAt, s.durationMs)}</span>
+                <span class="muted">
+                  {seconds(s.durationMs)} {s.finishReason ?? ""}
+                </span>
+              </div>
+            ))}
+            {t.parts.map((p) =>
+              p.kind === "tool" ? (
+                <div class="trace-row tool-row" key={p.call.callId}>
+                  <span class="trace-label">⚙ {p.call.toolName}</span>
+                  <span class="track">{bar(p.call.resolvedAt ?? p.call.requestedAt, p.call.durationMs)}</span>
+                  <span class="muted">
+                    {seconds(p.call.durationMs)}
+                    {p.call.approval?.state === "pending" ? " · waiting for approval" : ""}
+                    {p.call.resolvedAt
+                      ? ` · ${p.call.approval?.state === "approve" ? "approved" : "denied"} after ${seconds(
+                          Date.parse(p.call.resolvedAt) - Date.parse(p.call.requestedAt),
+                        )}`
+                      : ""}
+                    {p.call.isError ? " · error" : ""}
+                  </span>
+                </div>
+              ) : p.kind === "subagent" ? (
+                <div class="trace-row" key={p.callId}>
+                  <span class="trace-label">↳ {p.subagent}</span>
+                  <span class="muted">{p.done ? (p.isError ? "error" : "done") : "running"}</span>
+                </div>
+              ) : null,
+            )}
+            {t.failure && <div class="error">{failureText(t)}</div>}
+          </div>
+        );
+      })}
+    </div>
+  );
+}
+
+function Inspector({ open }: { open: Open | null }) {
+  const [tab, setTab] = useState<"events" | "raw" | "trace">("events");
+  return (
+    <aside class="inspector">
+      <nav class="tabs">
+        {(["events", "raw", "trace"] as const).map((t) => (
+          <button class={tab === t ? "active" : ""} onClick={() => setTab(t)} data-tab={t}>
+            {t === "raw" ? "raw NDJSON" : t}
+          </button>
+        ))}
+      </nav>
+      {!open && <p class="muted">Open or start a session to inspect its event log.</p>}
+      {open && tab === "events" && <EventsPane lines={open.lines} />}
+      {open && tab === "raw" && (
+        <pre class="raw" data-role="raw">
+          {open.lines.map((l) => l.raw).join("\n")}
+        </pre>
+      )}
+      {open && tab === "trace" && <TracePane view={open.view} />}
+    </aside>
+  );
+}
+
+// ---------------------------------------------------------------------------
+// Sessions and the inbox
+
+function SessionList({
+  sessions,
+  current,
+  currentBusy,
+  onOpen,
+  onNew,
+}: {
+  sessions: SessionSummary[];
+  current: string | undefined;
+  /** The open session's state, from its live stream (fresher than the list). */
+  currentBusy: boolean;
+  onOpen: (id: string) => void;
+  onNew: () => void;
+}) {
+  const [q, setQ] = useState("");
+  const needle = q.trim().toLowerCase();
+  const shown = needle
+    ? sessions.filter((s) => s.sessionId.toLowerCase().includes(needle) || (s.title ?? "").toLowerCase().includes(needle))
+    : sessions;
+  return (
+    <nav class="sessions">
+      <button class="primary new" onClick={onNew}>
+        New chat
+      </button>
+      <input class="filter" placeholder="search title or id" value={q} onInput={(e) => setQ((e.target as HTMLInputElement).value)} />
+      <ul>
+        {shown.map((s) => (
+          <li key={s.sessionId}>
+            <button
+              class={`session ${s.sessionId === current ? "active" : ""}`}
+              data-session={s.sessionId}
+              onClick={() => onOpen(s.sessionId)}
+            >
+              <span class="title">{s.title || s.sessionId}</span>
+              <span class="muted">
+                {s.channel} · {s.mode} · {s.createdAt.slice(0, 16).replace("T", " ")}
+                {(s.sessionId === current ? currentBusy : s.busy) ? " · busy" : ""}
+              </span>
+            </button>
+          </li>
+        ))}
+        {shown.length === 0 && <li class="muted">no sessions</li>}
+      </ul>
+    </nav>
+  );
+}
+
+interface InboxItem extends PendingApproval {
+  sessionId: string;
+  title?: string;
+}
+
+/** Parked calls of the newest sessions (each session's approvals route; there is no host-wide one). */
+const INBOX_SESSIONS = 50;
+
+function Inbox({ sessions, onOpen, refresh }: { sessions: SessionSummary[]; onOpen: (id: string) => void; refresh: number }) {
+  const [items, setItems] = useState<InboxItem[] | null>(null);
+  const [error, setError] = useState("");
+  const [again, setAgain] = useState(0);
+  useEffect(() => {
+    let live = true;
+    const load = async () => {
+      try {
+        const lists = await Promise.all(
+          sessions.slice(0, INBOX_SESSIONS).map(async (s) =>
+            (await api.approvals(s.sessionId)).map((a) => ({ ...a, sessionId: s.sessionId, title: s.title })),
+          ),
+        );
+        if (live) {
+          setItems(lists.flat().sort((a, b) => a.requestedAt.localeCompare(b.requestedAt)));
+          setError("");
+        }
+      } catch (e) {
+        if (live) setError(errorText(e));
+      }
+    };
+    void load();
+    const timer = setInterval(load, 3000);
+    return () => {
+      live = false;
+      clearInterval(timer);
+    };
+  }, [sessions, refresh, again]);
+  return (
+    <section class="page inbox">
+      <h2>Inbox</h2>
+      <p class="muted">Calls waiting for a decision, in any session of this agent.</p>
+      {error && <div class="error">{error}</div>}
+      {items && items.length === 0 && <p class="muted">Nothing waits for approval.</p>}
+      {items?.map((a) => (
+        <div class="inbox-item tool parked" key={a.callId} data-role="inbox-item">
+          <div>
+            <span class="tool-name">{a.toolName}</span> in{" "}
+            <a href={`#${a.sessionId}`} onClick={(e) => (e.preventDefault(), onOpen(a.sessionId))}>
+              {a.title || a.sessionId}
+            </a>{" "}
+            <span class="muted">
+              {a.requestedAt.slice(0, 19).replace("T", " ")}
+              {a.live ? "" : " · parked before a restart: deciding it resumes the session"}
+            </span>
+          </div>
+          <pre class="json">{json(a.input)}</pre>
+          <Decide sessionId={a.sessionId} call={a} onDone={() => setAgain((n) => n + 1)} />
+        </div>
+      ))}
+    </section>
+  );
+}
+
+// ---------------------------------------------------------------------------
+// The agent's surface: tools, channels, schedules
+
+function docsLink(page: string, label = "reference") {
+  return (
+    <a class="doclink" href={`${DOCS}reference/${page}`}>
+      {label}
+    </a>
+  );
+}
+
+function needsApproval(tool: Record<string, any>): boolean {
+  const n = tool.needsApproval;
+  return Boolean(n && (typeof n === "object" ? n.mode && n.mode !== "never" : n));
+}
+
+function ToolForm({ tool }: { tool: Record<string, any> }) {
+  const [input, setInput] = useState(() => json(exampleOf(tool.inputSchema)));
+  const [out, setOut] = useState<string>("");
+  const call = async () => {
+    try {
+      const parsed = JSON.parse(input || "{}");
+      const answer = await api.callTool(tool.name, parsed);
+      setOut(json(answer));
+    } catch (e) {
+      setOut(errorText(e));
+    }
+  };
+  return (
+    <details class="surface-item" data-tool={tool.name}>
+      <summary>
+        <code>{tool.name}</code> <span class="muted">{tool.description}</span>{" "}
+        {tool.execution === "agent" && <span class="badge">agent tool</span>}
+        {needsApproval(tool) && <span class="badge parked">needs approval</span>}
+      </summary>
+      <div class="label">input schema</div>
+      <pre class="json">{json(tool.inputSchema ?? {})}</pre>
+      {tool.execution !== "agent" && (
+        <>
+          <div class="label">call deterministically (POST /v1/tools/{tool.name}: no model turn, no approval gate)</div>
+          <textarea rows={4} value={input} onInput={(e) => setInput((e.target as HTMLTextAreaElement).value)} />
+          <button onClick={call}>Call</button>
+          {out && <pre class="json" data-role="call-output">{out}</pre>}
+        </>
+      )}
+    </details>
+  );
+}
+
+/** The last body tried on each route, so a reload keeps it. */
+const TRY_KEY = "agentkit.playground.try";
+
+function remembered(route: string): { body?: string; query?: string; params?: Record<string, string>; auth?: string } {
+  try {
+    return JSON.parse(localStorage.getItem(TRY_KEY) ?? "{}")[route] ?? {};
+  } catch {
+    return {};
+  }
+}
+
+function remember(route: string, value: object): void {
+  try {
+    const all = JSON.parse(localStorage.getItem(TRY_KEY) ?? "{}");
+    all[route] = value;
+    localStorage.setItem(TRY_KEY, JSON.stringify(all));
+  } catch {
+    // storage disabled
+  }
+}
+
+/** A form built from a channel route's schemas: path parameters, query, body; the answer and the equivalent curl. */
+function RouteTry({ route }: { route: Record<string, any> }) {
+  const key = `${route.method} ${route.url}`;
+  const saved = remembered(key);
+  const names = pathParams(route.path ?? route.url);
+  const [params, setParams] = useState<Record<string, string>>(
+    saved.params ?? Object.fromEntries(names.map((n) => [n, "example"])),
+  );
+  const [query, setQuery] = useState(saved.query ?? (route.querySchema ? json(exampleOf(route.querySchema)) : ""));
+  const [body, setBody] = useState(saved.body ?? (route.bodySchema ? json(exampleOf(route.bodySchema)) : ""));
+  const [auth, setAuth] = useState(saved.auth ?? "");
+  const [out, setOut] = useState("");
+  const hasBody = route.method !== "GET" && route.method !== "HEAD";
+  const request = () => {
+    const q = query.trim() ? queryString(JSON.parse(query)) : "";
+    const url = fillPath(route.url, params) + q;
+    const headers: Record<string, string> = {};
+    if (hasBody) headers["content-type"] = "application/json";
+    if (auth.trim()) headers.authorization = auth.trim();
+    const sent = hasBody ? (body.trim() ? JSON.stringify(JSON.parse(body)) : "{}") : undefined;
+    return { url, headers, sent };
+  };
+  let curl = "";
+  try {
+    const r = request();
+    curl = curlOf(route.method, location.origin + r.url, r.headers, r.sent);
+  } catch {
+    curl = "(the query or body is not valid JSON)";
+  }
+  const send = async () => {
+    try {
+      const r = request();
+      remember(key, { params, query, body, auth });
+      const resp = await fetch(r.url, { method: route.method, headers: r.headers, body: r.sent });
+      const text = await resp.text();
+      let shown = text;
+      try {
+        shown = json(JSON.parse(text));
+      } catch {
+        // not JSON: as sent
+      }
+      setOut(`${resp.status} ${resp.statusText}\n${shown}`);
+    } catch (e) {
+      setOut(errorText(e));
+    }
+  };
+  return (
+    <div class="route" data-route={key}>
+      <div>
+        <code>
+          {route.method} {route.path}
+        </code>{" "}
+        <span class="muted">{route.description ?? ""}</span>
+      </div>
+      {names.map((n) => (
+        <label class="field" key={n}>
+          <span>:{n}</span>
+          <input
+            name={`param-${n}`}
+            value={params[n] ?? ""}
+            onInput={(e) => setParams({ ...params, [n]: (e.target as HTMLInputElement).value })}
+          />
+        </label>
+      ))}
+      {route.querySchema && (
+        <>
+          <div class="label">query (JSON object)</div>
+          <textarea name="query" rows={2} value={query} onInput={(e) => setQuery((e.target as HTMLTextAreaElement).value)} />
+        </>
+      )}
+      {hasBody && (
+        <>
+          <div class="label">body (JSON)</div>
+          <textarea name="body" rows={4} value={body} onInput={(e) => setBody((e.target as HTMLTextAreaElement).value)} />
+        </>
+      )}
+      <label class="field">
+        <span>Authorization</span>
+        <input
+          name="authorization"
+          placeholder="the channel's own auth, e.g. Bearer …"
+          value={auth}
+          onInput={(e) => setAuth((e.target as HTMLInputElement).value)}
+        />
+      </label>
+      <button class="try" onClick={send}>
+        Try
+      </button>
+      <pre class="json muted" data-role="curl">
+        {curl}
+      </pre>
+      {out && (
+        <pre class="json" data-role="try-output">
+          {out}
+        </pre>
+      )}
+    </div>
+  );
+}
+
+function Reminders() {
+  const [list, setList] = useState<any[] | null>(null);
+  const [out, setOut] = useState("");
+  const load = useCallback(() => {
+    api.request<{ reminders: any[] }>("GET", "/v1/dev/reminders").then(
+      (d) => setList(d.reminders),
+      (e) => setOut(errorText(e)),
+    );
+  }, []);
+  useEffect(load, [load]);
+  const fire = async (id: string) => {
+    try {
+      setOut(json(await api.request("POST", `/v1/dev/reminders/${encodeURIComponent(id)}`, {})));
+    } catch (e) {
+      setOut(errorText(e));
+    }
+    load();
+  };
+  return (
+    <>
+      {list && list.length === 0 && <p class="muted">no reminders</p>}
+      {list?.map((r) => (
+        <div class="surface-item" key={r.id}>
+          <code>{r.id}</code>{" "}
+          <span class="muted">
+            {r.purpose ?? ""} · {r.status} · next {r.nextFireAt ?? "—"} · fired {r.fireCount}
+          </span>{" "}
+          {r.status === "armed" && <button onClick={() => fire(r.id)}>Fire now</button>}
+        </div>
+      ))}
+      {out && <pre class="json">{out}</pre>}
+    </>
+  );
+}
+
+function Surface({ info, dev }: { info: Record<string, any> | null; dev: boolean }) {
+  const [dispatched, setDispatched] = useState<Record<string, string>>({});
+  if (!info) return <section class="page">loading…</section>;
+  const agent = info.project?.agent ?? {};
+  const tools: any[] = agent.tools ?? [];
+  const skills: any[] = agent.skills ?? [];
+  const subagents: any[] = agent.subagents ?? [];
+  const connections: any[] = agent.mcpConnections ?? [];
+  const hooks: any[] = agent.hooks ?? [];
+  const channels: any[] = info.channels ?? [];
+  const schedules: any[] = info.schedules ?? [];
+  const evals: any[] = (info.project?.evals?.files ?? []).flatMap((f: any) => f.cases ?? []);
+  const dispatch = async (id: string) => {
+    try {
+      const answer = await api.dispatchSchedule(id);
+      setDispatched((d) => ({ ...d, [id]: json(answer) }));
+    } catch (e) {
+      setDispatched((d) => ({ ...d, [id]: errorText(e) }));
+    }
+  };
+  return (
+    <section class="page surface">
+      <h2>
+        {info.slug} <span class="muted">{agent.config?.description ?? ""}</span>
+      </h2>
+      <h3>Tools {docsLink("tools")}</h3>
+      {tools.length === 0 && <p class="muted">no tools</p>}
+      {tools.map((t) => (
+        <ToolForm tool={t} key={t.name} />
+      ))}
+      <h3>Skills {docsLink("skills")}</h3>
+      {skills.length === 0 && <p class="muted">no skills</p>}
+      <ul>
+        {skills.map((s) => (
+          <li key={s.name}>
+            <code>{s.name}</code> <span class="muted">{s.description}</span>
+          </li>
+        ))}
+      </ul>
+      <h3>Subagents {docsLink("subagents")}</h3>
+      {subagents.length === 0 && <p class="muted">no subagents</p>}
+      <ul>
+        {subagents.map((s) => (
+          <li key={s.id}>
+            <code>{s.id}</code> <span class="muted">{s.description ?? ""}</span>
+          </li>
+        ))}
+      </ul>
+      <h3>MCP {docsLink("mcp-server", "server")} {docsLink("mcp-connections", "connections")}</h3>
+      <p>
+        This agent's MCP server: <code>{info.mcp?.path}</code> <span class="muted">({(info.mcp?.tools ?? []).join(", ")})</span>
+      </p>
+      {connections.length === 0 && <p class="muted">no MCP connections</p>}
+      {connections.length > 0 && <pre class="json">{json(info.mcp?.connections?.length ? info.mcp.connections : connections)}</pre>}
+      <h3>Channels {docsLink("channels")}</h3>
+      {channels.length === 0 && <p class="muted">no custom channels</p>}
+      {channels.map((c) => (
+        <details class="surface-item" key={c.id} data-channel={c.id}>
+          <summary>
+            <code>{c.id}</code> <span class="muted">{c.kind ?? ""} · {c.url}</span>
+          </summary>
+          {(c.routes ?? []).map((r: any) => (
+            <RouteTry route={r} key={`${r.method} ${r.url}`} />
+          ))}
+        </details>
+      ))}
+      <h3>Hooks {docsLink("hooks")}</h3>
+      {hooks.length === 0 ? <p class="muted">no hooks</p> : <pre class="json">{json(info.hooks ?? hooks)}</pre>}
+      <h3>Schedules {docsLink("schedules")}</h3>
+      {schedules.length === 0 && <p class="muted">no schedules</p>}
+      {schedules.map((s) => (
+        <div class="surface-item" key={s.id} data-schedule={s.id}>
+          <code>{s.id}</code> <span class="muted">{s.cron} · next {s.nextFireAt ?? "—"}</span>{" "}
+          {dev ? (
+            <button onClick={() => dispatch(s.id)}>Dispatch</button>
+          ) : (
+            <span class="muted">(dispatch needs --dev)</span>
+          )}
+          {dispatched[s.id] && <pre class="json">{dispatched[s.id]}</pre>}
+        </div>
+      ))}
+      <h3>Reminders {docsLink("reminders")}</h3>
+      {dev ? <Reminders /> : <p class="muted">Listing and firing reminders needs --dev.</p>}
+      <h3>Evals {docsLink("evals")}</h3>
+      <p class="muted" data-role="evals">
+        The eval runner is not available in this release{Array.isArray(evals) && evals.length > 0 ? `: ${evals.length} case(s) are defined and validated` : ""}.
+      </p>
+    </section>
+  );
+}
+
+// ---------------------------------------------------------------------------
+// The shell
+
+function TokenField({ onChange }: { onChange: () => void }) {
+  const [value, setValue] = useState(bearerToken());
+  return (
+    <form
+      class="token"
+      onSubmit={(e) => {
+        e.preventDefault();
+        setBearerToken(value.trim());
+        onChange();
+      }}
+    >
+      <input
+        type="password"
+        name="bearer"
+        autocomplete="off"
+        placeholder="bearer token"
+        value={value}
+        onInput={(e) => setValue((e.target as HTMLInputElement).value)}
+      />
+      <button type="submit">Use</button>
+    </form>
+  );
+}
+
+type View = "chat" | "inbox" | "agent";
+
+function App() {
+  const [view, setView] = useState<View>("chat");
+  const [sessions, setSessions] = useState<SessionSummary[]>([]);
+  const [info, setInfo] = useState<Record<string, any> | null>(null);
+  const [dev, setDev] = useState(false);
+  const [authError, setAuthError] = useState("");
+  const [showToken, setShowToken] = useState(!isLoopback || bearerToken() !== "");
+  const [reload, setReload] = useState(0);
+  const refreshTimer = useRef<number | undefined>(undefined);
+
+  const loadSessions = useCallback(async () => {
+    try {
+      setSessions(await api.sessions());
+      setAuthError("");
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 401) {
+        setShowToken(true);
+        setAuthError("401 unauthorized: this host needs a bearer token");
+      } else setAuthError(errorText(e));
+    }
+  }, []);
+
+  // Stream activity refreshes the list (busy flags, new sessions) once the
+  // stream has been quiet for a moment.
+  const onActivity = useCallback(() => {
+    window.clearTimeout(refreshTimer.current);
+    refreshTimer.current = window.setTimeout(() => void loadSessions(), 400);
+  }, [loadSessions]);
+  const { open, openSession, streamError } = useSession(onActivity);
+
+  useEffect(() => {
+    void loadSessions();
+    api.info().then(setInfo, () => setInfo(null));
+    // Dev routes answer only under --dev.
+    api.request("GET", "/v1/dev/reminders").then(
+      () => setDev(true),
+      () => setDev(false),
+    );
+  }, [reload, loadSessions]);
+
+  useEffect(() => {
+    const id = location.hash.slice(1);
+    if (/^[A-Za-z0-9_-]{1,128}$/.test(id)) openSession(id);
+  }, [openSession]);
+
+  const pending = open ? pendingApprovals(open.view).length : 0;
+
+  return (
+    <div class="app">
+      <header>
+        <a class="brand" href="/">
+          agentkit
+        </a>
+        <span class="slug">{SLUG}</span>
+        <nav class="views">
+          {(["chat", "inbox", "agent"] as const).map((v) => (
+            <button class={view === v ? "active" : ""} onClick={() => setView(v)} data-view={v}>
+              {v}
+              {v === "chat" && pending > 0 ? <span class="count">{pending}</span> : null}
+            </button>
+          ))}
+        </nav>
+        <span class="spacer" />
+        {dev && <span class="badge">dev</span>}
+        <a href={DOCS}>docs</a>
+        {showToken ? (
+          <TokenField onChange={() => setReload((n) => n + 1)} />
+        ) : (
+          <button class="link" onClick={() => setShowToken(true)}>
+            token
+          </button>
+        )}
+      </header>
+      {authError && <div class="error banner">{authError}</div>}
+      <main class={`view-${view}`}>
+        <SessionList
+          sessions={sessions}
+          current={open?.sessionId}
+          currentBusy={open?.view.state === "running"}
+          onOpen={(id) => {
+            setView("chat");
+            openSession(id);
+          }}
+          onNew={() => {
+            setView("chat");
+            openSession(null);
+          }}
+        />
+        {view === "chat" && (
+          <>
+            <Chat
+              info={info}
+              open={open}
+              streamError={streamError}
+              onSent={(id) => {
+                if (open?.sessionId !== id) openSession(id);
+                void loadSessions();
+              }}
+            />
+            <Inspector open={open} />
+          </>
+        )}
+        {view === "inbox" && (
+          <Inbox
+            sessions={sessions}
+            refresh={reload}
+            onOpen={(id) => {
+              setView("chat");
+              openSession(id);
+            }}
+          />
+        )}
+        {view === "agent" && <Surface info={info} dev={dev} />}
+      </main>
+    </div>
+  );
+}
+
+const root = document.getElementById("app");
+if (root) render(<App />, root);
