@@ -663,9 +663,7 @@ pub async fn turn_outcome(mut events: BoxStream<'static, Event>) -> Option<TurnR
         let ours = turn.is_some() && e.turn_id == turn;
         match e.payload() {
             EventData::MessageReceived(_) => seen_message = true,
-            EventData::TurnStarted(_) if seen_message && turn.is_none() => {
-                turn = e.turn_id.clone()
-            }
+            EventData::TurnStarted(_) if seen_message && turn.is_none() => turn = e.turn_id.clone(),
             EventData::TurnCompleted(done) if ours => {
                 return Some(TurnReply {
                     ok: true,

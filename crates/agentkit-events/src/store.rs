@@ -211,7 +211,18 @@ impl FileEventStore {
                 .and_then(|slot| slot.cell.get().cloned())
         };
         if let Some(log) = open {
-            return log.sync().await;
+            let synced = log.sync().await;
+            drop(log);
+            // A log held while it synced was skipped by the last scan for
+            // idle logs: scan again now that it is let go, or a burst of
+            // syncs would leave the table above its bound until the next
+            // session opens.
+            let max = self.inner.options.max_open_logs.max(1);
+            let mut logs = lock(&self.inner.logs);
+            if logs.slots.len() > max {
+                logs.close_idle(max);
+            }
+            return synced;
         }
         // A closed log has nothing buffered: everything appended reached
         // the OS before it was closed, so syncing the file is enough (no

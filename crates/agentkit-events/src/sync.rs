@@ -102,20 +102,15 @@ impl Syncer {
             self.batches.fetch_add(1, Ordering::Relaxed);
             self.requests
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            let results = sync_all(batch);
             let mut dirs = BTreeSet::new();
-            let mut results = Vec::with_capacity(batch.len());
-            for (job, tx) in batch {
-                let result = job
-                    .file
-                    .sync_data()
-                    .map_err(|e| Error::io("sync", &job.path, e));
+            for (job, _, result) in &results {
                 if job.new_dir
                     && result.is_ok()
                     && let Some(dir) = job.path.parent()
                 {
                     dirs.insert(dir.to_path_buf());
                 }
-                results.push((tx, result));
             }
             // A new log's folder, then the shared folder that names it,
             // once for the whole batch; only then are the logs durable.
@@ -125,12 +120,50 @@ impl Syncer {
             if !dirs.is_empty() {
                 sync_dir(&self.sessions_dir);
             }
-            for (tx, result) in results {
+            for (_, tx, result) in results {
                 // An error only means the caller went away.
                 let _ = tx.send(result);
             }
         }
     }
+}
+
+/// The most threads one batch syncs on at once.
+const SYNC_THREADS: usize = 16;
+
+type Done = (SyncJob, oneshot::Sender<Result<()>>, Result<()>);
+
+/// `fdatasync`s every job's log. Concurrently: the file system folds
+/// syncs in flight together into one journal commit, where one after the
+/// other each would wait for its own.
+fn sync_all(batch: Vec<(SyncJob, oneshot::Sender<Result<()>>)>) -> Vec<Done> {
+    let one = |(job, tx): (SyncJob, oneshot::Sender<Result<()>>)| {
+        let result = job
+            .file
+            .sync_data()
+            .map_err(|e| Error::io("sync", &job.path, e));
+        (job, tx, result)
+    };
+    if batch.len() == 1 {
+        return batch.into_iter().map(one).collect();
+    }
+    let threads = batch.len().min(SYNC_THREADS);
+    let mut chunks: Vec<Vec<_>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, job) in batch.into_iter().enumerate() {
+        chunks[i % threads].push(job);
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| scope.spawn(move || chunk.into_iter().map(one).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            // A sync does not panic; if a thread did, its callers see
+            // their channel closed ("the sync task stopped").
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    })
 }
 
 /// Makes a directory's entries durable. Best effort: a failure here only
