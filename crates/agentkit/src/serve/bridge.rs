@@ -51,8 +51,9 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
-use super::api::ApiError;
-use super::mcp::Depths;
+use super::depths::{Depths, call_depth};
+use super::http::ApiError;
+use super::services::HostGithub;
 
 /// The header host code may send with the per-boot token to name the
 /// session its MCP calls count towards (call credentials carry theirs).
@@ -73,7 +74,7 @@ pub(crate) struct BridgeAgent {
     /// The live per-call credentials.
     pub(crate) calls: CallTokens,
     /// GitHub access with the agent's github channels' credentials.
-    pub(crate) github: super::HostGithub,
+    pub(crate) github: HostGithub,
 }
 
 impl std::fmt::Debug for BridgeAgent {
@@ -122,19 +123,6 @@ impl CallTokens {
     }
 }
 
-tokio::task_local! {
-    /// The delegation depth a deterministic call arrived at (MCP
-    /// `call_tool` from a peer): its tool's calls through the bridge go on
-    /// from there.
-    static CALL_HOPS: u32;
-}
-
-/// Runs `call` with its tools' bridge credentials at depth `hops` at
-/// least.
-pub(crate) async fn at_depth<F: std::future::Future>(hops: u32, call: F) -> F::Output {
-    CALL_HOPS.scope(hops, call).await
-}
-
 /// Issues one agent's call credentials (the harness asks for one per
 /// server-tool call and drops it when the call ends).
 #[derive(Clone)]
@@ -152,10 +140,7 @@ impl std::fmt::Debug for Issuer {
 
 impl agentkit_harness::BridgeCredentials for Issuer {
     fn issue(&self, session_id: &str, _call_id: &str) -> agentkit_harness::CallCredential {
-        let hops = self
-            .depths
-            .get(session_id)
-            .max(CALL_HOPS.try_with(|h| *h).unwrap_or(0));
+        let hops = self.depths.get(session_id).max(call_depth());
         let id = uuid::Uuid::new_v4().simple().to_string();
         let mac = agentkit_auth::sign_bridge_call(&self.secret, &id, session_id, hops);
         let token = format!("{CALL_PREFIX}{id}.{mac}");
