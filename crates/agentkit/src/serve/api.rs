@@ -1,66 +1,56 @@
 //! Each agent's built-in HTTP channel: sessions, follow-ups, streams,
 //! stop, list, approvals, deterministic tool calls, health, info, and the
-//! MCP endpoint behind the same chain.
+//! MCP endpoint behind the same chain. Bodies are the protocol's types
+//! (`agentkit_protocol::api`).
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 
-use agentkit_manifest::{Admission, Execution};
+use agentkit_manifest::Execution;
+use agentkit_protocol::api::{
+    self, AgentEntry, ApprovalDecision, ApprovalList, ApprovalResolved, CallTool, Health, Info,
+    McpInfo, RemindersInfo, SendMessage, SessionInfo, SessionList, Stopped,
+};
 use agentkit_runtime::{FollowUp, HTTP_CHANNEL, NewSession, SessionMode};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::http::{ApiError, ApiResult, Authed, is_blank, parse_json, read_authenticated};
-use super::mount::AgentState;
+use super::http::{
+    ApiError, ApiResult, Authed, is_blank, json_ok, parse_json, read_authenticated, tool_called,
+};
+use super::mount::{AgentState, Mounted};
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct MessageBody {
-    message: String,
-    #[serde(default)]
-    continuation_token: Option<String>,
-    #[serde(default)]
-    admission: Option<Admission>,
-    #[serde(default)]
-    workspace_files: BTreeMap<String, String>,
-    #[serde(default)]
-    title: Option<String>,
-    #[serde(default)]
-    purpose: Option<String>,
-    /// New sessions only: tools that are not read-only answer stubs.
-    #[serde(default)]
-    dry_run: bool,
+/// The answer to an accepted message, with the agent's stream and trace
+/// URLs.
+fn accepted(agent: &Mounted, accepted: agentkit_runtime::Accepted) -> api::Accepted {
+    let prefix = &agent.prefix;
+    let id = &accepted.session_id;
+    api::Accepted {
+        ok: true,
+        stream_url: format!("{prefix}/v1/session/{id}/stream"),
+        trace_url: format!("{prefix}/v1/session/{id}/events"),
+        session_id: accepted.session_id,
+        continuation_token: accepted.continuation_token,
+        is_new: accepted.is_new,
+        coalesced: accepted.coalesced,
+    }
 }
 
-fn accepted_json(state: &AgentState, accepted: &agentkit_runtime::Accepted) -> Value {
-    let prefix = &state.agent.prefix;
-    json!({
-        "ok": true,
-        "sessionId": accepted.session_id,
-        "continuationToken": accepted.continuation_token,
-        "isNew": accepted.is_new,
-        "coalesced": accepted.coalesced,
-        "streamUrl": format!("{prefix}/v1/session/{}/stream", accepted.session_id),
-        "traceUrl": format!("{prefix}/v1/session/{}/events", accepted.session_id),
-    })
-}
-
+/// `POST /v1/session`: a new chat session on the HTTP channel.
 pub(crate) async fn create(
     State(state): State<AgentState>,
     Authed { owner, body }: Authed,
 ) -> ApiResult {
-    let req: MessageBody = parse_json(&body)?;
+    let req: SendMessage = parse_json(&body)?;
     if req.continuation_token.is_some() {
         return Err(ApiError::bad_request(
             "a new session takes no `continuationToken`; follow up with POST /v1/session/:sessionId",
         ));
     }
-    let accepted = state
+    let answer = state
         .agent
         .runtime
         .create(NewSession {
@@ -77,16 +67,17 @@ pub(crate) async fn create(
             as_of: None,
         })
         .await?;
-    Ok(axum::Json(accepted_json(&state, &accepted)).into_response())
+    Ok(json_ok(accepted(&state.agent, answer)))
 }
 
+/// `POST /v1/session/:id`: a follow-up.
 pub(crate) async fn follow_up(
     State(state): State<AgentState>,
     Path(id): Path<String>,
     Authed { owner, body }: Authed,
 ) -> ApiResult {
-    let req: MessageBody = parse_json(&body)?;
-    let accepted = state
+    let req: SendMessage = parse_json(&body)?;
+    let answer = state
         .agent
         .runtime
         .follow_up(
@@ -100,7 +91,7 @@ pub(crate) async fn follow_up(
             },
         )
         .await?;
-    Ok(axum::Json(accepted_json(&state, &accepted)).into_response())
+    Ok(json_ok(accepted(&state.agent, answer)))
 }
 
 pub(crate) async fn stop(
@@ -109,10 +100,11 @@ pub(crate) async fn stop(
     Authed { owner, .. }: Authed,
 ) -> ApiResult {
     let interrupted = state.agent.runtime.stop(&id, &owner)?;
-    Ok(
-        axum::Json(json!({"ok": true, "sessionId": id, "interrupted": interrupted}))
-            .into_response(),
-    )
+    Ok(json_ok(Stopped {
+        ok: true,
+        session_id: id,
+        interrupted,
+    }))
 }
 
 /// `GET /v1/session/:id`: the session's metadata (not its continuation
@@ -124,20 +116,19 @@ pub(crate) async fn session_info(
 ) -> ApiResult {
     let runtime = &state.agent.runtime;
     let meta = runtime.session(&id, &owner)?;
-    Ok(axum::Json(json!({
-        "ok": true,
-        "sessionId": meta.id,
-        "channel": meta.channel,
-        "mode": meta.mode,
-        "principalId": meta.owner.principal_id,
-        "createdAt": meta.created_at,
-        "title": meta.title,
-        "purpose": meta.purpose,
-        "dryRun": meta.dry_run,
-        "asOf": meta.as_of,
-        "busy": runtime.is_busy(&id),
+    Ok(json_ok(SessionInfo {
+        ok: true,
+        busy: runtime.is_busy(&id),
+        session_id: meta.id,
+        channel: meta.channel,
+        mode: meta.mode,
+        principal_id: meta.owner.principal_id,
+        created_at: meta.created_at,
+        title: meta.title,
+        purpose: meta.purpose,
+        dry_run: meta.dry_run,
+        as_of: meta.as_of,
     }))
-    .into_response())
 }
 
 fn start_index(query: Option<&str>) -> ApiResult<u64> {
@@ -246,46 +237,46 @@ pub(crate) async fn list(
     Authed { owner, .. }: Authed,
 ) -> ApiResult {
     let sessions = state.agent.runtime.list(&owner).await?;
-    Ok(axum::Json(json!({"ok": true, "sessions": sessions})).into_response())
+    Ok(json_ok(SessionList { ok: true, sessions }))
 }
 
 pub(crate) async fn health(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
-    Ok(axum::Json(json!({"ok": true, "slug": state.agent.slug})).into_response())
+    Ok(public_health(State(state)).await)
 }
 
 /// Liveness without auth: the slug is no secret (multi mode lists every
 /// slug at `/v1/agents`).
 pub(crate) async fn public_health(State(state): State<AgentState>) -> Response {
-    axum::Json(json!({"ok": true, "slug": state.agent.slug})).into_response()
+    json_ok(Health {
+        ok: true,
+        slug: Some(state.agent.slug.clone()),
+    })
+}
+
+/// The host's `GET /v1/agents` entry of `agent`.
+pub(crate) fn agent_entry(agent: &Mounted) -> AgentEntry {
+    AgentEntry {
+        slug: agent.slug.clone(),
+        description: agent.project.agent.config.description.clone(),
+        url: format!("/{}", agent.slug),
+    }
 }
 
 pub(crate) async fn info(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
-    let project = serde_json::to_value(&*state.agent.project).unwrap_or(Value::Null);
-    let mcp = mcp_info(&state);
-    Ok(axum::Json(json!({
-        "ok": true,
-        "slug": state.agent.slug,
-        "project": project,
-        "mcp": mcp,
-        "channels": state.agent.channels.describe(),
-        "schedules": state.agent.runtime.schedule_status(),
-        "reminders": {"armed": state.agent.runtime.armed_reminders()},
-        "hooks": state.agent.hooks.stats(),
+    let agent = &state.agent;
+    let value = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
+    Ok(json_ok(Info {
+        ok: true,
+        slug: agent.slug.clone(),
+        project: value(serde_json::to_value(&*agent.project)),
+        mcp: mcp_info(agent),
+        channels: agent.channels.describe(),
+        schedules: value(serde_json::to_value(agent.runtime.schedule_status())),
+        reminders: RemindersInfo {
+            armed: agent.runtime.armed_reminders(),
+        },
+        hooks: value(serde_json::to_value(agent.hooks.stats())),
     }))
-    .into_response())
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ToolCallBody {
-    #[serde(default = "empty_object")]
-    input: Value,
-    #[serde(default)]
-    session_id: Option<String>,
-}
-
-fn empty_object() -> Value {
-    json!({})
 }
 
 /// `POST /v1/tools/:toolName`: a deterministic call, no model turn.
@@ -294,11 +285,8 @@ pub(crate) async fn call_tool(
     Path(name): Path<String>,
     Authed { owner, body }: Authed,
 ) -> ApiResult {
-    let req: ToolCallBody = if is_blank(&body) {
-        ToolCallBody {
-            input: empty_object(),
-            session_id: None,
-        }
+    let req: CallTool = if is_blank(&body) {
+        CallTool::default()
     } else {
         parse_json(&body)?
     };
@@ -308,11 +296,7 @@ pub(crate) async fn call_tool(
         .runtime
         .call_tool(&name, req.input, session)
         .await?;
-    let mut doc = serde_json::to_value(&outcome).unwrap_or(Value::Null);
-    if let Some(obj) = doc.as_object_mut() {
-        obj.insert("ok".to_owned(), Value::Bool(true));
-    }
-    Ok(axum::Json(doc).into_response())
+    Ok(json_ok(tool_called(outcome)))
 }
 
 /// `GET /v1/session/:id/approvals`: the calls parked in the session,
@@ -322,16 +306,12 @@ pub(crate) async fn approvals(
     Path(id): Path<String>,
     Authed { owner, .. }: Authed,
 ) -> ApiResult {
-    let pending = state.agent.runtime.approvals(&id, &owner).await?;
-    Ok(axum::Json(json!({"ok": true, "sessionId": id, "approvals": pending})).into_response())
-}
-
-#[derive(Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DecisionBody {
-    decision: String,
-    #[serde(default)]
-    reason: Option<String>,
+    let approvals = state.agent.runtime.approvals(&id, &owner).await?;
+    Ok(json_ok(ApprovalList {
+        ok: true,
+        session_id: id,
+        approvals,
+    }))
 }
 
 /// `POST /v1/session/:id/approvals/:callId` with `{"decision":
@@ -342,16 +322,8 @@ pub(crate) async fn resolve_approval(
     Path((id, call)): Path<(String, String)>,
     Authed { owner, body }: Authed,
 ) -> ApiResult {
-    let req: DecisionBody = parse_json(&body)?;
-    let approved = match req.decision.as_str() {
-        "approve" => true,
-        "deny" => false,
-        other => {
-            return Err(ApiError::bad_request(format!(
-                "`decision` must be \"approve\" or \"deny\", not \"{other}\""
-            )));
-        }
-    };
+    let req: ApprovalDecision = parse_json(&body)?;
+    let approved = req.approved().map_err(ApiError::bad_request)?;
     let decision = agentkit_runtime::Decision {
         approved,
         reason: req.reason,
@@ -362,12 +334,14 @@ pub(crate) async fn resolve_approval(
         .runtime
         .resolve_approval(&id, &call, decision, &owner)
         .await?;
-    let mut doc = serde_json::to_value(&resolved).unwrap_or(Value::Null);
-    if let Some(obj) = doc.as_object_mut() {
-        obj.insert("ok".to_owned(), Value::Bool(true));
-        obj.insert("sessionId".to_owned(), Value::String(id));
-    }
-    Ok(axum::Json(doc).into_response())
+    Ok(json_ok(ApprovalResolved {
+        call_id: resolved.call_id,
+        decision: resolved.decision.to_owned(),
+        by: resolved.by,
+        resumed: resolved.resumed,
+        ok: true,
+        session_id: id,
+    }))
 }
 
 /// `ANY /v1/mcp`: the auth chain first (over the raw body), then the MCP
@@ -387,21 +361,20 @@ pub(crate) async fn mcp(State(state): State<AgentState>, req: Request) -> Respon
 
 /// The `mcp` entry of `GET /v1/info`: where the endpoint is and what it
 /// offers.
-fn mcp_info(state: &AgentState) -> Value {
-    let backend_tools = state
-        .agent
+fn mcp_info(agent: &Mounted) -> McpInfo {
+    let backend_tools = agent
         .project
         .agent
         .tools
         .iter()
         .any(|t| t.execution == Execution::Server);
-    let mut tools = vec!["ask", "check"];
+    let mut tools = vec!["ask".to_owned(), "check".to_owned()];
     if backend_tools {
-        tools.push("call_tool");
+        tools.push("call_tool".to_owned());
     }
-    json!({
-        "path": format!("{}/v1/mcp", state.agent.prefix),
-        "tools": tools,
-        "connections": state.agent.connections.status(),
-    })
+    McpInfo {
+        path: format!("{}/v1/mcp", agent.prefix),
+        tools,
+        connections: serde_json::to_value(agent.connections.status()).unwrap_or(Value::Null),
+    }
 }

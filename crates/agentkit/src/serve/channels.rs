@@ -55,7 +55,7 @@ fn channel_error(e: agentkit_runtime::Error) -> agentkit_channels::Error {
     }
     agentkit_channels::Error::Session {
         status: e.status(),
-        code: e.code().to_owned(),
+        code: e.code(),
         message: if e.status() >= 500 {
             "internal error; see the server log".into()
         } else {

@@ -423,7 +423,7 @@ pub(crate) async fn request_timeout(
         Ok(response) => response,
         Err(_) => ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
-            "request_timeout",
+            agentkit_protocol::ErrorCode::RequestTimeout,
             format!(
                 "the request did not complete within {} s",
                 bound.as_secs_f64()

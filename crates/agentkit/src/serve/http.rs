@@ -6,6 +6,8 @@
 use std::net::SocketAddr;
 
 use agentkit_auth::{Chain, RequestParts};
+use agentkit_protocol::api::ToolCalled;
+use agentkit_protocol::{ErrorBody, ErrorCode};
 use agentkit_runtime::Owner;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -15,22 +17,19 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-/// An error answer: `{"ok": false, "error": {"code", "message"}}`.
+/// An error answer: a status and the protocol's [`ErrorBody`],
+/// `{"ok": false, "error": {"code", "message", ...}}`.
 #[derive(Debug)]
 pub(crate) struct ApiError {
     status: StatusCode,
-    pub(crate) code: &'static str,
+    pub(crate) code: ErrorCode,
     pub(crate) message: String,
     /// Extra fields of the error object (`available`, `errors`).
     pub(crate) details: Option<serde_json::Map<String, Value>>,
 }
 
 impl ApiError {
-    pub(crate) fn new(
-        status: StatusCode,
-        code: &'static str,
-        message: impl Into<String>,
-    ) -> ApiError {
+    pub(crate) fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
             code,
@@ -40,11 +39,11 @@ impl ApiError {
     }
 
     pub(crate) fn bad_request(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+        ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, message)
     }
 
     pub(crate) fn not_found(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+        ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, message)
     }
 }
 
@@ -73,24 +72,18 @@ impl From<agentkit_runtime::Error> for ApiError {
 pub(crate) fn body_error(e: BytesRejection) -> ApiError {
     let status = e.status();
     let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
-        "payload_too_large"
+        ErrorCode::PayloadTooLarge
     } else {
-        "bad_request"
+        ErrorCode::BadRequest
     };
     ApiError::new(status, code, e.body_text())
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut error = json!({"code": self.code, "message": self.message});
-        if let (Some(obj), Some(details)) = (error.as_object_mut(), self.details) {
-            obj.extend(details);
-        }
-        (
-            self.status,
-            axum::Json(json!({"ok": false, "error": error})),
-        )
-            .into_response()
+        let body =
+            ErrorBody::with_details(self.code, self.message, self.details.unwrap_or_default());
+        (self.status, axum::Json(body)).into_response()
     }
 }
 
@@ -157,7 +150,7 @@ pub(crate) fn authenticate(
             tracing::info!(peer = ?peer, reasons = ?denied.refusals(), "request denied");
             Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
-                "unauthorized",
+                ErrorCode::Unauthorized,
                 "no auth policy admitted the request",
             ))
         }
@@ -184,4 +177,16 @@ pub(crate) fn is_blank(body: &[u8]) -> bool {
 /// A JSON answer with status 200.
 pub(crate) fn json_ok(body: impl serde::Serialize) -> Response {
     axum::Json(body).into_response()
+}
+
+/// A finished deterministic call as the API answers it.
+pub(crate) fn tool_called(outcome: agentkit_runtime::ToolCallOutcome) -> ToolCalled {
+    ToolCalled {
+        tool_name: outcome.tool_name,
+        call_id: outcome.call_id,
+        is_error: outcome.is_error,
+        result: outcome.result,
+        duration_ms: outcome.duration_ms,
+        ok: true,
+    }
 }

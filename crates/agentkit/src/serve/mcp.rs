@@ -13,13 +13,13 @@ use agentkit_manifest::{Admission, Execution};
 use agentkit_mcp::{
     AgentBackend, AskRequest, BackendError, Reply, ReplyStatus, ServerToolInfo, ToolCallRequest,
 };
-use agentkit_protocol::{Event, EventData, EventType};
+use agentkit_protocol::{ErrorCode, Event, EventData, EventType};
 use agentkit_runtime::{AgentRuntime, FollowUp, NewSession, Owner, SessionMode};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::depths::{Depths, at_depth};
-use super::http::ApiError;
+use super::http::{ApiError, tool_called};
 
 /// The channel MCP sessions live on.
 pub(crate) const MCP_CHANNEL: &str = "mcp";
@@ -134,7 +134,7 @@ impl RuntimeBackend {
                 Ok(Err(e)) => {
                     tracing::warn!(session = session_id, error = %e, "cannot follow a session for MCP");
                     return Err(BackendError::new(
-                        "internal",
+                        ErrorCode::Internal,
                         "cannot read the session's events; see the server log",
                     ));
                 }
@@ -217,7 +217,7 @@ impl AgentBackend for RuntimeBackend {
                 let meta = self.runtime.session(id, owner).map_err(refused)?;
                 if meta.channel != MCP_CHANNEL {
                     return Err(BackendError::new(
-                        "bad_request",
+                        ErrorCode::BadRequest,
                         format!(
                             "session `{id}` is on the `{}` channel; `ask` follows up only sessions it started",
                             meta.channel
@@ -308,10 +308,6 @@ impl AgentBackend for RuntimeBackend {
         )
         .await
         .map_err(refused)?;
-        let mut doc = serde_json::to_value(&outcome).unwrap_or(Value::Null);
-        if let Some(obj) = doc.as_object_mut() {
-            obj.insert("ok".to_owned(), Value::Bool(true));
-        }
-        Ok(doc)
+        Ok(serde_json::to_value(tool_called(outcome)).unwrap_or(Value::Null))
     }
 }

@@ -2,14 +2,14 @@
 //! the multi-agent layout) and every mounted agent's routes under its
 //! prefix, behind the body limit.
 
+use agentkit_protocol::api::{self as wire, AgentEntry, AgentList};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::response::Html;
 use axum::routing::{any, get, post};
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::http::ApiError;
+use super::http::{ApiError, json_ok};
 use super::mount::{AgentState, Mounted};
 use super::options::Mode;
 use super::{api, channels, dev};
@@ -28,22 +28,23 @@ pub(crate) fn router(
             }
         }
         Mode::Multi => {
-            let index: Vec<(String, Option<String>)> = agents
-                .iter()
-                .map(|a| (a.slug.clone(), a.project.agent.config.description.clone()))
-                .collect();
-            let index2 = index.clone();
+            let list = AgentList {
+                ok: true,
+                agents: agents.iter().map(api::agent_entry).collect(),
+            };
+            let page = index_page(&list.agents);
             app = app
-                .route("/", get(move || async move { Html(index_page(&index)) }))
+                .route("/", get(move || async move { Html(page) }))
+                .route("/v1/agents", get(move || async move { json_ok(list) }))
                 .route(
-                    "/v1/agents",
-                    get(move || async move {
-                        let list: Vec<Value> =
-                            index2.iter().map(|(slug, d)| json!({"slug": slug, "description": d, "url": format!("/{slug}")})).collect();
-                        axum::Json(json!({"ok": true, "agents": list}))
+                    "/v1/health",
+                    get(|| async {
+                        json_ok(wire::Health {
+                            ok: true,
+                            slug: None,
+                        })
                     }),
-                )
-                .route("/v1/health", get(|| async { axum::Json(json!({"ok": true})) }));
+                );
             for a in agents {
                 app = app.nest(
                     &format!("/{}", a.slug),
@@ -97,9 +98,12 @@ fn agent_router(agent: Mounted, health_auth: Health, shutdown: CancellationToken
         .merge(channels)
 }
 
-fn index_page(agents: &[(String, Option<String>)]) -> String {
+fn index_page(agents: &[AgentEntry]) -> String {
     let mut items = String::new();
-    for (slug, description) in agents {
+    for AgentEntry {
+        slug, description, ..
+    } in agents
+    {
         let d = description.as_deref().map(html_escape).unwrap_or_default();
         items.push_str(&format!(
             "<li><a href=\"/{slug}/v1/info\"><code>/{slug}</code></a> {d}</li>\n"
