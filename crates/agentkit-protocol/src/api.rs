@@ -320,7 +320,7 @@ impl ApprovalDecision {
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalResolved {
     pub call_id: String,
-    /// `approved` or `denied`.
+    /// `approve` or `deny`.
     pub decision: String,
     /// The principal that decided.
     pub by: String,

@@ -1,8 +1,9 @@
 //! `${VAR}` resolved once, at startup: every reference the facade reads
 //! (auth chain secrets, hook URLs, headers and secrets, MCP connection
 //! targets, the GitHub credentials of `host.github`) becomes a value here,
-//! per agent, before anything is mounted. The channel packs read their own
-//! settings with the same lookup (`agentkit_channels::Env`).
+//! per agent, before anything is mounted. The channels read their own
+//! settings with the same lookup (`agentkit_channels::Env`), also once,
+//! when `channels.rs` builds them (webhook deliveries, pack secrets).
 
 use std::collections::HashMap;
 
