@@ -184,24 +184,38 @@ fn loopback_of(addr: SocketAddr) -> SocketAddr {
 }
 
 /// Resolves on Ctrl-C, or on SIGTERM (what container runtimes send) on
-/// Unix: the signal both binaries stop serving on.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Unix: the signal both binaries stop serving on. The handlers are
+/// installed when this is called, not when the future is first polled,
+/// so a signal that arrives while the server starts is not lost (nor does
+/// it kill the process before the logs are synced). Call it from within a
+/// tokio runtime.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let interrupt = signal(SignalKind::interrupt());
+        let terminate = signal(SignalKind::terminate());
+        async move {
+            let (mut interrupt, mut terminate) = match (interrupt, terminate) {
+                (Ok(i), Ok(t)) => (i, t),
+                (i, t) => {
+                    tracing::warn!(
+                        sigint = i.is_ok(),
+                        sigterm = t.is_ok(),
+                        "cannot install the shutdown signal handlers; falling back to Ctrl-C"
+                    );
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
+    }
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
