@@ -90,7 +90,7 @@ impl Deliverer {
     }
 
     /// Delivers `event` per `d` (its `${VAR}`s already resolved, see
-    /// [`resolve_delivery`]), then merges `d.state` into the session's
+    /// `resolve_delivery`), then merges `d.state` into the session's
     /// channel state.
     pub async fn deliver(&self, d: &Delivery, event: &Event, args: &EventArgs) -> Result<()> {
         let state = args.state()?;
