@@ -54,7 +54,8 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<Vec<String>> {
             problems.push(format!("ARCHITECTURE.md: {problem}"));
         }
         let paths = workspace_paths(root)?;
-        for problem in check_architecture_paths(&text, &paths) {
+        let source = |path: &str| std::fs::read_to_string(root.join(path)).ok();
+        for problem in check_architecture_paths(&text, &paths, &source) {
             problems.push(format!("ARCHITECTURE.md: {problem}"));
         }
     } else {
@@ -420,27 +421,76 @@ fn check_architecture(text: &str, packages: &[&str]) -> Vec<String> {
 const PATH_ROOTS: [&str; 5] = ["crates", "bins", "xtask", "docs", "fixtures"];
 
 /// Every path ARCHITECTURE.md names in backticks exists in `paths` (the
-/// workspace's files and folders, relative, `/`-separated).
+/// workspace's files and folders, relative, `/`-separated), and every
+/// function a `file.rs::function` (or `file.rs::Type::method`) reference
+/// names is defined (`fn function`) in that file, read through `source`.
 ///
 /// A span counts as a path when it is one word that ends in `.rs` (a
 /// `file.rs::function` reference counts by its file) or starts with one of
 /// `PATH_ROOTS` and a `/`. Spans with placeholders (`<slug>/…`), routes
 /// (`/v1/info`) and project files (`agent.toml`) are not workspace paths and
-/// are skipped. See [`path_resolves`] for the short forms accepted.
-fn check_architecture_paths(text: &str, paths: &BTreeSet<String>) -> Vec<String> {
+/// are skipped. See [`resolved_paths`] for the short forms accepted; a short
+/// form that several files end with passes when one of them defines the
+/// function.
+fn check_architecture_paths(
+    text: &str,
+    paths: &BTreeSet<String>,
+    source: &dyn Fn(&str) -> Option<String>,
+) -> Vec<String> {
     let mut problems = Vec::new();
     let mut seen = BTreeSet::new();
+    let mut missing = BTreeSet::new();
     for span in inline_code_spans(text) {
         let Some(path) = named_path(span) else {
             continue;
         };
-        if seen.insert(path) && !path_resolves(path, paths) {
+        let function = named_function(span);
+        if !seen.insert((path, function)) {
+            continue;
+        }
+        let files = resolved_paths(path, paths);
+        if files.is_empty() {
+            if missing.insert(path) {
+                problems.push(format!(
+                    "names `{path}`, which is not a file or folder of the workspace (fix the path or drop the backticks)"
+                ));
+            }
+            continue;
+        }
+        if let Some(function) = function
+            && !files
+                .iter()
+                .any(|f| source(f).is_some_and(|code| defines_fn(&code, function)))
+        {
             problems.push(format!(
-                "names `{path}`, which is not a file or folder of the workspace (fix the path or drop the backticks)"
+                "names `{span}`, but `{}` defines no `fn {function}` (fix the reference)",
+                files.join("` or `")
             ));
         }
     }
     problems
+}
+
+/// The function a `file.rs::function` or `file.rs::Type::method` span
+/// names: its last segment, when that is an identifier.
+fn named_function(span: &str) -> Option<&str> {
+    let (_, rest) = span.split_once(".rs::")?;
+    let name = rest.rsplit("::").next()?;
+    let ident = !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    ident.then_some(name)
+}
+
+/// Whether `code` defines a function `name` (`fn name(` or `fn name<`).
+fn defines_fn(code: &str, name: &str) -> bool {
+    let head = format!("fn {name}");
+    code.match_indices(&head).any(|(at, _)| {
+        let before = code[..at].chars().next_back();
+        let after = code[at + head.len()..].chars().next();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+            && matches!(after, Some('(' | '<'))
+    })
 }
 
 /// The contents of the inline code spans of a Markdown text, outside fenced
@@ -489,12 +539,13 @@ fn named_path(span: &str) -> Option<&str> {
     (plain && is_path).then_some(path)
 }
 
-/// Whether `path` names something in `paths`: as written from the workspace
+/// The entries of `paths` that `path` names: as written from the workspace
 /// root (`crates/agentkit/src/serve/bridge.rs`, `docs/`); from a crate's or
 /// binary's folder, with or without the `agentkit-` prefix
 /// (`agentkit-runtime/src/kv.rs`, `harness/src/tools.rs`); or as the end of
 /// exactly such a path (`serve/api.rs`, `sign.rs`).
-fn path_resolves(path: &str, paths: &BTreeSet<String>) -> bool {
+/// A written-out form wins over path ends.
+fn resolved_paths<'a>(path: &str, paths: &'a BTreeSet<String>) -> Vec<&'a str> {
     let path = path.trim_end_matches('/');
     let candidates = [
         path.to_owned(),
@@ -503,11 +554,19 @@ fn path_resolves(path: &str, paths: &BTreeSet<String>) -> bool {
         format!("bins/{path}"),
         format!("bins/agentkit-{path}"),
     ];
-    if candidates.iter().any(|c| paths.contains(c)) {
-        return true;
+    let written: Vec<&str> = candidates
+        .iter()
+        .filter_map(|c| paths.get(c).map(String::as_str))
+        .collect();
+    if !written.is_empty() {
+        return written;
     }
     let suffix = format!("/{path}");
-    paths.iter().any(|p| p.ends_with(&suffix))
+    paths
+        .iter()
+        .filter(|p| p.ends_with(&suffix))
+        .map(String::as_str)
+        .collect()
 }
 
 /// Every file and folder under `PATH_ROOTS`, relative to `root` with `/`
@@ -999,17 +1058,29 @@ multi-line span.rs`.
 crates/agentkit/src/gone.rs is in a fence, `fenced/gone.rs` too
 ```
 ";
-        assert_eq!(check_architecture_paths(good, &paths), Vec::<String>::new());
+        let source = |path: &str| {
+            (path == "crates/agentkit-harness/src/tools.rs").then(|| {
+                "pub(crate) async fn run_server_tool<'a>(x: u8) {}\nfn spec() {}".to_owned()
+            })
+        };
+        assert_eq!(
+            check_architecture_paths(good, &paths, &source),
+            Vec::<String>::new()
+        );
 
         let bad = "See `crates/agentkit/src/serve/router.rs`, `serve/router.rs` \
-                   twice (`serve/router.rs`), `harness/src/tool.rs::run` and `docs/guides/`.";
+                   twice (`serve/router.rs`), `harness/src/tool.rs::run` and `docs/guides/`; \
+                   `tools.rs::run_server` and `harness/src/tools.rs::Tool::gone` name no function, \
+                   `tools.rs::spec` does.";
         assert_eq!(
-            check_architecture_paths(bad, &paths),
+            check_architecture_paths(bad, &paths, &source),
             [
                 "names `crates/agentkit/src/serve/router.rs`, which is not a file or folder of the workspace (fix the path or drop the backticks)",
                 "names `serve/router.rs`, which is not a file or folder of the workspace (fix the path or drop the backticks)",
                 "names `harness/src/tool.rs`, which is not a file or folder of the workspace (fix the path or drop the backticks)",
                 "names `docs/guides/`, which is not a file or folder of the workspace (fix the path or drop the backticks)",
+                "names `tools.rs::run_server`, but `crates/agentkit-harness/src/tools.rs` defines no `fn run_server` (fix the reference)",
+                "names `harness/src/tools.rs::Tool::gone`, but `crates/agentkit-harness/src/tools.rs` defines no `fn gone` (fix the reference)",
             ]
         );
     }

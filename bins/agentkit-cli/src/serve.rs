@@ -192,6 +192,9 @@ fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    // Before the server answers anything: a SIGTERM sent as soon as it is
+    // healthy shuts it down gracefully instead of killing it.
+    let stop = agentkit::shutdown_signal();
     let options = options(&args)?;
     let warnings = Warnings {
         dev_fallback: options.dev && options.default_model.is_none(),
@@ -208,7 +211,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     tracing::info!(url = %handle.url(), agents = ?handle.slugs(), "listening");
     banner(&mut anstream::stdout(), &handle, warnings)?;
-    agentkit::shutdown_signal().await;
+    stop.await;
     tracing::info!("shutting down: interrupting running turns and syncing logs");
     handle.close().await;
     Ok(ExitCode::SUCCESS)

@@ -305,3 +305,45 @@ fn an_invalid_project_exits_1_with_its_diagnostics_and_a_usage_error_exits_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("error:"));
 }
+
+/// Warns as `agentkit serve` does (its test checks the same lines): the
+/// dev fallback model, and listening beyond loopback without a token.
+#[test]
+fn the_banner_warns_about_the_dev_model_and_unauthenticated_exposure() {
+    let state = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentkit-serve"));
+    command
+        .args([
+            "--dir",
+            &agentkit_test_support::fixture_agent("weather-agent")
+                .display()
+                .to_string(),
+            "--port",
+            &port.to_string(),
+            "--host",
+            "0.0.0.0",
+            "--dev",
+            "--state-root",
+            &state.path().display().to_string(),
+        ])
+        .env("NO_COLOR", "1")
+        .env("ALERTS_TOKEN", "test-alerts-token")
+        .env_remove("AGENTKIT_MODEL")
+        .env_remove("AGENTKIT_BEARER_TOKEN");
+    let (status, banner) =
+        agentkit_test_support::process::serve_then_stop(command, port, Duration::from_secs(20));
+    assert!(status.success(), "{status:?}\n{banner}");
+    assert!(
+        banner.contains(&format!("1 agent listening on http://0.0.0.0:{port}")),
+        "{banner}"
+    );
+    assert!(
+        banner.contains("dev: agents without a model use the offline `test` model"),
+        "{banner}"
+    );
+    assert!(
+        banner.contains("warning: listening beyond loopback without --bearer-token: callers need an authored auth chain or get 401"),
+        "{banner}"
+    );
+}

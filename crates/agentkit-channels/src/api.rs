@@ -566,7 +566,7 @@ impl ChannelContext {
     fn own_session(&self, session: &str) -> Result<SessionInfo> {
         self.get_session(session).ok_or_else(|| Error::Session {
             status: 404,
-            code: "session_not_found".into(),
+            code: agentkit_protocol::ErrorCode::SessionNotFound,
             message: format!("channel `{}` has no session `{session}`", self.channel),
             details: None,
         })

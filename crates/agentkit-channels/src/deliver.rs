@@ -89,15 +89,10 @@ impl Deliverer {
         }
     }
 
-    /// Delivers `event` per `d`, then merges `d.state` into the session's
+    /// Delivers `event` per `d` (its `${VAR}`s already resolved, see
+    /// `resolve_delivery`), then merges `d.state` into the session's
     /// channel state.
-    pub async fn deliver(
-        &self,
-        d: &Delivery,
-        env: &Env,
-        event: &Event,
-        args: &EventArgs,
-    ) -> Result<()> {
+    pub async fn deliver(&self, d: &Delivery, event: &Event, args: &EventArgs) -> Result<()> {
         let state = args.state()?;
         let mut ctx = json!({
             "event": event,
@@ -110,7 +105,7 @@ impl Deliverer {
             None => serde_json::to_value(event).unwrap_or(Value::Null),
         };
         let bytes = serde_json::to_vec(&body).unwrap_or_default();
-        let url = env.resolve(&d.post);
+        let url = d.post.clone();
         // What logs and errors may show of the URL.
         let shown = redact_credentials(&url);
         let mut req = request(reqwest::Method::POST, &url)?
@@ -118,13 +113,10 @@ impl Deliverer {
             .header("x-agentkit-event", event.event_type.as_str())
             .header("x-agentkit-session", event.session_id.as_str());
         for (k, v) in &d.headers {
-            req = req.header(k.as_str(), env.resolve(v));
+            req = req.header(k.as_str(), v.as_str());
         }
         if let (Some(secret), Some(header)) = (&d.signature_secret, &d.signature_header) {
-            req = req.header(
-                header.as_str(),
-                format!("sha256={}", sign(&env.resolve(secret), &bytes)),
-            );
+            req = req.header(header.as_str(), format!("sha256={}", sign(secret, &bytes)));
         }
         let channel = args.ctx.channel_id().to_owned();
         let session = args.session.id.clone();
@@ -213,6 +205,21 @@ pub(crate) fn request(method: reqwest::Method, url: &str) -> Result<reqwest::Req
         message: e.to_string(),
     })?;
     Ok(client.request(method, url).timeout(REQUEST_TIMEOUT))
+}
+
+/// `d` with its `${VAR}` references (target URL, headers, signing secret)
+/// resolved through `env`: done once, when the channel is built.
+pub(crate) fn resolve_delivery(d: &Delivery, env: &Env) -> Delivery {
+    Delivery {
+        post: env.resolve(&d.post),
+        headers: d
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), env.resolve(v)))
+            .collect(),
+        signature_secret: d.signature_secret.as_deref().map(|s| env.resolve(s)),
+        ..d.clone()
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The one error type of the crate, and how each error answers over HTTP.
 
+use agentkit_protocol::{ErrorBody, ErrorCode};
 use serde_json::{Map, Value, json};
 
 /// What can go wrong while a channel handles a request or an event.
@@ -26,7 +27,7 @@ pub enum Error {
     #[error("{message}")]
     Session {
         status: u16,
-        code: String,
+        code: ErrorCode,
         message: String,
         details: Option<Box<Map<String, Value>>>,
     },
@@ -87,18 +88,18 @@ impl Error {
     }
 
     /// The machine-readable code of the JSON error body.
-    pub fn code(&self) -> &str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Error::BadRequest { .. } => "bad_request",
-            Error::Schema { .. } => "invalid_input",
-            Error::Unauthorized => "unauthorized",
-            Error::NoRoute { status: 405, .. } => "method_not_allowed",
-            Error::NoRoute { .. } => "not_found",
-            Error::Session { code, .. } => code,
-            Error::Template { .. } => "template_error",
-            Error::NotAvailable { .. } => "not_implemented",
-            Error::Upstream { .. } => "upstream_error",
-            Error::Config { .. } | Error::Io { .. } => "internal",
+            Error::BadRequest { .. } => ErrorCode::BadRequest,
+            Error::Schema { .. } => ErrorCode::InvalidInput,
+            Error::Unauthorized => ErrorCode::Unauthorized,
+            Error::NoRoute { status: 405, .. } => ErrorCode::MethodNotAllowed,
+            Error::NoRoute { .. } => ErrorCode::NotFound,
+            Error::Session { code, .. } => *code,
+            Error::Template { .. } => ErrorCode::TemplateError,
+            Error::NotAvailable { .. } => ErrorCode::NotImplemented,
+            Error::Upstream { .. } => ErrorCode::UpstreamError,
+            Error::Config { .. } | Error::Io { .. } => ErrorCode::Internal,
         }
     }
 
@@ -111,22 +112,20 @@ impl Error {
         } else {
             self.to_string()
         };
-        let mut error = json!({"code": self.code(), "message": message});
-        if let Some(obj) = error.as_object_mut() {
-            match self {
-                Error::Schema { errors, .. } => {
-                    let list: Vec<Value> = errors
-                        .iter()
-                        .map(|(path, message)| json!({"path": path, "message": message}))
-                        .collect();
-                    obj.insert("errors".into(), Value::Array(list));
-                }
-                Error::Session {
-                    details: Some(d), ..
-                } => obj.extend((**d).clone()),
-                _ => {}
+        let mut details = Map::new();
+        match self {
+            Error::Schema { errors, .. } => {
+                let list: Vec<Value> = errors
+                    .iter()
+                    .map(|(path, message)| json!({"path": path, "message": message}))
+                    .collect();
+                details.insert("errors".into(), Value::Array(list));
             }
+            Error::Session {
+                details: Some(d), ..
+            } => details.extend((**d).clone()),
+            _ => {}
         }
-        json!({"ok": false, "error": error})
+        ErrorBody::with_details(self.code(), message, details).to_json()
     }
 }

@@ -10,7 +10,7 @@ use agentkit_manifest::{Channel, Delivery, Route, RouteAction, SendAction};
 use serde_json::{Value, json};
 
 use crate::api::{ChannelDefinition, ChannelResponse, HandlerArgs, RouteDef, SendOptions};
-use crate::deliver::Deliverer;
+use crate::deliver::{Deliverer, resolve_delivery};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::template::{render, render_value};
@@ -39,14 +39,12 @@ pub fn webhook_channel(
         def.routes.push(rd);
     }
     for (event, delivery) in &channel.events {
-        let d = Arc::new(delivery.clone());
-        let env = env.clone();
+        let d = Arc::new(resolve_delivery(delivery, &env));
         let deliverer = deliverer.clone();
         def = def.on_event(event.clone(), move |event, args| {
             let d: Arc<Delivery> = d.clone();
-            let env = env.clone();
             let deliverer = deliverer.clone();
-            async move { deliverer.deliver(&d, &env, &event, &args).await }
+            async move { deliverer.deliver(&d, &event, &args).await }
         });
     }
     def

@@ -620,18 +620,9 @@ pub struct SendAction {
     pub wait: bool,
 }
 
-/// What happens to a message that reaches a busy session.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Admission {
-    /// Interrupt the running turn, then run this message.
-    #[default]
-    Preempt,
-    /// Queue behind the running turn.
-    Coalesce,
-    /// Answer 409 `session_busy`.
-    Reject,
-}
+/// What happens to a message that reaches a busy session (a wire type:
+/// the HTTP API's `admission`).
+pub use agentkit_protocol::Admission;
 
 /// `[routes.call_tool]`: a deterministic tool call.
 #[derive(Debug, Clone, Serialize, Deserialize)]

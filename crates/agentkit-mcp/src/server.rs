@@ -11,6 +11,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentkit_protocol::{ErrorBody, ErrorCode};
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use rmcp::ServerHandler;
@@ -94,15 +95,15 @@ pub struct ToolCallRequest {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct BackendError {
-    pub code: String,
+    pub code: ErrorCode,
     pub message: String,
     pub details: serde_json::Map<String, Value>,
 }
 
 impl BackendError {
-    pub fn new(code: impl Into<String>, message: impl Into<String>) -> BackendError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> BackendError {
         BackendError {
-            code: code.into(),
+            code,
             message: message.into(),
             details: serde_json::Map::new(),
         }
@@ -110,11 +111,7 @@ impl BackendError {
 
     /// The HTTP API's error body: `{ok: false, error: {code, message, ..}}`.
     fn to_json(&self) -> Value {
-        let mut error = serde_json::Map::new();
-        error.insert("code".into(), Value::String(self.code.clone()));
-        error.insert("message".into(), Value::String(self.message.clone()));
-        error.extend(self.details.clone());
-        json!({"ok": false, "error": error})
+        ErrorBody::with_details(self.code, self.message.clone(), self.details.clone()).to_json()
     }
 }
 
@@ -374,7 +371,7 @@ impl<B: AgentBackend> Handler<B> {
     ) -> CallToolResult {
         if hops > self.options.max_hops {
             return refusal(&BackendError::new(
-                "hop_limit",
+                ErrorCode::HopLimit,
                 format!(
                     "delegation chain too deep: this request arrived after {hops} agent-to-agent hops and the limit is {}; answer without delegating further",
                     self.options.max_hops
@@ -427,7 +424,7 @@ impl<B: AgentBackend> Handler<B> {
                 }
             }
             other => refusal(&BackendError::new(
-                "unknown_tool",
+                ErrorCode::UnknownTool,
                 format!("no MCP tool `{other}` on this agent"),
             )),
         }
@@ -436,7 +433,7 @@ impl<B: AgentBackend> Handler<B> {
 
 fn parse<T: for<'de> Deserialize<'de>>(args: Value) -> Result<T, BackendError> {
     serde_json::from_value(args)
-        .map_err(|e| BackendError::new("bad_request", format!("invalid arguments: {e}")))
+        .map_err(|e| BackendError::new(ErrorCode::BadRequest, format!("invalid arguments: {e}")))
 }
 
 fn reply(r: Result<Reply, BackendError>) -> CallToolResult {
@@ -532,7 +529,7 @@ mod tests {
 
     #[test]
     fn errors_render_like_the_http_api() {
-        let mut e = BackendError::new("unknown_tool", "no tool `x`");
+        let mut e = BackendError::new(ErrorCode::UnknownTool, "no tool `x`");
         e.details.insert("available".into(), json!(["a"]));
         assert_eq!(
             e.to_json(),

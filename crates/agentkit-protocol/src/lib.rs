@@ -1,15 +1,18 @@
 //! Plain data shared by every agentkit layer: the event vocabulary, the
-//! event envelope and session ids, and the names every other crate agrees on.
+//! event envelope and session ids, the HTTP API's bodies and error codes
+//! ([`api`]), and the names every other crate agrees on.
 //!
 //! This crate is serde-only by design: no IO, no async runtime, no other
 //! agentkit crate. Anything that two layers must spell the same way lives
 //! here, so that a rename is one change that the compiler follows.
 
+pub mod api;
 mod conversation;
 mod envelope;
 mod events;
 mod payload;
 
+pub use api::{Admission, ErrorBody, ErrorCode, SessionMode};
 pub use conversation::{Message, ToolCall, Usage};
 pub use envelope::{Event, InvalidSessionId, SessionId};
 pub use events::{EventType, UnknownEventType};

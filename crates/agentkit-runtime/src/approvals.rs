@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use agentkit_harness::{ApprovalGate, Decision, DecisionFuture, ToolContext, ToolOutput};
 use agentkit_protocol::{Event, EventData, EventType, SessionId};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
@@ -27,18 +27,7 @@ use crate::meta::Owner;
 use crate::runtime::{AgentRuntime, lock};
 
 /// A parked call, as `GET /v1/session/:id/approvals` lists it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PendingApproval {
-    pub call_id: String,
-    pub tool_name: String,
-    pub input: Value,
-    pub turn_id: String,
-    pub requested_at: String,
-    /// The turn that parked it is still running (otherwise a restart cut
-    /// it short, and approving resumes the conversation in a new turn).
-    pub live: bool,
-}
+pub use agentkit_protocol::api::PendingApproval;
 
 /// What resolving answered.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -1,7 +1,7 @@
 //! The runtime's errors. Each says which HTTP status the facade answers
 //! with, so the mapping lives in one place.
 
-use agentkit_protocol::InvalidSessionId;
+use agentkit_protocol::{ErrorCode, InvalidSessionId};
 
 /// What a session operation can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -59,23 +59,23 @@ pub enum Error {
 
 impl Error {
     /// The stable error code of the JSON error body.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Error::InvalidSessionId(_) => "invalid_session_id",
-            Error::SessionNotFound { .. } => "session_not_found",
-            Error::Forbidden { .. } => "forbidden",
-            Error::StaleContinuation => "stale_continuation",
-            Error::TaskSession { .. } => "task_session",
-            Error::SessionBusy { .. } => "session_busy",
-            Error::BadRequest { .. } => "bad_request",
-            Error::UnknownTool { .. } => "unknown_tool",
-            Error::InvalidInput { .. } => "invalid_input",
-            Error::NotFound { .. } => "not_found",
-            Error::NotAvailable { .. } => "not_available",
-            Error::ApprovalNotFound { .. } => "approval_not_found",
-            Error::ApprovalResolved { .. } => "approval_resolved",
-            Error::ScheduleFailed { .. } => "schedule_failed",
-            Error::Store(_) | Error::Io { .. } | Error::Db { .. } => "internal",
+            Error::InvalidSessionId(_) => ErrorCode::InvalidSessionId,
+            Error::SessionNotFound { .. } => ErrorCode::SessionNotFound,
+            Error::Forbidden { .. } => ErrorCode::Forbidden,
+            Error::StaleContinuation => ErrorCode::StaleContinuation,
+            Error::TaskSession { .. } => ErrorCode::TaskSession,
+            Error::SessionBusy { .. } => ErrorCode::SessionBusy,
+            Error::BadRequest { .. } => ErrorCode::BadRequest,
+            Error::UnknownTool { .. } => ErrorCode::UnknownTool,
+            Error::InvalidInput { .. } => ErrorCode::InvalidInput,
+            Error::NotFound { .. } => ErrorCode::NotFound,
+            Error::NotAvailable { .. } => ErrorCode::NotAvailable,
+            Error::ApprovalNotFound { .. } => ErrorCode::ApprovalNotFound,
+            Error::ApprovalResolved { .. } => ErrorCode::ApprovalResolved,
+            Error::ScheduleFailed { .. } => ErrorCode::ScheduleFailed,
+            Error::Store(_) | Error::Io { .. } | Error::Db { .. } => ErrorCode::Internal,
         }
     }
 

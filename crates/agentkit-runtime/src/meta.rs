@@ -10,12 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 /// Chat sessions wait for follow-ups; task sessions end after one turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SessionMode {
-    Chat,
-    Task,
-}
+pub use agentkit_protocol::SessionMode;
 
 /// The principal that owns a session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

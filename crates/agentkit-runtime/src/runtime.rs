@@ -108,17 +108,7 @@ pub struct Accepted {
 }
 
 /// A session as `GET /v1/sessions` lists it.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionSummary {
-    pub session_id: String,
-    pub channel: String,
-    pub mode: SessionMode,
-    pub created_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    pub busy: bool,
-}
+pub use agentkit_protocol::api::SessionSummary;
 
 /// The sessions of one agent. Cheap to clone.
 #[derive(Debug, Clone)]

@@ -47,3 +47,43 @@ impl ServerProcess {
         server
     }
 }
+
+/// Runs `command` (a server on `port`) until it is healthy, stops it with
+/// SIGTERM as a container runtime would, and answers its exit status and
+/// what it printed on stdout (its banner). Panics when it does not come up
+/// or does not exit within `within`.
+#[cfg(unix)]
+pub fn serve_then_stop(
+    mut command: std::process::Command,
+    port: u16,
+    within: Duration,
+) -> (std::process::ExitStatus, String) {
+    use std::io::Read;
+    let child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"));
+    let mut server = ServerProcess::healthy(child, port, within);
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(sent, "cannot send SIGTERM to the server");
+    let deadline = Instant::now() + within;
+    let status = loop {
+        if let Ok(Some(status)) = server.child.try_wait() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut out = String::new();
+    if let Some(mut stdout) = server.child.stdout.take() {
+        let _ = stdout.read_to_string(&mut out);
+    }
+    (status, out)
+}

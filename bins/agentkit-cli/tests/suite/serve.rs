@@ -186,3 +186,45 @@ fn sigterm_interrupts_running_turns_and_exits_cleanly() {
         ["turn.failed(shutdown)", "session.waiting"]
     );
 }
+
+/// Warns as `agentkit-serve` does (its test checks the same lines): the
+/// dev fallback model, and listening beyond loopback without a token.
+#[test]
+fn the_banner_warns_about_the_dev_model_and_unauthenticated_exposure() {
+    let tmp = tempfile::tempdir().unwrap();
+    project(tmp.path());
+    let port = free_port();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentkit"));
+    command
+        .args([
+            "serve",
+            "--dir",
+            "bot",
+            "--port",
+            &port.to_string(),
+            "--host",
+            "0.0.0.0",
+            "--dev",
+            "--state-root",
+            "state",
+        ])
+        .current_dir(tmp.path())
+        .env("NO_COLOR", "1")
+        .env_remove("AGENTKIT_MODEL")
+        .env_remove("AGENTKIT_BEARER_TOKEN");
+    let (status, banner) =
+        agentkit_test_support::process::serve_then_stop(command, port, Duration::from_secs(20));
+    assert!(status.success(), "{status:?}\n{banner}");
+    assert!(
+        banner.contains(&format!("1 agent listening on http://0.0.0.0:{port}")),
+        "{banner}"
+    );
+    assert!(
+        banner.contains("dev: agents without a model use the offline `test` model"),
+        "{banner}"
+    );
+    assert!(
+        banner.contains("warning: listening beyond loopback without --bearer-token: callers need an authored auth chain or get 401"),
+        "{banner}"
+    );
+}

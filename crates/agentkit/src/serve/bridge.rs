@@ -37,6 +37,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agentkit_protocol::ErrorCode;
 use agentkit_runtime::KvStore;
 use axum::Router;
 use axum::body::Bytes;
@@ -51,8 +52,9 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
-use super::api::ApiError;
-use super::mcp::Depths;
+use super::depths::{Depths, call_depth};
+use super::http::ApiError;
+use super::services::HostGithub;
 
 /// The header host code may send with the per-boot token to name the
 /// session its MCP calls count towards (call credentials carry theirs).
@@ -73,7 +75,7 @@ pub(crate) struct BridgeAgent {
     /// The live per-call credentials.
     pub(crate) calls: CallTokens,
     /// GitHub access with the agent's github channels' credentials.
-    pub(crate) github: super::HostGithub,
+    pub(crate) github: HostGithub,
 }
 
 impl std::fmt::Debug for BridgeAgent {
@@ -122,19 +124,6 @@ impl CallTokens {
     }
 }
 
-tokio::task_local! {
-    /// The delegation depth a deterministic call arrived at (MCP
-    /// `call_tool` from a peer): its tool's calls through the bridge go on
-    /// from there.
-    static CALL_HOPS: u32;
-}
-
-/// Runs `call` with its tools' bridge credentials at depth `hops` at
-/// least.
-pub(crate) async fn at_depth<F: std::future::Future>(hops: u32, call: F) -> F::Output {
-    CALL_HOPS.scope(hops, call).await
-}
-
 /// Issues one agent's call credentials (the harness asks for one per
 /// server-tool call and drops it when the call ends).
 #[derive(Clone)]
@@ -152,10 +141,7 @@ impl std::fmt::Debug for Issuer {
 
 impl agentkit_harness::BridgeCredentials for Issuer {
     fn issue(&self, session_id: &str, _call_id: &str) -> agentkit_harness::CallCredential {
-        let hops = self
-            .depths
-            .get(session_id)
-            .max(CALL_HOPS.try_with(|h| *h).unwrap_or(0));
+        let hops = self.depths.get(session_id).max(call_depth());
         let id = uuid::Uuid::new_v4().simple().to_string();
         let mac = agentkit_auth::sign_bridge_call(&self.secret, &id, session_id, hops);
         let token = format!("{CALL_PREFIX}{id}.{mac}");
@@ -190,7 +176,12 @@ pub(crate) fn spawn(
         .route("/v1/reminders/{id}", delete(reminders_cancel))
         .route("/v1/github", post(github_request))
         .fallback(|| async {
-            error(StatusCode::NOT_FOUND, "not_found", "no such bridge route").into_response()
+            error(
+                StatusCode::NOT_FOUND,
+                ErrorCode::NotFound,
+                "no such bridge route",
+            )
+            .into_response()
         })
         .layer(axum::extract::DefaultBodyLimit::max(1024 * 1024))
         .with_state(state);
@@ -212,7 +203,7 @@ type Agents = Arc<Vec<BridgeAgent>>;
 /// Every handler answers this: a JSON body, or the API's error object.
 type Reply = Result<Response, ApiError>;
 
-fn error(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+fn error(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> ApiError {
     ApiError::new(status, code, message)
 }
 
@@ -222,7 +213,7 @@ fn ok(key: &str, value: impl serde::Serialize) -> Reply {
         tracing::error!(error = %e, "host bridge: cannot serialise an answer");
         error(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ErrorCode::Internal,
             "internal error; see the server log",
         )
     })?;
@@ -234,7 +225,7 @@ fn body<T: DeserializeOwned>(bytes: &Bytes, expected: &str) -> Result<T, ApiErro
     serde_json::from_slice(bytes).map_err(|e| {
         error(
             StatusCode::BAD_REQUEST,
-            "bad_request",
+            ErrorCode::BadRequest,
             format!("expected {expected}: {e}"),
         )
     })
@@ -273,7 +264,7 @@ impl FromRequestParts<Agents> for Caller {
         let (index, hops) = found.ok_or_else(|| {
             error(
                 StatusCode::UNAUTHORIZED,
-                "unauthorized",
+                ErrorCode::Unauthorized,
                 "send `Authorization: Bearer $AGENTKIT_HOST_TOKEN` (a call's credential is valid while the call runs)",
             )
         })?;
@@ -338,7 +329,7 @@ async fn kv_get(caller: Caller, Path(key): Path<String>) -> Reply {
         Some(entry) => ok("entry", entry),
         None => Err(error(
             StatusCode::NOT_FOUND,
-            "not_found",
+            ErrorCode::NotFound,
             format!("no key `{key}`"),
         )),
     }
@@ -360,7 +351,7 @@ async fn kv_put(caller: Caller, Path(key): Path<String>, bytes: Bytes) -> Reply 
         Some(_) => {
             return Err(error(
                 StatusCode::BAD_REQUEST,
-                "bad_request",
+                ErrorCode::BadRequest,
                 "`ttlSeconds` must be a positive number",
             ));
         }
@@ -377,7 +368,11 @@ fn mcp_failed(e: agentkit_mcp::ClientError) -> ApiError {
     use agentkit_mcp::ClientError;
     match &e {
         ClientError::UnknownConnection { available, .. } => {
-            let mut err = error(StatusCode::NOT_FOUND, "unknown_connection", e.to_string());
+            let mut err = error(
+                StatusCode::NOT_FOUND,
+                ErrorCode::UnknownConnection,
+                e.to_string(),
+            );
             let mut details = serde_json::Map::new();
             details.insert("available".into(), json!(available));
             err.details = Some(details);
@@ -385,12 +380,14 @@ fn mcp_failed(e: agentkit_mcp::ClientError) -> ApiError {
         }
         ClientError::Unavailable { .. } => error(
             StatusCode::BAD_GATEWAY,
-            "connection_unavailable",
+            ErrorCode::ConnectionUnavailable,
             e.to_string(),
         ),
-        ClientError::Call { .. } => {
-            error(StatusCode::BAD_GATEWAY, "mcp_call_failed", e.to_string())
-        }
+        ClientError::Call { .. } => error(
+            StatusCode::BAD_GATEWAY,
+            ErrorCode::McpCallFailed,
+            e.to_string(),
+        ),
     }
 }
 
@@ -479,19 +476,18 @@ async fn github_request(caller: Caller, bytes: Bytes) -> Reply {
     let client = caller
         .github
         .client(req.channel.as_deref())
-        .map_err(|e| error(StatusCode::NOT_FOUND, "not_found", e.to_string()))?;
+        .map_err(|e| error(StatusCode::NOT_FOUND, ErrorCode::NotFound, e.to_string()))?;
     let client = match req.installation_id {
         Some(id) => client.for_installation(id),
         None => client,
     };
     match client.request(&req.method, &req.path, req.body).await {
         Ok(result) => ok("result", result),
-        // The channel error's code is not always a static string.
-        Err(e) => Ok((
+        Err(e) => Err(error(
             StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_GATEWAY),
-            axum::Json(json!({"ok": false, "error": {"code": e.code(), "message": e.to_string()}})),
-        )
-            .into_response()),
+            e.code(),
+            e.to_string(),
+        )),
     }
 }
 

@@ -3,10 +3,11 @@
 //! packs) on the channel API, implements the API's [`SessionHost`] over the agent runtime, and
 //! mounts `/v1/channels/<id>[/<path>]` for them.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use agentkit_auth::Surface;
+use agentkit_auth::{Policy, Surface};
 use agentkit_channels::{
     ApprovalDecision, ChannelDefinition, ChannelHost, ChannelHostOptions, ChannelRequest,
     ChannelSession, GithubOptions, ResolvedApproval, RouteDef, SendRequest, SessionHost,
@@ -25,8 +26,9 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 
-use super::ServeOptions;
-use super::auth::{convert, default_chain};
+use super::auth::default_chain;
+use super::http::body_error;
+use super::options::{AuthDefaults, EnvLookup};
 use crate::error::{Error, Result};
 
 /// [`SessionHost`] over one agent's runtime.
@@ -53,7 +55,7 @@ fn channel_error(e: agentkit_runtime::Error) -> agentkit_channels::Error {
     }
     agentkit_channels::Error::Session {
         status: e.status(),
-        code: e.code().to_owned(),
+        code: e.code(),
         message: if e.status() >= 500 {
             "internal error; see the server log".into()
         } else {
@@ -253,23 +255,38 @@ fn not_available(channel: &agentkit_manifest::Channel, what: &'static str) -> Ch
     def
 }
 
+/// What mounting an agent's custom channels reads.
+pub(crate) struct Setup<'a> {
+    /// The lookup the packs read their own `${VAR}` settings with.
+    pub(crate) env: &'a EnvLookup,
+    pub(crate) dev: bool,
+    /// What replaces `local_dev_strict` on channels that author no chain.
+    pub(crate) auth: &'a AuthDefaults,
+    /// The authored chains by channel id, secrets resolved.
+    pub(crate) authored: &'a HashMap<String, Vec<Policy>>,
+    /// The embedder's Rust channels, as `(agent slug, channel)`.
+    pub(crate) rust: &'a [(String, ChannelDefinition)],
+    /// `/<slug>`, or empty in single mode.
+    pub(crate) prefix: &'a str,
+    /// The agent's `HostServices`, for `ChannelContext::services`.
+    pub(crate) services: Option<Arc<dyn std::any::Any + Send + Sync>>,
+}
+
 /// Mounts every custom channel of `project`.
 pub(crate) async fn start(
     project: &Project,
     runtime: &AgentRuntime,
-    options: &ServeOptions,
-    prefix: &str,
-    services: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    setup: Setup<'_>,
 ) -> Result<ChannelHost> {
-    let env = options.env.clone();
+    let env = setup.env.clone();
     let state_dir = runtime.state_dir().to_path_buf();
     let deliverer = agentkit_channels::Deliverer::new(state_dir.clone());
     let mut defs = Vec::new();
     for c in &project.agent.channels {
-        let authored = c
-            .auth
-            .as_ref()
-            .map(|p| agentkit_auth::Chain::new(convert(p, &options.env), Surface::CustomChannel));
+        let authored = setup
+            .authored
+            .get(&c.id)
+            .map(|p| agentkit_auth::Chain::new(p.clone(), Surface::CustomChannel));
         let def = match c.kind {
             ChannelKind::Http => continue,
             ChannelKind::Webhook => {
@@ -283,7 +300,7 @@ pub(crate) async fn start(
                 };
                 let pack = GithubOptions {
                     env: env.clone(),
-                    dev: options.dev,
+                    dev: setup.dev,
                     state_dir: state_dir.clone(),
                     agent_dir: project.agent.dir.clone(),
                 };
@@ -298,7 +315,7 @@ pub(crate) async fn start(
         };
         defs.push(def);
     }
-    for (slug, def) in &options.channels {
+    for (slug, def) in setup.rust {
         if *slug == project.slug {
             if defs.iter().any(|d: &ChannelDefinition| d.id == def.id) {
                 return Err(Error::Config {
@@ -310,15 +327,15 @@ pub(crate) async fn start(
     }
     let host: Arc<dyn SessionHost> = Arc::new(RuntimeHost {
         runtime: runtime.clone(),
-        services,
+        services: setup.services,
     });
     ChannelHost::start(
         defs,
         host,
         ChannelHostOptions {
             state_dir,
-            prefix: prefix.to_owned(),
-            default_chain: default_chain(options, Surface::CustomChannel),
+            prefix: setup.prefix.to_owned(),
+            default_chain: default_chain(setup.auth, Surface::CustomChannel),
         },
     )
     .await
@@ -367,19 +384,7 @@ async fn dispatch(
     let headers: HeaderMap = req.headers().clone();
     let body = match Bytes::from_request(req, &()).await {
         Ok(b) => b,
-        Err(e) => {
-            let status = e.status();
-            let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                "payload_too_large"
-            } else {
-                "bad_request"
-            };
-            return (
-                status,
-                axum::Json(json!({"ok": false, "error": {"code": code, "message": e.body_text()}})),
-            )
-                .into_response();
-        }
+        Err(e) => return body_error(e).into_response(),
     };
     let req = ChannelRequest {
         method,

@@ -25,10 +25,10 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::api::ApiError;
+use super::http::ApiError;
 
 /// How the HTTP edge bounds connections and requests
-/// ([`ServeOptions::edge`](super::ServeOptions::edge)).
+/// ([`ServeOptions::edge`](crate::ServeOptions::edge)).
 #[derive(Debug, Clone)]
 pub struct EdgeOptions {
     /// How long a client may take to send a request's line and headers,
@@ -423,7 +423,7 @@ pub(crate) async fn request_timeout(
         Ok(response) => response,
         Err(_) => ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
-            "request_timeout",
+            agentkit_protocol::ErrorCode::RequestTimeout,
             format!(
                 "the request did not complete within {} s",
                 bound.as_secs_f64()

@@ -23,7 +23,10 @@ use axum::routing::get;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::api::{AgentState, ApiError, ApiResult, Authed};
+use agentkit_protocol::ErrorCode;
+
+use super::http::{ApiError, ApiResult, Authed};
+use super::mount::AgentState;
 
 pub(super) fn routes() -> Router<AgentState> {
     Router::new()
@@ -38,7 +41,7 @@ fn dev_only(state: &AgentState) -> ApiResult<()> {
     } else {
         Err(ApiError::new(
             StatusCode::NOT_FOUND,
-            "not_found",
+            ErrorCode::NotFound,
             "dev routes are served only with --dev",
         ))
     }
@@ -68,7 +71,7 @@ async fn workspace_file(
     let missing = || {
         ApiError::new(
             StatusCode::NOT_FOUND,
-            "file_not_found",
+            ErrorCode::FileNotFound,
             format!("`{path}` is not in the workspace of `{id}`"),
         )
     };
@@ -83,7 +86,7 @@ async fn workspace_file(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(missing()),
         Err(e) => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            "bad_request",
+            ErrorCode::BadRequest,
             format!("cannot read `{path}`: {e}"),
         )),
     }
@@ -226,7 +229,7 @@ async fn start_run(
         serde_json::from_slice(&body).map_err(|e| {
             ApiError::new(
                 StatusCode::BAD_REQUEST,
-                "bad_request",
+                ErrorCode::BadRequest,
                 format!("invalid request body: {e}"),
             )
         })?
@@ -235,13 +238,13 @@ async fn start_run(
     let Some(evals) = dev.project.evals.clone() else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
-            "not_found",
+            ErrorCode::NotFound,
             format!("`{}` has no evals", state.agent.slug),
         ));
     };
     let cases: Vec<agentkit_manifest::EvalCase> =
         agentkit_evals::select(&evals, &req.selectors, &req.tags)
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "unknown_selector", e.to_string()))?
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::UnknownSelector, e.to_string()))?
             .into_iter()
             .cloned()
             .collect();
@@ -323,7 +326,7 @@ async fn show_run(
         .ok_or_else(|| {
             ApiError::new(
                 StatusCode::NOT_FOUND,
-                "not_found",
+                ErrorCode::NotFound,
                 format!("no eval run `{run_id}`"),
             )
         })?;

@@ -7,22 +7,19 @@
 //! stream; `check` does the waiting alone; `call_tool` is the deterministic
 //! call of `POST /v1/tools/:name`.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use agentkit_manifest::{Admission, Execution};
 use agentkit_mcp::{
     AgentBackend, AskRequest, BackendError, Reply, ReplyStatus, ServerToolInfo, ToolCallRequest,
 };
-use agentkit_protocol::{Event, EventData, EventType};
+use agentkit_protocol::{ErrorCode, Event, EventData, EventType};
 use agentkit_runtime::{AgentRuntime, FollowUp, NewSession, Owner, SessionMode};
-use axum::body::{Body, Bytes};
-use axum::extract::{ConnectInfo, FromRequest, Request, State};
-use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::api::{AgentState, ApiError, authenticate, body_error};
+use super::depths::{Depths, at_depth};
+use super::http::{ApiError, tool_called};
 
 /// The channel MCP sessions live on.
 pub(crate) const MCP_CHANNEL: &str = "mcp";
@@ -50,50 +47,6 @@ pub(crate) fn endpoint(
             ..options
         },
     )
-}
-
-/// `ANY /v1/mcp`: the auth chain first (over the raw body), then the MCP
-/// server with the admitted principal.
-pub(crate) async fn route(State(state): State<AgentState>, req: Request) -> Response {
-    let (parts, body) = req.into_parts();
-    let peer = parts
-        .extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip());
-    let whole = Request::from_parts(parts.clone(), body);
-    let bytes = match <Bytes as FromRequest<AgentState>>::from_request(whole, &state).await {
-        Ok(b) => b,
-        Err(e) => return body_error(e).into_response(),
-    };
-    let owner = match authenticate(&state, peer, &parts.headers, &bytes) {
-        Ok(owner) => owner,
-        Err(e) => return e.into_response(),
-    };
-    let req = axum::http::Request::from_parts(parts, Body::from(bytes));
-    let resp = state.agent.mcp.handle(req, owner).await;
-    resp.map(Body::new)
-}
-
-/// The delegation depth of each session that MCP `ask` drove: how many
-/// agent-to-agent hops led to it. Its turns' calls to peers (and its
-/// tools' calls through the host bridge) go one deeper.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Depths(std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, u32>>>);
-
-impl Depths {
-    pub(crate) fn get(&self, session_id: &str) -> u32 {
-        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(session_id).copied().unwrap_or(0)
-    }
-
-    fn set(&self, session_id: &str, hops: u32) {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if hops == 0 {
-            map.remove(session_id);
-        } else {
-            map.insert(session_id.to_owned(), hops);
-        }
-    }
 }
 
 /// The MCP server's view of one agent's runtime.
@@ -181,7 +134,7 @@ impl RuntimeBackend {
                 Ok(Err(e)) => {
                     tracing::warn!(session = session_id, error = %e, "cannot follow a session for MCP");
                     return Err(BackendError::new(
-                        "internal",
+                        ErrorCode::Internal,
                         "cannot read the session's events; see the server log",
                     ));
                 }
@@ -264,7 +217,7 @@ impl AgentBackend for RuntimeBackend {
                 let meta = self.runtime.session(id, owner).map_err(refused)?;
                 if meta.channel != MCP_CHANNEL {
                     return Err(BackendError::new(
-                        "bad_request",
+                        ErrorCode::BadRequest,
                         format!(
                             "session `{id}` is on the `{}` channel; `ask` follows up only sessions it started",
                             meta.channel
@@ -349,216 +302,12 @@ impl AgentBackend for RuntimeBackend {
         let session = req.session_id.as_deref().map(|id| (id, owner));
         // The tool's own MCP calls through the bridge go on from the
         // depth this request arrived at.
-        let outcome = super::bridge::at_depth(
+        let outcome = at_depth(
             req.hops,
             self.runtime.call_tool(&req.name, req.input, session),
         )
         .await
         .map_err(refused)?;
-        let mut doc = serde_json::to_value(&outcome).unwrap_or(Value::Null);
-        if let Some(obj) = doc.as_object_mut() {
-            obj.insert("ok".to_owned(), Value::Bool(true));
-        }
-        Ok(doc)
-    }
-}
-
-/// The `mcp` entry of `GET /v1/info`: where the endpoint is and what it
-/// offers.
-pub(crate) fn info(state: &AgentState) -> Value {
-    let backend_tools = state
-        .agent
-        .project
-        .agent
-        .tools
-        .iter()
-        .any(|t| t.execution == Execution::Server);
-    let mut tools = vec!["ask", "check"];
-    if backend_tools {
-        tools.push("call_tool");
-    }
-    json!({
-        "path": format!("{}/v1/mcp", state.agent.prefix),
-        "tools": tools,
-        "connections": state.agent.connections.status(),
-    })
-}
-
-/// The MCP connections of one agent, with `${VAR}`s resolved, relative
-/// paths anchored in the agent folder, and peers pointed at this host
-/// (`base`: the public URL, else the bound loopback address).
-pub(crate) fn connections(
-    project: &agentkit_manifest::Project,
-    options: &super::ServeOptions,
-    base: &str,
-) -> agentkit_mcp::Connections {
-    use agentkit_manifest::Transport;
-    use agentkit_mcp::{ConnectionSpec, Target};
-    let resolve = |s: &str| options.env.resolve(s);
-    let agent_dir = &project.agent.dir;
-    let specs = project
-        .agent
-        .mcp_connections
-        .iter()
-        .map(|c| {
-            let target = match &c.transport {
-                Transport::Http { url, headers } => Target::Http {
-                    url: resolve(url),
-                    headers: headers
-                        .iter()
-                        .map(|(k, v)| (k.clone(), resolve(v)))
-                        .collect(),
-                    peer: false,
-                },
-                Transport::Stdio {
-                    command,
-                    args,
-                    env,
-                    cwd,
-                } => {
-                    let command = resolve(command);
-                    let path = std::path::Path::new(&command);
-                    // `./server.py` or `bin/server` is the agent's own
-                    // file; a bare name is looked up on PATH.
-                    let command = if path.is_relative() && path.components().count() > 1 {
-                        agent_dir.join(path)
-                    } else {
-                        path.to_path_buf()
-                    };
-                    Target::Stdio {
-                        command,
-                        args: args.iter().map(|a| resolve(a)).collect(),
-                        env: env.iter().map(|(k, v)| (k.clone(), resolve(v))).collect(),
-                        cwd: Some(
-                            cwd.as_ref()
-                                .map_or_else(|| agent_dir.clone(), |d| agent_dir.join(resolve(d))),
-                        ),
-                    }
-                }
-                Transport::Peer { agent } => {
-                    let mut headers = Vec::new();
-                    if let Some(token) = &options.bearer_token {
-                        headers.push(("authorization".to_owned(), format!("Bearer {token}")));
-                    }
-                    Target::Http {
-                        url: format!("{}/{agent}/v1/mcp", base.trim_end_matches('/')),
-                        headers,
-                        peer: true,
-                    }
-                }
-            };
-            ConnectionSpec {
-                name: c.name.clone(),
-                description: c.description.clone(),
-                target,
-            }
-        })
-        .collect();
-    agentkit_mcp::Connections::new(specs, options.mcp_clients.clone())
-}
-
-/// The agent's MCP connection tools, offered to every turn as
-/// `<connection>__<tool>` (opening each connection on first use). Calls a
-/// turn makes to peers go one hop deeper than its session.
-#[derive(Debug)]
-pub(crate) struct ConnectionTools {
-    pub(crate) connections: agentkit_mcp::Connections,
-    pub(crate) depths: Depths,
-    /// Model-facing name → (connection, tool), filled by `list`.
-    names: std::sync::Mutex<std::collections::HashMap<String, (String, String)>>,
-}
-
-impl ConnectionTools {
-    pub(crate) fn new(connections: agentkit_mcp::Connections, depths: Depths) -> ConnectionTools {
-        ConnectionTools {
-            connections,
-            depths,
-            names: Default::default(),
-        }
-    }
-}
-
-/// `<connection>__<tool>`, within what model APIs accept
-/// (`[A-Za-z0-9_-]`, at most 64 characters).
-pub(crate) fn model_tool_name(connection: &str, tool: &str) -> String {
-    let name: String = format!("{connection}__{tool}")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    name.chars().take(64).collect()
-}
-
-impl agentkit_harness::ExtraTools for ConnectionTools {
-    fn list<'a>(
-        &'a self,
-        session_id: &'a str,
-    ) -> agentkit_harness::BoxFuture<'a, Vec<agentkit_harness::ExtraTool>> {
-        Box::pin(async move {
-            let hops = self.depths.get(session_id);
-            let mut out = Vec::new();
-            for conn in self.connections.names() {
-                let tools = match self.connections.list_tools(&conn, hops).await {
-                    Ok(t) => t,
-                    Err(e) => {
-                        tracing::warn!(connection = %conn, error = %e, "MCP connection tools left out of the turn");
-                        continue;
-                    }
-                };
-                let about = self.connections.description(&conn);
-                let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
-                for t in tools {
-                    let name = model_tool_name(&conn, &t.name);
-                    names.insert(name.clone(), (conn.clone(), t.name.clone()));
-                    let description = match &about {
-                        Some(a) => format!("{} (MCP connection `{conn}`: {a})", t.description),
-                        None => format!("{} (MCP connection `{conn}`)", t.description),
-                    };
-                    out.push(agentkit_harness::ExtraTool {
-                        name,
-                        description,
-                        input_schema: t.input_schema,
-                        read_only: t.read_only,
-                    });
-                }
-            }
-            out
-        })
-    }
-
-    fn call<'a>(
-        &'a self,
-        name: &'a str,
-        input: &'a Value,
-        ctx: &'a agentkit_harness::ToolContext,
-    ) -> agentkit_harness::BoxFuture<'a, agentkit_harness::ToolOutput> {
-        Box::pin(async move {
-            let target = {
-                let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
-                names.get(name).cloned()
-            };
-            let Some((conn, tool)) = target else {
-                return agentkit_harness::ToolOutput::error(format!("unknown tool `{name}`"));
-            };
-            let hops = self.depths.get(&ctx.session_id);
-            let call = self
-                .connections
-                .call_tool(&conn, &tool, input.clone(), hops);
-            tokio::select! {
-                _ = ctx.cancel.cancelled() => agentkit_harness::ToolOutput::error("tool call cancelled"),
-                r = call => match r {
-                    Ok(result) => agentkit_harness::ToolOutput {
-                        output: result.model_output(),
-                        is_error: result.is_error,
-                    },
-                    Err(e) => agentkit_harness::ToolOutput::error(e.to_string()),
-                },
-            }
-        })
+        Ok(serde_json::to_value(tool_called(outcome)).unwrap_or(Value::Null))
     }
 }

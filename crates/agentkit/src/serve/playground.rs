@@ -16,7 +16,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 
-use super::{Mode, Mounted, ServeHandle};
+use super::mount::Mounted;
+use super::{Mode, ServeHandle};
 
 /// Scripts, styles, images and connections from this origin only; no
 /// inline script, no framing, no plugins.

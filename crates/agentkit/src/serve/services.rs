@@ -9,7 +9,7 @@ use agentkit_channels::GithubClient;
 use agentkit_runtime::{AgentRuntime, KvStore, NewReminder, Reminder, WeakRuntime};
 use serde_json::Value;
 
-use super::mcp::Depths;
+use super::depths::Depths;
 use crate::{Error, Result};
 
 /// The services of the agent a Rust tool runs for. Cheap to clone.

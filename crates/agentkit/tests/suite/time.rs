@@ -483,8 +483,13 @@ fn reminders_of_every_kind_wake_their_conversation() {
         });
     }
     h.clock.set(at(13, 0, 0));
+    // A firing's message lands before its row is re-armed: wait for both.
     wait_until("CRON and the second EVERY", || {
-        count("CRON") == 1 && count("EVERY") == 2
+        count("CRON") == 1
+            && count("EVERY") == 2
+            && rt.reminder(&cron.id).unwrap().next_fire_at.as_deref()
+                == Some("2026-03-03T13:00:00.000Z")
+            && fire_counts(&every.id) == 2
     });
 
     // The prompt carries the purpose and the `until` condition.

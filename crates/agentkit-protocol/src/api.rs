@@ -1,0 +1,474 @@
+//! The HTTP API's bodies: what a client sends to the built-in HTTP
+//! channel and what the server answers, and the error codes every layer
+//! answers with. Field order is the wire order.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The machine-readable `code` of an error answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// 400: the request is malformed.
+    BadRequest,
+    /// 400: a session id that is not one safe path segment.
+    InvalidSessionId,
+    /// 400: input that does not match its schema (`errors` says where).
+    InvalidInput,
+    /// 400: a template did not render.
+    TemplateError,
+    /// 401: no auth policy admitted the request.
+    Unauthorized,
+    /// 403: the session belongs to another principal.
+    Forbidden,
+    /// 404: no such route or thing.
+    NotFound,
+    /// 404: no such session.
+    SessionNotFound,
+    /// 404: no such tool (`available` lists the tools).
+    UnknownTool,
+    /// 404: no parked call with that id.
+    ApprovalNotFound,
+    /// 404: no MCP connection of that name (`available` lists them).
+    UnknownConnection,
+    /// 405: the route exists for another method.
+    MethodNotAllowed,
+    /// 408: the request did not produce its answer in time.
+    RequestTimeout,
+    /// 409: the continuation token is not the session's current one.
+    StaleContinuation,
+    /// 409: a task session takes no follow-ups.
+    TaskSession,
+    /// 409: the session is running a turn.
+    SessionBusy,
+    /// 409: the call was already decided.
+    ApprovalResolved,
+    /// An MCP request arrived through more agent-to-agent hops than the
+    /// limit.
+    HopLimit,
+    /// 413: the body is over the limit.
+    PayloadTooLarge,
+    /// 500: a failure the server log details.
+    Internal,
+    /// 500: a schedule's run failed.
+    ScheduleFailed,
+    /// 501: not available in this release.
+    NotAvailable,
+    /// 501: a channel capability this release does not have.
+    NotImplemented,
+    /// 502: a provider API (GitHub, a delivery URL) failed.
+    UpstreamError,
+    /// 502: an MCP connection could not be opened.
+    ConnectionUnavailable,
+    /// 502: an MCP connection's tool call failed.
+    McpCallFailed,
+    /// 404: a workspace file that does not exist.
+    FileNotFound,
+    /// 400: an eval selector names no case or file.
+    UnknownSelector,
+    /// A code this version does not know (a newer server's).
+    #[serde(other)]
+    Unknown,
+}
+
+impl ErrorCode {
+    /// The code as it is spelled on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::InvalidSessionId => "invalid_session_id",
+            ErrorCode::InvalidInput => "invalid_input",
+            ErrorCode::TemplateError => "template_error",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::SessionNotFound => "session_not_found",
+            ErrorCode::UnknownTool => "unknown_tool",
+            ErrorCode::ApprovalNotFound => "approval_not_found",
+            ErrorCode::UnknownConnection => "unknown_connection",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::RequestTimeout => "request_timeout",
+            ErrorCode::StaleContinuation => "stale_continuation",
+            ErrorCode::TaskSession => "task_session",
+            ErrorCode::SessionBusy => "session_busy",
+            ErrorCode::ApprovalResolved => "approval_resolved",
+            ErrorCode::HopLimit => "hop_limit",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::Internal => "internal",
+            ErrorCode::ScheduleFailed => "schedule_failed",
+            ErrorCode::NotAvailable => "not_available",
+            ErrorCode::NotImplemented => "not_implemented",
+            ErrorCode::UpstreamError => "upstream_error",
+            ErrorCode::ConnectionUnavailable => "connection_unavailable",
+            ErrorCode::McpCallFailed => "mcp_call_failed",
+            ErrorCode::FileNotFound => "file_not_found",
+            ErrorCode::UnknownSelector => "unknown_selector",
+            ErrorCode::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `ok: false`, or `ok: true`, on every answer.
+fn yes() -> bool {
+    true
+}
+
+/// An error answer: `{"ok": false, "error": {"code", "message", ...}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub ok: bool,
+    pub error: ErrorObject,
+}
+
+/// The `error` of an [`ErrorBody`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorObject {
+    pub code: ErrorCode,
+    pub message: String,
+    /// Extra fields: `available` (tools, connections), `errors` (schema
+    /// violations), `status` (an upstream's).
+    #[serde(flatten)]
+    pub details: Map<String, Value>,
+}
+
+impl ErrorBody {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ErrorBody {
+        ErrorBody::with_details(code, message, Map::new())
+    }
+
+    pub fn with_details(
+        code: ErrorCode,
+        message: impl Into<String>,
+        details: Map<String, Value>,
+    ) -> ErrorBody {
+        ErrorBody {
+            ok: false,
+            error: ErrorObject {
+                code,
+                message: message.into(),
+                details,
+            },
+        }
+    }
+
+    /// The body as JSON.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// What happens to a message that reaches a busy session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Admission {
+    /// Interrupt the running turn, then run this message.
+    #[default]
+    Preempt,
+    /// Queue behind the running turn.
+    Coalesce,
+    /// Answer 409 `session_busy`.
+    Reject,
+}
+
+/// Chat sessions wait for follow-ups; task sessions end after one turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionMode {
+    Chat,
+    Task,
+}
+
+/// `POST /v1/session` (a new session) and `POST /v1/session/:id` (a
+/// follow-up).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendMessage {
+    pub message: String,
+    /// Follow-ups: the token of the last answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continuation_token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<Admission>,
+    /// Files written into the session's workspace before the turn.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub workspace_files: std::collections::BTreeMap<String, String>,
+    /// New sessions only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// New sessions only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purpose: Option<String>,
+    /// New sessions only: tools that are not read-only answer stubs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+}
+
+/// The answer to a message: where its session is and how to follow it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Accepted {
+    #[serde(default = "yes")]
+    pub ok: bool,
+    pub session_id: String,
+    /// The token the next follow-up must carry.
+    pub continuation_token: String,
+    pub is_new: bool,
+    /// The message queued behind a running turn.
+    #[serde(default)]
+    pub coalesced: bool,
+    pub stream_url: String,
+    pub trace_url: String,
+    /// The session in the playground, when the host serves it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub playground_url: Option<String>,
+}
+
+/// `POST /v1/session/:id/stop`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stopped {
+    pub ok: bool,
+    pub session_id: String,
+    /// A running turn was interrupted.
+    pub interrupted: bool,
+}
+
+/// `GET /v1/session/:id`: the session's metadata (not its continuation
+/// token, which only the last answer carries).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    pub ok: bool,
+    pub session_id: String,
+    pub channel: String,
+    pub mode: SessionMode,
+    pub principal_id: String,
+    pub created_at: String,
+    pub title: Option<String>,
+    pub purpose: Option<String>,
+    pub dry_run: bool,
+    pub as_of: Option<String>,
+    pub busy: bool,
+}
+
+/// A session as `GET /v1/sessions` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub session_id: String,
+    pub channel: String,
+    pub mode: SessionMode,
+    pub created_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub busy: bool,
+}
+
+/// `GET /v1/sessions`: the caller's sessions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionList {
+    pub ok: bool,
+    pub sessions: Vec<SessionSummary>,
+}
+
+/// A parked call, as `GET /v1/session/:id/approvals` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingApproval {
+    pub call_id: String,
+    pub tool_name: String,
+    pub input: Value,
+    pub turn_id: String,
+    pub requested_at: String,
+    /// The turn that parked it is still running (otherwise a restart cut
+    /// it short, and approving resumes the conversation in a new turn).
+    pub live: bool,
+}
+
+/// `GET /v1/session/:id/approvals`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalList {
+    pub ok: bool,
+    pub session_id: String,
+    pub approvals: Vec<PendingApproval>,
+}
+
+/// `POST /v1/session/:id/approvals/:callId`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalDecision {
+    /// `approve` or `deny`.
+    pub decision: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl ApprovalDecision {
+    /// Whether the decision approves; the refusal names what was sent.
+    pub fn approved(&self) -> Result<bool, String> {
+        match self.decision.as_str() {
+            "approve" => Ok(true),
+            "deny" => Ok(false),
+            other => Err(format!(
+                "`decision` must be \"approve\" or \"deny\", not \"{other}\""
+            )),
+        }
+    }
+}
+
+/// What resolving a parked call answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalResolved {
+    pub call_id: String,
+    /// `approve` or `deny`.
+    pub decision: String,
+    /// The principal that decided.
+    pub by: String,
+    /// A new turn resumes the conversation (the call's turn had ended).
+    pub resumed: bool,
+    pub ok: bool,
+    pub session_id: String,
+}
+
+/// `POST /v1/tools/:name`: a deterministic call, no model turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CallTool {
+    #[serde(default = "empty_object")]
+    pub input: Value,
+    /// Run inside this session (recorded on its stream) instead of an
+    /// ephemeral workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+impl Default for CallTool {
+    fn default() -> Self {
+        CallTool {
+            input: empty_object(),
+            session_id: None,
+        }
+    }
+}
+
+fn empty_object() -> Value {
+    Value::Object(Map::new())
+}
+
+/// The envelope of a finished deterministic call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCalled {
+    pub tool_name: String,
+    pub call_id: String,
+    pub is_error: bool,
+    pub result: Value,
+    pub duration_ms: u64,
+    #[serde(default = "yes")]
+    pub ok: bool,
+}
+
+/// `GET /v1/health`: an agent's (with its slug) or the host's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slug: Option<String>,
+}
+
+/// One agent of `GET /v1/agents`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentEntry {
+    pub slug: String,
+    pub description: Option<String>,
+    /// Its base path, `/<slug>`.
+    pub url: String,
+}
+
+/// `GET /v1/agents`: the host's agents.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentList {
+    pub ok: bool,
+    pub agents: Vec<AgentEntry>,
+}
+
+/// `GET /v1/info`: what the agent is and serves.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Info {
+    pub ok: bool,
+    pub slug: String,
+    /// The discovered project, as `agentkit info --json` shows it.
+    pub project: Value,
+    pub mcp: McpInfo,
+    /// Each custom channel: id, kind, path, routes.
+    pub channels: Value,
+    /// Each schedule: id, cron, next fire time, counters.
+    pub schedules: Value,
+    pub reminders: RemindersInfo,
+    /// Each hook's counters.
+    pub hooks: Value,
+}
+
+/// The `mcp` entry of [`Info`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpInfo {
+    /// The endpoint's path.
+    pub path: String,
+    /// `ask`, `check`, and `call_tool` when the agent has server tools.
+    pub tools: Vec<String>,
+    /// The live status of each MCP client connection.
+    pub connections: Value,
+}
+
+/// The `reminders` entry of [`Info`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemindersInfo {
+    /// Reminders waiting to fire.
+    pub armed: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn error_codes_are_spelled_on_the_wire_as_as_str_says() {
+        for code in [
+            ErrorCode::BadRequest,
+            ErrorCode::SessionNotFound,
+            ErrorCode::PayloadTooLarge,
+            ErrorCode::McpCallFailed,
+            ErrorCode::Unknown,
+        ] {
+            let wire = serde_json::to_value(code).unwrap();
+            assert_eq!(wire, Value::String(code.as_str().to_owned()));
+            assert_eq!(serde_json::from_value::<ErrorCode>(wire).unwrap(), code);
+        }
+        let newer: ErrorCode = serde_json::from_str("\"from_the_future\"").unwrap();
+        assert_eq!(newer, ErrorCode::Unknown);
+    }
+
+    #[test]
+    fn an_error_body_puts_its_details_beside_code_and_message() {
+        let mut details = Map::new();
+        details.insert("available".into(), serde_json::json!(["a"]));
+        let body = ErrorBody::with_details(ErrorCode::UnknownTool, "no tool `x`", details);
+        assert_eq!(
+            serde_json::to_string(&body).unwrap(),
+            r#"{"ok":false,"error":{"code":"unknown_tool","message":"no tool `x`","available":["a"]}}"#
+        );
+        let back: ErrorBody = serde_json::from_value(body.to_json()).unwrap();
+        assert_eq!(back, body);
+    }
+}

@@ -1,0 +1,192 @@
+//! HTTP glue every route shares: the error answer ([`ApiError`], the one
+//! place an error becomes a status and a JSON body), the [`Authed`]
+//! extractor that runs an auth chain over the raw body before anything
+//! parses it, and JSON request bodies.
+
+use std::net::SocketAddr;
+
+use agentkit_auth::{Chain, RequestParts};
+use agentkit_protocol::api::ToolCalled;
+use agentkit_protocol::{ErrorBody, ErrorCode};
+use agentkit_runtime::Owner;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{ConnectInfo, FromRequest};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// An error answer: a status and the protocol's [`ErrorBody`],
+/// `{"ok": false, "error": {"code", "message", ...}}`.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    pub(crate) code: ErrorCode,
+    pub(crate) message: String,
+    /// Extra fields of the error object (`available`, `errors`).
+    pub(crate) details: Option<serde_json::Map<String, Value>>,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    pub(crate) fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, message)
+    }
+
+    pub(crate) fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, message)
+    }
+}
+
+impl From<agentkit_runtime::Error> for ApiError {
+    fn from(e: agentkit_runtime::Error) -> ApiError {
+        let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        if status.is_server_error() && status != StatusCode::NOT_IMPLEMENTED {
+            // The detail (paths, OS errors) goes to the log, not the caller.
+            tracing::error!(error = %e, source = ?std::error::Error::source(&e), "request failed");
+            return ApiError::new(status, e.code(), "internal error; see the server log");
+        }
+        let details = match &e {
+            agentkit_runtime::Error::UnknownTool { available, .. } => {
+                Some(json!({"available": available}))
+            }
+            agentkit_runtime::Error::InvalidInput { errors, .. } => Some(json!({"errors": errors})),
+            _ => None,
+        };
+        let mut err = ApiError::new(status, e.code(), e.to_string());
+        err.details = details.and_then(|d| d.as_object().cloned());
+        err
+    }
+}
+
+/// A body that could not be read: too large (413) or cut off (400).
+pub(crate) fn body_error(e: BytesRejection) -> ApiError {
+    let status = e.status();
+    let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+        ErrorCode::PayloadTooLarge
+    } else {
+        ErrorCode::BadRequest
+    };
+    ApiError::new(status, code, e.body_text())
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body =
+            ErrorBody::with_details(self.code, self.message, self.details.unwrap_or_default());
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+pub(crate) type ApiResult<T = Response> = Result<T, ApiError>;
+
+/// Route state that carries an auth chain: what [`Authed`] runs.
+pub(crate) trait Guarded: Send + Sync {
+    fn chain(&self) -> &Chain;
+}
+
+/// A request that the state's auth chain admitted: the caller's principal
+/// and the raw body (read within the body limit, checked before parsing).
+pub(crate) struct Authed {
+    pub(crate) owner: Owner,
+    pub(crate) body: Bytes,
+}
+
+impl<S: Guarded> FromRequest<S> for Authed {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        let (owner, body) = read_authenticated(req, state.chain()).await?;
+        Ok(Authed { owner, body })
+    }
+}
+
+/// Reads the whole body and runs `chain` over the request, raw body
+/// included; answers the admitted principal and the body.
+pub(crate) async fn read_authenticated(
+    req: axum::extract::Request,
+    chain: &Chain,
+) -> ApiResult<(Owner, Bytes)> {
+    let (parts, body) = req.into_parts();
+    let peer = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let headers = parts.headers.clone();
+    let body = Bytes::from_request(axum::extract::Request::from_parts(parts, body), &())
+        .await
+        .map_err(body_error)?;
+    let owner = authenticate(chain, peer, &headers, &body)?;
+    Ok((owner, body))
+}
+
+/// Runs `chain` on the request, raw body included.
+pub(crate) fn authenticate(
+    chain: &Chain,
+    peer: Option<std::net::IpAddr>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> ApiResult<Owner> {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let mut parts = RequestParts::new(peer).with_body(body);
+    if let Some(host) = host {
+        parts = parts.with_host(host);
+    }
+    for (name, value) in headers {
+        parts.headers.push((name.as_str(), value.as_bytes()));
+    }
+    match chain.admit(&parts) {
+        Ok(ctx) => Ok(Owner::from_auth(&ctx)),
+        Err(denied) => {
+            tracing::info!(peer = ?peer, reasons = ?denied.refusals(), "request denied");
+            Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                ErrorCode::Unauthorized,
+                "no auth policy admitted the request",
+            ))
+        }
+    }
+}
+
+/// A JSON request body; an empty one is refused as not an object.
+pub(crate) fn parse_json<T: for<'de> Deserialize<'de>>(body: &[u8]) -> ApiResult<T> {
+    if is_blank(body) {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("invalid request body: {e}")))
+}
+
+/// An empty (or all-whitespace) body: routes whose fields are all
+/// optional read it as `{}`.
+pub(crate) fn is_blank(body: &[u8]) -> bool {
+    body.iter().all(u8::is_ascii_whitespace)
+}
+
+/// A JSON answer with status 200.
+pub(crate) fn json_ok(body: impl serde::Serialize) -> Response {
+    axum::Json(body).into_response()
+}
+
+/// A finished deterministic call as the API answers it.
+pub(crate) fn tool_called(outcome: agentkit_runtime::ToolCallOutcome) -> ToolCalled {
+    ToolCalled {
+        tool_name: outcome.tool_name,
+        call_id: outcome.call_id,
+        is_error: outcome.is_error,
+        result: outcome.result,
+        duration_ms: outcome.duration_ms,
+        ok: true,
+    }
+}

@@ -1,0 +1,212 @@
+//! Per-agent mounting: one discovered project becomes a [`Mounted`] agent
+//! (its runtime, auth chain, MCP endpoint and connections, custom
+//! channels, hooks and timers) and the [`BridgeAgent`] the host bridge
+//! serves for it. The routes read a mounted agent through [`AgentState`].
+
+use std::path::Path;
+use std::sync::Arc;
+
+use agentkit_auth::Chain;
+use agentkit_manifest::Project;
+use agentkit_runtime::{AgentRuntime, KvStore, RuntimeOptions};
+use tokio_util::sync::CancellationToken;
+
+use super::bridge::{self, BridgeAgent};
+use super::connection_tools::ConnectionTools;
+use super::depths::Depths;
+use super::http::Guarded;
+use super::options::{AuthDefaults, EnvLookup, Extensions, Mcp, Mode, Models, Timers};
+use super::resolve::ResolvedAgent;
+use super::services::HostServices;
+use super::{auth, channels, mcp, timers};
+use crate::error::Result;
+
+/// One mounted agent.
+#[derive(Debug, Clone)]
+pub(crate) struct Mounted {
+    pub(crate) slug: String,
+    pub(crate) runtime: AgentRuntime,
+    pub(crate) chain: Arc<Chain>,
+    pub(crate) project: Arc<Project>,
+    /// `/<slug>` or empty in single mode.
+    pub(crate) prefix: String,
+    /// The agent's MCP endpoint (`/v1/mcp`).
+    pub(crate) mcp: mcp::Endpoint,
+    /// The agent's MCP client connections (`mcp-connections/`).
+    pub(crate) connections: agentkit_mcp::Connections,
+    /// The custom channels (`/v1/channels/<id>`).
+    pub(crate) channels: agentkit_channels::ChannelHost,
+    /// Serving with `--dev` (the dev routes answer).
+    pub(crate) dev: bool,
+    /// The agent's running hooks (their counters show in `/v1/info`).
+    pub(crate) hooks: agentkit_runtime::Hooks,
+    /// Eval runs started through the dev routes.
+    pub(crate) evals: Arc<super::evals::DevEvals>,
+    /// The playground is served (`POST /v1/session` answers its URL).
+    pub(crate) playground: bool,
+}
+
+/// The state of one agent's routes.
+#[derive(Debug, Clone)]
+pub(crate) struct AgentState {
+    pub(crate) agent: Mounted,
+    /// Ends open streams when the server stops.
+    pub(crate) shutdown: CancellationToken,
+}
+
+impl Guarded for AgentState {
+    fn chain(&self) -> &Chain {
+        &self.agent.chain
+    }
+}
+
+/// What every agent of the host is mounted with.
+#[derive(Debug)]
+pub(crate) struct Shared<'a> {
+    pub(crate) state_root: &'a Path,
+    pub(crate) mode: Mode,
+    pub(crate) dev: bool,
+    pub(crate) models: &'a Models,
+    pub(crate) mcp: &'a Mcp,
+    pub(crate) timers: &'a Timers,
+    pub(crate) auth: &'a AuthDefaults,
+    /// For the channel packs, which read their own settings.
+    pub(crate) env: &'a EnvLookup,
+    pub(crate) extensions: &'a Extensions,
+    /// The largest request body the MCP endpoint reads.
+    pub(crate) body_limit: usize,
+    /// Where the host bridge listens.
+    pub(crate) bridge_url: &'a str,
+    /// Where peers (and eval runs) reach this host.
+    pub(crate) peer_base: &'a str,
+    pub(crate) playground: bool,
+    pub(crate) shutdown: &'a CancellationToken,
+}
+
+/// Opens `project`'s runtime (recovering what a crash interrupted) and
+/// mounts everything around it.
+pub(crate) async fn mount(
+    project: &Project,
+    resolved: ResolvedAgent,
+    shared: &Shared<'_>,
+) -> Result<(Mounted, BridgeAgent)> {
+    let slug = &project.slug;
+    let state_dir = shared.state_root.join(slug);
+    let token = bridge::mint_token();
+    let kv = KvStore::open(&state_dir)?;
+    let depths = Depths::default();
+    let calls = bridge::CallTokens::default();
+    let connections = agentkit_mcp::Connections::new(resolved.mcp, shared.mcp.clients.clone());
+    let mut tool_sources: Vec<Arc<dyn agentkit_harness::ToolSource>> =
+        vec![Arc::new(shared.extensions.tools.clone())];
+    if !connections.names().is_empty() {
+        tool_sources.push(Arc::new(agentkit_harness::ExtraToolsSource(Arc::new(
+            ConnectionTools::new(connections.clone(), depths.clone()),
+        ))));
+    }
+    let host_services = HostServices::new(
+        slug,
+        kv.clone(),
+        connections.clone(),
+        depths.clone(),
+        resolved.github.clone(),
+    );
+    let services: agentkit_harness::HostHandle = Arc::new(host_services.clone());
+    let mut agent = project.agent.clone();
+    if let Some(model) = &shared.models.forced {
+        agent.config.model = Some(model.clone());
+    }
+    let runtime = AgentRuntime::open(
+        Arc::new(agent),
+        RuntimeOptions {
+            state_dir,
+            default_model: shared.models.default.clone(),
+            store: Default::default(),
+            providers: shared.models.providers.clone(),
+            host_bridge: Some(agentkit_harness::HostBridge {
+                url: shared.bridge_url.to_owned(),
+                token: token.to_string(),
+                credentials: Some(Arc::new(bridge::Issuer {
+                    secret: token.clone(),
+                    calls: calls.clone(),
+                    depths: depths.clone(),
+                })),
+            }),
+            clock: shared.timers.clock.clone(),
+            tool_sources,
+            services: Some(services.clone()),
+        },
+    )
+    .await?;
+    host_services.attach(&runtime);
+    runtime.set_schedule_handlers(shared.extensions.schedule_handlers.clone());
+    timers::start(&runtime, shared.timers, shared.dev);
+    let chain = auth::http_chain(slug, resolved.http_auth, shared.auth)?;
+    let prefix = match shared.mode {
+        Mode::Multi => format!("/{slug}"),
+        Mode::Single => String::new(),
+    };
+    let mcp = mcp::endpoint(
+        runtime.clone(),
+        slug,
+        depths.clone(),
+        agentkit_mcp::McpServerOptions {
+            max_wait: shared.mcp.max_wait,
+            max_hops: shared.mcp.max_hops,
+            body_limit: shared.body_limit,
+            shutdown: shared.shutdown.clone(),
+            name: slug.clone(),
+        },
+    );
+    let channels = channels::start(
+        project,
+        &runtime,
+        channels::Setup {
+            env: shared.env,
+            dev: shared.dev,
+            auth: shared.auth,
+            authored: &resolved.channel_auth,
+            rust: &shared.extensions.channels,
+            prefix: &prefix,
+            services: Some(services),
+        },
+    )
+    .await?;
+    let bridged = BridgeAgent {
+        token,
+        kv,
+        connections: connections.clone(),
+        depths,
+        runtime: runtime.clone(),
+        github: resolved.github,
+        calls,
+    };
+    let hooks = timers::start_hooks(&runtime, resolved.hooks, &shared.extensions.hooks);
+    let evals = Arc::new(super::evals::DevEvals::new(
+        Arc::new(project.clone()),
+        runtime.state_dir(),
+        format!("{}{prefix}", shared.peer_base),
+        shared.models.providers.clone(),
+        runtime
+            .agent()
+            .config
+            .model
+            .clone()
+            .or(shared.models.default.clone()),
+    ));
+    let mounted = Mounted {
+        evals,
+        playground: shared.playground,
+        slug: slug.clone(),
+        hooks,
+        runtime,
+        mcp,
+        connections,
+        chain: Arc::new(chain),
+        project: Arc::new(project.clone()),
+        prefix,
+        channels,
+        dev: shared.dev,
+    };
+    Ok((mounted, bridged))
+}

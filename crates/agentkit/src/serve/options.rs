@@ -1,0 +1,318 @@
+//! How to serve: the public [`ServeOptions`] embedders fill in, and the
+//! per-concern parts `serve()` splits it into, so that each step of the
+//! wiring takes only the concern it reads (the edge, the default auth
+//! chain, models, MCP, timers, the embedder's Rust extensions).
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentkit_manifest::{ModelSpec, Provider};
+use agentkit_runtime::{Clock, SystemClock};
+
+use super::edge::EdgeOptions;
+use crate::error::{Error, Result};
+
+/// How `${VAR}` references are resolved: the workspace's one lookup type
+/// (an empty value counts as unset). The library never reads the process
+/// environment itself; the binary passes [`EnvLookup::process`].
+pub use agentkit_channels::{Env as EnvLookup, EnvFn};
+
+/// Where agents are mounted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Every agent under `/<slug>/v1/*` (the default, even for one agent).
+    #[default]
+    Multi,
+    /// The only agent at `/v1/*`.
+    Single,
+}
+
+/// How to serve.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub host: IpAddr,
+    /// `0` picks a free port; [`ServeHandle::url`](crate::ServeHandle::url) tells which.
+    pub port: u16,
+    /// Defaults to `<dir>/.agentkit`.
+    pub state_root: Option<PathBuf>,
+    /// Development mode: the offline `test` model when no model is
+    /// configured.
+    pub dev: bool,
+    pub mode: Mode,
+    /// Replaces the default `local_dev_strict` chain with this bearer
+    /// token on channels that do not author their own chain.
+    pub bearer_token: Option<String>,
+    /// Replaces the default chain with `allow_all` (shared `anonymous`
+    /// principal) on channels that do not author their own chain.
+    pub allow_anonymous: bool,
+    /// The model for agents that name none (`AGENTKIT_MODEL`); the binary
+    /// reads the environment, the library does not.
+    pub default_model: Option<String>,
+    /// A model string every agent runs on instead of its own `model`
+    /// (`agentkit run --model`); checked like `default_model`.
+    pub model: Option<String>,
+    /// The largest request body accepted, in bytes.
+    pub body_limit: usize,
+    /// How long shutdown waits for interrupted turns to settle.
+    pub shutdown_grace: Duration,
+    /// Environment lookup for `${VAR}` references in auth chains.
+    pub env: EnvLookup,
+    /// Endpoints and keys of the remote model providers (the binary fills
+    /// them from flags and the environment).
+    pub providers: agentkit_harness::ProviderConfig,
+    /// How long the MCP tools `ask` and `check` wait for a turn before
+    /// answering `status: "running"` (about 50 s, below MCP clients'
+    /// request timeouts).
+    pub mcp_max_wait: Duration,
+    /// The longest agent-to-agent delegation chain an MCP request may
+    /// arrive through; deeper requests are refused.
+    pub max_hops: u32,
+    /// How MCP client connections open and how their stdio children are
+    /// restarted (backoff, its bound, the stable period).
+    pub mcp_clients: agentkit_mcp::ClientOptions,
+    /// The URL peers reach this host at (`--public-url`), when its
+    /// loopback address is not reachable from where turns run. Default:
+    /// the bound address (loopback when bound to all interfaces).
+    pub public_url: Option<String>,
+    /// Channels defined in Rust, as `(agent slug, channel)`: mounted at
+    /// `/v1/channels/<id>` next to the agent's channel files.
+    pub channels: Vec<(String, agentkit_channels::ChannelDefinition)>,
+    /// Fire schedules on their cron cadence (`--no-schedules` turns this
+    /// off). Under `dev` they never fire by themselves either way.
+    pub schedules: bool,
+    /// Fire reminders on their timers; `None` means "not under `dev`".
+    /// Without timers, reminders fire only by hand (the dev route,
+    /// [`ServeHandle::dispatch_reminder`](crate::ServeHandle::dispatch_reminder)).
+    pub reminders: Option<bool>,
+    /// The clock schedules and reminders run on (the system clock when
+    /// `None`); tests pass an [`agentkit_runtime::ManualClock`].
+    pub clock: Option<Arc<dyn Clock>>,
+    /// Rust hooks: observers of every agent's recorded events (next to each
+    /// agent's `hooks/*.toml`).
+    pub hooks: Vec<agentkit_runtime::HookSpec>,
+    /// Rust tools every agent gets beside its tool files (see
+    /// [`agentkit_harness::RustTool`]). A tool file of the same name wins.
+    pub tools: Vec<Arc<dyn agentkit_harness::DynTool>>,
+    /// Rust schedule handlers by name, for `schedules/<id>.toml` files
+    /// with `handler = "<name>"` (every agent may bind them). A schedule
+    /// naming a handler missing here keeps the server from starting.
+    pub schedule_handlers: agentkit_runtime::ScheduleHandlers,
+    /// How the HTTP edge bounds connections and requests: header-read
+    /// and idle timeout, request timeout, write-stall timeout, the
+    /// connection cap.
+    pub edge: EdgeOptions,
+    /// Serve the playground at `/<slug>/playground` (`/playground` in
+    /// single mode); `--no-playground` turns it off. `/docs` is served
+    /// either way.
+    pub playground: bool,
+}
+
+impl ServeOptions {
+    /// Registers a Rust schedule handler under `name`, for schedule files
+    /// with `handler = "<name>"`.
+    pub fn schedule_handler(
+        mut self,
+        name: impl Into<String>,
+        handler: impl agentkit_runtime::ScheduleHandler + 'static,
+    ) -> ServeOptions {
+        self.schedule_handlers.insert(name, handler);
+        self
+    }
+
+    /// Registers a Rust tool for every agent.
+    pub fn tool(mut self, tool: impl agentkit_harness::DynTool + 'static) -> ServeOptions {
+        self.tools.push(Arc::new(tool));
+        self
+    }
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 3000,
+            state_root: None,
+            dev: false,
+            mode: Mode::Multi,
+            bearer_token: None,
+            allow_anonymous: false,
+            default_model: None,
+            model: None,
+            body_limit: 1024 * 1024,
+            shutdown_grace: Duration::from_secs(10),
+            env: EnvLookup::empty(),
+            providers: agentkit_harness::ProviderConfig::default(),
+            mcp_max_wait: agentkit_mcp::DEFAULT_MAX_WAIT,
+            max_hops: agentkit_mcp::DEFAULT_MAX_HOPS,
+            mcp_clients: agentkit_mcp::ClientOptions::default(),
+            public_url: None,
+            channels: Vec::new(),
+            schedules: true,
+            reminders: None,
+            clock: None,
+            hooks: Vec::new(),
+            tools: Vec::new(),
+            schedule_handlers: Default::default(),
+            edge: EdgeOptions::default(),
+            playground: true,
+        }
+    }
+}
+
+/// [`ServeOptions`] split by concern: what `serve()` hands each step.
+#[derive(Debug)]
+pub(crate) struct Parts {
+    pub(crate) listen: Listen,
+    pub(crate) edge: Edge,
+    pub(crate) auth: AuthDefaults,
+    pub(crate) state_root: Option<PathBuf>,
+    pub(crate) models: Models,
+    pub(crate) mcp: Mcp,
+    pub(crate) timers: Timers,
+    /// Serving with `--dev`: the dev routes answer, packs accept unsigned
+    /// test deliveries, timers stay off unless asked for.
+    pub(crate) dev: bool,
+    /// The one `${VAR}` lookup, read once per agent by `resolve`.
+    pub(crate) env: EnvLookup,
+    pub(crate) extensions: Extensions,
+    /// Serve the playground (`ServeOptions::playground`).
+    pub(crate) playground: bool,
+}
+
+/// Where to listen and how agents are mounted.
+#[derive(Debug, Clone)]
+pub(crate) struct Listen {
+    pub(crate) host: IpAddr,
+    pub(crate) port: u16,
+    pub(crate) public_url: Option<String>,
+    pub(crate) mode: Mode,
+}
+
+/// How the HTTP edge bounds requests and how long shutdown waits.
+#[derive(Debug, Clone)]
+pub(crate) struct Edge {
+    pub(crate) options: EdgeOptions,
+    pub(crate) body_limit: usize,
+    pub(crate) shutdown_grace: Duration,
+}
+
+/// What replaces the default `local_dev_strict` chain on channels that
+/// author none.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AuthDefaults {
+    pub(crate) bearer_token: Option<String>,
+    pub(crate) allow_anonymous: bool,
+}
+
+/// The models agents run on, checked at startup.
+#[derive(Debug, Clone)]
+pub(crate) struct Models {
+    /// For agents that name none (`AGENTKIT_MODEL`, else `test` under
+    /// `--dev`).
+    pub(crate) default: Option<ModelSpec>,
+    /// Every agent's model instead of its own (`--model`).
+    pub(crate) forced: Option<ModelSpec>,
+    pub(crate) providers: Arc<agentkit_harness::ProviderConfig>,
+}
+
+/// The MCP server's waits and bounds and how client connections open.
+#[derive(Debug, Clone)]
+pub(crate) struct Mcp {
+    pub(crate) max_wait: Duration,
+    pub(crate) max_hops: u32,
+    pub(crate) clients: agentkit_mcp::ClientOptions,
+}
+
+/// Which timers run, on which clock.
+#[derive(Debug, Clone)]
+pub(crate) struct Timers {
+    /// Schedules fire on their cron cadence (never under `--dev`).
+    pub(crate) schedules: bool,
+    /// Reminders fire on their timers.
+    pub(crate) reminders: bool,
+    pub(crate) clock: Arc<dyn Clock>,
+}
+
+/// What the embedder wrote in Rust: channels, hooks, tools and schedule
+/// handlers.
+#[derive(Debug, Clone)]
+pub(crate) struct Extensions {
+    pub(crate) channels: Vec<(String, agentkit_channels::ChannelDefinition)>,
+    pub(crate) hooks: Vec<agentkit_runtime::HookSpec>,
+    pub(crate) tools: Vec<Arc<dyn agentkit_harness::DynTool>>,
+    pub(crate) schedule_handlers: agentkit_runtime::ScheduleHandlers,
+}
+
+impl ServeOptions {
+    /// Splits the options by concern, parsing the model strings (an
+    /// error names the option it came from).
+    pub(crate) fn into_parts(self) -> Result<Parts> {
+        let default = match &self.default_model {
+            Some(s) => Some(parse_model("AGENTKIT_MODEL", s)?),
+            None if self.dev => Some(ModelSpec {
+                provider: Provider::Test,
+                id: String::new(),
+                params: Default::default(),
+            }),
+            None => None,
+        };
+        let forced = match &self.model {
+            Some(s) => Some(parse_model("--model", s)?),
+            None => None,
+        };
+        Ok(Parts {
+            listen: Listen {
+                host: self.host,
+                port: self.port,
+                public_url: self.public_url,
+                mode: self.mode,
+            },
+            edge: Edge {
+                options: self.edge,
+                body_limit: self.body_limit,
+                shutdown_grace: self.shutdown_grace,
+            },
+            auth: AuthDefaults {
+                bearer_token: self.bearer_token,
+                allow_anonymous: self.allow_anonymous,
+            },
+            state_root: self.state_root,
+            models: Models {
+                default,
+                forced,
+                providers: Arc::new(self.providers),
+            },
+            mcp: Mcp {
+                max_wait: self.mcp_max_wait,
+                max_hops: self.max_hops,
+                clients: self.mcp_clients,
+            },
+            timers: Timers {
+                schedules: self.schedules && !self.dev,
+                reminders: self.reminders.unwrap_or(!self.dev),
+                clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+            },
+            dev: self.dev,
+            playground: self.playground,
+            env: self.env,
+            extensions: Extensions {
+                channels: self.channels,
+                hooks: self.hooks,
+                tools: self.tools,
+                schedule_handlers: self.schedule_handlers,
+            },
+        })
+    }
+}
+
+/// A model string from outside the project (`what` names its source).
+fn parse_model(what: &str, s: &str) -> Result<ModelSpec> {
+    agentkit_manifest::parse_model_string(s).map_err(|(message, hint)| Error::Config {
+        message: format!(
+            "{what}: {message}{}",
+            hint.map(|h| format!(" ({h})")).unwrap_or_default()
+        ),
+    })
+}

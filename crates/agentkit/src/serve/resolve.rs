@@ -1,0 +1,207 @@
+//! `${VAR}` resolved once, at startup: every reference the facade reads
+//! (auth chain secrets, hook URLs, headers and secrets, MCP connection
+//! targets, the GitHub credentials of `host.github`) becomes a value here,
+//! per agent, before anything is mounted. The channels read their own
+//! settings with the same lookup (`agentkit_channels::Env`), also once,
+//! when `channels.rs` builds them (webhook deliveries, pack secrets).
+
+use std::collections::HashMap;
+
+use agentkit_auth::{BearerToken, Policy, Secret};
+use agentkit_manifest::{AuthPolicy, ChannelKind, HookAction, Host, Project, Transport};
+use agentkit_mcp::{ConnectionSpec, Target};
+use agentkit_runtime::{HookSpec, HookTarget};
+
+use super::options::{AuthDefaults, EnvLookup};
+use super::services::HostGithub;
+
+/// One agent's settings with every `${VAR}` resolved.
+#[derive(Debug)]
+pub(crate) struct ResolvedAgent {
+    /// The authored chain of the built-in HTTP channel (`channels/http.toml`).
+    pub(crate) http_auth: Option<Vec<Policy>>,
+    /// The authored chains of the custom channels, by channel id.
+    pub(crate) channel_auth: HashMap<String, Vec<Policy>>,
+    /// The agent's `hooks/*.toml`.
+    pub(crate) hooks: Vec<HookSpec>,
+    /// The agent's `mcp-connections/`, peers pointed at this host.
+    pub(crate) mcp: Vec<ConnectionSpec>,
+    /// GitHub clients with the credentials of the agent's github channels.
+    pub(crate) github: HostGithub,
+}
+
+/// Resolves every agent of `host`, in its order. `peer_base` is where
+/// peers reach this host (the public URL, else the bound loopback
+/// address); peer connections carry `--bearer-token` when there is one.
+pub(crate) fn host(
+    host: &Host,
+    env: &EnvLookup,
+    auth: &AuthDefaults,
+    peer_base: &str,
+) -> Vec<ResolvedAgent> {
+    host.agents
+        .iter()
+        .map(|project| agent(project, env, auth, peer_base))
+        .collect()
+}
+
+fn agent(
+    project: &Project,
+    env: &EnvLookup,
+    auth: &AuthDefaults,
+    peer_base: &str,
+) -> ResolvedAgent {
+    let channels = &project.agent.channels;
+    ResolvedAgent {
+        http_auth: channels
+            .iter()
+            .find(|c| c.kind == ChannelKind::Http)
+            .and_then(|c| c.auth.as_deref())
+            .map(|p| policies(p, env)),
+        channel_auth: channels
+            .iter()
+            .filter(|c| c.kind != ChannelKind::Http)
+            .filter_map(|c| Some((c.id.clone(), policies(c.auth.as_deref()?, env))))
+            .collect(),
+        hooks: hooks(project, env),
+        mcp: connections(project, env, auth, peer_base),
+        github: HostGithub::of(project, env),
+    }
+}
+
+/// A parsed chain with its secrets resolved (an unset or empty variable
+/// gives an empty secret, which never admits).
+fn policies(policies: &[AuthPolicy], env: &EnvLookup) -> Vec<Policy> {
+    policies
+        .iter()
+        .map(|p| match p {
+            AuthPolicy::LocalDevStrict => Policy::LocalDevStrict,
+            AuthPolicy::LocalDev => Policy::LocalDev,
+            AuthPolicy::LoopbackOnly => Policy::LoopbackOnly,
+            AuthPolicy::AllowAll => Policy::AllowAll,
+            AuthPolicy::PublicEndpoint => Policy::PublicEndpoint,
+            AuthPolicy::Bearer { tokens } => Policy::Bearer {
+                tokens: tokens
+                    .iter()
+                    .map(|t| BearerToken::new(env.resolve(&t.token), t.principal.clone()))
+                    .collect(),
+            },
+            AuthPolicy::SharedSecret { header, secret } => Policy::SharedSecret {
+                header: header.clone(),
+                secret: Secret::new(env.resolve(secret)),
+            },
+            AuthPolicy::HmacSignature {
+                header,
+                secret,
+                prefix,
+            } => Policy::HmacSignature {
+                header: header.clone(),
+                secret: Secret::new(env.resolve(secret)),
+                prefix: prefix.clone(),
+            },
+        })
+        .collect()
+}
+
+/// The agent's `hooks/*.toml` as the runtime runs them.
+fn hooks(project: &Project, env: &EnvLookup) -> Vec<HookSpec> {
+    let resolve = |s: &str| env.resolve(s);
+    project
+        .agent
+        .hooks
+        .iter()
+        .map(|h| HookSpec {
+            name: h.name.clone(),
+            events: h.events.clone(),
+            target: match &h.action {
+                HookAction::Command { command, cwd } => HookTarget::Command {
+                    command: command.clone(),
+                    cwd: project.agent.dir.join(cwd),
+                },
+                HookAction::Url {
+                    url,
+                    headers,
+                    secret,
+                } => HookTarget::Url {
+                    url: resolve(url),
+                    headers: headers
+                        .iter()
+                        .map(|(k, v)| (k.clone(), resolve(v)))
+                        .collect(),
+                    secret: secret.as_deref().map(resolve),
+                },
+            },
+            timeout: h.timeout,
+        })
+        .collect()
+}
+
+/// The agent's MCP connections, relative paths anchored in the agent
+/// folder, peers pointed at `base`.
+fn connections(
+    project: &Project,
+    env: &EnvLookup,
+    auth: &AuthDefaults,
+    base: &str,
+) -> Vec<ConnectionSpec> {
+    let resolve = |s: &str| env.resolve(s);
+    let agent_dir = &project.agent.dir;
+    project
+        .agent
+        .mcp_connections
+        .iter()
+        .map(|c| {
+            let target = match &c.transport {
+                Transport::Http { url, headers } => Target::Http {
+                    url: resolve(url),
+                    headers: headers
+                        .iter()
+                        .map(|(k, v)| (k.clone(), resolve(v)))
+                        .collect(),
+                    peer: false,
+                },
+                Transport::Stdio {
+                    command,
+                    args,
+                    env,
+                    cwd,
+                } => {
+                    let command = resolve(command);
+                    let path = std::path::Path::new(&command);
+                    // `./server.py` or `bin/server` is the agent's own
+                    // file; a bare name is looked up on PATH.
+                    let command = if path.is_relative() && path.components().count() > 1 {
+                        agent_dir.join(path)
+                    } else {
+                        path.to_path_buf()
+                    };
+                    Target::Stdio {
+                        command,
+                        args: args.iter().map(|a| resolve(a)).collect(),
+                        env: env.iter().map(|(k, v)| (k.clone(), resolve(v))).collect(),
+                        cwd: Some(
+                            cwd.as_ref()
+                                .map_or_else(|| agent_dir.clone(), |d| agent_dir.join(resolve(d))),
+                        ),
+                    }
+                }
+                Transport::Peer { agent } => {
+                    let mut headers = Vec::new();
+                    if let Some(token) = &auth.bearer_token {
+                        headers.push(("authorization".to_owned(), format!("Bearer {token}")));
+                    }
+                    Target::Http {
+                        url: format!("{}/{agent}/v1/mcp", base.trim_end_matches('/')),
+                        headers,
+                        peer: true,
+                    }
+                }
+            };
+            ConnectionSpec {
+                name: c.name.clone(),
+                description: c.description.clone(),
+                target,
+            }
+        })
+        .collect()
+}
