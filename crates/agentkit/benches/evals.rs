@@ -44,10 +44,20 @@ async fn bench(cases: usize) {
     let selected = evals::select(&suite, &[], &[]).unwrap();
     assert_eq!(selected.len(), cases);
 
-    let record = run(project.path(), agentkit::Cassette::Record(tape.path().into()), &selected).await;
+    let record = run(
+        project.path(),
+        agentkit::Cassette::Record(tape.path().into()),
+        &selected,
+    )
+    .await;
     assert!(record.0.ok, "the recorded run failed");
     let files = std::fs::read_dir(tape.path()).unwrap().count();
-    let replay = run(project.path(), agentkit::Cassette::Replay(tape.path().into()), &selected).await;
+    let replay = run(
+        project.path(),
+        agentkit::Cassette::Replay(tape.path().into()),
+        &selected,
+    )
+    .await;
     let failed: Vec<&str> = replay
         .0
         .cases
@@ -57,7 +67,10 @@ async fn bench(cases: usize) {
         .collect();
     assert!(failed.is_empty(), "replayed cases failed: {failed:?}");
     println!("agentkit eval replay benchmark ({cases} cases, 2 model steps each, concurrency 200)");
-    println!("  recorded run: {:>8.2} s ({files} cassette files)", record.1);
+    println!(
+        "  recorded run: {:>8.2} s ({files} cassette files)",
+        record.1
+    );
     println!(
         "  replayed run: {:>8.2} s  ({:.0} cases/s)",
         replay.1,
@@ -109,7 +122,11 @@ fn write_project(dir: &Path, cases: usize) {
         "description = \"eval replay benchmark\"\nmodel = \"scripted:script.json\"\n[harness]\nbuiltin_tools = [\"read\"]\n",
     )
     .unwrap();
-    std::fs::write(agent.join("instructions.md"), "Read the note, then answer.\n").unwrap();
+    std::fs::write(
+        agent.join("instructions.md"),
+        "Read the note, then answer.\n",
+    )
+    .unwrap();
     std::fs::write(
         agent.join("script.json"),
         r#"{"turns":[{"steps":[
