@@ -808,6 +808,29 @@ fn dev_routes_start_list_and_keep_eval_runs() {
         .json();
     assert_eq!(meta["purpose"], "eval", "{meta}");
 
+    // `agentkit eval --url` runs against this server (cassettes are the
+    // booted server's business, so they are refused).
+    let url = format!("http://{}", server.addr);
+    let run = agentkit(
+        root,
+        &[
+            "eval",
+            "--dir",
+            "proj",
+            "--url",
+            &url,
+            "--json",
+            "cities/paris",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(json_of(&run)["summary"]["passed"], 1);
+    let run = agentkit(
+        root,
+        &["eval", "--dir", "proj", "--url", &url, "--replay", "tape"],
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+
     let r = start(json!({"tags": ["smoke"]}));
     let second = r.json()["runId"].as_str().unwrap().to_owned();
     wait_done(&server, &second);
