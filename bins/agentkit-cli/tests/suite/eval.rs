@@ -880,3 +880,31 @@ fn dev_routes_start_list_and_keep_eval_runs() {
         .unwrap();
     assert_eq!(r.status, 404);
 }
+
+#[test]
+fn a_turn_over_the_case_timeout_is_stopped_and_fails_its_case() {
+    let script = r#"{"turns": [{"steps": [{"text": "late", "delayMs": 5000}]}]}"#;
+    let dir = project(
+        "scripted:model.json",
+        &[
+            ("agent/model.json", script),
+            (
+                "evals/slow.eval.toml",
+                "timeout = \"1s\"\nsend = \"hi\"\nexpect = { succeeded = true }\n",
+            ),
+        ],
+    );
+    let started = Instant::now();
+    let run = eval(dir.path(), &["--no-stream"]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.stdout.contains("FAIL slow #1"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("  - turn 1 timed out after 1s"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the turn was not cut short"
+    );
+}
