@@ -207,3 +207,57 @@ pub fn write_comparison(out: &mut impl Write, comparison: &Comparison) -> io::Re
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Outcome;
+
+    fn run(iteration: u32, passed: bool) -> IterationReport {
+        IterationReport {
+            iteration,
+            outcome: Outcome::of(passed),
+            session_id: None,
+            started_at: String::new(),
+            ended_at: String::new(),
+            duration_ms: 5,
+            usage: Default::default(),
+            error: (!passed).then(|| "turn 1 timed out after 1s".to_owned()),
+            turns: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_bar_counts_and_prints_failures_above_itself() {
+        let bar = Bar::new(Vec::new(), 2);
+        bar.started("a", 1);
+        bar.started("b", 1);
+        bar.finished("a", &run(1, true));
+        bar.finished("b", &run(1, false));
+        let out = bar.state.into_inner().map(|s| s.0).unwrap_or_default();
+        let text = String::from_utf8_lossy(&out);
+        let frames: Vec<&str> = text.split("\r\x1b[2K").filter(|f| !f.is_empty()).collect();
+        assert_eq!(
+            frames,
+            [
+                "[------------------------------] 0/2  passed 0  failed 0  running 1",
+                "[------------------------------] 0/2  passed 0  failed 0  running 2",
+                "[###############---------------] 1/2  passed 1  failed 0  running 1",
+                "FAIL b #1 (5 ms)\n  - turn 1 timed out after 1s\n",
+                "[##############################] 2/2  passed 1  failed 1  running 0",
+            ]
+        );
+    }
+
+    #[test]
+    fn lines_show_every_failure() {
+        let lines = Lines::new(Vec::new());
+        lines.finished("a", &run(2, true));
+        lines.finished("b", &run(1, false));
+        let out = lines.out.into_inner().unwrap_or_default();
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            "PASS a #2 (5 ms)\nFAIL b #1 (5 ms)\n  - turn 1 timed out after 1s\n"
+        );
+    }
+}

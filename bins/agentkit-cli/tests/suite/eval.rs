@@ -808,6 +808,29 @@ fn dev_routes_start_list_and_keep_eval_runs() {
         .json();
     assert_eq!(meta["purpose"], "eval", "{meta}");
 
+    // `agentkit eval --url` runs against this server (cassettes are the
+    // booted server's business, so they are refused).
+    let url = format!("http://{}", server.addr);
+    let run = agentkit(
+        root,
+        &[
+            "eval",
+            "--dir",
+            "proj",
+            "--url",
+            &url,
+            "--json",
+            "cities/paris",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(json_of(&run)["summary"]["passed"], 1);
+    let run = agentkit(
+        root,
+        &["eval", "--dir", "proj", "--url", &url, "--replay", "tape"],
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+
     let r = start(json!({"tags": ["smoke"]}));
     let second = r.json()["runId"].as_str().unwrap().to_owned();
     wait_done(&server, &second);
@@ -856,4 +879,32 @@ fn dev_routes_start_list_and_keep_eval_runs() {
         .send(server.addr)
         .unwrap();
     assert_eq!(r.status, 404);
+}
+
+#[test]
+fn a_turn_over_the_case_timeout_is_stopped_and_fails_its_case() {
+    let script = r#"{"turns": [{"steps": [{"text": "late", "delayMs": 5000}]}]}"#;
+    let dir = project(
+        "scripted:model.json",
+        &[
+            ("agent/model.json", script),
+            (
+                "evals/slow.eval.toml",
+                "timeout = \"1s\"\nsend = \"hi\"\nexpect = { succeeded = true }\n",
+            ),
+        ],
+    );
+    let started = Instant::now();
+    let run = eval(dir.path(), &["--no-stream"]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.stdout.contains("FAIL slow #1"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("  - turn 1 timed out after 1s"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the turn was not cut short"
+    );
 }
