@@ -43,6 +43,7 @@ mod credentials;
 mod dynamic;
 mod process;
 mod providers;
+mod sandbox;
 mod step;
 mod tools;
 mod turn;
@@ -59,6 +60,10 @@ pub use process::{
 pub use providers::{
     Backoff, HttpClientError, RetryPolicy, http_client, http_error_text, redact_credentials,
     retry_after_header,
+};
+pub use sandbox::{
+    DEV_FILES, ETC_HIDDEN, SIMULATE_UNAVAILABLE_ENV, SYSTEM_READ, SandboxSpec, SandboxStatus,
+    log_sandbox_status, sandbox_info, sandbox_status,
 };
 pub use step::{FinishReason, StepEvent, approval_resolved_data};
 pub use tools::{

@@ -40,6 +40,7 @@ mod config;
 mod connections;
 mod evals;
 mod hooks;
+mod sandbox;
 mod schedules;
 mod skills;
 mod tools;
@@ -59,8 +60,9 @@ pub use model::{
     CallToolAction, CalledTool, Channel, ChannelKind, Connection, Delivery, EnvRef, EvalCase,
     EvalFile, EvalTurn, Evals, EvalsConfig, Execution, Expect, Experiment, FileExpect,
     HarnessConfig, Hook, HookAction, Host, Instructions, Layout, LocalConfig, Method, ModelSpec,
-    Project, Provider, Route, RouteAction, RouteResponse, Runtime, Schedule, ScheduleAction,
-    SendAction, Skill, Subagent, TextMatch, Tool, ToolAnnotations, Transport, Variant,
+    Project, Provider, Route, RouteAction, RouteResponse, Runtime, Sandbox, SandboxLimits,
+    SandboxMode, Schedule, ScheduleAction, SendAction, Skill, Subagent, TextMatch, Tool,
+    ToolAnnotations, Transport, Variant,
 };
 pub use names::{RESERVED_SLUGS, did_you_mean, is_valid_slug, is_valid_tool_name};
 pub use tools::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TOOL_TIMEOUT};

@@ -44,8 +44,8 @@ pub mod trajectory;
 pub mod webhooks;
 
 pub use agentkit_harness::{
-    Decision, DynTool, Endpoint, ProviderConfig, RustTool, ToolContext, ToolOutput, ToolSource,
-    ToolSpec,
+    Decision, DynTool, Endpoint, ProviderConfig, RustTool, SandboxStatus, ToolContext, ToolOutput,
+    ToolSource, ToolSpec, sandbox_status,
 };
 pub use agentkit_runtime::{
     AgentRuntime, Clock, Followup, InputError, ManualClock, NewReminder, Owner, PendingApproval,

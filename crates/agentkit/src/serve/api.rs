@@ -516,6 +516,9 @@ async fn info(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
         "schedules": state.agent.runtime.schedule_status(),
         "reminders": {"armed": state.agent.runtime.armed_reminders()},
         "hooks": state.agent.hooks.stats(),
+        "sandbox": agentkit_harness::sandbox_info(
+            state.agent.project.agent.config.harness.sandbox.mode
+        ),
     }))
     .into_response())
 }

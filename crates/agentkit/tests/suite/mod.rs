@@ -11,6 +11,7 @@ mod hooks;
 mod http;
 mod mcp;
 mod providers;
+mod sandbox;
 mod schedule_handlers;
 mod services;
 mod time;
