@@ -208,6 +208,9 @@ pub fn log_sandbox_status(agent: &Agent) {
 /// How one sandboxed child is confined: given to
 /// [`crate::ChildSpec::sandbox`].
 #[derive(Debug, Clone, Default)]
+// Only Linux reads the rules and limits; elsewhere only `required` and
+// `network` matter (for the refusal).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub struct SandboxSpec {
     read: Vec<PathBuf>,
     write: Vec<PathBuf>,
