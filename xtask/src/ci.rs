@@ -206,13 +206,19 @@ fn run_web(root: &Path, in_ci: bool) -> anyhow::Result<bool> {
 }
 
 /// Runs a benchmark: `core` (the session-core bench, see
-/// `crates/agentkit/benches/core.rs`) with the arguments after it, else the
-/// discovery benchmark with `extra` forwarded to `cargo bench`.
+/// `crates/agentkit/benches/core.rs`) with the arguments after it,
+/// `sandbox` (the harness's overhead bench: per step, and per tool call
+/// sandboxed and not, with their ratio), else the discovery benchmark with
+/// `extra` forwarded to `cargo bench`.
 pub(crate) fn run_bench(root: &Path, extra: &[String]) -> anyhow::Result<bool> {
-    if let Some((first, rest)) = extra.split_first()
-        && first == "core"
-    {
-        return run_core_bench(root, rest);
+    if let Some((first, rest)) = extra.split_first() {
+        if first == "core" {
+            return run_core_bench(root, rest);
+        }
+        if first == "sandbox" {
+            return Step::cargo(&["bench", "-p", "agentkit-harness", "--bench", "overhead"])
+                .run(root);
+        }
     }
     let mut command = Command::new("cargo");
     command

@@ -37,6 +37,9 @@ tasks:
           the session-core bench: builds the release agentkit-serve (unless
           AGENTKIT_SERVE_BIN is set), then cargo bench -p agentkit --bench
           core -- [args...] (--quick, --only SECTION, --json, --json-file PATH)
+  bench sandbox
+          cargo bench -p agentkit-harness --bench overhead: the harness's
+          cost per step and per tool call, sandboxed and not (their ratio)
   help    this text
 ";
 

@@ -1,8 +1,9 @@
 //! The harness's own cost: per model step (a scripted model, no tools, so
 //! the model costs nothing) and per subprocess tool call (spawn to result,
-//! with `true`-like programs).
+//! with `true`-like programs), sandboxed and not, with their ratio.
 //!
-//! `cargo bench -p agentkit-harness --bench overhead`
+//! `cargo bench -p agentkit-harness --bench overhead` (or `cargo xtask bench
+//! sandbox`)
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentkit_harness::{ToolContext, TurnInput, TurnOutcome, run_server_tool, run_turn};
-use agentkit_manifest::{ModelSpec, Provider};
+use agentkit_manifest::{ModelSpec, Provider, SandboxMode};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -101,22 +102,44 @@ fn main() {
         services: None,
         as_of: None,
     };
-    let mut per_call = Vec::new();
-    for _ in 0..200 {
-        let started = Instant::now();
-        let out = rt.block_on(run_server_tool(&tool, &json!({}), &ctx));
-        per_call.push(started.elapsed());
-        assert!(!out.is_error, "{:?}", out.output);
+    let mut open = tool.clone();
+    open.sandbox.mode = SandboxMode::Off;
+    let status = agentkit_harness::sandbox_status();
+    let (mut sandboxed, mut unsandboxed) = (Vec::new(), Vec::new());
+    // Interleaved, so drift (caches, other load) hits both alike.
+    for _ in 0..300 {
+        for (t, samples) in [(&tool, &mut sandboxed), (&open, &mut unsandboxed)] {
+            let started = Instant::now();
+            let out = rt.block_on(run_server_tool(t, &json!({}), &ctx));
+            samples.push(started.elapsed());
+            assert!(!out.is_error, "{:?}", out.output);
+        }
     }
 
     report("per step (scripted model, loop + events)", &mut per_step);
-    report(
-        "per subprocess tool call (spawn `true` to result)",
-        &mut per_call,
+    let on = report(
+        &format!(
+            "per tool call, sandboxed (Landlock {}, spawn `true` to result)",
+            match status.abi {
+                Some(abi) => format!("ABI {abi}"),
+                None => format!("unavailable: {}", status.reason.as_deref().unwrap_or("")),
+            }
+        ),
+        &mut sandboxed,
+    );
+    let off = report(
+        "per tool call, sandbox off (spawn `true` to result)",
+        &mut unsandboxed,
+    );
+    println!(
+        "sandbox cost per tool call: ratio {:.2} (p50 sandboxed / p50 off), +{:?}",
+        on.as_secs_f64() / off.as_secs_f64(),
+        on.saturating_sub(off)
     );
 }
 
-fn report(what: &str, samples: &mut [Duration]) {
+/// Prints the percentiles and answers the median.
+fn report(what: &str, samples: &mut [Duration]) -> Duration {
     samples.sort();
     let p = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
     println!(
@@ -126,4 +149,5 @@ fn report(what: &str, samples: &mut [Duration]) {
         samples[0],
         samples.len()
     );
+    p(0.5)
 }

@@ -169,6 +169,7 @@ pub(crate) async fn run(agent: &Agent, name: &str, input: &Value, ctx: &ToolCont
     };
     if name == "shell" {
         return shell(
+            agent,
             &str_arg("command"),
             input.get("timeout_ms").and_then(Value::as_u64),
             ctx,
@@ -450,7 +451,14 @@ fn glob(root: &Path, input: &Value) -> Result<Value, String> {
     Ok(Value::String(hits.join("\n")))
 }
 
-async fn shell(command: &str, timeout_ms: Option<u64>, ctx: &ToolContext) -> ToolOutput {
+/// `sh -c command` in the workspace, in `[harness.sandbox]`: no network
+/// unless it says `network = true`.
+async fn shell(
+    agent: &Agent,
+    command: &str,
+    timeout_ms: Option<u64>,
+    ctx: &ToolContext,
+) -> ToolOutput {
     let timeout = timeout_ms
         .map_or(SHELL_TIMEOUT, Duration::from_millis)
         .min(SHELL_TIMEOUT_MAX);
@@ -468,6 +476,7 @@ async fn shell(command: &str, timeout_ms: Option<u64>, ctx: &ToolContext) -> Too
         needs_approval: Approval::Never,
         annotations: ToolAnnotations::default(),
         input_schema: json!({"type": "object"}),
+        sandbox: agent.config.harness.sandbox.clone(),
     };
     run_server_tool(&tool, &json!({}), ctx).await
 }
@@ -540,7 +549,14 @@ mod tests {
             services: None,
             as_of: None,
         };
+        let project = tempfile::tempdir().unwrap();
+        let root = project.path().join("proj");
+        std::fs::create_dir_all(root.join("agent")).unwrap();
+        std::fs::write(root.join("agent/instructions.md"), "Test.\n").unwrap();
+        let found = agentkit_manifest::discover(&root).unwrap();
+        let agent = &found.host.agents[0].agent;
         let out = shell(
+            agent,
             "env; echo \"secret=${AGENTKIT_TEST_SECRET:-unset}\"",
             None,
             &ctx,

@@ -44,6 +44,7 @@ mod credentials;
 mod dynamic;
 mod process;
 mod providers;
+mod sandbox;
 mod step;
 mod tools;
 mod turn;
@@ -61,6 +62,10 @@ pub use process::{
 pub use providers::{
     Backoff, Cassette, HttpClientError, RetryPolicy, http_client, http_error_text,
     redact_credentials, retry_after_header,
+};
+pub use sandbox::{
+    DEV_FILES, ETC_HIDDEN, SIMULATE_UNAVAILABLE_ENV, SYSTEM_READ, SandboxSpec, SandboxStatus,
+    log_sandbox_status, sandbox_info, sandbox_status,
 };
 pub use step::{FinishReason, StepEvent, approval_resolved_data};
 pub use tools::{

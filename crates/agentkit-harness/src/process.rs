@@ -23,6 +23,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
+use crate::sandbox::{Prepared, SandboxSpec};
+
 /// Host variables every child sees when the host has them; everything else
 /// of the host's environment is scrubbed unless the spec passes it through.
 pub const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT"];
@@ -57,6 +59,7 @@ pub struct ChildSpec {
     stderr_cap: usize,
     end_on_overflow: bool,
     cancel: Option<CancellationToken>,
+    sandbox: Option<SandboxSpec>,
 }
 
 impl std::fmt::Debug for ChildSpec {
@@ -75,6 +78,7 @@ impl std::fmt::Debug for ChildSpec {
             .field("timeout", &self.timeout)
             .field("stdout_cap", &self.stdout_cap)
             .field("stderr_cap", &self.stderr_cap)
+            .field("sandbox", &self.sandbox)
             .finish_non_exhaustive()
     }
 }
@@ -95,6 +99,7 @@ impl ChildSpec {
             stderr_cap: DEFAULT_OUTPUT_CAP,
             end_on_overflow: false,
             cancel: None,
+            sandbox: None,
         }
     }
 
@@ -208,6 +213,15 @@ impl ChildSpec {
         self
     }
 
+    /// Confines the child ([`SandboxSpec`]): it applies the Landlock rules
+    /// and limits to itself before exec, and gets a private temporary
+    /// folder (`TMPDIR`) that is removed when the run ends or the
+    /// [`LiveChild`] is dropped.
+    pub fn sandbox(mut self, sandbox: SandboxSpec) -> ChildSpec {
+        self.sandbox = Some(sandbox);
+        self
+    }
+
     /// The program as given.
     pub fn program(&self) -> &Path {
         &self.program
@@ -235,7 +249,10 @@ impl ChildSpec {
         env
     }
 
-    fn command(&self, stdin: Stdio) -> Command {
+    /// The command to spawn, and what its sandbox keeps alive while the
+    /// child runs. Drop the command right after the spawn: it holds the
+    /// sandbox's ruleset descriptor.
+    fn command(&self, stdin: Stdio) -> std::io::Result<(Command, Option<Prepared>)> {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
             .env_clear()
@@ -249,7 +266,11 @@ impl ChildSpec {
         }
         #[cfg(unix)]
         cmd.process_group(0);
-        cmd
+        let prepared = match &self.sandbox {
+            Some(sandbox) => Some(crate::sandbox::prepare(sandbox, &mut cmd)?),
+            None => None,
+        };
+        Ok((cmd, prepared))
     }
 }
 
@@ -354,7 +375,9 @@ pub async fn run_child(spec: &ChildSpec) -> std::io::Result<ChildOutcome> {
     } else {
         Stdio::null()
     };
-    let mut child = spec.command(stdin).spawn()?;
+    let (mut cmd, _sandbox) = spec.command(stdin)?;
+    let mut child = cmd.spawn()?;
+    drop(cmd);
     let group = ProcessGroup::of(&child);
 
     let stdin = child.stdin.take();
@@ -436,9 +459,15 @@ pub async fn run_child(spec: &ChildSpec) -> std::io::Result<ChildOutcome> {
 /// (the spec's stdin bytes, timeout and caps do not apply: the caller owns
 /// the pipes and the lifetime). Dropping the [`LiveChild`] kills its group.
 pub fn spawn_child(spec: &ChildSpec) -> std::io::Result<LiveChild> {
-    let child = spec.command(Stdio::piped()).spawn()?;
+    let (mut cmd, sandbox) = spec.command(Stdio::piped())?;
+    let child = cmd.spawn()?;
+    drop(cmd);
     let group = ProcessGroup::of(&child);
-    Ok(LiveChild { child, group })
+    Ok(LiveChild {
+        child,
+        group,
+        _sandbox: sandbox,
+    })
 }
 
 /// A running child from [`spawn_child`]. Its process group is killed when
@@ -448,6 +477,8 @@ pub fn spawn_child(spec: &ChildSpec) -> std::io::Result<LiveChild> {
 pub struct LiveChild {
     child: tokio::process::Child,
     group: ProcessGroup,
+    // Last: its temporary folder goes once the group is killed.
+    _sandbox: Option<Prepared>,
 }
 
 impl LiveChild {

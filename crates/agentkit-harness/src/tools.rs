@@ -6,7 +6,10 @@
 //! tool's timeout and output cap. Whatever ends the call (timeout, cancel,
 //! an output overflow, or the tool's own exit) the whole process group is
 //! killed, so no background process outlives the call and no pipe held by
-//! a grandchild keeps the call open.
+//! a grandchild keeps the call open. Unless the tool's `sandbox` is off,
+//! the child is also confined ([`crate::SandboxSpec`]): the system folders
+//! and its own folder read-only, the workspace and a private temporary
+//! folder read-write, network as the tool's settings say.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -254,13 +257,21 @@ pub async fn run_server_tool(tool: &Tool, input: &Value, ctx: &ToolContext) -> T
         return ToolOutput::error(format!("tool `{}` has no command", tool.name));
     };
     let program_path = resolve_program(program, &tool.cwd);
+    // Refused before anything runs when `enforce` cannot be met here.
+    let sandbox = match crate::sandbox::for_tool(tool, &ctx.workspace_dir) {
+        Ok(sandbox) => sandbox,
+        Err(message) => return ToolOutput::error(message),
+    };
     // Lives until this function returns or its future is dropped (the
     // call was cancelled): either way the credential is revoked then.
     let credential = ctx
         .host
         .as_ref()
         .map(|host| host.credential_for(&ctx.session_id, &ctx.call_id));
-    let spec = tool_spec(tool, &program_path, args, input, ctx, credential.as_ref());
+    let mut spec = tool_spec(tool, &program_path, args, input, ctx, credential.as_ref());
+    if let Some(sandbox) = sandbox {
+        spec = spec.sandbox(sandbox);
+    }
     let result = run_child(&spec).await;
     drop(credential);
 

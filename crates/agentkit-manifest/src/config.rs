@@ -32,6 +32,7 @@ struct RawHarness {
     max_steps: Option<u32>,
     turn_timeout: Option<String>,
     approval_timeout: Option<String>,
+    sandbox: Option<crate::sandbox::RawSandbox>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -94,7 +95,8 @@ pub(crate) fn read_agent_config(ctx: &mut Ctx, agent_dir: &Path) -> (AgentConfig
         );
     }
     if let Some(h) = raw.harness {
-        config.harness = read_harness(ctx, &src, h);
+        let project_dir = agent_dir.parent().unwrap_or(agent_dir);
+        config.harness = read_harness(ctx, &src, h, project_dir);
     }
     if let Some(local) = raw.local
         && let Some(cwd) = local.cwd
@@ -118,8 +120,16 @@ pub(crate) fn read_agent_config(ctx: &mut Ctx, agent_dir: &Path) -> (AgentConfig
     (config, true)
 }
 
-fn read_harness(ctx: &mut Ctx, src: &SourceText, h: RawHarness) -> HarnessConfig {
+fn read_harness(
+    ctx: &mut Ctx,
+    src: &SourceText,
+    h: RawHarness,
+    project_dir: &Path,
+) -> HarnessConfig {
     let mut out = HarnessConfig::default();
+    if let Some(sandbox) = h.sandbox {
+        out.sandbox = crate::sandbox::read_harness_sandbox(ctx, src, sandbox, project_dir);
+    }
     if let Some(tools) = h.builtin_tools {
         for t in &tools {
             if !BUILTIN_TOOLS.contains(&t.as_str()) {

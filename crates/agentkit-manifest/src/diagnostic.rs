@@ -94,6 +94,7 @@ codes! {
     EvalsConfigMissing => "evals-config-missing", "Eval files exist but `evals/evals.toml` does not.";
     InvalidEval => "invalid-eval", "An eval file has neither or several of `send`, `turns` and `cases`, or repeats a case id.";
     InvalidExperiment => "invalid-experiment", "An A/B experiment has too few variants, repeated ids, or bad weights.";
+    SandboxOff => "sandbox-off", "The sandbox is turned off for the `shell` built-in and server tools, or for one tool: what it runs can read, write and reach everything agentkit's user can.";
     EnvUnset => "env-unset", "A `${VAR}` reference names an environment variable that is not set (reported by `validate`).";
 }
 

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::evals::read_evals;
 use crate::hooks::read_hook;
 use crate::model::{
-    Agent, ChannelKind, Execution, Host, Instructions, Layout, Project, RouteAction,
+    Agent, ChannelKind, Execution, Host, Instructions, Layout, Project, RouteAction, Sandbox,
     ScheduleAction, Subagent, Tool, Transport,
 };
 use crate::names::{self, RESERVED_SLUGS};
@@ -475,20 +475,20 @@ fn read_tools(ctx: &mut Ctx, dir: &Entry, agent: &mut Agent) {
         // Other files are the programs, scripts and schemas that tool
         // definitions name.
     }
-    agent.tools = read_tool_files(ctx, &to_read);
+    agent.tools = read_tool_files(ctx, &to_read, &agent.config.harness.sandbox);
 }
 
 /// Reads tool files on every core: parsing TOML and checking JSON Schemas
 /// dominate the discovery of large projects. Results and diagnostics come
 /// back in file order, as a sequential read would give them.
-fn read_tool_files(ctx: &mut Ctx, files: &[(PathBuf, String)]) -> Vec<Tool> {
+fn read_tool_files(ctx: &mut Ctx, files: &[(PathBuf, String)], sandbox: &Sandbox) -> Vec<Tool> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(8);
     if threads < 2 || files.len() < 64 {
         return files
             .iter()
-            .filter_map(|(path, name)| read_tool(ctx, path, name))
+            .filter_map(|(path, name)| read_tool(ctx, path, name, sandbox))
             .collect();
     }
     let chunk = files.len().div_ceil(threads);
@@ -500,7 +500,7 @@ fn read_tool_files(ctx: &mut Ctx, files: &[(PathBuf, String)]) -> Vec<Tool> {
                 scope.spawn(move || {
                     let tools: Vec<Tool> = part
                         .iter()
-                        .filter_map(|(path, name)| read_tool(&mut local, path, name))
+                        .filter_map(|(path, name)| read_tool(&mut local, path, name, sandbox))
                         .collect();
                     (tools, local)
                 })

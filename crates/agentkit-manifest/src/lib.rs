@@ -40,6 +40,7 @@ mod config;
 mod connections;
 mod evals;
 mod hooks;
+mod sandbox;
 mod schedules;
 mod skills;
 mod tools;
@@ -59,7 +60,7 @@ pub use model::{
     CallToolAction, CalledTool, Channel, ChannelKind, Connection, DEFAULT_JUDGE_THRESHOLD,
     Delivery, EnvRef, EvalCase, EvalFile, EvalTurn, Evals, EvalsConfig, Execution, Expect,
     Experiment, FileExpect, HarnessConfig, Hook, HookAction, Host, Instructions, Judge, Layout,
-    LocalConfig, Method, ModelSpec, Project, Provider, Route, RouteAction, RouteResponse, Runtime,
+    LocalConfig, Method, ModelSpec, Project, Provider, Route, RouteAction, RouteResponse, Runtime, Sandbox, SandboxLimits, SandboxMode,
     Schedule, ScheduleAction, SendAction, Skill, Subagent, TextMatch, Tool, ToolAnnotations,
     Transport, Variant,
 };

@@ -182,6 +182,91 @@ pub struct HarnessConfig {
     /// with the reason "timed out". `None`: it waits until someone decides.
     #[serde(serialize_with = "ser_opt_ms", rename = "approvalTimeoutMs")]
     pub approval_timeout: Option<Duration>,
+    /// `[harness.sandbox]`: what the `shell` built-in's children may reach,
+    /// and the defaults every server tool's sandbox starts from.
+    pub sandbox: Sandbox,
+}
+
+/// How strictly a sandbox applies (`mode`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// Sandboxed, and refused where the host cannot sandbox.
+    Enforce,
+    /// Sandboxed where the host can; elsewhere the child runs unsandboxed
+    /// and the host says so loudly (startup log, `/v1/info`).
+    #[default]
+    Warn,
+    /// Never sandboxed.
+    Off,
+}
+
+impl SandboxMode {
+    pub const ALL: [SandboxMode; 3] = [SandboxMode::Enforce, SandboxMode::Warn, SandboxMode::Off];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::Enforce => "enforce",
+            SandboxMode::Warn => "warn",
+            SandboxMode::Off => "off",
+        }
+    }
+}
+
+/// What a sandboxed child process may read, write and reach, beyond the
+/// system folders, its workspace and its private temporary folder (the
+/// harness adds those).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sandbox {
+    pub mode: SandboxMode,
+    /// TCP connect and bind.
+    pub network: bool,
+    /// Extra read-only paths; relative ones were resolved against the
+    /// project folder.
+    pub read: Vec<PathBuf>,
+    /// Extra read-write paths, resolved the same way.
+    pub write: Vec<PathBuf>,
+    pub limits: SandboxLimits,
+}
+
+impl Default for Sandbox {
+    /// The `shell` built-in's default: no network.
+    fn default() -> Self {
+        Sandbox {
+            mode: SandboxMode::default(),
+            network: false,
+            read: Vec::new(),
+            write: Vec::new(),
+            limits: SandboxLimits::default(),
+        }
+    }
+}
+
+/// Resource limits of a sandboxed child (`setrlimit`); 0 is no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxLimits {
+    /// CPU time of each process (`RLIMIT_CPU`).
+    pub cpu_seconds: u64,
+    /// Address space of each process, in MiB (`RLIMIT_AS`).
+    pub memory_mb: u64,
+    /// Processes and threads the child may add to what its user already
+    /// runs (`RLIMIT_NPROC`; root is exempt).
+    pub processes: u64,
+    /// Open files of each process (`RLIMIT_NOFILE`).
+    pub open_files: u64,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        SandboxLimits {
+            cpu_seconds: 600,
+            memory_mb: 8192,
+            processes: 512,
+            open_files: 1024,
+        }
+    }
 }
 
 /// The workspace tools a harness can give the model.
@@ -206,6 +291,7 @@ impl Default for HarnessConfig {
             max_steps: 50,
             turn_timeout: Duration::from_secs(600),
             approval_timeout: None,
+            sandbox: Sandbox::default(),
         }
     }
 }
@@ -259,6 +345,9 @@ pub struct Tool {
     pub needs_approval: Approval,
     pub annotations: ToolAnnotations,
     pub input_schema: Value,
+    /// The sandbox of the tool's child: `[harness.sandbox]` with network
+    /// on, then the tool's own `sandbox` (server tools only).
+    pub sandbox: Sandbox,
 }
 
 /// Where a tool runs.

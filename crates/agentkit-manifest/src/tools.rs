@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::checks;
 use crate::diagnostic::{Code, Diagnostic};
-use crate::model::{Approval, Execution, Tool, ToolAnnotations};
+use crate::model::{Approval, Execution, Sandbox, Tool, ToolAnnotations};
 use crate::source::{Ctx, SourceText};
 
 /// The default time a server tool may run.
@@ -42,10 +42,12 @@ struct RawTool {
     open_world: bool,
     input_schema: Option<toml::Value>,
     input_schema_file: Option<String>,
+    sandbox: Option<toml::Value>,
 }
 
-/// Parses one tool file. `name` has already been checked.
-pub(crate) fn read_tool(ctx: &mut Ctx, path: &Path, name: &str) -> Option<Tool> {
+/// Parses one tool file. `name` has already been checked; `sandbox` is
+/// the agent's `[harness.sandbox]`, which the tool's own starts from.
+pub(crate) fn read_tool(ctx: &mut Ctx, path: &Path, name: &str, sandbox: &Sandbox) -> Option<Tool> {
     let src = ctx.read_text(path)?;
     let raw: RawTool = ctx.parse_toml(&src)?;
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -234,6 +236,26 @@ pub(crate) fn read_tool(ctx: &mut Ctx, path: &Path, name: &str) -> Option<Tool> 
         );
     }
 
+    // Server tools call APIs: network is on unless the tool says otherwise.
+    // The project folder is the one above `agent/tools/`.
+    let base = Sandbox {
+        network: true,
+        ..sandbox.clone()
+    };
+    let project_dir = dir.parent().and_then(Path::parent).unwrap_or(dir);
+    let sandbox = if raw.execution == Execution::Agent && raw.sandbox.is_some() {
+        err(
+            ctx,
+            Code::ConflictingFields,
+            "sandbox",
+            "`sandbox` is for server tools; agent tools run through the `shell` built-in and its `[harness.sandbox]`".into(),
+            None,
+        );
+        base
+    } else {
+        crate::sandbox::read_tool_sandbox(ctx, &src, name, raw.sandbox, &base, project_dir)
+    };
+
     let ok = ok && ctx.diagnostics.error_count() == errors_at_start;
     ok.then(|| Tool {
         name: name.to_owned(),
@@ -255,6 +277,7 @@ pub(crate) fn read_tool(ctx: &mut Ctx, path: &Path, name: &str) -> Option<Tool> 
         },
         input_schema: input_schema
             .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
+        sandbox,
     })
 }
 

@@ -416,6 +416,9 @@ pub struct Info {
     pub reminders: RemindersInfo,
     /// Each hook's counters.
     pub hooks: Value,
+    /// Whether the model's shell and the tools run sandboxed here:
+    /// `{available, abi, mode, networkRules, reason}`.
+    pub sandbox: Value,
 }
 
 /// The `mcp` entry of [`Info`].

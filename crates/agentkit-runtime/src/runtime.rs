@@ -237,6 +237,8 @@ impl AgentRuntime {
                 message: format!("loading reminders failed: {e}"),
             })??;
         tracing::debug!(armed, "reminders loaded");
+        // Loudly, when the shell and server tools would run unsandboxed.
+        agentkit_harness::log_sandbox_status(&runtime.inner.agent);
         Ok(runtime)
     }
 

@@ -60,8 +60,8 @@ pub mod trajectory {
 }
 
 pub use agentkit_harness::{
-    Cassette, Decision, DynTool, Endpoint, ProviderConfig, RustTool, ToolContext, ToolOutput,
-    ToolSource, ToolSpec,
+    Cassette, Decision, DynTool, Endpoint, ProviderConfig, RustTool, SandboxStatus, ToolContext,
+    ToolOutput, ToolSource, ToolSpec, sandbox_status,
 };
 pub use agentkit_runtime::{
     AgentRuntime, Clock, Followup, InputError, ManualClock, NewReminder, Owner, PendingApproval,

@@ -6,6 +6,7 @@ mod builtins;
 mod loop_limits;
 mod openai;
 mod provider_http;
+mod sandbox;
 mod scripted;
 mod test_provider;
 mod tools;

@@ -29,6 +29,11 @@ fn tool(dir: &Path, command: &[&str]) -> Tool {
         needs_approval: Approval::Never,
         annotations: ToolAnnotations::default(),
         input_schema: json!({"type": "object"}),
+        // A server tool's default: sandboxed, network on.
+        sandbox: agentkit_manifest::Sandbox {
+            network: true,
+            ..Default::default()
+        },
     }
 }
 

@@ -72,10 +72,12 @@ fn config() {
             bad-harness/agent/agent.toml:4:1: error[invalid-value]: unknown built-in tool `grpe` (hint: did you mean `grep`?)
             bad-harness/agent/agent.toml:5:1: error[invalid-value]: `max_steps` must be at least 1
             bad-harness/agent/agent.toml:6:1: error[invalid-duration]: `turn_timeout`: `ten minutes` is not a duration (expected number at 0); write e.g. `30s`, `10m` or `2h`
+            bad-harness/agent/agent.toml:9:1: error[invalid-value]: unknown sandbox mode `strict` in `[harness.sandbox]` (hint: modes: enforce, warn, off)
             bad-model/agent/agent.toml:2:1: error[invalid-model]: unknown model provider `opnai` (hint: did you mean `openai`?)
             model-table/agent/agent.toml:3:1: error[invalid-model]: `[model]` needs `provider` (hint: e.g. provider = "openai")
             runtime-cloud/agent/agent.toml:2:1: warning[unsupported]: `runtime = "cloud"` is not supported by this host; turns run locally (hint: remove `runtime` or set it to "local")
             runtime-cloud/agent/agent.toml:4:1: warning[unsupported]: `[cloud]` settings are not supported by this host and are ignored
+            sandbox-off/agent/agent.toml:4:1: warning[sandbox-off]: `[harness.sandbox] mode = "off"` runs the `shell` built-in and every server tool unsandboxed (hint: without the sandbox, what the model runs (and what a prompt injected through a channel talks it into) can read the host's stored provider keys, every session's workspace and the project's files, and reach any address; keep the sandbox on and widen it with `read`, `write` or `network` instead (docs/reference/sandbox.md))
             scripted-missing/agent/agent.toml:2:1: error[missing-file]: model script `scripts/missing.json` does not exist (hint: scripted model paths are relative to the `agent/` folder)
             toml-syntax/agent/agent.toml:2:29: error[toml-invalid]: invalid basic string, expected `"`
             unknown-field/agent/agent.toml:4:1: error[unknown-field]: unknown field `max_stpes` (hint: did you mean `max_steps`?)
@@ -96,6 +98,7 @@ fn tools() {
             agent/tools/bad_approval.toml:3:1: error[invalid-value]: `needs_approval` must be a boolean or a JSON Schema table, not a string
             agent/tools/bad_env.toml:3:1: error[invalid-value]: `env` entry `API-KEY` is not an environment variable name
             agent/tools/bad_execution.toml:2:13: error[toml-invalid]: unknown variant `cloud`, expected `server` or `agent`
+            agent/tools/bad_sandbox.toml:3:1: error[invalid-value]: `sandbox`: invalid type: string "yes", expected a boolean (hint: keys: mode, network, read, write, [sandbox.limits])
             agent/tools/bad_schema.toml:4:1: error[invalid-schema]: invalid input schema: "strng" is not valid under any of the schemas listed in the 'anyOf' keyword at `/properties/city/type`
             agent/tools/bad_schema_file.json:3:18: error[invalid-schema]: not valid JSON: key must be a string
             agent/tools/bad_timeout.toml:3:1: error[invalid-duration]: `timeout`: `30` is not a duration (time unit needed, for example 30sec or 30ms); write e.g. `30s`, `10m` or `2h`
@@ -110,6 +113,7 @@ fn tools() {
             agent/tools/server_with_script.toml:3:1: error[conflicting-fields]: `script` and `script_file` are for `execution = "agent"` tools (hint: a server tool runs `command`)
             agent/tools/string_schema.toml:4:1: error[invalid-schema]: invalid input schema: `type` is "string"; a tool input schema must have `type = "object"`
             agent/tools/typo.toml:3:1: error[unknown-field]: unknown field `needs_aproval` (hint: did you mean `needs_approval`?)
+            agent/tools/unsandboxed.toml:3:1: warning[sandbox-off]: tool `unsandboxed` turns the sandbox off (hint: without the sandbox, what the model runs (and what a prompt injected through a channel talks it into) can read the host's stored provider keys, every session's workspace and the project's files, and reach any address; keep it off only for a program you trust that never runs what a model or a message wrote, or widen the sandbox with `read`, `write` or `network` instead)
         "#]],
     );
 }

@@ -280,6 +280,9 @@ pub(crate) async fn info(State(state): State<AgentState>, _auth: Authed) -> ApiR
             armed: agent.runtime.armed_reminders(),
         },
         hooks: value(serde_json::to_value(agent.hooks.stats())),
+        sandbox: value(serde_json::to_value(agentkit_harness::sandbox_info(
+            agent.project.agent.config.harness.sandbox.mode,
+        ))),
     }))
 }
 

@@ -726,8 +726,11 @@ fn a_stdio_server_that_always_dies_backs_off() {
 fn server_tools_use_the_host_bridge() {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/host_tool.py");
     let tool = format!(
-        "description = \"Host bridge probe.\"\ncommand = [\"python3\", \"{}\"]\n[input_schema]\ntype = \"object\"\nrequired = [\"op\"]\n",
-        script.display()
+        "description = \"Host bridge probe.\"\ncommand = [\"python3\", \"{}\"]\nsandbox = {{ read = [\"{}\"] }}\n[input_schema]\ntype = \"object\"\nrequired = [\"op\"]\n",
+        script.display(),
+        // The probe lives outside the tool's folder: the sandbox must
+        // be told it may read it.
+        script.parent().unwrap().display()
     );
     let mut a = bot(false);
     a.push(("tools/host.toml", &tool));
@@ -831,8 +834,11 @@ fn server_tools_call_mcp_connections_through_the_bridge() {
     };
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/host_tool.py");
     let tool = format!(
-        "description = \"Host bridge probe.\"\ncommand = [\"python3\", \"{}\"]\n",
-        script.display()
+        "description = \"Host bridge probe.\"\ncommand = [\"python3\", \"{}\"]\nsandbox = {{ read = [\"{}\"] }}\n",
+        script.display(),
+        // The probe lives outside the tool's folder: the sandbox must
+        // be told it may read it.
+        script.parent().unwrap().display()
     );
     let conn = format!(
         "command = \"{}\"\nargs = [\"--local-timezone\", \"UTC\"]\n",
@@ -1085,8 +1091,11 @@ fn a_two_agent_cycle_is_stopped_by_the_hop_limit() {
 fn a_cycle_through_subprocess_tools_on_the_bridge_is_stopped_by_the_hop_limit() {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/host_tool.py");
     let tool = format!(
-        "description = \"Host bridge probe.\"\ncommand = [\"python3\", \"{}\"]\ntimeout = \"120s\"\n[input_schema]\ntype = \"object\"\nrequired = [\"op\"]\n",
-        script.display()
+        "description = \"Host bridge probe.\"\ncommand = [\"python3\", \"{}\"]\nsandbox = {{ read = [\"{}\"] }}\ntimeout = \"120s\"\n[input_schema]\ntype = \"object\"\nrequired = [\"op\"]\n",
+        script.display(),
+        // The probe lives outside the tool's folder: the sandbox must
+        // be told it may read it.
+        script.parent().unwrap().display()
     );
     let model = r#"{"turns": [{"steps": [
         {"toolCalls": [{"name": "host", "input": {"op": "ask_peer"}}]},

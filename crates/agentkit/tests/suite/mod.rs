@@ -12,6 +12,7 @@ mod http;
 mod mcp;
 mod playground;
 mod providers;
+mod sandbox;
 mod schedule_handlers;
 mod services;
 mod time;

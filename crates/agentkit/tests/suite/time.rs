@@ -336,12 +336,16 @@ fn toml_schedules_send_a_message_or_call_a_tool() {
         ],
         at(8, 59, 30),
     );
-    let stamp = h.dir.path().join("stamp.json");
+    // The tool writes outside its workspace: its sandbox grants the folder.
+    let stamps = h.dir.path().join("stamps");
+    std::fs::create_dir_all(&stamps).unwrap();
+    let stamp = stamps.join("stamp.json");
     write(
         &h.agent_dir().join("tools/stamp.toml"),
         &format!(
-            "description = \"Writes a stamp file\"\ncommand = [\"sh\", \"-c\", \"cat > '{}'\"]\n[input_schema]\ntype = \"object\"\nrequired = [\"label\"]\nproperties.label = {{ type = \"string\" }}\n",
-            stamp.display()
+            "description = \"Writes a stamp file\"\ncommand = [\"sh\", \"-c\", \"cat > '{}'\"]\nsandbox = {{ write = [\"{}\"] }}\n[input_schema]\ntype = \"object\"\nrequired = [\"label\"]\nproperties.label = {{ type = \"string\" }}\n",
+            stamp.display(),
+            stamps.display()
         ),
     );
     h.start(ServeOptions {
