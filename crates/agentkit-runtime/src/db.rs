@@ -351,6 +351,12 @@ impl Db {
         self.write_detached(move |conn| upsert_session(conn, &meta));
     }
 
+    /// Waits until every write queued before this call is committed (the
+    /// writer takes them in order): detached writes included.
+    pub(crate) async fn flush(&self) -> Result<()> {
+        self.write(|_| Ok(())).await
+    }
+
     /// Forgets a session (its folder was deleted).
     pub(crate) fn delete_session(&self, id: &str) {
         let id = id.to_owned();

@@ -723,6 +723,12 @@ impl AgentRuntime {
                 tracing::warn!(session = %s.id, error = %e, "cannot sync on shutdown");
             }
         }
+        // Bookkeeping written without waiting (a session's parked flag,
+        // which a restart needs to re-arm approval timeouts) is committed
+        // before shutdown returns.
+        if let Err(e) = self.inner.db.flush().await {
+            tracing::warn!(error = %e, "cannot flush the state database on shutdown");
+        }
     }
 
     /// The host bridge server tools of this agent reach.
