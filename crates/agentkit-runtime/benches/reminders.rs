@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use agentkit_manifest::Admission;
 use agentkit_protocol::EventType;
 use agentkit_runtime::{
-    AgentRuntime, Clock, ManualClock, NewReminder, NewSession, Owner, ReminderAction, ReminderWhen,
-    RuntimeOptions, SessionMode, SystemClock,
+    AgentRuntime, Clock, ManualClock, NewReminder, Owner, ReminderAction, ReminderWhen,
+    RuntimeOptions, SendRequest, SessionMode, SystemClock,
 };
 
 fn rss_kib() -> u64 {
@@ -126,7 +126,7 @@ fn main() {
             authenticator: "bench".into(),
         };
         runtime
-            .create(NewSession {
+            .send(SendRequest {
                 channel: "bench".into(),
                 mode: SessionMode::Chat,
                 owner,

@@ -55,7 +55,7 @@ pub use reminders::{
     ReminderHandler, ReminderOutcome, ReminderRequest, ReminderTick, ReminderWhen, parse_when,
 };
 pub use runtime::{
-    Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, NewSession, RuntimeOptions, SessionSummary,
+    Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, RuntimeOptions, SendRequest, SessionSummary,
     WeakRuntime,
 };
 pub use schedule_handlers::{

@@ -29,7 +29,7 @@ use crate::clock::BoxFuture;
 use crate::db::ReminderRow;
 use crate::error::{Error, Result};
 use crate::meta::{Owner, SessionMode};
-use crate::runtime::{Accepted, AgentRuntime, HTTP_CHANNEL, NewSession, lock, new_id};
+use crate::runtime::{Accepted, AgentRuntime, HTTP_CHANNEL, SendRequest, lock, new_id};
 
 /// The reason recorded on run-form reminders disarmed at open.
 pub const HANDLER_LOST_ON_RESTART: &str = "handler_lost_on_restart";
@@ -731,7 +731,7 @@ impl AgentRuntime {
             });
         }
         let accepted = self
-            .create(NewSession {
+            .send(SendRequest {
                 channel: row.channel_id.clone(),
                 mode: SessionMode::Chat,
                 owner: reminder_owner(&row.purpose),

@@ -1,5 +1,5 @@
 //! The session core's entry points: one agent's sessions, created or
-//! continued ([`AgentRuntime::create`], [`AgentRuntime::follow_up`]),
+//! continued ([`AgentRuntime::send`], [`AgentRuntime::follow_up`]),
 //! looked up (loaded from the session index when addressed, unloaded when
 //! idle: `registry.rs`), followed, listed, stopped and shut down. The turns
 //! themselves run in `worker.rs`; a session's turn state is the machine in
@@ -59,7 +59,7 @@ pub struct RuntimeOptions {
 /// A message to start (or, with a known continuation key, continue) a
 /// session.
 #[derive(Debug, Clone)]
-pub struct NewSession {
+pub struct SendRequest {
     pub channel: String,
     pub mode: SessionMode,
     pub owner: Owner,
@@ -367,7 +367,7 @@ impl AgentRuntime {
     /// session and the second follows it up. A key continues its session
     /// whoever sends (the channel authenticated the sender), as the
     /// session's owner.
-    pub async fn create(&self, req: NewSession) -> Result<Accepted> {
+    pub async fn send(&self, req: SendRequest) -> Result<Accepted> {
         if req.message.trim().is_empty() {
             return Err(Error::BadRequest {
                 message: "`message` must not be empty".into(),
@@ -398,7 +398,7 @@ impl AgentRuntime {
     }
 
     /// A new session for `req` (its key, if any, is free).
-    async fn create_new(&self, req: NewSession, as_of: Option<String>) -> Result<Accepted> {
+    async fn create_new(&self, req: SendRequest, as_of: Option<String>) -> Result<Accepted> {
         let id = SessionId::parse(&new_id("ses"))?;
         let token = req.continuation.clone().unwrap_or_else(mint_token);
         let workspace_dir = self

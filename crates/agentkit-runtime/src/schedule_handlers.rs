@@ -22,7 +22,7 @@ use serde_json::Value;
 use crate::clock::BoxFuture;
 use crate::error::{Error, Result};
 use crate::meta::{Owner, SessionMode};
-use crate::runtime::{Accepted, AgentRuntime, HTTP_CHANNEL, NewSession, lock};
+use crate::runtime::{Accepted, AgentRuntime, HTTP_CHANNEL, SendRequest, lock};
 use crate::tool_call::ToolCallOutcome;
 
 /// What a schedule handler's failure carries (any error type converts
@@ -209,7 +209,7 @@ impl ScheduleRun {
         // sends (the schedule is the host's own code), as its owner.
         let accepted = self
             .runtime
-            .create(NewSession {
+            .send(SendRequest {
                 channel,
                 mode: SessionMode::Chat,
                 owner: r.auth.unwrap_or_else(|| self.app_auth.clone()),

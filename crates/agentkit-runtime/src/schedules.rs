@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::meta::{Owner, SessionMode};
-use crate::runtime::{AgentRuntime, HTTP_CHANNEL, NewSession, lock};
+use crate::runtime::{AgentRuntime, HTTP_CHANNEL, SendRequest, lock};
 use crate::schedule_handlers::{ScheduleHandlers, ScheduleRun, WorkGuard};
 
 /// The channel recorded on the task sessions schedules start.
@@ -133,7 +133,7 @@ impl AgentRuntime {
         let sessions = match &schedule.action {
             ScheduleAction::Markdown { prompt } => {
                 let accepted = self
-                    .create(NewSession {
+                    .send(SendRequest {
                         channel: SCHEDULE_CHANNEL.to_owned(),
                         mode: SessionMode::Task,
                         owner,
@@ -155,7 +155,7 @@ impl AgentRuntime {
                 // deliveries fire for it.
                 let channel = channel.clone().unwrap_or_else(|| HTTP_CHANNEL.to_owned());
                 let accepted = self
-                    .create(NewSession {
+                    .send(SendRequest {
                         channel,
                         mode: SessionMode::Chat,
                         owner,

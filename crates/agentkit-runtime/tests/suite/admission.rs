@@ -23,7 +23,7 @@ fn follow(message: &str, token: &str, admission: Admission) -> FollowUp {
 #[tokio::test]
 async fn a_follow_up_preempts_the_running_turn() {
     let f = fixture(SLOW_THEN_FAST).await;
-    let a = f.runtime.create(new_session("one")).await.unwrap();
+    let a = f.runtime.send(new_session("one")).await.unwrap();
     until(&f.runtime, &a.session_id, EventType::TurnStarted, 1).await;
     assert!(f.runtime.is_busy(&a.session_id));
     f.runtime
@@ -64,7 +64,7 @@ async fn a_follow_up_preempts_the_running_turn() {
 #[tokio::test]
 async fn coalesced_messages_run_together_after_the_turn() {
     let f = fixture(r#"{"turns": [{"steps": [{"text": "slow", "delayMs": 1500}]}, {"steps": [{"text": "fast"}]}]}"#).await;
-    let a = f.runtime.create(new_session("one")).await.unwrap();
+    let a = f.runtime.send(new_session("one")).await.unwrap();
     until(&f.runtime, &a.session_id, EventType::TurnStarted, 1).await;
     let b = f
         .runtime
@@ -109,7 +109,7 @@ async fn coalesced_messages_run_together_after_the_turn() {
 #[tokio::test]
 async fn reject_answers_busy_and_records_nothing() {
     let f = fixture(SLOW_THEN_FAST).await;
-    let a = f.runtime.create(new_session("one")).await.unwrap();
+    let a = f.runtime.send(new_session("one")).await.unwrap();
     until(&f.runtime, &a.session_id, EventType::TurnStarted, 1).await;
     let r = f
         .runtime
@@ -127,7 +127,7 @@ async fn reject_answers_busy_and_records_nothing() {
 #[tokio::test]
 async fn stop_interrupts_and_clears_the_queue() {
     let f = fixture(SLOW_THEN_FAST).await;
-    let a = f.runtime.create(new_session("one")).await.unwrap();
+    let a = f.runtime.send(new_session("one")).await.unwrap();
     until(&f.runtime, &a.session_id, EventType::TurnStarted, 1).await;
     // A queued message is dropped by stop.
     let b = f
@@ -156,7 +156,7 @@ async fn stop_interrupts_and_clears_the_queue() {
 #[tokio::test]
 async fn shutdown_interrupts_running_turns_with_a_reason() {
     let f = fixture(SLOW_THEN_FAST).await;
-    let a = f.runtime.create(new_session("one")).await.unwrap();
+    let a = f.runtime.send(new_session("one")).await.unwrap();
     until(&f.runtime, &a.session_id, EventType::TurnStarted, 1).await;
     f.runtime.shutdown(std::time::Duration::from_secs(5)).await;
     let events = f
@@ -174,7 +174,7 @@ async fn shutdown_interrupts_running_turns_with_a_reason() {
 #[tokio::test]
 async fn reject_also_refuses_while_messages_are_queued() {
     let f = fixture(SLOW_THEN_FAST).await;
-    let a = f.runtime.create(new_session("one")).await.unwrap();
+    let a = f.runtime.send(new_session("one")).await.unwrap();
     // No waiting: the first message may still be queued, not yet running.
     let r = f
         .runtime
@@ -190,7 +190,7 @@ async fn reject_also_refuses_while_messages_are_queued() {
 #[tokio::test]
 async fn a_refused_follow_up_keeps_the_token_valid() {
     let f = fixture(SLOW_THEN_FAST).await;
-    let a = f.runtime.create(new_session("one")).await.unwrap();
+    let a = f.runtime.send(new_session("one")).await.unwrap();
     let mut bad = follow("two", &a.continuation_token, Admission::Coalesce);
     bad.workspace_files = vec![("../../etc/x".to_owned(), "no".to_owned())];
     assert!(matches!(

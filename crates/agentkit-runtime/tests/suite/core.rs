@@ -19,7 +19,7 @@ async fn two_first_deliveries_with_one_new_key_make_one_session() {
         req.continuation = Some(format!("pr:owner/repo#{round}"));
         let mut other = req.clone();
         other.message = "second".to_owned();
-        let (a, b) = tokio::join!(f.runtime.create(req), f.runtime.create(other));
+        let (a, b) = tokio::join!(f.runtime.send(req), f.runtime.send(other));
         let (a, b) = (a.unwrap(), b.unwrap());
         assert_eq!(a.session_id, b.session_id, "round {round}");
         assert_eq!(
@@ -54,7 +54,7 @@ async fn two_first_deliveries_with_one_new_key_make_one_session() {
     from_bob.channel = "github".to_owned();
     from_bob.continuation = Some("pr:owner/repo#0".to_owned());
     from_bob.owner = owner("bob");
-    let b = f.runtime.create(from_bob).await.unwrap();
+    let b = f.runtime.send(from_bob).await.unwrap();
     assert!(!b.is_new);
     assert_eq!(
         f.runtime.session_meta(&b.session_id).unwrap().owner,
@@ -65,12 +65,12 @@ async fn two_first_deliveries_with_one_new_key_make_one_session() {
 #[tokio::test]
 async fn a_deleted_folder_deletes_the_session_without_a_restart() {
     let f = fixture(REPLIES).await;
-    let a = f.runtime.create(new_session("hi")).await.unwrap();
+    let a = f.runtime.send(new_session("hi")).await.unwrap();
     until(&f.runtime, &a.session_id, EventType::SessionWaiting, 1).await;
     let mut keyed = new_session("hi");
     keyed.channel = "github".to_owned();
     keyed.continuation = Some("pr:x#1".to_owned());
-    let k = f.runtime.create(keyed.clone()).await.unwrap();
+    let k = f.runtime.send(keyed.clone()).await.unwrap();
     until(&f.runtime, &k.session_id, EventType::SessionWaiting, 1).await;
     assert_eq!(f.runtime.list(&owner("alice")).await.unwrap().len(), 2);
     for id in [&a.session_id, &k.session_id] {
@@ -91,7 +91,7 @@ async fn a_deleted_folder_deletes_the_session_without_a_restart() {
     ));
     assert!(f.runtime.session_for("github", "pr:x#1").is_none());
     // The key is free again: it starts a new session.
-    let again = f.runtime.create(keyed).await.unwrap();
+    let again = f.runtime.send(keyed).await.unwrap();
     assert!(again.is_new);
     assert_ne!(again.session_id, k.session_id);
 }
@@ -99,7 +99,7 @@ async fn a_deleted_folder_deletes_the_session_without_a_restart() {
 #[tokio::test]
 async fn the_workspace_is_made_when_something_needs_it_not_at_create() {
     let f = fixture(REPLIES).await;
-    let a = f.runtime.create(new_session("hi")).await.unwrap();
+    let a = f.runtime.send(new_session("hi")).await.unwrap();
     until(&f.runtime, &a.session_id, EventType::SessionWaiting, 1).await;
     let ws = f
         .dir
@@ -131,7 +131,7 @@ async fn the_workspace_is_made_when_something_needs_it_not_at_create() {
 #[tokio::test]
 async fn later_turns_see_the_whole_conversation_after_a_restart() {
     let f = fixture(REPLIES).await;
-    let a = f.runtime.create(new_session("q1")).await.unwrap();
+    let a = f.runtime.send(new_session("q1")).await.unwrap();
     until(&f.runtime, &a.session_id, EventType::SessionWaiting, 1).await;
     let b = f
         .runtime
@@ -168,7 +168,7 @@ async fn a_restart_reads_the_fold_snapshot_and_the_logs_tail_not_the_whole_log()
         r#"{{"turns": [{{"steps": [{{"text": "{long}"}}]}}, {{"steps": [{{"text": "short"}}]}}]}}"#
     );
     let f = fixture(&script).await;
-    let a = f.runtime.create(new_session("q1")).await.unwrap();
+    let a = f.runtime.send(new_session("q1")).await.unwrap();
     until(&f.runtime, &a.session_id, EventType::SessionWaiting, 1).await;
     f.runtime.shutdown(std::time::Duration::from_secs(5)).await;
     drop(f.runtime);

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentkit_protocol::{Event, EventType};
-use agentkit_runtime::{AgentRuntime, NewSession, Owner, RuntimeOptions, SessionMode};
+use agentkit_runtime::{AgentRuntime, Owner, RuntimeOptions, SendRequest, SessionMode};
 
 pub(crate) struct Fixture {
     pub(crate) dir: tempfile::TempDir,
@@ -89,8 +89,8 @@ pub(crate) fn follow(message: &str, token: &str) -> agentkit_runtime::FollowUp {
     }
 }
 
-pub(crate) fn new_session(message: &str) -> NewSession {
-    NewSession {
+pub(crate) fn new_session(message: &str) -> SendRequest {
+    SendRequest {
         channel: "http".to_owned(),
         mode: SessionMode::Chat,
         owner: owner("alice"),

@@ -14,7 +14,7 @@ const TWO_TURNS: &str = r#"{"turns": [{"steps": [{"text": "Hello there, how can 
 #[tokio::test]
 async fn a_chat_turn_streams_every_step_and_waits() {
     let f = fixture(TWO_TURNS).await;
-    let accepted = f.runtime.create(new_session("hi")).await.unwrap();
+    let accepted = f.runtime.send(new_session("hi")).await.unwrap();
     assert!(accepted.is_new);
     assert!(accepted.continuation_token.starts_with("http:"));
     let events = until(
@@ -59,7 +59,7 @@ async fn a_chat_turn_streams_every_step_and_waits() {
 #[tokio::test]
 async fn http_tokens_rotate_and_stale_ones_are_refused() {
     let f = fixture(TWO_TURNS).await;
-    let first = f.runtime.create(new_session("hi")).await.unwrap();
+    let first = f.runtime.send(new_session("hi")).await.unwrap();
     until(&f.runtime, &first.session_id, EventType::SessionWaiting, 1).await;
     let second = f
         .runtime
@@ -101,7 +101,7 @@ async fn task_sessions_complete_and_refuse_follow_ups() {
     let f = fixture(TWO_TURNS).await;
     let mut req = new_session("do the thing");
     req.mode = SessionMode::Task;
-    let a = f.runtime.create(req).await.unwrap();
+    let a = f.runtime.send(req).await.unwrap();
     let events = until(&f.runtime, &a.session_id, EventType::SessionCompleted, 1).await;
     assert!(!types(&events).contains(&"session.waiting".to_owned()));
     let again = f
@@ -114,7 +114,7 @@ async fn task_sessions_complete_and_refuse_follow_ups() {
 #[tokio::test]
 async fn sessions_belong_to_their_principal() {
     let f = fixture(TWO_TURNS).await;
-    let a = f.runtime.create(new_session("hi")).await.unwrap();
+    let a = f.runtime.send(new_session("hi")).await.unwrap();
     let bob = owner("bob");
     let mut req = follow("mine now", &a.continuation_token);
     req.owner = bob.clone();
@@ -153,9 +153,9 @@ async fn channel_keys_map_to_one_session() {
     let mut req = new_session("review the PR");
     req.channel = "github".to_owned();
     req.continuation = Some("pr:owner/repo#1".to_owned());
-    let a = f.runtime.create(req.clone()).await.unwrap();
+    let a = f.runtime.send(req.clone()).await.unwrap();
     until(&f.runtime, &a.session_id, EventType::SessionWaiting, 1).await;
-    let b = f.runtime.create(req).await.unwrap();
+    let b = f.runtime.send(req).await.unwrap();
     assert_eq!(a.session_id, b.session_id);
     assert!(!b.is_new);
     assert_eq!(b.continuation_token, "pr:owner/repo#1");
@@ -172,7 +172,7 @@ async fn workspaces_are_materialised_and_request_paths_stay_inside() {
     let f = fixture(TWO_TURNS).await;
     let mut req = new_session("hi");
     req.workspace_files = vec![("notes/todo.md".to_owned(), "- one\n".to_owned())];
-    let a = f.runtime.create(req).await.unwrap();
+    let a = f.runtime.send(req).await.unwrap();
     let ws = f
         .dir
         .path()

@@ -10,7 +10,7 @@ use agentkit_protocol::api::{
     self, AgentEntry, ApprovalDecision, ApprovalList, ApprovalResolved, CallTool, Health, Info,
     McpInfo, RemindersInfo, SendMessage, SessionInfo, SessionList, Stopped,
 };
-use agentkit_runtime::{FollowUp, HTTP_CHANNEL, NewSession, SessionMode};
+use agentkit_runtime::{FollowUp, HTTP_CHANNEL, SendRequest, SessionMode};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, header};
@@ -57,7 +57,7 @@ pub(crate) async fn create(
     let answer = state
         .agent
         .runtime
-        .create(NewSession {
+        .send(SendRequest {
             channel: HTTP_CHANNEL.to_owned(),
             mode: SessionMode::Chat,
             owner,

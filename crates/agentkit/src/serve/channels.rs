@@ -15,7 +15,7 @@ use agentkit_channels::{
 };
 use agentkit_manifest::{ChannelKind, Method, Project};
 use agentkit_protocol::{Event, SessionId};
-use agentkit_runtime::{AgentRuntime, NewSession, Owner, SessionMode};
+use agentkit_runtime::{AgentRuntime, Owner, SessionMode};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, State};
@@ -88,7 +88,7 @@ impl SessionHost for RuntimeHost {
             // authenticated the sender), as the principal that started it.
             let accepted = self
                 .runtime
-                .create(NewSession {
+                .send(agentkit_runtime::SendRequest {
                     channel: channel.clone(),
                     mode: SessionMode::Chat,
                     owner: Owner::from_auth(&req.auth),

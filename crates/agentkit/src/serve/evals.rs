@@ -244,7 +244,13 @@ async fn start_run(
     };
     let cases: Vec<agentkit_manifest::EvalCase> =
         agentkit_evals::select(&evals, &req.selectors, &req.tags)
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::UnknownSelector, e.to_string()))?
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    ErrorCode::UnknownSelector,
+                    e.to_string(),
+                )
+            })?
             .into_iter()
             .cloned()
             .collect();

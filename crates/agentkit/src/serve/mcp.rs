@@ -14,7 +14,7 @@ use agentkit_mcp::{
     AgentBackend, AskRequest, BackendError, Reply, ReplyStatus, ServerToolInfo, ToolCallRequest,
 };
 use agentkit_protocol::{ErrorCode, Event, EventData, EventType};
-use agentkit_runtime::{AgentRuntime, FollowUp, NewSession, Owner, SessionMode};
+use agentkit_runtime::{AgentRuntime, FollowUp, Owner, SendRequest, SessionMode};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -195,7 +195,7 @@ impl AgentBackend for RuntimeBackend {
             None => {
                 let accepted = self
                     .runtime
-                    .create(NewSession {
+                    .send(SendRequest {
                         channel: MCP_CHANNEL.to_owned(),
                         mode: SessionMode::Chat,
                         owner: owner.clone(),
