@@ -30,7 +30,9 @@ pub struct SessionStarted {
 #[serde(rename_all = "camelCase", default)]
 pub struct AbAssigned {
     pub experiment: String,
-    pub variant: String,
+    /// `None` (`null` on the wire): left out by the experiment's traffic
+    /// share.
+    pub variant: Option<String>,
 }
 
 /// `session.failed`.

@@ -71,6 +71,7 @@ pub(crate) fn keeps(t: EventType) -> bool {
     matches!(
         t,
         EventType::MessageReceived
+            | EventType::AbAssigned
             | EventType::MessageCompleted
             | EventType::ActionsRequested
             | EventType::ActionResult

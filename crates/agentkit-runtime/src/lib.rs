@@ -20,9 +20,12 @@
 //! [`AgentRuntime::resolve_approval`]): a restart keeps them listed, and
 //! approving one afterwards resumes the conversation from the log.
 //!
-//! Not here yet: A/B assignment (a later issue). The runtime knows nothing
+//! A/B experiments enrol new sessions and pick the agent each turn runs as
+//! (`ab.rs`); per-variant metrics and feedback are not here yet. The
+//! runtime knows nothing
 //! of HTTP: the facade maps [`Error::status`] to responses.
 
+mod ab;
 mod approvals;
 mod clock;
 mod db;

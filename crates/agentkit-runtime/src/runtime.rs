@@ -442,6 +442,19 @@ impl AgentRuntime {
             }),
         )
         .await?;
+        // Enrolment: sticky per channel key (a conversation that starts a
+        // new session keeps its variant), else per session.
+        let sticky = req.continuation.as_deref().unwrap_or(id.as_str());
+        for experiment in &self.inner.agent.experiments {
+            let assigned = crate::ab::assign(experiment, sticky);
+            self.append(
+                &id,
+                EventType::AbAssigned,
+                None,
+                json!({"experiment": assigned.experiment, "variant": assigned.variant}),
+            )
+            .await?;
+        }
         let (coalesced, start_index) = self
             .accept(&session, req.message, req.admission, req.workspace_files)
             .await?;

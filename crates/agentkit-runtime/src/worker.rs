@@ -382,9 +382,18 @@ impl AgentRuntime {
         }
         self.append(id, EventType::TurnStarted, Some(&turn_id), started)
             .await?;
-        let Some(model) = self
-            .inner
-            .agent
+        let exclude: BTreeSet<u64> = batch.iter().map(|q| q.index).collect();
+        let (history, assignments) = self
+            .with_history(session, |events| {
+                (
+                    fold::conversation(events, &exclude),
+                    crate::ab::recorded(events),
+                )
+            })
+            .await?;
+        // The session's experiment variants decide the agent it runs as.
+        let agent = crate::ab::agent_for(&self.inner.agent, &assignments);
+        let Some(model) = agent
             .config
             .model
             .clone()
@@ -400,13 +409,9 @@ impl AgentRuntime {
             .await?;
             return Ok(false);
         };
-        let exclude: BTreeSet<u64> = batch.iter().map(|q| q.index).collect();
-        let history = self
-            .with_history(session, |events| fold::conversation(events, &exclude))
-            .await?;
         let dry_run = session.meta().dry_run;
         let input = TurnInput {
-            agent: self.inner.agent.clone(),
+            agent,
             model,
             history,
             user_messages: batch.into_iter().map(|q| q.text).collect(),

@@ -240,3 +240,83 @@ async fn a_restart_reads_the_fold_snapshot_and_the_logs_tail_not_the_whole_log()
         ]
     );
 }
+
+#[tokio::test]
+async fn experiments_enrol_sessions_by_weight_and_the_variant_model_answers() {
+    let f = fixture(r#"{"turns": [{"steps": [{"text": "control"}]}]}"#).await;
+    f.runtime.shutdown(std::time::Duration::from_secs(5)).await;
+    drop(f.runtime);
+    let agent = f.dir.path().join("bot/agent");
+    std::fs::write(
+        agent.join("ab.toml"),
+        "traffic = 1\n[[variants]]\nid = \"control\"\n[[variants]]\nid = \"other\"\nmodel = \"scripted:other.json\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        agent.join("other.json"),
+        r#"{"turns": [{"steps": [{"text": "variant"}]}]}"#,
+    )
+    .unwrap();
+    let runtime = super::open(f.dir.path()).await;
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    let mut ids = Vec::new();
+    for i in 0..60 {
+        let a = runtime.send(new_session(&format!("q{i}"))).await.unwrap();
+        let events = until(&runtime, &a.session_id, EventType::SessionWaiting, 1).await;
+        let assigned: Vec<Value> = events
+            .iter()
+            .filter(|e| e.event_type == EventType::AbAssigned)
+            .map(|e| e.data.clone())
+            .collect();
+        assert_eq!(assigned.len(), 1, "{assigned:?}");
+        assert_eq!(assigned[0]["experiment"], "ab");
+        let variant = assigned[0]["variant"].as_str().unwrap().to_owned();
+        let reply = events
+            .iter()
+            .find(|e| e.event_type == EventType::TurnCompleted)
+            .map(|e| e.data["result"].clone())
+            .unwrap();
+        let expected = if variant == "other" {
+            "variant"
+        } else {
+            "control"
+        };
+        assert_eq!(reply, expected, "the turn ran on its variant's model");
+        *seen.entry(variant).or_default() += 1;
+        ids.push(a);
+    }
+    // Weights 1:1 over 60 sessions.
+    assert!(seen.values().all(|n| (15..=45).contains(n)), "{seen:?}");
+
+    // The assignment is read back from the log after a restart.
+    runtime.shutdown(std::time::Duration::from_secs(5)).await;
+    drop(runtime);
+    let runtime = super::open(f.dir.path()).await;
+    let a = &ids[0];
+    let events = runtime
+        .events(&a.session_id, &owner("alice"), 0)
+        .await
+        .unwrap();
+    let variant = events
+        .iter()
+        .find(|e| e.event_type == EventType::AbAssigned)
+        .map(|e| e.data["variant"].clone())
+        .unwrap();
+    runtime
+        .follow_up(&a.session_id, follow("again", &a.continuation_token))
+        .await
+        .unwrap();
+    let events = until(&runtime, &a.session_id, EventType::SessionWaiting, 2).await;
+    let last = events
+        .iter()
+        .rev()
+        .find(|e| e.event_type == EventType::TurnCompleted)
+        .map(|e| e.data["result"].clone())
+        .unwrap();
+    let expected = if variant == "other" {
+        "variant"
+    } else {
+        "control"
+    };
+    assert_eq!(last, expected);
+}
