@@ -171,9 +171,14 @@ async function main() {
     check((await route.locator("[data-role=curl]").innerText()).includes("/alerts/weather?city=Oslo"), "no curl for the route");
     await route.locator("button.try").click();
     await route.locator("[data-role=try-output]").filter({ hasText: /^200 / }).waitFor();
+    await page.click("button[data-role=run-evals]");
+    const run = page.locator("[data-run][data-status=completed]").first();
+    await run.waitFor({ timeout: 60000 });
+    await run.locator("button").click();
+    await page.locator("[data-role=eval-report] tr[data-case]").first().waitFor();
     check(
-      (await page.locator("[data-role=evals]").innerText()).includes("not available"),
-      "the evals section does not say the runner is unavailable",
+      (await page.locator("[data-role=eval-report] tr[data-outcome=passed]").count()) > 0,
+      "no eval case passed in the playground's run",
     );
     await shot(page, "agent");
 

@@ -888,7 +888,104 @@ function Reminders() {
   );
 }
 
-function Surface({ info, dev }: { info: Record<string, any> | null; dev: boolean }) {
+/** Eval runs on the server (the dev routes): start one, watch it, open a case's session. */
+function Evals({ cases, onOpen }: { cases: number; onOpen: (id: string) => void }) {
+  const [runs, setRuns] = useState<any[]>([]);
+  const [shown, setShown] = useState<any | null>(null);
+  const [out, setOut] = useState("");
+  const load = useCallback(() => {
+    api.request<{ runs: any[] }>("GET", "/v1/dev/evals").then(
+      (d) => setRuns(d.runs ?? []),
+      (e) => setOut(errorText(e)),
+    );
+  }, []);
+  useEffect(load, [load]);
+  // Poll while a run is in flight.
+  useEffect(() => {
+    if (!runs.some((r) => r.status === "running")) return;
+    const timer = setTimeout(load, 500);
+    return () => clearTimeout(timer);
+  }, [runs, load]);
+  const start = async () => {
+    try {
+      await api.request("POST", "/v1/dev/evals", {});
+      setOut("");
+    } catch (e) {
+      setOut(errorText(e));
+    }
+    load();
+  };
+  const show = async (id: string) => {
+    try {
+      setShown(await api.request("GET", `/v1/dev/evals/${encodeURIComponent(id)}`));
+    } catch (e) {
+      setOut(errorText(e));
+    }
+  };
+  return (
+    <div data-role="evals">
+      <p class="muted">
+        {cases} case(s).{" "}
+        <button data-role="run-evals" disabled={cases === 0} onClick={start}>
+          Run evals
+        </button>
+      </p>
+      {runs.map((r) => (
+        <div class="surface-item" key={r.runId} data-run={r.runId} data-status={r.status}>
+          <code>{r.runId}</code>{" "}
+          <span class="muted">
+            {r.status}
+            {r.summary ? ` · ${r.summary.passed}/${r.summary.cases} passed` : ""} · {r.startedAt}
+          </span>{" "}
+          {r.status === "completed" && <button onClick={() => show(r.runId)}>Show</button>}
+        </div>
+      ))}
+      {shown?.report && (
+        <table data-role="eval-report">
+          <thead>
+            <tr>
+              <th>case</th>
+              <th>outcome</th>
+              <th>pass rate</th>
+              <th>sessions</th>
+            </tr>
+          </thead>
+          <tbody>
+            {(shown.report.cases ?? []).map((c: any) => (
+              <tr key={c.id} data-case={c.id} data-outcome={c.outcome}>
+                <td>
+                  <code>{c.id}</code>
+                </td>
+                <td>{c.outcome}</td>
+                <td>{Math.round((c.passRate ?? 0) * 100)}%</td>
+                <td>
+                  {(c.runs ?? [])
+                    .filter((r: any) => r.sessionId)
+                    .map((r: any) => (
+                      <button key={r.sessionId} class="link" onClick={() => onOpen(r.sessionId)}>
+                        #{r.iteration}
+                      </button>
+                    ))}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {out && <pre class="json">{out}</pre>}
+    </div>
+  );
+}
+
+function Surface({
+  info,
+  dev,
+  onOpen,
+}: {
+  info: Record<string, any> | null;
+  dev: boolean;
+  onOpen: (id: string) => void;
+}) {
   const [dispatched, setDispatched] = useState<Record<string, string>>({});
   if (!info) return <section class="page">loading…</section>;
   const agent = info.project?.agent ?? {};
@@ -972,9 +1069,13 @@ function Surface({ info, dev }: { info: Record<string, any> | null; dev: boolean
       <h3>Reminders {docsLink("reminders")}</h3>
       {dev ? <Reminders /> : <p class="muted">Listing and firing reminders needs --dev.</p>}
       <h3>Evals {docsLink("evals")}</h3>
-      <p class="muted" data-role="evals">
-        The eval runner is not available in this release{Array.isArray(evals) && evals.length > 0 ? `: ${evals.length} case(s) are defined and validated` : ""}.
-      </p>
+      {dev ? (
+        <Evals cases={evals.length} onOpen={onOpen} />
+      ) : (
+        <p class="muted" data-role="evals">
+          {evals.length} case(s). Running them from here needs --dev (or run <code>agentkit eval</code>).
+        </p>
+      )}
     </section>
   );
 }
@@ -1120,7 +1221,16 @@ function App() {
             }}
           />
         )}
-        {view === "agent" && <Surface info={info} dev={dev} />}
+        {view === "agent" && (
+          <Surface
+            info={info}
+            dev={dev}
+            onOpen={(id) => {
+              setView("chat");
+              openSession(id);
+            }}
+          />
+        )}
       </main>
     </div>
   );
