@@ -115,6 +115,15 @@ pub(crate) async fn mount(
     let mut agent = project.agent.clone();
     if let Some(model) = &shared.models.forced {
         agent.config.model = Some(model.clone());
+        // A forced model (`run --model`, `eval --model`) is every turn's
+        // model: experiment variants keep only their instructions.
+        for variant in agent
+            .experiments
+            .iter_mut()
+            .flat_map(|e| e.variants.iter_mut())
+        {
+            variant.model = None;
+        }
     }
     let runtime = AgentRuntime::open(
         Arc::new(agent),

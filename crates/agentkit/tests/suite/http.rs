@@ -758,3 +758,48 @@ fn a_turn_arriving_during_a_session_bound_call_preempts_it() {
     );
     assert_eq!(r.status, 404, "{}", r.body);
 }
+
+/// An experiment's variant model answers a session's turns, unless the
+/// host forces one model for every turn (`run --model`, `eval --model`).
+#[test]
+fn a_variant_model_answers_unless_the_host_forces_one() {
+    let extra = [
+        (
+            "ab.toml",
+            "[[variants]]\nid = \"a\"\nmodel = \"scripted:variant.json\"\n[[variants]]\nid = \"b\"\nmodel = \"scripted:variant.json\"\n",
+        ),
+        (
+            "variant.json",
+            r#"{"turns": [{"steps": [{"text": "from the variant"}]}]}"#,
+        ),
+        (
+            "forced.json",
+            r#"{"turns": [{"steps": [{"text": "from the forced model"}]}]}"#,
+        ),
+    ];
+    for (forced, expected) in [
+        (None, "from the variant"),
+        (Some("scripted:forced.json"), "from the forced model"),
+    ] {
+        let s = server(
+            &extra,
+            ServeOptions {
+                model: forced.map(str::to_owned),
+                ..Default::default()
+            },
+        );
+        let a = create(&s, "hi");
+        let id = a["sessionId"].as_str().unwrap();
+        let events = stream_until(&s, id, 0, "session.waiting");
+        let assigned = events
+            .iter()
+            .find(|e| e["type"] == "ab.assigned")
+            .expect("an ab.assigned event");
+        assert_eq!(assigned["data"]["experiment"], "ab");
+        let done = events
+            .iter()
+            .find(|e| e["type"] == "turn.completed")
+            .expect("the turn completed");
+        assert_eq!(done["data"]["result"], expected, "forced: {forced:?}");
+    }
+}
