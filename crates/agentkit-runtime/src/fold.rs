@@ -102,8 +102,10 @@ pub(crate) struct FoldCache {
 }
 
 /// A snapshot is written once this many events were appended since the
-/// last one: long sessions get one every few turns, a one-turn session
-/// never pays for one.
+/// last one (and at least a quarter of the log since then, so rewriting
+/// the snapshot costs a constant amount per event however long the
+/// session grows): a one-turn session never pays for one, and a restart
+/// reads at most a fifth of a long log past its snapshot.
 pub(crate) const SNAPSHOT_EVERY: u64 = 256;
 
 /// The first line of a snapshot file.
@@ -194,7 +196,7 @@ impl FoldCache {
 
     /// Enough was appended since the last snapshot to write a new one.
     pub(crate) fn snapshot_due(&self) -> bool {
-        self.loaded && self.upto.saturating_sub(self.saved) >= SNAPSHOT_EVERY
+        self.loaded && self.upto.saturating_sub(self.saved) >= SNAPSHOT_EVERY.max(self.saved / 4)
     }
 
     /// The snapshot file's bytes: a header line, then the kept events.

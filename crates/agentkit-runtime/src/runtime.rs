@@ -598,6 +598,13 @@ impl AgentRuntime {
         .await
     }
 
+    /// Where the session's workspace is (`[local] cwd`, else beside its
+    /// log), for `owner`. It may not exist yet: it is made when a turn or
+    /// a call first needs it.
+    pub fn workspace(&self, id: &str, owner: &Owner) -> Result<PathBuf> {
+        Ok(self.owned(id, owner)?.workspace.clone())
+    }
+
     /// The metadata of a session `owner` may see.
     pub fn session(&self, id: &str, owner: &Owner) -> Result<SessionMeta> {
         Ok(lock(&self.owned(id, owner)?.meta).clone())

@@ -187,11 +187,10 @@ fn invalid_session_ids_are_rejected_before_touching_disk() {
     );
 }
 
-/// Sessions that sync together share batches (group commit across
-/// sessions), every sync still answers for its own log, and what was
-/// synced is on disk.
+/// Many sessions syncing at once through the one syncer: every sync
+/// answers, is counted, and what it synced is on disk.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sessions_syncing_together_share_fsync_batches() {
+async fn concurrent_syncs_all_land_and_are_counted() {
     let (dir, store) = super::store(StoreOptions::default());
     let n = 64;
     let mut tasks = Vec::new();
@@ -209,9 +208,8 @@ async fn sessions_syncing_together_share_fsync_batches() {
     for task in tasks {
         task.await.unwrap();
     }
-    let stats = store.sync_stats();
-    assert_eq!(stats.requests, n);
-    assert!(stats.batches >= 1 && stats.batches <= n, "{stats:?}");
+    // How many batches depends on timing; every request is counted.
+    assert_eq!(store.sync_stats().requests, n);
     for i in 0..n {
         let text = std::fs::read_to_string(super::log_path(&dir, &format!("s{i}"))).unwrap();
         assert_eq!(text.lines().count(), 1);

@@ -54,20 +54,7 @@ async fn workspace_file(
     Authed { owner, .. }: Authed,
 ) -> ApiResult {
     dev_only(&state)?;
-    let runtime = &state.agent.runtime;
-    let meta = runtime.session(&id, &owner)?;
-    // Where the runtime keeps a session's workspace: `[local] cwd`, else
-    // beside its log.
-    let root = meta.workspace_dir.map_or_else(
-        || {
-            runtime
-                .state_dir()
-                .join("sessions")
-                .join(&meta.id)
-                .join("workspace")
-        },
-        PathBuf::from,
-    );
+    let root = state.agent.runtime.workspace(&id, &owner)?;
     let missing = || {
         ApiError::new(
             StatusCode::NOT_FOUND,
