@@ -37,9 +37,26 @@ pub(crate) fn validate_json(out: &mut impl Write, found: &Discovery) -> io::Resu
             "errors": found.diagnostics.error_count(),
             "warnings": found.diagnostics.warning_count(),
             "agents": found.host.agents.iter().map(|p| &p.slug).collect::<Vec<_>>(),
+            "hostOnlyTools": found
+                .host
+                .agents
+                .iter()
+                .map(|p| (p.slug.clone(), json!(host_only_tools(p))))
+                .collect::<serde_json::Map<_, _>>(),
             "diagnostics": found.diagnostics,
         }),
     )
+}
+
+/// The tools of `p` with `expose = "host"`: callable by routes, handlers,
+/// schedules and `POST /v1/tools`, never offered to a model.
+fn host_only_tools(p: &Project) -> Vec<&str> {
+    p.agent
+        .tools
+        .iter()
+        .filter(|t| t.expose == agentkit::manifest::Expose::Host)
+        .map(|t| t.name.as_str())
+        .collect()
 }
 
 /// Diagnostics grouped by file, then a summary line.
@@ -70,6 +87,17 @@ pub(crate) fn diagnostics(out: &mut impl Write, found: &Discovery) -> io::Result
             }
         }
         writeln!(out)?;
+    }
+    for p in &found.host.agents {
+        let host_only = host_only_tools(p);
+        if !host_only.is_empty() {
+            writeln!(
+                out,
+                "{BOLD}{}{BOLD:#}: host-only tools (never offered to the model): {}",
+                p.slug,
+                host_only.join(", ")
+            )?;
+        }
     }
     let (errors, warnings) = (
         found.diagnostics.error_count(),
@@ -178,6 +206,17 @@ pub(crate) fn info(out: &mut impl Write, found: &Discovery, now: DateTime<Utc>) 
         writeln!(out)?;
         project(out, p, now)?;
     }
+    for p in &found.host.agents {
+        let host_only = host_only_tools(p);
+        if !host_only.is_empty() {
+            writeln!(
+                out,
+                "{BOLD}{}{BOLD:#}: host-only tools (never offered to the model): {}",
+                p.slug,
+                host_only.join(", ")
+            )?;
+        }
+    }
     let (errors, warnings) = (
         found.diagnostics.error_count(),
         found.diagnostics.warning_count(),
@@ -233,6 +272,9 @@ fn project(out: &mut impl Write, p: &Project, now: DateTime<Utc>) -> io::Result<
                 Execution::Agent => "agent",
             };
             let mut flags = vec![kind.to_owned()];
+            if t.expose == agentkit::manifest::Expose::Host {
+                flags.push("host only".into());
+            }
             if t.annotations.read_only {
                 flags.push("read-only".into());
             }
@@ -291,6 +333,12 @@ fn project(out: &mut impl Write, p: &Project, now: DateTime<Utc>) -> io::Result<
                     let action = match &r.action {
                         RouteAction::Send(_) => "send".to_owned(),
                         RouteAction::CallTool(call) => format!("call_tool {}", call.tool),
+                        RouteAction::CallToolThenSend { call_tool, .. } => {
+                            format!("call_tool {} → send", call_tool.tool)
+                        }
+                        RouteAction::Handler(h) => {
+                            format!("handler {}", h.command.command.join(" "))
+                        }
                         RouteAction::Respond => "respond".to_owned(),
                     };
                     writeln!(
@@ -327,6 +375,7 @@ fn project(out: &mut impl Write, p: &Project, now: DateTime<Utc>) -> io::Result<
                 }
                 ScheduleAction::Tool { name, .. } => format!("tool {name}"),
                 ScheduleAction::Handler { name } => format!("rust handler {name}"),
+                ScheduleAction::Command(c) => format!("command {}", c.command.join(" ")),
             };
             let next =
                 agentkit::info::next_fire(&s.cron, now).unwrap_or_else(|| "never".to_owned());

@@ -12,7 +12,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use agentkit_auth::{AuthContext, Chain};
-use agentkit_manifest::{Admission, Method};
+use agentkit_manifest::{Admission, Method, RouteHandler};
 use agentkit_protocol::Event;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
@@ -81,12 +81,38 @@ pub trait SessionHost: Send + Sync + 'static {
     /// (recorded as a short turn with `kind: "emitted"`); the turn id.
     fn emit_assistant_message(&self, id: &str, text: &str) -> BoxFuture<'_, Result<String>>;
 
+    /// Runs a route handler's program (`[routes.handler]`) with `request`
+    /// as its stdin, for a request to `channel` that `auth` was admitted
+    /// as: the program's host-bridge credential acts as `auth`. `label`
+    /// names it in messages. The host answers "not available" by default.
+    fn run_handler(
+        &self,
+        channel: &str,
+        label: &str,
+        handler: &RouteHandler,
+        request: Value,
+        auth: &AuthContext,
+    ) -> BoxFuture<'_, Result<HandlerOutput>> {
+        let _ = (channel, handler, request, auth);
+        let what = format!("{label}: running route handlers");
+        Box::pin(async move { Err(Error::NotAvailable { what }) })
+    }
+
     /// The host's services handed to handlers (`ChannelContext::services`):
     /// in agentkit's server, `agentkit::HostServices` (kv, MCP, reminders,
     /// GitHub). `None` by default.
     fn services(&self) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
         None
     }
+}
+
+/// How a route handler's program ended: its stdout (JSON when it parses),
+/// or an error message (a non-zero exit with its stderr, a timeout, an
+/// output overflow).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HandlerOutput {
+    pub output: Value,
+    pub is_error: bool,
 }
 
 /// A human's decision on a parked call.
@@ -507,6 +533,24 @@ impl ChannelContext {
         session: Option<&str>,
     ) -> Result<Value> {
         self.host.call_tool(name, input, session).await
+    }
+
+    /// Runs a route handler's program for a request admitted as `auth`.
+    pub async fn run_handler(
+        &self,
+        label: &str,
+        handler: &RouteHandler,
+        request: Value,
+        auth: &AuthContext,
+    ) -> Result<HandlerOutput> {
+        self.host
+            .run_handler(&self.channel, label, handler, request, auth)
+            .await
+    }
+
+    /// The channel's starting state (`[state]`), `null` when it has none.
+    pub fn default_state(&self) -> Value {
+        self.default_state.clone().unwrap_or(Value::Null)
     }
 
     /// Runs `work` after the response has been sent; the host waits for

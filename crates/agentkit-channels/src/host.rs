@@ -168,6 +168,16 @@ impl ChannelHost {
         Ok(ChannelHost { inner })
     }
 
+    /// The context of channel `id` (what its handlers reach the host
+    /// through), for host code that sends into it.
+    pub fn context(&self, id: &str) -> Option<ChannelContext> {
+        self.inner
+            .channels
+            .iter()
+            .find(|c| c.def.id == id)
+            .map(|c| c.ctx.clone())
+    }
+
     /// Is a channel with this id mounted?
     pub fn has(&self, id: &str) -> bool {
         self.inner.channels.iter().any(|c| c.def.id == id)

@@ -1,12 +1,14 @@
 //! Declarative webhook channels (`channels/<id>.toml`, `kind = "webhook"`)
 //! built on the channel API: each route renders its `send` or `call_tool`
-//! templates over `body`, `query`, `params` and `auth`, and answers with
-//! the action's result or the templated `response`; each `[events."…"]`
-//! entry becomes an event handler that POSTs a delivery.
+//! templates over `body`, `query`, `params` and `auth` (a `call_tool`
+//! followed by a `send` also over the tool's envelope, `tool`), and answers
+//! with the action's result or the templated `response`; a
+//! `[routes.handler]` runs a program that answers instead. Each
+//! `[events."…"]` entry becomes an event handler that POSTs a delivery.
 
 use std::sync::Arc;
 
-use agentkit_manifest::{Channel, Delivery, Route, RouteAction, SendAction};
+use agentkit_manifest::{Channel, Delivery, Route, RouteAction, RouteHandler, SendAction};
 use serde_json::{Value, json};
 
 use crate::api::{ChannelDefinition, ChannelResponse, HandlerArgs, RouteDef, SendOptions};
@@ -48,6 +50,90 @@ pub fn webhook_channel(
         });
     }
     def
+}
+
+/// Runs a `[routes.handler]` program: the request as JSON on stdin, its
+/// stdout as the answer (`{status, headers?, body}`, or any other JSON as
+/// a 200 body). A program that fails (non-zero exit, timeout, output cap)
+/// answers 502 without its stderr, which goes to the log.
+async fn run_handler(
+    route: &Route,
+    handler: &RouteHandler,
+    args: &HandlerArgs,
+) -> Result<ChannelResponse> {
+    let label = format!(
+        "route handler {} /v1/channels/{}{}",
+        route.method.as_str(),
+        args.ctx.channel_id(),
+        route.path
+    );
+    let headers: serde_json::Map<String, Value> = handler
+        .headers
+        .iter()
+        .filter_map(|name| {
+            args.header(name)
+                .map(|v| (name.clone(), Value::String(v.to_owned())))
+        })
+        .collect();
+    let request = json!({
+        "channel": args.ctx.channel_id(),
+        "method": route.method.as_str(),
+        "path": route.path,
+        "params": args.params,
+        "query": args.query,
+        "body": args.body,
+        "principal": args.auth,
+        "headers": headers,
+        "state": args.ctx.default_state(),
+    });
+    let out = args
+        .ctx
+        .run_handler(&label, handler, request, &args.auth)
+        .await?;
+    if out.is_error {
+        tracing::warn!(handler = %label, error = %out.output, "route handler failed");
+        return Ok(ChannelResponse::json(
+            502,
+            agentkit_protocol::ErrorBody::new(
+                agentkit_protocol::ErrorCode::UpstreamError,
+                "the route's handler failed; see the server log",
+            )
+            .to_json(),
+        ));
+    }
+    Ok(handler_response(out.output))
+}
+
+/// A handler's stdout as a response: an object with an integer `status`
+/// (100-599) and only `status`, `headers` and `body` is an envelope; any
+/// other JSON is a 200 body.
+fn handler_response(output: Value) -> ChannelResponse {
+    let envelope = output.as_object().and_then(|obj| {
+        let status = obj.get("status")?.as_u64()?;
+        let status = u16::try_from(status)
+            .ok()
+            .filter(|s| (100..=599).contains(s))?;
+        obj.keys()
+            .all(|k| ["status", "headers", "body"].contains(&k.as_str()))
+            .then_some((status, obj))
+    });
+    let Some((status, obj)) = envelope else {
+        return ChannelResponse::json(200, output);
+    };
+    let headers = obj
+        .get("headers")
+        .and_then(Value::as_object)
+        .map(|h| {
+            h.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default();
+    ChannelResponse {
+        status,
+        headers,
+        body: obj.get("body").cloned().unwrap_or(Value::Null),
+    }
 }
 
 fn template_ctx(args: &HandlerArgs) -> Value {
@@ -100,7 +186,7 @@ async fn send(s: &SendAction, args: &HandlerArgs, ctx: &Value) -> Result<(u16, V
 }
 
 async fn handle(route: &Route, args: HandlerArgs) -> Result<ChannelResponse> {
-    let ctx = template_ctx(&args);
+    let mut ctx = template_ctx(&args);
     let (status, result) = match &route.action {
         RouteAction::Send(s) => send(s, &args, &ctx).await?,
         RouteAction::CallTool(call) => {
@@ -111,6 +197,31 @@ async fn handle(route: &Route, args: HandlerArgs) -> Result<ChannelResponse> {
             }
             (200, envelope)
         }
+        RouteAction::CallToolThenSend { call_tool, send: s } => {
+            let input = render_value("call_tool.input", &call_tool.input, &ctx)?;
+            let envelope = args.ctx.call_tool(&call_tool.tool, input, None).await?;
+            if envelope.get("isError").and_then(Value::as_bool) == Some(true) {
+                // The tool's own error text is for the host's log; the
+                // caller learns that it failed, not why.
+                tracing::warn!(channel = %args.ctx.channel_id(), route = %route.path, tool = %call_tool.tool, result = %envelope["result"], "route tool call answered an error; nothing sent");
+                return Ok(ChannelResponse::json(
+                    502,
+                    agentkit_protocol::ErrorBody::new(
+                        agentkit_protocol::ErrorCode::UpstreamError,
+                        format!(
+                            "tool `{}` answered an error, so nothing was sent",
+                            call_tool.tool
+                        ),
+                    )
+                    .to_json(),
+                ));
+            }
+            if let Some(obj) = ctx.as_object_mut() {
+                obj.insert("tool".into(), envelope);
+            }
+            send(s, &args, &ctx).await?
+        }
+        RouteAction::Handler(h) => return run_handler(route, h, &args).await,
         RouteAction::Respond => (200, json!({"ok": true})),
     };
     let Some(response) = &route.response else {

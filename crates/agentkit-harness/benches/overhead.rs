@@ -76,6 +76,7 @@ fn main() {
             services: None,
             approvals: None,
             as_of: None,
+            origin: Default::default(),
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(4096);
         let started = Instant::now();
@@ -101,6 +102,7 @@ fn main() {
         host: None,
         services: None,
         as_of: None,
+        origin: Default::default(),
     };
     let mut open = tool.clone();
     open.sandbox.mode = SandboxMode::Off;

@@ -477,6 +477,7 @@ async fn shell(
         annotations: ToolAnnotations::default(),
         input_schema: json!({"type": "object"}),
         sandbox: agent.config.harness.sandbox.clone(),
+        expose: agentkit_manifest::Expose::Host,
     };
     run_server_tool(&tool, &json!({}), ctx).await
 }
@@ -548,6 +549,7 @@ mod tests {
             host: None,
             services: None,
             as_of: None,
+            origin: Default::default(),
         };
         let project = tempfile::tempdir().unwrap();
         let root = project.path().join("proj");

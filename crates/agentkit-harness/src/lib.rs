@@ -69,8 +69,9 @@ pub use sandbox::{
 };
 pub use step::{FinishReason, StepEvent, approval_resolved_data};
 pub use tools::{
-    BoxFuture, BridgeCredentials, CallCredential, ExtraTool, ExtraTools, ExtraToolsSource,
-    HostBridge, HostHandle, ReminderHost, ToolContext, ToolOutput, run_server_tool,
+    BoxFuture, BridgeCredentials, CallCredential, CallOrigin, CallPrincipal, ExtraTool, ExtraTools,
+    ExtraToolsSource, HostBridge, HostHandle, ReminderHost, ToolContext, ToolOutput,
+    run_server_tool,
 };
 pub use turn::{PrepareWorkspace, TurnInput, TurnOutcome, run_turn};
 pub use workspace_path::{PathError, check_relative_path, confine_path};

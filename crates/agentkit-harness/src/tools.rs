@@ -41,6 +41,37 @@ pub struct ToolContext {
     /// The instant the session is frozen at (`send({asOf})`), ISO-8601
     /// with an offset; subprocess tools get it as `AGENTKIT_AS_OF`.
     pub as_of: Option<String>,
+    /// Where the call comes from (its session's channel and key, or the
+    /// route or schedule that runs it); subprocess tools get it in their
+    /// environment, and the host bridge acts for it.
+    pub origin: CallOrigin,
+}
+
+/// What a call knows about who asked for it. Subprocess children get
+/// `AGENTKIT_CHANNEL_ID`, `AGENTKIT_CONTINUATION_KEY` and
+/// `AGENTKIT_PURPOSE` from it (when known); the host bridge's `send`
+/// acts as `principal` and counts the sessions it starts towards
+/// `schedule`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CallOrigin {
+    pub channel_id: Option<String>,
+    pub continuation_key: Option<String>,
+    pub purpose: Option<String>,
+    /// Who the bridge's `send` acts as for new sessions; `None`: the
+    /// calling session's owner (or the host itself outside a session).
+    pub principal: Option<CallPrincipal>,
+    /// The schedule whose run this call is part of.
+    pub schedule: Option<String>,
+}
+
+/// A principal as the bridge records it on the sessions it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallPrincipal {
+    pub id: String,
+    /// `user`, `app`, ...
+    pub kind: String,
+    /// The policy that admitted it.
+    pub authenticator: String,
 }
 
 /// Where a server tool reaches the host (`AGENTKIT_HOST_URL`) and what it
@@ -72,9 +103,14 @@ impl HostBridge {
     /// The credential one call's child gets: its own when the host issues
     /// them (revoked when the returned value drops), else the per-boot
     /// token.
-    pub fn credential_for(&self, session_id: &str, call_id: &str) -> CallCredential {
+    pub fn credential_for(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        origin: &CallOrigin,
+    ) -> CallCredential {
         match &self.credentials {
-            Some(issuer) => issuer.issue(session_id, call_id),
+            Some(issuer) => issuer.issue(session_id, call_id, origin),
             None => CallCredential::new(self.token.clone(), || {}),
         }
     }
@@ -83,9 +119,10 @@ impl HostBridge {
 /// Issues per-call bridge credentials. The facade implements it (the
 /// harness knows nothing of the bridge's routes).
 pub trait BridgeCredentials: Send + Sync + std::fmt::Debug {
-    /// A credential for call `call_id` of session `session_id`, valid
-    /// until the returned value is dropped.
-    fn issue(&self, session_id: &str, call_id: &str) -> CallCredential;
+    /// A credential for call `call_id` of session `session_id` (empty
+    /// outside a session), acting for `origin`, valid until the returned
+    /// value is dropped.
+    fn issue(&self, session_id: &str, call_id: &str, origin: &CallOrigin) -> CallCredential;
 }
 
 /// A bridge credential handed to one tool call; dropping it revokes it.
@@ -267,7 +304,7 @@ pub async fn run_server_tool(tool: &Tool, input: &Value, ctx: &ToolContext) -> T
     let credential = ctx
         .host
         .as_ref()
-        .map(|host| host.credential_for(&ctx.session_id, &ctx.call_id));
+        .map(|host| host.credential_for(&ctx.session_id, &ctx.call_id, &ctx.origin));
     let mut spec = tool_spec(tool, &program_path, args, input, ctx, credential.as_ref());
     if let Some(sandbox) = sandbox {
         spec = spec.sandbox(sandbox);
@@ -330,6 +367,15 @@ fn tool_spec(
         .cancel_on(ctx.cancel.clone());
     if let Some(as_of) = &ctx.as_of {
         spec = spec.env("AGENTKIT_AS_OF", as_of);
+    }
+    for (name, value) in [
+        ("AGENTKIT_CHANNEL_ID", &ctx.origin.channel_id),
+        ("AGENTKIT_CONTINUATION_KEY", &ctx.origin.continuation_key),
+        ("AGENTKIT_PURPOSE", &ctx.origin.purpose),
+    ] {
+        if let Some(value) = value {
+            spec = spec.env(name, value);
+        }
     }
     if let (Some(host), Some(credential)) = (&ctx.host, credential) {
         spec = spec

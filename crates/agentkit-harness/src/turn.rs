@@ -67,6 +67,9 @@ pub struct TurnInput {
     /// the system prompt states it as the current time, and tools get it
     /// (`ToolContext::as_of`, `AGENTKIT_AS_OF`).
     pub as_of: Option<String>,
+    /// The session's channel, continuation key and purpose, handed to
+    /// every tool call (`ToolContext::origin`).
+    pub origin: crate::tools::CallOrigin,
 }
 
 /// Materialises a session's workspace when a turn first needs it.
@@ -354,6 +357,7 @@ async fn run_calls(
                     host: input.host.clone(),
                     services: input.services.clone(),
                     as_of: input.as_of.clone(),
+                    origin: input.origin.clone(),
                 };
                 let fut: CallFuture<'_> = Box::pin(async move {
                     if needs_approval {
@@ -543,6 +547,7 @@ async fn run_subagent(
         services: input.services.clone(),
         approvals: input.approvals.clone(),
         as_of: input.as_of.clone(),
+        origin: input.origin.clone(),
     };
     send(
         events,
@@ -660,6 +665,11 @@ fn check_call<'a>(input: &'a TurnInput, call: &ToolCall) -> Result<(Callable<'a>
             "`{}` is an agent tool: run its script in your workspace (.agentkit/tools/) instead of calling it",
             tool.name
         ));
+    }
+    if !tool.offered_to_model() {
+        // `expose = "host"`: never offered, so a model naming it is
+        // answered as for any tool it does not have.
+        return Err(format!("unknown tool `{}`", call.tool_name));
     }
     validate_input(tool, &call.input)?;
     let needs = needs_approval(&tool.needs_approval, &call.input);

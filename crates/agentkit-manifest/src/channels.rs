@@ -8,11 +8,12 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::checks;
+use crate::command::{RawCommand, read_command};
 use crate::diagnostic::{Code, Diagnostic, Position};
 use crate::events::check_event_name;
 use crate::model::{
     AuthPolicy, BearerToken, CallToolAction, Channel, ChannelKind, Delivery, Method, Route,
-    RouteAction, RouteResponse, SendAction,
+    RouteAction, RouteHandler, RouteResponse, SendAction,
 };
 use crate::names;
 use crate::source::{Ctx, SourceText};
@@ -45,7 +46,21 @@ struct RawRoute {
     query_schema: Option<toml::Value>,
     send: Option<SendAction>,
     call_tool: Option<CallToolAction>,
+    handler: Option<RawHandler>,
     response: Option<RawResponse>,
+}
+
+/// `[routes.handler]`: a command table plus the headers it is handed.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHandler {
+    command: Option<Vec<String>>,
+    timeout: Option<String>,
+    max_output_bytes: Option<u64>,
+    #[serde(default)]
+    env: Vec<String>,
+    #[serde(default)]
+    headers: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -115,7 +130,14 @@ pub(crate) fn read_channel(ctx: &mut Ctx, path: &Path, id: &str) -> Option<Chann
         None => None,
     };
     match kind {
-        ChannelKind::Webhook => read_webhook(ctx, &src, id, auth),
+        ChannelKind::Webhook => {
+            // `agent/channels/<id>.toml`: handlers run in `agent/`.
+            let agent_dir = path
+                .parent()
+                .and_then(Path::parent)
+                .unwrap_or(Path::new("."));
+            read_webhook(ctx, &src, id, auth, agent_dir)
+        }
         ChannelKind::Http => {
             if let Some(key) = table
                 .keys()
@@ -166,6 +188,7 @@ fn read_webhook(
     src: &SourceText,
     id: &str,
     auth: Option<Vec<AuthPolicy>>,
+    agent_dir: &Path,
 ) -> Option<Channel> {
     let raw: RawWebhook = ctx.parse_toml(src)?;
     let mut ok = true;
@@ -178,7 +201,7 @@ fn read_webhook(
     let mut routes: Vec<Route> = Vec::new();
     for (i, r) in raw.routes.into_iter().enumerate() {
         let pos = nth_table_pos(src, "[[routes]]", i);
-        match read_route(ctx, src, pos, r) {
+        match read_route(ctx, src, pos, r, agent_dir) {
             Some(route) => {
                 if routes
                     .iter()
@@ -293,6 +316,7 @@ fn read_route(
     src: &SourceText,
     pos: Option<Position>,
     r: RawRoute,
+    agent_dir: &Path,
 ) -> Option<Route> {
     let err = |ctx: &mut Ctx, code: Code, msg: String, hint: Option<&str>| {
         ctx.push(
@@ -418,16 +442,19 @@ fn read_route(
         }
         _ => {}
     }
-    let action = match (r.send, r.call_tool) {
-        (Some(_), Some(_)) => {
-            return err(
-                ctx,
-                Code::ConflictingFields,
-                format!("{route_name} has both `send` and `call_tool`; choose one"),
-                None,
-            );
-        }
-        (Some(send), None) => {
+    if r.handler.is_some() && (r.send.is_some() || r.call_tool.is_some() || r.response.is_some()) {
+        return err(
+            ctx,
+            Code::ConflictingFields,
+            format!("{route_name} has a `handler` and also `send`, `call_tool` or `response`"),
+            Some(
+                "a handler answers the route itself (its stdout is the response); drop the other tables, or drop the handler",
+            ),
+        );
+    }
+    let send = match r.send {
+        None => None,
+        Some(send) => {
             let mut templates: Vec<(&str, &str)> = vec![("message", &send.message)];
             for (k, v) in [
                 ("continuation", &send.continuation),
@@ -462,27 +489,67 @@ fn read_route(
                     );
                 }
             }
-            RouteAction::Send(send)
+            Some(send)
         }
-        (None, Some(call)) => {
-            if let Err(e) = checks::check_templates_in(&call.input) {
-                return err(
-                    ctx,
-                    Code::InvalidTemplate,
-                    format!("{route_name}: `call_tool.input`: {e}"),
-                    None,
-                );
+    };
+    if let Some(call) = &r.call_tool
+        && let Err(e) = checks::check_templates_in(&call.input)
+    {
+        return err(
+            ctx,
+            Code::InvalidTemplate,
+            format!("{route_name}: `call_tool.input`: {e}"),
+            None,
+        );
+    }
+    let action = match (send, r.call_tool, r.handler) {
+        (_, _, Some(h)) => {
+            for name in &h.headers {
+                if name.is_empty()
+                    || !name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                {
+                    return err(
+                        ctx,
+                        Code::InvalidValue,
+                        format!(
+                            "{route_name}: `handler.headers` entry `{name}` is not a header name"
+                        ),
+                        None,
+                    );
+                }
             }
-            RouteAction::CallTool(call)
+            let raw = RawCommand {
+                command: h.command,
+                timeout: h.timeout,
+                max_output_bytes: h.max_output_bytes,
+                env: h.env,
+            };
+            let command = read_command(
+                ctx,
+                src,
+                pos,
+                &format!("{route_name}: `handler`"),
+                raw,
+                agent_dir,
+            )?;
+            RouteAction::Handler(RouteHandler {
+                command,
+                headers: h.headers.iter().map(|n| n.to_ascii_lowercase()).collect(),
+            })
         }
-        (None, None) if r.response.is_some() => RouteAction::Respond,
-        (None, None) => {
+        (Some(send), Some(call_tool), None) => RouteAction::CallToolThenSend { call_tool, send },
+        (Some(send), None, None) => RouteAction::Send(send),
+        (None, Some(call), None) => RouteAction::CallTool(call),
+        (None, None, None) if r.response.is_some() => RouteAction::Respond,
+        (None, None, None) => {
             return err(
                 ctx,
                 Code::MissingField,
                 format!("{route_name} does nothing"),
                 Some(
-                    "add `[routes.send]` (a message into a session), `[routes.call_tool]`, or `[routes.response]`",
+                    "add `[routes.send]` (a message into a session), `[routes.call_tool]` (optionally followed by `[routes.send]`), `[routes.handler]` (a program answers), or `[routes.response]`",
                 ),
             );
         }

@@ -82,7 +82,7 @@ codes! {
     InvalidDuration => "invalid-duration", "A duration is not like `30s`, `10m` or `2h`.";
     InvalidSchema => "invalid-schema", "A JSON Schema is not valid (draft 2020-12), or a tool input schema is not an object schema.";
     InvalidCron => "invalid-cron", "A cron expression is not standard 5-field cron.";
-    ScheduleActions => "schedule-actions", "A TOML schedule does not have exactly one action (`markdown`, `message`, `tool` or `handler`).";
+    ScheduleActions => "schedule-actions", "A TOML schedule does not have exactly one action (`markdown`, `message`, `tool`, `handler` or `command`).";
     InvalidRoute => "invalid-route", "A channel route has a bad method or path, or repeats another route.";
     RouteSchemaRequired => "route-schema-required", "A route lacks the schema its verb requires (GET: `query_schema`; POST/PUT/PATCH: `body_schema`).";
     InvalidTemplate => "invalid-template", "A template does not compile.";

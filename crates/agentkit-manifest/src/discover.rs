@@ -793,7 +793,12 @@ fn check_references(ctx: &mut Ctx, agent: &Agent) {
     }
     for c in &agent.channels {
         for r in &c.routes {
-            if let RouteAction::CallTool(call) = &r.action
+            let call = match &r.action {
+                RouteAction::CallTool(call) => Some(call),
+                RouteAction::CallToolThenSend { call_tool, .. } => Some(call_tool),
+                _ => None,
+            };
+            if let Some(call) = call
                 && let Err(msg) = server_tool(&call.tool)
             {
                 ctx.push(Diagnostic::error(

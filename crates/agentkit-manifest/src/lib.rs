@@ -31,6 +31,7 @@ mod names;
 mod source;
 
 mod checks;
+mod command;
 mod events;
 mod walk;
 
@@ -57,12 +58,12 @@ pub use error::{Error, Result};
 pub use evals::MAX_EVAL_CONCURRENCY;
 pub use model::{
     Admission, Agent, AgentConfig, Approval, AuthPolicy, BUILTIN_TOOLS, BearerToken,
-    CallToolAction, CalledTool, Channel, ChannelKind, Connection, DEFAULT_JUDGE_THRESHOLD,
+    CallToolAction, CalledTool, Channel, ChannelKind, Command, Connection, DEFAULT_JUDGE_THRESHOLD,
     Delivery, EnvRef, EvalCase, EvalFile, EvalTurn, Evals, EvalsConfig, Execution, Expect,
-    Experiment, FileExpect, HarnessConfig, Hook, HookAction, Host, Instructions, Judge, Layout,
-    LocalConfig, Method, ModelSpec, Project, Provider, Route, RouteAction, RouteResponse, Runtime,
-    Sandbox, SandboxLimits, SandboxMode, Schedule, ScheduleAction, SendAction, Skill, Subagent,
-    TextMatch, Tool, ToolAnnotations, Transport, Variant,
+    Experiment, Expose, FileExpect, HarnessConfig, Hook, HookAction, Host, Instructions, Judge,
+    Layout, LocalConfig, Method, ModelSpec, Project, Provider, Route, RouteAction, RouteHandler,
+    RouteResponse, Runtime, Sandbox, SandboxLimits, SandboxMode, Schedule, ScheduleAction,
+    SendAction, Skill, Subagent, TextMatch, Tool, ToolAnnotations, Transport, Variant,
 };
 pub use names::{RESERVED_SLUGS, did_you_mean, is_valid_slug, is_valid_tool_name};
 pub use tools::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TOOL_TIMEOUT};

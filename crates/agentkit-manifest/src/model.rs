@@ -348,6 +348,60 @@ pub struct Tool {
     /// The sandbox of the tool's child: `[harness.sandbox]` with network
     /// on, then the tool's own `sandbox` (server tools only).
     pub sandbox: Sandbox,
+    /// Who may call the tool: the model (the default), or only the host
+    /// (routes, route handlers, schedules, `POST /v1/tools/:name`).
+    pub expose: Expose,
+}
+
+impl Tool {
+    /// Is the tool offered to the model (listed in provider requests and
+    /// callable by a turn)?
+    pub fn offered_to_model(&self) -> bool {
+        self.execution == Execution::Server && self.expose == Expose::Model
+    }
+}
+
+/// `expose` of a tool file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Expose {
+    /// Offered to the model, and callable by the host.
+    #[default]
+    Model,
+    /// Callable by the host only: never offered to a model.
+    Host,
+}
+
+/// A program the host runs outside a turn (a route handler, a schedule
+/// command): like a server tool's `command`, through the same runner,
+/// sandbox, timeout and output cap, with a JSON document on stdin.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Command {
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// The agent folder (`agent/`): relative programs and paths resolve
+    /// here.
+    #[serde(skip)]
+    pub cwd: PathBuf,
+    #[serde(serialize_with = "ser_ms", rename = "timeoutMs")]
+    pub timeout: Duration,
+    pub max_output_bytes: u64,
+    /// Environment variables passed through (the rest is scrubbed).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+}
+
+/// `[routes.handler]`: a program that answers the route.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteHandler {
+    #[serde(flatten)]
+    pub command: Command,
+    /// Request headers (lowercase names) handed to the program; no other
+    /// header reaches it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<String>,
 }
 
 /// Where a tool runs.
@@ -678,6 +732,14 @@ impl Route {
 pub enum RouteAction {
     Send(SendAction),
     CallTool(CallToolAction),
+    /// `call_tool`, then `send` with templates that also see the tool's
+    /// envelope as `tool` (a tool error answers 502 and sends nothing).
+    CallToolThenSend {
+        call_tool: CallToolAction,
+        send: SendAction,
+    },
+    /// `[routes.handler]`: a program answers.
+    Handler(RouteHandler),
     /// Only answer, with `response`.
     Respond,
 }
@@ -823,6 +885,8 @@ pub enum ScheduleAction {
     },
     /// A deterministic tool call.
     Tool { name: String, input: Value },
+    /// A program run with the host bridge (send, tools, kv, MCP).
+    Command(Command),
     /// A Rust handler the embedder registers under this name
     /// (`ServeOptions::schedule_handler`); serving without it is a
     /// startup error.

@@ -30,6 +30,10 @@ struct RawSchedule {
     channel: Option<String>,
     tool: Option<RawToolCall>,
     handler: Option<String>,
+    command: Option<Vec<String>>,
+    timeout: Option<String>,
+    max_output_bytes: Option<u64>,
+    env: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -94,6 +98,7 @@ pub(crate) fn read_toml_schedule(ctx: &mut Ctx, path: &Path, id: &str) -> Option
         ("message", raw.message.is_some()),
         ("tool", raw.tool.is_some()),
         ("handler", raw.handler.is_some()),
+        ("command", raw.command.is_some()),
     ]
     .into_iter()
     .filter_map(|(k, on)| on.then_some(k))
@@ -114,7 +119,7 @@ pub(crate) fn read_toml_schedule(ctx: &mut Ctx, path: &Path, id: &str) -> Option
         ctx.push(
             Diagnostic::error(Code::ScheduleActions, src.rel.clone(), msg)
                 .at(pos)
-                .with_hint("one of `markdown = \"…\"` (a task session), `message = \"…\"` (+ optional `channel`), `[tool]` with `name` and `input`, or `handler = \"<name>\"` (a Rust handler the embedder registers)"),
+                .with_hint("one of `markdown = \"…\"` (a task session), `message = \"…\"` (+ optional `channel`), `[tool]` with `name` and `input`, `handler = \"<name>\"` (a Rust handler the embedder registers), or `command = [\"…\"]` (a program with the host bridge)"),
         );
         return None;
     }
@@ -129,7 +134,45 @@ pub(crate) fn read_toml_schedule(ctx: &mut Ctx, path: &Path, id: &str) -> Option
         );
         return None;
     }
-    let action = if let Some(name) = raw.handler {
+    let command_only = [
+        ("timeout", raw.timeout.is_some()),
+        ("max_output_bytes", raw.max_output_bytes.is_some()),
+        ("env", raw.env.is_some()),
+    ];
+    if raw.command.is_none()
+        && let Some((key, _)) = command_only.iter().find(|(_, set)| *set)
+    {
+        ctx.push(
+            Diagnostic::error(
+                Code::ConflictingFields,
+                src.rel.clone(),
+                format!("`{key}` goes with `command`"),
+            )
+            .at(src.key_pos(key)),
+        );
+        return None;
+    }
+    let action = if raw.command.is_some() {
+        // `agent/schedules/<id>.toml`: the command runs in `agent/`.
+        let agent_dir = path
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."));
+        let command = crate::command::read_command(
+            ctx,
+            &src,
+            src.key_pos("command"),
+            &format!("schedule `{id}`"),
+            crate::command::RawCommand {
+                command: raw.command,
+                timeout: raw.timeout,
+                max_output_bytes: raw.max_output_bytes,
+                env: raw.env.unwrap_or_default(),
+            },
+            agent_dir,
+        )?;
+        ScheduleAction::Command(command)
+    } else if let Some(name) = raw.handler {
         if !crate::names::is_valid_slug(&name) {
             ctx.push(
                 Diagnostic::error(

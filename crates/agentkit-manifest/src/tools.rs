@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::checks;
 use crate::diagnostic::{Code, Diagnostic};
-use crate::model::{Approval, Execution, Sandbox, Tool, ToolAnnotations};
+use crate::model::{Approval, Execution, Expose, Sandbox, Tool, ToolAnnotations};
 use crate::source::{Ctx, SourceText};
 
 /// The default time a server tool may run.
@@ -43,6 +43,8 @@ struct RawTool {
     input_schema: Option<toml::Value>,
     input_schema_file: Option<String>,
     sandbox: Option<toml::Value>,
+    #[serde(default)]
+    expose: Expose,
 }
 
 /// Parses one tool file. `name` has already been checked; `sandbox` is
@@ -256,6 +258,16 @@ pub(crate) fn read_tool(ctx: &mut Ctx, path: &Path, name: &str, sandbox: &Sandbo
         crate::sandbox::read_tool_sandbox(ctx, &src, name, raw.sandbox, &base, project_dir)
     };
 
+    if raw.execution == Execution::Agent && raw.expose == Expose::Host {
+        err(
+            ctx,
+            Code::ConflictingFields,
+            "expose",
+            "`expose = \"host\"` is for server tools; the model runs agent tools itself".into(),
+            None,
+        );
+    }
+
     let ok = ok && ctx.diagnostics.error_count() == errors_at_start;
     ok.then(|| Tool {
         name: name.to_owned(),
@@ -278,6 +290,7 @@ pub(crate) fn read_tool(ctx: &mut Ctx, path: &Path, name: &str, sandbox: &Sandbo
         input_schema: input_schema
             .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
         sandbox,
+        expose: raw.expose,
     })
 }
 

@@ -28,6 +28,7 @@
 mod ab;
 mod approvals;
 mod clock;
+mod command;
 mod db;
 mod emit;
 mod error;
@@ -45,9 +46,10 @@ mod tool_call;
 mod worker;
 mod workspace;
 
-pub use agentkit_harness::{Decision, DynTool, RustTool, ToolSource};
+pub use agentkit_harness::{CallOrigin, CallPrincipal, Decision, DynTool, RustTool, ToolSource};
 pub use approvals::{PendingApproval, ResolvedApproval};
 pub use clock::{BoxFuture, Clock, ManualClock, SystemClock};
+pub use command::CommandOutcome;
 pub use error::{Error, InputError, Result};
 pub use fold::conversation;
 pub use hooks::{HOOK_QUEUE, HookFn, HookSpec, HookStats, HookTarget, Hooks, SIGNATURE_HEADER};
@@ -64,6 +66,6 @@ pub use runtime::{
 pub use schedule_handlers::{
     Receive, ScheduleError, ScheduleHandler, ScheduleHandlers, ScheduleRun,
 };
-pub use schedules::{SCHEDULE_CHANNEL, ScheduleStatus, schedule_owner};
+pub use schedules::{SCHEDULE_CHANNEL, ScheduleLastRun, ScheduleStatus, schedule_owner};
 pub use tool_call::ToolCallOutcome;
 pub use workspace::{materialize, safe_join};

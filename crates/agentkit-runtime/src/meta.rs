@@ -66,6 +66,22 @@ pub struct SessionMeta {
     pub as_of: Option<String>,
 }
 
+impl SessionMeta {
+    /// What the session's tool calls know of where they come from: its
+    /// channel, its continuation key (not on the built-in HTTP channel,
+    /// whose rotating token is a credential) and its purpose.
+    pub fn call_origin(&self) -> agentkit_harness::CallOrigin {
+        agentkit_harness::CallOrigin {
+            channel_id: Some(self.channel.clone()),
+            continuation_key: (self.channel != crate::runtime::HTTP_CHANNEL)
+                .then(|| self.continuation_token.clone()),
+            purpose: self.purpose.clone(),
+            principal: None,
+            schedule: None,
+        }
+    }
+}
+
 pub(crate) fn load(path: &Path) -> Result<SessionMeta> {
     let bytes = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
     serde_json::from_slice(&bytes).map_err(|e| Error::Io {

@@ -26,6 +26,9 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use agentkit_harness::{CallOrigin, CallPrincipal};
+use serde_json::json;
+
 use crate::error::{Error, Result};
 use crate::meta::{Owner, SessionMode};
 use crate::runtime::{AgentRuntime, HTTP_CHANNEL, SendRequest, lock};
@@ -47,6 +50,27 @@ pub struct ScheduleStatus {
     pub skipped_ticks: u64,
     /// The previous run (its sessions or tool call) is still going.
     pub running: bool,
+    /// The last run on this host, by cron tick or by hand.
+    pub last_run: Option<ScheduleLastRun>,
+}
+
+/// One run of a schedule as `/v1/info` and the dev dispatch show it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduleLastRun {
+    /// When it started (ISO-8601 UTC).
+    pub at: String,
+    /// `"tick"` (the cron cadence) or `"dispatch"` (by hand).
+    pub trigger: &'static str,
+    /// `"running"`, `"ok"` or `"failed"`.
+    pub outcome: &'static str,
+    /// The sessions it started or sent into (for a tool or command, the
+    /// ones it reached through the host bridge's `send`).
+    pub session_ids: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
 }
 
 /// In-memory state of the schedules: what each one's last run started,
@@ -60,6 +84,8 @@ pub(crate) struct ScheduleState {
 #[derive(Debug, Default, Clone)]
 struct LastRun {
     sessions: Vec<String>,
+    /// What `/v1/info` shows of the last run.
+    record: Option<ScheduleLastRun>,
     /// Work of this schedule still going: deterministic tool calls, a Rust
     /// handler and its `wait_until` work.
     calls: Arc<AtomicUsize>,
@@ -82,6 +108,35 @@ fn from_ms(ms: i64) -> Option<DateTime<Utc>> {
     DateTime::<Utc>::from_timestamp_millis(ms)
 }
 
+/// The later of the last tick fired and the last run's start (a dispatch
+/// by hand counts as a firing too). Both are ISO-8601 UTC in one format,
+/// so they compare as text.
+fn latest(fired: Option<String>, run: Option<&ScheduleLastRun>) -> Option<String> {
+    match (fired, run.map(|r| r.at.clone())) {
+        (Some(a), Some(b)) => Some(if b > a { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// A result or error as one line of text for the run record.
+fn text_of(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
 impl AgentRuntime {
     fn schedule(&self, id: &str) -> Result<Schedule> {
         self.agent()
@@ -101,21 +156,74 @@ impl AgentRuntime {
         *lock(&self.inner.schedules.handlers) = handlers;
     }
 
-    /// Records a session a Rust handler's `receive` started, so the
-    /// schedule counts as running while it is active.
-    pub(crate) fn note_schedule_session(&self, id: &str, session: &str) {
+    /// Records a session a run of schedule `id` started or sent into (a
+    /// Rust handler's `receive`, a tool's or command's bridge `send`), so
+    /// the schedule counts as running while it is active and its last run
+    /// lists it.
+    pub fn note_schedule_session(&self, id: &str, session: &str) {
         let mut runs = lock(&self.inner.schedules.runs);
-        let sessions = &mut runs.entry(id.to_owned()).or_default().sessions;
-        if !sessions.iter().any(|s| s == session) {
-            sessions.push(session.to_owned());
+        let run = runs.entry(id.to_owned()).or_default();
+        if !run.sessions.iter().any(|s| s == session) {
+            run.sessions.push(session.to_owned());
         }
+        if let Some(record) = &mut run.record
+            && !record.session_ids.iter().any(|s| s == session)
+        {
+            record.session_ids.push(session.to_owned());
+        }
+    }
+
+    /// The last run of schedule `id` on this host.
+    pub fn schedule_last_run(&self, id: &str) -> Option<ScheduleLastRun> {
+        lock(&self.inner.schedules.runs)
+            .get(id)
+            .and_then(|r| r.record.clone())
+    }
+
+    /// Starts the record of a run: its sessions so far are none.
+    fn begin_run(&self, id: &str, tick: Option<DateTime<Utc>>) {
+        let at = iso(self.clock().now());
+        let mut runs = lock(&self.inner.schedules.runs);
+        let run = runs.entry(id.to_owned()).or_default();
+        run.sessions.clear();
+        run.record = Some(ScheduleLastRun {
+            at,
+            trigger: if tick.is_some() { "tick" } else { "dispatch" },
+            outcome: "running",
+            session_ids: Vec::new(),
+            error: None,
+            finished_at: None,
+        });
+    }
+
+    /// Ends the record of a run with its outcome; its sessions are the
+    /// ones noted while it ran plus `sessions`.
+    fn end_run(&self, id: &str, sessions: &[String], error: Option<String>) -> Vec<String> {
+        let finished = iso(self.clock().now());
+        let mut runs = lock(&self.inner.schedules.runs);
+        let run = runs.entry(id.to_owned()).or_default();
+        for s in sessions {
+            if !run.sessions.contains(s) {
+                run.sessions.push(s.clone());
+            }
+        }
+        let all = run.sessions.clone();
+        if let Some(record) = &mut run.record {
+            record.outcome = if error.is_some() { "failed" } else { "ok" };
+            record.error = error.map(|e| truncate(&e, 2000));
+            record.session_ids = all.clone();
+            record.finished_at = Some(finished);
+        }
+        all
     }
 
     /// Runs schedule `id` once now, as `owner` (the schedule's own app
     /// principal when `None`), and answers the ids of the sessions it
-    /// started (none for a tool call, which runs in the background). A
-    /// Rust handler is awaited (not its `wait_until` work), and the
-    /// sessions are those its `receive` calls started.
+    /// started. A tool call, a command and a Rust handler are awaited (not
+    /// a handler's `wait_until` work); their sessions are those they
+    /// reached through `receive` or the host bridge's `send`. The run is
+    /// recorded as the schedule's last run either way
+    /// ([`AgentRuntime::schedule_last_run`]).
     pub async fn dispatch_schedule(&self, id: &str, owner: Option<Owner>) -> Result<Vec<String>> {
         self.run_schedule(id, owner, None).await
     }
@@ -127,6 +235,48 @@ impl AgentRuntime {
         tick: Option<DateTime<Utc>>,
     ) -> Result<Vec<String>> {
         let schedule = self.schedule(id)?;
+        self.begin_run(id, tick);
+        let outcome = self.run_schedule_action(&schedule, owner, tick).await;
+        match outcome {
+            Ok(sessions) => {
+                let sessions = self.end_run(id, &sessions, None);
+                tracing::info!(schedule = %id, sessions = ?sessions, "schedule run done");
+                Ok(sessions)
+            }
+            Err(e) => {
+                let message = match &e {
+                    Error::ScheduleFailed { message, .. } => message.clone(),
+                    other => other.to_string(),
+                };
+                let sessions = self.end_run(id, &[], Some(message));
+                tracing::warn!(schedule = %id, error = %e, sessions = ?sessions, "schedule run failed");
+                Err(e)
+            }
+        }
+    }
+
+    /// What the bridge acts as for a tool or command a schedule runs.
+    fn schedule_origin(id: &str, owner: &Owner) -> CallOrigin {
+        CallOrigin {
+            channel_id: None,
+            continuation_key: None,
+            purpose: Some(format!("schedule:{id}")),
+            principal: Some(CallPrincipal {
+                id: owner.principal_id.clone(),
+                kind: owner.principal_type.clone(),
+                authenticator: owner.authenticator.clone(),
+            }),
+            schedule: Some(id.to_owned()),
+        }
+    }
+
+    async fn run_schedule_action(
+        &self,
+        schedule: &Schedule,
+        owner: Option<Owner>,
+        tick: Option<DateTime<Utc>>,
+    ) -> Result<Vec<String>> {
+        let id = schedule.id.as_str();
         let owner = owner.unwrap_or_else(|| schedule_owner(id));
         let title = Some(format!("schedule {id}"));
         let purpose = Some(format!("schedule:{id}"));
@@ -172,27 +322,41 @@ impl AgentRuntime {
                 vec![accepted.session_id]
             }
             ScheduleAction::Tool { name, input } => {
-                // Refuse an unknown tool or bad input now, not in the log.
-                self.check_tool_call(name, input).await?;
-                let calls = {
-                    let mut runs = lock(&self.inner.schedules.runs);
-                    runs.entry(id.to_owned()).or_default().calls.clone()
-                };
-                calls.fetch_add(1, Ordering::SeqCst);
-                let runtime = self.clone();
-                let (name, input, sid) = (name.clone(), input.clone(), id.to_owned());
-                self.inner.tasks.spawn(async move {
-                    match runtime.call_tool(&name, input, None).await {
-                        Ok(o) if o.is_error => {
-                            tracing::warn!(schedule = %sid, tool = %name, result = %o.result, "scheduled tool call answered an error")
-                        }
-                        Ok(_) => tracing::info!(schedule = %sid, tool = %name, "scheduled tool call done"),
-                        Err(e) => {
-                            tracing::warn!(schedule = %sid, tool = %name, error = %e, "scheduled tool call failed")
-                        }
-                    }
-                    calls.fetch_sub(1, Ordering::SeqCst);
+                let work = self.schedule_work(id);
+                let _running = WorkGuard::new(&work);
+                let origin = Self::schedule_origin(id, &owner);
+                let o = self
+                    .call_tool_from(name, input.clone(), None, origin)
+                    .await?;
+                if o.is_error {
+                    return Err(Error::ScheduleFailed {
+                        id: id.to_owned(),
+                        message: format!("tool `{name}` answered an error: {}", text_of(&o.result)),
+                    });
+                }
+                Vec::new()
+            }
+            ScheduleAction::Command(command) => {
+                let work = self.schedule_work(id);
+                let _running = WorkGuard::new(&work);
+                let stdin = json!({
+                    "scheduleId": id,
+                    "tick": tick.map(iso),
+                    "principal": {
+                        "id": owner.principal_id,
+                        "type": owner.principal_type,
+                        "authenticator": owner.authenticator,
+                    },
                 });
+                let origin = Self::schedule_origin(id, &owner);
+                let label = format!("schedule {id}");
+                let out = self.run_command(&label, command, &stdin, origin).await;
+                if out.is_error {
+                    return Err(Error::ScheduleFailed {
+                        id: id.to_owned(),
+                        message: text_of(&out.output),
+                    });
+                }
                 Vec::new()
             }
             ScheduleAction::Handler { name } => {
@@ -204,35 +368,28 @@ impl AgentRuntime {
                             "schedule `{id}` runs Rust handler `{name}`, which this host did not register"
                         ),
                     })?;
-                let work = {
-                    let mut runs = lock(&self.inner.schedules.runs);
-                    let run = runs.entry(id.to_owned()).or_default();
-                    run.sessions.clear();
-                    run.calls.clone()
-                };
+                let work = self.schedule_work(id);
                 let run = ScheduleRun::new(self.clone(), id, tick, owner, work.clone());
                 let outcome = {
                     let _running = WorkGuard::new(&work);
                     handler.run(run.clone()).await
                 };
-                let sessions = run.sessions();
                 if let Err(e) = outcome {
-                    tracing::warn!(schedule = %id, handler = %name, error = %e, sessions = ?sessions, "schedule handler failed");
                     return Err(Error::ScheduleFailed {
                         id: id.to_owned(),
                         message: e.to_string(),
                     });
                 }
-                tracing::info!(schedule = %id, sessions = ?sessions, "schedule handler done");
-                return Ok(sessions);
+                run.sessions()
             }
         };
-        if !sessions.is_empty() {
-            let mut runs = lock(&self.inner.schedules.runs);
-            runs.entry(id.to_owned()).or_default().sessions = sessions.clone();
-        }
-        tracing::info!(schedule = %id, sessions = ?sessions, "schedule dispatched");
         Ok(sessions)
+    }
+
+    /// The counter of schedule `id`'s work still going.
+    fn schedule_work(&self, id: &str) -> Arc<AtomicUsize> {
+        let mut runs = lock(&self.inner.schedules.runs);
+        runs.entry(id.to_owned()).or_default().calls.clone()
     }
 
     /// Is the last run of schedule `id` still going?
@@ -254,6 +411,7 @@ impl AgentRuntime {
                     tracing::warn!(schedule = %s.id, error = %e, "cannot read schedule state");
                     (None, None, 0)
                 });
+                let last_run = self.schedule_last_run(&s.id);
                 ScheduleStatus {
                     id: s.id.clone(),
                     cron: s.cron.clone(),
@@ -261,9 +419,10 @@ impl AgentRuntime {
                         .ok()
                         .and_then(|c| c.next_after(now))
                         .map(iso),
-                    last_fired_at: fired.and_then(from_ms).map(iso),
+                    last_fired_at: latest(fired.and_then(from_ms).map(iso), last_run.as_ref()),
                     skipped_ticks: skipped,
                     running: self.schedule_running(&s.id),
+                    last_run,
                 }
             })
             .collect()
@@ -354,13 +513,17 @@ impl AgentRuntime {
         if !db.claim_tick(id, tick_ms, now_ms).await? {
             return Ok(());
         }
-        let is_handler = self
-            .agent()
-            .schedules
-            .iter()
-            .any(|s| s.id == id && matches!(s.action, ScheduleAction::Handler { .. }));
-        if is_handler {
-            // A handler may run long: in the background (counted as
+        let in_background = self.agent().schedules.iter().any(|s| {
+            s.id == id
+                && matches!(
+                    s.action,
+                    ScheduleAction::Handler { .. }
+                        | ScheduleAction::Tool { .. }
+                        | ScheduleAction::Command(_)
+                )
+        });
+        if in_background {
+            // A handler, tool or command may run long: in the background (counted as
             // running from now), so the cadence keeps its time, and
             // shutdown waits for it within its grace period.
             let work = {

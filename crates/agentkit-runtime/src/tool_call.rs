@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use agentkit_harness::{DynTool, ToolContext, ToolOutput, run_server_tool};
+use agentkit_harness::{CallOrigin, DynTool, ToolContext, ToolOutput, run_server_tool};
 use agentkit_manifest::{Execution, Tool};
 use agentkit_protocol::EventType;
 use serde::Serialize;
@@ -42,20 +42,38 @@ impl AgentRuntime {
         input: Value,
         session: Option<(&str, &Owner)>,
     ) -> Result<ToolCallOutcome> {
+        self.call_tool_from(name, input, session, CallOrigin::default())
+            .await
+    }
+
+    /// [`AgentRuntime::call_tool`] on behalf of `origin` (a route, a
+    /// schedule): the tool's environment and its host-bridge credential
+    /// carry it. Inside a session, the session's own channel, key and
+    /// purpose fill what `origin` leaves unset.
+    pub async fn call_tool_from(
+        &self,
+        name: &str,
+        input: Value,
+        session: Option<(&str, &Owner)>,
+        origin: CallOrigin,
+    ) -> Result<ToolCallOutcome> {
         let tool = self.callable_tool(name).await?;
         validate(&tool, &input)?;
         let call_id = new_id(&format!("tool_{name}"));
         match session {
-            None => self.call_ephemeral(tool, input, call_id).await,
-            Some((id, owner)) => self.call_in_session(tool, input, call_id, id, owner).await,
+            None => self.call_ephemeral(tool, input, call_id, origin).await,
+            Some((id, owner)) => {
+                let mut origin = origin;
+                if let Ok(meta) = self.meta_of(id) {
+                    let own = meta.call_origin();
+                    origin.channel_id = origin.channel_id.or(own.channel_id);
+                    origin.continuation_key = origin.continuation_key.or(own.continuation_key);
+                    origin.purpose = origin.purpose.or(own.purpose);
+                }
+                self.call_in_session(tool, input, call_id, id, owner, origin)
+                    .await
+            }
         }
-    }
-
-    /// Refuses a call that [`AgentRuntime::call_tool`] would refuse
-    /// (unknown tool, agent tool, input against its schema).
-    pub(crate) async fn check_tool_call(&self, name: &str, input: &Value) -> Result<()> {
-        let tool = self.callable_tool(name).await?;
-        validate(&tool, input)
     }
 
     /// The names of every tool a deterministic call can run.
@@ -106,6 +124,7 @@ impl AgentRuntime {
         tool: HostTool,
         input: Value,
         call_id: String,
+        origin: CallOrigin,
     ) -> Result<ToolCallOutcome> {
         let dir = self.state_dir().join("tool-calls").join(&call_id);
         let agent = self.agent().clone();
@@ -115,16 +134,13 @@ impl AgentRuntime {
             .map_err(|e| Error::BadRequest {
                 message: format!("workspace setup failed: {e}"),
             })??;
-        let outcome = run(
-            self,
-            &tool,
-            &input,
-            &call_id,
-            "direct",
-            &dir,
-            CancellationToken::new(),
-        )
-        .await;
+        let site = CallSite {
+            session_id: "direct",
+            workspace: &dir,
+            cancel: CancellationToken::new(),
+            origin,
+        };
+        let outcome = run(self, &tool, &input, &call_id, site).await;
         let dir2 = dir.clone();
         let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir2)).await;
         Ok(outcome)
@@ -137,6 +153,7 @@ impl AgentRuntime {
         call_id: String,
         id: &str,
         owner: &Owner,
+        origin: CallOrigin,
     ) -> Result<ToolCallOutcome> {
         let session = self.claim_for_call(id, owner).await?;
         let turn_id = new_id("call");
@@ -154,16 +171,13 @@ impl AgentRuntime {
                 requested,
             )
             .await?;
-        let outcome = run(
-            self,
-            &tool,
-            &input,
-            &call_id,
-            id,
-            &session.workspace,
-            guard.cancel(),
-        )
-        .await;
+        let site = CallSite {
+            session_id: id,
+            workspace: &session.workspace,
+            cancel: guard.cancel(),
+            origin,
+        };
+        let outcome = run(self, &tool, &input, &call_id, site).await;
         let data = json!({
             "callId": outcome.call_id,
             "toolName": outcome.tool_name,
@@ -240,15 +254,27 @@ impl HostTool {
     }
 }
 
+/// Where a deterministic call runs and for whom.
+struct CallSite<'a> {
+    session_id: &'a str,
+    workspace: &'a std::path::Path,
+    cancel: CancellationToken,
+    origin: CallOrigin,
+}
+
 async fn run(
     runtime: &AgentRuntime,
     tool: &HostTool,
     input: &Value,
     call_id: &str,
-    session_id: &str,
-    workspace: &std::path::Path,
-    cancel: CancellationToken,
+    site: CallSite<'_>,
 ) -> ToolCallOutcome {
+    let CallSite {
+        session_id,
+        workspace,
+        cancel,
+        origin,
+    } = site;
     let started = Instant::now();
     let ctx = ToolContext {
         call_id: call_id.to_owned(),
@@ -258,6 +284,7 @@ async fn run(
         host: runtime.host_bridge(),
         services: runtime.services_handle(),
         as_of: runtime.meta_of(session_id).ok().and_then(|m| m.as_of),
+        origin,
     };
     let out = tool.run(input, &ctx).await;
     ToolCallOutcome {

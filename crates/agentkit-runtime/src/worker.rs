@@ -410,6 +410,8 @@ impl AgentRuntime {
             return Ok(false);
         };
         let dry_run = session.meta().dry_run;
+        // Read before the literal: its other fields hold the meta lock.
+        let origin = session.meta().call_origin();
         let input = TurnInput {
             agent,
             model,
@@ -433,6 +435,7 @@ impl AgentRuntime {
             services: self.inner.options.services.clone(),
             approvals: Some(self.gate(id)),
             as_of: session.meta().as_of.clone(),
+            origin,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
         let harness = tokio::spawn(agentkit_harness::run_turn(input, tx));

@@ -67,12 +67,13 @@ pub use agentkit_runtime::{
     AgentRuntime, Clock, Followup, InputError, ManualClock, NewReminder, Owner, PendingApproval,
     Receive, Reminder, ReminderAction, ReminderFired, ReminderHandler, ReminderOutcome,
     ReminderRequest, ReminderTick, ReminderWhen, ResolvedApproval, ScheduleError, ScheduleHandler,
-    ScheduleHandlers, ScheduleRun, ScheduleStatus, SystemClock, ToolCallOutcome,
+    ScheduleHandlers, ScheduleLastRun, ScheduleRun, ScheduleStatus, SystemClock, ToolCallOutcome,
 };
 pub use error::{Error, Result};
 pub use serve::{
-    EdgeOptions, EnvFn, EnvLookup, FdLimit, HostGithub, HostMcp, HostReminders, HostServices, Mode,
-    ServeHandle, ServeOptions, raise_fd_limit, serve, shutdown_signal,
+    EdgeOptions, EnvFn, EnvLookup, FdLimit, HostGithub, HostMcp, HostReminders, HostSend, HostSent,
+    HostServices, HostSessions, Mode, ServeHandle, ServeOptions, raise_fd_limit, serve,
+    shutdown_signal,
 };
 
 /// The project format: discovery, the manifest types and diagnostics.

@@ -232,3 +232,30 @@ fn pack_settings_are_reported_with_file_line_and_hint() {
     let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(doc["diagnostics"], serde_json::json!([]));
 }
+
+/// Host-only tools (`expose = "host"`) are listed, in text and JSON, so a
+/// reader sees what the model is never offered.
+#[test]
+fn host_only_tools_are_listed() {
+    let run = agentkit_with(&fixtures(), &["validate", "--dir", "triage"], |c| {
+        c.env("GRAFANA_TOKEN", "g").env("ONCALL_TOKEN", "o");
+    });
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    expect![[r#"
+        triage: host-only tools (never offered to the model): approve_fix
+        ok: 1 agent, no diagnostics
+    "#]]
+    .assert_eq(&run.stdout);
+    let run = agentkit_with(
+        &fixtures(),
+        &["validate", "--dir", "triage", "--json"],
+        |c| {
+            c.env("GRAFANA_TOKEN", "g").env("ONCALL_TOKEN", "o");
+        },
+    );
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(
+        doc["hostOnlyTools"],
+        serde_json::json!({"triage": ["approve_fix"]})
+    );
+}

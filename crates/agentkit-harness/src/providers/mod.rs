@@ -180,7 +180,7 @@ pub(crate) fn tool_defs(agent: &Agent, extra: &[Arc<dyn crate::DynTool>]) -> Vec
     let mut defs: Vec<ToolDef> = agent
         .tools
         .iter()
-        .filter(|t| t.execution == agentkit_manifest::Execution::Server)
+        .filter(|t| t.offered_to_model())
         .map(|t| ToolDef {
             name: t.name.clone(),
             description: t.description.clone(),

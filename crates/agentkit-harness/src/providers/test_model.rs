@@ -8,7 +8,6 @@
 //! call and its (truncated) result. Usage is approximated at four
 //! characters per token.
 
-use agentkit_manifest::Execution;
 use agentkit_protocol::{Message, ToolCall, Usage};
 use serde_json::{Map, Value};
 
@@ -29,7 +28,7 @@ pub(super) async fn step(request: &StepRequest<'_>, sink: &mut StepSink<'_>) -> 
             .agent
             .tools
             .iter()
-            .filter(|t| t.execution == Execution::Server)
+            .filter(|t| t.offered_to_model())
             .map(|t| (t.name.as_str(), &t.input_schema))
             .collect();
         for t in request.tools {

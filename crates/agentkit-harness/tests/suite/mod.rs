@@ -124,6 +124,7 @@ pub(crate) fn turn_input(
         services: None,
         approvals: None,
         as_of: None,
+        origin: Default::default(),
     }
 }
 

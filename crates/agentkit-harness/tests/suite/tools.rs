@@ -34,6 +34,7 @@ fn tool(dir: &Path, command: &[&str]) -> Tool {
             network: true,
             ..Default::default()
         },
+        expose: Default::default(),
     }
 }
 
@@ -46,6 +47,7 @@ fn ctx(workspace: &Path) -> ToolContext {
         host: None,
         services: None,
         as_of: None,
+        origin: Default::default(),
     }
 }
 

@@ -31,6 +31,15 @@
 //! | POST | `/v1/reminders` | a prompt-form reminder (`ReminderRequest` JSON) |
 //! | DELETE | `/v1/reminders/{id}` | cancels one |
 //! | POST | `/v1/github` | one GitHub REST call with a github channel's credentials |
+//! | POST | `/v1/send` | `HostSend` JSON: create or continue a session; `{sessionId, continuationToken, isNew}` |
+//! | GET | `/v1/sessions/{id}` | a session's channel, key, owner, title, busy |
+//! | POST | `/v1/sessions/{id}/messages` | `{text}` appends an assistant message (no model turn) |
+//! | POST | `/v1/tools/{name}` | `{input}` runs a server tool (host-only ones too); its envelope |
+//!
+//! A call credential also carries who the call acts for (`CallOrigin`):
+//! `send` starts sessions as the route's admitted principal, the
+//! schedule's app principal, or the calling session's owner, and the
+//! sessions a schedule's tool or command reaches count as its run's.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -54,7 +63,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::depths::{Depths, call_depth};
 use super::http::ApiError;
-use super::services::HostGithub;
+use super::services::{HostGithub, HostSend, HostSessions, host_owner};
+use agentkit_harness::CallOrigin;
 
 /// The header host code may send with the per-boot token to name the
 /// session its MCP calls count towards (call credentials carry theirs).
@@ -76,6 +86,8 @@ pub(crate) struct BridgeAgent {
     pub(crate) calls: CallTokens,
     /// GitHub access with the agent's github channels' credentials.
     pub(crate) github: HostGithub,
+    /// `send`, `get_session`, `emit_assistant_message`.
+    pub(crate) sessions: HostSessions,
 }
 
 impl std::fmt::Debug for BridgeAgent {
@@ -95,21 +107,36 @@ pub(crate) fn mint_token() -> Arc<str> {
     .into()
 }
 
-/// One agent's live call credentials: id → (session, delegation depth).
-/// The secret part is not stored; it is recomputed from the per-boot
-/// secret when presented.
+/// One live call credential: the session it is bound to (empty outside a
+/// session), its delegation depth, and who the call acts for.
+#[derive(Debug, Clone)]
+struct CallEntry {
+    session: String,
+    hops: u32,
+    origin: CallOrigin,
+}
+
+/// One agent's live call credentials by id. The secret part is not
+/// stored; it is recomputed from the per-boot secret when presented.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct CallTokens(Arc<Mutex<HashMap<String, (String, u32)>>>);
+pub(crate) struct CallTokens(Arc<Mutex<HashMap<String, CallEntry>>>);
 
 impl CallTokens {
-    fn get(&self, id: &str) -> Option<(String, u32)> {
+    fn get(&self, id: &str) -> Option<CallEntry> {
         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         map.get(id).cloned()
     }
 
-    fn insert(&self, id: String, session: String, hops: u32) {
+    fn insert(&self, id: String, session: String, hops: u32, origin: CallOrigin) {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        map.insert(id, (session, hops));
+        map.insert(
+            id,
+            CallEntry {
+                session,
+                hops,
+                origin,
+            },
+        );
     }
 
     fn remove(&self, id: &str) {
@@ -140,12 +167,18 @@ impl std::fmt::Debug for Issuer {
 }
 
 impl agentkit_harness::BridgeCredentials for Issuer {
-    fn issue(&self, session_id: &str, _call_id: &str) -> agentkit_harness::CallCredential {
+    fn issue(
+        &self,
+        session_id: &str,
+        _call_id: &str,
+        origin: &CallOrigin,
+    ) -> agentkit_harness::CallCredential {
         let hops = self.depths.get(session_id).max(call_depth());
         let id = uuid::Uuid::new_v4().simple().to_string();
         let mac = agentkit_auth::sign_bridge_call(&self.secret, &id, session_id, hops);
         let token = format!("{CALL_PREFIX}{id}.{mac}");
-        self.calls.insert(id.clone(), session_id.to_owned(), hops);
+        self.calls
+            .insert(id.clone(), session_id.to_owned(), hops, origin.clone());
         let calls = self.calls.clone();
         agentkit_harness::CallCredential::new(token, move || calls.remove(&id))
     }
@@ -175,6 +208,10 @@ pub(crate) fn spawn(
         .route("/v1/reminders", get(reminders_list).post(reminders_create))
         .route("/v1/reminders/{id}", delete(reminders_cancel))
         .route("/v1/github", post(github_request))
+        .route("/v1/send", post(send))
+        .route("/v1/sessions/{id}", get(session_get))
+        .route("/v1/sessions/{id}/messages", post(session_emit))
+        .route("/v1/tools/{name}", post(tool_call))
         .fallback(|| async {
             error(
                 StatusCode::NOT_FOUND,
@@ -238,6 +275,11 @@ struct Caller {
     agents: Agents,
     index: usize,
     hops: u32,
+    /// The session the credential is bound to (or the per-boot token's
+    /// `x-agentkit-session`); empty when none.
+    session: String,
+    /// Who a call credential acts for; `None` for the per-boot token.
+    origin: Option<CallOrigin>,
 }
 
 impl std::ops::Deref for Caller {
@@ -261,7 +303,7 @@ impl FromRequestParts<Agents> for Caller {
         } else {
             None
         };
-        let (index, hops) = found.ok_or_else(|| {
+        let found = found.ok_or_else(|| {
             error(
                 StatusCode::UNAUTHORIZED,
                 ErrorCode::Unauthorized,
@@ -270,17 +312,27 @@ impl FromRequestParts<Agents> for Caller {
         })?;
         Ok(Caller {
             agents: agents.clone(),
-            index,
-            hops,
+            index: found.index,
+            hops: found.hops,
+            session: found.session,
+            origin: found.origin,
         })
     }
+}
+
+/// What a valid credential says about its caller.
+struct Found {
+    index: usize,
+    hops: u32,
+    session: String,
+    origin: Option<CallOrigin>,
 }
 
 /// Which agent the presented secret belongs to, and the depth: a call
 /// credential's own, or for the per-boot token the depth of the session
 /// named in [`SESSION_HEADER`]. Every agent is tried, each comparison in
 /// constant time.
-fn authenticate(agents: &Agents, headers: &HeaderMap) -> Option<(usize, u32)> {
+fn authenticate(agents: &Agents, headers: &HeaderMap) -> Option<Found> {
     let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -291,9 +343,14 @@ fn authenticate(agents: &Agents, headers: &HeaderMap) -> Option<(usize, u32)> {
         // constant time.
         let (id, mac) = rest.split_once('.')?;
         return agents.iter().enumerate().find_map(|(i, agent)| {
-            let (session, hops) = agent.calls.get(id)?;
-            agentkit_auth::verify_bridge_call(&agent.token, id, &session, hops, mac)
-                .then_some((i, hops))
+            let entry = agent.calls.get(id)?;
+            agentkit_auth::verify_bridge_call(&agent.token, id, &entry.session, entry.hops, mac)
+                .then_some(Found {
+                    index: i,
+                    hops: entry.hops,
+                    session: entry.session,
+                    origin: Some(entry.origin),
+                })
         });
     }
     let mut found = None;
@@ -303,11 +360,22 @@ fn authenticate(agents: &Agents, headers: &HeaderMap) -> Option<(usize, u32)> {
         }
     }
     let i = found?;
-    let hops = headers
+    let session = headers
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
-        .map_or(0, |s| agents[i].depths.get(s));
-    Some((i, hops))
+        .unwrap_or_default()
+        .to_owned();
+    let hops = if session.is_empty() {
+        0
+    } else {
+        agents[i].depths.get(&session)
+    };
+    Some(Found {
+        index: i,
+        hops,
+        session,
+        origin: None,
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -491,6 +559,143 @@ async fn github_request(caller: Caller, bytes: Bytes) -> Reply {
     }
 }
 
+/// A channel error as the bridge answers it.
+fn channel_failed(e: agentkit_channels::Error) -> ApiError {
+    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = e.to_body();
+    let message = body["error"]["message"]
+        .as_str()
+        .unwrap_or("the send failed")
+        .to_owned();
+    let mut err = error(status, e.code(), message);
+    if let Some(obj) = body["error"].as_object() {
+        let details: serde_json::Map<String, Value> = obj
+            .iter()
+            .filter(|(k, _)| !["code", "message"].contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !details.is_empty() {
+            err.details = Some(details);
+        }
+    }
+    err
+}
+
+impl Caller {
+    /// Who a send acts as: the call's principal (a route's admitted one, a
+    /// schedule's), else the calling session's owner, else the host.
+    fn owner(&self) -> agentkit_runtime::Owner {
+        if let Some(p) = self.origin.as_ref().and_then(|o| o.principal.as_ref()) {
+            return agentkit_runtime::Owner {
+                principal_id: p.id.clone(),
+                principal_type: p.kind.clone(),
+                authenticator: p.authenticator.clone(),
+            };
+        }
+        if !self.session.is_empty()
+            && let Ok(meta) = self.runtime.session_meta(&self.session)
+        {
+            return meta.owner;
+        }
+        host_owner()
+    }
+}
+
+/// `POST /v1/send` ([`HostSend`] JSON): creates or continues a session on
+/// a channel, as [`Caller::owner`]; `{ok, sessionId, continuationToken,
+/// isNew}`. A schedule's call counts the session as its run's.
+async fn send(caller: Caller, bytes: Bytes) -> Reply {
+    let mut req: HostSend = body(
+        &bytes,
+        "{\"message\", \"channel\"?, \"continuation\"?, \"admission\"?, \"title\"?, \"purpose\"?, \"workspaceFiles\"?, \"dryRun\"?}",
+    )?;
+    if req.purpose.is_none() {
+        req.purpose = caller.origin.as_ref().and_then(|o| o.purpose.clone());
+    }
+    let sent = caller
+        .sessions
+        .send(req, &caller.owner())
+        .await
+        .map_err(channel_failed)?;
+    if let Some(schedule) = caller.origin.as_ref().and_then(|o| o.schedule.as_deref()) {
+        caller
+            .runtime
+            .note_schedule_session(schedule, &sent.session_id);
+    }
+    let mut doc = serde_json::to_value(&sent).unwrap_or_default();
+    if let Some(obj) = doc.as_object_mut() {
+        obj.insert("ok".into(), Value::Bool(true));
+    }
+    Ok(axum::Json(doc).into_response())
+}
+
+/// `GET /v1/sessions/{id}`: `{ok, session: {id, channel, continuationToken,
+/// principalId, createdAt, title?, purpose?, busy}}`.
+async fn session_get(caller: Caller, Path(id): Path<String>) -> Reply {
+    let meta = caller.sessions.get_session(&id)?;
+    let mut session = json!({
+        "id": meta.id,
+        "channel": meta.channel,
+        "mode": meta.mode,
+        "continuationToken": meta.continuation_token,
+        "principalId": meta.owner.principal_id,
+        "createdAt": meta.created_at,
+        "busy": caller.sessions.is_busy(&id),
+    });
+    for (k, v) in [("title", meta.title), ("purpose", meta.purpose)] {
+        if let Some(v) = v {
+            session[k] = Value::String(v);
+        }
+    }
+    ok("session", session)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EmitBody {
+    text: String,
+}
+
+/// `POST /v1/sessions/{id}/messages` `{text}`: appends final assistant
+/// text without a model turn; `{ok, turnId}`.
+async fn session_emit(caller: Caller, Path(id): Path<String>, bytes: Bytes) -> Reply {
+    let req: EmitBody = body(&bytes, "{\"text\": \"…\"}")?;
+    let turn = caller
+        .sessions
+        .emit_assistant_message(&id, &req.text)
+        .await?;
+    ok("turnId", turn)
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolBody {
+    #[serde(default)]
+    input: Option<Value>,
+}
+
+/// `POST /v1/tools/{name}` `{input}`: a deterministic call of a server
+/// tool (host-only tools included) in an ephemeral workspace, acting for
+/// the caller's origin; `{ok, toolName, callId, isError, result,
+/// durationMs}`.
+async fn tool_call(caller: Caller, Path(name): Path<String>, bytes: Bytes) -> Reply {
+    let req: ToolBody = if bytes.iter().all(u8::is_ascii_whitespace) {
+        ToolBody::default()
+    } else {
+        body(&bytes, "{\"input\": {…}}")?
+    };
+    let origin = caller.origin.clone().unwrap_or_default();
+    let outcome = caller
+        .runtime
+        .call_tool_from(&name, req.input.unwrap_or_else(|| json!({})), None, origin)
+        .await?;
+    let mut doc = serde_json::to_value(&outcome).unwrap_or_default();
+    if let Some(obj) = doc.as_object_mut() {
+        obj.insert("ok".into(), Value::Bool(true));
+    }
+    Ok(axum::Json(doc).into_response())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -506,7 +711,7 @@ mod tests {
             calls: CallTokens::default(),
             depths: Depths::default(),
         };
-        let credential = issuer.issue("s1", "call_1");
+        let credential = issuer.issue("s1", "call_1", &CallOrigin::default());
         let token = credential.token().to_owned();
         assert!(token.starts_with(CALL_PREFIX));
         assert!(!token.contains(&*secret));

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use agentkit_auth::{Policy, Surface};
 use agentkit_channels::{
     ApprovalDecision, ChannelDefinition, ChannelHost, ChannelHostOptions, ChannelRequest,
-    ChannelSession, GithubOptions, ResolvedApproval, RouteDef, SendRequest, SessionHost,
-    SessionInfo,
+    ChannelSession, GithubOptions, HandlerOutput, ResolvedApproval, RouteDef, SendRequest,
+    SessionHost, SessionInfo,
 };
 use agentkit_manifest::{ChannelKind, Method, Project};
 use agentkit_protocol::{Event, SessionId};
@@ -39,7 +39,7 @@ pub(crate) struct RuntimeHost {
     services: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
-fn channel_error(e: agentkit_runtime::Error) -> agentkit_channels::Error {
+pub(crate) fn channel_error(e: agentkit_runtime::Error) -> agentkit_channels::Error {
     let details = match &e {
         agentkit_runtime::Error::UnknownTool { available, .. } => json!({"available": available})
             .as_object()
@@ -234,8 +234,46 @@ impl SessionHost for RuntimeHost {
         })
     }
 
+    fn run_handler(
+        &self,
+        channel: &str,
+        label: &str,
+        handler: &agentkit_manifest::RouteHandler,
+        request: Value,
+        auth: &agentkit_auth::AuthContext,
+    ) -> BoxFuture<'_, agentkit_channels::Result<HandlerOutput>> {
+        let origin = agentkit_harness::CallOrigin {
+            channel_id: Some(channel.to_owned()),
+            continuation_key: None,
+            purpose: None,
+            principal: Some(call_principal(auth)),
+            schedule: None,
+        };
+        let (label, command) = (label.to_owned(), handler.command.clone());
+        Box::pin(async move {
+            let out = self
+                .runtime
+                .run_command(&label, &command, &request, origin)
+                .await;
+            Ok(HandlerOutput {
+                output: out.output,
+                is_error: out.is_error,
+            })
+        })
+    }
+
     fn services(&self) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
         self.services.clone()
+    }
+}
+
+/// The principal a route admitted, as the host bridge acts for it.
+pub(crate) fn call_principal(auth: &agentkit_auth::AuthContext) -> agentkit_harness::CallPrincipal {
+    let owner = Owner::from_auth(auth);
+    agentkit_harness::CallPrincipal {
+        id: owner.principal_id,
+        kind: owner.principal_type,
+        authenticator: owner.authenticator,
     }
 }
 

@@ -27,21 +27,40 @@ fn dev_only(state: &AgentState) -> ApiResult<()> {
 }
 
 /// Dispatches one schedule exactly once, as the caller (so the caller can
-/// follow the sessions it starts).
+/// follow the sessions it starts), and answers the run: the sessions it
+/// started or sent into and its record (`lastRun`: when, outcome, error).
+/// A run that failed answers 500 `schedule_failed` with its error and the
+/// same record.
 async fn dispatch_schedule(
     State(state): State<AgentState>,
     Path(id): Path<String>,
     Authed { owner, .. }: Authed,
 ) -> ApiResult {
     dev_only(&state)?;
-    let sessions = state
-        .agent
-        .runtime
-        .dispatch_schedule(&id, Some(owner))
-        .await?;
-    Ok(json_ok(
-        json!({"ok": true, "scheduleId": id, "sessionIds": sessions}),
-    ))
+    let runtime = &state.agent.runtime;
+    match runtime.dispatch_schedule(&id, Some(owner)).await {
+        Ok(sessions) => Ok(json_ok(json!({
+            "ok": true,
+            "scheduleId": id,
+            "sessionIds": sessions,
+            "lastRun": runtime.schedule_last_run(&id),
+        }))),
+        Err(agentkit_runtime::Error::ScheduleFailed { message, .. }) => {
+            let mut e = ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                agentkit_protocol::ErrorCode::ScheduleFailed,
+                format!("schedule `{id}` failed: {message}"),
+            );
+            let mut details = serde_json::Map::new();
+            details.insert(
+                "lastRun".into(),
+                serde_json::to_value(runtime.schedule_last_run(&id)).unwrap_or_default(),
+            );
+            e.details = Some(details);
+            Err(e)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 async fn list_reminders(State(state): State<AgentState>, _auth: Authed) -> ApiResult {

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use agentkit_manifest::{Admission, Execution};
+use agentkit_manifest::Admission;
 use agentkit_mcp::{
     AgentBackend, AskRequest, BackendError, Reply, ReplyStatus, ServerToolInfo, ToolCallRequest,
 };
@@ -182,7 +182,8 @@ impl AgentBackend for RuntimeBackend {
             .agent()
             .tools
             .iter()
-            .filter(|t| t.execution == Execution::Server)
+            // MCP clients are often models: host-only tools are not listed.
+            .filter(|t| t.offered_to_model())
             .map(|t| ServerToolInfo {
                 name: t.name.clone(),
                 description: t.description.clone(),
@@ -299,6 +300,18 @@ impl AgentBackend for RuntimeBackend {
     }
 
     async fn call_tool(&self, owner: &Owner, req: ToolCallRequest) -> Result<Value, BackendError> {
+        if let Some(tool) = self.runtime.agent().tool(&req.name)
+            && tool.expose == agentkit_manifest::Expose::Host
+        {
+            // A model on the other end must not reach what it is never
+            // offered; host code calls `POST /v1/tools/:name` instead.
+            return Err(refused(agentkit_runtime::Error::BadRequest {
+                message: format!(
+                    "tool `{}` is host-only (`expose = \"host\"`): call it through `POST /v1/tools/{}`, a route or a schedule",
+                    req.name, req.name
+                ),
+            }));
+        }
         let session = req.session_id.as_deref().map(|id| (id, owner));
         // The tool's own MCP calls through the bridge go on from the
         // depth this request arrived at.

@@ -42,7 +42,9 @@ mod timers;
 pub use edge::{EdgeOptions, FdLimit, raise_fd_limit};
 pub use handle::ServeHandle;
 pub use options::{EnvFn, EnvLookup, Mode, ServeOptions};
-pub use services::{HostGithub, HostMcp, HostReminders, HostServices};
+pub use services::{
+    HostGithub, HostMcp, HostReminders, HostSend, HostSent, HostServices, HostSessions,
+};
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;

@@ -181,7 +181,9 @@ pub(crate) async fn mount(
         },
     )
     .await?;
+    host_services.attach_channels(&channels);
     let bridged = BridgeAgent {
+        sessions: host_services.sessions.clone(),
         token,
         kv,
         connections: connections.clone(),

@@ -1,7 +1,7 @@
 //! What host code reaches from inside a Rust tool:
 //! `ctx.services::<agentkit::HostServices>()`, the in-process twin of the
 //! host bridge that subprocess tools call over loopback (`host.mcp`,
-//! `host.kv`, `host.reminders`).
+//! `host.kv`, `host.reminders`, `host.sessions`).
 
 use std::sync::{Arc, OnceLock};
 
@@ -39,6 +39,9 @@ pub struct HostServices {
     /// GitHub API access with the credentials of the agent's
     /// `kind = "github"` channels.
     pub github: HostGithub,
+    /// Sends into the agent's channels (create or continue a session),
+    /// reads a session, appends an assistant message.
+    pub sessions: HostSessions,
 }
 
 impl HostServices {
@@ -61,13 +64,216 @@ impl HostServices {
                 runtime: Arc::new(OnceLock::new()),
             },
             github,
+            sessions: HostSessions::default(),
         }
     }
 
-    /// Binds the reminders to the runtime once it is open (the runtime
-    /// holds these services, so they hold it weakly).
+    /// Binds the reminders and sessions to the runtime once it is open
+    /// (the runtime holds these services, so they hold it weakly).
     pub(crate) fn attach(&self, runtime: &AgentRuntime) {
         let _ = self.reminders.runtime.set(runtime.downgrade());
+        let _ = self.sessions.runtime.set(runtime.downgrade());
+    }
+
+    /// Binds the sessions to the agent's mounted channels (so a send into
+    /// a custom channel starts its sessions with the channel's state).
+    pub(crate) fn attach_channels(&self, channels: &agentkit_channels::ChannelHost) {
+        let _ = self.sessions.channels.set(channels.clone());
+    }
+}
+
+/// What [`HostSessions::send`] is asked to do (the body of the host
+/// bridge's `POST /v1/send`).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
+pub struct HostSend {
+    /// The channel id; the built-in HTTP channel (`http`) when absent.
+    #[serde(default)]
+    pub channel: Option<String>,
+    pub message: String,
+    /// The channel's continuation key: the session it maps to gets the
+    /// message as a follow-up, a new one is started under it otherwise.
+    /// `None` always starts a new session. Not on the HTTP channel.
+    #[serde(default, alias = "continuationToken")]
+    pub continuation: Option<String>,
+    #[serde(default)]
+    pub admission: Option<agentkit_protocol::Admission>,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub purpose: Option<String>,
+    /// Relative path → content, written before the turn.
+    #[serde(default)]
+    pub workspace_files: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+impl HostSend {
+    /// `message` into `channel` (a new session unless a continuation key
+    /// is set).
+    pub fn new(channel: impl Into<String>, message: impl Into<String>) -> HostSend {
+        HostSend {
+            channel: Some(channel.into()),
+            message: message.into(),
+            ..HostSend::default()
+        }
+    }
+
+    /// Into the session this channel key maps to (created on first use).
+    pub fn continuation(mut self, key: impl Into<String>) -> HostSend {
+        self.continuation = Some(key.into());
+        self
+    }
+}
+
+/// What a send answered.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostSent {
+    pub session_id: String,
+    pub continuation_token: String,
+    pub is_new: bool,
+}
+
+/// The principal host code acts as when nothing more specific is known
+/// (the per-boot bridge token outside a session).
+pub(crate) fn host_owner() -> agentkit_runtime::Owner {
+    agentkit_runtime::Owner {
+        principal_id: "host".to_owned(),
+        principal_type: "app".to_owned(),
+        authenticator: "host_bridge".to_owned(),
+    }
+}
+
+/// `host.sessions`: the one create-or-continue (`AgentRuntime::send`) for
+/// host code (route handlers, schedule commands, tools, Rust embedders),
+/// reading a session and appending an assistant message to one.
+#[derive(Debug, Clone, Default)]
+pub struct HostSessions {
+    runtime: Arc<OnceLock<WeakRuntime>>,
+    channels: Arc<OnceLock<agentkit_channels::ChannelHost>>,
+}
+
+impl HostSessions {
+    fn runtime(&self) -> std::result::Result<AgentRuntime, agentkit_runtime::Error> {
+        self.runtime
+            .get()
+            .and_then(WeakRuntime::upgrade)
+            .ok_or_else(|| agentkit_runtime::Error::NotAvailable {
+                message: "the agent's runtime has stopped".into(),
+            })
+    }
+
+    /// Sends `req` as `owner` (the principal of a new session; a session
+    /// continued by its key stays with the principal that started it).
+    /// Into a custom channel it goes through that channel (its starting
+    /// state); into the built-in HTTP channel straight to the runtime.
+    pub async fn send(
+        &self,
+        req: HostSend,
+        owner: &agentkit_runtime::Owner,
+    ) -> std::result::Result<HostSent, agentkit_channels::Error> {
+        let runtime = self.runtime().map_err(super::channels::channel_error)?;
+        let channel = req
+            .channel
+            .clone()
+            .unwrap_or_else(|| agentkit_runtime::HTTP_CHANNEL.to_owned());
+        if channel == agentkit_runtime::HTTP_CHANNEL {
+            if req.continuation.is_some() {
+                return Err(agentkit_channels::Error::BadRequest {
+                    message: "the built-in HTTP channel mints its own continuation tokens; \
+                              send into a channel with keys, or without `continuation`"
+                        .into(),
+                });
+            }
+            let accepted = runtime
+                .send(agentkit_runtime::SendRequest {
+                    channel,
+                    mode: agentkit_runtime::SessionMode::Chat,
+                    owner: owner.clone(),
+                    message: req.message,
+                    continuation: None,
+                    title: req.title,
+                    purpose: req.purpose,
+                    admission: req.admission.unwrap_or_default(),
+                    workspace_files: req.workspace_files.into_iter().collect(),
+                    dry_run: req.dry_run,
+                    as_of: None,
+                })
+                .await
+                .map_err(super::channels::channel_error)?;
+            return Ok(HostSent {
+                session_id: accepted.session_id,
+                continuation_token: accepted.continuation_token,
+                is_new: accepted.is_new,
+            });
+        }
+        let ctx = self.channels.get().and_then(|c| c.context(&channel));
+        let Some(ctx) = ctx else {
+            let known = runtime
+                .agent()
+                .channels
+                .iter()
+                .filter(|c| c.kind != agentkit_manifest::ChannelKind::Http)
+                .map(|c| c.id.clone())
+                .collect::<Vec<_>>();
+            return Err(agentkit_channels::Error::NoRoute {
+                status: 404,
+                message: format!(
+                    "the agent has no channel `{channel}` (channels: http{}{})",
+                    if known.is_empty() { "" } else { ", " },
+                    known.join(", ")
+                ),
+            });
+        };
+        let auth = agentkit_auth::AuthContext::new(
+            owner.authenticator.clone(),
+            owner.principal_id.clone(),
+            serde_json::from_value(Value::String(owner.principal_type.clone()))
+                .unwrap_or(agentkit_auth::PrincipalType::App),
+        );
+        let options = agentkit_channels::SendOptions {
+            continuation_token: req.continuation,
+            admission: req.admission.unwrap_or_default(),
+            workspace_files: req.workspace_files.into_iter().collect(),
+            title: req.title,
+            purpose: req.purpose,
+            dry_run: req.dry_run,
+            ..agentkit_channels::SendOptions::default()
+        };
+        let sent = ctx.send(req.message, options, &auth).await?;
+        Ok(HostSent {
+            session_id: sent.id,
+            continuation_token: sent.continuation_token,
+            is_new: sent.is_new,
+        })
+    }
+
+    /// The metadata of session `id` (404 `session_not_found` when there is
+    /// none).
+    pub fn get_session(
+        &self,
+        id: &str,
+    ) -> std::result::Result<agentkit_runtime::SessionMeta, agentkit_runtime::Error> {
+        self.runtime()?.session_meta(id)
+    }
+
+    /// Is a turn running in session `id`?
+    pub fn is_busy(&self, id: &str) -> bool {
+        self.runtime().is_ok_and(|r| r.is_busy(id))
+    }
+
+    /// Appends final assistant text to session `id` without a model turn
+    /// (a short turn with `kind: "emitted"`); the turn id. A session
+    /// running a turn answers `409` `session_busy`.
+    pub async fn emit_assistant_message(
+        &self,
+        id: &str,
+        text: &str,
+    ) -> std::result::Result<String, agentkit_runtime::Error> {
+        self.runtime()?.emit_assistant_message(id, text).await
     }
 }
 

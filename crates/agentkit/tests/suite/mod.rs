@@ -16,3 +16,4 @@ mod sandbox;
 mod schedule_handlers;
 mod services;
 mod time;
+mod triage;
