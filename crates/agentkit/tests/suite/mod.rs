@@ -12,6 +12,7 @@ mod http;
 mod mcp;
 mod playground;
 mod providers;
+mod routes;
 mod sandbox;
 mod schedule_handlers;
 mod services;
