@@ -13,6 +13,7 @@ pub(crate) const INVALID_AREAS: &[&str] = &[
     "config",
     "connections",
     "evals",
+    "handlers",
     "hooks",
     "instructions",
     "layout/typescript",

@@ -197,6 +197,28 @@ fn channels() {
     );
 }
 
+/// Route handlers, chained actions, command schedules and host-only
+/// tools: each bad table is its own diagnostic.
+#[test]
+fn handlers() {
+    check(
+        "handlers",
+        expect![[r#"
+        agent/channels/chain.toml: error[unknown-reference]: POST /chain: no tool `lookp`; did you mean `lookup`?
+        agent/channels/handlers.toml:1:1: error[conflicting-fields]: POST /both has a `handler` and also `send`, `call_tool` or `response` (hint: a handler answers the route itself (its stdout is the response); drop the other tables, or drop the handler)
+        agent/channels/handlers.toml:11:1: error[missing-field]: POST /no-command: `handler` needs a `command` (hint: e.g. command = ["python3", "lib/alert.py"], run in the agent folder)
+        agent/channels/handlers.toml:19:1: error[invalid-value]: POST /bad-header: `handler.headers` entry `x desk` is not a header name
+        agent/channels/handlers.toml:28:1: error[invalid-duration]: POST /bad-timeout: `handler`: `timeout`: `soon` is not a duration (expected number at 0); write e.g. `30s`, `10m` or `2h`
+        agent/channels/handlers.toml:37:1: error[missing-file]: POST /missing-program: `handler`: program `./lib/nope.sh` does not exist (hint: relative programs resolve from the agent folder (`agent/`))
+        agent/schedules/command-and-message.toml:3:1: error[schedule-actions]: schedule `command-and-message` has 2 actions (message, command); it must have exactly one (hint: one of `markdown = "…"` (a task session), `message = "…"` (+ optional `channel`), `[tool]` with `name` and `input`, `handler = "<name>"` (a Rust handler the embedder registers), or `command = ["…"]` (a program with the host bridge))
+        agent/schedules/empty-command.toml:2:1: error[invalid-value]: schedule `empty-command`: `command` must name a program (hint: e.g. command = ["python3", "lib/alert.py"])
+        agent/schedules/timeout-without-command.toml:3:1: error[conflicting-fields]: `timeout` goes with `command`
+        agent/tools/agent-host.toml:4:1: error[conflicting-fields]: `expose = "host"` is for server tools; the model runs agent tools itself
+        agent/tools/bad-expose.toml:3:10: error[toml-invalid]: unknown variant `nobody`, expected `model` or `host`
+    "#]],
+    );
+}
+
 #[test]
 fn hooks() {
     check(
