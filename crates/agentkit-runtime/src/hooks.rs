@@ -13,8 +13,10 @@
 //! Deliveries: a `command` runs through the harness's child-process runner
 //! ([`agentkit_harness::run_child`]): the event JSON (one line) on stdin,
 //! the `hooks/` folder, the scrubbed environment
-//! ([`agentkit_harness::PASSED_ENV`] plus `AGENTKIT_HOOK` and
-//! `AGENTKIT_EVENT_TYPE`), its process group killed at its timeout, its
+//! ([`agentkit_harness::PASSED_ENV`] plus `AGENTKIT_HOOK`,
+//! `AGENTKIT_EVENT_TYPE` and the host bridge's `AGENTKIT_HOST_URL` and
+//! `AGENTKIT_HOST_TOKEN`, a credential of its own bound to the event's
+//! session and revoked when it ends), its process group killed at its timeout, its
 //! output read up to a cap (stderr logged on failure). A `url` gets the
 //! event JSON POSTed through the process's one HTTP client
 //! ([`agentkit_harness::http_client`]); with a `secret`, the header
@@ -149,7 +151,7 @@ impl AgentRuntime {
             });
             let (tx, rx) = mpsc::channel::<Arc<Event>>(HOOK_QUEUE);
             let spec = Arc::new(spec);
-            tokio::spawn(worker(spec.clone(), rx, st.clone()));
+            tokio::spawn(worker(spec.clone(), rx, st.clone(), self.host_bridge()));
             queues.push((spec, tx, st.clone()));
             stats.push(st);
         }
@@ -182,9 +184,15 @@ impl AgentRuntime {
     }
 }
 
-async fn worker(spec: Arc<HookSpec>, mut rx: mpsc::Receiver<Arc<Event>>, stats: Arc<HookStats>) {
+async fn worker(
+    spec: Arc<HookSpec>,
+    mut rx: mpsc::Receiver<Arc<Event>>,
+    stats: Arc<HookStats>,
+    bridge: Option<agentkit_harness::HostBridge>,
+) {
     while let Some(event) = rx.recv().await {
-        let result = tokio::time::timeout(spec.timeout, deliver(&spec, &event)).await;
+        let result =
+            tokio::time::timeout(spec.timeout, deliver(&spec, &event, bridge.as_ref())).await;
         let error = match result {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(e),
@@ -202,13 +210,19 @@ async fn worker(spec: Arc<HookSpec>, mut rx: mpsc::Receiver<Arc<Event>>, stats: 
     }
 }
 
-async fn deliver(spec: &HookSpec, event: &Arc<Event>) -> Result<(), String> {
+async fn deliver(
+    spec: &HookSpec,
+    event: &Arc<Event>,
+    bridge: Option<&agentkit_harness::HostBridge>,
+) -> Result<(), String> {
     match &spec.target {
         HookTarget::Rust(f) => {
             f(event.clone()).await;
             Ok(())
         }
-        HookTarget::Command { command, cwd } => run_command(spec, command, cwd, event).await,
+        HookTarget::Command { command, cwd } => {
+            run_command(spec, command, cwd, event, bridge).await
+        }
         HookTarget::Url {
             url,
             headers,
@@ -248,8 +262,27 @@ async fn run_command(
     command: &[String],
     cwd: &std::path::Path,
     event: &Event,
+    bridge: Option<&agentkit_harness::HostBridge>,
 ) -> Result<(), String> {
-    let child = command_spec(spec, command, cwd, event)?;
+    let mut child = command_spec(spec, command, cwd, event)?;
+    // A credential of its own, bound to the event's session (a `send`
+    // acts as its owner), revoked when the command ends.
+    let credential = bridge.map(|b| {
+        let origin = agentkit_harness::CallOrigin::default();
+        (
+            b.url.clone(),
+            b.credential_for(
+                event.session_id.as_str(),
+                &format!("hook_{}", spec.name),
+                &origin,
+            ),
+        )
+    });
+    if let Some((url, credential)) = &credential {
+        child = child
+            .env("AGENTKIT_HOST_URL", url)
+            .env("AGENTKIT_HOST_TOKEN", credential.token());
+    }
     let program = child.program().display().to_string();
     let outcome = agentkit_harness::run_child(&child)
         .await

@@ -443,3 +443,31 @@ fn rust_code_sends_through_host_services() {
         .collect();
     assert_eq!(texts, [json!("nudged from Rust")]);
 }
+
+/// Hook commands reach the host bridge too: this one stores each
+/// completed turn's session in kv, read back by a host-only tool.
+#[test]
+fn hook_commands_get_a_bridge_credential() {
+    let hook = r#"events = ["turn.completed"]
+command = ["python3", "-c", "import json,os,sys,urllib.request; e=json.loads(sys.stdin.readline()); r=urllib.request.Request(os.environ['AGENTKIT_HOST_URL']+'/v1/kv/hooked', method='PUT', data=json.dumps({'value': e['sessionId']}).encode(), headers={'authorization': 'Bearer '+os.environ['AGENTKIT_HOST_TOKEN'], 'content-type': 'application/json'}); urllib.request.urlopen(r)"]
+"#;
+    let read_kv = r#"description = "Reads a kv key"
+expose = "host"
+command = ["python3", "-c", "import json,os,sys,urllib.request; k=json.load(sys.stdin)['key']; r=urllib.request.Request(os.environ['AGENTKIT_HOST_URL']+'/v1/kv/'+k, headers={'authorization': 'Bearer '+os.environ['AGENTKIT_HOST_TOKEN']}); print(urllib.request.urlopen(r).read().decode())"]
+[input_schema]
+type = "object"
+required = ["key"]
+properties.key = { type = "string" }
+"#;
+    let mut h = bot(&[("hooks/record.toml", hook), ("tools/read_kv.toml", read_kv)]);
+    h.start(ServeOptions::default());
+    let r = h.send(Request::post("/bot/v1/session").json(&json!({"message": "hi"})));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    wait_until("the hook's kv write", || {
+        let r = h.send(
+            Request::post("/bot/v1/tools/read_kv").json(&json!({"input": {"key": "hooked"}})),
+        );
+        r.json()["result"]["entry"]["value"] == id.as_str()
+    });
+}
