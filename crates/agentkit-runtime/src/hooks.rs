@@ -360,7 +360,7 @@ mod tests {
         assert_eq!(std::env::var(SECRET.0).as_deref(), Ok(SECRET.1));
         let dir = tempfile::tempdir().unwrap();
         let spec = command_hook(&["sh", "-c", "cat > event.json; env > env.txt"], dir.path());
-        deliver(&spec, &Arc::new(event())).await.unwrap();
+        deliver(&spec, &Arc::new(event()), None).await.unwrap();
         let env = std::fs::read_to_string(dir.path().join("env.txt")).unwrap();
         assert!(env.contains("AGENTKIT_HOOK=audit\n"), "{env}");
         assert!(
@@ -389,7 +389,7 @@ mod tests {
             },
             timeout: Duration::from_secs(10),
         };
-        let err = deliver(&spec, &Arc::new(event())).await.unwrap_err();
+        let err = deliver(&spec, &Arc::new(event()), None).await.unwrap_err();
         assert!(err.starts_with("http://127.0.0.1:1/hook: "), "{err}");
         assert!(!err.contains("s3cret-pass"), "{err}");
         let debug = format!("{:?}", spec.target);
@@ -400,12 +400,12 @@ mod tests {
     async fn a_failing_hook_command_says_how_it_ended_and_a_slow_one_is_killed() {
         let dir = tempfile::tempdir().unwrap();
         let spec = command_hook(&["sh", "-c", "echo nope >&2; exit 4"], dir.path());
-        let err = deliver(&spec, &Arc::new(event())).await.unwrap_err();
+        let err = deliver(&spec, &Arc::new(event()), None).await.unwrap_err();
         assert_eq!(err, "`sh` exited with status 4: nope");
         let mut spec = command_hook(&["sh", "-c", "sleep 30"], dir.path());
         spec.timeout = Duration::from_millis(200);
         let started = std::time::Instant::now();
-        let err = deliver(&spec, &Arc::new(event())).await.unwrap_err();
+        let err = deliver(&spec, &Arc::new(event()), None).await.unwrap_err();
         assert!(err.starts_with("`sh` timed out"), "{err}");
         assert!(started.elapsed() < Duration::from_secs(3));
     }
