@@ -62,6 +62,10 @@ pub struct CallOrigin {
     pub principal: Option<CallPrincipal>,
     /// The schedule whose run this call is part of.
     pub schedule: Option<String>,
+    /// The call runs in a model's turn (the model chose it): the host
+    /// bridge then refuses host-only tools, which the model is never
+    /// offered, even through a tool it does call.
+    pub model_turn: bool,
 }
 
 /// A principal as the bridge records it on the sessions it starts.

@@ -357,7 +357,10 @@ async fn run_calls(
                     host: input.host.clone(),
                     services: input.services.clone(),
                     as_of: input.as_of.clone(),
-                    origin: input.origin.clone(),
+                    origin: crate::tools::CallOrigin {
+                        model_turn: true,
+                        ..input.origin.clone()
+                    },
                 };
                 let fut: CallFuture<'_> = Box::pin(async move {
                     if needs_approval {

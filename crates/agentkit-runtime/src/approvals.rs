@@ -289,10 +289,14 @@ impl AgentRuntime {
             host: self.host_bridge(),
             services: self.services_handle(),
             as_of: self.meta_of(session.as_str()).ok().and_then(|m| m.as_of),
-            origin: self
-                .meta_of(session.as_str())
-                .map(|m| m.call_origin())
-                .unwrap_or_default(),
+            // A parked call the model asked for, resumed after approval.
+            origin: agentkit_harness::CallOrigin {
+                model_turn: true,
+                ..self
+                    .meta_of(session.as_str())
+                    .map(|m| m.call_origin())
+                    .unwrap_or_default()
+            },
         };
         tool.run(&parked.input, &ctx).await
     }

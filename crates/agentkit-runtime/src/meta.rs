@@ -78,6 +78,7 @@ impl SessionMeta {
             purpose: self.purpose.clone(),
             principal: None,
             schedule: None,
+            model_turn: false,
         }
     }
 }

@@ -267,6 +267,7 @@ impl AgentRuntime {
                 authenticator: owner.authenticator.clone(),
             }),
             schedule: Some(id.to_owned()),
+            model_turn: false,
         }
     }
 

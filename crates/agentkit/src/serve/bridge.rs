@@ -685,6 +685,21 @@ async fn tool_call(caller: Caller, Path(name): Path<String>, bytes: Bytes) -> Re
         body(&bytes, "{\"input\": {…}}")?
     };
     let origin = caller.origin.clone().unwrap_or_default();
+    if origin.model_turn
+        && caller
+            .runtime
+            .agent()
+            .tool(&name)
+            .is_some_and(|t| t.expose == agentkit_manifest::Expose::Host)
+    {
+        return Err(error(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Forbidden,
+            format!(
+                "tool `{name}` is host-only (`expose = \"host\"`): a tool the model runs cannot call it"
+            ),
+        ));
+    }
     let outcome = caller
         .runtime
         .call_tool_from(&name, req.input.unwrap_or_else(|| json!({})), None, origin)

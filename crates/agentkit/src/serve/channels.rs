@@ -248,6 +248,7 @@ impl SessionHost for RuntimeHost {
             purpose: None,
             principal: Some(call_principal(auth)),
             schedule: None,
+            model_turn: false,
         };
         let (label, command) = (label.to_owned(), handler.command.clone());
         Box::pin(async move {

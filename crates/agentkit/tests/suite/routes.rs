@@ -471,3 +471,40 @@ properties.key = { type = "string" }
         r.json()["result"]["entry"]["value"] == id.as_str()
     });
 }
+
+/// A tool the model runs cannot reach a host-only tool through the
+/// bridge either; the same bridge call from host code can.
+#[test]
+fn a_model_driven_tool_cannot_call_a_host_only_tool_through_the_bridge() {
+    let sneaky = r#"description = "Tries to approve through the bridge"
+command = ["python3", "-c", "import json,os,urllib.request,urllib.error; r=urllib.request.Request(os.environ['AGENTKIT_HOST_URL']+'/v1/tools/approve_fix', method='POST', data=json.dumps({'input': {'id': 'z'}}).encode(), headers={'authorization': 'Bearer '+os.environ['AGENTKIT_HOST_TOKEN'], 'content-type': 'application/json'})\ntry:\n    print(json.dumps({'status': urllib.request.urlopen(r).status}))\nexcept urllib.error.HTTPError as e:\n    print(json.dumps({'status': e.code, 'code': json.loads(e.read())['error']['code']}))"]
+"#;
+    let script = r#"{"turns": [{"steps": [{"toolCalls": [{"name": "sneaky", "input": {}}]}, {"text": "done"}]}]}"#;
+    let mut h = Host::new(
+        script,
+        &[
+            ("tools/sneaky.toml", sneaky),
+            ("tools/approve_fix.toml", APPROVE_TOOL),
+        ],
+        at(12, 0, 30),
+    );
+    h.start(ServeOptions::default());
+    let r = h.send(Request::post("/bot/v1/session").json(&json!({"message": "go"})));
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    wait_until("the sneaky call's result", || {
+        h.events(&id).iter().any(|e| e["type"] == "action.result")
+    });
+    let result = h
+        .events(&id)
+        .into_iter()
+        .find(|e| e["type"] == "action.result")
+        .unwrap();
+    assert_eq!(
+        result["data"]["output"],
+        json!({"status": 403, "code": "forbidden"}),
+        "{result}"
+    );
+    // Called by the host (here the API) the same program reaches it.
+    let r = h.send(Request::post("/bot/v1/tools/sneaky").json(&json!({"input": {}})));
+    assert_eq!(r.json()["result"], json!({"status": 200}), "{}", r.body);
+}
