@@ -268,6 +268,19 @@ async fn run_case(
         });
     }
     let passed = error.is_none() && turns.iter().all(|t| t.checks.iter().all(|c| c.passed));
+    if let Some(c) = &cursor {
+        // The verdict, credited to the session's A/B variants (their eval
+        // pass rate in `GET /v1/ab`). A server without the route (an older
+        // host behind `--url`) only loses that.
+        let verdict = agentkit_protocol::ab::Feedback {
+            score: if passed { 1.0 } else { 0.0 },
+            label: Some("eval".to_owned()),
+            note: Some(format!("{} #{iteration}", case.id)),
+        };
+        if let Err(e) = client.feedback(&c.session_id, &verdict).await {
+            tracing::debug!(error = %e, "cannot post the eval verdict as feedback");
+        }
+    }
     IterationReport {
         iteration,
         outcome: Outcome::of(passed),

@@ -839,7 +839,21 @@ pub struct Experiment {
     pub description: Option<String>,
     /// The fraction of new sessions enrolled (0 to 1).
     pub traffic: f64,
+    /// What keeps a variant: the continuation key, or the principal.
+    pub sticky: Sticky,
     pub variants: Vec<Variant>,
+}
+
+/// `sticky` in an experiment file: what a variant sticks to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sticky {
+    /// The channel's continuation key (one conversation keeps its variant
+    /// across sessions), else the session.
+    #[default]
+    Key,
+    /// The admitted principal: every session of one caller gets one variant.
+    Principal,
 }
 
 /// One arm of an experiment.
@@ -850,9 +864,18 @@ pub struct Variant {
     pub weight: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelSpec>,
+    /// `instructions = "<file>"`: replaces the agent's instructions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<Instructions>,
     /// Appended to the instructions for sessions in this variant.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instructions_append: Option<String>,
+    /// The agent's authored tools this variant offers (all when `None`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// Replaces `[harness] max_steps`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u32>,
 }
 
 /// `evals/`: the config and every eval file.

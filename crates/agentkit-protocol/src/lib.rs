@@ -6,6 +6,7 @@
 //! agentkit crate. Anything that two layers must spell the same way lives
 //! here, so that a rename is one change that the compiler follows.
 
+pub mod ab;
 pub mod api;
 mod conversation;
 mod envelope;

@@ -376,6 +376,8 @@ impl AgentRuntime {
         } = next;
         let turn_id = new_id("turn");
         let id = &session.id;
+        let began = std::time::Instant::now();
+        let (mut tool_calls, mut tool_errors) = (0u64, 0u64);
         let mut started = json!({"messages": batch.len()});
         if let (Some(turn), Some(obj)) = (&resume, started.as_object_mut()) {
             obj.insert("resumes".into(), json!(turn));
@@ -449,6 +451,12 @@ impl AgentRuntime {
             {
                 self.mark_parked(session, true);
             }
+            for e in &batch {
+                if let agentkit_harness::StepEvent::ActionResult { is_error, .. } = e {
+                    tool_calls += 1;
+                    tool_errors += u64::from(*is_error);
+                }
+            }
             let events = batch
                 .into_iter()
                 .map(|e| NewEvent {
@@ -464,6 +472,23 @@ impl AgentRuntime {
             message: format!("the turn crashed: {e}"),
         });
         let completed = matches!(outcome, TurnOutcome::Completed { .. });
+        if !assignments.is_empty() {
+            let (outcome, usage) = match &outcome {
+                TurnOutcome::Completed { usage, .. } => ("completed", *usage),
+                TurnOutcome::Failed { .. } => ("failed", Default::default()),
+                TurnOutcome::Interrupted => ("interrupted", Default::default()),
+            };
+            self.inner.db.record_turn(crate::ab_metrics::TurnRow {
+                session_id: id.as_str().to_owned(),
+                turn_id: turn_id.clone(),
+                outcome,
+                usage,
+                latency_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
+                tool_calls,
+                tool_errors,
+                ended_at_ms: chrono::Utc::now().timestamp_millis(),
+            });
+        }
         match outcome {
             TurnOutcome::Completed { result, usage } => {
                 self.append(

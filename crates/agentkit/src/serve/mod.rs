@@ -19,6 +19,7 @@
 //! `mount` (one agent), `api` and `dev` (its routes), `router`, `handle`
 //! (`ServeHandle`), and this file, which wires them in order.
 
+mod ab;
 mod api;
 mod auth;
 mod bridge;

@@ -1,5 +1,6 @@
 //! Test modules of the facade.
 
+mod ab;
 mod approvals;
 mod channel_api;
 mod channels;
