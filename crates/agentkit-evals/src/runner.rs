@@ -243,13 +243,21 @@ async fn run_case(
             for want in &turn.expect.files {
                 match client.workspace_file(&c.session_id, &want.path).await {
                     Ok(content) => checks.extend(check_file(want, content.as_deref())),
-                    Err(e) => checks.push(crate::expect::result(
-                        "file",
-                        false,
-                        format!("`{}` can be read", want.path),
-                        e.to_string(),
-                        format!("cannot read `{}` from the workspace: {e}", want.path),
-                    )),
+                    Err(e) => {
+                        // A server not in dev mode has no workspace route.
+                        let hint = if e.code() == Some("not_found") {
+                            " (file expectations read the workspace through the dev routes: serve with `--dev`, or run `agentkit eval` without `--url`)"
+                        } else {
+                            ""
+                        };
+                        checks.push(crate::expect::result(
+                            "file",
+                            false,
+                            format!("`{}` can be read", want.path),
+                            e.to_string(),
+                            format!("cannot read `{}` from the workspace: {e}{hint}", want.path),
+                        ));
+                    }
                 }
             }
         }

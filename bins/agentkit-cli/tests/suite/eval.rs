@@ -982,6 +982,22 @@ fn eval_verdicts_become_each_variants_pass_rate() {
         // Verdicts are not live feedback.
         assert!(v.get("feedback").is_none(), "{v}");
     }
+    // File expectations need the dev routes; a server without them says so.
+    std::fs::write(
+        root.join("proj/evals/files.eval.toml"),
+        "send = \"hi\"\n[[expect.files]]\npath = \"a.txt\"\n",
+    )
+    .unwrap();
+    let files = agentkit(
+        root,
+        &["eval", "--dir", "proj", "--url", &url, "--json", "files"],
+    );
+    assert_eq!(files.code, 1, "{}\n{}", files.stdout, files.stderr);
+    assert!(
+        files.stdout.contains("serve with `--dev`"),
+        "{}",
+        files.stdout
+    );
     let text = agentkit(root, &["info", "--url", &url, "--agent", "proj", "--ab"]);
     assert_eq!(text.code, 0, "{}", text.stderr);
     assert!(
