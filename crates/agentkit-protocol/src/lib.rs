@@ -19,7 +19,7 @@ pub use envelope::{Event, InvalidSessionId, SessionId};
 pub use events::{EventType, UnknownEventType};
 pub use payload::{
     AbAssigned, ActionResult, ActionsRequested, Appended, ApprovalRequested, ApprovalResolved,
-    EventData, MessageCompleted, MessageReceived, ReasoningCompleted, SessionFailed,
-    SessionStarted, StepCompleted, StepStarted, SubagentCalled, SubagentCompleted, TurnCompleted,
-    TurnFailed, TurnStarted,
+    ContextCompacted, EventData, MessageCompleted, MessageReceived, ReasoningCompleted,
+    SessionFailed, SessionStarted, StepCompleted, StepStarted, SubagentCalled, SubagentCompleted,
+    TurnCompleted, TurnFailed, TurnStarted,
 };

@@ -628,6 +628,14 @@ impl AgentRuntime {
         Ok(lock(&self.owned(id, owner)?.meta).clone())
     }
 
+    /// What the session's turns used so far, read from its fold (no log
+    /// read while the session is hot).
+    pub async fn usage(&self, id: &str, owner: &Owner) -> Result<agentkit_protocol::Usage> {
+        let session = self.owned(id, owner)?;
+        self.ready(&session).await?;
+        self.with_history(&session, crate::fold::usage).await
+    }
+
     /// The sessions `owner` created, newest first.
     pub async fn list(&self, owner: &Owner) -> Result<Vec<SessionSummary>> {
         let runtime = self.clone();

@@ -385,11 +385,12 @@ impl AgentRuntime {
         self.append(id, EventType::TurnStarted, Some(&turn_id), started)
             .await?;
         let exclude: BTreeSet<u64> = batch.iter().map(|q| q.index).collect();
-        let (history, assignments) = self
+        let (history, assignments, prior_usage) = self
             .with_history(session, |events| {
                 (
                     fold::conversation(events, &exclude),
                     crate::ab::recorded(events),
+                    fold::usage(events),
                 )
             })
             .await?;
@@ -435,6 +436,7 @@ impl AgentRuntime {
             services: self.inner.options.services.clone(),
             approvals: Some(self.gate(id)),
             as_of: session.meta().as_of.clone(),
+            prior_usage,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
         let harness = tokio::spawn(agentkit_harness::run_turn(input, tx));
@@ -476,6 +478,7 @@ impl AgentRuntime {
             let (outcome, usage) = match &outcome {
                 TurnOutcome::Completed { usage, .. } => ("completed", *usage),
                 TurnOutcome::Failed { .. } => ("failed", Default::default()),
+                TurnOutcome::OverBudget { usage, .. } => ("failed", *usage),
                 TurnOutcome::Interrupted => ("interrupted", Default::default()),
             };
             self.inner.db.record_turn(crate::ab_metrics::TurnRow {
@@ -505,6 +508,19 @@ impl AgentRuntime {
                     EventType::TurnFailed,
                     Some(&turn_id),
                     json!({"message": message}),
+                )
+                .await?;
+            }
+            TurnOutcome::OverBudget {
+                limit,
+                message,
+                usage,
+            } => {
+                self.append(
+                    id,
+                    EventType::TurnFailed,
+                    Some(&turn_id),
+                    json!({"message": message, "reason": "budget", "limit": limit, "usage": usage}),
                 )
                 .await?;
             }

@@ -4,6 +4,7 @@ mod ab;
 mod approvals;
 mod channel_api;
 mod channels;
+mod context;
 mod docs;
 mod edge;
 mod fixtures;
