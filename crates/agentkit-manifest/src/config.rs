@@ -20,6 +20,7 @@ struct RawAgent {
     model: Option<toml::Value>,
     runtime: Option<String>,
     harness: Option<RawHarness>,
+    output_schema: Option<toml::Value>,
     local: Option<RawLocal>,
     /// Accepted from TypeScript-era projects; only the host reads it.
     cloud: Option<toml::Value>,
@@ -98,6 +99,30 @@ pub(crate) fn read_agent_config(ctx: &mut Ctx, agent_dir: &Path) -> (AgentConfig
             )
             .at(src.key_pos("[cloud]").or_else(|| src.key_pos("cloud"))),
         );
+    }
+    if let Some(schema) = &raw.output_schema {
+        let bad = |ctx: &mut Ctx, message: String| {
+            ctx.push(
+                Diagnostic::error(Code::InvalidSchema, src.rel.clone(), message)
+                    .at(src.key_pos("output_schema"))
+                    .with_hint("`[output_schema]` is a JSON Schema (draft 2020-12) written as TOML, e.g. type = \"object\" and [output_schema.properties]"),
+            );
+        };
+        match serde_json::to_value(schema) {
+            Ok(value @ Value::Object(_)) => {
+                match crate::checks::schema_errors(&value, &Value::Null) {
+                    Ok(_) => config.output_schema = Some(value),
+                    Err(e) => bad(
+                        ctx,
+                        format!("`output_schema` is not a valid JSON Schema: {e}"),
+                    ),
+                }
+            }
+            _ => bad(
+                ctx,
+                "`output_schema` must be a table (a JSON Schema object)".to_owned(),
+            ),
+        }
     }
     if let Some(h) = raw.harness {
         let project_dir = agent_dir.parent().unwrap_or(agent_dir);

@@ -117,6 +117,10 @@ pub struct AgentConfig {
     pub runtime: Runtime,
     pub harness: HarnessConfig,
     pub local: LocalConfig,
+    /// `output_schema`: the final reply of every turn is a JSON value
+    /// valid against this schema (`turn.completed.data.output`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 /// A model: `provider:id` or a `[model]` table.

@@ -37,7 +37,9 @@ pub fn conversation(events: &[Event], exclude: &BTreeSet<u64>) -> Vec<Message> {
                 out.push(Message::User { text: m.text });
             }
             (EventData::MessageCompleted(m), Some(turn)) => {
-                if m.is_tool_call() {
+                if m.is_invalid_output() {
+                    // Refused by the output schema and asked again.
+                } else if m.is_tool_call() {
                     pending_text.insert(turn, m.text);
                 } else {
                     out.push(Message::Assistant {

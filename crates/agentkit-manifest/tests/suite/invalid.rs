@@ -74,6 +74,11 @@ fn config() {
             bad-harness/agent/agent.toml:6:1: error[invalid-duration]: `turn_timeout`: `ten minutes` is not a duration (expected number at 0); write e.g. `30s`, `10m` or `2h`
             bad-harness/agent/agent.toml:9:1: error[invalid-value]: unknown sandbox mode `strict` in `[harness.sandbox]` (hint: modes: enforce, warn, off)
             bad-model/agent/agent.toml:2:1: error[invalid-model]: unknown model provider `opnai` (hint: did you mean `openai`?)
+            context/agent/agent.toml:3:1: error[invalid-model]: `model.max_output_tokens` (1000) must be less than `context_window` (1000)
+            context/agent/agent.toml:10:1: error[invalid-value]: `compaction` is `sometimes`; it is `auto` (the default) or `off`
+            context/agent/agent.toml:11:1: error[invalid-value]: `compaction_threshold` is 1.5; it is a fraction of the window, between 0 and 1
+            context/agent/agent.toml:12:1: error[invalid-value]: `max_tokens_per_session` must be at least 1 (leave it out for no limit)
+            context/agent/agent.toml:14:1: error[invalid-schema]: `output_schema` is not a valid JSON Schema: "nonsense" is not valid under any of the schemas listed in the 'anyOf' keyword (hint: `[output_schema]` is a JSON Schema (draft 2020-12) written as TOML, e.g. type = "object" and [output_schema.properties])
             model-table/agent/agent.toml:3:1: error[invalid-model]: `[model]` needs `provider` (hint: e.g. provider = "openai")
             runtime-cloud/agent/agent.toml:2:1: warning[unsupported]: `runtime = "cloud"` is not supported by this host; turns run locally (hint: remove `runtime` or set it to "local")
             runtime-cloud/agent/agent.toml:4:1: warning[unsupported]: `[cloud]` settings are not supported by this host and are ignored
