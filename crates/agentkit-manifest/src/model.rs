@@ -1050,11 +1050,18 @@ fn yes() -> bool {
     true
 }
 
-/// A `${VAR}` reference in a definition file.
+/// A `${VAR}` reference in a definition file (outside comments).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvRef {
     pub name: String,
     pub path: String,
     pub line: u32,
+    /// `${VAR:-default}`: what an unset or empty variable reads as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+    /// `${VAR:?message}`: the variable must be set; `message` says why
+    /// (empty when the reference gave none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<String>,
 }

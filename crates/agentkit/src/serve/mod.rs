@@ -73,6 +73,20 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
     }
     timers::check_handlers(&found.host, &options.schedule_handlers)?;
     let parts = options.into_parts()?;
+    // `${VAR:?message}` left unset: refuse to start, naming file and message.
+    let required = agentkit_manifest::unset_env_refs(&found.host, |n| parts.env.is_set(n));
+    if required
+        .iter()
+        .any(|d| d.severity == agentkit_manifest::Severity::Error)
+    {
+        let mut diagnostics = agentkit_manifest::Diagnostics::default();
+        diagnostics.extend(
+            required
+                .into_iter()
+                .filter(|d| d.severity == agentkit_manifest::Severity::Error),
+        );
+        return Err(Error::Invalid { diagnostics });
+    }
     let state_root = parts
         .state_root
         .clone()
