@@ -414,6 +414,10 @@ pub struct Connection {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     pub transport: Transport,
+    /// `oauth = true` (HTTP only): requests carry the access token that
+    /// `agentkit mcp login` obtained and the host refreshes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub oauth: bool,
 }
 
 /// How an MCP connection is reached. Strings keep their `${VAR}`

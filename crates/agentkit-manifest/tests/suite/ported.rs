@@ -192,3 +192,34 @@ fn severities_of_the_rough_edges() {
     let got: Vec<(Code, Severity)> = d.diagnostics.iter().map(|d| (d.code, d.severity)).collect();
     assert_eq!(got, [(Code::UnknownField, Severity::Error)]);
 }
+
+#[test]
+fn oauth_is_for_url_connections_without_an_authorization_header() {
+    let (_t, d) = project(&[
+        (
+            "agent/mcp-connections/linear.toml",
+            "url = \"https://mcp.linear.app/mcp\"\noauth = true\n",
+        ),
+        (
+            "agent/mcp-connections/both.toml",
+            "url = \"https://x.example/mcp\"\noauth = true\nheaders = { Authorization = \"Bearer ${X}\" }\n",
+        ),
+        (
+            "agent/mcp-connections/local.toml",
+            "command = \"server\"\noauth = true\n",
+        ),
+    ]);
+    expect![[r#"
+        agent/mcp-connections/both.toml:2:1: error[conflicting-fields]: `oauth = true` and an `Authorization` header both authorize the connection; keep one
+        agent/mcp-connections/local.toml:2:1: error[conflicting-fields]: `oauth = true` is for `url` connections (streamable HTTP)
+    "#]]
+    .assert_eq(&render(&d));
+    let conns = &d.host.agents[0].agent.mcp_connections;
+    assert_eq!(
+        conns
+            .iter()
+            .map(|c| (c.name.as_str(), c.oauth))
+            .collect::<Vec<_>>(),
+        [("linear", true)]
+    );
+}

@@ -101,7 +101,13 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         .public_url
         .clone()
         .unwrap_or_else(|| format!("http://{}", loopback_of(addr)));
-    let resolved = resolve::host(&found.host, &parts.env, &parts.auth, &peer_base);
+    let resolved = resolve::host(
+        &found.host,
+        &parts.env,
+        &parts.auth,
+        &peer_base,
+        &state_root,
+    );
     let shutdown = CancellationToken::new();
     let shared = mount::Shared {
         state_root: &state_root,

@@ -10,6 +10,7 @@ mod github_app;
 mod hooks;
 mod http;
 mod mcp;
+mod mcp_oauth;
 mod playground;
 mod providers;
 mod rough_edges;
