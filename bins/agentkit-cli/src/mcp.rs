@@ -39,6 +39,11 @@ enum McpCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The client under test of the MCP conformance suite's auth
+    /// scenarios: a headless login, then tools/list (and calls of tools
+    /// without required arguments). The server URL is the last argument.
+    #[command(hide = true)]
+    ConformanceClient { url: String },
     /// Show each MCP connection and, for `oauth = true` ones, whether it
     /// is logged in and when its token expires (never the token).
     Status {
@@ -93,6 +98,14 @@ pub(crate) fn mcp(args: McpArgs) -> anyhow::Result<ExitCode> {
                         .unwrap_or_default()
                 )?;
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        McpCommand::ConformanceClient { url } => {
+            let state = tempfile::tempdir().context("cannot make a temporary folder")?;
+            let check = tokio_runtime()?
+                .block_on(agentkit::mcp_oauth::headless_check(&url, state.path()))
+                .with_context(|| format!("conformance client against {url}"))?;
+            crate::render::json(&mut anstream::stdout(), &serde_json::to_value(&check)?)?;
             Ok(ExitCode::SUCCESS)
         }
         McpCommand::Status {

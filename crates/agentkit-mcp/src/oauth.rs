@@ -316,12 +316,21 @@ async fn discover(http: &reqwest::Client, mcp_url: &str) -> Result<Discovered, O
             Err(e) => tried.push(e),
         }
     }
-    let prm = prm.ok_or_else(|| {
-        OAuthError::Discovery(format!(
-            "no protected-resource metadata (RFC 9728) for {mcp_url}: {}",
-            tried.join("; ")
-        ))
-    })?;
+    // Without protected-resource metadata, the 2025-03-26 revision of the
+    // specification applies: the MCP server's origin is the authorization
+    // server, with default endpoints when it has no metadata either.
+    let legacy = prm.is_none();
+    if legacy {
+        tracing::info!(url = %mcp_url, tried = %tried.join("; "), "no protected-resource metadata; using the server's origin as the authorization server");
+    }
+    let prm = prm.unwrap_or_else(|| serde_json::json!({"authorization_servers": [origin(&url)]}));
+    if let Some(resource) = prm["resource"].as_str()
+        && !resource_covers(resource, &url)
+    {
+        return Err(OAuthError::Discovery(format!(
+            "the protected-resource metadata of {mcp_url} is for `{resource}`, not for this server; refusing to authorize"
+        )));
+    }
     let issuer = prm["authorization_servers"]
         .get(0)
         .and_then(Value::as_str)
@@ -370,17 +379,28 @@ async fn discover(http: &reqwest::Client, mcp_url: &str) -> Result<Discovered, O
             Err(e) => tried.push(e),
         }
     }
-    let meta = meta.ok_or_else(|| {
-        OAuthError::Discovery(format!(
-            "no authorization-server metadata (RFC 8414) for `{issuer}`: {}",
-            tried.join("; ")
-        ))
-    })?;
+    let meta = match meta {
+        Some(meta) => meta,
+        // 2025-03-26: the default endpoints at the server's origin.
+        None if legacy => serde_json::json!({
+            "authorization_endpoint": format!("{issuer}/authorize"),
+            "token_endpoint": format!("{issuer}/token"),
+            "registration_endpoint": format!("{issuer}/register"),
+        }),
+        None => {
+            return Err(OAuthError::Discovery(format!(
+                "no authorization-server metadata (RFC 8414) for `{issuer}`: {}",
+                tried.join("; ")
+            )));
+        }
+    };
     let endpoint = |key: &str| meta[key].as_str().map(str::to_owned);
-    let pkce = meta["code_challenge_methods_supported"]
-        .as_array()
-        .is_some_and(|m| m.iter().any(|v| v == "S256"));
-    if !pkce {
+    let methods = meta["code_challenge_methods_supported"].as_array();
+    let pkce = methods.is_some_and(|m| m.iter().any(|v| v == "S256"));
+    // Metadata that lists its PKCE methods must list S256; a legacy server
+    // without that list still gets PKCE S256 (the client always sends it).
+    let unadvertised_legacy = legacy && methods.is_none();
+    if !(pkce || unadvertised_legacy) {
         return Err(OAuthError::Discovery(format!(
             "`{issuer}` does not advertise PKCE with S256 (`code_challenge_methods_supported`); agentkit does not authorize without it"
         )));
@@ -396,6 +416,22 @@ async fn discover(http: &reqwest::Client, mcp_url: &str) -> Result<Discovered, O
         registration_endpoint: endpoint("registration_endpoint"),
         scope,
     })
+}
+
+/// Whether the resource a protected-resource metadata document names
+/// covers `server`: the same origin, and the server's path equal to or
+/// under the resource's path (RFC 9728 section 3.3; a document for another
+/// resource is refused, so a server cannot send its tokens elsewhere).
+fn resource_covers(resource: &str, server: &Url) -> bool {
+    let Ok(resource) = Url::parse(resource) else {
+        return false;
+    };
+    if resource.origin() != server.origin() {
+        return false;
+    }
+    let base = resource.path().trim_end_matches('/');
+    let path = server.path().trim_end_matches('/');
+    path == base || path.starts_with(&format!("{base}/"))
 }
 
 /// A client registered with RFC 7591.
@@ -799,6 +835,21 @@ mod tests {
                 .as_deref(),
             Some("https://mcp.example/.well-known/oauth-protected-resource/tenant/mcp")
         );
+    }
+
+    #[test]
+    fn metadata_for_another_resource_is_refused() {
+        let server = Url::parse("https://mcp.example/tenant/mcp").ok();
+        let covers = |r: &str| server.as_ref().is_some_and(|s| resource_covers(r, s));
+        assert!(covers("https://mcp.example/tenant/mcp"));
+        assert!(covers("https://mcp.example/tenant/mcp/"));
+        assert!(covers("https://mcp.example/tenant"));
+        assert!(covers("https://mcp.example"));
+        assert!(!covers("https://evil.example/tenant/mcp"));
+        assert!(!covers("https://mcp.example/other"));
+        assert!(!covers("https://mcp.example/ten"));
+        assert!(!covers("http://mcp.example/tenant/mcp"));
+        assert!(!covers("not a url"));
     }
 
     #[test]

@@ -176,3 +176,92 @@ pub fn status(dir: &Path, state_root: Option<&Path>) -> Result<Vec<ConnectionAut
         })
         .collect())
 }
+
+/// What [`headless_check`] did.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeadlessCheck {
+    pub issuer: String,
+    pub tools: Vec<String>,
+}
+
+/// The whole client side against one MCP server, with no person in the
+/// loop, for the MCP conformance suite's client auth scenarios: login
+/// (the "browser" follows the authorization server's redirect to the
+/// loopback listener itself), then a connection that lists the tools and
+/// calls each one that takes no required arguments, with the stored token.
+/// Tokens go under `state_dir`.
+pub async fn headless_check(url: &str, state_dir: &Path) -> Result<HeadlessCheck> {
+    let file = state_dir.join("mcp-oauth/server.json");
+    let options = agentkit_mcp::LoginOptions {
+        connection: "server".into(),
+        url: url.to_owned(),
+        token_file: file.clone(),
+        client_name: "agentkit".into(),
+    };
+    let tokens = agentkit_mcp::login(&options, |auth_url| {
+        let auth_url = auth_url.to_owned();
+        tokio::spawn(async move {
+            let http = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build();
+            let Ok(http) = http else { return };
+            let Ok(r) = http.get(&auth_url).send().await else {
+                tracing::warn!("the authorization endpoint did not answer");
+                return;
+            };
+            let location = r
+                .headers()
+                .get("location")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            match location {
+                Some(to) => {
+                    let _ = http.get(&to).send().await;
+                }
+                None => tracing::warn!(
+                    status = r.status().as_u16(),
+                    "no redirect from the authorization endpoint"
+                ),
+            }
+        });
+    })
+    .await?;
+    let spec = agentkit_mcp::ConnectionSpec {
+        name: "server".into(),
+        description: None,
+        target: agentkit_mcp::Target::Http {
+            url: url.to_owned(),
+            headers: Vec::new(),
+            peer: false,
+            oauth: Some(file),
+        },
+    };
+    let connections =
+        agentkit_mcp::Connections::new(vec![spec], agentkit_mcp::ClientOptions::default());
+    let listed = connections.list_tools("server", 0).await;
+    let tools = match listed {
+        Ok(tools) => tools,
+        Err(e) => {
+            connections.close().await;
+            return Err(Error::Config {
+                message: e.to_string(),
+            });
+        }
+    };
+    for tool in &tools {
+        let required = tool.input_schema["required"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty());
+        if !required {
+            let _ = connections
+                .call_tool("server", &tool.name, serde_json::json!({}), 0)
+                .await;
+        }
+    }
+    connections.close().await;
+    Ok(HeadlessCheck {
+        issuer: tokens.issuer,
+        tools: tools.into_iter().map(|t| t.name).collect(),
+    })
+}

@@ -92,3 +92,72 @@ fn login_refuses_connections_without_oauth() {
         r.stderr
     );
 }
+
+/// The client auth scenarios of the official MCP conformance suite that
+/// agentkit supports, with `agentkit mcp conformance-client` as the client
+/// under test. Not covered: pre-registered clients (`pre-registration`),
+/// client ID metadata documents (`basic-cimd`) and scope step-up on 403
+/// (`scope-step-up`, `scope-retry-limit`).
+const AUTH_SCENARIOS: &[&str] = &[
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+];
+
+#[test]
+#[allow(clippy::print_stderr)]
+fn the_official_conformance_suite_passes_the_client_auth_scenarios() {
+    let suite = match agentkit_test_support::conformance::conformance(
+        "the_official_conformance_suite_passes_the_client_auth_scenarios",
+    ) {
+        Ok(s) => s,
+        Err(why) => {
+            eprintln!("{why}");
+            return;
+        }
+    };
+    let t = tempfile::tempdir().unwrap();
+    let client = format!("{} mcp conformance-client", env!("CARGO_BIN_EXE_agentkit"));
+    let mut failed = Vec::new();
+    for scenario in AUTH_SCENARIOS {
+        let out = std::process::Command::new(&suite.node)
+            .arg(&suite.suite)
+            .args(["client", "--command", &client, "--scenario", scenario])
+            .current_dir(t.path())
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        // The report goes to stdout or stderr, depending on the terminal.
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if !out.status.success() || !text.contains("OVERALL: PASSED") {
+            let summary: Vec<&str> = text
+                .lines()
+                .filter(|l| {
+                    l.contains("FAILURE") || l.starts_with("Passed:") || l.starts_with("error")
+                })
+                .collect();
+            failed.push(format!("{scenario}: {}", summary.join(" | ")));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "failed scenarios:\n{}",
+        failed.join("\n")
+    );
+}
