@@ -137,6 +137,8 @@ enum Command {
     /// Bitbucket webhook helpers (Cloud and Data Center): list channels
     /// and events, replay a saved payload signed with `X-Hub-Signature`.
     Bitbucket(crate::packs::PackArgs),
+    /// MCP connections that use OAuth: log in, and show each one's state.
+    Mcp(crate::mcp::McpArgs),
     /// Slack app helpers: manifest, doctor (not available yet).
     Slack(NotYet),
     /// Store a model provider's API key (file mode 0600 in your config
@@ -192,6 +194,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bitbucket(args) => {
             crate::packs::run(agentkit::webhooks::Provider::Bitbucket, args)
         }
+        Command::Mcp(args) => crate::mcp::mcp(args),
         Command::Slack(_) => not_yet("slack", "the Slack channel pack"),
         Command::Login(args) => crate::login::login(args),
         Command::Logout(args) => crate::login::logout(args),

@@ -10,6 +10,7 @@ mod cli;
 mod eval;
 mod github;
 mod login;
+mod mcp;
 mod packs;
 mod render;
 

@@ -832,8 +832,10 @@ pub(crate) fn needs_approval(rule: &Approval, input: &Value) -> bool {
         Approval::Never => false,
         Approval::Always => true,
         // A schema that does not compile cannot clear a call.
+        // Formats asserted, as in input validation (`agentkit_manifest::schema_errors`).
         Approval::When(schema) => jsonschema::options()
             .with_draft(jsonschema::Draft::Draft202012)
+            .should_validate_formats(true)
             .build(schema)
             .map_or(true, |v| v.is_valid(input)),
     }

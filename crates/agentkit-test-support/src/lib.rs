@@ -3,9 +3,10 @@
 //! server for the third parties on the other side ([`mock`]), a mock model
 //! provider speaking the OpenAI and Anthropic streaming formats
 //! ([`provider`]), the Python environment of the third-party MCP
-//! peers, and re-running a test with a secret in its parent's environment
+//! peers, the official MCP conformance suite ([`conformance`]), and re-running a test with a secret in its parent's environment
 //! ([`rerun`]).
 
+pub mod conformance;
 pub mod http;
 pub mod mock;
 pub mod process;

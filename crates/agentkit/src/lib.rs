@@ -38,6 +38,7 @@ mod error;
 pub mod github;
 pub mod info;
 pub mod init;
+pub mod mcp_oauth;
 mod serve;
 pub mod webhooks;
 

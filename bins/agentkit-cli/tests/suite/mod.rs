@@ -7,6 +7,7 @@ mod eval;
 mod github;
 mod info;
 mod init;
+mod mcp;
 mod packs;
 mod playground;
 mod reminders;
@@ -14,6 +15,7 @@ mod run;
 mod serve;
 mod trajectory;
 mod validate;
+mod variables;
 
 use std::path::Path;
 use std::process::Command;

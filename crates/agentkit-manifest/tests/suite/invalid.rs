@@ -27,21 +27,29 @@ fn instructions() {
     );
 }
 
+/// An untranslated TypeScript project does not validate "ok": each
+/// definition written for the original framework (it imports the package
+/// or calls `define*`) is an error naming the file to write instead; a
+/// helper script, or a leftover beside its translation, only warns.
 #[test]
 fn layout_typescript() {
+    assert!(!discover_ok(&fixtures().join("invalid/layout/typescript")).is_ok());
     check(
         "layout/typescript",
         expect![[r#"
-        agent/agent.ts: warning[typescript-definition]: `agent.ts` is a TypeScript/JavaScript definition, which this host cannot load (hint: write `agent/agent.toml` (model, runtime, harness))
-        agent/channels/intake.ts: warning[typescript-definition]: `intake.ts` is a TypeScript/JavaScript channel, which this host cannot load (hint: write `channels/intake.toml` instead (channels/<id>.toml with `[[routes]]`, or `kind = "github"`))
-        agent/hooks/audit.js: warning[typescript-definition]: `audit.js` is a TypeScript/JavaScript hook, which this host cannot load (hint: write `hooks/audit.toml` instead (hooks/<name>.toml with `events` and `command` or `url`))
-        agent/instructions.ts: warning[typescript-definition]: TypeScript instructions cannot be loaded by this host (hint: write the prompt in `instructions.md`, or split it across `instructions/*.md`)
-        agent/schedules/daily.ts: warning[typescript-definition]: `daily.ts` is a TypeScript/JavaScript schedule, which this host cannot load (hint: write `schedules/daily.md` (cron frontmatter + prompt) or `schedules/daily.toml` (cron + one action))
-        agent/skills/helper.ts: warning[typescript-definition]: `helper.ts` is a TypeScript/JavaScript skill, which this host cannot load (hint: write `skills/helper.md` (or `skills/helper/SKILL.md`) with `description` frontmatter)
-        agent/tools/x.ts: warning[typescript-definition]: `x.ts` is a TypeScript/JavaScript tool, which this host cannot load (hint: write `tools/x.toml` with `description`, `command` (e.g. ["node", "x.ts"]) and `[input_schema]`)
-        evals/evals.config.ts: warning[typescript-definition]: TypeScript evals cannot be run by this host (hint: write `evals/evals.toml` with `max_concurrency`)
-        evals/nyc.eval.ts: warning[typescript-definition]: TypeScript evals cannot be run by this host (hint: write `evals/nyc.eval.toml`)
-    "#]],
+            agent/agent.ts: error[typescript-definition]: `agent.ts` is a TypeScript/JavaScript definition, which this host cannot load; it was written for the TypeScript framework and nothing here translates it (hint: write `agent/agent.toml` (model, runtime, harness))
+            agent/channels/intake.ts: error[typescript-definition]: `intake.ts` is a TypeScript/JavaScript channel, which this host cannot load; it was written for the TypeScript framework and nothing here translates it (hint: write `channels/intake.toml` instead (channels/<id>.toml with `[[routes]]`, or `kind = "github"`))
+            agent/hooks/audit.js: error[typescript-definition]: `audit.js` is a TypeScript/JavaScript hook, which this host cannot load; it was written for the TypeScript framework and nothing here translates it (hint: write `hooks/audit.toml` instead (hooks/<name>.toml with `events` and `command` or `url`))
+            agent/hooks/notify.ts: warning[typescript-definition]: `notify.ts` is a TypeScript/JavaScript hook, which this host cannot load (hint: write `hooks/notify.toml` instead (hooks/<name>.toml with `events` and `command` or `url`))
+            agent/instructions.ts: warning[typescript-definition]: TypeScript instructions cannot be loaded by this host (hint: write the prompt in `instructions.md`, or split it across `instructions/*.md`)
+            agent/schedules/daily.ts: error[typescript-definition]: `daily.ts` is a TypeScript/JavaScript schedule, which this host cannot load; it was written for the TypeScript framework and nothing here translates it (hint: write `schedules/daily.md` (cron frontmatter + prompt) or `schedules/daily.toml` (cron + one action))
+            agent/skills/helper.ts: error[typescript-definition]: `helper.ts` is a TypeScript/JavaScript skill, which this host cannot load; it was written for the TypeScript framework and nothing here translates it (hint: write `skills/helper.md` (or `skills/helper/SKILL.md`) with `description` frontmatter)
+            agent/tools/format.js: warning[typescript-definition]: `format.js` is a TypeScript/JavaScript tool, which this host cannot load (hint: write `tools/format.toml` with `description`, `command` (e.g. ["node", "format.js"]) and `[input_schema]`)
+            agent/tools/lookup.tool.ts: error[typescript-definition]: `lookup.tool.ts` is a TypeScript/JavaScript tool, which this host cannot load; it was written for the TypeScript framework and nothing here translates it (hint: write `tools/lookup.toml` with `description`, `command` (e.g. ["node", "lookup.tool.ts"]) and `[input_schema]`)
+            agent/tools/x.ts: error[typescript-definition]: `x.ts` is a TypeScript/JavaScript tool, which this host cannot load; it was written for the TypeScript framework and nothing here translates it (hint: write `tools/x.toml` with `description`, `command` (e.g. ["node", "x.ts"]) and `[input_schema]`)
+            evals/evals.config.ts: warning[typescript-definition]: TypeScript evals cannot be run by this host (hint: write `evals/evals.toml` with `max_concurrency`)
+            evals/nyc.eval.ts: error[typescript-definition]: TypeScript evals cannot be run by this host; it was written for the TypeScript framework and nothing here translates it (hint: write `evals/nyc.eval.toml`)
+        "#]],
     );
 }
 

@@ -38,10 +38,11 @@ pub(crate) fn host(
     env: &EnvLookup,
     auth: &AuthDefaults,
     peer_base: &str,
+    state_root: &std::path::Path,
 ) -> Vec<ResolvedAgent> {
     host.agents
         .iter()
-        .map(|project| agent(project, env, auth, peer_base))
+        .map(|project| agent(project, env, auth, peer_base, state_root))
         .collect()
 }
 
@@ -50,6 +51,7 @@ fn agent(
     env: &EnvLookup,
     auth: &AuthDefaults,
     peer_base: &str,
+    state_root: &std::path::Path,
 ) -> ResolvedAgent {
     let channels = &project.agent.channels;
     ResolvedAgent {
@@ -64,7 +66,7 @@ fn agent(
             .filter_map(|c| Some((c.id.clone(), policies(c.auth.as_deref()?, env))))
             .collect(),
         hooks: hooks(project, env),
-        mcp: connections(project, env, auth, peer_base),
+        mcp: connections(project, env, auth, peer_base, state_root),
         github: HostGithub::of(project, env),
     }
 }
@@ -143,6 +145,7 @@ fn connections(
     env: &EnvLookup,
     auth: &AuthDefaults,
     base: &str,
+    state_root: &std::path::Path,
 ) -> Vec<ConnectionSpec> {
     let resolve = |s: &str| env.resolve(s);
     let agent_dir = &project.agent.dir;
@@ -159,6 +162,9 @@ fn connections(
                         .map(|(k, v)| (k.clone(), resolve(v)))
                         .collect(),
                     peer: false,
+                    oauth: c
+                        .oauth
+                        .then(|| crate::mcp_oauth::token_file(state_root, &project.slug, &c.name)),
                 },
                 Transport::Stdio {
                     command,
@@ -194,6 +200,7 @@ fn connections(
                         url: format!("{}/{agent}/v1/mcp", base.trim_end_matches('/')),
                         headers,
                         peer: true,
+                        oauth: None,
                     }
                 }
             };
