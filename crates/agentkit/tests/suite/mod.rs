@@ -15,4 +15,5 @@ mod providers;
 mod sandbox;
 mod schedule_handlers;
 mod services;
+mod slack;
 mod time;

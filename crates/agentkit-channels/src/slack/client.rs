@@ -1,0 +1,216 @@
+//! A small client of Slack's Web API: JSON POSTs to `<api_url>/<method>`
+//! with a bearer token, Slack's `{"ok": false, "error": "…"}` answers as
+//! errors naming the method and Slack's code, and `429` answers waited
+//! out for their `Retry-After` (a few times, then given up). The base URL
+//! is configurable (a proxy, or a test server speaking the same format).
+//! Tokens never appear in errors or logs.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+
+/// How many `429`s one call waits out before it gives up.
+const MAX_RATE_LIMIT_RETRIES: u32 = 5;
+
+/// The longest `Retry-After` honoured (a longer one fails the call).
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// A failed Web API call: Slack's error code (`channel_not_found`,
+/// `ratelimited`, …) when it answered one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ApiError {
+    pub(crate) method: String,
+    pub(crate) code: String,
+    pub(crate) message: String,
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Slack `{}`: {}", self.method, self.message)
+    }
+}
+
+impl From<ApiError> for Error {
+    fn from(e: ApiError) -> Error {
+        Error::Upstream {
+            message: e.to_string(),
+        }
+    }
+}
+
+enum Body<'a> {
+    Json(&'a Value),
+    Form(String),
+}
+
+/// `application/x-www-form-urlencoded` escaping of one key or value.
+fn form_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(char::from(b));
+            }
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// One token against one base URL. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct SlackApi {
+    base: String,
+    token: String,
+}
+
+impl fmt::Debug for SlackApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SlackApi")
+            .field("base", &self.base)
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
+
+impl SlackApi {
+    pub(crate) fn new(base: &str, token: &str) -> SlackApi {
+        SlackApi {
+            base: base.trim_end_matches('/').to_owned(),
+            token: token.to_owned(),
+        }
+    }
+
+    /// Calls `method` with a JSON body; the answer when `ok` is true.
+    pub(crate) async fn call(&self, method: &str, body: &Value) -> Result<Value, ApiError> {
+        self.send(method, Body::Json(body)).await
+    }
+
+    /// Calls a read method (`users.info`, `auth.test`) with form fields:
+    /// Slack's read methods do not take JSON bodies.
+    pub(crate) async fn call_form(
+        &self,
+        method: &str,
+        fields: &[(&str, &str)],
+    ) -> Result<Value, ApiError> {
+        let encoded = fields
+            .iter()
+            .map(|(k, v)| format!("{}={}", form_encode(k), form_encode(v)))
+            .collect::<Vec<_>>()
+            .join("&");
+        self.send(method, Body::Form(encoded)).await
+    }
+
+    async fn send(&self, method: &str, body: Body<'_>) -> Result<Value, ApiError> {
+        let url = format!("{}/{method}", self.base);
+        let shown = agentkit_harness::redact_credentials(&url);
+        let fail = |code: &str, message: String| ApiError {
+            method: method.to_owned(),
+            code: code.to_owned(),
+            message,
+        };
+        let mut waited = 0;
+        loop {
+            let req = crate::deliver::request(reqwest::Method::POST, &url)
+                .map_err(|e| fail("client", e.to_string()))?
+                .bearer_auth(&self.token);
+            let req = match &body {
+                Body::Json(v) => req.json(v),
+                Body::Form(f) => req
+                    .header("content-type", "application/x-www-form-urlencoded")
+                    .body(f.clone()),
+            };
+            let resp = req.send().await.map_err(|e| {
+                fail(
+                    "unreachable",
+                    format!("POST {shown}: {}", agentkit_harness::http_error_text(e)),
+                )
+            })?;
+            let status = resp.status().as_u16();
+            if status == 429 {
+                let after = resp
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .map_or(Duration::from_secs(1), Duration::from_secs);
+                if waited >= MAX_RATE_LIMIT_RETRIES || after > MAX_RETRY_AFTER {
+                    return Err(fail(
+                        "ratelimited",
+                        format!("rate limited (Retry-After {}s); giving up", after.as_secs()),
+                    ));
+                }
+                waited += 1;
+                tracing::info!(
+                    method,
+                    retry_after = after.as_secs(),
+                    "Slack rate limit: waiting"
+                );
+                tokio::time::sleep(after).await;
+                continue;
+            }
+            let text = resp.text().await.unwrap_or_default();
+            let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            if !(200..300).contains(&status) {
+                return Err(fail(
+                    "http",
+                    format!(
+                        "HTTP {status}: {}",
+                        text.chars().take(200).collect::<String>()
+                    ),
+                ));
+            }
+            if value.get("ok") == Some(&Value::Bool(true)) {
+                return Ok(value);
+            }
+            let code = value
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("not_ok")
+                .to_owned();
+            return Err(fail(&code, format!("Slack answered `{code}`")));
+        }
+    }
+
+    /// `chat.postMessage` in a thread; the new message's `ts`.
+    pub(crate) async fn post(
+        &self,
+        channel: &str,
+        thread_ts: Option<&str>,
+        text: &str,
+        blocks: Option<&Value>,
+    ) -> Result<String, ApiError> {
+        let mut body = json!({"channel": channel, "text": text});
+        if let Some(ts) = thread_ts {
+            body["thread_ts"] = json!(ts);
+        }
+        if let Some(b) = blocks {
+            body["blocks"] = b.clone();
+        }
+        let answer = self.call("chat.postMessage", &body).await?;
+        Ok(answer
+            .get("ts")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned())
+    }
+
+    /// `chat.update` of message `ts`.
+    pub(crate) async fn update(
+        &self,
+        channel: &str,
+        ts: &str,
+        text: &str,
+        blocks: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let mut body = json!({"channel": channel, "ts": ts, "text": text});
+        if let Some(b) = blocks {
+            body["blocks"] = b.clone();
+        }
+        self.call("chat.update", &body).await.map(|_| ())
+    }
+}
