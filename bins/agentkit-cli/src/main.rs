@@ -12,6 +12,7 @@ mod github;
 mod login;
 mod packs;
 mod render;
+mod slack;
 
 use std::process::ExitCode;
 

@@ -67,6 +67,8 @@ struct Inner {
     /// Method → how many more calls answer 429.
     rate_limit: BTreeMap<String, u32>,
     guests: HashSet<String>,
+    /// The bot token's scopes (`auth.test`'s `x-oauth-scopes`).
+    scopes: Option<String>,
     /// Socket Mode.
     opens: usize,
     connections: usize,
@@ -181,6 +183,12 @@ impl MockSlack {
     /// The next `n` calls of `method` answer `429` with `Retry-After: 1`.
     pub fn rate_limit(&self, method: &str, n: u32) {
         lock(&self.shared).rate_limit.insert(method.to_owned(), n);
+    }
+
+    /// The scopes `auth.test` reports for the bot token (default: every
+    /// scope the pack may need).
+    pub fn set_scopes(&self, scopes: &str) {
+        lock(&self.shared).scopes = Some(scopes.to_owned());
     }
 
     /// `users.info` says this user is a guest.
@@ -471,10 +479,19 @@ async fn web_api(
             ok(json!({"ok": true, "url": url}))
         }
         _ if !token.starts_with("xoxb-") => slack_error("invalid_auth"),
-        "auth.test" => ok(json!({
-            "ok": true, "url": "https://mock.slack.com/", "team": "Mock", "user": "agent",
-            "team_id": TEAM, "user_id": BOT_USER, "bot_id": "B0BOT", "is_enterprise_install": false
-        })),
+        "auth.test" => {
+            let scopes = inner.scopes.clone().unwrap_or_else(|| {
+                "chat:write,users:read,app_mentions:read,im:history,im:read,im:write,channels:history,groups:history,assistant:write".to_owned()
+            });
+            (
+                [("x-oauth-scopes", scopes)],
+                axum::Json(json!({
+                    "ok": true, "url": "https://mock.slack.com/", "team": "Mock", "user": "agent",
+                    "team_id": TEAM, "user_id": BOT_USER, "bot_id": "B0BOT", "is_enterprise_install": false
+                })),
+            )
+                .into_response()
+        }
         "users.info" => {
             let user = s("user");
             let guest = inner.guests.contains(&user);

@@ -39,6 +39,7 @@ pub mod github;
 pub mod info;
 pub mod init;
 mod serve;
+pub mod slack;
 pub mod webhooks;
 
 /// The HTTP client of the public API (`agentkit-client`): sessions,

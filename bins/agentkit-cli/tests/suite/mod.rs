@@ -12,6 +12,7 @@ mod playground;
 mod reminders;
 mod run;
 mod serve;
+mod slack;
 mod trajectory;
 mod validate;
 

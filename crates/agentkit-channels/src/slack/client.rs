@@ -87,7 +87,20 @@ impl SlackApi {
 
     /// Calls `method` with a JSON body; the answer when `ok` is true.
     pub(crate) async fn call(&self, method: &str, body: &Value) -> Result<Value, ApiError> {
-        self.send(method, Body::Json(body)).await
+        self.send(method, Body::Json(body)).await.map(|(v, _)| v)
+    }
+
+    /// `auth.test`: who the token is, and its scopes (Slack's
+    /// `x-oauth-scopes` answer header).
+    pub(crate) async fn auth_test(&self) -> Result<(Value, Vec<String>), ApiError> {
+        let (v, scopes) = self.send("auth.test", Body::Form(String::new())).await?;
+        let scopes = scopes
+            .unwrap_or_default()
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect();
+        Ok((v, scopes))
     }
 
     /// Calls a read method (`users.info`, `auth.test`) with form fields:
@@ -102,10 +115,15 @@ impl SlackApi {
             .map(|(k, v)| format!("{}={}", form_encode(k), form_encode(v)))
             .collect::<Vec<_>>()
             .join("&");
-        self.send(method, Body::Form(encoded)).await
+        self.send(method, Body::Form(encoded)).await.map(|(v, _)| v)
     }
 
-    async fn send(&self, method: &str, body: Body<'_>) -> Result<Value, ApiError> {
+    /// The answer and its `x-oauth-scopes` header.
+    async fn send(
+        &self,
+        method: &str,
+        body: Body<'_>,
+    ) -> Result<(Value, Option<String>), ApiError> {
         let url = format!("{}/{method}", self.base);
         let shown = agentkit_harness::redact_credentials(&url);
         let fail = |code: &str, message: String| ApiError {
@@ -153,6 +171,11 @@ impl SlackApi {
                 tokio::time::sleep(after).await;
                 continue;
             }
+            let scopes = resp
+                .headers()
+                .get("x-oauth-scopes")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
             let text = resp.text().await.unwrap_or_default();
             let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
             if !(200..300).contains(&status) {
@@ -165,7 +188,7 @@ impl SlackApi {
                 ));
             }
             if value.get("ok") == Some(&Value::Bool(true)) {
-                return Ok(value);
+                return Ok((value, scopes));
             }
             let code = value
                 .get("error")

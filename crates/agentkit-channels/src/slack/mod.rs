@@ -11,6 +11,7 @@
 //! Approve / Deny card whose clicks (interactivity) resolve them.
 
 mod client;
+mod doctor;
 pub(crate) mod manifest;
 mod reply;
 pub(crate) mod settings;
@@ -35,6 +36,7 @@ use reply::{APPROVE_ACTION, DENY_ACTION, Start, Streamer, Thread};
 use settings::{Mode, Posts, Settings};
 
 pub use crate::github::GithubOptions as SlackOptions;
+pub use doctor::{SlackCheck, slack_doctor};
 pub use manifest::{SlackManifestOptions, slack_app_manifest, slack_env_example};
 
 /// How many replied-to turn ids are remembered (coalesced messages share
