@@ -552,6 +552,12 @@ async fn web_api(
             shared.changed.notify_all();
             ok(json!({"ok": true, "channel": channel, "ts": ts, "text": text}))
         }
+        "assistant.threads.setStatus" => {
+            if s("channel_id").is_empty() || s("thread_ts").is_empty() {
+                return slack_error("invalid_arguments");
+            }
+            ok(json!({"ok": true}))
+        }
         _ => slack_error("unknown_method"),
     }
 }

@@ -733,6 +733,7 @@ impl Pack {
             thread: &thread,
             interval: self.settings.update_interval(),
             approvals: self.settings.tool_approvals,
+            status: thread.channel.starts_with('D'),
             session,
             claim: &claim,
         };

@@ -47,6 +47,10 @@ pub(crate) struct Streamer<'a> {
     pub(crate) thread: &'a Thread,
     pub(crate) interval: Duration,
     pub(crate) approvals: bool,
+    /// Show the thread's status while the turn works
+    /// (`assistant.threads.setStatus`: direct-message threads, where
+    /// Slack's assistant view lives).
+    pub(crate) status: bool,
     pub(crate) session: &'a str,
     /// Called with the turn id once it is known; false means another
     /// streamer has it (coalesced messages share a turn): stop.
@@ -117,6 +121,18 @@ impl Streamer<'_> {
                         return None;
                     }
                     turn = Some(id);
+                    self.set_status("is thinking…").await;
+                }
+                EventData::ActionsRequested(a) if ours => {
+                    let tools: Vec<String> = a
+                        .calls
+                        .iter()
+                        .map(|c| format!("`{}`", c.tool_name))
+                        .collect();
+                    if !tools.is_empty() {
+                        self.set_status(&format!("is running {}…", tools.join(", ")))
+                            .await;
+                    }
                 }
                 EventData::MessageAppended(a) if ours && a.parent_call_id.is_none() => {
                     if m.separate && !m.text[m.sealed..].trim().is_empty() {
@@ -141,6 +157,7 @@ impl Streamer<'_> {
                         m.text = done.result.clone();
                     }
                     self.flush(&mut m, true).await;
+                    self.set_status("").await;
                     return turn;
                 }
                 EventData::TurnFailed(failed) if ours => {
@@ -154,6 +171,7 @@ impl Streamer<'_> {
                     }
                     m.text.push_str(&format!(":warning: {why}"));
                     self.flush(&mut m, true).await;
+                    self.set_status("").await;
                     return turn;
                 }
                 EventData::Unknown(_) if ours && e.is_turn_end() => {
@@ -248,6 +266,18 @@ impl Streamer<'_> {
             }
         }
         false
+    }
+
+    /// Sets (or with `""`, clears) the thread's status line. Best effort:
+    /// outside an assistant thread Slack refuses it, which changes nothing.
+    async fn set_status(&self, status: &str) {
+        if !self.status {
+            return;
+        }
+        let body = json!({"channel_id": self.thread.channel, "thread_ts": self.thread.thread_ts, "status": status});
+        if let Err(e) = self.api.call("assistant.threads.setStatus", &body).await {
+            tracing::debug!(session = %self.session, error = %e, "cannot set the thread's status");
+        }
     }
 
     async fn post_card(&self, call: &str, tool: &str, input: &Value) {

@@ -332,6 +332,15 @@ fn events_api_checks_signatures_first_dedupes_durably_and_streams_threaded_repli
         .collect();
     assert_eq!(posts.len(), 2, "the 429, then the post");
     assert!(posts[1].at.duration_since(posts[0].at) >= Duration::from_millis(950));
+    // The direct-message thread shows the agent's status while it works,
+    // cleared at the end.
+    let statuses: Vec<String> = mock
+        .calls_of("assistant.threads.setStatus")
+        .iter()
+        .filter(|c| c.body["channel_id"] == "D1" && c.body["thread_ts"] == dm_ts)
+        .map(|c| c.body["status"].as_str().unwrap_or("?").to_owned())
+        .collect();
+    assert_eq!(statuses, ["is thinking…", ""]);
 
     // The bot's own messages, and a plain channel post without a
     // mention or a watch, never dispatch.
