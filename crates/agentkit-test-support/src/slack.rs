@@ -50,8 +50,10 @@ pub struct Posted {
     pub text: String,
     /// The Block Kit blocks, as JSON text (empty when none).
     pub blocks: String,
-    /// How many times it was edited.
+    /// How many times it was edited (or appended to).
     pub edits: usize,
+    /// Started with `chat.startStream` and not stopped yet.
+    pub streaming: bool,
 }
 
 enum Command {
@@ -67,6 +69,8 @@ struct Inner {
     /// Method → how many more calls answer 429.
     rate_limit: BTreeMap<String, u32>,
     guests: HashSet<String>,
+    /// `chat.*Stream` answer `unknown_method` (a workspace without them).
+    no_streaming: bool,
     /// The bot token's scopes (`auth.test`'s `x-oauth-scopes`).
     scopes: Option<String>,
     /// Socket Mode.
@@ -189,6 +193,11 @@ impl MockSlack {
     /// scope the pack may need).
     pub fn set_scopes(&self, scopes: &str) {
         lock(&self.shared).scopes = Some(scopes.to_owned());
+    }
+
+    /// Slack's streaming methods answer `unknown_method` from now on.
+    pub fn disable_streaming(&self) {
+        lock(&self.shared).no_streaming = true;
     }
 
     /// `users.info` says this user is a guest.
@@ -523,6 +532,7 @@ async fn web_api(
                 text: text.clone(),
                 blocks: body.get("blocks").map(Value::to_string).unwrap_or_default(),
                 edits: 0,
+                streaming: false,
             });
             shared.changed.notify_all();
             ok(
@@ -551,6 +561,63 @@ async fn web_api(
             m.edits += 1;
             shared.changed.notify_all();
             ok(json!({"ok": true, "channel": channel, "ts": ts, "text": text}))
+        }
+        "chat.startStream" | "chat.appendStream" | "chat.stopStream" if inner.no_streaming => {
+            slack_error("unknown_method")
+        }
+        "chat.startStream" => {
+            let (channel, thread_ts, text) = (s("channel"), s("thread_ts"), s("markdown_text"));
+            if channel.is_empty() || thread_ts.is_empty() {
+                return slack_error("invalid_arguments");
+            }
+            // Outside direct messages Slack wants to know who reads it.
+            if !channel.starts_with('D')
+                && (s("recipient_user_id").is_empty() || s("recipient_team_id").is_empty())
+            {
+                return slack_error("invalid_arguments");
+            }
+            if text.chars().count() > 12_000 {
+                return slack_error("msg_too_long");
+            }
+            let ts = format!("1700000000.{:06}", inner.next_ts);
+            inner.next_ts += 1;
+            inner.messages.push(Posted {
+                channel: channel.clone(),
+                ts: ts.clone(),
+                thread_ts: Some(thread_ts),
+                text,
+                blocks: String::new(),
+                edits: 0,
+                streaming: true,
+            });
+            shared.changed.notify_all();
+            ok(json!({"ok": true, "channel": channel, "ts": ts}))
+        }
+        "chat.appendStream" | "chat.stopStream" => {
+            let (channel, ts, text) = (s("channel"), s("ts"), s("markdown_text"));
+            if method == "chat.appendStream" && text.is_empty() {
+                return slack_error("invalid_arguments");
+            }
+            if text.chars().count() > 12_000 {
+                return slack_error("msg_too_long");
+            }
+            let Some(m) = inner
+                .messages
+                .iter_mut()
+                .find(|m| m.channel == channel && m.ts == ts)
+            else {
+                return slack_error("message_not_found");
+            };
+            if !m.streaming {
+                return slack_error("message_not_in_streaming_state");
+            }
+            m.text.push_str(&text);
+            m.edits += 1;
+            if method == "chat.stopStream" {
+                m.streaming = false;
+            }
+            shared.changed.notify_all();
+            ok(json!({"ok": true, "channel": channel, "ts": ts}))
         }
         "assistant.threads.setStatus" => {
             if s("channel_id").is_empty() || s("thread_ts").is_empty() {

@@ -27,6 +27,17 @@ pub(crate) struct ApiError {
     pub(crate) message: String,
 }
 
+impl ApiError {
+    /// A failure that says nothing about the method itself: the network,
+    /// an HTTP error, a rate limit that did not clear.
+    pub(crate) fn is_transient(&self) -> bool {
+        matches!(
+            self.code.as_str(),
+            "unreachable" | "http" | "client" | "ratelimited" | "internal_error" | "fatal_error"
+        )
+    }
+}
+
 impl fmt::Display for ApiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Slack `{}`: {}", self.method, self.message)

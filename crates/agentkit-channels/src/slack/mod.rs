@@ -18,6 +18,7 @@ pub(crate) mod settings;
 mod socket;
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use agentkit_auth::{AuthContext, Chain, Policy, PrincipalType, Secret};
@@ -73,6 +74,8 @@ pub(crate) struct Pack {
     /// `user id` → may talk to the bot (a member of the workspace).
     users: Mutex<HashMap<String, bool>>,
     bot_user: Mutex<Option<String>>,
+    /// Slack's streaming methods work here (until Slack refuses one).
+    streaming: AtomicBool,
     stop: CancellationToken,
 }
 
@@ -190,6 +193,7 @@ pub fn slack_channel(
         pending: Mutex::default(),
         users: Mutex::default(),
         bot_user: Mutex::default(),
+        streaming: AtomicBool::new(settings.streaming),
         stop: CancellationToken::new(),
         settings,
     });
@@ -421,12 +425,14 @@ impl Pack {
                     .await
                 {
                     Ok(session) => {
+                        let recipient = Some((team.to_owned(), text(event, "user").to_owned()));
                         self.reply(
                             ctx,
                             &session.id,
                             session.start_index,
                             thread,
                             Start::AfterMessage,
+                            recipient,
                         )
                         .await;
                     }
@@ -632,6 +638,7 @@ impl Pack {
                     session.start_index,
                     thread,
                     Start::AfterMessage,
+                    Some((team.to_owned(), user.clone())),
                 )
                 .await;
             }
@@ -706,6 +713,7 @@ impl Pack {
         start_index: u64,
         thread: Thread,
         start: Start,
+        recipient: Option<(String, String)>,
     ) {
         let Some(api) = &self.api else {
             return;
@@ -734,13 +742,13 @@ impl Pack {
             interval: self.settings.update_interval(),
             approvals: self.settings.tool_approvals,
             status: thread.channel.starts_with('D'),
+            streaming: &self.streaming,
+            recipient,
             session,
             claim: &claim,
+            stop: &self.stop,
         };
-        tokio::select! {
-            _ = streamer.run(events, start) => {}
-            () = self.stop.cancelled() => {}
-        }
+        streamer.run(events, start).await;
     }
 
     /// A click on a card's button: resolves the call as the clicking
@@ -819,6 +827,7 @@ impl Pack {
                         0,
                         thread,
                         Start::AfterApproval(call.to_owned()),
+                        Some((team.to_owned(), user.to_owned())),
                     )
                     .await;
                 }

@@ -1,25 +1,33 @@
-//! A turn's reply, streamed into its Slack thread: the first text posts a
-//! message (`chat.postMessage`), later text edits it (`chat.update`) at
-//! most once per interval, and text past Slack's size limit rolls over to
-//! a new message. Every edit carries the whole text of its message, so a
-//! failed edit is repaired by the next one and nothing is lost; each
-//! message is posted once, so nothing is doubled. Parked calls post an
+//! A turn's reply, streamed into its Slack thread. Where the workspace
+//! has Slack's streaming methods the first text starts a stream
+//! (`chat.startStream`), later text is appended (`chat.appendStream`) at
+//! most once per interval and the stream is stopped at the end
+//! (`chat.stopStream`); elsewhere the first text posts a message
+//! (`chat.postMessage`) and later text edits it (`chat.update`), each edit
+//! carrying the whole text so a failed one is repaired by the next. Text
+//! past Slack's size limit rolls over to a new message; each message is
+//! started once, so nothing is doubled, and nothing is lost. Parked calls post an
 //! Approve / Deny card when approvals are on.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use agentkit_protocol::{Event, EventData};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
-use super::client::SlackApi;
+use super::client::{ApiError, SlackApi};
 
 /// The most characters one reply message holds before the rest rolls
 /// over to the next (Slack truncates `text` past 40,000 characters and
 /// renders long messages collapsed; 3,500 keeps each one readable and
 /// well under the limit of a Block Kit section too).
 pub(crate) const MESSAGE_LIMIT: usize = 3_500;
+
+/// How long a stopping channel spends writing a reply's last text.
+const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// How many times the last edit of a message is retried.
 const FINAL_ATTEMPTS: u32 = 4;
@@ -47,6 +55,12 @@ pub(crate) struct Streamer<'a> {
     pub(crate) thread: &'a Thread,
     pub(crate) interval: Duration,
     pub(crate) approvals: bool,
+    /// Stream with `chat.startStream` / `appendStream` / `stopStream`;
+    /// cleared (for the channel) when Slack refuses them.
+    pub(crate) streaming: &'a AtomicBool,
+    /// The user and team a stream is for (Slack asks for them outside
+    /// direct messages).
+    pub(crate) recipient: Option<(String, String)>,
     /// Show the thread's status while the turn works
     /// (`assistant.threads.setStatus`: direct-message threads, where
     /// Slack's assistant view lives).
@@ -55,6 +69,8 @@ pub(crate) struct Streamer<'a> {
     /// Called with the turn id once it is known; false means another
     /// streamer has it (coalesced messages share a turn): stop.
     pub(crate) claim: &'a (dyn Fn(&str) -> bool + Send + Sync),
+    /// The channel stopping.
+    pub(crate) stop: &'a CancellationToken,
 }
 
 /// The message being written, and those already full.
@@ -69,6 +85,8 @@ struct Messages {
     /// What that message shows now (skip edits that change nothing).
     shown: String,
     last_edit: Option<Instant>,
+    /// `current` is a stream (appended to, then stopped), not a post.
+    streaming: bool,
     /// A message ended: the next text starts on a new paragraph.
     separate: bool,
 }
@@ -86,15 +104,24 @@ impl Streamer<'_> {
         let mut m = Messages::default();
         loop {
             let wait = self.next_flush(&m);
-            let next = match wait {
-                Some(d) => match tokio::time::timeout(d, events.next()).await {
-                    Ok(e) => e,
-                    Err(_) => {
-                        self.flush(&mut m, false).await;
-                        continue;
-                    }
-                },
-                None => events.next().await,
+            let next = async {
+                match wait {
+                    Some(d) => tokio::time::timeout(d, events.next()).await.ok(),
+                    None => Some(events.next().await),
+                }
+            };
+            let next = tokio::select! {
+                n = next => n,
+                () = self.stop.cancelled() => {
+                    // The channel stops: write what the turn said so far
+                    // and end the stream, briefly, rather than leave it open.
+                    let _ = tokio::time::timeout(STOP_GRACE, self.flush(&mut m, true)).await;
+                    return turn;
+                }
+            };
+            let Some(next) = next else {
+                self.flush(&mut m, false).await;
+                continue;
             };
             let Some(e) = next else {
                 // The host stopped: leave what was written.
@@ -196,18 +223,24 @@ impl Streamer<'_> {
     }
 
     /// Writes what is pending: full messages are finished and the rest
-    /// goes to the current one. `last` retries a failed edit.
+    /// goes to the current one. `last` retries a failed write and ends
+    /// the current message's stream.
     async fn flush(&self, m: &mut Messages, last: bool) {
         loop {
             let rest = &m.text[m.sealed..];
-            let (piece, full) = if rest.chars().count() > MESSAGE_LIMIT {
+            let (mut piece, full) = if rest.chars().count() > MESSAGE_LIMIT {
                 (split_point(rest, MESSAGE_LIMIT), true)
             } else {
                 (rest.len(), false)
             };
+            // Streamed text cannot be taken back: a full message ends no
+            // earlier than what its stream already shows.
+            if full && m.streaming {
+                piece = piece.max(m.shown.len());
+            }
             let text = rest[..piece].to_owned();
             if text.trim().is_empty() && !full {
-                return;
+                break;
             }
             if text != m.shown || m.current.is_none() {
                 let attempts = if last || full { FINAL_ATTEMPTS } else { 1 };
@@ -216,46 +249,61 @@ impl Streamer<'_> {
                     // message is never posted twice: `current` is set
                     // only once Slack answered).
                     m.last_edit = Some(Instant::now());
-                    return;
+                    break;
                 }
             }
             if !full {
-                return;
+                break;
             }
+            self.finish(m).await;
             m.sealed += piece;
             m.current = None;
             m.shown.clear();
         }
+        if last {
+            self.finish(m).await;
+        }
     }
 
-    /// Posts or edits the current message; whether Slack took it.
+    /// Ends the current message's stream (`chat.stopStream`), if it has one.
+    async fn finish(&self, m: &mut Messages) {
+        let (Some(ts), true) = (&m.current, m.streaming) else {
+            return;
+        };
+        let body = json!({"channel": self.thread.channel, "ts": ts});
+        for attempt in 0..FINAL_ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(250 * u64::from(attempt))).await;
+            }
+            match self.api.call("chat.stopStream", &body).await {
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!(session = %self.session, error = %e, "cannot end the Slack reply's stream")
+                }
+            }
+        }
+        m.streaming = false;
+    }
+
+    /// Posts, streams to or edits the current message; whether Slack took
+    /// it.
     async fn write(&self, m: &mut Messages, text: &str, attempts: u32) -> bool {
         for attempt in 0..attempts {
             if attempt > 0 {
                 tokio::time::sleep(Duration::from_millis(250 * u64::from(attempt))).await;
             }
-            let result = match &m.current {
-                Some(ts) => self
-                    .api
-                    .update(&self.thread.channel, ts, text, None)
-                    .await
-                    .map(|()| None),
-                None => self
-                    .api
-                    .post(
-                        &self.thread.channel,
-                        Some(&self.thread.thread_ts),
-                        text,
-                        None,
-                    )
-                    .await
-                    .map(Some),
+            let channel = &self.thread.channel;
+            let result = match (&m.current, m.streaming) {
+                (Some(ts), true) => {
+                    let delta = text.get(m.shown.len()..).unwrap_or_default();
+                    let body = json!({"channel": channel, "ts": ts, "markdown_text": delta});
+                    self.api.call("chat.appendStream", &body).await.map(|_| ())
+                }
+                (Some(ts), false) => self.api.update(channel, ts, text, None).await,
+                (None, _) => self.open(m, text).await,
             };
             match result {
-                Ok(posted) => {
-                    if let Some(ts) = posted {
-                        m.current = Some(ts);
-                    }
+                Ok(()) => {
                     m.shown = text.to_owned();
                     m.last_edit = Some(Instant::now());
                     return true;
@@ -266,6 +314,39 @@ impl Streamer<'_> {
             }
         }
         false
+    }
+
+    /// Starts a new message with `text`: a stream where the workspace has
+    /// Slack's streaming methods, else a plain post (and, once streaming
+    /// was refused, plain posts from then on).
+    async fn open(&self, m: &mut Messages, text: &str) -> Result<(), ApiError> {
+        let channel = &self.thread.channel;
+        if self.streaming.load(Ordering::Relaxed) {
+            let mut body = json!({"channel": channel, "thread_ts": self.thread.thread_ts, "markdown_text": text});
+            if let Some((team, user)) = &self.recipient {
+                body["recipient_team_id"] = json!(team);
+                body["recipient_user_id"] = json!(user);
+            }
+            match self.api.call("chat.startStream", &body).await {
+                Ok(v) => {
+                    m.current = v.get("ts").and_then(Value::as_str).map(str::to_owned);
+                    m.streaming = m.current.is_some();
+                    return Ok(());
+                }
+                Err(e) if !e.is_transient() => {
+                    tracing::info!(session = %self.session, error = %e, "Slack streaming is not available here: replies are posted and edited");
+                    self.streaming.store(false, Ordering::Relaxed);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let ts = self
+            .api
+            .post(channel, Some(&self.thread.thread_ts), text, None)
+            .await?;
+        m.current = Some(ts);
+        m.streaming = false;
+        Ok(())
     }
 
     /// Sets (or with `""`, clears) the thread's status line. Best effort:

@@ -61,6 +61,10 @@ pub(crate) struct Settings {
     /// `1s`: Slack allows about one `chat.update` per second per channel).
     #[serde(default)]
     pub(crate) update_interval: Option<String>,
+    /// Stream replies with Slack's streaming methods where the workspace
+    /// has them (default true); `false` always posts and edits.
+    #[serde(default = "yes")]
+    pub(crate) streaming: bool,
     #[serde(default)]
     pub(crate) rules: Vec<Rule>,
 }

@@ -202,6 +202,9 @@ fn socket_channel(extra: &str) -> String {
 #[test]
 fn events_api_checks_signatures_first_dedupes_durably_and_streams_threaded_replies() {
     let mock = MockSlack::start();
+    // A workspace without Slack's streaming methods: replies fall back to
+    // posting and editing.
+    mock.disable_streaming();
     let api = mock.api_url();
     let channel = events_channel("");
     let mut host = Host::new(
@@ -276,6 +279,7 @@ fn events_api_checks_signatures_first_dedupes_durably_and_streams_threaded_repli
     let replies = mock.thread("C1", ts);
     assert_eq!(replies.len(), 1, "{replies:#?}");
     assert_eq!(replies[0].text, ANSWER);
+    assert_eq!(mock.calls_of("chat.startStream").len(), 1, "tried once");
     let post = &mock.calls_of("chat.postMessage")[0];
     assert_eq!(post.authorization.as_deref(), Some("Bearer xoxb-test"));
     assert_eq!(post.body["thread_ts"], ts);
@@ -334,13 +338,15 @@ fn events_api_checks_signatures_first_dedupes_durably_and_streams_threaded_repli
     assert!(posts[1].at.duration_since(posts[0].at) >= Duration::from_millis(950));
     // The direct-message thread shows the agent's status while it works,
     // cleared at the end.
-    let statuses: Vec<String> = mock
-        .calls_of("assistant.threads.setStatus")
-        .iter()
-        .filter(|c| c.body["channel_id"] == "D1" && c.body["thread_ts"] == dm_ts)
-        .map(|c| c.body["status"].as_str().unwrap_or("?").to_owned())
-        .collect();
-    assert_eq!(statuses, ["is thinking…", ""]);
+    let statuses = |m: &MockSlack| -> Vec<String> {
+        m.calls_of("assistant.threads.setStatus")
+            .iter()
+            .filter(|c| c.body["channel_id"] == "D1" && c.body["thread_ts"] == dm_ts)
+            .map(|c| c.body["status"].as_str().unwrap_or("?").to_owned())
+            .collect()
+    };
+    mock.wait_until("the status cleared", WAIT, |m| statuses(m).len() == 2);
+    assert_eq!(statuses(&mock), ["is thinking…", ""]);
 
     // The bot's own messages, and a plain channel post without a
     // mention or a watch, never dispatch.
@@ -460,6 +466,13 @@ fn socket_mode_acknowledges_every_envelope_reconnects_and_never_replies_twice() 
     settle();
     assert_eq!(mock.thread("C1", ts).len(), 1);
     assert_eq!(host.received().len(), 3);
+    // Every reply was streamed and its stream stopped.
+    let replies = mock.messages();
+    assert_eq!(replies.len(), 3);
+    assert!(replies.iter().all(|m| !m.streaming), "{replies:#?}");
+    assert_eq!(mock.calls_of("chat.startStream").len(), 3);
+    assert_eq!(mock.calls_of("chat.stopStream").len(), 3);
+    assert!(mock.calls_of("chat.postMessage").is_empty());
     let info = host.send(Request::get("/bot/v1/info")).json();
     assert_eq!(info["channels"][0]["mode"], "socket");
 }
@@ -565,14 +578,37 @@ fn a_long_streamed_answer_rolls_over_messages_and_loses_no_character() {
         &event_callback("Ev20", app_mention("U1", "C1", ts, None, "write a lot")),
         0,
     );
-    mock.wait_until("the whole answer", WAIT, |m| {
-        thread_text(m, "C1", ts) == long
+    // Streamed: each message one stream, appended at a bounded rate and
+    // stopped.
+    mock.wait_until("the whole streamed answer", WAIT, |m| {
+        thread_text(m, "C1", ts) == long && m.thread("C1", ts).iter().all(|p| !p.streaming)
     });
     let replies = mock.thread("C1", ts);
     assert!(replies.len() >= long.len() / 3_500, "{}", replies.len());
     assert!(replies.iter().all(|m| m.text.chars().count() <= 3_500));
-    // Each message posted once; edits bounded by the update interval.
-    assert_eq!(mock.calls_of("chat.postMessage").len(), replies.len());
+    assert_eq!(mock.calls_of("chat.startStream").len(), replies.len());
+    assert_eq!(mock.calls_of("chat.stopStream").len(), replies.len());
+    let appends = mock.calls_of("chat.appendStream").len();
+    assert!(appends <= replies.len() * 3 + 5, "{appends} appends");
+
+    // Without streaming: posted and edited, the same text.
+    mock.disable_streaming();
+    let ts2 = "1700000200.000100";
+    mock.push_event(
+        &event_callback("Ev21", app_mention("U1", "C2", ts2, None, "again")),
+        0,
+    );
+    mock.wait_until("the whole posted answer", WAIT, |m| {
+        thread_text(m, "C2", ts2) == long
+    });
+    let replies = mock.thread("C2", ts2);
+    assert!(replies.iter().all(|m| m.text.chars().count() <= 3_500));
+    let posts = mock
+        .calls_of("chat.postMessage")
+        .iter()
+        .filter(|c| c.body["channel"] == "C2")
+        .count();
+    assert_eq!(posts, replies.len(), "each message posted once");
     let updates = mock.calls_of("chat.update").len();
     assert!(updates <= replies.len() * 3 + 5, "{updates} updates");
 }
