@@ -619,7 +619,9 @@ async fn web_api(
             shared.changed.notify_all();
             ok(json!({"ok": true, "channel": channel, "ts": ts}))
         }
-        "assistant.threads.setStatus" => {
+        "assistant.threads.setStatus"
+        | "assistant.threads.setTitle"
+        | "assistant.threads.setSuggestedPrompts" => {
             if s("channel_id").is_empty() || s("thread_ts").is_empty() {
                 return slack_error("invalid_arguments");
             }

@@ -68,7 +68,7 @@ pub fn slack_app_manifest(
             "bot_user": {"display_name": options.name, "always_online": true},
             "assistant_view": {
                 "assistant_description": description.chars().take(139).collect::<String>(),
-                "suggested_prompts": []
+                "suggested_prompts": settings.assistant.suggested_prompts
             }
         },
         "oauth_config": {"scopes": {"bot": scopes}},

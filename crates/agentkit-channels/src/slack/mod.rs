@@ -357,7 +357,27 @@ impl Pack {
                 self.on_message(ctx, &team, event, bot.as_deref(), authn)
                     .await
             }
+            "assistant_thread_started" => self.greet(event).await,
             _ => {}
+        }
+    }
+
+    /// A new assistant thread: offer the suggested prompts.
+    async fn greet(&self, event: &Value) {
+        let prompts = &self.settings.assistant.suggested_prompts;
+        let Some(api) = self.api.as_ref().filter(|_| !prompts.is_empty()) else {
+            return;
+        };
+        let body = json!({
+            "channel_id": text(event, "assistant_thread.channel_id"),
+            "thread_ts": text(event, "assistant_thread.thread_ts"),
+            "prompts": prompts,
+        });
+        if let Err(e) = api
+            .call("assistant.threads.setSuggestedPrompts", &body)
+            .await
+        {
+            tracing::warn!(channel = %self.id, error = %e, "cannot offer the suggested prompts");
         }
     }
 
@@ -614,6 +634,7 @@ impl Pack {
             .with_attribute("slackTeam", team)
             .with_attribute("engagement", how.as_str());
         let title: String = message.chars().take(80).collect();
+        let session_title = title.clone();
         let sent = ctx
             .send(
                 if message.is_empty() {
@@ -624,7 +645,7 @@ impl Pack {
                 SendOptions {
                     continuation_token: Some(key),
                     admission: Admission::Coalesce,
-                    title: Some(title),
+                    title: Some(session_title),
                     ..SendOptions::default()
                 },
                 &auth,
@@ -632,6 +653,15 @@ impl Pack {
             .await;
         match sent {
             Ok(session) => {
+                if session.is_new
+                    && thread.channel.starts_with('D')
+                    && self.settings.assistant.titles
+                {
+                    let body = json!({"channel_id": thread.channel, "thread_ts": thread.thread_ts, "title": title});
+                    if let Err(e) = api.call("assistant.threads.setTitle", &body).await {
+                        tracing::debug!(channel = %self.id, error = %e, "cannot title the thread");
+                    }
+                }
                 self.reply(
                     ctx,
                     &session.id,

@@ -66,7 +66,38 @@ pub(crate) struct Settings {
     #[serde(default = "yes")]
     pub(crate) streaming: bool,
     #[serde(default)]
+    pub(crate) assistant: Assistant,
+    #[serde(default)]
     pub(crate) rules: Vec<Rule>,
+}
+
+/// Slack's assistant threads (the app's "agent view" in direct messages).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Assistant {
+    /// Title each new thread with the start of its first message
+    /// (default true).
+    #[serde(default = "yes")]
+    pub(crate) titles: bool,
+    /// Offered when a user opens a new assistant thread (at most four).
+    #[serde(default)]
+    pub(crate) suggested_prompts: Vec<Prompt>,
+}
+
+impl Default for Assistant {
+    fn default() -> Assistant {
+        Assistant {
+            titles: true,
+            suggested_prompts: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Prompt {
+    pub(crate) title: String,
+    pub(crate) message: String,
 }
 
 fn yes() -> bool {
@@ -158,6 +189,12 @@ impl Settings {
                     .map_err(|e| format!("`engagement.channel_posts.debounce`: {e}"))?;
             }
         }
+        if s.assistant.suggested_prompts.len() > 4 {
+            return Err(format!(
+                "`assistant.suggested_prompts` has {} prompts; Slack shows at most 4",
+                s.assistant.suggested_prompts.len()
+            ));
+        }
         if let Some(d) = &s.update_interval {
             agentkit_manifest::parse_duration(d).map_err(|e| format!("`update_interval`: {e}"))?;
         }
@@ -217,6 +254,7 @@ impl Settings {
         }
         if self.engagement.direct_messages {
             out.push("message.im");
+            out.push("assistant_thread_started");
         }
         // Replies in a thread the bot took part in continue its session.
         out.push("message.channels");

@@ -206,7 +206,9 @@ fn events_api_checks_signatures_first_dedupes_durably_and_streams_threaded_repli
     // posting and editing.
     mock.disable_streaming();
     let api = mock.api_url();
-    let channel = events_channel("");
+    let channel = events_channel(
+        "[[assistant.suggested_prompts]]\ntitle = \"Today\"\nmessage = \"What is the weather today?\"\n",
+    );
     let mut host = Host::new(
         &script(ANSWER),
         &[("channels/slack.toml", &channel)],
@@ -347,6 +349,31 @@ fn events_api_checks_signatures_first_dedupes_durably_and_streams_threaded_repli
     };
     mock.wait_until("the status cleared", WAIT, |m| statuses(m).len() == 2);
     assert_eq!(statuses(&mock), ["is thinking…", ""]);
+    // The new direct-message thread is titled with its first message; a
+    // new assistant thread is offered the configured prompts.
+    let titles = mock.calls_of("assistant.threads.setTitle");
+    assert_eq!(titles.len(), 1);
+    assert_eq!(
+        (
+            titles[0].body["channel_id"].clone(),
+            titles[0].body["title"].clone()
+        ),
+        (json!("D1"), json!("hello there"))
+    );
+    let started = event_callback(
+        "Ev06",
+        json!({"type": "assistant_thread_started", "event_ts": "1700000250.000100",
+               "assistant_thread": {"user_id": "U1", "channel_id": "D1", "thread_ts": "1700000250.000050",
+                                    "context": {"channel_id": "C1", "team_id": TEAM, "enterprise_id": null}}}),
+    );
+    assert_eq!(host.send(event_request(path, &started)).status, 200);
+    mock.wait_until("the suggested prompts", WAIT, |m| {
+        !m.calls_of("assistant.threads.setSuggestedPrompts")
+            .is_empty()
+    });
+    let prompts = &mock.calls_of("assistant.threads.setSuggestedPrompts")[0].body;
+    assert_eq!(prompts["thread_ts"], "1700000250.000050");
+    assert_eq!(prompts["prompts"][0]["title"], "Today");
 
     // The bot's own messages, and a plain channel post without a
     // mention or a watch, never dispatch.
@@ -373,6 +400,7 @@ fn events_api_checks_signatures_first_dedupes_durably_and_streams_threaded_repli
     settle();
     assert_eq!(host.received().len(), 2);
     assert_eq!(mock.thread("C1", ts).len(), 2);
+    let _ = TEAM;
 
     // Dedupe is durable: after a restart the same event ids are ignored.
     host.restart();
