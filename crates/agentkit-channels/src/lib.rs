@@ -43,8 +43,8 @@ pub use github::{GithubClient, GithubOptions, github_channel, github_client, git
 pub use gitlab::{GitlabOptions, gitlab_channel, gitlab_events};
 pub use host::{ChannelHost, ChannelHostOptions, ChannelRequest};
 pub use slack::{
-    SlackCheck, SlackManifestOptions, SlackOptions, slack_app_manifest, slack_channel,
-    slack_doctor, slack_env_example, slack_events,
+    SlackCheck, SlackClient, SlackManifestOptions, SlackOptions, slack_app_manifest, slack_channel,
+    slack_client, slack_doctor, slack_env_example, slack_events,
 };
 pub use template::{render, render_value};
 pub use webhook::webhook_channel;

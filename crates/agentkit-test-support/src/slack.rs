@@ -54,6 +54,8 @@ pub struct Posted {
     pub edits: usize,
     /// Started with `chat.startStream` and not stopped yet.
     pub streaming: bool,
+    /// Reaction names added (`reactions.add`), in order.
+    pub reactions: Vec<String>,
 }
 
 enum Command {
@@ -533,6 +535,7 @@ async fn web_api(
                 blocks: body.get("blocks").map(Value::to_string).unwrap_or_default(),
                 edits: 0,
                 streaming: false,
+                reactions: Vec::new(),
             });
             shared.changed.notify_all();
             ok(
@@ -589,6 +592,7 @@ async fn web_api(
                 blocks: String::new(),
                 edits: 0,
                 streaming: true,
+                reactions: Vec::new(),
             });
             shared.changed.notify_all();
             ok(json!({"ok": true, "channel": channel, "ts": ts}))
@@ -618,6 +622,25 @@ async fn web_api(
             }
             shared.changed.notify_all();
             ok(json!({"ok": true, "channel": channel, "ts": ts}))
+        }
+        "reactions.add" => {
+            let (channel, ts, name) = (s("channel"), s("timestamp"), s("name"));
+            if name.is_empty() {
+                return slack_error("invalid_name");
+            }
+            let Some(m) = inner
+                .messages
+                .iter_mut()
+                .find(|m| m.channel == channel && m.ts == ts)
+            else {
+                return slack_error("message_not_found");
+            };
+            if m.reactions.contains(&name) {
+                return slack_error("already_reacted");
+            }
+            m.reactions.push(name);
+            shared.changed.notify_all();
+            ok(json!({"ok": true}))
         }
         "assistant.threads.setStatus"
         | "assistant.threads.setTitle"

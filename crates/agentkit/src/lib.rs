@@ -72,8 +72,8 @@ pub use agentkit_runtime::{
 };
 pub use error::{Error, Result};
 pub use serve::{
-    EdgeOptions, EnvFn, EnvLookup, FdLimit, HostGithub, HostMcp, HostReminders, HostServices, Mode,
-    ServeHandle, ServeOptions, raise_fd_limit, serve, shutdown_signal,
+    EdgeOptions, EnvFn, EnvLookup, FdLimit, HostGithub, HostMcp, HostReminders, HostServices,
+    HostSlack, Mode, ServeHandle, ServeOptions, raise_fd_limit, serve, shutdown_signal,
 };
 
 /// The project format: discovery, the manifest types and diagnostics.

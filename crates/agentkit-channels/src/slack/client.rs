@@ -248,3 +248,40 @@ impl SlackApi {
         self.call("chat.update", &body).await.map(|_| ())
     }
 }
+
+/// `host.slack`: the Web API with a slack channel's bot token, for tools,
+/// channel handlers and schedules. Cheap to clone; the token never shows.
+#[derive(Debug, Clone)]
+pub struct SlackClient {
+    api: SlackApi,
+}
+
+impl SlackClient {
+    pub(crate) fn new(api: SlackApi) -> SlackClient {
+        SlackClient { api }
+    }
+
+    /// Posts `text` in `channel` (in a thread when `thread_ts` is set);
+    /// the new message's `ts`.
+    pub async fn post(&self, channel: &str, thread_ts: Option<&str>, text: &str) -> Result<String> {
+        Ok(self.api.post(channel, thread_ts, text, None).await?)
+    }
+
+    /// Replaces the text of message `ts`.
+    pub async fn update(&self, channel: &str, ts: &str, text: &str) -> Result<()> {
+        Ok(self.api.update(channel, ts, text, None).await?)
+    }
+
+    /// Adds the reaction `emoji` (a name, without colons) to message `ts`
+    /// (needs the `reactions:write` scope).
+    pub async fn react(&self, channel: &str, ts: &str, emoji: &str) -> Result<()> {
+        let body = json!({"channel": channel, "timestamp": ts, "name": emoji.trim_matches(':')});
+        self.api.call("reactions.add", &body).await?;
+        Ok(())
+    }
+
+    /// Any Web API method with a JSON body; Slack's answer when `ok`.
+    pub async fn call(&self, method: &str, body: &Value) -> Result<Value> {
+        Ok(self.api.call(method, body).await?)
+    }
+}

@@ -30,6 +30,7 @@ use crate::api::{
     ApprovalDecision, ChannelContext, ChannelDefinition, ChannelResponse, HandlerArgs, RouteDef,
     SendOptions,
 };
+use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::pack::{Decision, Delivery, PackCore, TurnDefaults, at, default_chain, ok, text};
 use client::SlackApi;
@@ -37,6 +38,7 @@ use reply::{APPROVE_ACTION, DENY_ACTION, Start, Streamer, Thread};
 use settings::{Mode, Posts, Settings};
 
 pub use crate::github::GithubOptions as SlackOptions;
+pub use client::SlackClient;
 pub use doctor::{SlackCheck, slack_doctor};
 pub use manifest::{SlackManifestOptions, slack_app_manifest, slack_env_example};
 
@@ -104,6 +106,26 @@ impl Engaged {
             Engaged::ChannelPost => "channel_post",
         }
     }
+}
+
+/// A [`SlackClient`] with the bot token of a `kind = "slack"` channel
+/// file (`host.slack`). Errors name the variable, never the token.
+pub fn slack_client(channel: &Channel, env: &Env) -> Result<SlackClient> {
+    let settings = parse_settings(channel)?;
+    let token = settings
+        .credentials(env)
+        .bot_token
+        .ok_or_else(|| Error::Config {
+            channel: channel.id.clone(),
+            message: format!(
+                "no bot token: `{}` is not set",
+                settings.default_var("SLACK_BOT_TOKEN")
+            ),
+        })?;
+    Ok(SlackClient::new(SlackApi::new(
+        &settings.api_url(env),
+        &token,
+    )))
 }
 
 /// The events a slack channel file needs from the Slack app.

@@ -942,3 +942,106 @@ fn missing_credentials_leave_the_channel_idle_and_say_so() {
     assert!(r.body.contains("SLACK_BOT_TOKEN"), "{}", r.body);
     let _ = TEAM;
 }
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Announce {
+    channel: String,
+    text: String,
+}
+
+#[test]
+fn host_slack_posts_updates_and_reacts_with_the_channels_bot_token() {
+    let mock = MockSlack::start();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("agents/bot/agent");
+    write(&agent.join("agent.toml"), "model = \"test\"\n");
+    write(&agent.join("instructions.md"), "You announce.\n");
+    write(
+        &agent.join("channels/slack.toml"),
+        "kind = \"slack\"\nmode = \"events\"\napi_url = \"${SLACK_API_URL}\"\nenv_prefix = \"ANNOUNCER\"\n",
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let api = mock.api_url();
+    let vars = [
+        ("SLACK_API_URL".to_owned(), api),
+        (
+            "ANNOUNCER_SLACK_BOT_TOKEN".to_owned(),
+            "xoxb-announcer".to_owned(),
+        ),
+        (
+            "ANNOUNCER_SLACK_SIGNING_SECRET".to_owned(),
+            SECRET.to_owned(),
+        ),
+    ];
+    let options = ServeOptions {
+        port: 0,
+        state_root: Some(dir.path().join("state")),
+        env: EnvLookup(Arc::new(move |name| {
+            vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+        })),
+        ..ServeOptions::default()
+    }
+    .tool(agentkit::RustTool::new(
+        "announce",
+        "Announces in Slack.",
+        |input: Announce, ctx: agentkit::ToolContext| async move {
+            let host = ctx
+                .services::<agentkit::HostServices>()
+                .ok_or("no services")?;
+            let slack = host.slack.client(None).map_err(|e| e.to_string())?;
+            let ts = slack
+                .post(&input.channel, None, &input.text)
+                .await
+                .map_err(|e| e.to_string())?;
+            slack
+                .update(&input.channel, &ts, &format!("{} (edited)", input.text))
+                .await
+                .map_err(|e| e.to_string())?;
+            slack
+                .react(&input.channel, &ts, ":tada:")
+                .await
+                .map_err(|e| e.to_string())?;
+            let twice = slack.react(&input.channel, &ts, "tada").await.unwrap_err();
+            let other = host.slack.client(Some("nope")).map(|_| ()).unwrap_err();
+            Ok(json!({"ts": ts, "names": host.slack.names(), "twice": twice.to_string(), "other": other.to_string()}))
+        },
+    ));
+    let handle = rt
+        .block_on(agentkit::serve(&dir.path().join("agents"), options))
+        .unwrap();
+    let r = Request::post("/bot/v1/tools/announce")
+        .json(&json!({"input": {"channel": "C5", "text": "Release 1.2 is out"}}))
+        .send(handle.local_addr())
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let out = r.json()["result"].clone();
+    assert_eq!(r.json()["isError"], false, "{out}");
+    assert_eq!(out["names"], json!(["slack"]));
+    assert!(
+        out["twice"].as_str().unwrap().contains("already_reacted"),
+        "{out}"
+    );
+    assert!(
+        out["other"]
+            .as_str()
+            .unwrap()
+            .contains("no slack channel `nope`"),
+        "{out}"
+    );
+    let posted = mock.messages();
+    assert_eq!(posted.len(), 1);
+    assert_eq!(posted[0].ts, out["ts"].as_str().unwrap());
+    assert_eq!(posted[0].text, "Release 1.2 is out (edited)");
+    assert_eq!(posted[0].reactions, ["tada"]);
+    assert!(
+        mock.calls()
+            .iter()
+            .all(|c| c.authorization.as_deref() == Some("Bearer xoxb-announcer"))
+    );
+    assert!(!out.to_string().contains("xoxb-announcer"));
+    rt.block_on(handle.close());
+}
