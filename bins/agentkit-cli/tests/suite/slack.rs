@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use agentkit_test_support::slack::MockSlack;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::agentkit_with;
 
@@ -143,4 +143,49 @@ fn doctor_checks_tokens_and_scopes_against_slack_and_says_what_to_fix() {
         run.stdout
     );
     assert!(!run.stdout.contains("xoxb-1") && !run.stdout.contains("xapp-1"));
+}
+
+#[test]
+fn validate_reports_slack_settings_with_file_line_and_hint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = "kind = \"slack\"\nmode = \"http\"\n\n[engagement.channel_posts]\nallow = [\"*\"]\n\n[[rules]]\nevent = \"app_mentoin\"\nskip = true\n";
+    let dir = project(tmp.path(), bad);
+    let run = agentkit_with(&dir, &["validate", "--json"], |_| {});
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let out: Value = serde_json::from_str(&run.stdout).unwrap();
+    let diags: Vec<&Value> = out["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["path"] == "agent/channels/slack.toml")
+        .collect();
+    let mode = diags
+        .iter()
+        .find(|d| {
+            d["message"]
+                .as_str()
+                .unwrap()
+                .contains("unknown variant `http`")
+        })
+        .unwrap_or_else(|| panic!("{diags:#?}"));
+    assert_eq!(
+        (mode["severity"].clone(), mode["line"].clone()),
+        (json!("error"), json!(2))
+    );
+    assert!(mode["hint"].is_string(), "{mode}");
+    let event = diags
+        .iter()
+        .find(|d| d["message"].as_str().unwrap().contains("app_mentoin"))
+        .unwrap_or_else(|| panic!("{diags:#?}"));
+    assert_eq!(event["line"], 8);
+    assert!(
+        event["hint"].as_str().unwrap().contains("app_mention"),
+        "{event}"
+    );
+    // Fixed, the file is clean.
+    std::fs::write(dir.join("agent/channels/slack.toml"), SLACK).unwrap();
+    let run = agentkit_with(&dir, &["validate"], |cmd| {
+        cmd.env("SLACK_API_URL", "http://127.0.0.1:9/api");
+    });
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
 }
