@@ -13,6 +13,7 @@ mod login;
 mod mcp;
 mod packs;
 mod render;
+mod slack;
 
 use std::process::ExitCode;
 

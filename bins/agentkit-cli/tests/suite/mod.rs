@@ -13,6 +13,7 @@ mod playground;
 mod reminders;
 mod run;
 mod serve;
+mod slack;
 mod trajectory;
 mod validate;
 mod variables;

@@ -43,7 +43,7 @@ mod timers;
 pub use edge::{EdgeOptions, FdLimit, raise_fd_limit};
 pub use handle::ServeHandle;
 pub use options::{EnvFn, EnvLookup, Mode, ServeOptions};
-pub use services::{HostGithub, HostMcp, HostReminders, HostServices};
+pub use services::{HostGithub, HostMcp, HostReminders, HostServices, HostSlack};
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;

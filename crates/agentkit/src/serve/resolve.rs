@@ -13,7 +13,7 @@ use agentkit_mcp::{ConnectionSpec, Target};
 use agentkit_runtime::{HookSpec, HookTarget};
 
 use super::options::{AuthDefaults, EnvLookup};
-use super::services::HostGithub;
+use super::services::{HostGithub, HostSlack};
 
 /// One agent's settings with every `${VAR}` resolved.
 #[derive(Debug)]
@@ -28,6 +28,8 @@ pub(crate) struct ResolvedAgent {
     pub(crate) mcp: Vec<ConnectionSpec>,
     /// GitHub clients with the credentials of the agent's github channels.
     pub(crate) github: HostGithub,
+    /// Slack clients with the bot tokens of the agent's slack channels.
+    pub(crate) slack: HostSlack,
 }
 
 /// Resolves every agent of `host`, in its order. `peer_base` is where
@@ -68,6 +70,7 @@ fn agent(
         hooks: hooks(project, env),
         mcp: connections(project, env, auth, peer_base, state_root),
         github: HostGithub::of(project, env),
+        slack: HostSlack::of(project, env),
     }
 }
 

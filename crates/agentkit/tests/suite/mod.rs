@@ -19,5 +19,6 @@ mod rough_edges;
 mod sandbox;
 mod schedule_handlers;
 mod services;
+mod slack;
 mod time;
 mod variables;
