@@ -75,6 +75,10 @@ enum Command {
         /// Bearer token for the server (with --url).
         #[arg(long, env = "AGENTKIT_BEARER_TOKEN", hide_env_values = true)]
         bearer_token: Option<String>,
+        /// The agent's A/B experiments: per-variant metrics and each
+        /// variant against the control, with 95 % intervals (with --url).
+        #[arg(long, requires = "url")]
+        ab: bool,
     },
     /// Scaffold a new agent project; with no PATH, print the setup guide.
     ///
@@ -133,8 +137,11 @@ enum Command {
     /// Bitbucket webhook helpers (Cloud and Data Center): list channels
     /// and events, replay a saved payload signed with `X-Hub-Signature`.
     Bitbucket(crate::packs::PackArgs),
-    /// Slack app helpers: manifest, doctor (not available yet).
-    Slack(NotYet),
+    /// MCP connections that use OAuth: log in, and show each one's state.
+    Mcp(crate::mcp::McpArgs),
+    /// Slack app helpers: write the app manifest a slack channel needs,
+    /// check its tokens and scopes.
+    Slack(crate::slack::SlackArgs),
     /// Store a model provider's API key (file mode 0600 in your config
     /// directory). Keys resolve in this order: the environment
     /// (OPENAI_API_KEY, ANTHROPIC_API_KEY), then the stored key.
@@ -143,14 +150,6 @@ enum Command {
     Logout(crate::login::LogoutArgs),
     /// Show which key source is active for each provider (never the key).
     Whoami(crate::login::WhoamiArgs),
-}
-
-/// Accepts any arguments so that the "not available" message, not a
-/// parsing error, is what the user sees.
-#[derive(Debug, clap::Args)]
-struct NotYet {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    args: Vec<String>,
 }
 
 impl Cli {
@@ -172,8 +171,9 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             agent,
             bearer_token,
+            ab,
             ..
-        } => live_info(&url, agent.as_deref(), bearer_token, json),
+        } => live_info(&url, agent.as_deref(), bearer_token, json, ab),
         Command::Info { dir, json, .. } => info(dir, json),
         Command::Init { path } => init(path),
         Command::Serve(args) => agentkit_cli::run(args),
@@ -187,17 +187,12 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bitbucket(args) => {
             crate::packs::run(agentkit::webhooks::Provider::Bitbucket, args)
         }
-        Command::Slack(_) => not_yet("slack", "the Slack channel pack"),
+        Command::Mcp(args) => crate::mcp::mcp(args),
+        Command::Slack(args) => crate::slack::slack(args),
         Command::Login(args) => crate::login::login(args),
         Command::Logout(args) => crate::login::logout(args),
         Command::Whoami(args) => crate::login::whoami(args),
     }
-}
-
-fn not_yet(command: &str, capability: &str) -> anyhow::Result<ExitCode> {
-    anyhow::bail!(
-        "`agentkit {command}` is not available in this release: it arrives with {capability}"
-    )
 }
 
 fn validate(dir: PathBuf, json: bool) -> anyhow::Result<ExitCode> {
@@ -238,11 +233,25 @@ fn live_info(
     agent: Option<&str>,
     bearer_token: Option<String>,
     json: bool,
+    ab: bool,
 ) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    if ab {
+        let report = runtime.block_on(async {
+            let client = agentkit::client::Client::resolve(url, agent, bearer_token).await?;
+            client.ab_report().await
+        })?;
+        let mut out = anstream::stdout();
+        if json {
+            render::json(&mut out, &serde_json::to_value(&report)?)?;
+        } else {
+            render::ab_report(&mut out, &report)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let doc = runtime.block_on(async {
         let client = agentkit::client::Client::resolve(url, agent, bearer_token).await?;
         client.info().await

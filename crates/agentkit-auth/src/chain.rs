@@ -98,6 +98,14 @@ impl Chain {
                     }
                 }
                 Policy::Bearer { tokens } => validate_bearer(index, tokens, &mut errors),
+                Policy::SlackSignature { secret } => {
+                    if secret.is_empty() {
+                        errors.push(Error::EmptySecret {
+                            index,
+                            policy: name,
+                        });
+                    }
+                }
                 Policy::SharedSecret { header, secret }
                 | Policy::HmacSignature { header, secret, .. } => {
                     if header.is_empty() {

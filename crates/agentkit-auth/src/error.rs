@@ -85,6 +85,8 @@ pub enum Refusal {
     EmptySecret,
     /// `publicEndpoint` on the built-in API.
     NotCustomChannel,
+    /// A signed timestamp outside the accepted window (a replay).
+    Stale,
 }
 
 impl fmt::Display for Refusal {
@@ -103,6 +105,7 @@ impl fmt::Display for Refusal {
             Refusal::MalformedSignature => f.write_str("signature is not hex"),
             Refusal::EmptySecret => f.write_str("policy secret is empty"),
             Refusal::NotCustomChannel => f.write_str("public endpoint on the built-in api"),
+            Refusal::Stale => f.write_str("signed timestamp outside the accepted window"),
         }
     }
 }

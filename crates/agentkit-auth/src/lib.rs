@@ -34,5 +34,8 @@ pub use crate::{
     policy::{BearerToken, Policy},
     request::{FORWARDING_HEADERS, RequestParts},
     secret::Secret,
-    sign::{sign_body, sign_bridge_call, verify_body, verify_bridge_call},
+    sign::{
+        SLACK_MAX_AGE_SECS, sign_body, sign_bridge_call, sign_slack, verify_body,
+        verify_bridge_call, verify_slack,
+    },
 };

@@ -2,7 +2,7 @@
 
 use crate::{
     AuthContext, PrincipalType, Refusal, RequestParts, Secret, Surface,
-    credential::{admit_bearer, admit_hmac_signature, admit_shared_secret},
+    credential::{admit_bearer, admit_hmac_signature, admit_shared_secret, admit_slack_signature},
     local::{LoopbackCheck, admit_loopback},
 };
 
@@ -35,6 +35,9 @@ pub enum Policy {
         secret: Secret,
         prefix: Option<String>,
     },
+    /// Slack's request signing (`X-Slack-Signature`, `v0`, over the
+    /// timestamp and the raw body; the timestamp within five minutes).
+    SlackSignature { secret: Secret },
 }
 
 /// A bearer token and the principal it authenticates.
@@ -66,6 +69,7 @@ impl Policy {
             Policy::Bearer { .. } => "bearer",
             Policy::SharedSecret { .. } => "sharedSecret",
             Policy::HmacSignature { .. } => "hmacSignature",
+            Policy::SlackSignature { .. } => "slackSignature",
         }
     }
 
@@ -90,6 +94,7 @@ impl Policy {
                 secret,
                 prefix,
             } => admit_hmac_signature(name, header, secret, prefix.as_deref(), req),
+            Policy::SlackSignature { secret } => admit_slack_signature(name, secret, req),
         }
     }
 }

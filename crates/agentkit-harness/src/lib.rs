@@ -40,8 +40,10 @@
 mod approvals;
 mod builtins;
 mod complete;
+mod context;
 mod credentials;
 mod dynamic;
+mod output;
 mod process;
 mod providers;
 mod sandbox;
@@ -53,6 +55,7 @@ mod workspace_path;
 pub use agentkit_manifest::schema_errors;
 pub use approvals::{ApprovalGate, Decision, DecisionFuture};
 pub use complete::{Completion, complete};
+pub use context::{SUMMARY_PREFIX, SUMMARY_PROMPT, Window, summary_message, window};
 pub use credentials::{Endpoint, ProviderConfig};
 pub use dynamic::{DynTool, RustTool, ToolFuture, ToolSource, ToolSpec, ToolsFuture};
 pub use process::{

@@ -20,10 +20,35 @@ struct RawAgent {
     model: Option<toml::Value>,
     runtime: Option<String>,
     harness: Option<RawHarness>,
+    output_schema: Option<toml::Value>,
     local: Option<RawLocal>,
     /// Accepted from TypeScript-era projects; only the host reads it.
     cloud: Option<toml::Value>,
+    /// Cursor-only settings, read so they warn instead of failing.
+    hosting: Option<toml::Value>,
+    architecture: Option<toml::Value>,
+    persistent: Option<toml::Value>,
 }
+
+/// Settings of Cursor's managed hosting and project formats, which this
+/// host reads past: each with what agentkit does instead.
+const CURSOR_ONLY: &[(&str, &str, &str)] = &[
+    (
+        "hosting",
+        "`hosting` configures Cursor's managed deployment; agentkit does not deploy for you, so it is ignored",
+        "run `agentkit serve` (or the `agentkit-serve` container) where the agent should live; egress is that machine's, and secrets are its environment variables, read as `${VAR}`",
+    ),
+    (
+        "architecture",
+        "`architecture` picks a Cursor SDK project format; agentkit has one format (this folder), so it is ignored",
+        "remove it",
+    ),
+    (
+        "persistent",
+        "`persistent` asks Cursor hosting for a long-lived runtime; `agentkit serve` is one long-lived process already, so it is ignored",
+        "remove it; sessions and their state survive restarts under the state root",
+    ),
+];
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,6 +58,11 @@ struct RawHarness {
     turn_timeout: Option<String>,
     approval_timeout: Option<String>,
     sandbox: Option<crate::sandbox::RawSandbox>,
+    compaction: Option<String>,
+    compaction_threshold: Option<f64>,
+    max_input_tokens_per_turn: Option<u64>,
+    max_output_tokens_per_turn: Option<u64>,
+    max_tokens_per_session: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -93,6 +123,42 @@ pub(crate) fn read_agent_config(ctx: &mut Ctx, agent_dir: &Path) -> (AgentConfig
             )
             .at(src.key_pos("[cloud]").or_else(|| src.key_pos("cloud"))),
         );
+    }
+    if let Some(schema) = &raw.output_schema {
+        let bad = |ctx: &mut Ctx, message: String| {
+            ctx.push(
+                Diagnostic::error(Code::InvalidSchema, src.rel.clone(), message)
+                    .at(src.key_pos("output_schema"))
+                    .with_hint("`[output_schema]` is a JSON Schema (draft 2020-12) written as TOML, e.g. type = \"object\" and [output_schema.properties]"),
+            );
+        };
+        match serde_json::to_value(schema) {
+            Ok(value @ Value::Object(_)) => {
+                match crate::checks::schema_errors(&value, &Value::Null) {
+                    Ok(_) => config.output_schema = Some(value),
+                    Err(e) => bad(
+                        ctx,
+                        format!("`output_schema` is not a valid JSON Schema: {e}"),
+                    ),
+                }
+            }
+            _ => bad(
+                ctx,
+                "`output_schema` must be a table (a JSON Schema object)".to_owned(),
+            ),
+        }
+    }
+    let cursor_only = [&raw.hosting, &raw.architecture, &raw.persistent];
+    for ((key, message, hint), value) in CURSOR_ONLY.iter().zip(cursor_only) {
+        if value.is_some() {
+            ctx.push(
+                Diagnostic::warning(Code::Unsupported, src.rel.clone(), *message)
+                    .at(src
+                        .key_pos(&format!("[{key}]"))
+                        .or_else(|| src.key_pos(key)))
+                    .with_hint(*hint),
+            );
+        }
     }
     if let Some(h) = raw.harness {
         let project_dir = agent_dir.parent().unwrap_or(agent_dir);
@@ -176,6 +242,62 @@ fn read_harness(
             ),
         }
     }
+    match h.compaction.as_deref() {
+        None | Some("auto") => {}
+        Some("off") => out.compaction = false,
+        Some(other) => ctx.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                src.rel.clone(),
+                format!("`compaction` is `{other}`; it is `auto` (the default) or `off`"),
+            )
+            .at(src.key_pos("compaction")),
+        ),
+    }
+    if let Some(t) = h.compaction_threshold {
+        if t > 0.0 && t < 1.0 {
+            out.compaction_threshold = t;
+        } else {
+            ctx.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    src.rel.clone(),
+                    format!("`compaction_threshold` is {t}; it is a fraction of the window, between 0 and 1"),
+                )
+                .at(src.key_pos("compaction_threshold")),
+            );
+        }
+    }
+    for (key, value, slot) in [
+        (
+            "max_input_tokens_per_turn",
+            h.max_input_tokens_per_turn,
+            &mut out.max_input_tokens_per_turn,
+        ),
+        (
+            "max_output_tokens_per_turn",
+            h.max_output_tokens_per_turn,
+            &mut out.max_output_tokens_per_turn,
+        ),
+        (
+            "max_tokens_per_session",
+            h.max_tokens_per_session,
+            &mut out.max_tokens_per_session,
+        ),
+    ] {
+        match value {
+            Some(0) => ctx.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    src.rel.clone(),
+                    format!("`{key}` must be at least 1 (leave it out for no limit)"),
+                )
+                .at(src.key_pos(key)),
+            ),
+            Some(n) => *slot = Some(n),
+            None => {}
+        }
+    }
     if let Some(t) = h.turn_timeout {
         match checks::parse_duration(&t) {
             Ok(d) => out.turn_timeout = d,
@@ -212,6 +334,19 @@ pub(crate) fn parse_model_value(
             None,
         )),
     };
+    if let toml::Value::Table(t) = value
+        && let Some(toml::Value::Array(_)) = t.get("params")
+    {
+        ctx.push(
+            Diagnostic::warning(
+                Code::Unsupported,
+                src.rel.clone(),
+                format!("`{key}.params` as a list of `{{ id, value }}` is the Cursor SDK's form; those Cursor model parameters are ignored"),
+            )
+            .at(src.key_pos("params").or(pos))
+            .with_hint("agentkit passes `params` to the provider as a table, e.g. `params = { temperature = 0.2, reasoning_effort = \"high\" }`"),
+        );
+    }
     match result {
         Ok(spec) => {
             if spec.provider == Provider::Scripted && !agent_dir.join(&spec.id).is_file() {
@@ -262,6 +397,8 @@ pub fn parse_model_string(s: &str) -> Result<ModelSpec, (String, Option<String>)
             provider: Provider::Test,
             id: String::new(),
             params: serde_json::Map::new(),
+            context_window: None,
+            max_output_tokens: None,
         });
     }
     let Some((provider, id)) = s.split_once(':') else {
@@ -280,14 +417,22 @@ pub fn parse_model_string(s: &str) -> Result<ModelSpec, (String, Option<String>)
         provider,
         id: id.to_owned(),
         params: serde_json::Map::new(),
+        context_window: None,
+        max_output_tokens: None,
     })
 }
 
 fn parse_model_table(t: &toml::Table) -> Result<ModelSpec, ModelError> {
     for key in t.keys() {
-        if !["provider", "id", "params"].contains(&key.as_str()) {
-            let hint = names::did_you_mean(key, ["provider", "id", "params"])
-                .map(|s| format!("did you mean `{s}`?"));
+        const KEYS: [&str; 5] = [
+            "provider",
+            "id",
+            "params",
+            "context_window",
+            "max_output_tokens",
+        ];
+        if !KEYS.contains(&key.as_str()) {
+            let hint = names::did_you_mean(key, KEYS).map(|s| format!("did you mean `{s}`?"));
             return Err((format!("unknown field `{key}` in `[model]`"), hint));
         }
     }
@@ -309,6 +454,8 @@ fn parse_model_table(t: &toml::Table) -> Result<ModelSpec, ModelError> {
     };
     let params = match t.get("params") {
         None => serde_json::Map::new(),
+        // The Cursor SDK's `[{ id, value }]`: warned about by the caller.
+        Some(toml::Value::Array(_)) => serde_json::Map::new(),
         Some(toml::Value::Table(p)) => match serde_json::to_value(p) {
             Ok(Value::Object(m)) => m,
             _ => {
@@ -320,10 +467,32 @@ fn parse_model_table(t: &toml::Table) -> Result<ModelSpec, ModelError> {
         },
         Some(_) => return Err(("`model.params` must be a table".to_owned(), None)),
     };
+    let count = |key: &str| -> Result<Option<u64>, ModelError> {
+        match t.get(key) {
+            None => Ok(None),
+            Some(toml::Value::Integer(n)) if *n > 0 => Ok(Some(*n as u64)),
+            Some(_) => Err((
+                format!("`model.{key}` must be a positive integer (tokens)"),
+                None,
+            )),
+        }
+    };
+    let context_window = count("context_window")?;
+    let max_output_tokens = count("max_output_tokens")?;
+    if let (Some(w), Some(o)) = (context_window, max_output_tokens)
+        && o >= w
+    {
+        return Err((
+            format!("`model.max_output_tokens` ({o}) must be less than `context_window` ({w})"),
+            None,
+        ));
+    }
     Ok(ModelSpec {
         provider,
         id,
         params,
+        context_window,
+        max_output_tokens,
     })
 }
 

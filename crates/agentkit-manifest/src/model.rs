@@ -117,6 +117,10 @@ pub struct AgentConfig {
     pub runtime: Runtime,
     pub harness: HarnessConfig,
     pub local: LocalConfig,
+    /// `output_schema`: the final reply of every turn is a JSON value
+    /// valid against this schema (`turn.completed.data.output`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 /// A model: `provider:id` or a `[model]` table.
@@ -129,6 +133,13 @@ pub struct ModelSpec {
     pub id: String,
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     pub params: serde_json::Map<String, Value>,
+    /// `[model] context_window`: the model's window in tokens (`None`:
+    /// known for common OpenAI and Anthropic models, else unbounded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+    /// `[model] max_output_tokens`: what a reply may take of the window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u64>,
 }
 
 /// The model providers this host knows.
@@ -185,6 +196,19 @@ pub struct HarnessConfig {
     /// `[harness.sandbox]`: what the `shell` built-in's children may reach,
     /// and the defaults every server tool's sandbox starts from.
     pub sandbox: Sandbox,
+    /// `compaction = "auto" | "off"`: summarise older turns when a request
+    /// would cross `compaction_threshold` of the model's window.
+    pub compaction: bool,
+    /// The fraction of the window (minus the output reserve) a request may
+    /// fill before older turns are compacted.
+    pub compaction_threshold: f64,
+    /// Token budgets (`None`: no limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_input_tokens_per_turn: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens_per_turn: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens_per_session: Option<u64>,
 }
 
 /// How strictly a sandbox applies (`mode`).
@@ -292,6 +316,11 @@ impl Default for HarnessConfig {
             turn_timeout: Duration::from_secs(600),
             approval_timeout: None,
             sandbox: Sandbox::default(),
+            compaction: true,
+            compaction_threshold: 0.8,
+            max_input_tokens_per_turn: None,
+            max_output_tokens_per_turn: None,
+            max_tokens_per_session: None,
         }
     }
 }
@@ -468,6 +497,10 @@ pub struct Connection {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     pub transport: Transport,
+    /// `oauth = true` (HTTP only): requests carry the access token that
+    /// `agentkit mcp login` obtained and the host refreshes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub oauth: bool,
 }
 
 /// How an MCP connection is reached. Strings keep their `${VAR}`
@@ -903,7 +936,21 @@ pub struct Experiment {
     pub description: Option<String>,
     /// The fraction of new sessions enrolled (0 to 1).
     pub traffic: f64,
+    /// What keeps a variant: the continuation key, or the principal.
+    pub sticky: Sticky,
     pub variants: Vec<Variant>,
+}
+
+/// `sticky` in an experiment file: what a variant sticks to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sticky {
+    /// The channel's continuation key (one conversation keeps its variant
+    /// across sessions), else the session.
+    #[default]
+    Key,
+    /// The admitted principal: every session of one caller gets one variant.
+    Principal,
 }
 
 /// One arm of an experiment.
@@ -914,9 +961,18 @@ pub struct Variant {
     pub weight: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelSpec>,
+    /// `instructions = "<file>"`: replaces the agent's instructions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<Instructions>,
     /// Appended to the instructions for sessions in this variant.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instructions_append: Option<String>,
+    /// The agent's authored tools this variant offers (all when `None`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// Replaces `[harness] max_steps`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u32>,
 }
 
 /// `evals/`: the config and every eval file.
@@ -1114,11 +1170,18 @@ fn yes() -> bool {
     true
 }
 
-/// A `${VAR}` reference in a definition file.
+/// A `${VAR}` reference in a definition file (outside comments).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvRef {
     pub name: String,
     pub path: String,
     pub line: u32,
+    /// `${VAR:-default}`: what an unset or empty variable reads as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+    /// `${VAR:?message}`: the variable must be set; `message` says why
+    /// (empty when the reference gave none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<String>,
 }

@@ -256,6 +256,9 @@ pub struct SessionInfo {
     pub dry_run: bool,
     pub as_of: Option<String>,
     pub busy: bool,
+    /// What the session's turns used so far (compaction requests included).
+    #[serde(default)]
+    pub usage: crate::Usage,
 }
 
 /// A session as `GET /v1/sessions` lists it.

@@ -69,6 +69,9 @@ pub struct TurnCompleted {
     pub result: String,
     pub usage: Usage,
     pub kind: Option<String>,
+    /// The reply parsed and validated against the agent's `output_schema`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<serde_json::Value>,
 }
 
 /// `turn.failed`.
@@ -96,6 +99,28 @@ pub struct StepStarted {
 pub struct StepCompleted {
     pub step: u32,
     pub duration_ms: u64,
+    /// The step's usage as the provider counted it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// The harness's estimate of the request's input tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimated_input_tokens: Option<u64>,
+}
+
+/// `context.compacted`: the first `messages` messages of the conversation
+/// (as folded at this event) are replaced, in every later request, by one
+/// user message carrying `summary`. The events they came from stay in the
+/// log.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ContextCompacted {
+    pub messages: usize,
+    pub summary: String,
+    /// The estimated input tokens of the request before and after.
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    /// What the summarisation request used.
+    pub usage: Usage,
 }
 
 /// `reasoning.appended`, and `message.appended` (whose `text` is the
@@ -144,6 +169,12 @@ impl MessageCompleted {
     /// The step goes on with tool calls.
     pub fn is_tool_call(&self) -> bool {
         self.finish_reason == "tool_call"
+    }
+
+    /// A final reply refused by the turn's `output_schema` (the model was
+    /// asked again): not part of the conversation later turns see.
+    pub fn is_invalid_output(&self) -> bool {
+        self.finish_reason == "invalid_output"
     }
 }
 
@@ -233,6 +264,7 @@ pub enum EventData {
     ActionResult(ActionResult),
     SubagentCalled(SubagentCalled),
     SubagentCompleted(SubagentCompleted),
+    ContextCompacted(ContextCompacted),
     /// A payload that does not fit its type, kept as it was.
     Unknown(Value),
 }
@@ -275,6 +307,7 @@ impl EventData {
             EventType::ActionResult => read(data, EventData::ActionResult),
             EventType::SubagentCalled => read(data, EventData::SubagentCalled),
             EventType::SubagentCompleted => read(data, EventData::SubagentCompleted),
+            EventType::ContextCompacted => read(data, EventData::ContextCompacted),
         }
     }
 }

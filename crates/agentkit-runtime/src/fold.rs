@@ -37,7 +37,9 @@ pub fn conversation(events: &[Event], exclude: &BTreeSet<u64>) -> Vec<Message> {
                 out.push(Message::User { text: m.text });
             }
             (EventData::MessageCompleted(m), Some(turn)) => {
-                if m.is_tool_call() {
+                if m.is_invalid_output() {
+                    // Refused by the output schema and asked again.
+                } else if m.is_tool_call() {
                     pending_text.insert(turn, m.text);
                 } else {
                     out.push(Message::Assistant {
@@ -58,10 +60,30 @@ pub fn conversation(events: &[Event], exclude: &BTreeSet<u64>) -> Vec<Message> {
                 output: r.output,
                 is_error: r.is_error,
             }),
+            // A compaction holds whatever became of its turn: the summary
+            // replaces the messages it covered in every later request.
+            (EventData::ContextCompacted(c), _) => {
+                out.drain(..c.messages.min(out.len()));
+                out.insert(0, agentkit_harness::summary_message(&c.summary));
+            }
             _ => {}
         }
     }
     out
+}
+
+/// What the session's turns used so far: completed and failed turns (the
+/// summarisation requests of compactions are part of their turn's).
+pub(crate) fn usage(events: &[Event]) -> agentkit_protocol::Usage {
+    let mut total = agentkit_protocol::Usage::default();
+    for e in events {
+        match e.payload() {
+            EventData::TurnCompleted(t) => total += t.usage,
+            EventData::TurnFailed(t) => total += t.usage.unwrap_or_default(),
+            _ => {}
+        }
+    }
+    total
 }
 
 /// Does the fold (or the approvals list, or recovery) read events of this
@@ -80,6 +102,7 @@ pub(crate) fn keeps(t: EventType) -> bool {
             | EventType::TurnStarted
             | EventType::TurnCompleted
             | EventType::TurnFailed
+            | EventType::ContextCompacted
             | EventType::SessionWaiting
             | EventType::SessionCompleted
             | EventType::SessionFailed
@@ -156,9 +179,13 @@ impl FoldCache {
             return;
         }
         // The result of a completed turn repeats its last message; only
-        // the turn id matters here.
+        // the turn id and the usage matter here.
         if event.event_type == EventType::TurnCompleted {
-            event.data = Value::Null;
+            let usage = event.data.get("usage").cloned();
+            event.data = match usage {
+                Some(usage) => serde_json::json!({ "usage": usage }),
+                None => Value::Null,
+            };
         }
         self.events.push(event);
     }

@@ -376,6 +376,8 @@ impl AgentRuntime {
         } = next;
         let turn_id = new_id("turn");
         let id = &session.id;
+        let began = std::time::Instant::now();
+        let (mut tool_calls, mut tool_errors) = (0u64, 0u64);
         let mut started = json!({"messages": batch.len()});
         if let (Some(turn), Some(obj)) = (&resume, started.as_object_mut()) {
             obj.insert("resumes".into(), json!(turn));
@@ -383,11 +385,12 @@ impl AgentRuntime {
         self.append(id, EventType::TurnStarted, Some(&turn_id), started)
             .await?;
         let exclude: BTreeSet<u64> = batch.iter().map(|q| q.index).collect();
-        let (history, assignments) = self
+        let (history, assignments, prior_usage) = self
             .with_history(session, |events| {
                 (
                     fold::conversation(events, &exclude),
                     crate::ab::recorded(events),
+                    fold::usage(events),
                 )
             })
             .await?;
@@ -436,6 +439,7 @@ impl AgentRuntime {
             approvals: Some(self.gate(id)),
             as_of: session.meta().as_of.clone(),
             origin,
+            prior_usage,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
         let harness = tokio::spawn(agentkit_harness::run_turn(input, tx));
@@ -452,6 +456,12 @@ impl AgentRuntime {
             {
                 self.mark_parked(session, true);
             }
+            for e in &batch {
+                if let agentkit_harness::StepEvent::ActionResult { is_error, .. } = e {
+                    tool_calls += 1;
+                    tool_errors += u64::from(*is_error);
+                }
+            }
             let events = batch
                 .into_iter()
                 .map(|e| NewEvent {
@@ -467,15 +477,36 @@ impl AgentRuntime {
             message: format!("the turn crashed: {e}"),
         });
         let completed = matches!(outcome, TurnOutcome::Completed { .. });
+        if !assignments.is_empty() {
+            let (outcome, usage) = match &outcome {
+                TurnOutcome::Completed { usage, .. } => ("completed", *usage),
+                TurnOutcome::Failed { .. } => ("failed", Default::default()),
+                TurnOutcome::OverBudget { usage, .. } => ("failed", *usage),
+                TurnOutcome::Interrupted => ("interrupted", Default::default()),
+            };
+            self.inner.db.record_turn(crate::ab_metrics::TurnRow {
+                session_id: id.as_str().to_owned(),
+                turn_id: turn_id.clone(),
+                outcome,
+                usage,
+                latency_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
+                tool_calls,
+                tool_errors,
+                ended_at_ms: chrono::Utc::now().timestamp_millis(),
+            });
+        }
         match outcome {
-            TurnOutcome::Completed { result, usage } => {
-                self.append(
-                    id,
-                    EventType::TurnCompleted,
-                    Some(&turn_id),
-                    json!({"result": result, "usage": usage}),
-                )
-                .await?;
+            TurnOutcome::Completed {
+                result,
+                usage,
+                output,
+            } => {
+                let mut data = json!({"result": result, "usage": usage});
+                if let Some(output) = output {
+                    data["output"] = output;
+                }
+                self.append(id, EventType::TurnCompleted, Some(&turn_id), data)
+                    .await?;
             }
             TurnOutcome::Failed { message } => {
                 self.append(
@@ -483,6 +514,19 @@ impl AgentRuntime {
                     EventType::TurnFailed,
                     Some(&turn_id),
                     json!({"message": message}),
+                )
+                .await?;
+            }
+            TurnOutcome::OverBudget {
+                limit,
+                message,
+                usage,
+            } => {
+                self.append(
+                    id,
+                    EventType::TurnFailed,
+                    Some(&turn_id),
+                    json!({"message": message, "reason": "budget", "limit": limit, "usage": usage}),
                 )
                 .await?;
             }

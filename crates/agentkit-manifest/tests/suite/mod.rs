@@ -13,6 +13,7 @@ mod invalid;
 #[cfg(unix)]
 mod io;
 mod layout;
+mod ported;
 mod robustness;
 
 /// The repository's `fixtures/` folder.
