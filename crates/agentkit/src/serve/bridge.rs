@@ -86,6 +86,8 @@ pub(crate) struct BridgeAgent {
     pub(crate) calls: CallTokens,
     /// GitHub access with the agent's github channels' credentials.
     pub(crate) github: HostGithub,
+    /// Slack Web API access with the agent's slack channels' bot tokens.
+    pub(crate) slack: super::services::HostSlack,
     /// `send`, `get_session`, `emit_assistant_message`.
     pub(crate) sessions: HostSessions,
 }
@@ -208,6 +210,7 @@ pub(crate) fn spawn(
         .route("/v1/reminders", get(reminders_list).post(reminders_create))
         .route("/v1/reminders/{id}", delete(reminders_cancel))
         .route("/v1/github", post(github_request))
+        .route("/v1/slack", post(slack_request))
         .route("/v1/send", post(send))
         .route("/v1/sessions/{id}", get(session_get))
         .route("/v1/sessions/{id}/messages", post(session_emit))
@@ -555,6 +558,58 @@ async fn github_request(caller: Caller, bytes: Bytes) -> Reply {
             StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_GATEWAY),
             e.code(),
             e.to_string(),
+        )),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SlackBody {
+    /// The slack channel file whose bot token to use (optional with one).
+    #[serde(default)]
+    channel: Option<String>,
+    /// A Web API method (`chat.postMessage`, `reactions.add`, …).
+    method: String,
+    #[serde(default)]
+    body: Value,
+}
+
+/// `POST /v1/slack` `{channel?, method, body}`: one Slack Web API call
+/// with the bot token of the agent's slack channel (`host.slack` for
+/// subprocess tools, route handlers, schedule commands and hooks);
+/// `{ok, result}` with Slack's answer. Slack's refusals (`ok: false`,
+/// `ratelimited`) are `502` `upstream_error` carrying Slack's error.
+async fn slack_request(caller: Caller, bytes: Bytes) -> Reply {
+    let req: SlackBody = body(&bytes, "{\"method\", \"body\"?, \"channel\"?}")?;
+    let valid = !req.method.is_empty()
+        && req
+            .method
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_');
+    if !valid {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::BadRequest,
+            format!(
+                "`method` must be a Web API method like `chat.postMessage`, not `{}`",
+                req.method
+            ),
+        ));
+    }
+    let client = caller
+        .slack
+        .client(req.channel.as_deref())
+        .map_err(|e| error(StatusCode::NOT_FOUND, ErrorCode::NotFound, e.to_string()))?;
+    let payload = match req.body {
+        Value::Null => Value::Object(Default::default()),
+        other => other,
+    };
+    match client.call(&req.method, &payload).await {
+        Ok(result) => ok("result", result),
+        Err(e) => Err(error(
+            StatusCode::BAD_GATEWAY,
+            ErrorCode::UpstreamError,
+            format!("slack `{}`: {e}", req.method),
         )),
     }
 }

@@ -191,6 +191,7 @@ pub(crate) async fn mount(
         depths,
         runtime: runtime.clone(),
         github: resolved.github,
+        slack: resolved.slack,
         calls,
     };
     let hooks = timers::start_hooks(&runtime, resolved.hooks, &shared.extensions.hooks);

@@ -1045,3 +1045,99 @@ fn host_slack_posts_updates_and_reacts_with_the_channels_bot_token() {
     assert!(!out.to_string().contains("xoxb-announcer"));
     rt.block_on(handle.close());
 }
+
+/// `host.slack` for subprocess tools: `POST $AGENTKIT_HOST_URL/v1/slack`
+/// calls the Web API with the slack channel's bot token (which the tool
+/// never sees); Slack's refusals are 502 with Slack's error.
+#[test]
+fn a_subprocess_tool_calls_slack_through_the_host_bridge() {
+    let mock = MockSlack::start();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("agents/bot/agent");
+    write(&agent.join("agent.toml"), "model = \"test\"\n");
+    write(&agent.join("instructions.md"), "You announce.\n");
+    write(
+        &agent.join("channels/slack.toml"),
+        "kind = \"slack\"\nmode = \"events\"\napi_url = \"${SLACK_API_URL}\"\nenv_prefix = \"ANNOUNCER\"\n",
+    );
+    let script = r#"
+import json, os, sys, urllib.request, urllib.error
+args = json.load(sys.stdin)
+def slack(method, body):
+    req = urllib.request.Request(
+        os.environ["AGENTKIT_HOST_URL"] + "/v1/slack",
+        data=json.dumps({"method": method, "body": body}).encode(),
+        headers={"Authorization": "Bearer " + os.environ["AGENTKIT_HOST_TOKEN"], "Content-Type": "application/json"},
+        method="POST")
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+status, posted = slack("chat.postMessage", {"channel": args["channel"], "text": args["text"]})
+ts = posted["result"]["ts"]
+_, _ = slack("reactions.add", {"channel": args["channel"], "timestamp": ts, "name": "tada"})
+again, refused = slack("reactions.add", {"channel": args["channel"], "timestamp": ts, "name": "tada"})
+bad, _ = slack("chat.postMessage; rm", {})
+print(json.dumps({"status": status, "ts": ts, "again": again, "refused": refused, "bad": bad}))
+"#;
+    write(&agent.join("tools/announce.py"), script);
+    write(
+        &agent.join("tools/announce.toml"),
+        "description = \"Announces in Slack\"\ncommand = [\"python3\", \"announce.py\"]\n[input_schema]\ntype = \"object\"\n",
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let api = mock.api_url();
+    let vars = [
+        ("SLACK_API_URL".to_owned(), api),
+        (
+            "ANNOUNCER_SLACK_BOT_TOKEN".to_owned(),
+            "xoxb-announcer".to_owned(),
+        ),
+        (
+            "ANNOUNCER_SLACK_SIGNING_SECRET".to_owned(),
+            SECRET.to_owned(),
+        ),
+    ];
+    let options = ServeOptions {
+        port: 0,
+        state_root: Some(dir.path().join("state")),
+        env: EnvLookup(Arc::new(move |name| {
+            vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+        })),
+        ..ServeOptions::default()
+    };
+    let handle = rt
+        .block_on(agentkit::serve(&dir.path().join("agents"), options))
+        .unwrap();
+    let r = Request::post("/bot/v1/tools/announce")
+        .json(&json!({"input": {"channel": "C7", "text": "Deployed"}}))
+        .send(handle.local_addr())
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["isError"], false, "{}", r.body);
+    let out = r.json()["result"].clone();
+    assert_eq!(out["status"], 200, "{out}");
+    assert_eq!(out["again"], 502, "{out}");
+    assert!(
+        out["refused"].to_string().contains("already_reacted"),
+        "{out}"
+    );
+    assert_eq!(out["bad"], 400, "{out}");
+    let posted = mock.messages();
+    assert_eq!(posted.len(), 1);
+    assert_eq!(posted[0].text, "Deployed");
+    assert_eq!(posted[0].ts, out["ts"].as_str().unwrap());
+    assert_eq!(posted[0].reactions, ["tada"]);
+    assert!(
+        mock.calls()
+            .iter()
+            .all(|c| c.authorization.as_deref() == Some("Bearer xoxb-announcer"))
+    );
+    assert!(!out.to_string().contains("xoxb-announcer"));
+    rt.block_on(handle.close());
+}
