@@ -1,7 +1,7 @@
 //! The runtime form of one auth policy, with its secrets already resolved.
 
 use crate::{
-    AuthContext, PrincipalType, Refusal, RequestParts, Secret, Surface,
+    AuthContext, CustomPolicy, JwtPolicy, PrincipalType, Refusal, RequestParts, Secret, Surface,
     credential::{admit_bearer, admit_hmac_signature, admit_shared_secret},
     local::{LoopbackCheck, admit_loopback},
 };
@@ -35,6 +35,11 @@ pub enum Policy {
         secret: Secret,
         prefix: Option<String>,
     },
+    /// `Authorization: Bearer <JWT>` verified against an identity
+    /// provider's published keys.
+    Jwt(JwtPolicy),
+    /// A verifier written in Rust by an embedder.
+    Custom(CustomPolicy),
 }
 
 /// A bearer token and the principal it authenticates.
@@ -66,11 +71,17 @@ impl Policy {
             Policy::Bearer { .. } => "bearer",
             Policy::SharedSecret { .. } => "sharedSecret",
             Policy::HmacSignature { .. } => "hmacSignature",
+            Policy::Jwt(_) => "jwt",
+            Policy::Custom(custom) => custom.name(),
         }
     }
 
     /// Whether this policy alone admits `req` on `surface`.
-    pub fn admit(&self, req: &RequestParts<'_>, surface: Surface) -> Result<AuthContext, Refusal> {
+    pub async fn admit(
+        &self,
+        req: &RequestParts<'_>,
+        surface: Surface,
+    ) -> Result<AuthContext, Refusal> {
         let name = self.name();
         match self {
             Policy::LocalDevStrict => admit_loopback(name, LoopbackCheck::Strict, req),
@@ -90,6 +101,8 @@ impl Policy {
                 secret,
                 prefix,
             } => admit_hmac_signature(name, header, secret, prefix.as_deref(), req),
+            Policy::Jwt(jwt) => jwt.admit(name, req).await,
+            Policy::Custom(custom) => custom.admit(req).await,
         }
     }
 }
@@ -103,6 +116,8 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use std::net::{IpAddr, Ipv4Addr};
+
+    use futures_util::FutureExt;
 
     use super::*;
 
@@ -146,7 +161,11 @@ mod tests {
     #[test]
     fn allow_all_admits_a_remote_peer_anonymously() {
         let req = RequestParts::new(Some(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 1))));
-        let ctx = Policy::AllowAll.admit(&req, Surface::BuiltinApi).unwrap();
+        let ctx = Policy::AllowAll
+            .admit(&req, Surface::BuiltinApi)
+            .now_or_never()
+            .unwrap()
+            .unwrap();
         assert_eq!(
             ctx,
             AuthContext::new("allowAll", "anonymous", PrincipalType::Anonymous)
@@ -159,10 +178,15 @@ mod tests {
         assert!(
             Policy::PublicEndpoint
                 .admit(&req, Surface::CustomChannel)
+                .now_or_never()
+                .unwrap()
                 .is_ok()
         );
         assert_eq!(
-            Policy::PublicEndpoint.admit(&req, Surface::BuiltinApi),
+            Policy::PublicEndpoint
+                .admit(&req, Surface::BuiltinApi)
+                .now_or_never()
+                .unwrap(),
             Err(Refusal::NotCustomChannel)
         );
     }

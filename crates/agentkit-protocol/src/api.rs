@@ -269,9 +269,14 @@ pub struct SessionSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
     pub busy: bool,
+    /// The owning principal; listed for an operator, who sees every
+    /// principal's sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal_id: Option<String>,
 }
 
-/// `GET /v1/sessions`: the caller's sessions.
+/// `GET /v1/sessions`: the caller's sessions (every session of the agent,
+/// newest first and at most [`OPERATOR_LIST_LIMIT`], for an operator).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionList {
     pub ok: bool,
@@ -419,7 +424,25 @@ pub struct Info {
     /// Whether the model's shell and the tools run sandboxed here:
     /// `{available, abi, mode, networkRules, reason}`.
     pub sandbox: Value,
+    /// Who is asking: the admitted principal and whether it is an
+    /// operator (the playground shows the operator view then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<Caller>,
 }
+
+/// The `caller` entry of [`Info`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Caller {
+    pub principal_id: String,
+    pub principal_type: String,
+    pub authenticator: String,
+    /// May act on every session of the agent, whoever owns it.
+    pub operator: bool,
+}
+
+/// The most sessions `GET /v1/sessions` lists for an operator.
+pub const OPERATOR_LIST_LIMIT: usize = 500;
 
 /// The `mcp` entry of [`Info`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

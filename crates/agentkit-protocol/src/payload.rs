@@ -47,6 +47,10 @@ pub struct SessionFailed {
 #[serde(rename_all = "camelCase", default)]
 pub struct MessageReceived {
     pub text: String,
+    /// Who sent it when that is not the session's owner: an operator, as
+    /// `operator:<principalId>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
 }
 
 /// `turn.started`.

@@ -22,6 +22,18 @@ pub struct Owner {
 }
 
 impl Owner {
+    /// An operator (the operator token's holder, the loopback caller
+    /// under `--dev`): past every ownership check of the agent's sessions.
+    pub fn is_operator(&self) -> bool {
+        self.principal_type == "operator"
+    }
+
+    /// How an operator's actions are recorded (`by` of an approval
+    /// decision, `from` of a message): `operator:<principalId>`.
+    pub fn operator_label(&self) -> String {
+        format!("operator:{}", self.principal_id)
+    }
+
     pub fn from_auth(auth: &agentkit_auth::AuthContext) -> Owner {
         let principal_type = serde_json::to_value(auth.principal_type)
             .ok()

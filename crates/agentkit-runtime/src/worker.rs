@@ -273,6 +273,20 @@ impl AgentRuntime {
         admission: Admission,
         files: Vec<(String, String)>,
     ) -> Result<(bool, u64)> {
+        self.accept_from(session, text, admission, files, None)
+            .await
+    }
+
+    /// [`accept`](Self::accept), recording `from` (an operator who is not
+    /// the owner) on `message.received`.
+    pub(crate) async fn accept_from(
+        &self,
+        session: &Arc<Session>,
+        text: String,
+        admission: Admission,
+        files: Vec<(String, String)>,
+        from: Option<String>,
+    ) -> Result<(bool, u64)> {
         self.ready(session).await?;
         if admission == Admission::Reject && session.state().is_busy() {
             return Err(Error::SessionBusy {
@@ -284,13 +298,12 @@ impl AgentRuntime {
             self.ensure_workspace(session).await?;
             workspace::write_files(&session.workspace, &files)?;
         }
+        let mut data = json!({"text": text});
+        if let (Some(from), Some(obj)) = (from, data.as_object_mut()) {
+            obj.insert("from".into(), json!(from));
+        }
         let received = self
-            .append(
-                &session.id,
-                EventType::MessageReceived,
-                None,
-                json!({"text": text}),
-            )
+            .append(&session.id, EventType::MessageReceived, None, data)
             .await?;
         let queued = Queued {
             text,

@@ -3,10 +3,12 @@
 //! server for the third parties on the other side ([`mock`]), a mock model
 //! provider speaking the OpenAI and Anthropic streaming formats
 //! ([`provider`]), the Python environment of the third-party MCP
-//! peers, and re-running a test with a secret in its parent's environment
+//! peers, an identity provider's keys, tokens and JWKS server ([`jwt`]),
+//! and re-running a test with a secret in its parent's environment
 //! ([`rerun`]).
 
 pub mod http;
+pub mod jwt;
 pub mod mock;
 pub mod process;
 pub mod provider;

@@ -266,7 +266,10 @@ pub(crate) fn agent_entry(agent: &Mounted) -> AgentEntry {
     }
 }
 
-pub(crate) async fn info(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
+pub(crate) async fn info(
+    State(state): State<AgentState>,
+    Authed { owner, .. }: Authed,
+) -> ApiResult {
     let agent = &state.agent;
     let value = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
     Ok(json_ok(Info {
@@ -283,6 +286,12 @@ pub(crate) async fn info(State(state): State<AgentState>, _auth: Authed) -> ApiR
         sandbox: value(serde_json::to_value(agentkit_harness::sandbox_info(
             agent.project.agent.config.harness.sandbox.mode,
         ))),
+        caller: Some(api::Caller {
+            operator: owner.is_operator(),
+            principal_id: owner.principal_id,
+            principal_type: owner.principal_type,
+            authenticator: owner.authenticator,
+        }),
     }))
 }
 
@@ -323,7 +332,7 @@ pub(crate) async fn approvals(
 
 /// `POST /v1/session/:id/approvals/:callId` with `{"decision":
 /// "approve"|"deny", "reason"?}`; the caller's principal is recorded as
-/// `by`.
+/// `by` (`operator:<principalId>` for an operator).
 pub(crate) async fn resolve_approval(
     State(state): State<AgentState>,
     Path((id, call)): Path<(String, String)>,
@@ -331,10 +340,17 @@ pub(crate) async fn resolve_approval(
 ) -> ApiResult {
     let req: ApprovalDecision = parse_json(&body)?;
     let approved = req.approved().map_err(ApiError::bad_request)?;
+    // An operator's decision is recorded as `operator:<principalId>`, so
+    // the log says an operator, not the owner, decided.
+    let by = if owner.is_operator() {
+        owner.operator_label()
+    } else {
+        owner.principal_id.clone()
+    };
     let decision = agentkit_runtime::Decision {
         approved,
         reason: req.reason,
-        by: owner.principal_id.clone(),
+        by,
     };
     let resolved = state
         .agent

@@ -47,6 +47,12 @@ pub struct ServeOptions {
     /// Replaces the default chain with `allow_all` (shared `anonymous`
     /// principal) on channels that do not author their own chain.
     pub allow_anonymous: bool,
+    /// The operator token (`--operator-token`, `AGENTKIT_OPERATOR_TOKEN`):
+    /// its holder (`Authorization: Bearer <token>`) is the `operator`
+    /// principal on every agent's built-in API and may list, stream,
+    /// follow up, stop and resolve approvals on every session, whoever
+    /// owns it. Under `dev` the direct loopback caller is an operator too.
+    pub operator_token: Option<String>,
     /// The model for agents that name none (`AGENTKIT_MODEL`); the binary
     /// reads the environment, the library does not.
     pub default_model: Option<String>,
@@ -138,6 +144,7 @@ impl Default for ServeOptions {
             mode: Mode::Multi,
             bearer_token: None,
             allow_anonymous: false,
+            operator_token: None,
             default_model: None,
             model: None,
             body_limit: 1024 * 1024,
@@ -204,6 +211,8 @@ pub(crate) struct Edge {
 pub(crate) struct AuthDefaults {
     pub(crate) bearer_token: Option<String>,
     pub(crate) allow_anonymous: bool,
+    /// Who is an operator besides the loopback caller under `--dev`.
+    pub(crate) operator_token: Option<String>,
 }
 
 /// The models agents run on, checked at startup.
@@ -258,6 +267,11 @@ impl ServeOptions {
             }),
             None => None,
         };
+        if self.operator_token.is_some() && self.operator_token == self.bearer_token {
+            return Err(Error::Config {
+                message: "the operator token must differ from the bearer token: every bearer holder would be an operator".into(),
+            });
+        }
         let forced = match &self.model {
             Some(s) => Some(parse_model("--model", s)?),
             None => None,
@@ -277,6 +291,7 @@ impl ServeOptions {
             auth: AuthDefaults {
                 bearer_token: self.bearer_token,
                 allow_anonymous: self.allow_anonymous,
+                operator_token: self.operator_token,
             },
             state_root: self.state_root,
             models: Models {

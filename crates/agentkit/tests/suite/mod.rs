@@ -10,6 +10,7 @@ mod github_app;
 mod hooks;
 mod http;
 mod mcp;
+mod operators;
 mod playground;
 mod providers;
 mod sandbox;
