@@ -33,7 +33,9 @@ pub(crate) fn http_chain(
 
 /// The chain for channels that author none.
 pub(crate) fn default_chain(defaults: &AuthDefaults, surface: Surface) -> Chain {
-    if let Some(token) = &defaults.bearer_token {
+    if let Some(policies) = &defaults.policies {
+        Chain::new(policies.clone(), surface)
+    } else if let Some(token) = &defaults.bearer_token {
         Chain::bearer_token(token.clone(), surface)
     } else if defaults.allow_anonymous {
         Chain::allow_anonymous(surface)

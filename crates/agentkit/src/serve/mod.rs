@@ -13,7 +13,8 @@
 //! `options` (what to serve with, split by concern), `http` (the error
 //! answer, the `Authed` extractor, JSON bodies), `depths` (delegation
 //! depth), `edge` (accepting and bounding connections), `services`
-//! (`HostServices`), `resolve` (every `${VAR}`, once), `auth` (chains),
+//! (`HostServices`), `jwks` (the `jwt` policy's key fetches), `resolve`
+//! (every `${VAR}`, once), `auth` (chains and operators),
 //! `timers`, `mcp` and `connection_tools` (MCP server and clients),
 //! `bridge` (the loopback host bridge), `channels` (custom channels),
 //! `mount` (one agent), `api` and `dev` (its routes), `router`, `handle`
@@ -30,6 +31,7 @@ mod edge;
 mod evals;
 mod handle;
 mod http;
+mod jwks;
 mod mcp;
 mod mount;
 mod options;

@@ -53,6 +53,11 @@ pub struct ServeOptions {
     /// follow up, stop and resolve approvals on every session, whoever
     /// owns it. Under `dev` the direct loopback caller is an operator too.
     pub operator_token: Option<String>,
+    /// An auth chain written in Rust (a [`agentkit_auth::Policy::Custom`]
+    /// verifier, a `jwt` policy, any built-in one) in place of the
+    /// default on channels that author none; it wins over
+    /// `bearer_token` and `allow_anonymous`.
+    pub auth: Option<Vec<agentkit_auth::Policy>>,
     /// The model for agents that name none (`AGENTKIT_MODEL`); the binary
     /// reads the environment, the library does not.
     pub default_model: Option<String>,
@@ -145,6 +150,7 @@ impl Default for ServeOptions {
             bearer_token: None,
             allow_anonymous: false,
             operator_token: None,
+            auth: None,
             default_model: None,
             model: None,
             body_limit: 1024 * 1024,
@@ -213,6 +219,8 @@ pub(crate) struct AuthDefaults {
     pub(crate) allow_anonymous: bool,
     /// Who is an operator besides the loopback caller under `--dev`.
     pub(crate) operator_token: Option<String>,
+    /// The embedder's chain (`ServeOptions::auth`), first of all.
+    pub(crate) policies: Option<Vec<agentkit_auth::Policy>>,
 }
 
 /// The models agents run on, checked at startup.
@@ -292,6 +300,7 @@ impl ServeOptions {
                 bearer_token: self.bearer_token,
                 allow_anonymous: self.allow_anonymous,
                 operator_token: self.operator_token,
+                policies: self.auth,
             },
             state_root: self.state_root,
             models: Models {

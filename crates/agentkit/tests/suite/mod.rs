@@ -9,6 +9,7 @@ mod fixtures;
 mod github_app;
 mod hooks;
 mod http;
+mod jwt;
 mod mcp;
 mod operators;
 mod playground;
