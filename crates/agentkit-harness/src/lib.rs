@@ -60,8 +60,8 @@ pub use process::{
     run_child, signal_of, spawn_child,
 };
 pub use providers::{
-    Backoff, Cassette, HttpClientError, RetryPolicy, http_client, http_error_text,
-    redact_credentials, retry_after_header,
+    Backoff, Cassette, HttpClientError, OfferedTool, RetryPolicy, http_client, http_error_text,
+    redact_credentials, request_context, retry_after_header,
 };
 pub use sandbox::{
     DEV_FILES, ETC_HIDDEN, SIMULATE_UNAVAILABLE_ENV, SYSTEM_READ, SandboxSpec, SandboxStatus,

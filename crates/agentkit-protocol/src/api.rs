@@ -441,6 +441,50 @@ pub struct Caller {
     pub operator: bool,
 }
 
+/// `GET /v1/session/:id/context?turnId=…&step=…`: what the model was sent
+/// at one step of a turn, rebuilt from the log (the log does not repeat
+/// the system prompt and tool catalog per step).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepContext {
+    pub ok: bool,
+    pub session_id: String,
+    pub turn_id: String,
+    /// 1-based, as `step.started` numbers it.
+    pub step: u32,
+    /// The system prompt: instructions, the skills catalog, the frozen
+    /// instant of an `asOf` session.
+    pub system: String,
+    /// The tools offered, in the order the providers list them.
+    pub tools: Vec<OfferedTool>,
+    /// The folded conversation: earlier turns, this turn's user message,
+    /// and the steps of this turn before this one.
+    pub conversation: Vec<crate::Message>,
+    pub size: ContextSize,
+}
+
+/// A tool of a [`StepContext`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OfferedTool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
+/// How big a [`StepContext`] is, in characters of its JSON and in
+/// approximate tokens (a quarter of the characters; the step's recorded
+/// usage has the provider's own count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextSize {
+    pub system_chars: u64,
+    pub tools_chars: u64,
+    pub conversation_chars: u64,
+    pub messages: u64,
+    pub approx_tokens: u64,
+}
+
 /// The most sessions `GET /v1/sessions` lists for an operator.
 pub const OPERATOR_LIST_LIMIT: usize = 500;
 

@@ -64,6 +64,9 @@ pub struct TurnStarted {
     pub resumes: Option<String>,
     /// `emitted` for assistant text a channel recorded without a model.
     pub kind: Option<String>,
+    /// The log indices of the `message.received` events the turn answers
+    /// (what its user message was made of).
+    pub received: Vec<u64>,
 }
 
 /// `turn.completed`.

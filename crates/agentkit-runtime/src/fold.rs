@@ -12,10 +12,20 @@ use serde_json::Value;
 /// count only from turns that completed, because an interrupted or failed
 /// turn may have stopped halfway through a step.
 pub fn conversation(events: &[Event], exclude: &BTreeSet<u64>) -> Vec<Message> {
+    conversation_with(events, exclude, None)
+}
+
+/// [`conversation`], counting the steps of `open_turn` as if it had
+/// completed: the context a later step of that turn was sent.
+pub(crate) fn conversation_with(
+    events: &[Event],
+    exclude: &BTreeSet<u64>,
+    open_turn: Option<&str>,
+) -> Vec<Message> {
     // A turn that a restart cut short while a call waited for approval
     // counts once a later turn resumes it: its steps up to the parked call
     // (and the results recorded on approval) are the context of the resume.
-    let mut completed: BTreeSet<String> = BTreeSet::new();
+    let mut completed: BTreeSet<String> = open_turn.into_iter().map(str::to_owned).collect();
     for e in events {
         match e.event_type {
             EventType::TurnCompleted => completed.extend(e.turn_id.clone()),

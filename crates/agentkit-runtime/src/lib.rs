@@ -28,6 +28,7 @@
 mod ab;
 mod approvals;
 mod clock;
+mod context;
 mod db;
 mod emit;
 mod error;

@@ -389,7 +389,8 @@ impl AgentRuntime {
         } = next;
         let turn_id = new_id("turn");
         let id = &session.id;
-        let mut started = json!({"messages": batch.len()});
+        let received: Vec<u64> = batch.iter().map(|q| q.index).collect();
+        let mut started = json!({"messages": batch.len(), "received": received});
         if let (Some(turn), Some(obj)) = (&resume, started.as_object_mut()) {
             obj.insert("resumes".into(), json!(turn));
         }

@@ -17,7 +17,7 @@
 //! (every `${VAR}`, once), `auth` (chains and operators),
 //! `timers`, `mcp` and `connection_tools` (MCP server and clients),
 //! `bridge` (the loopback host bridge), `channels` (custom channels),
-//! `mount` (one agent), `api` and `dev` (its routes), `router`, `handle`
+//! `mount` (one agent), `api`, `dev` and `context` (its routes), `router`, `handle`
 //! (`ServeHandle`), and this file, which wires them in order.
 
 mod api;
@@ -25,6 +25,7 @@ mod auth;
 mod bridge;
 mod channels;
 mod connection_tools;
+mod context;
 mod depths;
 mod dev;
 mod edge;

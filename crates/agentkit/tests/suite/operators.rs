@@ -365,3 +365,90 @@ fn the_operator_token_must_differ_from_the_bearer_token() {
         "{err}"
     );
 }
+
+#[test]
+fn a_steps_context_is_rebuilt_for_an_operator() {
+    let s = host(
+        None,
+        ServeOptions {
+            operator_token: Some("op-7f3a9c".into()),
+            ..ServeOptions::default()
+        },
+    );
+    let op = |r: Request| r.bearer("op-7f3a9c");
+    let (id, call) = anonymous_session(&s, &op);
+    let r = send(
+        &s,
+        op(Request::post(&format!(
+            "/bot/v1/session/{id}/approvals/{call}"
+        )))
+        .json(&json!({"decision": "approve"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let events = until(&s, &id, &op, "turn.completed");
+    let turn = events.last().unwrap()["turnId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let context = |step: u32, who: &dyn Fn(Request) -> Request| {
+        send(
+            &s,
+            who(Request::get(&format!(
+                "/bot/v1/session/{id}/context?turnId={turn}&step={step}"
+            ))),
+        )
+    };
+    let first = context(1, &op);
+    assert_eq!(first.status, 200, "{}", first.body);
+    let first = first.json();
+    assert_eq!(first["system"], "You are a test agent.");
+    let tools: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools[0], "echo", "{tools:?}");
+    assert_eq!(
+        first["tools"][0]["inputSchema"]["required"],
+        json!(["text"])
+    );
+    assert_eq!(
+        first["conversation"],
+        json!([{"role": "user", "text": "disk full"}])
+    );
+    // The second step saw the first one's call and its result.
+    let second = context(2, &op).json();
+    let conversation = second["conversation"].as_array().unwrap();
+    assert_eq!(conversation.len(), 3, "{conversation:#?}");
+    assert_eq!(conversation[1]["toolCalls"][0]["toolName"], "echo");
+    assert_eq!(
+        conversation[1]["toolCalls"][0]["input"],
+        json!({"text": "hi"})
+    );
+    assert_eq!(conversation[2]["output"], json!({"echo": "hi"}));
+    let size = &second["size"];
+    assert_eq!(size["messages"], 3);
+    assert_eq!(size["systemChars"], "You are a test agent.".len());
+    assert!(
+        size["conversationChars"].as_u64().unwrap()
+            > first["size"]["conversationChars"].as_u64().unwrap()
+    );
+    let total = size["systemChars"].as_u64().unwrap()
+        + size["toolsChars"].as_u64().unwrap()
+        + size["conversationChars"].as_u64().unwrap();
+    assert_eq!(size["approxTokens"].as_u64().unwrap(), total.div_ceil(4));
+    // No such step; and not for a caller who is no operator (off --dev),
+    // even on their own session.
+    assert_eq!(context(3, &op).status, 404);
+    let mine = send(
+        &s,
+        Request::post("/bot/v1/session").json(&json!({"message": "go"})),
+    );
+    let mine = mine.json()["sessionId"].as_str().unwrap().to_owned();
+    let r = send(
+        &s,
+        Request::get(&format!("/bot/v1/session/{mine}/context?turnId=x&step=1")),
+    );
+    assert_eq!((r.status, r.error_code()), (403, "forbidden".to_owned()));
+}
