@@ -562,7 +562,9 @@ impl AgentRuntime {
     /// Returns whether a turn was running.
     pub fn stop(&self, id: &str, owner: &Owner) -> Result<bool> {
         let session = self.owned(id, owner)?;
-        let stopped = session.state().stop();
+        let by = (owner.is_operator() && session.meta().owner.principal_id != owner.principal_id)
+            .then(|| owner.operator_label());
+        let stopped = session.state().stop_by(by);
         if stopped {
             tracing::info!(session = %id, by = %owner.principal_id, operator = owner.is_operator(), "turn stopped");
         }

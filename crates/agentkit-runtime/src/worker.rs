@@ -498,19 +498,23 @@ impl AgentRuntime {
                 .await?;
             }
             TurnOutcome::Interrupted => {
-                let reason = session.state().interrupt();
+                let (reason, stopped_by) = {
+                    let mut state = session.state();
+                    (state.interrupt(), state.take_stopped_by())
+                };
                 // A shutdown keeps parked calls waiting (they survive the
                 // restart); a preempted or stopped turn withdraws them.
                 if reason != Interrupt::Shutdown {
                     self.withdraw_parked(id, &turn_id).await?;
                 }
-                self.append(
-                    id,
-                    EventType::TurnFailed,
-                    Some(&turn_id),
-                    json!({"message": "turn interrupted", "reason": reason.as_str()}),
-                )
-                .await?;
+                let mut data = json!({"message": "turn interrupted", "reason": reason.as_str()});
+                if let (Some(by), Interrupt::Stopped, Some(obj)) =
+                    (stopped_by, reason, data.as_object_mut())
+                {
+                    obj.insert("by".into(), json!(by));
+                }
+                self.append(id, EventType::TurnFailed, Some(&turn_id), data)
+                    .await?;
             }
         }
         // Calls this turn parked and a human then decided leave nothing

@@ -188,6 +188,7 @@ fn operate(s: &Server, id: &str, call: &str, op: &dyn Fn(Request) -> Request, by
     assert_eq!(r.json()["interrupted"], true);
     let events = until(s, id, op, "turn.failed");
     assert_eq!(events.last().unwrap()["data"]["reason"], "stopped");
+    assert_eq!(events.last().unwrap()["data"]["by"], by);
 }
 
 /// A non-operator gets `403` on every route of someone else's session and
