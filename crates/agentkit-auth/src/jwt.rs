@@ -280,7 +280,7 @@ impl JwtPolicy {
         }
         if keys.is_empty() {
             return Err(token_refusal(match kid {
-                Some(kid) => format!("no published key has kid `{kid}`"),
+                Some(kid) => format!("no published key has kid `{}`", printable(kid)),
                 None => "no published key fits the token".to_owned(),
             }));
         }
@@ -439,6 +439,17 @@ fn parse_jwks(bytes: &[u8]) -> Result<Vec<Key>, String> {
         });
     }
     Ok(keys)
+}
+
+/// A `kid` as the log may show it: the caller wrote it, so anything long
+/// or with control characters is shortened and escaped.
+fn printable(kid: &str) -> String {
+    let short: String = kid.chars().take(64).collect();
+    if short.chars().all(|c| !c.is_control()) && short.len() == kid.len() {
+        short
+    } else {
+        format!("{short:?}…")
+    }
 }
 
 fn claim_text(value: &Value) -> Option<String> {
