@@ -419,7 +419,7 @@ impl AgentRuntime {
             id: id.as_str().to_owned(),
             channel: req.channel.clone(),
             mode: req.mode,
-            owner: req.owner.clone(),
+            owner: req.owner.as_session_owner(),
             continuation_token: token.clone(),
             created_at: now(),
             title: req.title.clone(),

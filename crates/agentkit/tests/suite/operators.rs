@@ -303,6 +303,22 @@ fn an_operator_follows_up_an_http_session_without_its_token() {
             .json(&json!({"message": "mine", "continuationToken": token})),
     );
     assert_eq!(r.status, 200, "{}", r.body);
+    // A session the operator starts is stored as its principal's, as a
+    // plain user: its reach is not inherited by whatever acts as the owner.
+    let r = send(
+        &s,
+        op(Request::post("/bot/v1/session")).json(&json!({"message": "mine"})),
+    );
+    let own = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let db = rusqlite::Connection::open(s._dir.path().join("state/bot/agentkit.sqlite")).unwrap();
+    let meta: String = db
+        .query_row("SELECT meta FROM sessions WHERE id = ?1", [&own], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let meta: Value = serde_json::from_str(&meta).unwrap();
+    assert_eq!(meta["owner"]["principalId"], "operator");
+    assert_eq!(meta["owner"]["principalType"], "user");
     // Without the operator token, a tokenless follow-up stays refused.
     let r = send(
         &s,
