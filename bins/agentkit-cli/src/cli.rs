@@ -75,6 +75,10 @@ enum Command {
         /// Bearer token for the server (with --url).
         #[arg(long, env = "AGENTKIT_BEARER_TOKEN", hide_env_values = true)]
         bearer_token: Option<String>,
+        /// The agent's A/B experiments: per-variant metrics and each
+        /// variant against the control, with 95 % intervals (with --url).
+        #[arg(long, requires = "url")]
+        ab: bool,
     },
     /// Scaffold a new agent project; with no PATH, print the setup guide.
     ///
@@ -172,8 +176,9 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             agent,
             bearer_token,
+            ab,
             ..
-        } => live_info(&url, agent.as_deref(), bearer_token, json),
+        } => live_info(&url, agent.as_deref(), bearer_token, json, ab),
         Command::Info { dir, json, .. } => info(dir, json),
         Command::Init { path } => init(path),
         Command::Serve(args) => agentkit_cli::run(args),
@@ -238,11 +243,25 @@ fn live_info(
     agent: Option<&str>,
     bearer_token: Option<String>,
     json: bool,
+    ab: bool,
 ) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    if ab {
+        let report = runtime.block_on(async {
+            let client = agentkit::client::Client::resolve(url, agent, bearer_token).await?;
+            client.ab_report().await
+        })?;
+        let mut out = anstream::stdout();
+        if json {
+            render::json(&mut out, &serde_json::to_value(&report)?)?;
+        } else {
+            render::ab_report(&mut out, &report)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let doc = runtime.block_on(async {
         let client = agentkit::client::Client::resolve(url, agent, bearer_token).await?;
         client.info().await

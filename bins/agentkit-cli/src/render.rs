@@ -115,6 +115,92 @@ pub(crate) fn init(out: &mut impl Write, dir: &Path, written: &[PathBuf]) -> io:
 /// The discovered surface, one section per agent.
 /// `agentkit info --url`: a running agent's MCP endpoint and the live
 /// status of its MCP connections.
+/// `info --url … --ab`: each experiment's variants, then each variant
+/// against the control with its 95 % interval.
+pub(crate) fn ab_report(
+    out: &mut impl Write,
+    report: &agentkit::protocol::ab::AbReport,
+) -> io::Result<()> {
+    if report.experiments.is_empty() {
+        return writeln!(
+            out,
+            "no experiments (add agent/ab.toml or agent/ab/<id>.toml)"
+        );
+    }
+    for x in &report.experiments {
+        writeln!(
+            out,
+            "{BOLD}{}{BOLD:#} traffic {} · sticky {} · control {} · not enrolled {}",
+            x.id, x.traffic, x.sticky, x.control, x.not_enrolled
+        )?;
+        if let Some(d) = &x.description {
+            writeln!(out, "  {DIM}{d}{DIM:#}")?;
+        }
+        writeln!(
+            out,
+            "  {DIM}{:<16} {:>8} {:>7} {:>8} {:>9} {:>9} {:>11} {:>11} {:>10} {:>9}{DIM:#}",
+            "variant",
+            "sessions",
+            "turns",
+            "failed",
+            "p50 ms",
+            "p95 ms",
+            "tokens in",
+            "tokens out",
+            "feedback",
+            "eval"
+        )?;
+        for v in &x.variants {
+            let (p50, p95) = v.latency_ms.map_or(("-".to_owned(), "-".to_owned()), |l| {
+                (l.p50.to_string(), l.p95.to_string())
+            });
+            let feedback = v
+                .feedback
+                .map_or("-".to_owned(), |f| format!("{:.2} ({})", f.mean, f.count));
+            let eval = v
+                .eval
+                .map_or("-".to_owned(), |e| format!("{}/{}", e.passed, e.total));
+            writeln!(
+                out,
+                "  {:<16} {:>8} {:>7} {:>8} {:>9} {:>9} {:>11} {:>11} {:>10} {:>9}",
+                v.id,
+                v.sessions,
+                v.turns,
+                v.failed_turns,
+                p50,
+                p95,
+                v.usage.input_tokens,
+                v.usage.output_tokens,
+                feedback,
+                eval
+            )?;
+        }
+        for c in &x.comparisons {
+            let style = if c.significant { BOLD } else { DIM };
+            writeln!(
+                out,
+                "  {style}{} vs {}: {} {:+.4} (95% CI {:+.4} to {:+.4}; n {} vs {}){}{style:#}",
+                c.variant,
+                c.control,
+                c.metric,
+                c.difference,
+                c.ci95[0],
+                c.ci95[1],
+                c.variant_n,
+                c.control_n,
+                if c.significant { " significant" } else { "" }
+            )?;
+        }
+        if x.comparisons.is_empty() {
+            writeln!(
+                out,
+                "  {DIM}no comparison yet: each side needs two observations of a metric{DIM:#}"
+            )?;
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn live_info(out: &mut impl Write, doc: &serde_json::Value) -> io::Result<()> {
     let s = |v: &serde_json::Value| v.as_str().unwrap_or("?").to_owned();
     writeln!(out, "{BOLD}{}{BOLD:#} (live)", s(&doc["slug"]))?;

@@ -276,6 +276,34 @@ impl Client {
         }
     }
 
+    /// `POST /v1/session/{id}/feedback`: an outcome for the session,
+    /// credited to its A/B variants.
+    pub async fn feedback(
+        &self,
+        session_id: &str,
+        feedback: &agentkit_protocol::ab::Feedback,
+    ) -> Result<agentkit_protocol::ab::FeedbackRecorded> {
+        let body = serde_json::to_value(feedback).unwrap_or_default();
+        let answer = self
+            .post_json(&format!("/v1/session/{session_id}/feedback"), &body)
+            .await?;
+        serde_json::from_value(answer).map_err(|source| Error::Body {
+            method: "POST",
+            url: shown(&self.url(&format!("/v1/session/{session_id}/feedback"))),
+            source,
+        })
+    }
+
+    /// `GET /v1/ab`: every experiment's per-variant metrics.
+    pub async fn ab_report(&self) -> Result<agentkit_protocol::ab::AbReport> {
+        let answer = self.get_json("/v1/ab").await?;
+        serde_json::from_value(answer).map_err(|source| Error::Body {
+            method: "GET",
+            url: shown(&self.url("/v1/ab")),
+            source,
+        })
+    }
+
     /// `GET /v1/info`: the agent's discovered surface.
     pub async fn info(&self) -> Result<Value> {
         self.get_json("/v1/info").await

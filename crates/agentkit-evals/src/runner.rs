@@ -243,13 +243,21 @@ async fn run_case(
             for want in &turn.expect.files {
                 match client.workspace_file(&c.session_id, &want.path).await {
                     Ok(content) => checks.extend(check_file(want, content.as_deref())),
-                    Err(e) => checks.push(crate::expect::result(
-                        "file",
-                        false,
-                        format!("`{}` can be read", want.path),
-                        e.to_string(),
-                        format!("cannot read `{}` from the workspace: {e}", want.path),
-                    )),
+                    Err(e) => {
+                        // A server not in dev mode has no workspace route.
+                        let hint = if e.code() == Some("not_found") {
+                            " (file expectations read the workspace through the dev routes: serve with `--dev`, or run `agentkit eval` without `--url`)"
+                        } else {
+                            ""
+                        };
+                        checks.push(crate::expect::result(
+                            "file",
+                            false,
+                            format!("`{}` can be read", want.path),
+                            e.to_string(),
+                            format!("cannot read `{}` from the workspace: {e}{hint}", want.path),
+                        ));
+                    }
                 }
             }
         }
@@ -268,6 +276,19 @@ async fn run_case(
         });
     }
     let passed = error.is_none() && turns.iter().all(|t| t.checks.iter().all(|c| c.passed));
+    if let Some(c) = &cursor {
+        // The verdict, credited to the session's A/B variants (their eval
+        // pass rate in `GET /v1/ab`). A server without the route (an older
+        // host behind `--url`) only loses that.
+        let verdict = agentkit_protocol::ab::Feedback {
+            score: if passed { 1.0 } else { 0.0 },
+            label: Some("eval".to_owned()),
+            note: Some(format!("{} #{iteration}", case.id)),
+        };
+        if let Err(e) = client.feedback(&c.session_id, &verdict).await {
+            tracing::debug!(error = %e, "cannot post the eval verdict as feedback");
+        }
+    }
     IterationReport {
         iteration,
         outcome: Outcome::of(passed),

@@ -54,6 +54,8 @@ fn main() {
         provider: Provider::Scripted,
         id: "script.json".into(),
         params: Default::default(),
+        context_window: None,
+        max_output_tokens: None,
     };
 
     let mut per_step = Vec::new();
@@ -76,6 +78,7 @@ fn main() {
             services: None,
             approvals: None,
             as_of: None,
+            prior_usage: Default::default(),
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(4096);
         let started = Instant::now();

@@ -61,6 +61,18 @@ pub enum StepEvent {
     StepCompleted {
         step: u32,
         duration_ms: u64,
+        /// What the provider counted for this step.
+        usage: Option<agentkit_protocol::Usage>,
+        /// The harness's estimate of the request's input tokens.
+        estimated_input_tokens: Option<u64>,
+    },
+    /// Older messages were summarised (`context.compacted`).
+    ContextCompacted {
+        messages: usize,
+        summary: String,
+        tokens_before: u64,
+        tokens_after: u64,
+        usage: agentkit_protocol::Usage,
     },
     /// A call waits for a human's decision.
     ApprovalRequested {
@@ -102,6 +114,7 @@ impl StepEvent {
             StepEvent::ActionsRequested { .. } => EventType::ActionsRequested,
             StepEvent::ActionResult { .. } => EventType::ActionResult,
             StepEvent::StepCompleted { .. } => EventType::StepCompleted,
+            StepEvent::ContextCompacted { .. } => EventType::ContextCompacted,
             StepEvent::ApprovalRequested { .. } => EventType::ActionApprovalRequested,
             StepEvent::ApprovalResolved { .. } => EventType::ActionApprovalResolved,
             StepEvent::SubagentCalled { .. } => EventType::SubagentCalled,
@@ -134,9 +147,34 @@ impl StepEvent {
                 "isError": is_error,
                 "durationMs": duration_ms,
             }),
-            StepEvent::StepCompleted { step, duration_ms } => {
-                json!({ "step": step, "durationMs": duration_ms })
+            StepEvent::StepCompleted {
+                step,
+                duration_ms,
+                usage,
+                estimated_input_tokens,
+            } => {
+                let mut data = json!({ "step": step, "durationMs": duration_ms });
+                if let Some(usage) = usage {
+                    data["usage"] = json!(usage);
+                }
+                if let Some(n) = estimated_input_tokens {
+                    data["estimatedInputTokens"] = json!(n);
+                }
+                data
             }
+            StepEvent::ContextCompacted {
+                messages,
+                summary,
+                tokens_before,
+                tokens_after,
+                usage,
+            } => json!({
+                "messages": messages,
+                "summary": summary,
+                "tokensBefore": tokens_before,
+                "tokensAfter": tokens_after,
+                "usage": usage,
+            }),
             StepEvent::ApprovalRequested {
                 call_id,
                 tool_name,

@@ -67,6 +67,8 @@ pub struct TurnInput {
     /// the system prompt states it as the current time, and tools get it
     /// (`ToolContext::as_of`, `AGENTKIT_AS_OF`).
     pub as_of: Option<String>,
+    /// What the session's earlier turns used (for `max_tokens_per_session`).
+    pub prior_usage: Usage,
 }
 
 /// Materialises a session's workspace when a turn first needs it.
@@ -85,6 +87,12 @@ pub enum TurnOutcome {
     Failed { message: String },
     /// `cancel` fired.
     Interrupted,
+    /// A `[harness]` token budget would be exceeded: `limit` names it.
+    OverBudget {
+        limit: &'static str,
+        message: String,
+        usage: Usage,
+    },
 }
 
 /// Runs one turn, reporting each step on `events`. A closed receiver does
@@ -211,14 +219,107 @@ async fn run_steps(
         conversation.push(Message::user(input.user_messages.join("\n\n")));
     }
     let mut usage = Usage::default();
-    let max_steps = input.agent.config.harness.max_steps;
+    let harness = &input.agent.config.harness;
+    let max_steps = harness.max_steps;
+    let window = crate::context::window(&input.model, &input.agent);
+    let fixed = crate::context::fixed_tokens(&input.agent, &input.tools, input.as_of.as_deref());
+    // The part of `conversation` that came from earlier turns.
+    let mut history_len = input.history.len();
+    let mut compacted = false;
 
     for step in 1..=max_steps {
+        let mut estimate = fixed + crate::context::conversation_tokens(&conversation);
+        let mut trimmed = None;
+        if let Some(w) = window {
+            if estimate > w.threshold
+                && harness.compaction
+                && !compacted
+                && let Some(n) = crate::context::split_point(&conversation[..history_len])
+            {
+                let summary = crate::complete::complete(
+                    &input.model,
+                    &input.agent.dir,
+                    crate::context::SUMMARY_PROMPT,
+                    &crate::context::transcript(&conversation[..n]),
+                    &input.providers,
+                )
+                .await;
+                let summary = match summary {
+                    Ok(s) => s,
+                    Err(message) => {
+                        return TurnOutcome::Failed {
+                            message: format!("compacting the conversation failed: {message}"),
+                        };
+                    }
+                };
+                usage += summary.usage;
+                let mut next = vec![crate::context::summary_message(&summary.text)];
+                next.extend(conversation.drain(n..));
+                conversation = next;
+                history_len = history_len - n + 1;
+                compacted = true;
+                let after = fixed + crate::context::conversation_tokens(&conversation);
+                send(
+                    events,
+                    StepEvent::ContextCompacted {
+                        messages: n,
+                        summary: summary.text,
+                        tokens_before: estimate,
+                        tokens_after: after,
+                        usage: summary.usage,
+                    },
+                )
+                .await;
+                estimate = after;
+            }
+            if estimate > w.threshold {
+                let (fit, total) = crate::context::trim_to_fit(&conversation, fixed, w.threshold);
+                estimate = total;
+                trimmed = Some(fit);
+            }
+            if estimate > w.limit() {
+                return TurnOutcome::Failed {
+                    message: format!(
+                        "the request needs about {estimate} input tokens, more than the {} this model takes (context window {} minus {} kept for the reply), even after compaction and trimming: send less, or start a new session",
+                        w.limit(),
+                        w.tokens,
+                        w.reserve
+                    ),
+                };
+            }
+        }
+        if let Some(limit) = harness.max_tokens_per_session {
+            let used = input.prior_usage.input_tokens
+                + input.prior_usage.output_tokens
+                + usage.input_tokens
+                + usage.output_tokens;
+            if used + estimate > limit {
+                return TurnOutcome::OverBudget {
+                    limit: "max_tokens_per_session",
+                    message: format!(
+                        "max_tokens_per_session ({limit}) would be exceeded: the session has used {used} tokens and the next request needs about {estimate}"
+                    ),
+                    usage,
+                };
+            }
+        }
+        if let Some(limit) = harness.max_input_tokens_per_turn
+            && usage.input_tokens + estimate > limit
+        {
+            return TurnOutcome::OverBudget {
+                limit: "max_input_tokens_per_turn",
+                message: format!(
+                    "max_input_tokens_per_turn ({limit}) would be exceeded: the turn has sent {} input tokens and the next request needs about {estimate}",
+                    usage.input_tokens
+                ),
+                usage,
+            };
+        }
         let started = Instant::now();
         send(events, StepEvent::StepStarted { step }).await;
         let request = StepRequest {
             agent: &input.agent,
-            conversation: &conversation,
+            conversation: trimmed.as_deref().unwrap_or(&conversation),
             step,
             turn_id: &input.turn_id,
             cancel: &input.cancel,
@@ -231,6 +332,7 @@ async fn run_steps(
             Err(message) => return TurnOutcome::Failed { message },
         };
         let text = sink.finish().await;
+        let step_usage = reply.usage;
         usage += reply.usage;
         let calls = reply.tool_calls;
         let finish_reason = if calls.is_empty() {
@@ -253,6 +355,8 @@ async fn run_steps(
                 StepEvent::StepCompleted {
                     step,
                     duration_ms: millis(started),
+                    usage: Some(step_usage),
+                    estimated_input_tokens: Some(estimate),
                 },
             )
             .await;
@@ -288,9 +392,23 @@ async fn run_steps(
             StepEvent::StepCompleted {
                 step,
                 duration_ms: millis(started),
+                usage: Some(step_usage),
+                estimated_input_tokens: Some(estimate),
             },
         )
         .await;
+        if let Some(limit) = harness.max_output_tokens_per_turn
+            && usage.output_tokens >= limit
+        {
+            return TurnOutcome::OverBudget {
+                limit: "max_output_tokens_per_turn",
+                message: format!(
+                    "max_output_tokens_per_turn ({limit}) reached: the turn's replies used {} output tokens",
+                    usage.output_tokens
+                ),
+                usage,
+            };
+        }
     }
     TurnOutcome::Failed {
         message: format!("max_steps ({max_steps}) reached"),
@@ -543,6 +661,9 @@ async fn run_subagent(
         services: input.services.clone(),
         approvals: input.approvals.clone(),
         as_of: input.as_of.clone(),
+        // A subagent's turn is bounded by its own limits; its usage counts
+        // toward the parent turn's.
+        prior_usage: Usage::default(),
     };
     send(
         events,
@@ -568,6 +689,10 @@ async fn run_subagent(
         TurnOutcome::Failed { message } => (
             ToolOutput::error(format!("subagent `{id}` failed: {message}")),
             Usage::default(),
+        ),
+        TurnOutcome::OverBudget { message, usage, .. } => (
+            ToolOutput::error(format!("subagent `{id}` stopped: {message}")),
+            usage,
         ),
         TurnOutcome::Interrupted => (
             ToolOutput::error(format!("subagent `{id}` was interrupted")),

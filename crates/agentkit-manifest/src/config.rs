@@ -33,6 +33,11 @@ struct RawHarness {
     turn_timeout: Option<String>,
     approval_timeout: Option<String>,
     sandbox: Option<crate::sandbox::RawSandbox>,
+    compaction: Option<String>,
+    compaction_threshold: Option<f64>,
+    max_input_tokens_per_turn: Option<u64>,
+    max_output_tokens_per_turn: Option<u64>,
+    max_tokens_per_session: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -176,6 +181,62 @@ fn read_harness(
             ),
         }
     }
+    match h.compaction.as_deref() {
+        None | Some("auto") => {}
+        Some("off") => out.compaction = false,
+        Some(other) => ctx.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                src.rel.clone(),
+                format!("`compaction` is `{other}`; it is `auto` (the default) or `off`"),
+            )
+            .at(src.key_pos("compaction")),
+        ),
+    }
+    if let Some(t) = h.compaction_threshold {
+        if t > 0.0 && t < 1.0 {
+            out.compaction_threshold = t;
+        } else {
+            ctx.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    src.rel.clone(),
+                    format!("`compaction_threshold` is {t}; it is a fraction of the window, between 0 and 1"),
+                )
+                .at(src.key_pos("compaction_threshold")),
+            );
+        }
+    }
+    for (key, value, slot) in [
+        (
+            "max_input_tokens_per_turn",
+            h.max_input_tokens_per_turn,
+            &mut out.max_input_tokens_per_turn,
+        ),
+        (
+            "max_output_tokens_per_turn",
+            h.max_output_tokens_per_turn,
+            &mut out.max_output_tokens_per_turn,
+        ),
+        (
+            "max_tokens_per_session",
+            h.max_tokens_per_session,
+            &mut out.max_tokens_per_session,
+        ),
+    ] {
+        match value {
+            Some(0) => ctx.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    src.rel.clone(),
+                    format!("`{key}` must be at least 1 (leave it out for no limit)"),
+                )
+                .at(src.key_pos(key)),
+            ),
+            Some(n) => *slot = Some(n),
+            None => {}
+        }
+    }
     if let Some(t) = h.turn_timeout {
         match checks::parse_duration(&t) {
             Ok(d) => out.turn_timeout = d,
@@ -262,6 +323,8 @@ pub fn parse_model_string(s: &str) -> Result<ModelSpec, (String, Option<String>)
             provider: Provider::Test,
             id: String::new(),
             params: serde_json::Map::new(),
+            context_window: None,
+            max_output_tokens: None,
         });
     }
     let Some((provider, id)) = s.split_once(':') else {
@@ -280,14 +343,22 @@ pub fn parse_model_string(s: &str) -> Result<ModelSpec, (String, Option<String>)
         provider,
         id: id.to_owned(),
         params: serde_json::Map::new(),
+        context_window: None,
+        max_output_tokens: None,
     })
 }
 
 fn parse_model_table(t: &toml::Table) -> Result<ModelSpec, ModelError> {
     for key in t.keys() {
-        if !["provider", "id", "params"].contains(&key.as_str()) {
-            let hint = names::did_you_mean(key, ["provider", "id", "params"])
-                .map(|s| format!("did you mean `{s}`?"));
+        const KEYS: [&str; 5] = [
+            "provider",
+            "id",
+            "params",
+            "context_window",
+            "max_output_tokens",
+        ];
+        if !KEYS.contains(&key.as_str()) {
+            let hint = names::did_you_mean(key, KEYS).map(|s| format!("did you mean `{s}`?"));
             return Err((format!("unknown field `{key}` in `[model]`"), hint));
         }
     }
@@ -320,10 +391,32 @@ fn parse_model_table(t: &toml::Table) -> Result<ModelSpec, ModelError> {
         },
         Some(_) => return Err(("`model.params` must be a table".to_owned(), None)),
     };
+    let count = |key: &str| -> Result<Option<u64>, ModelError> {
+        match t.get(key) {
+            None => Ok(None),
+            Some(toml::Value::Integer(n)) if *n > 0 => Ok(Some(*n as u64)),
+            Some(_) => Err((
+                format!("`model.{key}` must be a positive integer (tokens)"),
+                None,
+            )),
+        }
+    };
+    let context_window = count("context_window")?;
+    let max_output_tokens = count("max_output_tokens")?;
+    if let (Some(w), Some(o)) = (context_window, max_output_tokens)
+        && o >= w
+    {
+        return Err((
+            format!("`model.max_output_tokens` ({o}) must be less than `context_window` ({w})"),
+            None,
+        ));
+    }
     Ok(ModelSpec {
         provider,
         id,
         params,
+        context_window,
+        max_output_tokens,
     })
 }
 

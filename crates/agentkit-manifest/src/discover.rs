@@ -384,6 +384,8 @@ fn toml_files(ctx: &mut Ctx, dir: &Entry, what: &str, shape: &str) -> Vec<Entry>
             if check_name(ctx, &e, what, false) {
                 out.push(e);
             }
+        } else if !e.is_dir && what == "experiment" && e.ext() == Some("md") {
+            // A variant's `instructions = "ab/<file>.md"` lives beside it.
         } else if !e.is_dir && is_script_source(&e.name) {
             let d = Diagnostic::warning(
                 Code::TypescriptDefinition,
@@ -735,6 +737,28 @@ fn check_references(ctx: &mut Ctx, agent: &Agent) {
             }
         }
     };
+    for x in &agent.experiments {
+        for v in &x.variants {
+            for name in v.tools.iter().flatten() {
+                if agent.tool(name).is_none() {
+                    let hint =
+                        names::did_you_mean(name, agent.tools.iter().map(|t| t.name.as_str()))
+                            .map(|s| format!("did you mean `{s}`?"));
+                    ctx.push(
+                        Diagnostic::error(
+                            Code::UnknownReference,
+                            x.path.clone(),
+                            format!(
+                                "variant `{}` of experiment `{}` offers unknown tool `{name}`",
+                                v.id, x.id
+                            ),
+                        )
+                        .with_opt_hint(hint),
+                    );
+                }
+            }
+        }
+    }
     for s in &agent.schedules {
         match &s.action {
             ScheduleAction::Message {

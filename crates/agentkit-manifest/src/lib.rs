@@ -61,8 +61,8 @@ pub use model::{
     Delivery, EnvRef, EvalCase, EvalFile, EvalTurn, Evals, EvalsConfig, Execution, Expect,
     Experiment, FileExpect, HarnessConfig, Hook, HookAction, Host, Instructions, Judge, Layout,
     LocalConfig, Method, ModelSpec, Project, Provider, Route, RouteAction, RouteResponse, Runtime,
-    Sandbox, SandboxLimits, SandboxMode, Schedule, ScheduleAction, SendAction, Skill, Subagent,
-    TextMatch, Tool, ToolAnnotations, Transport, Variant,
+    Sandbox, SandboxLimits, SandboxMode, Schedule, ScheduleAction, SendAction, Skill, Sticky,
+    Subagent, TextMatch, Tool, ToolAnnotations, Transport, Variant,
 };
 pub use names::{RESERVED_SLUGS, did_you_mean, is_valid_slug, is_valid_tool_name};
 pub use tools::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TOOL_TIMEOUT};

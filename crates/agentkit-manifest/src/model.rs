@@ -129,6 +129,13 @@ pub struct ModelSpec {
     pub id: String,
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     pub params: serde_json::Map<String, Value>,
+    /// `[model] context_window`: the model's window in tokens (`None`:
+    /// known for common OpenAI and Anthropic models, else unbounded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+    /// `[model] max_output_tokens`: what a reply may take of the window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u64>,
 }
 
 /// The model providers this host knows.
@@ -185,6 +192,19 @@ pub struct HarnessConfig {
     /// `[harness.sandbox]`: what the `shell` built-in's children may reach,
     /// and the defaults every server tool's sandbox starts from.
     pub sandbox: Sandbox,
+    /// `compaction = "auto" | "off"`: summarise older turns when a request
+    /// would cross `compaction_threshold` of the model's window.
+    pub compaction: bool,
+    /// The fraction of the window (minus the output reserve) a request may
+    /// fill before older turns are compacted.
+    pub compaction_threshold: f64,
+    /// Token budgets (`None`: no limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_input_tokens_per_turn: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens_per_turn: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens_per_session: Option<u64>,
 }
 
 /// How strictly a sandbox applies (`mode`).
@@ -292,6 +312,11 @@ impl Default for HarnessConfig {
             turn_timeout: Duration::from_secs(600),
             approval_timeout: None,
             sandbox: Sandbox::default(),
+            compaction: true,
+            compaction_threshold: 0.8,
+            max_input_tokens_per_turn: None,
+            max_output_tokens_per_turn: None,
+            max_tokens_per_session: None,
         }
     }
 }
@@ -858,7 +883,21 @@ pub struct Experiment {
     pub description: Option<String>,
     /// The fraction of new sessions enrolled (0 to 1).
     pub traffic: f64,
+    /// What keeps a variant: the continuation key, or the principal.
+    pub sticky: Sticky,
     pub variants: Vec<Variant>,
+}
+
+/// `sticky` in an experiment file: what a variant sticks to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sticky {
+    /// The channel's continuation key (one conversation keeps its variant
+    /// across sessions), else the session.
+    #[default]
+    Key,
+    /// The admitted principal: every session of one caller gets one variant.
+    Principal,
 }
 
 /// One arm of an experiment.
@@ -869,9 +908,18 @@ pub struct Variant {
     pub weight: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelSpec>,
+    /// `instructions = "<file>"`: replaces the agent's instructions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<Instructions>,
     /// Appended to the instructions for sessions in this variant.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instructions_append: Option<String>,
+    /// The agent's authored tools this variant offers (all when `None`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// Replaces `[harness] max_steps`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u32>,
 }
 
 /// `evals/`: the config and every eval file.

@@ -256,6 +256,9 @@ pub struct SessionInfo {
     pub dry_run: bool,
     pub as_of: Option<String>,
     pub busy: bool,
+    /// What the session's turns used so far (compaction requests included).
+    #[serde(default)]
+    pub usage: crate::Usage,
 }
 
 /// A session as `GET /v1/sessions` lists it.
@@ -472,9 +475,9 @@ pub struct OfferedTool {
     pub input_schema: Value,
 }
 
-/// How big a [`StepContext`] is, in characters of its JSON and in
-/// approximate tokens (a quarter of the characters; the step's recorded
-/// usage has the provider's own count).
+/// How big a [`StepContext`] is, in characters of its JSON and in the
+/// harness's estimate of the request's input tokens (the one a turn checks
+/// against the model's window; `step.completed` has the provider's count).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextSize {
@@ -483,6 +486,9 @@ pub struct ContextSize {
     pub conversation_chars: u64,
     pub messages: u64,
     pub approx_tokens: u64,
+    /// Older tool results were trimmed to fit the model's window.
+    #[serde(default)]
+    pub trimmed: bool,
 }
 
 /// The most sessions `GET /v1/sessions` lists for an operator.

@@ -62,6 +62,7 @@ event_types! {
     ActionResult => "action.result", "A tool call finished, with its output or error.";
     SubagentCalled => "subagent.called", "The model delegated work to a subagent.";
     SubagentCompleted => "subagent.completed", "A subagent finished its delegated work.";
+    ContextCompacted => "context.compacted", "Older turns were summarised so later requests fit the model's context window.";
 }
 
 impl fmt::Display for EventType {
@@ -115,6 +116,6 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), len);
-        assert_eq!(len, 22);
+        assert_eq!(len, 23);
     }
 }

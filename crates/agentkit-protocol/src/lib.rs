@@ -6,6 +6,7 @@
 //! agentkit crate. Anything that two layers must spell the same way lives
 //! here, so that a rename is one change that the compiler follows.
 
+pub mod ab;
 pub mod api;
 mod conversation;
 mod envelope;
@@ -18,7 +19,7 @@ pub use envelope::{Event, InvalidSessionId, SessionId};
 pub use events::{EventType, UnknownEventType};
 pub use payload::{
     AbAssigned, ActionResult, ActionsRequested, Appended, ApprovalRequested, ApprovalResolved,
-    EventData, MessageCompleted, MessageReceived, ReasoningCompleted, SessionFailed,
-    SessionStarted, StepCompleted, StepStarted, SubagentCalled, SubagentCompleted, TurnCompleted,
-    TurnFailed, TurnStarted,
+    ContextCompacted, EventData, MessageCompleted, MessageReceived, ReasoningCompleted,
+    SessionFailed, SessionStarted, StepCompleted, StepStarted, SubagentCalled, SubagentCompleted,
+    TurnCompleted, TurnFailed, TurnStarted,
 };

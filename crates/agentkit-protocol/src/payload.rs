@@ -103,6 +103,28 @@ pub struct StepStarted {
 pub struct StepCompleted {
     pub step: u32,
     pub duration_ms: u64,
+    /// The step's usage as the provider counted it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// The harness's estimate of the request's input tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimated_input_tokens: Option<u64>,
+}
+
+/// `context.compacted`: the first `messages` messages of the conversation
+/// (as folded at this event) are replaced, in every later request, by one
+/// user message carrying `summary`. The events they came from stay in the
+/// log.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ContextCompacted {
+    pub messages: usize,
+    pub summary: String,
+    /// The estimated input tokens of the request before and after.
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    /// What the summarisation request used.
+    pub usage: Usage,
 }
 
 /// `reasoning.appended`, and `message.appended` (whose `text` is the
@@ -240,6 +262,7 @@ pub enum EventData {
     ActionResult(ActionResult),
     SubagentCalled(SubagentCalled),
     SubagentCompleted(SubagentCompleted),
+    ContextCompacted(ContextCompacted),
     /// A payload that does not fit its type, kept as it was.
     Unknown(Value),
 }
@@ -282,6 +305,7 @@ impl EventData {
             EventType::ActionResult => read(data, EventData::ActionResult),
             EventType::SubagentCalled => read(data, EventData::SubagentCalled),
             EventType::SubagentCompleted => read(data, EventData::SubagentCompleted),
+            EventType::ContextCompacted => read(data, EventData::ContextCompacted),
         }
     }
 }

@@ -10,7 +10,8 @@
 //! `session.started`, so the log is the durable record and a restart
 //! reads it back through the fold cache.
 //!
-//! Not here yet: per-variant metrics (`/v1/ab`) and outcomes (feedback).
+//! What each variant's sessions did (turns, tokens, latency, feedback) is
+//! kept in SQLite (`ab_metrics.rs`) and reported by `ab_report.rs`.
 
 use std::sync::Arc;
 
@@ -51,6 +52,21 @@ fn fnv1a(parts: &[&str]) -> u64 {
 /// A hash as a number in `[0, 1)`.
 fn unit(hash: u64) -> f64 {
     (hash >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The key a new session's variant sticks to in `experiment`: the
+/// principal for `sticky = "principal"`, else the channel's continuation
+/// key, else the session id.
+pub(crate) fn sticky_key<'a>(
+    experiment: &Experiment,
+    principal: &'a str,
+    continuation: Option<&'a str>,
+    session: &'a str,
+) -> std::borrow::Cow<'a, str> {
+    match experiment.sticky {
+        agentkit_manifest::Sticky::Principal => format!("principal:{principal}").into(),
+        agentkit_manifest::Sticky::Key => continuation.unwrap_or(session).into(),
+    }
 }
 
 /// Assigns the session with stickiness key `key` in `experiment`.
@@ -95,9 +111,10 @@ pub(crate) fn recorded(events: &[Event]) -> Vec<Assignment> {
         .collect()
 }
 
-/// The agent a turn runs as under `assignments`: each variant's model
-/// replaces the agent's, and its `instructions_append` is appended to the
-/// instructions. `agent` itself when no variant changes anything.
+/// The agent a turn runs as under `assignments`: each variant's model,
+/// instructions file, tool set and `max_steps` replace the agent's, and
+/// its `instructions_append` is appended to the instructions. `agent`
+/// itself when no variant changes anything.
 pub(crate) fn agent_for(agent: &Arc<Agent>, assignments: &[Assignment]) -> Arc<Agent> {
     let variants: Vec<_> = assignments
         .iter()
@@ -111,7 +128,13 @@ pub(crate) fn agent_for(agent: &Arc<Agent>, assignments: &[Assignment]) -> Arc<A
                 .iter()
                 .find(|v| v.id == id)
         })
-        .filter(|v| v.model.is_some() || v.instructions_append.is_some())
+        .filter(|v| {
+            v.model.is_some()
+                || v.instructions.is_some()
+                || v.instructions_append.is_some()
+                || v.tools.is_some()
+                || v.max_steps.is_some()
+        })
         .collect();
     if variants.is_empty() {
         return Arc::clone(agent);
@@ -120,6 +143,15 @@ pub(crate) fn agent_for(agent: &Arc<Agent>, assignments: &[Assignment]) -> Arc<A
     for variant in variants {
         if let Some(model) = &variant.model {
             turned.config.model = Some(model.clone());
+        }
+        if let Some(instructions) = &variant.instructions {
+            turned.instructions = Some(instructions.clone());
+        }
+        if let Some(tools) = &variant.tools {
+            turned.tools.retain(|t| tools.contains(&t.name));
+        }
+        if let Some(max_steps) = variant.max_steps {
+            turned.config.harness.max_steps = max_steps;
         }
         if let Some(extra) = &variant.instructions_append {
             let instructions = turned.instructions.get_or_insert_with(|| Instructions {
@@ -148,6 +180,7 @@ mod tests {
             path: "agent/ab.toml".to_owned(),
             description: None,
             traffic,
+            sticky: agentkit_manifest::Sticky::Key,
             variants: weights
                 .iter()
                 .enumerate()
@@ -155,7 +188,10 @@ mod tests {
                     id: format!("v{i}"),
                     weight: *w,
                     model: None,
+                    instructions: None,
                     instructions_append: None,
+                    tools: None,
+                    max_steps: None,
                 })
                 .collect(),
         }

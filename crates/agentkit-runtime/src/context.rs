@@ -8,9 +8,10 @@
 use std::collections::BTreeSet;
 
 use agentkit_protocol::api::{ContextSize, OfferedTool, StepContext};
-use agentkit_protocol::{Event, EventData, EventType, Message};
+use agentkit_protocol::{Event, EventData, EventType};
 
 use crate::error::{Error, Result};
+use crate::fold::{OpenTurn, conversation_with};
 use crate::meta::Owner;
 use crate::runtime::AgentRuntime;
 
@@ -42,9 +43,6 @@ impl AgentRuntime {
             .map(|i| started + i)
             .ok_or_else(|| not_found("step", format!("{turn_id}#{step}")))?;
         let received = answered(&events, started);
-        // As the worker folds it when the turn starts: everything so far
-        // but this turn's own messages, which become one user message.
-        let mut conversation = crate::fold::conversation(&events[..=started], &received);
         let user: Vec<String> = events[..started]
             .iter()
             .filter(|e| received.contains(&e.index))
@@ -53,26 +51,38 @@ impl AgentRuntime {
                 _ => None,
             })
             .collect();
-        if !user.is_empty() {
-            conversation.push(Message::user(user.join("\n\n")));
-        }
-        // Then this turn's earlier steps; messages arriving meanwhile are
-        // for later turns.
-        let within = &events[started + 1..step_started];
-        let later: BTreeSet<u64> = within
-            .iter()
-            .filter(|e| e.event_type == EventType::MessageReceived)
-            .map(|e| e.index)
-            .collect();
-        conversation.extend(crate::fold::conversation_with(
-            within,
-            &later,
-            Some(turn_id),
-        ));
+        // One fold up to the step, as the turn saw it: this turn's
+        // messages become one user message where it started, messages
+        // arriving during it are for later turns, and a compaction
+        // recorded before the step replaces what it summarised.
+        let mut exclude = received;
+        exclude.extend(
+            events[started..step_started]
+                .iter()
+                .filter(|e| e.event_type == EventType::MessageReceived)
+                .map(|e| e.index),
+        );
+        let open = OpenTurn {
+            turn_id,
+            user_text: (!user.is_empty()).then(|| user.join("\n\n")),
+        };
+        let conversation = conversation_with(&events[..step_started], &exclude, Some(&open));
         let agent = crate::ab::agent_for(self.agent(), &crate::ab::recorded(&events));
         let tools = self.dynamic_tools(id).await;
         let as_of = self.session(id, owner)?.as_of;
         let (system, offered) = agentkit_harness::request_context(&agent, &tools, as_of.as_deref());
+        let model = agent
+            .config
+            .model
+            .clone()
+            .or_else(|| self.inner.options.default_model.clone());
+        let (conversation, estimate, trimmed) = agentkit_harness::as_sent(
+            model.as_ref(),
+            &agent,
+            &tools,
+            as_of.as_deref(),
+            conversation,
+        );
         let tools: Vec<OfferedTool> = offered
             .into_iter()
             .map(|t| OfferedTool {
@@ -89,7 +99,8 @@ impl AgentRuntime {
             tools_chars,
             conversation_chars,
             messages: conversation.len() as u64,
-            approx_tokens: (system_chars + tools_chars + conversation_chars).div_ceil(4),
+            approx_tokens: estimate,
+            trimmed,
         };
         Ok(StepContext {
             ok: true,

@@ -57,6 +57,40 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE INDEX IF NOT EXISTS sessions_by_key ON sessions(channel, continuation);
 CREATE INDEX IF NOT EXISTS sessions_by_owner ON sessions(principal_id, id);
 CREATE INDEX IF NOT EXISTS sessions_parked ON sessions(parked) WHERE parked = 1;
+CREATE TABLE IF NOT EXISTS ab_assignments (
+    session_id TEXT NOT NULL,
+    experiment TEXT NOT NULL,
+    variant TEXT,
+    principal_id TEXT NOT NULL,
+    purpose TEXT,
+    assigned_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (session_id, experiment)
+);
+CREATE INDEX IF NOT EXISTS ab_assignments_by_variant ON ab_assignments(experiment, variant);
+CREATE TABLE IF NOT EXISTS ab_turns (
+    session_id TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cache_read_tokens INTEGER NOT NULL,
+    cache_write_tokens INTEGER NOT NULL,
+    latency_ms INTEGER NOT NULL,
+    tool_calls INTEGER NOT NULL,
+    tool_errors INTEGER NOT NULL,
+    ended_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (session_id, turn_id)
+);
+CREATE TABLE IF NOT EXISTS ab_feedback (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    score REAL NOT NULL,
+    label TEXT,
+    note TEXT,
+    principal_id TEXT NOT NULL,
+    at_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ab_feedback_by_session ON ab_feedback(session_id);
 ";
 
 /// `PRAGMA user_version` once stored `session.json` files were imported
@@ -241,7 +275,7 @@ impl Db {
 
     /// Runs `f` on the writer thread, in the next batch, and answers once
     /// that batch committed.
-    async fn write<T: Send + 'static>(
+    pub(crate) async fn write<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T> {
@@ -288,7 +322,10 @@ impl Db {
     /// Queues `f` for the writer thread without waiting for its commit:
     /// for bookkeeping whose loss a crash can only make stale (writes
     /// still commit in the order they were queued).
-    fn write_detached(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static) {
+    pub(crate) fn write_detached(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static,
+    ) {
         let job: Job = Box::new(move |conn| {
             if let Err(e) = conn.execute_batch("SAVEPOINT job").and_then(|()| {
                 f(conn)?;
@@ -427,6 +464,22 @@ impl Db {
             out.extend(parse_meta(&id, &meta));
         }
         Ok(out)
+    }
+
+    /// The database file (reports open their own read connection).
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A second read-only connection, for a bulk read that must not hold
+    /// the shared read connection (run it inside `spawn_blocking`).
+    pub(crate) fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(Duration::from_secs(5))?;
+        Ok(conn)
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {

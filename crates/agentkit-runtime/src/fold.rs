@@ -15,17 +15,24 @@ pub fn conversation(events: &[Event], exclude: &BTreeSet<u64>) -> Vec<Message> {
     conversation_with(events, exclude, None)
 }
 
-/// [`conversation`], counting the steps of `open_turn` as if it had
-/// completed: the context a later step of that turn was sent.
+/// A turn still being looked into: its steps count as if it had completed,
+/// and its user message (the messages it answers, joined as the harness
+/// joins them) goes where the turn started.
+pub(crate) struct OpenTurn<'a> {
+    pub(crate) turn_id: &'a str,
+    pub(crate) user_text: Option<String>,
+}
+
+/// [`conversation`] as a later step of `open` was sent it.
 pub(crate) fn conversation_with(
     events: &[Event],
     exclude: &BTreeSet<u64>,
-    open_turn: Option<&str>,
+    open: Option<&OpenTurn<'_>>,
 ) -> Vec<Message> {
     // A turn that a restart cut short while a call waited for approval
     // counts once a later turn resumes it: its steps up to the parked call
     // (and the results recorded on approval) are the context of the resume.
-    let mut completed: BTreeSet<String> = open_turn.into_iter().map(str::to_owned).collect();
+    let mut completed: BTreeSet<String> = open.map(|o| o.turn_id.to_owned()).into_iter().collect();
     for e in events {
         match e.event_type {
             EventType::TurnCompleted => completed.extend(e.turn_id.clone()),
@@ -41,6 +48,13 @@ pub(crate) fn conversation_with(
     // Tool calls requested in a step attach to that step's assistant text.
     let mut pending_text: HashMap<&str, String> = HashMap::new();
     for e in events {
+        if let Some(open) = open
+            && e.event_type == EventType::TurnStarted
+            && e.turn_id.as_deref() == Some(open.turn_id)
+            && let Some(text) = &open.user_text
+        {
+            out.push(Message::user(text.clone()));
+        }
         let in_completed_turn = e.turn_id.as_deref().filter(|t| completed.contains(*t));
         match (e.payload(), in_completed_turn) {
             (EventData::MessageReceived(m), _) if !exclude.contains(&e.index) => {
@@ -68,10 +82,30 @@ pub(crate) fn conversation_with(
                 output: r.output,
                 is_error: r.is_error,
             }),
+            // A compaction holds whatever became of its turn: the summary
+            // replaces the messages it covered in every later request.
+            (EventData::ContextCompacted(c), _) => {
+                out.drain(..c.messages.min(out.len()));
+                out.insert(0, agentkit_harness::summary_message(&c.summary));
+            }
             _ => {}
         }
     }
     out
+}
+
+/// What the session's turns used so far: completed and failed turns (the
+/// summarisation requests of compactions are part of their turn's).
+pub(crate) fn usage(events: &[Event]) -> agentkit_protocol::Usage {
+    let mut total = agentkit_protocol::Usage::default();
+    for e in events {
+        match e.payload() {
+            EventData::TurnCompleted(t) => total += t.usage,
+            EventData::TurnFailed(t) => total += t.usage.unwrap_or_default(),
+            _ => {}
+        }
+    }
+    total
 }
 
 /// Does the fold (or the approvals list, or recovery) read events of this
@@ -90,6 +124,7 @@ pub(crate) fn keeps(t: EventType) -> bool {
             | EventType::TurnStarted
             | EventType::TurnCompleted
             | EventType::TurnFailed
+            | EventType::ContextCompacted
             | EventType::SessionWaiting
             | EventType::SessionCompleted
             | EventType::SessionFailed
@@ -166,9 +201,13 @@ impl FoldCache {
             return;
         }
         // The result of a completed turn repeats its last message; only
-        // the turn id matters here.
+        // the turn id and the usage matter here.
         if event.event_type == EventType::TurnCompleted {
-            event.data = Value::Null;
+            let usage = event.data.get("usage").cloned();
+            event.data = match usage {
+                Some(usage) => serde_json::json!({ "usage": usage }),
+                None => Value::Null,
+            };
         }
         self.events.push(event);
     }

@@ -26,6 +26,8 @@
 //! of HTTP: the facade maps [`Error::status`] to responses.
 
 mod ab;
+mod ab_metrics;
+mod ab_stats;
 mod approvals;
 mod clock;
 mod context;
@@ -46,6 +48,7 @@ mod tool_call;
 mod worker;
 mod workspace;
 
+pub use ab_metrics::EVAL_LABEL;
 pub use agentkit_harness::{Decision, DynTool, RustTool, ToolSource};
 pub use approvals::{PendingApproval, ResolvedApproval};
 pub use clock::{BoxFuture, Clock, ManualClock, SystemClock};

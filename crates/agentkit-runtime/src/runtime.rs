@@ -449,10 +449,17 @@ impl AgentRuntime {
         )
         .await?;
         // Enrolment: sticky per channel key (a conversation that starts a
-        // new session keeps its variant), else per session.
-        let sticky = req.continuation.as_deref().unwrap_or(id.as_str());
+        // new session keeps its variant), per principal where the
+        // experiment says so, else per session.
+        let mut assignments = Vec::new();
         for experiment in &self.inner.agent.experiments {
-            let assigned = crate::ab::assign(experiment, sticky);
+            let sticky = crate::ab::sticky_key(
+                experiment,
+                &meta.owner.principal_id,
+                req.continuation.as_deref(),
+                id.as_str(),
+            );
+            let assigned = crate::ab::assign(experiment, &sticky);
             self.append(
                 &id,
                 EventType::AbAssigned,
@@ -460,7 +467,18 @@ impl AgentRuntime {
                 json!({"experiment": assigned.experiment, "variant": assigned.variant}),
             )
             .await?;
+            assignments.push(assigned);
         }
+        self.inner
+            .db
+            .record_assignments(
+                id.as_str(),
+                &meta.owner.principal_id,
+                meta.purpose.as_deref(),
+                chrono::Utc::now().timestamp_millis(),
+                assignments,
+            )
+            .await?;
         let (coalesced, start_index) = self
             .accept(&session, req.message, req.admission, req.workspace_files)
             .await?;
@@ -633,6 +651,14 @@ impl AgentRuntime {
     /// The metadata of a session `owner` may see.
     pub fn session(&self, id: &str, owner: &Owner) -> Result<SessionMeta> {
         Ok(lock(&self.owned(id, owner)?.meta).clone())
+    }
+
+    /// What the session's turns used so far, read from its fold (no log
+    /// read while the session is hot).
+    pub async fn usage(&self, id: &str, owner: &Owner) -> Result<agentkit_protocol::Usage> {
+        let session = self.owned(id, owner)?;
+        self.ready(&session).await?;
+        self.with_history(&session, crate::fold::usage).await
     }
 
     /// The sessions `owner` created, newest first; for an operator, every

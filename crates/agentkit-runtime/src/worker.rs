@@ -389,6 +389,8 @@ impl AgentRuntime {
         } = next;
         let turn_id = new_id("turn");
         let id = &session.id;
+        let began = std::time::Instant::now();
+        let (mut tool_calls, mut tool_errors) = (0u64, 0u64);
         let received: Vec<u64> = batch.iter().map(|q| q.index).collect();
         let mut started = json!({"messages": batch.len(), "received": received});
         if let (Some(turn), Some(obj)) = (&resume, started.as_object_mut()) {
@@ -397,11 +399,12 @@ impl AgentRuntime {
         self.append(id, EventType::TurnStarted, Some(&turn_id), started)
             .await?;
         let exclude: BTreeSet<u64> = batch.iter().map(|q| q.index).collect();
-        let (history, assignments) = self
+        let (history, assignments, prior_usage) = self
             .with_history(session, |events| {
                 (
                     fold::conversation(events, &exclude),
                     crate::ab::recorded(events),
+                    fold::usage(events),
                 )
             })
             .await?;
@@ -447,6 +450,7 @@ impl AgentRuntime {
             services: self.inner.options.services.clone(),
             approvals: Some(self.gate(id)),
             as_of: session.meta().as_of.clone(),
+            prior_usage,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
         let harness = tokio::spawn(agentkit_harness::run_turn(input, tx));
@@ -463,6 +467,12 @@ impl AgentRuntime {
             {
                 self.mark_parked(session, true);
             }
+            for e in &batch {
+                if let agentkit_harness::StepEvent::ActionResult { is_error, .. } = e {
+                    tool_calls += 1;
+                    tool_errors += u64::from(*is_error);
+                }
+            }
             let events = batch
                 .into_iter()
                 .map(|e| NewEvent {
@@ -478,6 +488,24 @@ impl AgentRuntime {
             message: format!("the turn crashed: {e}"),
         });
         let completed = matches!(outcome, TurnOutcome::Completed { .. });
+        if !assignments.is_empty() {
+            let (outcome, usage) = match &outcome {
+                TurnOutcome::Completed { usage, .. } => ("completed", *usage),
+                TurnOutcome::Failed { .. } => ("failed", Default::default()),
+                TurnOutcome::OverBudget { usage, .. } => ("failed", *usage),
+                TurnOutcome::Interrupted => ("interrupted", Default::default()),
+            };
+            self.inner.db.record_turn(crate::ab_metrics::TurnRow {
+                session_id: id.as_str().to_owned(),
+                turn_id: turn_id.clone(),
+                outcome,
+                usage,
+                latency_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
+                tool_calls,
+                tool_errors,
+                ended_at_ms: chrono::Utc::now().timestamp_millis(),
+            });
+        }
         match outcome {
             TurnOutcome::Completed { result, usage } => {
                 self.append(
@@ -494,6 +522,19 @@ impl AgentRuntime {
                     EventType::TurnFailed,
                     Some(&turn_id),
                     json!({"message": message}),
+                )
+                .await?;
+            }
+            TurnOutcome::OverBudget {
+                limit,
+                message,
+                usage,
+            } => {
+                self.append(
+                    id,
+                    EventType::TurnFailed,
+                    Some(&turn_id),
+                    json!({"message": message, "reason": "budget", "limit": limit, "usage": usage}),
                 )
                 .await?;
             }

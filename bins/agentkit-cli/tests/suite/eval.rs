@@ -908,3 +908,105 @@ fn a_turn_over_the_case_timeout_is_stopped_and_fails_its_case() {
         "the turn was not cut short"
     );
 }
+
+/// `agentkit eval --url` posts each iteration's verdict on its session,
+/// so `GET /v1/ab` (and `agentkit info --url … --ab`) reports each
+/// variant's eval pass rate: exactly the passing runs of its sessions.
+#[test]
+fn eval_verdicts_become_each_variants_pass_rate() {
+    let dir = project(
+        "test",
+        &[
+            ("evals/cities.eval.toml", CITIES),
+            (
+                "agent/ab.toml",
+                "[[variants]]\nid = \"control\"\n[[variants]]\nid = \"other\"\ninstructions_append = \"Be brief.\"\n",
+            ),
+        ],
+    );
+    let root = dir.tmp.path();
+    let server = serve(root, false);
+    let url = format!("http://{}", server.addr);
+    let run = agentkit(
+        root,
+        &[
+            "eval",
+            "--dir",
+            "proj",
+            "--url",
+            &url,
+            "--json",
+            "--iterations",
+            "6",
+            "cities",
+        ],
+    );
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let doc = json_of(&run);
+    // What each variant's sessions should add up to, from the report and
+    // each session's own `ab.assigned`.
+    let mut want = std::collections::BTreeMap::<String, (u64, u64)>::new();
+    for case in doc["cases"].as_array().unwrap() {
+        for r in case["runs"].as_array().unwrap() {
+            let id = r["sessionId"].as_str().unwrap();
+            let events = Request::get(&format!("/proj/v1/session/{id}/events"))
+                .send(server.addr)
+                .unwrap();
+            let variant = events
+                .body
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .find(|e| e["type"] == "ab.assigned")
+                .map(|e| e["data"]["variant"].as_str().unwrap().to_owned())
+                .unwrap();
+            let entry = want.entry(variant).or_default();
+            entry.1 += 1;
+            entry.0 += u64::from(r["outcome"] == "passed");
+        }
+    }
+    assert_eq!(want.values().map(|w| w.1).sum::<u64>(), 12, "{want:?}");
+    let info = agentkit(
+        root,
+        &["info", "--url", &url, "--agent", "proj", "--ab", "--json"],
+    );
+    assert_eq!(info.code, 0, "{}", info.stderr);
+    let report = json_of(&info);
+    for v in report["experiments"][0]["variants"].as_array().unwrap() {
+        let id = v["id"].as_str().unwrap();
+        let (passed, total) = want.get(id).copied().unwrap_or_default();
+        assert_eq!(v["evalSessions"], total, "{v}");
+        if total > 0 {
+            assert_eq!(v["eval"]["passed"], passed, "{v}");
+            assert_eq!(v["eval"]["total"], total, "{v}");
+        }
+        // Verdicts are not live feedback.
+        assert!(v.get("feedback").is_none(), "{v}");
+    }
+    // File expectations need the dev routes; a server without them says so.
+    std::fs::write(
+        root.join("proj/evals/files.eval.toml"),
+        "send = \"hi\"\n[[expect.files]]\npath = \"a.txt\"\n",
+    )
+    .unwrap();
+    let files = agentkit(
+        root,
+        &["eval", "--dir", "proj", "--url", &url, "--json", "files"],
+    );
+    assert_eq!(files.code, 1, "{}\n{}", files.stdout, files.stderr);
+    assert!(
+        files.stdout.contains("serve with `--dev`"),
+        "{}",
+        files.stdout
+    );
+    let text = agentkit(root, &["info", "--url", &url, "--agent", "proj", "--ab"]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(
+        text.stdout
+            .contains("traffic 1 · sticky key · control control"),
+        "{}",
+        text.stdout
+    );
+    if want.len() == 2 {
+        assert!(text.stdout.contains("eval.passRate"), "{}", text.stdout);
+    }
+}

@@ -52,12 +52,17 @@ const RESERVED_PARAMS: &[&str] = &[
     "max_tokens",
     "reasoning_effort",
     "stream_idle_timeout_ms",
+    "prompt_caching",
 ];
 
 /// The `anthropic` model of one turn.
 #[derive(Debug)]
 pub(crate) struct AnthropicTurn {
     model_id: String,
+    /// `cache_control` breakpoints on the system prompt, the tool catalog
+    /// and the conversation so far (model param `prompt_caching`, default
+    /// true).
+    caching: bool,
     /// The body keys that come from the model params.
     extra: Map<String, Value>,
     max_tokens: u64,
@@ -152,8 +157,18 @@ impl AnthropicTurn {
                 })?,
         };
 
+        let caching = match params.get("prompt_caching") {
+            None => true,
+            Some(Value::Bool(b)) => *b,
+            Some(v) => {
+                return Err(format!(
+                    "model param `prompt_caching` must be true or false, not {v}"
+                ));
+            }
+        };
         Ok(AnthropicTurn {
             model_id: spec.id.clone(),
+            caching,
             extra,
             max_tokens,
             target,
@@ -292,19 +307,32 @@ impl AnthropicTurn {
         body.insert("max_tokens".into(), Value::from(self.max_tokens));
         let system = system_prompt(request.agent, request.as_of);
         if !system.is_empty() {
-            body.insert("system".into(), Value::String(system));
+            let system = if self.caching {
+                json!([{"type": "text", "text": system, "cache_control": ephemeral()}])
+            } else {
+                Value::String(system)
+            };
+            body.insert("system".into(), system);
         }
-        let messages = match self.thinking.lock() {
+        let mut messages = match self.thinking.lock() {
             Ok(kept) => map_messages(request.conversation, &kept),
             Err(_) => map_messages(request.conversation, &HashMap::new()),
         };
+        if self.caching {
+            cache_last_block(&mut messages);
+        }
         body.insert("messages".into(), Value::Array(messages));
-        let tools: Vec<Value> = super::tool_defs(request.agent, request.tools)
+        let mut tools: Vec<Value> = super::tool_defs(request.agent, request.tools)
             .into_iter()
             .map(
                 |d| json!({"name": d.name, "description": d.description, "input_schema": d.schema}),
             )
             .collect();
+        if self.caching
+            && let Some(Value::Object(last)) = tools.last_mut()
+        {
+            last.insert("cache_control".into(), ephemeral());
+        }
         if !tools.is_empty() {
             body.insert("tools".into(), Value::Array(tools));
         }
@@ -379,6 +407,28 @@ fn parse_tool_input(json: &str, start_input: Value) -> Value {
 /// The instructions and a catalog of the agent's skills.
 fn system_prompt(agent: &Agent, as_of: Option<&str>) -> String {
     super::system_prompt(agent, as_of)
+}
+
+/// A prompt-cache breakpoint (Anthropic's default five-minute cache).
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// Marks the last content block of the last message as a cache breakpoint,
+/// so the next step (and the next turn) reads the whole conversation so
+/// far from the cache. Compaction keeps the summary at the head, so the
+/// prefix stays stable between compactions.
+fn cache_last_block(messages: &mut [Value]) {
+    let Some(last) = messages.last_mut() else {
+        return;
+    };
+    let content = &mut last["content"];
+    if let Value::String(text) = content {
+        *content = json!([{"type": "text", "text": std::mem::take(text)}]);
+    }
+    if let Some(Value::Object(block)) = content.as_array_mut().and_then(|b| b.last_mut()) {
+        block.insert("cache_control".into(), ephemeral());
+    }
 }
 
 /// Maps the conversation to Messages API messages: roles alternate (same

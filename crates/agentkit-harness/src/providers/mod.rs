@@ -424,6 +424,8 @@ mod tests {
             provider,
             id: id.into(),
             params: serde_json::Map::new(),
+            context_window: None,
+            max_output_tokens: None,
         };
         let endpoint = |base: &str| crate::Endpoint {
             api_key: Some("sk-debug-secret".into()),

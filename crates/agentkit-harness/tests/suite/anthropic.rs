@@ -305,8 +305,27 @@ async fn streams_text_with_usage_and_sends_the_documented_request() {
     assert_eq!(body["model"], "claude-test");
     assert_eq!(body["max_tokens"], 4096);
     assert_eq!(body["stream"], true);
-    assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
-    let system = body["system"].as_str().unwrap();
+    // Prompt caching: breakpoints on the system prompt, the last tool and
+    // the last block of the conversation.
+    assert_eq!(
+        body["messages"],
+        json!([{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}])
+    );
+    assert_eq!(
+        body["system"][0]["cache_control"],
+        json!({"type": "ephemeral"})
+    );
+    let tools = body["tools"].as_array().unwrap();
+    assert_eq!(
+        tools.last().unwrap()["cache_control"],
+        json!({"type": "ephemeral"})
+    );
+    assert!(
+        tools[..tools.len() - 1]
+            .iter()
+            .all(|t| t.get("cache_control").is_none())
+    );
+    let system = body["system"][0]["text"].as_str().unwrap();
     assert!(system.starts_with("You are a test agent."), "{system}");
     assert!(
         system.contains("- `forecast`: Use when asked for a forecast"),
@@ -398,7 +417,8 @@ async fn tool_input_fragments_become_a_call_and_results_merge_into_one_user_mess
             "input_schema": {
                 "type": "object", "required": ["word"], "additionalProperties": false,
                 "properties": {"word": {"type": "string", "minLength": 1}}
-            }
+            },
+            "cache_control": {"type": "ephemeral"}
         }])
     );
     assert_eq!(
@@ -412,7 +432,8 @@ async fn tool_input_fragments_become_a_call_and_results_merge_into_one_user_mess
             ]},
             {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": "toolu_01", "content": "{\"echo\":\"hello\"}", "is_error": false},
-                {"type": "tool_result", "tool_use_id": "toolu_02", "content": "{\"echo\":\"again\"}", "is_error": false},
+                {"type": "tool_result", "tool_use_id": "toolu_02", "content": "{\"echo\":\"again\"}", "is_error": false,
+                 "cache_control": {"type": "ephemeral"}},
             ]},
         ])
     );

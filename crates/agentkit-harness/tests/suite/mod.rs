@@ -89,6 +89,8 @@ pub(crate) fn test_model() -> ModelSpec {
         provider: Provider::Test,
         id: String::new(),
         params: serde_json::Map::new(),
+        context_window: None,
+        max_output_tokens: None,
     }
 }
 
@@ -97,6 +99,8 @@ pub(crate) fn scripted(file: &str) -> ModelSpec {
         provider: Provider::Scripted,
         id: file.to_owned(),
         params: serde_json::Map::new(),
+        context_window: None,
+        max_output_tokens: None,
     }
 }
 
@@ -124,6 +128,7 @@ pub(crate) fn turn_input(
         services: None,
         approvals: None,
         as_of: None,
+        prior_usage: Default::default(),
     }
 }
 

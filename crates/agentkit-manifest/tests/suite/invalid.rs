@@ -220,6 +220,11 @@ fn ab() {
             one-variant/agent/ab.toml:3:1: error[invalid-experiment]: experiment `ab` has 1 variant(s); it needs at least two (hint: an experiment has `traffic` (0–1) and two or more `[[variants]]` with unique `id` and positive `weight`)
             variants/agent/ab.toml: error[duplicate-name]: experiment `ab` is also defined by `variants/agent/ab/ab.toml`
             variants/agent/ab/models.toml:6:1: error[invalid-model]: model `gpt-4.1` names no provider (hint: write `provider:model`, e.g. "openai:gpt-4.1" or "anthropic:gpt-4.1")
+            variants/agent/ab/overrides.toml:1:1: error[invalid-experiment]: `sticky` is `device`; it is `key` (the default) or `principal` (hint: an experiment has `traffic` (0–1) and two or more `[[variants]]` with unique `id` and positive `weight`)
+            variants/agent/ab/overrides.toml:8:16: error[missing-file]: variant instructions file `agent/ab/missing.md` does not exist
+            variants/agent/ab/overrides.toml:10:1: error[invalid-experiment]: variant `lean` has `max_steps = 0`; it must be at least 1 (hint: an experiment has `traffic` (0–1) and two or more `[[variants]]` with unique `id` and positive `weight`)
+            variants/agent/ab/overrides.toml:14:16: error[invalid-experiment]: variant `instructions = "../outside.md"` must be a relative path inside `agent/` (hint: for example `instructions = "ab/terse.md"`)
+            variants/agent/ab/tools.toml: error[unknown-reference]: variant `lean` of experiment `tools` offers unknown tool `get_wether`
             variants/agent/ab/traffic.toml:1:1: error[invalid-experiment]: `traffic` is 1.5; it is the enrolled fraction, from 0 to 1 (hint: an experiment has `traffic` (0–1) and two or more `[[variants]]` with unique `id` and positive `weight`)
             variants/agent/ab/traffic.toml:4:1: error[invalid-experiment]: variant id `a` appears twice (hint: an experiment has `traffic` (0–1) and two or more `[[variants]]` with unique `id` and positive `weight`)
         "#]],

@@ -18,7 +18,10 @@ export interface ContextSize {
   toolsChars: number;
   conversationChars: number;
   messages: number;
+  /** The harness's estimate of the request's input tokens. */
   approxTokens: number;
+  /** Older tool results were trimmed to fit the model's window. */
+  trimmed?: boolean;
 }
 
 export interface StepContext {
@@ -41,7 +44,8 @@ export function compact(n: number): string {
 /** One line of size: messages, characters, approximate tokens. */
 export function sizeLine(size: ContextSize): string {
   const chars = size.systemChars + size.toolsChars + size.conversationChars;
-  return `${size.messages} message${size.messages === 1 ? "" : "s"} · ${compact(chars)} chars · ~${compact(size.approxTokens)} tokens`;
+  const trimmed = size.trimmed ? " · older tool results trimmed to fit" : "";
+  return `${size.messages} message${size.messages === 1 ? "" : "s"} · ${compact(chars)} chars · ~${compact(size.approxTokens)} tokens${trimmed}`;
 }
 
 /** Each part's share of the context, in percent of its characters (rounded; sums may be off by one). */

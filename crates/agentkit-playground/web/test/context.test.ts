@@ -10,6 +10,7 @@ describe("step context summary", () => {
       "1 message · 50k chars · ~12k tokens",
     );
     expect(compact(999)).toBe("999");
+    expect(sizeLine({ ...size, trimmed: true })).toBe("3 messages · 2.0k chars · ~500 tokens · older tool results trimmed to fit");
   });
 
   it("splits it into system, tools and conversation", () => {

@@ -320,3 +320,47 @@ async fn experiments_enrol_sessions_by_weight_and_the_variant_model_answers() {
     };
     assert_eq!(last, expected);
 }
+
+/// `sticky = "principal"`: every session of one principal gets one
+/// variant (however many sessions it starts), principals spread over the
+/// variants, and the report counts each variant's sessions.
+#[tokio::test]
+async fn a_principal_sticky_experiment_keeps_each_callers_variant() {
+    let f = fixture(r#"{"turns": [{"steps": [{"text": "ok"}]}]}"#).await;
+    f.runtime.shutdown(std::time::Duration::from_secs(5)).await;
+    drop(f.runtime);
+    std::fs::write(
+        f.dir.path().join("bot/agent/ab.toml"),
+        "sticky = \"principal\"\n[[variants]]\nid = \"a\"\n[[variants]]\nid = \"b\"\n",
+    )
+    .unwrap();
+    let runtime = super::open(f.dir.path()).await;
+    let mut per_variant = std::collections::BTreeMap::<String, u64>::new();
+    for p in 0..30 {
+        let mut variants = std::collections::BTreeSet::new();
+        for s in 0..3 {
+            let mut req = new_session(&format!("p{p} s{s}"));
+            req.owner = owner(&format!("user-{p}"));
+            let a = runtime.send(req).await.unwrap();
+            let events = runtime
+                .events(&a.session_id, &owner(&format!("user-{p}")), 0)
+                .await
+                .unwrap();
+            let variant = events
+                .iter()
+                .find(|e| e.event_type == EventType::AbAssigned)
+                .and_then(|e| e.data["variant"].as_str().map(str::to_owned))
+                .unwrap();
+            *per_variant.entry(variant.clone()).or_default() += 1;
+            variants.insert(variant);
+        }
+        assert_eq!(variants.len(), 1, "user-{p} kept one variant: {variants:?}");
+    }
+    assert_eq!(per_variant.len(), 2, "{per_variant:?}");
+    let report = runtime.ab_report().await.unwrap();
+    let x = &report.experiments[0];
+    assert_eq!(x.sticky, "principal");
+    for v in &x.variants {
+        assert_eq!(v.sessions, per_variant[&v.id], "{}", v.id);
+    }
+}

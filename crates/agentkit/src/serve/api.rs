@@ -120,7 +120,9 @@ pub(crate) async fn session_info(
 ) -> ApiResult {
     let runtime = &state.agent.runtime;
     let meta = runtime.session(&id, &owner)?;
+    let usage = runtime.usage(&id, &owner).await?;
     Ok(json_ok(SessionInfo {
+        usage,
         ok: true,
         busy: runtime.is_busy(&id),
         session_id: meta.id,

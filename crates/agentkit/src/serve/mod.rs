@@ -20,6 +20,7 @@
 //! `mount` (one agent), `api`, `dev` and `context` (its routes), `router`, `handle`
 //! (`ServeHandle`), and this file, which wires them in order.
 
+mod ab;
 mod api;
 mod auth;
 mod bridge;

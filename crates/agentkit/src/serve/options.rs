@@ -272,6 +272,8 @@ impl ServeOptions {
                 provider: Provider::Test,
                 id: String::new(),
                 params: Default::default(),
+                context_window: None,
+                max_output_tokens: None,
             }),
             None => None,
         };

@@ -1,8 +1,10 @@
 //! Test modules of the facade.
 
+mod ab;
 mod approvals;
 mod channel_api;
 mod channels;
+mod context;
 mod docs;
 mod edge;
 mod fixtures;

@@ -454,7 +454,13 @@ fn a_steps_context_is_rebuilt_for_an_operator() {
     let total = size["systemChars"].as_u64().unwrap()
         + size["toolsChars"].as_u64().unwrap()
         + size["conversationChars"].as_u64().unwrap();
-    assert_eq!(size["approxTokens"].as_u64().unwrap(), total.div_ceil(4));
+    // The harness's own estimate: about a quarter of what is sent.
+    let estimate = size["approxTokens"].as_u64().unwrap();
+    assert!(
+        estimate > total / 8 && estimate < total,
+        "{estimate} for {total} chars"
+    );
+    assert_eq!(size["trimmed"], false);
     // No such step; and not for a caller who is no operator (off --dev),
     // even on their own session.
     assert_eq!(context(3, &op).status, 404);
