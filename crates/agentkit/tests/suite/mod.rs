@@ -19,4 +19,5 @@ mod providers;
 mod sandbox;
 mod schedule_handlers;
 mod services;
+mod step_context;
 mod time;
