@@ -137,8 +137,11 @@ enum Command {
     /// Bitbucket webhook helpers (Cloud and Data Center): list channels
     /// and events, replay a saved payload signed with `X-Hub-Signature`.
     Bitbucket(crate::packs::PackArgs),
-    /// Slack app helpers: manifest, doctor (not available yet).
-    Slack(NotYet),
+    /// MCP connections that use OAuth: log in, and show each one's state.
+    Mcp(crate::mcp::McpArgs),
+    /// Slack app helpers: write the app manifest a slack channel needs,
+    /// check its tokens and scopes.
+    Slack(crate::slack::SlackArgs),
     /// Store a model provider's API key (file mode 0600 in your config
     /// directory). Keys resolve in this order: the environment
     /// (OPENAI_API_KEY, ANTHROPIC_API_KEY), then the stored key.
@@ -147,14 +150,6 @@ enum Command {
     Logout(crate::login::LogoutArgs),
     /// Show which key source is active for each provider (never the key).
     Whoami(crate::login::WhoamiArgs),
-}
-
-/// Accepts any arguments so that the "not available" message, not a
-/// parsing error, is what the user sees.
-#[derive(Debug, clap::Args)]
-struct NotYet {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    args: Vec<String>,
 }
 
 impl Cli {
@@ -192,17 +187,12 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bitbucket(args) => {
             crate::packs::run(agentkit::webhooks::Provider::Bitbucket, args)
         }
-        Command::Slack(_) => not_yet("slack", "the Slack channel pack"),
+        Command::Mcp(args) => crate::mcp::mcp(args),
+        Command::Slack(args) => crate::slack::slack(args),
         Command::Login(args) => crate::login::login(args),
         Command::Logout(args) => crate::login::logout(args),
         Command::Whoami(args) => crate::login::whoami(args),
     }
-}
-
-fn not_yet(command: &str, capability: &str) -> anyhow::Result<ExitCode> {
-    anyhow::bail!(
-        "`agentkit {command}` is not available in this release: it arrives with {capability}"
-    )
 }
 
 fn validate(dir: PathBuf, json: bool) -> anyhow::Result<ExitCode> {

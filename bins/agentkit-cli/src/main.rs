@@ -10,8 +10,10 @@ mod cli;
 mod eval;
 mod github;
 mod login;
+mod mcp;
 mod packs;
 mod render;
+mod slack;
 
 use std::process::ExitCode;
 

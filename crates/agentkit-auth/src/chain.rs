@@ -121,6 +121,14 @@ impl Chain {
                     }
                 }
                 Policy::Custom(_) => {}
+                Policy::SlackSignature { secret } => {
+                    if secret.is_empty() {
+                        errors.push(Error::EmptySecret {
+                            index,
+                            policy: name,
+                        });
+                    }
+                }
                 Policy::SharedSecret { header, secret }
                 | Policy::HmacSignature { header, secret, .. } => {
                     if header.is_empty() {

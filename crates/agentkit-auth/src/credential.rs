@@ -126,6 +126,44 @@ pub(crate) fn admit_hmac_signature(
     Ok(signed_context(authenticator, header, PrincipalType::App))
 }
 
+/// Slack's request signing: `X-Slack-Request-Timestamp` within five
+/// minutes of now, and `X-Slack-Signature` = `v0=` + HMAC-SHA256 of
+/// `v0:{timestamp}:{raw body}`, compared in constant time.
+pub(crate) fn admit_slack_signature(
+    authenticator: &'static str,
+    secret: &Secret,
+    req: &RequestParts<'_>,
+) -> Result<AuthContext, Refusal> {
+    use crate::sign::SlackError;
+    if secret.is_empty() {
+        return Err(Refusal::EmptySecret);
+    }
+    let timestamp = credential_header(req, "x-slack-request-timestamp")?;
+    let signature = credential_header(req, "x-slack-signature")?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    crate::sign::verify_slack_tag(
+        secret.expose().as_bytes(),
+        timestamp,
+        req.body,
+        signature,
+        now,
+    )
+    .map_err(|e| match e {
+        SlackError::EmptySecret => Refusal::EmptySecret,
+        SlackError::Stale => Refusal::Stale,
+        SlackError::WrongVersion => Refusal::WrongPrefix,
+        SlackError::NotHex => Refusal::MalformedSignature,
+        SlackError::Mismatch => Refusal::Mismatch,
+    })?;
+    Ok(signed_context(
+        authenticator,
+        "x-slack-signature",
+        PrincipalType::App,
+    ))
+}
+
 /// The principal of a secret-holding caller: the secret identifies the
 /// sender, so the policy and header name it (`hmacSignature:x-hub-signature-256`).
 fn signed_context(

@@ -92,6 +92,8 @@ pub enum Refusal {
     InvalidToken { reason: String },
     /// A custom verifier declined, with its reason.
     Rejected { reason: String },
+    /// A signed timestamp outside the accepted window (a replay).
+    Stale,
 }
 
 impl fmt::Display for Refusal {
@@ -112,6 +114,7 @@ impl fmt::Display for Refusal {
             Refusal::NotCustomChannel => f.write_str("public endpoint on the built-in api"),
             Refusal::InvalidToken { reason } => write!(f, "invalid token: {reason}"),
             Refusal::Rejected { reason } => f.write_str(reason),
+            Refusal::Stale => f.write_str("signed timestamp outside the accepted window"),
         }
     }
 }

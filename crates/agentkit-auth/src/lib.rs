@@ -44,6 +44,9 @@ pub use crate::{
     policy::{BearerToken, Policy},
     request::{FORWARDING_HEADERS, RequestParts},
     secret::Secret,
-    sign::{sign_body, sign_bridge_call, verify_body, verify_bridge_call},
+    sign::{
+        SLACK_MAX_AGE_SECS, sign_body, sign_bridge_call, sign_slack, verify_body,
+        verify_bridge_call, verify_slack,
+    },
     verifier::{CustomPolicy, Verdict, Verifier},
 };

@@ -2,7 +2,7 @@
 
 use crate::{
     AuthContext, CustomPolicy, JwtPolicy, PrincipalType, Refusal, RequestParts, Secret, Surface,
-    credential::{admit_bearer, admit_hmac_signature, admit_shared_secret},
+    credential::{admit_bearer, admit_hmac_signature, admit_shared_secret, admit_slack_signature},
     local::{LoopbackCheck, admit_loopback},
 };
 
@@ -40,6 +40,9 @@ pub enum Policy {
     Jwt(JwtPolicy),
     /// A verifier written in Rust by an embedder.
     Custom(CustomPolicy),
+    /// Slack's request signing (`X-Slack-Signature`, `v0`, over the
+    /// timestamp and the raw body; the timestamp within five minutes).
+    SlackSignature { secret: Secret },
 }
 
 /// A bearer token and the principal it authenticates.
@@ -73,6 +76,7 @@ impl Policy {
             Policy::HmacSignature { .. } => "hmacSignature",
             Policy::Jwt(_) => "jwt",
             Policy::Custom(custom) => custom.name(),
+            Policy::SlackSignature { .. } => "slackSignature",
         }
     }
 
@@ -103,6 +107,7 @@ impl Policy {
             } => admit_hmac_signature(name, header, secret, prefix.as_deref(), req),
             Policy::Jwt(jwt) => jwt.admit(name, req).await,
             Policy::Custom(custom) => custom.admit(req).await,
+            Policy::SlackSignature { secret } => admit_slack_signature(name, secret, req),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Pack settings (`kind = "github"`, `"gitlab"`, `"bitbucket"`) as
+//! Pack settings (`kind = "github"`, `"gitlab"`, `"bitbucket"`, `"slack"`) as
 //! `agentkit validate` reports them: file, line and hint for every problem
 //! that would stop `serve` (the same parsers and rule checks serving
 //! runs, so the two never disagree), plus warnings for what serves but is
@@ -130,6 +130,31 @@ const GITLAB_EVENTS: &[&str] = &[
     "Subgroup Hook",
 ];
 
+/// Slack event types a `[[rules]]` entry may name (`message.<type>` for
+/// a message in one kind of conversation).
+const SLACK_EVENTS: &[&str] = &[
+    "app_mention",
+    "message",
+    "message.im",
+    "message.channel",
+    "message.group",
+    "message.mpim",
+    "reaction_added",
+    "reaction_removed",
+    "member_joined_channel",
+    "member_left_channel",
+    "channel_created",
+    "channel_rename",
+    "app_home_opened",
+    "assistant_thread_started",
+    "assistant_thread_context_changed",
+    "file_shared",
+    "pin_added",
+    "pin_removed",
+    "team_join",
+    "user_change",
+];
+
 /// What a check found, before it has a line.
 struct Problem {
     code: Code,
@@ -149,6 +174,7 @@ pub fn pack_diagnostics(channel: &Channel, source: &str) -> Vec<Diagnostic> {
         ChannelKind::Github => ("GitHub", GITHUB_EVENTS, "GITHUB_WEBHOOK_SECRET"),
         ChannelKind::Gitlab => ("GitLab", GITLAB_EVENTS, "GITLAB_WEBHOOK_SECRET"),
         ChannelKind::Bitbucket => ("Bitbucket", &[], "BITBUCKET_WEBHOOK_SECRET"),
+        ChannelKind::Slack => ("Slack", SLACK_EVENTS, ""),
         _ => return Vec::new(),
     };
     let settings = channel.settings.clone().unwrap_or_else(|| json!({}));
@@ -217,12 +243,48 @@ pub fn pack_diagnostics(channel: &Channel, source: &str) -> Vec<Diagnostic> {
     }
     let parsed = match channel.kind {
         ChannelKind::Github => crate::github::settings::Settings::parse(&top).map(|_| ()),
+        ChannelKind::Slack => crate::slack::settings::Settings::parse(&top).map(|_| ()),
         _ => crate::pack::ReplySettings::parse(&top).map(|_| ()),
     };
     if let Err(message) = parsed {
-        problems.push(serde_problem(None, &message, label, Some(&settings)));
+        let mut p = serde_problem(None, &message, label, Some(&settings));
+        if channel.kind == ChannelKind::Slack {
+            // Slack's messages name nested keys by their dotted path
+            // (`engagement.channel_posts.allow`): place them at the line
+            // of the last segment.
+            // A bad value (`unknown variant `http``) is placed at the key
+            // that holds it.
+            let quoted: Vec<&str> = message.split('`').skip(1).step_by(2).collect();
+            if p.key.is_none() {
+                p.key = quoted
+                    .iter()
+                    .find_map(|q| {
+                        settings.as_object().and_then(|o| {
+                            o.iter()
+                                .find(|(_, v)| v.as_str() == Some(q))
+                                .map(|(k, _)| k.clone())
+                        })
+                    })
+                    .or_else(|| {
+                        quoted
+                            .iter()
+                            .find(|q| q.contains('.'))
+                            .and_then(|k| k.rsplit('.').next())
+                            .map(str::to_owned)
+                    });
+            }
+            p.hint.get_or_insert_with(|| {
+                "see the Slack pack's settings in the channels reference (docs/reference/channels.md)"
+                    .to_owned()
+            });
+        }
+        problems.push(p);
     }
-    if channel.auth.is_none() && settings.get("webhook_secret").is_none() {
+    if channel.kind == ChannelKind::Slack {
+        // Credentials default to `SLACK_*` variables: nothing to warn
+        // about here (`validate` reports unset `${VAR}`s, and serving
+        // says which credentials an idle channel lacks).
+    } else if channel.auth.is_none() && settings.get("webhook_secret").is_none() {
         problems.push(Problem {
             code: Code::MissingField,
             error: false,
@@ -360,6 +422,52 @@ mod tests {
         assert_eq!(locate(src, Some(0), Some("event")).unwrap().line, 5);
         assert_eq!(locate(src, Some(1), Some("nothing")).unwrap().line, 8);
         assert_eq!(locate(src, Some(2), None), None);
+    }
+
+    #[test]
+    fn slack_settings_problems_have_a_line_and_a_hint() {
+        let source =
+            "kind = \"slack\"\nmode = \"socket\"\n\n[engagement.channel_posts]\nallow = []\n";
+        let channel = Channel {
+            id: "slack".into(),
+            path: "agent/channels/slack.toml".into(),
+            kind: ChannelKind::Slack,
+            settings: Some(
+                json!({"mode": "socket", "engagement": {"channel_posts": {"allow": []}}}),
+            ),
+            auth: None,
+            routes: Vec::new(),
+            events: Default::default(),
+            state: None,
+        };
+        let d = pack_diagnostics(&channel, source);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].line, Some(5));
+        assert!(d[0].message.contains("no wildcard"), "{}", d[0].message);
+        assert!(d[0].hint.is_some());
+        let bad = Channel {
+            settings: Some(
+                json!({"mode": "http", "rules": [{"event": "app_mentoin", "skip": true}]}),
+            ),
+            ..channel
+        };
+        let source =
+            "kind = \"slack\"\nmode = \"http\"\n[[rules]]\nevent = \"app_mentoin\"\nskip = true\n";
+        let d = pack_diagnostics(&bad, source);
+        let text: Vec<String> = d
+            .iter()
+            .map(|d| format!("{:?} {}", d.line, d.message))
+            .collect();
+        assert!(
+            text.iter()
+                .any(|t| t.starts_with("Some(2)") && t.contains("unknown variant `http`")),
+            "{text:?}"
+        );
+        assert!(
+            text.iter()
+                .any(|t| t.starts_with("Some(4)") && t.contains("never sends")),
+            "{text:?}"
+        );
     }
 
     #[test]

@@ -52,7 +52,10 @@ impl Env {
         self.get(name).is_some()
     }
 
-    /// Replaces every `${NAME}` with its value (empty when unset or empty).
+    /// Replaces every `${NAME}` with its value (empty when unset or empty),
+    /// `${NAME:-default}` with `default` when unset or empty. An unset
+    /// `${NAME:?message}` reads as empty: the host refuses to start before
+    /// it resolves one (`agentkit_manifest::unset_env_refs`).
     pub fn resolve(&self, s: &str) -> String {
         agentkit_manifest::expand_env(s, |name| self.get(name))
     }
@@ -75,5 +78,6 @@ mod tests {
         assert!(env.is_set("A") && !env.is_set("EMPTY") && !env.is_set("B"));
         assert_eq!(env.resolve("Bearer ${A}-${EMPTY}-${B}"), "Bearer x--");
         assert_eq!(env.resolve("${A"), "${A");
+        assert_eq!(env.resolve("${EMPTY:-d}/${B:-}/${A:-no}"), "d//x");
     }
 }

@@ -238,8 +238,15 @@ impl ChannelHost {
                 return Err(Error::Unauthorized);
             }
         };
+        let form = req.headers.iter().any(|(n, v)| {
+            n == "content-type" && v.starts_with("application/x-www-form-urlencoded")
+        });
         let body = if route.method == Method::Get || req.body.iter().all(u8::is_ascii_whitespace) {
             json!({})
+        } else if form {
+            // Form posts (Slack's interactivity payloads) become an object
+            // of their fields.
+            parse_query(&String::from_utf8_lossy(&req.body), None)
         } else {
             serde_json::from_slice(&req.body)
                 .map_err(|e| Error::bad_request(format!("the body is not JSON: {e}")))?

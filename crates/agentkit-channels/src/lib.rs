@@ -6,14 +6,13 @@
 //! channels for one agent ([`ChannelHost`]: route matching, the auth chain
 //! over the raw request, schema validation, event routing from the store's
 //! tap), declarative webhook channels built on that API, event deliveries,
-//! and the GitHub, GitLab and Bitbucket packs (their shared rules, dedup,
-//! host tasks and turns live once in `pack.rs`).
+//! and the GitHub, GitLab, Bitbucket and Slack packs (their shared rules,
+//! dedup, host tasks and turns live once in `pack.rs`; Slack adds Socket
+//! Mode and streamed thread replies in `slack/`).
 //!
 //! It does not know sessions, the harness or HTTP frameworks: it reaches
 //! sessions through the [`SessionHost`] trait, which the facade implements
 //! over the runtime, and it sees requests as plain [`ChannelRequest`]s.
-//! The Slack pack is not built yet: the facade refuses to serve it with a
-//! message saying so.
 
 mod api;
 mod bitbucket;
@@ -25,6 +24,7 @@ mod github;
 mod gitlab;
 mod host;
 mod pack;
+mod slack;
 mod state;
 mod template;
 mod webhook;
@@ -42,5 +42,9 @@ pub use error::{Error, Result};
 pub use github::{GithubClient, GithubOptions, github_channel, github_client, github_events};
 pub use gitlab::{GitlabOptions, gitlab_channel, gitlab_events};
 pub use host::{ChannelHost, ChannelHostOptions, ChannelRequest};
+pub use slack::{
+    SlackCheck, SlackClient, SlackManifestOptions, SlackOptions, slack_app_manifest, slack_channel,
+    slack_client, slack_doctor, slack_env_example, slack_events,
+};
 pub use template::{render, render_value};
 pub use webhook::webhook_channel;

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentkit_auth::{AuthContext, Chain, Policy, PrincipalType, Surface};
@@ -676,6 +676,32 @@ pub(crate) async fn post_json(
     Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
+/// The headers the chain's signature and shared-secret policies read.
+fn signature_headers(chain: &Chain) -> Vec<String> {
+    chain
+        .policies
+        .iter()
+        .filter_map(|p| match p {
+            Policy::HmacSignature { header, .. } | Policy::SharedSecret { header, .. } => {
+                Some(header.to_ascii_lowercase())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// A delivery admitted only as a loopback caller (`--dev` admits unsigned
+/// deliveries from loopback) that nevertheless carries a signature header:
+/// the signature policy, which runs first, refused it, so it is wrongly
+/// signed, and wrongly signed deliveries are refused from anywhere.
+fn wrongly_signed(args: &HandlerArgs, signature_headers: &[String]) -> bool {
+    let by_loopback = matches!(
+        args.auth.authenticator.as_str(),
+        "loopbackOnly" | "localDev" | "localDevStrict"
+    );
+    by_loopback && signature_headers.iter().any(|h| args.header(h).is_some())
+}
+
 /// A pack's channel definition: `kind`, the channel's description and
 /// auth chain, `webhookEvents` / `signed` / `apiUrl` in `/v1/info`, and one
 /// `POST /` route handing each delivery to `handle` (what `label` names,
@@ -699,10 +725,23 @@ where
     let mut def = crate::api::ChannelDefinition::new(channel_id.to_owned());
     def.kind = kind.to_owned();
     def.description = description;
+    let signature_headers = signature_headers(&chain);
     def.auth = Some(chain);
     def.info = Some(json!({"webhookEvents": events, "signed": signed, "apiUrl": api_url}));
+    let handle = Arc::new(handle);
+    let guarded = move |args: HandlerArgs| {
+        let handle = handle.clone();
+        let refused = wrongly_signed(&args, &signature_headers);
+        async move {
+            if refused {
+                tracing::info!(peer = ?args.request_ip, "a delivery whose signature failed was refused on loopback");
+                return Err(Error::Unauthorized);
+            }
+            handle(args).await
+        }
+    };
     def.routes.push(
-        crate::api::RouteDef::new(agentkit_manifest::Method::Post, "/", handle)
+        crate::api::RouteDef::new(agentkit_manifest::Method::Post, "/", guarded)
             .body_schema(json!({"type": "object"}))
             .description(format!("{label} webhook deliveries")),
     );

@@ -43,6 +43,7 @@ mod complete;
 mod context;
 mod credentials;
 mod dynamic;
+mod output;
 mod process;
 mod providers;
 mod sandbox;

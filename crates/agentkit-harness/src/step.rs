@@ -13,14 +13,18 @@ pub enum FinishReason {
     Stop,
     /// The model asked for tool calls; another step follows.
     ToolCall,
+    /// The reply did not match the turn's `output_schema`; the model is
+    /// asked again.
+    InvalidOutput,
 }
 
 impl FinishReason {
-    /// The wire spelling: `stop` or `tool_call`.
+    /// The wire spelling: `stop`, `tool_call` or `invalid_output`.
     pub fn as_str(self) -> &'static str {
         match self {
             FinishReason::Stop => "stop",
             FinishReason::ToolCall => "tool_call",
+            FinishReason::InvalidOutput => "invalid_output",
         }
     }
 }

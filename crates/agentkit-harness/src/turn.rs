@@ -81,8 +81,13 @@ pub trait PrepareWorkspace: Send + Sync + std::fmt::Debug {
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TurnOutcome {
-    /// The model answered without asking for more tool calls.
-    Completed { result: String, usage: Usage },
+    /// The model answered without asking for more tool calls. `output`:
+    /// the reply parsed and validated against the agent's `output_schema`.
+    Completed {
+        result: String,
+        usage: Usage,
+        output: Option<Value>,
+    },
     /// The provider failed, `max_steps` was reached or the turn timed out.
     Failed { message: String },
     /// `cancel` fired.
@@ -226,6 +231,7 @@ async fn run_steps(
     // The part of `conversation` that came from earlier turns.
     let mut history_len = input.history.len();
     let mut compacted = false;
+    let mut invalid_outputs = 0;
 
     for step in 1..=max_steps {
         let mut estimate = fixed + crate::context::conversation_tokens(&conversation);
@@ -335,10 +341,15 @@ async fn run_steps(
         let step_usage = reply.usage;
         usage += reply.usage;
         let calls = reply.tool_calls;
-        let finish_reason = if calls.is_empty() {
-            FinishReason::Stop
-        } else {
-            FinishReason::ToolCall
+        // A final reply under an output schema must parse and validate.
+        let checked = match (&input.agent.config.output_schema, calls.is_empty()) {
+            (Some(schema), true) => Some(crate::output::check(schema, &text)),
+            _ => None,
+        };
+        let finish_reason = match (&checked, calls.is_empty()) {
+            (Some(Err(_)), _) => FinishReason::InvalidOutput,
+            (_, true) => FinishReason::Stop,
+            (_, false) => FinishReason::ToolCall,
         };
         send(
             events,
@@ -360,9 +371,31 @@ async fn run_steps(
                 },
             )
             .await;
+            let output = match checked {
+                None => None,
+                Some(Ok(value)) => Some(value),
+                Some(Err(errors)) => {
+                    if invalid_outputs >= crate::output::RETRIES {
+                        return TurnOutcome::Failed {
+                            message: format!(
+                                "the reply did not match `output_schema` after {} attempts: {errors}",
+                                invalid_outputs + 1
+                            ),
+                        };
+                    }
+                    invalid_outputs += 1;
+                    conversation.push(Message::Assistant {
+                        text,
+                        tool_calls: Vec::new(),
+                    });
+                    conversation.push(Message::user(crate::output::retry_prompt(&errors)));
+                    continue;
+                }
+            };
             return TurnOutcome::Completed {
                 result: text,
                 usage,
+                output,
             };
         }
 
@@ -643,6 +676,8 @@ async fn run_subagent(
     // Subagents do not delegate further.
     child.subagents = Vec::new();
     child.config.model = Some(model.clone());
+    // The parent's reply format is the parent's: a subagent answers text.
+    child.config.output_schema = None;
     let child_input = TurnInput {
         agent: Arc::new(child),
         model,
@@ -679,7 +714,7 @@ async fn run_subagent(
     let drain = async move { while rx.recv().await.is_some() {} };
     let (outcome, ()) = tokio::join!(child_turn, drain);
     let (out, usage) = match outcome {
-        TurnOutcome::Completed { result, usage } => (
+        TurnOutcome::Completed { result, usage, .. } => (
             ToolOutput {
                 output: Value::String(result),
                 is_error: false,
@@ -797,8 +832,10 @@ pub(crate) fn needs_approval(rule: &Approval, input: &Value) -> bool {
         Approval::Never => false,
         Approval::Always => true,
         // A schema that does not compile cannot clear a call.
+        // Formats asserted, as in input validation (`agentkit_manifest::schema_errors`).
         Approval::When(schema) => jsonschema::options()
             .with_draft(jsonschema::Draft::Draft202012)
+            .should_validate_formats(true)
             .build(schema)
             .map_or(true, |v| v.is_valid(input)),
     }

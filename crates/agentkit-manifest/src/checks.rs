@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::model::EnvRef;
 use crate::source::SourceText;
+use crate::vars::Fallback;
 
 /// Every violation of `schema` (draft 2020-12) by `input`, as (JSON
 /// pointer, message) pairs; `Err` when the schema itself does not compile.
@@ -15,14 +16,25 @@ use crate::source::SourceText;
 /// with this one function (it lives here, the lowest crate with a
 /// validator, so channels need not depend on the harness).
 pub fn schema_errors(schema: &Value, input: &Value) -> Result<Vec<(String, String)>, String> {
-    let validator = jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft202012)
+    let validator = validator_options()
         .build(schema)
         .map_err(|e| e.to_string())?;
     Ok(validator
         .iter_errors(input)
         .map(|e| (e.instance_path().to_string(), e.to_string()))
         .collect())
+}
+
+/// How every input schema is compiled: draft 2020-12, no remote `$ref`s
+/// (jsonschema is built without its HTTP resolver), and `format` asserted
+/// (`email`, `uri`, `date-time`, `uuid`, `ipv4`, …), as the TypeScript
+/// framework's validators did; draft 2020-12 alone would only annotate it,
+/// and a ported schema would silently accept what it used to refuse.
+/// Unknown formats are ignored, as the specification says.
+fn validator_options() -> jsonschema::ValidationOptions<'static> {
+    jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .should_validate_formats(true)
 }
 
 /// A JSON Schema compiled once, for inputs validated on every request
@@ -33,8 +45,7 @@ pub struct CompiledSchema(std::sync::Arc<jsonschema::Validator>);
 impl CompiledSchema {
     /// Compiles `schema` (draft 2020-12, no remote `$ref`s).
     pub fn compile(schema: &Value) -> Result<CompiledSchema, String> {
-        jsonschema::options()
-            .with_draft(jsonschema::Draft::Draft202012)
+        validator_options()
             .build(schema)
             .map(|v| CompiledSchema(std::sync::Arc::new(v)))
             .map_err(|e| e.to_string())
@@ -261,29 +272,29 @@ pub(crate) fn check_regex(source: &str) -> Result<(), String> {
     })
 }
 
-/// Finds every `${NAME}` in a file, with its line.
+/// Finds every `${NAME}` (with `:-default` or `:?message`) in a TOML
+/// file, outside comments, with its line.
 pub(crate) fn scan_env_refs(src: &SourceText) -> Vec<EnvRef> {
-    let mut refs = Vec::new();
     if !src.text.contains("${") {
-        return refs; // most files: one fast search instead of one per line
+        return Vec::new(); // most files: one fast search instead of a scan
     }
-    for (i, line) in src.text.lines().enumerate() {
-        let mut rest = line;
-        while let Some(start) = rest.find("${") {
-            rest = &rest[start + 2..];
-            let Some(end) = rest.find('}') else { break };
-            let name = &rest[..end];
-            if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                refs.push(EnvRef {
-                    name: name.to_owned(),
-                    path: src.rel.clone(),
-                    line: i as u32 + 1,
-                });
+    crate::vars::toml_references(&src.text)
+        .into_iter()
+        .map(|(line, r)| {
+            let (default, required) = match r.fallback {
+                Fallback::Empty => (None, None),
+                Fallback::Default(d) => (Some(d.to_owned()), None),
+                Fallback::Required(m) => (None, Some(m.trim().to_owned())),
+            };
+            EnvRef {
+                name: r.name.to_owned(),
+                path: src.rel.clone(),
+                line,
+                default,
+                required,
             }
-            rest = &rest[end..];
-        }
-    }
-    refs
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -383,12 +394,21 @@ mod tests {
     fn env_refs_with_lines() {
         let src = SourceText::new(
             "x".into(),
-            "a = \"${A}\"\nb = \"${B_2}-${}\" # ${bad-name}\n".into(),
+            "a = \"${A}\"\nb = \"${B_2}-${}\" # ${bad-name} ${IN_COMMENT}\nc = \"${C:-d} ${D:?why}\"\n"
+                .into(),
         );
-        let names: Vec<_> = scan_env_refs(&src)
+        let refs: Vec<_> = scan_env_refs(&src)
             .into_iter()
-            .map(|r| (r.name, r.line))
+            .map(|r| (r.name, r.line, r.default, r.required))
             .collect();
-        assert_eq!(names, vec![("A".to_owned(), 1), ("B_2".to_owned(), 2)]);
+        assert_eq!(
+            refs,
+            vec![
+                ("A".to_owned(), 1, None, None),
+                ("B_2".to_owned(), 2, None, None),
+                ("C".to_owned(), 3, Some("d".to_owned()), None),
+                ("D".to_owned(), 3, None, Some("why".to_owned())),
+            ]
+        );
     }
 }

@@ -20,10 +20,35 @@ struct RawAgent {
     model: Option<toml::Value>,
     runtime: Option<String>,
     harness: Option<RawHarness>,
+    output_schema: Option<toml::Value>,
     local: Option<RawLocal>,
     /// Accepted from TypeScript-era projects; only the host reads it.
     cloud: Option<toml::Value>,
+    /// Cursor-only settings, read so they warn instead of failing.
+    hosting: Option<toml::Value>,
+    architecture: Option<toml::Value>,
+    persistent: Option<toml::Value>,
 }
+
+/// Settings of Cursor's managed hosting and project formats, which this
+/// host reads past: each with what agentkit does instead.
+const CURSOR_ONLY: &[(&str, &str, &str)] = &[
+    (
+        "hosting",
+        "`hosting` configures Cursor's managed deployment; agentkit does not deploy for you, so it is ignored",
+        "run `agentkit serve` (or the `agentkit-serve` container) where the agent should live; egress is that machine's, and secrets are its environment variables, read as `${VAR}`",
+    ),
+    (
+        "architecture",
+        "`architecture` picks a Cursor SDK project format; agentkit has one format (this folder), so it is ignored",
+        "remove it",
+    ),
+    (
+        "persistent",
+        "`persistent` asks Cursor hosting for a long-lived runtime; `agentkit serve` is one long-lived process already, so it is ignored",
+        "remove it; sessions and their state survive restarts under the state root",
+    ),
+];
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -98,6 +123,42 @@ pub(crate) fn read_agent_config(ctx: &mut Ctx, agent_dir: &Path) -> (AgentConfig
             )
             .at(src.key_pos("[cloud]").or_else(|| src.key_pos("cloud"))),
         );
+    }
+    if let Some(schema) = &raw.output_schema {
+        let bad = |ctx: &mut Ctx, message: String| {
+            ctx.push(
+                Diagnostic::error(Code::InvalidSchema, src.rel.clone(), message)
+                    .at(src.key_pos("output_schema"))
+                    .with_hint("`[output_schema]` is a JSON Schema (draft 2020-12) written as TOML, e.g. type = \"object\" and [output_schema.properties]"),
+            );
+        };
+        match serde_json::to_value(schema) {
+            Ok(value @ Value::Object(_)) => {
+                match crate::checks::schema_errors(&value, &Value::Null) {
+                    Ok(_) => config.output_schema = Some(value),
+                    Err(e) => bad(
+                        ctx,
+                        format!("`output_schema` is not a valid JSON Schema: {e}"),
+                    ),
+                }
+            }
+            _ => bad(
+                ctx,
+                "`output_schema` must be a table (a JSON Schema object)".to_owned(),
+            ),
+        }
+    }
+    let cursor_only = [&raw.hosting, &raw.architecture, &raw.persistent];
+    for ((key, message, hint), value) in CURSOR_ONLY.iter().zip(cursor_only) {
+        if value.is_some() {
+            ctx.push(
+                Diagnostic::warning(Code::Unsupported, src.rel.clone(), *message)
+                    .at(src
+                        .key_pos(&format!("[{key}]"))
+                        .or_else(|| src.key_pos(key)))
+                    .with_hint(*hint),
+            );
+        }
     }
     if let Some(h) = raw.harness {
         let project_dir = agent_dir.parent().unwrap_or(agent_dir);
@@ -273,6 +334,19 @@ pub(crate) fn parse_model_value(
             None,
         )),
     };
+    if let toml::Value::Table(t) = value
+        && let Some(toml::Value::Array(_)) = t.get("params")
+    {
+        ctx.push(
+            Diagnostic::warning(
+                Code::Unsupported,
+                src.rel.clone(),
+                format!("`{key}.params` as a list of `{{ id, value }}` is the Cursor SDK's form; those Cursor model parameters are ignored"),
+            )
+            .at(src.key_pos("params").or(pos))
+            .with_hint("agentkit passes `params` to the provider as a table, e.g. `params = { temperature = 0.2, reasoning_effort = \"high\" }`"),
+        );
+    }
     match result {
         Ok(spec) => {
             if spec.provider == Provider::Scripted && !agent_dir.join(&spec.id).is_file() {
@@ -380,6 +454,8 @@ fn parse_model_table(t: &toml::Table) -> Result<ModelSpec, ModelError> {
     };
     let params = match t.get("params") {
         None => serde_json::Map::new(),
+        // The Cursor SDK's `[{ id, value }]`: warned about by the caller.
+        Some(toml::Value::Array(_)) => serde_json::Map::new(),
         Some(toml::Value::Table(p)) => match serde_json::to_value(p) {
             Ok(Value::Object(m)) => m,
             _ => {

@@ -24,6 +24,9 @@ struct RawConnection {
     env: BTreeMap<String, String>,
     cwd: Option<String>,
     agent: Option<String>,
+    /// An HTTP server that wants OAuth (`agentkit mcp login`).
+    #[serde(default)]
+    oauth: bool,
 }
 
 pub(crate) fn read_connection(ctx: &mut Ctx, path: &Path, name: &str) -> Option<Connection> {
@@ -78,10 +81,30 @@ pub(crate) fn read_connection(ctx: &mut Ctx, path: &Path, name: &str) -> Option<
                 format!("`url` must be an http(s) URL, not `{url}`"),
             );
         }
+        if raw.oauth
+            && raw
+                .headers
+                .keys()
+                .any(|k| k.eq_ignore_ascii_case("authorization"))
+        {
+            return fail(
+                ctx,
+                Code::ConflictingFields,
+                "oauth",
+                "`oauth = true` and an `Authorization` header both authorize the connection; keep one".into(),
+            );
+        }
         Transport::Http {
             url,
             headers: raw.headers,
         }
+    } else if raw.oauth {
+        return fail(
+            ctx,
+            Code::ConflictingFields,
+            "oauth",
+            "`oauth = true` is for `url` connections (streamable HTTP)".into(),
+        );
     } else if let Some(command) = raw.command {
         if !raw.headers.is_empty() {
             return fail(
@@ -126,5 +149,6 @@ pub(crate) fn read_connection(ctx: &mut Ctx, path: &Path, name: &str) -> Option<
         path: src.rel.clone(),
         description: raw.description,
         transport,
+        oauth: raw.oauth,
     })
 }

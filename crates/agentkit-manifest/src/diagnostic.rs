@@ -96,6 +96,7 @@ codes! {
     InvalidExperiment => "invalid-experiment", "An A/B experiment has too few variants, repeated ids, or bad weights.";
     SandboxOff => "sandbox-off", "The sandbox is turned off for the `shell` built-in and server tools, or for one tool: what it runs can read, write and reach everything agentkit's user can.";
     EnvUnset => "env-unset", "A `${VAR}` reference names an environment variable that is not set (reported by `validate`).";
+    EnvRequired => "env-required", "A `${VAR:?message}` reference names an environment variable that is not set: `validate` fails and `serve` does not start.";
 }
 
 impl fmt::Display for Code {

@@ -387,19 +387,18 @@ fn toml_files(ctx: &mut Ctx, dir: &Entry, what: &str, shape: &str) -> Vec<Entry>
         } else if !e.is_dir && what == "experiment" && e.ext() == Some("md") {
             // A variant's `instructions = "ab/<file>.md"` lives beside it.
         } else if !e.is_dir && is_script_source(&e.name) {
-            let d = Diagnostic::warning(
-                Code::TypescriptDefinition,
-                ctx.rel(&e.path),
+            let stem = walk::definition_stem(&e.name);
+            let replaced = dir.path.join(format!("{stem}.toml")).is_file();
+            let d = walk::script_definition(
+                ctx,
+                &e.path,
+                replaced,
                 format!(
                     "`{}` is a TypeScript/JavaScript {what}, which this host cannot load",
                     e.name
                 ),
-            )
-            .with_hint(format!(
-                "write `{}/{}.toml` instead ({shape})",
-                dir.name,
-                e.stem()
-            ));
+                format!("write `{}/{stem}.toml` instead ({shape})", dir.name),
+            );
             ctx.push(d);
         } else {
             let d = Diagnostic::warning(
@@ -464,14 +463,26 @@ fn read_tools(ctx: &mut Ctx, dir: &Entry, agent: &mut Agent) {
                 continue;
             }
             to_read.push((e.path.clone(), name.to_owned()));
-        } else if is_script_source(&e.name) && !dir.path.join(format!("{}.toml", e.stem())).exists()
+        } else if is_script_source(&e.name)
+            && !dir
+                .path
+                .join(format!("{}.toml", walk::definition_stem(&e.name)))
+                .exists()
         {
-            let d = Diagnostic::warning(Code::TypescriptDefinition, ctx.rel(&e.path), format!("`{}` is a TypeScript/JavaScript tool, which this host cannot load", e.name))
-                .with_hint(format!(
-                    "write `tools/{}.toml` with `description`, `command` (e.g. [\"node\", \"{}\"]) and `[input_schema]`",
-                    e.stem(),
+            let d = walk::script_definition(
+                ctx,
+                &e.path,
+                false,
+                format!(
+                    "`{}` is a TypeScript/JavaScript tool, which this host cannot load",
                     e.name
-                ));
+                ),
+                format!(
+                    "write `tools/{}.toml` with `description`, `command` (e.g. [\"node\", \"{}\"]) and `[input_schema]`",
+                    walk::definition_stem(&e.name),
+                    e.name
+                ),
+            );
             ctx.push(d);
         }
         // Other files are the programs, scripts and schemas that tool
@@ -623,8 +634,22 @@ fn read_schedules(ctx: &mut Ctx, dir: &Entry, agent: &mut Agent) {
             }
             (false, Some("md" | "toml")) => None,
             _ if !e.is_dir && is_script_source(&e.name) => {
-                let d = Diagnostic::warning(Code::TypescriptDefinition, ctx.rel(&e.path), format!("`{}` is a TypeScript/JavaScript schedule, which this host cannot load", e.name))
-                    .with_hint(format!("write `schedules/{0}.md` (cron frontmatter + prompt) or `schedules/{0}.toml` (cron + one action)", e.stem()));
+                let stem = walk::definition_stem(&e.name);
+                let replaced = ["md", "toml"]
+                    .iter()
+                    .any(|ext| dir.path.join(format!("{stem}.{ext}")).is_file());
+                let d = walk::script_definition(
+                    ctx,
+                    &e.path,
+                    replaced,
+                    format!(
+                        "`{}` is a TypeScript/JavaScript schedule, which this host cannot load",
+                        e.name
+                    ),
+                    format!(
+                        "write `schedules/{stem}.md` (cron frontmatter + prompt) or `schedules/{stem}.toml` (cron + one action)"
+                    ),
+                );
                 ctx.push(d);
                 None
             }
@@ -671,24 +696,32 @@ fn report_unknown_agent_entry(ctx: &mut Ctx, e: &Entry) {
         ctx.warning(Code::Unsupported, &e.path, format!("`{}`: {why}", e.name));
         return;
     }
+    let parent = e.path.parent().unwrap_or(&e.path);
     let ts_equivalent = match e.name.as_str() {
-        "agent.ts" | "agent.js" => Some("write `agent/agent.toml` (model, runtime, harness)"),
-        "ab.ts" | "ab.js" => Some("write `agent/ab.toml` with `[[variants]]`"),
-        "instructions.ts" | "instructions.js" => Some(""), // reported with the instructions
+        "agent.ts" | "agent.js" => Some((
+            "write `agent/agent.toml` (model, runtime, harness)",
+            parent.join("agent.toml").is_file(),
+        )),
+        "ab.ts" | "ab.js" => Some((
+            "write `agent/ab.toml` with `[[variants]]`",
+            parent.join("ab.toml").is_file() || parent.join("ab").is_dir(),
+        )),
+        "instructions.ts" | "instructions.js" => Some(("", true)), // reported with the instructions
         _ => None,
     };
     match ts_equivalent {
-        Some("") => {}
-        Some(hint) => {
-            let d = Diagnostic::warning(
-                Code::TypescriptDefinition,
-                ctx.rel(&e.path),
+        Some(("", _)) => {}
+        Some((hint, replaced)) => {
+            let d = walk::script_definition(
+                ctx,
+                &e.path,
+                replaced,
                 format!(
                     "`{}` is a TypeScript/JavaScript definition, which this host cannot load",
                     e.name
                 ),
-            )
-            .with_hint(hint);
+                hint.to_owned(),
+            );
             ctx.push(d);
         }
         None if e.name == "evals" => {

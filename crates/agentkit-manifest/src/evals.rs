@@ -76,19 +76,26 @@ pub(crate) fn read_evals(ctx: &mut Ctx, dir: &Path) -> Evals {
         } else if walk::is_script_source(&rel)
             && (rel.contains(".eval.") || rel.ends_with("evals.config.ts"))
         {
-            let d = Diagnostic::warning(
-                Code::TypescriptDefinition,
-                ctx.rel(&path),
-                "TypeScript evals cannot be run by this host",
-            )
-            .with_hint(if rel.ends_with("evals.config.ts") {
-                "write `evals/evals.toml` with `max_concurrency`".to_owned()
-            } else {
-                format!(
-                    "write `evals/{}.eval.toml`",
-                    rel.split(".eval.").next().unwrap_or(&rel)
+            let (equivalent, hint) = if rel.ends_with("evals.config.ts") {
+                (
+                    "evals.toml".to_owned(),
+                    "write `evals/evals.toml` with `max_concurrency`".to_owned(),
                 )
-            });
+            } else {
+                let id = rel.split(".eval.").next().unwrap_or(&rel);
+                (
+                    format!("{id}.eval.toml"),
+                    format!("write `evals/{id}.eval.toml`"),
+                )
+            };
+            let replaced = dir.join(&equivalent).is_file();
+            let d = walk::script_definition(
+                ctx,
+                &path,
+                replaced,
+                "TypeScript evals cannot be run by this host".to_owned(),
+                hint,
+            );
             ctx.push(d);
         }
     }

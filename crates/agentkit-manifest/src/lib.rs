@@ -9,9 +9,10 @@
 //! another.
 //!
 //! This crate reads files and nothing else: no network, no async runtime,
-//! no environment. `${VAR}` references are recorded ([`EnvRef`]) and left
-//! for the host to resolve; [`unset_env_refs`] reports the unset ones given
-//! a lookup.
+//! no environment. `${VAR}`, `${VAR:-default}` and `${VAR:?message}`
+//! references are recorded ([`EnvRef`]) and left for the host to resolve
+//! ([`expand_env`]); [`unset_env_refs`] reports the unset ones given a
+//! lookup.
 //!
 //! ```no_run
 //! let found = agentkit_manifest::discover(std::path::Path::new("fixtures/agents"))?;
@@ -29,6 +30,7 @@ mod error;
 mod model;
 mod names;
 mod source;
+mod vars;
 
 mod checks;
 mod events;
@@ -66,65 +68,74 @@ pub use model::{
 };
 pub use names::{RESERVED_SLUGS, did_you_mean, is_valid_slug, is_valid_tool_name};
 pub use tools::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TOOL_TIMEOUT};
+pub use vars::{MissingVariable, try_expand_env};
 
-/// Replaces every `${NAME}` in `s` with `lookup(NAME)`, empty when it
-/// answers `None` (an empty secret never admits anything); an unclosed
-/// `${` stays as written. The one expansion the host uses for auth
-/// secrets, channel templates' environment and connection headers.
+/// Replaces every `${NAME}` in `s` with `lookup(NAME)`, `${NAME:-default}`
+/// with `default` when the variable is unset or empty, and anything else
+/// unset with the empty string (an empty secret never admits anything); an
+/// unclosed `${` and text that is no reference stay as written. The one
+/// expansion the host uses for auth secrets, channel settings, hooks and
+/// connections. A `${NAME:?message}` left unset also reads as empty here:
+/// the host refuses to start before that can happen (see
+/// [`unset_env_refs`] and [`try_expand_env`]).
 ///
 /// ```
 /// let env = |n: &str| (n == "A").then(|| "x".to_owned());
 /// assert_eq!(agentkit_manifest::expand_env("a${A}b${B}c${D", env), "axbc${D");
+/// assert_eq!(agentkit_manifest::expand_env("${B:-http://127.0.0.1:8080}", env), "http://127.0.0.1:8080");
 /// ```
 pub fn expand_env(s: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
-    let mut out = String::new();
-    let mut rest = s;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        match after.find('}') {
-            Some(end) => {
-                out.push_str(&lookup(&after[..end]).unwrap_or_default());
-                rest = &after[end + 1..];
-            }
-            None => {
-                out.push_str(&rest[start..]);
-                rest = "";
-            }
-        }
-    }
-    out.push_str(rest);
-    out
+    // Not strict, so it cannot fail; the original text is no worse an answer.
+    vars::expand(s, lookup, false).unwrap_or_else(|_| s.to_owned())
 }
 
 /// Diagnostics for every `${VAR}` reference whose variable `is_set` says
-/// is missing, one per variable and file.
+/// is missing, one per variable and file: a warning (`env-unset`) for a
+/// plain `${VAR}`, an error (`env-required`) with the reference's message
+/// for `${VAR:?message}`, nothing for `${VAR:-default}`. `serve` refuses
+/// to start on the errors; `validate` reports both.
 pub fn unset_env_refs(host: &Host, is_set: impl Fn(&str) -> bool) -> Vec<Diagnostic> {
     let mut out: Vec<Diagnostic> = Vec::new();
+    // (file, variable, required): one diagnostic of each kind per file.
+    let mut seen: Vec<(&str, &str, bool)> = Vec::new();
     for p in &host.agents {
         for r in &p.agent.env_refs {
-            if is_set(&r.name)
-                || out
-                    .iter()
-                    .any(|d| d.path == r.path && d.message.contains(&format!("`${{{}}}`", r.name)))
-            {
+            let key = (r.path.as_str(), r.name.as_str(), r.required.is_some());
+            if r.default.is_some() || seen.contains(&key) || is_set(&r.name) {
                 continue;
             }
-            out.push(
-                Diagnostic::warning(
+            seen.push(key);
+            let at = Some(Position {
+                line: r.line,
+                column: 1,
+            });
+            let d = match &r.required {
+                Some(message) => {
+                    let missing = MissingVariable {
+                        name: r.name.clone(),
+                        message: message.clone(),
+                    };
+                    Diagnostic::error(
+                        Code::EnvRequired,
+                        r.path.clone(),
+                        format!("`${{{}:?…}}`: {missing}", r.name),
+                    )
+                    .with_hint(format!(
+                        "export {} before serving; the host does not start without it",
+                        r.name
+                    ))
+                }
+                None => Diagnostic::warning(
                     Code::EnvUnset,
                     r.path.clone(),
                     format!("`${{{}}}` is not set in this environment", r.name),
                 )
-                .at(Some(Position {
-                    line: r.line,
-                    column: 1,
-                }))
                 .with_hint(format!(
-                    "export {} before serving, or the value stays empty",
+                    "export {0} before serving, or the value stays empty; `${{{0}:-default}}` gives it a default",
                     r.name
                 )),
-            );
+            };
+            out.push(d.at(at));
         }
     }
     out

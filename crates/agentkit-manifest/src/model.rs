@@ -117,6 +117,10 @@ pub struct AgentConfig {
     pub runtime: Runtime,
     pub harness: HarnessConfig,
     pub local: LocalConfig,
+    /// `output_schema`: the final reply of every turn is a JSON value
+    /// valid against this schema (`turn.completed.data.output`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 /// A model: `provider:id` or a `[model]` table.
@@ -439,6 +443,10 @@ pub struct Connection {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     pub transport: Transport,
+    /// `oauth = true` (HTTP only): requests carry the access token that
+    /// `agentkit mcp login` obtained and the host refreshes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub oauth: bool,
 }
 
 /// How an MCP connection is reached. Strings keep their `${VAR}`
@@ -1117,11 +1125,18 @@ fn yes() -> bool {
     true
 }
 
-/// A `${VAR}` reference in a definition file.
+/// A `${VAR}` reference in a definition file (outside comments).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvRef {
     pub name: String,
     pub path: String,
     pub line: u32,
+    /// `${VAR:-default}`: what an unset or empty variable reads as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+    /// `${VAR:?message}`: the variable must be set; `message` says why
+    /// (empty when the reference gave none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<String>,
 }

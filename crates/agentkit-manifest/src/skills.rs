@@ -110,19 +110,20 @@ pub(crate) fn read_skills(ctx: &mut Ctx, dir: &std::path::Path) -> Vec<Skill> {
             }
             read_flat_skill(ctx, &e)
         } else if walk::is_script_source(&e.name) {
-            let d = Diagnostic::warning(
-                Code::TypescriptDefinition,
-                ctx.rel(&e.path),
+            let stem = walk::definition_stem(&e.name);
+            let replaced = dir.join(format!("{stem}.md")).is_file() || dir.join(stem).is_dir();
+            let d = walk::script_definition(
+                ctx,
+                &e.path,
+                replaced,
                 format!(
                     "`{}` is a TypeScript/JavaScript skill, which this host cannot load",
                     e.name
                 ),
-            )
-            .with_hint(format!(
-                "write `skills/{}.md` (or `skills/{}/SKILL.md`) with `description` frontmatter",
-                e.stem(),
-                e.stem()
-            ));
+                format!(
+                    "write `skills/{stem}.md` (or `skills/{stem}/SKILL.md`) with `description` frontmatter"
+                ),
+            );
             ctx.push(d);
             None
         } else {

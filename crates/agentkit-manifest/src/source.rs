@@ -147,12 +147,54 @@ impl Ctx {
     pub(crate) fn parse_toml<T: DeserializeOwned>(&mut self, src: &SourceText) -> Option<T> {
         match toml::from_str::<T>(&src.text) {
             Ok(v) => Some(v),
-            Err(e) => {
-                let pos = e.span().map(|s| src.position(s.start));
-                let key = e.span().and_then(|s| key_of_value_at(&src.text, s.start));
-                let d = toml_error_diagnostic(&src.rel, e.message(), key).at(pos);
-                self.push(d);
+            Err(e) if is_unknown_field(&e) => {
+                self.report_unknown_fields::<T>(src, e);
                 None
+            }
+            Err(e) => {
+                self.push_toml_error(src, &e);
+                None
+            }
+        }
+    }
+
+    fn push_toml_error(&mut self, src: &SourceText, e: &toml::de::Error) {
+        let pos = e.span().map(|s| src.position(s.start));
+        let key = e.span().and_then(|s| key_of_value_at(&src.text, s.start));
+        let d = toml_error_diagnostic(&src.rel, e.message(), key).at(pos);
+        self.push(d);
+    }
+
+    /// Reports `first` and every other unknown field of the file: serde
+    /// stops at the first, so each one found is taken out of the parsed
+    /// document (spans kept, so positions stay those of the file) and the
+    /// rest deserialized again. Whatever else is wrong is reported too.
+    fn report_unknown_fields<T: DeserializeOwned>(
+        &mut self,
+        src: &SourceText,
+        first: toml::de::Error,
+    ) {
+        /// A bound on the retries, each a deserialization of the file.
+        const MAX_REPORTED: usize = 64;
+        self.push_toml_error(src, &first);
+        let Ok(mut doc) = toml::de::DeTable::parse(&src.text) else {
+            return;
+        };
+        let mut err = first;
+        for _ in 1..MAX_REPORTED {
+            let Some(span) = err.span() else { return };
+            if !remove_key_at(doc.get_mut(), &span) {
+                return; // not a key of the document (a buffered value): stop
+            }
+            match T::deserialize(toml::de::Deserializer::from(doc.clone())) {
+                Ok(_) => return,
+                Err(e) => {
+                    self.push_toml_error(src, &e);
+                    if !is_unknown_field(&e) {
+                        return;
+                    }
+                    err = e;
+                }
             }
         }
     }
@@ -208,6 +250,31 @@ impl Ctx {
                 None
             }
         }
+    }
+}
+
+fn is_unknown_field(e: &toml::de::Error) -> bool {
+    e.message().trim_start().starts_with("unknown field `")
+}
+
+/// Removes the entry whose key is at `span` from `table` or any table
+/// inside it; whether one was found.
+fn remove_key_at(table: &mut toml::de::DeTable<'_>, span: &std::ops::Range<usize>) -> bool {
+    if let Some(key) = table.keys().find(|k| k.span() == *span).cloned() {
+        return table.remove(&key).is_some();
+    }
+    table
+        .iter_mut()
+        .any(|(_, v)| remove_in_value(v.get_mut(), span))
+}
+
+fn remove_in_value(value: &mut toml::de::DeValue<'_>, span: &std::ops::Range<usize>) -> bool {
+    match value {
+        toml::de::DeValue::Table(t) => remove_key_at(t, span),
+        toml::de::DeValue::Array(items) => items
+            .iter_mut()
+            .any(|item| remove_in_value(item.get_mut(), span)),
+        _ => false,
     }
 }
 

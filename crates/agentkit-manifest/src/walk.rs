@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::diagnostic::Code;
+use crate::diagnostic::{Code, Diagnostic};
 use crate::source::{Ctx, MAX_DEPTH};
 
 /// One entry of a folder.
@@ -141,4 +141,86 @@ pub(crate) fn is_script_source(name: &str) -> bool {
         .iter()
         .any(|ext| name.ends_with(ext))
         && !name.ends_with(".d.ts")
+}
+
+/// The name a TypeScript-era definition file defines: its stem without
+/// the script extension or a kind suffix (`get_weather.tool.ts` →
+/// `get_weather`).
+pub(crate) fn definition_stem(name: &str) -> &str {
+    let stem = name.rsplit_once('.').map_or(name, |(s, _)| s);
+    [
+        ".tool",
+        ".channel",
+        ".hook",
+        ".schedule",
+        ".skill",
+        ".connection",
+        ".agent",
+    ]
+    .iter()
+    .find_map(|suffix| stem.strip_suffix(suffix))
+    .filter(|s| !s.is_empty())
+    .unwrap_or(stem)
+}
+
+/// The packages and `define*` functions of the original TypeScript
+/// framework: a script that names one is a definition written for it.
+const FRAMEWORK_MARKERS: &[&str] = &[
+    "@cursor/july",
+    "@cursor/bdk",
+    "@cursor/agent-sdk",
+    "@grok/agent-sdk",
+    "defineAgent",
+    "defineTool",
+    "defineChannel",
+    "defineHook",
+    "defineSchedule",
+    "defineSkill",
+    "defineConnection",
+    "defineMcpConnection",
+    "defineInstructions",
+    "defineAB",
+    "defineEval",
+    "httpChannel(",
+];
+
+/// How much of a script is read to recognise it.
+const SNIFF_BYTES: u64 = 64 * 1024;
+
+/// Whether the script at `path` is written for the original framework
+/// (imports one of its packages or calls one of its `define*` functions).
+fn is_framework_definition(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::new();
+    let read = fs::File::open(path).and_then(|f| f.take(SNIFF_BYTES).read_to_end(&mut head));
+    if read.is_err() {
+        return false;
+    }
+    let text = String::from_utf8_lossy(&head);
+    FRAMEWORK_MARKERS.iter().any(|m| text.contains(m))
+}
+
+/// The diagnostic for a TypeScript/JavaScript file where agentkit expects
+/// a definition. An error when the file is an untranslated definition (it
+/// imports the original framework or calls its `define*` functions) that
+/// no TOML or Markdown file replaces (`replaced`): serving would silently
+/// drop what it defines, so `validate` must not say "ok". A warning
+/// otherwise (a helper script, or a leftover beside its translation).
+pub(crate) fn script_definition(
+    ctx: &Ctx,
+    path: &Path,
+    replaced: bool,
+    message: String,
+    hint: String,
+) -> Diagnostic {
+    if !replaced && is_framework_definition(path) {
+        Diagnostic::error(
+            Code::TypescriptDefinition,
+            ctx.rel(path),
+            format!("{message}; it was written for the TypeScript framework and nothing here translates it"),
+        )
+        .with_hint(hint)
+    } else {
+        Diagnostic::warning(Code::TypescriptDefinition, ctx.rel(path), message).with_hint(hint)
+    }
 }

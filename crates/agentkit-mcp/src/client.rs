@@ -40,6 +40,9 @@ pub enum Target {
         url: String,
         headers: Vec<(String, String)>,
         peer: bool,
+        /// `oauth = true`: the file `agentkit mcp login` stores the
+        /// connection's tokens in; each request carries its access token.
+        oauth: Option<PathBuf>,
     },
     /// A child process speaking MCP on stdin/stdout.
     Stdio {
@@ -259,6 +262,8 @@ struct Open {
     /// Keyed by delegation depth (always 0 except for peers, whose
     /// requests carry it in a header fixed per client).
     clients: HashMap<u32, Client>,
+    /// The OAuth access token the open clients send.
+    token: Option<String>,
     failures: u32,
     retry_at: Option<Instant>,
     last_error: Option<String>,
@@ -299,6 +304,8 @@ struct Supervisor {
 
 struct Conn {
     spec: ConnectionSpec,
+    /// `oauth = true` connections: their access tokens.
+    tokens: Option<crate::oauth::TokenSource>,
     /// HTTP clients (stdio connections use `child`).
     open: tokio::sync::Mutex<Open>,
     status: SharedStatus,
@@ -335,6 +342,12 @@ impl Connections {
         let conns = specs
             .into_iter()
             .map(|spec| Conn {
+                tokens: match &spec.target {
+                    Target::Http {
+                        oauth: Some(file), ..
+                    } => Some(crate::oauth::TokenSource::new(&spec.name, file.clone())),
+                    _ => None,
+                },
                 status: Arc::new(Mutex::new(StatusCell {
                     status: ConnectionStatus {
                         name: spec.name.clone(),
@@ -409,7 +422,13 @@ impl Connections {
     pub async fn list_tools(&self, name: &str, hops: u32) -> Result<Vec<McpTool>, ClientError> {
         let conn = self.conn(name)?;
         let peer = self.peer(conn, hops).await?;
-        let tools = peer.list_all_tools().await.map_err(|e| {
+        let mut listed = peer.list_all_tools().await;
+        if let Err(e) = &listed
+            && self.refreshed_after_refusal(conn, &e.to_string()).await
+        {
+            listed = self.peer(conn, hops).await?.list_all_tools().await;
+        }
+        let tools = listed.map_err(|e| {
             self.failed(conn, &e.to_string());
             ClientError::Call {
                 name: name.to_owned(),
@@ -456,10 +475,17 @@ impl Connections {
                 });
             }
         };
-        let peer = self.peer(conn, hops).await?;
+        let mut peer = self.peer(conn, hops).await?;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        let result = peer.call_tool(params).await.map_err(|e| {
+        let mut called = peer.call_tool(params.clone()).await;
+        if let Err(e) = &called
+            && self.refreshed_after_refusal(conn, &e.to_string()).await
+        {
+            peer = self.peer(conn, hops).await?;
+            called = peer.call_tool(params).await;
+        }
+        let result = called.map_err(|e| {
             if peer.is_transport_closed() {
                 self.failed(conn, &e.to_string());
             }
@@ -474,6 +500,29 @@ impl Connections {
             content: serde_json::to_value(&result.content).unwrap_or(Value::Null),
             structured: result.structured_content,
         })
+    }
+
+    /// After a failure that says the server refused the access token of an
+    /// `oauth = true` connection: refreshes it and drops the clients that
+    /// sent it, so the caller can retry once. False when there is nothing
+    /// to refresh (not OAuth, not a refusal, or the refresh failed).
+    async fn refreshed_after_refusal(&self, conn: &Conn, error: &str) -> bool {
+        let Some(tokens) = &conn.tokens else {
+            return false;
+        };
+        if !is_auth_refusal(error) {
+            return false;
+        }
+        let mut open = conn.open.lock().await;
+        let stale = open.token.take();
+        open.clients.clear();
+        match tokens.access_token(stale.as_deref()).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(connection = %conn.spec.name, error = %e, "MCP OAuth refresh after a refusal failed");
+                false
+            }
+        }
     }
 
     /// Records a failed call on an HTTP connection (a stdio child's
@@ -560,6 +609,29 @@ impl Connections {
             _ => 0,
         };
         let mut open = conn.open.lock().await;
+        // An OAuth connection's token, refreshed when it nears expiry; a
+        // new token means new clients.
+        let token = match &conn.tokens {
+            Some(tokens) => match tokens.access_token(None).await {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    let message = e.to_string();
+                    edit(&conn.status, |c| {
+                        c.status.state = "error";
+                        c.status.error = Some(message.clone());
+                    });
+                    return Err(ClientError::Unavailable {
+                        name: conn.spec.name.clone(),
+                        message,
+                    });
+                }
+            },
+            None => None,
+        };
+        if open.token != token {
+            open.clients.clear();
+            open.token = token.clone();
+        }
         if let Some(client) = open.clients.get(&key) {
             if !client.is_closed() && !client.peer().is_transport_closed() {
                 return Ok(client.peer().clone());
@@ -588,16 +660,34 @@ impl Connections {
                 message: "the server is shutting down".into(),
             });
         }
-        let opened =
-            match tokio::time::timeout(self.options.open_timeout, connect_http(&conn.spec, key))
-                .await
+        let mut opened = match tokio::time::timeout(
+            self.options.open_timeout,
+            connect_http(&conn.spec, key, token.as_deref()),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(_) => Err(format!(
+                "did not answer the MCP handshake within {}s",
+                self.options.open_timeout.as_secs()
+            )),
+        };
+        // A refused token (revoked, or expired early): refresh once, retry.
+        if let (Err(message), Some(tokens)) = (&opened, &conn.tokens)
+            && is_auth_refusal(message)
+            && let Ok(fresh) = tokens.access_token(token.as_deref()).await
+        {
+            open.token = Some(fresh.clone());
+            opened = match tokio::time::timeout(
+                self.options.open_timeout,
+                connect_http(&conn.spec, key, Some(&fresh)),
+            )
+            .await
             {
                 Ok(r) => r,
-                Err(_) => Err(format!(
-                    "did not answer the MCP handshake within {}s",
-                    self.options.open_timeout.as_secs()
-                )),
+                Err(_) => Err("did not answer the MCP handshake in time".to_owned()),
             };
+        }
         match opened {
             Ok(client) => {
                 let peer = client.peer().clone();
@@ -669,8 +759,20 @@ impl Connections {
 }
 
 /// Dials a streamable-HTTP server and runs the MCP handshake.
-async fn connect_http(spec: &ConnectionSpec, hops: u32) -> Result<Client, String> {
-    let Target::Http { url, headers, peer } = &spec.target else {
+/// Does an error say the server refused the credentials (HTTP 401)?
+fn is_auth_refusal(error: &str) -> bool {
+    error.contains("Auth required") || error.contains("authorization required")
+}
+
+async fn connect_http(
+    spec: &ConnectionSpec,
+    hops: u32,
+    token: Option<&str>,
+) -> Result<Client, String> {
+    let Target::Http {
+        url, headers, peer, ..
+    } = &spec.target
+    else {
         return Err("not an HTTP connection".into());
     };
     let mut custom = HashMap::new();
@@ -690,6 +792,9 @@ async fn connect_http(spec: &ConnectionSpec, hops: u32) -> Result<Client, String
     let mut config =
         StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
     config.allow_stateless = true;
+    if let Some(token) = token {
+        config = config.auth_header(token);
+    }
     let transport = StreamableHttpClientTransport::from_config(config);
     ().serve(transport).await.map_err(|e| format!("{url}: {e}"))
 }

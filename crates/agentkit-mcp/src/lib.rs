@@ -6,14 +6,21 @@
 //! facade implements with the agent's runtime; it knows nothing of
 //! sessions or routing. The client side ([`Connections`]) opens an agent's
 //! MCP connections (stdio children, streamable HTTP, peer agents) lazily
-//! and reopens them with backoff when they die.
+//! and reopens them with backoff when they die; an HTTP connection with
+//! `oauth = true` sends the access token `oauth.rs` keeps (login,
+//! storage 0600, refresh before expiry and on 401).
 
 mod client;
+mod oauth;
 mod server;
 
 pub use client::{
     ClientError, ClientOptions, ConnectionSpec, ConnectionStatus, Connections, McpCallResult,
     McpTool, Target,
+};
+pub use oauth::{
+    LoginOptions, OAuthError, REFRESH_MARGIN, StoredTokens, TokenSource, TokenState, login,
+    read_tokens, token_state, write_tokens,
 };
 pub use server::{
     AgentBackend, AskRequest, BackendError, DEFAULT_MAX_HOPS, DEFAULT_MAX_WAIT, HOPS_HEADER,

@@ -76,6 +76,9 @@ pub struct TurnCompleted {
     pub result: String,
     pub usage: Usage,
     pub kind: Option<String>,
+    /// The reply parsed and validated against the agent's `output_schema`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<serde_json::Value>,
 }
 
 /// `turn.failed`.
@@ -173,6 +176,12 @@ impl MessageCompleted {
     /// The step goes on with tool calls.
     pub fn is_tool_call(&self) -> bool {
         self.finish_reason == "tool_call"
+    }
+
+    /// A final reply refused by the turn's `output_schema` (the model was
+    /// asked again): not part of the conversation later turns see.
+    pub fn is_invalid_output(&self) -> bool {
+        self.finish_reason == "invalid_output"
     }
 }
 

@@ -61,7 +61,9 @@ pub(crate) fn conversation_with(
                 out.push(Message::User { text: m.text });
             }
             (EventData::MessageCompleted(m), Some(turn)) => {
-                if m.is_tool_call() {
+                if m.is_invalid_output() {
+                    // Refused by the output schema and asked again.
+                } else if m.is_tool_call() {
                     pending_text.insert(turn, m.text);
                 } else {
                     out.push(Message::Assistant {

@@ -507,14 +507,17 @@ impl AgentRuntime {
             });
         }
         match outcome {
-            TurnOutcome::Completed { result, usage } => {
-                self.append(
-                    id,
-                    EventType::TurnCompleted,
-                    Some(&turn_id),
-                    json!({"result": result, "usage": usage}),
-                )
-                .await?;
+            TurnOutcome::Completed {
+                result,
+                usage,
+                output,
+            } => {
+                let mut data = json!({"result": result, "usage": usage});
+                if let Some(output) = output {
+                    data["output"] = output;
+                }
+                self.append(id, EventType::TurnCompleted, Some(&turn_id), data)
+                    .await?;
             }
             TurnOutcome::Failed { message } => {
                 self.append(

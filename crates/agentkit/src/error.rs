@@ -13,6 +13,9 @@ pub enum Error {
     },
     #[error("{message}")]
     Config { message: String },
+    /// An `agentkit mcp login` step failed.
+    #[error(transparent)]
+    OAuth(#[from] agentkit_mcp::OAuthError),
     #[error("cannot listen on {addr}")]
     Bind {
         addr: String,

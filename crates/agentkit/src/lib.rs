@@ -38,7 +38,9 @@ mod error;
 pub mod github;
 pub mod info;
 pub mod init;
+pub mod mcp_oauth;
 mod serve;
+pub mod slack;
 pub mod webhooks;
 
 /// The HTTP client of the public API (`agentkit-client`): sessions,
@@ -71,8 +73,8 @@ pub use agentkit_runtime::{
 };
 pub use error::{Error, Result};
 pub use serve::{
-    EdgeOptions, EnvFn, EnvLookup, FdLimit, HostGithub, HostMcp, HostReminders, HostServices, Mode,
-    ServeHandle, ServeOptions, raise_fd_limit, serve, shutdown_signal,
+    EdgeOptions, EnvFn, EnvLookup, FdLimit, HostGithub, HostMcp, HostReminders, HostServices,
+    HostSlack, Mode, ServeHandle, ServeOptions, raise_fd_limit, serve, shutdown_signal,
 };
 
 /// The project format: discovery, the manifest types and diagnostics.

@@ -7,13 +7,16 @@ mod eval;
 mod github;
 mod info;
 mod init;
+mod mcp;
 mod packs;
 mod playground;
 mod reminders;
 mod run;
 mod serve;
+mod slack;
 mod trajectory;
 mod validate;
+mod variables;
 
 use std::path::Path;
 use std::process::Command;

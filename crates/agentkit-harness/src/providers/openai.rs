@@ -219,6 +219,14 @@ fn request_body(
         body.insert("tools".into(), Value::Array(tools));
         body.insert("tool_choice".into(), json!("auto"));
     }
+    // Native structured output; the harness still validates the reply
+    // (servers that ignore the field get the retry instead).
+    if let Some(schema) = &agent.config.output_schema {
+        body.insert(
+            "response_format".into(),
+            json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}),
+        );
+    }
     for (key, value) in params {
         if !matches!(key.as_str(), "model" | "messages" | "stream" | "tools") {
             body.insert(key.clone(), value.clone());

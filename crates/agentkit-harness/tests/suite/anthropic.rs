@@ -288,6 +288,7 @@ async fn streams_text_with_usage_and_sends_the_documented_request() {
                 cache_read_tokens: 11,
                 cache_write_tokens: 7,
             },
+            output: None,
         }
     );
     assert_eq!(deltas(&events), ["Hello", " there,", " world."]);

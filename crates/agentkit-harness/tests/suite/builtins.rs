@@ -180,7 +180,7 @@ async fn task_delegates_to_a_subagent_and_counts_its_usage() {
         ("subagents/researcher/sub.json", &child.to_string()),
     ]);
     let (outcome, events) = run(project.input(scripted("s.json"), "go")).await;
-    let agentkit_harness::TurnOutcome::Completed { result, usage } = outcome else {
+    let agentkit_harness::TurnOutcome::Completed { result, usage, .. } = outcome else {
         panic!("{outcome:?}")
     };
     assert_eq!(result, "The researcher says so.");

@@ -235,7 +235,7 @@ async fn streams_text_and_reasoning_and_records_usage() {
     ]);
     let (outcome, events) = run_checked(input(&project, addr, "hi")).await;
 
-    let TurnOutcome::Completed { result, usage } = &outcome else {
+    let TurnOutcome::Completed { result, usage, .. } = &outcome else {
         panic!("{outcome:?}")
     };
     assert_eq!(result, "Hello, world");
@@ -310,7 +310,7 @@ async fn a_tool_call_in_fragments_runs_and_its_result_goes_back() {
     let project = TestProject::new(&[AGENT_TOML, ECHO_TOOL, ECHO_PY]);
     let (outcome, events) = run_checked(input(&project, addr, "echo hello")).await;
 
-    let TurnOutcome::Completed { result, usage } = &outcome else {
+    let TurnOutcome::Completed { result, usage, .. } = &outcome else {
         panic!("{outcome:?}")
     };
     assert_eq!(result, "Echoed hello.");

@@ -18,7 +18,7 @@ fn unset_env_refs_reports_each_missing_variable_once_per_file() {
             .collect()
     };
     expect![[r#"
-        weather-agent/agent/channels/alerts.toml:4:1: warning[env-unset]: `${ALERTS_TOKEN}` is not set in this environment (hint: export ALERTS_TOKEN before serving, or the value stays empty)
+        weather-agent/agent/channels/alerts.toml:4:1: warning[env-unset]: `${ALERTS_TOKEN}` is not set in this environment (hint: export ALERTS_TOKEN before serving, or the value stays empty; `${ALERTS_TOKEN:-default}` gives it a default)
     "#]]
     .assert_eq(&unset(&[]));
     assert_eq!(unset(&["ALERTS_TOKEN"]), "");
@@ -27,8 +27,8 @@ fn unset_env_refs_reports_each_missing_variable_once_per_file() {
     let diags = unset_env_refs(&d.host, |_| false);
     assert!(diags.iter().all(|d| d.code == Code::EnvUnset));
     expect![[r#"
-        beta/agent/mcp-connections/linear.toml:1:1: warning[env-unset]: `${TEAM}` is not set in this environment (hint: export TEAM before serving, or the value stays empty)
-        beta/agent/mcp-connections/linear.toml:2:1: warning[env-unset]: `${LINEAR_TOKEN}` is not set in this environment (hint: export LINEAR_TOKEN before serving, or the value stays empty)
+        beta/agent/mcp-connections/linear.toml:1:1: warning[env-unset]: `${TEAM}` is not set in this environment (hint: export TEAM before serving, or the value stays empty; `${TEAM:-default}` gives it a default)
+        beta/agent/mcp-connections/linear.toml:2:1: warning[env-unset]: `${LINEAR_TOKEN}` is not set in this environment (hint: export LINEAR_TOKEN before serving, or the value stays empty; `${LINEAR_TOKEN:-default}` gives it a default)
     "#]]
     .assert_eq(&diags.iter().map(|d| format!("{d}\n")).collect::<String>());
 }
@@ -121,4 +121,53 @@ fn env_refs_stay_with_their_project() {
         })
         .collect();
     assert_eq!(refs, [("a", vec!["A_TOKEN"]), ("b", vec!["B_TOKEN"])]);
+}
+
+/// `${VAR:-default}` never warns; `${VAR:?message}` unset is an error
+/// that names the file, the line and the reference's own message.
+#[test]
+fn defaults_and_requirements_are_recorded_and_reported() {
+    let t = tempfile::tempdir().unwrap();
+    let agent = t.path().join("demo/agent");
+    fs::create_dir_all(agent.join("mcp-connections")).unwrap();
+    fs::write(agent.join("instructions.md"), "Hi.").unwrap();
+    fs::write(
+        agent.join("mcp-connections/a.toml"),
+        "url = \"${A_URL:-https://a.example/mcp}\"\n\
+         headers = { Authorization = \"Bearer ${A_TOKEN:?create one at https://a.example/settings}\", X = \"${A_TEAM:-}\", Y = \"${PLAIN}\" }\n",
+    )
+    .unwrap();
+    let d = discover_ok(&t.path().join("demo"));
+    assert_eq!(render(&d), "");
+    let refs: Vec<(&str, Option<&str>, Option<&str>)> = d.host.agents[0]
+        .agent
+        .env_refs
+        .iter()
+        .map(|r| (r.name.as_str(), r.default.as_deref(), r.required.as_deref()))
+        .collect();
+    assert_eq!(
+        refs,
+        [
+            ("A_URL", Some("https://a.example/mcp"), None),
+            (
+                "A_TOKEN",
+                None,
+                Some("create one at https://a.example/settings")
+            ),
+            ("A_TEAM", Some(""), None),
+            ("PLAIN", None, None),
+        ]
+    );
+    let report = |set: &[&str]| -> String {
+        unset_env_refs(&d.host, |n| set.contains(&n))
+            .iter()
+            .map(|d| format!("{d}\n"))
+            .collect()
+    };
+    expect![[r#"
+        agent/mcp-connections/a.toml:2:1: error[env-required]: `${A_TOKEN:?…}`: `A_TOKEN` must be set: create one at https://a.example/settings (hint: export A_TOKEN before serving; the host does not start without it)
+        agent/mcp-connections/a.toml:2:1: warning[env-unset]: `${PLAIN}` is not set in this environment (hint: export PLAIN before serving, or the value stays empty; `${PLAIN:-default}` gives it a default)
+    "#]]
+    .assert_eq(&report(&[]));
+    assert_eq!(report(&["A_TOKEN", "PLAIN"]), "");
 }

@@ -27,21 +27,29 @@ fn instructions() {
     );
 }
 
+/// An untranslated TypeScript project does not validate "ok": each
+/// definition written for the original framework (it imports the package
+/// or calls `define*`) is an error naming the file to write instead; a
+/// helper script, or a leftover beside its translation, only warns.
 #[test]
 fn layout_typescript() {
+    assert!(!discover_ok(&fixtures().join("invalid/layout/typescript")).is_ok());
     check(
         "layout/typescript",
         expect![[r#"
-        agent/agent.ts: warning[typescript-definition]: `agent.ts` is a TypeScript/JavaScript definition, which this host cannot load (hint: write `agent/agent.toml` (model, runtime, harness))
-        agent/channels/intake.ts: warning[typescript-definition]: `intake.ts` is a TypeScript/JavaScript channel, which this host cannot load (hint: write `channels/intake.toml` instead (channels/<id>.toml with `[[routes]]`, or `kind = "github"`))
-        agent/hooks/audit.js: warning[typescript-definition]: `audit.js` is a TypeScript/JavaScript hook, which this host cannot load (hint: write `hooks/audit.toml` instead (hooks/<name>.toml with `events` and `command` or `url`))
-        agent/instructions.ts: warning[typescript-definition]: TypeScript instructions cannot be loaded by this host (hint: write the prompt in `instructions.md`, or split it across `instructions/*.md`)
-        agent/schedules/daily.ts: warning[typescript-definition]: `daily.ts` is a TypeScript/JavaScript schedule, which this host cannot load (hint: write `schedules/daily.md` (cron frontmatter + prompt) or `schedules/daily.toml` (cron + one action))
-        agent/skills/helper.ts: warning[typescript-definition]: `helper.ts` is a TypeScript/JavaScript skill, which this host cannot load (hint: write `skills/helper.md` (or `skills/helper/SKILL.md`) with `description` frontmatter)
-        agent/tools/x.ts: warning[typescript-definition]: `x.ts` is a TypeScript/JavaScript tool, which this host cannot load (hint: write `tools/x.toml` with `description`, `command` (e.g. ["node", "x.ts"]) and `[input_schema]`)
-        evals/evals.config.ts: warning[typescript-definition]: TypeScript evals cannot be run by this host (hint: write `evals/evals.toml` with `max_concurrency`)
-        evals/nyc.eval.ts: warning[typescript-definition]: TypeScript evals cannot be run by this host (hint: write `evals/nyc.eval.toml`)
-    "#]],
+            agent/agent.ts: error[typescript-definition]: `agent.ts` is a TypeScript/JavaScript definition, which this host cannot load; it was written for the TypeScript framework and nothing here translates it (hint: write `agent/agent.toml` (model, runtime, harness))
+            agent/channels/intake.ts: error[typescript-definition]: `intake.ts` is a TypeScript/JavaScript channel, which this host cannot load; it was written for the TypeScript framework and nothing here translates it (hint: write `channels/intake.toml` instead (channels/<id>.toml with `[[routes]]`, or `kind = "github"`))
+            agent/hooks/audit.js: error[typescript-definition]: `audit.js` is a TypeScript/JavaScript hook, which this host cannot load; it was written for the TypeScript framework and nothing here translates it (hint: write `hooks/audit.toml` instead (hooks/<name>.toml with `events` and `command` or `url`))
+            agent/hooks/notify.ts: warning[typescript-definition]: `notify.ts` is a TypeScript/JavaScript hook, which this host cannot load (hint: write `hooks/notify.toml` instead (hooks/<name>.toml with `events` and `command` or `url`))
+            agent/instructions.ts: warning[typescript-definition]: TypeScript instructions cannot be loaded by this host (hint: write the prompt in `instructions.md`, or split it across `instructions/*.md`)
+            agent/schedules/daily.ts: error[typescript-definition]: `daily.ts` is a TypeScript/JavaScript schedule, which this host cannot load; it was written for the TypeScript framework and nothing here translates it (hint: write `schedules/daily.md` (cron frontmatter + prompt) or `schedules/daily.toml` (cron + one action))
+            agent/skills/helper.ts: error[typescript-definition]: `helper.ts` is a TypeScript/JavaScript skill, which this host cannot load; it was written for the TypeScript framework and nothing here translates it (hint: write `skills/helper.md` (or `skills/helper/SKILL.md`) with `description` frontmatter)
+            agent/tools/format.js: warning[typescript-definition]: `format.js` is a TypeScript/JavaScript tool, which this host cannot load (hint: write `tools/format.toml` with `description`, `command` (e.g. ["node", "format.js"]) and `[input_schema]`)
+            agent/tools/lookup.tool.ts: error[typescript-definition]: `lookup.tool.ts` is a TypeScript/JavaScript tool, which this host cannot load; it was written for the TypeScript framework and nothing here translates it (hint: write `tools/lookup.toml` with `description`, `command` (e.g. ["node", "lookup.tool.ts"]) and `[input_schema]`)
+            agent/tools/x.ts: error[typescript-definition]: `x.ts` is a TypeScript/JavaScript tool, which this host cannot load; it was written for the TypeScript framework and nothing here translates it (hint: write `tools/x.toml` with `description`, `command` (e.g. ["node", "x.ts"]) and `[input_schema]`)
+            evals/evals.config.ts: warning[typescript-definition]: TypeScript evals cannot be run by this host (hint: write `evals/evals.toml` with `max_concurrency`)
+            evals/nyc.eval.ts: error[typescript-definition]: TypeScript evals cannot be run by this host; it was written for the TypeScript framework and nothing here translates it (hint: write `evals/nyc.eval.toml`)
+        "#]],
     );
 }
 
@@ -74,6 +82,11 @@ fn config() {
             bad-harness/agent/agent.toml:6:1: error[invalid-duration]: `turn_timeout`: `ten minutes` is not a duration (expected number at 0); write e.g. `30s`, `10m` or `2h`
             bad-harness/agent/agent.toml:9:1: error[invalid-value]: unknown sandbox mode `strict` in `[harness.sandbox]` (hint: modes: enforce, warn, off)
             bad-model/agent/agent.toml:2:1: error[invalid-model]: unknown model provider `opnai` (hint: did you mean `openai`?)
+            context/agent/agent.toml:3:1: error[invalid-model]: `model.max_output_tokens` (1000) must be less than `context_window` (1000)
+            context/agent/agent.toml:10:1: error[invalid-value]: `compaction` is `sometimes`; it is `auto` (the default) or `off`
+            context/agent/agent.toml:11:1: error[invalid-value]: `compaction_threshold` is 1.5; it is a fraction of the window, between 0 and 1
+            context/agent/agent.toml:12:1: error[invalid-value]: `max_tokens_per_session` must be at least 1 (leave it out for no limit)
+            context/agent/agent.toml:14:1: error[invalid-schema]: `output_schema` is not a valid JSON Schema: "nonsense" is not valid under any of the schemas listed in the 'anyOf' keyword (hint: `[output_schema]` is a JSON Schema (draft 2020-12) written as TOML, e.g. type = "object" and [output_schema.properties])
             model-table/agent/agent.toml:3:1: error[invalid-model]: `[model]` needs `provider` (hint: e.g. provider = "openai")
             runtime-cloud/agent/agent.toml:2:1: warning[unsupported]: `runtime = "cloud"` is not supported by this host; turns run locally (hint: remove `runtime` or set it to "local")
             runtime-cloud/agent/agent.toml:4:1: warning[unsupported]: `[cloud]` settings are not supported by this host and are ignored

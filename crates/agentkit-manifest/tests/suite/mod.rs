@@ -14,6 +14,7 @@ mod invalid;
 mod io;
 mod jwt_policy;
 mod layout;
+mod ported;
 mod robustness;
 
 /// The repository's `fixtures/` folder.

@@ -1,6 +1,6 @@
 //! Custom channels on the HTTP surface: builds each agent's channel
-//! definitions (declarative webhooks, the GitHub, GitLab and Bitbucket
-//! packs) on the channel API, implements the API's [`SessionHost`] over the agent runtime, and
+//! definitions (declarative webhooks, the GitHub, GitLab, Bitbucket and
+//! Slack packs) on the channel API, implements the API's [`SessionHost`] over the agent runtime, and
 //! mounts `/v1/channels/<id>[/<path>]` for them.
 
 use std::collections::HashMap;
@@ -10,10 +10,9 @@ use std::sync::Arc;
 use agentkit_auth::{Policy, Surface};
 use agentkit_channels::{
     ApprovalDecision, ChannelDefinition, ChannelHost, ChannelHostOptions, ChannelRequest,
-    ChannelSession, GithubOptions, ResolvedApproval, RouteDef, SendRequest, SessionHost,
-    SessionInfo,
+    ChannelSession, GithubOptions, ResolvedApproval, SendRequest, SessionHost, SessionInfo,
 };
-use agentkit_manifest::{ChannelKind, Method, Project};
+use agentkit_manifest::{ChannelKind, Project};
 use agentkit_protocol::{Event, SessionId};
 use agentkit_runtime::{AgentRuntime, Owner, SessionMode};
 use axum::Router;
@@ -239,22 +238,6 @@ impl SessionHost for RuntimeHost {
     }
 }
 
-/// A route answering 501 for a pack this release cannot serve yet.
-fn not_available(channel: &agentkit_manifest::Channel, what: &'static str) -> ChannelDefinition {
-    let mut def = ChannelDefinition::new(channel.id.clone());
-    def.kind = what.to_owned();
-    def.info = Some(json!({"available": false}));
-    let message = format!("the `{what}` channel pack is not available in this release");
-    def.routes.push(
-        RouteDef::new(Method::Post, "/", move |_args| {
-            let message = message.clone();
-            async move { Err(agentkit_channels::Error::NotAvailable { what: message }) }
-        })
-        .body_schema(json!({})),
-    );
-    def
-}
-
 /// What mounting an agent's custom channels reads.
 pub(crate) struct Setup<'a> {
     /// The lookup the packs read their own `${VAR}` settings with.
@@ -292,10 +275,14 @@ pub(crate) async fn start(
             ChannelKind::Webhook => {
                 agentkit_channels::webhook_channel(c, authored, env.clone(), deliverer.clone())
             }
-            ChannelKind::Github | ChannelKind::Gitlab | ChannelKind::Bitbucket => {
+            ChannelKind::Github
+            | ChannelKind::Gitlab
+            | ChannelKind::Bitbucket
+            | ChannelKind::Slack => {
                 let build = match c.kind {
                     ChannelKind::Github => agentkit_channels::github_channel,
                     ChannelKind::Gitlab => agentkit_channels::gitlab_channel,
+                    ChannelKind::Slack => agentkit_channels::slack_channel,
                     _ => agentkit_channels::bitbucket_channel,
                 };
                 let pack = GithubOptions {
@@ -307,10 +294,6 @@ pub(crate) async fn start(
                 build(c, authored, pack).map_err(|e| Error::Config {
                     message: format!("/{}: {e}", project.slug),
                 })?
-            }
-            ChannelKind::Slack => {
-                tracing::warn!(channel = %c.id, "the slack channel pack is not available yet; its route answers 501");
-                not_available(c, "slack")
             }
         };
         defs.push(def);

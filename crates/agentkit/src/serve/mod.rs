@@ -46,7 +46,7 @@ mod timers;
 pub use edge::{EdgeOptions, FdLimit, raise_fd_limit};
 pub use handle::ServeHandle;
 pub use options::{EnvFn, EnvLookup, Mode, ServeOptions};
-pub use services::{HostGithub, HostMcp, HostReminders, HostServices};
+pub use services::{HostGithub, HostMcp, HostReminders, HostServices, HostSlack};
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
@@ -77,6 +77,20 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
     }
     timers::check_handlers(&found.host, &options.schedule_handlers)?;
     let parts = options.into_parts()?;
+    // `${VAR:?message}` left unset: refuse to start, naming file and message.
+    let required = agentkit_manifest::unset_env_refs(&found.host, |n| parts.env.is_set(n));
+    if required
+        .iter()
+        .any(|d| d.severity == agentkit_manifest::Severity::Error)
+    {
+        let mut diagnostics = agentkit_manifest::Diagnostics::default();
+        diagnostics.extend(
+            required
+                .into_iter()
+                .filter(|d| d.severity == agentkit_manifest::Severity::Error),
+        );
+        return Err(Error::Invalid { diagnostics });
+    }
     let state_root = parts
         .state_root
         .clone()
@@ -91,7 +105,13 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         .public_url
         .clone()
         .unwrap_or_else(|| format!("http://{}", loopback_of(addr)));
-    let resolved = resolve::host(&found.host, &parts.env, &parts.auth, &peer_base);
+    let resolved = resolve::host(
+        &found.host,
+        &parts.env,
+        &parts.auth,
+        &peer_base,
+        &state_root,
+    );
     let shutdown = CancellationToken::new();
     let shared = mount::Shared {
         state_root: &state_root,

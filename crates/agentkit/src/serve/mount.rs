@@ -110,7 +110,8 @@ pub(crate) async fn mount(
         connections.clone(),
         depths.clone(),
         resolved.github.clone(),
-    );
+    )
+    .with_slack(resolved.slack.clone());
     let services: agentkit_harness::HostHandle = Arc::new(host_services.clone());
     let mut agent = project.agent.clone();
     if let Some(model) = &shared.models.forced {

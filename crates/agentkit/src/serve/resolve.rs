@@ -15,7 +15,7 @@ use agentkit_mcp::{ConnectionSpec, Target};
 use agentkit_runtime::{HookSpec, HookTarget};
 
 use super::options::{AuthDefaults, EnvLookup};
-use super::services::HostGithub;
+use super::services::{HostGithub, HostSlack};
 
 /// One agent's settings with every `${VAR}` resolved.
 #[derive(Debug)]
@@ -30,6 +30,8 @@ pub(crate) struct ResolvedAgent {
     pub(crate) mcp: Vec<ConnectionSpec>,
     /// GitHub clients with the credentials of the agent's github channels.
     pub(crate) github: HostGithub,
+    /// Slack clients with the bot tokens of the agent's slack channels.
+    pub(crate) slack: HostSlack,
 }
 
 /// Resolves every agent of `host`, in its order. `peer_base` is where
@@ -40,10 +42,11 @@ pub(crate) fn host(
     env: &EnvLookup,
     auth: &AuthDefaults,
     peer_base: &str,
+    state_root: &std::path::Path,
 ) -> Vec<ResolvedAgent> {
     host.agents
         .iter()
-        .map(|project| agent(project, env, auth, peer_base))
+        .map(|project| agent(project, env, auth, peer_base, state_root))
         .collect()
 }
 
@@ -52,6 +55,7 @@ fn agent(
     env: &EnvLookup,
     auth: &AuthDefaults,
     peer_base: &str,
+    state_root: &std::path::Path,
 ) -> ResolvedAgent {
     let channels = &project.agent.channels;
     ResolvedAgent {
@@ -66,8 +70,9 @@ fn agent(
             .filter_map(|c| Some((c.id.clone(), policies(c.auth.as_deref()?, env))))
             .collect(),
         hooks: hooks(project, env),
-        mcp: connections(project, env, auth, peer_base),
+        mcp: connections(project, env, auth, peer_base, state_root),
         github: HostGithub::of(project, env),
+        slack: HostSlack::of(project, env),
     }
 }
 
@@ -175,6 +180,7 @@ fn connections(
     env: &EnvLookup,
     auth: &AuthDefaults,
     base: &str,
+    state_root: &std::path::Path,
 ) -> Vec<ConnectionSpec> {
     let resolve = |s: &str| env.resolve(s);
     let agent_dir = &project.agent.dir;
@@ -191,6 +197,9 @@ fn connections(
                         .map(|(k, v)| (k.clone(), resolve(v)))
                         .collect(),
                     peer: false,
+                    oauth: c
+                        .oauth
+                        .then(|| crate::mcp_oauth::token_file(state_root, &project.slug, &c.name)),
                 },
                 Transport::Stdio {
                     command,
@@ -226,6 +235,7 @@ fn connections(
                         url: format!("{}/{agent}/v1/mcp", base.trim_end_matches('/')),
                         headers,
                         peer: true,
+                        oauth: None,
                     }
                 }
             };

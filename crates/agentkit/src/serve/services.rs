@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use agentkit_channels::GithubClient;
+use agentkit_channels::{GithubClient, SlackClient};
 use agentkit_runtime::{AgentRuntime, KvStore, NewReminder, Reminder, WeakRuntime};
 use serde_json::Value;
 
@@ -39,6 +39,9 @@ pub struct HostServices {
     /// GitHub API access with the credentials of the agent's
     /// `kind = "github"` channels.
     pub github: HostGithub,
+    /// Slack Web API access with the bot tokens of the agent's
+    /// `kind = "slack"` channels.
+    pub slack: HostSlack,
 }
 
 impl HostServices {
@@ -61,7 +64,14 @@ impl HostServices {
                 runtime: Arc::new(OnceLock::new()),
             },
             github,
+            slack: HostSlack::default(),
         }
+    }
+
+    /// With the agent's Slack clients.
+    pub(crate) fn with_slack(mut self, slack: HostSlack) -> HostServices {
+        self.slack = slack;
+        self
     }
 
     /// Binds the reminders to the runtime once it is open (the runtime
@@ -242,6 +252,72 @@ impl HostGithub {
                 _ => Err(Error::Config {
                     message: format!(
                         "the agent has several github channels: name one (`{}`)",
+                        names()
+                    ),
+                }),
+            },
+        }
+    }
+}
+
+/// `host.slack`: a [`SlackClient`] per `kind = "slack"` channel of the
+/// agent, with that channel's bot token (post, update, react, any Web API
+/// method).
+#[derive(Debug, Clone, Default)]
+pub struct HostSlack {
+    clients: Arc<Vec<(String, SlackClient)>>,
+}
+
+impl HostSlack {
+    /// The clients of `project`'s slack channels that have a bot token.
+    pub(crate) fn of(
+        project: &agentkit_manifest::Project,
+        env: &agentkit_channels::Env,
+    ) -> HostSlack {
+        let mut clients = Vec::new();
+        for c in &project.agent.channels {
+            if c.kind != agentkit_manifest::ChannelKind::Slack {
+                continue;
+            }
+            match agentkit_channels::slack_client(c, env) {
+                Ok(client) => clients.push((c.id.clone(), client)),
+                Err(e) => tracing::debug!(channel = %c.id, error = %e, "no host.slack client"),
+            }
+        }
+        HostSlack {
+            clients: Arc::new(clients),
+        }
+    }
+
+    /// The slack channels a client can be chosen by.
+    pub fn names(&self) -> Vec<String> {
+        self.clients.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// The client of slack channel `channel`; with `None`, the only slack
+    /// channel's (an agent with several must name one).
+    pub fn client(&self, channel: Option<&str>) -> Result<SlackClient> {
+        let names = || self.names().join("`, `");
+        match channel {
+            Some(name) => self
+                .clients
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, c)| c.clone())
+                .ok_or_else(|| Error::Config {
+                    message: format!(
+                        "no slack channel `{name}` with a bot token (the agent has: `{}`)",
+                        names()
+                    ),
+                }),
+            None => match self.clients.as_slice() {
+                [(_, only)] => Ok(only.clone()),
+                [] => Err(Error::Config {
+                    message: "the agent has no `kind = \"slack\"` channel with a bot token".into(),
+                }),
+                _ => Err(Error::Config {
+                    message: format!(
+                        "the agent has several slack channels: name one (`{}`)",
                         names()
                     ),
                 }),

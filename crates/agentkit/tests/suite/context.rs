@@ -267,3 +267,87 @@ fn budgets_stop_turns_naming_the_limit() {
     );
     assert_eq!(mock.requests().len(), before);
 }
+
+const OUTPUT_AGENT: &str = r#"model = "openai:gpt-mock"
+[harness]
+builtin_tools = []
+[output_schema]
+type = "object"
+required = ["city", "celsius"]
+additionalProperties = false
+[output_schema.properties]
+city = { type = "string" }
+celsius = { type = "number" }
+"#;
+
+/// `output_schema`: the provider is asked for JSON natively, a reply that
+/// does not match is sent back with what was wrong, the valid one is
+/// `turn.completed.data.output`, and the refused reply is not part of
+/// what later turns see; three bad replies fail the turn.
+#[test]
+fn structured_output_is_validated_and_retried() {
+    let mock = MockProvider::start(vec![
+        Step::text("It is 21 degrees in Paris.").into(),
+        Step::text(r#"{"city": "Paris", "celsius": "21"}"#).into(),
+        Step::text("```json\n{\"city\": \"Paris\", \"celsius\": 21}\n```").into(),
+    ]);
+    let h = serve(&mock, OUTPUT_AGENT);
+    let (id, token, events) = turn(&h, None, "Weather in Paris as JSON");
+    let done = of_type(&events, "turn.completed");
+    assert_eq!(done.len(), 1, "{events:?}");
+    assert_eq!(
+        done[0]["data"]["output"],
+        json!({"city": "Paris", "celsius": 21})
+    );
+    let reasons: Vec<&str> = of_type(&events, "message.completed")
+        .iter()
+        .map(|m| m["data"]["finishReason"].as_str().unwrap())
+        .collect();
+    assert_eq!(reasons, ["invalid_output", "invalid_output", "stop"]);
+    let bodies = mock.bodies();
+    assert_eq!(bodies.len(), 3);
+    assert_eq!(bodies[0]["response_format"]["type"], "json_schema");
+    assert_eq!(
+        bodies[0]["response_format"]["json_schema"]["schema"]["required"],
+        json!(["city", "celsius"])
+    );
+    let retry = bodies[1]["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(retry["role"], "user");
+    assert!(
+        retry["content"].as_str().unwrap().contains("not JSON"),
+        "{retry}"
+    );
+    let retry = bodies[2]["messages"].as_array().unwrap().last().unwrap();
+    assert!(
+        retry["content"].as_str().unwrap().contains("/celsius"),
+        "{retry}"
+    );
+
+    // The next turn sees only the accepted reply.
+    mock.push([Step::text(r#"{"city": "Oslo", "celsius": 3}"#).into()]);
+    let (_, _, events) = turn(&h, Some((&id, &token)), "And Oslo?");
+    assert_eq!(
+        of_type(&events, "turn.completed")[0]["data"]["output"]["city"],
+        "Oslo"
+    );
+    let next = mock.bodies().last().cloned().unwrap();
+    let said = next["messages"].to_string();
+    assert!(!said.contains("21 degrees"), "{said}");
+    assert!(!said.contains("does not match"), "{said}");
+    assert_eq!(
+        next["messages"].as_array().unwrap().len(),
+        4,
+        "system, question, accepted reply, question: {said}"
+    );
+
+    // Three replies that never match fail the turn, saying why.
+    mock.push((0..3).map(|_| Step::text("no JSON here").into()));
+    let (_, _, events) = turn(&h, None, "again");
+    let failed = of_type(&events, "turn.failed");
+    assert_eq!(failed.len(), 1, "{events:?}");
+    let message = failed[0]["data"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("did not match `output_schema` after 3 attempts"),
+        "{message}"
+    );
+}

@@ -1,0 +1,134 @@
+//! `agentkit slack manifest | doctor`: argument parsing and output; the
+//! work is in `agentkit::slack`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+use crate::chat::tokio_runtime;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct SlackArgs {
+    #[command(subcommand)]
+    command: SlackCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum SlackCommand {
+    /// Write the Slack app manifest (JSON) the project's slack channel
+    /// needs, and an env.example, under <project>/.agentkit/slack/.
+    ///
+    /// Paste the manifest into api.slack.com/apps → Create New App → From
+    /// a manifest. Scopes and events follow the channel file's settings.
+    Manifest {
+        /// The project, or a folder of projects.
+        #[arg(long, default_value = ".", value_name = "PATH")]
+        dir: PathBuf,
+        /// The app's display name (default: the agent's slug).
+        #[arg(long)]
+        name: Option<String>,
+        /// Socket Mode (the default): no public URL needed.
+        #[arg(long, conflicts_with = "events_url")]
+        socket_mode: bool,
+        /// The Events API and interactivity request URL
+        /// (`https://HOST/<slug>/v1/channels/<id>`) instead of Socket Mode.
+        #[arg(long, value_name = "URL")]
+        events_url: Option<String>,
+        /// Subscribe to channel posts (channel watch).
+        #[arg(long)]
+        channel_posts: bool,
+        /// Turn interactivity on for Approve / Deny cards.
+        #[arg(long)]
+        approvals: bool,
+        /// The agent, when the folder has several.
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check the slack channel's tokens against Slack (`auth.test`,
+    /// `apps.connections.open`) and its scopes, and say what to fix.
+    ///
+    /// Exits 0 when every check passes, 1 otherwise.
+    Doctor {
+        #[arg(long, default_value = ".", value_name = "PATH")]
+        dir: PathBuf,
+        /// Read `<PREFIX>_SLACK_BOT_TOKEN` etc. instead of the file's
+        /// `env_prefix`.
+        #[arg(long)]
+        prefix: Option<String>,
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub(crate) fn slack(args: SlackArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        SlackCommand::Manifest {
+            dir,
+            name,
+            socket_mode: _,
+            events_url,
+            channel_posts,
+            approvals,
+            agent,
+            json,
+        } => {
+            let written = agentkit::slack::write_manifest(&agentkit::slack::ManifestRequest {
+                dir,
+                name,
+                events_url,
+                channel_posts,
+                approvals,
+                agent,
+            })?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&written)?);
+            } else {
+                println!(
+                    "wrote {}\nwrote {}\nnext: create the app from the manifest (api.slack.com/apps → Create New App → From a manifest), install it, fill in the variables of env.example, then `agentkit slack doctor`",
+                    written.manifest_path.display(),
+                    written.env_example_path.display()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SlackCommand::Doctor {
+            dir,
+            prefix,
+            agent,
+            json,
+        } => {
+            let env = agentkit::EnvLookup::process();
+            let report = tokio_runtime()?.block_on(agentkit::slack::doctor(
+                &dir,
+                agent.as_deref(),
+                prefix.as_deref(),
+                &env,
+            ))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                println!(
+                    "slack channel `{}` of agent `{}`",
+                    report.channel, report.slug
+                );
+                for c in &report.checks {
+                    let mark = if c.ok { "ok " } else { "FIX" };
+                    println!("  {mark} {}: {}", c.name, c.detail);
+                    if let Some(fix) = &c.fix {
+                        println!("      → {fix}");
+                    }
+                }
+            }
+            Ok(if report.ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+    }
+}

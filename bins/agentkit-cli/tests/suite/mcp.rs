@@ -1,0 +1,163 @@
+//! `agentkit mcp status` (and `login`'s refusals) through the binary: the
+//! state of each connection read from the token files `login` writes.
+
+use serde_json::{Value, json};
+
+use super::agentkit;
+
+fn project(root: &std::path::Path) {
+    let agent = root.join("desk/agent");
+    std::fs::create_dir_all(agent.join("mcp-connections")).unwrap();
+    std::fs::write(agent.join("instructions.md"), "Desk.\n").unwrap();
+    std::fs::write(
+        agent.join("mcp-connections/linear.toml"),
+        "url = \"https://mcp.linear.app/mcp\"\noauth = true\n",
+    )
+    .unwrap();
+    std::fs::write(
+        agent.join("mcp-connections/files.toml"),
+        "command = \"server\"\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn status_shows_each_connection_and_its_login() {
+    let t = tempfile::tempdir().unwrap();
+    project(t.path());
+    let r = agentkit(t.path(), &["mcp", "status", "--dir", "desk"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.stdout,
+        "desk/files (stdio): no OAuth\ndesk/linear (http): not logged in: run `agentkit mcp login linear`\n"
+    );
+
+    // A stored login (the file `agentkit mcp login` writes).
+    let expires = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3600;
+    let dir = t.path().join("desk/.agentkit/desk/mcp-oauth");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("linear.json"),
+        serde_json::to_vec(&json!({
+            "resource": "https://mcp.linear.app/mcp", "issuer": "https://mcp.linear.app",
+            "tokenEndpoint": "https://mcp.linear.app/token", "clientId": "c",
+            "tokenEndpointAuthMethod": "none", "accessToken": "secret-access",
+            "refreshToken": "secret-refresh", "expiresAt": expires, "scope": "read"
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let r = agentkit(t.path(), &["mcp", "status", "--dir", "desk", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        !r.stdout.contains("secret-"),
+        "tokens never printed: {}",
+        r.stdout
+    );
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    let linear = &doc["connections"][1];
+    assert_eq!(
+        (
+            linear["connection"].clone(),
+            linear["oauth"].clone(),
+            linear["login"]["state"].clone(),
+            linear["login"]["refreshable"].clone()
+        ),
+        (json!("linear"), json!(true), json!("valid"), json!(true))
+    );
+    assert!(linear["login"]["expiresIn"].as_i64().unwrap() > 3500);
+    assert_eq!(doc["connections"][0]["oauth"], false);
+}
+
+#[test]
+fn login_refuses_connections_without_oauth() {
+    let t = tempfile::tempdir().unwrap();
+    project(t.path());
+    let r = agentkit(t.path(), &["mcp", "login", "files", "--dir", "desk"]);
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr
+            .contains("connection `files` is not an HTTP connection"),
+        "{}",
+        r.stderr
+    );
+    let r = agentkit(t.path(), &["mcp", "login", "nope", "--dir", "desk"]);
+    assert!(
+        r.stderr.contains("no MCP connection `nope`"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// The client auth scenarios of the official MCP conformance suite that
+/// agentkit supports, with `agentkit mcp conformance-client` as the client
+/// under test. Not covered: pre-registered clients (`pre-registration`),
+/// client ID metadata documents (`basic-cimd`) and scope step-up on 403
+/// (`scope-step-up`, `scope-retry-limit`).
+const AUTH_SCENARIOS: &[&str] = &[
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+];
+
+#[test]
+#[allow(clippy::print_stderr)]
+fn the_official_conformance_suite_passes_the_client_auth_scenarios() {
+    let suite = match agentkit_test_support::conformance::conformance(
+        "the_official_conformance_suite_passes_the_client_auth_scenarios",
+    ) {
+        Ok(s) => s,
+        Err(why) => {
+            eprintln!("{why}");
+            return;
+        }
+    };
+    let t = tempfile::tempdir().unwrap();
+    let client = format!("{} mcp conformance-client", env!("CARGO_BIN_EXE_agentkit"));
+    let mut failed = Vec::new();
+    for scenario in AUTH_SCENARIOS {
+        let out = std::process::Command::new(&suite.node)
+            .arg(&suite.suite)
+            .args(["client", "--command", &client, "--scenario", scenario])
+            .current_dir(t.path())
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        // The report goes to stdout or stderr, depending on the terminal.
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if !out.status.success() || !text.contains("OVERALL: PASSED") {
+            let summary: Vec<&str> = text
+                .lines()
+                .filter(|l| {
+                    l.contains("FAILURE") || l.starts_with("Passed:") || l.starts_with("error")
+                })
+                .collect();
+            failed.push(format!("{scenario}: {}", summary.join(" | ")));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "failed scenarios:\n{}",
+        failed.join("\n")
+    );
+}

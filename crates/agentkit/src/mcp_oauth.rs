@@ -1,0 +1,267 @@
+//! `agentkit mcp login` and `agentkit mcp status`: OAuth for the HTTP MCP
+//! connections that set `oauth = true`. Tokens live beside the agent's
+//! other state, one file per connection
+//! (`<stateRoot>/<slug>/mcp-oauth/<connection>.json`, mode 0600); `serve`
+//! reads the same file and refreshes it (`agentkit_mcp::TokenSource`).
+
+use std::path::{Path, PathBuf};
+
+use agentkit_manifest::{Host, Transport};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::serve::EnvLookup;
+
+/// Where a connection's tokens are kept.
+pub fn token_file(state_root: &Path, slug: &str, connection: &str) -> PathBuf {
+    state_root
+        .join(slug)
+        .join("mcp-oauth")
+        .join(format!("{connection}.json"))
+}
+
+/// What `login` needs: the project, which connection, and how `${VAR}`
+/// in its URL resolves.
+#[derive(Debug, Clone)]
+pub struct LoginRequest {
+    pub dir: PathBuf,
+    /// The agent, when several agents have a connection of that name.
+    pub agent: Option<String>,
+    pub connection: String,
+    /// Defaults to `<project>/.agentkit`, as for `serve`.
+    pub state_root: Option<PathBuf>,
+    pub env: EnvLookup,
+}
+
+/// What a login stored.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoginOutcome {
+    pub agent: String,
+    pub connection: String,
+    pub issuer: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_in: Option<i64>,
+    pub token_file: PathBuf,
+}
+
+/// One connection in `agentkit mcp status`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionAuth {
+    pub agent: String,
+    pub connection: String,
+    /// `http`, `stdio` or `peer`.
+    pub transport: &'static str,
+    pub oauth: bool,
+    /// The login state of an `oauth = true` connection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub login: Option<agentkit_mcp::TokenState>,
+}
+
+fn discover_valid(dir: &Path) -> Result<agentkit_manifest::Discovery> {
+    let found = agentkit_manifest::discover(dir)?;
+    if found.diagnostics.has_errors() {
+        return Err(Error::Invalid {
+            diagnostics: found.diagnostics,
+        });
+    }
+    Ok(found)
+}
+
+fn state_root_of(host: &Host, state_root: Option<&Path>) -> PathBuf {
+    state_root.map_or_else(|| host.root.join(".agentkit"), Path::to_path_buf)
+}
+
+/// Runs the OAuth login of one connection: discovery from the server's
+/// metadata, dynamic registration, the browser step (`open` gets the URL
+/// to open or print; a loopback listener on 127.0.0.1 catches the
+/// redirect), the code exchange; the tokens are stored for `serve`.
+pub async fn login(request: &LoginRequest, open: impl FnOnce(&str)) -> Result<LoginOutcome> {
+    let found = discover_valid(&request.dir)?;
+    let mut matches = found.host.agents.iter().filter_map(|p| {
+        let c = p
+            .agent
+            .mcp_connections
+            .iter()
+            .find(|c| c.name == request.connection)?;
+        (request.agent.as_deref().is_none_or(|a| a == p.slug)).then_some((p, c))
+    });
+    let Some((project, connection)) = matches.next() else {
+        return Err(Error::Config {
+            message: format!(
+                "no MCP connection `{}`{} in `{}`",
+                request.connection,
+                request
+                    .agent
+                    .as_deref()
+                    .map(|a| format!(" in agent `{a}`"))
+                    .unwrap_or_default(),
+                request.dir.display()
+            ),
+        });
+    };
+    if let Some((other, _)) = matches.next() {
+        return Err(Error::Config {
+            message: format!(
+                "agents `{}` and `{}` both have a connection `{}`; choose one with --agent",
+                project.slug, other.slug, request.connection
+            ),
+        });
+    }
+    let Transport::Http { url, .. } = &connection.transport else {
+        return Err(Error::Config {
+            message: format!(
+                "connection `{}` is not an HTTP connection; only `url` connections use OAuth",
+                connection.name
+            ),
+        });
+    };
+    if !connection.oauth {
+        return Err(Error::Config {
+            message: format!(
+                "connection `{}` does not set `oauth = true` in `{}`",
+                connection.name, connection.path
+            ),
+        });
+    }
+    let file = token_file(
+        &state_root_of(&found.host, request.state_root.as_deref()),
+        &project.slug,
+        &connection.name,
+    );
+    let options = agentkit_mcp::LoginOptions {
+        connection: connection.name.clone(),
+        url: request.env.resolve(url),
+        token_file: file.clone(),
+        client_name: format!("agentkit ({})", project.slug),
+    };
+    let tokens = agentkit_mcp::login(&options, open).await?;
+    Ok(LoginOutcome {
+        agent: project.slug.clone(),
+        connection: connection.name.clone(),
+        issuer: tokens.issuer,
+        scope: tokens.scope,
+        expires_in: agentkit_mcp::token_state(&file).expires_in,
+        token_file: file,
+    })
+}
+
+/// Every MCP connection of the project, with the login state of those
+/// that use OAuth. Reads files only; nothing is contacted.
+pub fn status(dir: &Path, state_root: Option<&Path>) -> Result<Vec<ConnectionAuth>> {
+    let found = discover_valid(dir)?;
+    let root = state_root_of(&found.host, state_root);
+    Ok(found
+        .host
+        .agents
+        .iter()
+        .flat_map(|p| {
+            let root = &root;
+            p.agent.mcp_connections.iter().map(move |c| ConnectionAuth {
+                agent: p.slug.clone(),
+                connection: c.name.clone(),
+                transport: match c.transport {
+                    Transport::Http { .. } => "http",
+                    Transport::Stdio { .. } => "stdio",
+                    Transport::Peer { .. } => "peer",
+                },
+                oauth: c.oauth,
+                login: c
+                    .oauth
+                    .then(|| agentkit_mcp::token_state(&token_file(root, &p.slug, &c.name))),
+            })
+        })
+        .collect())
+}
+
+/// What [`headless_check`] did.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeadlessCheck {
+    pub issuer: String,
+    pub tools: Vec<String>,
+}
+
+/// The whole client side against one MCP server, with no person in the
+/// loop, for the MCP conformance suite's client auth scenarios: login
+/// (the "browser" follows the authorization server's redirect to the
+/// loopback listener itself), then a connection that lists the tools and
+/// calls each one that takes no required arguments, with the stored token.
+/// Tokens go under `state_dir`.
+pub async fn headless_check(url: &str, state_dir: &Path) -> Result<HeadlessCheck> {
+    let file = state_dir.join("mcp-oauth/server.json");
+    let options = agentkit_mcp::LoginOptions {
+        connection: "server".into(),
+        url: url.to_owned(),
+        token_file: file.clone(),
+        client_name: "agentkit".into(),
+    };
+    let tokens = agentkit_mcp::login(&options, |auth_url| {
+        let auth_url = auth_url.to_owned();
+        tokio::spawn(async move {
+            let http = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build();
+            let Ok(http) = http else { return };
+            let Ok(r) = http.get(&auth_url).send().await else {
+                tracing::warn!("the authorization endpoint did not answer");
+                return;
+            };
+            let location = r
+                .headers()
+                .get("location")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            match location {
+                Some(to) => {
+                    let _ = http.get(&to).send().await;
+                }
+                None => tracing::warn!(
+                    status = r.status().as_u16(),
+                    "no redirect from the authorization endpoint"
+                ),
+            }
+        });
+    })
+    .await?;
+    let spec = agentkit_mcp::ConnectionSpec {
+        name: "server".into(),
+        description: None,
+        target: agentkit_mcp::Target::Http {
+            url: url.to_owned(),
+            headers: Vec::new(),
+            peer: false,
+            oauth: Some(file),
+        },
+    };
+    let connections =
+        agentkit_mcp::Connections::new(vec![spec], agentkit_mcp::ClientOptions::default());
+    let listed = connections.list_tools("server", 0).await;
+    let tools = match listed {
+        Ok(tools) => tools,
+        Err(e) => {
+            connections.close().await;
+            return Err(Error::Config {
+                message: e.to_string(),
+            });
+        }
+    };
+    for tool in &tools {
+        let required = tool.input_schema["required"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty());
+        if !required {
+            let _ = connections
+                .call_tool("server", &tool.name, serde_json::json!({}), 0)
+                .await;
+        }
+    }
+    connections.close().await;
+    Ok(HeadlessCheck {
+        issuer: tokens.issuer,
+        tools: tools.into_iter().map(|t| t.name).collect(),
+    })
+}
