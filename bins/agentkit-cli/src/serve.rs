@@ -51,6 +51,16 @@ pub struct ServeArgs {
     /// networks only).
     #[arg(long, conflicts_with = "bearer_token")]
     allow_anonymous: bool,
+    /// The operator token: its holder may list, stream, follow up, stop
+    /// and resolve approvals on every session of every agent, whoever
+    /// owns it (under --dev the loopback caller is an operator anyway).
+    #[arg(
+        long,
+        env = "AGENTKIT_OPERATOR_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    operator_token: Option<String>,
     /// A model provider's API key, as PROVIDER=KEY (repeatable); wins over
     /// the environment and `agentkit login`. Visible in the process list:
     /// prefer the environment on shared machines.
@@ -173,6 +183,7 @@ fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
         },
         bearer_token: args.bearer_token.clone(),
         allow_anonymous: args.allow_anonymous,
+        operator_token: args.operator_token.clone(),
         public_url: args.public_url.clone(),
         schedules: !args.no_schedules,
         playground: !args.no_playground,

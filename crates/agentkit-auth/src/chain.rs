@@ -1,6 +1,6 @@
 //! The ordered list of policies a route runs: the first to admit wins.
 
-use crate::{AuthContext, BearerToken, Denied, Error, Policy, RequestParts, Secret};
+use crate::{AuthContext, BearerToken, Denied, Error, Operators, Policy, RequestParts, Secret};
 
 /// Which kind of route a chain guards. `publicEndpoint` opens custom
 /// channel routes only, never the built-in session and tool API.
@@ -17,6 +17,9 @@ pub enum Surface {
 pub struct Chain {
     pub policies: Vec<Policy>,
     pub surface: Surface,
+    /// Who is an operator on this chain (nobody unless set with
+    /// [`Chain::with_operators`]).
+    pub operators: Operators,
 }
 
 /// The principal `--bearer-token` authenticates.
@@ -24,7 +27,18 @@ const BEARER_FLAG_PRINCIPAL: &str = "bearer";
 
 impl Chain {
     pub fn new(policies: Vec<Policy>, surface: Surface) -> Self {
-        Chain { policies, surface }
+        Chain {
+            policies,
+            surface,
+            operators: Operators::none(),
+        }
+    }
+
+    /// The chain with `operators` recognised: the operator token admits
+    /// before any policy, and a loopback operator's context is marked.
+    pub fn with_operators(mut self, operators: Operators) -> Self {
+        self.operators = operators;
+        self
     }
 
     /// The default chain, `[localDevStrict]`, for routes whose channel
@@ -47,11 +61,14 @@ impl Chain {
 
     /// The context of the first policy that admits `req`, or [`Denied`]
     /// with every policy's reason when none does.
-    pub fn admit(&self, req: &RequestParts<'_>) -> Result<AuthContext, Denied> {
+    pub async fn admit(&self, req: &RequestParts<'_>) -> Result<AuthContext, Denied> {
+        if let Some(ctx) = self.operators.by_token(req) {
+            return Ok(ctx);
+        }
         let mut refusals = Vec::with_capacity(self.policies.len());
         for policy in &self.policies {
-            match policy.admit(req, self.surface) {
-                Ok(ctx) => return Ok(ctx),
+            match policy.admit(req, self.surface).await {
+                Ok(ctx) => return Ok(self.operators.promote(req, ctx)),
                 Err(refusal) => refusals.push((policy.name(), refusal)),
             }
         }
@@ -98,6 +115,12 @@ impl Chain {
                     }
                 }
                 Policy::Bearer { tokens } => validate_bearer(index, tokens, &mut errors),
+                Policy::Jwt(jwt) => {
+                    for problem in jwt.config().problems() {
+                        errors.push(Error::JwtConfig { index, problem });
+                    }
+                }
+                Policy::Custom(_) => {}
                 Policy::SlackSignature { secret } => {
                     if secret.is_empty() {
                         errors.push(Error::EmptySecret {
@@ -167,13 +190,19 @@ mod tests {
 
     use std::net::{IpAddr, Ipv4Addr};
 
+    use futures_util::FutureExt;
+
     use super::*;
     use crate::Refusal;
 
     #[test]
     fn empty_chain_denies_with_no_refusals() {
         let chain = Chain::new(vec![], Surface::CustomChannel);
-        let denied = chain.admit(&RequestParts::new(None)).unwrap_err();
+        let denied = chain
+            .admit(&RequestParts::new(None))
+            .now_or_never()
+            .unwrap()
+            .unwrap_err();
         assert!(denied.refusals().is_empty());
         assert_eq!(denied.to_string(), "no auth policy admitted the request");
         assert_eq!(chain.validate(), [Error::EmptyChain]);
@@ -186,7 +215,7 @@ mod tests {
             Surface::BuiltinApi,
         );
         let remote = RequestParts::new(Some(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 2))));
-        let denied = chain.admit(&remote).unwrap_err();
+        let denied = chain.admit(&remote).now_or_never().unwrap().unwrap_err();
         assert_eq!(
             denied.refusals(),
             [
@@ -208,7 +237,7 @@ mod tests {
         );
         let chain = Chain::bearer_token("tok", Surface::BuiltinApi);
         let req = RequestParts::new(None).with_header("authorization", "Bearer tok");
-        let ctx = chain.admit(&req).unwrap();
+        let ctx = chain.admit(&req).now_or_never().unwrap().unwrap();
         assert_eq!(
             (ctx.authenticator.as_str(), ctx.principal_id.as_str()),
             ("bearer", "bearer")

@@ -33,6 +33,9 @@ pub enum PrincipalType {
     App,
     /// Another service holding a shared secret.
     Service,
+    /// An operator: may act on every session of the agent (the operator
+    /// token's holder, or the loopback caller under `--dev`).
+    Operator,
 }
 
 impl AuthContext {
@@ -48,6 +51,11 @@ impl AuthContext {
             principal_type,
             attributes: BTreeMap::new(),
         }
+    }
+
+    /// Whether the caller is an operator.
+    pub fn is_operator(&self) -> bool {
+        self.principal_type == PrincipalType::Operator
     }
 
     /// Adds one attribute.
@@ -82,9 +90,10 @@ mod tests {
             PrincipalType::Anonymous,
             PrincipalType::App,
             PrincipalType::Service,
+            PrincipalType::Operator,
         ];
         let json = serde_json::to_string(&all).unwrap();
-        assert_eq!(json, r#"["user","anonymous","app","service"]"#);
+        assert_eq!(json, r#"["user","anonymous","app","service","operator"]"#);
     }
 
     #[test]

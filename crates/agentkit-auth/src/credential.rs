@@ -7,7 +7,10 @@ use crate::sign::TagError;
 use crate::{AuthContext, BearerToken, PrincipalType, Refusal, RequestParts, Secret};
 
 /// The one copy of a credential header, or why there is none.
-fn credential_header<'a>(req: &RequestParts<'a>, header: &str) -> Result<&'a [u8], Refusal> {
+pub(crate) fn credential_header<'a>(
+    req: &RequestParts<'a>,
+    header: &str,
+) -> Result<&'a [u8], Refusal> {
     let mut values = req.header_values(header);
     let Some(value) = values.next() else {
         return Err(Refusal::HeaderMissing {
@@ -61,7 +64,7 @@ pub(crate) fn admit_bearer(
 }
 
 /// The token of a `Bearer` authorization value, if it is one.
-fn bearer_token(value: &[u8]) -> Option<&[u8]> {
+pub(crate) fn bearer_token(value: &[u8]) -> Option<&[u8]> {
     let value = value.trim_ascii();
     let space = value.iter().position(|b| *b == b' ')?;
     let (scheme, rest) = value.split_at(space);

@@ -32,6 +32,8 @@ pub enum Error {
         "auth policy {index} (publicEndpoint) applies only to custom channel routes and never admits on the built-in API"
     )]
     PublicEndpointOnBuiltinApi { index: usize },
+    #[error("auth policy {index} (jwt) {problem} and never admits a request")]
+    JwtConfig { index: usize, problem: String },
 }
 
 /// No policy in the chain admitted the request; the caller answers `401`.
@@ -85,6 +87,11 @@ pub enum Refusal {
     EmptySecret,
     /// `publicEndpoint` on the built-in API.
     NotCustomChannel,
+    /// A JWT that does not verify (expired, wrong issuer or audience, an
+    /// unknown key, a refused algorithm), in words for the server log.
+    InvalidToken { reason: String },
+    /// A custom verifier declined, with its reason.
+    Rejected { reason: String },
     /// A signed timestamp outside the accepted window (a replay).
     Stale,
 }
@@ -105,6 +112,8 @@ impl fmt::Display for Refusal {
             Refusal::MalformedSignature => f.write_str("signature is not hex"),
             Refusal::EmptySecret => f.write_str("policy secret is empty"),
             Refusal::NotCustomChannel => f.write_str("public endpoint on the built-in api"),
+            Refusal::InvalidToken { reason } => write!(f, "invalid token: {reason}"),
+            Refusal::Rejected { reason } => f.write_str(reason),
             Refusal::Stale => f.write_str("signed timestamp outside the accepted window"),
         }
     }

@@ -10,8 +10,13 @@
 //! per-call credentials), next to the constant-time checks of the same
 //! ([`verify_body`], [`verify_bridge_call`]).
 //!
+//! It also says who is an operator ([`Operators`]: the operator token's
+//! holder, the loopback caller under `--dev`), verifies JSON Web Tokens
+//! against an identity provider's keys ([`JwtPolicy`]) and takes policies
+//! written in Rust ([`Verifier`], [`CustomPolicy`]).
+//!
 //! It is not an HTTP layer: no framework types cross its API, and it does
-//! no IO. It does not read project files or the environment either: the
+//! no IO (the JWKS is fetched through the caller's [`JwksFetcher`]). It does not read project files or the environment either: the
 //! facade converts the manifest's parsed `auth` arrays into [`Policy`]s,
 //! resolving `${VAR}` secrets first. Ownership checks (`403` for another
 //! principal's session) belong to the runtime, which compares the
@@ -21,16 +26,21 @@ mod chain;
 mod context;
 mod credential;
 mod error;
+mod jwt;
 mod local;
+mod operator;
 mod policy;
 mod request;
 mod secret;
 mod sign;
+mod verifier;
 
 pub use crate::{
     chain::{Chain, Surface},
     context::{AuthContext, PrincipalType},
     error::{Denied, Error, Refusal, Result},
+    jwt::{JwksFetcher, JwksFuture, JwtAlgorithm, JwtConfig, JwtPolicy},
+    operator::{OPERATOR_PRINCIPAL, Operators},
     policy::{BearerToken, Policy},
     request::{FORWARDING_HEADERS, RequestParts},
     secret::Secret,
@@ -38,4 +48,5 @@ pub use crate::{
         SLACK_MAX_AGE_SECS, sign_body, sign_bridge_call, sign_slack, verify_body,
         verify_bridge_call, verify_slack,
     },
+    verifier::{CustomPolicy, Verdict, Verifier},
 };

@@ -1,7 +1,7 @@
 //! The runtime form of one auth policy, with its secrets already resolved.
 
 use crate::{
-    AuthContext, PrincipalType, Refusal, RequestParts, Secret, Surface,
+    AuthContext, CustomPolicy, JwtPolicy, PrincipalType, Refusal, RequestParts, Secret, Surface,
     credential::{admit_bearer, admit_hmac_signature, admit_shared_secret, admit_slack_signature},
     local::{LoopbackCheck, admit_loopback},
 };
@@ -35,6 +35,11 @@ pub enum Policy {
         secret: Secret,
         prefix: Option<String>,
     },
+    /// `Authorization: Bearer <JWT>` verified against an identity
+    /// provider's published keys.
+    Jwt(JwtPolicy),
+    /// A verifier written in Rust by an embedder.
+    Custom(CustomPolicy),
     /// Slack's request signing (`X-Slack-Signature`, `v0`, over the
     /// timestamp and the raw body; the timestamp within five minutes).
     SlackSignature { secret: Secret },
@@ -69,12 +74,18 @@ impl Policy {
             Policy::Bearer { .. } => "bearer",
             Policy::SharedSecret { .. } => "sharedSecret",
             Policy::HmacSignature { .. } => "hmacSignature",
+            Policy::Jwt(_) => "jwt",
+            Policy::Custom(custom) => custom.name(),
             Policy::SlackSignature { .. } => "slackSignature",
         }
     }
 
     /// Whether this policy alone admits `req` on `surface`.
-    pub fn admit(&self, req: &RequestParts<'_>, surface: Surface) -> Result<AuthContext, Refusal> {
+    pub async fn admit(
+        &self,
+        req: &RequestParts<'_>,
+        surface: Surface,
+    ) -> Result<AuthContext, Refusal> {
         let name = self.name();
         match self {
             Policy::LocalDevStrict => admit_loopback(name, LoopbackCheck::Strict, req),
@@ -94,6 +105,8 @@ impl Policy {
                 secret,
                 prefix,
             } => admit_hmac_signature(name, header, secret, prefix.as_deref(), req),
+            Policy::Jwt(jwt) => jwt.admit(name, req).await,
+            Policy::Custom(custom) => custom.admit(req).await,
             Policy::SlackSignature { secret } => admit_slack_signature(name, secret, req),
         }
     }
@@ -108,6 +121,8 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use std::net::{IpAddr, Ipv4Addr};
+
+    use futures_util::FutureExt;
 
     use super::*;
 
@@ -151,7 +166,11 @@ mod tests {
     #[test]
     fn allow_all_admits_a_remote_peer_anonymously() {
         let req = RequestParts::new(Some(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 1))));
-        let ctx = Policy::AllowAll.admit(&req, Surface::BuiltinApi).unwrap();
+        let ctx = Policy::AllowAll
+            .admit(&req, Surface::BuiltinApi)
+            .now_or_never()
+            .unwrap()
+            .unwrap();
         assert_eq!(
             ctx,
             AuthContext::new("allowAll", "anonymous", PrincipalType::Anonymous)
@@ -164,10 +183,15 @@ mod tests {
         assert!(
             Policy::PublicEndpoint
                 .admit(&req, Surface::CustomChannel)
+                .now_or_never()
+                .unwrap()
                 .is_ok()
         );
         assert_eq!(
-            Policy::PublicEndpoint.admit(&req, Surface::BuiltinApi),
+            Policy::PublicEndpoint
+                .admit(&req, Surface::BuiltinApi)
+                .now_or_never()
+                .unwrap(),
             Err(Refusal::NotCustomChannel)
         );
     }

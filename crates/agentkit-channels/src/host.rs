@@ -241,7 +241,7 @@ impl ChannelHost {
         for (name, value) in &req.headers {
             parts.headers.push((name.as_str(), value.as_bytes()));
         }
-        let auth = match channel.chain.admit(&parts) {
+        let auth = match channel.chain.admit(&parts).await {
             Ok(ctx) => ctx,
             Err(denied) => {
                 tracing::info!(channel = id, peer = ?req.peer, reasons = ?denied.refusals(), "channel request denied");

@@ -82,6 +82,30 @@ pub fn window(spec: &ModelSpec, agent: &Agent) -> Option<Window> {
     })
 }
 
+/// A step's conversation as the provider is sent it, and the request's
+/// estimated input tokens, exactly as a turn computes them: older tool
+/// results trimmed when the request would pass the window's threshold
+/// (compaction, being recorded, is already in `conversation`). Answers
+/// whether anything was trimmed. For showing a step's context.
+pub fn as_sent(
+    spec: Option<&ModelSpec>,
+    agent: &Agent,
+    extra: &[std::sync::Arc<dyn crate::DynTool>],
+    as_of: Option<&str>,
+    conversation: Vec<Message>,
+) -> (Vec<Message>, u64, bool) {
+    let fixed = fixed_tokens(agent, extra, as_of);
+    let estimate = fixed + conversation_tokens(&conversation);
+    match spec.and_then(|s| window(s, agent)) {
+        Some(w) if estimate > w.threshold => {
+            let (fit, total) = trim_to_fit(&conversation, fixed, w.threshold);
+            let trimmed = fit != conversation;
+            (fit, total, trimmed)
+        }
+        _ => (conversation, estimate, false),
+    }
+}
+
 /// The fixed part of every request: system prompt and tool catalog.
 pub(crate) fn fixed_tokens(
     agent: &Agent,

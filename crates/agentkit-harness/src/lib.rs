@@ -55,7 +55,7 @@ mod workspace_path;
 pub use agentkit_manifest::schema_errors;
 pub use approvals::{ApprovalGate, Decision, DecisionFuture};
 pub use complete::{Completion, complete};
-pub use context::{SUMMARY_PREFIX, SUMMARY_PROMPT, Window, summary_message, window};
+pub use context::{SUMMARY_PREFIX, SUMMARY_PROMPT, Window, as_sent, summary_message, window};
 pub use credentials::{Endpoint, ProviderConfig};
 pub use dynamic::{DynTool, RustTool, ToolFuture, ToolSource, ToolSpec, ToolsFuture};
 pub use process::{
@@ -63,8 +63,8 @@ pub use process::{
     run_child, signal_of, spawn_child,
 };
 pub use providers::{
-    Backoff, Cassette, HttpClientError, RetryPolicy, http_client, http_error_text,
-    redact_credentials, retry_after_header,
+    Backoff, Cassette, HttpClientError, OfferedTool, RetryPolicy, http_client, http_error_text,
+    redact_credentials, request_context, retry_after_header,
 };
 pub use sandbox::{
     DEV_FILES, ETC_HIDDEN, SIMULATE_UNAVAILABLE_ENV, SYSTEM_READ, SandboxSpec, SandboxStatus,

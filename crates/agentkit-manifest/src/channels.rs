@@ -78,7 +78,152 @@ const SIMPLE_POLICIES: &[&str] = &[
     "allow_all",
     "public_endpoint",
 ];
-const TABLE_POLICIES: &[&str] = &["bearer", "shared_secret", "hmac_signature"];
+const TABLE_POLICIES: &[&str] = &["bearer", "shared_secret", "hmac_signature", "jwt"];
+
+/// The `alg`s a `jwt` policy may accept: asymmetric ones only.
+const JWT_ALGORITHMS: &[&str] = &[
+    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
+];
+
+/// The fields of `{ jwt = { … } }`.
+const JWT_FIELDS: &[&str] = &[
+    "jwks_url",
+    "issuer",
+    "audience",
+    "algorithms",
+    "clock_skew_seconds",
+    "principal_claim",
+    "principal_prefix",
+    "claims",
+    "cache_seconds",
+    "refetch_floor_seconds",
+];
+
+/// `{ jwt = { jwks_url, issuer, audience, … } }`, or what is wrong with
+/// it (message, hint).
+fn parse_jwt(settings: &toml::Table) -> Result<AuthPolicy, (String, Option<String>)> {
+    if let Some(k) = settings.keys().find(|k| !JWT_FIELDS.contains(&k.as_str())) {
+        let hint = names::did_you_mean(k, JWT_FIELDS.iter().copied())
+            .map(|s| format!("did you mean `{s}`?"))
+            .unwrap_or_else(|| format!("fields: {}", JWT_FIELDS.join(", ")));
+        return Err((format!("unknown field `{k}` in `jwt`"), Some(hint)));
+    }
+    let text = |k: &str| -> Result<Option<String>, (String, Option<String>)> {
+        match settings.get(k) {
+            None => Ok(None),
+            Some(toml::Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err((format!("`jwt.{k}` must be a string"), None)),
+        }
+    };
+    let strings = |k: &str| -> Result<Option<Vec<String>>, (String, Option<String>)> {
+        match settings.get(k) {
+            None => Ok(None),
+            Some(toml::Value::String(s)) => Ok(Some(vec![s.clone()])),
+            Some(toml::Value::Array(items)) => items
+                .iter()
+                .map(|v| v.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+                .map(Some)
+                .ok_or_else(|| {
+                    (
+                        format!("`jwt.{k}` must be a string or an array of strings"),
+                        None,
+                    )
+                }),
+            Some(_) => Err((
+                format!("`jwt.{k}` must be a string or an array of strings"),
+                None,
+            )),
+        }
+    };
+    let seconds = |k: &str, default: u64| -> Result<u64, (String, Option<String>)> {
+        match settings.get(k) {
+            None => Ok(default),
+            Some(toml::Value::Integer(n)) => {
+                u64::try_from(*n).map_err(|_| (format!("`jwt.{k}` must not be negative"), None))
+            }
+            Some(_) => Err((format!("`jwt.{k}` must be a whole number of seconds"), None)),
+        }
+    };
+    let required = "`jwt` needs `jwks_url`, `issuer` and `audience`".to_owned();
+    let example = Some(
+        "e.g. { jwt = { jwks_url = \"https://idp.example/.well-known/jwks.json\", issuer = \"https://idp.example/\", audience = \"my-agent\" } }".to_owned(),
+    );
+    let (Some(jwks_url), Some(issuer), Some(audience)) =
+        (text("jwks_url")?, text("issuer")?, strings("audience")?)
+    else {
+        return Err((required, example));
+    };
+    if jwks_url.is_empty()
+        || issuer.is_empty()
+        || audience.is_empty()
+        || audience.iter().any(String::is_empty)
+    {
+        return Err((required, example));
+    }
+    if !(jwks_url.starts_with("https://")
+        || jwks_url.starts_with("http://")
+        || jwks_url.starts_with("${"))
+    {
+        return Err((
+            format!("`jwt.jwks_url` must be an http(s) URL, not `{jwks_url}`"),
+            None,
+        ));
+    }
+    let algorithms = strings("algorithms")?
+        .unwrap_or_else(|| ["RS256", "ES256", "EdDSA"].map(str::to_owned).to_vec());
+    if algorithms.is_empty() {
+        return Err((
+            "`jwt.algorithms` is empty, so no token verifies".into(),
+            None,
+        ));
+    }
+    for alg in &algorithms {
+        if !JWT_ALGORITHMS.contains(&alg.as_str()) {
+            let hint = if alg.eq_ignore_ascii_case("none")
+                || alg.to_ascii_uppercase().starts_with("HS")
+            {
+                "a JWKS publishes public keys: `none` and HMAC (HS*) are never accepted".to_owned()
+            } else {
+                format!("one of {}", JWT_ALGORITHMS.join(", "))
+            };
+            return Err((format!("`jwt` cannot accept algorithm `{alg}`"), Some(hint)));
+        }
+    }
+    let mut claims = std::collections::BTreeMap::new();
+    match settings.get("claims") {
+        None => {}
+        Some(toml::Value::Table(t)) => {
+            for (attribute, claim) in t {
+                let Some(claim) = claim.as_str() else {
+                    return Err((
+                        format!("`jwt.claims.{attribute}` must name a claim (a string)"),
+                        None,
+                    ));
+                };
+                claims.insert(attribute.clone(), claim.to_owned());
+            }
+        }
+        Some(_) => {
+            return Err((
+                "`jwt.claims` must be a table of attribute = \"claim\"".into(),
+                Some("e.g. claims = { email = \"email\", groups = \"groups\" }".into()),
+            ));
+        }
+    }
+    Ok(AuthPolicy::Jwt {
+        jwks_url,
+        issuer,
+        audience,
+        algorithms,
+        clock_skew_seconds: seconds("clock_skew_seconds", 60)?,
+        principal_claim: text("principal_claim")?.unwrap_or_else(|| "sub".to_owned()),
+        principal_prefix: text("principal_prefix")?.unwrap_or_else(|| "jwt:".to_owned()),
+        claims,
+        cache_seconds: seconds("cache_seconds", 600)?,
+        refetch_floor_seconds: seconds("refetch_floor_seconds", 30)?,
+    })
+}
 
 pub(crate) fn read_channel(ctx: &mut Ctx, path: &Path, id: &str) -> Option<Channel> {
     let src = ctx.read_text(path)?;
@@ -739,6 +884,10 @@ fn parse_auth(
                             }
                         }
                     }
+                    "jwt" => match parse_jwt(settings) {
+                        Ok(policy) => policy,
+                        Err((message, hint)) => return fail(message, hint),
+                    },
                     other => {
                         let hint = names::did_you_mean(other, TABLE_POLICIES.iter().copied())
                             .map(|s| format!("did you mean `{s}`?"));

@@ -615,6 +615,25 @@ pub enum AuthPolicy {
         #[serde(skip_serializing_if = "Option::is_none")]
         prefix: Option<String>,
     },
+    /// `Authorization: Bearer <JWT>` signed by an identity provider whose
+    /// keys are published at `jwks_url`.
+    #[serde(rename_all = "camelCase")]
+    Jwt {
+        jwks_url: String,
+        issuer: String,
+        /// Accepted `aud` values; a token must carry one.
+        audience: Vec<String>,
+        /// Accepted `alg`s (asymmetric only).
+        algorithms: Vec<String>,
+        clock_skew_seconds: u64,
+        /// The claim naming the principal, and what goes before it.
+        principal_claim: String,
+        principal_prefix: String,
+        /// Context attributes from claims: attribute → claim.
+        claims: std::collections::BTreeMap<String, String>,
+        cache_seconds: u64,
+        refetch_floor_seconds: u64,
+    },
 }
 
 /// A bearer token and the principal it authenticates. The token is

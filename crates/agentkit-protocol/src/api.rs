@@ -272,9 +272,14 @@ pub struct SessionSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
     pub busy: bool,
+    /// The owning principal; listed for an operator, who sees every
+    /// principal's sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal_id: Option<String>,
 }
 
-/// `GET /v1/sessions`: the caller's sessions.
+/// `GET /v1/sessions`: the caller's sessions (every session of the agent,
+/// newest first and at most [`OPERATOR_LIST_LIMIT`], for an operator).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionList {
     pub ok: bool,
@@ -422,7 +427,72 @@ pub struct Info {
     /// Whether the model's shell and the tools run sandboxed here:
     /// `{available, abi, mode, networkRules, reason}`.
     pub sandbox: Value,
+    /// Who is asking: the admitted principal and whether it is an
+    /// operator (the playground shows the operator view then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<Caller>,
 }
+
+/// The `caller` entry of [`Info`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Caller {
+    pub principal_id: String,
+    pub principal_type: String,
+    pub authenticator: String,
+    /// May act on every session of the agent, whoever owns it.
+    pub operator: bool,
+}
+
+/// `GET /v1/session/:id/context?turnId=…&step=…`: what the model was sent
+/// at one step of a turn, rebuilt from the log (the log does not repeat
+/// the system prompt and tool catalog per step).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepContext {
+    pub ok: bool,
+    pub session_id: String,
+    pub turn_id: String,
+    /// 1-based, as `step.started` numbers it.
+    pub step: u32,
+    /// The system prompt: instructions, the skills catalog, the frozen
+    /// instant of an `asOf` session.
+    pub system: String,
+    /// The tools offered, in the order the providers list them.
+    pub tools: Vec<OfferedTool>,
+    /// The folded conversation: earlier turns, this turn's user message,
+    /// and the steps of this turn before this one.
+    pub conversation: Vec<crate::Message>,
+    pub size: ContextSize,
+}
+
+/// A tool of a [`StepContext`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OfferedTool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
+/// How big a [`StepContext`] is, in characters of its JSON and in the
+/// harness's estimate of the request's input tokens (the one a turn checks
+/// against the model's window; `step.completed` has the provider's count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextSize {
+    pub system_chars: u64,
+    pub tools_chars: u64,
+    pub conversation_chars: u64,
+    pub messages: u64,
+    pub approx_tokens: u64,
+    /// Older tool results were trimmed to fit the model's window.
+    #[serde(default)]
+    pub trimmed: bool,
+}
+
+/// The most sessions `GET /v1/sessions` lists for an operator.
+pub const OPERATOR_LIST_LIMIT: usize = 500;
 
 /// The `mcp` entry of [`Info`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

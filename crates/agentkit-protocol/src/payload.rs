@@ -47,6 +47,10 @@ pub struct SessionFailed {
 #[serde(rename_all = "camelCase", default)]
 pub struct MessageReceived {
     pub text: String,
+    /// Who sent it when that is not the session's owner: an operator, as
+    /// `operator:<principalId>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
 }
 
 /// `turn.started`.
@@ -60,6 +64,9 @@ pub struct TurnStarted {
     pub resumes: Option<String>,
     /// `emitted` for assistant text a channel recorded without a model.
     pub kind: Option<String>,
+    /// The log indices of the `message.received` events the turn answers
+    /// (what its user message was made of).
+    pub received: Vec<u64>,
 }
 
 /// `turn.completed`.

@@ -135,16 +135,21 @@ impl AgentRuntime {
             .collect())
     }
 
-    /// Approves or denies a parked call. `owner` must own the session;
-    /// the decision records `decision.by`.
+    /// Approves or denies a parked call. `owner` must own the session (or
+    /// be an operator); the decision records `decision.by`, which for an
+    /// operator deciding on someone else's session becomes
+    /// `operator:<principalId>`.
     pub async fn resolve_approval(
         &self,
         id: &str,
         call_id: &str,
-        decision: Decision,
+        mut decision: Decision,
         owner: &Owner,
     ) -> Result<ResolvedApproval> {
-        self.owned(id, owner)?;
+        let session = self.owned(id, owner)?;
+        if owner.is_operator() && session.meta().owner.principal_id != owner.principal_id {
+            decision.by = owner.operator_label();
+        }
         self.resolve(id, call_id, decision).await
     }
 

@@ -436,6 +436,15 @@ impl Db {
         )
     }
 
+    /// The newest `limit` sessions, whoever owns them (the operator view).
+    pub(crate) fn latest_sessions(&self, limit: usize) -> Result<Vec<SessionMeta>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.metas(
+            "SELECT id, meta FROM sessions ORDER BY id DESC LIMIT ?1",
+            params![limit],
+        )
+    }
+
     /// The sessions that may have a call waiting for approval.
     pub(crate) fn parked_sessions(&self) -> Result<Vec<SessionMeta>> {
         self.metas("SELECT id, meta FROM sessions WHERE parked = 1", params![])

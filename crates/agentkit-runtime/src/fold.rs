@@ -12,10 +12,27 @@ use serde_json::Value;
 /// count only from turns that completed, because an interrupted or failed
 /// turn may have stopped halfway through a step.
 pub fn conversation(events: &[Event], exclude: &BTreeSet<u64>) -> Vec<Message> {
+    conversation_with(events, exclude, None)
+}
+
+/// A turn still being looked into: its steps count as if it had completed,
+/// and its user message (the messages it answers, joined as the harness
+/// joins them) goes where the turn started.
+pub(crate) struct OpenTurn<'a> {
+    pub(crate) turn_id: &'a str,
+    pub(crate) user_text: Option<String>,
+}
+
+/// [`conversation`] as a later step of `open` was sent it.
+pub(crate) fn conversation_with(
+    events: &[Event],
+    exclude: &BTreeSet<u64>,
+    open: Option<&OpenTurn<'_>>,
+) -> Vec<Message> {
     // A turn that a restart cut short while a call waited for approval
     // counts once a later turn resumes it: its steps up to the parked call
     // (and the results recorded on approval) are the context of the resume.
-    let mut completed: BTreeSet<String> = BTreeSet::new();
+    let mut completed: BTreeSet<String> = open.map(|o| o.turn_id.to_owned()).into_iter().collect();
     for e in events {
         match e.event_type {
             EventType::TurnCompleted => completed.extend(e.turn_id.clone()),
@@ -31,6 +48,13 @@ pub fn conversation(events: &[Event], exclude: &BTreeSet<u64>) -> Vec<Message> {
     // Tool calls requested in a step attach to that step's assistant text.
     let mut pending_text: HashMap<&str, String> = HashMap::new();
     for e in events {
+        if let Some(open) = open
+            && e.event_type == EventType::TurnStarted
+            && e.turn_id.as_deref() == Some(open.turn_id)
+            && let Some(text) = &open.user_text
+        {
+            out.push(Message::user(text.clone()));
+        }
         let in_completed_turn = e.turn_id.as_deref().filter(|t| completed.contains(*t));
         match (e.payload(), in_completed_turn) {
             (EventData::MessageReceived(m), _) if !exclude.contains(&e.index) => {

@@ -31,6 +31,7 @@ mod ab_stats;
 mod approvals;
 mod clock;
 mod command;
+mod context;
 mod db;
 mod emit;
 mod error;

@@ -22,6 +22,30 @@ pub struct Owner {
 }
 
 impl Owner {
+    /// An operator (the operator token's holder, the loopback caller
+    /// under `--dev`): past every ownership check of the agent's sessions.
+    pub fn is_operator(&self) -> bool {
+        self.principal_type == "operator"
+    }
+
+    /// The owner as a session stores it: an operator's sessions belong to
+    /// its principal as a plain `user`, so the operator's reach is never
+    /// inherited by whatever later acts as the session's owner (a channel
+    /// key's follow-up, a reminder, a tool's host-bridge call).
+    pub fn as_session_owner(&self) -> Owner {
+        let mut owner = self.clone();
+        if owner.is_operator() {
+            owner.principal_type = "user".to_owned();
+        }
+        owner
+    }
+
+    /// How an operator's actions are recorded (`by` of an approval
+    /// decision, `from` of a message): `operator:<principalId>`.
+    pub fn operator_label(&self) -> String {
+        format!("operator:{}", self.principal_id)
+    }
+
     pub fn from_auth(auth: &agentkit_auth::AuthContext) -> Owner {
         let principal_type = serde_json::to_value(auth.principal_type)
             .ok()

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use agentkit_events::{FileEventStore, StoreOptions, Subscription};
 use agentkit_manifest::{Admission, Agent, ModelSpec};
+use agentkit_protocol::api::OPERATOR_LIST_LIMIT;
 use agentkit_protocol::{Event, EventType, SessionId};
 use serde::Serialize;
 use serde_json::json;
@@ -352,10 +353,15 @@ impl AgentRuntime {
     }
 
     /// The session, if `owner` may use it.
+    /// An operator may use every session; what it does is recorded (an
+    /// approval's `by`, a message's `from`) and its reach logged.
     pub(crate) fn owned(&self, id: &str, owner: &Owner) -> Result<Arc<Session>> {
         let session = self.get(id)?;
         if session.meta().owner.principal_id != owner.principal_id {
-            return Err(Error::Forbidden { id: id.to_owned() });
+            if !owner.is_operator() {
+                return Err(Error::Forbidden { id: id.to_owned() });
+            }
+            tracing::info!(session = %id, operator = %owner.principal_id, "an operator addresses a session it does not own");
         }
         Ok(session)
     }
@@ -413,7 +419,7 @@ impl AgentRuntime {
             id: id.as_str().to_owned(),
             channel: req.channel.clone(),
             mode: req.mode,
-            owner: req.owner.clone(),
+            owner: req.owner.as_session_owner(),
             continuation_token: token.clone(),
             created_at: now(),
             title: req.title.clone(),
@@ -496,6 +502,9 @@ impl AgentRuntime {
         workspace::check_relative_paths(&req.workspace_files)?;
         let session = self.owned(id, &req.owner)?;
         self.ready(&session).await?;
+        let from = (req.owner.is_operator()
+            && session.meta().owner.principal_id != req.owner.principal_id)
+            .then(|| req.owner.operator_label());
         let (token, rotated) = {
             let mut meta = session.meta();
             if meta.mode == SessionMode::Task {
@@ -506,7 +515,12 @@ impl AgentRuntime {
             if req.admission == Admission::Reject && session.state().is_busy() {
                 return Err(Error::SessionBusy { id: id.to_owned() });
             }
-            if meta.channel == HTTP_CHANNEL {
+            if meta.channel == HTTP_CHANNEL && from.is_some() && req.continuation_token.is_none() {
+                // An operator who does not hold the owner's token sends
+                // without one, and the token is not rotated: the owner's
+                // next follow-up still holds the current one.
+                (meta.continuation_token.clone(), None)
+            } else if meta.channel == HTTP_CHANNEL {
                 if req.continuation_token.as_deref() != Some(meta.continuation_token.as_str()) {
                     return Err(Error::StaleContinuation);
                 }
@@ -525,7 +539,13 @@ impl AgentRuntime {
             self.inner.db.put_session(&meta).await?;
         }
         let (coalesced, start_index) = self
-            .accept(&session, req.message, req.admission, req.workspace_files)
+            .accept_from(
+                &session,
+                req.message,
+                req.admission,
+                req.workspace_files,
+                from,
+            )
             .await?;
         Ok(Accepted {
             session_id: id.to_owned(),
@@ -560,7 +580,12 @@ impl AgentRuntime {
     /// Returns whether a turn was running.
     pub fn stop(&self, id: &str, owner: &Owner) -> Result<bool> {
         let session = self.owned(id, owner)?;
-        let stopped = session.state().stop();
+        let by = (owner.is_operator() && session.meta().owner.principal_id != owner.principal_id)
+            .then(|| owner.operator_label());
+        let stopped = session.state().stop_by(by);
+        if stopped {
+            tracing::info!(session = %id, by = %owner.principal_id, operator = owner.is_operator(), "turn stopped");
+        }
         Ok(stopped)
     }
 
@@ -636,12 +661,20 @@ impl AgentRuntime {
         self.with_history(&session, crate::fold::usage).await
     }
 
-    /// The sessions `owner` created, newest first.
+    /// The sessions `owner` created, newest first; for an operator, every
+    /// session of the agent (the newest [`OPERATOR_LIST_LIMIT`]), each
+    /// with its owner.
     pub async fn list(&self, owner: &Owner) -> Result<Vec<SessionSummary>> {
         let runtime = self.clone();
         let principal = owner.principal_id.clone();
+        let operator = owner.is_operator();
         let stored = tokio::task::spawn_blocking(move || {
-            runtime.inner.db.sessions_of(&principal).map(|metas| {
+            let metas = if operator {
+                runtime.inner.db.latest_sessions(OPERATOR_LIST_LIMIT)
+            } else {
+                runtime.inner.db.sessions_of(&principal)
+            };
+            metas.map(|metas| {
                 // A folder deleted by hand deletes its session.
                 metas
                     .into_iter()
@@ -681,6 +714,7 @@ impl AgentRuntime {
                 created_at: meta.created_at,
                 title: meta.title,
                 busy,
+                principal_id: operator.then_some(meta.owner.principal_id),
             });
         }
         out.sort_by(|a, b| b.session_id.cmp(&a.session_id));

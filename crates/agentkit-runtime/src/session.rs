@@ -159,6 +159,9 @@ pub(crate) struct TurnState {
     /// A turn cut short while a call waited for approval, to resume now
     /// that the call has its result.
     resume: Option<String>,
+    /// Who stopped the running turn, when an operator did it on a session
+    /// it does not own (recorded on `turn.failed` as `by`).
+    stopped_by: Option<String>,
 }
 
 impl TurnState {
@@ -286,6 +289,21 @@ impl TurnState {
     pub(crate) fn stop(&mut self) -> bool {
         self.queue.clear();
         self.cancel(Interrupt::Stopped)
+    }
+
+    /// [`stop`](Self::stop), remembering `by` for the `turn.failed` it
+    /// causes.
+    pub(crate) fn stop_by(&mut self, by: Option<String>) -> bool {
+        let stopped = self.stop();
+        if stopped {
+            self.stopped_by = by;
+        }
+        stopped
+    }
+
+    /// Who stopped the turn that just ended (once).
+    pub(crate) fn take_stopped_by(&mut self) -> Option<String> {
+        self.stopped_by.take()
     }
 
     fn cancel(&mut self, why: Interrupt) -> bool {

@@ -273,6 +273,20 @@ impl AgentRuntime {
         admission: Admission,
         files: Vec<(String, String)>,
     ) -> Result<(bool, u64)> {
+        self.accept_from(session, text, admission, files, None)
+            .await
+    }
+
+    /// [`accept`](Self::accept), recording `from` (an operator who is not
+    /// the owner) on `message.received`.
+    pub(crate) async fn accept_from(
+        &self,
+        session: &Arc<Session>,
+        text: String,
+        admission: Admission,
+        files: Vec<(String, String)>,
+        from: Option<String>,
+    ) -> Result<(bool, u64)> {
         self.ready(session).await?;
         if admission == Admission::Reject && session.state().is_busy() {
             return Err(Error::SessionBusy {
@@ -284,13 +298,12 @@ impl AgentRuntime {
             self.ensure_workspace(session).await?;
             workspace::write_files(&session.workspace, &files)?;
         }
+        let mut data = json!({"text": text});
+        if let (Some(from), Some(obj)) = (from, data.as_object_mut()) {
+            obj.insert("from".into(), json!(from));
+        }
         let received = self
-            .append(
-                &session.id,
-                EventType::MessageReceived,
-                None,
-                json!({"text": text}),
-            )
+            .append(&session.id, EventType::MessageReceived, None, data)
             .await?;
         let queued = Queued {
             text,
@@ -378,7 +391,8 @@ impl AgentRuntime {
         let id = &session.id;
         let began = std::time::Instant::now();
         let (mut tool_calls, mut tool_errors) = (0u64, 0u64);
-        let mut started = json!({"messages": batch.len()});
+        let received: Vec<u64> = batch.iter().map(|q| q.index).collect();
+        let mut started = json!({"messages": batch.len(), "received": received});
         if let (Some(turn), Some(obj)) = (&resume, started.as_object_mut()) {
             obj.insert("resumes".into(), json!(turn));
         }
@@ -531,19 +545,23 @@ impl AgentRuntime {
                 .await?;
             }
             TurnOutcome::Interrupted => {
-                let reason = session.state().interrupt();
+                let (reason, stopped_by) = {
+                    let mut state = session.state();
+                    (state.interrupt(), state.take_stopped_by())
+                };
                 // A shutdown keeps parked calls waiting (they survive the
                 // restart); a preempted or stopped turn withdraws them.
                 if reason != Interrupt::Shutdown {
                     self.withdraw_parked(id, &turn_id).await?;
                 }
-                self.append(
-                    id,
-                    EventType::TurnFailed,
-                    Some(&turn_id),
-                    json!({"message": "turn interrupted", "reason": reason.as_str()}),
-                )
-                .await?;
+                let mut data = json!({"message": "turn interrupted", "reason": reason.as_str()});
+                if let (Some(by), Interrupt::Stopped, Some(obj)) =
+                    (stopped_by, reason, data.as_object_mut())
+                {
+                    obj.insert("by".into(), json!(by));
+                }
+                self.append(id, EventType::TurnFailed, Some(&turn_id), data)
+                    .await?;
             }
         }
         // Calls this turn parked and a human then decided leave nothing

@@ -3,11 +3,14 @@
 //! server for the third parties on the other side ([`mock`]), a mock model
 //! provider speaking the OpenAI and Anthropic streaming formats
 //! ([`provider`]), the Python environment of the third-party MCP
-//! peers, the official MCP conformance suite ([`conformance`]), re-running a test with a secret in its parent's environment
-//! ([`rerun`]), and a mock Slack (Web API and Socket Mode, [`slack`]).
+//! peers, the official MCP conformance suite ([`conformance`]), an
+//! identity provider's keys, tokens and JWKS server ([`jwt`]), re-running
+//! a test with a secret in its parent's environment ([`rerun`]), and a
+//! mock Slack (Web API and Socket Mode, [`slack`]).
 
 pub mod conformance;
 pub mod http;
+pub mod jwt;
 pub mod mock;
 pub mod process;
 pub mod provider;

@@ -79,6 +79,7 @@ pub use serve::{
 };
 
 /// The project format: discovery, the manifest types and diagnostics.
+pub use agentkit_auth as auth;
 pub use agentkit_channels as channels;
 pub use agentkit_manifest as manifest;
 pub use agentkit_manifest::{Diagnostic, Diagnostics, Discovery, Severity, discover};

@@ -228,3 +228,69 @@ fn the_banner_warns_about_the_dev_model_and_unauthenticated_exposure() {
         "{banner}"
     );
 }
+
+/// `AGENTKIT_OPERATOR_TOKEN` reaches the server: its holder is the
+/// operator from a remote-looking request, reads a `local` session and
+/// sees it listed with its owner; the same token given as the bearer
+/// token refuses to start.
+#[test]
+fn the_operator_token_from_the_environment_makes_an_operator() {
+    let tmp = tempfile::tempdir().unwrap();
+    project(tmp.path());
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_agentkit"))
+        .args(["serve", "--dir", "bot", "--port", &port.to_string()])
+        .args(["--state-root", "state"])
+        .current_dir(tmp.path())
+        .env("NO_COLOR", "1")
+        .env("AGENTKIT_OPERATOR_TOKEN", "op-from-env")
+        .env_remove("AGENTKIT_BEARER_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = ServerProcess::healthy(child, port, Duration::from_secs(20));
+    let (id, _) = start_slow_turn(server.addr);
+    let remote = |req: Request| {
+        req.bearer("op-from-env")
+            .host("agents.example")
+            .header("x-forwarded-for", "203.0.113.4")
+    };
+    let info = remote(Request::get("/bot/v1/info"))
+        .send(server.addr)
+        .unwrap();
+    assert_eq!(info.json()["caller"]["operator"], true, "{}", info.body);
+    let list = remote(Request::get("/bot/v1/sessions"))
+        .send(server.addr)
+        .unwrap()
+        .json();
+    assert_eq!(list["sessions"][0]["sessionId"], id.as_str());
+    assert_eq!(list["sessions"][0]["principalId"], "local");
+    let stop = remote(Request::post(&format!("/bot/v1/session/{id}/stop")))
+        .send(server.addr)
+        .unwrap();
+    assert_eq!(stop.json()["interrupted"], true, "{}", stop.body);
+    drop(server);
+
+    let run = super::agentkit_with(
+        tmp.path(),
+        &[
+            "serve",
+            "--dir",
+            "bot",
+            "--port",
+            "0",
+            "--bearer-token",
+            "same",
+        ],
+        |cmd| {
+            cmd.env("AGENTKIT_OPERATOR_TOKEN", "same");
+        },
+    );
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stderr.contains("operator token must differ"),
+        "{}",
+        run.stderr
+    );
+}

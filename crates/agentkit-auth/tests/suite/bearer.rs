@@ -1,6 +1,8 @@
 //! Bearer tokens and shared secrets: missing, wrong, right, several
 //! principals, empty secrets.
 
+use futures_util::FutureExt;
+
 use agentkit_auth::{BearerToken, Chain, Policy, PrincipalType, RequestParts, Surface};
 
 use super::{REMOTE, outcome};
@@ -70,7 +72,11 @@ fn repeated_authorization_header_is_refused() {
 #[test]
 fn bearer_context_is_a_user() {
     let chain = Chain::new(vec![two_principals()], Surface::CustomChannel);
-    let ctx = chain.admit(&with_auth("Bearer token-bob")).unwrap();
+    let ctx = chain
+        .admit(&with_auth("Bearer token-bob"))
+        .now_or_never()
+        .unwrap()
+        .unwrap();
     assert_eq!(ctx.principal_type, PrincipalType::User);
     assert_eq!(ctx.authenticator, "bearer");
     assert!(ctx.attributes.is_empty());
@@ -82,12 +88,26 @@ fn bearer_token_flag_chain() {
     assert_eq!(
         chain
             .admit(&with_auth("Bearer s3cret"))
+            .now_or_never()
+            .unwrap()
             .unwrap()
             .principal_id,
         "bearer"
     );
-    assert!(chain.admit(&with_auth("Bearer other")).is_err());
-    assert!(chain.admit(&RequestParts::new(REMOTE)).is_err());
+    assert!(
+        chain
+            .admit(&with_auth("Bearer other"))
+            .now_or_never()
+            .unwrap()
+            .is_err()
+    );
+    assert!(
+        chain
+            .admit(&RequestParts::new(REMOTE))
+            .now_or_never()
+            .unwrap()
+            .is_err()
+    );
 }
 
 #[test]
@@ -108,7 +128,13 @@ fn empty_bearer_token_never_admits() {
         "denied(empty-secret)"
     );
     let chain = Chain::bearer_token("", Surface::BuiltinApi);
-    assert!(chain.admit(&with_auth("Bearer ")).is_err());
+    assert!(
+        chain
+            .admit(&with_auth("Bearer "))
+            .now_or_never()
+            .unwrap()
+            .is_err()
+    );
 }
 
 fn api_key() -> Policy {
@@ -135,7 +161,11 @@ fn shared_secret_missing_wrong_and_right() {
         "sharedSecret/sharedSecret:x-api-key"
     );
 
-    let ctx = Chain::new(vec![api_key()], s).admit(&with("k3y")).unwrap();
+    let ctx = Chain::new(vec![api_key()], s)
+        .admit(&with("k3y"))
+        .now_or_never()
+        .unwrap()
+        .unwrap();
     assert_eq!(ctx.principal_type, PrincipalType::Service);
     assert_eq!(ctx.attributes["header"], "x-api-key");
 }

@@ -1,6 +1,8 @@
 //! Chain behaviour: first admitting policy wins, `publicEndpoint` and the
 //! surface, the default and flag chains, the serialised context.
 
+use futures_util::FutureExt;
+
 use agentkit_auth::{BearerToken, Chain, Policy, PrincipalType, RequestParts, Surface};
 
 use super::{LOOPBACK, REMOTE, outcome};
@@ -74,10 +76,20 @@ fn default_chain_is_local_dev_strict() {
     let chain = Chain::local_dev_strict(Surface::BuiltinApi);
     assert_eq!(chain.policies, [Policy::LocalDevStrict]);
     let local = RequestParts::new(LOOPBACK).with_host("127.0.0.1:3000");
-    assert_eq!(chain.admit(&local).unwrap().principal_id, "local");
+    assert_eq!(
+        chain
+            .admit(&local)
+            .now_or_never()
+            .unwrap()
+            .unwrap()
+            .principal_id,
+        "local"
+    );
     assert!(
         chain
             .admit(&RequestParts::new(REMOTE).with_host("localhost"))
+            .now_or_never()
+            .unwrap()
             .is_err()
     );
 }
@@ -85,10 +97,20 @@ fn default_chain_is_local_dev_strict() {
 #[test]
 fn allow_anonymous_chain() {
     let chain = Chain::allow_anonymous(Surface::BuiltinApi);
-    let ctx = chain.admit(&RequestParts::new(REMOTE)).unwrap();
+    let ctx = chain
+        .admit(&RequestParts::new(REMOTE))
+        .now_or_never()
+        .unwrap()
+        .unwrap();
     assert_eq!(ctx.principal_id, "anonymous");
     assert_eq!(ctx.principal_type, PrincipalType::Anonymous);
-    assert!(chain.admit(&RequestParts::new(None)).is_ok());
+    assert!(
+        chain
+            .admit(&RequestParts::new(None))
+            .now_or_never()
+            .unwrap()
+            .is_ok()
+    );
 }
 
 #[test]
@@ -124,6 +146,8 @@ fn auth_context_json_shape() {
     let chain = Chain::local_dev_strict(Surface::BuiltinApi);
     let ctx = chain
         .admit(&RequestParts::new(LOOPBACK).with_host("localhost"))
+        .now_or_never()
+        .unwrap()
         .unwrap();
     let json = serde_json::to_value(&ctx).unwrap();
     assert_eq!(
@@ -140,7 +164,11 @@ fn auth_context_json_shape() {
 #[test]
 fn denied_message_reveals_nothing() {
     let chain = Chain::bearer_token("t0ken", Surface::BuiltinApi);
-    let denied = chain.admit(&RequestParts::new(REMOTE)).unwrap_err();
+    let denied = chain
+        .admit(&RequestParts::new(REMOTE))
+        .now_or_never()
+        .unwrap()
+        .unwrap_err();
     assert_eq!(denied.to_string(), "no auth policy admitted the request");
     assert_eq!(denied.refusals().len(), 1);
     assert_eq!(denied.refusals()[0].0, "bearer");

@@ -1,5 +1,7 @@
 //! HMAC-SHA256 body signatures, including GitHub's `X-Hub-Signature-256`.
 
+use futures_util::FutureExt;
+
 use agentkit_auth::{Chain, Policy, PrincipalType, RequestParts, Surface};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
@@ -37,7 +39,11 @@ fn github_documented_vector() {
     assert_eq!(sign(GITHUB_SECRET, GITHUB_PAYLOAD), GITHUB_SIGNATURE);
     let value = format!("sha256={GITHUB_SIGNATURE}");
     let chain = Chain::new(vec![github(GITHUB_SECRET)], Surface::CustomChannel);
-    let ctx = chain.admit(&signed(&value, GITHUB_PAYLOAD)).unwrap();
+    let ctx = chain
+        .admit(&signed(&value, GITHUB_PAYLOAD))
+        .now_or_never()
+        .unwrap()
+        .unwrap();
     assert_eq!(ctx.authenticator, "hmacSignature");
     assert_eq!(ctx.principal_id, "hmacSignature:x-hub-signature-256");
     assert_eq!(ctx.principal_type, PrincipalType::App);

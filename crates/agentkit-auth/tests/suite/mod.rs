@@ -1,6 +1,8 @@
 //! Auth chain tests through the public API: the loopback matrix, bearer
 //! tokens, shared secrets, HMAC signatures and chain ordering.
 
+use futures_util::FutureExt;
+
 use std::net::{IpAddr, Ipv4Addr};
 
 use agentkit_auth::{Chain, Policy, Refusal, RequestParts, Surface};
@@ -8,6 +10,7 @@ use agentkit_auth::{Chain, Policy, Refusal, RequestParts, Surface};
 mod bearer;
 mod chain;
 mod hmac;
+mod jwt;
 mod matrix;
 
 pub(crate) const LOOPBACK: Option<IpAddr> = Some(IpAddr::V4(Ipv4Addr::LOCALHOST));
@@ -37,7 +40,7 @@ pub(crate) fn short(refusal: &Refusal) -> &'static str {
 /// `authenticator/principal`, or `denied(` each refusal `)`.
 pub(crate) fn outcome(policies: &[Policy], surface: Surface, req: &RequestParts<'_>) -> String {
     let chain = Chain::new(policies.to_vec(), surface);
-    match chain.admit(req) {
+    match chain.admit(req).now_or_never().unwrap() {
         Ok(ctx) => format!("{}/{}", ctx.authenticator, ctx.principal_id),
         Err(denied) => {
             let reasons: Vec<&str> = denied.refusals().iter().map(|(_, r)| short(r)).collect();

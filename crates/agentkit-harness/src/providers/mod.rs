@@ -207,6 +207,33 @@ pub(crate) fn tool_defs(agent: &Agent, extra: &[Arc<dyn crate::DynTool>]) -> Vec
     defs
 }
 
+/// One tool as the model is offered it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OfferedTool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: serde_json::Value,
+}
+
+/// What every step's request carries besides the conversation, exactly as
+/// the providers build it: the system prompt and the tools offered (for
+/// showing a step's context; the log does not repeat them per step).
+pub fn request_context(
+    agent: &Agent,
+    extra: &[Arc<dyn crate::DynTool>],
+    as_of: Option<&str>,
+) -> (String, Vec<OfferedTool>) {
+    let tools = tool_defs(agent, extra)
+        .into_iter()
+        .map(|d| OfferedTool {
+            name: d.name,
+            description: d.description,
+            input_schema: d.schema,
+        })
+        .collect();
+    (system_prompt(agent, as_of), tools)
+}
+
 /// A session frozen at an instant (`as_of`) gets that instant as the
 /// current time, after the instructions: the model has no other clock.
 pub(crate) fn system_prompt(agent: &Agent, as_of: Option<&str>) -> String {

@@ -12,6 +12,7 @@ mod env;
 mod invalid;
 #[cfg(unix)]
 mod io;
+mod jwt_policy;
 mod layout;
 mod ported;
 mod robustness;

@@ -119,6 +119,29 @@ async function main() {
     await page.click("button[data-tab=trace]");
     await page.waitForSelector(".trace-turn");
     await shot(page, "trace");
+
+    step = "the trace view shows what the model saw at each step";
+    await page.locator("[data-role=open-context][data-step='1']").first().click();
+    const context = page.locator("[data-role=step-context][data-step='1']").first();
+    await context.waitFor();
+    const size = await context.locator("[data-role=context-size]").innerText();
+    check(/\d+ messages? · [\d.k]+ chars · ~[\d.k]+ tokens/.test(size), `no context size: ${size}`);
+    check(
+      (await context.locator("[data-role=context-conversation]").innerText()).includes("What is the weather"),
+      "the step's conversation lacks the user message",
+    );
+    check((await context.locator("[data-role=context-tools] li[data-tool=get_weather]").count()) === 1, "get_weather is not offered");
+    await context.locator("[data-role=context-system] summary").click();
+    check((await context.locator("[data-role=context-system] pre").innerText()).length > 20, "no system prompt");
+    // The second step saw the first one's tool calls and their results.
+    await page.locator("[data-role=open-context][data-step='2']").first().click();
+    const stepTwo = page.locator("[data-role=step-context][data-step='2']").first();
+    await stepTwo.waitFor();
+    check(
+      (await stepTwo.locator("[data-role=context-conversation]").innerText()).includes("tool get_weather"),
+      "step 2's conversation lacks the get_weather result",
+    );
+    await shot(page, "step-context");
     await page.click("button[data-tab=events]");
 
     step = "a follow-up rotates the token; a deny records the reason";
@@ -139,6 +162,45 @@ async function main() {
     await page.waitForFunction(() => document.querySelectorAll("[data-role=user]").length === 2);
     await page.waitForFunction(() => document.querySelectorAll("[data-role=turn][data-status=completed]").length === 2);
     await shot(page, "replayed");
+
+    step = "an operator opens, replays and resolves a channel principal's session";
+    // Monitoring reports through the alerts channel with its own token, so
+    // the session belongs to `monitoring`; the loopback caller under --dev
+    // is the operator and sees it.
+    const alert = await fetch(`${url}/${slug}/v1/channels/alerts/alert/Bergen`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        authorization: `Bearer ${opts["channel-token"] ?? "test-token"}`,
+        "x-forwarded-for": "203.0.113.7",
+      },
+      body: JSON.stringify({ condition: "storm surge", severity: "warning" }),
+    });
+    check(alert.status === 202, `the alert answered ${alert.status}`);
+    const alertSession = (await alert.json()).sessionId;
+    await page.goto(playground);
+    await page.waitForSelector("[data-role=caller][data-operator=true]");
+    const listed = page.locator(`button.session[data-session="${alertSession}"]`);
+    await listed.waitFor();
+    check((await listed.innerText()).includes("monitoring"), `the owner is not shown: ${await listed.innerText()}`);
+    await listed.click();
+    await page.waitForSelector('[data-role=user]:has-text("Monitoring reports warning")');
+    const alertCall = page.locator("[data-role=tool-call].parked").first();
+    await alertCall.waitFor();
+    await shot(page, "operator-session");
+    await alertCall.locator("button.approve").click();
+    await page.waitForSelector("[data-role=turn][data-status=completed]");
+    await page
+      .locator("[data-role=tool-call][data-tool=post_alert] [data-role=decision]")
+      .filter({ hasText: "approved by operator:local" })
+      .waitFor();
+    // A follow-up from the operator, who holds no token for it.
+    await page.waitForSelector("[data-role=token-note]:has-text('As an operator')");
+    await send(page, "Any update from Bergen?");
+    const followed = page.locator("[data-role=turn]").nth(1);
+    await followed.locator("[data-role=tool-call].parked").waitFor();
+    await followed.locator("[data-role=tool-call].parked button.approve").click();
+    await page.waitForFunction(() => document.querySelectorAll("[data-role=turn][data-status=completed]").length === 2);
 
     step = "the inbox lists a parked call of another session and approves it";
     await page.click("button.new");

@@ -3,6 +3,7 @@
 // The bearer token, when one is set, lives in localStorage and goes in the
 // Authorization header: never in a URL.
 
+import type { StepContext } from "./context";
 import { NdjsonSplitter, type Line } from "./stream";
 
 const TOKEN_KEY = "agentkit.playground.bearer";
@@ -50,6 +51,16 @@ export interface SessionSummary {
   createdAt: string;
   title?: string;
   busy: boolean;
+  /** The owner; listed only to an operator, who sees every principal's sessions. */
+  principalId?: string;
+}
+
+/** `caller` of GET /v1/info: who the page talks to the server as. */
+export interface Caller {
+  principalId: string;
+  principalType: string;
+  authenticator: string;
+  operator: boolean;
 }
 
 export interface PendingApproval {
@@ -149,6 +160,12 @@ export class Api {
       input,
       ...(sessionId ? { sessionId } : {}),
     });
+  }
+
+  /** What the model was sent at one step (under --dev or to an operator). */
+  stepContext(sessionId: string, turnId: string, step: number) {
+    const q = `turnId=${encodeURIComponent(turnId)}&step=${step}`;
+    return this.request<StepContext>("GET", `/v1/session/${sessionId}/context?${q}`);
   }
 
   dispatchSchedule(id: string) {

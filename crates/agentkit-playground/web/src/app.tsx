@@ -5,7 +5,8 @@
 
 import { render } from "preact";
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { Api, ApiError, bearerToken, setBearerToken, type PendingApproval, type SessionSummary } from "./api";
+import { Api, ApiError, bearerToken, setBearerToken, type Caller, type PendingApproval, type SessionSummary } from "./api";
+import { messageLine, shares, sizeLine, type StepContext } from "./context";
 import { renderMarkdown } from "./markdown";
 import { commandsOf, complete, helpText, parse as parseCommand } from "./commands";
 import { curlOf, exampleOf, fillPath, pathParams, queryString } from "./schema";
@@ -410,9 +411,10 @@ function Chat({
       {streamError && <div class="error banner">stream: {streamError}</div>}
       {error && <div class="error banner">{error}</div>}
       {missingToken && view && view.entries.length > 0 && (
-        <div class="muted banner">
-          This browser holds no continuation token for this session (it was started elsewhere): it can be inspected
-          and its approvals decided, but not followed up from here.
+        <div class="muted banner" data-role="token-note">
+          {info?.caller?.operator
+            ? "This browser holds no continuation token for this session (it was started elsewhere). As an operator you may still follow it up: the message goes without the token, does not rotate it, and is recorded as yours."
+            : "This browser holds no continuation token for this session (it was started elsewhere): it can be inspected and its approvals decided, but not followed up from here."}
         </div>
       )}
       <form
@@ -484,7 +486,65 @@ function EventsPane({ lines }: { lines: Line[] }) {
   );
 }
 
-function TracePane({ view }: { view: SessionView }) {
+/** What the model saw at one step: fetched when opened. */
+function StepContextView({ sessionId, turnId, step }: { sessionId: string; turnId: string; step: number }) {
+  const [ctx, setCtx] = useState<StepContext | null>(null);
+  const [error, setError] = useState("");
+  useEffect(() => {
+    let live = true;
+    api.stepContext(sessionId, turnId, step).then(
+      (c) => live && setCtx(c),
+      (e) => live && setError(errorText(e)),
+    );
+    return () => {
+      live = false;
+    };
+  }, [sessionId, turnId, step]);
+  if (error) return <div class="error" data-role="step-context-error">{error}</div>;
+  if (!ctx) return <p class="muted">loading the step's context…</p>;
+  const share = shares(ctx.size);
+  return (
+    <div class="step-context" data-role="step-context" data-step={step}>
+      <div class="context-size" data-role="context-size">
+        {sizeLine(ctx.size)} <span class="muted">(system {share.system}% · tools {share.tools}% · conversation {share.conversation}%)</span>
+      </div>
+      <details data-role="context-system">
+        <summary>system prompt · {ctx.size.systemChars} chars</summary>
+        <pre class="json">{ctx.system || "(empty)"}</pre>
+      </details>
+      <details data-role="context-tools">
+        <summary>
+          {ctx.tools.length} tools offered · {ctx.size.toolsChars} chars
+        </summary>
+        <ul>
+          {ctx.tools.map((t) => (
+            <li key={t.name} data-tool={t.name}>
+              <code>{t.name}</code> <span class="muted">{t.description}</span>
+            </li>
+          ))}
+        </ul>
+      </details>
+      <details open data-role="context-conversation">
+        <summary>
+          conversation · {ctx.size.messages} messages · {ctx.size.conversationChars} chars
+        </summary>
+        <ol class="context-messages">
+          {ctx.conversation.map((m, i) => {
+            const line = messageLine(m);
+            return (
+              <li key={i} data-role-name={m.role}>
+                <span class="badge">{line.label}</span> <pre class="json">{line.text}</pre>
+              </li>
+            );
+          })}
+        </ol>
+      </details>
+    </div>
+  );
+}
+
+function TracePane({ view, sessionId }: { view: SessionView; sessionId: string }) {
+  const [opened, setOpened] = useState<string | null>(null);
   const turns = view.entries.filter((e): e is Turn => e.kind === "turn");
   if (turns.length === 0) return <p class="muted">No turns yet.</p>;
   return (
@@ -508,15 +568,29 @@ function TracePane({ view }: { view: SessionView }) {
                 </span>
               )}
             </div>
-            {t.steps.map((s) => (
-              <div class="trace-row" key={`s${s.step}`}>
-                <span class="trace-label">step {s.step}</span>
-                <span class="track">{bar(s.startedAt, s.durationMs)}</span>
-                <span class="muted">
-                  {seconds(s.durationMs)} {s.finishReason ?? ""}
-                </span>
-              </div>
-            ))}
+            {t.steps.map((s) => {
+              const key = `${t.turnId}#${s.step}`;
+              return (
+                <div key={`s${s.step}`}>
+                  <div class="trace-row">
+                    <span class="trace-label">step {s.step}</span>
+                    <span class="track">{bar(s.startedAt, s.durationMs)}</span>
+                    <span class="muted">
+                      {seconds(s.durationMs)} {s.finishReason ?? ""}{" "}
+                      <button
+                        class="link"
+                        data-role="open-context"
+                        data-step={s.step}
+                        onClick={() => setOpened(opened === key ? null : key)}
+                      >
+                        {opened === key ? "hide context" : "context"}
+                      </button>
+                    </span>
+                  </div>
+                  {opened === key && <StepContextView sessionId={sessionId} turnId={t.turnId} step={s.step} />}
+                </div>
+              );
+            })}
             {t.parts.map((p) =>
               p.kind === "tool" ? (
                 <div class="trace-row tool-row" key={p.call.callId}>
@@ -566,7 +640,7 @@ function Inspector({ open }: { open: Open | null }) {
           {open.lines.map((l) => l.raw).join("\n")}
         </pre>
       )}
-      {open && tab === "trace" && <TracePane view={open.view} />}
+      {open && tab === "trace" && <TracePane view={open.view} sessionId={open.sessionId} />}
     </aside>
   );
 }
@@ -608,8 +682,9 @@ function SessionList({
               onClick={() => onOpen(s.sessionId)}
             >
               <span class="title">{s.title || s.sessionId}</span>
-              <span class="muted">
+              <span class="muted" data-owner={s.principalId}>
                 {s.channel} · {s.mode} · {s.createdAt.slice(0, 16).replace("T", " ")}
+                {s.principalId ? ` · ${s.principalId}` : ""}
                 {(s.sessionId === current ? currentBusy : s.busy) ? " · busy" : ""}
               </span>
             </button>
@@ -1107,6 +1182,25 @@ function TokenField({ onChange }: { onChange: () => void }) {
   );
 }
 
+/** Who the page acts as; an operator sees and acts on every session of the agent. */
+function CallerBadge({ caller }: { caller?: Caller }) {
+  if (!caller) return null;
+  return caller.operator ? (
+    <span
+      class="badge operator"
+      data-role="caller"
+      data-operator="true"
+      title="operator: every session of this agent is listed and actionable, whoever owns it"
+    >
+      operator · {caller.principalId}
+    </span>
+  ) : (
+    <span class="muted" data-role="caller" data-operator="false" title={`admitted by ${caller.authenticator}`}>
+      {caller.principalId}
+    </span>
+  );
+}
+
 type View = "chat" | "inbox" | "agent";
 
 function App() {
@@ -1173,6 +1267,7 @@ function App() {
         </nav>
         <span class="spacer" />
         {dev && <span class="badge">dev</span>}
+        <CallerBadge caller={info?.caller} />
         <a href={DOCS}>docs</a>
         {showToken ? (
           <TokenField onChange={() => setReload((n) => n + 1)} />

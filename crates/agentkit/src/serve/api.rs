@@ -268,7 +268,10 @@ pub(crate) fn agent_entry(agent: &Mounted) -> AgentEntry {
     }
 }
 
-pub(crate) async fn info(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
+pub(crate) async fn info(
+    State(state): State<AgentState>,
+    Authed { owner, .. }: Authed,
+) -> ApiResult {
     let agent = &state.agent;
     let value = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
     Ok(json_ok(Info {
@@ -285,6 +288,12 @@ pub(crate) async fn info(State(state): State<AgentState>, _auth: Authed) -> ApiR
         sandbox: value(serde_json::to_value(agentkit_harness::sandbox_info(
             agent.project.agent.config.harness.sandbox.mode,
         ))),
+        caller: Some(api::Caller {
+            operator: owner.is_operator(),
+            principal_id: owner.principal_id,
+            principal_type: owner.principal_type,
+            authenticator: owner.authenticator,
+        }),
     }))
 }
 
@@ -325,7 +334,8 @@ pub(crate) async fn approvals(
 
 /// `POST /v1/session/:id/approvals/:callId` with `{"decision":
 /// "approve"|"deny", "reason"?}`; the caller's principal is recorded as
-/// `by`.
+/// `by` (`operator:<principalId>` for an operator deciding on a session
+/// it does not own).
 pub(crate) async fn resolve_approval(
     State(state): State<AgentState>,
     Path((id, call)): Path<(String, String)>,

@@ -1,8 +1,10 @@
 //! Builds each agent's auth chains: an authored chain (its `${VAR}`s
 //! already resolved) wins; otherwise `--bearer-token` or
-//! `--allow-anonymous` replace the `local_dev_strict` default.
+//! `--allow-anonymous` replace the `local_dev_strict` default. Who is an
+//! operator on the built-in API: the `--operator-token` holder, and the
+//! direct loopback caller under `--dev`.
 
-use agentkit_auth::{Chain, Policy, Surface};
+use agentkit_auth::{Chain, Operators, Policy, Secret, Surface};
 
 use super::options::AuthDefaults;
 use crate::error::{Error, Result};
@@ -31,11 +33,26 @@ pub(crate) fn http_chain(
 
 /// The chain for channels that author none.
 pub(crate) fn default_chain(defaults: &AuthDefaults, surface: Surface) -> Chain {
-    if let Some(token) = &defaults.bearer_token {
+    if let Some(policies) = &defaults.policies {
+        Chain::new(policies.clone(), surface)
+    } else if let Some(token) = &defaults.bearer_token {
         Chain::bearer_token(token.clone(), surface)
     } else if defaults.allow_anonymous {
         Chain::allow_anonymous(surface)
     } else {
         Chain::local_dev_strict(surface)
+    }
+}
+
+/// The operators of every agent's built-in API (sessions, approvals,
+/// MCP, dev routes): never on custom channel routes.
+pub(crate) fn operators(defaults: &AuthDefaults, dev: bool) -> Operators {
+    let token = defaults.operator_token.clone().map(Secret::new);
+    if token.as_ref().is_some_and(Secret::is_empty) {
+        tracing::warn!("the operator token is empty: nobody is admitted with it");
+    }
+    Operators {
+        token,
+        loopback: dev,
     }
 }

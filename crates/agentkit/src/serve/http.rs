@@ -125,12 +125,12 @@ pub(crate) async fn read_authenticated(
     let body = Bytes::from_request(axum::extract::Request::from_parts(parts, body), &())
         .await
         .map_err(body_error)?;
-    let owner = authenticate(chain, peer, &headers, &body)?;
+    let owner = authenticate(chain, peer, &headers, &body).await?;
     Ok((owner, body))
 }
 
 /// Runs `chain` on the request, raw body included.
-pub(crate) fn authenticate(
+pub(crate) async fn authenticate(
     chain: &Chain,
     peer: Option<std::net::IpAddr>,
     headers: &HeaderMap,
@@ -144,7 +144,7 @@ pub(crate) fn authenticate(
     for (name, value) in headers {
         parts.headers.push((name.as_str(), value.as_bytes()));
     }
-    match chain.admit(&parts) {
+    match chain.admit(&parts).await {
         Ok(ctx) => Ok(Owner::from_auth(&ctx)),
         Err(denied) => {
             tracing::info!(peer = ?peer, reasons = ?denied.refusals(), "request denied");

@@ -13,10 +13,11 @@
 //! `options` (what to serve with, split by concern), `http` (the error
 //! answer, the `Authed` extractor, JSON bodies), `depths` (delegation
 //! depth), `edge` (accepting and bounding connections), `services`
-//! (`HostServices`), `resolve` (every `${VAR}`, once), `auth` (chains),
+//! (`HostServices`), `jwks` (the `jwt` policy's key fetches), `resolve`
+//! (every `${VAR}`, once), `auth` (chains and operators),
 //! `timers`, `mcp` and `connection_tools` (MCP server and clients),
 //! `bridge` (the loopback host bridge), `channels` (custom channels),
-//! `mount` (one agent), `api` and `dev` (its routes), `router`, `handle`
+//! `mount` (one agent), `api`, `dev` and `context` (its routes), `router`, `handle`
 //! (`ServeHandle`), and this file, which wires them in order.
 
 mod ab;
@@ -25,12 +26,14 @@ mod auth;
 mod bridge;
 mod channels;
 mod connection_tools;
+mod context;
 mod depths;
 mod dev;
 mod edge;
 mod evals;
 mod handle;
 mod http;
+mod jwks;
 mod mcp;
 mod mount;
 mod options;

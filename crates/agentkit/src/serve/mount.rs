@@ -151,7 +151,8 @@ pub(crate) async fn mount(
     host_services.attach(&runtime);
     runtime.set_schedule_handlers(shared.extensions.schedule_handlers.clone());
     timers::start(&runtime, shared.timers, shared.dev);
-    let chain = auth::http_chain(slug, resolved.http_auth, shared.auth)?;
+    let chain = auth::http_chain(slug, resolved.http_auth, shared.auth)?
+        .with_operators(auth::operators(shared.auth, shared.dev));
     let prefix = match shared.mode {
         Mode::Multi => format!("/{slug}"),
         Mode::Single => String::new(),

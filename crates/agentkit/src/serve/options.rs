@@ -47,6 +47,17 @@ pub struct ServeOptions {
     /// Replaces the default chain with `allow_all` (shared `anonymous`
     /// principal) on channels that do not author their own chain.
     pub allow_anonymous: bool,
+    /// The operator token (`--operator-token`, `AGENTKIT_OPERATOR_TOKEN`):
+    /// its holder (`Authorization: Bearer <token>`) is the `operator`
+    /// principal on every agent's built-in API and may list, stream,
+    /// follow up, stop and resolve approvals on every session, whoever
+    /// owns it. Under `dev` the direct loopback caller is an operator too.
+    pub operator_token: Option<String>,
+    /// An auth chain written in Rust (a [`agentkit_auth::Policy::Custom`]
+    /// verifier, a `jwt` policy, any built-in one) in place of the
+    /// default on channels that author none; it wins over
+    /// `bearer_token` and `allow_anonymous`.
+    pub auth: Option<Vec<agentkit_auth::Policy>>,
     /// The model for agents that name none (`AGENTKIT_MODEL`); the binary
     /// reads the environment, the library does not.
     pub default_model: Option<String>,
@@ -138,6 +149,8 @@ impl Default for ServeOptions {
             mode: Mode::Multi,
             bearer_token: None,
             allow_anonymous: false,
+            operator_token: None,
+            auth: None,
             default_model: None,
             model: None,
             body_limit: 1024 * 1024,
@@ -204,6 +217,10 @@ pub(crate) struct Edge {
 pub(crate) struct AuthDefaults {
     pub(crate) bearer_token: Option<String>,
     pub(crate) allow_anonymous: bool,
+    /// Who is an operator besides the loopback caller under `--dev`.
+    pub(crate) operator_token: Option<String>,
+    /// The embedder's chain (`ServeOptions::auth`), first of all.
+    pub(crate) policies: Option<Vec<agentkit_auth::Policy>>,
 }
 
 /// The models agents run on, checked at startup.
@@ -260,6 +277,11 @@ impl ServeOptions {
             }),
             None => None,
         };
+        if self.operator_token.is_some() && self.operator_token == self.bearer_token {
+            return Err(Error::Config {
+                message: "the operator token must differ from the bearer token: every bearer holder would be an operator".into(),
+            });
+        }
         let forced = match &self.model {
             Some(s) => Some(parse_model("--model", s)?),
             None => None,
@@ -279,6 +301,8 @@ impl ServeOptions {
             auth: AuthDefaults {
                 bearer_token: self.bearer_token,
                 allow_anonymous: self.allow_anonymous,
+                operator_token: self.operator_token,
+                policies: self.auth,
             },
             state_root: self.state_root,
             models: Models {

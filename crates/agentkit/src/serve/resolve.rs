@@ -7,7 +7,9 @@
 
 use std::collections::HashMap;
 
-use agentkit_auth::{BearerToken, Policy, Secret};
+use std::time::Duration;
+
+use agentkit_auth::{BearerToken, JwtAlgorithm, JwtConfig, Policy, Secret};
 use agentkit_manifest::{AuthPolicy, ChannelKind, HookAction, Host, Project, Transport};
 use agentkit_mcp::{ConnectionSpec, Target};
 use agentkit_runtime::{HookSpec, HookTarget};
@@ -104,6 +106,36 @@ fn policies(policies: &[AuthPolicy], env: &EnvLookup) -> Vec<Policy> {
                 secret: Secret::new(env.resolve(secret)),
                 prefix: prefix.clone(),
             },
+            AuthPolicy::Jwt {
+                jwks_url,
+                issuer,
+                audience,
+                algorithms,
+                clock_skew_seconds,
+                principal_claim,
+                principal_prefix,
+                claims,
+                cache_seconds,
+                refetch_floor_seconds,
+            } => {
+                let mut config = JwtConfig::new(
+                    env.resolve(jwks_url),
+                    env.resolve(issuer),
+                    audience.iter().map(|a| env.resolve(a)).collect(),
+                );
+                // The manifest admits only the names `JwtAlgorithm` knows.
+                config.algorithms = algorithms
+                    .iter()
+                    .filter_map(|a| JwtAlgorithm::parse(a))
+                    .collect();
+                config.clock_skew = Duration::from_secs(*clock_skew_seconds);
+                config.principal_claim = principal_claim.clone();
+                config.principal_prefix = principal_prefix.clone();
+                config.attributes = claims.clone();
+                config.cache_ttl = Duration::from_secs(*cache_seconds);
+                config.refetch_floor = Duration::from_secs(*refetch_floor_seconds);
+                super::jwks::jwt_policy(config)
+            }
         })
         .collect()
 }

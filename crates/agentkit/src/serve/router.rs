@@ -95,6 +95,7 @@ fn agent_router(agent: Mounted, health_auth: Health, shutdown: CancellationToken
         .route("/v1/info", get(api::info))
         .route("/v1/mcp", any(api::mcp))
         .merge(dev::routes())
+        .merge(super::context::routes())
         .merge(super::ab::routes())
         .merge(super::evals::routes())
         .with_state(state)

@@ -350,3 +350,110 @@ fn openai_broken_streams() {
 fn anthropic_broken_streams() {
     broken_streams(Wire::Anthropic);
 }
+
+/// The context `GET /v1/session/:id/context` rebuilds for each step is
+/// what the OpenAI-wire client really sent at that step: the system
+/// message, the tools, and one wire message per conversation message,
+/// over two turns (the second's history folded from the first).
+#[test]
+fn the_rebuilt_step_context_is_what_the_provider_was_sent() {
+    let mock = MockProvider::start(vec![
+        Step::new()
+            .chunks(&["Echoing."])
+            .call("call_a", "echo", &json!({"word": "alpha"}))
+            .into(),
+        Step::text("Echoed alpha.").into(),
+        Step::text("Still here.").into(),
+    ]);
+    let token = "op-ctx-token";
+    let agent_toml = "model = \"openai:gpt-mock\"\n[harness]\nbuiltin_tools = []\n";
+    let files: Vec<(&str, &str)> = vec![
+        ("agent.toml", agent_toml),
+        ("instructions.md", "You echo words.\n"),
+        ("tools/echo.toml", ECHO_TOOL),
+    ];
+    let mut providers = agentkit::ProviderConfig::default();
+    providers.openai.base_url = mock.openai_base_url();
+    providers.openai.api_key = Some(KEY.into());
+    let h = host(
+        &[("bot", &files)],
+        ServeOptions {
+            providers,
+            operator_token: Some(token.into()),
+            ..ServeOptions::default()
+        },
+    );
+    let events = turn(&h, "Echo alpha");
+    let id = events[0]["sessionId"].as_str().unwrap().to_owned();
+    let first_turn = of_type(&events, "turn.started")[0]["turnId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A second turn, by the operator (no token needed).
+    let r = h.send(
+        Request::post(&format!("/bot/v1/session/{id}"))
+            .bearer(token)
+            .json(&json!({"message": "Again?"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .bearer(token)
+        .stream(h.addr())
+        .unwrap();
+    let mut all = Vec::new();
+    while of_type(&all, "turn.completed").len() < 2 {
+        all.push(lines.next_json().unwrap().expect("the stream ended early"));
+    }
+    let second_turn = of_type(&all, "turn.started")[1]["turnId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let sent: Vec<Value> = mock.requests().iter().map(|r| r.json()).collect();
+    assert_eq!(sent.len(), 3);
+    for (body, (turn_id, step)) in
+        sent.iter()
+            .zip([(&first_turn, 1), (&first_turn, 2), (&second_turn, 1)])
+    {
+        let r = h.send(
+            Request::get(&format!(
+                "/bot/v1/session/{id}/context?turnId={turn_id}&step={step}"
+            ))
+            .bearer(token),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let ctx = r.json();
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(messages[0]["role"], "system");
+        assert_eq!(messages[0]["content"], ctx["system"], "{turn_id} #{step}");
+        let sent_tools: Vec<(&Value, &Value)> = body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (&t["function"]["name"], &t["function"]["parameters"]))
+            .collect();
+        let context_tools: Vec<(&Value, &Value)> = ctx["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (&t["name"], &t["inputSchema"]))
+            .collect();
+        assert_eq!(sent_tools, context_tools);
+        let conversation = ctx["conversation"].as_array().unwrap();
+        assert_eq!(
+            conversation.len(),
+            messages.len() - 1,
+            "{turn_id} #{step}: {ctx}"
+        );
+        for (wire, folded) in messages[1..].iter().zip(conversation) {
+            assert_eq!(wire["role"], folded["role"], "{wire} vs {folded}");
+            match folded["role"].as_str().unwrap() {
+                "user" => assert_eq!(wire["content"], folded["text"]),
+                "tool" => assert_eq!(wire["tool_call_id"], folded["callId"]),
+                _ => assert_eq!(
+                    wire["tool_calls"][0]["id"].as_str(),
+                    folded["toolCalls"][0]["callId"].as_str()
+                ),
+            }
+        }
+    }
+}
