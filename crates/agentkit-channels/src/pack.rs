@@ -8,7 +8,7 @@
 //! continuation and title, and following a turn to its outcome for the
 //! progress surfaces and reply comments.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -325,11 +325,47 @@ pub(crate) struct TurnDefaults {
     pub(crate) title: Option<String>,
 }
 
-/// The delivery ids seen, and the open log they are appended to.
+/// How many delivery ids a pack channel remembers: the newest ones.
+/// Providers redeliver within minutes (Slack) or when a person asks
+/// (GitHub's "Redeliver"); a redelivery older than this many later
+/// deliveries would run again. Memory and the log stay bounded.
+pub(crate) const MAX_SEEN: usize = 100_000;
+
+/// The delivery ids seen (oldest first in `order`), and the open log they
+/// are appended to.
 #[derive(Debug)]
 struct Seen {
     ids: HashSet<String>,
+    order: VecDeque<String>,
+    /// Lines in the log file (it is rewritten with the newest
+    /// [`MAX_SEEN`] ids once it holds twice that).
+    logged: usize,
     log: Option<std::fs::File>,
+}
+
+impl Seen {
+    fn remember(&mut self, id: String) {
+        if self.ids.insert(id.clone()) {
+            self.order.push_back(id);
+        }
+        while self.order.len() > MAX_SEEN {
+            if let Some(old) = self.order.pop_front() {
+                self.ids.remove(&old);
+            }
+        }
+    }
+}
+
+/// Rewrites the log with `ids` (temporary file, then rename).
+fn rewrite_log(path: &Path, ids: &VecDeque<String>) -> std::io::Result<()> {
+    let tmp = path.with_extension("log.tmp");
+    let mut text = String::with_capacity(ids.iter().map(|i| i.len() + 1).sum());
+    for id in ids {
+        text.push_str(id);
+        text.push('\n');
+    }
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
 }
 
 /// The shared state of one pack channel.
@@ -359,18 +395,29 @@ impl PackCore {
             .join("channels")
             .join(channel)
             .join(format!("{name}-deliveries.log"));
-        let seen = std::fs::read_to_string(&seen_path)
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect();
+        let text = std::fs::read_to_string(&seen_path).unwrap_or_default();
+        let mut seen = Seen {
+            ids: HashSet::new(),
+            order: VecDeque::new(),
+            logged: 0,
+            log: None,
+        };
+        for line in text.lines().filter(|l| !l.is_empty()) {
+            seen.logged += 1;
+            seen.remember(line.to_owned());
+        }
+        if seen.logged > seen.order.len() {
+            match rewrite_log(&seen_path, &seen.order) {
+                Ok(()) => seen.logged = seen.order.len(),
+                Err(e) => {
+                    tracing::warn!(path = %seen_path.display(), error = %e, "cannot compact the delivery log")
+                }
+            }
+        }
         PackCore {
             name,
             label,
-            seen: Mutex::new(Seen {
-                ids: seen,
-                log: None,
-            }),
+            seen: Mutex::new(seen),
             seen_path,
             agent_dir: agent_dir.to_path_buf(),
         }
@@ -387,7 +434,15 @@ impl PackCore {
         // instead of a directory check, an open and a close. An id is kept
         // only once it is written, so a failed write is retried by the
         // redelivery.
-        let Seen { ids, log } = &mut *seen;
+        if seen.logged >= 2 * MAX_SEEN {
+            // Only the newest ids are remembered: drop the rest from disk.
+            seen.log = None;
+            match rewrite_log(&self.seen_path, &seen.order) {
+                Ok(()) => seen.logged = seen.order.len(),
+                Err(e) => return Err(Error::io("compact", &self.seen_path, e)),
+            }
+        }
+        let Seen { log, .. } = &mut *seen;
         let write = |log: &mut Option<std::fs::File>| -> std::io::Result<()> {
             let file = match log {
                 Some(f) => f,
@@ -409,7 +464,8 @@ impl PackCore {
             *log = None;
             return Err(Error::io("write", &self.seen_path, e));
         }
-        ids.insert(id.to_owned());
+        seen.logged += 1;
+        seen.remember(id.to_owned());
         Ok(true)
     }
 
@@ -790,6 +846,43 @@ mod tests {
                 &[r.clone(), r, rule(json!({"event": "*", "skip": true}))]
             ),
             ["pull_request", "*"]
+        );
+    }
+
+    #[test]
+    fn the_delivery_log_keeps_the_newest_ids_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("channels/c/slack-deliveries.log");
+        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+        let ids: Vec<String> = (0..2 * MAX_SEEN + 10).map(|i| format!("Ev{i}")).collect();
+        std::fs::write(&log, ids.join("\n") + "\n").unwrap();
+        let lines = |p: &Path| std::fs::read_to_string(p).unwrap().lines().count();
+        // Loading compacts the log to the newest MAX_SEEN ids.
+        let core = PackCore::new("slack", "Slack", dir.path(), "c", dir.path());
+        assert_eq!(lines(&log), MAX_SEEN);
+        assert!(!core.first_delivery(ids.last().unwrap()).unwrap());
+        assert!(!core.first_delivery(&ids[ids.len() - MAX_SEEN]).unwrap());
+        // The oldest are forgotten (a redelivery that old runs again).
+        assert!(core.first_delivery(&ids[0]).unwrap());
+        // Appending rewrites the log once it holds twice the bound.
+        for i in 0..MAX_SEEN {
+            assert!(core.first_delivery(&format!("New{i}")).unwrap());
+        }
+        // The last of those found 2 × MAX_SEEN lines and compacted first.
+        assert_eq!(lines(&log), MAX_SEEN + 1);
+        assert!(core.first_delivery("one more").unwrap());
+        assert_eq!(lines(&log), MAX_SEEN + 2);
+        let seen = core.seen.lock().unwrap();
+        assert_eq!(seen.ids.len(), MAX_SEEN);
+        assert_eq!(seen.order.len(), MAX_SEEN);
+        drop(seen);
+        // A restart remembers what the compacted log holds.
+        let again = PackCore::new("slack", "Slack", dir.path(), "c", dir.path());
+        assert!(!again.first_delivery("one more").unwrap());
+        assert!(
+            !again
+                .first_delivery(&format!("New{}", MAX_SEEN - 1))
+                .unwrap()
         );
     }
 
