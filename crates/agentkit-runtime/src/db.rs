@@ -57,6 +57,10 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE INDEX IF NOT EXISTS sessions_by_key ON sessions(channel, continuation);
 CREATE INDEX IF NOT EXISTS sessions_by_owner ON sessions(principal_id, id);
 CREATE INDEX IF NOT EXISTS sessions_parked ON sessions(parked) WHERE parked = 1;
+CREATE TABLE IF NOT EXISTS schedule_runs (
+    schedule_id TEXT PRIMARY KEY,
+    record TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS ab_assignments (
     session_id TEXT NOT NULL,
     experiment TEXT NOT NULL,
@@ -511,6 +515,32 @@ impl Db {
             .optional()
             .map(|o| o.unwrap_or((None, None, 0)))
             .map_err(|e| self.err(e))
+    }
+
+    /// Every schedule's last run record (JSON), as stored.
+    pub(crate) fn schedule_runs(&self) -> Result<Vec<(String, String)>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT schedule_id, record FROM schedule_runs")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Stores schedule `id`'s last run record, without waiting.
+    pub(crate) fn put_schedule_run(&self, id: &str, record: String) {
+        let id = id.to_owned();
+        self.write_detached(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO schedule_runs (schedule_id, record) VALUES (?1, ?2)
+                 ON CONFLICT(schedule_id) DO UPDATE SET record = ?2",
+            )?
+            .execute(params![id, record])
+            .map(|_| ())
+        });
     }
 
     /// Claims `tick` for a schedule: true when this call recorded it, false

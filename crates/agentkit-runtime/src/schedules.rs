@@ -62,7 +62,8 @@ pub struct ScheduleLastRun {
     pub at: String,
     /// `"tick"` (the cron cadence) or `"dispatch"` (by hand).
     pub trigger: &'static str,
-    /// `"running"`, `"ok"` or `"failed"`.
+    /// `"running"`, `"ok"`, `"failed"`, or `"interrupted"` (the host
+    /// stopped while it ran).
     pub outcome: &'static str,
     /// The sessions it started or sent into (for a tool or command, the
     /// ones it reached through the host bridge's `send`).
@@ -78,6 +79,8 @@ pub struct ScheduleLastRun {
 #[derive(Debug, Default)]
 pub(crate) struct ScheduleState {
     runs: std::sync::Mutex<HashMap<String, LastRun>>,
+    /// The stored records were read into `runs`.
+    loaded: std::sync::OnceLock<()>,
     handlers: std::sync::Mutex<ScheduleHandlers>,
 }
 
@@ -116,6 +119,36 @@ fn latest(fired: Option<String>, run: Option<&ScheduleLastRun>) -> Option<String
         (Some(a), Some(b)) => Some(if b > a { b } else { a }),
         (a, b) => a.or(b),
     }
+}
+
+/// A stored record read back (`None` when it cannot be read). A run the
+/// record shows as still going ended with the host that ran it.
+fn stored_run(json: &str) -> Option<ScheduleLastRun> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    let text = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
+    Some(ScheduleLastRun {
+        at: text("at")?,
+        trigger: match v.get("trigger")?.as_str()? {
+            "tick" => "tick",
+            _ => "dispatch",
+        },
+        outcome: match v.get("outcome")?.as_str()? {
+            "ok" => "ok",
+            "failed" => "failed",
+            _ => "interrupted",
+        },
+        session_ids: v
+            .get("sessionIds")
+            .and_then(|s| s.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        error: text("error"),
+        finished_at: text("finishedAt"),
+    })
 }
 
 /// A result or error as one line of text for the run record.
@@ -161,7 +194,7 @@ impl AgentRuntime {
     /// the schedule counts as running while it is active and its last run
     /// lists it.
     pub fn note_schedule_session(&self, id: &str, session: &str) {
-        let mut runs = lock(&self.inner.schedules.runs);
+        let mut runs = self.runs();
         let run = runs.entry(id.to_owned()).or_default();
         if !run.sessions.iter().any(|s| s == session) {
             run.sessions.push(session.to_owned());
@@ -173,34 +206,63 @@ impl AgentRuntime {
         }
     }
 
-    /// The last run of schedule `id` on this host.
+    /// The runs map, with the records stored by earlier processes read
+    /// in on first use.
+    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, LastRun>> {
+        let state = &self.inner.schedules;
+        state
+            .loaded
+            .get_or_init(|| match self.inner.db.schedule_runs() {
+                Ok(rows) => {
+                    let mut runs = lock(&state.runs);
+                    for (id, json) in rows {
+                        if let Some(record) = stored_run(&json) {
+                            runs.entry(id).or_default().record.get_or_insert(record);
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot read the stored schedule runs"),
+            });
+        lock(&state.runs)
+    }
+
+    /// Stores `id`'s record (the last run survives a restart).
+    fn store_run(&self, id: &str, record: &ScheduleLastRun) {
+        match serde_json::to_string(record) {
+            Ok(json) => self.inner.db.put_schedule_run(id, json),
+            Err(e) => tracing::warn!(schedule = %id, error = %e, "cannot store a schedule run"),
+        }
+    }
+
+    /// The last run of schedule `id` (kept in `agentkit.sqlite`, so it
+    /// survives a restart).
     pub fn schedule_last_run(&self, id: &str) -> Option<ScheduleLastRun> {
-        lock(&self.inner.schedules.runs)
-            .get(id)
-            .and_then(|r| r.record.clone())
+        self.runs().get(id).and_then(|r| r.record.clone())
     }
 
     /// Starts the record of a run: its sessions so far are none.
     fn begin_run(&self, id: &str, tick: Option<DateTime<Utc>>) {
         let at = iso(self.clock().now());
-        let mut runs = lock(&self.inner.schedules.runs);
-        let run = runs.entry(id.to_owned()).or_default();
-        run.sessions.clear();
-        run.record = Some(ScheduleLastRun {
+        let record = ScheduleLastRun {
             at,
             trigger: if tick.is_some() { "tick" } else { "dispatch" },
             outcome: "running",
             session_ids: Vec::new(),
             error: None,
             finished_at: None,
-        });
+        };
+        self.store_run(id, &record);
+        let mut runs = self.runs();
+        let run = runs.entry(id.to_owned()).or_default();
+        run.sessions.clear();
+        run.record = Some(record);
     }
 
     /// Ends the record of a run with its outcome; its sessions are the
     /// ones noted while it ran plus `sessions`.
     fn end_run(&self, id: &str, sessions: &[String], error: Option<String>) -> Vec<String> {
         let finished = iso(self.clock().now());
-        let mut runs = lock(&self.inner.schedules.runs);
+        let mut runs = self.runs();
         let run = runs.entry(id.to_owned()).or_default();
         for s in sessions {
             if !run.sessions.contains(s) {
@@ -213,6 +275,7 @@ impl AgentRuntime {
             record.error = error.map(|e| truncate(&e, 2000));
             record.session_ids = all.clone();
             record.finished_at = Some(finished);
+            self.store_run(id, record);
         }
         all
     }
@@ -542,5 +605,38 @@ impl AgentRuntime {
             return Ok(());
         }
         self.run_schedule(id, None, Some(tick)).await.map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod stored_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_stored_run_still_going_reads_back_as_interrupted() {
+        let record = ScheduleLastRun {
+            at: "2026-12-01T09:00:00Z".to_owned(),
+            trigger: "tick",
+            outcome: "running",
+            session_ids: vec!["ses_1".to_owned()],
+            error: None,
+            finished_at: None,
+        };
+        let back = stored_run(&serde_json::to_string(&record).unwrap()).unwrap();
+        assert_eq!(back.outcome, "interrupted");
+        assert_eq!(back.trigger, "tick");
+        assert_eq!(back.session_ids, ["ses_1"]);
+        let done = ScheduleLastRun {
+            outcome: "failed",
+            error: Some("boom".to_owned()),
+            finished_at: Some("2026-12-01T09:00:01Z".to_owned()),
+            ..record
+        };
+        assert_eq!(
+            stored_run(&serde_json::to_string(&done).unwrap()).unwrap(),
+            done
+        );
+        assert_eq!(stored_run("{not json"), None);
     }
 }

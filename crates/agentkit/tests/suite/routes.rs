@@ -368,6 +368,23 @@ fn command_and_tool_schedules_report_their_sessions_and_outcome() {
             .contains("tool exited with code 3: sweep failed: no database"),
         "{info}"
     );
+
+    // The records are kept in the state database: a restart shows them.
+    let before: Vec<Value> = ["relay", "sweep", "broken"]
+        .iter()
+        .map(|id| schedule_of(&h, id)["lastRun"].clone())
+        .collect();
+    h.stop();
+    h.start(ServeOptions {
+        dev: true,
+        ..ServeOptions::default()
+    });
+    let after: Vec<Value> = ["relay", "sweep", "broken"]
+        .iter()
+        .map(|id| schedule_of(&h, id)["lastRun"].clone())
+        .collect();
+    assert_eq!(after, before);
+    assert_eq!(after[0]["sessionIds"], json!(relay));
 }
 
 #[test]
