@@ -218,6 +218,27 @@ impl MockProvider {
         MockProvider { server, script }
     }
 
+    /// Answers each request with what `respond` makes of its JSON body
+    /// (a long conversation whose replies depend on what was asked, such
+    /// as a compaction's summary request); nothing is scripted.
+    pub fn responding(respond: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> MockProvider {
+        let script = Arc::new(Mutex::new(VecDeque::new()));
+        let server = MockServer::start(move |req| {
+            let wire = match req.path.as_str() {
+                OPENAI_PATH => Wire::OpenAi,
+                ANTHROPIC_PATH => Wire::Anthropic,
+                other => {
+                    return MockResponse::json(
+                        404,
+                        &json!({"error": {"message": format!("no route {other}")}}),
+                    );
+                }
+            };
+            wire.render(&respond(&req.json()), req)
+        });
+        MockProvider { server, script }
+    }
+
     /// Appends replies to the script.
     pub fn push(&self, replies: impl IntoIterator<Item = Reply>) {
         self.script

@@ -1,0 +1,172 @@
+//! Context management benchmark: one session of 200 turns, each calling a
+//! tool that returns 5 KB, through the mock provider (OpenAI wire) with a
+//! 32,000-token window. Reports the request sizes over time (flat once
+//! compaction starts), how often the session was compacted, and the host
+//! time per turn early and late in the session (their ratio: the cost of
+//! a turn should not grow with the session).
+//!
+//! Boots `agentkit::serve` in-process; the mock answers from the request
+//! itself: a summary to a compaction request, a tool call to a new
+//! question, a short answer once the tool result is in.
+//!
+//! `cargo bench -p agentkit --bench context`; `-- --quick` runs 60 turns.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use std::time::{Duration, Instant};
+
+use agentkit_test_support::http::Request;
+use agentkit_test_support::provider::{MockProvider, Reply, Step};
+use serde_json::{Value, json};
+
+const WINDOW: u64 = 32_000;
+
+fn write(path: &std::path::Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn respond(body: &Value) -> Reply {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let system = messages
+        .first()
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("");
+    if system.starts_with("You compact a conversation") {
+        return Step::text(&format!("Summary: {}", "s".repeat(1_500)))
+            .tokens(8_000, 400, 0, 0)
+            .into();
+    }
+    let last = messages.last().cloned().unwrap_or(Value::Null);
+    if last["role"] == "tool" {
+        Step::text("The report is read; nothing stands out.").into()
+    } else {
+        Step::new()
+            .call(
+                &format!("call_{}", messages.len()),
+                "report",
+                &json!({"section": messages.len()}),
+            )
+            .into()
+    }
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let turns = if quick { 60 } else { 200 };
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("agents/bot/agent");
+    write(
+        &agent.join("agent.toml"),
+        &format!(
+            "[model]\nprovider = \"openai\"\nid = \"gpt-mock\"\ncontext_window = {WINDOW}\nmax_output_tokens = 2000\n[harness]\nbuiltin_tools = []\n"
+        ),
+    );
+    write(&agent.join("instructions.md"), "You read reports.\n");
+    write(
+        &agent.join("tools/report.toml"),
+        "description = \"A 5 KB report section\"\ncommand = [\"python3\", \"-c\", \"print('r' * 5000)\"]\n[input_schema]\ntype = \"object\"\n",
+    );
+    let mock = MockProvider::responding(respond);
+    let mut providers = agentkit::ProviderConfig::default();
+    providers.openai.base_url = mock.openai_base_url();
+    providers.openai.api_key = Some("sk-mock".into());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let handle = rt
+        .block_on(agentkit::serve(
+            &dir.path().join("agents"),
+            agentkit::ServeOptions {
+                port: 0,
+                state_root: Some(dir.path().join("state")),
+                providers,
+                ..agentkit::ServeOptions::default()
+            },
+        ))
+        .unwrap();
+    let addr = handle.local_addr();
+
+    let mut session: Option<(String, String)> = None;
+    let mut next_index = 0u64;
+    let mut sizes = Vec::new(); // the largest step request of each turn, in bytes
+    let mut times = Vec::new();
+    let mut compactions = 0;
+    for i in 0..turns {
+        let message = format!("Read section {i} of the report.");
+        let started = Instant::now();
+        let before = mock.requests().len();
+        let r = match &session {
+            None => Request::post("/bot/v1/session").json(&json!({ "message": message })),
+            Some((id, token)) => Request::post(&format!("/bot/v1/session/{id}"))
+                .json(&json!({ "message": message, "continuationToken": token })),
+        }
+        .send(addr)
+        .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        let doc = r.json();
+        let id = doc["sessionId"].as_str().unwrap().to_owned();
+        let token = doc["continuationToken"].as_str().unwrap().to_owned();
+        let mut lines = Request::get(&format!(
+            "/bot/v1/session/{id}/stream?startIndex={next_index}"
+        ))
+        .stream(addr)
+        .unwrap();
+        let mut started_turn = false;
+        loop {
+            let e = lines.next_json().unwrap().expect("the stream ended");
+            next_index = e["index"].as_u64().unwrap() + 1;
+            match e["type"].as_str().unwrap() {
+                "turn.started" => started_turn = true,
+                "context.compacted" => compactions += 1,
+                "turn.failed" => panic!("turn {i} failed: {e}"),
+                "session.waiting" if started_turn => break,
+                _ => {}
+            }
+        }
+        times.push(started.elapsed());
+        let largest = mock.requests()[before..]
+            .iter()
+            .map(|r| r.json())
+            .filter(|b| {
+                !b["messages"][0]["content"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("You compact")
+            })
+            .map(|b| b.to_string().len())
+            .max()
+            .unwrap_or(0);
+        sizes.push(largest);
+        session = Some((id, token));
+    }
+    rt.block_on(handle.close());
+
+    println!("context bench: {turns} turns, each with a 5 KB tool result, window {WINDOW} tokens");
+    for at in [1, 10, 20, 50, 100, 150, 200] {
+        if at <= turns {
+            println!(
+                "  turn {at:>3}: largest request {:>7} bytes (~{} tokens)",
+                sizes[at - 1],
+                sizes[at - 1] / 4
+            );
+        }
+    }
+    let max = sizes.iter().max().copied().unwrap_or(0);
+    println!(
+        "  largest request of all: {max} bytes (~{} tokens, {:.0} % of the window)",
+        max / 4,
+        (max / 4) as f64 * 100.0 / WINDOW as f64
+    );
+    println!("  compactions: {compactions}");
+    let mean = |d: &[Duration]| d.iter().sum::<Duration>().as_secs_f64() * 1000.0 / d.len() as f64;
+    let tenth = (turns / 10).max(1);
+    let early = mean(&times[..tenth]);
+    let late = mean(&times[turns - tenth..]);
+    println!(
+        "  wall time per turn (tool process and mock included): first {tenth} turns {early:.1} ms, last {tenth} turns {late:.1} ms, ratio {:.2}",
+        late / early
+    );
+}
