@@ -80,6 +80,7 @@ fn main() {
             as_of: None,
             origin: Default::default(),
             prior_usage: Default::default(),
+            day_usage: Default::default(),
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(4096);
         let started = Instant::now();

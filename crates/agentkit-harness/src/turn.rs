@@ -72,6 +72,8 @@ pub struct TurnInput {
     pub origin: crate::tools::CallOrigin,
     /// What the session's earlier turns used (for `max_tokens_per_session`).
     pub prior_usage: Usage,
+    /// What all the agent's turns used today, UTC (for `max_tokens_per_day`).
+    pub day_usage: Usage,
 }
 
 /// Materialises a session's workspace when a turn first needs it.
@@ -307,6 +309,21 @@ async fn run_steps(
                     limit: "max_tokens_per_session",
                     message: format!(
                         "max_tokens_per_session ({limit}) would be exceeded: the session has used {used} tokens and the next request needs about {estimate}"
+                    ),
+                    usage,
+                };
+            }
+        }
+        if let Some(limit) = harness.max_tokens_per_day {
+            let used = input.day_usage.input_tokens
+                + input.day_usage.output_tokens
+                + usage.input_tokens
+                + usage.output_tokens;
+            if used + estimate > limit {
+                return TurnOutcome::OverBudget {
+                    limit: "max_tokens_per_day",
+                    message: format!(
+                        "max_tokens_per_day ({limit}) would be exceeded: the agent's turns used {used} tokens today (UTC) and the next request needs about {estimate}"
                     ),
                     usage,
                 };
@@ -707,6 +724,7 @@ async fn run_subagent(
         // A subagent's turn is bounded by its own limits; its usage counts
         // toward the parent turn's.
         prior_usage: Usage::default(),
+        day_usage: Usage::default(),
     };
     send(
         events,

@@ -63,6 +63,7 @@ struct RawHarness {
     max_input_tokens_per_turn: Option<u64>,
     max_output_tokens_per_turn: Option<u64>,
     max_tokens_per_session: Option<u64>,
+    max_tokens_per_day: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -283,6 +284,11 @@ fn read_harness(
             "max_tokens_per_session",
             h.max_tokens_per_session,
             &mut out.max_tokens_per_session,
+        ),
+        (
+            "max_tokens_per_day",
+            h.max_tokens_per_day,
+            &mut out.max_tokens_per_day,
         ),
     ] {
         match value {

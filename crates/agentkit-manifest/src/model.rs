@@ -209,6 +209,9 @@ pub struct HarnessConfig {
     pub max_output_tokens_per_turn: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens_per_session: Option<u64>,
+    /// Input plus output tokens of all the agent's turns in one UTC day.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens_per_day: Option<u64>,
 }
 
 /// How strictly a sandbox applies (`mode`).
@@ -321,6 +324,7 @@ impl Default for HarnessConfig {
             max_input_tokens_per_turn: None,
             max_output_tokens_per_turn: None,
             max_tokens_per_session: None,
+            max_tokens_per_day: None,
         }
     }
 }

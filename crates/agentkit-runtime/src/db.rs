@@ -57,6 +57,11 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE INDEX IF NOT EXISTS sessions_by_key ON sessions(channel, continuation);
 CREATE INDEX IF NOT EXISTS sessions_by_owner ON sessions(principal_id, id);
 CREATE INDEX IF NOT EXISTS sessions_parked ON sessions(parked) WHERE parked = 1;
+CREATE TABLE IF NOT EXISTS usage_daily (
+    day TEXT PRIMARY KEY,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS schedule_runs (
     schedule_id TEXT PRIMARY KEY,
     record TEXT NOT NULL
@@ -515,6 +520,44 @@ impl Db {
             .optional()
             .map(|o| o.unwrap_or((None, None, 0)))
             .map_err(|e| self.err(e))
+    }
+
+    /// What the agent's turns used on `day` (`YYYY-MM-DD`, UTC).
+    pub(crate) fn day_usage(&self, day: &str) -> Result<agentkit_protocol::Usage> {
+        let row: Option<(i64, i64)> = self
+            .conn()
+            .query_row(
+                "SELECT input_tokens, output_tokens FROM usage_daily WHERE day = ?1",
+                params![day],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let (input, output) = row.unwrap_or_default();
+        Ok(agentkit_protocol::Usage {
+            input_tokens: u64::try_from(input).unwrap_or(0),
+            output_tokens: u64::try_from(output).unwrap_or(0),
+            ..Default::default()
+        })
+    }
+
+    /// Adds a turn's usage to `day`'s, without waiting.
+    pub(crate) fn add_day_usage(&self, day: String, usage: agentkit_protocol::Usage) {
+        let (input, output) = (
+            i64::try_from(usage.input_tokens).unwrap_or(i64::MAX),
+            i64::try_from(usage.output_tokens).unwrap_or(i64::MAX),
+        );
+        if input == 0 && output == 0 {
+            return;
+        }
+        self.write_detached(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO usage_daily (day, input_tokens, output_tokens) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(day) DO UPDATE SET input_tokens = input_tokens + ?2, output_tokens = output_tokens + ?3",
+            )?
+            .execute(params![day, input, output])
+            .map(|_| ())
+        });
     }
 
     /// Every schedule's last run record (JSON), as stored.

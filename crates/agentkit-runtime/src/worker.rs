@@ -427,6 +427,12 @@ impl AgentRuntime {
             return Ok(false);
         };
         let dry_run = session.meta().dry_run;
+        let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+        let day_usage = if agent.config.harness.max_tokens_per_day.is_some() {
+            self.inner.db.day_usage(&today)?
+        } else {
+            Default::default()
+        };
         // Read before the literal: its other fields hold the meta lock.
         let origin = session.meta().call_origin();
         let input = TurnInput {
@@ -454,6 +460,7 @@ impl AgentRuntime {
             as_of: session.meta().as_of.clone(),
             origin,
             prior_usage,
+            day_usage,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
         let harness = tokio::spawn(agentkit_harness::run_turn(input, tx));
@@ -491,6 +498,14 @@ impl AgentRuntime {
             message: format!("the turn crashed: {e}"),
         });
         let completed = matches!(outcome, TurnOutcome::Completed { .. });
+        match &outcome {
+            TurnOutcome::Completed { usage, .. } | TurnOutcome::OverBudget { usage, .. } => {
+                self.inner
+                    .db
+                    .add_day_usage(chrono::Utc::now().format("%Y-%m-%d").to_string(), *usage);
+            }
+            _ => {}
+        }
         if !assignments.is_empty() {
             let (outcome, usage) = match &outcome {
                 TurnOutcome::Completed { usage, .. } => ("completed", *usage),

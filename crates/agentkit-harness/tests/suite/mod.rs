@@ -130,6 +130,7 @@ pub(crate) fn turn_input(
         as_of: None,
         origin: Default::default(),
         prior_usage: Default::default(),
+        day_usage: Default::default(),
     }
 }
 

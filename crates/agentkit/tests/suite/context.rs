@@ -351,3 +351,34 @@ fn structured_output_is_validated_and_retried() {
         "{message}"
     );
 }
+
+/// `max_tokens_per_day` counts every session's turns of the agent in the
+/// host's state (UTC day), and a restart keeps the count.
+#[test]
+fn the_daily_budget_spans_sessions_and_restarts() {
+    let mock = MockProvider::start(Vec::new());
+    let mut h = serve(
+        &mock,
+        "model = \"openai:gpt-mock\"\n[harness]\nmax_tokens_per_day = 230\nbuiltin_tools = []\n",
+    );
+    for message in ["one", "two"] {
+        mock.push([Step::text("ok").tokens(100, 10, 0, 0).into()]);
+        let (_, _, events) = turn(&h, None, message);
+        assert_eq!(of_type(&events, "turn.completed").len(), 1, "{events:?}");
+    }
+    // 220 used today across two sessions: a third session's turn is refused.
+    let before = mock.requests().len();
+    let (_, _, events) = turn(&h, None, "three");
+    let failed = of_type(&events, "turn.failed");
+    assert_eq!(failed.len(), 1, "{events:?}");
+    assert_eq!(failed[0]["data"]["limit"], "max_tokens_per_day");
+    assert_eq!(mock.requests().len(), before);
+    h.restart(options(&mock));
+    let (_, _, events) = turn(&h, None, "after a restart");
+    assert_eq!(
+        of_type(&events, "turn.failed")[0]["data"]["limit"],
+        "max_tokens_per_day",
+        "{events:?}"
+    );
+    assert_eq!(mock.requests().len(), before);
+}
