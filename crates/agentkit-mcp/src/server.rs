@@ -79,6 +79,8 @@ pub struct AskRequest {
     pub wait: Duration,
     /// Delegations that led to this request (from [`HOPS_HEADER`]).
     pub hops: u32,
+    /// A JSON Schema the fresh session's replies must match.
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// A deterministic call through `call_tool`.
@@ -265,6 +267,8 @@ struct AskArgs {
     message: String,
     #[serde(default)]
     session_id: Option<String>,
+    #[serde(default)]
+    output_schema: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -302,7 +306,8 @@ impl<B: AgentBackend> Handler<B> {
                     "type": "object",
                     "properties": {
                         "message": {"type": "string", "description": "What to ask the agent."},
-                        "sessionId": {"type": "string", "description": "A session from an earlier `ask`, to follow up."}
+                        "sessionId": {"type": "string", "description": "A session from an earlier `ask`, to follow up."},
+                        "outputSchema": {"type": "object", "description": "A fresh session only: a JSON Schema its replies must match; the reply is then that JSON value."}
                     },
                     "required": ["message"],
                     "additionalProperties": false
@@ -386,6 +391,7 @@ impl<B: AgentBackend> Handler<B> {
                         session_id: a.session_id,
                         wait: self.options.max_wait,
                         hops,
+                        output_schema: a.output_schema,
                     };
                     reply(self.backend.ask(caller, req).await)
                 }

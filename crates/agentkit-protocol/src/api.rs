@@ -208,6 +208,10 @@ pub struct SendMessage {
     /// New sessions only: tools that are not read-only answer stubs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
+    /// New sessions only: a JSON Schema every final reply must match
+    /// (instead of the agent's `output_schema`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 /// The answer to a message: where its session is and how to follow it.

@@ -138,6 +138,7 @@ fn main() {
                 workspace_files: Vec::new(),
                 dry_run: false,
                 as_of: None,
+                output_schema: None,
             })
             .await
             .unwrap();

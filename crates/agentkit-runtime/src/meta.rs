@@ -88,6 +88,9 @@ pub struct SessionMeta {
     /// The instant the session is frozen at (RFC 3339, its own offset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub as_of: Option<String>,
+    /// This session's output schema, instead of the agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
 }
 
 impl SessionMeta {

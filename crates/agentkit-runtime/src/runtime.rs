@@ -79,6 +79,9 @@ pub struct SendRequest {
     /// told it is the current time; tools get it. Ignored when the message
     /// continues an existing session.
     pub as_of: Option<String>,
+    /// A JSON Schema this session's final replies must match, instead of
+    /// the agent's `output_schema` (checked by [`AgentRuntime::send`]).
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// A follow-up message to an existing session.
@@ -381,6 +384,17 @@ impl AgentRuntime {
         }
         // Refuse bad input before anything is created or rotated.
         workspace::check_relative_paths(&req.workspace_files)?;
+        if let Some(schema) = &req.output_schema {
+            let usable = schema.is_object()
+                && agentkit_manifest::schema_errors(schema, &serde_json::Value::Null).is_ok();
+            if !usable {
+                return Err(Error::BadRequest {
+                    message:
+                        "`outputSchema` must be a JSON Schema object (draft 2020-12) that compiles"
+                            .into(),
+                });
+            }
+        }
         let as_of = req.as_of.as_deref().map(parse_as_of).transpose()?;
         let Some(key) = req.continuation.clone() else {
             return self.create_new(req, as_of).await;
@@ -428,6 +442,7 @@ impl AgentRuntime {
             workspace_dir,
             parked: false,
             as_of,
+            output_schema: req.output_schema.clone(),
         };
         // The index row first (committed with whatever other sessions'
         // writes are queued), then the log, which makes the folder: a row

@@ -221,6 +221,7 @@ impl ScheduleRun {
                 workspace_files: Vec::new(),
                 dry_run: false,
                 as_of: None,
+                output_schema: None,
             })
             .await?;
         let id = accepted.session_id.clone();

@@ -359,6 +359,7 @@ impl AgentRuntime {
                         workspace_files: Vec::new(),
                         dry_run: false,
                         as_of: None,
+                        output_schema: None,
                     })
                     .await?;
                 vec![accepted.session_id]
@@ -381,6 +382,7 @@ impl AgentRuntime {
                         workspace_files: Vec::new(),
                         dry_run: false,
                         as_of: None,
+                        output_schema: None,
                     })
                     .await?;
                 vec![accepted.session_id]

@@ -408,8 +408,15 @@ impl AgentRuntime {
                 )
             })
             .await?;
-        // The session's experiment variants decide the agent it runs as.
-        let agent = crate::ab::agent_for(&self.inner.agent, &assignments);
+        // The session's experiment variants decide the agent it runs as,
+        // and its own output schema replaces the agent's.
+        let mut agent = crate::ab::agent_for(&self.inner.agent, &assignments);
+        let schema = session.meta().output_schema.clone();
+        if let Some(schema) = schema {
+            let mut own = (*agent).clone();
+            own.config.output_schema = Some(schema);
+            agent = Arc::new(own);
+        }
         let Some(model) = agent
             .config
             .model

@@ -102,6 +102,7 @@ pub(crate) fn new_session(message: &str) -> SendRequest {
         workspace_files: Vec::new(),
         dry_run: false,
         as_of: None,
+        output_schema: None,
     }
 }
 

@@ -69,6 +69,7 @@ pub(crate) async fn create(
             workspace_files: req.workspace_files.into_iter().collect(),
             dry_run: req.dry_run,
             as_of: None,
+            output_schema: req.output_schema,
         })
         .await?;
     Ok(json_ok(accepted(&state.agent, answer)))
@@ -81,6 +82,11 @@ pub(crate) async fn follow_up(
     Authed { owner, body }: Authed,
 ) -> ApiResult {
     let req: SendMessage = parse_json(&body)?;
+    if req.output_schema.is_some() {
+        return Err(ApiError::bad_request(
+            "`outputSchema` is chosen when a session starts (POST /v1/session); a follow-up keeps it",
+        ));
+    }
     let answer = state
         .agent
         .runtime

@@ -208,6 +208,7 @@ impl AgentBackend for RuntimeBackend {
                         workspace_files: Vec::new(),
                         dry_run: false,
                         as_of: None,
+                        output_schema: req.output_schema.clone(),
                     })
                     .await
                     .map_err(refused)?;

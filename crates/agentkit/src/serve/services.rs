@@ -211,6 +211,7 @@ impl HostSessions {
                     workspace_files: req.workspace_files.into_iter().collect(),
                     dry_run: req.dry_run,
                     as_of: None,
+                    output_schema: None,
                 })
                 .await
                 .map_err(super::channels::channel_error)?;

@@ -382,3 +382,55 @@ fn the_daily_budget_spans_sessions_and_restarts() {
     );
     assert_eq!(mock.requests().len(), before);
 }
+
+/// `outputSchema` on `POST /v1/session`: that session's replies must
+/// match it (asked natively of OpenAI), follow-ups keep it, a follow-up
+/// cannot change it, and a schema that does not compile is a 400.
+#[test]
+fn a_session_can_bring_its_own_output_schema() {
+    let mock = MockProvider::start(vec![
+        Step::text(r#"{"ok": true}"#).into(),
+        Step::text(r#"{"ok": false}"#).into(),
+    ]);
+    let h = serve(
+        &mock,
+        "model = \"openai:gpt-mock\"\n[harness]\nbuiltin_tools = []\n",
+    );
+    let schema =
+        json!({"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean"}}});
+    let r = h.send(
+        Request::post("/bot/v1/session").json(&json!({"message": "check", "outputSchema": schema})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(h.addr())
+        .unwrap();
+    let done = lines.until("turn.completed").unwrap();
+    assert_eq!(done.last().unwrap()["data"]["output"], json!({"ok": true}));
+    assert_eq!(
+        mock.bodies()[0]["response_format"]["json_schema"]["schema"],
+        schema
+    );
+    let (_, _, events) = turn(&h, Some((&id, &token)), "again");
+    assert_eq!(
+        of_type(&events, "turn.completed")[0]["data"]["output"],
+        json!({"ok": false})
+    );
+    assert_eq!(
+        mock.bodies()[1]["response_format"]["json_schema"]["schema"],
+        schema
+    );
+    let r = h.send(
+        Request::post(&format!("/bot/v1/session/{id}"))
+            .json(&json!({"message": "x", "outputSchema": schema})),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = h.send(
+        Request::post("/bot/v1/session")
+            .json(&json!({"message": "x", "outputSchema": {"type": 7}})),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(mock.requests().len(), 2);
+}

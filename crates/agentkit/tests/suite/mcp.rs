@@ -1264,3 +1264,55 @@ fn peer_calls_carry_the_bearer_token() {
     let theirs = h.send(Request::get("/b/v1/sessions").bearer("tok")).json();
     assert_eq!(theirs["sessions"][0]["channel"], "mcp");
 }
+
+/// `ask` with `outputSchema`: the fresh session's replies must match it
+/// (the reply is the JSON value), and a model that never matches fails
+/// the turn.
+#[test]
+fn ask_takes_an_output_schema_for_its_session() {
+    let files: Vec<(&str, &str)> = vec![
+        ("agent.toml", "model = \"scripted:script.json\"\n"),
+        (
+            "script.json",
+            r#"{"turns": [{"steps": [{"text": "{\"answer\": 42}"}]}]}"#,
+        ),
+        ("instructions.md", "You answer in JSON.\n"),
+    ];
+    let h = host(&[("bot", &files)], ServeOptions::default());
+    let path = "/bot/v1/mcp";
+    let schema = json!({"type": "object", "required": ["answer"], "properties": {"answer": {"type": "integer"}}});
+    let (ok, is_error) = call(
+        &h,
+        path,
+        "ask",
+        json!({"message": "?", "outputSchema": schema}),
+    );
+    assert!(!is_error, "{ok}");
+    assert_eq!(ok["status"], "completed", "{ok}");
+    let sid = ok["sessionId"].as_str().unwrap();
+    let events = h.send(Request::get(&format!("/bot/v1/session/{sid}/events")));
+    let done = events
+        .body
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["type"] == "turn.completed")
+        .unwrap();
+    assert_eq!(done["data"]["output"], json!({"answer": 42}), "{done}");
+    // A schema the script never matches: three attempts, then a failure.
+    let strict = json!({"type": "object", "required": ["city"]});
+    let (failed, _) = call(
+        &h,
+        path,
+        "ask",
+        json!({"message": "?", "outputSchema": strict}),
+    );
+    assert_eq!(failed["status"], "failed", "{failed}");
+    // Not a schema: refused before a session starts.
+    let (bad, is_error) = call(
+        &h,
+        path,
+        "ask",
+        json!({"message": "?", "outputSchema": {"type": 7}}),
+    );
+    assert!(is_error, "{bad}");
+}
