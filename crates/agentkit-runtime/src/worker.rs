@@ -399,12 +399,24 @@ impl AgentRuntime {
         self.append(id, EventType::TurnStarted, Some(&turn_id), started)
             .await?;
         let exclude: BTreeSet<u64> = batch.iter().map(|q| q.index).collect();
+        // The session's usage is summed only for a budget that needs it.
+        let budgeted = self
+            .inner
+            .agent
+            .config
+            .harness
+            .max_tokens_per_session
+            .is_some();
         let (history, assignments, prior_usage) = self
             .with_history(session, |events| {
                 (
                     fold::conversation(events, &exclude),
                     crate::ab::recorded(events),
-                    fold::usage(events),
+                    if budgeted {
+                        fold::usage(events)
+                    } else {
+                        Default::default()
+                    },
                 )
             })
             .await?;

@@ -441,29 +441,49 @@ impl HostGithub {
     /// The client of github channel `channel`; with `None`, the only
     /// github channel's (an agent with several must name one).
     pub fn client(&self, channel: Option<&str>) -> Result<GithubClient> {
-        let names = || self.names().join("`, `");
-        match channel {
-            Some(name) => self
-                .clients
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, c)| c.clone())
-                .ok_or_else(|| Error::Config {
-                    message: format!("no github channel `{name}` (the agent has: `{}`)", names()),
-                }),
-            None => match self.clients.as_slice() {
-                [(_, only)] => Ok(only.clone()),
-                [] => Err(Error::Config {
-                    message: "the agent has no `kind = \"github\"` channel to take GitHub credentials from".into(),
-                }),
-                _ => Err(Error::Config {
-                    message: format!(
-                        "the agent has several github channels: name one (`{}`)",
-                        names()
-                    ),
-                }),
-            },
-        }
+        pick(
+            &self.clients,
+            channel,
+            "github",
+            "the agent has no `kind = \"github\"` channel to take GitHub credentials from",
+        )
+    }
+}
+
+/// The client of pack channel `channel` among `clients` (named by their
+/// channel id); with `None`, the only one (an agent with several must name
+/// one).
+fn pick<C: Clone>(
+    clients: &[(String, C)],
+    channel: Option<&str>,
+    kind: &str,
+    none: &str,
+) -> Result<C> {
+    let names = || {
+        clients
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>()
+            .join("`, `")
+    };
+    match (channel, clients) {
+        (Some(name), _) => clients
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, c)| c.clone())
+            .ok_or_else(|| Error::Config {
+                message: format!("no {kind} channel `{name}` (the agent has: `{}`)", names()),
+            }),
+        (None, [(_, only)]) => Ok(only.clone()),
+        (None, []) => Err(Error::Config {
+            message: none.to_owned(),
+        }),
+        (None, _) => Err(Error::Config {
+            message: format!(
+                "the agent has several {kind} channels: name one (`{}`)",
+                names()
+            ),
+        }),
     }
 }
 
@@ -504,31 +524,11 @@ impl HostSlack {
     /// The client of slack channel `channel`; with `None`, the only slack
     /// channel's (an agent with several must name one).
     pub fn client(&self, channel: Option<&str>) -> Result<SlackClient> {
-        let names = || self.names().join("`, `");
-        match channel {
-            Some(name) => self
-                .clients
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, c)| c.clone())
-                .ok_or_else(|| Error::Config {
-                    message: format!(
-                        "no slack channel `{name}` with a bot token (the agent has: `{}`)",
-                        names()
-                    ),
-                }),
-            None => match self.clients.as_slice() {
-                [(_, only)] => Ok(only.clone()),
-                [] => Err(Error::Config {
-                    message: "the agent has no `kind = \"slack\"` channel with a bot token".into(),
-                }),
-                _ => Err(Error::Config {
-                    message: format!(
-                        "the agent has several slack channels: name one (`{}`)",
-                        names()
-                    ),
-                }),
-            },
-        }
+        pick(
+            &self.clients,
+            channel,
+            "slack",
+            "the agent has no `kind = \"slack\"` channel with a bot token",
+        )
     }
 }
