@@ -232,14 +232,28 @@ async fn run_steps(
     let harness = &input.agent.config.harness;
     let max_steps = harness.max_steps;
     let window = crate::context::window(&input.model, &input.agent);
-    let fixed = crate::context::fixed_tokens(&input.agent, &input.tools, input.as_of.as_deref());
+    // Sizing a request serialises the whole conversation: only when a
+    // window or a token budget needs the estimate.
+    let sized = window.is_some()
+        || harness.max_tokens_per_session.is_some()
+        || harness.max_tokens_per_day.is_some()
+        || harness.max_input_tokens_per_turn.is_some();
+    let fixed = if sized {
+        crate::context::fixed_tokens(&input.agent, &input.tools, input.as_of.as_deref())
+    } else {
+        0
+    };
     // The part of `conversation` that came from earlier turns.
     let mut history_len = input.history.len();
     let mut compacted = false;
     let mut invalid_outputs = 0;
 
     for step in 1..=max_steps {
-        let mut estimate = fixed + crate::context::conversation_tokens(&conversation);
+        let mut estimate = if sized {
+            fixed + crate::context::conversation_tokens(&conversation)
+        } else {
+            0
+        };
         let mut trimmed = None;
         if let Some(w) = window {
             if estimate > w.threshold
@@ -387,7 +401,7 @@ async fn run_steps(
                     step,
                     duration_ms: millis(started),
                     usage: Some(step_usage),
-                    estimated_input_tokens: Some(estimate),
+                    estimated_input_tokens: sized.then_some(estimate),
                 },
             )
             .await;
@@ -446,7 +460,7 @@ async fn run_steps(
                 step,
                 duration_ms: millis(started),
                 usage: Some(step_usage),
-                estimated_input_tokens: Some(estimate),
+                estimated_input_tokens: sized.then_some(estimate),
             },
         )
         .await;

@@ -517,8 +517,13 @@ impl AgentRuntime {
             message: format!("the turn crashed: {e}"),
         });
         let completed = matches!(outcome, TurnOutcome::Completed { .. });
+        // The day's count is kept while a daily budget is set (one write
+        // per turn otherwise spent for nothing).
+        let daily = self.inner.agent.config.harness.max_tokens_per_day.is_some();
         match &outcome {
-            TurnOutcome::Completed { usage, .. } | TurnOutcome::OverBudget { usage, .. } => {
+            TurnOutcome::Completed { usage, .. } | TurnOutcome::OverBudget { usage, .. }
+                if daily =>
+            {
                 self.inner
                     .db
                     .add_day_usage(chrono::Utc::now().format("%Y-%m-%d").to_string(), *usage);
