@@ -181,6 +181,10 @@ pub struct SendOptions {
     pub as_of: Option<String>,
     /// Answer only after the turn ends, with its outcome.
     pub wait: bool,
+    /// The final replies of a new session are JSON values validated
+    /// against this schema (ignored when the message continues a session,
+    /// which keeps its own).
+    pub output_schema: Option<Value>,
 }
 
 /// What `send` returns.
@@ -209,6 +213,9 @@ pub struct TurnReply {
     pub ok: bool,
     /// The final text (`ok`) or the failure message.
     pub text: String,
+    /// The reply parsed and validated against the session's output schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
 }
 
 /// A session as a channel sees it.
@@ -514,6 +521,7 @@ impl ChannelContext {
             session.reply = Some(turn_outcome(events).await.unwrap_or(TurnReply {
                 ok: false,
                 text: "the host stopped before the turn ended".into(),
+                output: None,
             }));
         }
         Ok(session)
@@ -712,6 +720,7 @@ pub async fn turn_outcome(mut events: BoxStream<'static, Event>) -> Option<TurnR
                 return Some(TurnReply {
                     ok: true,
                     text: done.result,
+                    output: done.output,
                 });
             }
             EventData::TurnFailed(failed) if ours => {
@@ -720,7 +729,11 @@ pub async fn turn_outcome(mut events: BoxStream<'static, Event>) -> Option<TurnR
                 } else {
                     failed.message
                 };
-                return Some(TurnReply { ok: false, text });
+                return Some(TurnReply {
+                    ok: false,
+                    text,
+                    output: None,
+                });
             }
             // A payload that does not fit its type still ends the turn.
             EventData::Unknown(_) if ours && e.is_turn_end() => {
@@ -729,6 +742,7 @@ pub async fn turn_outcome(mut events: BoxStream<'static, Event>) -> Option<TurnR
                 return Some(TurnReply {
                     ok,
                     text: text.to_owned(),
+                    output: None,
                 });
             }
             _ => {}

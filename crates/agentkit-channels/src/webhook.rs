@@ -170,6 +170,7 @@ async fn send(s: &SendAction, args: &HandlerArgs, ctx: &Value) -> Result<(u16, V
         dry_run: s.dry_run.unwrap_or(false),
         as_of: opt("send.as_of", &s.as_of, ctx)?,
         wait: s.wait,
+        output_schema: s.output_schema.clone(),
         ..SendOptions::default()
     };
     let session = args.ctx.send(message, options, &args.auth).await?;

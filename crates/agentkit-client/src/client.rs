@@ -51,6 +51,10 @@ pub struct NewSession {
     /// content).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub workspace_files: BTreeMap<String, String>,
+    /// A JSON Schema the session's final replies are validated against
+    /// (instead of the agent's `output_schema`); first message only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
 }
 
 impl NewSession {

@@ -47,6 +47,10 @@ pub struct Turn {
     /// Why the turn failed (`turn.failed` `message`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The reply parsed and validated against the session's output schema
+    /// (`turn.completed` `output`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
     pub usage: Usage,
 }
 
@@ -207,6 +211,7 @@ impl Fold {
                 let turn = &mut self.turns[i];
                 turn.status = TurnStatus::Completed;
                 turn.usage = done.usage.into();
+                turn.output = done.output;
                 self.end(i);
             }
             EventData::TurnFailed(failed) => {

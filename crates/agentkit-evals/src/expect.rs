@@ -132,7 +132,37 @@ pub fn check_turn(expect: &Expect, turn: &Turn) -> Vec<CheckResult> {
             out.push(check_schema(schema, text, &seen));
         }
     }
+    if let Some(want) = &expect.output {
+        let expected = format!("the structured output holds {want}");
+        let (passed, seen) = match &turn.output {
+            Some(got) => (holds(got, want), excerpt(&got.to_string())),
+            None => (false, "(no structured output: give the case an `output_schema`, or the agent one)".to_owned()),
+        };
+        out.push(result(
+            "output",
+            passed,
+            expected.clone(),
+            seen.clone(),
+            format!("expected {expected}; saw {seen}"),
+        ));
+    }
     out
+}
+
+/// Whether `got` holds `want`: an object holds at least `want`'s keys,
+/// each holding its value; anything else is equal (numbers by value, so
+/// `1` and `1.0` agree).
+fn holds(got: &Value, want: &Value) -> bool {
+    match (got, want) {
+        (Value::Object(got), Value::Object(want)) => want
+            .iter()
+            .all(|(k, w)| got.get(k).is_some_and(|g| holds(g, w))),
+        (Value::Array(got), Value::Array(want)) => {
+            got.len() == want.len() && got.iter().zip(want).all(|(g, w)| holds(g, w))
+        }
+        (Value::Number(g), Value::Number(w)) => g.as_f64() == w.as_f64(),
+        _ => got == want,
+    }
 }
 
 fn check_schema(schema: &Value, text: &str, seen: &str) -> CheckResult {
@@ -319,6 +349,25 @@ mod tests {
                 .collect(),
             ..Turn::default()
         }
+    }
+
+    #[test]
+    fn the_structured_output_must_hold_the_expected_values() {
+        let expect = Expect {
+            output: Some(json!({"severity": "high", "labels": ["db"], "score": 1})),
+            ..Expect::default()
+        };
+        let mut t = turn("{}", &[]);
+        let check = |t: &Turn| check_turn(&expect, t).remove(0);
+        let missing = check(&t);
+        assert!(!missing.passed, "{missing:?}");
+        assert!(missing.seen.contains("no structured output"), "{missing:?}");
+        t.output = Some(json!({"severity": "high", "labels": ["db"], "score": 1.0, "extra": true}));
+        assert!(check(&t).passed, "{:?}", check(&t));
+        t.output = Some(json!({"severity": "low", "labels": ["db"], "score": 1}));
+        assert!(!check(&t).passed);
+        t.output = Some(json!({"severity": "high", "labels": ["db", "api"], "score": 1}));
+        assert!(!check(&t).passed, "arrays are compared whole");
     }
 
     #[test]

@@ -133,7 +133,7 @@ pub struct ToolCallSeen {
 #[serde(rename_all = "camelCase")]
 pub struct CheckResult {
     /// `succeeded`, `called_tool`, `not_called_tool`, `tool_order`,
-    /// `reply.contains`, `reply.matches`, `reply.json_schema`, `judge`,
+    /// `reply.contains`, `reply.matches`, `reply.json_schema`, `judge`, `output`,
     /// `file`.
     pub kind: String,
     pub passed: bool,

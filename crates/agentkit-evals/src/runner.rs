@@ -182,6 +182,7 @@ async fn run_case(
             purpose: Some("eval".to_owned()),
             dry_run,
             workspace_files: turn.workspace_files.clone(),
+            output_schema: case.output_schema.clone(),
         };
         let denier = client.clone();
         let on_event = move |e: &agentkit_protocol::Event| {

@@ -634,6 +634,27 @@ fn read_route(
                     );
                 }
             }
+            if let Some(schema) = &send.output_schema {
+                match checks::schema_errors(schema, &serde_json::Value::Null) {
+                    Ok(_) if schema.is_object() => {}
+                    Ok(_) => {
+                        return err(
+                            ctx,
+                            Code::InvalidSchema,
+                            format!("{route_name}: `send.output_schema` must be a table (a JSON Schema object)"),
+                            None,
+                        );
+                    }
+                    Err(e) => {
+                        return err(
+                            ctx,
+                            Code::InvalidSchema,
+                            format!("{route_name}: `send.output_schema` is not a valid JSON Schema: {e}"),
+                            Some("a JSON Schema (draft 2020-12) written as TOML, e.g. [routes.send.output_schema] with type = \"object\""),
+                        );
+                    }
+                }
+            }
             Some(send)
         }
     };

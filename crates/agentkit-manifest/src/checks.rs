@@ -25,6 +25,38 @@ pub fn schema_errors(schema: &Value, input: &Value) -> Result<Vec<(String, Strin
         .collect())
 }
 
+/// An `output_schema` written in a file (`agent.toml`, a schedule, a
+/// channel route, an eval case): a table that is a JSON Schema which
+/// compiles. `None` (with a diagnostic at `key`) otherwise.
+pub(crate) fn output_schema(
+    ctx: &mut crate::source::Ctx,
+    src: &SourceText,
+    key: &str,
+    schema: &impl serde::Serialize,
+) -> Option<Value> {
+    use crate::diagnostic::{Code, Diagnostic};
+    let bad = |ctx: &mut crate::source::Ctx, message: String| {
+        ctx.push(
+            Diagnostic::error(Code::InvalidSchema, src.rel.clone(), message)
+                .at(src.key_pos(key))
+                .with_hint(format!("`{key}` is a JSON Schema (draft 2020-12) written as a table, e.g. type = \"object\" and [{key}.properties]")),
+        );
+    };
+    match serde_json::to_value(schema) {
+        Ok(value @ Value::Object(_)) => match schema_errors(&value, &Value::Null) {
+            Ok(_) => Some(value),
+            Err(e) => {
+                bad(ctx, format!("`{key}` is not a valid JSON Schema: {e}"));
+                None
+            }
+        },
+        _ => {
+            bad(ctx, format!("`{key}` must be a table (a JSON Schema object)"));
+            None
+        }
+    }
+}
+
 /// How every input schema is compiled: draft 2020-12, no remote `$ref`s
 /// (jsonschema is built without its HTTP resolver), and `format` asserted
 /// (`email`, `uri`, `date-time`, `uuid`, `ipv4`, …), as the TypeScript

@@ -126,28 +126,7 @@ pub(crate) fn read_agent_config(ctx: &mut Ctx, agent_dir: &Path) -> (AgentConfig
         );
     }
     if let Some(schema) = &raw.output_schema {
-        let bad = |ctx: &mut Ctx, message: String| {
-            ctx.push(
-                Diagnostic::error(Code::InvalidSchema, src.rel.clone(), message)
-                    .at(src.key_pos("output_schema"))
-                    .with_hint("`[output_schema]` is a JSON Schema (draft 2020-12) written as TOML, e.g. type = \"object\" and [output_schema.properties]"),
-            );
-        };
-        match serde_json::to_value(schema) {
-            Ok(value @ Value::Object(_)) => {
-                match crate::checks::schema_errors(&value, &Value::Null) {
-                    Ok(_) => config.output_schema = Some(value),
-                    Err(e) => bad(
-                        ctx,
-                        format!("`output_schema` is not a valid JSON Schema: {e}"),
-                    ),
-                }
-            }
-            _ => bad(
-                ctx,
-                "`output_schema` must be a table (a JSON Schema object)".to_owned(),
-            ),
-        }
+        config.output_schema = checks::output_schema(ctx, &src, "output_schema", schema);
     }
     let cursor_only = [&raw.hosting, &raw.architecture, &raw.persistent];
     for ((key, message, hint), value) in CURSOR_ONLY.iter().zip(cursor_only) {

@@ -30,6 +30,7 @@ struct RawEvalFile {
     expect: Option<Expect>,
     turns: Option<Vec<EvalTurn>>,
     cases: Option<Vec<RawCase>>,
+    output_schema: Option<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -45,6 +46,7 @@ struct RawCase {
     workspace_files: BTreeMap<String, String>,
     expect: Option<Expect>,
     turns: Option<Vec<EvalTurn>>,
+    output_schema: Option<toml::Value>,
 }
 
 pub(crate) fn read_evals(ctx: &mut Ctx, dir: &Path) -> Evals {
@@ -192,6 +194,10 @@ fn read_eval_file(ctx: &mut Ctx, path: &Path, id: &str) -> Option<EvalFile> {
         );
         return None;
     }
+    let file_schema = match &raw.output_schema {
+        Some(schema) => Some(checks::output_schema(ctx, &src, "output_schema", schema)?),
+        None => None,
+    };
     let mut cases = Vec::new();
     if let Some(raw_cases) = raw.cases {
         if raw.expect.is_some() || !raw.workspace_files.is_empty() {
@@ -229,6 +235,15 @@ fn read_eval_file(ctx: &mut Ctx, path: &Path, id: &str) -> Option<EvalFile> {
                 );
                 return None;
             }
+            let output_schema = match &c.output_schema {
+                Some(schema) => Some(checks::output_schema(
+                    ctx,
+                    &src,
+                    "output_schema",
+                    schema,
+                )?),
+                None => file_schema.clone(),
+            };
             let turns = turns_of(ctx, &src, c.send, c.workspace_files, c.expect, c.turns)?;
             let mut tags = raw.tags.clone();
             tags.extend(c.tags);
@@ -239,6 +254,7 @@ fn read_eval_file(ctx: &mut Ctx, path: &Path, id: &str) -> Option<EvalFile> {
                 timeout,
                 iterations,
                 dry_run: c.dry_run.or(raw.dry_run),
+                output_schema,
                 turns,
             });
         }
@@ -258,6 +274,7 @@ fn read_eval_file(ctx: &mut Ctx, path: &Path, id: &str) -> Option<EvalFile> {
             timeout,
             iterations,
             dry_run: raw.dry_run,
+            output_schema: file_schema,
             turns,
         });
     }

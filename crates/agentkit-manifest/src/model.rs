@@ -825,6 +825,10 @@ pub struct SendAction {
     /// once (202).
     #[serde(default)]
     pub wait: bool,
+    /// The final reply of a session this route starts is a JSON value
+    /// validated against this schema (`reply.output` when `wait`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 /// What happens to a message that reaches a busy session (a wire type:
@@ -924,6 +928,10 @@ pub struct Schedule {
     /// Standard 5-field cron, UTC.
     pub cron: String,
     pub action: ScheduleAction,
+    /// `output_schema` of a `markdown` or `message` schedule: its turns'
+    /// final replies are JSON values validated against it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 /// What a schedule does when it fires.
@@ -1055,6 +1063,10 @@ pub struct EvalCase {
     /// `dry_run` of the case, else of its file; `None`: `evals.toml`'s.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<bool>,
+    /// The session's output schema (`outputSchema` on its creation): the
+    /// case's `output_schema`, else its file's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
     pub turns: Vec<EvalTurn>,
 }
 
@@ -1090,6 +1102,11 @@ pub struct Expect {
     /// `[[expect.judge]]`: rubrics a model grades the reply against.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub judge: Vec<Judge>,
+    /// `[expect.output]`: the turn's structured output (with an
+    /// `output_schema`) holds these values: objects hold at least these
+    /// keys, recursively; anything else is equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
 }
 
 /// An LLM judge: a model grades the reply against a rubric with a score

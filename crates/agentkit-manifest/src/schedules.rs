@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::checks::CronSchedule;
+use crate::checks::{self, CronSchedule};
 use crate::diagnostic::{Code, Diagnostic};
 use crate::model::{Schedule, ScheduleAction, empty_object};
 use crate::source::{Ctx, SourceText};
@@ -17,6 +17,7 @@ use crate::tools::toml_to_json;
 struct MdFrontmatter {
     cron: Option<String>,
     description: Option<String>,
+    output_schema: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -34,6 +35,7 @@ struct RawSchedule {
     timeout: Option<String>,
     max_output_bytes: Option<u64>,
     env: Option<Vec<String>>,
+    output_schema: Option<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -79,6 +81,10 @@ pub(crate) fn read_markdown_schedule(ctx: &mut Ctx, path: &Path, id: &str) -> Op
         ));
         return None;
     }
+    let output_schema = match &fm.output_schema {
+        Some(schema) => Some(checks::output_schema(ctx, &src, "output_schema", schema)?),
+        None => None,
+    };
     Some(Schedule {
         id: id.to_owned(),
         path: src.rel.clone(),
@@ -86,6 +92,7 @@ pub(crate) fn read_markdown_schedule(ctx: &mut Ctx, path: &Path, id: &str) -> Op
         action: ScheduleAction::Markdown {
             prompt: body.trim().to_owned(),
         },
+        output_schema,
     })
 }
 
@@ -134,6 +141,22 @@ pub(crate) fn read_toml_schedule(ctx: &mut Ctx, path: &Path, id: &str) -> Option
         );
         return None;
     }
+    if raw.output_schema.is_some() && raw.markdown.is_none() && raw.message.is_none() {
+        ctx.push(
+            Diagnostic::error(
+                Code::ConflictingFields,
+                src.rel.clone(),
+                "`output_schema` goes with `markdown` or `message` (a turn's reply)",
+            )
+            .at(src.key_pos("output_schema"))
+            .with_hint("a tool, command or handler schedule has no model reply to shape"),
+        );
+        return None;
+    }
+    let output_schema = match &raw.output_schema {
+        Some(schema) => Some(checks::output_schema(ctx, &src, "output_schema", schema)?),
+        None => None,
+    };
     let command_only = [
         ("timeout", raw.timeout.is_some()),
         ("max_output_bytes", raw.max_output_bytes.is_some()),
@@ -221,5 +244,6 @@ pub(crate) fn read_toml_schedule(ctx: &mut Ctx, path: &Path, id: &str) -> Option
         path: src.rel.clone(),
         cron: cron?,
         action,
+        output_schema,
     })
 }

@@ -359,7 +359,7 @@ impl AgentRuntime {
                         workspace_files: Vec::new(),
                         dry_run: false,
                         as_of: None,
-                        output_schema: None,
+                        output_schema: schedule.output_schema.clone(),
                     })
                     .await?;
                 vec![accepted.session_id]
@@ -382,7 +382,7 @@ impl AgentRuntime {
                         workspace_files: Vec::new(),
                         dry_run: false,
                         as_of: None,
-                        output_schema: None,
+                        output_schema: schedule.output_schema.clone(),
                     })
                     .await?;
                 vec![accepted.session_id]

@@ -1010,3 +1010,79 @@ fn eval_verdicts_become_each_variants_pass_rate() {
         assert!(text.stdout.contains("eval.passRate"), "{}", text.stdout);
     }
 }
+
+/// `output_schema` on an eval file (and overridden by a case) reaches the
+/// provider as the session's schema, and `[expect.output]` checks the
+/// structured output: a value that differs fails the case naming it.
+#[test]
+fn cases_take_an_output_schema_and_check_the_structured_output() {
+    let mock = MockProvider::start(vec![
+        Reply::Step(Step::text(r#"{"severity": "high", "service": "db"}"#)),
+        Reply::Step(Step::text(r#"{"severity": "low", "service": "web"}"#)),
+        Reply::Step(Step::text(r#"{"ok": true}"#)),
+    ]);
+    let evals = r#"
+[output_schema]
+type = "object"
+required = ["severity", "service"]
+[output_schema.properties]
+severity = { enum = ["low", "high"] }
+service = { type = "string" }
+
+[[cases]]
+id = "outage"
+send = "The database is down."
+expect = { succeeded = true, output = { severity = "high" } }
+
+[[cases]]
+id = "typo"
+send = "A typo on the pricing page."
+expect = { output = { severity = "high", service = "web" } }
+
+[[cases]]
+id = "own-schema"
+send = "Check."
+output_schema = { type = "object", required = ["ok"] }
+expect = { output = { ok = true } }
+"#;
+    let dir = project(
+        "openai:gpt-mock",
+        &[
+            ("evals/triage.eval.toml", evals),
+            ("evals/evals.toml", "max_concurrency = 1\n"),
+        ],
+    );
+    let run = agentkit_with(dir.path(), &["eval", "--dir", ".", "--json"], |c| {
+        c.env("OPENAI_BASE_URL", mock.openai_base_url())
+            .env("OPENAI_API_KEY", "sk-test");
+    });
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let doc = json_of(&run);
+    let outcome = |i: usize| doc["cases"][i]["outcome"].as_str().unwrap().to_owned();
+    assert_eq!(
+        (outcome(0), outcome(1), outcome(2)),
+        ("passed".into(), "failed".into(), "passed".into()),
+        "{doc:#}"
+    );
+    let typo = &doc["cases"][1]["runs"][0]["turns"][0];
+    let check = typo["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "output")
+        .unwrap();
+    assert_eq!(check["passed"], false);
+    assert!(
+        check["seen"].as_str().unwrap().contains("\"low\""),
+        "{check}"
+    );
+    let bodies = mock.bodies();
+    assert_eq!(
+        bodies[0]["response_format"]["json_schema"]["schema"]["required"],
+        json!(["severity", "service"])
+    );
+    assert_eq!(
+        bodies[2]["response_format"]["json_schema"]["schema"]["required"],
+        json!(["ok"])
+    );
+}

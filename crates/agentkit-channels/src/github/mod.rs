@@ -378,7 +378,7 @@ impl Pack {
         };
         banner("⏳ Working on it…".into()).await;
         match turn_result(&ctx, &session, start).await {
-            Some(TurnReply { ok: true, text }) => {
+            Some(TurnReply { ok: true, text, .. }) => {
                 status("success", "agentkit finished".into()).await;
                 banner(if text.is_empty() {
                     "✅ Done.".into()
@@ -387,7 +387,7 @@ impl Pack {
                 })
                 .await;
             }
-            Some(TurnReply { ok: false, text }) => {
+            Some(TurnReply { ok: false, text, .. }) => {
                 status("failure", text.clone()).await;
                 banner(format!("❌ {text}")).await;
             }

@@ -86,7 +86,7 @@ fn config() {
             context/agent/agent.toml:10:1: error[invalid-value]: `compaction` is `sometimes`; it is `auto` (the default) or `off`
             context/agent/agent.toml:11:1: error[invalid-value]: `compaction_threshold` is 1.5; it is a fraction of the window, between 0 and 1
             context/agent/agent.toml:12:1: error[invalid-value]: `max_tokens_per_session` must be at least 1 (leave it out for no limit)
-            context/agent/agent.toml:14:1: error[invalid-schema]: `output_schema` is not a valid JSON Schema: "nonsense" is not valid under any of the schemas listed in the 'anyOf' keyword (hint: `[output_schema]` is a JSON Schema (draft 2020-12) written as TOML, e.g. type = "object" and [output_schema.properties])
+            context/agent/agent.toml:14:1: error[invalid-schema]: `output_schema` is not a valid JSON Schema: "nonsense" is not valid under any of the schemas listed in the 'anyOf' keyword (hint: `output_schema` is a JSON Schema (draft 2020-12) written as a table, e.g. type = "object" and [output_schema.properties])
             model-table/agent/agent.toml:3:1: error[invalid-model]: `[model]` needs `provider` (hint: e.g. provider = "openai")
             runtime-cloud/agent/agent.toml:2:1: warning[unsupported]: `runtime = "cloud"` is not supported by this host; turns run locally (hint: remove `runtime` or set it to "local")
             runtime-cloud/agent/agent.toml:4:1: warning[unsupported]: `[cloud]` settings are not supported by this host and are ignored
@@ -168,15 +168,17 @@ fn schedules() {
         "schedules",
         expect![[r#"
             agent/schedules/bad-handler.toml:2:1: error[invalid-value]: `handler = "no good"` is not a valid handler name (hint: letters, digits, `-` and `_`, starting with a letter or digit)
+            agent/schedules/bad-output-schema.md:3:1: error[invalid-schema]: `output_schema` is not a valid JSON Schema: "objekt" is not valid under any of the schemas listed in the 'anyOf' keyword (hint: `output_schema` is a JSON Schema (draft 2020-12) written as a table, e.g. type = "object" and [output_schema.properties])
             agent/schedules/channel-without-message.toml:3:1: error[conflicting-fields]: `channel` goes with `message`
             agent/schedules/cron-md.md:2:1: error[invalid-cron]: `0 9 * *` has 4 fields; cron here is 5 fields: minute hour day-of-month month day-of-week (hint: standard 5-field cron in UTC, e.g. "*/30 * * * *")
             agent/schedules/cron-toml.toml:1:1: error[invalid-cron]: `61 * * * *`: minute value 61 is out of range 0–59 (hint: standard 5-field cron in UTC, e.g. "*/30 * * * *")
             agent/schedules/no-action.toml: error[schedule-actions]: schedule `no-action` has no action (hint: one of `markdown = "…"` (a task session), `message = "…"` (+ optional `channel`), `[tool]` with `name` and `input`, `handler = "<name>"` (a Rust handler the embedder registers), or `command = ["…"]` (a program with the host bridge))
             agent/schedules/no-cron.md: error[missing-field]: schedule needs `cron` (hint: e.g. cron: "0 9 * * 1-5" (minute hour day-of-month month day-of-week, UTC))
             agent/schedules/no-prompt.md: error[missing-field]: schedule `no-prompt` has no prompt: the Markdown body is empty
+            agent/schedules/output-schema-on-tool.toml:2:1: error[conflicting-fields]: `output_schema` goes with `markdown` or `message` (a turn's reply) (hint: a tool, command or handler schedule has no model reply to shape)
             agent/schedules/rust-handler.toml: warning[unknown-reference]: schedule `rust-handler` runs Rust handler `sweep`: only a program that registers it can serve this agent (`agentkit serve` refuses to start) (hint: register it with ServeOptions::schedule_handler("sweep", …))
             agent/schedules/two-actions.toml:3:1: error[schedule-actions]: schedule `two-actions` has 2 actions (markdown, message); it must have exactly one (hint: one of `markdown = "…"` (a task session), `message = "…"` (+ optional `channel`), `[tool]` with `name` and `input`, `handler = "<name>"` (a Rust handler the embedder registers), or `command = ["…"]` (a program with the host bridge))
-            agent/schedules/typo.md:2:1: error[frontmatter-invalid]: invalid frontmatter: unknown field `corn`, expected `cron` or `description`
+            agent/schedules/typo.md:2:1: error[frontmatter-invalid]: invalid frontmatter: unknown field `corn`, expected one of `cron`, `description`, `output_schema`
             agent/schedules/unknown-channel.toml: error[unknown-reference]: schedule `unknown-channel` hands off to unknown channel `slack-intak` (hint: did you mean `slack-intake`?)
             agent/schedules/unknown-tool.toml: error[unknown-reference]: schedule `unknown-tool`: no tool `get_wether`; did you mean `get_weather`?
         "#]],
@@ -192,6 +194,7 @@ fn channels() {
             agent/channels/bad-event.toml:7:1: error[unknown-event]: unknown event `message.complete` (hint: did you mean `message.completed`?)
             agent/channels/bad-kind.toml:1:1: error[invalid-value]: unknown channel kind `githb` (hint: did you mean `github`?)
             agent/channels/bad-method.toml:1:1: error[invalid-route]: unknown method `FETCH` (hint: GET, POST, PUT, PATCH or DELETE)
+            agent/channels/bad-output-schema.toml:1:1: error[invalid-schema]: POST /triage: `send.output_schema` is not a valid JSON Schema: "severity" is not of type "array" (hint: a JSON Schema (draft 2020-12) written as TOML, e.g. [routes.send.output_schema] with type = "object")
             agent/channels/bad-path.toml:7:1: error[invalid-route]: route path `/expense/{team}` has a bad segment `{team}`
             agent/channels/bad-schema.toml:1:1: error[invalid-schema]: POST /in: invalid `body_schema`: "amount" is not of type "array" at `/required`
             agent/channels/bad-template.toml:1:1: error[invalid-template]: POST /expense/:team: `send.message`: syntax error: unexpected `}`, expected end of variable block (template line 1)
@@ -272,6 +275,7 @@ fn evals() {
         "evals",
         expect![[r#"
             files/evals/bad-case-id.eval.toml:2:6: error[invalid-eval]: case id `a/b` must be one path segment of letters, digits, `-` and `_`
+            files/evals/bad-output-schema.eval.toml:2:1: error[invalid-schema]: `output_schema` must be a table (a JSON Schema object) (hint: `output_schema` is a JSON Schema (draft 2020-12) written as a table, e.g. type = "object" and [output_schema.properties])
             files/evals/bad-regex.eval.toml:4:22: error[invalid-regex]: regex `recorded (12.50`: error: unclosed group
             files/evals/bad-timeout.eval.toml:1:1: error[invalid-duration]: `timeout`: `soon` is not a duration (expected number at 0); write e.g. `30s`, `10m` or `2h`
             files/evals/duplicate-cases.eval.toml:6:6: error[invalid-eval]: case id `nyc` appears twice

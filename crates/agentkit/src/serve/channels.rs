@@ -100,7 +100,7 @@ impl SessionHost for RuntimeHost {
                     workspace_files: o.workspace_files,
                     dry_run: o.dry_run,
                     as_of: o.as_of,
-                    output_schema: None,
+                    output_schema: o.output_schema,
                 })
                 .await
                 .map_err(channel_error)?;

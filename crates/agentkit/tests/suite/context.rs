@@ -434,3 +434,70 @@ fn a_session_can_bring_its_own_output_schema() {
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(mock.requests().len(), 2);
 }
+
+/// `output_schema` on a Markdown schedule and on a channel route's
+/// `send`: the session each starts asks the provider for that schema, its
+/// `turn.completed` carries the value, and a route that waits answers it
+/// as `reply.output`.
+#[test]
+fn schedules_and_routes_take_an_output_schema() {
+    let mock = MockProvider::start(vec![
+        Step::text(r#"{"incidents": 2}"#).into(),
+        Step::text(r#"{"severity": "high"}"#).into(),
+    ]);
+    let digest = "---\ncron: \"0 8 * * *\"\noutput_schema:\n  type: object\n  required: [incidents]\n  properties:\n    incidents: { type: integer }\n---\nCount yesterday's incidents.\n";
+    let desk = r#"[[routes]]
+method = "POST"
+path = "/triage"
+[routes.body_schema]
+type = "object"
+[routes.send]
+message = "Triage: {{ body.text }}"
+wait = true
+[routes.send.output_schema]
+type = "object"
+required = ["severity"]
+properties = { severity = { enum = ["low", "high"] } }
+"#;
+    let files: Vec<(&str, &str)> = vec![
+        (
+            "agent.toml",
+            "model = \"openai:gpt-mock\"\n[harness]\nbuiltin_tools = []\n",
+        ),
+        ("instructions.md", "You triage.\n"),
+        ("schedules/digest.md", digest),
+        ("channels/desk.toml", desk),
+    ];
+    let h = host(
+        &[("bot", &files)],
+        ServeOptions {
+            dev: true,
+            ..options(&mock)
+        },
+    );
+    let r = h.send(Request::post("/bot/v1/dev/schedules/digest"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionIds"][0].as_str().unwrap().to_owned();
+    let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(h.addr())
+        .unwrap();
+    let done = lines.until("turn.completed").unwrap();
+    assert_eq!(
+        done.last().unwrap()["data"]["output"],
+        json!({"incidents": 2})
+    );
+    assert_eq!(
+        mock.bodies()[0]["response_format"]["json_schema"]["schema"]["required"],
+        json!(["incidents"])
+    );
+
+    let r = h.send(
+        Request::post("/bot/v1/channels/desk/triage").json(&json!({"text": "db down"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["reply"]["output"], json!({"severity": "high"}), "{}", r.body);
+    assert_eq!(
+        mock.bodies()[1]["response_format"]["json_schema"]["schema"]["required"],
+        json!(["severity"])
+    );
+}
