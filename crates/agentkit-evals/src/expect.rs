@@ -136,7 +136,11 @@ pub fn check_turn(expect: &Expect, turn: &Turn) -> Vec<CheckResult> {
         let expected = format!("the structured output holds {want}");
         let (passed, seen) = match &turn.output {
             Some(got) => (holds(got, want), excerpt(&got.to_string())),
-            None => (false, "(no structured output: give the case an `output_schema`, or the agent one)".to_owned()),
+            None => (
+                false,
+                "(no structured output: give the case an `output_schema`, or the agent one)"
+                    .to_owned(),
+            ),
         };
         out.push(result(
             "output",

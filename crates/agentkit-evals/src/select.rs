@@ -79,6 +79,7 @@ mod tests {
             timeout: None,
             iterations: 1,
             dry_run: None,
+            output_schema: None,
             turns: vec![EvalTurn {
                 send: "hi".into(),
                 workspace_files: Default::default(),

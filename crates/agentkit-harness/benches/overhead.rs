@@ -81,6 +81,7 @@ fn main() {
             origin: Default::default(),
             prior_usage: Default::default(),
             day_usage: Default::default(),
+            prior_sizing: Default::default(),
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(4096);
         let started = Instant::now();

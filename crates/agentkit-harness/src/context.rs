@@ -6,13 +6,20 @@
 //! The estimate is a quarter of the characters of what the provider is
 //! sent (system prompt, tool catalog, conversation as JSON): close to what
 //! OpenAI's and Anthropic's tokenizers count for English prose and code,
-//! pessimistic for JSON-heavy tool results. `step.completed` records the
-//! estimate beside the tokens the provider counted, so the two can be
-//! compared. Everything here is a pure function of the conversation, so a
-//! restart sends the same request as the process that crashed would have.
+//! pessimistic for JSON-heavy tool results, low for text outside ASCII.
+//! It is calibrated against what the provider counted: every completed
+//! turn records its requests' estimated and counted input tokens
+//! (`turn.completed` `sizing`), and once a session's estimates cover
+//! [`CALIBRATE_AFTER`] tokens, later turns scale theirs by counted ÷
+//! estimated, never below 1 (a low estimate risks a refused request, a high
+//! one only an early compaction) and at most [`MAX_CALIBRATION`].
+//! `step.completed` records the calibrated estimate beside the tokens the
+//! provider counted. Everything here is a pure function of the session's
+//! log, so a restart sends the same request as the process that crashed
+//! would have.
 
 use agentkit_manifest::{Agent, ModelSpec, Provider};
-use agentkit_protocol::Message;
+use agentkit_protocol::{Message, Sizing, Usage};
 
 use crate::providers::{approx_tokens, system_prompt, tool_defs};
 
@@ -30,6 +37,55 @@ pub(crate) const TRIM_ABOVE_BYTES: usize = 2048;
 const TRIM_KEEP_BYTES: usize = 1024;
 /// Transcript lines of one message in the summarisation request.
 const TRANSCRIPT_MESSAGE_BYTES: usize = 8192;
+
+/// Estimates are calibrated once a session's turns estimated this many
+/// input tokens (fewer is too little to tell a tokenizer's ratio from the
+/// noise of small requests).
+pub const CALIBRATE_AFTER: u64 = 2_000;
+/// The most an estimate is scaled up by.
+pub const MAX_CALIBRATION: f64 = 3.0;
+
+/// The factor a session's estimates are scaled by, from its earlier
+/// turns' `sizing`: 1 until they estimated [`CALIBRATE_AFTER`] tokens,
+/// then counted ÷ estimated, within 1 to [`MAX_CALIBRATION`].
+pub fn calibration(prior: Sizing) -> f64 {
+    if prior.estimated_input_tokens < CALIBRATE_AFTER {
+        return 1.0;
+    }
+    (prior.counted_input_tokens as f64 / prior.estimated_input_tokens as f64)
+        .clamp(1.0, MAX_CALIBRATION)
+}
+
+/// A raw estimate, calibrated.
+pub(crate) fn calibrated(raw: u64, factor: f64) -> u64 {
+    if factor == 1.0 {
+        raw
+    } else {
+        (raw as f64 * factor).ceil() as u64
+    }
+}
+
+/// The raw estimate that calibrates to at most `tokens`.
+pub(crate) fn uncalibrated(tokens: u64, factor: f64) -> u64 {
+    if factor == 1.0 {
+        tokens
+    } else {
+        (tokens as f64 / factor).floor() as u64
+    }
+}
+
+/// The input tokens a provider counted for one request: Anthropic reports
+/// cached prompt tokens apart from `input_tokens`; OpenAI's
+/// `prompt_tokens` include them.
+pub(crate) fn counted_input(provider: Provider, usage: &Usage) -> u64 {
+    match provider {
+        Provider::Anthropic => usage
+            .input_tokens
+            .saturating_add(usage.cache_read_tokens)
+            .saturating_add(usage.cache_write_tokens),
+        _ => usage.input_tokens,
+    }
+}
 
 /// The model's window and what a request may fill of it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -86,21 +142,24 @@ pub fn window(spec: &ModelSpec, agent: &Agent) -> Option<Window> {
 /// estimated input tokens, exactly as a turn computes them: older tool
 /// results trimmed when the request would pass the window's threshold
 /// (compaction, being recorded, is already in `conversation`). Answers
-/// whether anything was trimmed. For showing a step's context.
+/// whether anything was trimmed. `prior` is the `sizing` of the
+/// session's turns before this one. For showing a step's context.
 pub fn as_sent(
     spec: Option<&ModelSpec>,
     agent: &Agent,
     extra: &[std::sync::Arc<dyn crate::DynTool>],
     as_of: Option<&str>,
     conversation: Vec<Message>,
+    prior: Sizing,
 ) -> (Vec<Message>, u64, bool) {
+    let factor = calibration(prior);
     let fixed = fixed_tokens(agent, extra, as_of);
-    let estimate = fixed + conversation_tokens(&conversation);
+    let estimate = calibrated(fixed + conversation_tokens(&conversation), factor);
     match spec.and_then(|s| window(s, agent)) {
         Some(w) if estimate > w.threshold => {
-            let (fit, total) = trim_to_fit(&conversation, fixed, w.threshold);
+            let (fit, total) = trim_to_fit(&conversation, fixed, uncalibrated(w.threshold, factor));
             let trimmed = fit != conversation;
-            (fit, total, trimmed)
+            (fit, calibrated(total, factor), trimmed)
         }
         _ => (conversation, estimate, false),
     }
@@ -329,5 +388,29 @@ mod tests {
         assert_eq!((w.tokens, w.reserve, w.limit()), (1_000, 200, 800));
         let test = agentkit_manifest::parse_model_string("test").unwrap();
         assert_eq!(window(&test, &agent), None);
+    }
+
+    #[test]
+    fn calibration_raises_low_estimates_only_once_it_has_seen_enough() {
+        let sizing = |estimated, counted| Sizing {
+            estimated_input_tokens: estimated,
+            counted_input_tokens: counted,
+        };
+        assert_eq!(calibration(sizing(0, 0)), 1.0);
+        assert_eq!(calibration(sizing(1_999, 6_000)), 1.0, "too little seen");
+        assert_eq!(calibration(sizing(4_000, 6_000)), 1.5);
+        assert_eq!(calibration(sizing(4_000, 1_000)), 1.0, "never lowered");
+        assert_eq!(calibration(sizing(4_000, 40_000)), MAX_CALIBRATION);
+        assert_eq!(calibrated(1_000, 1.5), 1_500);
+        assert_eq!(uncalibrated(1_500, 1.5), 1_000);
+        assert_eq!(calibrated(7, 1.0), 7);
+        let usage = Usage {
+            input_tokens: 10,
+            output_tokens: 99,
+            cache_read_tokens: 100,
+            cache_write_tokens: 5,
+        };
+        assert_eq!(counted_input(Provider::Anthropic, &usage), 115);
+        assert_eq!(counted_input(Provider::Openai, &usage), 10);
     }
 }

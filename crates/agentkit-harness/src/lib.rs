@@ -55,7 +55,10 @@ mod workspace_path;
 pub use agentkit_manifest::schema_errors;
 pub use approvals::{ApprovalGate, Decision, DecisionFuture};
 pub use complete::{Completion, complete};
-pub use context::{SUMMARY_PREFIX, SUMMARY_PROMPT, Window, as_sent, summary_message, window};
+pub use context::{
+    CALIBRATE_AFTER, MAX_CALIBRATION, SUMMARY_PREFIX, SUMMARY_PROMPT, Window, as_sent, calibration,
+    summary_message, window,
+};
 pub use credentials::{Endpoint, ProviderConfig};
 pub use dynamic::{DynTool, RustTool, ToolFuture, ToolSource, ToolSpec, ToolsFuture};
 pub use process::{

@@ -9,7 +9,7 @@ use std::task::Poll;
 use std::time::Instant;
 
 use agentkit_manifest::{Agent, Approval, Execution, ModelSpec, Tool, schema_errors};
-use agentkit_protocol::{Message, ToolCall, Usage};
+use agentkit_protocol::{Message, Sizing, ToolCall, Usage};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -74,6 +74,9 @@ pub struct TurnInput {
     pub prior_usage: Usage,
     /// What all the agent's turns used today, UTC (for `max_tokens_per_day`).
     pub day_usage: Usage,
+    /// The session's earlier estimates against what the provider counted
+    /// (the `sizing` of its completed turns): calibrates this turn's.
+    pub prior_sizing: Sizing,
 }
 
 /// Materialises a session's workspace when a turn first needs it.
@@ -92,6 +95,9 @@ pub enum TurnOutcome {
         result: String,
         usage: Usage,
         output: Option<Value>,
+        /// The estimated and counted sizes of the turn's requests (zero
+        /// when nothing sized them).
+        sizing: Sizing,
     },
     /// The provider failed, `max_steps` was reached or the turn timed out.
     Failed { message: String },
@@ -243,17 +249,25 @@ async fn run_steps(
     } else {
         0
     };
+    // Estimates are raised when the provider counted more than estimated
+    // in the session's earlier turns (fixed for the turn, so a restart
+    // and the step-context view size requests as the turn did).
+    let factor = crate::context::calibration(input.prior_sizing);
+    let cal = |raw: u64| crate::context::calibrated(raw, factor);
+    let mut sizing = Sizing::default();
     // The part of `conversation` that came from earlier turns.
     let mut history_len = input.history.len();
     let mut compacted = false;
     let mut invalid_outputs = 0;
 
     for step in 1..=max_steps {
-        let mut estimate = if sized {
+        // `raw`: the uncalibrated estimate; `estimate`: calibrated.
+        let mut raw = if sized {
             fixed + crate::context::conversation_tokens(&conversation)
         } else {
             0
         };
+        let mut estimate = cal(raw);
         let mut trimmed = None;
         if let Some(w) = window {
             if estimate > w.threshold
@@ -283,7 +297,8 @@ async fn run_steps(
                 conversation = next;
                 history_len = history_len - n + 1;
                 compacted = true;
-                let after = fixed + crate::context::conversation_tokens(&conversation);
+                raw = fixed + crate::context::conversation_tokens(&conversation);
+                let after = cal(raw);
                 send(
                     events,
                     StepEvent::ContextCompacted {
@@ -298,8 +313,13 @@ async fn run_steps(
                 estimate = after;
             }
             if estimate > w.threshold {
-                let (fit, total) = crate::context::trim_to_fit(&conversation, fixed, w.threshold);
-                estimate = total;
+                let (fit, total) = crate::context::trim_to_fit(
+                    &conversation,
+                    fixed,
+                    crate::context::uncalibrated(w.threshold, factor),
+                );
+                raw = total;
+                estimate = cal(raw);
                 trimmed = Some(fit);
             }
             if estimate > w.limit() {
@@ -374,6 +394,13 @@ async fn run_steps(
         let text = sink.finish().await;
         let step_usage = reply.usage;
         usage += reply.usage;
+        let counted = crate::context::counted_input(input.model.provider, &step_usage);
+        if sized && counted > 0 {
+            sizing += Sizing {
+                estimated_input_tokens: raw,
+                counted_input_tokens: counted,
+            };
+        }
         let calls = reply.tool_calls;
         // A final reply under an output schema must parse and validate.
         let checked = match (&input.agent.config.output_schema, calls.is_empty()) {
@@ -430,6 +457,7 @@ async fn run_steps(
                 result: text,
                 usage,
                 output,
+                sizing,
             };
         }
 
@@ -739,6 +767,7 @@ async fn run_subagent(
         // toward the parent turn's.
         prior_usage: Usage::default(),
         day_usage: Usage::default(),
+        prior_sizing: Sizing::default(),
     };
     send(
         events,

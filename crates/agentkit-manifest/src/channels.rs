@@ -641,7 +641,9 @@ fn read_route(
                         return err(
                             ctx,
                             Code::InvalidSchema,
-                            format!("{route_name}: `send.output_schema` must be a table (a JSON Schema object)"),
+                            format!(
+                                "{route_name}: `send.output_schema` must be a table (a JSON Schema object)"
+                            ),
                             None,
                         );
                     }
@@ -649,8 +651,12 @@ fn read_route(
                         return err(
                             ctx,
                             Code::InvalidSchema,
-                            format!("{route_name}: `send.output_schema` is not a valid JSON Schema: {e}"),
-                            Some("a JSON Schema (draft 2020-12) written as TOML, e.g. [routes.send.output_schema] with type = \"object\""),
+                            format!(
+                                "{route_name}: `send.output_schema` is not a valid JSON Schema: {e}"
+                            ),
+                            Some(
+                                "a JSON Schema (draft 2020-12) written as TOML, e.g. [routes.send.output_schema] with type = \"object\"",
+                            ),
                         );
                     }
                 }

@@ -51,7 +51,10 @@ pub(crate) fn output_schema(
             }
         },
         _ => {
-            bad(ctx, format!("`{key}` must be a table (a JSON Schema object)"));
+            bad(
+                ctx,
+                format!("`{key}` must be a table (a JSON Schema object)"),
+            );
             None
         }
     }

@@ -236,12 +236,7 @@ fn read_eval_file(ctx: &mut Ctx, path: &Path, id: &str) -> Option<EvalFile> {
                 return None;
             }
             let output_schema = match &c.output_schema {
-                Some(schema) => Some(checks::output_schema(
-                    ctx,
-                    &src,
-                    "output_schema",
-                    schema,
-                )?),
+                Some(schema) => Some(checks::output_schema(ctx, &src, "output_schema", schema)?),
                 None => file_schema.clone(),
             };
             let turns = turns_of(ctx, &src, c.send, c.workspace_files, c.expect, c.turns)?;

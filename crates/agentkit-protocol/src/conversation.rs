@@ -53,6 +53,30 @@ impl Message {
     }
 }
 
+/// How well the harness's estimate of request sizes matched what the
+/// provider counted, summed over the steps of a turn (or of a session):
+/// the harness calibrates later estimates with it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Sizing {
+    /// The harness's uncalibrated estimates of the requests' input tokens.
+    pub estimated_input_tokens: u64,
+    /// The input tokens the provider counted for those requests (cached
+    /// ones included).
+    pub counted_input_tokens: u64,
+}
+
+impl std::ops::AddAssign for Sizing {
+    fn add_assign(&mut self, rhs: Sizing) {
+        self.estimated_input_tokens = self
+            .estimated_input_tokens
+            .saturating_add(rhs.estimated_input_tokens);
+        self.counted_input_tokens = self
+            .counted_input_tokens
+            .saturating_add(rhs.counted_input_tokens);
+    }
+}
+
 /// Tokens a turn (or a step) used.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

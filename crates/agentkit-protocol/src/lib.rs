@@ -14,7 +14,7 @@ mod events;
 mod payload;
 
 pub use api::{Admission, ErrorBody, ErrorCode, SessionMode};
-pub use conversation::{Message, ToolCall, Usage};
+pub use conversation::{Message, Sizing, ToolCall, Usage};
 pub use envelope::{Event, InvalidSessionId, SessionId};
 pub use events::{EventType, UnknownEventType};
 pub use payload::{

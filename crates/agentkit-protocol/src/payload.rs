@@ -79,6 +79,11 @@ pub struct TurnCompleted {
     /// The reply parsed and validated against the agent's `output_schema`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<serde_json::Value>,
+    /// The turn's estimated and counted request sizes (for a model with a
+    /// known window or under a token budget), which calibrate later
+    /// estimates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sizing: Option<crate::Sizing>,
 }
 
 /// `turn.failed`.

@@ -82,6 +82,7 @@ impl AgentRuntime {
             &tools,
             as_of.as_deref(),
             conversation,
+            crate::fold::sizing(&events[..started]),
         );
         let tools: Vec<OfferedTool> = offered
             .into_iter()

@@ -29,10 +29,19 @@ pub(crate) fn conversation_with(
     exclude: &BTreeSet<u64>,
     open: Option<&OpenTurn<'_>>,
 ) -> Vec<Message> {
-    // A turn that a restart cut short while a call waited for approval
-    // counts once a later turn resumes it: its steps up to the parked call
-    // (and the results recorded on approval) are the context of the resume.
     let mut completed: BTreeSet<String> = open.map(|o| o.turn_id.to_owned()).into_iter().collect();
+    completed_turns(events, &mut completed);
+    let mut state = FoldState::default();
+    state.fold(events, &completed, exclude, open);
+    state.out
+}
+
+/// Adds the turns whose steps count to `completed`: those that completed,
+/// and those a later turn resumes. A turn that a restart cut short while a
+/// call waited for approval counts once a later turn resumes it: its steps
+/// up to the parked call (and the results recorded on approval) are the
+/// context of the resume.
+fn completed_turns(events: &[Event], completed: &mut BTreeSet<String>) {
     for e in events {
         match e.event_type {
             EventType::TurnCompleted => completed.extend(e.turn_id.clone()),
@@ -44,56 +53,116 @@ pub(crate) fn conversation_with(
             _ => {}
         }
     }
-    let mut out = Vec::new();
-    // Tool calls requested in a step attach to that step's assistant text.
-    let mut pending_text: HashMap<&str, String> = HashMap::new();
-    for e in events {
-        if let Some(open) = open
-            && e.event_type == EventType::TurnStarted
-            && e.turn_id.as_deref() == Some(open.turn_id)
-            && let Some(text) = &open.user_text
-        {
-            out.push(Message::user(text.clone()));
-        }
-        let in_completed_turn = e.turn_id.as_deref().filter(|t| completed.contains(*t));
-        match (e.payload(), in_completed_turn) {
-            (EventData::MessageReceived(m), _) if !exclude.contains(&e.index) => {
-                out.push(Message::User { text: m.text });
+}
+
+/// The fold of a prefix of the log, from which it continues.
+#[derive(Debug, Clone, Default)]
+struct FoldState {
+    out: Vec<Message>,
+    /// Tool calls requested in a step attach to that step's assistant
+    /// text, by turn.
+    pending_text: HashMap<String, String>,
+}
+
+impl FoldState {
+    fn fold(
+        &mut self,
+        events: &[Event],
+        completed: &BTreeSet<String>,
+        exclude: &BTreeSet<u64>,
+        open: Option<&OpenTurn<'_>>,
+    ) {
+        let out = &mut self.out;
+        for e in events {
+            if let Some(open) = open
+                && e.event_type == EventType::TurnStarted
+                && e.turn_id.as_deref() == Some(open.turn_id)
+                && let Some(text) = &open.user_text
+            {
+                out.push(Message::user(text.clone()));
             }
-            (EventData::MessageCompleted(m), Some(turn)) => {
-                if m.is_invalid_output() {
-                    // Refused by the output schema and asked again.
-                } else if m.is_tool_call() {
-                    pending_text.insert(turn, m.text);
-                } else {
+            let in_completed_turn = e.turn_id.as_deref().filter(|t| completed.contains(*t));
+            match (e.payload(), in_completed_turn) {
+                (EventData::MessageReceived(m), _) if !exclude.contains(&e.index) => {
+                    out.push(Message::User { text: m.text });
+                }
+                (EventData::MessageCompleted(m), Some(turn)) => {
+                    if m.is_invalid_output() {
+                        // Refused by the output schema and asked again.
+                    } else if m.is_tool_call() {
+                        self.pending_text.insert(turn.to_owned(), m.text);
+                    } else {
+                        out.push(Message::Assistant {
+                            text: m.text,
+                            tool_calls: Vec::new(),
+                        });
+                    }
+                }
+                (EventData::ActionsRequested(a), Some(turn)) => {
                     out.push(Message::Assistant {
-                        text: m.text,
-                        tool_calls: Vec::new(),
+                        text: self.pending_text.remove(turn).unwrap_or_default(),
+                        tool_calls: a.calls,
                     });
                 }
+                (EventData::ActionResult(r), Some(_)) => out.push(Message::Tool {
+                    call_id: r.call_id,
+                    tool_name: r.tool_name,
+                    output: r.output,
+                    is_error: r.is_error,
+                }),
+                // A compaction holds whatever became of its turn: the
+                // summary replaces the messages it covered in every later
+                // request.
+                (EventData::ContextCompacted(c), _) => {
+                    out.drain(..c.messages.min(out.len()));
+                    out.insert(0, agentkit_harness::summary_message(&c.summary));
+                }
+                _ => {}
             }
-            (EventData::ActionsRequested(a), Some(turn)) => {
-                out.push(Message::Assistant {
-                    text: pending_text.remove(turn).unwrap_or_default(),
-                    tool_calls: a.calls,
-                });
-            }
-            (EventData::ActionResult(r), Some(_)) => out.push(Message::Tool {
-                call_id: r.call_id,
-                tool_name: r.tool_name,
-                output: r.output,
-                is_error: r.is_error,
-            }),
-            // A compaction holds whatever became of its turn: the summary
-            // replaces the messages it covered in every later request.
-            (EventData::ContextCompacted(c), _) => {
-                out.drain(..c.messages.min(out.len()));
-                out.insert(0, agentkit_harness::summary_message(&c.summary));
-            }
-            _ => {}
         }
     }
-    out
+}
+
+/// The fold of the cache's first `pos` events, kept so the next turn folds
+/// only what came after: a turn's cost then grows with what it adds, not
+/// with the session's history (after a compaction, the memo holds the
+/// summary and the recent turns, however long the log).
+#[derive(Debug, Clone, Default)]
+struct Memo {
+    pos: usize,
+    /// The log index of the first event past the prefix.
+    next_index: u64,
+    state: FoldState,
+    /// Turns whose steps counted when the memo was made.
+    completed: BTreeSet<String>,
+    /// Turns with events in the prefix that did not count then: if a later
+    /// event completes or resumes one, its steps count after all and the
+    /// memo no longer holds.
+    unsettled: BTreeSet<String>,
+}
+
+impl Memo {
+    /// Whether the memo is the fold of its prefix as a fold of `events`
+    /// (the whole cache) skipping `exclude` would see it.
+    fn holds(&self, events: &[Event], exclude: &BTreeSet<u64>) -> bool {
+        if self.pos > events.len() || exclude.range(..self.next_index).next().is_some() {
+            return false;
+        }
+        events[self.pos..].iter().all(|e| match e.event_type {
+            EventType::TurnCompleted => e
+                .turn_id
+                .as_deref()
+                .is_none_or(|t| !self.unsettled.contains(t)),
+            EventType::TurnStarted => match e.payload() {
+                EventData::TurnStarted(t) => t
+                    .resumes
+                    .as_deref()
+                    .is_none_or(|r| !self.unsettled.contains(r)),
+                _ => true,
+            },
+            _ => true,
+        })
+    }
 }
 
 /// What the session's turns used so far: completed and failed turns (the
@@ -105,6 +174,21 @@ pub(crate) fn usage(events: &[Event]) -> agentkit_protocol::Usage {
             EventData::TurnCompleted(t) => total += t.usage,
             EventData::TurnFailed(t) => total += t.usage.unwrap_or_default(),
             _ => {}
+        }
+    }
+    total
+}
+
+/// What the session's completed turns estimated and the provider counted
+/// of their requests: calibrates the next turn's estimates.
+pub(crate) fn sizing(events: &[Event]) -> agentkit_protocol::Sizing {
+    let mut total = agentkit_protocol::Sizing::default();
+    for e in events {
+        if e.event_type == EventType::TurnCompleted
+            && let Some(s) = e.data.get("sizing")
+            && let Ok(s) = serde_json::from_value::<agentkit_protocol::Sizing>(s.clone())
+        {
+            total += s;
         }
     }
     total
@@ -146,6 +230,8 @@ pub(crate) struct FoldCache {
     events: Vec<Event>,
     /// The `upto` of the snapshot on disk (0: none).
     saved: u64,
+    /// The fold of a prefix of `events` (none until the first turn).
+    memo: Option<Memo>,
 }
 
 /// A snapshot is written once this many events were appended since the
@@ -177,6 +263,7 @@ impl FoldCache {
             upto: 0,
             events: Vec::new(),
             saved: 0,
+            memo: None,
         }
     }
 
@@ -203,12 +290,18 @@ impl FoldCache {
             return;
         }
         // The result of a completed turn repeats its last message; only
-        // the turn id and the usage matter here.
+        // the turn id, the usage and the sizing matter here.
         if event.event_type == EventType::TurnCompleted {
-            let usage = event.data.get("usage").cloned();
-            event.data = match usage {
-                Some(usage) => serde_json::json!({ "usage": usage }),
-                None => Value::Null,
+            let mut kept = serde_json::Map::new();
+            for key in ["usage", "sizing"] {
+                if let Some(v) = event.data.get(key) {
+                    kept.insert(key.to_owned(), v.clone());
+                }
+            }
+            event.data = if kept.is_empty() {
+                Value::Null
+            } else {
+                Value::Object(kept)
             };
         }
         self.events.push(event);
@@ -230,6 +323,7 @@ impl FoldCache {
             self.loaded = true;
             self.upto = 0;
             self.events.clear();
+            self.memo = None;
         }
         for event in read {
             if event.index < self.upto {
@@ -243,6 +337,45 @@ impl FoldCache {
     /// The kept events, in index order.
     pub(crate) fn events(&self) -> &[Event] {
         &self.events
+    }
+
+    /// [`conversation`] of the kept events, folding only what was appended
+    /// since the last call: the fold up to the last turn's start (or the
+    /// first excluded message, if earlier) is kept for the next call. A
+    /// memo that a later event invalidates (a turn it left out completes,
+    /// or an excluded message lies inside it) is dropped and the whole
+    /// cache folded again.
+    pub(crate) fn conversation(&mut self, exclude: &BTreeSet<u64>) -> Vec<Message> {
+        let events = &self.events;
+        let memo = self.memo.take().filter(|m| m.holds(events, exclude));
+        let mut memo = memo.unwrap_or_default();
+        let tail = &events[memo.pos..];
+        completed_turns(tail, &mut memo.completed);
+        // The next memo ends where this turn's input starts: its first
+        // excluded message or the last turn's start, whichever is earlier.
+        let first_excluded = tail.iter().position(|e| exclude.contains(&e.index));
+        let last_started = tail
+            .iter()
+            .rposition(|e| e.event_type == EventType::TurnStarted);
+        let cut = match (first_excluded, last_started) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b).unwrap_or(tail.len()),
+        };
+        let (before, after) = tail.split_at(cut);
+        memo.state.fold(before, &memo.completed, exclude, None);
+        for e in before {
+            if let Some(t) = e.turn_id.as_deref()
+                && !memo.completed.contains(t)
+            {
+                memo.unsettled.insert(t.to_owned());
+            }
+        }
+        memo.pos += cut;
+        memo.next_index = events.get(memo.pos).map_or(self.upto, |e| e.index);
+        let mut state = memo.state.clone();
+        state.fold(after, &memo.completed, exclude, None);
+        self.memo = Some(memo);
+        state.out
     }
 
     /// Enough was appended since the last snapshot to write a new one.
@@ -300,6 +433,7 @@ impl FoldCache {
         self.upto = upto;
         self.saved = upto;
         self.events = events;
+        self.memo = None;
     }
 }
 
@@ -429,6 +563,66 @@ mod tests {
             );
             assert!(cache.events().iter().all(|e| keeps(e.event_type)));
         }
+    }
+
+    /// The memoised fold equals the whole fold at every point of the log's
+    /// growth, whatever the turn about to run excludes, including when an
+    /// event invalidates the memo (a turn cut short is resumed later).
+    #[test]
+    fn the_memoised_fold_is_the_whole_fold_as_the_log_grows() {
+        let all = log();
+        let excludes: Vec<BTreeSet<u64>> =
+            vec![BTreeSet::new(), BTreeSet::from([1]), BTreeSet::from([15])];
+        for exclude in &excludes {
+            let mut cache = FoldCache::new_session();
+            for n in 0..=all.len() {
+                let upto = cache.upto() as usize;
+                cache.push(&all[upto..n]);
+                assert_eq!(
+                    cache.conversation(exclude),
+                    conversation(&all[..n], exclude),
+                    "after {n} events, excluding {exclude:?}"
+                );
+            }
+            // Asked again with another exclusion, still the whole fold.
+            for other in &excludes {
+                assert_eq!(cache.conversation(other), conversation(&all, other));
+            }
+        }
+        // A long run of turns: the memo moves to each turn's start.
+        let mut long = vec![all[0].clone()];
+        let mut cache = FoldCache::new_session();
+        for t in 0..50u64 {
+            let i = long.len() as u64;
+            let e = |k: u64, ty: EventType, turn: bool, data: Value| Event {
+                event_type: ty,
+                index: i + k,
+                session_id: SessionId::parse("s").unwrap(),
+                turn_id: turn.then(|| format!("t{t}")),
+                at: String::new(),
+                data,
+            };
+            long.push(e(
+                0,
+                EventType::MessageReceived,
+                false,
+                json!({"text": format!("q{t}")}),
+            ));
+            long.push(e(1, EventType::TurnStarted, true, json!({})));
+            let exclude = BTreeSet::from([i]);
+            cache.push(&long[cache.upto() as usize..]);
+            assert_eq!(cache.conversation(&exclude), conversation(&long, &exclude));
+            long.push(e(
+                2,
+                EventType::MessageCompleted,
+                true,
+                json!({"text": format!("a{t}"), "finishReason": "stop"}),
+            ));
+            long.push(e(3, EventType::TurnCompleted, true, json!({"result": "a"})));
+        }
+        cache.push(&long[cache.upto() as usize..]);
+        assert_eq!(cache.conversation(&BTreeSet::new()).len(), 100);
+        assert!(cache.memo.as_ref().unwrap().pos > 190, "the memo moved on");
     }
 
     #[test]

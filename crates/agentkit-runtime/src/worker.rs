@@ -169,6 +169,16 @@ impl AgentRuntime {
         session: &Arc<Session>,
         f: impl FnOnce(&[Event]) -> T,
     ) -> Result<T> {
+        self.with_fold(session, |cache| f(cache.events())).await
+    }
+
+    /// [`with_history`](Self::with_history) with the cache itself, for
+    /// its memoised fold.
+    pub(crate) async fn with_fold<T>(
+        &self,
+        session: &Arc<Session>,
+        f: impl FnOnce(&mut fold::FoldCache) -> T,
+    ) -> Result<T> {
         let mut cache = session.fold.lock().await;
         let was_loaded = cache.is_loaded();
         if !was_loaded && let Some((upto, events)) = self.read_snapshot(&session.id).await {
@@ -180,7 +190,7 @@ impl AgentRuntime {
             .read_stored(&session.id, cache.upto())
             .await?;
         cache.extend(read);
-        let out = f(cache.events());
+        let out = f(&mut cache);
         drop(cache);
         if !was_loaded {
             self.inner.registry.touch(session);
@@ -407,16 +417,19 @@ impl AgentRuntime {
             .harness
             .max_tokens_per_session
             .is_some();
-        let (history, assignments, prior_usage) = self
-            .with_history(session, |events| {
+        let (history, assignments, prior_usage, prior_sizing) = self
+            .with_fold(session, |cache| {
+                let history = cache.conversation(&exclude);
+                let events = cache.events();
                 (
-                    fold::conversation(events, &exclude),
+                    history,
                     crate::ab::recorded(events),
                     if budgeted {
                         fold::usage(events)
                     } else {
                         Default::default()
                     },
+                    fold::sizing(events),
                 )
             })
             .await?;
@@ -480,6 +493,7 @@ impl AgentRuntime {
             origin,
             prior_usage,
             day_usage,
+            prior_sizing,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
         let harness = tokio::spawn(agentkit_harness::run_turn(input, tx));
@@ -553,10 +567,14 @@ impl AgentRuntime {
                 result,
                 usage,
                 output,
+                sizing,
             } => {
                 let mut data = json!({"result": result, "usage": usage});
                 if let Some(output) = output {
                     data["output"] = output;
+                }
+                if sizing.estimated_input_tokens > 0 {
+                    data["sizing"] = json!(sizing);
                 }
                 self.append(id, EventType::TurnCompleted, Some(&turn_id), data)
                     .await?;

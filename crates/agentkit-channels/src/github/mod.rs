@@ -387,7 +387,9 @@ impl Pack {
                 })
                 .await;
             }
-            Some(TurnReply { ok: false, text, .. }) => {
+            Some(TurnReply {
+                ok: false, text, ..
+            }) => {
                 status("failure", text.clone()).await;
                 banner(format!("❌ {text}")).await;
             }

@@ -278,19 +278,30 @@ async fn streams_text_with_usage_and_sends_the_documented_request() {
     )]);
     let (outcome, events) = run_checked(input_for(&project, model(&project), &api, "hi")).await;
 
+    let TurnOutcome::Completed {
+        result,
+        usage,
+        output,
+        sizing,
+    } = outcome
+    else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(result, "Hello there, world.");
     assert_eq!(
-        outcome,
-        TurnOutcome::Completed {
-            result: "Hello there, world.".into(),
-            usage: Usage {
-                input_tokens: 25,
-                output_tokens: 12,
-                cache_read_tokens: 11,
-                cache_write_tokens: 7,
-            },
-            output: None,
+        usage,
+        Usage {
+            input_tokens: 25,
+            output_tokens: 12,
+            cache_read_tokens: 11,
+            cache_write_tokens: 7,
         }
     );
+    assert_eq!(output, None);
+    // Claude's window is known, so the request was sized: Anthropic's
+    // count is its input tokens plus the cached ones.
+    assert_eq!(sizing.counted_input_tokens, 25 + 11 + 7);
+    assert!(sizing.estimated_input_tokens > 0, "{sizing:?}");
     assert_eq!(deltas(&events), ["Hello", " there,", " world."]);
     assert!(events.contains(&StepEvent::MessageCompleted {
         text: "Hello there, world.".into(),

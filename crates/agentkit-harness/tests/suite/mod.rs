@@ -131,6 +131,7 @@ pub(crate) fn turn_input(
         origin: Default::default(),
         prior_usage: Default::default(),
         day_usage: Default::default(),
+        prior_sizing: Default::default(),
     }
 }
 

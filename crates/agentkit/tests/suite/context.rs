@@ -491,13 +491,67 @@ properties = { severity = { enum = ["low", "high"] } }
         json!(["incidents"])
     );
 
-    let r = h.send(
-        Request::post("/bot/v1/channels/desk/triage").json(&json!({"text": "db down"})),
-    );
+    let r = h.send(Request::post("/bot/v1/channels/desk/triage").json(&json!({"text": "db down"})));
     assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(r.json()["reply"]["output"], json!({"severity": "high"}), "{}", r.body);
+    assert_eq!(
+        r.json()["reply"]["output"],
+        json!({"severity": "high"}),
+        "{}",
+        r.body
+    );
     assert_eq!(
         mock.bodies()[1]["response_format"]["json_schema"]["schema"]["required"],
         json!(["severity"])
     );
+}
+
+/// The estimate is calibrated against what the provider counted: after a
+/// turn whose request the provider counted at far more tokens than the
+/// harness estimated, the next request of that session is sized up and,
+/// here, refused before it is sent; a session whose provider counts less
+/// is never sized down, and its second turn runs.
+#[test]
+fn estimates_are_calibrated_against_the_counted_tokens() {
+    let mock = MockProvider::start(Vec::new());
+    let agent_toml = "[model]\nprovider = \"openai\"\nid = \"gpt-mock\"\ncontext_window = 6000\nmax_output_tokens = 1000\n[harness]\nbuiltin_tools = []\n";
+    let h = serve(&mock, agent_toml);
+    let long = format!("Please keep this note: {}", "n".repeat(10_000));
+    let mut sessions = Vec::new();
+    // The first session's provider counts 30,000 tokens; the second's 12.
+    for counted in [30_000, 12] {
+        mock.push([Step::text("Kept.").tokens(counted, 4, 0, 0).into()]);
+        let (id, token, events) = turn(&h, None, &long);
+        let done = of_type(&events, "turn.completed");
+        assert_eq!(done.len(), 1, "{events:?}");
+        let sizing = &done[0]["data"]["sizing"];
+        assert_eq!(sizing["countedInputTokens"], counted, "{sizing}");
+        let estimated = sizing["estimatedInputTokens"].as_u64().unwrap();
+        assert!((2_500..5_000).contains(&estimated), "{sizing}");
+        let step = of_type(&events, "step.completed");
+        assert_eq!(step[0]["data"]["estimatedInputTokens"], estimated);
+        sessions.push((id, token));
+    }
+
+    // Calibrated ×3 (the cap), the same history no longer fits.
+    let before = mock.requests().len();
+    let (id, token) = &sessions[0];
+    let (_, _, events) = turn(&h, Some((id, token)), "And now?");
+    let failed = of_type(&events, "turn.failed");
+    assert_eq!(failed.len(), 1, "{events:?}");
+    let message = failed[0]["data"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("more than the 5000 this model takes"),
+        "{message}"
+    );
+    assert_eq!(mock.requests().len(), before, "nothing was sent");
+
+    // Counted low, the estimate stands: the second turn runs, sized as before.
+    mock.push([Step::text("Still here.").into()]);
+    let (id, token) = &sessions[1];
+    let (_, _, events) = turn(&h, Some((id, token)), "And now?");
+    assert_eq!(of_type(&events, "turn.completed").len(), 1, "{events:?}");
+    let step = of_type(&events, "step.completed");
+    let estimated = step[0]["data"]["estimatedInputTokens"].as_u64().unwrap();
+    assert!(estimated < 4_000, "{estimated}");
+    assert_eq!(mock.requests().len(), before + 1);
 }
