@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use agentkit_manifest::{Agent, Experiment, Instructions};
-use agentkit_protocol::{Event, EventData};
+use agentkit_protocol::{Event, EventData, EventType};
 
 /// One experiment's assignment of a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +101,8 @@ pub(crate) fn assign(experiment: &Experiment, key: &str) -> Assignment {
 pub(crate) fn recorded(events: &[Event]) -> Vec<Assignment> {
     events
         .iter()
+        // Parse only the assignments: the others may hold large tool results.
+        .filter(|e| e.event_type == EventType::AbAssigned)
         .filter_map(|e| match e.payload() {
             EventData::AbAssigned(a) => Some(Assignment {
                 experiment: a.experiment,

@@ -88,7 +88,14 @@ impl ApprovalGate for SessionGate {
 pub(crate) fn pending(events: &[Event]) -> Vec<PendingApproval> {
     let mut requested = Vec::new();
     let mut resolved: HashSet<String> = HashSet::new();
-    for e in events {
+    // Parse only the approval events: the others may hold large results.
+    let approvals = events.iter().filter(|e| {
+        matches!(
+            e.event_type,
+            EventType::ActionApprovalRequested | EventType::ActionApprovalResolved
+        )
+    });
+    for e in approvals {
         match e.payload() {
             EventData::ApprovalRequested(r) => requested.push((e, r)),
             EventData::ApprovalResolved(r) => {
@@ -183,7 +190,8 @@ impl AgentRuntime {
             .with_history(&session, |events| {
                 let parked = pending(events).into_iter().find(|p| p.call_id == call_id);
                 let known = events.iter().any(|e| {
-                    matches!(e.payload(), EventData::ApprovalRequested(r) if r.call_id == call_id)
+                    e.event_type == EventType::ActionApprovalRequested
+                        && matches!(e.payload(), EventData::ApprovalRequested(r) if r.call_id == call_id)
                 });
                 (parked, known)
             })

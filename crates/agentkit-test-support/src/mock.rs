@@ -212,6 +212,20 @@ impl MockServer {
         lock(&self.shared.requests).clone()
     }
 
+    /// The requests from the `from`th on (a long benchmark reads only the
+    /// new ones).
+    pub fn requests_from(&self, from: usize) -> Vec<Recorded> {
+        let all = lock(&self.shared.requests);
+        all.get(from..)
+            .map(<[Recorded]>::to_vec)
+            .unwrap_or_default()
+    }
+
+    /// How many requests arrived so far.
+    pub fn request_count(&self) -> usize {
+        lock(&self.shared.requests).len()
+    }
+
     /// Waits until at least `n` requests arrived (or `timeout` passed) and
     /// returns them all.
     pub fn wait_for(&self, n: usize, timeout: Duration) -> Vec<Recorded> {

@@ -262,6 +262,16 @@ impl MockProvider {
         self.server.requests()
     }
 
+    /// The requests from the `from`th on.
+    pub fn requests_from(&self, from: usize) -> Vec<Recorded> {
+        self.server.requests_from(from)
+    }
+
+    /// How many requests arrived so far.
+    pub fn request_count(&self) -> usize {
+        self.server.request_count()
+    }
+
     /// The JSON bodies of every request so far.
     pub fn bodies(&self) -> Vec<Value> {
         self.requests().iter().map(Recorded::json).collect()

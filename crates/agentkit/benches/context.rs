@@ -73,6 +73,7 @@ fn main() {
     providers.openai.api_key = Some("sk-mock".into());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .thread_name(HOST_THREAD)
         .enable_all()
         .build()
         .unwrap();
@@ -93,11 +94,14 @@ fn main() {
     let mut next_index = 0u64;
     let mut sizes = Vec::new(); // the largest step request of each turn, in bytes
     let mut times = Vec::new();
+    let mut cpus = Vec::new();
     let mut compactions = 0;
+    let mut compacted_at = Vec::new();
     for i in 0..turns {
         let message = format!("Read section {i} of the report.");
         let started = Instant::now();
-        let before = mock.requests().len();
+        let cpu_before = host_cpu();
+        let before = mock.request_count();
         let r = match &session {
             None => Request::post("/bot/v1/session").json(&json!({ "message": message })),
             Some((id, token)) => Request::post(&format!("/bot/v1/session/{id}"))
@@ -120,14 +124,19 @@ fn main() {
             next_index = e["index"].as_u64().unwrap() + 1;
             match e["type"].as_str().unwrap() {
                 "turn.started" => started_turn = true,
-                "context.compacted" => compactions += 1,
+                "context.compacted" => {
+                    compactions += 1;
+                    compacted_at.push(i);
+                }
                 "turn.failed" => panic!("turn {i} failed: {e}"),
                 "session.waiting" if started_turn => break,
                 _ => {}
             }
         }
         times.push(started.elapsed());
-        let largest = mock.requests()[before..]
+        cpus.push(host_cpu().saturating_sub(cpu_before));
+        let largest = mock
+            .requests_from(before)
             .iter()
             .map(|r| r.json())
             .filter(|b| {
@@ -166,7 +175,52 @@ fn main() {
     let early = mean(&times[..tenth]);
     let late = mean(&times[turns - tenth..]);
     println!(
-        "  wall time per turn (tool process and mock included): first {tenth} turns {early:.1} ms, last {tenth} turns {late:.1} ms, ratio {:.2}",
+        "  wall time per turn (tool process and mock included, the bench reads only new requests): first {tenth} turns {early:.1} ms, last {tenth} turns {late:.1} ms, ratio {:.2}",
         late / early
     );
+    // Requests grow through each compaction cycle and start small again,
+    // so a fair comparison is between whole cycles: the first and the last.
+    if let [first, second, .., before_last, last] = compacted_at[..] {
+        let early = mean(&cpus[first..second]);
+        let late = mean(&cpus[before_last..last]);
+        println!(
+            "  host CPU per turn (the server's threads only): first compaction cycle (turns {}-{}) {early:.1} ms, last (turns {}-{}) {late:.1} ms, ratio {:.2}",
+            first + 1,
+            second,
+            before_last + 1,
+            last,
+            late / early
+        );
+    }
+}
+
+/// The name of the server's runtime threads (workers and blocking pool).
+const HOST_THREAD: &str = "bench-host";
+
+/// CPU time the server's threads used so far (user + system, from
+/// `/proc/self/task/*/stat`; a blocking thread that exited takes its time
+/// with it, so this errs low).
+fn host_cpu() -> Duration {
+    let tick = 100u64; // USER_HZ on Linux
+    let mut ticks = 0u64;
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ...`: comm may hold spaces; fields after `)`.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if !stat[open + 1..close].starts_with(&HOST_THREAD[..HOST_THREAD.len().min(15)]) {
+            continue;
+        }
+        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
+        let utime: u64 = fields.get(11).and_then(|f| f.parse().ok()).unwrap_or(0);
+        let stime: u64 = fields.get(12).and_then(|f| f.parse().ok()).unwrap_or(0);
+        ticks += utime + stime;
+    }
+    Duration::from_millis(ticks * 1000 / tick)
 }
