@@ -97,6 +97,7 @@ fn main() {
     let mut cpus = Vec::new();
     let mut compactions = 0;
     let mut compacted_at = Vec::new();
+    let mut prefix = PrefixReuse::default();
     for i in 0..turns {
         let message = format!("Read section {i} of the report.");
         let started = Instant::now();
@@ -135,7 +136,7 @@ fn main() {
         }
         times.push(started.elapsed());
         cpus.push(host_cpu().saturating_sub(cpu_before));
-        let largest = mock
+        let steps: Vec<Value> = mock
             .requests_from(before)
             .iter()
             .map(|r| r.json())
@@ -145,9 +146,11 @@ fn main() {
                     .unwrap_or("")
                     .starts_with("You compact")
             })
-            .map(|b| b.to_string().len())
-            .max()
-            .unwrap_or(0);
+            .collect();
+        for body in &steps {
+            prefix.add(body);
+        }
+        let largest = steps.iter().map(|b| b.to_string().len()).max().unwrap_or(0);
         sizes.push(largest);
         session = Some((id, token));
     }
@@ -170,6 +173,12 @@ fn main() {
         (max / 4) as f64 * 100.0 / WINDOW as f64
     );
     println!("  compactions: {compactions}");
+    println!(
+        "  prompt-cache reuse: {:.1} % of step-request bytes repeat the previous request's leading messages (what a prefix cache can serve); {} of {} requests changed an earlier message (each compaction does once)",
+        prefix.reused as f64 * 100.0 / prefix.total.max(1) as f64,
+        prefix.broken,
+        prefix.requests
+    );
     let mean = |d: &[Duration]| d.iter().sum::<Duration>().as_secs_f64() * 1000.0 / d.len() as f64;
     let tenth = (turns / 10).max(1);
     let early = mean(&times[..tenth]);
@@ -191,6 +200,45 @@ fn main() {
             last,
             late / early
         );
+    }
+}
+
+/// How much of each step request repeats the previous one's leading
+/// messages: the part a provider's prefix cache (Anthropic's breakpoints,
+/// OpenAI's automatic caching) can serve.
+#[derive(Default)]
+struct PrefixReuse {
+    last: Vec<String>,
+    reused: usize,
+    total: usize,
+    requests: usize,
+    /// Requests that kept fewer of the previous request's messages than it
+    /// had (the conversation was rewritten, not only extended).
+    broken: usize,
+}
+
+impl PrefixReuse {
+    fn add(&mut self, body: &Value) {
+        let mut messages: Vec<String> = vec![body["tools"].to_string()];
+        messages.extend(
+            body["messages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(Value::to_string),
+        );
+        let same = messages
+            .iter()
+            .zip(&self.last)
+            .take_while(|(a, b)| a == b)
+            .count();
+        if self.requests > 0 && same < self.last.len() {
+            self.broken += 1;
+        }
+        self.reused += messages[..same].iter().map(String::len).sum::<usize>();
+        self.total += messages.iter().map(String::len).sum::<usize>();
+        self.requests += 1;
+        self.last = messages;
     }
 }
 
