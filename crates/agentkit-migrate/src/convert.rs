@@ -907,6 +907,21 @@ impl Cx {
             }
         }
         let agent_tool = cfg.get("execution").and_then(Value::as_str) == Some("agent");
+        if !agent_tool
+            && !self.node
+            && cfg
+                .get("execute")
+                .and_then(|e| e.get("$function"))
+                .is_some()
+        {
+            self.report.manual(
+                rel,
+                format!("tool `{name}`"),
+                "its `execute` body is TypeScript, which runs only under Node (none was used)",
+                format!("migrate again with Node on PATH, or write agent/tools/{name}.toml with a `command` that reads the input as JSON on stdin and prints the result"),
+            );
+            return Ok(());
+        }
         let input_schema = match cfg.get("inputSchema") {
             None => Some(json!({"type": "object", "properties": {}})),
             some => schema(some),
@@ -1297,6 +1312,28 @@ impl Cx {
         if let Some(Value::String(d)) = opts.get("description") {
             out.insert("description".into(), json!(d));
         }
+        let Some(handler) = opts
+            .get("handler")
+            .and_then(|h| h.get("$function"))
+            .and_then(Value::as_str)
+        else {
+            self.report.manual(
+                rel,
+                &what,
+                "it has no handler function",
+                "give the route a `send`, `call_tool` or `handler` action",
+            );
+            return None;
+        };
+        if !self.node {
+            self.report.manual(
+                rel,
+                &what,
+                "its handler is TypeScript, which runs only under Node (none was used)",
+                format!("migrate again with Node on PATH, or write `[routes.handler] command = [...]` (a program reading the request as JSON on stdin) or a declarative `send` in agent/channels/{id}.toml"),
+            );
+            return None;
+        }
         for (key, field) in [
             ("querySchema", "query_schema"),
             ("bodySchema", "body_schema"),
@@ -1319,28 +1356,6 @@ impl Cx {
         }
         if matches!(method.as_str(), "POST" | "PUT" | "PATCH") && !out.contains_key("body_schema") {
             out.insert("body_schema".into(), json!({"type": "object"}));
-        }
-        let Some(handler) = opts
-            .get("handler")
-            .and_then(|h| h.get("$function"))
-            .and_then(Value::as_str)
-        else {
-            self.report.manual(
-                rel,
-                &what,
-                "it has no handler function",
-                "give the route a `send`, `call_tool` or `handler` action",
-            );
-            return None;
-        };
-        if !self.node {
-            self.report.manual(
-                rel,
-                &what,
-                "its handler is TypeScript, which runs only under Node (none was used)",
-                format!("migrate again with Node on PATH, or write `[routes.handler] command = [...]` (a program reading the request as JSON on stdin) or a declarative `send` in agent/channels/{id}.toml"),
-            );
-            return None;
         }
         let headers = header_names(handler);
         let command = self.shim_command(false, "route", rel, &[&method, &path]);

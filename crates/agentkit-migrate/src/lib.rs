@@ -67,13 +67,19 @@ pub fn migrate(options: &MigrateOptions) -> Result<Report> {
     };
     let single = projects.len() == 1 && projects[0] == *from;
     for project in projects {
-        let name = project
-            .file_name()
-            .map_or_else(|| "agent".to_owned(), |n| n.to_string_lossy().into_owned());
-        let to = if single {
-            options.to.clone()
+        let folder = |p: &Path| {
+            absolute(p)
+                .ok()
+                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .unwrap_or_else(|| "agent".to_owned())
+        };
+        // The name is the slug the output is served under.
+        let (name, to) = if single {
+            (folder(&options.to), options.to.clone())
         } else {
-            options.to.join(&name)
+            let name = folder(&project);
+            let to = options.to.join(&name);
+            (name, to)
         };
         let converted = convert::project(&project, &to, &name, options, &node)?;
         report.projects.push(converted);

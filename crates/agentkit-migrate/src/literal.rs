@@ -858,7 +858,7 @@ fn env_name(s: &str) -> Option<&str> {
 fn template(raw: &str) -> Option<Value> {
     let mut out = String::new();
     let mut rest = raw;
-    while let Some(at) = rest.find("${") {
+    while let Some(at) = unescaped_interpolation(rest) {
         out.push_str(&unescape_template(&rest[..at]));
         let end = expression_end(rest, at + 2);
         let expr = rest.get(at + 2..end.saturating_sub(1))?;
@@ -873,6 +873,20 @@ fn template(raw: &str) -> Option<Value> {
     }
     out.push_str(&unescape_template(rest));
     Some(Value::String(out))
+}
+
+/// Where the first `${` that is not escaped (`\${`) starts.
+fn unescaped_interpolation(s: &str) -> Option<usize> {
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    while i + 1 < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 2,
+            b'$' if bytes[i + 1] == b'{' => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 fn unescape_template(s: &str) -> String {
