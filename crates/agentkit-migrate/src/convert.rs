@@ -152,10 +152,10 @@ fn walk(root: &Path) -> Result<Vec<String>> {
                 if !SKIPPED_DIRS.contains(&name.as_str()) {
                     stack.push(path);
                 }
-            } else if file_type.is_file() {
-                if let Ok(rel) = path.strip_prefix(root) {
-                    out.push(rel.to_string_lossy().replace('\\', "/"));
-                }
+            } else if file_type.is_file()
+                && let Ok(rel) = path.strip_prefix(root)
+            {
+                out.push(rel.to_string_lossy().replace('\\', "/"));
             }
         }
     }
@@ -652,8 +652,8 @@ impl Cx {
                         "instructions" => ("inline instructions are not read from agent settings", "write instructions.md"),
                         _ => ("its shape is not documented", "set `[harness] builtin_tools`"),
                     };
-                    if k == "instructions" {
-                        if let Value::String(text) = v {
+                    if k == "instructions"
+                        && let Value::String(text) = v {
                             let dir = target.rsplit_once('/').map_or("", |(d, _)| d);
                             let path = format!("{dir}/instructions.md");
                             if !self.to.join(&path).exists() {
@@ -662,7 +662,6 @@ impl Cx {
                                 continue;
                             }
                         }
-                    }
                     self.report.manual(rel, format!("`{k}`"), why, instead);
                 }
                 (k, v) => self.report.manual(rel, format!("`{k}: {}`", short(v)), "agentkit has no such agent setting", "see docs/reference/agent-toml.md"),
@@ -1875,12 +1874,12 @@ fn header_names(source: &str) -> Vec<String> {
     while let Some(at) = rest.find("headers.get(") {
         rest = &rest[at + "headers.get(".len()..];
         let quote = rest.chars().next();
-        if let Some(q @ ('"' | '\'')) = quote {
-            if let Some(end) = rest[1..].find(q) {
-                let name = rest[1..=end].to_ascii_lowercase();
-                if name != "authorization" && !out.contains(&name) {
-                    out.push(name);
-                }
+        if let Some(q @ ('"' | '\'')) = quote
+            && let Some(end) = rest[1..].find(q)
+        {
+            let name = rest[1..=end].to_ascii_lowercase();
+            if name != "authorization" && !out.contains(&name) {
+                out.push(name);
             }
         }
     }
@@ -2130,6 +2129,8 @@ fn regex_escape(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
     use super::*;
 
     #[test]
@@ -2161,10 +2162,10 @@ mod tests {
     fn eval_bodies_become_turns() {
         let mut report = ProjectReport::default();
         let test = json!({"$function": "async test(t) {\n await t.send(\"What's up in NYC?\");\n t.succeeded();\n t.calledTool(\"get_weather\", { input: { city: \"NYC\" } });\n t.check(t.reply, includes(/nyc/i));\n t.check(t.reply, satisfies((r) => r.length < 9, \"short\"));\n await t.send('again');\n t.notCalledTool('post_alert');\n}"});
-        let turns = eval_turns("evals/x.eval.ts", "test", &test, &mut report).unwrap();
+        let turns = eval_turns("evals/x.eval.ts", "test", &test, &mut report).expect("turns");
         let mut out = Map::new();
         apply_turns(&mut out, turns);
-        let text = toml_out::document("x", &Value::Object(out)).unwrap();
+        let text = toml_out::document("x", &Value::Object(out)).expect("a TOML document");
         expect_test::expect![[r##"
             # x
             [[turns]]

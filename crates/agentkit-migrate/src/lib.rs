@@ -108,10 +108,10 @@ fn projects(from: &Path) -> Result<Vec<PathBuf>> {
 
 fn check_target(options: &MigrateOptions) -> Result<()> {
     let to = &options.to;
-    if let (Ok(from), Ok(target)) = (options.from.canonicalize(), absolute(to)) {
-        if target.starts_with(&from) {
-            return Err(Error::TargetInsideSource { path: to.clone() });
-        }
+    if let (Ok(from), Ok(target)) = (options.from.canonicalize(), absolute(to))
+        && target.starts_with(&from)
+    {
+        return Err(Error::TargetInsideSource { path: to.clone() });
     }
     if to.exists() && !options.force {
         let mut entries = std::fs::read_dir(to).map_err(error::io("read", to))?;

@@ -137,16 +137,17 @@ fn tokenize(src: &str) -> Vec<Token> {
             i = j;
             continue;
         }
-        if c == b'/' && regex_allowed(out.last()) {
-            if let Some((body, flags, end)) = regex_literal(src, i) {
-                out.push(Token {
-                    tok: Tok::Regex(body, flags),
-                    start,
-                    end,
-                });
-                i = end;
-                continue;
-            }
+        if c == b'/'
+            && regex_allowed(out.last())
+            && let Some((body, flags, end)) = regex_literal(src, i)
+        {
+            out.push(Token {
+                tok: Tok::Regex(body, flags),
+                start,
+                end,
+            });
+            i = end;
+            continue;
         }
         let punct = PUNCTS.iter().find(|p| src[i..].starts_with(**p));
         match punct {
@@ -437,17 +438,17 @@ impl Parser<'_> {
             self.skip_type();
             return value;
         }
-        if self.is_punct("??") || self.is_punct("||") {
-            if let Some(name) = value.as_str().and_then(env_name) {
-                let save = self.pos;
-                self.pos += 1;
-                if let Some(Value::String(d)) = self.primary() {
-                    if self.at_end_of_expression() {
-                        return Value::String(format!("${{{name}:-{d}}}"));
-                    }
-                }
-                self.pos = save;
+        if (self.is_punct("??") || self.is_punct("||"))
+            && let Some(name) = value.as_str().and_then(env_name)
+        {
+            let save = self.pos;
+            self.pos += 1;
+            if let Some(Value::String(d)) = self.primary()
+                && self.at_end_of_expression()
+            {
+                return Value::String(format!("${{{name}:-{d}}}"));
             }
+            self.pos = save;
         }
         if self.at_end_of_expression() {
             return value;
@@ -593,21 +594,20 @@ impl Parser<'_> {
         let mut path = vec![word.to_owned()];
         self.pos += 1;
         loop {
-            if self.is_punct(".") || self.is_punct("?.") {
-                if let Some(Tok::Ident(next)) = self.peek_at(1).cloned() {
-                    self.pos += 2;
-                    path.push(next);
-                    continue;
-                }
+            if (self.is_punct(".") || self.is_punct("?."))
+                && let Some(Tok::Ident(next)) = self.peek_at(1).cloned()
+            {
+                self.pos += 2;
+                path.push(next);
+                continue;
             }
-            if self.is_punct("[") {
-                if let (Some(Tok::Str(key)), Some(Tok::Punct("]"))) =
+            if self.is_punct("[")
+                && let (Some(Tok::Str(key)), Some(Tok::Punct("]"))) =
                     (self.peek_at(1).cloned(), self.peek_at(2))
-                {
-                    self.pos += 3;
-                    path.push(key);
-                    continue;
-                }
+            {
+                self.pos += 3;
+                path.push(key);
+                continue;
             }
             break;
         }
@@ -640,10 +640,10 @@ impl Parser<'_> {
             }
             return Some(call);
         }
-        if path.len() == 1 {
-            if let Some(value) = self.consts.get(&path[0]) {
-                return Some(value.clone());
-            }
+        if path.len() == 1
+            && let Some(value) = self.consts.get(&path[0])
+        {
+            return Some(value.clone());
         }
         None
     }
@@ -685,11 +685,11 @@ impl Parser<'_> {
     }
 
     fn arrow_body(&mut self) {
-        if self.is_punct("{") {
-            if let Some(close) = self.matching(self.pos) {
-                self.pos = close + 1;
-                return;
-            }
+        if self.is_punct("{")
+            && let Some(close) = self.matching(self.pos)
+        {
+            self.pos = close + 1;
+            return;
         }
         let from = self.pos;
         self.skip_expression(from);
@@ -762,15 +762,14 @@ impl Parser<'_> {
             } else {
                 // Modifiers of a method: `async execute(...)`, `get x()`.
                 let mut is_method_modifier = false;
-                if let (Some(Tok::Ident(w)), Some(next)) = (self.peek(), self.peek_at(1)) {
-                    if matches!(w.as_str(), "async" | "get" | "set")
-                        && matches!(
-                            next,
-                            Tok::Ident(_) | Tok::Str(_) | Tok::Punct("*") | Tok::Punct("[")
-                        )
-                    {
-                        is_method_modifier = true;
-                    }
+                if let (Some(Tok::Ident(w)), Some(next)) = (self.peek(), self.peek_at(1))
+                    && matches!(w.as_str(), "async" | "get" | "set")
+                    && matches!(
+                        next,
+                        Tok::Ident(_) | Tok::Str(_) | Tok::Punct("*") | Tok::Punct("[")
+                    )
+                {
+                    is_method_modifier = true;
                 }
                 if is_method_modifier {
                     self.pos += 1;
@@ -909,12 +908,14 @@ fn unescape_template(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
     use super::*;
     use expect_test::{Expect, expect};
 
     fn check(src: &str, expected: Expect) {
         let value = default_export(src).map_or("none".to_owned(), |v| {
-            serde_json::to_string_pretty(&v).unwrap()
+            serde_json::to_string_pretty(&v).expect("JSON")
         });
         expected.assert_eq(&value);
     }

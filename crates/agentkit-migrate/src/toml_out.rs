@@ -46,6 +46,8 @@ pub(crate) fn to_toml(value: &Value) -> Option<toml::Value> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
     use super::*;
     use expect_test::expect;
 
@@ -75,6 +77,6 @@ mod tests {
             [routes.send]
             message = "m"
         "#]]
-        .assert_eq(&document("from x", &value).unwrap());
+        .assert_eq(&document("from x", &value).expect("a TOML document"));
     }
 }

@@ -5,6 +5,9 @@
 //! reported). Every output validates and is served: a turn runs over HTTP
 //! with the offline model.
 
+// A test that cannot find Node's packages says so before it skips.
+#![allow(clippy::print_stderr)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -285,7 +288,7 @@ fn triage_with_node_runs_tools_handlers_and_schedules_under_node() {
     let node_modules = match migrate_node::node_modules("triage_with_node") {
         Ok(dir) => dir,
         Err(why) => {
-            println!("{why}");
+            eprintln!("{why}");
             return;
         }
     };
@@ -475,7 +478,7 @@ fn pr_reviewer_converts_the_github_pack_and_runs_its_tool_under_node() {
     let node_modules = match migrate_node::node_modules("pr_reviewer_with_node") {
         Ok(dir) => dir,
         Err(why) => {
-            println!("{why}");
+            eprintln!("{why}");
             return;
         }
     };
@@ -521,7 +524,7 @@ fn router_and_its_peers_migrate_as_a_folder_and_delegate() {
     let mut runs = vec![("plain", None)];
     match migrate_node::node_modules("router_with_node") {
         Ok(dir) => runs.push(("node", Some(dir))),
-        Err(why) => println!("{why}"),
+        Err(why) => eprintln!("{why}"),
     }
     for (name, node_modules) in runs {
         let to = tmp.path().join(name);
