@@ -12,6 +12,9 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::serve::EnvLookup;
 
+/// How `login` identifies the client when it does not register dynamically.
+pub use agentkit_mcp::OAuthClient;
+
 /// Where a connection's tokens are kept.
 pub fn token_file(state_root: &Path, slug: &str, connection: &str) -> PathBuf {
     state_root
@@ -137,6 +140,23 @@ pub async fn login(request: &LoginRequest, open: impl FnOnce(&str)) -> Result<Lo
         url: request.env.resolve(url),
         token_file: file.clone(),
         client_name: format!("agentkit ({})", project.slug),
+        client: agentkit_mcp::OAuthClient {
+            client_id: connection
+                .oauth_client
+                .client_id
+                .as_deref()
+                .map(|v| request.env.resolve(v)),
+            client_secret: connection
+                .oauth_client
+                .client_secret
+                .as_deref()
+                .map(|v| request.env.resolve(v)),
+            metadata_url: connection
+                .oauth_client
+                .metadata_url
+                .as_deref()
+                .map(|v| request.env.resolve(v)),
+        },
     };
     let tokens = agentkit_mcp::login(&options, open).await?;
     Ok(LoginOutcome {
@@ -191,13 +211,18 @@ pub struct HeadlessCheck {
 /// loopback listener itself), then a connection that lists the tools and
 /// calls each one that takes no required arguments, with the stored token.
 /// Tokens go under `state_dir`.
-pub async fn headless_check(url: &str, state_dir: &Path) -> Result<HeadlessCheck> {
+pub async fn headless_check(
+    url: &str,
+    state_dir: &Path,
+    client: agentkit_mcp::OAuthClient,
+) -> Result<HeadlessCheck> {
     let file = state_dir.join("mcp-oauth/server.json");
     let options = agentkit_mcp::LoginOptions {
         connection: "server".into(),
         url: url.to_owned(),
         token_file: file.clone(),
         client_name: "agentkit".into(),
+        client,
     };
     let tokens = agentkit_mcp::login(&options, |auth_url| {
         let auth_url = auth_url.to_owned();
