@@ -38,6 +38,11 @@ enum McpCommand {
         /// Print the outcome as JSON.
         #[arg(long)]
         json: bool,
+        /// Scopes to ask for on top of those the server advertises (space
+        /// separated), for a server that refused a call with
+        /// `insufficient_scope`.
+        #[arg(long, value_name = "SCOPES")]
+        scope: Option<String>,
     },
     /// The client under test of the MCP conformance suite's auth
     /// scenarios: a headless login, then tools/list (and calls of tools
@@ -73,8 +78,10 @@ pub(crate) fn mcp(args: McpArgs) -> anyhow::Result<ExitCode> {
             agent,
             state_root,
             json,
+            scope,
         } => {
             let request = agentkit::mcp_oauth::LoginRequest {
+                extra_scope: scope,
                 dir: dir.clone(),
                 agent,
                 connection,

@@ -194,6 +194,20 @@ pub struct LoginOptions {
     pub client_name: String,
     /// Who the client is when it does not register dynamically.
     pub client: OAuthClient,
+    /// Scopes to ask for on top of the discovered ones: what a server's
+    /// `403 insufficient_scope` challenge named (scope step-up).
+    pub extra_scope: Option<String>,
+}
+
+/// `a` and `b`'s space-separated scopes, each once, in order.
+fn union_scopes(a: Option<&str>, b: Option<&str>) -> Option<String> {
+    let mut out: Vec<&str> = Vec::new();
+    for s in a.into_iter().chain(b).flat_map(str::split_whitespace) {
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    (!out.is_empty()).then(|| out.join(" "))
 }
 
 /// How the client identifies itself, in this order: a client registered
@@ -235,7 +249,7 @@ struct Discovered {
 }
 
 /// One `key="value"` parameter of a `WWW-Authenticate: Bearer …` challenge.
-fn challenge_param(header: &str, key: &str) -> Option<String> {
+pub(crate) fn challenge_param(header: &str, key: &str) -> Option<String> {
     let mut rest = header;
     while let Some(at) = rest.find(key) {
         let before = rest[..at].chars().next_back();
@@ -306,12 +320,10 @@ async fn discover(http: &reqwest::Client, mcp_url: &str) -> Result<Discovered, O
         .get("www-authenticate")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    if probe.status() != reqwest::StatusCode::UNAUTHORIZED && challenge.is_none() {
-        return Err(OAuthError::Discovery(format!(
-            "{mcp_url} answered HTTP {} without asking for authorization; it may not need `oauth = true`",
-            probe.status().as_u16()
-        )));
-    }
+    // A server may let `initialize` through and ask for a token only on
+    // later requests; its protected-resource metadata says it is protected.
+    let unchallenged = (probe.status() != reqwest::StatusCode::UNAUTHORIZED && challenge.is_none())
+        .then(|| probe.status().as_u16());
     let mut candidates = Vec::new();
     if let Some(meta) = challenge
         .as_deref()
@@ -334,6 +346,11 @@ async fn discover(http: &reqwest::Client, mcp_url: &str) -> Result<Discovered, O
             }
             Err(e) => tried.push(e),
         }
+    }
+    if let (Some(status), None) = (unchallenged, &prm) {
+        return Err(OAuthError::Discovery(format!(
+            "{mcp_url} answered HTTP {status} without asking for authorization and publishes no protected-resource metadata; it may not need `oauth = true`"
+        )));
     }
     // Without protected-resource metadata, the 2025-03-26 revision of the
     // specification applies: the MCP server's origin is the authorization
@@ -753,7 +770,10 @@ pub async fn login(
     open: impl FnOnce(&str),
 ) -> Result<StoredTokens, OAuthError> {
     let http = http()?;
-    let found = discover(&http, &options.url).await?;
+    let mut found = discover(&http, &options.url).await?;
+    if options.extra_scope.is_some() {
+        found.scope = union_scopes(found.scope.as_deref(), options.extra_scope.as_deref());
+    }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| OAuthError::Authorization(format!("cannot listen on 127.0.0.1: {e}")))?;

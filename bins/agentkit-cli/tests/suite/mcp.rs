@@ -97,9 +97,10 @@ fn login_refuses_connections_without_oauth() {
 /// agentkit supports, with `agentkit mcp conformance-client` as the client
 /// under test (given the suite's client metadata document URL, and the
 /// pre-registered client of `pre-registration` through the suite's
-/// context). Not covered: scope step-up on 403 (`scope-step-up`,
-/// `scope-retry-limit`).
+/// context): all 19.
 const AUTH_SCENARIOS: &[&str] = &[
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
     "auth/basic-cimd",
     "auth/pre-registration",
     "auth/metadata-default",

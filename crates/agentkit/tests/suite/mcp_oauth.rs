@@ -334,6 +334,7 @@ fn login_stores_tokens_and_serving_refreshes_them_before_expiry_and_on_401() {
         connection: "far".into(),
         state_root: Some(state.clone()),
         env: agentkit::EnvLookup::empty(),
+        extra_scope: None,
     };
     let outcome = remote
         .rt
