@@ -177,17 +177,17 @@ pub(crate) fn read_connection(ctx: &mut Ctx, path: &Path, name: &str) -> Option<
             "`oauth_client_secret` needs the `oauth_client_id` it belongs to".into(),
         );
     }
-    if let Some(url) = &raw.oauth_client_metadata_url {
-        if !(url.starts_with("https://") || url.starts_with("${")) {
-            return fail(
-                ctx,
-                Code::InvalidValue,
-                "oauth_client_metadata_url",
-                format!(
-                    "`oauth_client_metadata_url` must be an https URL (the authorization server fetches it), not `{url}`"
-                ),
-            );
-        }
+    if let Some(url) = &raw.oauth_client_metadata_url
+        && !(url.starts_with("https://") || url.starts_with("${"))
+    {
+        return fail(
+            ctx,
+            Code::InvalidValue,
+            "oauth_client_metadata_url",
+            format!(
+                "`oauth_client_metadata_url` must be an https URL (the authorization server fetches it), not `{url}`"
+            ),
+        );
     }
     Some(Connection {
         name: name.to_owned(),

@@ -527,14 +527,13 @@ async fn client_for(
         .metadata_url
         .clone()
         .filter(|u| !u.is_empty())
+        && found.client_id_metadata_documents
     {
-        if found.client_id_metadata_documents {
-            return Ok(Registered {
-                client_id: url,
-                client_secret: None,
-                auth_method: "none".into(),
-            });
-        }
+        return Ok(Registered {
+            client_id: url,
+            client_secret: None,
+            auth_method: "none".into(),
+        });
     }
     register(http, found, redirect_uri, &options.client_name).await
 }
