@@ -1557,8 +1557,8 @@ impl Cx {
             rel,
             format!("hook `{hook}`"),
             format!(
-                "it is code; it became a rule for `{event}`{}{} with the pack's default message",
-                if actions.is_empty() { String::new() } else { format!(" (actions {})", actions.join(", ")) },
+                "it is code; it became a rule for `{event}`{}{}, whose turn has the pack's default message",
+                if actions.is_empty() { String::new() } else { format!(" with actions {}", actions.join(", ")) },
                 if rule.contains_key("when") { ", skipping drafts" } else { "" }
             ),
             "check the rule's conditions against the hook's body; write `turn.message`, `title` or `continuation` templates for what it returned",

@@ -474,6 +474,27 @@ fn pr_reviewer_converts_the_github_pack_and_runs_its_tool_under_node() {
         left.contains(&"agent/tools/format_findings.ts: tool `format_findings`".to_owned()),
         "{left:#?}"
     );
+    // A turn over HTTP on an ephemeral server, with the offline model in
+    // place of the agent's Anthropic one.
+    let plain = to.display().to_string();
+    let run = agentkit(
+        tmp.path(),
+        &[
+            "run",
+            "--dir",
+            &plain,
+            "--model",
+            "test",
+            "--message",
+            "Review pull request #1",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let trajectory: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(
+        trajectory["turns"][0]["status"], "completed",
+        "{trajectory:#}"
+    );
 
     let node_modules = match migrate_node::node_modules("pr_reviewer_with_node") {
         Ok(dir) => dir,
