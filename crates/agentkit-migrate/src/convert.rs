@@ -82,6 +82,7 @@ pub(crate) fn project(
     cx.subagents()?;
     cx.channels()?;
     cx.schedules()?;
+    cx.hooks()?;
     cx.copy_tree("agent/sandbox/workspace")?;
     cx.evals()?;
     cx.lib_files()?;
@@ -1651,6 +1652,47 @@ impl Cx {
         Ok(())
     }
 
+    /// With Node, `defineHook({ events })` becomes a command hook that
+    /// calls the original handler with the event (without Node, hooks are
+    /// reported by `leftovers`).
+    fn hooks(&mut self) -> Result<()> {
+        if !self.node {
+            return Ok(());
+        }
+        for rel in self.files_under("agent/hooks/") {
+            if rel.matches('/').count() != 2 || !is_code(&rel) {
+                continue;
+            }
+            let name = stem(&rel);
+            let target = format!("agent/hooks/{name}.toml");
+            let events: Vec<String> = self
+                .values
+                .get(&rel)
+                .and_then(|v| config(v, &["defineHook"]))
+                .and_then(|c| c.get("events"))
+                .and_then(Value::as_object)
+                .map(|e| e.keys().cloned().collect())
+                .unwrap_or_default();
+            if events.is_empty() {
+                self.report.manual(
+                    &rel,
+                    format!("hook `{name}`"),
+                    "its default export is not a `defineHook({ events })` with handlers",
+                    format!(
+                        "write {target} with `events` and a `command` (docs/reference/hooks.md)"
+                    ),
+                );
+                continue;
+            }
+            let command = self.shim_command(true, "hook", &rel, &[]);
+            // Hooks run in the agent's sandbox, like route handlers.
+            self.shim_outside_tools = true;
+            let out = json!({"events": events, "command": command, "timeout": "30s"});
+            self.write_toml(&rel, &target, &out)?;
+        }
+        Ok(())
+    }
+
     fn evals(&mut self) -> Result<()> {
         for rel in self.files_under("evals/") {
             if !is_code(&rel) {
@@ -1838,6 +1880,9 @@ impl Cx {
                         "nothing, or move it to agent/lib/",
                     ),
                 },
+                ["agent", "hooks", _] if is_code(&rel) && self.node => {
+                    // Converted by `hooks()`.
+                }
                 ["agent", "hooks", ..] if is_code(&rel) => {
                     let name = stem(&rel);
                     self.report.manual(

@@ -308,9 +308,13 @@ fn triage_with_node_runs_tools_handlers_and_schedules_under_node() {
             "agent/agent.ts: model `grok-4.5`",
             "agent/agent.ts: model params [{\"id\":\"effort\",\"value\":\"high\"}]",
             "agent/channels/alerts.ts: event handler `message.completed`",
-            "agent/hooks/audit.ts: hook `audit`",
         ],
         "{left:#?}"
+    );
+    let hook = std::fs::read_to_string(to.join("agent/hooks/audit.toml")).unwrap();
+    assert!(
+        hook.contains("events = [\"turn.completed\"]") && hook.contains("\"hook\","),
+        "{hook}"
     );
     // zod's own converter wrote the schemas.
     let schema: Value = serde_json::from_str(
@@ -375,6 +379,22 @@ fn triage_with_node_runs_tools_handlers_and_schedules_under_node() {
         results[0]
     );
     assert_eq!(results[0]["output"]["session"], session.as_str());
+
+    // The original hook ran under Node for the turn's `turn.completed`.
+    let mut delivered = 0;
+    for _ in 0..100 {
+        let info = Request::get("/triage/v1/info")
+            .send(server.addr)
+            .unwrap()
+            .json();
+        delivered = info["hooks"][0]["delivered"].as_u64().unwrap_or(0);
+        if delivered > 0 {
+            assert_eq!(info["hooks"][0]["failed"], 0, "{:#}", info["hooks"]);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(delivered, 1);
 
     // The same alert again is a duplicate; another org is refused.
     let r = intake(&alert);

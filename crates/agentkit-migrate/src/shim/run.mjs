@@ -7,6 +7,8 @@
 //       a route handler: agentkit's handler request on stdin, {status, headers, body} on stdout
 //   node --import ./register.mjs ./run.mjs schedule <module>
 //       a schedule's `run(...)`
+//   node --import ./register.mjs ./run.mjs hook <module>
+//       a hook: the event on stdin, its handler in `events` (or "*") called
 import { isAbsolute, join } from "node:path";
 import { pathToFileURL } from "node:url";
 
@@ -229,8 +231,24 @@ async function runSchedule() {
   print({ ok: true, sessionIds: sessions });
 }
 
+async function runHook() {
+  const event = await readStdin();
+  const hook = await load(target);
+  const events = hook?.events ?? {};
+  const handler = events[event.type] ?? events["*"];
+  if (typeof handler !== "function") return;
+  const ctx = {
+    session: { id: event.sessionId, purpose: undefined },
+    host,
+    callTool,
+    logger: console,
+  };
+  await handler.call(events, event, ctx);
+}
+
 try {
   if (mode === "tool") await runTool();
+  else if (mode === "hook") await runHook();
   else if (mode === "route") await runRoute();
   else if (mode === "schedule") await runSchedule();
   else throw new Error(`unknown mode ${mode}; expected tool, route or schedule`);
