@@ -9,9 +9,9 @@
 //! (`literal.rs`) or, when Node is available, from the modules themselves,
 //! loaded under a stand-in of the original package (`shim/`) that also
 //! turns zod schemas into JSON Schema with zod's own converter. With Node,
-//! server tools, route handlers and `run` schedules convert too: their
-//! command runs the original code under Node (`shim/run.mjs`), talking to
-//! agentkit through the host bridge.
+//! server tools, route handlers, `run` schedules and hooks convert too:
+//! their command runs the original code under Node (`shim/run.mjs`),
+//! talking to agentkit through the host bridge.
 //!
 //! *Must not know:* the rest of agentkit. It reads and writes files and
 //! runs Node; the facade validates what it wrote.

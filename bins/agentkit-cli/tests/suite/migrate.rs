@@ -630,3 +630,42 @@ fn router_and_its_peers_migrate_as_a_folder_and_delegate() {
         }
     }
 }
+
+#[test]
+fn a_node_too_old_for_the_shim_is_reported_and_not_used() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = tmp.path().join("node");
+    std::fs::write(&fake, "#!/bin/sh\necho v18.19.0\n").unwrap();
+    let mut perms = std::fs::metadata(&fake).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&fake, perms).unwrap();
+    let to = tmp.path().join("billing");
+    let run = agentkit(
+        tmp.path(),
+        &[
+            "migrate",
+            "--from",
+            &fixture("router").join("billing").display().to_string(),
+            "--to",
+            &to.display().to_string(),
+            "--node",
+            &fake.display().to_string(),
+            "--json",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap();
+    let node = &doc["report"]["node"];
+    assert_eq!(node["status"], "unusable", "{node}");
+    assert!(
+        node["reason"]
+            .as_str()
+            .unwrap()
+            .contains("v18.19.0 is too old"),
+        "{node}"
+    );
+    // Converted as without Node: the agent tool, not the server tool.
+    assert!(to.join("agent/tools/invoice_note.toml").is_file());
+    assert!(!to.join("agent/tools/lookup_invoice.toml").exists());
+    assert!(!to.join("agent/lib").exists());
+}
