@@ -1167,7 +1167,8 @@ impl Cx {
                 Some("defineChannel") => self.webhook_channel(&rel, &id, &value)?,
                 Some("httpChannel") => self.http_channel(&rel, &id, &value)?,
                 Some("githubChannel") => self.github_channel(&rel, &id, &value)?,
-                Some(pack @ ("slackChannel" | "gitlabChannel" | "bitbucketChannel")) => {
+                Some("slackChannel") => self.slack_channel(&rel, &id, &value)?,
+                Some(pack @ ("gitlabChannel" | "bitbucketChannel")) => {
                     let kind = pack.trim_end_matches("Channel");
                     self.report.manual(&rel, format!("the {kind} channel `{id}`"), "its handlers are code, and the pack's settings differ", format!("write agent/channels/{id}.toml with `kind = \"{kind}\"` (docs/guides/{kind}.md)"));
                 }
@@ -1487,6 +1488,128 @@ impl Cx {
             );
         }
         out.insert("rules".into(), Value::Array(rules));
+        self.write_toml(rel, &target, &Value::Object(out))
+    }
+
+    /// `slackChannel({...})`: the pack's settings; its handlers are code.
+    fn slack_channel(&mut self, rel: &str, id: &str, value: &Value) -> Result<()> {
+        let cfg = config(value, &["slackChannel"])
+            .cloned()
+            .unwrap_or_default();
+        let target = format!("agent/channels/{id}.toml");
+        if matches!(cfg.get("cursorAccount"), Some(Value::Bool(true))) {
+            self.report.manual(
+                rel,
+                format!("the Slack channel `{id}` (cursorAccount)"),
+                "it posts through Cursor's Slack app, which agentkit cannot use",
+                format!("create a Slack app (`agentkit slack manifest`) and write {target} with `kind = \"slack\"` (docs/guides/slack.md)"),
+            );
+            return Ok(());
+        }
+        let mut out = Map::new();
+        out.insert("kind".into(), json!("slack"));
+        for (key, v) in &cfg {
+            match (key.as_str(), v) {
+                ("description", Value::String(_)) => {
+                    out.insert("description".into(), v.clone());
+                }
+                ("envPrefix", Value::String(p)) => {
+                    out.insert("env_prefix".into(), json!(p));
+                }
+                ("toolApprovals", Value::Bool(b)) => {
+                    out.insert("tool_approvals".into(), json!(b));
+                }
+                ("interactivity", Value::Bool(_)) => {}
+                ("apiUrl", Value::String(u)) => {
+                    out.insert("api_url".into(), json!(u));
+                }
+                ("mode", Value::String(m)) if m == "socket" || m == "events" => {
+                    out.insert("mode".into(), json!(m));
+                }
+                ("credentials", Value::Object(c)) => {
+                    for (ck, cv) in c {
+                        let text = match cv {
+                            Value::String(s) => Some(s.clone()),
+                            f => env_of_function(f),
+                        };
+                        let field = match ck.as_str() {
+                            "botToken" => Some("bot_token"),
+                            "appToken" => Some("app_token"),
+                            "signingSecret" => Some("signing_secret"),
+                            _ => None,
+                        };
+                        match (field, text) {
+                            (Some(field), Some(t)) => {
+                                out.insert(field.into(), json!(t));
+                            }
+                            _ => self.report.manual(rel, format!("credentials.{ck}"), "computed by code, or no such Slack setting", "set bot_token, app_token or signing_secret as `${VAR}` (docs/reference/channels.md#slack-settings)"),
+                        }
+                    }
+                }
+                ("engagement", Value::Object(e)) => {
+                    let mut engagement = Map::new();
+                    for (flag, field) in [
+                        ("mentions", "mentions"),
+                        ("directMessages", "direct_messages"),
+                    ] {
+                        if let Some(Value::Bool(b)) = e.get(flag) {
+                            engagement.insert(field.into(), json!(b));
+                        }
+                    }
+                    if let Some(Value::Object(posts)) = e.get("channelPosts") {
+                        let mut watch = Map::new();
+                        if let Some(Value::Array(allow)) = posts.get("allow") {
+                            let names: Vec<&str> = allow.iter().filter_map(Value::as_str).collect();
+                            if names.iter().any(|n| n.starts_with('#')) {
+                                self.report.manual(
+                                    rel,
+                                    format!(
+                                        "engagement.channelPosts.allow {}",
+                                        short(&json!(names))
+                                    ),
+                                    "agentkit watches channels by id, not by name",
+                                    format!(
+                                        "replace each `#name` with its channel id (C…) in {target}"
+                                    ),
+                                );
+                            }
+                            watch.insert("allow".into(), json!(names));
+                        }
+                        if let Some(Value::String(p)) = posts.get("posts") {
+                            watch.insert("posts".into(), json!(p));
+                        }
+                        if let Some(ms) = posts.get("debounceMs").and_then(Value::as_u64) {
+                            watch.insert("debounce".into(), json!(format!("{ms}ms")));
+                        }
+                        engagement.insert("channel_posts".into(), Value::Object(watch));
+                    }
+                    if !engagement.is_empty() {
+                        out.insert("engagement".into(), Value::Object(engagement));
+                    }
+                }
+                ("suggestedPrompts", Value::Array(prompts)) if is_plain(v) => {
+                    let prompts: Vec<Value> = prompts
+                        .iter()
+                        .filter_map(|p| Some(json!({"title": p.get("title")?.as_str()?, "message": p.get("message")?.as_str()?})))
+                        .collect();
+                    out.insert("assistant".into(), json!({"suggested_prompts": prompts}));
+                }
+                (hook, f) if hook.starts_with("on") && f.get("$function").is_some() => {
+                    self.report.manual(
+                        rel,
+                        format!("handler `{hook}`"),
+                        "it is code; the pack's defaults (mentions and direct messages start or continue a thread's session) apply instead",
+                        format!("write `[[rules]]` in {target} for what it filtered or prepared (a `turn` or a `task`)"),
+                    );
+                }
+                (k, v) => self.report.manual(
+                    rel,
+                    format!("`{k}: {}`", short(v)),
+                    "not a Slack pack setting agentkit has",
+                    "see docs/reference/channels.md#slack-settings",
+                ),
+            }
+        }
         self.write_toml(rel, &target, &Value::Object(out))
     }
 

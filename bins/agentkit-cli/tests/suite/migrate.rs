@@ -308,9 +308,21 @@ fn triage_with_node_runs_tools_handlers_and_schedules_under_node() {
             "agent/agent.ts: model `grok-4.5`",
             "agent/agent.ts: model params [{\"id\":\"effort\",\"value\":\"high\"}]",
             "agent/channels/alerts.ts: event handler `message.completed`",
+            "agent/channels/slack.ts: engagement.channelPosts.allow [\"#triage-alerts\"]",
+            "agent/channels/slack.ts: handler `onChannelPost`",
         ],
         "{left:#?}"
     );
+    let slack = std::fs::read_to_string(to.join("agent/channels/slack.toml")).unwrap();
+    for line in [
+        "kind = \"slack\"",
+        "env_prefix = \"TRIAGE\"",
+        "tool_approvals = true",
+        "debounce = \"15000ms\"",
+        "message = \"Which alerts are still open?\"",
+    ] {
+        assert!(slack.contains(line), "{line} not in {slack}");
+    }
     let hook = std::fs::read_to_string(to.join("agent/hooks/audit.toml")).unwrap();
     assert!(
         hook.contains("events = [\"turn.completed\"]") && hook.contains("\"hook\","),
