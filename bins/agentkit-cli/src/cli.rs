@@ -153,12 +153,12 @@ enum Command {
     /// Convert a project of the TypeScript framework into agentkit's files.
     ///
     /// Converts instructions, skills, subagents, agent settings, MCP
-    /// connections, GitHub pack options, agent tools, schedules, workspace
-    /// seeds and eval cases. With Node (on PATH, or --node), loads the
+    /// connections, GitHub and Slack pack options, agent tools, schedules,
+    /// workspace seeds and eval cases. With Node (on PATH, or --node), loads the
     /// project's own modules under a stand-in of the original package to
     /// read their real values (zod schemas through zod's own converter),
-    /// and writes server tools, route handlers and schedules whose command
-    /// runs the original code under Node, talking to agentkit through the
+    /// and writes server tools, route handlers, schedules and hooks whose
+    /// command runs the original code under Node, talking to agentkit through the
     /// host bridge. Prints what it could not convert, with the reason and
     /// what to write instead, then validates the output. Exits 1 when the
     /// output has validation errors, 2 when it cannot migrate (no agent/
