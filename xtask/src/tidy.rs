@@ -173,6 +173,7 @@ const BELOW_FACADE: &[&str] = &[
     "agentkit-runtime",
     "agentkit-client",
     "agentkit-evals",
+    "agentkit-migrate",
 ];
 
 /// Every workspace package and the internal crates it may use as normal (or
@@ -236,6 +237,8 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
             "agentkit-client",
         ],
     ),
+    // Reads and writes project files and runs Node; knows no other crate.
+    ("agentkit-migrate", &[]),
     ("agentkit", BELOW_FACADE),
     (
         TEST_SUPPORT,
@@ -252,6 +255,7 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
             "agentkit-runtime",
             "agentkit-client",
             "agentkit-evals",
+            "agentkit-migrate",
         ],
     ),
     ("agentkit-cli", &["agentkit"]),

@@ -150,6 +150,20 @@ enum Command {
     Logout(crate::login::LogoutArgs),
     /// Show which key source is active for each provider (never the key).
     Whoami(crate::login::WhoamiArgs),
+    /// Convert a project of the TypeScript framework into agentkit's files.
+    ///
+    /// Converts instructions, skills, subagents, agent settings, MCP
+    /// connections, GitHub and Slack pack options, agent tools, schedules,
+    /// workspace seeds and eval cases. With Node (on PATH, or --node), loads the
+    /// project's own modules under a stand-in of the original package to
+    /// read their real values (zod schemas through zod's own converter),
+    /// and writes server tools, route handlers, schedules and hooks whose
+    /// command runs the original code under Node, talking to agentkit through the
+    /// host bridge. Prints what it could not convert, with the reason and
+    /// what to write instead, then validates the output. Exits 1 when the
+    /// output has validation errors, 2 when it cannot migrate (no agent/
+    /// folder, a non-empty --to without --force).
+    Migrate(crate::migrate::MigrateArgs),
 }
 
 impl Cli {
@@ -192,6 +206,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Login(args) => crate::login::login(args),
         Command::Logout(args) => crate::login::logout(args),
         Command::Whoami(args) => crate::login::whoami(args),
+        Command::Migrate(args) => crate::migrate::migrate(args),
     }
 }
 

@@ -11,6 +11,7 @@ mod eval;
 mod github;
 mod login;
 mod mcp;
+mod migrate;
 mod packs;
 mod render;
 mod slack;

@@ -38,12 +38,26 @@ enum McpCommand {
         /// Print the outcome as JSON.
         #[arg(long)]
         json: bool,
+        /// Scopes to ask for on top of those the server advertises (space
+        /// separated), for a server that refused a call with
+        /// `insufficient_scope`.
+        #[arg(long, value_name = "SCOPES")]
+        scope: Option<String>,
     },
     /// The client under test of the MCP conformance suite's auth
     /// scenarios: a headless login, then tools/list (and calls of tools
     /// without required arguments). The server URL is the last argument.
+    ///
+    /// A pre-registered client comes from the suite's context
+    /// (`MCP_CONFORMANCE_CONTEXT`: `client_id`, `client_secret`).
     #[command(hide = true)]
-    ConformanceClient { url: String },
+    ConformanceClient {
+        /// The client's metadata document URL, used as its client id
+        /// where the authorization server supports them.
+        #[arg(long, value_name = "URL")]
+        client_metadata_url: Option<String>,
+        url: String,
+    },
     /// Show each MCP connection and, for `oauth = true` ones, whether it
     /// is logged in and when its token expires (never the token).
     Status {
@@ -64,8 +78,10 @@ pub(crate) fn mcp(args: McpArgs) -> anyhow::Result<ExitCode> {
             agent,
             state_root,
             json,
+            scope,
         } => {
             let request = agentkit::mcp_oauth::LoginRequest {
+                extra_scope: scope,
                 dir: dir.clone(),
                 agent,
                 connection,
@@ -100,10 +116,27 @@ pub(crate) fn mcp(args: McpArgs) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        McpCommand::ConformanceClient { url } => {
+        McpCommand::ConformanceClient {
+            url,
+            client_metadata_url,
+        } => {
             let state = tempfile::tempdir().context("cannot make a temporary folder")?;
+            let context: serde_json::Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+                .ok()
+                .and_then(|c| serde_json::from_str(&c).ok())
+                .unwrap_or_default();
+            let text = |key: &str| context[key].as_str().map(str::to_owned);
+            let client = agentkit::mcp_oauth::OAuthClient {
+                client_id: text("client_id"),
+                client_secret: text("client_secret"),
+                metadata_url: client_metadata_url,
+            };
             let check = tokio_runtime()?
-                .block_on(agentkit::mcp_oauth::headless_check(&url, state.path()))
+                .block_on(agentkit::mcp_oauth::headless_check(
+                    &url,
+                    state.path(),
+                    client,
+                ))
                 .with_context(|| format!("conformance client against {url}"))?;
             crate::render::json(&mut anstream::stdout(), &serde_json::to_value(&check)?)?;
             Ok(ExitCode::SUCCESS)

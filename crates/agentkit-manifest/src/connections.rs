@@ -27,6 +27,11 @@ struct RawConnection {
     /// An HTTP server that wants OAuth (`agentkit mcp login`).
     #[serde(default)]
     oauth: bool,
+    /// A client registered with the authorization server beforehand.
+    oauth_client_id: Option<String>,
+    oauth_client_secret: Option<String>,
+    /// This client's metadata document (an HTTPS URL used as its client id).
+    oauth_client_metadata_url: Option<String>,
 }
 
 pub(crate) fn read_connection(ctx: &mut Ctx, path: &Path, name: &str) -> Option<Connection> {
@@ -144,11 +149,56 @@ pub(crate) fn read_connection(ctx: &mut Ctx, path: &Path, name: &str) -> Option<
         }
         Transport::Peer { agent }
     };
+    let client_keys = [
+        ("oauth_client_id", raw.oauth_client_id.is_some()),
+        ("oauth_client_secret", raw.oauth_client_secret.is_some()),
+        (
+            "oauth_client_metadata_url",
+            raw.oauth_client_metadata_url.is_some(),
+        ),
+    ];
+    if let Some((key, _)) = client_keys
+        .iter()
+        .find(|(_, set)| *set)
+        .filter(|_| !raw.oauth)
+    {
+        return fail(
+            ctx,
+            Code::ConflictingFields,
+            key,
+            format!("`{key}` is for connections with `oauth = true`"),
+        );
+    }
+    if raw.oauth_client_secret.is_some() && raw.oauth_client_id.is_none() {
+        return fail(
+            ctx,
+            Code::MissingField,
+            "oauth_client_secret",
+            "`oauth_client_secret` needs the `oauth_client_id` it belongs to".into(),
+        );
+    }
+    if let Some(url) = &raw.oauth_client_metadata_url
+        && !(url.starts_with("https://") || url.starts_with("${"))
+    {
+        return fail(
+            ctx,
+            Code::InvalidValue,
+            "oauth_client_metadata_url",
+            format!(
+                "`oauth_client_metadata_url` must be an https URL (the authorization server fetches it), not `{url}`"
+            ),
+        );
+    }
     Some(Connection {
         name: name.to_owned(),
         path: src.rel.clone(),
         description: raw.description,
         transport,
         oauth: raw.oauth,
+        oauth_client: crate::model::OAuthClientSettings {
+            client_id: raw.oauth_client_id,
+            client_secret: raw.oauth_client_secret,
+            metadata_url: raw.oauth_client_metadata_url,
+        },
     })
 }

@@ -505,6 +505,23 @@ pub struct Connection {
     /// `agentkit mcp login` obtained and the host refreshes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub oauth: bool,
+    /// How `agentkit mcp login` identifies itself to the authorization
+    /// server when dynamic registration is not what it wants. Never
+    /// serialized: the secret stays in the file.
+    #[serde(skip)]
+    pub oauth_client: OAuthClientSettings,
+}
+
+/// `oauth_client_id` / `oauth_client_secret` (a client registered with the
+/// authorization server beforehand) and `oauth_client_metadata_url` (the
+/// HTTPS URL of this client's metadata document, used as its client id
+/// where the server supports client ID metadata documents). Strings keep
+/// their `${VAR}` references.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OAuthClientSettings {
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    pub metadata_url: Option<String>,
 }
 
 /// How an MCP connection is reached. Strings keep their `${VAR}`

@@ -159,6 +159,24 @@ pub enum ClientError {
         tool: String,
         message: String,
     },
+    /// The server answered `403` `insufficient_scope`: the token needs more
+    /// scopes, which takes a new authorization (`agentkit mcp login`).
+    #[error("MCP connection `{name}`: `{tool}` needs more OAuth scopes than the token has: log in again with `agentkit mcp login {name}{}`", .scope.as_deref().map(|s| format!(" --scope '{s}'")).unwrap_or_default())]
+    InsufficientScope {
+        name: String,
+        tool: String,
+        /// The `scope` of the server's challenge, when it names one.
+        scope: Option<String>,
+    },
+}
+
+/// The `scope` of a `403 insufficient_scope` challenge behind `e`
+/// (`Some(None)` when it names none); `None` for any other failure.
+fn insufficient_scope(e: &rmcp::ServiceError) -> Option<Option<String>> {
+    let header = e.auth_challenge()?;
+    header
+        .contains("insufficient_scope")
+        .then(|| crate::oauth::challenge_param(header, "scope"))
 }
 
 /// A connection's live state, as `GET /v1/info` shows it.
@@ -429,6 +447,13 @@ impl Connections {
             listed = self.peer(conn, hops).await?.list_all_tools().await;
         }
         let tools = listed.map_err(|e| {
+            if let Some(scope) = insufficient_scope(&e) {
+                return ClientError::InsufficientScope {
+                    name: name.to_owned(),
+                    tool: "tools/list".into(),
+                    scope,
+                };
+            }
             self.failed(conn, &e.to_string());
             ClientError::Call {
                 name: name.to_owned(),
@@ -486,6 +511,13 @@ impl Connections {
             called = peer.call_tool(params).await;
         }
         let result = called.map_err(|e| {
+            if let Some(scope) = insufficient_scope(&e) {
+                return ClientError::InsufficientScope {
+                    name: name.to_owned(),
+                    tool: tool.to_owned(),
+                    scope,
+                };
+            }
             if peer.is_transport_closed() {
                 self.failed(conn, &e.to_string());
             }

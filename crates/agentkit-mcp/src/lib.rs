@@ -19,8 +19,8 @@ pub use client::{
     McpTool, Target,
 };
 pub use oauth::{
-    LoginOptions, OAuthError, REFRESH_MARGIN, StoredTokens, TokenSource, TokenState, login,
-    read_tokens, token_state, write_tokens,
+    LoginOptions, OAuthClient, OAuthError, REFRESH_MARGIN, StoredTokens, TokenSource, TokenState,
+    login, read_tokens, token_state, write_tokens,
 };
 pub use server::{
     AgentBackend, AskRequest, BackendError, DEFAULT_MAX_HOPS, DEFAULT_MAX_WAIT, HOPS_HEADER,

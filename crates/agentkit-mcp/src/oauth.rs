@@ -192,6 +192,35 @@ pub struct LoginOptions {
     pub token_file: PathBuf,
     /// The client name sent when registering.
     pub client_name: String,
+    /// Who the client is when it does not register dynamically.
+    pub client: OAuthClient,
+    /// Scopes to ask for on top of the discovered ones: what a server's
+    /// `403 insufficient_scope` challenge named (scope step-up).
+    pub extra_scope: Option<String>,
+}
+
+/// `a` and `b`'s space-separated scopes, each once, in order.
+fn union_scopes(a: Option<&str>, b: Option<&str>) -> Option<String> {
+    let mut out: Vec<&str> = Vec::new();
+    for s in a.into_iter().chain(b).flat_map(str::split_whitespace) {
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    (!out.is_empty()).then(|| out.join(" "))
+}
+
+/// How the client identifies itself, in this order: a client registered
+/// with the authorization server beforehand (`client_id`, with its
+/// `client_secret` for a confidential client); else, where the server
+/// advertises `client_id_metadata_document_supported`, the HTTPS URL of
+/// this client's metadata document as its client id; else dynamic
+/// registration (RFC 7591).
+#[derive(Debug, Clone, Default)]
+pub struct OAuthClient {
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    pub metadata_url: Option<String>,
 }
 
 /// The HTTP client of every OAuth request: no redirects followed (a
@@ -213,10 +242,14 @@ struct Discovered {
     token_endpoint: String,
     registration_endpoint: Option<String>,
     scope: Option<String>,
+    /// `token_endpoint_auth_methods_supported` (empty when not advertised).
+    token_auth_methods: Vec<String>,
+    /// `client_id_metadata_document_supported`.
+    client_id_metadata_documents: bool,
 }
 
 /// One `key="value"` parameter of a `WWW-Authenticate: Bearer …` challenge.
-fn challenge_param(header: &str, key: &str) -> Option<String> {
+pub(crate) fn challenge_param(header: &str, key: &str) -> Option<String> {
     let mut rest = header;
     while let Some(at) = rest.find(key) {
         let before = rest[..at].chars().next_back();
@@ -287,12 +320,10 @@ async fn discover(http: &reqwest::Client, mcp_url: &str) -> Result<Discovered, O
         .get("www-authenticate")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    if probe.status() != reqwest::StatusCode::UNAUTHORIZED && challenge.is_none() {
-        return Err(OAuthError::Discovery(format!(
-            "{mcp_url} answered HTTP {} without asking for authorization; it may not need `oauth = true`",
-            probe.status().as_u16()
-        )));
-    }
+    // A server may let `initialize` through and ask for a token only on
+    // later requests; its protected-resource metadata says it is protected.
+    let unchallenged = (probe.status() != reqwest::StatusCode::UNAUTHORIZED && challenge.is_none())
+        .then(|| probe.status().as_u16());
     let mut candidates = Vec::new();
     if let Some(meta) = challenge
         .as_deref()
@@ -315,6 +346,11 @@ async fn discover(http: &reqwest::Client, mcp_url: &str) -> Result<Discovered, O
             }
             Err(e) => tried.push(e),
         }
+    }
+    if let (Some(status), None) = (unchallenged, &prm) {
+        return Err(OAuthError::Discovery(format!(
+            "{mcp_url} answered HTTP {status} without asking for authorization and publishes no protected-resource metadata; it may not need `oauth = true`"
+        )));
     }
     // Without protected-resource metadata, the 2025-03-26 revision of the
     // specification applies: the MCP server's origin is the authorization
@@ -415,6 +451,16 @@ async fn discover(http: &reqwest::Client, mcp_url: &str) -> Result<Discovered, O
             .ok_or_else(|| OAuthError::Discovery("the metadata has no `token_endpoint`".into()))?,
         registration_endpoint: endpoint("registration_endpoint"),
         scope,
+        token_auth_methods: meta["token_endpoint_auth_methods_supported"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        client_id_metadata_documents: meta["client_id_metadata_document_supported"]
+            .as_bool()
+            .unwrap_or(false),
     })
 }
 
@@ -441,6 +487,57 @@ struct Registered {
     auth_method: String,
 }
 
+/// The client this login uses: pre-registered, a client ID metadata
+/// document, or dynamically registered (see [`OAuthClient`]).
+async fn client_for(
+    http: &reqwest::Client,
+    found: &Discovered,
+    redirect_uri: &str,
+    options: &LoginOptions,
+) -> Result<Registered, OAuthError> {
+    if let Some(client_id) = options.client.client_id.clone().filter(|c| !c.is_empty()) {
+        let client_secret = options
+            .client
+            .client_secret
+            .clone()
+            .filter(|c| !c.is_empty());
+        let supports = |m: &str| {
+            found.token_auth_methods.is_empty() || found.token_auth_methods.iter().any(|x| x == m)
+        };
+        let auth_method = match &client_secret {
+            None => "none",
+            Some(_) if supports("client_secret_basic") => "client_secret_basic",
+            Some(_) if supports("client_secret_post") => "client_secret_post",
+            Some(_) => {
+                return Err(OAuthError::Registration(format!(
+                    "`{}` accepts none of the token endpoint auth methods a client secret needs (client_secret_basic, client_secret_post); it lists {}",
+                    found.issuer,
+                    found.token_auth_methods.join(", ")
+                )));
+            }
+        };
+        return Ok(Registered {
+            client_id,
+            client_secret,
+            auth_method: auth_method.to_owned(),
+        });
+    }
+    if let Some(url) = options
+        .client
+        .metadata_url
+        .clone()
+        .filter(|u| !u.is_empty())
+        && found.client_id_metadata_documents
+    {
+        return Ok(Registered {
+            client_id: url,
+            client_secret: None,
+            auth_method: "none".into(),
+        });
+    }
+    register(http, found, redirect_uri, &options.client_name).await
+}
+
 async fn register(
     http: &reqwest::Client,
     found: &Discovered,
@@ -449,7 +546,7 @@ async fn register(
 ) -> Result<Registered, OAuthError> {
     let Some(endpoint) = &found.registration_endpoint else {
         return Err(OAuthError::Registration(format!(
-            "`{}` offers no dynamic client registration (`registration_endpoint`), and agentkit has no pre-registered client for it",
+            "`{}` offers no dynamic client registration (`registration_endpoint`); set `oauth_client_id` (and `oauth_client_secret`) of a client registered with it, or `oauth_client_metadata_url` if it accepts client ID metadata documents",
             found.issuer
         )));
     };
@@ -672,7 +769,10 @@ pub async fn login(
     open: impl FnOnce(&str),
 ) -> Result<StoredTokens, OAuthError> {
     let http = http()?;
-    let found = discover(&http, &options.url).await?;
+    let mut found = discover(&http, &options.url).await?;
+    if options.extra_scope.is_some() {
+        found.scope = union_scopes(found.scope.as_deref(), options.extra_scope.as_deref());
+    }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| OAuthError::Authorization(format!("cannot listen on 127.0.0.1: {e}")))?;
@@ -681,7 +781,7 @@ pub async fn login(
         .map_err(|e| OAuthError::Authorization(e.to_string()))?
         .port();
     let redirect_uri = format!("http://127.0.0.1:{port}/callback");
-    let client = register(&http, &found, &redirect_uri, &options.client_name).await?;
+    let client = client_for(&http, &found, &redirect_uri, options).await?;
     let verifier = random_token();
     let state = random_token();
     let mut auth_url = Url::parse(&found.authorization_endpoint).map_err(|e| {

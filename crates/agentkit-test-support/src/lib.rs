@@ -11,6 +11,7 @@
 pub mod conformance;
 pub mod http;
 pub mod jwt;
+pub mod migrate_node;
 pub mod mock;
 pub mod process;
 pub mod provider;

@@ -54,6 +54,9 @@ pub mod client {
 /// The eval runner (`agentkit-evals`): selection, runs, reports,
 /// baselines.
 pub use agentkit_evals as evals;
+/// `agentkit migrate` (`agentkit-migrate`): a TypeScript framework project
+/// converted into agentkit's files, with a report of what was not.
+pub use agentkit_migrate as migrate;
 /// Trajectories: a session's events folded into a summary
 /// (`agentkit-client`).
 pub mod trajectory {

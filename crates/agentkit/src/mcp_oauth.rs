@@ -12,6 +12,9 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::serve::EnvLookup;
 
+/// How `login` identifies the client when it does not register dynamically.
+pub use agentkit_mcp::OAuthClient;
+
 /// Where a connection's tokens are kept.
 pub fn token_file(state_root: &Path, slug: &str, connection: &str) -> PathBuf {
     state_root
@@ -31,6 +34,9 @@ pub struct LoginRequest {
     /// Defaults to `<project>/.agentkit`, as for `serve`.
     pub state_root: Option<PathBuf>,
     pub env: EnvLookup,
+    /// Scopes to ask for on top of the discovered ones (what a server's
+    /// `403 insufficient_scope` named).
+    pub extra_scope: Option<String>,
 }
 
 /// What a login stored.
@@ -137,6 +143,24 @@ pub async fn login(request: &LoginRequest, open: impl FnOnce(&str)) -> Result<Lo
         url: request.env.resolve(url),
         token_file: file.clone(),
         client_name: format!("agentkit ({})", project.slug),
+        client: agentkit_mcp::OAuthClient {
+            client_id: connection
+                .oauth_client
+                .client_id
+                .as_deref()
+                .map(|v| request.env.resolve(v)),
+            client_secret: connection
+                .oauth_client
+                .client_secret
+                .as_deref()
+                .map(|v| request.env.resolve(v)),
+            metadata_url: connection
+                .oauth_client
+                .metadata_url
+                .as_deref()
+                .map(|v| request.env.resolve(v)),
+        },
+        extra_scope: request.extra_scope.clone(),
     };
     let tokens = agentkit_mcp::login(&options, open).await?;
     Ok(LoginOutcome {
@@ -191,15 +215,115 @@ pub struct HeadlessCheck {
 /// loopback listener itself), then a connection that lists the tools and
 /// calls each one that takes no required arguments, with the stored token.
 /// Tokens go under `state_dir`.
-pub async fn headless_check(url: &str, state_dir: &Path) -> Result<HeadlessCheck> {
+pub async fn headless_check(
+    url: &str,
+    state_dir: &Path,
+    client: agentkit_mcp::OAuthClient,
+) -> Result<HeadlessCheck> {
     let file = state_dir.join("mcp-oauth/server.json");
-    let options = agentkit_mcp::LoginOptions {
+    let mut options = agentkit_mcp::LoginOptions {
         connection: "server".into(),
         url: url.to_owned(),
         token_file: file.clone(),
         client_name: "agentkit".into(),
+        client,
+        extra_scope: None,
     };
-    let tokens = agentkit_mcp::login(&options, |auth_url| {
+    let mut tokens = headless_login(&options).await?;
+    let mut step_ups = 0;
+    let spec = agentkit_mcp::ConnectionSpec {
+        name: "server".into(),
+        description: None,
+        target: agentkit_mcp::Target::Http {
+            url: url.to_owned(),
+            headers: Vec::new(),
+            peer: false,
+            oauth: Some(file),
+        },
+    };
+    // A `403 insufficient_scope` asks for a token with more scopes: log in
+    // again asking for them too, at most MAX_STEP_UPS times in all (a
+    // server that keeps refusing does not get an endless loop).
+    const MAX_STEP_UPS: u32 = 2;
+    let step_up = async |scope: Option<String>,
+                         options: &mut agentkit_mcp::LoginOptions,
+                         step_ups: &mut u32|
+           -> Result<Option<agentkit_mcp::StoredTokens>> {
+        if *step_ups >= MAX_STEP_UPS {
+            return Ok(None);
+        }
+        *step_ups += 1;
+        options.extra_scope = match (options.extra_scope.take(), scope) {
+            (Some(a), Some(b)) => Some(format!("{a} {b}")),
+            (a, b) => a.or(b),
+        };
+        headless_login(options).await.map(Some)
+    };
+    let open = || {
+        agentkit_mcp::Connections::new(vec![spec.clone()], agentkit_mcp::ClientOptions::default())
+    };
+    let mut connections = open();
+    let tools = loop {
+        match connections.list_tools("server", 0).await {
+            Ok(tools) => break tools,
+            Err(agentkit_mcp::ClientError::InsufficientScope { scope, .. }) => {
+                connections.close().await;
+                match step_up(scope, &mut options, &mut step_ups).await? {
+                    Some(t) => tokens = t,
+                    None => {
+                        return Err(Error::Config {
+                            message: format!(
+                                "the server still refuses `tools/list` after {MAX_STEP_UPS} scope step-ups"
+                            ),
+                        });
+                    }
+                }
+                connections = open();
+            }
+            Err(e) => {
+                connections.close().await;
+                return Err(Error::Config {
+                    message: e.to_string(),
+                });
+            }
+        }
+    };
+    for tool in &tools {
+        let required = tool.input_schema["required"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty());
+        if required {
+            continue;
+        }
+        loop {
+            let called = connections
+                .call_tool("server", &tool.name, serde_json::json!({}), 0)
+                .await;
+            let Err(agentkit_mcp::ClientError::InsufficientScope { scope, .. }) = called else {
+                break;
+            };
+            connections.close().await;
+            let stepped = step_up(scope, &mut options, &mut step_ups).await?;
+            connections = open();
+            match stepped {
+                Some(t) => tokens = t,
+                None => break,
+            }
+        }
+    }
+    connections.close().await;
+    Ok(HeadlessCheck {
+        issuer: tokens.issuer,
+        tools: tools.into_iter().map(|t| t.name).collect(),
+    })
+}
+
+/// A login with no person in the loop: the "browser" follows the
+/// authorization server's redirect to the loopback listener itself.
+async fn headless_login(
+    options: &agentkit_mcp::LoginOptions,
+) -> Result<agentkit_mcp::StoredTokens> {
+    let tokens = agentkit_mcp::login(options, |auth_url| {
         let auth_url = auth_url.to_owned();
         tokio::spawn(async move {
             let http = reqwest::Client::builder()
@@ -227,41 +351,5 @@ pub async fn headless_check(url: &str, state_dir: &Path) -> Result<HeadlessCheck
         });
     })
     .await?;
-    let spec = agentkit_mcp::ConnectionSpec {
-        name: "server".into(),
-        description: None,
-        target: agentkit_mcp::Target::Http {
-            url: url.to_owned(),
-            headers: Vec::new(),
-            peer: false,
-            oauth: Some(file),
-        },
-    };
-    let connections =
-        agentkit_mcp::Connections::new(vec![spec], agentkit_mcp::ClientOptions::default());
-    let listed = connections.list_tools("server", 0).await;
-    let tools = match listed {
-        Ok(tools) => tools,
-        Err(e) => {
-            connections.close().await;
-            return Err(Error::Config {
-                message: e.to_string(),
-            });
-        }
-    };
-    for tool in &tools {
-        let required = tool.input_schema["required"]
-            .as_array()
-            .is_some_and(|r| !r.is_empty());
-        if !required {
-            let _ = connections
-                .call_tool("server", &tool.name, serde_json::json!({}), 0)
-                .await;
-        }
-    }
-    connections.close().await;
-    Ok(HeadlessCheck {
-        issuer: tokens.issuer,
-        tools: tools.into_iter().map(|t| t.name).collect(),
-    })
+    Ok(tokens)
 }

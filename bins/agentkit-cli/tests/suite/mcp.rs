@@ -95,10 +95,14 @@ fn login_refuses_connections_without_oauth() {
 
 /// The client auth scenarios of the official MCP conformance suite that
 /// agentkit supports, with `agentkit mcp conformance-client` as the client
-/// under test. Not covered: pre-registered clients (`pre-registration`),
-/// client ID metadata documents (`basic-cimd`) and scope step-up on 403
-/// (`scope-step-up`, `scope-retry-limit`).
+/// under test (given the suite's client metadata document URL, and the
+/// pre-registered client of `pre-registration` through the suite's
+/// context): all 19.
 const AUTH_SCENARIOS: &[&str] = &[
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
+    "auth/basic-cimd",
+    "auth/pre-registration",
     "auth/metadata-default",
     "auth/metadata-var1",
     "auth/metadata-var2",
@@ -129,7 +133,12 @@ fn the_official_conformance_suite_passes_the_client_auth_scenarios() {
         }
     };
     let t = tempfile::tempdir().unwrap();
-    let client = format!("{} mcp conformance-client", env!("CARGO_BIN_EXE_agentkit"));
+    // The URL the suite expects as the client id of a client ID metadata
+    // document (it is never fetched in these scenarios).
+    let client = format!(
+        "{} mcp conformance-client --client-metadata-url https://conformance-test.local/client-metadata.json",
+        env!("CARGO_BIN_EXE_agentkit")
+    );
     let mut failed = Vec::new();
     for scenario in AUTH_SCENARIOS {
         let out = std::process::Command::new(&suite.node)

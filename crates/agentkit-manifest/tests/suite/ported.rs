@@ -223,3 +223,56 @@ fn oauth_is_for_url_connections_without_an_authorization_header() {
         [("linear", true)]
     );
 }
+
+#[test]
+fn oauth_clients_are_pre_registered_or_metadata_documents() {
+    let (_t, d) = project(&[
+        (
+            "agent/mcp-connections/jira.toml",
+            "url = \"https://mcp.example/mcp\"\noauth = true\noauth_client_id = \"agentkit-prod\"\noauth_client_secret = \"${JIRA_CLIENT_SECRET}\"\n",
+        ),
+        (
+            "agent/mcp-connections/cimd.toml",
+            "url = \"https://mcp.example/mcp\"\noauth = true\noauth_client_metadata_url = \"https://agents.example/client.json\"\n",
+        ),
+        (
+            "agent/mcp-connections/plain.toml",
+            "url = \"https://mcp.example/mcp\"\noauth_client_id = \"x\"\n",
+        ),
+        (
+            "agent/mcp-connections/secret.toml",
+            "url = \"https://mcp.example/mcp\"\noauth = true\noauth_client_secret = \"s\"\n",
+        ),
+        (
+            "agent/mcp-connections/http.toml",
+            "url = \"https://mcp.example/mcp\"\noauth = true\noauth_client_metadata_url = \"http://agents.example/client.json\"\n",
+        ),
+    ]);
+    expect![[r#"
+        agent/mcp-connections/http.toml:3:1: error[invalid-value]: `oauth_client_metadata_url` must be an https URL (the authorization server fetches it), not `http://agents.example/client.json`
+        agent/mcp-connections/plain.toml:2:1: error[conflicting-fields]: `oauth_client_id` is for connections with `oauth = true`
+        agent/mcp-connections/secret.toml:3:1: error[missing-field]: `oauth_client_secret` needs the `oauth_client_id` it belongs to
+    "#]]
+    .assert_eq(&render(&d));
+    let conns = &d.host.agents[0].agent.mcp_connections;
+    let jira = conns.iter().find(|c| c.name == "jira").unwrap();
+    assert_eq!(
+        jira.oauth_client.client_id.as_deref(),
+        Some("agentkit-prod")
+    );
+    assert_eq!(
+        jira.oauth_client.client_secret.as_deref(),
+        Some("${JIRA_CLIENT_SECRET}")
+    );
+    let cimd = conns.iter().find(|c| c.name == "cimd").unwrap();
+    assert_eq!(
+        cimd.oauth_client.metadata_url.as_deref(),
+        Some("https://agents.example/client.json")
+    );
+    // The secret never shows in `info`.
+    let json = serde_json::to_string(&d.host.agents[0].agent.mcp_connections).unwrap();
+    assert!(
+        !json.contains("JIRA_CLIENT_SECRET") && !json.contains("agentkit-prod"),
+        "{json}"
+    );
+}

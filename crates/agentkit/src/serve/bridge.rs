@@ -454,7 +454,7 @@ fn mcp_failed(e: agentkit_mcp::ClientError) -> ApiError {
             ErrorCode::ConnectionUnavailable,
             e.to_string(),
         ),
-        ClientError::Call { .. } => error(
+        ClientError::Call { .. } | ClientError::InsufficientScope { .. } => error(
             StatusCode::BAD_GATEWAY,
             ErrorCode::McpCallFailed,
             e.to_string(),

@@ -7,7 +7,8 @@
 //! `agentkit::mcp_oauth::login` runs the flow with a scripted browser; the
 //! served agent then uses the stored tokens, refreshes one that nears
 //! expiry before using it, and refreshes again when the server refuses a
-//! revoked one.
+//! revoked one; a `403 insufficient_scope` is reported with the scopes to
+//! log in for, and `--scope` asks for them.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -48,6 +49,11 @@ struct Auth {
     /// The bearer tokens the resource admitted, in order.
     admitted: Vec<String>,
     refused: u32,
+    /// The scope an authorization request must ask for (`mcp:tools` when
+    /// unset).
+    scope: Option<String>,
+    /// Answer `tools/call` with `403 insufficient_scope` (scope step-up).
+    insufficient: bool,
 }
 
 type Shared = Arc<Mutex<Auth>>;
@@ -67,7 +73,7 @@ fn issue(a: &mut Auth) -> Value {
     let (at, rt) = (format!("at-{}", a.issued), format!("rt-{}", a.issued));
     a.access.insert(at.clone());
     a.refresh.insert(rt.clone());
-    json!({"access_token": at, "token_type": "Bearer", "expires_in": a.lifetime, "refresh_token": rt, "scope": "mcp:tools"})
+    json!({"access_token": at, "token_type": "Bearer", "expires_in": a.lifetime, "refresh_token": rt, "scope": a.scope.clone().unwrap_or_else(|| "mcp:tools".into())})
 }
 
 async fn prm(State(s): State<Shared>) -> impl IntoResponse {
@@ -134,7 +140,7 @@ async fn authorize(State(s): State<Shared>, Query(q): Query<HashMap<String, Stri
         || get("code_challenge").len() != 43
         || !registered
         || get("resource") != format!("{}/mcp", a.base)
-        || get("scope") != "mcp:tools"
+        || get("scope") != a.scope.clone().unwrap_or_else(|| "mcp:tools".into())
         || !redirect.starts_with("http://127.0.0.1:")
     {
         return oauth_error(StatusCode::BAD_REQUEST, "invalid_request");
@@ -203,6 +209,15 @@ async fn resource(
     let (upstream, base) = {
         let mut a = s.lock().unwrap();
         match bearer {
+            Some(_)
+                if a.insufficient && String::from_utf8_lossy(&body).contains("\"tools/call\"") =>
+            {
+                let challenge = format!(
+                    "Bearer error=\"insufficient_scope\", scope=\"mcp:tools mcp:write\", resource_metadata=\"{}/.well-known/oauth-protected-resource/mcp\"",
+                    a.base
+                );
+                return (StatusCode::FORBIDDEN, [("www-authenticate", challenge)]).into_response();
+            }
             Some(t) if a.access.contains(&t) => a.admitted.push(t),
             _ => {
                 a.refused += 1;
@@ -334,6 +349,7 @@ fn login_stores_tokens_and_serving_refreshes_them_before_expiry_and_on_401() {
         connection: "far".into(),
         state_root: Some(state.clone()),
         env: agentkit::EnvLookup::empty(),
+        extra_scope: None,
     };
     let outcome = remote
         .rt
@@ -409,6 +425,33 @@ fn login_stores_tokens_and_serving_refreshes_them_before_expiry_and_on_401() {
     }
     let stored: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(stored["accessToken"], "at-3");
+
+    // The server wants more scopes for calls (403 insufficient_scope): the
+    // call fails saying how to log in for them, and nothing is refreshed.
+    auth.lock().unwrap().insufficient = true;
+    let grants = auth.lock().unwrap().grants.len();
+    let err = call().unwrap_err();
+    let agentkit::mcp::ClientError::InsufficientScope { scope, .. } = &err else {
+        panic!("not an insufficient scope: {err}");
+    };
+    assert_eq!(scope.as_deref(), Some("mcp:tools mcp:write"));
+    assert!(
+        err.to_string()
+            .contains("agentkit mcp login far --scope 'mcp:tools mcp:write'"),
+        "{err}"
+    );
+    assert_eq!(auth.lock().unwrap().grants.len(), grants);
+    // `--scope` asks for the extra scopes on top of the advertised one.
+    auth.lock().unwrap().scope = Some("mcp:tools mcp:write".into());
+    let stepped = agentkit::mcp_oauth::LoginRequest {
+        extra_scope: Some("mcp:write".into()),
+        ..request
+    };
+    let outcome = remote
+        .rt
+        .block_on(agentkit::mcp_oauth::login(&stepped, browse))
+        .unwrap();
+    assert_eq!(outcome.scope.as_deref(), Some("mcp:tools mcp:write"));
     remote.rt.block_on(handle.close());
 }
 
