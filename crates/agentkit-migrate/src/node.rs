@@ -25,6 +25,10 @@ pub(crate) const SHIM: &[(&str, &str)] = &[
 
 /// How long loading every module of one project may take.
 const EXTRACT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The variables the Node child keeps: where programs and the home folder
+/// are, the locale and the temporary folder; nothing else of the host's.
+const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ"];
 /// The most the extraction may print.
 const MAX_OUTPUT: u64 = 32 << 20;
 
@@ -135,6 +139,15 @@ pub(crate) fn extract(
         return Ok(HashMap::new());
     }
     let mut cmd = Command::new(node);
+    // The project's modules run with a scrubbed environment: their
+    // `process.env` reads answer `${NAME}` anyway, and nothing of the
+    // migrating machine's secrets should reach code being converted.
+    cmd.env_clear();
+    for name in PASSED_ENV {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
     cmd.arg("--import")
         .arg(shim_dir.join("register.mjs"))
         .arg(shim_dir.join("extract.mjs"))
