@@ -49,6 +49,7 @@ mod providers;
 mod sandbox;
 mod step;
 mod tools;
+pub mod trace;
 mod turn;
 mod workspace_path;
 

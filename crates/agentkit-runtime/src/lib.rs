@@ -46,6 +46,7 @@ mod schedule_handlers;
 mod schedules;
 mod session;
 mod tool_call;
+mod trace;
 mod worker;
 mod workspace;
 

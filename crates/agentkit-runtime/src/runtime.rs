@@ -55,6 +55,10 @@ pub struct RuntimeOptions {
     pub tool_sources: Vec<Arc<dyn agentkit_harness::ToolSource>>,
     /// The host's services, handed to every tool call.
     pub services: Option<agentkit_harness::HostHandle>,
+    /// Keep trace context in the log (`message.received`'s
+    /// `traceparent`, `turn.started`'s `trace`) and send it on outgoing
+    /// requests: set while the host exports traces.
+    pub tracing: bool,
 }
 
 /// A message to start (or, with a known continuation key, continue) a

@@ -1,0 +1,483 @@
+//! Observability: OTLP traces built from each agent's events (`spans`,
+//! sent by `export`), the Prometheus families of `GET /metrics`
+//! (`metrics`), the HTTP layer that makes server spans, honours an
+//! incoming `traceparent` and counts requests, and the host routes
+//! `/metrics` and `/v1/logs` (the ring of [`crate::logs`]).
+//!
+//! Off unless configured: with no trace endpoint nothing is kept in the
+//! log, nothing is sent, and the HTTP layer only counts.
+
+mod export;
+mod metrics;
+mod spans;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentkit_auth::{Chain, Surface};
+use agentkit_protocol::trace::TraceParent;
+use agentkit_runtime::AgentRuntime;
+use axum::Router;
+use axum::extract::{MatchedPath, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+use super::http::{ApiError, authenticate};
+use crate::error::{Error, Result};
+
+/// How traces are exported and who may read `/metrics`: what
+/// [`TelemetryOptions::from_env`] reads from the standard `OTEL_*`
+/// variables, or what an embedder sets.
+#[derive(Debug, Clone, Default)]
+pub struct TelemetryOptions {
+    /// The OTLP/HTTP traces URL (`…/v1/traces`); `None`: no traces.
+    pub traces_endpoint: Option<String>,
+    /// Headers every export carries (`OTEL_EXPORTER_OTLP_HEADERS`).
+    pub headers: Vec<(String, String)>,
+    /// How long one export may take (`OTEL_EXPORTER_OTLP_TIMEOUT`, 10 s).
+    pub timeout: Option<Duration>,
+    /// `service.name` (`OTEL_SERVICE_NAME`, default `agentkit`).
+    pub service_name: Option<String>,
+    /// More resource attributes (`OTEL_RESOURCE_ATTRIBUTES`).
+    pub resource_attributes: Vec<(String, String)>,
+    /// Put message and tool contents on spans
+    /// (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
+    pub capture_content: bool,
+    /// Serve `/metrics` without authentication (`--metrics-public`).
+    pub metrics_public: bool,
+}
+
+impl TelemetryOptions {
+    /// Reads the standard variables through `lookup` (the binary passes
+    /// the process environment). `grpc` and `http/json` are refused with
+    /// a hint: only `http/protobuf` is implemented.
+    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<TelemetryOptions> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let off = get("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
+            || get("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim() == "none");
+        let protocol = get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+            .or_else(|| get("OTEL_EXPORTER_OTLP_PROTOCOL"))
+            .unwrap_or_else(|| "http/protobuf".to_owned());
+        let endpoint = match get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+            Some(url) => Some(url),
+            None => get("OTEL_EXPORTER_OTLP_ENDPOINT")
+                .map(|base| format!("{}/v1/traces", base.trim_end_matches('/'))),
+        };
+        if endpoint.is_some() && !off && protocol.trim() != "http/protobuf" {
+            return Err(Error::Config {
+                message: format!(
+                    "OTEL_EXPORTER_OTLP_PROTOCOL `{protocol}` is not supported: agentkit exports traces over OTLP/HTTP only; set it to `http/protobuf` (the collector's port 4318)"
+                ),
+            });
+        }
+        let mut headers = pairs(get("OTEL_EXPORTER_OTLP_HEADERS").as_deref());
+        headers.extend(pairs(get("OTEL_EXPORTER_OTLP_TRACES_HEADERS").as_deref()));
+        let timeout = get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
+            .or_else(|| get("OTEL_EXPORTER_OTLP_TIMEOUT"))
+            .map(|ms| {
+                ms.trim()
+                    .parse::<u64>()
+                    .map(Duration::from_millis)
+                    .map_err(|_| Error::Config {
+                        message: format!(
+                            "OTEL_EXPORTER_OTLP_TIMEOUT `{ms}` is not a number of milliseconds"
+                        ),
+                    })
+            })
+            .transpose()?;
+        Ok(TelemetryOptions {
+            traces_endpoint: endpoint.filter(|_| !off),
+            headers,
+            timeout,
+            service_name: get("OTEL_SERVICE_NAME"),
+            resource_attributes: pairs(get("OTEL_RESOURCE_ATTRIBUTES").as_deref()),
+            capture_content: get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+            metrics_public: false,
+        })
+    }
+}
+
+/// `k=v,k2=v2` with percent-encoded values, as the OTel variables spell
+/// lists; malformed members are skipped.
+fn pairs(s: Option<&str>) -> Vec<(String, String)> {
+    s.unwrap_or_default()
+        .split(',')
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once('=')?;
+            let k = k.trim();
+            (!k.is_empty()).then(|| (k.to_owned(), percent_decode(v.trim())))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(b) = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The host's telemetry: shared by every agent's watcher and the HTTP
+/// layer.
+#[derive(Debug, Clone)]
+pub(crate) struct Telemetry {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    exporter: Option<export::Exporter>,
+    metrics: metrics::Metrics,
+    capture: bool,
+    metrics_public: bool,
+    /// The chain `/metrics` and `/v1/logs` run (the host's default chain,
+    /// with its operators).
+    chain: std::sync::OnceLock<Chain>,
+    /// Ends the watchers: they drain what their tap holds, then stop.
+    closing: CancellationToken,
+    watchers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Each agent's store, for the scrape-time gauges.
+    agents: std::sync::Mutex<Vec<(String, AgentRuntime)>>,
+}
+
+impl Telemetry {
+    pub(crate) fn start(options: &TelemetryOptions) -> Telemetry {
+        let exporter = options.traces_endpoint.as_ref().map(|endpoint| {
+            let mut resource = vec![(
+                "service.name".to_owned(),
+                options
+                    .service_name
+                    .clone()
+                    .unwrap_or_else(|| "agentkit".to_owned()),
+            )];
+            resource.extend(
+                options
+                    .resource_attributes
+                    .iter()
+                    .filter(|(k, _)| k != "service.name" || options.service_name.is_some())
+                    .cloned(),
+            );
+            if options.service_name.is_none()
+                && let Some((_, v)) = options
+                    .resource_attributes
+                    .iter()
+                    .find(|(k, _)| k == "service.name")
+            {
+                resource[0].1 = v.clone();
+                resource.retain(|(k, _)| k != "service.name");
+                resource.insert(0, ("service.name".to_owned(), v.clone()));
+            }
+            resource.push(("telemetry.sdk.name".to_owned(), "agentkit".to_owned()));
+            resource.push((
+                "service.version".to_owned(),
+                env!("CARGO_PKG_VERSION").to_owned(),
+            ));
+            export::Exporter::start(export::ExportConfig {
+                endpoint: endpoint.clone(),
+                headers: options.headers.clone(),
+                timeout: options.timeout.unwrap_or(Duration::from_secs(10)),
+                resource,
+            })
+        });
+        Telemetry {
+            inner: Arc::new(Inner {
+                exporter,
+                metrics: metrics::Metrics::new(),
+                capture: options.capture_content,
+                metrics_public: options.metrics_public,
+                chain: Default::default(),
+                closing: CancellationToken::new(),
+                watchers: Default::default(),
+                agents: Default::default(),
+            }),
+        }
+    }
+
+    /// Traces are exported (the runtime keeps trace context in the log).
+    pub(crate) fn tracing(&self) -> bool {
+        self.inner.exporter.is_some()
+    }
+
+    /// Sets the chain of the host routes (once, at startup).
+    pub(crate) fn set_chain(&self, chain: Chain) {
+        let _ = self.inner.chain.set(chain);
+    }
+
+    /// Follows `runtime`'s events from now on: spans and metrics.
+    pub(crate) fn watch(
+        &self,
+        slug: &str,
+        runtime: &AgentRuntime,
+        default_model: Option<&agentkit_manifest::ModelSpec>,
+    ) {
+        let model = runtime
+            .agent()
+            .config
+            .model
+            .clone()
+            .or_else(|| default_model.cloned());
+        let (provider, model_id) = match &model {
+            Some(m) if m.id.is_empty() => (
+                m.provider.as_str().to_owned(),
+                m.provider.as_str().to_owned(),
+            ),
+            Some(m) => (m.provider.as_str().to_owned(), m.id.clone()),
+            None => ("none".to_owned(), "none".to_owned()),
+        };
+        let mut spans = spans::SpanState::new(
+            spans::AgentInfo {
+                name: slug.to_owned(),
+                provider,
+                model: model_id.clone(),
+            },
+            self.inner.capture,
+        );
+        if let Ok(mut agents) = self.inner.agents.lock() {
+            agents.push((slug.to_owned(), runtime.clone()));
+        }
+        let mut tap = runtime.store().tap();
+        let this = self.clone();
+        let slug = slug.to_owned();
+        let task = tokio::spawn(async move {
+            let mut closing = false;
+            loop {
+                let event = if closing {
+                    match tap.try_recv() {
+                        Ok(e) => Ok(e),
+                        Err(tokio::sync::broadcast::error::TryRecvError::Lagged(n)) => {
+                            Err(RecvError::Lagged(n))
+                        }
+                        Err(_) => return,
+                    }
+                } else {
+                    tokio::select! {
+                        e = tap.recv() => e,
+                        _ = this.inner.closing.cancelled() => {
+                            closing = true;
+                            continue;
+                        }
+                    }
+                };
+                match event {
+                    Ok(e) => {
+                        this.inner.metrics.observe(&slug, &model_id, &e);
+                        if let Some(exporter) = &this.inner.exporter {
+                            for span in spans.apply(&e) {
+                                exporter.send(span);
+                            }
+                        }
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        tracing::warn!(agent = %slug, lost = n, "telemetry fell behind the event store; events skipped");
+                    }
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        });
+        if let Ok(mut watchers) = self.inner.watchers.lock() {
+            watchers.push(task);
+        }
+    }
+
+    /// After the runtimes stopped: reads what the taps still hold, then
+    /// sends every queued span (waiting a few seconds at most).
+    pub(crate) async fn close(&self) {
+        self.inner.closing.cancel();
+        let watchers = self
+            .inner
+            .watchers
+            .lock()
+            .map(|mut w| std::mem::take(&mut *w))
+            .unwrap_or_default();
+        for w in watchers {
+            let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
+        }
+        if let Some(exporter) = &self.inner.exporter {
+            exporter.flush(Duration::from_secs(5)).await;
+        }
+    }
+
+    fn send(&self, span: opentelemetry_proto::tonic::trace::v1::Span) {
+        if let Some(exporter) = &self.inner.exporter {
+            exporter.send(span);
+        }
+    }
+}
+
+/// The HTTP layer of every route: counts the request by route and status
+/// and, while tracing is on, makes its server span, the child of an
+/// incoming `traceparent`, and the caller of what the handler starts.
+pub(crate) async fn layer(
+    State(telemetry): State<Telemetry>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let began = Instant::now();
+    let start = spans::now_nanos();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    if !telemetry.tracing() {
+        let response = next.run(req).await;
+        telemetry.inner.metrics.http(
+            &route,
+            response.status().as_u16(),
+            began.elapsed().as_secs_f64(),
+        );
+        return response;
+    }
+    let incoming = req
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(TraceParent::parse);
+    let method = req.method().as_str().to_owned();
+    let path = req.uri().path().to_owned();
+    let own = new_span_id();
+    let tp = match &incoming {
+        Some(parent) => parent.with_span(own),
+        None => TraceParent {
+            trace_id: uuid::Uuid::new_v4().simple().to_string(),
+            span_id: own,
+            sampled: true,
+        },
+    };
+    let response = agentkit_harness::trace::with_incoming(tp.clone(), next.run(req)).await;
+    let status = response.status().as_u16();
+    telemetry
+        .inner
+        .metrics
+        .http(&route, status, began.elapsed().as_secs_f64());
+    let attrs = vec![
+        spans::kv("http.request.method", &method),
+        spans::kv("http.route", &route),
+        spans::kv("url.path", &path),
+        spans::kv_int("http.response.status_code", u64::from(status)),
+    ];
+    let error = (status >= 500).then(|| format!("status {status}"));
+    telemetry.send(spans::span_of_kind(
+        &tp.trace_id,
+        &tp.span_id,
+        incoming.as_ref().map(|p| p.span_id.as_str()),
+        format!("{method} {route}"),
+        SpanKind::Server,
+        (start, spans::now_nanos()),
+        attrs,
+        error,
+    ));
+    response
+}
+
+fn new_span_id() -> String {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    id[..16].to_owned()
+}
+
+/// `GET /metrics` and `GET /v1/logs`.
+pub(crate) fn routes(telemetry: Telemetry) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_route))
+        .route("/v1/logs", get(logs_route))
+        .with_state(telemetry)
+}
+
+/// The caller's address and headers, read before any await.
+fn caller(req: Request) -> (Option<std::net::IpAddr>, HeaderMap) {
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
+    (peer, req.headers().clone())
+}
+
+async fn admit(
+    telemetry: &Telemetry,
+    peer: Option<std::net::IpAddr>,
+    headers: &HeaderMap,
+) -> std::result::Result<(), ApiError> {
+    let Some(chain) = telemetry.inner.chain.get() else {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            agentkit_protocol::ErrorCode::Unauthorized,
+            "no auth chain guards this route",
+        ));
+    };
+    authenticate(chain, peer, headers, b"").await.map(|_| ())
+}
+
+async fn metrics_route(State(telemetry): State<Telemetry>, req: Request) -> Response {
+    let (peer, headers) = caller(req);
+    if !telemetry.inner.metrics_public
+        && let Err(e) = admit(&telemetry, peer, &headers).await
+    {
+        return e.into_response();
+    }
+    let agents = telemetry
+        .inner
+        .agents
+        .lock()
+        .map(|a| a.clone())
+        .unwrap_or_default();
+    for (slug, runtime) in agents {
+        telemetry
+            .inner
+            .metrics
+            .set_state(&slug, runtime.store().open_logs());
+    }
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+    );
+    (headers, telemetry.inner.metrics.render()).into_response()
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct LogsQuery {
+    session: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn logs_route(
+    State(telemetry): State<Telemetry>,
+    Query(q): Query<LogsQuery>,
+    req: Request,
+) -> Response {
+    let (peer, headers) = caller(req);
+    if let Err(e) = admit(&telemetry, peer, &headers).await {
+        return e.into_response();
+    }
+    let limit = q.limit.unwrap_or(200).min(crate::logs::RING_LINES);
+    let lines = crate::logs::recent(q.session.as_deref(), limit);
+    super::http::json_ok(serde_json::json!({"ok": true, "logs": lines}))
+}
+
+/// The chain of the host routes: the default chain of channels that
+/// author none, with the operators.
+pub(crate) fn host_chain(auth: &super::options::AuthDefaults, dev: bool) -> Chain {
+    super::auth::default_chain(auth, Surface::BuiltinApi)
+        .with_operators(super::auth::operators(auth, dev))
+}
