@@ -109,6 +109,7 @@ pub enum TurnOutcome {
 /// not stop the turn. Tool errors are results the model sees, never a
 /// failed turn.
 pub async fn run_turn(input: TurnInput, events: mpsc::Sender<StepEvent>) -> TurnOutcome {
+    tracing::debug!(session = %input.session_id, turn = %input.turn_id, "turn running");
     let cancel = input.cancel.clone();
     let timeout = input.agent.config.harness.turn_timeout;
     let clock = TurnClock::new(timeout);

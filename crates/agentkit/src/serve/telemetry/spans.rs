@@ -300,7 +300,8 @@ impl SpanState {
                 }
             }
             EventData::TurnCompleted(c) => {
-                if let Some(turn) = turn_key.and_then(|k| self.turns.remove(&k)) {
+                if let Some(mut turn) = turn_key.and_then(|k| self.turns.remove(&k)) {
+                    out.extend(self.unfinished_step(session, &mut turn, at));
                     out.extend(self.turn_span(session, turn, at, Some(&c.usage), Ok(&c.result)));
                 }
             }
@@ -312,7 +313,8 @@ impl SpanState {
                     let start = trace.turn_started_at.as_deref().map(nanos);
                     TurnState::new(trace, start)
                 });
-                if let Some(turn) = turn {
+                if let Some(mut turn) = turn {
+                    out.extend(self.unfinished_step(session, &mut turn, at));
                     let reason = f.reason.as_deref();
                     out.extend(self.turn_span(
                         session,
@@ -376,6 +378,21 @@ fn chat_span(
 }
 
 impl SpanState {
+    /// The `chat` span of a step whose reply arrived but which did not
+    /// complete (its calls parked, then the turn ended): without usage.
+    fn unfinished_step(&self, session: &str, turn: &mut TurnState, at: u64) -> Option<Span> {
+        let step = turn.step.take().filter(|s| s.end.is_some())?;
+        Some(chat_span(
+            &self.agent,
+            self.capture,
+            session,
+            turn,
+            step,
+            None,
+            at,
+        ))
+    }
+
     /// The turn's `invoke_agent` span, unless another process sent it.
     fn turn_span(
         &self,
