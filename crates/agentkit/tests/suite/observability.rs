@@ -200,7 +200,7 @@ fn traced(receiver: &OtlpReceiver, capture: bool) -> TelemetryOptions {
     }
 }
 
-fn agent_files<'a>(script: &'a str) -> Vec<(&'a str, &'a str)> {
+fn agent_files(script: &str) -> Vec<(&str, &str)> {
     vec![
         ("agent.toml", "model = \"scripted:script.json\"\n"),
         ("instructions.md", "You are a test agent.\n"),
@@ -582,6 +582,7 @@ print(json.dumps(out))
 }
 
 #[test]
+#[allow(clippy::print_stderr)]
 fn metrics_count_a_known_workload_and_parse_as_openmetrics() {
     let bin = match agentkit_test_support::pyenv::pyenv_bin("/metrics parser") {
         Ok(bin) => bin,

@@ -196,7 +196,8 @@ impl Metrics {
             EventData::SessionWaiting
             | EventData::SessionCompleted
             | EventData::SessionFailed(_) => {
-                if flight.active.remove(&session) {
+                let was_active = flight.active.remove(&session);
+                if was_active {
                     self.sessions_active.get_or_create(&a).dec();
                 }
             }
@@ -213,7 +214,8 @@ impl Metrics {
                 }
             }
             EventData::ApprovalRequested(r) => {
-                if flight.parked.insert((session, r.call_id), at).is_none() {
+                let new = flight.parked.insert((session, r.call_id), at).is_none();
+                if new {
                     self.approvals_pending.get_or_create(&a).inc();
                 }
             }

@@ -355,7 +355,7 @@ fn chat_span(
     let finish = step.finish.clone().unwrap_or_else(|| "stop".to_owned());
     attrs.push(kv_strings(
         "gen_ai.response.finish_reasons",
-        &[finish.clone()],
+        std::slice::from_ref(&finish),
     ));
     if capture && let Some(text) = &step.text {
         attrs.push(kv(
