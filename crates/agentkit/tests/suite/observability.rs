@@ -81,10 +81,20 @@ impl Host {
         telemetry: TelemetryOptions,
         providers: agentkit::ProviderConfig,
     ) -> Host {
+        Host::agents(&[("bot", files)], telemetry, providers)
+    }
+
+    fn agents(
+        agents: &[(&str, &[(&str, &str)])],
+        telemetry: TelemetryOptions,
+        providers: agentkit::ProviderConfig,
+    ) -> Host {
         let dir = tempfile::tempdir().unwrap();
-        let project = dir.path().join("agents/bot/agent");
-        for (rel, text) in files {
-            write(&project.join(rel), text);
+        for (slug, files) in agents {
+            let project = dir.path().join("agents").join(slug).join("agent");
+            for (rel, text) in *files {
+                write(&project.join(rel), text);
+            }
         }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -741,4 +751,62 @@ fn the_logs_route_filters_by_session_and_limits() {
     // Another caller is refused.
     let r = host.send(Request::get("/v1/logs").header("x-forwarded-for", "10.0.0.1"));
     assert_eq!(r.status, 401);
+}
+
+#[test]
+fn a_peer_agent_call_continues_the_trace_through_mcp_meta() {
+    let receiver = OtlpReceiver::start();
+    let a_script = r#"{"turns": [{"steps": [
+        {"toolCalls": [{"name": "peer__ask", "input": {"message": "hello b"}}]},
+        {"text": "a is done"}
+    ]}]}"#;
+    let b_script = r#"{"turns": [{"steps": [{"text": "b answers"}]}]}"#;
+    let a: Vec<(&str, &str)> = vec![
+        ("agent.toml", "model = \"scripted:script.json\"\n"),
+        ("script.json", a_script),
+        ("instructions.md", "Delegate.\n"),
+        ("mcp-connections/peer.toml", "agent = \"b\"\n"),
+    ];
+    let b: Vec<(&str, &str)> = vec![
+        ("agent.toml", "model = \"scripted:script.json\"\n"),
+        ("script.json", b_script),
+        ("instructions.md", "Answer.\n"),
+    ];
+    let mut host = Host::agents(
+        &[("a", &a), ("b", &b)],
+        traced(&receiver, false),
+        Default::default(),
+    );
+    let r = host.send(
+        Request::post("/a/v1/session")
+            .header(
+                "traceparent",
+                &format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"),
+            )
+            .json(&json!({"message": "go"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let addr = host.handle.as_ref().unwrap().local_addr();
+    Request::get(&format!("/a/v1/session/{id}/stream?startIndex=0"))
+        .stream(addr)
+        .unwrap()
+        .until("turn.completed")
+        .unwrap();
+    host.stop();
+    let spans: Vec<ReceivedSpan> = receiver
+        .spans()
+        .into_iter()
+        .filter(|s| s.trace_id == CALLER_TRACE)
+        .collect();
+    let call = one(&spans, "execute_tool peer__ask");
+    let peer = one(&spans, "invoke_agent b");
+    // The peer's turn is a child of the call that asked it.
+    assert_eq!(
+        peer.parent_span_id.as_deref(),
+        Some(call.span_id.as_str()),
+        "{spans:#?}"
+    );
+    assert_eq!(peer.attr_str("gen_ai.agent.name"), Some("b"));
+    one(&spans, "invoke_agent a");
 }
