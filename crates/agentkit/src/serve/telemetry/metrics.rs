@@ -18,6 +18,10 @@ use super::spans::nanos;
 
 type Labels = Vec<(String, String)>;
 
+/// The most turns and parked calls remembered per agent (for their
+/// latencies); beyond it new ones are counted but not timed.
+const MAX_IN_FLIGHT: usize = 10_000;
+
 /// Latency buckets, in seconds: 5 ms to about 5 min.
 const BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
@@ -171,10 +175,12 @@ impl Metrics {
         match e.payload() {
             EventData::TurnStarted(_) => {
                 self.turns_started.get_or_create(&a).inc();
-                if let Some(turn) = turn {
+                if let Some(turn) = turn
+                    && flight.turns.len() < MAX_IN_FLIGHT
+                {
                     flight.turns.insert(turn, at);
                 }
-                if flight.active.insert(session) {
+                if flight.active.len() < MAX_IN_FLIGHT && flight.active.insert(session) {
                     self.sessions_active.get_or_create(&a).inc();
                 }
             }
@@ -214,7 +220,8 @@ impl Metrics {
                 }
             }
             EventData::ApprovalRequested(r) => {
-                let new = flight.parked.insert((session, r.call_id), at).is_none();
+                let new = flight.parked.len() < MAX_IN_FLIGHT
+                    && flight.parked.insert((session, r.call_id), at).is_none();
                 if new {
                     self.approvals_pending.get_or_create(&a).inc();
                 }
