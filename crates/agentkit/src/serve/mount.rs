@@ -152,7 +152,7 @@ pub(crate) async fn mount(
     .await?;
     shared
         .telemetry
-        .watch(slug, &runtime, shared.models.default.as_ref());
+        .watch(slug, &runtime, &connections, shared.models.default.as_ref());
     host_services.attach(&runtime);
     runtime.set_schedule_handlers(shared.extensions.schedule_handlers.clone());
     timers::start(&runtime, shared.timers, shared.dev);

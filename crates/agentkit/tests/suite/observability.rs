@@ -793,6 +793,17 @@ fn a_peer_agent_call_continues_the_trace_through_mcp_meta() {
         .unwrap()
         .until("turn.completed")
         .unwrap();
+    // The connection's health is a gauge per state.
+    let metrics = host.send(Request::get("/metrics")).body;
+    assert!(
+        metrics.contains(
+            "agentkit_mcp_connections{agent=\"a\",connection=\"peer\",transport=\"peer\",state=\"connected\"} 1"
+        ),
+        "{metrics}"
+    );
+    assert!(metrics.contains(
+        "agentkit_mcp_connections{agent=\"a\",connection=\"peer\",transport=\"peer\",state=\"error\"} 0"
+    ));
     host.stop();
     let spans: Vec<ReceivedSpan> = receiver
         .spans()

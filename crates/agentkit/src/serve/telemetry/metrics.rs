@@ -54,6 +54,7 @@ pub(crate) struct Metrics {
     approval_wait: Family<Labels, Histogram>,
     sessions_active: Family<Labels, Gauge>,
     open_logs: Family<Labels, Gauge>,
+    mcp_connections: Family<Labels, Gauge>,
     http_requests: Family<Labels, Counter>,
     http_duration: Family<Labels, Histogram>,
     /// Per agent: open turns (start time), parked calls (park time), and
@@ -84,6 +85,7 @@ impl Metrics {
             approval_wait: histograms(),
             sessions_active: Family::default(),
             open_logs: Family::default(),
+            mcp_connections: Family::default(),
             http_requests: Family::default(),
             http_duration: histograms(),
             state: Mutex::default(),
@@ -148,6 +150,11 @@ impl Metrics {
             "open_log_handles",
             "Session logs the event store holds open, by agent",
             m.open_logs.clone(),
+        );
+        registry.register(
+            "mcp_connections",
+            "MCP client connections by agent, connection, transport and state (1 for the current state)",
+            m.mcp_connections.clone(),
         );
         registry.register(
             "http_requests",
@@ -280,7 +287,32 @@ impl Metrics {
     }
 
     /// The state gauges of agent `agent`, read at scrape time.
-    pub(crate) fn set_state(&self, agent: &str, open_logs: usize) {
+    pub(crate) fn set_state(
+        &self,
+        agent: &str,
+        open_logs: usize,
+        connections: &[agentkit_mcp::ConnectionStatus],
+    ) {
+        const STATES: &[&str] = &[
+            "idle",
+            "starting",
+            "connected",
+            "restarting",
+            "error",
+            "closed",
+        ];
+        for c in connections {
+            for state in STATES {
+                self.mcp_connections
+                    .get_or_create(&labels(&[
+                        ("agent", agent),
+                        ("connection", &c.name),
+                        ("transport", c.transport),
+                        ("state", state),
+                    ]))
+                    .set(i64::from(c.state == *state));
+            }
+        }
         let a = labels(&[("agent", agent)]);
         self.open_logs
             .get_or_create(&a)

@@ -155,8 +155,8 @@ struct Inner {
     /// Ends the watchers: they drain what their tap holds, then stop.
     closing: CancellationToken,
     watchers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
-    /// Each agent's store, for the scrape-time gauges.
-    agents: std::sync::Mutex<Vec<(String, AgentRuntime)>>,
+    /// Each agent's store and MCP connections, for the scrape-time gauges.
+    agents: std::sync::Mutex<Vec<(String, AgentRuntime, agentkit_mcp::Connections)>>,
 }
 
 impl Telemetry {
@@ -227,6 +227,7 @@ impl Telemetry {
         &self,
         slug: &str,
         runtime: &AgentRuntime,
+        connections: &agentkit_mcp::Connections,
         default_model: Option<&agentkit_manifest::ModelSpec>,
     ) {
         let model = runtime
@@ -252,7 +253,7 @@ impl Telemetry {
             self.inner.capture,
         );
         if let Ok(mut agents) = self.inner.agents.lock() {
-            agents.push((slug.to_owned(), runtime.clone()));
+            agents.push((slug.to_owned(), runtime.clone(), connections.clone()));
         }
         let mut tap = runtime.store().tap();
         let this = self.clone();
@@ -439,11 +440,12 @@ async fn metrics_route(State(telemetry): State<Telemetry>, req: Request) -> Resp
         .lock()
         .map(|a| a.clone())
         .unwrap_or_default();
-    for (slug, runtime) in agents {
-        telemetry
-            .inner
-            .metrics
-            .set_state(&slug, runtime.store().open_logs());
+    for (slug, runtime, connections) in agents {
+        telemetry.inner.metrics.set_state(
+            &slug,
+            runtime.store().open_logs(),
+            &connections.status(),
+        );
     }
     let mut headers = HeaderMap::new();
     headers.insert(
