@@ -8,6 +8,7 @@ mod github;
 mod info;
 mod init;
 mod mcp;
+mod observability;
 mod packs;
 mod playground;
 mod reminders;
