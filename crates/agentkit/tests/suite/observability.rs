@@ -633,8 +633,10 @@ fn metrics_count_a_known_workload_and_parse_as_openmetrics() {
         );
         let m = parse_metrics(&bin.join("python"), &r.body);
         let value = |k: &str| m.get(k).and_then(Value::as_f64);
+        // Each settle syncs the log after its `session.waiting`.
         let done = value("agentkit_sessions_active{agent=bot}") == Some(0.0)
-            && value("agentkit_turns_completed_total{agent=bot}") == Some(3.0);
+            && value("agentkit_turns_completed_total{agent=bot}") == Some(3.0)
+            && value("agentkit_event_fsyncs_total{agent=bot}").is_some_and(|n| n >= 3.0);
         if done || std::time::Instant::now() > deadline {
             break m;
         }
@@ -674,6 +676,14 @@ fn metrics_count_a_known_workload_and_parse_as_openmetrics() {
         1.0
     );
     assert!(get("agentkit_open_log_handles{agent=bot}") >= 1.0);
+    // Every turn appended and synced its log at least once.
+    assert!(get("agentkit_event_appends_total{agent=bot}") >= 3.0 * 4.0);
+    assert!(
+        get("agentkit_event_fsyncs_total{agent=bot}") >= 3.0,
+        "{m:#?}"
+    );
+    assert!(get("agentkit_event_append_seconds_total{agent=bot}") > 0.0);
+    assert!(get("agentkit_event_fsync_seconds_total{agent=bot}") > 0.0);
 }
 
 #[test]

@@ -55,6 +55,10 @@ pub(crate) struct Metrics {
     sessions_active: Family<Labels, Gauge>,
     open_logs: Family<Labels, Gauge>,
     mcp_connections: Family<Labels, Gauge>,
+    appends: Family<Labels, Counter>,
+    append_seconds: Family<Labels, Counter<f64>>,
+    fsyncs: Family<Labels, Counter>,
+    fsync_seconds: Family<Labels, Counter<f64>>,
     http_requests: Family<Labels, Counter>,
     http_duration: Family<Labels, Histogram>,
     /// Per agent: open turns (start time), parked calls (park time), and
@@ -86,6 +90,10 @@ impl Metrics {
             sessions_active: Family::default(),
             open_logs: Family::default(),
             mcp_connections: Family::default(),
+            appends: Family::default(),
+            append_seconds: Family::default(),
+            fsyncs: Family::default(),
+            fsync_seconds: Family::default(),
             http_requests: Family::default(),
             http_duration: histograms(),
             state: Mutex::default(),
@@ -155,6 +163,26 @@ impl Metrics {
             "mcp_connections",
             "MCP client connections by agent, connection, transport and state (1 for the current state)",
             m.mcp_connections.clone(),
+        );
+        registry.register(
+            "event_appends",
+            "Event log appends (one write of a batch of events), by agent",
+            m.appends.clone(),
+        );
+        registry.register(
+            "event_append_seconds",
+            "Time spent in event log appends, by agent (divide by the appends for the mean)",
+            m.append_seconds.clone(),
+        );
+        registry.register(
+            "event_fsyncs",
+            "Event log syncs (durable points), by agent",
+            m.fsyncs.clone(),
+        );
+        registry.register(
+            "event_fsync_seconds",
+            "Time spent in event log syncs, batching wait included, by agent",
+            m.fsync_seconds.clone(),
         );
         registry.register(
             "http_requests",
@@ -291,6 +319,7 @@ impl Metrics {
         &self,
         agent: &str,
         open_logs: usize,
+        store: agentkit_events::StoreLatency,
         connections: &[agentkit_mcp::ConnectionStatus],
     ) {
         const STATES: &[&str] = &[
@@ -314,6 +343,15 @@ impl Metrics {
             }
         }
         let a = labels(&[("agent", agent)]);
+        // The store keeps the totals; the counters catch up to them.
+        let appends = self.appends.get_or_create(&a);
+        appends.inc_by(store.appends.saturating_sub(appends.get()));
+        let fsyncs = self.fsyncs.get_or_create(&a);
+        fsyncs.inc_by(store.syncs.saturating_sub(fsyncs.get()));
+        let seconds = self.append_seconds.get_or_create(&a);
+        seconds.inc_by((store.append_seconds - seconds.get()).max(0.0));
+        let seconds = self.fsync_seconds.get_or_create(&a);
+        seconds.inc_by((store.sync_seconds - seconds.get()).max(0.0));
         self.open_logs
             .get_or_create(&a)
             .set(i64::try_from(open_logs).unwrap_or(i64::MAX));

@@ -444,6 +444,7 @@ async fn metrics_route(State(telemetry): State<Telemetry>, req: Request) -> Resp
         telemetry.inner.metrics.set_state(
             &slug,
             runtime.store().open_logs(),
+            runtime.store().latency(),
             &connections.status(),
         );
     }
