@@ -66,7 +66,7 @@ pub use reminders::{
 };
 pub use runtime::{
     Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, RuntimeOptions, SendRequest, SessionSummary,
-    WeakRuntime,
+    TimerStats, WeakRuntime,
 };
 pub use schedule_handlers::{
     Receive, ScheduleError, ScheduleHandler, ScheduleHandlers, ScheduleRun,

@@ -831,3 +831,67 @@ fn a_peer_agent_call_continues_the_trace_through_mcp_meta() {
     assert_eq!(peer.attr_str("gen_ai.agent.name"), Some("b"));
     one(&spans, "invoke_agent a");
 }
+
+/// The value of the sample `line_start` (name and labels, as printed) in
+/// OpenMetrics text.
+fn sample(text: &str, line_start: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(line_start))
+        .and_then(|rest| rest.trim().parse().ok())
+}
+
+#[test]
+fn schedule_and_reminder_firings_are_counted_with_their_lateness() {
+    use super::time::{Host as TimeHost, SCRIPT as DONE, at, wait_until};
+    let mut h = TimeHost::new(
+        DONE,
+        &[(
+            "schedules/heartbeat.md",
+            "---\ncron: \"* * * * *\"\n---\n\nCheck the incidents.\n",
+        )],
+        at(12, 0, 30),
+    );
+    h.start(ServeOptions::default());
+    // Two seconds late for the 12:01 tick.
+    h.clock.set(at(12, 1, 2));
+    wait_until("the 12:01 tick", || h.session_ids().len() == 1);
+    let r = h.send(Request::post("/bot/v1/session").json(&json!({"message": "hi"})));
+    let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    let reminder = agentkit::NewReminder {
+        purpose: "recheck".into(),
+        channel_id: "http".into(),
+        continuation_token: token,
+        when: agentkit::ReminderWhen::Delay(std::time::Duration::from_secs(60)),
+        action: agentkit::ReminderAction::Prompt {
+            prompt: "Look again.".into(),
+            until: None,
+        },
+    };
+    h.rt.block_on(h.handle().create_reminder("bot", reminder))
+        .unwrap();
+    // Due at 12:02:02; fired three seconds late (the 12:02 tick fires too).
+    h.clock.set(at(12, 2, 5));
+    let metrics = || h.send(Request::get("/metrics")).body;
+    wait_until("the reminder", || {
+        sample(&metrics(), "agentkit_reminders_fired_total{agent=\"bot\"}") == Some(1.0)
+    });
+    let text = metrics();
+    let get = |k: &str| sample(&text, k).unwrap_or_else(|| panic!("{k} in {text}"));
+    assert_eq!(
+        get("agentkit_schedule_ticks_fired_total{agent=\"bot\"}"),
+        2.0
+    );
+    // 12:01 fired at 12:01:02, 12:02 at 12:02:05.
+    assert_eq!(
+        get("agentkit_schedule_lateness_seconds_total{agent=\"bot\"}"),
+        7.0
+    );
+    assert_eq!(
+        get("agentkit_reminder_lateness_seconds_total{agent=\"bot\"}"),
+        3.0
+    );
+    assert_eq!(
+        get("agentkit_schedule_ticks_skipped_total{agent=\"bot\"}"),
+        0.0
+    );
+}

@@ -59,6 +59,11 @@ pub(crate) struct Metrics {
     append_seconds: Family<Labels, Counter<f64>>,
     fsyncs: Family<Labels, Counter>,
     fsync_seconds: Family<Labels, Counter<f64>>,
+    schedule_fired: Family<Labels, Counter>,
+    schedule_skipped: Family<Labels, Counter>,
+    schedule_late: Family<Labels, Counter<f64>>,
+    reminder_fired: Family<Labels, Counter>,
+    reminder_late: Family<Labels, Counter<f64>>,
     http_requests: Family<Labels, Counter>,
     http_duration: Family<Labels, Histogram>,
     /// Per agent: open turns (start time), parked calls (park time), and
@@ -94,6 +99,11 @@ impl Metrics {
             append_seconds: Family::default(),
             fsyncs: Family::default(),
             fsync_seconds: Family::default(),
+            schedule_fired: Family::default(),
+            schedule_skipped: Family::default(),
+            schedule_late: Family::default(),
+            reminder_fired: Family::default(),
+            reminder_late: Family::default(),
             http_requests: Family::default(),
             http_duration: histograms(),
             state: Mutex::default(),
@@ -183,6 +193,31 @@ impl Metrics {
             "event_fsync_seconds",
             "Time spent in event log syncs, batching wait included, by agent",
             m.fsync_seconds.clone(),
+        );
+        registry.register(
+            "schedule_ticks_fired",
+            "Cron ticks fired, by agent",
+            m.schedule_fired.clone(),
+        );
+        registry.register(
+            "schedule_ticks_skipped",
+            "Cron ticks skipped because the previous run was still going, by agent",
+            m.schedule_skipped.clone(),
+        );
+        registry.register(
+            "schedule_lateness_seconds",
+            "Summed lateness of fired ticks (tick time to firing), by agent",
+            m.schedule_late.clone(),
+        );
+        registry.register(
+            "reminders_fired",
+            "Reminders fired, by agent",
+            m.reminder_fired.clone(),
+        );
+        registry.register(
+            "reminder_lateness_seconds",
+            "Summed lateness of fired reminders (due time to firing), by agent",
+            m.reminder_late.clone(),
         );
         registry.register(
             "http_requests",
@@ -320,6 +355,7 @@ impl Metrics {
         agent: &str,
         open_logs: usize,
         store: agentkit_events::StoreLatency,
+        timers: agentkit_runtime::TimerStats,
         connections: &[agentkit_mcp::ConnectionStatus],
     ) {
         const STATES: &[&str] = &[
@@ -352,6 +388,19 @@ impl Metrics {
         seconds.inc_by((store.append_seconds - seconds.get()).max(0.0));
         let seconds = self.fsync_seconds.get_or_create(&a);
         seconds.inc_by((store.sync_seconds - seconds.get()).max(0.0));
+        let catch_up = |c: &Family<Labels, Counter>, total: u64| {
+            let c = c.get_or_create(&a);
+            c.inc_by(total.saturating_sub(c.get()));
+        };
+        catch_up(&self.schedule_fired, timers.schedule_ticks_fired);
+        catch_up(&self.schedule_skipped, timers.schedule_ticks_skipped);
+        catch_up(&self.reminder_fired, timers.reminders_fired);
+        let catch_up_seconds = |c: &Family<Labels, Counter<f64>>, ms: u64| {
+            let c = c.get_or_create(&a);
+            c.inc_by((ms as f64 / 1000.0 - c.get()).max(0.0));
+        };
+        catch_up_seconds(&self.schedule_late, timers.schedule_lateness_ms);
+        catch_up_seconds(&self.reminder_late, timers.reminder_lateness_ms);
         self.open_logs
             .get_or_create(&a)
             .set(i64::try_from(open_logs).unwrap_or(i64::MAX));

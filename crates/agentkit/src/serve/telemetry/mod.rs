@@ -445,6 +445,7 @@ async fn metrics_route(State(telemetry): State<Telemetry>, req: Request) -> Resp
             &slug,
             runtime.store().open_logs(),
             runtime.store().latency(),
+            runtime.timer_stats(),
             &connections.status(),
         );
     }
