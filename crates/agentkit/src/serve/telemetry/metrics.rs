@@ -64,6 +64,8 @@ pub(crate) struct Metrics {
     schedule_late: Family<Labels, Counter<f64>>,
     reminder_fired: Family<Labels, Counter>,
     reminder_late: Family<Labels, Counter<f64>>,
+    deliveries: Family<Labels, Counter>,
+    duplicates: Family<Labels, Counter>,
     http_requests: Family<Labels, Counter>,
     http_duration: Family<Labels, Histogram>,
     /// Per agent: open turns (start time), parked calls (park time), and
@@ -104,6 +106,8 @@ impl Metrics {
             schedule_late: Family::default(),
             reminder_fired: Family::default(),
             reminder_late: Family::default(),
+            deliveries: Family::default(),
+            duplicates: Family::default(),
             http_requests: Family::default(),
             http_duration: histograms(),
             state: Mutex::default(),
@@ -220,6 +224,16 @@ impl Metrics {
             m.reminder_late.clone(),
         );
         registry.register(
+            "channel_deliveries",
+            "Requests answered by custom and pack channels, by agent, channel and kind",
+            m.deliveries.clone(),
+        );
+        registry.register(
+            "channel_duplicates",
+            "Redeliveries a pack recognised and ignored, by agent, channel and kind",
+            m.duplicates.clone(),
+        );
+        registry.register(
             "http_requests",
             "HTTP requests, by route and status",
             m.http_requests.clone(),
@@ -333,6 +347,15 @@ impl Metrics {
                     ("kind", kind),
                 ]))
                 .inc_by(n);
+        }
+    }
+
+    /// One request a channel answered.
+    pub(crate) fn delivery(&self, agent: &str, channel: &str, kind: &str, duplicate: bool) {
+        let l = labels(&[("agent", agent), ("channel", channel), ("kind", kind)]);
+        self.deliveries.get_or_create(&l).inc();
+        if duplicate {
+            self.duplicates.get_or_create(&l).inc();
         }
     }
 

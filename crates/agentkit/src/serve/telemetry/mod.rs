@@ -324,6 +324,31 @@ impl Telemetry {
     }
 }
 
+/// What a channel route answered, put on its response for the HTTP layer
+/// to count.
+#[derive(Debug, Clone)]
+pub(crate) struct Delivery {
+    pub(crate) channel: String,
+    pub(crate) kind: String,
+    pub(crate) duplicate: bool,
+}
+
+/// Counts a channel delivery the response carries (the agent is the
+/// route's first segment; empty in single mode).
+fn count_delivery(telemetry: &Telemetry, route: &str, response: &Response) {
+    if let Some(d) = response.extensions().get::<Delivery>() {
+        let agent = route
+            .split("/v1/")
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches('/');
+        telemetry
+            .inner
+            .metrics
+            .delivery(agent, &d.channel, &d.kind, d.duplicate);
+    }
+}
+
 /// The HTTP layer of every route: counts the request by route and status
 /// and, while tracing is on, makes its server span, the child of an
 /// incoming `traceparent`, and the caller of what the handler starts.
@@ -341,6 +366,7 @@ pub(crate) async fn layer(
         .unwrap_or_else(|| "unmatched".to_owned());
     if !telemetry.tracing() {
         let response = next.run(req).await;
+        count_delivery(&telemetry, &route, &response);
         telemetry.inner.metrics.http(
             &route,
             response.status().as_u16(),
@@ -366,6 +392,7 @@ pub(crate) async fn layer(
     };
     let response = agentkit_harness::trace::with_incoming(tp.clone(), next.run(req)).await;
     let status = response.status().as_u16();
+    count_delivery(&telemetry, &route, &response);
     telemetry
         .inner
         .metrics
