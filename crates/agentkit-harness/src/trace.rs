@@ -16,8 +16,8 @@ tokio::task_local! {
 }
 
 /// Runs `f` with `traceparent` as the request being served.
-pub async fn with_incoming<F: Future>(traceparent: TraceParent, f: F) -> F::Output {
-    INCOMING.scope(traceparent, f).await
+pub fn with_incoming<F: Future>(traceparent: TraceParent, f: F) -> impl Future<Output = F::Output> {
+    INCOMING.scope(traceparent, f)
 }
 
 /// The `traceparent` of the request being served, if tracing is on.
@@ -26,8 +26,8 @@ pub fn incoming() -> Option<TraceParent> {
 }
 
 /// Runs `f` with `traceparent` as the caller of what it sends.
-pub async fn with_current<F: Future>(traceparent: TraceParent, f: F) -> F::Output {
-    CURRENT.scope(traceparent, f).await
+pub fn with_current<F: Future>(traceparent: TraceParent, f: F) -> impl Future<Output = F::Output> {
+    CURRENT.scope(traceparent, f)
 }
 
 /// The `traceparent` outgoing requests carry, if tracing is on.
@@ -46,16 +46,16 @@ pub(crate) fn child(kind: &str, key: &str) -> Option<TraceParent> {
 
 /// Runs `f` under the child span `kind`/`key` of the current one, when
 /// there is a current one (the child is chosen now, not when polled).
+/// An `Either`, not an `async` block: a block would hold `f` twice (its
+/// capture and the scope built from it), doubling a turn's future.
 pub(crate) fn in_child<F: Future>(
     kind: &str,
     key: &str,
     f: F,
 ) -> impl Future<Output = F::Output> + use<F> {
-    let tp = child(kind, key);
-    async move {
-        match tp {
-            Some(tp) => CURRENT.scope(tp, f).await,
-            None => f.await,
-        }
+    use futures_util::future::Either;
+    match child(kind, key) {
+        Some(tp) => Either::Left(CURRENT.scope(tp, f)),
+        None => Either::Right(f),
     }
 }

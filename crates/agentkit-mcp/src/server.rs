@@ -525,7 +525,9 @@ impl<B: AgentBackend> ServerHandler for Handler<B> {
                     .and_then(agentkit_protocol::trace::TraceParent::parse)
             });
         let args = Value::Object(request.arguments.unwrap_or_default());
-        let run = self.dispatch(&caller, hops, &request.name, args);
+        // Boxed: moved into the trace scope, an inline future would be
+        // held twice in this one (a stack overflow in debug builds).
+        let run = Box::pin(self.dispatch(&caller, hops, &request.name, args));
         Ok(match traceparent {
             Some(tp) => agentkit_harness::trace::with_incoming(tp, run).await,
             None => run.await,

@@ -136,6 +136,40 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The resource attributes of every export: `service.name` from
+/// `OTEL_SERVICE_NAME`, else from `OTEL_RESOURCE_ATTRIBUTES`, else
+/// `agentkit`; the other attributes as given; the version unless given.
+fn resource(options: &TelemetryOptions) -> Vec<(String, String)> {
+    let given = |key: &str| {
+        options
+            .resource_attributes
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    };
+    let name = options
+        .service_name
+        .clone()
+        .or_else(|| given("service.name"))
+        .unwrap_or_else(|| "agentkit".to_owned());
+    let mut out = vec![("service.name".to_owned(), name)];
+    out.extend(
+        options
+            .resource_attributes
+            .iter()
+            .filter(|(k, _)| k != "service.name")
+            .cloned(),
+    );
+    if given("service.version").is_none() {
+        out.push((
+            "service.version".to_owned(),
+            env!("CARGO_PKG_VERSION").to_owned(),
+        ));
+    }
+    out.push(("telemetry.sdk.name".to_owned(), "agentkit".to_owned()));
+    out
+}
+
 /// The host's telemetry: shared by every agent's watcher and the HTTP
 /// layer.
 #[derive(Debug, Clone)]
@@ -162,35 +196,7 @@ struct Inner {
 impl Telemetry {
     pub(crate) fn start(options: &TelemetryOptions) -> Telemetry {
         let exporter = options.traces_endpoint.as_ref().map(|endpoint| {
-            let mut resource = vec![(
-                "service.name".to_owned(),
-                options
-                    .service_name
-                    .clone()
-                    .unwrap_or_else(|| "agentkit".to_owned()),
-            )];
-            resource.extend(
-                options
-                    .resource_attributes
-                    .iter()
-                    .filter(|(k, _)| k != "service.name" || options.service_name.is_some())
-                    .cloned(),
-            );
-            if options.service_name.is_none()
-                && let Some((_, v)) = options
-                    .resource_attributes
-                    .iter()
-                    .find(|(k, _)| k == "service.name")
-            {
-                resource[0].1 = v.clone();
-                resource.retain(|(k, _)| k != "service.name");
-                resource.insert(0, ("service.name".to_owned(), v.clone()));
-            }
-            resource.push(("telemetry.sdk.name".to_owned(), "agentkit".to_owned()));
-            resource.push((
-                "service.version".to_owned(),
-                env!("CARGO_PKG_VERSION").to_owned(),
-            ));
+            let resource = resource(options);
             export::Exporter::start(export::ExportConfig {
                 endpoint: endpoint.clone(),
                 headers: options.headers.clone(),
@@ -364,7 +370,9 @@ pub(crate) async fn layer(
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_else(|| "unmatched".to_owned());
-    if !telemetry.tracing() {
+    // Probes and scrapes are counted, never traced.
+    let probe = route == "/metrics" || route.ends_with("/v1/health");
+    if !telemetry.tracing() || probe {
         let response = next.run(req).await;
         count_delivery(&telemetry, &route, &response);
         telemetry.inner.metrics.http(
@@ -511,4 +519,54 @@ async fn logs_route(
 pub(crate) fn host_chain(auth: &super::options::AuthDefaults, dev: bool) -> Chain {
     super::auth::default_chain(auth, Surface::BuiltinApi)
         .with_operators(super::auth::operators(auth, dev))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn the_service_name_comes_from_the_variable_then_the_attributes() {
+        let from_var = resource(&TelemetryOptions {
+            service_name: Some("svc".into()),
+            resource_attributes: attrs(&[("service.name", "other"), ("team", "ai")]),
+            ..Default::default()
+        });
+        assert_eq!(from_var[0], ("service.name".to_owned(), "svc".to_owned()));
+        assert_eq!(
+            from_var.iter().filter(|(k, _)| k == "service.name").count(),
+            1
+        );
+        assert!(from_var.contains(&("team".to_owned(), "ai".to_owned())));
+        let from_attrs = resource(&TelemetryOptions {
+            resource_attributes: attrs(&[("service.name", "other"), ("service.version", "9")]),
+            ..Default::default()
+        });
+        assert_eq!(from_attrs[0].1, "other");
+        let versions: Vec<_> = from_attrs
+            .iter()
+            .filter(|(k, _)| k == "service.version")
+            .collect();
+        assert_eq!(
+            versions,
+            vec![&("service.version".to_owned(), "9".to_owned())]
+        );
+        assert_eq!(resource(&TelemetryOptions::default())[0].1, "agentkit");
+    }
+
+    #[test]
+    fn otel_lists_are_split_and_percent_decoded() {
+        assert_eq!(
+            pairs(Some("a=1, b = x%20y ,=skip,novalue,c=%3D")),
+            attrs(&[("a", "1"), ("b", "x y"), ("c", "=")])
+        );
+        assert_eq!(pairs(None), Vec::new());
+    }
 }
