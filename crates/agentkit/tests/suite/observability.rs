@@ -895,3 +895,55 @@ fn schedule_and_reminder_firings_are_counted_with_their_lateness() {
         0.0
     );
 }
+
+#[test]
+fn a_live_approval_is_a_wait_span_inside_its_turn() {
+    let receiver = OtlpReceiver::start();
+    let script = r#"{"turns": [{"steps": [
+        {"toolCalls": [{"name": "echo", "input": {"text": "hi"}}]},
+        {"text": "approved and done"}
+    ]}]}"#;
+    let files = agent_files(script);
+    let mut host = Host::new(&files, traced(&receiver, false));
+    let id = host.create(Request::post("/bot/v1/session").json(&json!({"message": "go"})));
+    let events = host.wait_for(&id, "action.approval_requested", 1);
+    let call = events.last().unwrap()["data"]["callId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = host.send(
+        Request::post(&format!("/bot/v1/session/{id}/approvals/{call}"))
+            .json(&json!({"decision": "deny", "reason": "not today"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    host.wait_for(&id, "turn.completed", 1);
+    host.stop();
+    let spans = receiver.spans();
+    let turn = one(&spans, "invoke_agent bot");
+    let trace: Vec<ReceivedSpan> = spans
+        .iter()
+        .filter(|s| s.trace_id == turn.trace_id)
+        .cloned()
+        .collect();
+    expect![[r#"
+        POST /bot/v1/session
+          invoke_agent bot
+            await_approval echo
+            chat script.json
+            chat script.json
+            execute_tool echo
+    "#]]
+    .assert_eq(&render_tree(&trace));
+    let wait = one(&trace, "await_approval echo");
+    assert_eq!(wait.parent_span_id.as_deref(), Some(turn.span_id.as_str()));
+    assert_eq!(wait.attr_str("agentkit.approval.decision"), Some("deny"));
+    assert_eq!(wait.attr_str("agentkit.approval.reason"), Some("not today"));
+    assert!(
+        wait.start_unix_nano >= turn.start_unix_nano && wait.end_unix_nano <= turn.end_unix_nano
+    );
+    // The denied call answered an error to the model.
+    let echo = one(&trace, "execute_tool echo");
+    assert_eq!(echo.attr_str("error.type"), Some("tool_error"));
+    assert!(echo.error.is_some());
+    assert_eq!(turn.error, None);
+}
