@@ -38,6 +38,24 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
         .collect()
 }
 
+/// The event types [`Metrics::observe`] reads.
+fn counted(t: agentkit_protocol::EventType) -> bool {
+    use agentkit_protocol::EventType as T;
+    matches!(
+        t,
+        T::TurnStarted
+            | T::TurnCompleted
+            | T::TurnFailed
+            | T::SessionWaiting
+            | T::SessionCompleted
+            | T::SessionFailed
+            | T::StepCompleted
+            | T::ActionResult
+            | T::ActionApprovalRequested
+            | T::ActionApprovalResolved
+    )
+}
+
 /// Every family, and what the event readers remember between events.
 #[derive(Debug)]
 pub(crate) struct Metrics {
@@ -248,6 +266,10 @@ impl Metrics {
 
     /// Reads one event of agent `agent` (running model `model`).
     pub(crate) fn observe(&self, agent: &str, model: &str, e: &Event) {
+        // Deltas are most events and count for nothing here: not parsed.
+        if !counted(e.event_type) {
+            return;
+        }
         let session = e.session_id.as_str().to_owned();
         let at = nanos(&e.at);
         let a = labels(&[("agent", agent)]);

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 
 use agentkit_protocol::trace::{TraceParent, TurnTrace, child_span_id};
-use agentkit_protocol::{Event, EventData, Usage};
+use agentkit_protocol::{Event, EventData, EventType, Usage};
 use opentelemetry_proto::tonic::common::v1::{AnyValue, ArrayValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::{Span, Status, status};
@@ -101,6 +101,13 @@ impl SpanState {
 
     /// Reads one event; answers the spans it ends.
     pub(crate) fn apply(&mut self, e: &Event) -> Vec<Span> {
+        // Deltas are most events and end no span: not parsed.
+        if matches!(
+            e.event_type,
+            EventType::MessageAppended | EventType::ReasoningAppended
+        ) {
+            return Vec::new();
+        }
         let session = e.session_id.as_str();
         let at = nanos(&e.at);
         let turn_key = e.turn_id.clone().map(|t| (session.to_owned(), t));
