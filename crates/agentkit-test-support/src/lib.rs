@@ -5,8 +5,9 @@
 //! ([`provider`]), the Python environment of the third-party MCP
 //! peers, the official MCP conformance suite ([`conformance`]), an
 //! identity provider's keys, tokens and JWKS server ([`jwt`]), re-running
-//! a test with a secret in its parent's environment ([`rerun`]), and a
-//! mock Slack (Web API and Socket Mode, [`slack`]).
+//! a test with a secret in its parent's environment ([`rerun`]), a
+//! mock Slack (Web API and Socket Mode, [`slack`]), and a real OTLP/HTTP
+//! trace receiver ([`otlp`]).
 
 pub mod conformance;
 pub mod http;
