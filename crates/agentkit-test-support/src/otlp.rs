@@ -1,7 +1,9 @@
-//! A real OTLP/HTTP trace receiver on loopback: `POST /v1/traces` bodies
-//! are decoded as `ExportTraceServiceRequest` protobuf (the
+//! A real OTLP/HTTP receiver on loopback: `POST /v1/traces` bodies are
+//! decoded as `ExportTraceServiceRequest` protobuf (the
 //! `opentelemetry-proto` types) into plain [`ReceivedSpan`]s, so a test
-//! asserts the spans a server exported, their tree and attributes.
+//! asserts the spans a server exported, their tree and attributes; and
+//! `POST /v1/metrics` bodies as `ExportMetricsServiceRequest` into
+//! [`ReceivedPoint`]s.
 
 // Test support: setup failures panic with what failed.
 #![allow(clippy::expect_used)]
@@ -9,8 +11,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value};
+use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
 use prost::Message as _;
 use serde_json::Value;
 
@@ -50,6 +54,24 @@ impl ReceivedSpan {
     }
 }
 
+/// One data point of a received metric.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReceivedPoint {
+    pub attributes: BTreeMap<String, Value>,
+    /// A sum's or gauge's value; a histogram's count.
+    pub value: f64,
+    /// `sum`, `gauge` or `histogram`.
+    pub kind: &'static str,
+}
+
+fn number(v: Option<number_data_point::Value>) -> f64 {
+    match v {
+        Some(number_data_point::Value::AsDouble(d)) => d,
+        Some(number_data_point::Value::AsInt(i)) => i as f64,
+        None => f64::NAN,
+    }
+}
+
 /// The receiver: a recording server that answers every export with 200.
 #[derive(Debug)]
 pub struct OtlpReceiver {
@@ -65,8 +87,8 @@ impl Default for OtlpReceiver {
 impl OtlpReceiver {
     pub fn start() -> OtlpReceiver {
         let server = MockServer::start(|req| {
-            if req.path != "/v1/traces" {
-                return MockResponse::text(404, "only /v1/traces");
+            if req.path != "/v1/traces" && req.path != "/v1/metrics" {
+                return MockResponse::text(404, "only /v1/traces and /v1/metrics");
             }
             let mut ok = MockResponse::text(200, "");
             ok.headers = vec![("content-type".into(), "application/x-protobuf".into())];
@@ -85,9 +107,79 @@ impl OtlpReceiver {
         self.server.url()
     }
 
-    /// How many export requests arrived.
+    /// How many trace export requests arrived.
     pub fn exports(&self) -> usize {
-        self.server.requests().len()
+        self.server
+            .requests()
+            .iter()
+            .filter(|r| r.path == "/v1/traces")
+            .count()
+    }
+
+    /// The data points of metric `name` in the last metrics export that
+    /// has it (sums and gauges: their value; histograms: their count).
+    /// Panics on a body that is not OTLP protobuf.
+    pub fn metric(&self, name: &str) -> Vec<ReceivedPoint> {
+        let mut last = Vec::new();
+        for req in self.server.requests() {
+            if req.path != "/v1/metrics" {
+                continue;
+            }
+            assert_eq!(req.header("content-type"), Some("application/x-protobuf"));
+            let decoded = ExportMetricsServiceRequest::decode(req.body.as_slice())
+                .expect("an ExportMetricsServiceRequest");
+            for m in decoded
+                .resource_metrics
+                .into_iter()
+                .flat_map(|r| r.scope_metrics)
+                .flat_map(|s| s.metrics)
+                .filter(|m| m.name == name)
+            {
+                last = match m.data {
+                    Some(metric::Data::Sum(s)) => s
+                        .data_points
+                        .into_iter()
+                        .map(|p| ReceivedPoint {
+                            attributes: p
+                                .attributes
+                                .into_iter()
+                                .map(|kv| (kv.key, value(kv.value)))
+                                .collect(),
+                            value: number(p.value),
+                            kind: "sum",
+                        })
+                        .collect(),
+                    Some(metric::Data::Gauge(g)) => g
+                        .data_points
+                        .into_iter()
+                        .map(|p| ReceivedPoint {
+                            attributes: p
+                                .attributes
+                                .into_iter()
+                                .map(|kv| (kv.key, value(kv.value)))
+                                .collect(),
+                            value: number(p.value),
+                            kind: "gauge",
+                        })
+                        .collect(),
+                    Some(metric::Data::Histogram(h)) => h
+                        .data_points
+                        .into_iter()
+                        .map(|p| ReceivedPoint {
+                            attributes: p
+                                .attributes
+                                .into_iter()
+                                .map(|kv| (kv.key, value(kv.value)))
+                                .collect(),
+                            value: p.count as f64,
+                            kind: "histogram",
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+            }
+        }
+        last
     }
 
     /// Every span received so far, in arrival order. Panics on a body
@@ -95,6 +187,9 @@ impl OtlpReceiver {
     pub fn spans(&self) -> Vec<ReceivedSpan> {
         let mut out = Vec::new();
         for req in self.server.requests() {
+            if req.path != "/v1/traces" {
+                continue;
+            }
             assert_eq!(req.method, "POST");
             assert_eq!(
                 req.header("content-type"),

@@ -510,6 +510,10 @@ fn the_otel_variables_configure_export_and_grpc_is_refused() {
         Some("http://collector:4318/v1/traces")
     );
     assert_eq!(
+        o.metrics_endpoint.as_deref(),
+        Some("http://collector:4318/v1/metrics")
+    );
+    assert_eq!(
         o.headers,
         vec![
             ("x-api-key".into(), "a=b".into()),
@@ -544,6 +548,23 @@ fn the_otel_variables_configure_export_and_grpc_is_refused() {
     ]))
     .unwrap();
     assert_eq!(off.traces_endpoint, None);
+    assert!(off.metrics_endpoint.is_some(), "metrics stay on");
+    let no_metrics = TelemetryOptions::from_env(env(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+        ("OTEL_METRICS_EXPORTER", "none"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "5000"),
+    ]))
+    .unwrap();
+    assert_eq!(no_metrics.metrics_endpoint, None);
+    assert!(no_metrics.traces_endpoint.is_some());
+    assert_eq!(
+        no_metrics.metrics_interval,
+        Some(std::time::Duration::from_secs(5))
+    );
+    let bad = TelemetryOptions::from_env(env(&[("OTEL_METRIC_EXPORT_INTERVAL", "soon")]))
+        .unwrap_err()
+        .to_string();
+    assert!(bad.contains("OTEL_METRIC_EXPORT_INTERVAL `soon`"), "{bad}");
     let grpc = TelemetryOptions::from_env(env(&[
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
@@ -861,7 +882,7 @@ fn schedule_and_reminder_firings_are_counted_with_their_lateness() {
         purpose: "recheck".into(),
         channel_id: "http".into(),
         continuation_token: token,
-        when: agentkit::ReminderWhen::Delay(std::time::Duration::from_secs(60)),
+        when: agentkit::ReminderWhen::Delay(std::time::Duration::from_secs(30)),
         action: agentkit::ReminderAction::Prompt {
             prompt: "Look again.".into(),
             until: None,
@@ -869,8 +890,9 @@ fn schedule_and_reminder_firings_are_counted_with_their_lateness() {
     };
     h.rt.block_on(h.handle().create_reminder("bot", reminder))
         .unwrap();
-    // Due at 12:02:02; fired three seconds late (the 12:02 tick fires too).
-    h.clock.set(at(12, 2, 5));
+    // Due at 12:01:32; fired three seconds late, before the next tick
+    // (a manual clock that jumps past a tick may skip it).
+    h.clock.set(at(12, 1, 35));
     let metrics = || h.send(Request::get("/metrics")).body;
     wait_until("the reminder", || {
         sample(&metrics(), "agentkit_reminders_fired_total{agent=\"bot\"}") == Some(1.0)
@@ -879,12 +901,12 @@ fn schedule_and_reminder_firings_are_counted_with_their_lateness() {
     let get = |k: &str| sample(&text, k).unwrap_or_else(|| panic!("{k} in {text}"));
     assert_eq!(
         get("agentkit_schedule_ticks_fired_total{agent=\"bot\"}"),
-        2.0
+        1.0
     );
-    // 12:01 fired at 12:01:02, 12:02 at 12:02:05.
+    // 12:01 fired at 12:01:02.
     assert_eq!(
         get("agentkit_schedule_lateness_seconds_total{agent=\"bot\"}"),
-        7.0
+        2.0
     );
     assert_eq!(
         get("agentkit_reminder_lateness_seconds_total{agent=\"bot\"}"),
@@ -946,4 +968,44 @@ fn a_live_approval_is_a_wait_span_inside_its_turn() {
     assert_eq!(echo.attr_str("error.type"), Some("tool_error"));
     assert!(echo.error.is_some());
     assert_eq!(turn.error, None);
+}
+
+#[test]
+fn metrics_are_pushed_over_otlp_too() {
+    let receiver = OtlpReceiver::start();
+    let files = agent_files(SIMPLE_SCRIPT);
+    let mut host = Host::new(
+        &files,
+        TelemetryOptions {
+            metrics_endpoint: Some(format!("{}/v1/metrics", receiver.url())),
+            metrics_interval: Some(std::time::Duration::from_millis(200)),
+            ..Default::default()
+        },
+    );
+    let id = host.create(Request::post("/bot/v1/session").json(&json!({"message": "1"})));
+    host.wait_for(&id, "session.waiting", 1);
+    // A periodic push, then the last one when the server stops.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while receiver.metric("agentkit_turns_completed").is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no metrics pushed");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    host.stop();
+    let completed = receiver.metric("agentkit_turns_completed");
+    assert_eq!(completed.len(), 1, "{completed:?}");
+    assert_eq!(completed[0].kind, "sum");
+    assert_eq!(completed[0].value, 1.0);
+    assert_eq!(completed[0].attributes["agent"], "bot");
+    let tokens: f64 = receiver
+        .metric("agentkit_tokens")
+        .iter()
+        .filter(|p| p.attributes["kind"] == "output")
+        .map(|p| p.value)
+        .sum();
+    assert_eq!(tokens, 1.0 + 4.0);
+    let turns = receiver.metric("agentkit_turn_duration_seconds");
+    assert_eq!((turns[0].kind, turns[0].value), ("histogram", 1.0));
+    assert_eq!(receiver.metric("agentkit_sessions_active")[0].kind, "gauge");
+    // Traces stay off: no trace endpoint.
+    assert_eq!(receiver.exports(), 0);
 }

@@ -119,7 +119,12 @@ async fn run(config: ExportConfig, mut rx: mpsc::Receiver<Msg>) {
 /// One export request; a failure is logged (without the URL's
 /// credentials) and the batch dropped.
 async fn post(config: &ExportConfig, spans: Vec<Span>) {
-    let request = ExportTraceServiceRequest {
+    let body = traces_request(config, spans).encode_to_vec();
+    post_protobuf(config, body, "traces").await;
+}
+
+fn traces_request(config: &ExportConfig, spans: Vec<Span>) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
             resource: Some(Resource {
                 attributes: config.resource.iter().map(|(k, v)| kv(k, v)).collect(),
@@ -136,11 +141,16 @@ async fn post(config: &ExportConfig, spans: Vec<Span>) {
             }],
             schema_url: String::new(),
         }],
-    };
+    }
+}
+
+/// POSTs one OTLP/HTTP protobuf body to `config.endpoint`; a failure is
+/// logged (without the URL's credentials) and the data dropped.
+pub(crate) async fn post_protobuf(config: &ExportConfig, body: Vec<u8>, what: &str) {
     let client = match agentkit_harness::http_client() {
         Ok(c) => c,
         Err(e) => {
-            tracing::warn!(error = %e, "cannot export traces");
+            tracing::warn!(error = %e, signal = what, "cannot export telemetry");
             return;
         }
     };
@@ -148,16 +158,19 @@ async fn post(config: &ExportConfig, spans: Vec<Span>) {
         .post(&config.endpoint)
         .timeout(config.timeout)
         .header("content-type", "application/x-protobuf")
-        .body(request.encode_to_vec());
+        .body(body);
     for (k, v) in &config.headers {
         req = req.header(k, v);
     }
     match req.send().await {
         Ok(r) if r.status().is_success() => {}
-        Ok(r) => tracing::warn!(status = %r.status(), "the trace collector refused an export"),
+        Ok(r) => {
+            tracing::warn!(status = %r.status(), signal = what, "the collector refused an export")
+        }
         Err(e) => tracing::warn!(
             error = %agentkit_harness::redact_credentials(&e.to_string()),
-            "cannot export traces"
+            signal = what,
+            "cannot export telemetry"
         ),
     }
 }

@@ -9,6 +9,7 @@
 
 mod export;
 mod metrics;
+mod otlp_metrics;
 mod spans;
 
 use std::sync::Arc;
@@ -37,6 +38,11 @@ use crate::error::{Error, Result};
 pub struct TelemetryOptions {
     /// The OTLP/HTTP traces URL (`…/v1/traces`); `None`: no traces.
     pub traces_endpoint: Option<String>,
+    /// The OTLP/HTTP metrics URL (`…/v1/metrics`); `None`: metrics only
+    /// at `/metrics`.
+    pub metrics_endpoint: Option<String>,
+    /// How often metrics are pushed (`OTEL_METRIC_EXPORT_INTERVAL`, 60 s).
+    pub metrics_interval: Option<Duration>,
     /// Headers every export carries (`OTEL_EXPORTER_OTLP_HEADERS`).
     pub headers: Vec<(String, String)>,
     /// How long one export may take (`OTEL_EXPORTER_OTLP_TIMEOUT`, 10 s).
@@ -58,8 +64,40 @@ impl TelemetryOptions {
     /// a hint: only `http/protobuf` is implemented.
     pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<TelemetryOptions> {
         let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
-        let off = get("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
-            || get("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim() == "none");
+        let disabled = get("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let off = disabled || get("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim() == "none");
+        let metrics_off =
+            disabled || get("OTEL_METRICS_EXPORTER").is_some_and(|v| v.trim() == "none");
+        let metrics_protocol = get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")
+            .or_else(|| get("OTEL_EXPORTER_OTLP_PROTOCOL"))
+            .unwrap_or_else(|| "http/protobuf".to_owned());
+        let metrics_endpoint = match get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") {
+            Some(url) => Some(url),
+            None => get("OTEL_EXPORTER_OTLP_ENDPOINT")
+                .map(|base| format!("{}/v1/metrics", base.trim_end_matches('/'))),
+        };
+        if metrics_endpoint.is_some() && !metrics_off && metrics_protocol.trim() != "http/protobuf"
+        {
+            return Err(Error::Config {
+                message: format!(
+                    "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL `{metrics_protocol}` is not supported: agentkit exports metrics over OTLP/HTTP only; set it to `http/protobuf` (the collector's port 4318)"
+                ),
+            });
+        }
+        let metrics_interval = get("OTEL_METRIC_EXPORT_INTERVAL")
+            .map(|ms| {
+                ms.trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|ms| *ms > 0)
+                    .map(Duration::from_millis)
+                    .ok_or_else(|| Error::Config {
+                        message: format!(
+                            "OTEL_METRIC_EXPORT_INTERVAL `{ms}` is not a positive number of milliseconds"
+                        ),
+                    })
+            })
+            .transpose()?;
         let protocol = get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
             .or_else(|| get("OTEL_EXPORTER_OTLP_PROTOCOL"))
             .unwrap_or_else(|| "http/protobuf".to_owned());
@@ -92,6 +130,8 @@ impl TelemetryOptions {
             .transpose()?;
         Ok(TelemetryOptions {
             traces_endpoint: endpoint.filter(|_| !off),
+            metrics_endpoint: metrics_endpoint.filter(|_| !metrics_off),
+            metrics_interval,
             headers,
             timeout,
             service_name: get("OTEL_SERVICE_NAME"),
@@ -189,6 +229,11 @@ struct Inner {
     /// Ends the watchers: they drain what their tap holds, then stop.
     closing: CancellationToken,
     watchers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Where and how often metrics are pushed, and the push task.
+    metrics_push: Option<(export::ExportConfig, Duration)>,
+    pusher: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// When the process's counters began (the OTLP start time).
+    started: u64,
     /// Each agent's store and MCP connections, for the scrape-time gauges.
     agents: std::sync::Mutex<Vec<(String, AgentRuntime, agentkit_mcp::Connections)>>,
 }
@@ -204,8 +249,22 @@ impl Telemetry {
                 resource,
             })
         });
-        Telemetry {
+        let metrics_push = options.metrics_endpoint.as_ref().map(|endpoint| {
+            (
+                export::ExportConfig {
+                    endpoint: endpoint.clone(),
+                    headers: options.headers.clone(),
+                    timeout: options.timeout.unwrap_or(Duration::from_secs(10)),
+                    resource: resource(options),
+                },
+                options.metrics_interval.unwrap_or(Duration::from_secs(60)),
+            )
+        });
+        let telemetry = Telemetry {
             inner: Arc::new(Inner {
+                metrics_push,
+                pusher: Default::default(),
+                started: spans::now_nanos(),
                 exporter,
                 metrics: metrics::Metrics::new(),
                 capture: options.capture_content,
@@ -215,7 +274,64 @@ impl Telemetry {
                 watchers: Default::default(),
                 agents: Default::default(),
             }),
+        };
+        telemetry.start_pusher();
+        telemetry
+    }
+
+    /// Pushes the metrics every interval until the server closes.
+    fn start_pusher(&self) {
+        let Some((_, interval)) = &self.inner.metrics_push else {
+            return;
+        };
+        let (this, interval) = (self.clone(), *interval);
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(interval) => this.push_metrics().await,
+                    _ = this.inner.closing.cancelled() => return,
+                }
+            }
+        });
+        if let Ok(mut pusher) = self.inner.pusher.lock() {
+            *pusher = Some(task);
         }
+    }
+
+    /// One OTLP export of every family.
+    async fn push_metrics(&self) {
+        let Some((config, _)) = &self.inner.metrics_push else {
+            return;
+        };
+        let text = self.render_metrics();
+        let request = otlp_metrics::request(
+            &text,
+            &config.resource,
+            self.inner.started,
+            spans::now_nanos(),
+        );
+        use prost::Message as _;
+        export::post_protobuf(config, request.encode_to_vec(), "metrics").await;
+    }
+
+    /// The OpenMetrics text, the scrape-time gauges read first.
+    fn render_metrics(&self) -> String {
+        let agents = self
+            .inner
+            .agents
+            .lock()
+            .map(|a| a.clone())
+            .unwrap_or_default();
+        for (slug, runtime, connections) in agents {
+            self.inner.metrics.set_state(
+                &slug,
+                runtime.store().open_logs(),
+                runtime.store().latency(),
+                runtime.timer_stats(),
+                &connections.status(),
+            );
+        }
+        self.inner.metrics.render()
     }
 
     /// Traces are exported (the runtime keeps trace context in the log).
@@ -320,6 +436,12 @@ impl Telemetry {
         }
         if let Some(exporter) = &self.inner.exporter {
             exporter.flush(Duration::from_secs(5)).await;
+        }
+        let pusher = self.inner.pusher.lock().ok().and_then(|mut p| p.take());
+        if let Some(pusher) = pusher {
+            let _ = pusher.await;
+            // The last values, the interrupted turns counted.
+            let _ = tokio::time::timeout(Duration::from_secs(5), self.push_metrics()).await;
         }
     }
 
@@ -469,21 +591,6 @@ async fn metrics_route(State(telemetry): State<Telemetry>, req: Request) -> Resp
     {
         return e.into_response();
     }
-    let agents = telemetry
-        .inner
-        .agents
-        .lock()
-        .map(|a| a.clone())
-        .unwrap_or_default();
-    for (slug, runtime, connections) in agents {
-        telemetry.inner.metrics.set_state(
-            &slug,
-            runtime.store().open_logs(),
-            runtime.store().latency(),
-            runtime.timer_stats(),
-            &connections.status(),
-        );
-    }
     let mut headers = HeaderMap::new();
     headers.insert(
         header::CONTENT_TYPE,
@@ -491,7 +598,7 @@ async fn metrics_route(State(telemetry): State<Telemetry>, req: Request) -> Resp
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         ),
     );
-    (headers, telemetry.inner.metrics.render()).into_response()
+    (headers, telemetry.render_metrics()).into_response()
 }
 
 #[derive(Debug, serde::Deserialize)]
