@@ -175,6 +175,14 @@ impl Cli {
             _ => "warn",
         }
     }
+
+    /// `serve --log-format json`.
+    pub(crate) fn log_json(&self) -> bool {
+        match &self.command {
+            Command::Serve(args) => args.log_json(),
+            _ => false,
+        }
+    }
 }
 
 pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {

@@ -12,6 +12,6 @@
 mod serve;
 
 pub use serve::{
-    EXIT_INVALID, EXIT_USAGE, SERVE_LOG_DEFAULT, ServeArgs, install_tracing, render_error,
-    render_refusal, run, serve_main,
+    EXIT_INVALID, EXIT_USAGE, SERVE_LOG_DEFAULT, ServeArgs, install_tracing, install_tracing_as,
+    render_error, render_refusal, run, serve_main,
 };

@@ -22,7 +22,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    agentkit_cli::install_tracing(args.default_log());
+    agentkit_cli::install_tracing_as(args.default_log(), args.log_json());
     anstream::ColorChoice::write_global(args.color.into());
     match cli::run(args) {
         Ok(code) => code,

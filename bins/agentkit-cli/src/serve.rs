@@ -96,6 +96,21 @@ pub struct ServeArgs {
     /// file-descriptor limit); more wait in the listen backlog.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: Option<u32>,
+    /// How logs are written on stderr: `text`, or `json` (one object a
+    /// line, with the session, turn and trace ids where known).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Serve GET /metrics without authentication (for a scraper on a
+    /// trusted network); otherwise it runs the host's auth chain.
+    #[arg(long)]
+    metrics_public: bool,
+}
+
+impl ServeArgs {
+    /// `--log-format json`.
+    pub fn log_json(&self) -> bool {
+        matches!(self.log_format, LogFormat::Json)
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -104,14 +119,33 @@ enum MountMode {
     Single,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
 /// Logs go to stderr, filtered by `AGENTKIT_LOG` (else `default`).
 pub fn install_tracing(default: &str) {
+    install_tracing_as(default, false);
+}
+
+/// Logs go to stderr, filtered by `AGENTKIT_LOG` (else `default`), as
+/// text or (`json`) one JSON object a line; either way the recent ones
+/// are kept for `GET /v1/logs`.
+pub fn install_tracing_as(default: &str, json: bool) {
+    use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTKIT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    let registry = tracing_subscriber::registry().with(filter);
+    let _ = if json {
+        registry.with(agentkit::logs::log_layer(true)).try_init()
+    } else {
+        registry
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .with(agentkit::logs::log_layer(false))
+            .try_init()
+    };
 }
 
 /// `error: …` with every cause, on one line.
@@ -139,7 +173,7 @@ pub fn render_refusal(out: &mut impl Write, diagnostics: &agentkit::Diagnostics)
 /// The whole of `agentkit-serve` after parsing: logging, serving, and the
 /// exit code.
 pub fn serve_main(args: ServeArgs) -> ExitCode {
-    install_tracing(SERVE_LOG_DEFAULT);
+    install_tracing_as(SERVE_LOG_DEFAULT, args.log_json());
     match run(args) {
         Ok(code) => code,
         Err(e) => {
@@ -172,7 +206,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
     let mut providers = agentkit::credentials::resolve_providers(|k| std::env::var(k).ok());
     agentkit::credentials::apply_api_keys(&mut providers, &args.api_key)?;
+    let mut telemetry = agentkit::TelemetryOptions::from_env(|k| std::env::var(k).ok())?;
+    telemetry.metrics_public = args.metrics_public;
     Ok(agentkit::ServeOptions {
+        telemetry,
         host: args.host,
         port: args.port,
         state_root: args.state_root.clone(),

@@ -285,6 +285,15 @@ impl ChannelHost {
         (route.handler)(args).await
     }
 
+    /// The kind of channel `id` (`webhook`, `github`, `slack`, ...).
+    pub fn kind(&self, id: &str) -> Option<&str> {
+        self.inner
+            .channels
+            .iter()
+            .find(|c| c.def.id == id)
+            .map(|c| c.def.kind.as_str())
+    }
+
     /// The channels for `GET /v1/info`: routes with their full paths and
     /// schemas, event handlers, and what each pack adds.
     pub fn describe(&self) -> Value {

@@ -61,6 +61,6 @@ mod sync;
 mod text;
 
 pub use error::{Error, Result};
-pub use store::{FileEventStore, NewEvent, StoreOptions};
+pub use store::{FileEventStore, NewEvent, StoreLatency, StoreOptions};
 pub use subscription::Subscription;
 pub use sync::SyncStats;

@@ -127,6 +127,40 @@ struct Inner {
     tap: broadcast::Sender<Arc<Event>>,
     /// Every `fsync` of the store (group commit across sessions).
     syncer: Arc<Syncer>,
+    /// How long appends and syncs took, summed (for `/metrics`).
+    latency: Latency,
+}
+
+#[derive(Debug, Default)]
+struct Latency {
+    appends: std::sync::atomic::AtomicU64,
+    append_nanos: std::sync::atomic::AtomicU64,
+    syncs: std::sync::atomic::AtomicU64,
+    sync_nanos: std::sync::atomic::AtomicU64,
+}
+
+fn record(
+    count: &std::sync::atomic::AtomicU64,
+    nanos: &std::sync::atomic::AtomicU64,
+    began: std::time::Instant,
+) {
+    use std::sync::atomic::Ordering;
+    count.fetch_add(1, Ordering::Relaxed);
+    nanos.fetch_add(
+        u64::try_from(began.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        Ordering::Relaxed,
+    );
+}
+
+/// How many appends (batches) and syncs a store did, and how long they
+/// took in all, since it opened: a mean latency is the ratio of the
+/// rates.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct StoreLatency {
+    pub appends: u64,
+    pub append_seconds: f64,
+    pub syncs: u64,
+    pub sync_seconds: f64,
 }
 
 impl FileEventStore {
@@ -143,6 +177,7 @@ impl FileEventStore {
                 tap: broadcast::channel(options.tap_capacity.max(1)).0,
                 options,
                 logs: Mutex::new(LogTable::default()),
+                latency: Latency::default(),
             }),
         })
     }
@@ -178,7 +213,23 @@ impl FileEventStore {
         if events.is_empty() {
             return Ok(Vec::new());
         }
-        self.log(session, true).await?.append(events).await
+        let began = std::time::Instant::now();
+        let appended = self.log(session, true).await?.append(events).await;
+        let l = &self.inner.latency;
+        record(&l.appends, &l.append_nanos, began);
+        appended
+    }
+
+    /// How long appends and syncs took (see [`StoreLatency`]).
+    pub fn latency(&self) -> StoreLatency {
+        use std::sync::atomic::Ordering;
+        let l = &self.inner.latency;
+        StoreLatency {
+            appends: l.appends.load(Ordering::Relaxed),
+            append_seconds: l.append_nanos.load(Ordering::Relaxed) as f64 / 1e9,
+            syncs: l.syncs.load(Ordering::Relaxed),
+            sync_seconds: l.sync_nanos.load(Ordering::Relaxed) as f64 / 1e9,
+        }
     }
 
     /// [`append`](Self::append), then [`sync`](Self::sync): the event
@@ -204,6 +255,14 @@ impl FileEventStore {
     /// Flushes and `fsync`s (`sync_data`) the session's log: a durable
     /// point. Everything appended before the call survives a power cut.
     pub async fn sync(&self, session: &SessionId) -> Result<()> {
+        let began = std::time::Instant::now();
+        let synced = self.sync_log(session).await;
+        let l = &self.inner.latency;
+        record(&l.syncs, &l.sync_nanos, began);
+        synced
+    }
+
+    async fn sync_log(&self, session: &SessionId) -> Result<()> {
         let open = {
             let logs = lock(&self.inner.logs);
             logs.slots

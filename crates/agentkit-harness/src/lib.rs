@@ -33,6 +33,10 @@
 //! policy; [`http_error_text`] and [`redact_credentials`] keep URLs and
 //! their credentials out of messages.
 //!
+//! [`trace`] holds the trace context of the work in hand (task-locals the
+//! facade and the runtime set while traces are exported), which the
+//! providers' HTTP layer and the MCP client put on what they send.
+//!
 //! Not here: sessions, storage and HTTP serving (the runtime and the facade own
 //! them) and `glob`. Subagents run through the built-in `task` tool as a
 //! nested loop.
@@ -49,6 +53,7 @@ mod providers;
 mod sandbox;
 mod step;
 mod tools;
+pub mod trace;
 mod turn;
 mod workspace_path;
 

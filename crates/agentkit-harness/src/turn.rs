@@ -115,6 +115,7 @@ pub enum TurnOutcome {
 /// not stop the turn. Tool errors are results the model sees, never a
 /// failed turn.
 pub async fn run_turn(input: TurnInput, events: mpsc::Sender<StepEvent>) -> TurnOutcome {
+    tracing::debug!(session = %input.session_id, turn = %input.turn_id, "turn running");
     let cancel = input.cancel.clone();
     let timeout = input.agent.config.harness.turn_timeout;
     let clock = TurnClock::new(timeout);
@@ -387,7 +388,13 @@ async fn run_steps(
             as_of: input.as_of.as_deref(),
         };
         let mut sink = StepSink::new(events);
-        let reply = match model.step(&request, &mut sink).await {
+        let reply = match crate::trace::in_child(
+            "chat",
+            &step.to_string(),
+            model.step(&request, &mut sink),
+        )
+        .await
+        {
             Ok(reply) => reply,
             Err(message) => return TurnOutcome::Failed { message },
         };
@@ -572,51 +579,66 @@ async fn run_calls(
                         ..input.origin.clone()
                     },
                 };
-                let fut: CallFuture<'_> = Box::pin(async move {
-                    if needs_approval {
-                        let decision = await_approval(input, call, events, clock).await;
-                        if !decision.approved {
-                            let reason = decision.reason.as_deref().unwrap_or("no reason given");
-                            let out = ToolOutput::error(format!(
-                                "the call was denied by {}: {reason}",
-                                decision.by
-                            ));
-                            return (i, out, 0);
-                        }
-                    }
-                    let started = Instant::now();
-                    let out = match callable {
-                        Callable::Server(tool) => run_server_tool(tool, &call.input, &ctx).await,
-                        Callable::Dynamic(tool) => {
-                            let run = tool.call(call.input.clone(), ctx.clone());
-                            tokio::select! {
-                                out = run => out,
-                                _ = ctx.cancel.cancelled() => ToolOutput::error("the call was interrupted"),
+                let span_key = call.call_id.clone();
+                let fut: CallFuture<'_> = Box::pin(crate::trace::in_child(
+                    "tool",
+                    &span_key,
+                    async move {
+                        if needs_approval {
+                            let decision = await_approval(input, call, events, clock).await;
+                            if !decision.approved {
+                                let reason =
+                                    decision.reason.as_deref().unwrap_or("no reason given");
+                                let out = ToolOutput::error(format!(
+                                    "the call was denied by {}: {reason}",
+                                    decision.by
+                                ));
+                                return (i, out, 0);
                             }
                         }
-                        Callable::Builtin("task") => {
-                            let (out, used) = run_subagent(input, call, events).await;
-                            if let Ok(mut total) = delegated_ref.lock() {
-                                *total += used;
+                        let started = Instant::now();
+                        let out = match callable {
+                            Callable::Server(tool) => {
+                                run_server_tool(tool, &call.input, &ctx).await
                             }
-                            out
-                        }
-                        Callable::Builtin("remind_me") => match &input.reminders {
-                            Some(host) => match host.remind(&input.session_id, &call.input).await {
-                                Ok(output) => ToolOutput {
-                                    output,
-                                    is_error: false,
-                                },
-                                Err(message) => ToolOutput::error(message),
+                            Callable::Dynamic(tool) => {
+                                let run = tool.call(call.input.clone(), ctx.clone());
+                                tokio::select! {
+                                    out = run => out,
+                                    _ = ctx.cancel.cancelled() => ToolOutput::error("the call was interrupted"),
+                                }
+                            }
+                            Callable::Builtin("task") => {
+                                let (out, used) = crate::trace::in_child(
+                                    "invoke_agent",
+                                    &call.call_id,
+                                    run_subagent(input, call, events),
+                                )
+                                .await;
+                                if let Ok(mut total) = delegated_ref.lock() {
+                                    *total += used;
+                                }
+                                out
+                            }
+                            Callable::Builtin("remind_me") => match &input.reminders {
+                                Some(host) => {
+                                    match host.remind(&input.session_id, &call.input).await {
+                                        Ok(output) => ToolOutput {
+                                            output,
+                                            is_error: false,
+                                        },
+                                        Err(message) => ToolOutput::error(message),
+                                    }
+                                }
+                                None => ToolOutput::error("reminders are disabled on this host"),
                             },
-                            None => ToolOutput::error("reminders are disabled on this host"),
-                        },
-                        Callable::Builtin(name) => {
-                            builtins::run(&input.agent, name, &call.input, &ctx).await
-                        }
-                    };
-                    (i, out, millis(started))
-                });
+                            Callable::Builtin(name) => {
+                                builtins::run(&input.agent, name, &call.input, &ctx).await
+                            }
+                        };
+                        (i, out, millis(started))
+                    },
+                ));
                 pending.push(Some(fut));
             }
         }

@@ -503,6 +503,12 @@ impl Connections {
         let mut peer = self.peer(conn, hops).await?;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
+        // The calling span (the turn's `execute_tool`), while tracing is on.
+        if let Some(tp) = agentkit_harness::trace::current() {
+            let mut meta = rmcp::model::RequestMetaObject::new();
+            meta.insert("traceparent".into(), Value::String(tp.to_string()));
+            params.meta = Some(meta);
+        }
         let mut called = peer.call_tool(params.clone()).await;
         if let Err(e) = &called
             && self.refreshed_after_refusal(conn, &e.to_string()).await

@@ -506,11 +506,33 @@ impl<B: AgentBackend> ServerHandler for Handler<B> {
             ));
         };
         let hops = hops_of(parts);
+        // The caller's trace: `_meta.traceparent` (an MCP client's, a
+        // peer's), else the request's server span when the facade's HTTP
+        // layer set it, else the HTTP `traceparent` header.
+        let from_meta = request
+            .meta
+            .as_ref()
+            .and_then(|m| m.get("traceparent"))
+            .or_else(|| context.meta.get("traceparent"))
+            .and_then(Value::as_str)
+            .and_then(agentkit_protocol::trace::TraceParent::parse);
+        let traceparent = from_meta
+            .or_else(agentkit_harness::trace::incoming)
+            .or_else(|| {
+                parts
+                    .and_then(|p| p.headers.get("traceparent"))
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(agentkit_protocol::trace::TraceParent::parse)
+            });
         let args = Value::Object(request.arguments.unwrap_or_default());
-        Ok(self
-            .dispatch(&caller, hops, &request.name, args)
-            .await
-            .into())
+        // Boxed: moved into the trace scope, an inline future would be
+        // held twice in this one (a stack overflow in debug builds).
+        let run = Box::pin(self.dispatch(&caller, hops, &request.name, args));
+        Ok(match traceparent {
+            Some(tp) => agentkit_harness::trace::with_incoming(tp, run).await,
+            None => run.await,
+        }
+        .into())
     }
 }
 

@@ -12,6 +12,7 @@ mod conversation;
 mod envelope;
 mod events;
 mod payload;
+pub mod trace;
 
 pub use api::{Admission, ErrorBody, ErrorCode, SessionMode};
 pub use conversation::{Message, Sizing, ToolCall, Usage};

@@ -11,6 +11,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::trace::TurnTrace;
 use crate::{Event, EventType, ToolCall, Usage};
 
 /// `session.started`.
@@ -51,6 +52,10 @@ pub struct MessageReceived {
     /// `operator:<principalId>`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
+    /// The W3C `traceparent` of the request that brought the message
+    /// (kept only while tracing is on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// `turn.started`.
@@ -67,6 +72,9 @@ pub struct TurnStarted {
     /// The log indices of the `message.received` events the turn answers
     /// (what its user message was made of).
     pub received: Vec<u64>,
+    /// The trace the turn belongs to (only while tracing is on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TurnTrace>,
 }
 
 /// `turn.completed`.
@@ -96,6 +104,10 @@ pub struct TurnFailed {
     /// What the turn used before it failed, when the server reports it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The turn's trace, when recovery records the end of a turn a crash
+    /// cut short (the reader may not have seen its `turn.started`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TurnTrace>,
 }
 
 /// `step.started`.
@@ -218,6 +230,12 @@ pub struct ApprovalResolved {
     pub decision: String,
     pub by: String,
     pub reason: Option<String>,
+    /// When the call was parked, and its turn's trace: set when the
+    /// decision came after a restart (the reader may not have seen them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TurnTrace>,
 }
 
 /// `action.result`.

@@ -186,14 +186,17 @@ impl AgentRuntime {
         // Its turn is gone: a restart (or shutdown) cut it short.
         let session = self.get_session(id)?;
         self.ready(&session).await?;
-        let (parked, known) = self
+        let (parked, known, trace) = self
             .with_history(&session, |events| {
                 let parked = pending(events).into_iter().find(|p| p.call_id == call_id);
                 let known = events.iter().any(|e| {
                     e.event_type == EventType::ActionApprovalRequested
                         && matches!(e.payload(), EventData::ApprovalRequested(r) if r.call_id == call_id)
                 });
-                (parked, known)
+                let trace = parked
+                    .as_ref()
+                    .and_then(|p| crate::trace::recorded(events, &p.turn_id));
+                (parked, known, trace)
             })
             .await?;
         let Some(parked) = parked else {
@@ -218,7 +221,20 @@ impl AgentRuntime {
                 &session.id,
                 EventType::ActionApprovalResolved,
                 Some(turn),
-                agentkit_harness::approval_resolved_data(call_id, &parked.tool_name, &decision),
+                {
+                    // The decision came after its turn ended: a reader may
+                    // not know when the call parked nor the turn's trace.
+                    let mut data = agentkit_harness::approval_resolved_data(
+                        call_id,
+                        &parked.tool_name,
+                        &decision,
+                    );
+                    data["requestedAt"] = json!(parked.requested_at);
+                    if let Some(trace) = trace {
+                        data["trace"] = json!(trace);
+                    }
+                    data
+                },
             )
             .await?;
         let started = std::time::Instant::now();

@@ -46,6 +46,7 @@ mod schedule_handlers;
 mod schedules;
 mod session;
 mod tool_call;
+mod trace;
 mod worker;
 mod workspace;
 
@@ -65,7 +66,7 @@ pub use reminders::{
 };
 pub use runtime::{
     Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, RuntimeOptions, SendRequest, SessionSummary,
-    WeakRuntime,
+    TimerStats, WeakRuntime,
 };
 pub use schedule_handlers::{
     Receive, ScheduleError, ScheduleHandler, ScheduleHandlers, ScheduleRun,

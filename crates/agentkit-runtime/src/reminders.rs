@@ -384,6 +384,9 @@ pub struct ReminderFired {
 /// The armed reminders in memory, by next fire time.
 #[derive(Default)]
 pub(crate) struct ReminderState {
+    /// Reminders fired and their summed lateness in ms (for `/metrics`).
+    pub(crate) fired: std::sync::atomic::AtomicU64,
+    pub(crate) late_ms: std::sync::atomic::AtomicU64,
     index: Mutex<Index>,
     handlers: Mutex<HashMap<String, Arc<dyn ReminderHandler>>>,
     /// Signalled when the earliest fire time may have changed.
@@ -762,6 +765,14 @@ impl AgentRuntime {
 
     async fn fire_inner(&self, mut row: ReminderRow) -> Result<ReminderFired> {
         let now_ms = self.now_ms();
+        {
+            use std::sync::atomic::Ordering;
+            let state = &self.inner.reminders;
+            state.fired.fetch_add(1, Ordering::Relaxed);
+            let due = row.next_fire_at_ms.unwrap_or(now_ms);
+            let late = u64::try_from(now_ms.saturating_sub(due)).unwrap_or(0);
+            state.late_ms.fetch_add(late, Ordering::Relaxed);
+        }
         let (outcome, session_id) = if row.run_form {
             let handler = lock(&self.inner.reminders.handlers).get(&row.id).cloned();
             match handler {

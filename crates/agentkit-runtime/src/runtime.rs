@@ -55,6 +55,22 @@ pub struct RuntimeOptions {
     pub tool_sources: Vec<Arc<dyn agentkit_harness::ToolSource>>,
     /// The host's services, handed to every tool call.
     pub services: Option<agentkit_harness::HostHandle>,
+    /// Keep trace context in the log (`message.received`'s
+    /// `traceparent`, `turn.started`'s `trace`) and send it on outgoing
+    /// requests: set while the host exports traces.
+    pub tracing: bool,
+}
+
+/// Cron ticks fired (their lateness summed: the tick's time to its firing)
+/// and skipped (the previous run was still going), and reminders fired
+/// (lateness: the due time to the firing), since the runtime opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TimerStats {
+    pub schedule_ticks_fired: u64,
+    pub schedule_ticks_skipped: u64,
+    pub schedule_lateness_ms: u64,
+    pub reminders_fired: u64,
+    pub reminder_lateness_ms: u64,
 }
 
 /// A message to start (or, with a known continuation key, continue) a
@@ -248,6 +264,19 @@ impl AgentRuntime {
 
     pub fn agent(&self) -> &Arc<Agent> {
         &self.inner.agent
+    }
+
+    /// What the timers did since the runtime opened (for `/metrics`).
+    pub fn timer_stats(&self) -> TimerStats {
+        use std::sync::atomic::Ordering;
+        let (s, r) = (&self.inner.schedules, &self.inner.reminders);
+        TimerStats {
+            schedule_ticks_fired: s.fired.load(Ordering::Relaxed),
+            schedule_ticks_skipped: s.skipped.load(Ordering::Relaxed),
+            schedule_lateness_ms: s.late_ms.load(Ordering::Relaxed),
+            reminders_fired: r.fired.load(Ordering::Relaxed),
+            reminder_lateness_ms: r.late_ms.load(Ordering::Relaxed),
+        }
     }
 
     pub fn store(&self) -> &FileEventStore {

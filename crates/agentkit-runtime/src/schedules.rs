@@ -78,6 +78,11 @@ pub struct ScheduleLastRun {
 /// and the Rust handlers `handler = "<name>"` refers to.
 #[derive(Debug, Default)]
 pub(crate) struct ScheduleState {
+    /// Ticks fired, ticks skipped, and the summed lateness of the fired
+    /// ones in ms (for `/metrics`).
+    pub(crate) fired: std::sync::atomic::AtomicU64,
+    pub(crate) skipped: std::sync::atomic::AtomicU64,
+    pub(crate) late_ms: std::sync::atomic::AtomicU64,
     runs: std::sync::Mutex<HashMap<String, LastRun>>,
     /// The stored records were read into `runs`.
     loaded: std::sync::OnceLock<()>,
@@ -571,6 +576,10 @@ impl AgentRuntime {
             return Ok(());
         }
         if self.schedule_running(id) {
+            self.inner
+                .schedules
+                .skipped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let skipped = db.skip_tick(id, tick_ms).await?;
             tracing::warn!(schedule = %id, tick = %iso(tick), skipped_ticks = skipped, "tick skipped: the previous run is still going");
             return Ok(());
@@ -578,6 +587,13 @@ impl AgentRuntime {
         let now_ms = self.clock().now().timestamp_millis();
         if !db.claim_tick(id, tick_ms, now_ms).await? {
             return Ok(());
+        }
+        {
+            use std::sync::atomic::Ordering;
+            let state = &self.inner.schedules;
+            state.fired.fetch_add(1, Ordering::Relaxed);
+            let late = u64::try_from(now_ms.saturating_sub(tick_ms)).unwrap_or(0);
+            state.late_ms.fetch_add(late, Ordering::Relaxed);
         }
         let in_background = self.agent().schedules.iter().any(|s| {
             s.id == id

@@ -128,6 +128,8 @@ pub(crate) struct Queued {
     pub(crate) text: String,
     /// The index of its `message.received`.
     pub(crate) index: u64,
+    /// The request it came with, while tracing is on.
+    pub(crate) traceparent: Option<agentkit_protocol::trace::TraceParent>,
 }
 
 /// The next turn the worker runs.
@@ -331,6 +333,7 @@ mod tests {
         Queued {
             text: text.to_owned(),
             index,
+            traceparent: None,
         }
     }
 

@@ -82,7 +82,7 @@ impl AgentRuntime {
         {
             return Ok(());
         }
-        let (open_turn, settled) = self
+        let (open_turn, settled, trace) = self
             .with_history(session, |events| {
                 if parked {
                     self.arm_approval_timeouts(&session.id, events);
@@ -111,7 +111,10 @@ impl AgentRuntime {
                             | EventType::SessionFailed
                     )
                 });
-                (open_turn, settled)
+                let trace = open_turn
+                    .as_deref()
+                    .and_then(|turn| crate::trace::recorded(events, turn));
+                (open_turn, settled, trace)
             })
             .await?;
         if open_turn.is_none() && settled {
@@ -119,13 +122,12 @@ impl AgentRuntime {
         }
         if let Some(turn) = &open_turn {
             tracing::warn!(session = %session.id, turn = %turn, "recording a turn interrupted by a restart");
-            self.append(
-                &session.id,
-                EventType::TurnFailed,
-                Some(turn),
-                json!({"message": "turn interrupted", "reason": "restart"}),
-            )
-            .await?;
+            let mut data = json!({"message": "turn interrupted", "reason": "restart"});
+            if let Some(trace) = trace {
+                data["trace"] = json!(trace);
+            }
+            self.append(&session.id, EventType::TurnFailed, Some(turn), data)
+                .await?;
         }
         let mode = session.meta().mode;
         match mode {
@@ -312,12 +314,21 @@ impl AgentRuntime {
         if let (Some(from), Some(obj)) = (from, data.as_object_mut()) {
             obj.insert("from".into(), json!(from));
         }
+        let traceparent = if self.inner.options.tracing {
+            agentkit_harness::trace::incoming()
+        } else {
+            None
+        };
+        if let (Some(tp), Some(obj)) = (&traceparent, data.as_object_mut()) {
+            obj.insert("traceparent".into(), json!(tp.to_string()));
+        }
         let received = self
             .append(&session.id, EventType::MessageReceived, None, data)
             .await?;
         let queued = Queued {
             text,
             index: received.index,
+            traceparent,
         };
         let (start_worker, coalesced) = session.state().enqueue(queued, admission);
         if start_worker {
@@ -406,6 +417,23 @@ impl AgentRuntime {
         if let (Some(turn), Some(obj)) = (&resume, started.as_object_mut()) {
             obj.insert("resumes".into(), json!(turn));
         }
+        let trace = if self.inner.options.tracing {
+            let resumed = match &resume {
+                Some(turn) => self
+                    .with_history(session, |events| crate::trace::recorded(events, turn))
+                    .await?
+                    .and_then(|t| t.parsed()),
+                None => None,
+            };
+            let incoming = batch.iter().find_map(|q| q.traceparent.as_ref());
+            let trace = crate::trace::turn_trace(resumed.as_ref(), incoming);
+            if let Some(obj) = started.as_object_mut() {
+                obj.insert("trace".into(), json!(trace));
+            }
+            trace.parsed()
+        } else {
+            None
+        };
         self.append(id, EventType::TurnStarted, Some(&turn_id), started)
             .await?;
         let exclude: BTreeSet<u64> = batch.iter().map(|q| q.index).collect();
@@ -496,7 +524,13 @@ impl AgentRuntime {
             prior_sizing,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
-        let harness = tokio::spawn(agentkit_harness::run_turn(input, tx));
+        let harness = match trace {
+            Some(tp) => tokio::spawn(agentkit_harness::trace::with_current(
+                tp,
+                agentkit_harness::run_turn(input, tx),
+            )),
+            None => tokio::spawn(agentkit_harness::run_turn(input, tx)),
+        };
         // Group commit: whatever the harness produced since the last write
         // goes to the log in one batch.
         while let Some(first) = rx.recv().await {

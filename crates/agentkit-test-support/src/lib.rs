@@ -5,14 +5,16 @@
 //! ([`provider`]), the Python environment of the third-party MCP
 //! peers, the official MCP conformance suite ([`conformance`]), an
 //! identity provider's keys, tokens and JWKS server ([`jwt`]), re-running
-//! a test with a secret in its parent's environment ([`rerun`]), and a
-//! mock Slack (Web API and Socket Mode, [`slack`]).
+//! a test with a secret in its parent's environment ([`rerun`]), a
+//! mock Slack (Web API and Socket Mode, [`slack`]), and a real OTLP/HTTP
+//! trace receiver ([`otlp`]).
 
 pub mod conformance;
 pub mod http;
 pub mod jwt;
 pub mod migrate_node;
 pub mod mock;
+pub mod otlp;
 pub mod process;
 pub mod provider;
 pub mod pyenv;

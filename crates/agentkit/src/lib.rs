@@ -38,6 +38,7 @@ mod error;
 pub mod github;
 pub mod info;
 pub mod init;
+pub mod logs;
 pub mod mcp_oauth;
 mod serve;
 pub mod slack;
@@ -77,8 +78,8 @@ pub use agentkit_runtime::{
 pub use error::{Error, Result};
 pub use serve::{
     EdgeOptions, EnvFn, EnvLookup, FdLimit, HostGithub, HostMcp, HostReminders, HostSend, HostSent,
-    HostServices, HostSessions, HostSlack, Mode, ServeHandle, ServeOptions, raise_fd_limit, serve,
-    shutdown_signal,
+    HostServices, HostSessions, HostSlack, Mode, ServeHandle, ServeOptions, TelemetryOptions,
+    raise_fd_limit, serve, shutdown_signal,
 };
 
 /// The project format: discovery, the manifest types and diagnostics.

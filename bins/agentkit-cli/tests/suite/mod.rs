@@ -9,6 +9,7 @@ mod info;
 mod init;
 mod mcp;
 mod migrate;
+mod observability;
 mod packs;
 mod playground;
 mod reminders;

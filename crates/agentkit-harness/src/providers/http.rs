@@ -563,6 +563,11 @@ where
 /// One attempt: a success whose body has begun, or why not.
 async fn attempt(call: &Call<'_>, request: reqwest::RequestBuilder) -> Result<Body, HttpError> {
     let idle = call.idle_timeout;
+    // The step's span is the provider's caller, when tracing is on.
+    let request = match crate::trace::current() {
+        Some(tp) => request.header("traceparent", tp.to_string()),
+        None => request,
+    };
     let mut response = match tokio::time::timeout(idle, request.send()).await {
         Err(_) => return Err(HttpError::NoResponse(idle)),
         Ok(Err(e)) if e.is_builder() => return Err(HttpError::Request(error_chain(e))),

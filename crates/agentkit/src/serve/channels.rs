@@ -427,7 +427,14 @@ async fn dispatch(
     };
     let resp = host.dispatch(&id, req).await;
     let status = StatusCode::from_u16(resp.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    // For `/metrics`: a pack answers a redelivery `{"duplicate": true}`.
+    let delivery = super::telemetry::Delivery {
+        kind: host.kind(&id).unwrap_or("unknown").to_owned(),
+        channel: id,
+        duplicate: resp.body.get("duplicate") == Some(&serde_json::Value::Bool(true)),
+    };
     let mut out = (status, axum::Json(resp.body)).into_response();
+    out.extensions_mut().insert(delivery);
     for (k, v) in resp.headers {
         if let (Ok(k), Ok(v)) = (
             axum::http::HeaderName::from_bytes(k.as_bytes()),

@@ -28,6 +28,7 @@ pub struct ServeHandle {
     pub(crate) host: Arc<Host>,
     /// The playground is served (the banner prints its URLs).
     pub(crate) playground: bool,
+    pub(crate) telemetry: super::telemetry::Telemetry,
 }
 
 impl ServeHandle {
@@ -102,6 +103,8 @@ impl ServeHandle {
         for a in &self.agents {
             a.connections.close().await;
         }
+        // The last events (interrupted turns) become spans, then go out.
+        self.telemetry.close().await;
         let _ = self.bridge.await;
         match self.server.await {
             Ok(Ok(())) => {}

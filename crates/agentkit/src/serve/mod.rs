@@ -17,7 +17,8 @@
 //! (every `${VAR}`, once), `auth` (chains and operators),
 //! `timers`, `mcp` and `connection_tools` (MCP server and clients),
 //! `bridge` (the loopback host bridge), `channels` (custom channels),
-//! `mount` (one agent), `api`, `dev` and `context` (its routes), `router`, `handle`
+//! `mount` (one agent), `api`, `dev` and `context` (its routes), `router`,
+//! `telemetry` (traces, `/metrics`, `/v1/logs`), `handle`
 //! (`ServeHandle`), and this file, which wires them in order.
 
 mod ab;
@@ -41,6 +42,7 @@ mod playground;
 mod resolve;
 mod router;
 mod services;
+mod telemetry;
 mod timers;
 
 pub use edge::{EdgeOptions, FdLimit, raise_fd_limit};
@@ -49,6 +51,7 @@ pub use options::{EnvFn, EnvLookup, Mode, ServeOptions};
 pub use services::{
     HostGithub, HostMcp, HostReminders, HostSend, HostSent, HostServices, HostSessions, HostSlack,
 };
+pub use telemetry::TelemetryOptions;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
@@ -115,7 +118,10 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         &state_root,
     );
     let shutdown = CancellationToken::new();
+    let telemetry = telemetry::Telemetry::start(&parts.telemetry);
+    telemetry.set_chain(telemetry::host_chain(&parts.auth, parts.dev));
     let shared = mount::Shared {
+        telemetry: &telemetry,
         state_root: &state_root,
         mode: parts.listen.mode,
         dev: parts.dev,
@@ -163,6 +169,11 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         parts.listen.mode,
         parts.playground,
     ))
+    .merge(telemetry::routes(telemetry.clone()))
+    .layer(axum::middleware::from_fn_with_state(
+        telemetry.clone(),
+        telemetry::layer,
+    ))
     .layer(axum::middleware::from_fn_with_state(
         bounds,
         edge::request_timeout,
@@ -189,6 +200,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         grace: parts.edge.shutdown_grace,
         host: Arc::new(found.host),
         playground: parts.playground,
+        telemetry,
     })
 }
 

@@ -81,6 +81,7 @@ pub(crate) struct Shared<'a> {
     pub(crate) peer_base: &'a str,
     pub(crate) playground: bool,
     pub(crate) shutdown: &'a CancellationToken,
+    pub(crate) telemetry: &'a super::telemetry::Telemetry,
 }
 
 /// Opens `project`'s runtime (recovering what a crash interrupted) and
@@ -145,9 +146,13 @@ pub(crate) async fn mount(
             clock: shared.timers.clock.clone(),
             tool_sources,
             services: Some(services.clone()),
+            tracing: shared.telemetry.tracing(),
         },
     )
     .await?;
+    shared
+        .telemetry
+        .watch(slug, &runtime, &connections, shared.models.default.as_ref());
     host_services.attach(&runtime);
     runtime.set_schedule_handlers(shared.extensions.schedule_handlers.clone());
     timers::start(&runtime, shared.timers, shared.dev);

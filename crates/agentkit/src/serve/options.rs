@@ -118,6 +118,10 @@ pub struct ServeOptions {
     /// single mode); `--no-playground` turns it off. `/docs` is served
     /// either way.
     pub playground: bool,
+    /// Traces (OTLP/HTTP), message-content capture and who may read
+    /// `/metrics`; off unless configured (see
+    /// [`TelemetryOptions::from_env`](crate::TelemetryOptions::from_env)).
+    pub telemetry: super::telemetry::TelemetryOptions,
 }
 
 impl ServeOptions {
@@ -170,6 +174,7 @@ impl Default for ServeOptions {
             schedule_handlers: Default::default(),
             edge: EdgeOptions::default(),
             playground: true,
+            telemetry: Default::default(),
         }
     }
 }
@@ -192,6 +197,7 @@ pub(crate) struct Parts {
     pub(crate) extensions: Extensions,
     /// Serve the playground (`ServeOptions::playground`).
     pub(crate) playground: bool,
+    pub(crate) telemetry: super::telemetry::TelemetryOptions,
 }
 
 /// Where to listen and how agents are mounted.
@@ -322,6 +328,7 @@ impl ServeOptions {
             },
             dev: self.dev,
             playground: self.playground,
+            telemetry: self.telemetry,
             env: self.env,
             extensions: Extensions {
                 channels: self.channels,

@@ -674,6 +674,17 @@ fn gitlab_merge_request_hooks_run_a_turn_and_post_the_reply_as_a_note() {
         .send(addr)
         .unwrap();
     assert_eq!(dup.json()["duplicate"], true);
+    // `/metrics` counts the deliveries and the duplicate.
+    let metrics = agentkit_test_support::http::Request::get("/metrics")
+        .send(addr)
+        .unwrap()
+        .body;
+    for line in [
+        "agentkit_channel_deliveries_total{agent=\"mr-bot\",channel=\"gitlab\",kind=\"gitlab\"} 3",
+        "agentkit_channel_duplicates_total{agent=\"mr-bot\",channel=\"gitlab\",kind=\"gitlab\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
 
     let events = log_events(&dir.path().join("state"), "mr-bot", &id);
     let text = events

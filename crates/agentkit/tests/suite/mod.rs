@@ -14,6 +14,7 @@ mod http;
 mod jwt;
 mod mcp;
 mod mcp_oauth;
+mod observability;
 mod operators;
 mod playground;
 mod providers;

@@ -1,0 +1,176 @@
+//! The OTLP/HTTP trace exporter: spans queue on a bounded channel (a full
+//! queue drops and counts, never blocks a turn), a task sends them in
+//! batches as `ExportTraceServiceRequest` protobuf over the process's one
+//! HTTP client, every second or at 512 spans, and once more on flush.
+
+use std::time::Duration;
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use prost::Message as _;
+use tokio::sync::{mpsc, oneshot};
+
+use super::spans::kv;
+
+/// Spans waiting to be sent, at most.
+const QUEUE: usize = 8192;
+/// Spans per request, at most.
+const BATCH: usize = 512;
+/// How often queued spans are sent.
+const INTERVAL: Duration = Duration::from_secs(1);
+
+enum Msg {
+    Span(Box<Span>),
+    Flush(oneshot::Sender<()>),
+}
+
+/// Where and how traces go.
+#[derive(Debug, Clone)]
+pub(crate) struct ExportConfig {
+    pub(crate) endpoint: String,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) timeout: Duration,
+    pub(crate) resource: Vec<(String, String)>,
+}
+
+/// The sending half, cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct Exporter {
+    tx: mpsc::Sender<Msg>,
+    dropped: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl std::fmt::Debug for Msg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Msg")
+    }
+}
+
+impl Exporter {
+    pub(crate) fn start(config: ExportConfig) -> Exporter {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        tokio::spawn(run(config, rx));
+        Exporter {
+            tx,
+            dropped: Default::default(),
+        }
+    }
+
+    pub(crate) fn send(&self, span: Span) {
+        if self.tx.try_send(Msg::Span(Box::new(span))).is_err() {
+            let n = self
+                .dropped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if n.is_power_of_two() {
+                tracing::warn!(
+                    dropped = n + 1,
+                    "the trace export queue is full; spans dropped"
+                );
+            }
+        }
+    }
+
+    /// Sends what is queued; waits at most `wait`.
+    pub(crate) async fn flush(&self, wait: Duration) {
+        let (done, answered) = oneshot::channel();
+        if self.tx.send(Msg::Flush(done)).await.is_ok() {
+            let _ = tokio::time::timeout(wait, answered).await;
+        }
+    }
+}
+
+async fn run(config: ExportConfig, mut rx: mpsc::Receiver<Msg>) {
+    let mut batch: Vec<Span> = Vec::new();
+    let mut tick = tokio::time::interval(INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            msg = rx.recv() => match msg {
+                Some(Msg::Span(span)) => {
+                    batch.push(*span);
+                    if batch.len() >= BATCH {
+                        post(&config, std::mem::take(&mut batch)).await;
+                    }
+                }
+                Some(Msg::Flush(done)) => {
+                    if !batch.is_empty() {
+                        post(&config, std::mem::take(&mut batch)).await;
+                    }
+                    let _ = done.send(());
+                }
+                None => {
+                    if !batch.is_empty() {
+                        post(&config, batch).await;
+                    }
+                    return;
+                }
+            },
+            _ = tick.tick() => {
+                if !batch.is_empty() {
+                    post(&config, std::mem::take(&mut batch)).await;
+                }
+            }
+        }
+    }
+}
+
+/// One export request; a failure is logged (without the URL's
+/// credentials) and the batch dropped.
+async fn post(config: &ExportConfig, spans: Vec<Span>) {
+    let body = traces_request(config, spans).encode_to_vec();
+    post_protobuf(config, body, "traces").await;
+}
+
+fn traces_request(config: &ExportConfig, spans: Vec<Span>) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: config.resource.iter().map(|(k, v)| kv(k, v)).collect(),
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                scope: Some(InstrumentationScope {
+                    name: "agentkit".into(),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    ..Default::default()
+                }),
+                spans,
+                schema_url: String::new(),
+            }],
+            schema_url: String::new(),
+        }],
+    }
+}
+
+/// POSTs one OTLP/HTTP protobuf body to `config.endpoint`; a failure is
+/// logged (without the URL's credentials) and the data dropped.
+pub(crate) async fn post_protobuf(config: &ExportConfig, body: Vec<u8>, what: &str) {
+    let client = match agentkit_harness::http_client() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, signal = what, "cannot export telemetry");
+            return;
+        }
+    };
+    let mut req = client
+        .post(&config.endpoint)
+        .timeout(config.timeout)
+        .header("content-type", "application/x-protobuf")
+        .body(body);
+    for (k, v) in &config.headers {
+        req = req.header(k, v);
+    }
+    match req.send().await {
+        Ok(r) if r.status().is_success() => {}
+        Ok(r) => {
+            tracing::warn!(status = %r.status(), signal = what, "the collector refused an export")
+        }
+        Err(e) => tracing::warn!(
+            error = %agentkit_harness::redact_credentials(&e.to_string()),
+            signal = what,
+            "cannot export telemetry"
+        ),
+    }
+}

@@ -1,0 +1,462 @@
+//! The Prometheus families of `GET /metrics`, fed from the same events
+//! the spans come from (turns, steps, tokens, tools, approvals, active
+//! sessions) and from the HTTP layer (requests by route and status); the
+//! open log handles are read at scrape time. Counters count since the process started.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+use agentkit_protocol::{Event, EventData, Usage};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use super::spans::nanos;
+
+type Labels = Vec<(String, String)>;
+
+/// The most turns and parked calls remembered per agent (for their
+/// latencies); beyond it new ones are counted but not timed.
+const MAX_IN_FLIGHT: usize = 10_000;
+
+/// Latency buckets, in seconds: 5 ms to about 5 min.
+const BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
+
+fn histograms() -> Family<Labels, Histogram> {
+    Family::new_with_constructor(|| Histogram::new(BUCKETS.iter().copied()))
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// The event types [`Metrics::observe`] reads.
+fn counted(t: agentkit_protocol::EventType) -> bool {
+    use agentkit_protocol::EventType as T;
+    matches!(
+        t,
+        T::TurnStarted
+            | T::TurnCompleted
+            | T::TurnFailed
+            | T::SessionWaiting
+            | T::SessionCompleted
+            | T::SessionFailed
+            | T::StepCompleted
+            | T::ActionResult
+            | T::ActionApprovalRequested
+            | T::ActionApprovalResolved
+    )
+}
+
+/// Every family, and what the event readers remember between events.
+#[derive(Debug)]
+pub(crate) struct Metrics {
+    registry: Registry,
+    turns_started: Family<Labels, Counter>,
+    turns_completed: Family<Labels, Counter>,
+    turns_failed: Family<Labels, Counter>,
+    turn_duration: Family<Labels, Histogram>,
+    step_duration: Family<Labels, Histogram>,
+    tokens: Family<Labels, Counter>,
+    tool_calls: Family<Labels, Counter>,
+    tool_errors: Family<Labels, Counter>,
+    approvals_pending: Family<Labels, Gauge>,
+    approval_wait: Family<Labels, Histogram>,
+    sessions_active: Family<Labels, Gauge>,
+    open_logs: Family<Labels, Gauge>,
+    mcp_connections: Family<Labels, Gauge>,
+    appends: Family<Labels, Counter>,
+    append_seconds: Family<Labels, Counter<f64>>,
+    fsyncs: Family<Labels, Counter>,
+    fsync_seconds: Family<Labels, Counter<f64>>,
+    schedule_fired: Family<Labels, Counter>,
+    schedule_skipped: Family<Labels, Counter>,
+    schedule_late: Family<Labels, Counter<f64>>,
+    reminder_fired: Family<Labels, Counter>,
+    reminder_late: Family<Labels, Counter<f64>>,
+    deliveries: Family<Labels, Counter>,
+    duplicates: Family<Labels, Counter>,
+    http_requests: Family<Labels, Counter>,
+    http_duration: Family<Labels, Histogram>,
+    /// Per agent: open turns (start time), parked calls (park time), and
+    /// sessions with a turn running. Bounded by what is in flight.
+    state: Mutex<HashMap<String, Flight>>,
+}
+
+#[derive(Debug, Default)]
+struct Flight {
+    turns: HashMap<(String, String), u64>,
+    parked: HashMap<(String, String), u64>,
+    active: HashSet<String>,
+}
+
+impl Metrics {
+    pub(crate) fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("agentkit");
+        let m = Metrics {
+            turns_started: Family::default(),
+            turns_completed: Family::default(),
+            turns_failed: Family::default(),
+            turn_duration: histograms(),
+            step_duration: histograms(),
+            tokens: Family::default(),
+            tool_calls: Family::default(),
+            tool_errors: Family::default(),
+            approvals_pending: Family::default(),
+            approval_wait: histograms(),
+            sessions_active: Family::default(),
+            open_logs: Family::default(),
+            mcp_connections: Family::default(),
+            appends: Family::default(),
+            append_seconds: Family::default(),
+            fsyncs: Family::default(),
+            fsync_seconds: Family::default(),
+            schedule_fired: Family::default(),
+            schedule_skipped: Family::default(),
+            schedule_late: Family::default(),
+            reminder_fired: Family::default(),
+            reminder_late: Family::default(),
+            deliveries: Family::default(),
+            duplicates: Family::default(),
+            http_requests: Family::default(),
+            http_duration: histograms(),
+            state: Mutex::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "turns_started",
+            "Turns started, by agent",
+            m.turns_started.clone(),
+        );
+        registry.register(
+            "turns_completed",
+            "Turns completed, by agent",
+            m.turns_completed.clone(),
+        );
+        registry.register(
+            "turns_failed",
+            "Turns failed or interrupted, by agent and reason",
+            m.turns_failed.clone(),
+        );
+        registry.register(
+            "turn_duration_seconds",
+            "Turn latency, turn.started to its end, by agent",
+            m.turn_duration.clone(),
+        );
+        registry.register(
+            "step_duration_seconds",
+            "Model step latency (tool calls included), by agent",
+            m.step_duration.clone(),
+        );
+        registry.register(
+            "tokens",
+            "Tokens used by turns, by agent, model and kind (input, output, cache_read, cache_write)",
+            m.tokens.clone(),
+        );
+        registry.register(
+            "tool_calls",
+            "Tool calls, by agent and tool",
+            m.tool_calls.clone(),
+        );
+        registry.register(
+            "tool_errors",
+            "Tool calls that answered an error, by agent and tool",
+            m.tool_errors.clone(),
+        );
+        registry.register(
+            "approvals_pending",
+            "Calls parked for approval since this process started, by agent",
+            m.approvals_pending.clone(),
+        );
+        registry.register(
+            "approval_wait_seconds",
+            "How long parked calls waited for a decision, by agent",
+            m.approval_wait.clone(),
+        );
+        registry.register(
+            "sessions_active",
+            "Sessions with a turn running, by agent",
+            m.sessions_active.clone(),
+        );
+        registry.register(
+            "open_log_handles",
+            "Session logs the event store holds open, by agent",
+            m.open_logs.clone(),
+        );
+        registry.register(
+            "mcp_connections",
+            "MCP client connections by agent, connection, transport and state (1 for the current state)",
+            m.mcp_connections.clone(),
+        );
+        registry.register(
+            "event_appends",
+            "Event log appends (one write of a batch of events), by agent",
+            m.appends.clone(),
+        );
+        registry.register(
+            "event_append_seconds",
+            "Time spent in event log appends, by agent (divide by the appends for the mean)",
+            m.append_seconds.clone(),
+        );
+        registry.register(
+            "event_fsyncs",
+            "Event log syncs (durable points), by agent",
+            m.fsyncs.clone(),
+        );
+        registry.register(
+            "event_fsync_seconds",
+            "Time spent in event log syncs, batching wait included, by agent",
+            m.fsync_seconds.clone(),
+        );
+        registry.register(
+            "schedule_ticks_fired",
+            "Cron ticks fired, by agent",
+            m.schedule_fired.clone(),
+        );
+        registry.register(
+            "schedule_ticks_skipped",
+            "Cron ticks skipped because the previous run was still going, by agent",
+            m.schedule_skipped.clone(),
+        );
+        registry.register(
+            "schedule_lateness_seconds",
+            "Summed lateness of fired ticks (tick time to firing), by agent",
+            m.schedule_late.clone(),
+        );
+        registry.register(
+            "reminders_fired",
+            "Reminders fired, by agent",
+            m.reminder_fired.clone(),
+        );
+        registry.register(
+            "reminder_lateness_seconds",
+            "Summed lateness of fired reminders (due time to firing), by agent",
+            m.reminder_late.clone(),
+        );
+        registry.register(
+            "channel_deliveries",
+            "Requests answered by custom and pack channels, by agent, channel and kind",
+            m.deliveries.clone(),
+        );
+        registry.register(
+            "channel_duplicates",
+            "Redeliveries a pack recognised and ignored, by agent, channel and kind",
+            m.duplicates.clone(),
+        );
+        registry.register(
+            "http_requests",
+            "HTTP requests, by route and status",
+            m.http_requests.clone(),
+        );
+        registry.register(
+            "http_request_duration_seconds",
+            "HTTP request latency to the response head, by route",
+            m.http_duration.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Reads one event of agent `agent` (running model `model`).
+    pub(crate) fn observe(&self, agent: &str, model: &str, e: &Event) {
+        // Deltas are most events and count for nothing here: not parsed.
+        if !counted(e.event_type) {
+            return;
+        }
+        let session = e.session_id.as_str().to_owned();
+        let at = nanos(&e.at);
+        let a = labels(&[("agent", agent)]);
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        let flight = state.entry(agent.to_owned()).or_default();
+        let turn = e.turn_id.clone().map(|t| (session.clone(), t));
+        match e.payload() {
+            EventData::TurnStarted(_) => {
+                self.turns_started.get_or_create(&a).inc();
+                if let Some(turn) = turn
+                    && flight.turns.len() < MAX_IN_FLIGHT
+                {
+                    flight.turns.insert(turn, at);
+                }
+                if flight.active.len() < MAX_IN_FLIGHT && flight.active.insert(session) {
+                    self.sessions_active.get_or_create(&a).inc();
+                }
+            }
+            EventData::TurnCompleted(c) => {
+                self.turns_completed.get_or_create(&a).inc();
+                self.turn_ended(flight, &a, turn, at);
+                self.count_tokens(agent, model, &c.usage);
+            }
+            EventData::TurnFailed(f) => {
+                let reason = f.reason.as_deref().unwrap_or("error");
+                self.turns_failed
+                    .get_or_create(&labels(&[("agent", agent), ("reason", reason)]))
+                    .inc();
+                self.turn_ended(flight, &a, turn, at);
+                if let Some(usage) = &f.usage {
+                    self.count_tokens(agent, model, usage);
+                }
+            }
+            EventData::SessionWaiting
+            | EventData::SessionCompleted
+            | EventData::SessionFailed(_) => {
+                let was_active = flight.active.remove(&session);
+                if was_active {
+                    self.sessions_active.get_or_create(&a).dec();
+                }
+            }
+            EventData::StepCompleted(s) => {
+                self.step_duration
+                    .get_or_create(&a)
+                    .observe(s.duration_ms as f64 / 1000.0);
+            }
+            EventData::ActionResult(r) => {
+                let l = labels(&[("agent", agent), ("tool", &r.tool_name)]);
+                self.tool_calls.get_or_create(&l).inc();
+                if r.is_error {
+                    self.tool_errors.get_or_create(&l).inc();
+                }
+            }
+            EventData::ApprovalRequested(r) => {
+                let new = flight.parked.len() < MAX_IN_FLIGHT
+                    && flight.parked.insert((session, r.call_id), at).is_none();
+                if new {
+                    self.approvals_pending.get_or_create(&a).inc();
+                }
+            }
+            EventData::ApprovalResolved(r) => {
+                let parked = flight.parked.remove(&(session, r.call_id));
+                if parked.is_some() {
+                    self.approvals_pending.get_or_create(&a).dec();
+                }
+                if let Some(start) = parked.or_else(|| r.requested_at.as_deref().map(nanos)) {
+                    self.approval_wait
+                        .get_or_create(&a)
+                        .observe(at.saturating_sub(start) as f64 / 1e9);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn turn_ended(&self, flight: &mut Flight, a: &Labels, turn: Option<(String, String)>, at: u64) {
+        if let Some(start) = turn.and_then(|t| flight.turns.remove(&t)) {
+            self.turn_duration
+                .get_or_create(a)
+                .observe(at.saturating_sub(start) as f64 / 1e9);
+        }
+    }
+
+    fn count_tokens(&self, agent: &str, model: &str, usage: &Usage) {
+        for (kind, n) in [
+            ("input", usage.input_tokens),
+            ("output", usage.output_tokens),
+            ("cache_read", usage.cache_read_tokens),
+            ("cache_write", usage.cache_write_tokens),
+        ] {
+            self.tokens
+                .get_or_create(&labels(&[
+                    ("agent", agent),
+                    ("model", model),
+                    ("kind", kind),
+                ]))
+                .inc_by(n);
+        }
+    }
+
+    /// One request a channel answered.
+    pub(crate) fn delivery(&self, agent: &str, channel: &str, kind: &str, duplicate: bool) {
+        let l = labels(&[("agent", agent), ("channel", channel), ("kind", kind)]);
+        self.deliveries.get_or_create(&l).inc();
+        if duplicate {
+            self.duplicates.get_or_create(&l).inc();
+        }
+    }
+
+    /// One answered HTTP request.
+    pub(crate) fn http(&self, route: &str, status: u16, seconds: f64) {
+        self.http_requests
+            .get_or_create(&labels(&[
+                ("route", route),
+                ("status", &status.to_string()),
+            ]))
+            .inc();
+        self.http_duration
+            .get_or_create(&labels(&[("route", route)]))
+            .observe(seconds);
+    }
+
+    /// The state gauges of agent `agent`, read at scrape time.
+    pub(crate) fn set_state(
+        &self,
+        agent: &str,
+        open_logs: usize,
+        store: agentkit_events::StoreLatency,
+        timers: agentkit_runtime::TimerStats,
+        connections: &[agentkit_mcp::ConnectionStatus],
+    ) {
+        const STATES: &[&str] = &[
+            "idle",
+            "starting",
+            "connected",
+            "restarting",
+            "error",
+            "closed",
+        ];
+        for c in connections {
+            for state in STATES {
+                self.mcp_connections
+                    .get_or_create(&labels(&[
+                        ("agent", agent),
+                        ("connection", &c.name),
+                        ("transport", c.transport),
+                        ("state", state),
+                    ]))
+                    .set(i64::from(c.state == *state));
+            }
+        }
+        let a = labels(&[("agent", agent)]);
+        // The store keeps the totals; the counters catch up to them.
+        let appends = self.appends.get_or_create(&a);
+        appends.inc_by(store.appends.saturating_sub(appends.get()));
+        let fsyncs = self.fsyncs.get_or_create(&a);
+        fsyncs.inc_by(store.syncs.saturating_sub(fsyncs.get()));
+        let seconds = self.append_seconds.get_or_create(&a);
+        seconds.inc_by((store.append_seconds - seconds.get()).max(0.0));
+        let seconds = self.fsync_seconds.get_or_create(&a);
+        seconds.inc_by((store.sync_seconds - seconds.get()).max(0.0));
+        let catch_up = |c: &Family<Labels, Counter>, total: u64| {
+            let c = c.get_or_create(&a);
+            c.inc_by(total.saturating_sub(c.get()));
+        };
+        catch_up(&self.schedule_fired, timers.schedule_ticks_fired);
+        catch_up(&self.schedule_skipped, timers.schedule_ticks_skipped);
+        catch_up(&self.reminder_fired, timers.reminders_fired);
+        let catch_up_seconds = |c: &Family<Labels, Counter<f64>>, ms: u64| {
+            let c = c.get_or_create(&a);
+            c.inc_by((ms as f64 / 1000.0 - c.get()).max(0.0));
+        };
+        catch_up_seconds(&self.schedule_late, timers.schedule_lateness_ms);
+        catch_up_seconds(&self.reminder_late, timers.reminder_lateness_ms);
+        self.open_logs
+            .get_or_create(&a)
+            .set(i64::try_from(open_logs).unwrap_or(i64::MAX));
+    }
+
+    /// The OpenMetrics text of every family.
+    pub(crate) fn render(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            tracing::warn!("cannot encode the metrics");
+        }
+        out
+    }
+}

@@ -1,0 +1,679 @@
+//! Observability: OTLP traces built from each agent's events (`spans`,
+//! sent by `export`), the Prometheus families of `GET /metrics`
+//! (`metrics`), the HTTP layer that makes server spans, honours an
+//! incoming `traceparent` and counts requests, and the host routes
+//! `/metrics` and `/v1/logs` (the ring of [`crate::logs`]).
+//!
+//! Off unless configured: with no trace endpoint nothing is kept in the
+//! log, nothing is sent, and the HTTP layer only counts.
+
+mod export;
+mod metrics;
+mod otlp_metrics;
+mod spans;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentkit_auth::{Chain, Surface};
+use agentkit_protocol::trace::TraceParent;
+use agentkit_runtime::AgentRuntime;
+use axum::Router;
+use axum::extract::{MatchedPath, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+use super::http::{ApiError, authenticate};
+use crate::error::{Error, Result};
+
+/// How traces are exported and who may read `/metrics`: what
+/// [`TelemetryOptions::from_env`] reads from the standard `OTEL_*`
+/// variables, or what an embedder sets.
+#[derive(Debug, Clone, Default)]
+pub struct TelemetryOptions {
+    /// The OTLP/HTTP traces URL (`…/v1/traces`); `None`: no traces.
+    pub traces_endpoint: Option<String>,
+    /// The OTLP/HTTP metrics URL (`…/v1/metrics`); `None`: metrics only
+    /// at `/metrics`.
+    pub metrics_endpoint: Option<String>,
+    /// How often metrics are pushed (`OTEL_METRIC_EXPORT_INTERVAL`, 60 s).
+    pub metrics_interval: Option<Duration>,
+    /// Headers every export carries (`OTEL_EXPORTER_OTLP_HEADERS`).
+    pub headers: Vec<(String, String)>,
+    /// How long one export may take (`OTEL_EXPORTER_OTLP_TIMEOUT`, 10 s).
+    pub timeout: Option<Duration>,
+    /// `service.name` (`OTEL_SERVICE_NAME`, default `agentkit`).
+    pub service_name: Option<String>,
+    /// More resource attributes (`OTEL_RESOURCE_ATTRIBUTES`).
+    pub resource_attributes: Vec<(String, String)>,
+    /// Put message and tool contents on spans
+    /// (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
+    pub capture_content: bool,
+    /// Serve `/metrics` without authentication (`--metrics-public`).
+    pub metrics_public: bool,
+}
+
+impl TelemetryOptions {
+    /// Reads the standard variables through `lookup` (the binary passes
+    /// the process environment). `grpc` and `http/json` are refused with
+    /// a hint: only `http/protobuf` is implemented.
+    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<TelemetryOptions> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let disabled = get("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let off = disabled || get("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim() == "none");
+        let metrics_off =
+            disabled || get("OTEL_METRICS_EXPORTER").is_some_and(|v| v.trim() == "none");
+        let metrics_protocol = get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")
+            .or_else(|| get("OTEL_EXPORTER_OTLP_PROTOCOL"))
+            .unwrap_or_else(|| "http/protobuf".to_owned());
+        let metrics_endpoint = match get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") {
+            Some(url) => Some(url),
+            None => get("OTEL_EXPORTER_OTLP_ENDPOINT")
+                .map(|base| format!("{}/v1/metrics", base.trim_end_matches('/'))),
+        };
+        if metrics_endpoint.is_some() && !metrics_off && metrics_protocol.trim() != "http/protobuf"
+        {
+            return Err(Error::Config {
+                message: format!(
+                    "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL `{metrics_protocol}` is not supported: agentkit exports metrics over OTLP/HTTP only; set it to `http/protobuf` (the collector's port 4318)"
+                ),
+            });
+        }
+        let metrics_interval = get("OTEL_METRIC_EXPORT_INTERVAL")
+            .map(|ms| {
+                ms.trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|ms| *ms > 0)
+                    .map(Duration::from_millis)
+                    .ok_or_else(|| Error::Config {
+                        message: format!(
+                            "OTEL_METRIC_EXPORT_INTERVAL `{ms}` is not a positive number of milliseconds"
+                        ),
+                    })
+            })
+            .transpose()?;
+        let protocol = get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+            .or_else(|| get("OTEL_EXPORTER_OTLP_PROTOCOL"))
+            .unwrap_or_else(|| "http/protobuf".to_owned());
+        let endpoint = match get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+            Some(url) => Some(url),
+            None => get("OTEL_EXPORTER_OTLP_ENDPOINT")
+                .map(|base| format!("{}/v1/traces", base.trim_end_matches('/'))),
+        };
+        if endpoint.is_some() && !off && protocol.trim() != "http/protobuf" {
+            return Err(Error::Config {
+                message: format!(
+                    "OTEL_EXPORTER_OTLP_PROTOCOL `{protocol}` is not supported: agentkit exports traces over OTLP/HTTP only; set it to `http/protobuf` (the collector's port 4318)"
+                ),
+            });
+        }
+        let mut headers = pairs(get("OTEL_EXPORTER_OTLP_HEADERS").as_deref());
+        headers.extend(pairs(get("OTEL_EXPORTER_OTLP_TRACES_HEADERS").as_deref()));
+        let timeout = get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
+            .or_else(|| get("OTEL_EXPORTER_OTLP_TIMEOUT"))
+            .map(|ms| {
+                ms.trim()
+                    .parse::<u64>()
+                    .map(Duration::from_millis)
+                    .map_err(|_| Error::Config {
+                        message: format!(
+                            "OTEL_EXPORTER_OTLP_TIMEOUT `{ms}` is not a number of milliseconds"
+                        ),
+                    })
+            })
+            .transpose()?;
+        Ok(TelemetryOptions {
+            traces_endpoint: endpoint.filter(|_| !off),
+            metrics_endpoint: metrics_endpoint.filter(|_| !metrics_off),
+            metrics_interval,
+            headers,
+            timeout,
+            service_name: get("OTEL_SERVICE_NAME"),
+            resource_attributes: pairs(get("OTEL_RESOURCE_ATTRIBUTES").as_deref()),
+            capture_content: get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+            metrics_public: false,
+        })
+    }
+}
+
+/// `k=v,k2=v2` with percent-encoded values, as the OTel variables spell
+/// lists; malformed members are skipped.
+fn pairs(s: Option<&str>) -> Vec<(String, String)> {
+    s.unwrap_or_default()
+        .split(',')
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once('=')?;
+            let k = k.trim();
+            (!k.is_empty()).then(|| (k.to_owned(), percent_decode(v.trim())))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(b) = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The resource attributes of every export: `service.name` from
+/// `OTEL_SERVICE_NAME`, else from `OTEL_RESOURCE_ATTRIBUTES`, else
+/// `agentkit`; the other attributes as given; the version unless given.
+fn resource(options: &TelemetryOptions) -> Vec<(String, String)> {
+    let given = |key: &str| {
+        options
+            .resource_attributes
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    };
+    let name = options
+        .service_name
+        .clone()
+        .or_else(|| given("service.name"))
+        .unwrap_or_else(|| "agentkit".to_owned());
+    let mut out = vec![("service.name".to_owned(), name)];
+    out.extend(
+        options
+            .resource_attributes
+            .iter()
+            .filter(|(k, _)| k != "service.name")
+            .cloned(),
+    );
+    if given("service.version").is_none() {
+        out.push((
+            "service.version".to_owned(),
+            env!("CARGO_PKG_VERSION").to_owned(),
+        ));
+    }
+    out.push(("telemetry.sdk.name".to_owned(), "agentkit".to_owned()));
+    out
+}
+
+/// The host's telemetry: shared by every agent's watcher and the HTTP
+/// layer.
+#[derive(Debug, Clone)]
+pub(crate) struct Telemetry {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    exporter: Option<export::Exporter>,
+    metrics: metrics::Metrics,
+    capture: bool,
+    metrics_public: bool,
+    /// The chain `/metrics` and `/v1/logs` run (the host's default chain,
+    /// with its operators).
+    chain: std::sync::OnceLock<Chain>,
+    /// Ends the watchers: they drain what their tap holds, then stop.
+    closing: CancellationToken,
+    watchers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Where and how often metrics are pushed, and the push task.
+    metrics_push: Option<(export::ExportConfig, Duration)>,
+    pusher: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// When the process's counters began (the OTLP start time).
+    started: u64,
+    /// Each agent's store and MCP connections, for the scrape-time gauges.
+    agents: std::sync::Mutex<Vec<(String, AgentRuntime, agentkit_mcp::Connections)>>,
+}
+
+impl Telemetry {
+    pub(crate) fn start(options: &TelemetryOptions) -> Telemetry {
+        let exporter = options.traces_endpoint.as_ref().map(|endpoint| {
+            let resource = resource(options);
+            export::Exporter::start(export::ExportConfig {
+                endpoint: endpoint.clone(),
+                headers: options.headers.clone(),
+                timeout: options.timeout.unwrap_or(Duration::from_secs(10)),
+                resource,
+            })
+        });
+        let metrics_push = options.metrics_endpoint.as_ref().map(|endpoint| {
+            (
+                export::ExportConfig {
+                    endpoint: endpoint.clone(),
+                    headers: options.headers.clone(),
+                    timeout: options.timeout.unwrap_or(Duration::from_secs(10)),
+                    resource: resource(options),
+                },
+                options.metrics_interval.unwrap_or(Duration::from_secs(60)),
+            )
+        });
+        let telemetry = Telemetry {
+            inner: Arc::new(Inner {
+                metrics_push,
+                pusher: Default::default(),
+                started: spans::now_nanos(),
+                exporter,
+                metrics: metrics::Metrics::new(),
+                capture: options.capture_content,
+                metrics_public: options.metrics_public,
+                chain: Default::default(),
+                closing: CancellationToken::new(),
+                watchers: Default::default(),
+                agents: Default::default(),
+            }),
+        };
+        telemetry.start_pusher();
+        telemetry
+    }
+
+    /// Pushes the metrics every interval until the server closes.
+    fn start_pusher(&self) {
+        let Some((_, interval)) = &self.inner.metrics_push else {
+            return;
+        };
+        let (this, interval) = (self.clone(), *interval);
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(interval) => this.push_metrics().await,
+                    _ = this.inner.closing.cancelled() => return,
+                }
+            }
+        });
+        if let Ok(mut pusher) = self.inner.pusher.lock() {
+            *pusher = Some(task);
+        }
+    }
+
+    /// One OTLP export of every family.
+    async fn push_metrics(&self) {
+        let Some((config, _)) = &self.inner.metrics_push else {
+            return;
+        };
+        let text = self.render_metrics();
+        let request = otlp_metrics::request(
+            &text,
+            &config.resource,
+            self.inner.started,
+            spans::now_nanos(),
+        );
+        use prost::Message as _;
+        export::post_protobuf(config, request.encode_to_vec(), "metrics").await;
+    }
+
+    /// The OpenMetrics text, the scrape-time gauges read first.
+    fn render_metrics(&self) -> String {
+        let agents = self
+            .inner
+            .agents
+            .lock()
+            .map(|a| a.clone())
+            .unwrap_or_default();
+        for (slug, runtime, connections) in agents {
+            self.inner.metrics.set_state(
+                &slug,
+                runtime.store().open_logs(),
+                runtime.store().latency(),
+                runtime.timer_stats(),
+                &connections.status(),
+            );
+        }
+        self.inner.metrics.render()
+    }
+
+    /// Traces are exported (the runtime keeps trace context in the log).
+    pub(crate) fn tracing(&self) -> bool {
+        self.inner.exporter.is_some()
+    }
+
+    /// Sets the chain of the host routes (once, at startup).
+    pub(crate) fn set_chain(&self, chain: Chain) {
+        let _ = self.inner.chain.set(chain);
+    }
+
+    /// Follows `runtime`'s events from now on: spans and metrics.
+    pub(crate) fn watch(
+        &self,
+        slug: &str,
+        runtime: &AgentRuntime,
+        connections: &agentkit_mcp::Connections,
+        default_model: Option<&agentkit_manifest::ModelSpec>,
+    ) {
+        let model = runtime
+            .agent()
+            .config
+            .model
+            .clone()
+            .or_else(|| default_model.cloned());
+        let (provider, model_id) = match &model {
+            Some(m) if m.id.is_empty() => (
+                m.provider.as_str().to_owned(),
+                m.provider.as_str().to_owned(),
+            ),
+            Some(m) => (m.provider.as_str().to_owned(), m.id.clone()),
+            None => ("none".to_owned(), "none".to_owned()),
+        };
+        let mut spans = spans::SpanState::new(
+            spans::AgentInfo {
+                name: slug.to_owned(),
+                provider,
+                model: model_id.clone(),
+            },
+            self.inner.capture,
+        );
+        if let Ok(mut agents) = self.inner.agents.lock() {
+            agents.push((slug.to_owned(), runtime.clone(), connections.clone()));
+        }
+        let mut tap = runtime.store().tap();
+        let this = self.clone();
+        let slug = slug.to_owned();
+        let task = tokio::spawn(async move {
+            let mut closing = false;
+            loop {
+                let event = if closing {
+                    match tap.try_recv() {
+                        Ok(e) => Ok(e),
+                        Err(tokio::sync::broadcast::error::TryRecvError::Lagged(n)) => {
+                            Err(RecvError::Lagged(n))
+                        }
+                        Err(_) => return,
+                    }
+                } else {
+                    tokio::select! {
+                        e = tap.recv() => e,
+                        _ = this.inner.closing.cancelled() => {
+                            closing = true;
+                            continue;
+                        }
+                    }
+                };
+                match event {
+                    Ok(e) => {
+                        this.inner.metrics.observe(&slug, &model_id, &e);
+                        if let Some(exporter) = &this.inner.exporter {
+                            for span in spans.apply(&e) {
+                                exporter.send(span);
+                            }
+                        }
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        tracing::warn!(agent = %slug, lost = n, "telemetry fell behind the event store; events skipped");
+                    }
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        });
+        if let Ok(mut watchers) = self.inner.watchers.lock() {
+            watchers.push(task);
+        }
+    }
+
+    /// After the runtimes stopped: reads what the taps still hold, then
+    /// sends every queued span (waiting a few seconds at most).
+    pub(crate) async fn close(&self) {
+        self.inner.closing.cancel();
+        let watchers = self
+            .inner
+            .watchers
+            .lock()
+            .map(|mut w| std::mem::take(&mut *w))
+            .unwrap_or_default();
+        for w in watchers {
+            let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
+        }
+        if let Some(exporter) = &self.inner.exporter {
+            exporter.flush(Duration::from_secs(5)).await;
+        }
+        let pusher = self.inner.pusher.lock().ok().and_then(|mut p| p.take());
+        if let Some(pusher) = pusher {
+            let _ = pusher.await;
+            // The last values, the interrupted turns counted.
+            let _ = tokio::time::timeout(Duration::from_secs(5), self.push_metrics()).await;
+        }
+    }
+
+    fn send(&self, span: opentelemetry_proto::tonic::trace::v1::Span) {
+        if let Some(exporter) = &self.inner.exporter {
+            exporter.send(span);
+        }
+    }
+}
+
+/// What a channel route answered, put on its response for the HTTP layer
+/// to count.
+#[derive(Debug, Clone)]
+pub(crate) struct Delivery {
+    pub(crate) channel: String,
+    pub(crate) kind: String,
+    pub(crate) duplicate: bool,
+}
+
+/// Counts a channel delivery the response carries (the agent is the
+/// route's first segment; empty in single mode).
+fn count_delivery(telemetry: &Telemetry, route: &str, response: &Response) {
+    if let Some(d) = response.extensions().get::<Delivery>() {
+        let agent = route
+            .split("/v1/")
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches('/');
+        telemetry
+            .inner
+            .metrics
+            .delivery(agent, &d.channel, &d.kind, d.duplicate);
+    }
+}
+
+/// The HTTP layer of every route: counts the request by route and status
+/// and, while tracing is on, makes its server span, the child of an
+/// incoming `traceparent`, and the caller of what the handler starts.
+pub(crate) async fn layer(
+    State(telemetry): State<Telemetry>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let began = Instant::now();
+    let start = spans::now_nanos();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    // Probes and scrapes are counted, never traced.
+    let probe = route == "/metrics" || route.ends_with("/v1/health");
+    if !telemetry.tracing() || probe {
+        let response = next.run(req).await;
+        count_delivery(&telemetry, &route, &response);
+        telemetry.inner.metrics.http(
+            &route,
+            response.status().as_u16(),
+            began.elapsed().as_secs_f64(),
+        );
+        return response;
+    }
+    let incoming = req
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(TraceParent::parse);
+    let method = req.method().as_str().to_owned();
+    let path = req.uri().path().to_owned();
+    let own = new_span_id();
+    let tp = match &incoming {
+        Some(parent) => parent.with_span(own),
+        None => TraceParent {
+            trace_id: uuid::Uuid::new_v4().simple().to_string(),
+            span_id: own,
+            sampled: true,
+        },
+    };
+    let response = agentkit_harness::trace::with_incoming(tp.clone(), next.run(req)).await;
+    let status = response.status().as_u16();
+    count_delivery(&telemetry, &route, &response);
+    telemetry
+        .inner
+        .metrics
+        .http(&route, status, began.elapsed().as_secs_f64());
+    let attrs = vec![
+        spans::kv("http.request.method", &method),
+        spans::kv("http.route", &route),
+        spans::kv("url.path", &path),
+        spans::kv_int("http.response.status_code", u64::from(status)),
+    ];
+    let error = (status >= 500).then(|| format!("status {status}"));
+    telemetry.send(spans::span_of_kind(
+        &tp.trace_id,
+        &tp.span_id,
+        incoming.as_ref().map(|p| p.span_id.as_str()),
+        format!("{method} {route}"),
+        SpanKind::Server,
+        (start, spans::now_nanos()),
+        attrs,
+        error,
+    ));
+    response
+}
+
+fn new_span_id() -> String {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    id[..16].to_owned()
+}
+
+/// `GET /metrics` and `GET /v1/logs`.
+pub(crate) fn routes(telemetry: Telemetry) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_route))
+        .route("/v1/logs", get(logs_route))
+        .with_state(telemetry)
+}
+
+/// The caller's address and headers, read before any await.
+fn caller(req: Request) -> (Option<std::net::IpAddr>, HeaderMap) {
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
+    (peer, req.headers().clone())
+}
+
+async fn admit(
+    telemetry: &Telemetry,
+    peer: Option<std::net::IpAddr>,
+    headers: &HeaderMap,
+) -> std::result::Result<(), ApiError> {
+    let Some(chain) = telemetry.inner.chain.get() else {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            agentkit_protocol::ErrorCode::Unauthorized,
+            "no auth chain guards this route",
+        ));
+    };
+    authenticate(chain, peer, headers, b"").await.map(|_| ())
+}
+
+async fn metrics_route(State(telemetry): State<Telemetry>, req: Request) -> Response {
+    let (peer, headers) = caller(req);
+    if !telemetry.inner.metrics_public
+        && let Err(e) = admit(&telemetry, peer, &headers).await
+    {
+        return e.into_response();
+    }
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+    );
+    (headers, telemetry.render_metrics()).into_response()
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct LogsQuery {
+    session: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn logs_route(
+    State(telemetry): State<Telemetry>,
+    Query(q): Query<LogsQuery>,
+    req: Request,
+) -> Response {
+    let (peer, headers) = caller(req);
+    if let Err(e) = admit(&telemetry, peer, &headers).await {
+        return e.into_response();
+    }
+    let limit = q.limit.unwrap_or(200).min(crate::logs::RING_LINES);
+    let lines = crate::logs::recent(q.session.as_deref(), limit);
+    super::http::json_ok(serde_json::json!({"ok": true, "logs": lines}))
+}
+
+/// The chain of the host routes: the default chain of channels that
+/// author none, with the operators.
+pub(crate) fn host_chain(auth: &super::options::AuthDefaults, dev: bool) -> Chain {
+    super::auth::default_chain(auth, Surface::BuiltinApi)
+        .with_operators(super::auth::operators(auth, dev))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn the_service_name_comes_from_the_variable_then_the_attributes() {
+        let from_var = resource(&TelemetryOptions {
+            service_name: Some("svc".into()),
+            resource_attributes: attrs(&[("service.name", "other"), ("team", "ai")]),
+            ..Default::default()
+        });
+        assert_eq!(from_var[0], ("service.name".to_owned(), "svc".to_owned()));
+        assert_eq!(
+            from_var.iter().filter(|(k, _)| k == "service.name").count(),
+            1
+        );
+        assert!(from_var.contains(&("team".to_owned(), "ai".to_owned())));
+        let from_attrs = resource(&TelemetryOptions {
+            resource_attributes: attrs(&[("service.name", "other"), ("service.version", "9")]),
+            ..Default::default()
+        });
+        assert_eq!(from_attrs[0].1, "other");
+        let versions: Vec<_> = from_attrs
+            .iter()
+            .filter(|(k, _)| k == "service.version")
+            .collect();
+        assert_eq!(
+            versions,
+            vec![&("service.version".to_owned(), "9".to_owned())]
+        );
+        assert_eq!(resource(&TelemetryOptions::default())[0].1, "agentkit");
+    }
+
+    #[test]
+    fn otel_lists_are_split_and_percent_decoded() {
+        assert_eq!(
+            pairs(Some("a=1, b = x%20y ,=skip,novalue,c=%3D")),
+            attrs(&[("a", "1"), ("b", "x y"), ("c", "=")])
+        );
+        assert_eq!(pairs(None), Vec::new());
+    }
+}
