@@ -78,8 +78,8 @@ pub use agentkit_runtime::{
 pub use error::{Error, Result};
 pub use serve::{
     EdgeOptions, EnvFn, EnvLookup, FdLimit, HostGithub, HostMcp, HostReminders, HostSend, HostSent,
-    HostServices, HostSessions, HostSlack, Mode, ServeHandle, ServeOptions, TelemetryOptions,
-    raise_fd_limit, serve, shutdown_signal,
+    HostServices, HostSessions, HostSlack, Mode, OtlpProtocol, ServeHandle, ServeOptions,
+    TelemetryOptions, raise_fd_limit, serve, shutdown_signal,
 };
 
 /// The project format: discovery, the manifest types and diagnostics.

@@ -134,21 +134,21 @@ fn a_killed_turn_ends_in_its_trace_after_the_restart_and_json_logs_carry_ids() {
 }
 
 #[test]
-fn a_grpc_protocol_is_refused_with_a_hint() {
+fn an_unknown_otlp_protocol_is_refused_with_a_hint() {
     let dir = tempfile::tempdir().unwrap();
     project(dir.path());
     let out = Command::new(env!("CARGO_BIN_EXE_agentkit"))
         .args(["serve", "--dir", "bot", "--port", "0"])
         .current_dir(dir.path())
         .env("NO_COLOR", "1")
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("`grpc` is not supported") && stderr.contains("http/protobuf"),
+        stderr.contains("`http/json` is not supported") && stderr.contains("http/protobuf"),
         "{stderr}"
     );
 }

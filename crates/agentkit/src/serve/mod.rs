@@ -51,7 +51,7 @@ pub use options::{EnvFn, EnvLookup, Mode, ServeOptions};
 pub use services::{
     HostGithub, HostMcp, HostReminders, HostSend, HostSent, HostServices, HostSessions, HostSlack,
 };
-pub use telemetry::TelemetryOptions;
+pub use telemetry::{OtlpProtocol, TelemetryOptions};
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;

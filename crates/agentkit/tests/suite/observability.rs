@@ -488,7 +488,7 @@ fn tracing_off_keeps_no_trace_context_and_sends_none() {
 }
 
 #[test]
-fn the_otel_variables_configure_export_and_grpc_is_refused() {
+fn the_otel_variables_configure_export_and_http_json_is_refused() {
     let env = |pairs: &'static [(&'static str, &'static str)]| {
         move |k: &str| {
             pairs
@@ -565,15 +565,42 @@ fn the_otel_variables_configure_export_and_grpc_is_refused() {
         .unwrap_err()
         .to_string();
     assert!(bad.contains("OTEL_METRIC_EXPORT_INTERVAL `soon`"), "{bad}");
+    // gRPC takes the collector's address as it is; http/json is refused.
     let grpc = TelemetryOptions::from_env(env(&[
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
     ]))
+    .unwrap();
+    assert_eq!(
+        grpc.traces_endpoint.as_deref(),
+        Some("http://collector:4317")
+    );
+    assert_eq!(
+        grpc.metrics_endpoint.as_deref(),
+        Some("http://collector:4317")
+    );
+    assert_eq!(grpc.traces_protocol, agentkit::OtlpProtocol::Grpc);
+    let mixed = TelemetryOptions::from_env(env(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/protobuf"),
+        (
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+            "http://collector:4318/v1/metrics",
+        ),
+    ]))
+    .unwrap();
+    assert_eq!(mixed.metrics_protocol, agentkit::OtlpProtocol::HttpProtobuf);
+    assert_eq!(mixed.traces_protocol, agentkit::OtlpProtocol::Grpc);
+    let json = TelemetryOptions::from_env(env(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+    ]))
     .unwrap_err()
     .to_string();
     assert!(
-        grpc.contains("`grpc` is not supported") && grpc.contains("http/protobuf"),
-        "{grpc}"
+        json.contains("`http/json` is not supported") && json.contains("`grpc`"),
+        "{json}"
     );
 }
 
@@ -1008,4 +1035,139 @@ fn metrics_are_pushed_over_otlp_too() {
     assert_eq!(receiver.metric("agentkit_sessions_active")[0].kind, "gauge");
     // Traces stay off: no trace endpoint.
     assert_eq!(receiver.exports(), 0);
+}
+
+/// The official gRPC collector side (Python `grpcio` with the
+/// `opentelemetry-proto` service stubs), one JSON line per export.
+struct GrpcCollector {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<Value>,
+    port: u16,
+}
+
+impl GrpcCollector {
+    fn start(python: &Path) -> GrpcCollector {
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/otlp_grpc_receiver.py");
+        let mut child = std::process::Command::new(python)
+            .arg(script)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let first = lines
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the gRPC collector did not start");
+        let port = u16::try_from(first["port"].as_u64().unwrap()).unwrap();
+        GrpcCollector { child, lines, port }
+    }
+
+    /// Exports received until `done` holds for everything seen so far.
+    fn until(&self, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut seen = Vec::new();
+        while !done(&seen) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(v) => seen.push(v),
+                Err(_) => panic!("the collector did not get what was expected: {seen:#?}"),
+            }
+        }
+        seen
+    }
+}
+
+impl Drop for GrpcCollector {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `OTEL_EXPORTER_OTLP_PROTOCOL=grpc`: traces and metrics reach a real gRPC
+/// collector (Python's `grpcio` serving the `opentelemetry-proto`
+/// services) over HTTP/2, with the GenAI attributes and the configured
+/// headers as gRPC metadata.
+#[test]
+#[allow(clippy::print_stderr)]
+fn traces_and_metrics_export_over_grpc_to_a_real_collector() {
+    let bin = match agentkit_test_support::pyenv::pyenv_bin("the gRPC collector") {
+        Ok(bin) => bin,
+        Err(skip) => {
+            eprintln!("{skip}");
+            return;
+        }
+    };
+    let collector = GrpcCollector::start(&bin.join("python"));
+    let address = format!("http://127.0.0.1:{}", collector.port);
+    let options = TelemetryOptions::from_env(|k| match k {
+        "OTEL_EXPORTER_OTLP_ENDPOINT" => Some(address.clone()),
+        "OTEL_EXPORTER_OTLP_PROTOCOL" => Some("grpc".into()),
+        "OTEL_EXPORTER_OTLP_HEADERS" => Some("x-tenant=acme".into()),
+        "OTEL_METRIC_EXPORT_INTERVAL" => Some("200".into()),
+        "OTEL_SERVICE_NAME" => Some("grpc-test".into()),
+        _ => None,
+    })
+    .unwrap();
+    let files = agent_files(SIMPLE_SCRIPT);
+    let mut host = Host::new(&files, options);
+    let id = host.create(Request::post("/bot/v1/session").json(&json!({"message": "hello"})));
+    host.wait_for(&id, "turn.completed", 1);
+    let seen = collector.until(|seen| {
+        let spans = || {
+            seen.iter()
+                .filter(|e| e["signal"] == "traces")
+                .flat_map(|e| e["spans"].as_array().cloned().unwrap_or_default())
+        };
+        let metrics = seen.iter().any(|e| {
+            e["signal"] == "metrics"
+                && e["metrics"]
+                    .as_array()
+                    .is_some_and(|m| m.iter().any(|n| n == "agentkit_turns_completed"))
+        });
+        spans().any(|s| s["name"] == "invoke_agent bot")
+            && spans().any(|s| s["name"] == "execute_tool lookup")
+            && metrics
+    });
+    host.stop();
+    let spans: Vec<Value> = seen
+        .iter()
+        .filter(|e| e["signal"] == "traces")
+        .flat_map(|e| e["spans"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let turn = spans
+        .iter()
+        .find(|s| s["name"] == "invoke_agent bot")
+        .unwrap();
+    assert_eq!(turn["attributes"]["gen_ai.operation.name"], "invoke_agent");
+    assert_eq!(turn["attributes"]["gen_ai.usage.input_tokens"], 11);
+    assert_eq!(turn["attributes"]["gen_ai.conversation.id"], id.as_str());
+    assert_eq!(turn["resource"]["service.name"], "grpc-test");
+    let tool = spans
+        .iter()
+        .find(|s| s["name"] == "execute_tool lookup")
+        .unwrap();
+    assert_eq!(tool["traceId"], turn["traceId"], "one trace");
+    let traces = seen.iter().find(|e| e["signal"] == "traces").unwrap();
+    assert!(
+        traces["metadata"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("x-tenant")),
+        "{traces}"
+    );
 }

@@ -1,7 +1,10 @@
-//! The OTLP/HTTP trace exporter: spans queue on a bounded channel (a full
+//! The OTLP trace exporter: spans queue on a bounded channel (a full
 //! queue drops and counts, never blocks a turn), a task sends them in
-//! batches as `ExportTraceServiceRequest` protobuf over the process's one
-//! HTTP client, every second or at 512 spans, and once more on flush.
+//! batches as `ExportTraceServiceRequest` protobuf, every second or at 512
+//! spans, and once more on flush: over OTLP/HTTP through the process's one
+//! HTTP client, or as a unary gRPC call over HTTP/2 (the same protobuf in
+//! gRPC's length-prefixed frame, `grpc-status` checked) through a client
+//! that speaks HTTP/2 from the first byte, as gRPC servers expect.
 
 use std::time::Duration;
 
@@ -33,6 +36,7 @@ pub(crate) struct ExportConfig {
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) timeout: Duration,
     pub(crate) resource: Vec<(String, String)>,
+    pub(crate) protocol: super::OtlpProtocol,
 }
 
 /// The sending half, cheap to clone.
@@ -147,6 +151,16 @@ fn traces_request(config: &ExportConfig, spans: Vec<Span>) -> ExportTraceService
 /// POSTs one OTLP/HTTP protobuf body to `config.endpoint`; a failure is
 /// logged (without the URL's credentials) and the data dropped.
 pub(crate) async fn post_protobuf(config: &ExportConfig, body: Vec<u8>, what: &str) {
+    if config.protocol == super::OtlpProtocol::Grpc {
+        if let Err(e) = post_grpc(config, body, what).await {
+            tracing::warn!(
+                error = %agentkit_harness::redact_credentials(&e),
+                signal = what,
+                "cannot export telemetry over gRPC"
+            );
+        }
+        return;
+    }
     let client = match agentkit_harness::http_client() {
         Ok(c) => c,
         Err(e) => {
@@ -172,5 +186,114 @@ pub(crate) async fn post_protobuf(config: &ExportConfig, body: Vec<u8>, what: &s
             signal = what,
             "cannot export telemetry"
         ),
+    }
+}
+
+/// The gRPC method of each signal's OTLP service.
+fn grpc_method(what: &str) -> &'static str {
+    match what {
+        "metrics" => "opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
+        _ => "opentelemetry.proto.collector.trace.v1.TraceService/Export",
+    }
+}
+
+/// The client of gRPC exports: HTTP/2 from the first byte (`h2c` on
+/// `http://`, and over TLS on `https://`), built once.
+fn grpc_client() -> std::result::Result<&'static reqwest::Client, String> {
+    static CLIENT: std::sync::OnceLock<std::result::Result<reqwest::Client, String>> =
+        std::sync::OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .http2_prior_knowledge()
+                .connect_timeout(Duration::from_secs(10))
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// gRPC's length-prefixed message: an uncompressed flag, the length (4
+/// bytes, big-endian), the protobuf.
+fn grpc_frame(body: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    let len = u32::try_from(body.len()).map_err(|_| "an export over 4 GiB".to_owned())?;
+    let mut framed = Vec::with_capacity(body.len() + 5);
+    framed.push(0);
+    framed.extend_from_slice(&len.to_be_bytes());
+    framed.extend_from_slice(body);
+    Ok(framed)
+}
+
+/// One unary OTLP gRPC call. A collector that refuses answers a
+/// `grpc-status` other than 0 in the headers (gRPC's trailers-only
+/// response); one that accepts answers 200 with the service's response
+/// message.
+async fn post_grpc(
+    config: &ExportConfig,
+    body: Vec<u8>,
+    what: &str,
+) -> std::result::Result<(), String> {
+    let client = grpc_client()?;
+    let url = format!(
+        "{}/{}",
+        config.endpoint.trim_end_matches('/'),
+        grpc_method(what)
+    );
+    let mut req = client
+        .post(&url)
+        .timeout(config.timeout)
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header(
+            "grpc-timeout",
+            format!("{}m", config.timeout.as_millis().max(1)),
+        )
+        .body(grpc_frame(&body)?);
+    for (k, v) in &config.headers {
+        req = req.header(k, v);
+    }
+    let response = req.send().await.map_err(|e| e.to_string())?;
+    let status = response.status();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let grpc_status = header("grpc-status");
+    let grpc_message = header("grpc-message").unwrap_or_default();
+    if !status.is_success() {
+        return Err(format!("the collector answered HTTP {status}"));
+    }
+    match grpc_status.as_deref() {
+        None | Some("0") => {}
+        Some(code) => {
+            return Err(format!(
+                "the collector answered grpc-status {code}: {grpc_message}"
+            ));
+        }
+    }
+    // Read the response message so the stream completes.
+    response.bytes().await.map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod grpc_tests {
+    #[test]
+    fn frames_are_length_prefixed_and_methods_named_by_signal() {
+        let framed = super::grpc_frame(b"abc").unwrap();
+        assert_eq!(framed, [0, 0, 0, 0, 3, b'a', b'b', b'c']);
+        assert_eq!(
+            super::grpc_method("traces"),
+            "opentelemetry.proto.collector.trace.v1.TraceService/Export"
+        );
+        assert_eq!(
+            super::grpc_method("metrics"),
+            "opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
+        );
     }
 }

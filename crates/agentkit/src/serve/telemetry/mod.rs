@@ -36,7 +36,8 @@ use crate::error::{Error, Result};
 /// variables, or what an embedder sets.
 #[derive(Debug, Clone, Default)]
 pub struct TelemetryOptions {
-    /// The OTLP/HTTP traces URL (`…/v1/traces`); `None`: no traces.
+    /// The OTLP traces URL: OTLP/HTTP's `…/v1/traces`, or a gRPC
+    /// collector's address (`http://host:4317`); `None`: no traces.
     pub traces_endpoint: Option<String>,
     /// The OTLP/HTTP metrics URL (`…/v1/metrics`); `None`: metrics only
     /// at `/metrics`.
@@ -56,6 +57,39 @@ pub struct TelemetryOptions {
     pub capture_content: bool,
     /// Serve `/metrics` without authentication (`--metrics-public`).
     pub metrics_public: bool,
+    /// How traces are sent (`OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL`).
+    pub traces_protocol: OtlpProtocol,
+    /// How metrics are pushed (`OTEL_EXPORTER_OTLP_METRICS_PROTOCOL`, else
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL`).
+    pub metrics_protocol: OtlpProtocol,
+}
+
+/// An OTLP transport.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    /// `http/protobuf`: POST to the signal's URL (the collector's 4318).
+    #[default]
+    HttpProtobuf,
+    /// `grpc`: the collector's gRPC service over HTTP/2 (its 4317); the
+    /// endpoint is the collector's address, without a path.
+    Grpc,
+}
+
+impl OtlpProtocol {
+    /// `http/protobuf` or `grpc`; `http/json` and anything else are
+    /// refused naming what is supported.
+    fn parse(name: &str, var: &str) -> Result<OtlpProtocol> {
+        match name.trim() {
+            "http/protobuf" => Ok(OtlpProtocol::HttpProtobuf),
+            "grpc" => Ok(OtlpProtocol::Grpc),
+            other => Err(Error::Config {
+                message: format!(
+                    "{var} `{other}` is not supported: set it to `http/protobuf` (the collector's port 4318) or `grpc` (its port 4317)"
+                ),
+            }),
+        }
+    }
 }
 
 impl TelemetryOptions {
@@ -68,22 +102,34 @@ impl TelemetryOptions {
         let off = disabled || get("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim() == "none");
         let metrics_off =
             disabled || get("OTEL_METRICS_EXPORTER").is_some_and(|v| v.trim() == "none");
-        let metrics_protocol = get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")
-            .or_else(|| get("OTEL_EXPORTER_OTLP_PROTOCOL"))
-            .unwrap_or_else(|| "http/protobuf".to_owned());
-        let metrics_endpoint = match get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") {
-            Some(url) => Some(url),
-            None => get("OTEL_EXPORTER_OTLP_ENDPOINT")
-                .map(|base| format!("{}/v1/metrics", base.trim_end_matches('/'))),
+        let protocol_of = |signal: &str| -> Result<OtlpProtocol> {
+            let var = format!("OTEL_EXPORTER_OTLP_{signal}_PROTOCOL");
+            match get(&var) {
+                Some(name) => OtlpProtocol::parse(&name, &var),
+                None => match get("OTEL_EXPORTER_OTLP_PROTOCOL") {
+                    Some(name) => OtlpProtocol::parse(&name, "OTEL_EXPORTER_OTLP_PROTOCOL"),
+                    None => Ok(OtlpProtocol::HttpProtobuf),
+                },
+            }
         };
-        if metrics_endpoint.is_some() && !metrics_off && metrics_protocol.trim() != "http/protobuf"
-        {
-            return Err(Error::Config {
-                message: format!(
-                    "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL `{metrics_protocol}` is not supported: agentkit exports metrics over OTLP/HTTP only; set it to `http/protobuf` (the collector's port 4318)"
-                ),
-            });
-        }
+        // OTLP/HTTP appends the signal's path to the shared endpoint;
+        // gRPC takes the collector's address as it is.
+        let endpoint_of = |signal: &str, path: &str, protocol: OtlpProtocol| {
+            get(&format!("OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")).or_else(|| {
+                get("OTEL_EXPORTER_OTLP_ENDPOINT").map(|base| match protocol {
+                    OtlpProtocol::HttpProtobuf => {
+                        format!("{}/{path}", base.trim_end_matches('/'))
+                    }
+                    OtlpProtocol::Grpc => base,
+                })
+            })
+        };
+        let metrics_protocol = if metrics_off {
+            OtlpProtocol::HttpProtobuf
+        } else {
+            protocol_of("METRICS")?
+        };
+        let metrics_endpoint = endpoint_of("METRICS", "v1/metrics", metrics_protocol);
         let metrics_interval = get("OTEL_METRIC_EXPORT_INTERVAL")
             .map(|ms| {
                 ms.trim()
@@ -98,21 +144,12 @@ impl TelemetryOptions {
                     })
             })
             .transpose()?;
-        let protocol = get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-            .or_else(|| get("OTEL_EXPORTER_OTLP_PROTOCOL"))
-            .unwrap_or_else(|| "http/protobuf".to_owned());
-        let endpoint = match get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
-            Some(url) => Some(url),
-            None => get("OTEL_EXPORTER_OTLP_ENDPOINT")
-                .map(|base| format!("{}/v1/traces", base.trim_end_matches('/'))),
+        let traces_protocol = if off {
+            OtlpProtocol::HttpProtobuf
+        } else {
+            protocol_of("TRACES")?
         };
-        if endpoint.is_some() && !off && protocol.trim() != "http/protobuf" {
-            return Err(Error::Config {
-                message: format!(
-                    "OTEL_EXPORTER_OTLP_PROTOCOL `{protocol}` is not supported: agentkit exports traces over OTLP/HTTP only; set it to `http/protobuf` (the collector's port 4318)"
-                ),
-            });
-        }
+        let endpoint = endpoint_of("TRACES", "v1/traces", traces_protocol);
         let mut headers = pairs(get("OTEL_EXPORTER_OTLP_HEADERS").as_deref());
         headers.extend(pairs(get("OTEL_EXPORTER_OTLP_TRACES_HEADERS").as_deref()));
         let timeout = get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
@@ -139,6 +176,8 @@ impl TelemetryOptions {
             capture_content: get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
             metrics_public: false,
+            traces_protocol,
+            metrics_protocol,
         })
     }
 }
@@ -247,6 +286,7 @@ impl Telemetry {
                 headers: options.headers.clone(),
                 timeout: options.timeout.unwrap_or(Duration::from_secs(10)),
                 resource,
+                protocol: options.traces_protocol,
             })
         });
         let metrics_push = options.metrics_endpoint.as_ref().map(|endpoint| {
@@ -256,6 +296,7 @@ impl Telemetry {
                     headers: options.headers.clone(),
                     timeout: options.timeout.unwrap_or(Duration::from_secs(10)),
                     resource: resource(options),
+                    protocol: options.metrics_protocol,
                 },
                 options.metrics_interval.unwrap_or(Duration::from_secs(60)),
             )
