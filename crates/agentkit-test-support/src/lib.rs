@@ -12,6 +12,7 @@ pub mod conformance;
 pub mod http;
 pub mod jwt;
 pub mod mock;
+pub mod pg;
 pub mod process;
 pub mod provider;
 pub mod pyenv;
