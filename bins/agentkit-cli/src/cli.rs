@@ -150,6 +150,9 @@ enum Command {
     Logout(crate::login::LogoutArgs),
     /// Show which key source is active for each provider (never the key).
     Whoami(crate::login::WhoamiArgs),
+    /// The shared PostgreSQL database of scaled-out hosts: apply its
+    /// schema migrations, or show which are applied.
+    Db(crate::db::DbArgs),
 }
 
 impl Cli {
@@ -192,6 +195,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Login(args) => crate::login::login(args),
         Command::Logout(args) => crate::login::logout(args),
         Command::Whoami(args) => crate::login::whoami(args),
+        Command::Db(args) => crate::db::db(args),
     }
 }
 

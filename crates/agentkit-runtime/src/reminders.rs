@@ -525,6 +525,7 @@ impl AgentRuntime {
 
     /// Creates a reminder, durable before this returns.
     pub async fn create_reminder(&self, req: NewReminder) -> Result<Reminder> {
+        self.reminders_here()?;
         let row = self.new_row(&req)?;
         self.inner.db.insert_reminder(&row).await?;
         if let ReminderAction::Run(handler) = req.action {
@@ -539,6 +540,7 @@ impl AgentRuntime {
     /// Creates many prompt-form reminders in one transaction (bulk
     /// enrolment, benchmarks).
     pub async fn create_reminders(&self, reqs: Vec<NewReminder>) -> Result<usize> {
+        self.reminders_here()?;
         let mut rows = Vec::with_capacity(reqs.len());
         for req in &reqs {
             if matches!(req.action, ReminderAction::Run(_)) {
@@ -928,5 +930,18 @@ impl AgentRuntime {
             row.clone()
         };
         self.inner.db.update_reminder(&row).await
+    }
+}
+
+impl AgentRuntime {
+    /// Reminders live in this host's `agentkit.sqlite`: on a shared
+    /// database they would fire on one host only, or be lost with it.
+    fn reminders_here(&self) -> Result<()> {
+        if self.inner.shared.is_some() {
+            return Err(Error::NotAvailable {
+                message: "--database-url: reminders are not yet coordinated across hosts".into(),
+            });
+        }
+        Ok(())
     }
 }

@@ -68,8 +68,35 @@ impl AgentRuntime {
         Ok(())
     }
 
+    /// Runs the recovery of a session taken over from a dead host now,
+    /// whether or not this host recovered it before.
+    pub(crate) async fn recover_now(&self, session: &Arc<Session>) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        session.needs_recovery.store(false, Ordering::Release);
+        self.recover(session).await
+    }
+
     /// Records the end of a turn that a crash cut short.
     async fn recover(&self, session: &Arc<Session>) -> Result<()> {
+        if let Some(shared) = &self.inner.shared
+            && !shared.leases.holds(&shared.agent, session.id.as_str())
+        {
+            // On a shared database, a turn in flight may be running on
+            // another host: only the host that takes the lease (this
+            // one, when the holder let go or died) records anything.
+            return match self.recover_files(session).await {
+                Err(Error::Shared(agentkit_pg::Error::Busy { .. })) => Ok(()),
+                other => {
+                    self.release_if_idle(session).await;
+                    other
+                }
+            };
+        }
+        self.recover_files(session).await
+    }
+
+    /// [`recover`](Self::recover) proper.
+    async fn recover_files(&self, session: &Arc<Session>) -> Result<()> {
         // Most stored sessions ended settled. Peeking at the last line
         // without the store keeps their logs closed: opening every log at
         // start would hold two descriptors per session ever created.
@@ -341,10 +368,16 @@ impl AgentRuntime {
             // worker flag, so no other turn or call interleaves with the
             // settle event; then let go, unless a message arrived meanwhile.
             self.settle(&session, ok).await;
-            let mut state = session.state();
-            if state.release() {
-                session.idle.notify_waiters();
-                drop(state);
+            let released = {
+                let mut state = session.state();
+                let released = state.release();
+                if released {
+                    session.idle.notify_waiters();
+                }
+                released
+            };
+            if released {
+                self.release_if_idle(&session).await;
                 // Its folder went while the turn ran: forget it now.
                 let _ = self.deleted(&session);
                 break;
@@ -691,7 +724,7 @@ impl AgentRuntime {
             return;
         }
         meta.parked = parked;
-        self.inner.db.put_session_detached(&meta);
+        self.index_put_detached(&meta);
     }
 }
 

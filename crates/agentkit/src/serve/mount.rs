@@ -81,6 +81,8 @@ pub(crate) struct Shared<'a> {
     pub(crate) peer_base: &'a str,
     pub(crate) playground: bool,
     pub(crate) shutdown: &'a CancellationToken,
+    /// The database shared with other hosts (`--database-url`).
+    pub(crate) database: Option<&'a agentkit_runtime::SharedState>,
 }
 
 /// Opens `project`'s runtime (recovering what a crash interrupted) and
@@ -145,6 +147,7 @@ pub(crate) async fn mount(
             clock: shared.timers.clock.clone(),
             tool_sources,
             services: Some(services.clone()),
+            shared: shared.database.cloned(),
         },
     )
     .await?;

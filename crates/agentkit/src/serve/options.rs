@@ -118,6 +118,11 @@ pub struct ServeOptions {
     /// single mode); `--no-playground` turns it off. `/docs` is served
     /// either way.
     pub playground: bool,
+    /// A PostgreSQL URL (`--database-url`, `AGENTKIT_DATABASE_URL`):
+    /// sessions, their event logs and leases are shared with every host
+    /// started on the same database (see `docs/guides/scale-out.md`).
+    /// Migrations are applied at start. `None`: this host's files.
+    pub database_url: Option<String>,
 }
 
 impl ServeOptions {
@@ -170,6 +175,7 @@ impl Default for ServeOptions {
             schedule_handlers: Default::default(),
             edge: EdgeOptions::default(),
             playground: true,
+            database_url: None,
         }
     }
 }
@@ -192,6 +198,8 @@ pub(crate) struct Parts {
     pub(crate) extensions: Extensions,
     /// Serve the playground (`ServeOptions::playground`).
     pub(crate) playground: bool,
+    /// `ServeOptions::database_url`.
+    pub(crate) database_url: Option<String>,
 }
 
 /// Where to listen and how agents are mounted.
@@ -322,6 +330,7 @@ impl ServeOptions {
             },
             dev: self.dev,
             playground: self.playground,
+            database_url: self.database_url,
             env: self.env,
             extensions: Extensions {
                 channels: self.channels,
