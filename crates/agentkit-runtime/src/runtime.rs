@@ -649,6 +649,25 @@ impl AgentRuntime {
         workspace::check_relative_paths(&req.workspace_files)?;
         let session = self.owned(id, &req.owner)?;
         self.ready(&session).await?;
+        // On a shared database, a session held by another host is refused
+        // before its token rotates (the client keeps a usable token); a
+        // message refused after that lets the lease go again.
+        self.hold_lease(&session).await?;
+        let accepted = self.follow_up_held(id, &session, req).await;
+        if accepted.is_err() {
+            self.release_if_idle(&session).await;
+        }
+        accepted
+    }
+
+    /// [`follow_up`](Self::follow_up) once the session is ready (and, on
+    /// a shared database, held by this host).
+    async fn follow_up_held(
+        &self,
+        id: &str,
+        session: &Arc<Session>,
+        req: FollowUp,
+    ) -> Result<Accepted> {
         let from = (req.owner.is_operator()
             && session.meta().owner.principal_id != req.owner.principal_id)
             .then(|| req.owner.operator_label());
@@ -687,7 +706,7 @@ impl AgentRuntime {
         }
         let (coalesced, start_index) = self
             .accept_from(
-                &session,
+                session,
                 req.message,
                 req.admission,
                 req.workspace_files,

@@ -133,6 +133,18 @@ impl AgentRuntime {
         recovered
     }
 
+    /// Takes `session`'s lease for this host (a no-op on files):
+    /// [`agentkit_pg::Error::Busy`] while another live host holds it.
+    pub(crate) async fn hold_lease(&self, session: &crate::session::Session) -> Result<()> {
+        if let Some(shared) = &self.inner.shared {
+            shared
+                .leases
+                .hold(&shared.agent, session.id.as_str())
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Lets go of `session`'s lease once it is idle, so any host may take
     /// its next message.
     pub(crate) async fn release_if_idle(&self, session: &Arc<crate::session::Session>) {
