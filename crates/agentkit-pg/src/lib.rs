@@ -24,6 +24,7 @@ mod events;
 mod lease;
 mod migrate;
 mod sessions;
+mod ticks;
 
 pub use database::{Database, redacted};
 pub use error::{Error, Result};
@@ -31,3 +32,4 @@ pub use events::{PgEventStore, PgSubscription};
 pub use lease::{LEASE_TTL, Leases};
 pub use migrate::{MIGRATIONS, Migration, MigrationStatus, SchemaStatus};
 pub use sessions::{SessionIndex, SessionRow};
+pub use ticks::claim_tick;

@@ -26,6 +26,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "leases",
         sql: include_str!("../migrations/0002_leases.sql"),
     },
+    Migration {
+        version: 3,
+        name: "schedule_ticks",
+        sql: include_str!("../migrations/0003_schedule_ticks.sql"),
+    },
 ];
 
 /// The advisory lock every migrating host takes (`agentkit` migrations).

@@ -39,6 +39,11 @@ impl SessionIndex {
         }
     }
 
+    /// The database this index lives in.
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
     /// Inserts or replaces `row`.
     pub async fn put(&self, row: &SessionRow) -> Result<()> {
         let client = self.db.client().await?;

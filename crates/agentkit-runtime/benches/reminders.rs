@@ -41,6 +41,7 @@ async fn open(dir: &std::path::Path, clock: Arc<dyn Clock>) -> AgentRuntime {
             host_bridge: None,
             tool_sources: Vec::new(),
             services: None,
+            shared: None,
             clock,
         },
     )

@@ -44,6 +44,9 @@ pub struct KvStore {
     conn: Arc<Mutex<Connection>>,
     path: PathBuf,
     clock: Clock,
+    /// Serving on a shared database, where a per-host store would give
+    /// each host different answers: every call is refused.
+    unshared: bool,
 }
 
 impl std::fmt::Debug for KvStore {
@@ -99,13 +102,27 @@ impl KvStore {
             conn: Arc::new(Mutex::new(conn)),
             path,
             clock,
+            unshared: false,
         })
+    }
+
+    /// This store, refusing every call with a clear error: for a host on a
+    /// shared database (`--database-url`), until the store lives there.
+    pub fn refused_when_shared(mut self) -> KvStore {
+        self.unshared = true;
+        self
     }
 
     async fn with<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection, i64) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T> {
+        if self.unshared {
+            return Err(Error::NotAvailable {
+                message: "--database-url: the key-value store is not yet shared across hosts"
+                    .into(),
+            });
+        }
         let conn = self.conn.clone();
         let path = self.path.clone();
         let now = (self.clock)();

@@ -219,11 +219,9 @@ fn features_not_yet_shared_refuse_to_start_with_a_clear_error() {
     };
     let tmp = tempfile::tempdir().unwrap();
     project(tmp.path(), json!([{"steps": [{"text": "hi"}]}]));
-    let schedules = tmp.path().join("bot/agent/schedules");
-    std::fs::create_dir_all(&schedules).unwrap();
     std::fs::write(
-        schedules.join("nightly.toml"),
-        "cron = \"0 3 * * *\"\nmessage = \"Summarise the day.\"\n",
+        tmp.path().join("bot/agent/agent.toml"),
+        "model = \"scripted:script.json\"\n\n[harness]\nmax_tokens_per_day = 100000\n",
     )
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_agentkit"))
@@ -236,10 +234,10 @@ fn features_not_yet_shared_refuse_to_start_with_a_clear_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status.code(), Some(0));
     assert!(
-        stderr.contains("--database-url: schedules are not yet coordinated across hosts"),
+        stderr.contains("--database-url: daily token budgets are not yet coordinated across hosts"),
         "{stderr}"
     );
-    assert!(stderr.contains("schedules/nightly.toml"), "{stderr}");
+    assert!(stderr.contains("max_tokens_per_day"), "{stderr}");
 }
 
 #[test]
@@ -260,7 +258,7 @@ fn agentkit_db_migrate_and_status() {
     let migrated = run(&["db", "migrate"]);
     assert_eq!(migrated.code, 0, "{}", migrated.stderr);
     assert!(
-        migrated.stdout.contains("applied 1, 2"),
+        migrated.stdout.contains("applied 1, 2, 3"),
         "{}",
         migrated.stdout
     );

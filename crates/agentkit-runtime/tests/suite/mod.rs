@@ -59,6 +59,7 @@ pub(crate) async fn open(root: &Path) -> AgentRuntime {
             clock: Arc::new(agentkit_runtime::SystemClock),
             tool_sources: Vec::new(),
             services: None,
+            shared: None,
         },
     )
     .await

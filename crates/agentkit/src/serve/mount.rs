@@ -95,7 +95,10 @@ pub(crate) async fn mount(
     let slug = &project.slug;
     let state_dir = shared.state_root.join(slug);
     let token = bridge::mint_token();
-    let kv = KvStore::open(&state_dir)?;
+    let mut kv = KvStore::open(&state_dir)?;
+    if shared.database.is_some() {
+        kv = kv.refused_when_shared();
+    }
     let depths = Depths::default();
     let calls = bridge::CallTokens::default();
     let connections = agentkit_mcp::Connections::new(resolved.mcp, shared.mcp.clients.clone());

@@ -38,21 +38,19 @@ fn refuse_unshared(host: &Host, parts: &Parts) -> Result<()> {
     };
     for project in &host.agents {
         let agent = &project.agent;
-        if parts.timers.schedules
-            && let Some(schedule) = agent.schedules.first()
-        {
-            return Err(refuse(
-                "schedules",
-                &project.slug,
-                &schedule.path,
-                "serve with --no-schedules, or without --database-url",
-            ));
-        }
         if let Some(channel) = agent.channels.first() {
             return Err(refuse(
                 "channel deliveries",
                 &project.slug,
                 &channel.path,
+                "serve this agent without --database-url",
+            ));
+        }
+        if agent.config.harness.max_tokens_per_day.is_some() {
+            return Err(refuse(
+                "daily token budgets",
+                &project.slug,
+                "agent/agent.toml `[harness] max_tokens_per_day`",
                 "serve this agent without --database-url",
             ));
         }

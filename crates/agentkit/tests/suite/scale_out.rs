@@ -1,0 +1,52 @@
+//! Three in-process hosts on one PostgreSQL database (a throwaway one per
+//! test), each on its own state root and a manual clock set to the same
+//! time: every tick of a `* * * * *` schedule fires exactly once.
+
+use agentkit::ServeOptions;
+use agentkit_test_support::pg::throwaway_database;
+
+use super::time::{Host, SCRIPT, at, settle, wait_until};
+
+const MINUTELY: (&str, &str) = (
+    "schedules/heartbeat.md",
+    "---\ncron: \"* * * * *\"\n---\n\nCheck the incidents.\n",
+);
+
+#[test]
+fn every_tick_of_a_minutely_schedule_fires_once_across_three_hosts() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    const TICKS: u32 = 8;
+    let mut hosts: Vec<Host> = (0..3)
+        .map(|_| Host::new(SCRIPT, &[MINUTELY], at(12, 0, 30)))
+        .collect();
+    for h in &mut hosts {
+        h.start(ServeOptions {
+            database_url: Some(db.url.clone()),
+            ..ServeOptions::default()
+        });
+    }
+    let sessions = || -> u32 {
+        db.query("SELECT count(*) FROM agentkit_sessions")
+            .parse()
+            .unwrap()
+    };
+    for minute in 1..=TICKS {
+        for h in &hosts {
+            h.clock.set(at(12, minute, 0));
+        }
+        wait_until(&format!("the 12:{minute:02} tick"), || sessions() >= minute);
+    }
+    settle();
+    assert_eq!(sessions(), TICKS, "a tick fired more than once");
+    assert_eq!(
+        db.query("SELECT count(*), count(DISTINCT tick_ms) FROM agentkit_schedule_ticks"),
+        format!("{TICKS}|{TICKS}")
+    );
+    // Each fired run is a whole task session in the shared log.
+    wait_until("every run to complete", || {
+        db.query("SELECT count(*) FROM agentkit_events WHERE type = 'session.completed'")
+            == TICKS.to_string()
+    });
+}
