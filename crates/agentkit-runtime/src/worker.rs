@@ -399,13 +399,7 @@ impl AgentRuntime {
             ),
         };
         let settled = self.append(&session.id, event, None, data).await;
-        if let Err(e) = settled.and(
-            self.inner
-                .store
-                .sync(&session.id)
-                .await
-                .map_err(Error::from),
-        ) {
+        if let Err(e) = settled.and(self.inner.store.sync(&session.id).await) {
             tracing::error!(session = %session.id, error = %e, "cannot settle session");
             return;
         }

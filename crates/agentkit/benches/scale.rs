@@ -198,18 +198,16 @@ async fn spawn(bin: &Path, dir: &Path, state: &str, db_url: Option<&str>) -> Hos
         Some(url) => cmd.env("AGENTKIT_DATABASE_URL", url),
         None => cmd.env_remove("AGENTKIT_DATABASE_URL"),
     };
-    let child = cmd.spawn().unwrap();
-    let url = format!("http://127.0.0.1:{port}");
+    let host = Host {
+        child: cmd.spawn().unwrap(),
+        url: format!("http://127.0.0.1:{port}"),
+    };
     let http = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
-        if http
-            .get(format!("{url}/v1/health"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-        {
-            return Host { child, url };
+        let health = http.get(format!("{}/v1/health", host.url)).send().await;
+        if health.is_ok_and(|r| r.status().is_success()) {
+            return host;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -177,7 +177,7 @@ impl SessionHost for RuntimeHost {
                 .store()
                 .subscribe(&sid, start_index)
                 .await
-                .map_err(|e| channel_error(agentkit_runtime::Error::from(e)))?;
+                .map_err(channel_error)?;
             let stream = futures_util::stream::unfold(sub, |mut sub| async move {
                 match sub.next().await {
                     Ok(e) => Some((e, sub)),
