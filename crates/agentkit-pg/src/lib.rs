@@ -21,6 +21,7 @@
 mod database;
 mod error;
 mod events;
+mod kv;
 mod lease;
 mod migrate;
 mod sessions;
@@ -29,6 +30,7 @@ mod ticks;
 pub use database::{Database, redacted};
 pub use error::{Error, Result};
 pub use events::{PgEventStore, PgSubscription};
+pub use kv::{KvRow, KvTable};
 pub use lease::{LEASE_TTL, Leases};
 pub use migrate::{MIGRATIONS, Migration, MigrationStatus, SchemaStatus};
 pub use sessions::{SessionIndex, SessionRow};

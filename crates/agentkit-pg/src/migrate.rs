@@ -31,6 +31,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "schedule_ticks",
         sql: include_str!("../migrations/0003_schedule_ticks.sql"),
     },
+    Migration {
+        version: 4,
+        name: "kv",
+        sql: include_str!("../migrations/0004_kv.sql"),
+    },
 ];
 
 /// The advisory lock every migrating host takes (`agentkit` migrations).

@@ -5,6 +5,7 @@ mod admission;
 mod core;
 mod cron;
 mod sessions;
+mod shared_kv;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -96,8 +96,8 @@ pub(crate) async fn mount(
     let state_dir = shared.state_root.join(slug);
     let token = bridge::mint_token();
     let mut kv = KvStore::open(&state_dir)?;
-    if shared.database.is_some() {
-        kv = kv.refused_when_shared();
+    if let Some(database) = shared.database {
+        kv = kv.shared(database, slug);
     }
     let depths = Depths::default();
     let calls = bridge::CallTokens::default();
