@@ -151,6 +151,20 @@ impl Leases {
         Ok(token)
     }
 
+    /// The other live host holding `session`'s lease, if one does.
+    pub async fn holder(&self, agent: &str, session: &str) -> Result<Option<String>> {
+        let client = self.inner.db.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT owner FROM agentkit_leases
+                 WHERE agent = $1 AND session_id = $2 AND held AND expires_at > now() AND owner <> $3",
+                &[&agent, &session, &self.inner.owner],
+            )
+            .await
+            .map_err(Error::query("read a lease"))?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
     /// Whether this host believes it holds `session`'s lease.
     pub fn holds(&self, agent: &str, session: &str) -> bool {
         lock(&self.inner.held).contains_key(&(agent.to_owned(), session.to_owned()))

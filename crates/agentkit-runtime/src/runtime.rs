@@ -751,6 +751,18 @@ impl AgentRuntime {
         let stopped = session.state().stop_by(by);
         if stopped {
             tracing::info!(session = %id, by = %owner.principal_id, operator = owner.is_operator(), "turn stopped");
+        } else if let Some(shared) = &self.inner.shared
+            && let Some(holder) = crate::shared::block_on(async {
+                Ok(shared.leases.holder(&shared.agent, id).await?)
+            })?
+        {
+            // The turn runs on another host: saying "nothing ran" here
+            // would be wrong, and stopping it from here is not done yet.
+            return Err(agentkit_pg::Error::Busy {
+                session: id.to_owned(),
+                holder,
+            }
+            .into());
         }
         Ok(stopped)
     }

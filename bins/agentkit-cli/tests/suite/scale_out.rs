@@ -173,6 +173,12 @@ fn a_host_killed_mid_turn_has_its_session_taken_over_within_5_s() {
     let busy = follow_up(c.addr, &id, &token);
     assert_eq!(busy.status, 409, "{}", busy.body);
     assert_eq!(busy.error_code(), "session_busy", "{}", busy.body);
+    // Nor does it claim nothing runs when asked to stop it.
+    let stop = Request::post(&format!("/bot/v1/session/{id}/stop"))
+        .json(&json!({}))
+        .send(c.addr)
+        .unwrap();
+    assert_eq!(stop.status, 409, "{}", stop.body);
 
     a.child.kill().unwrap();
     a.child.wait().unwrap();
