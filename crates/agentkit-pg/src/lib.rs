@@ -24,6 +24,7 @@ mod events;
 mod kv;
 mod lease;
 mod migrate;
+mod reminders;
 mod sessions;
 mod ticks;
 
@@ -33,5 +34,6 @@ pub use events::{PgEventStore, PgSubscription};
 pub use kv::{KvRow, KvTable};
 pub use lease::{LEASE_TTL, Leases};
 pub use migrate::{MIGRATIONS, Migration, MigrationStatus, SchemaStatus};
+pub use reminders::{PgReminder, ReminderTable};
 pub use sessions::{SessionIndex, SessionRow};
 pub use ticks::claim_tick;

@@ -36,6 +36,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "kv",
         sql: include_str!("../migrations/0004_kv.sql"),
     },
+    Migration {
+        version: 5,
+        name: "reminders",
+        sql: include_str!("../migrations/0005_reminders.sql"),
+    },
 ];
 
 /// The advisory lock every migrating host takes (`agentkit` migrations).

@@ -218,6 +218,7 @@ impl AgentRuntime {
                     )),
                     Some(crate::shared::Shared {
                         index: agentkit_pg::SessionIndex::new(state.db.clone(), &slug),
+                        reminders: agentkit_pg::ReminderTable::new(state.db.clone(), &slug),
                         leases: state.leases.clone(),
                         agent: slug,
                     }),

@@ -41,6 +41,7 @@ pub(crate) struct Shared {
     pub(crate) agent: String,
     pub(crate) index: SessionIndex,
     pub(crate) leases: Leases,
+    pub(crate) reminders: agentkit_pg::ReminderTable,
 }
 
 /// How often a host looks for sessions whose holder died.

@@ -130,3 +130,88 @@ async fn the_heartbeat_keeps_a_lease_and_a_dead_holder_is_found() {
         .unwrap();
     assert_eq!(b.len(&id).await.unwrap(), 2);
 }
+
+fn reminder(i: usize) -> agentkit_pg::PgReminder {
+    agentkit_pg::PgReminder {
+        id: format!("rem_{i:04}"),
+        purpose: "p".into(),
+        channel_id: "jobs".into(),
+        continuation_token: format!("job:{i}"),
+        session_id: None,
+        kind: "delay".into(),
+        spec: "1m".into(),
+        prompt: Some("x".into()),
+        until_condition: None,
+        status: "armed".into(),
+        reason: None,
+        next_fire_at_ms: Some(1_000),
+        fire_count: 0,
+        created_at_ms: 0,
+        last_fired_at_ms: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reminders_are_claimed_once_and_a_dead_claim_is_claimed_again() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let database = Database::connect(&db.url).await.unwrap();
+    database.migrate().await.unwrap();
+    let table = agentkit_pg::ReminderTable::new(database, "bot");
+    table
+        .insert(&(0..300).map(reminder).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    // Three hosts claim at once, in rounds: every row goes to one of them.
+    let claims: Vec<_> = (0..3)
+        .map(|h| {
+            let url = db.url.clone();
+            tokio::spawn(async move {
+                let table =
+                    agentkit_pg::ReminderTable::new(Database::connect(&url).await.unwrap(), "bot");
+                let mut mine = Vec::new();
+                loop {
+                    let got = table
+                        .claim_due(2_000, 16, &format!("host-{h}"), 60.0)
+                        .await
+                        .unwrap();
+                    if got.is_empty() {
+                        return mine;
+                    }
+                    mine.extend(got.into_iter().map(|r| r.id));
+                }
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for c in claims {
+        all.extend(c.await.unwrap());
+    }
+    all.sort();
+    let expected: Vec<String> = (0..300).map(|i| format!("rem_{i:04}")).collect();
+    assert_eq!(all, expected, "each due reminder claimed exactly once");
+    // Not yet due: not claimed.
+    assert!(
+        table
+            .claim_due(500, 16, "host-x", 60.0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // A claim whose host died expires and is claimed again.
+    db.query("UPDATE agentkit_reminders SET claimed_until = now() - interval '1 second' WHERE id = 'rem_0007'");
+    let again = table.claim_due(2_000, 16, "host-y", 60.0).await.unwrap();
+    assert_eq!(
+        again.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        vec!["rem_0007"]
+    );
+    // Written back by its claimer, it is fired and done; a stale claimer's
+    // write is refused.
+    let mut done = again[0].clone();
+    done.status = "done".into();
+    done.fire_count = 1;
+    assert!(!table.update(&done, Some("host-0")).await.unwrap());
+    assert!(table.update(&done, Some("host-y")).await.unwrap());
+    assert_eq!(table.get("rem_0007").await.unwrap().unwrap().status, "done");
+}
