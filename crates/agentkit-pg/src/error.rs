@@ -48,6 +48,9 @@ pub enum Error {
     /// Another live host holds the session's lease (a turn runs there).
     #[error("session `{session}` is held by another host ({holder}); retry shortly")]
     Busy { session: String, holder: String },
+    /// Another host made the session of this channel key first.
+    #[error("channel `{channel}`: another host started the session of this key first")]
+    KeyTaken { channel: String },
     /// Waiting for something took too long.
     #[error("PostgreSQL: {what} timed out after {seconds} s")]
     Timeout { what: &'static str, seconds: u64 },

@@ -36,4 +36,4 @@ pub use lease::{LEASE_TTL, Leases};
 pub use migrate::{MIGRATIONS, Migration, MigrationStatus, SchemaStatus};
 pub use reminders::{PgReminder, ReminderTable};
 pub use sessions::{SessionIndex, SessionRow};
-pub use ticks::claim_tick;
+pub use ticks::{channel_state, claim_tick, first_delivery, set_channel_state};

@@ -41,6 +41,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "reminders",
         sql: include_str!("../migrations/0005_reminders.sql"),
     },
+    Migration {
+        version: 6,
+        name: "channels",
+        sql: include_str!("../migrations/0006_deliveries.sql"),
+    },
 ];
 
 /// The advisory lock every migrating host takes (`agentkit` migrations).

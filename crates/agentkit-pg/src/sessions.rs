@@ -51,7 +51,7 @@ impl SessionIndex {
             .prepare_cached(UPSERT)
             .await
             .map_err(Error::query("prepare a session write"))?;
-        client
+        let written = client
             .execute(
                 &statement,
                 &[
@@ -64,9 +64,24 @@ impl SessionIndex {
                     &row.meta,
                 ],
             )
-            .await
-            .map_err(Error::query("write a session"))?;
-        Ok(())
+            .await;
+        match written {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_db_error().is_some_and(|d| {
+                    *d.code() == tokio_postgres::error::SqlState::UNIQUE_VIOLATION
+                        && d.constraint() == Some("agentkit_sessions_one_per_key")
+                }) =>
+            {
+                Err(Error::KeyTaken {
+                    channel: row.channel.clone(),
+                })
+            }
+            Err(source) => Err(Error::Query {
+                action: "write a session",
+                source,
+            }),
+        }
     }
 
     /// Removes session `id`.

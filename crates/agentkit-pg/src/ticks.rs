@@ -1,4 +1,6 @@
-//! Cron once per tick across hosts: a unique row per (schedule, tick).
+//! Once across hosts: a unique row per (schedule, tick) for cron, per
+//! delivery id for channel deliveries; and the channels' per-session
+//! state, which every host reads and replaces.
 
 use crate::database::Database;
 use crate::error::{Error, Result};
@@ -22,4 +24,63 @@ pub async fn claim_tick(
         .await
         .map_err(Error::query("claim a schedule tick"))?;
     Ok(n == 1)
+}
+
+/// Records delivery `id` of `agent`'s channel `channel` (pack `pack`):
+/// true for the one host whose insert made the row.
+pub async fn first_delivery(
+    db: &Database,
+    agent: &str,
+    channel: &str,
+    pack: &str,
+    id: &str,
+) -> Result<bool> {
+    let client = db.client().await?;
+    let n = client
+        .execute(
+            "INSERT INTO agentkit_deliveries (agent, channel, pack, delivery_id)
+             VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+            &[&agent, &channel, &pack, &id],
+        )
+        .await
+        .map_err(Error::query("record a delivery"))?;
+    Ok(n == 1)
+}
+
+/// The state of `agent`'s channel `channel` for `session`, as JSON text.
+pub async fn channel_state(
+    db: &Database,
+    agent: &str,
+    channel: &str,
+    session: &str,
+) -> Result<Option<String>> {
+    let client = db.client().await?;
+    Ok(client
+        .query_opt(
+            "SELECT value FROM agentkit_channel_state WHERE agent = $1 AND channel = $2 AND session_id = $3",
+            &[&agent, &channel, &session],
+        )
+        .await
+        .map_err(Error::query("read channel state"))?
+        .map(|r| r.get(0)))
+}
+
+/// Replaces that state.
+pub async fn set_channel_state(
+    db: &Database,
+    agent: &str,
+    channel: &str,
+    session: &str,
+    value: &str,
+) -> Result<()> {
+    let client = db.client().await?;
+    client
+        .execute(
+            "INSERT INTO agentkit_channel_state (agent, channel, session_id, value) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (agent, channel, session_id) DO UPDATE SET value = EXCLUDED.value",
+            &[&agent, &channel, &session, &value],
+        )
+        .await
+        .map_err(Error::query("write channel state"))?;
+    Ok(())
 }

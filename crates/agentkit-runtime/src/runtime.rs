@@ -546,7 +546,28 @@ impl AgentRuntime {
                 };
                 self.follow_up(&id, follow).await
             }
-            None => self.create_new(req, as_of).await,
+            None => {
+                let retry = self.inner.shared.is_some().then(|| req.clone());
+                match (self.create_new(req, as_of).await, retry) {
+                    // Another host made this key's session meanwhile: the
+                    // message continues it, as it would have here.
+                    (Err(Error::Shared(agentkit_pg::Error::KeyTaken { .. })), Some(req)) => {
+                        let id = self
+                            .index_by_key(&req.channel, &key)?
+                            .ok_or_else(|| Error::SessionNotFound { id: key.clone() })?;
+                        let owner = self.meta_of(&id)?.owner;
+                        let follow = FollowUp {
+                            owner,
+                            message: req.message,
+                            continuation_token: Some(key),
+                            admission: req.admission,
+                            workspace_files: req.workspace_files,
+                        };
+                        self.follow_up(&id, follow).await
+                    }
+                    (other, _) => other,
+                }
+            }
         }
     }
 

@@ -264,7 +264,7 @@ fn agentkit_db_migrate_and_status() {
     let migrated = run(&["db", "migrate"]);
     assert_eq!(migrated.code, 0, "{}", migrated.stderr);
     assert!(
-        migrated.stdout.contains("applied 1, 2, 3, 4, 5"),
+        migrated.stdout.contains("applied 1, 2, 3, 4, 5, 6"),
         "{}",
         migrated.stdout
     );

@@ -186,6 +186,12 @@ pub(crate) async fn mount(
             rust: &shared.extensions.channels,
             prefix: &prefix,
             services: Some(services),
+            deliveries: shared
+                .database
+                .map(|db| super::scale::ledger(db, slug) as _),
+            states: shared
+                .database
+                .map(|db| super::scale::ledger(db, slug) as _),
         },
     )
     .await?;

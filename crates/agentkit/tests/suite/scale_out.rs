@@ -116,3 +116,124 @@ fn a_thousand_reminders_fire_once_each_across_three_hosts() {
         assert_eq!(h.handle().runtime("bot").unwrap().armed_reminders(), 0);
     }
 }
+
+/// Two hosts of the `pr-reviewer` fixture on one database, against a mock
+/// GitHub API: the same delivery sent to both at once runs one turn.
+#[test]
+fn a_duplicate_github_delivery_to_two_hosts_runs_one_turn() {
+    use std::sync::Arc;
+
+    use agentkit::EnvLookup;
+    use agentkit_test_support::http::Request;
+    use agentkit_test_support::mock::{MockResponse, MockServer};
+    use serde_json::json;
+
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let api = MockServer::start(|r| match r.method.as_str() {
+        "POST" if r.path.ends_with("/comments") => MockResponse::json(201, &json!({"id": 4242})),
+        "POST" => MockResponse::json(201, &json!({"state": "ok"})),
+        _ => MockResponse::json(200, &json!({})),
+    });
+    let secret = "It's a Secret to Everybody";
+    let api_url = api.url();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let project = agentkit_test_support::fixtures_dir().join("channels/pr-reviewer");
+    let states = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let hosts: Vec<agentkit::ServeHandle> = states
+        .iter()
+        .map(|state| {
+            let api_url = api_url.clone();
+            let env = EnvLookup(Arc::new(move |name: &str| match name {
+                "GITHUB_WEBHOOK_SECRET" => Some(secret.to_owned()),
+                "GITHUB_API_URL" => Some(api_url.clone()),
+                "GITHUB_TOKEN" => Some("ghp_test".to_owned()),
+                _ => None,
+            }));
+            rt.block_on(agentkit::serve(
+                &project,
+                ServeOptions {
+                    port: 0,
+                    state_root: Some(state.path().to_path_buf()),
+                    env,
+                    database_url: Some(db.url.clone()),
+                    ..ServeOptions::default()
+                },
+            ))
+            .unwrap()
+        })
+        .collect();
+    let body = std::fs::read(
+        agentkit_test_support::fixtures_dir().join("github/pull_request.opened.json"),
+    )
+    .unwrap();
+    let delivery = |id: &str| {
+        Request::post("/pr-reviewer/v1/channels/github")
+            .header("x-github-event", "pull_request")
+            .header("x-github-delivery", id)
+            .header(
+                "x-hub-signature-256",
+                &format!("sha256={}", agentkit_channels::sign(secret, &body)),
+            )
+            .header("content-type", "application/json")
+            .raw_body(&body)
+    };
+    let addrs: Vec<_> = hosts.iter().map(|h| h.local_addr()).collect();
+    // The same delivery reaches both hosts at once (a retry racing the
+    // original, or two balancers).
+    let answers: Vec<(u16, serde_json::Value)> = std::thread::scope(|s| {
+        let sent: Vec<_> = addrs
+            .iter()
+            .map(|addr| {
+                let request = delivery("d-shared");
+                s.spawn(move || {
+                    let r = request.send(*addr).unwrap();
+                    (r.status, r.json())
+                })
+            })
+            .collect();
+        sent.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let mut statuses: Vec<u16> = answers.iter().map(|(s, _)| *s).collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, vec![200, 202], "{answers:?}");
+    assert!(
+        answers.iter().any(|(_, v)| v["duplicate"] == true),
+        "{answers:?}"
+    );
+    let count = |sql: &str| -> usize { db.query(sql).parse().unwrap() };
+    let settled = |n: usize| {
+        count("SELECT count(*) FROM agentkit_events WHERE type = 'turn.completed'") == n
+            && count("SELECT count(*) FROM agentkit_events WHERE type = 'session.waiting'") == n
+    };
+    wait_until("the review turn", || settled(1));
+    // A new delivery for the same pull request, on whichever host did
+    // not run the first turn, continues the same session (one per channel
+    // key across hosts) and edits the banner the first turn posted (the
+    // channel's state is shared).
+    let ran_on = answers.iter().position(|(s, _)| *s == 202).unwrap();
+    let r = delivery("d-second").send(addrs[1 - ran_on]).unwrap();
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.json()["isNew"], false, "{}", r.body);
+    wait_until("the second review turn", || settled(2));
+    settle();
+    assert_eq!(count("SELECT count(*) FROM agentkit_sessions"), 1);
+    assert_eq!(
+        count("SELECT count(*) FROM agentkit_deliveries WHERE delivery_id = 'd-shared'"),
+        1
+    );
+    let banners = api
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/comments"))
+        .count();
+    assert_eq!(banners, 1, "the banner is posted once, then edited");
+    for h in hosts {
+        rt.block_on(h.close());
+    }
+}
