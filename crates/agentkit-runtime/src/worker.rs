@@ -703,6 +703,14 @@ impl AgentRuntime {
             self.inner
                 .tasks
                 .spawn(async move { runtime.work(session).await });
+        } else if self.inner.shared.is_some() {
+            // The call's appends took the lease; nothing runs now: let
+            // another host take the session's next message.
+            let runtime = self.clone();
+            let session = session.clone();
+            self.inner
+                .tasks
+                .spawn(async move { runtime.release_if_idle(&session).await });
         }
     }
 

@@ -28,6 +28,12 @@ fn project(root: &Path, turns: Value) {
     )
     .unwrap();
     std::fs::write(agent.join("instructions.md"), "Test agent.\n").unwrap();
+    std::fs::create_dir_all(agent.join("tools")).unwrap();
+    std::fs::write(
+        agent.join("tools/stamp.toml"),
+        "description = \"Answer ok\"\ncommand = [\"sh\", \"-c\", \"echo ok\"]\nread_only = true\n\n[input_schema]\ntype = \"object\"\n",
+    )
+    .unwrap();
 }
 
 /// Host `name`: `agentkit serve` on the shared database, with its own
@@ -135,6 +141,29 @@ fn a_session_created_on_a_followed_on_b_and_continued_on_c_is_one_log() {
     assert_eq!(stored, seen);
     let r = follow_up(a.addr, &id, &token);
     assert_eq!(r.status, 200, "{}", r.body);
+    let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    stream.until("session.waiting").unwrap();
+    // A deterministic call inside the session on B lets the session go
+    // when it ends: C takes the next message.
+    let call = Request::post("/bot/v1/tools/stamp")
+        .json(&json!({"input": {}, "sessionId": id}))
+        .send(b.addr)
+        .unwrap();
+    assert_eq!(call.status, 200, "{}", call.body);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = follow_up(c.addr, &id, &token);
+        if r.status == 200 {
+            break;
+        }
+        assert_eq!(r.error_code(), "session_busy", "{}", r.body);
+        assert!(
+            Instant::now() < deadline,
+            "the call's host kept the session"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stream.until("session.waiting").unwrap();
     let counted = db.query(&format!(
         "SELECT count(*), min(idx), max(idx) FROM agentkit_events WHERE session_id = '{id}'"
     ));
