@@ -12,9 +12,9 @@ use crate::database::Database;
 use crate::error::{Error, Result};
 
 /// How long a lease lasts without a renewal.
-pub const LEASE_TTL: Duration = Duration::from_secs(3);
+pub const LEASE_TTL: Duration = Duration::from_millis(2500);
 /// How often this host renews every lease it holds.
-const HEARTBEAT: Duration = Duration::from_secs(1);
+const HEARTBEAT: Duration = Duration::from_millis(500);
 
 const ACQUIRE: &str = "
 INSERT INTO agentkit_leases (agent, session_id, owner, token, held, expires_at)

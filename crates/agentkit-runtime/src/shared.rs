@@ -45,7 +45,7 @@ pub(crate) struct Shared {
 }
 
 /// How often a host looks for sessions whose holder died.
-const SWEEP_EVERY: Duration = Duration::from_secs(1);
+const SWEEP_EVERY: Duration = Duration::from_millis(500);
 
 pub(crate) fn row_of(meta: &SessionMeta) -> Result<SessionRow> {
     Ok(SessionRow {

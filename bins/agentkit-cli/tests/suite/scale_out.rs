@@ -334,3 +334,52 @@ fn agentkit_db_migrate_and_status() {
         unreachable.stderr
     );
 }
+
+#[test]
+fn migrate_processes_racing_apply_each_version_once() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_agentkit"))
+                .args(["db", "migrate", "--json"])
+                .env("AGENTKIT_DATABASE_URL", &db.url)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut applied: Vec<i64> = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        applied.extend(
+            doc["applied"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_i64().unwrap()),
+        );
+    }
+    applied.sort_unstable();
+    let latest: i64 = db
+        .query("SELECT max(version) FROM agentkit_migrations")
+        .parse()
+        .unwrap();
+    assert_eq!(
+        applied,
+        (1..=latest).collect::<Vec<_>>(),
+        "each version applied by one process"
+    );
+    assert_eq!(
+        db.query("SELECT count(*) = count(DISTINCT version) FROM agentkit_migrations"),
+        "t"
+    );
+}
