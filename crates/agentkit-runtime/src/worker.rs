@@ -253,7 +253,12 @@ impl AgentRuntime {
             }
         };
         let dir = self.session_dir(&session.id);
+        // On a shared database no log file made the folder on this host.
+        let make_dir = self.inner.shared.is_some();
         let written = tokio::task::spawn_blocking(move || {
+            if make_dir {
+                std::fs::create_dir_all(&dir)?;
+            }
             let tmp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
             std::fs::write(&tmp, &bytes)?;
             std::fs::rename(&tmp, dir.join(SNAPSHOT_FILE))
