@@ -147,12 +147,15 @@ impl AgentRuntime {
     }
 
     /// Lets go of `session`'s lease once it is idle, so any host may take
-    /// its next message.
+    /// its next message. A call parked in a turn that is still running
+    /// here keeps it (the turn is active); a parked call whose turn is
+    /// gone (a restart, a takeover) is resolved from the log by whichever
+    /// host the decision reaches.
     pub(crate) async fn release_if_idle(&self, session: &Arc<crate::session::Session>) {
         let Some(shared) = &self.inner.shared else {
             return;
         };
-        if session.state().is_active() || session.meta().parked {
+        if session.state().is_active() {
             return;
         }
         if let Err(e) = shared

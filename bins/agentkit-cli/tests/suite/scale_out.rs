@@ -383,3 +383,84 @@ fn migrate_processes_racing_apply_each_version_once() {
         "t"
     );
 }
+
+#[test]
+fn a_call_parked_on_a_killed_host_is_approved_on_another() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    project(
+        tmp.path(),
+        json!([{"steps": [
+            {"text": "Stamping.", "toolCalls": [{"name": "guarded", "input": {}}]},
+            {"text": "Stamped."}
+        ]}]),
+    );
+    std::fs::write(
+        tmp.path().join("bot/agent/tools/guarded.toml"),
+        "description = \"Needs a human\"\ncommand = [\"sh\", \"-c\", \"echo stamped\"]\nneeds_approval = true\n\n[input_schema]\ntype = \"object\"\n",
+    )
+    .unwrap();
+    let mut a = host(tmp.path(), "a", &db);
+    let b = host(tmp.path(), "b", &db);
+    let c = host(tmp.path(), "c", &db);
+    let (id, _) = create(a.addr);
+    let mut stream = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(b.addr)
+        .unwrap();
+    let parked = stream.until("action.approval_requested").unwrap();
+    let call = parked.last().unwrap()["data"]["callId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // While A's turn waits for the decision, another host cannot take it.
+    let approve = |addr| {
+        Request::post(&format!("/bot/v1/session/{id}/approvals/{call}"))
+            .json(&json!({"decision": "approve"}))
+            .send(addr)
+            .unwrap()
+    };
+    let early = approve(c.addr);
+    assert_eq!(early.status, 409, "{}", early.body);
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let failed = stream.until("turn.failed").unwrap();
+    assert_eq!(failed.last().unwrap()["data"]["reason"], "restart");
+    stream.until("session.waiting").unwrap();
+    // The call stays parked, listed on every host, and is approved on a
+    // host other than the one that took over: the tool runs there and a
+    // new turn resumes the conversation.
+    let listed = Request::get(&format!("/bot/v1/session/{id}/approvals"))
+        .send(b.addr)
+        .unwrap();
+    assert!(listed.body.contains(&call), "{}", listed.body);
+    // The decision goes to the host that did not take the session over.
+    let taker = db.query(&format!(
+        "SELECT split_part(owner, ':', 2) FROM agentkit_leases WHERE session_id = '{id}'"
+    ));
+    let other = if taker == b.child.id().to_string() {
+        c.addr
+    } else {
+        b.addr
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let r = loop {
+        let r = approve(other);
+        if r.status != 409 || Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["resumed"], true, "{}", r.body);
+    let resumed = stream.until("turn.started").unwrap();
+    assert!(
+        resumed
+            .iter()
+            .any(|e| e["type"] == "action.result" && e["data"]["callId"] == call.as_str()),
+        "{resumed:?}"
+    );
+    let started = resumed.last().unwrap();
+    assert!(started["data"]["resumes"].is_string(), "{started}");
+}
