@@ -36,4 +36,6 @@ pub use lease::{LEASE_TTL, Leases};
 pub use migrate::{MIGRATIONS, Migration, MigrationStatus, SchemaStatus};
 pub use reminders::{PgReminder, ReminderTable};
 pub use sessions::{SessionIndex, SessionRow};
-pub use ticks::{channel_state, claim_tick, first_delivery, set_channel_state};
+pub use ticks::{
+    add_day_usage, channel_state, claim_tick, day_usage, first_delivery, set_channel_state,
+};

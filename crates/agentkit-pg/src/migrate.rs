@@ -46,6 +46,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "channels",
         sql: include_str!("../migrations/0006_deliveries.sql"),
     },
+    Migration {
+        version: 7,
+        name: "usage_daily",
+        sql: include_str!("../migrations/0007_usage_daily.sql"),
+    },
 ];
 
 /// The advisory lock every migrating host takes (`agentkit` migrations).

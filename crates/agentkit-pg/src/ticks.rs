@@ -1,6 +1,6 @@
 //! Once across hosts: a unique row per (schedule, tick) for cron, per
 //! delivery id for channel deliveries; and the channels' per-session
-//! state, which every host reads and replaces.
+//! state, which every host reads and replaces; the day's token usage.
 
 use crate::database::Database;
 use crate::error::{Error, Result};
@@ -82,5 +82,41 @@ pub async fn set_channel_state(
         )
         .await
         .map_err(Error::query("write channel state"))?;
+    Ok(())
+}
+
+/// `(input, output)` tokens `agent`'s turns used on `day` (`YYYY-MM-DD`,
+/// UTC), on every host.
+pub async fn day_usage(db: &Database, agent: &str, day: &str) -> Result<(i64, i64)> {
+    let client = db.client().await?;
+    Ok(client
+        .query_opt(
+            "SELECT input_tokens, output_tokens FROM agentkit_usage_daily WHERE agent = $1 AND day = $2",
+            &[&agent, &day],
+        )
+        .await
+        .map_err(Error::query("read the day's usage"))?
+        .map_or((0, 0), |r| (r.get(0), r.get(1))))
+}
+
+/// Adds a turn's tokens to `day`'s.
+pub async fn add_day_usage(
+    db: &Database,
+    agent: &str,
+    day: &str,
+    input: i64,
+    output: i64,
+) -> Result<()> {
+    let client = db.client().await?;
+    client
+        .execute(
+            "INSERT INTO agentkit_usage_daily (agent, day, input_tokens, output_tokens) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (agent, day) DO UPDATE SET
+                 input_tokens = agentkit_usage_daily.input_tokens + EXCLUDED.input_tokens,
+                 output_tokens = agentkit_usage_daily.output_tokens + EXCLUDED.output_tokens",
+            &[&agent, &day, &input, &output],
+        )
+        .await
+        .map_err(Error::query("add to the day's usage"))?;
     Ok(())
 }

@@ -479,10 +479,19 @@ impl AgentRuntime {
         };
         let dry_run = session.meta().dry_run;
         let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
-        let day_usage = if agent.config.harness.max_tokens_per_day.is_some() {
-            self.inner.db.day_usage(&today)?
-        } else {
-            Default::default()
+        let day_usage = match &self.inner.shared {
+            _ if agent.config.harness.max_tokens_per_day.is_none() => Default::default(),
+            // Every host's turns of the day count.
+            Some(shared) => {
+                let (input, output) =
+                    agentkit_pg::day_usage(shared.index.database(), &shared.agent, &today).await?;
+                agentkit_protocol::Usage {
+                    input_tokens: u64::try_from(input).unwrap_or(0),
+                    output_tokens: u64::try_from(output).unwrap_or(0),
+                    ..Default::default()
+                }
+            }
+            None => self.inner.db.day_usage(&today)?,
         };
         // Read before the literal: its other fields hold the meta lock.
         let origin = session.meta().call_origin();
@@ -556,9 +565,23 @@ impl AgentRuntime {
             TurnOutcome::Completed { usage, .. } | TurnOutcome::OverBudget { usage, .. }
                 if daily =>
             {
-                self.inner
-                    .db
-                    .add_day_usage(chrono::Utc::now().format("%Y-%m-%d").to_string(), *usage);
+                let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
+                match &self.inner.shared {
+                    Some(shared) => {
+                        let added = agentkit_pg::add_day_usage(
+                            shared.index.database(),
+                            &shared.agent,
+                            &day,
+                            i64::try_from(usage.input_tokens).unwrap_or(i64::MAX),
+                            i64::try_from(usage.output_tokens).unwrap_or(i64::MAX),
+                        )
+                        .await;
+                        if let Err(e) = added {
+                            tracing::warn!(session = %session.id, error = %e, "cannot count the turn's tokens in the day's usage");
+                        }
+                    }
+                    None => self.inner.db.add_day_usage(day, *usage),
+                }
             }
             _ => {}
         }

@@ -254,9 +254,11 @@ fn features_not_yet_shared_refuse_to_start_with_a_clear_error() {
     };
     let tmp = tempfile::tempdir().unwrap();
     project(tmp.path(), json!([{"steps": [{"text": "hi"}]}]));
+    std::fs::create_dir_all(tmp.path().join("bot/agent/ab")).unwrap();
+    std::fs::write(tmp.path().join("bot/agent/ab/lean.md"), "Be lean.\n").unwrap();
     std::fs::write(
-        tmp.path().join("bot/agent/agent.toml"),
-        "model = \"scripted:script.json\"\n\n[harness]\nmax_tokens_per_day = 100000\n",
+        tmp.path().join("bot/agent/ab/shape.toml"),
+        "[[variants]]\nid = \"control\"\n[[variants]]\nid = \"lean\"\ninstructions = \"ab/lean.md\"\n",
     )
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_agentkit"))
@@ -269,10 +271,10 @@ fn features_not_yet_shared_refuse_to_start_with_a_clear_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status.code(), Some(0));
     assert!(
-        stderr.contains("--database-url: daily token budgets are not yet coordinated across hosts"),
+        stderr.contains("--database-url: A/B experiments are not yet coordinated across hosts"),
         "{stderr}"
     );
-    assert!(stderr.contains("max_tokens_per_day"), "{stderr}");
+    assert!(stderr.contains("ab/shape.toml"), "{stderr}");
 }
 
 #[test]
@@ -293,7 +295,7 @@ fn agentkit_db_migrate_and_status() {
     let migrated = run(&["db", "migrate"]);
     assert_eq!(migrated.code, 0, "{}", migrated.stderr);
     assert!(
-        migrated.stdout.contains("applied 1, 2, 3, 4, 5, 6"),
+        migrated.stdout.contains("applied 1, 2, 3, 4, 5, 6, 7"),
         "{}",
         migrated.stdout
     );

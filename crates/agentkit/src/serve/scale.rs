@@ -39,14 +39,6 @@ fn refuse_unshared(host: &Host, _parts: &Parts) -> Result<()> {
     };
     for project in &host.agents {
         let agent = &project.agent;
-        if agent.config.harness.max_tokens_per_day.is_some() {
-            return Err(refuse(
-                "daily token budgets",
-                &project.slug,
-                "agent/agent.toml `[harness] max_tokens_per_day`",
-                "serve this agent without --database-url",
-            ));
-        }
         if let Some(experiment) = agent.experiments.first() {
             return Err(refuse(
                 "A/B experiments",

@@ -244,3 +244,58 @@ fn a_duplicate_github_delivery_to_two_hosts_runs_one_turn() {
         rt.block_on(h.close());
     }
 }
+
+/// `max_tokens_per_day` counts the turns of every host on the database.
+#[test]
+fn the_daily_budget_counts_every_hosts_turns() {
+    use agentkit_test_support::http::Request;
+    use serde_json::{Value, json};
+
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let script = r#"{"turns": [{"steps": [{"text": "ok", "usage": {"inputTokens": 5000, "outputTokens": 10}}]}]}"#;
+    let agent_toml = (
+        "agent.toml",
+        "model = \"scripted:script.json\"\n[harness]\nmax_tokens_per_day = 10300\n",
+    );
+    let mut hosts: Vec<Host> = (0..2)
+        .map(|_| Host::new(script, &[agent_toml], at(12, 0, 0)))
+        .collect();
+    for h in &mut hosts {
+        h.start(ServeOptions {
+            database_url: Some(db.url.clone()),
+            ..ServeOptions::default()
+        });
+    }
+    let turn = |h: &Host| -> Vec<Value> {
+        let r = h.send(Request::post("/bot/v1/session").json(&json!({"message": "hi"})));
+        assert_eq!(r.status, 200, "{}", r.body);
+        let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+        Request::get(&format!("/bot/v1/session/{id}/stream"))
+            .stream(h.addr())
+            .unwrap()
+            .until("session.waiting")
+            .unwrap()
+    };
+    for _ in 0..2 {
+        let events = turn(&hosts[0]);
+        assert!(
+            events.iter().any(|e| e["type"] == "turn.completed"),
+            "{events:?}"
+        );
+    }
+    // 10,020 tokens used today on the first host: the second refuses a
+    // turn whose request would pass the budget.
+    let events = turn(&hosts[1]);
+    let failed: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "turn.failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "{events:?}");
+    assert_eq!(failed[0]["data"]["limit"], "max_tokens_per_day");
+    assert_eq!(
+        db.query("SELECT input_tokens + output_tokens FROM agentkit_usage_daily"),
+        "10020"
+    );
+}
