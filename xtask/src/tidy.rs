@@ -166,6 +166,7 @@ const BELOW_FACADE: &[&str] = &[
     "agentkit-protocol",
     "agentkit-manifest",
     "agentkit-events",
+    "agentkit-pg",
     "agentkit-auth",
     "agentkit-harness",
     "agentkit-mcp",
@@ -190,6 +191,9 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("agentkit-protocol", &[]),
     ("agentkit-manifest", &["agentkit-protocol"]),
     ("agentkit-events", &["agentkit-protocol"]),
+    // The PostgreSQL backend stores the event log's lines as the file
+    // backend does and rebuilds them through its `Rebuild`.
+    ("agentkit-pg", &["agentkit-protocol", "agentkit-events"]),
     ("agentkit-auth", &["agentkit-protocol"]),
     (
         "agentkit-harness",
@@ -216,6 +220,7 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
             "agentkit-protocol",
             "agentkit-manifest",
             "agentkit-events",
+            "agentkit-pg",
             "agentkit-auth",
             "agentkit-harness",
         ],
@@ -248,6 +253,7 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
             "agentkit-protocol",
             "agentkit-manifest",
             "agentkit-events",
+            "agentkit-pg",
             "agentkit-auth",
             "agentkit-harness",
             "agentkit-mcp",

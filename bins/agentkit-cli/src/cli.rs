@@ -164,6 +164,9 @@ enum Command {
     /// output has validation errors, 2 when it cannot migrate (no agent/
     /// folder, a non-empty --to without --force).
     Migrate(crate::migrate::MigrateArgs),
+    /// The shared PostgreSQL database of scaled-out hosts: apply its
+    /// schema migrations, or show which are applied.
+    Db(crate::db::DbArgs),
 }
 
 impl Cli {
@@ -215,6 +218,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Logout(args) => crate::login::logout(args),
         Command::Whoami(args) => crate::login::whoami(args),
         Command::Migrate(args) => crate::migrate::migrate(args),
+        Command::Db(args) => crate::db::db(args),
     }
 }
 

@@ -7,6 +7,7 @@
 mod call;
 mod chat;
 mod cli;
+mod db;
 mod eval;
 mod github;
 mod login;

@@ -80,6 +80,16 @@ pub struct ServeArgs {
     /// Do not serve the web playground (/SLUG/playground); /docs stays.
     #[arg(long)]
     no_playground: bool,
+    /// Share sessions, event logs and leases with every host started on
+    /// this PostgreSQL database (postgres://user@host:port/database);
+    /// migrations are applied at start. See the scale-out guide.
+    #[arg(
+        long,
+        env = "AGENTKIT_DATABASE_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    database_url: Option<String>,
     /// How long a client may take to send a request's headers; also how
     /// long an idle keep-alive connection is kept.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
@@ -224,6 +234,7 @@ fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
         public_url: args.public_url.clone(),
         schedules: !args.no_schedules,
         playground: !args.no_playground,
+        database_url: args.database_url.clone(),
         default_model: std::env::var("AGENTKIT_MODEL")
             .ok()
             .filter(|m| !m.is_empty()),

@@ -750,3 +750,35 @@ pub async fn turn_outcome(mut events: BoxStream<'static, Event>) -> Option<TurnR
     }
     None
 }
+
+/// Where pack channels record the delivery ids they have acted on, when
+/// that is not this host's own log: several hosts behind one load
+/// balancer share one ledger, so a delivery sent to two of them runs once.
+pub trait DeliveryLedger: Send + Sync + std::fmt::Debug {
+    /// Records delivery `id` of pack `pack` on channel `channel`: true for
+    /// the one caller that recorded it first, false for every other.
+    fn first_delivery<'a>(
+        &'a self,
+        channel: &'a str,
+        pack: &'a str,
+        id: &'a str,
+    ) -> BoxFuture<'a, std::result::Result<bool, String>>;
+}
+
+/// Where channels keep their per-session state, when that is not this
+/// host's own files: several hosts behind one load balancer share it.
+pub trait ChannelStates: Send + Sync + std::fmt::Debug {
+    /// The state of `session` on `channel`, if it has one.
+    fn get<'a>(
+        &'a self,
+        channel: &'a str,
+        session: &'a str,
+    ) -> BoxFuture<'a, std::result::Result<Option<Value>, String>>;
+    /// Replaces it.
+    fn set<'a>(
+        &'a self,
+        channel: &'a str,
+        session: &'a str,
+        value: &'a Value,
+    ) -> BoxFuture<'a, std::result::Result<(), String>>;
+}

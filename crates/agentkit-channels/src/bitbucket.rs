@@ -85,6 +85,7 @@ pub fn bitbucket_channel(
             &options.state_dir,
             &channel.id,
             &options.agent_dir,
+            options.deliveries.clone(),
         ),
     });
     let p = pack.clone();

@@ -82,6 +82,7 @@ pub fn gitlab_channel(
             &options.state_dir,
             &channel.id,
             &options.agent_dir,
+            options.deliveries.clone(),
         ),
     });
     let p = pack.clone();

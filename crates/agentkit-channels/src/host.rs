@@ -33,6 +33,9 @@ pub struct ChannelHostOptions {
     pub prefix: String,
     /// The chain of channels that author none.
     pub default_chain: Chain,
+    /// The per-session state hosts share (`--database-url`); `None`: this
+    /// host's files under `state_dir`.
+    pub states: Option<Arc<dyn crate::api::ChannelStates>>,
 }
 
 /// One request to a channel, framework-free.
@@ -139,7 +142,8 @@ impl ChannelHost {
                         .join("channels")
                         .join(&def.id)
                         .join("state"),
-                ),
+                )
+                .shared(options.states.clone(), &def.id),
                 default_state: def.state.clone(),
                 prefix: options.prefix.clone(),
             };

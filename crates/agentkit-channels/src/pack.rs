@@ -3,7 +3,8 @@
 //! rules (event, actions and payload conditions → a model turn, a host
 //! task or a skip) and their checks, the default auth chain (the
 //! provider's signature or token when a secret is set, loopback only
-//! otherwise), durable delivery-id deduplication, host tasks answered with
+//! otherwise), durable delivery-id deduplication (this host's log, or the
+//! `DeliveryLedger` hosts share), host tasks answered with
 //! 202 at once, model turns as the actor with templated message,
 //! continuation and title, and following a turn to its outcome for the
 //! progress surfaces and reply comments.
@@ -379,6 +380,10 @@ pub(crate) struct PackCore {
     seen: Mutex<Seen>,
     seen_path: PathBuf,
     agent_dir: PathBuf,
+    /// The channel's id, for the shared ledger.
+    channel: String,
+    /// The ledger hosts share, instead of `seen`, when there is one.
+    ledger: Option<std::sync::Arc<dyn crate::api::DeliveryLedger>>,
 }
 
 impl PackCore {
@@ -390,6 +395,7 @@ impl PackCore {
         state_dir: &Path,
         channel: &str,
         agent_dir: &Path,
+        ledger: Option<std::sync::Arc<dyn crate::api::DeliveryLedger>>,
     ) -> PackCore {
         let seen_path = state_dir
             .join("channels")
@@ -420,12 +426,17 @@ impl PackCore {
             seen: Mutex::new(seen),
             seen_path,
             agent_dir: agent_dir.to_path_buf(),
+            channel: channel.to_owned(),
+            ledger,
         }
     }
 
     /// Records a delivery id; false when it was already seen. Durable: the
     /// id is appended to the log before the delivery is acted on.
     pub(crate) fn first_delivery(&self, id: &str) -> Result<bool> {
+        if let Some(ledger) = &self.ledger {
+            return self.first_in_ledger(ledger.as_ref(), id);
+        }
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         if seen.ids.contains(id) {
             return Ok(false);
@@ -467,6 +478,24 @@ impl PackCore {
         seen.logged += 1;
         seen.remember(id.to_owned());
         Ok(true)
+    }
+
+    /// [`first_delivery`](Self::first_delivery) in the shared ledger, from
+    /// the synchronous delivery path (tokio's multi-threaded runtime, on
+    /// which the server runs, lets it wait in place).
+    fn first_in_ledger(&self, ledger: &dyn crate::api::DeliveryLedger, id: &str) -> Result<bool> {
+        let unavailable = |why: String| Error::NotAvailable {
+            what: format!("the shared delivery ledger: {why}"),
+        };
+        let handle =
+            tokio::runtime::Handle::try_current().map_err(|e| unavailable(e.to_string()))?;
+        if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+            return Err(unavailable("it needs the multi-threaded runtime".into()));
+        }
+        tokio::task::block_in_place(|| {
+            handle.block_on(ledger.first_delivery(&self.channel, self.name, id))
+        })
+        .map_err(unavailable)
     }
 
     /// `Some(200 {duplicate})` when this delivery id was seen before.
@@ -858,7 +887,7 @@ mod tests {
         std::fs::write(&log, ids.join("\n") + "\n").unwrap();
         let lines = |p: &Path| std::fs::read_to_string(p).unwrap().lines().count();
         // Loading compacts the log to the newest MAX_SEEN ids.
-        let core = PackCore::new("slack", "Slack", dir.path(), "c", dir.path());
+        let core = PackCore::new("slack", "Slack", dir.path(), "c", dir.path(), None);
         assert_eq!(lines(&log), MAX_SEEN);
         assert!(!core.first_delivery(ids.last().unwrap()).unwrap());
         assert!(!core.first_delivery(&ids[ids.len() - MAX_SEEN]).unwrap());
@@ -877,7 +906,7 @@ mod tests {
         assert_eq!(seen.order.len(), MAX_SEEN);
         drop(seen);
         // A restart remembers what the compacted log holds.
-        let again = PackCore::new("slack", "Slack", dir.path(), "c", dir.path());
+        let again = PackCore::new("slack", "Slack", dir.path(), "c", dir.path(), None);
         assert!(!again.first_delivery("one more").unwrap());
         assert!(
             !again
@@ -889,7 +918,7 @@ mod tests {
     #[test]
     fn deliveries_are_deduplicated_durably() {
         let dir = tempfile::tempdir().unwrap();
-        let core = || PackCore::new("gitlab", "GitLab", dir.path(), "c", dir.path());
+        let core = || PackCore::new("gitlab", "GitLab", dir.path(), "c", dir.path(), None);
         let a = core();
         assert!(a.first_delivery("u-1").unwrap());
         assert!(!a.first_delivery("u-1").unwrap());

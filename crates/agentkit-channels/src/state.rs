@@ -17,6 +17,23 @@ use crate::error::{Error, Result};
 pub(crate) struct StateStore {
     dir: PathBuf,
     cache: Arc<Mutex<HashMap<String, Value>>>,
+    /// The store hosts share, and this channel's id in it: no cache then
+    /// (another host may have replaced a value).
+    shared: Option<(Arc<dyn crate::api::ChannelStates>, String)>,
+}
+
+/// Waits for a shared-store call from the synchronous state API (tokio's
+/// multi-threaded runtime, which the server runs on, lets it wait in
+/// place).
+fn wait<T>(f: impl std::future::Future<Output = std::result::Result<T, String>>) -> Result<T> {
+    let unavailable = |why: String| Error::NotAvailable {
+        what: format!("the shared channel state: {why}"),
+    };
+    let handle = tokio::runtime::Handle::try_current().map_err(|e| unavailable(e.to_string()))?;
+    if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+        return Err(unavailable("it needs the multi-threaded runtime".into()));
+    }
+    tokio::task::block_in_place(|| handle.block_on(f)).map_err(unavailable)
 }
 
 impl StateStore {
@@ -24,7 +41,18 @@ impl StateStore {
         StateStore {
             dir,
             cache: Arc::default(),
+            shared: None,
         }
+    }
+
+    /// This store, kept in `shared` (under channel `channel`) when given.
+    pub(crate) fn shared(
+        mut self,
+        shared: Option<Arc<dyn crate::api::ChannelStates>>,
+        channel: &str,
+    ) -> StateStore {
+        self.shared = shared.map(|s| (s, channel.to_owned()));
+        self
     }
 
     fn path(&self, session: &str) -> Result<PathBuf> {
@@ -34,6 +62,10 @@ impl StateStore {
 
     /// The state, `null` when the session has none.
     pub(crate) fn get(&self, session: &str) -> Result<Value> {
+        if let Some((shared, channel)) = &self.shared {
+            SessionId::parse(session).map_err(|e| Error::bad_request(e.to_string()))?;
+            return Ok(wait(shared.get(channel, session))?.unwrap_or(Value::Null));
+        }
         if let Some(v) = self
             .cache
             .lock()
@@ -57,6 +89,10 @@ impl StateStore {
 
     /// Replaces the state.
     pub(crate) fn set(&self, session: &str, value: Value) -> Result<()> {
+        if let Some((shared, channel)) = &self.shared {
+            SessionId::parse(session).map_err(|e| Error::bad_request(e.to_string()))?;
+            return wait(shared.set(channel, session, &value));
+        }
         let path = self.path(session)?;
         std::fs::create_dir_all(&self.dir).map_err(|e| Error::io("create", &self.dir, e))?;
         let tmp = path.with_extension("json.tmp");

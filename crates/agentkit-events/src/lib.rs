@@ -6,8 +6,9 @@
 //! [`FileEventStore`] appends, reads, and hands out [`Subscription`]s that
 //! replay stored events and then follow live ones, each exactly once and in
 //! order. Appends to one session are serialised by a per-session lock;
-//! different sessions never wait for each other. The PostgreSQL backend and
-//! the trait both backends implement come later.
+//! different sessions never wait for each other. The PostgreSQL backend
+//! (`agentkit-pg`) stores the same lines and reads them back through the
+//! same [`Rebuild`].
 //!
 //! # Durability
 //!
@@ -64,3 +65,6 @@ pub use error::{Error, Result};
 pub use store::{FileEventStore, NewEvent, StoreLatency, StoreOptions};
 pub use subscription::Subscription;
 pub use sync::SyncStats;
+/// The stored shape of `message.appended` (its `delta` only) and the
+/// rebuild of its cumulative `text`, for other backends of the log.
+pub use text::{Rebuild, prefix_in as text_prefix_in, strip as strip_text};

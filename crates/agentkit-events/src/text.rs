@@ -29,7 +29,7 @@ fn resets(t: EventType) -> bool {
 
 /// Removes the cumulative `text` of a `message.appended` before it is
 /// written, returning it so the caller can put it back.
-pub(crate) fn strip(event: &mut Event) -> Option<Value> {
+pub fn strip(event: &mut Event) -> Option<Value> {
     if event.event_type != EventType::MessageAppended {
         return None;
     }
@@ -73,7 +73,7 @@ pub(crate) fn delta_of(event: &Event) -> Option<Delta<'_>> {
 /// Rebuilds the cumulative text of `message.appended` events read in
 /// index order.
 #[derive(Debug, Default)]
-pub(crate) struct Rebuild {
+pub struct Rebuild {
     /// The text of the current message so far.
     text: String,
     /// `text` is right for the position: false until the reader passed a
@@ -83,7 +83,7 @@ pub(crate) struct Rebuild {
 
 impl Rebuild {
     /// A rebuild that starts at index 0, where no message is open.
-    pub(crate) fn at_start() -> Rebuild {
+    pub fn at_start() -> Rebuild {
         Rebuild {
             text: String::new(),
             known: true,
@@ -91,18 +91,18 @@ impl Rebuild {
     }
 
     /// A rebuild positioned after a message's first deltas.
-    pub(crate) fn with_prefix(text: String) -> Rebuild {
+    pub fn with_prefix(text: String) -> Rebuild {
         Rebuild { text, known: true }
     }
 
     /// Does `event` need the prefix before [`apply`](Self::apply) can
     /// complete it?
-    pub(crate) fn needs_prefix(&self, event: &Event) -> bool {
+    pub fn needs_prefix(&self, event: &Event) -> bool {
         !self.known && matches!(delta_of(event), Some(Delta::Part(_)))
     }
 
     /// Follows one event, completing a stored delta with its `text`.
-    pub(crate) fn apply(&mut self, event: &mut Event) {
+    pub fn apply(&mut self, event: &mut Event) {
         if resets(event.event_type) {
             self.text.clear();
             self.known = true;
@@ -128,7 +128,7 @@ impl Rebuild {
     /// Follows an event that already carries its `text` (a live one from
     /// memory). Its text is not copied: should the reader fall back to
     /// the file in the middle of a message, it reads the prefix again.
-    pub(crate) fn follow_live(&mut self, event: &Event) {
+    pub fn follow_live(&mut self, event: &Event) {
         if resets(event.event_type) {
             self.text.clear();
             self.known = true;
@@ -143,7 +143,7 @@ impl Rebuild {
 /// read backwards: `events` are the events before `end` in index order,
 /// the last ones of the log's prefix. `None` when the run starts before
 /// the first of them (the caller reads further back).
-pub(crate) fn prefix_in(events: &[Event], at_log_start: bool) -> Option<String> {
+pub fn prefix_in(events: &[Event], at_log_start: bool) -> Option<String> {
     let mut parts: Vec<&str> = Vec::new();
     let mut base: Option<&str> = None;
     let mut found = at_log_start;

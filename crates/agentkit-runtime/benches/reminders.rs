@@ -42,6 +42,7 @@ async fn open(dir: &std::path::Path, clock: Arc<dyn Clock>) -> AgentRuntime {
             tool_sources: Vec::new(),
             services: None,
             tracing: false,
+            shared: None,
             clock,
         },
     )

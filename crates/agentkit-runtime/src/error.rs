@@ -42,6 +42,10 @@ pub enum Error {
     ScheduleFailed { id: String, message: String },
     #[error("event store")]
     Store(#[from] agentkit_events::Error),
+    /// The shared database (`--database-url`): unreachable, or the
+    /// session is held by another host (a turn runs there).
+    #[error("{0}")]
+    Shared(#[from] agentkit_pg::Error),
     #[error("state database `{path}`")]
     Db {
         path: std::path::PathBuf,
@@ -75,7 +79,12 @@ impl Error {
             Error::ApprovalNotFound { .. } => ErrorCode::ApprovalNotFound,
             Error::ApprovalResolved { .. } => ErrorCode::ApprovalResolved,
             Error::ScheduleFailed { .. } => ErrorCode::ScheduleFailed,
-            Error::Store(_) | Error::Io { .. } | Error::Db { .. } => ErrorCode::Internal,
+            Error::Shared(agentkit_pg::Error::Busy { .. } | agentkit_pg::Error::Fenced { .. }) => {
+                ErrorCode::SessionBusy
+            }
+            Error::Store(_) | Error::Io { .. } | Error::Db { .. } | Error::Shared(_) => {
+                ErrorCode::Internal
+            }
         }
     }
 
@@ -94,8 +103,15 @@ impl Error {
             Error::StaleContinuation
             | Error::TaskSession { .. }
             | Error::SessionBusy { .. }
-            | Error::ApprovalResolved { .. } => 409,
+            | Error::ApprovalResolved { .. }
+            | Error::Shared(agentkit_pg::Error::Busy { .. } | agentkit_pg::Error::Fenced { .. }) => {
+                409
+            }
+            Error::Shared(
+                agentkit_pg::Error::Connect { .. } | agentkit_pg::Error::Timeout { .. },
+            ) => 503,
             Error::Store(_)
+            | Error::Shared(_)
             | Error::Io { .. }
             | Error::Db { .. }
             | Error::ScheduleFailed { .. } => 500,

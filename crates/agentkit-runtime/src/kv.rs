@@ -44,6 +44,8 @@ pub struct KvStore {
     conn: Arc<Mutex<Connection>>,
     path: PathBuf,
     clock: Clock,
+    /// Serving on a shared database: the entries live there instead.
+    shared: Option<agentkit_pg::KvTable>,
 }
 
 impl std::fmt::Debug for KvStore {
@@ -99,7 +101,15 @@ impl KvStore {
             conn: Arc::new(Mutex::new(conn)),
             path,
             clock,
+            shared: None,
         })
+    }
+
+    /// This store, kept in the shared database (`--database-url`) under
+    /// agent `agent` instead of this host's `agentkit.sqlite`.
+    pub fn shared(mut self, state: &crate::SharedState, agent: &str) -> KvStore {
+        self.shared = Some(agentkit_pg::KvTable::new(state.db.clone(), agent));
+        self
     }
 
     async fn with<T: Send + 'static>(
@@ -122,6 +132,10 @@ impl KvStore {
     /// The value under `key`, unless absent or expired.
     pub async fn get(&self, key: &str) -> Result<Option<KvEntry>> {
         check_key(key)?;
+        if let Some(table) = &self.shared {
+            let row = table.get(key, (self.clock)()).await?;
+            return Ok(row.map(entry));
+        }
         let key = key.to_owned();
         self.with(move |c, now| {
             c.execute(
@@ -149,6 +163,16 @@ impl KvStore {
     /// the entry disappears after that long.
     pub async fn set(&self, key: &str, value: &Value, ttl: Option<Duration>) -> Result<KvEntry> {
         check_key(key)?;
+        if let Some(table) = &self.shared {
+            let now = (self.clock)();
+            let expires_at = ttl.map(|t| now.saturating_add(t.as_millis() as i64));
+            table.set(key, &value.to_string(), expires_at, now).await?;
+            return Ok(KvEntry {
+                key: key.to_owned(),
+                value: value.clone(),
+                expires_at,
+            });
+        }
         let key = key.to_owned();
         let text = value.to_string();
         let value = value.clone();
@@ -171,6 +195,9 @@ impl KvStore {
     /// Removes `key`; answers whether a live entry was there.
     pub async fn delete(&self, key: &str) -> Result<bool> {
         check_key(key)?;
+        if let Some(table) = &self.shared {
+            return Ok(table.delete(key, (self.clock)()).await?);
+        }
         let key = key.to_owned();
         self.with(move |c, now| {
             let n = c.execute(
@@ -188,6 +215,10 @@ impl KvStore {
     pub async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<KvEntry>> {
         let prefix = prefix.to_owned();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        if let Some(table) = &self.shared {
+            let rows = table.list(&prefix, limit, (self.clock)()).await?;
+            return Ok(rows.into_iter().map(entry).collect());
+        }
         self.with(move |c, now| {
             c.execute(
                 "DELETE FROM kv WHERE expires_at IS NOT NULL AND expires_at <= ?1",
@@ -209,6 +240,15 @@ impl KvStore {
             rows.collect()
         })
         .await
+    }
+}
+
+/// An entry read from the shared database.
+fn entry((key, text, expires_at): agentkit_pg::KvRow) -> KvEntry {
+    KvEntry {
+        key,
+        value: serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        expires_at,
     }
 }
 

@@ -38,6 +38,7 @@ mod error;
 mod fold;
 mod hooks;
 mod kv;
+mod log;
 mod meta;
 mod registry;
 mod reminders;
@@ -45,6 +46,7 @@ mod runtime;
 mod schedule_handlers;
 mod schedules;
 mod session;
+mod shared;
 mod tool_call;
 mod trace;
 mod worker;
@@ -59,6 +61,7 @@ pub use error::{Error, InputError, Result};
 pub use fold::conversation;
 pub use hooks::{HOOK_QUEUE, HookFn, HookSpec, HookStats, HookTarget, Hooks, SIGNATURE_HEADER};
 pub use kv::{Clock as KvClock, KvEntry, KvStore, MAX_KEY_BYTES};
+pub use log::{EventLog, Follow};
 pub use meta::{Owner, SessionMeta, SessionMode};
 pub use reminders::{
     Followup, HANDLER_LOST_ON_RESTART, NewReminder, Reminder, ReminderAction, ReminderFired,
@@ -72,5 +75,6 @@ pub use schedule_handlers::{
     Receive, ScheduleError, ScheduleHandler, ScheduleHandlers, ScheduleRun,
 };
 pub use schedules::{SCHEDULE_CHANNEL, ScheduleLastRun, ScheduleStatus, schedule_owner};
+pub use shared::SharedState;
 pub use tool_call::ToolCallOutcome;
 pub use workspace::{materialize, safe_join};

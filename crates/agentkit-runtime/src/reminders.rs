@@ -528,7 +528,13 @@ impl AgentRuntime {
 
     /// Creates a reminder, durable before this returns.
     pub async fn create_reminder(&self, req: NewReminder) -> Result<Reminder> {
+        self.reminders_here(&req)?;
         let row = self.new_row(&req)?;
+        if let Some(table) = self.shared_reminders() {
+            table.insert(&[to_pg(&row)]).await?;
+            self.inner.reminders.changed.notify_one();
+            return Ok(Reminder::from(&row));
+        }
         self.inner.db.insert_reminder(&row).await?;
         if let ReminderAction::Run(handler) = req.action {
             lock(&self.inner.reminders.handlers).insert(row.id.clone(), handler);
@@ -551,6 +557,12 @@ impl AgentRuntime {
             }
             rows.push(self.new_row(req)?);
         }
+        if let Some(table) = self.shared_reminders() {
+            let pg: Vec<_> = rows.iter().map(to_pg).collect();
+            table.insert(&pg).await?;
+            self.inner.reminders.changed.notify_one();
+            return Ok(rows.len());
+        }
         self.inner.db.insert_reminders(rows.clone()).await?;
         let n = rows.len();
         let mut index = lock(&self.inner.reminders.index);
@@ -565,6 +577,20 @@ impl AgentRuntime {
     /// Cancels a reminder. Answers it as stored (already ended reminders
     /// are answered unchanged).
     pub async fn cancel_reminder(&self, id: &str) -> Result<Reminder> {
+        if let Some(table) = self.shared_reminders() {
+            let stored = table.get(id).await?.ok_or_else(|| Error::NotFound {
+                what: "reminder",
+                id: id.to_owned(),
+            })?;
+            let mut row = from_pg(stored)?;
+            if row.status == ReminderStatus::Armed {
+                row.status = ReminderStatus::Cancelled;
+                row.reason = Some("cancelled".to_owned());
+                row.next_fire_at_ms = None;
+                table.update(&to_pg(&row), None).await?;
+            }
+            return Ok(Reminder::from(&row));
+        }
         let removed = lock(&self.inner.reminders.index).remove(id);
         lock(&self.inner.reminders.handlers).remove(id);
         let mut row = match removed {
@@ -580,6 +606,13 @@ impl AgentRuntime {
     }
 
     pub(crate) fn reminder_row(&self, id: &str) -> Result<ReminderRow> {
+        if let Some(table) = self.shared_reminders() {
+            let stored = crate::shared::block_on(async { Ok(table.get(id).await?) })?;
+            return from_pg(stored.ok_or_else(|| Error::NotFound {
+                what: "reminder",
+                id: id.to_owned(),
+            })?);
+        }
         if let Some(row) = lock(&self.inner.reminders.index).rows.get(id) {
             return Ok(row.clone());
         }
@@ -596,6 +629,13 @@ impl AgentRuntime {
 
     /// Reminders, newest first: armed and ended (at most 1000).
     pub fn reminders(&self) -> Result<Vec<Reminder>> {
+        if let Some(table) = self.shared_reminders() {
+            let rows = crate::shared::block_on(async { Ok(table.list(1000).await?) })?;
+            return rows
+                .into_iter()
+                .map(|r| from_pg(r).map(|row| Reminder::from(&row)))
+                .collect();
+        }
         Ok(self
             .inner
             .db
@@ -613,12 +653,20 @@ impl AgentRuntime {
 
     /// How many reminders are armed.
     pub fn armed_reminders(&self) -> usize {
+        if let Some(table) = self.shared_reminders() {
+            return crate::shared::block_on(async { Ok(table.armed().await?) })
+                .map_or(0, |n| usize::try_from(n).unwrap_or(0));
+        }
         lock(&self.inner.reminders.index).rows.len()
     }
 
     /// Loads armed reminders at open; disarms run-form ones (their
     /// handlers died with the previous process).
     pub(crate) fn load_reminders(&self) -> Result<usize> {
+        if self.inner.shared.is_some() {
+            // They stay in the database; `run_shared_reminders` claims them.
+            return Ok(0);
+        }
         let db = &self.inner.db;
         let lost = db.disarm_run_form(HANDLER_LOST_ON_RESTART)?;
         if lost > 0 {
@@ -640,6 +688,11 @@ impl AgentRuntime {
     /// `ServeHandle::dispatch_reminder`), through the same path as the
     /// timers.
     pub async fn dispatch_reminder(&self, id: &str) -> Result<ReminderFired> {
+        if self.inner.shared.is_some() {
+            return Err(Error::NotAvailable {
+                message: "--database-url: reminders fire on their time only (no manual dispatch across hosts yet)".into(),
+            });
+        }
         let row = {
             let mut index = lock(&self.inner.reminders.index);
             let Some(row) = index.rows.get(id).cloned() else {
@@ -663,6 +716,9 @@ impl AgentRuntime {
 
     /// Fires due reminders on the clock until `cancel`.
     pub async fn run_reminders(&self, cancel: CancellationToken) {
+        if self.inner.shared.is_some() {
+            return self.run_shared_reminders(cancel).await;
+        }
         let clock = self.clock().clone();
         loop {
             let changed = self.inner.reminders.changed.notified();
@@ -803,8 +859,11 @@ impl AgentRuntime {
                 }
             }
         };
-        // A follow-up sent by a handler may have bound the session.
-        if let Ok(stored) = self.reminder_row(&row.id) {
+        // A follow-up sent by a handler may have bound the session (run
+        // form only: never on a shared database).
+        if self.inner.shared.is_none()
+            && let Ok(stored) = self.reminder_row(&row.id)
+        {
             row.session_id = stored.session_id.or(row.session_id);
         }
         if let Some(sid) = &session_id {
@@ -819,6 +878,30 @@ impl AgentRuntime {
         } else {
             Self::next_fire(&row, now_ms, false)?
         };
+        if let (Some(table), Some(shared)) = (self.shared_reminders(), &self.inner.shared) {
+            row.next_fire_at_ms = next;
+            row.status = if next.is_some() {
+                ReminderStatus::Armed
+            } else {
+                ReminderStatus::Done
+            };
+            if outcome == ReminderOutcome::Stop && row.reason.is_none() {
+                row.reason = Some("stopped".to_owned());
+            }
+            let written = table
+                .update(&to_pg(&row), Some(shared.leases.owner()))
+                .await?;
+            if !written {
+                tracing::warn!(reminder = %row.id, "reminder fired, but it was cancelled or its claim expired meanwhile");
+            }
+            tracing::info!(reminder = %row.id, outcome = ?outcome, status = row.status.as_str(), "reminder fired");
+            return Ok(ReminderFired {
+                reminder_id: row.id.clone(),
+                outcome,
+                session_id,
+                reminder: Reminder::from(&row),
+            });
+        }
         {
             let mut index = lock(&self.inner.reminders.index);
             let still_armed = index.remove(&row.id).is_some();
@@ -930,6 +1013,14 @@ impl agentkit_harness::ReminderHost for SessionReminders {
 impl AgentRuntime {
     /// Binds an armed reminder to a session id.
     async fn bind_reminder(&self, id: &str, session_id: &str) -> Result<()> {
+        if let Some(table) = self.shared_reminders() {
+            if let Some(stored) = table.get(id).await? {
+                let mut row = from_pg(stored)?;
+                row.session_id = Some(session_id.to_owned());
+                table.update(&to_pg(&row), None).await?;
+            }
+            return Ok(());
+        }
         let row = {
             let mut index = lock(&self.inner.reminders.index);
             let Some(row) = index.rows.get_mut(id) else {
@@ -940,4 +1031,125 @@ impl AgentRuntime {
         };
         self.inner.db.update_reminder(&row).await
     }
+}
+
+impl AgentRuntime {
+    /// On a shared database, a run-form reminder's handler lives in one
+    /// process: it could not fire on another host.
+    fn reminders_here(&self, req: &NewReminder) -> Result<()> {
+        if self.inner.shared.is_some() && matches!(req.action, ReminderAction::Run(_)) {
+            return Err(Error::NotAvailable {
+                message: "--database-url: run-form reminders (Rust handlers) are not yet coordinated across hosts; use a prompt".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The shared reminders table, on a shared database.
+    fn shared_reminders(&self) -> Option<&agentkit_pg::ReminderTable> {
+        self.inner.shared.as_ref().map(|s| &s.reminders)
+    }
+
+    /// Fires due reminders claimed from the shared database until
+    /// `cancel`: every host claims what is due (`FOR UPDATE SKIP LOCKED`,
+    /// so no two hosts fire one), polling at most a second apart.
+    async fn run_shared_reminders(&self, cancel: CancellationToken) {
+        let Some(shared) = self.inner.shared.clone() else {
+            return;
+        };
+        let clock = self.clock().clone();
+        loop {
+            let changed = self.inner.reminders.changed.notified();
+            let claimed = shared
+                .reminders
+                .claim_due(self.now_ms(), 64, shared.leases.owner(), CLAIM_SECS)
+                .await;
+            let n = match claimed {
+                Ok(rows) => {
+                    let n = rows.len();
+                    for stored in rows {
+                        let runtime = self.clone();
+                        self.inner.tasks.spawn(async move {
+                            let id = stored.id.clone();
+                            let fired = match from_pg(stored) {
+                                Ok(row) => runtime.fire_inner(row).await.map(|_| ()),
+                                Err(e) => Err(e),
+                            };
+                            if let Err(e) = fired {
+                                tracing::warn!(reminder = %id, error = %e, "reminder firing failed (it is retried once its claim expires)");
+                            }
+                        });
+                    }
+                    n
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot claim due reminders");
+                    0
+                }
+            };
+            if n > 0 {
+                continue;
+            }
+            let next = shared.reminders.next_due().await.ok().flatten();
+            let poll = clock.now() + chrono::Duration::seconds(1);
+            let deadline = next
+                .and_then(DateTime::<Utc>::from_timestamp_millis)
+                .map_or(poll, |at| at.min(poll));
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = changed => {}
+                () = clock.sleep_until(deadline) => {}
+                // Another host's creation, or the database's time moving
+                // on: look again a second later whatever this clock says.
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
+    }
+}
+
+/// How long a host's claim on a firing reminder stands before another
+/// host may fire it again (its host died mid-firing).
+const CLAIM_SECS: f64 = 60.0;
+
+fn to_pg(r: &ReminderRow) -> agentkit_pg::PgReminder {
+    agentkit_pg::PgReminder {
+        id: r.id.clone(),
+        purpose: r.purpose.clone(),
+        channel_id: r.channel_id.clone(),
+        continuation_token: r.continuation_token.clone(),
+        session_id: r.session_id.clone(),
+        kind: r.cadence.kind().to_owned(),
+        spec: r.cadence.spec(),
+        prompt: r.prompt.clone(),
+        until_condition: r.until.clone(),
+        status: r.status.as_str().to_owned(),
+        reason: r.reason.clone(),
+        next_fire_at_ms: r.next_fire_at_ms,
+        fire_count: i64::try_from(r.fire_count).unwrap_or(i64::MAX),
+        created_at_ms: r.created_at_ms,
+        last_fired_at_ms: r.last_fired_at_ms,
+    }
+}
+
+fn from_pg(r: agentkit_pg::PgReminder) -> Result<ReminderRow> {
+    let bad = |e: String| Error::BadRequest {
+        message: format!("reminder `{}` in the shared database: {e}", r.id),
+    };
+    Ok(ReminderRow {
+        cadence: Cadence::parse(&r.kind, &r.spec).map_err(bad)?,
+        status: ReminderStatus::parse(&r.status).map_err(bad)?,
+        id: r.id,
+        purpose: r.purpose,
+        channel_id: r.channel_id,
+        continuation_token: r.continuation_token,
+        session_id: r.session_id,
+        prompt: r.prompt,
+        until: r.until_condition,
+        run_form: false,
+        reason: r.reason,
+        next_fire_at_ms: r.next_fire_at_ms,
+        fire_count: u64::try_from(r.fire_count).unwrap_or(0),
+        created_at_ms: r.created_at_ms,
+        last_fired_at_ms: r.last_fired_at_ms,
+    })
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use agentkit_events::{FileEventStore, StoreOptions, Subscription};
+use agentkit_events::{FileEventStore, StoreOptions};
 use agentkit_manifest::{Admission, Agent, ModelSpec};
 use agentkit_protocol::api::OPERATOR_LIST_LIMIT;
 use agentkit_protocol::{Event, EventType, SessionId};
@@ -24,6 +24,7 @@ use crate::clock::Clock;
 use crate::clock::SystemClock;
 use crate::db::Db;
 use crate::error::{Error, Result};
+use crate::log::{EventLog, Follow};
 use crate::meta::{Owner, SessionMeta, SessionMode};
 use crate::registry::Registry;
 use crate::session::Session;
@@ -59,6 +60,10 @@ pub struct RuntimeOptions {
     /// `traceparent`, `turn.started`'s `trace`) and send it on outgoing
     /// requests: set while the host exports traces.
     pub tracing: bool,
+    /// The database several hosts share (`--database-url`): the event
+    /// logs, the session index and the leases live there instead of in
+    /// this host's files.
+    pub shared: Option<crate::shared::SharedState>,
 }
 
 /// Cron ticks fired (their lateness summed: the tick's time to its firing)
@@ -160,7 +165,10 @@ impl AgentRuntime {
 pub(crate) struct Inner {
     pub(crate) agent: Arc<Agent>,
     pub(crate) options: RuntimeOptions,
-    pub(crate) store: FileEventStore,
+    pub(crate) store: EventLog,
+    /// The session index and leases in the shared database, when there is
+    /// one.
+    pub(crate) shared: Option<crate::shared::Shared>,
     /// The loaded sessions and their keys.
     pub(crate) registry: Registry,
     pub(crate) shutdown: CancellationToken,
@@ -201,7 +209,38 @@ impl AgentRuntime {
     /// interrupted turn is recorded as failed and the session waits for
     /// its next message), before anything else touches it.
     pub async fn open(agent: Arc<Agent>, options: RuntimeOptions) -> Result<AgentRuntime> {
-        let store = FileEventStore::open(&options.state_dir, options.store.clone())?;
+        let (store, shared) = match &options.shared {
+            None => (
+                EventLog::File(FileEventStore::open(
+                    &options.state_dir,
+                    options.store.clone(),
+                )?),
+                None,
+            ),
+            Some(state) => {
+                // The agent's name in the shared tables: its state
+                // folder's (`<stateRoot>/<slug>`), the same on every host.
+                let slug = options
+                    .state_dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                (
+                    EventLog::Pg(agentkit_pg::PgEventStore::new(
+                        state.db.clone(),
+                        &slug,
+                        state.leases.clone(),
+                        options.store.tap_capacity,
+                    )),
+                    Some(crate::shared::Shared {
+                        index: agentkit_pg::SessionIndex::new(state.db.clone(), &slug),
+                        reminders: agentkit_pg::ReminderTable::new(state.db.clone(), &slug),
+                        leases: state.leases.clone(),
+                        agent: slug,
+                    }),
+                )
+            }
+        };
         let db = {
             let dir = options.state_dir.clone();
             tokio::task::spawn_blocking(move || Db::open(&dir))
@@ -215,6 +254,7 @@ impl AgentRuntime {
                 agent,
                 options,
                 store,
+                shared,
                 registry: Registry::default(),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
@@ -245,11 +285,19 @@ impl AgentRuntime {
                 "indexed the sessions stored before the session index existed"
             );
         }
-        for meta in runtime.inner.db.parked_sessions()? {
+        // With a shared database, parked sessions are re-armed by the
+        // host that takes their next message (see `shared.rs`).
+        let parked = if runtime.inner.shared.is_some() {
+            Vec::new()
+        } else {
+            runtime.inner.db.parked_sessions()?
+        };
+        for meta in parked {
             if let Ok(session) = runtime.get(&meta.id) {
                 runtime.ready(&session).await?;
             }
         }
+        runtime.start_sweeper();
         let loader = runtime.clone();
         let armed = tokio::task::spawn_blocking(move || loader.load_reminders())
             .await
@@ -279,7 +327,7 @@ impl AgentRuntime {
         }
     }
 
-    pub fn store(&self) -> &FileEventStore {
+    pub fn store(&self) -> &EventLog {
         &self.inner.store
     }
 
@@ -324,6 +372,9 @@ impl AgentRuntime {
             id: id.as_str().to_owned(),
         };
         let loaded = self.inner.registry.peek(id.as_str());
+        if let Some(shared) = &self.inner.shared {
+            return self.get_shared(shared, id, loaded);
+        }
         let session = match loaded {
             Some(session) => session,
             None => {
@@ -354,6 +405,86 @@ impl AgentRuntime {
         Ok(session)
     }
 
+    /// [`get`](Self::get) on a shared database: the index there is the
+    /// truth. A loaded session this host does not hold the lease of may
+    /// have moved on elsewhere (a rotated token, a new title): its
+    /// metadata is read again. Its fold cache stays (the log only grows).
+    fn get_shared(
+        &self,
+        shared: &crate::shared::Shared,
+        id: SessionId,
+        loaded: Option<Arc<Session>>,
+    ) -> Result<Arc<Session>> {
+        let not_found = || Error::SessionNotFound {
+            id: id.as_str().to_owned(),
+        };
+        if let Some(session) = &loaded
+            && (session.state().is_active() || shared.leases.holds(&shared.agent, id.as_str()))
+        {
+            return Ok(session.clone());
+        }
+        let stored = crate::shared::block_on(async { Ok(shared.index.get(id.as_str()).await?) })?;
+        let meta = stored
+            .as_deref()
+            .and_then(crate::shared::meta_of)
+            .filter(|m| m.id == id.as_str())
+            .ok_or_else(not_found)?;
+        match loaded {
+            Some(session) => {
+                let old = {
+                    let mut current = lock(&session.meta);
+                    let old = current.continuation_token.clone();
+                    *current = meta.clone();
+                    old
+                };
+                if old != meta.continuation_token {
+                    self.inner.registry.rekey(
+                        &meta.channel,
+                        &old,
+                        &meta.continuation_token,
+                        id.as_str(),
+                    );
+                }
+                Ok(session)
+            }
+            None => Ok(self.register(id, meta, true)),
+        }
+    }
+
+    /// Drops a loaded session from memory (it is loaded again when next
+    /// addressed).
+    pub(crate) fn unload(&self, session: &Arc<Session>) {
+        self.inner.registry.remove(session);
+    }
+
+    /// Writes `meta` to the session index, answered once it is there.
+    pub(crate) async fn index_put(&self, meta: &SessionMeta) -> Result<()> {
+        match &self.inner.shared {
+            Some(shared) => Ok(shared.index.put(&crate::shared::row_of(meta)?).await?),
+            None => self.inner.db.put_session(meta).await,
+        }
+    }
+
+    /// Writes `meta` to the session index without waiting.
+    pub(crate) fn index_put_detached(&self, meta: &SessionMeta) {
+        match &self.inner.shared {
+            Some(shared) => {
+                let index = shared.index.clone();
+                let row = crate::shared::row_of(meta);
+                tokio::spawn(async move {
+                    let written = match row {
+                        Ok(row) => index.put(&row).await.map_err(Error::from),
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = written {
+                        tracing::warn!(error = %e, "cannot update the shared session index");
+                    }
+                });
+            }
+            None => self.inner.db.put_session_detached(meta),
+        }
+    }
+
     /// The loaded session `id`, if it is loaded (no index lookup).
     pub(crate) fn peek(&self, id: &str) -> Option<Arc<Session>> {
         self.inner.registry.peek(id)
@@ -364,7 +495,9 @@ impl AgentRuntime {
     /// deleting a folder deletes the session without a restart. A session
     /// with a turn in flight is forgotten once it settles.
     pub(crate) fn deleted(&self, session: &Arc<Session>) -> bool {
-        if self.session_dir(&session.id).exists() {
+        // On a shared database a session's folder is only this host's
+        // copy of its workspace: its absence deletes nothing.
+        if self.inner.shared.is_some() || self.session_dir(&session.id).exists() {
             return false;
         }
         if session.state().is_active() {
@@ -442,7 +575,28 @@ impl AgentRuntime {
                 };
                 self.follow_up(&id, follow).await
             }
-            None => self.create_new(req, as_of).await,
+            None => {
+                let retry = self.inner.shared.is_some().then(|| req.clone());
+                match (self.create_new(req, as_of).await, retry) {
+                    // Another host made this key's session meanwhile: the
+                    // message continues it, as it would have here.
+                    (Err(Error::Shared(agentkit_pg::Error::KeyTaken { .. })), Some(req)) => {
+                        let id = self
+                            .index_by_key(&req.channel, &key)?
+                            .ok_or_else(|| Error::SessionNotFound { id: key.clone() })?;
+                        let owner = self.meta_of(&id)?.owner;
+                        let follow = FollowUp {
+                            owner,
+                            message: req.message,
+                            continuation_token: Some(key),
+                            admission: req.admission,
+                            workspace_files: req.workspace_files,
+                        };
+                        self.follow_up(&id, follow).await
+                    }
+                    (other, _) => other,
+                }
+            }
         }
     }
 
@@ -476,7 +630,7 @@ impl AgentRuntime {
         // The index row first (committed with whatever other sessions'
         // writes are queued), then the log, which makes the folder: a row
         // whose folder never came is dropped when it is next looked up.
-        self.inner.db.put_session(&meta).await?;
+        self.index_put(&meta).await?;
         let session = self.register(id.clone(), meta.clone(), false);
         self.append(
             &id,
@@ -546,6 +700,25 @@ impl AgentRuntime {
         workspace::check_relative_paths(&req.workspace_files)?;
         let session = self.owned(id, &req.owner)?;
         self.ready(&session).await?;
+        // On a shared database, a session held by another host is refused
+        // before its token rotates (the client keeps a usable token); a
+        // message refused after that lets the lease go again.
+        self.hold_lease(&session).await?;
+        let accepted = self.follow_up_held(id, &session, req).await;
+        if accepted.is_err() {
+            self.release_if_idle(&session).await;
+        }
+        accepted
+    }
+
+    /// [`follow_up`](Self::follow_up) once the session is ready (and, on
+    /// a shared database, held by this host).
+    async fn follow_up_held(
+        &self,
+        id: &str,
+        session: &Arc<Session>,
+        req: FollowUp,
+    ) -> Result<Accepted> {
         let from = (req.owner.is_operator()
             && session.meta().owner.principal_id != req.owner.principal_id)
             .then(|| req.owner.operator_label());
@@ -580,11 +753,11 @@ impl AgentRuntime {
         };
         // The new token is answered only once the index holds it.
         if let Some(meta) = rotated {
-            self.inner.db.put_session(&meta).await?;
+            self.index_put(&meta).await?;
         }
         let (coalesced, start_index) = self
             .accept_from(
-                &session,
+                session,
                 req.message,
                 req.admission,
                 req.workspace_files,
@@ -629,27 +802,34 @@ impl AgentRuntime {
         let stopped = session.state().stop_by(by);
         if stopped {
             tracing::info!(session = %id, by = %owner.principal_id, operator = owner.is_operator(), "turn stopped");
+        } else if let Some(shared) = &self.inner.shared
+            && let Some(holder) = crate::shared::block_on(async {
+                Ok(shared.leases.holder(&shared.agent, id).await?)
+            })?
+        {
+            // The turn runs on another host: saying "nothing ran" here
+            // would be wrong, and stopping it from here is not done yet.
+            return Err(agentkit_pg::Error::Busy {
+                session: id.to_owned(),
+                holder,
+            }
+            .into());
         }
         Ok(stopped)
     }
 
     /// Replay from `start_index`, then live events.
-    pub async fn subscribe(
-        &self,
-        id: &str,
-        owner: &Owner,
-        start_index: u64,
-    ) -> Result<Subscription> {
+    pub async fn subscribe(&self, id: &str, owner: &Owner, start_index: u64) -> Result<Follow> {
         let session = self.owned(id, owner)?;
         self.ready(&session).await?;
-        Ok(self.inner.store.subscribe(&session.id, start_index).await?)
+        self.inner.store.subscribe(&session.id, start_index).await
     }
 
     /// Every stored event from `start_index`.
     pub async fn events(&self, id: &str, owner: &Owner, start_index: u64) -> Result<Vec<Event>> {
         let session = self.owned(id, owner)?;
         self.ready(&session).await?;
-        Ok(self.inner.store.read(&session.id, start_index).await?)
+        self.inner.store.read(&session.id, start_index).await
     }
 
     /// Every stored event from `start_index`, as stored: deltas without
@@ -662,11 +842,7 @@ impl AgentRuntime {
     ) -> Result<Vec<Event>> {
         let session = self.owned(id, owner)?;
         self.ready(&session).await?;
-        Ok(self
-            .inner
-            .store
-            .read_stored(&session.id, start_index)
-            .await?)
+        self.inner.store.read_stored(&session.id, start_index).await
     }
 
     /// The conversation the session's next turn would hand the model
@@ -712,32 +888,45 @@ impl AgentRuntime {
         let runtime = self.clone();
         let principal = owner.principal_id.clone();
         let operator = owner.is_operator();
-        let stored = tokio::task::spawn_blocking(move || {
+        let stored = if let Some(shared) = &self.inner.shared {
+            let limit = OPERATOR_LIST_LIMIT as i64;
             let metas = if operator {
-                runtime.inner.db.latest_sessions(OPERATOR_LIST_LIMIT)
+                shared.index.latest(limit).await?
             } else {
-                runtime.inner.db.sessions_of(&principal)
+                shared.index.of(&principal, i64::MAX).await?
             };
-            metas.map(|metas| {
-                // A folder deleted by hand deletes its session.
-                metas
-                    .into_iter()
-                    .filter(|m| {
-                        SessionId::parse(&m.id).is_ok_and(|id| {
-                            let here = runtime.session_dir(&id).exists();
-                            if !here {
-                                runtime.inner.db.delete_session(&m.id);
-                            }
-                            here
+            metas
+                .iter()
+                .filter_map(|m| crate::shared::meta_of(m))
+                .collect()
+        } else {
+            tokio::task::spawn_blocking(move || {
+                let metas = if operator {
+                    runtime.inner.db.latest_sessions(OPERATOR_LIST_LIMIT)
+                } else {
+                    runtime.inner.db.sessions_of(&principal)
+                };
+                metas.map(|metas| {
+                    // A folder deleted by hand deletes its session.
+                    metas
+                        .into_iter()
+                        .filter(|m| {
+                            SessionId::parse(&m.id).is_ok_and(|id| {
+                                let here = runtime.session_dir(&id).exists();
+                                if !here {
+                                    runtime.inner.db.delete_session(&m.id);
+                                }
+                                here
+                            })
                         })
-                    })
-                    .collect::<Vec<_>>()
+                        .collect::<Vec<_>>()
+                })
             })
-        })
-        .await
-        .map_err(|e| Error::BadRequest {
-            message: format!("listing sessions failed: {e}"),
-        })??;
+            .await
+            .map_err(|e| Error::BadRequest {
+                message: format!("listing sessions failed: {e}"),
+            })??
+        };
         let mut out = Vec::with_capacity(stored.len());
         for stored in stored {
             // A loaded session's metadata is the current one.
@@ -817,7 +1006,7 @@ impl AgentRuntime {
         let loaded = self.inner.registry.by_key(channel, key);
         let id = match loaded {
             Some(id) => id,
-            None => match self.inner.db.session_by_key(channel, key) {
+            None => match self.index_by_key(channel, key) {
                 Ok(id) => id?,
                 Err(e) => {
                     tracing::warn!(error = %e, "session index lookup failed");
@@ -828,6 +1017,16 @@ impl AgentRuntime {
         let session = self.get(&id).ok()?;
         // The index may hold a key the session has since rotated away from.
         (session.meta().continuation_token == key).then_some(id)
+    }
+
+    /// The session a key maps to in the session index.
+    fn index_by_key(&self, channel: &str, key: &str) -> Result<Option<String>> {
+        match &self.inner.shared {
+            Some(shared) => {
+                crate::shared::block_on(async { Ok(shared.index.by_key(channel, key).await?) })
+            }
+            None => self.inner.db.session_by_key(channel, key),
+        }
     }
 
     /// Interrupts every running turn (recorded as `turn.failed` with reason

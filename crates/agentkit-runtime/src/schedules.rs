@@ -585,7 +585,22 @@ impl AgentRuntime {
             return Ok(());
         }
         let now_ms = self.clock().now().timestamp_millis();
-        if !db.claim_tick(id, tick_ms, now_ms).await? {
+        if let Some(shared) = &self.inner.shared {
+            // Every host runs the cadence; the database says which fires.
+            if !agentkit_pg::claim_tick(
+                shared.index.database(),
+                &shared.agent,
+                id,
+                tick_ms,
+                shared.leases.owner(),
+            )
+            .await?
+            {
+                return Ok(());
+            }
+            // This host's own record (its last run, a restart's check).
+            db.claim_tick(id, tick_ms, now_ms).await?;
+        } else if !db.claim_tick(id, tick_ms, now_ms).await? {
             return Ok(());
         }
         {

@@ -68,8 +68,35 @@ impl AgentRuntime {
         Ok(())
     }
 
+    /// Runs the recovery of a session taken over from a dead host now,
+    /// whether or not this host recovered it before.
+    pub(crate) async fn recover_now(&self, session: &Arc<Session>) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        session.needs_recovery.store(false, Ordering::Release);
+        self.recover(session).await
+    }
+
     /// Records the end of a turn that a crash cut short.
     async fn recover(&self, session: &Arc<Session>) -> Result<()> {
+        if let Some(shared) = &self.inner.shared
+            && !shared.leases.holds(&shared.agent, session.id.as_str())
+        {
+            // On a shared database, a turn in flight may be running on
+            // another host: only the host that takes the lease (this
+            // one, when the holder let go or died) records anything.
+            return match self.recover_files(session).await {
+                Err(Error::Shared(agentkit_pg::Error::Busy { .. })) => Ok(()),
+                other => {
+                    self.release_if_idle(session).await;
+                    other
+                }
+            };
+        }
+        self.recover_files(session).await
+    }
+
+    /// [`recover`](Self::recover) proper.
+    async fn recover_files(&self, session: &Arc<Session>) -> Result<()> {
         // Most stored sessions ended settled. Peeking at the last line
         // without the store keeps their logs closed: opening every log at
         // start would hold two descriptors per session ever created.
@@ -238,7 +265,12 @@ impl AgentRuntime {
             }
         };
         let dir = self.session_dir(&session.id);
+        // On a shared database no log file made the folder on this host.
+        let make_dir = self.inner.shared.is_some();
         let written = tokio::task::spawn_blocking(move || {
+            if make_dir {
+                std::fs::create_dir_all(&dir)?;
+            }
             let tmp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
             std::fs::write(&tmp, &bytes)?;
             std::fs::rename(&tmp, dir.join(SNAPSHOT_FILE))
@@ -362,10 +394,16 @@ impl AgentRuntime {
             // worker flag, so no other turn or call interleaves with the
             // settle event; then let go, unless a message arrived meanwhile.
             self.settle(&session, ok).await;
-            let mut state = session.state();
-            if state.release() {
-                session.idle.notify_waiters();
-                drop(state);
+            let released = {
+                let mut state = session.state();
+                let released = state.release();
+                if released {
+                    session.idle.notify_waiters();
+                }
+                released
+            };
+            if released {
+                self.release_if_idle(&session).await;
                 // Its folder went while the turn ran: forget it now.
                 let _ = self.deleted(&session);
                 break;
@@ -387,13 +425,7 @@ impl AgentRuntime {
             ),
         };
         let settled = self.append(&session.id, event, None, data).await;
-        if let Err(e) = settled.and(
-            self.inner
-                .store
-                .sync(&session.id)
-                .await
-                .map_err(Error::from),
-        ) {
+        if let Err(e) = settled.and(self.inner.store.sync(&session.id).await) {
             tracing::error!(session = %session.id, error = %e, "cannot settle session");
             return;
         }
@@ -488,10 +520,19 @@ impl AgentRuntime {
         };
         let dry_run = session.meta().dry_run;
         let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
-        let day_usage = if agent.config.harness.max_tokens_per_day.is_some() {
-            self.inner.db.day_usage(&today)?
-        } else {
-            Default::default()
+        let day_usage = match &self.inner.shared {
+            _ if agent.config.harness.max_tokens_per_day.is_none() => Default::default(),
+            // Every host's turns of the day count.
+            Some(shared) => {
+                let (input, output) =
+                    agentkit_pg::day_usage(shared.index.database(), &shared.agent, &today).await?;
+                agentkit_protocol::Usage {
+                    input_tokens: u64::try_from(input).unwrap_or(0),
+                    output_tokens: u64::try_from(output).unwrap_or(0),
+                    ..Default::default()
+                }
+            }
+            None => self.inner.db.day_usage(&today)?,
         };
         // Read before the literal: its other fields hold the meta lock.
         let origin = session.meta().call_origin();
@@ -572,9 +613,23 @@ impl AgentRuntime {
             TurnOutcome::Completed { usage, .. } | TurnOutcome::OverBudget { usage, .. }
                 if daily =>
             {
-                self.inner
-                    .db
-                    .add_day_usage(chrono::Utc::now().format("%Y-%m-%d").to_string(), *usage);
+                let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
+                match &self.inner.shared {
+                    Some(shared) => {
+                        let added = agentkit_pg::add_day_usage(
+                            shared.index.database(),
+                            &shared.agent,
+                            &day,
+                            i64::try_from(usage.input_tokens).unwrap_or(i64::MAX),
+                            i64::try_from(usage.output_tokens).unwrap_or(i64::MAX),
+                        )
+                        .await;
+                        if let Err(e) = added {
+                            tracing::warn!(session = %session.id, error = %e, "cannot count the turn's tokens in the day's usage");
+                        }
+                    }
+                    None => self.inner.db.add_day_usage(day, *usage),
+                }
             }
             _ => {}
         }
@@ -728,6 +783,14 @@ impl AgentRuntime {
             self.inner
                 .tasks
                 .spawn(async move { runtime.work(session).await });
+        } else if self.inner.shared.is_some() {
+            // The call's appends took the lease; nothing runs now: let
+            // another host take the session's next message.
+            let runtime = self.clone();
+            let session = session.clone();
+            self.inner
+                .tasks
+                .spawn(async move { runtime.release_if_idle(&session).await });
         }
     }
 
@@ -743,7 +806,7 @@ impl AgentRuntime {
             return;
         }
         meta.parked = parked;
-        self.inner.db.put_session_detached(&meta);
+        self.index_put_detached(&meta);
     }
 }
 

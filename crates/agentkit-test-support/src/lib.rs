@@ -15,6 +15,7 @@ pub mod jwt;
 pub mod migrate_node;
 pub mod mock;
 pub mod otlp;
+pub mod pg;
 pub mod process;
 pub mod provider;
 pub mod pyenv;

@@ -24,6 +24,9 @@ pub enum Error {
     },
     #[error(transparent)]
     Runtime(#[from] agentkit_runtime::Error),
+    /// The shared database (`--database-url`, `agentkit db`).
+    #[error(transparent)]
+    Database(#[from] agentkit_pg::Error),
     #[error("refusing to overwrite existing files: {}", .paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
     WouldOverwrite { paths: Vec<PathBuf> },
     #[error(

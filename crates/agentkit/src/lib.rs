@@ -34,6 +34,7 @@
 //! ```
 
 pub mod credentials;
+pub mod db;
 mod error;
 pub mod github;
 pub mod info;

@@ -14,6 +14,7 @@ mod packs;
 mod playground;
 mod reminders;
 mod run;
+mod scale_out;
 mod serve;
 mod slack;
 mod trajectory;

@@ -41,6 +41,9 @@ pub struct GithubOptions {
     pub state_dir: PathBuf,
     /// The agent folder: host-task commands run there.
     pub agent_dir: PathBuf,
+    /// The delivery ledger hosts share (`--database-url`); `None`: this
+    /// host's own log under `state_dir`.
+    pub deliveries: Option<std::sync::Arc<dyn crate::api::DeliveryLedger>>,
 }
 
 /// The events a github channel file publishes (for `agentkit github
@@ -104,6 +107,7 @@ pub fn github_channel(
             &options.state_dir,
             &channel.id,
             &options.agent_dir,
+            options.deliveries.clone(),
         ),
     });
     let p = pack.clone();

@@ -209,6 +209,7 @@ pub fn slack_channel(
             &options.state_dir,
             &channel.id,
             &options.agent_dir,
+            options.deliveries.clone(),
         ),
         missing,
         claimed: Mutex::default(),

@@ -5,6 +5,7 @@ mod admission;
 mod core;
 mod cron;
 mod sessions;
+mod shared_kv;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -60,6 +61,7 @@ pub(crate) async fn open(root: &Path) -> AgentRuntime {
             tool_sources: Vec::new(),
             services: None,
             tracing: false,
+            shared: None,
         },
     )
     .await

@@ -177,7 +177,7 @@ impl SessionHost for RuntimeHost {
                 .store()
                 .subscribe(&sid, start_index)
                 .await
-                .map_err(|e| channel_error(agentkit_runtime::Error::from(e)))?;
+                .map_err(channel_error)?;
             let stream = futures_util::stream::unfold(sub, |mut sub| async move {
                 match sub.next().await {
                     Ok(e) => Some((e, sub)),
@@ -294,6 +294,10 @@ pub(crate) struct Setup<'a> {
     pub(crate) prefix: &'a str,
     /// The agent's `HostServices`, for `ChannelContext::services`.
     pub(crate) services: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    /// The delivery ledger hosts share (`--database-url`).
+    pub(crate) deliveries: Option<Arc<dyn agentkit_channels::DeliveryLedger>>,
+    /// The channels' per-session state hosts share (`--database-url`).
+    pub(crate) states: Option<Arc<dyn agentkit_channels::ChannelStates>>,
 }
 
 /// Mounts every custom channel of `project`.
@@ -331,6 +335,7 @@ pub(crate) async fn start(
                     dev: setup.dev,
                     state_dir: state_dir.clone(),
                     agent_dir: project.agent.dir.clone(),
+                    deliveries: setup.deliveries.clone(),
                 };
                 build(c, authored, pack).map_err(|e| Error::Config {
                     message: format!("/{}: {e}", project.slug),
@@ -360,6 +365,7 @@ pub(crate) async fn start(
             state_dir,
             prefix: setup.prefix.to_owned(),
             default_chain: default_chain(setup.auth, Surface::CustomChannel),
+            states: setup.states.clone(),
         },
     )
     .await

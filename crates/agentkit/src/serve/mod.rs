@@ -41,6 +41,7 @@ mod options;
 mod playground;
 mod resolve;
 mod router;
+mod scale;
 mod services;
 mod telemetry;
 mod timers;
@@ -100,6 +101,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         .state_root
         .clone()
         .unwrap_or_else(|| found.host.root.join(".agentkit"));
+    let database = scale::open(parts.database_url.as_deref(), &found.host, &parts).await?;
     let (listener, addr) = bind(&parts.listen).await?;
     let (bridge_listener, bridge_url) = bridge::bind().await.map_err(|source| Error::Bind {
         addr: "127.0.0.1:0 (host bridge)".into(),
@@ -136,6 +138,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         peer_base: &peer_base,
         playground: parts.playground,
         shutdown: &shutdown,
+        database: database.as_ref(),
     };
     let mut agents = Vec::new();
     let mut bridged = Vec::new();

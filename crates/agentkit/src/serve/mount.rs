@@ -82,6 +82,8 @@ pub(crate) struct Shared<'a> {
     pub(crate) playground: bool,
     pub(crate) shutdown: &'a CancellationToken,
     pub(crate) telemetry: &'a super::telemetry::Telemetry,
+    /// The database shared with other hosts (`--database-url`).
+    pub(crate) database: Option<&'a agentkit_runtime::SharedState>,
 }
 
 /// Opens `project`'s runtime (recovering what a crash interrupted) and
@@ -94,7 +96,10 @@ pub(crate) async fn mount(
     let slug = &project.slug;
     let state_dir = shared.state_root.join(slug);
     let token = bridge::mint_token();
-    let kv = KvStore::open(&state_dir)?;
+    let mut kv = KvStore::open(&state_dir)?;
+    if let Some(database) = shared.database {
+        kv = kv.shared(database, slug);
+    }
     let depths = Depths::default();
     let calls = bridge::CallTokens::default();
     let connections = agentkit_mcp::Connections::new(resolved.mcp, shared.mcp.clients.clone());
@@ -147,6 +152,7 @@ pub(crate) async fn mount(
             tool_sources,
             services: Some(services.clone()),
             tracing: shared.telemetry.tracing(),
+            shared: shared.database.cloned(),
         },
     )
     .await?;
@@ -185,6 +191,12 @@ pub(crate) async fn mount(
             rust: &shared.extensions.channels,
             prefix: &prefix,
             services: Some(services),
+            deliveries: shared
+                .database
+                .map(|db| super::scale::ledger(db, slug) as _),
+            states: shared
+                .database
+                .map(|db| super::scale::ledger(db, slug) as _),
         },
     )
     .await?;

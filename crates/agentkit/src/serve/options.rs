@@ -122,6 +122,11 @@ pub struct ServeOptions {
     /// `/metrics`; off unless configured (see
     /// [`TelemetryOptions::from_env`](crate::TelemetryOptions::from_env)).
     pub telemetry: super::telemetry::TelemetryOptions,
+    /// A PostgreSQL URL (`--database-url`, `AGENTKIT_DATABASE_URL`):
+    /// sessions, their event logs and leases are shared with every host
+    /// started on the same database (see `docs/guides/scale-out.md`).
+    /// Migrations are applied at start. `None`: this host's files.
+    pub database_url: Option<String>,
 }
 
 impl ServeOptions {
@@ -175,6 +180,7 @@ impl Default for ServeOptions {
             edge: EdgeOptions::default(),
             playground: true,
             telemetry: Default::default(),
+            database_url: None,
         }
     }
 }
@@ -198,6 +204,8 @@ pub(crate) struct Parts {
     /// Serve the playground (`ServeOptions::playground`).
     pub(crate) playground: bool,
     pub(crate) telemetry: super::telemetry::TelemetryOptions,
+    /// `ServeOptions::database_url`.
+    pub(crate) database_url: Option<String>,
 }
 
 /// Where to listen and how agents are mounted.
@@ -329,6 +337,7 @@ impl ServeOptions {
             dev: self.dev,
             playground: self.playground,
             telemetry: self.telemetry,
+            database_url: self.database_url,
             env: self.env,
             extensions: Extensions {
                 channels: self.channels,

@@ -29,8 +29,8 @@ use crate::{Error, Result};
 pub struct HostServices {
     /// The agent the call runs for.
     pub slug: String,
-    /// The agent's key-value store (SQLite, shared with the host bridge's
-    /// `/kv` routes).
+    /// The agent's key-value store (SQLite, or the shared database with
+    /// `--database-url`; the host bridge's `/kv` routes use the same one).
     pub kv: KvStore,
     /// The agent's MCP client connections (`mcp-connections/`).
     pub mcp: HostMcp,

@@ -21,6 +21,7 @@ mod providers;
 mod rough_edges;
 mod routes;
 mod sandbox;
+mod scale_out;
 mod schedule_handlers;
 mod services;
 mod slack;

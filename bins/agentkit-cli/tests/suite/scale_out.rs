@@ -1,0 +1,468 @@
+//! Several `agentkit serve` processes on one PostgreSQL database (a
+//! throwaway database per test): a session created on one host, followed
+//! on another and continued on a third makes one contiguous log; a host
+//! killed mid-turn has its session taken over by another within 5 s.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agentkit_test_support::http::Request;
+use agentkit_test_support::pg::{PgDatabase, throwaway_database};
+use agentkit_test_support::process::{ServerProcess, free_port};
+use serde_json::{Value, json};
+
+/// A project whose turns play `turns` (scripted steps).
+fn project(root: &Path, turns: Value) {
+    let agent = root.join("bot/agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(
+        agent.join("agent.toml"),
+        "model = \"scripted:script.json\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        agent.join("script.json"),
+        serde_json::to_string(&json!({ "turns": turns })).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(agent.join("instructions.md"), "Test agent.\n").unwrap();
+    std::fs::create_dir_all(agent.join("tools")).unwrap();
+    std::fs::write(
+        agent.join("tools/stamp.toml"),
+        "description = \"Answer ok\"\ncommand = [\"sh\", \"-c\", \"echo ok\"]\nread_only = true\n\n[input_schema]\ntype = \"object\"\n",
+    )
+    .unwrap();
+}
+
+/// Host `name`: `agentkit serve` on the shared database, with its own
+/// state folder (its own disk).
+fn host(root: &Path, name: &str, db: &PgDatabase) -> ServerProcess {
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_agentkit"))
+        .args(["serve", "--dir", "bot", "--port", &port.to_string()])
+        .args(["--state-root", &format!("state-{name}")])
+        .current_dir(root)
+        .env("AGENTKIT_DATABASE_URL", &db.url)
+        .env("NO_COLOR", "1")
+        .env_remove("AGENTKIT_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    ServerProcess::healthy(child, port, Duration::from_secs(30))
+}
+
+fn create(addr: SocketAddr) -> (String, String) {
+    let r = Request::post("/bot/v1/session")
+        .json(&json!({"message": "hi"}))
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    (
+        v["sessionId"].as_str().unwrap().to_owned(),
+        v["continuationToken"].as_str().unwrap().to_owned(),
+    )
+}
+
+fn follow_up(addr: SocketAddr, id: &str, token: &str) -> agentkit_test_support::http::Response {
+    Request::post(&format!("/bot/v1/session/{id}"))
+        .json(&json!({"message": "and then?", "continuationToken": token}))
+        .send(addr)
+        .unwrap()
+}
+
+fn indices(events: &[Value]) -> Vec<u64> {
+    events
+        .iter()
+        .map(|e| e["index"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_session_created_on_a_followed_on_b_and_continued_on_c_is_one_log() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    project(
+        tmp.path(),
+        json!([
+            {"steps": [{"text": "Hello from the first turn, word by word."}]},
+            {"steps": [{"text": "And this is the second turn.", "delayMs": 300}]}
+        ]),
+    );
+    let a = host(tmp.path(), "a", &db);
+    let b = host(tmp.path(), "b", &db);
+    let c = host(tmp.path(), "c", &db);
+
+    let (id, token) = create(a.addr);
+    let mut stream = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(b.addr)
+        .unwrap();
+    assert_eq!(stream.status, 200);
+    let first = stream.until("session.waiting").unwrap();
+    let text = first
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "message.appended")
+        .map(|e| e["data"]["text"].clone());
+    assert_eq!(
+        text,
+        Some(json!("Hello from the first turn, word by word."))
+    );
+
+    // C continues the session A created (the token A answered).
+    let r = follow_up(c.addr, &id, &token);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    let second = stream.until("session.waiting").unwrap();
+    assert!(
+        second.iter().any(|e| e["type"] == "turn.completed"),
+        "{second:?}"
+    );
+    // The follower on B saw one gap-free sequence, live across hosts.
+    let mut seen = first.clone();
+    seen.extend(second);
+    assert_eq!(indices(&seen), (0..seen.len() as u64).collect::<Vec<_>>());
+
+    // Every host reads the same log; A follows up with C's rotated token.
+    let on_a = Request::get(&format!("/bot/v1/session/{id}/events"))
+        .send(a.addr)
+        .unwrap();
+    assert_eq!(on_a.status, 200, "{}", on_a.body);
+    let stored: Vec<Value> = on_a
+        .body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(stored, seen);
+    let r = follow_up(a.addr, &id, &token);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    stream.until("session.waiting").unwrap();
+    // A deterministic call inside the session on B lets the session go
+    // when it ends: C takes the next message.
+    let call = Request::post("/bot/v1/tools/stamp")
+        .json(&json!({"input": {}, "sessionId": id}))
+        .send(b.addr)
+        .unwrap();
+    assert_eq!(call.status, 200, "{}", call.body);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = follow_up(c.addr, &id, &token);
+        if r.status == 200 {
+            break;
+        }
+        assert_eq!(r.error_code(), "session_busy", "{}", r.body);
+        assert!(
+            Instant::now() < deadline,
+            "the call's host kept the session"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stream.until("session.waiting").unwrap();
+    let counted = db.query(&format!(
+        "SELECT count(*), min(idx), max(idx) FROM agentkit_events WHERE session_id = '{id}'"
+    ));
+    let n: Vec<i64> = counted.split('|').map(|s| s.parse().unwrap()).collect();
+    assert_eq!((n[1], n[2]), (0, n[0] - 1), "contiguous: {counted}");
+    // Listed on every host.
+    for host in [&a, &b, &c] {
+        let list = Request::get("/bot/v1/sessions").send(host.addr).unwrap();
+        assert!(list.body.contains(&id), "{}", list.body);
+    }
+}
+
+#[test]
+fn a_host_killed_mid_turn_has_its_session_taken_over_within_5_s() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    project(
+        tmp.path(),
+        json!([
+            {"steps": [{"text": "never finished", "delayMs": 60000}]},
+            {"steps": [{"text": "Picked up elsewhere."}]}
+        ]),
+    );
+    let mut a = host(tmp.path(), "a", &db);
+    let b = host(tmp.path(), "b", &db);
+    let c = host(tmp.path(), "c", &db);
+
+    let (id, token) = create(a.addr);
+    let mut stream = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(b.addr)
+        .unwrap();
+    stream.until("turn.started").unwrap();
+    // While A runs the turn, another host refuses to write into it.
+    let busy = follow_up(c.addr, &id, &token);
+    assert_eq!(busy.status, 409, "{}", busy.body);
+    assert_eq!(busy.error_code(), "session_busy", "{}", busy.body);
+    // Nor does it claim nothing runs when asked to stop it.
+    let stop = Request::post(&format!("/bot/v1/session/{id}/stop"))
+        .json(&json!({}))
+        .send(c.addr)
+        .unwrap();
+    assert_eq!(stop.status, 409, "{}", stop.body);
+
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let killed = Instant::now();
+    let failed = stream.until("turn.failed").unwrap();
+    let took = killed.elapsed();
+    let failed = failed.last().unwrap();
+    assert_eq!(failed["data"]["reason"], "restart", "{failed}");
+    assert!(took < Duration::from_secs(5), "takeover took {took:?}");
+    stream.until("session.waiting").unwrap();
+
+    // The follow-up is accepted on a live host and runs there.
+    let r = follow_up(c.addr, &id, &token);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let next = stream.until("session.waiting").unwrap();
+    assert!(
+        next.iter().any(|e| e["type"] == "turn.completed"),
+        "{next:?}"
+    );
+    let log = Request::get(&format!("/bot/v1/session/{id}/events"))
+        .send(b.addr)
+        .unwrap();
+    let stored: Vec<Value> = log
+        .body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        indices(&stored),
+        (0..stored.len() as u64).collect::<Vec<_>>()
+    );
+    // Exactly one turn was recorded as interrupted.
+    let interrupted = stored
+        .iter()
+        .filter(|e| e["type"] == "turn.failed" && e["data"]["reason"] == "restart")
+        .count();
+    assert_eq!(interrupted, 1);
+}
+
+#[test]
+fn features_not_yet_shared_refuse_to_start_with_a_clear_error() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    project(tmp.path(), json!([{"steps": [{"text": "hi"}]}]));
+    std::fs::create_dir_all(tmp.path().join("bot/agent/ab")).unwrap();
+    std::fs::write(tmp.path().join("bot/agent/ab/lean.md"), "Be lean.\n").unwrap();
+    std::fs::write(
+        tmp.path().join("bot/agent/ab/shape.toml"),
+        "[[variants]]\nid = \"control\"\n[[variants]]\nid = \"lean\"\ninstructions = \"ab/lean.md\"\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_agentkit"))
+        .args(["serve", "--dir", "bot", "--port", &free_port().to_string()])
+        .args(["--database-url", &db.url])
+        .current_dir(tmp.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr.contains("--database-url: A/B experiments are not yet coordinated across hosts"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("ab/shape.toml"), "{stderr}");
+}
+
+#[test]
+fn agentkit_db_migrate_and_status() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        super::agentkit_with(tmp.path(), args, |c| {
+            c.env("AGENTKIT_DATABASE_URL", &db.url);
+        })
+    };
+    let before = run(&["db", "status", "--json"]);
+    assert_eq!(before.code, 1, "{}", before.stderr);
+    let doc: Value = serde_json::from_str(&before.stdout).unwrap();
+    assert_eq!(doc["current"], 0);
+    let migrated = run(&["db", "migrate"]);
+    assert_eq!(migrated.code, 0, "{}", migrated.stderr);
+    assert!(
+        migrated.stdout.contains("applied 1, 2, 3, 4, 5, 6, 7"),
+        "{}",
+        migrated.stdout
+    );
+    assert!(
+        !migrated.stdout.contains("postgres://"),
+        "{}",
+        migrated.stdout
+    );
+    let again = run(&["db", "migrate", "--json"]);
+    let doc: Value = serde_json::from_str(&again.stdout).unwrap();
+    assert_eq!(doc["applied"], json!([]));
+    let after = run(&["db", "status"]);
+    assert_eq!(after.code, 0, "{}", after.stderr);
+    assert!(after.stdout.contains("(0 pending)"), "{}", after.stdout);
+    assert!(
+        after.stdout.contains("sessions_and_events"),
+        "{}",
+        after.stdout
+    );
+    let unreachable = super::agentkit(
+        tmp.path(),
+        &[
+            "db",
+            "status",
+            "--database-url",
+            "postgres://u:pw@127.0.0.1:1/x",
+        ],
+    );
+    assert_ne!(unreachable.code, 0);
+    assert!(
+        unreachable.stderr.contains("127.0.0.1:1/x"),
+        "{}",
+        unreachable.stderr
+    );
+    assert!(
+        !unreachable.stderr.contains("pw@"),
+        "{}",
+        unreachable.stderr
+    );
+}
+
+#[test]
+fn migrate_processes_racing_apply_each_version_once() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_agentkit"))
+                .args(["db", "migrate", "--json"])
+                .env("AGENTKIT_DATABASE_URL", &db.url)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut applied: Vec<i64> = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        applied.extend(
+            doc["applied"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_i64().unwrap()),
+        );
+    }
+    applied.sort_unstable();
+    let latest: i64 = db
+        .query("SELECT max(version) FROM agentkit_migrations")
+        .parse()
+        .unwrap();
+    assert_eq!(
+        applied,
+        (1..=latest).collect::<Vec<_>>(),
+        "each version applied by one process"
+    );
+    assert_eq!(
+        db.query("SELECT count(*) = count(DISTINCT version) FROM agentkit_migrations"),
+        "t"
+    );
+}
+
+#[test]
+fn a_call_parked_on_a_killed_host_is_approved_on_another() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    project(
+        tmp.path(),
+        json!([{"steps": [
+            {"text": "Stamping.", "toolCalls": [{"name": "guarded", "input": {}}]},
+            {"text": "Stamped."}
+        ]}]),
+    );
+    std::fs::write(
+        tmp.path().join("bot/agent/tools/guarded.toml"),
+        "description = \"Needs a human\"\ncommand = [\"sh\", \"-c\", \"echo stamped\"]\nneeds_approval = true\n\n[input_schema]\ntype = \"object\"\n",
+    )
+    .unwrap();
+    let mut a = host(tmp.path(), "a", &db);
+    let b = host(tmp.path(), "b", &db);
+    let c = host(tmp.path(), "c", &db);
+    let (id, _) = create(a.addr);
+    let mut stream = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(b.addr)
+        .unwrap();
+    let parked = stream.until("action.approval_requested").unwrap();
+    let call = parked.last().unwrap()["data"]["callId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // While A's turn waits for the decision, another host cannot take it.
+    let approve = |addr| {
+        Request::post(&format!("/bot/v1/session/{id}/approvals/{call}"))
+            .json(&json!({"decision": "approve"}))
+            .send(addr)
+            .unwrap()
+    };
+    let early = approve(c.addr);
+    assert_eq!(early.status, 409, "{}", early.body);
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let failed = stream.until("turn.failed").unwrap();
+    assert_eq!(failed.last().unwrap()["data"]["reason"], "restart");
+    stream.until("session.waiting").unwrap();
+    // The call stays parked, listed on every host, and is approved on a
+    // host other than the one that took over: the tool runs there and a
+    // new turn resumes the conversation.
+    let listed = Request::get(&format!("/bot/v1/session/{id}/approvals"))
+        .send(b.addr)
+        .unwrap();
+    assert!(listed.body.contains(&call), "{}", listed.body);
+    // The decision goes to the host that did not take the session over.
+    let taker = db.query(&format!(
+        "SELECT split_part(owner, ':', 2) FROM agentkit_leases WHERE session_id = '{id}'"
+    ));
+    let other = if taker == b.child.id().to_string() {
+        c.addr
+    } else {
+        b.addr
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let r = loop {
+        let r = approve(other);
+        if r.status != 409 || Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["resumed"], true, "{}", r.body);
+    let resumed = stream.until("turn.started").unwrap();
+    assert!(
+        resumed
+            .iter()
+            .any(|e| e["type"] == "action.result" && e["data"]["callId"] == call.as_str()),
+        "{resumed:?}"
+    );
+    let started = resumed.last().unwrap();
+    assert!(started["data"]["resumes"].is_string(), "{started}");
+}

@@ -1,0 +1,277 @@
+//! One PostgreSQL database: a pool of connections for statements, and
+//! one dedicated connection per process that `LISTEN`s for appended
+//! events and wakes the followers of every session.
+
+use std::str::FromStr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use tokio::sync::broadcast;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use crate::error::{Error, Result};
+
+/// How long opening one connection may take when the URL says nothing.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a statement waits for a free pooled connection.
+const POOL_WAIT: Duration = Duration::from_secs(10);
+/// Connections per process.
+const POOL_SIZE: usize = 16;
+/// The channel appends `NOTIFY` on.
+pub(crate) const EVENTS_CHANNEL: &str = "agentkit_events";
+/// How long the listener waits before reconnecting after losing its
+/// connection.
+const RELISTEN_AFTER: Duration = Duration::from_millis(500);
+
+/// A log grew: `(agent, session, its length now)`. `None` after the
+/// listener reconnected (notifications may have been missed meanwhile:
+/// every follower reads the table again).
+pub(crate) type Grown = Option<Arc<(String, String, u64)>>;
+
+/// A pooled PostgreSQL database. Cheap to clone.
+#[derive(Clone)]
+pub struct Database {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    config: tokio_postgres::Config,
+    target: String,
+    /// Every notification of a grown log, for the followers of this
+    /// process (started on first use).
+    grown: broadcast::Sender<Grown>,
+    listener: OnceLock<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(listener) = self.listener.get() {
+            listener.abort();
+        }
+    }
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database")
+            .field("target", &self.inner.target)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `host:port/database` of a URL, with no user or password: what logs
+/// and errors may show.
+pub fn redacted(url: &str) -> String {
+    match tokio_postgres::Config::from_str(url) {
+        Ok(config) => target_of(&config),
+        Err(_) => "an unparseable URL".to_owned(),
+    }
+}
+
+fn target_of(config: &tokio_postgres::Config) -> String {
+    let host = config
+        .get_hosts()
+        .first()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(name) => name.clone(),
+            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .unwrap_or_else(|| "localhost".to_owned());
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let db = config
+        .get_dbname()
+        .or(config.get_user())
+        .unwrap_or("postgres");
+    format!("{host}:{port}/{db}")
+}
+
+impl Database {
+    /// Parses `url` (`postgres://user@host:port/database`) and checks that
+    /// a connection can be made. TLS is not supported yet: a URL asking for
+    /// it (`sslmode=require`) fails here.
+    pub async fn connect(url: &str) -> Result<Database> {
+        let mut config = tokio_postgres::Config::from_str(url).map_err(|e| Error::Url {
+            message: format!("not a PostgreSQL URL (postgres://user@host:port/database): {e}"),
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("agentkit");
+        }
+        let target = target_of(&config);
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .recycle_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|e| Error::Connect {
+                target: target.clone(),
+                message: e.to_string(),
+            })?;
+        let db = Database {
+            inner: Arc::new(Inner {
+                pool,
+                config,
+                target,
+                grown: broadcast::channel(4096).0,
+                listener: OnceLock::new(),
+            }),
+        };
+        drop(db.client().await?);
+        Ok(db)
+    }
+
+    /// `host:port/database`, without credentials.
+    pub fn target(&self) -> &str {
+        &self.inner.target
+    }
+
+    /// A pooled connection.
+    pub(crate) async fn client(&self) -> Result<Object> {
+        self.inner.pool.get().await.map_err(|e| Error::Connect {
+            target: self.inner.target.clone(),
+            message: e.to_string(),
+        })
+    }
+
+    /// A connection of its own (not pooled), for session-level state such
+    /// as an advisory lock: it ends, and PostgreSQL releases that state,
+    /// when the returned client is dropped.
+    pub(crate) async fn dedicated(&self) -> Result<tokio_postgres::Client> {
+        let (client, connection) =
+            self.inner
+                .config
+                .connect(NoTls)
+                .await
+                .map_err(|e| Error::Connect {
+                    target: self.inner.target.clone(),
+                    message: e.to_string(),
+                })?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "a dedicated PostgreSQL connection ended");
+            }
+        });
+        Ok(client)
+    }
+
+    /// Notifications of grown logs, from now on (the listener starts on
+    /// the first call).
+    pub(crate) fn grown(&self) -> broadcast::Receiver<Grown> {
+        let receiver = self.inner.grown.subscribe();
+        self.inner.listener.get_or_init(|| {
+            tokio::spawn(listen(
+                self.inner.config.clone(),
+                self.inner.target.clone(),
+                self.inner.grown.clone(),
+            ))
+        });
+        receiver
+    }
+
+    /// Tells this process's followers that a log grew (without waiting
+    /// for the database's notification to come back).
+    pub(crate) fn announce(&self, agent: &str, session: &str, len: u64) {
+        let _ = self
+            .inner
+            .grown
+            .send(Some(Arc::new((agent.to_owned(), session.to_owned(), len))));
+    }
+}
+
+/// `LISTEN`s on [`EVENTS_CHANNEL`] for as long as the process runs,
+/// reconnecting when the connection drops.
+async fn listen(config: tokio_postgres::Config, target: String, grown: broadcast::Sender<Grown>) {
+    loop {
+        match config.connect(NoTls).await {
+            Ok((client, mut connection)) => {
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+                let pump = tokio::spawn(async move {
+                    let mut messages =
+                        futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+                    use futures_util::StreamExt as _;
+                    while let Some(message) = messages.next().await {
+                        match message {
+                            Ok(message) => {
+                                if tx.send(message).is_err() {
+                                    break;
+                                }
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "the PostgreSQL listener lost its connection");
+                                break;
+                            }
+                        }
+                    }
+                });
+                match client
+                    .batch_execute(&format!("LISTEN {EVENTS_CHANNEL}"))
+                    .await
+                {
+                    Ok(()) => {
+                        // Whatever was appended while we were not listening
+                        // is in the table: followers read it again.
+                        let _ = grown.send(None);
+                        while let Some(message) = rx.recv().await {
+                            if let AsyncMessage::Notification(n) = message
+                                && let Some(parsed) = parse_grown(n.payload())
+                            {
+                                let _ = grown.send(Some(Arc::new(parsed)));
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "LISTEN failed"),
+                }
+                pump.abort();
+            }
+            Err(e) => {
+                tracing::warn!(target = %target, error = %e, "the PostgreSQL listener cannot connect");
+            }
+        }
+        tokio::time::sleep(RELISTEN_AFTER).await;
+    }
+}
+
+/// `agent session len`, as appends notify.
+fn parse_grown(payload: &str) -> Option<(String, String, u64)> {
+    let mut parts = payload.rsplitn(3, ' ');
+    let len = parts.next()?.parse().ok()?;
+    let session = parts.next()?.to_owned();
+    let agent = parts.next()?.to_owned();
+    Some((agent, session, len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_shown_without_credentials() {
+        assert_eq!(
+            redacted("postgres://bob:s3cret@db.internal:6543/prod"),
+            "db.internal:6543/prod"
+        );
+        assert_eq!(redacted("not a url at all \u{0}"), "an unparseable URL");
+    }
+
+    #[test]
+    fn notifications_parse() {
+        assert_eq!(
+            parse_grown("my-agent ses_1 42"),
+            Some(("my-agent".into(), "ses_1".into(), 42))
+        );
+        assert_eq!(parse_grown("garbage"), None);
+    }
+}

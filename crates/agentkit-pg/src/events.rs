@@ -1,0 +1,486 @@
+//! The event logs in PostgreSQL: `agentkit_events` holds every event,
+//! `agentkit_logs` each log's length. An append is one statement: it
+//! checks this host's lease of the session (fencing), takes the next
+//! indices under the log's counter row, inserts the events and
+//! `NOTIFY`s, all or nothing. Followers read the table (the source of
+//! truth) and wait on notifications between reads.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentkit_events::{NewEvent, Rebuild};
+use agentkit_protocol::{Event, EventType, SessionId};
+use chrono::{SecondsFormat, Utc};
+use serde_json::Value;
+use tokio::sync::broadcast::{self, error::RecvError};
+
+use crate::database::{Database, Grown};
+use crate::error::{Error, Result};
+use crate::lease::Leases;
+
+/// How many events one read fetches at most.
+const READ_CHUNK: i64 = 1024;
+/// How long a follower waits for a notification before reading the
+/// table anyway (a notification lost with a dropped connection costs at
+/// most this much delay, never an event).
+const POLL_EVERY: Duration = Duration::from_secs(1);
+
+const APPEND: &str = "
+WITH lease AS (
+    SELECT 1 FROM agentkit_leases
+    WHERE agent = $1 AND session_id = $2 AND owner = $3 AND token = $4 AND held
+    FOR SHARE
+), counter AS (
+    INSERT INTO agentkit_logs (agent, session_id, len)
+    SELECT $1, $2, $5 FROM lease
+    ON CONFLICT (agent, session_id) DO UPDATE SET len = agentkit_logs.len + EXCLUDED.len
+    RETURNING len
+), appended AS (
+    INSERT INTO agentkit_events (agent, session_id, idx, type, turn_id, at, data)
+    SELECT $1, $2, counter.len - $5 + t.ord - 1, t.type, t.turn_id, t.at, t.data
+    FROM counter, unnest($6::text[], $7::text[], $8::text[], $9::text[])
+        WITH ORDINALITY AS t(type, turn_id, at, data, ord)
+)
+SELECT len, pg_notify('agentkit_events', $1 || ' ' || $2 || ' ' || len) FROM counter";
+
+const READ: &str = "SELECT idx, type, turn_id, at, data FROM agentkit_events
+    WHERE agent = $1 AND session_id = $2 AND idx >= $3 AND idx < $4 ORDER BY idx LIMIT $5";
+
+const READ_BACK: &str = "SELECT idx, type, turn_id, at, data FROM agentkit_events
+    WHERE agent = $1 AND session_id = $2 AND idx < $3 ORDER BY idx DESC LIMIT $4";
+
+/// One agent's event logs in PostgreSQL. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct PgEventStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    db: Database,
+    agent: String,
+    leases: Leases,
+    /// Every event this host appended, for its observers (hooks, channel
+    /// deliveries run where the event was recorded: once).
+    tap: broadcast::Sender<Arc<Event>>,
+}
+
+impl PgEventStore {
+    /// The logs of agent `agent` (its slug) in `db`; appends hold leases
+    /// as `owner` (this host).
+    pub fn new(db: Database, agent: &str, leases: Leases, tap_capacity: usize) -> PgEventStore {
+        PgEventStore {
+            inner: Arc::new(Inner {
+                db,
+                agent: agent.to_owned(),
+                leases,
+                tap: broadcast::channel(tap_capacity.max(1)).0,
+            }),
+        }
+    }
+
+    /// The leases this store's appends hold.
+    pub fn leases(&self) -> &Leases {
+        &self.inner.leases
+    }
+
+    /// Appends one event (see [`append_batch`](Self::append_batch)).
+    pub async fn append(
+        &self,
+        session: &SessionId,
+        event_type: EventType,
+        turn_id: Option<&str>,
+        data: Value,
+    ) -> Result<Event> {
+        let new = NewEvent {
+            event_type,
+            turn_id: turn_id.map(str::to_owned),
+            data,
+        };
+        let mut events = self.append_batch(session, vec![new]).await?;
+        events.pop().ok_or_else(|| Error::Corrupt {
+            table: "agentkit_events",
+            reason: "an append wrote no event".to_owned(),
+        })
+    }
+
+    /// Appends `events` with contiguous indices in one statement. Takes
+    /// the session's lease first if this host does not hold it
+    /// ([`Error::Busy`] when another live host does); fails with
+    /// [`Error::Fenced`] (and forgets the lease) when another host took
+    /// it over. Committed (durable) when this returns.
+    pub async fn append_batch(
+        &self,
+        session: &SessionId,
+        events: Vec<NewEvent>,
+    ) -> Result<Vec<Event>> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let agent = &self.inner.agent;
+        let token = self.inner.leases.hold(agent, session.as_str()).await?;
+        let at = Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true);
+        let n = events.len() as i64;
+        let mut types = Vec::with_capacity(events.len());
+        let mut turns = Vec::with_capacity(events.len());
+        let mut ats = Vec::with_capacity(events.len());
+        let mut datas = Vec::with_capacity(events.len());
+        let mut out = Vec::with_capacity(events.len());
+        for new in events {
+            let mut event = Event {
+                event_type: new.event_type,
+                index: 0,
+                session_id: session.clone(),
+                turn_id: new.turn_id,
+                at: at.clone(),
+                data: new.data,
+            };
+            let text = agentkit_events::strip_text(&mut event);
+            types.push(event.event_type.as_str().to_owned());
+            turns.push(event.turn_id.clone());
+            ats.push(at.clone());
+            datas.push(event.data.to_string());
+            if let (Some(text), Some(obj)) = (text, event.data.as_object_mut()) {
+                obj.insert("text".to_owned(), text);
+            }
+            out.push(event);
+        }
+        let client = self.inner.db.client().await?;
+        let statement = client
+            .prepare_cached(APPEND)
+            .await
+            .map_err(Error::query("prepare an append"))?;
+        let owner = self.inner.leases.owner();
+        let row = client
+            .query_opt(
+                &statement,
+                &[
+                    agent,
+                    &session.as_str(),
+                    &owner,
+                    &token,
+                    &n,
+                    &types,
+                    &turns,
+                    &ats,
+                    &datas,
+                ],
+            )
+            .await
+            .map_err(Error::query("append events"))?;
+        drop(client);
+        let Some(row) = row else {
+            self.inner.leases.lost(agent, session.as_str(), token);
+            return Err(Error::Fenced {
+                session: session.as_str().to_owned(),
+                token,
+            });
+        };
+        let len: i64 = row.get(0);
+        let first = (len - n) as u64;
+        for (i, event) in out.iter_mut().enumerate() {
+            event.index = first + i as u64;
+        }
+        self.inner.db.announce(agent, session.as_str(), len as u64);
+        for event in &out {
+            let _ = self.inner.tap.send(Arc::new(event.clone()));
+        }
+        Ok(out)
+    }
+
+    /// Every event this host appends, live, from now on.
+    pub fn tap(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.inner.tap.subscribe()
+    }
+
+    /// How many events `session` holds (0 for a log not yet written).
+    pub async fn len(&self, session: &SessionId) -> Result<u64> {
+        let client = self.inner.db.client().await?;
+        let statement = client
+            .prepare_cached("SELECT len FROM agentkit_logs WHERE agent = $1 AND session_id = $2")
+            .await
+            .map_err(Error::query("prepare a length read"))?;
+        let row = client
+            .query_opt(&statement, &[&self.inner.agent, &session.as_str()])
+            .await
+            .map_err(Error::query("read a log's length"))?;
+        Ok(row.map_or(0, |r| r.get::<_, i64>(0) as u64))
+    }
+
+    /// Whether `session` has a log.
+    pub async fn exists(&self, session: &SessionId) -> Result<bool> {
+        let client = self.inner.db.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT 1 FROM agentkit_logs WHERE agent = $1 AND session_id = $2",
+                &[&self.inner.agent, &session.as_str()],
+            )
+            .await
+            .map_err(Error::query("look for a log"))?;
+        Ok(row.is_some())
+    }
+
+    /// The events of `session` in `start..end`, as stored (each
+    /// `message.appended` with its `delta` only).
+    pub async fn read_stored_range(
+        &self,
+        session: &SessionId,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<Event>> {
+        let client = self.inner.db.client().await?;
+        let statement = client
+            .prepare_cached(READ)
+            .await
+            .map_err(Error::query("prepare a read"))?;
+        let end = i64::try_from(end).unwrap_or(i64::MAX);
+        let mut out = Vec::new();
+        let mut from = i64::try_from(start).unwrap_or(i64::MAX);
+        loop {
+            let rows = client
+                .query(
+                    &statement,
+                    &[
+                        &self.inner.agent,
+                        &session.as_str(),
+                        &from,
+                        &end,
+                        &READ_CHUNK,
+                    ],
+                )
+                .await
+                .map_err(Error::query("read events"))?;
+            let got = rows.len() as i64;
+            for row in rows {
+                out.push(event_of(session, &row)?);
+            }
+            if got < READ_CHUNK {
+                return Ok(out);
+            }
+            from = out.last().map_or(end, |e| e.index as i64 + 1);
+        }
+    }
+
+    /// Every event of `session` from `start` on, as stored.
+    pub async fn read_stored(&self, session: &SessionId, start: u64) -> Result<Vec<Event>> {
+        self.read_stored_range(session, start, u64::MAX).await
+    }
+
+    /// The events of `session` in `start..end`, in the wire shape (each
+    /// `message.appended` with its cumulative `text`).
+    pub async fn read_range(
+        &self,
+        session: &SessionId,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<Event>> {
+        let mut events = self.read_stored_range(session, start, end).await?;
+        let mut rebuild = if start == 0 {
+            Rebuild::at_start()
+        } else {
+            Rebuild::default()
+        };
+        self.rebuild(session, &mut rebuild, start, &mut events)
+            .await?;
+        Ok(events)
+    }
+
+    /// Every event of `session` from `start` on, in the wire shape.
+    pub async fn read(&self, session: &SessionId, start: u64) -> Result<Vec<Event>> {
+        self.read_range(session, start, u64::MAX).await
+    }
+
+    /// Completes the stored deltas among `events` (which start at
+    /// `start`), reading the prefix of a message the range begins inside.
+    async fn rebuild(
+        &self,
+        session: &SessionId,
+        rebuild: &mut Rebuild,
+        start: u64,
+        events: &mut [Event],
+    ) -> Result<()> {
+        for event in events.iter_mut() {
+            if rebuild.needs_prefix(event) {
+                *rebuild = Rebuild::with_prefix(self.prefix_before(session, start).await?);
+            }
+            rebuild.apply(event);
+        }
+        Ok(())
+    }
+
+    /// The text of the message whose deltas run up to `end` (exclusive),
+    /// read backwards a chunk at a time.
+    async fn prefix_before(&self, session: &SessionId, end: u64) -> Result<String> {
+        const CHUNK: i64 = 256;
+        let client = self.inner.db.client().await?;
+        let statement = client
+            .prepare_cached(READ_BACK)
+            .await
+            .map_err(Error::query("prepare a backwards read"))?;
+        let mut hi = end as i64;
+        let mut tail: Vec<Event> = Vec::new();
+        loop {
+            let rows = client
+                .query(
+                    &statement,
+                    &[&self.inner.agent, &session.as_str(), &hi, &CHUNK],
+                )
+                .await
+                .map_err(Error::query("read events backwards"))?;
+            let mut chunk = rows
+                .iter()
+                .rev()
+                .map(|row| event_of(session, row))
+                .collect::<Result<Vec<_>>>()?;
+            let lo = chunk.first().map_or(0, |e| e.index as i64);
+            chunk.append(&mut tail);
+            if let Some(text) = agentkit_events::text_prefix_in(&chunk, lo == 0) {
+                return Ok(text);
+            }
+            if lo == 0 {
+                return Ok(String::new());
+            }
+            tail = chunk;
+            hi = lo;
+        }
+    }
+
+    /// Follows `session` from `start`: every event with `index >= start`
+    /// exactly once, in order, whichever host appends it.
+    pub async fn subscribe(&self, session: &SessionId, start: u64) -> Result<PgSubscription> {
+        Ok(PgSubscription {
+            store: self.clone(),
+            session: session.clone(),
+            next: start,
+            backlog: VecDeque::new(),
+            grown: self.inner.db.grown(),
+            known_len: 0,
+            rebuild: if start == 0 {
+                Rebuild::at_start()
+            } else {
+                Rebuild::default()
+            },
+        })
+    }
+
+    /// The ids of every session of this agent with a log.
+    pub async fn sessions(&self) -> Result<Vec<SessionId>> {
+        let client = self.inner.db.client().await?;
+        let rows = client
+            .query(
+                "SELECT session_id FROM agentkit_logs WHERE agent = $1 ORDER BY session_id",
+                &[&self.inner.agent],
+            )
+            .await
+            .map_err(Error::query("list logs"))?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| SessionId::parse(r.get::<_, &str>(0)).ok())
+            .collect())
+    }
+}
+
+fn event_of(session: &SessionId, row: &tokio_postgres::Row) -> Result<Event> {
+    let corrupt = |reason: String| Error::Corrupt {
+        table: "agentkit_events",
+        reason,
+    };
+    let idx: i64 = row.get(0);
+    let kind: &str = row.get(1);
+    let data: &str = row.get(4);
+    Ok(Event {
+        event_type: kind
+            .parse()
+            .map_err(|e| corrupt(format!("{session} #{idx}: {e}")))?,
+        index: idx as u64,
+        session_id: session.clone(),
+        turn_id: row.get(2),
+        at: row.get(3),
+        data: serde_json::from_str(data).map_err(|e| corrupt(format!("{session} #{idx}: {e}")))?,
+    })
+}
+
+/// A live view of one session's log in PostgreSQL, from some index on.
+#[derive(Debug)]
+pub struct PgSubscription {
+    store: PgEventStore,
+    session: SessionId,
+    next: u64,
+    backlog: VecDeque<Event>,
+    grown: broadcast::Receiver<Grown>,
+    /// The longest length a notification announced.
+    known_len: u64,
+    rebuild: Rebuild,
+}
+
+impl PgSubscription {
+    /// The index of the event [`next`](Self::next) yields.
+    pub fn next_index(&self) -> u64 {
+        self.next
+    }
+
+    /// Waits for the next event. Cancel-safe: an event is taken off the
+    /// backlog only when it is returned, and the table is read again from
+    /// `next` after an interrupted read.
+    pub async fn next(&mut self) -> Result<Event> {
+        loop {
+            if let Some(event) = self.backlog.pop_front() {
+                self.next = event.index + 1;
+                return Ok(event);
+            }
+            let end = self.next.saturating_add(READ_CHUNK as u64);
+            let mut events = self
+                .store
+                .read_stored_range(&self.session, self.next, end)
+                .await?;
+            if !events.is_empty() {
+                if events[0].index != self.next {
+                    return Err(Error::Corrupt {
+                        table: "agentkit_events",
+                        reason: format!("{}: a gap before index {}", self.session, self.next),
+                    });
+                }
+                let start = self.next;
+                let mut rebuild = std::mem::take(&mut self.rebuild);
+                let rebuilt = self
+                    .store
+                    .rebuild(&self.session, &mut rebuild, start, &mut events)
+                    .await;
+                self.rebuild = rebuild;
+                rebuilt?;
+                self.backlog = events.into();
+                continue;
+            }
+            self.wait().await;
+        }
+    }
+
+    /// Until a notification says the log grew past `next`, or a second.
+    async fn wait(&mut self) {
+        if self.known_len > self.next {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + POLL_EVERY;
+        loop {
+            match tokio::time::timeout_at(deadline, self.grown.recv()).await {
+                Err(_) => return,
+                Ok(Ok(Some(grown))) => {
+                    let (agent, session, len) = &*grown;
+                    if session == self.session.as_str() && *agent == self.store.inner.agent {
+                        self.known_len = self.known_len.max(*len);
+                        if *len > self.next {
+                            return;
+                        }
+                    }
+                }
+                // The listener reconnected, or we fell behind: read.
+                Ok(Ok(None)) | Ok(Err(RecvError::Lagged(_))) => return,
+                Ok(Err(RecvError::Closed)) => {
+                    tokio::time::sleep_until(deadline).await;
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! One writer per session: a lease row per session (owner, fencing
+//! token, expiry renewed by this host's heartbeat). Every append checks
+//! the token (`events.rs`), so a host that lost a lease never appends
+//! again; a lease still held past its expiry is a dead host's, and
+//! another host takes it over.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use crate::database::Database;
+use crate::error::{Error, Result};
+
+/// How long a lease lasts without a renewal.
+pub const LEASE_TTL: Duration = Duration::from_millis(2500);
+/// How often this host renews every lease it holds.
+const HEARTBEAT: Duration = Duration::from_millis(500);
+
+const ACQUIRE: &str = "
+INSERT INTO agentkit_leases (agent, session_id, owner, token, held, expires_at)
+VALUES ($1, $2, $3, 1, TRUE, now() + make_interval(secs => $4))
+ON CONFLICT (agent, session_id) DO UPDATE SET
+    token = CASE WHEN agentkit_leases.owner = EXCLUDED.owner AND agentkit_leases.held
+                 THEN agentkit_leases.token ELSE agentkit_leases.token + 1 END,
+    owner = EXCLUDED.owner,
+    held = TRUE,
+    expires_at = EXCLUDED.expires_at
+WHERE agentkit_leases.owner = EXCLUDED.owner
+   OR NOT agentkit_leases.held
+   OR agentkit_leases.expires_at < now()
+RETURNING token";
+
+const RENEW: &str = "UPDATE agentkit_leases SET expires_at = now() + make_interval(secs => $2)
+    WHERE owner = $1 AND held RETURNING agent, session_id, token";
+
+type Key = (String, String);
+
+/// The leases one host holds. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Leases {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    db: Database,
+    owner: String,
+    /// `(agent, session)` → fencing token, and when it was taken.
+    held: Mutex<HashMap<Key, (i64, Instant)>>,
+    heartbeat: OnceLock<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(task) = self.heartbeat.get() {
+            task.abort();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Leases {
+    /// The leases of this host, named `owner` in the table (unique per
+    /// process: `host:pid:random`). Renewed by a heartbeat task while
+    /// this value lives.
+    pub fn new(db: Database, owner: String) -> Leases {
+        let leases = Leases {
+            inner: Arc::new(Inner {
+                db,
+                owner,
+                held: Mutex::new(HashMap::new()),
+                heartbeat: OnceLock::new(),
+            }),
+        };
+        let weak = Arc::downgrade(&leases.inner);
+        leases
+            .inner
+            .heartbeat
+            .get_or_init(|| tokio::spawn(heartbeat(weak)));
+        leases
+    }
+
+    /// A name unique to this process, for [`Leases::new`].
+    pub fn owner_name() -> String {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_else(|_| "host".to_owned());
+        let tag = uuid::Uuid::new_v4().simple().to_string();
+        format!("{host}:{}:{}", std::process::id(), &tag[..8])
+    }
+
+    /// This host's name in the lease table.
+    pub fn owner(&self) -> &str {
+        &self.inner.owner
+    }
+
+    /// The token of the lease this host holds on `session`, taking the
+    /// lease if it holds none. [`Error::Busy`] when another host holds it
+    /// and its lease has not expired.
+    pub async fn hold(&self, agent: &str, session: &str) -> Result<i64> {
+        let key = (agent.to_owned(), session.to_owned());
+        if let Some((token, _)) = lock(&self.inner.held).get(&key) {
+            return Ok(*token);
+        }
+        self.acquire(agent, session).await
+    }
+
+    /// Takes the lease of `session`: a new one, one that was let go, one
+    /// that expired (its holder died), or this host's own.
+    pub async fn acquire(&self, agent: &str, session: &str) -> Result<i64> {
+        let client = self.inner.db.client().await?;
+        let statement = client
+            .prepare_cached(ACQUIRE)
+            .await
+            .map_err(Error::query("prepare a lease"))?;
+        let row = client
+            .query_opt(
+                &statement,
+                &[
+                    &agent,
+                    &session,
+                    &self.inner.owner,
+                    &LEASE_TTL.as_secs_f64(),
+                ],
+            )
+            .await
+            .map_err(Error::query("take a lease"))?;
+        let Some(row) = row else {
+            let holder = client
+                .query_opt(
+                    "SELECT owner FROM agentkit_leases WHERE agent = $1 AND session_id = $2",
+                    &[&agent, &session],
+                )
+                .await
+                .map_err(Error::query("read a lease"))?
+                .map(|r| r.get::<_, String>(0))
+                .unwrap_or_default();
+            return Err(Error::Busy {
+                session: session.to_owned(),
+                holder,
+            });
+        };
+        let token: i64 = row.get(0);
+        lock(&self.inner.held).insert(
+            (agent.to_owned(), session.to_owned()),
+            (token, Instant::now()),
+        );
+        Ok(token)
+    }
+
+    /// The other live host holding `session`'s lease, if one does.
+    pub async fn holder(&self, agent: &str, session: &str) -> Result<Option<String>> {
+        let client = self.inner.db.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT owner FROM agentkit_leases
+                 WHERE agent = $1 AND session_id = $2 AND held AND expires_at > now() AND owner <> $3",
+                &[&agent, &session, &self.inner.owner],
+            )
+            .await
+            .map_err(Error::query("read a lease"))?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Whether this host believes it holds `session`'s lease.
+    pub fn holds(&self, agent: &str, session: &str) -> bool {
+        lock(&self.inner.held).contains_key(&(agent.to_owned(), session.to_owned()))
+    }
+
+    /// Forgets a lease an append found taken over.
+    pub(crate) fn lost(&self, agent: &str, session: &str, token: i64) {
+        let key = (agent.to_owned(), session.to_owned());
+        let mut held = lock(&self.inner.held);
+        if held.get(&key).is_some_and(|(t, _)| *t == token) {
+            held.remove(&key);
+            tracing::warn!(session, token, "lost a session's lease to another host");
+        }
+    }
+
+    /// Lets `session` go (it settled): any host may take it now, with
+    /// nothing to recover.
+    pub async fn release(&self, agent: &str, session: &str) -> Result<()> {
+        let token = lock(&self.inner.held).remove(&(agent.to_owned(), session.to_owned()));
+        let Some((token, _)) = token else {
+            return Ok(());
+        };
+        let client = self.inner.db.client().await?;
+        client
+            .execute(
+                "UPDATE agentkit_leases SET held = FALSE, expires_at = now()
+                 WHERE agent = $1 AND session_id = $2 AND owner = $3 AND token = $4",
+                &[&agent, &session, &self.inner.owner, &token],
+            )
+            .await
+            .map_err(Error::query("release a lease"))?;
+        Ok(())
+    }
+
+    /// Sessions of `agent` whose holder died: held, and not renewed in
+    /// time. Another host takes them over ([`acquire`](Self::acquire)).
+    pub async fn orphaned(&self, agent: &str, limit: i64) -> Result<Vec<String>> {
+        let client = self.inner.db.client().await?;
+        let rows = client
+            .query(
+                "SELECT session_id FROM agentkit_leases
+                 WHERE agent = $1 AND held AND expires_at < now() AND owner <> $2
+                 ORDER BY expires_at LIMIT $3",
+                &[&agent, &self.inner.owner, &limit],
+            )
+            .await
+            .map_err(Error::query("find orphaned leases"))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// Renews every lease this host holds, and forgets those another host
+    /// took over meanwhile.
+    pub async fn renew(&self) -> Result<usize> {
+        let started = Instant::now();
+        let client = self.inner.db.client().await?;
+        let statement = client
+            .prepare_cached(RENEW)
+            .await
+            .map_err(Error::query("prepare a renewal"))?;
+        let rows = client
+            .query(&statement, &[&self.inner.owner, &LEASE_TTL.as_secs_f64()])
+            .await
+            .map_err(Error::query("renew leases"))?;
+        let renewed: HashMap<Key, i64> = rows
+            .iter()
+            .map(|r| ((r.get(0), r.get(1)), r.get(2)))
+            .collect();
+        let mut held = lock(&self.inner.held);
+        // A lease taken while the renewal ran is not in its answer.
+        held.retain(|key, (token, at)| *at >= started || renewed.get(key) == Some(token));
+        Ok(held.len())
+    }
+}
+
+async fn heartbeat(leases: Weak<Inner>) {
+    let mut tick = tokio::time::interval(HEARTBEAT);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(inner) = leases.upgrade() else {
+            return;
+        };
+        let leases = Leases { inner };
+        if let Err(e) = leases.renew().await {
+            tracing::warn!(error = %e, "cannot renew session leases");
+        }
+    }
+}

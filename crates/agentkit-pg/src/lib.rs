@@ -1,0 +1,41 @@
+//! The agentkit PostgreSQL backend: what several hosts behind one load
+//! balancer share when they are started with `--database-url`.
+//!
+//! [`Database`] is a connection pool over one database URL. Its schema is
+//! a list of embedded, versioned migrations ([`MIGRATIONS`]) applied at
+//! start under a PostgreSQL advisory lock, so many hosts starting at once
+//! apply each version once ([`Database::migrate`], [`Database::status`]:
+//! `agentkit db migrate|status`).
+//!
+//! [`PgEventStore`] keeps every session's event log in one table: an
+//! append takes the next index under the log's counter row in one
+//! transaction, so indices are contiguous whichever host appends, and
+//! `NOTIFY` wakes the followers of every host, which read what is new from
+//! the table (the source of truth), so a follower sees each event exactly
+//! once and in order. [`SessionIndex`] is the session index (metadata,
+//! continuation keys) in PostgreSQL.
+//!
+//! This crate knows SQL and the wire types of `agentkit-protocol`; it
+//! knows nothing of what a session means beyond its stored row.
+
+mod database;
+mod error;
+mod events;
+mod kv;
+mod lease;
+mod migrate;
+mod reminders;
+mod sessions;
+mod ticks;
+
+pub use database::{Database, redacted};
+pub use error::{Error, Result};
+pub use events::{PgEventStore, PgSubscription};
+pub use kv::{KvRow, KvTable};
+pub use lease::{LEASE_TTL, Leases};
+pub use migrate::{MIGRATIONS, Migration, MigrationStatus, SchemaStatus};
+pub use reminders::{PgReminder, ReminderTable};
+pub use sessions::{SessionIndex, SessionRow};
+pub use ticks::{
+    add_day_usage, channel_state, claim_tick, day_usage, first_delivery, set_channel_state,
+};

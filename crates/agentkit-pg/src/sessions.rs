@@ -1,0 +1,171 @@
+//! The session index in PostgreSQL (`agentkit_sessions`): who owns each
+//! session, on which channel, its continuation key and its metadata, as
+//! the SQLite index of one host keeps them.
+
+use crate::database::Database;
+use crate::error::{Error, Result};
+
+/// One session's row. `meta` is the runtime's JSON metadata, stored as
+/// it gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRow {
+    pub id: String,
+    pub channel: String,
+    pub continuation: String,
+    pub principal_id: String,
+    pub parked: bool,
+    pub meta: String,
+}
+
+/// One agent's session index. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct SessionIndex {
+    db: Database,
+    agent: String,
+}
+
+const UPSERT: &str =
+    "INSERT INTO agentkit_sessions (agent, id, channel, continuation, principal_id, parked, meta)
+    VALUES ($1, $2, $3, $4, $5, $6, $7)
+    ON CONFLICT (agent, id) DO UPDATE SET channel = EXCLUDED.channel,
+        continuation = EXCLUDED.continuation, principal_id = EXCLUDED.principal_id,
+        parked = EXCLUDED.parked, meta = EXCLUDED.meta";
+
+impl SessionIndex {
+    pub fn new(db: Database, agent: &str) -> SessionIndex {
+        SessionIndex {
+            db,
+            agent: agent.to_owned(),
+        }
+    }
+
+    /// The database this index lives in.
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    /// Inserts or replaces `row`.
+    pub async fn put(&self, row: &SessionRow) -> Result<()> {
+        let client = self.db.client().await?;
+        let statement = client
+            .prepare_cached(UPSERT)
+            .await
+            .map_err(Error::query("prepare a session write"))?;
+        let written = client
+            .execute(
+                &statement,
+                &[
+                    &self.agent,
+                    &row.id,
+                    &row.channel,
+                    &row.continuation,
+                    &row.principal_id,
+                    &row.parked,
+                    &row.meta,
+                ],
+            )
+            .await;
+        match written {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_db_error().is_some_and(|d| {
+                    *d.code() == tokio_postgres::error::SqlState::UNIQUE_VIOLATION
+                        && d.constraint() == Some("agentkit_sessions_one_per_key")
+                }) =>
+            {
+                Err(Error::KeyTaken {
+                    channel: row.channel.clone(),
+                })
+            }
+            Err(source) => Err(Error::Query {
+                action: "write a session",
+                source,
+            }),
+        }
+    }
+
+    /// Removes session `id`.
+    pub async fn delete(&self, id: &str) -> Result<()> {
+        let client = self.db.client().await?;
+        client
+            .execute(
+                "DELETE FROM agentkit_sessions WHERE agent = $1 AND id = $2",
+                &[&self.agent, &id],
+            )
+            .await
+            .map_err(Error::query("delete a session"))?;
+        Ok(())
+    }
+
+    /// The metadata of session `id`.
+    pub async fn get(&self, id: &str) -> Result<Option<String>> {
+        let client = self.db.client().await?;
+        let statement = client
+            .prepare_cached("SELECT meta FROM agentkit_sessions WHERE agent = $1 AND id = $2")
+            .await
+            .map_err(Error::query("prepare a session read"))?;
+        Ok(client
+            .query_opt(&statement, &[&self.agent, &id])
+            .await
+            .map_err(Error::query("read a session"))?
+            .map(|r| r.get(0)))
+    }
+
+    /// The session `(channel, key)` continues.
+    pub async fn by_key(&self, channel: &str, key: &str) -> Result<Option<String>> {
+        let client = self.db.client().await?;
+        let statement = client
+            .prepare_cached(
+                "SELECT id FROM agentkit_sessions WHERE agent = $1 AND channel = $2 AND continuation = $3 LIMIT 1",
+            )
+            .await
+            .map_err(Error::query("prepare a key lookup"))?;
+        Ok(client
+            .query_opt(&statement, &[&self.agent, &channel, &key])
+            .await
+            .map_err(Error::query("look up a continuation key"))?
+            .map(|r| r.get(0)))
+    }
+
+    /// The metadata of `principal`'s sessions, newest first.
+    pub async fn of(&self, principal: &str, limit: i64) -> Result<Vec<String>> {
+        self.metas(
+            "SELECT meta FROM agentkit_sessions WHERE agent = $1 AND principal_id = $2 ORDER BY id DESC LIMIT $3",
+            &[&self.agent, &principal, &limit],
+        )
+        .await
+    }
+
+    /// The newest sessions' metadata.
+    pub async fn latest(&self, limit: i64) -> Result<Vec<String>> {
+        self.metas(
+            "SELECT meta FROM agentkit_sessions WHERE agent = $1 ORDER BY id DESC LIMIT $2",
+            &[&self.agent, &limit],
+        )
+        .await
+    }
+
+    /// The sessions that may have a call waiting for approval.
+    pub async fn parked(&self) -> Result<Vec<String>> {
+        self.metas(
+            "SELECT meta FROM agentkit_sessions WHERE agent = $1 AND parked",
+            &[&self.agent],
+        )
+        .await
+    }
+
+    async fn metas(
+        &self,
+        sql: &str,
+        args: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<String>> {
+        let client = self.db.client().await?;
+        Ok(client
+            .query(sql, args)
+            .await
+            .map_err(Error::query("list sessions"))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+    }
+}

@@ -1,0 +1,129 @@
+//! Event logs shared by hosts: appends from several hosts make one
+//! contiguous log, and a follower on another host sees every event once,
+//! in order, replay then live, with the cumulative text rebuilt.
+
+use std::time::Duration;
+
+use agentkit_events::NewEvent;
+use agentkit_pg::{Database, Leases, PgEventStore};
+use agentkit_protocol::{EventType, SessionId};
+use agentkit_test_support::pg::throwaway_database;
+use serde_json::json;
+
+async fn host(url: &str) -> PgEventStore {
+    let db = Database::connect(url).await.unwrap();
+    db.migrate().await.unwrap();
+    let leases = Leases::new(db.clone(), Leases::owner_name());
+    PgEventStore::new(db, "bot", leases, 64)
+}
+
+fn delta(text: &str, delta: &str) -> NewEvent {
+    NewEvent {
+        event_type: EventType::MessageAppended,
+        turn_id: Some("t1".into()),
+        data: json!({"delta": delta, "text": text}),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_on_another_host_sees_every_event_once_in_order() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let a = host(&db.url).await;
+    let b = host(&db.url).await;
+    let c = host(&db.url).await;
+    let id = SessionId::parse("ses_shared").unwrap();
+
+    let first = a
+        .append(&id, EventType::TurnStarted, Some("t1"), json!({}))
+        .await
+        .unwrap();
+    assert_eq!(first.index, 0);
+    a.append_batch(&id, vec![delta("he", "he"), delta("hello", "llo")])
+        .await
+        .unwrap();
+    // The stored line keeps only the delta.
+    assert_eq!(
+        db.query("SELECT data FROM agentkit_events WHERE idx = 2"),
+        r#"{"delta":"llo"}"#
+    );
+
+    // B follows from the middle of a message: replay rebuilds the text.
+    let mut follower = b.subscribe(&id, 2).await.unwrap();
+    let e = follower.next().await.unwrap();
+    assert_eq!((e.index, e.data["text"].as_str()), (2, Some("hello")));
+
+    // A lets the session go; C takes it and appends: B sees it live.
+    a.leases().release("bot", "ses_shared").await.unwrap();
+    let waiter = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            let e = tokio::time::timeout(Duration::from_secs(5), follower.next())
+                .await
+                .expect("a live event within 5 s")
+                .unwrap();
+            seen.push((e.index, e.data.get("text").cloned()));
+        }
+        seen
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    c.append_batch(
+        &id,
+        vec![delta("hello w", " w"), delta("hello world", "orld")],
+    )
+    .await
+    .unwrap();
+    c.append(&id, EventType::TurnCompleted, Some("t1"), json!({}))
+        .await
+        .unwrap();
+    let seen = waiter.await.unwrap();
+    assert_eq!(
+        seen,
+        vec![
+            (3, Some(json!("hello w"))),
+            (4, Some(json!("hello world"))),
+            (5, None)
+        ]
+    );
+    // One contiguous log, whoever wrote it.
+    let all = b.read(&id, 0).await.unwrap();
+    let indices: Vec<u64> = all.iter().map(|e| e.index).collect();
+    assert_eq!(indices, vec![0, 1, 2, 3, 4, 5]);
+    assert_eq!(b.len(&id).await.unwrap(), 6);
+    // A no longer holds the lease: its append is refused, not written.
+    let refused = a
+        .append(&id, EventType::TurnStarted, Some("t2"), json!({}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("held by another host"), "{refused}");
+    assert_eq!(b.len(&id).await.unwrap(), 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_appends_of_one_host_stay_contiguous() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let a = host(&db.url).await;
+    let id = SessionId::parse("ses_busy").unwrap();
+    let tasks: Vec<_> = (0..20)
+        .map(|i| {
+            let a = a.clone();
+            let id = id.clone();
+            tokio::spawn(async move {
+                a.append(&id, EventType::MessageReceived, None, json!({"n": i}))
+                    .await
+                    .unwrap()
+                    .index
+            })
+        })
+        .collect();
+    let mut indices = Vec::new();
+    for t in tasks {
+        indices.push(t.await.unwrap());
+    }
+    indices.sort_unstable();
+    assert_eq!(indices, (0..20).collect::<Vec<u64>>());
+}

@@ -1,0 +1,5 @@
+//! The suites of `agentkit-pg`.
+
+mod events;
+mod leases;
+mod migrations;

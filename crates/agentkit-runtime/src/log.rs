@@ -1,0 +1,154 @@
+//! The event log of one agent's sessions, on one of two backends: the
+//! files of one host (`agentkit-events`, the default), or PostgreSQL
+//! shared by several hosts (`agentkit-pg`, `--database-url`). The runtime
+//! appends, reads and follows through this enum and never names a
+//! backend elsewhere.
+
+use std::sync::Arc;
+
+use agentkit_events::{FileEventStore, NewEvent, Subscription};
+use agentkit_pg::{PgEventStore, PgSubscription};
+use agentkit_protocol::{Event, EventType, SessionId};
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use crate::error::Result;
+
+/// Where the sessions' events are kept. Cheap to clone.
+#[derive(Debug, Clone)]
+pub enum EventLog {
+    /// `sessions/<id>/events.ndjson` on this host.
+    File(FileEventStore),
+    /// `agentkit_events` in the shared database.
+    Pg(PgEventStore),
+}
+
+/// Following one session: replay, then live events.
+#[derive(Debug)]
+pub enum Follow {
+    File(Subscription),
+    Pg(PgSubscription),
+}
+
+impl Follow {
+    /// The next event, each exactly once, in index order. Cancel-safe.
+    pub async fn next(&mut self) -> Result<Event> {
+        Ok(match self {
+            Follow::File(s) => s.next().await?,
+            Follow::Pg(s) => s.next().await?,
+        })
+    }
+
+    /// The index of the event [`next`](Self::next) yields.
+    pub fn next_index(&self) -> u64 {
+        match self {
+            Follow::File(s) => s.next_index(),
+            Follow::Pg(s) => s.next_index(),
+        }
+    }
+}
+
+impl EventLog {
+    /// Appends one event and returns it with its index.
+    pub async fn append(
+        &self,
+        session: &SessionId,
+        event_type: EventType,
+        turn_id: Option<&str>,
+        data: Value,
+    ) -> Result<Event> {
+        Ok(match self {
+            EventLog::File(s) => s.append(session, event_type, turn_id, data).await?,
+            EventLog::Pg(s) => s.append(session, event_type, turn_id, data).await?,
+        })
+    }
+
+    /// Appends `events` with contiguous indices.
+    pub async fn append_batch(
+        &self,
+        session: &SessionId,
+        events: Vec<NewEvent>,
+    ) -> Result<Vec<Event>> {
+        Ok(match self {
+            EventLog::File(s) => s.append_batch(session, events).await?,
+            EventLog::Pg(s) => s.append_batch(session, events).await?,
+        })
+    }
+
+    /// A durable point. PostgreSQL commits every append, so only the
+    /// files need it.
+    pub async fn sync(&self, session: &SessionId) -> Result<()> {
+        match self {
+            EventLog::File(s) => Ok(s.sync(session).await?),
+            EventLog::Pg(_) => Ok(()),
+        }
+    }
+
+    /// Every event from `start`, in the wire shape.
+    pub async fn read(&self, session: &SessionId, start: u64) -> Result<Vec<Event>> {
+        Ok(match self {
+            EventLog::File(s) => s.read(session, start).await?,
+            EventLog::Pg(s) => s.read(session, start).await?,
+        })
+    }
+
+    /// Every event from `start`, as stored (deltas without their text).
+    pub async fn read_stored(&self, session: &SessionId, start: u64) -> Result<Vec<Event>> {
+        Ok(match self {
+            EventLog::File(s) => s.read_stored(session, start).await?,
+            EventLog::Pg(s) => s.read_stored(session, start).await?,
+        })
+    }
+
+    /// How many events the session holds.
+    pub async fn len(&self, session: &SessionId) -> Result<u64> {
+        Ok(match self {
+            EventLog::File(s) => s.len(session).await?,
+            EventLog::Pg(s) => s.len(session).await?,
+        })
+    }
+
+    /// How many session logs are open now (the database holds none open).
+    pub fn open_logs(&self) -> usize {
+        match self {
+            EventLog::File(s) => s.open_logs(),
+            EventLog::Pg(_) => 0,
+        }
+    }
+
+    /// Appends and fsyncs of the file store since it opened (for
+    /// `/metrics`); on a shared database, appends are its commits and are
+    /// not counted here.
+    pub fn latency(&self) -> agentkit_events::StoreLatency {
+        match self {
+            EventLog::File(s) => s.latency(),
+            EventLog::Pg(_) => agentkit_events::StoreLatency::default(),
+        }
+    }
+
+    /// Lets go of an idle session's open file (nothing to do in the
+    /// database).
+    pub fn close(&self, session: &SessionId) -> bool {
+        match self {
+            EventLog::File(s) => s.close(session),
+            EventLog::Pg(_) => true,
+        }
+    }
+
+    /// Every event this host records, live (hooks and channel deliveries
+    /// run where an event was recorded, so once).
+    pub fn tap(&self) -> broadcast::Receiver<Arc<Event>> {
+        match self {
+            EventLog::File(s) => s.tap(),
+            EventLog::Pg(s) => s.tap(),
+        }
+    }
+
+    /// Follows `session` from `start`.
+    pub async fn subscribe(&self, session: &SessionId, start: u64) -> Result<Follow> {
+        Ok(match self {
+            EventLog::File(s) => Follow::File(s.subscribe(session, start).await?),
+            EventLog::Pg(s) => Follow::Pg(s.subscribe(session, start).await?),
+        })
+    }
+}

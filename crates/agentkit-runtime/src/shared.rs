@@ -1,0 +1,169 @@
+//! Running on a database several hosts share (`--database-url`): the
+//! session index and the leases in PostgreSQL, and the runtime's rules
+//! for them. A session's turns run on the host holding its lease (taken
+//! by the first append, let go when the session settles); a host that
+//! finds a session held elsewhere answers 409 `session_busy` rather than
+//! writing; a lease a dead host held past its expiry is taken over by
+//! the first host whose sweep finds it, which records the interrupted
+//! turn (`turn.failed`, reason `restart`) as a restart would.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentkit_pg::{Database, Leases, SessionIndex, SessionRow};
+
+use crate::error::{Error, Result};
+use crate::meta::SessionMeta;
+use crate::runtime::AgentRuntime;
+
+/// What this host shares with the others: the database and this host's
+/// leases (one set per process, for every agent).
+#[derive(Debug, Clone)]
+pub struct SharedState {
+    pub db: Database,
+    pub leases: Leases,
+}
+
+impl SharedState {
+    /// Connects to `url` and applies pending migrations (under the
+    /// migration lock: hosts starting together are safe).
+    pub async fn open(url: &str) -> Result<SharedState> {
+        let db = Database::connect(url).await?;
+        db.migrate().await?;
+        let leases = Leases::new(db.clone(), Leases::owner_name());
+        Ok(SharedState { db, leases })
+    }
+}
+
+/// One agent's share of it.
+#[derive(Debug, Clone)]
+pub(crate) struct Shared {
+    pub(crate) agent: String,
+    pub(crate) index: SessionIndex,
+    pub(crate) leases: Leases,
+    pub(crate) reminders: agentkit_pg::ReminderTable,
+}
+
+/// How often a host looks for sessions whose holder died.
+const SWEEP_EVERY: Duration = Duration::from_millis(500);
+
+pub(crate) fn row_of(meta: &SessionMeta) -> Result<SessionRow> {
+    Ok(SessionRow {
+        id: meta.id.clone(),
+        channel: meta.channel.clone(),
+        continuation: meta.continuation_token.clone(),
+        principal_id: meta.owner.principal_id.clone(),
+        parked: meta.parked,
+        meta: serde_json::to_string(meta).map_err(|e| Error::BadRequest {
+            message: format!("cannot encode session metadata: {e}"),
+        })?,
+    })
+}
+
+pub(crate) fn meta_of(json: &str) -> Option<SessionMeta> {
+    serde_json::from_str(json).ok()
+}
+
+/// Runs a database call from synchronous code (a session lookup that
+/// misses what this host has loaded). Needs tokio's multi-threaded
+/// runtime, which `agentkit serve` runs on.
+pub(crate) fn block_on<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    let handle = tokio::runtime::Handle::try_current().map_err(|_| Error::NotAvailable {
+        message: "--database-url: a session lookup outside the async runtime".into(),
+    })?;
+    if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+        return Err(Error::NotAvailable {
+            message: "--database-url needs tokio's multi-threaded runtime".into(),
+        });
+    }
+    tokio::task::block_in_place(|| handle.block_on(f))
+}
+
+impl AgentRuntime {
+    /// Looks for sessions of this agent whose holder died mid-turn, takes
+    /// each over and records the interruption, until shutdown.
+    pub(crate) fn start_sweeper(&self) {
+        let Some(shared) = self.inner.shared.clone() else {
+            return;
+        };
+        let runtime = self.downgrade();
+        let shutdown = self.shutdown_token();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(SWEEP_EVERY) => {}
+                    _ = shutdown.cancelled() => return,
+                }
+                let Some(runtime) = runtime.upgrade() else {
+                    return;
+                };
+                let orphans = match shared.leases.orphaned(&shared.agent, 64).await {
+                    Ok(orphans) => orphans,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot look for orphaned sessions");
+                        continue;
+                    }
+                };
+                for id in orphans {
+                    if let Err(e) = runtime.take_over(&id).await {
+                        tracing::debug!(session = %id, error = %e, "no takeover");
+                    }
+                }
+            }
+        });
+    }
+
+    /// Takes over session `id` from a dead host: its lease, then the
+    /// recovery a restart would run.
+    async fn take_over(&self, id: &str) -> Result<()> {
+        let Some(shared) = &self.inner.shared else {
+            return Ok(());
+        };
+        shared.leases.acquire(&shared.agent, id).await?;
+        tracing::warn!(session = %id, "taking over a session whose host stopped renewing its lease");
+        // What this host had loaded of it is stale: load it afresh.
+        if let Some(stale) = self.peek(id) {
+            if stale.state().is_active() {
+                return Ok(());
+            }
+            self.unload(&stale);
+        }
+        let session = self.get_session(id)?;
+        let recovered = self.recover_now(&session).await;
+        self.release_if_idle(&session).await;
+        recovered
+    }
+
+    /// Takes `session`'s lease for this host (a no-op on files):
+    /// [`agentkit_pg::Error::Busy`] while another live host holds it.
+    pub(crate) async fn hold_lease(&self, session: &crate::session::Session) -> Result<()> {
+        if let Some(shared) = &self.inner.shared {
+            shared
+                .leases
+                .hold(&shared.agent, session.id.as_str())
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Lets go of `session`'s lease once it is idle, so any host may take
+    /// its next message. A call parked in a turn that is still running
+    /// here keeps it (the turn is active); a parked call whose turn is
+    /// gone (a restart, a takeover) is resolved from the log by whichever
+    /// host the decision reaches.
+    pub(crate) async fn release_if_idle(&self, session: &Arc<crate::session::Session>) {
+        let Some(shared) = &self.inner.shared else {
+            return;
+        };
+        if session.state().is_active() {
+            return;
+        }
+        if let Err(e) = shared
+            .leases
+            .release(&shared.agent, session.id.as_str())
+            .await
+        {
+            tracing::warn!(session = %session.id, error = %e, "cannot release the session's lease");
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! Serving on a database shared with other hosts (`--database-url`): the
+//! connection, the migrations applied at start, the delivery ledger the
+//! channel packs share, and the refusal of what is not yet coordinated
+//! across hosts (it would run on every host, or on one host's disk only),
+//! named with the file that uses it.
+
+use agentkit_manifest::Host;
+use agentkit_runtime::SharedState;
+
+use super::options::Parts;
+use crate::error::{Error, Result};
+
+/// Connects to `url` and migrates it, after refusing what cannot be
+/// shared yet. `None` without a URL: this host's files, as always.
+pub(crate) async fn open(
+    url: Option<&str>,
+    host: &Host,
+    parts: &Parts,
+) -> Result<Option<SharedState>> {
+    let Some(url) = url else {
+        return Ok(None);
+    };
+    refuse_unshared(host, parts)?;
+    let state = SharedState::open(url).await?;
+    tracing::info!(
+        database = %state.db.target(),
+        host = %state.leases.owner(),
+        "sessions, event logs and leases are shared through PostgreSQL"
+    );
+    Ok(Some(state))
+}
+
+/// The first feature of `host` that is not coordinated across hosts yet.
+fn refuse_unshared(host: &Host, _parts: &Parts) -> Result<()> {
+    let refuse = |what: &str, slug: &str, path: &str, hint: &str| Error::Config {
+        message: format!(
+            "--database-url: {what} are not yet coordinated across hosts (agent `{slug}`, {path}); {hint}"
+        ),
+    };
+    for project in &host.agents {
+        let agent = &project.agent;
+        if let Some(experiment) = agent.experiments.first() {
+            return Err(refuse(
+                "A/B experiments",
+                &project.slug,
+                &experiment.path,
+                "serve this agent without --database-url",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The shared delivery ledger and channel state of agent `slug`'s
+/// channels.
+pub(crate) fn ledger(state: &SharedState, slug: &str) -> std::sync::Arc<Ledger> {
+    std::sync::Arc::new(Ledger {
+        db: state.db.clone(),
+        agent: slug.to_owned(),
+    })
+}
+
+#[derive(Debug)]
+pub(crate) struct Ledger {
+    db: agentkit_pg::Database,
+    agent: String,
+}
+
+impl agentkit_channels::DeliveryLedger for Ledger {
+    fn first_delivery<'a>(
+        &'a self,
+        channel: &'a str,
+        pack: &'a str,
+        id: &'a str,
+    ) -> futures_util::future::BoxFuture<'a, std::result::Result<bool, String>> {
+        Box::pin(async move {
+            agentkit_pg::first_delivery(&self.db, &self.agent, channel, pack, id)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
+impl agentkit_channels::ChannelStates for Ledger {
+    fn get<'a>(
+        &'a self,
+        channel: &'a str,
+        session: &'a str,
+    ) -> futures_util::future::BoxFuture<'a, std::result::Result<Option<serde_json::Value>, String>>
+    {
+        Box::pin(async move {
+            let text = agentkit_pg::channel_state(&self.db, &self.agent, channel, session)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(text.map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::Null)))
+        })
+    }
+
+    fn set<'a>(
+        &'a self,
+        channel: &'a str,
+        session: &'a str,
+        value: &'a serde_json::Value,
+    ) -> futures_util::future::BoxFuture<'a, std::result::Result<(), String>> {
+        Box::pin(async move {
+            agentkit_pg::set_channel_state(
+                &self.db,
+                &self.agent,
+                channel,
+                session,
+                &value.to_string(),
+            )
+            .await
+            .map_err(|e| e.to_string())
+        })
+    }
+}

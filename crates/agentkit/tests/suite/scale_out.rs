@@ -1,0 +1,301 @@
+//! Three in-process hosts on one PostgreSQL database (a throwaway one per
+//! test), each on its own state root and a manual clock set to the same
+//! time: every tick of a `* * * * *` schedule fires exactly once, and a
+//! thousand reminders fire once each.
+
+use std::time::Duration;
+
+use agentkit::{NewReminder, ReminderAction, ReminderWhen, ServeOptions};
+use agentkit_test_support::pg::throwaway_database;
+
+use super::time::{Host, SCRIPT, at, settle, wait_until};
+
+const MINUTELY: (&str, &str) = (
+    "schedules/heartbeat.md",
+    "---\ncron: \"* * * * *\"\n---\n\nCheck the incidents.\n",
+);
+
+#[test]
+fn every_tick_of_a_minutely_schedule_fires_once_across_three_hosts() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    const TICKS: u32 = 8;
+    let mut hosts: Vec<Host> = (0..3)
+        .map(|_| Host::new(SCRIPT, &[MINUTELY], at(12, 0, 30)))
+        .collect();
+    for h in &mut hosts {
+        h.start(ServeOptions {
+            database_url: Some(db.url.clone()),
+            ..ServeOptions::default()
+        });
+    }
+    let sessions = || -> u32 {
+        db.query("SELECT count(*) FROM agentkit_sessions")
+            .parse()
+            .unwrap()
+    };
+    let completed = || -> u32 {
+        db.query("SELECT count(*) FROM agentkit_events WHERE type = 'session.completed'")
+            .parse()
+            .unwrap()
+    };
+    for minute in 1..=TICKS {
+        for h in &hosts {
+            h.clock.set(at(12, minute, 0));
+        }
+        // Each run ends before the next tick: a host still running the
+        // previous one would leave the tick to the others (as one host
+        // skips a tick that overlaps its previous run).
+        wait_until(&format!("the 12:{minute:02} tick"), || {
+            sessions() >= minute && completed() >= minute
+        });
+    }
+    settle();
+    assert_eq!(sessions(), TICKS, "a tick fired more than once");
+    assert_eq!(
+        db.query("SELECT count(*), count(DISTINCT tick_ms) FROM agentkit_schedule_ticks"),
+        format!("{TICKS}|{TICKS}")
+    );
+    // Each fired run is a whole task session in the shared log.
+    assert_eq!(completed(), TICKS);
+}
+
+#[test]
+fn a_thousand_reminders_fire_once_each_across_three_hosts() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    const REMINDERS: usize = 1000;
+    let mut hosts: Vec<Host> = (0..3)
+        .map(|_| Host::new(SCRIPT, &[], at(12, 0, 0)))
+        .collect();
+    for h in &mut hosts {
+        h.start(ServeOptions {
+            database_url: Some(db.url.clone()),
+            ..ServeOptions::default()
+        });
+    }
+    // Each wakes a conversation of its own (a channel key per reminder).
+    let reminders: Vec<NewReminder> = (0..REMINDERS)
+        .map(|i| NewReminder {
+            purpose: "recheck".into(),
+            channel_id: "jobs".into(),
+            continuation_token: format!("job:{i}"),
+            when: ReminderWhen::Delay(Duration::from_secs(60)),
+            action: ReminderAction::Prompt {
+                prompt: format!("job {i}"),
+                until: None,
+            },
+        })
+        .collect();
+    let created = hosts[0]
+        .rt
+        .block_on(
+            hosts[0]
+                .handle()
+                .runtime("bot")
+                .unwrap()
+                .create_reminders(reminders),
+        )
+        .unwrap();
+    assert_eq!(created, REMINDERS);
+    for h in &hosts {
+        h.clock.set(at(12, 1, 1));
+    }
+    let count = |sql: &str| -> usize { db.query(sql).parse().unwrap() };
+    wait_until("every reminder to fire", || {
+        count("SELECT count(*) FROM agentkit_reminders WHERE status = 'done'") == REMINDERS
+    });
+    settle();
+    assert_eq!(
+        count("SELECT count(*) FROM agentkit_reminders WHERE status = 'done' AND fire_count = 1"),
+        REMINDERS
+    );
+    // One conversation per reminder, woken once.
+    assert_eq!(count("SELECT count(*) FROM agentkit_sessions"), REMINDERS);
+    assert_eq!(
+        count("SELECT count(*) FROM agentkit_events WHERE type = 'message.received'"),
+        REMINDERS
+    );
+    // The fired ones are gone from every host's view of what is armed.
+    for h in &hosts {
+        assert_eq!(h.handle().runtime("bot").unwrap().armed_reminders(), 0);
+    }
+}
+
+/// Two hosts of the `pr-reviewer` fixture on one database, against a mock
+/// GitHub API: the same delivery sent to both at once runs one turn.
+#[test]
+fn a_duplicate_github_delivery_to_two_hosts_runs_one_turn() {
+    use std::sync::Arc;
+
+    use agentkit::EnvLookup;
+    use agentkit_test_support::http::Request;
+    use agentkit_test_support::mock::{MockResponse, MockServer};
+    use serde_json::json;
+
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let api = MockServer::start(|r| match r.method.as_str() {
+        "POST" if r.path.ends_with("/comments") => MockResponse::json(201, &json!({"id": 4242})),
+        "POST" => MockResponse::json(201, &json!({"state": "ok"})),
+        _ => MockResponse::json(200, &json!({})),
+    });
+    let secret = "It's a Secret to Everybody";
+    let api_url = api.url();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let project = agentkit_test_support::fixtures_dir().join("channels/pr-reviewer");
+    let states = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let hosts: Vec<agentkit::ServeHandle> = states
+        .iter()
+        .map(|state| {
+            let api_url = api_url.clone();
+            let env = EnvLookup(Arc::new(move |name: &str| match name {
+                "GITHUB_WEBHOOK_SECRET" => Some(secret.to_owned()),
+                "GITHUB_API_URL" => Some(api_url.clone()),
+                "GITHUB_TOKEN" => Some("ghp_test".to_owned()),
+                _ => None,
+            }));
+            rt.block_on(agentkit::serve(
+                &project,
+                ServeOptions {
+                    port: 0,
+                    state_root: Some(state.path().to_path_buf()),
+                    env,
+                    database_url: Some(db.url.clone()),
+                    ..ServeOptions::default()
+                },
+            ))
+            .unwrap()
+        })
+        .collect();
+    let body = std::fs::read(
+        agentkit_test_support::fixtures_dir().join("github/pull_request.opened.json"),
+    )
+    .unwrap();
+    let delivery = |id: &str| {
+        Request::post("/pr-reviewer/v1/channels/github")
+            .header("x-github-event", "pull_request")
+            .header("x-github-delivery", id)
+            .header(
+                "x-hub-signature-256",
+                &format!("sha256={}", agentkit_channels::sign(secret, &body)),
+            )
+            .header("content-type", "application/json")
+            .raw_body(&body)
+    };
+    let addrs: Vec<_> = hosts.iter().map(|h| h.local_addr()).collect();
+    // The same delivery reaches both hosts at once (a retry racing the
+    // original, or two balancers).
+    let answers: Vec<(u16, serde_json::Value)> = std::thread::scope(|s| {
+        let sent: Vec<_> = addrs
+            .iter()
+            .map(|addr| {
+                let request = delivery("d-shared");
+                s.spawn(move || {
+                    let r = request.send(*addr).unwrap();
+                    (r.status, r.json())
+                })
+            })
+            .collect();
+        sent.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let mut statuses: Vec<u16> = answers.iter().map(|(s, _)| *s).collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, vec![200, 202], "{answers:?}");
+    assert!(
+        answers.iter().any(|(_, v)| v["duplicate"] == true),
+        "{answers:?}"
+    );
+    let count = |sql: &str| -> usize { db.query(sql).parse().unwrap() };
+    let settled = |n: usize| {
+        count("SELECT count(*) FROM agentkit_events WHERE type = 'turn.completed'") == n
+            && count("SELECT count(*) FROM agentkit_events WHERE type = 'session.waiting'") == n
+    };
+    wait_until("the review turn", || settled(1));
+    // A new delivery for the same pull request, on whichever host did
+    // not run the first turn, continues the same session (one per channel
+    // key across hosts) and edits the banner the first turn posted (the
+    // channel's state is shared).
+    let ran_on = answers.iter().position(|(s, _)| *s == 202).unwrap();
+    let r = delivery("d-second").send(addrs[1 - ran_on]).unwrap();
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.json()["isNew"], false, "{}", r.body);
+    wait_until("the second review turn", || settled(2));
+    settle();
+    assert_eq!(count("SELECT count(*) FROM agentkit_sessions"), 1);
+    assert_eq!(
+        count("SELECT count(*) FROM agentkit_deliveries WHERE delivery_id = 'd-shared'"),
+        1
+    );
+    let banners = api
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/comments"))
+        .count();
+    assert_eq!(banners, 1, "the banner is posted once, then edited");
+    for h in hosts {
+        rt.block_on(h.close());
+    }
+}
+
+/// `max_tokens_per_day` counts the turns of every host on the database.
+#[test]
+fn the_daily_budget_counts_every_hosts_turns() {
+    use agentkit_test_support::http::Request;
+    use serde_json::{Value, json};
+
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let script = r#"{"turns": [{"steps": [{"text": "ok", "usage": {"inputTokens": 5000, "outputTokens": 10}}]}]}"#;
+    let agent_toml = (
+        "agent.toml",
+        "model = \"scripted:script.json\"\n[harness]\nmax_tokens_per_day = 10300\n",
+    );
+    let mut hosts: Vec<Host> = (0..2)
+        .map(|_| Host::new(script, &[agent_toml], at(12, 0, 0)))
+        .collect();
+    for h in &mut hosts {
+        h.start(ServeOptions {
+            database_url: Some(db.url.clone()),
+            ..ServeOptions::default()
+        });
+    }
+    let turn = |h: &Host| -> Vec<Value> {
+        let r = h.send(Request::post("/bot/v1/session").json(&json!({"message": "hi"})));
+        assert_eq!(r.status, 200, "{}", r.body);
+        let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+        Request::get(&format!("/bot/v1/session/{id}/stream"))
+            .stream(h.addr())
+            .unwrap()
+            .until("session.waiting")
+            .unwrap()
+    };
+    for _ in 0..2 {
+        let events = turn(&hosts[0]);
+        assert!(
+            events.iter().any(|e| e["type"] == "turn.completed"),
+            "{events:?}"
+        );
+    }
+    // 10,020 tokens used today on the first host: the second refuses a
+    // turn whose request would pass the budget.
+    let events = turn(&hosts[1]);
+    let failed: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "turn.failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "{events:?}");
+    assert_eq!(failed[0]["data"]["limit"], "max_tokens_per_day");
+    assert_eq!(
+        db.query("SELECT input_tokens + output_tokens FROM agentkit_usage_daily"),
+        "10020"
+    );
+}
