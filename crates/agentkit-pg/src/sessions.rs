@@ -145,6 +145,20 @@ impl SessionIndex {
         .await
     }
 
+    /// How many sessions of the agent the database holds.
+    pub async fn count(&self) -> Result<u64> {
+        let client = self.db.client().await?;
+        let n: i64 = client
+            .query_one(
+                "SELECT count(*) FROM agentkit_sessions WHERE agent = $1",
+                &[&self.agent],
+            )
+            .await
+            .map_err(Error::query("count sessions"))?
+            .get(0);
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     /// The sessions that may have a call waiting for approval.
     pub async fn parked(&self) -> Result<Vec<String>> {
         self.metas(

@@ -454,6 +454,15 @@ impl Db {
         )
     }
 
+    /// How many sessions the index holds.
+    pub(crate) fn count_sessions(&self) -> Result<u64> {
+        let conn = self.conn();
+        let n: i64 = conn
+            .query_row("SELECT COUNT(*) FROM sessions", params![], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     /// The sessions that may have a call waiting for approval.
     pub(crate) fn parked_sessions(&self) -> Result<Vec<SessionMeta>> {
         self.metas("SELECT id, meta FROM sessions WHERE parked = 1", params![])

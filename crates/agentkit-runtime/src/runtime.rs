@@ -881,6 +881,22 @@ impl AgentRuntime {
         self.with_history(&session, crate::fold::usage).await
     }
 
+    /// How many sessions of the agent are stored (the session index's
+    /// count: this host's, or the shared database's).
+    pub async fn stored_sessions(&self) -> Result<u64> {
+        if let Some(shared) = &self.inner.shared {
+            return Ok(shared.index.count().await?);
+        }
+        let runtime = self.clone();
+        match tokio::task::spawn_blocking(move || runtime.inner.db.count_sessions()).await {
+            Ok(counted) => counted,
+            // The blocking task panicked: the count is not known now.
+            Err(e) => Err(Error::NotAvailable {
+                message: format!("counting sessions: {e}"),
+            }),
+        }
+    }
+
     /// The sessions `owner` created, newest first; for an operator, every
     /// session of the agent (the newest [`OPERATOR_LIST_LIMIT`]), each
     /// with its owner.

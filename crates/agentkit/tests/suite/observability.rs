@@ -715,6 +715,7 @@ fn metrics_count_a_known_workload_and_parse_as_openmetrics() {
         None
     );
     assert_eq!(get("agentkit_sessions_active{agent=bot}"), 0.0);
+    assert_eq!(get("agentkit_sessions_stored{agent=bot}"), 2.0);
     assert_eq!(
         get("agentkit_http_requests_total{route=/bot/v1/session,status=200}"),
         2.0

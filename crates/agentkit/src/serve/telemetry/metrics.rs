@@ -71,6 +71,7 @@ pub(crate) struct Metrics {
     approvals_pending: Family<Labels, Gauge>,
     approval_wait: Family<Labels, Histogram>,
     sessions_active: Family<Labels, Gauge>,
+    sessions_stored: Family<Labels, Gauge>,
     open_logs: Family<Labels, Gauge>,
     mcp_connections: Family<Labels, Gauge>,
     appends: Family<Labels, Counter>,
@@ -113,6 +114,7 @@ impl Metrics {
             approvals_pending: Family::default(),
             approval_wait: histograms(),
             sessions_active: Family::default(),
+            sessions_stored: Family::default(),
             open_logs: Family::default(),
             mcp_connections: Family::default(),
             appends: Family::default(),
@@ -185,6 +187,11 @@ impl Metrics {
             "sessions_active",
             "Sessions with a turn running, by agent",
             m.sessions_active.clone(),
+        );
+        registry.register(
+            "sessions_stored",
+            "Sessions the agent's session index holds (this host's, or the shared database's), by agent",
+            m.sessions_stored.clone(),
         );
         registry.register(
             "open_log_handles",
@@ -398,6 +405,7 @@ impl Metrics {
     pub(crate) fn set_state(
         &self,
         agent: &str,
+        stored: Option<u64>,
         open_logs: usize,
         store: agentkit_events::StoreLatency,
         timers: agentkit_runtime::TimerStats,
@@ -424,6 +432,11 @@ impl Metrics {
             }
         }
         let a = labels(&[("agent", agent)]);
+        if let Some(stored) = stored {
+            self.sessions_stored
+                .get_or_create(&a)
+                .set(i64::try_from(stored).unwrap_or(i64::MAX));
+        }
         // The store keeps the totals; the counters catch up to them.
         let appends = self.appends.get_or_create(&a);
         appends.inc_by(store.appends.saturating_sub(appends.get()));

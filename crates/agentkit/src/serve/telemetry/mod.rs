@@ -344,7 +344,7 @@ impl Telemetry {
         let Some((config, _)) = &self.inner.metrics_push else {
             return;
         };
-        let text = self.render_metrics();
+        let text = self.render_metrics().await;
         let request = otlp_metrics::request(
             &text,
             &config.resource,
@@ -356,7 +356,7 @@ impl Telemetry {
     }
 
     /// The OpenMetrics text, the scrape-time gauges read first.
-    fn render_metrics(&self) -> String {
+    async fn render_metrics(&self) -> String {
         let agents = self
             .inner
             .agents
@@ -364,8 +364,11 @@ impl Telemetry {
             .map(|a| a.clone())
             .unwrap_or_default();
         for (slug, runtime, connections) in agents {
+            // A count the index cannot give now is left as it was.
+            let stored = runtime.stored_sessions().await.ok();
             self.inner.metrics.set_state(
                 &slug,
+                stored,
                 runtime.store().open_logs(),
                 runtime.store().latency(),
                 runtime.timer_stats(),
@@ -639,7 +642,7 @@ async fn metrics_route(State(telemetry): State<Telemetry>, req: Request) -> Resp
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         ),
     );
-    (headers, telemetry.render_metrics()).into_response()
+    (headers, telemetry.render_metrics().await).into_response()
 }
 
 #[derive(Debug, serde::Deserialize)]
