@@ -116,6 +116,13 @@ async function main() {
     check(lines.length > 5, `raw pane has ${lines.length} lines`);
     for (const l of lines) JSON.parse(l);
     check(raw.includes('"type":"turn.completed"'), "raw pane lacks turn.completed");
+    step = "the logs tab reads the host's recent lines about the session";
+    await page.click("button[data-tab=logs]");
+    await page.waitForSelector("[data-role=logs] pre, [data-role=logs] p.muted");
+    check(
+      (await page.locator("[data-role=logs] .error").count()) === 0,
+      `the logs tab shows an error: ${await page.locator("[data-role=logs]").innerText()}`,
+    );
     await page.click("button[data-tab=trace]");
     await page.waitForSelector(".trace-turn");
     await shot(page, "trace");

@@ -4,6 +4,7 @@
 // Authorization header: never in a URL.
 
 import type { StepContext } from "./context";
+import type { LogLine } from "./logs";
 import { NdjsonSplitter, type Line } from "./stream";
 
 const TOKEN_KEY = "agentkit.playground.bearer";
@@ -95,10 +96,11 @@ export class Api {
     return h;
   }
 
-  async request<T = Record<string, unknown>>(method: string, path: string, body?: unknown): Promise<T> {
+  /** `path` is under the agent's base, or with `host` under the host's root. */
+  async request<T = Record<string, unknown>>(method: string, path: string, body?: unknown, host = false): Promise<T> {
     let resp: Response;
     try {
-      resp = await fetch(this.base + path, {
+      resp = await fetch((host ? "" : this.base) + path, {
         method,
         headers: this.headers(body !== undefined),
         body: body === undefined ? undefined : JSON.stringify(body),
@@ -166,6 +168,12 @@ export class Api {
   stepContext(sessionId: string, turnId: string, step: number) {
     const q = `turnId=${encodeURIComponent(turnId)}&step=${step}`;
     return this.request<StepContext>("GET", `/v1/session/${sessionId}/context?${q}`);
+  }
+
+  /** Recent host log lines about a session (`GET /v1/logs`, host-level). */
+  logs(sessionId: string, limit = 200) {
+    const q = `session=${encodeURIComponent(sessionId)}&limit=${limit}`;
+    return this.request<{ logs: LogLine[] }>("GET", `/v1/logs?${q}`, undefined, true).then((d) => d.logs);
   }
 
   dispatchSchedule(id: string) {

@@ -7,6 +7,7 @@ import { render } from "preact";
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { Api, ApiError, bearerToken, setBearerToken, type Caller, type PendingApproval, type SessionSummary } from "./api";
 import { messageLine, shares, sizeLine, type StepContext } from "./context";
+import { levelClass, logText, type LogLine } from "./logs";
 import { renderMarkdown } from "./markdown";
 import { commandsOf, complete, helpText, parse as parseCommand } from "./commands";
 import { curlOf, exampleOf, fillPath, pathParams, queryString } from "./schema";
@@ -622,12 +623,47 @@ function TracePane({ view, sessionId }: { view: SessionView; sessionId: string }
   );
 }
 
+/** The host's recent log lines about the session (`GET /v1/logs`). */
+function LogsPane({ sessionId }: { sessionId: string }) {
+  const [lines, setLines] = useState<LogLine[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const load = useCallback(() => {
+    setError(null);
+    api.logs(sessionId).then(setLines, (e: unknown) => {
+      const why =
+        e instanceof ApiError && (e.status === 401 || e.status === 403)
+          ? "the host's logs need the loopback caller or the operator token"
+          : String(e instanceof Error ? e.message : e);
+      setError(why);
+    });
+  }, [sessionId]);
+  useEffect(load, [load]);
+  return (
+    <div class="logs" data-role="logs">
+      <button onClick={load} data-role="logs-refresh">
+        refresh
+      </button>
+      {error && <div class="error">{error}</div>}
+      {lines && lines.length === 0 && <p class="muted">No log lines about this session in the host's recent logs.</p>}
+      {lines && lines.length > 0 && (
+        <pre class="raw">
+          {lines.map((l, i) => (
+            <div key={i} class={levelClass(l.level)} data-role="log-line">
+              {logText(l)}
+            </div>
+          ))}
+        </pre>
+      )}
+    </div>
+  );
+}
+
 function Inspector({ open }: { open: Open | null }) {
-  const [tab, setTab] = useState<"events" | "raw" | "trace">("events");
+  const [tab, setTab] = useState<"events" | "raw" | "trace" | "logs">("events");
   return (
     <aside class="inspector">
       <nav class="tabs">
-        {(["events", "raw", "trace"] as const).map((t) => (
+        {(["events", "raw", "trace", "logs"] as const).map((t) => (
           <button class={tab === t ? "active" : ""} onClick={() => setTab(t)} data-tab={t}>
             {t === "raw" ? "raw NDJSON" : t}
           </button>
@@ -641,6 +677,7 @@ function Inspector({ open }: { open: Open | null }) {
         </pre>
       )}
       {open && tab === "trace" && <TracePane view={open.view} sessionId={open.sessionId} />}
+      {open && tab === "logs" && <LogsPane sessionId={open.sessionId} />}
     </aside>
   );
 }
