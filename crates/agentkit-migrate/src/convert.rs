@@ -778,18 +778,12 @@ impl Cx {
                 continue;
             }
             let name = stem(&rel);
-            let cfg = self
-                .values
-                .get(&rel)
-                .and_then(|v| config(v, &["defineSkill"]))
-                .cloned();
-            let Some(cfg) = cfg else {
-                self.report.manual(
-                    &rel,
-                    format!("skill `{name}`"),
-                    "its default export is not a `defineSkill({...})` this migration can read",
-                    format!("write agent/skills/{name}.md with `description` frontmatter"),
-                );
+            let Some(cfg) = self.defined(
+                &rel,
+                "defineSkill",
+                format!("skill `{name}`"),
+                format!("write agent/skills/{name}.md with `description` frontmatter"),
+            ) else {
                 continue;
             };
             let description = cfg.get("description").and_then(Value::as_str);
@@ -852,6 +846,32 @@ impl Cx {
         Ok(())
     }
 
+    /// The options object of `rel`'s default export when it is a
+    /// `define(...)` call this migration can read; otherwise `None`, and
+    /// the file is reported as `what` to write by hand as `instead`.
+    fn defined(
+        &mut self,
+        rel: &str,
+        define: &str,
+        what: String,
+        instead: String,
+    ) -> Option<Map<String, Value>> {
+        let cfg = self
+            .values
+            .get(rel)
+            .and_then(|v| config(v, &[define]))
+            .cloned();
+        if cfg.is_none() {
+            self.report.manual(
+                rel,
+                what,
+                format!("its default export is not a `{define}({{...}})` this migration can read"),
+                instead,
+            );
+        }
+        cfg
+    }
+
     fn tools(&mut self) -> Result<()> {
         for rel in self.files_under("agent/tools/") {
             if rel.matches('/').count() != 2 || !is_code(&rel) {
@@ -862,18 +882,12 @@ impl Cx {
                 continue;
             }
             let name = stem(&rel);
-            let Some(cfg) = self
-                .values
-                .get(&rel)
-                .and_then(|v| config(v, &["defineTool"]))
-                .cloned()
-            else {
-                self.report.manual(
-                    &rel,
-                    format!("tool `{name}`"),
-                    "its default export is not a `defineTool({...})` this migration can read",
-                    format!("write agent/tools/{name}.toml (docs/reference/tools.md)"),
-                );
+            let Some(cfg) = self.defined(
+                &rel,
+                "defineTool",
+                format!("tool `{name}`"),
+                format!("write agent/tools/{name}.toml (docs/reference/tools.md)"),
+            ) else {
                 continue;
             };
             self.tool(&rel, &name, &cfg)?;
@@ -1058,18 +1072,12 @@ impl Cx {
             }
             let name = stem(&rel);
             let target = format!("agent/mcp-connections/{name}.toml");
-            let Some(cfg) = self
-                .values
-                .get(&rel)
-                .and_then(|v| config(v, &["defineConnection"]))
-                .cloned()
-            else {
-                self.report.manual(
-                    &rel,
-                    format!("connection `{name}`"),
-                    "its default export is not a `defineConnection({...})` this migration can read",
-                    format!("write {target} (docs/reference/mcp-connections.md)"),
-                );
+            let Some(cfg) = self.defined(
+                &rel,
+                "defineConnection",
+                format!("connection `{name}`"),
+                format!("write {target} (docs/reference/mcp-connections.md)"),
+            ) else {
                 continue;
             };
             if cfg.contains_key("cursorAccount") {
@@ -1700,18 +1708,12 @@ impl Cx {
                 continue;
             }
             let id = stem(&rel);
-            let Some(cfg) = self
-                .values
-                .get(&rel)
-                .and_then(|v| config(v, &["defineSchedule"]))
-                .cloned()
-            else {
-                self.report.manual(
-                    &rel,
-                    format!("schedule `{id}`"),
-                    "its default export is not a `defineSchedule({...})` this migration can read",
-                    format!("write agent/schedules/{id}.toml"),
-                );
+            let Some(cfg) = self.defined(
+                &rel,
+                "defineSchedule",
+                format!("schedule `{id}`"),
+                format!("write agent/schedules/{id}.toml"),
+            ) else {
                 continue;
             };
             let Some(Value::String(cron)) = cfg.get("cron") else {

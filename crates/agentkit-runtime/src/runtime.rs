@@ -531,6 +531,20 @@ impl AgentRuntime {
         Ok(session)
     }
 
+    /// Follows up session `id`, which continuation key `key` maps to, as
+    /// the session's owner (the channel authenticated the sender).
+    async fn continue_as_owner(&self, id: &str, key: String, req: SendRequest) -> Result<Accepted> {
+        let owner = self.meta_of(id)?.owner;
+        let follow = FollowUp {
+            owner,
+            message: req.message,
+            continuation_token: Some(key),
+            admission: req.admission,
+            workspace_files: req.workspace_files,
+        };
+        self.follow_up(id, follow).await
+    }
+
     /// Starts a session, or continues the one a channel key maps to: the
     /// one create-or-continue of every entry point (the HTTP API, MCP,
     /// channels, schedule handlers). With a continuation key it runs under
@@ -564,17 +578,7 @@ impl AgentRuntime {
         let _held = self.inner.registry.lock_key(&req.channel, &key).await;
         let existing = self.session_for(&req.channel, &key);
         match existing {
-            Some(id) => {
-                let owner = self.meta_of(&id)?.owner;
-                let follow = FollowUp {
-                    owner,
-                    message: req.message,
-                    continuation_token: Some(key),
-                    admission: req.admission,
-                    workspace_files: req.workspace_files,
-                };
-                self.follow_up(&id, follow).await
-            }
+            Some(id) => self.continue_as_owner(&id, key, req).await,
             None => {
                 let retry = self.inner.shared.is_some().then(|| req.clone());
                 match (self.create_new(req, as_of).await, retry) {
@@ -584,15 +588,7 @@ impl AgentRuntime {
                         let id = self
                             .index_by_key(&req.channel, &key)?
                             .ok_or_else(|| Error::SessionNotFound { id: key.clone() })?;
-                        let owner = self.meta_of(&id)?.owner;
-                        let follow = FollowUp {
-                            owner,
-                            message: req.message,
-                            continuation_token: Some(key),
-                            admission: req.admission,
-                            workspace_files: req.workspace_files,
-                        };
-                        self.follow_up(&id, follow).await
+                        self.continue_as_owner(&id, key, req).await
                     }
                     (other, _) => other,
                 }
