@@ -96,6 +96,17 @@ pub enum StepEvent {
         subagent: String,
         prompt: String,
     },
+    /// One of the subagent's model steps ended.
+    SubagentStep {
+        call_id: String,
+        subagent: String,
+        step: u32,
+        provider: String,
+        model: String,
+        duration_ms: u64,
+        usage: Option<agentkit_protocol::Usage>,
+        finish_reason: String,
+    },
     /// The subagent finished; its usage is part of the turn's.
     SubagentCompleted {
         call_id: String,
@@ -123,6 +134,7 @@ impl StepEvent {
             StepEvent::ApprovalResolved { .. } => EventType::ActionApprovalResolved,
             StepEvent::SubagentCalled { .. } => EventType::SubagentCalled,
             StepEvent::SubagentCompleted { .. } => EventType::SubagentCompleted,
+            StepEvent::SubagentStep { .. } => EventType::SubagentStep,
         }
     }
 
@@ -204,6 +216,22 @@ impl StepEvent {
                 usage,
             } => {
                 json!({ "callId": call_id, "subagent": subagent, "isError": is_error, "result": result, "usage": usage })
+            }
+            StepEvent::SubagentStep {
+                call_id,
+                subagent,
+                step,
+                provider,
+                model,
+                duration_ms,
+                usage,
+                finish_reason,
+            } => {
+                let mut data = json!({ "callId": call_id, "subagent": subagent, "step": step, "provider": provider, "model": model, "durationMs": duration_ms, "finishReason": finish_reason });
+                if let Some(usage) = usage {
+                    data["usage"] = json!(usage);
+                }
+                data
             }
         }
     }

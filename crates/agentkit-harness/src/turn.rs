@@ -801,8 +801,40 @@ async fn run_subagent(
     )
     .await;
     let (tx, mut rx) = mpsc::channel(256);
+    let provider = child_input.model.provider.as_str().to_owned();
+    let model_id = child_input.model.id.clone();
     let child_turn = crate::boxed_turn(child_input, tx);
-    let drain = async move { while rx.recv().await.is_some() {} };
+    // The subagent's messages stay inside it; each of its steps is
+    // reported (`subagent.step`), for its `chat` span.
+    let parent = events.clone();
+    let (call_id, subagent) = (call.call_id.clone(), id.clone());
+    let drain = async move {
+        let mut finish = FinishReason::Stop;
+        while let Some(event) = rx.recv().await {
+            match event {
+                StepEvent::MessageCompleted { finish_reason, .. } => finish = finish_reason,
+                StepEvent::StepCompleted {
+                    step,
+                    duration_ms,
+                    usage,
+                    ..
+                } => {
+                    let step = StepEvent::SubagentStep {
+                        call_id: call_id.clone(),
+                        subagent: subagent.clone(),
+                        step,
+                        provider: provider.clone(),
+                        model: model_id.clone(),
+                        duration_ms,
+                        usage,
+                        finish_reason: finish.as_str().to_owned(),
+                    };
+                    send(&parent, step).await;
+                }
+                _ => {}
+            }
+        }
+    };
     let (outcome, ()) = tokio::join!(child_turn, drain);
     let (out, usage) = match outcome {
         TurnOutcome::Completed { result, usage, .. } => (

@@ -62,6 +62,7 @@ event_types! {
     ActionResult => "action.result", "A tool call finished, with its output or error.";
     SubagentCalled => "subagent.called", "The model delegated work to a subagent.";
     SubagentCompleted => "subagent.completed", "A subagent finished its delegated work.";
+    SubagentStep => "subagent.step", "A subagent's model step ended: its model, duration, usage and finish reason.";
     ContextCompacted => "context.compacted", "Older turns were summarised so later requests fit the model's context window.";
 }
 

@@ -269,6 +269,25 @@ pub struct SubagentCompleted {
     pub usage: Usage,
 }
 
+/// `subagent.step`: one model step of the subagent a `task` call runs
+/// (its messages stay inside the subagent; this is what observability
+/// needs of the step).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SubagentStep {
+    pub call_id: String,
+    pub subagent: String,
+    pub step: u32,
+    /// `provider:id` of the subagent's model.
+    pub provider: String,
+    pub model: String,
+    pub duration_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// `stop` or `tool_call`.
+    pub finish_reason: String,
+}
+
 /// The payload of an event, by its type.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EventData {
@@ -294,6 +313,7 @@ pub enum EventData {
     ActionResult(ActionResult),
     SubagentCalled(SubagentCalled),
     SubagentCompleted(SubagentCompleted),
+    SubagentStep(SubagentStep),
     ContextCompacted(ContextCompacted),
     /// A payload that does not fit its type, kept as it was.
     Unknown(Value),
@@ -337,6 +357,7 @@ impl EventData {
             EventType::ActionResult => read(data, EventData::ActionResult),
             EventType::SubagentCalled => read(data, EventData::SubagentCalled),
             EventType::SubagentCompleted => read(data, EventData::SubagentCompleted),
+            EventType::SubagentStep => read(data, EventData::SubagentStep),
             EventType::ContextCompacted => read(data, EventData::ContextCompacted),
         }
     }

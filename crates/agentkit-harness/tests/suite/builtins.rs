@@ -191,10 +191,31 @@ async fn task_delegates_to_a_subagent_and_counts_its_usage() {
         .filter(|e| e.event_type().as_str().starts_with("subagent."))
         .map(|e| (e.event_type().as_str(), e.data()))
         .collect();
-    assert_eq!(called.len(), 2);
+    // Called, its one model step, completed.
+    let types: Vec<&str> = called.iter().map(|(t, _)| *t).collect();
+    assert_eq!(
+        types,
+        ["subagent.called", "subagent.step", "subagent.completed"]
+    );
     assert_eq!(called[0].1["subagent"], "researcher");
-    assert_eq!(called[1].1["result"], "106°F in 1936.");
-    assert_eq!(called[1].1["usage"]["outputTokens"], 50);
+    let step = &called[1].1;
+    assert_eq!(
+        (
+            &step["step"],
+            &step["provider"],
+            &step["model"],
+            &step["finishReason"]
+        ),
+        (
+            &json!(1),
+            &json!("scripted"),
+            &json!("sub.json"),
+            &json!("stop")
+        )
+    );
+    assert_eq!(step["usage"]["outputTokens"], 50);
+    assert_eq!(called[2].1["result"], "106°F in 1936.");
+    assert_eq!(called[2].1["usage"]["outputTokens"], 50);
     // The child's tokens are part of the turn's usage.
     assert!(
         usage.input_tokens >= 110 && usage.output_tokens >= 55,

@@ -283,6 +283,7 @@ fn a_turn_parked_across_a_restart_is_one_trace_with_its_tool_subagent_and_wait_s
             execute_tool lookup
             execute_tool task
               invoke_agent helper
+                chat helper.json
             invoke_agent bot
               chat script.json
     "#]]
@@ -375,6 +376,20 @@ fn a_turn_parked_across_a_restart_is_one_trace_with_its_tool_subagent_and_wait_s
     );
     let helper = one(&spans, "invoke_agent helper");
     assert_eq!(helper.attr_int("gen_ai.usage.output_tokens"), Some(1));
+    // The subagent's own model step, from its `subagent.step` event.
+    let step = one(&spans, "chat helper.json");
+    assert_eq!(
+        step.parent_span_id.as_deref(),
+        Some(helper.span_id.as_str())
+    );
+    assert_eq!(step.attr_str("gen_ai.provider.name"), Some("scripted"));
+    assert_eq!(step.attr_str("gen_ai.agent.name"), Some("helper"));
+    assert_eq!(step.attr_int("gen_ai.usage.output_tokens"), Some(1));
+    assert!(
+        step.start_unix_nano <= step.end_unix_nano
+            && helper.start_unix_nano <= step.start_unix_nano,
+        "{step:#?}"
+    );
 
     let wait = one(&spans, "await_approval echo");
     let echo = one(&spans, "execute_tool echo");

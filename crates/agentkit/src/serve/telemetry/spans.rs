@@ -272,6 +272,38 @@ impl SpanState {
                     turn.subagents.insert(s.call_id, (at, s.prompt));
                 }
             }
+            EventData::SubagentStep(s) => {
+                if let Some(turn) = turn_key.and_then(|k| self.turns.get(&k)) {
+                    // Under the subagent's `invoke_agent` span, with the id
+                    // the harness put on the step's provider request.
+                    let tool_span = child_span_id(&turn.tp.span_id, "tool", &s.call_id);
+                    let invoke = child_span_id(&tool_span, "invoke_agent", &s.call_id);
+                    let mut attrs = vec![
+                        kv("gen_ai.operation.name", "chat"),
+                        kv("gen_ai.provider.name", &s.provider),
+                        kv("gen_ai.request.model", &s.model),
+                        kv("gen_ai.response.model", &s.model),
+                        kv("gen_ai.agent.name", &s.subagent),
+                        kv("gen_ai.conversation.id", session),
+                    ];
+                    if let Some(usage) = &s.usage {
+                        usage_attrs(&mut attrs, usage);
+                    }
+                    attrs.push(kv_strings(
+                        "gen_ai.response.finish_reasons",
+                        std::slice::from_ref(&s.finish_reason),
+                    ));
+                    out.push(span(
+                        &turn.tp.trace_id,
+                        &child_span_id(&invoke, "chat", &s.step.to_string()),
+                        Some(&invoke),
+                        format!("chat {}", s.model),
+                        (at.saturating_sub(s.duration_ms * 1_000_000), at),
+                        attrs,
+                        None,
+                    ));
+                }
+            }
             EventData::SubagentCompleted(s) => {
                 if let Some(turn) = turn_key.and_then(|k| self.turns.get_mut(&k))
                     && let Some((start, prompt)) = turn.subagents.remove(&s.call_id)
