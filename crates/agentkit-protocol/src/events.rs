@@ -117,6 +117,6 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), len);
-        assert_eq!(len, 23);
+        assert_eq!(len, 24);
     }
 }

@@ -83,20 +83,41 @@ impl AgentRuntime {
         {
             // On a shared database, a turn in flight may be running on
             // another host: only the host that takes the lease (this
-            // one, when the holder let go or died) records anything.
-            return match self.recover_files(session).await {
+            // one, when the holder let go or died) records anything, and
+            // it looks again once it holds it. What it read before may
+            // predate the holder's last events (a turn that was just
+            // ending): acting on that would record a second end.
+            if !self.needs_recovery(session, false).await? {
+                return Ok(());
+            }
+            match shared.leases.hold(&shared.agent, session.id.as_str()).await {
+                Ok(_) => {}
+                Err(agentkit_pg::Error::Busy { .. }) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            }
+            let result = match self.recover_files(session).await {
                 Err(Error::Shared(agentkit_pg::Error::Busy { .. })) => Ok(()),
-                other => {
-                    self.release_if_idle(session).await;
-                    other
-                }
+                other => other,
             };
+            self.release_if_idle(session).await;
+            return result;
         }
         self.recover_files(session).await
     }
 
-    /// [`recover`](Self::recover) proper.
-    async fn recover_files(&self, session: &Arc<Session>) -> Result<()> {
+    /// Whether the log ends mid-turn or unsettled (what recovery would
+    /// record something for); `arm` re-arms the timeouts of parked calls.
+    async fn needs_recovery(&self, session: &Arc<Session>, arm: bool) -> Result<bool> {
+        Ok(self.assess(session, arm).await?.is_some())
+    }
+
+    /// The turn a crash left open (with its trace), when the log does not
+    /// end settled; `None` when there is nothing to record.
+    async fn assess(
+        &self,
+        session: &Arc<Session>,
+        arm: bool,
+    ) -> Result<Option<(Option<String>, Option<agentkit_protocol::trace::TurnTrace>)>> {
         // Most stored sessions ended settled. Peeking at the last line
         // without the store keeps their logs closed: opening every log at
         // start would hold two descriptors per session ever created.
@@ -107,11 +128,11 @@ impl AgentRuntime {
                 .await
                 .unwrap_or(false)
         {
-            return Ok(());
+            return Ok(None);
         }
         let (open_turn, settled, trace) = self
             .with_history(session, |events| {
-                if parked {
+                if parked && arm {
                     self.arm_approval_timeouts(&session.id, events);
                 }
                 let open_turn = events
@@ -145,8 +166,16 @@ impl AgentRuntime {
             })
             .await?;
         if open_turn.is_none() && settled {
-            return Ok(());
+            return Ok(None);
         }
+        Ok(Some((open_turn, trace)))
+    }
+
+    /// [`recover`](Self::recover) proper.
+    async fn recover_files(&self, session: &Arc<Session>) -> Result<()> {
+        let Some((open_turn, trace)) = self.assess(session, true).await? else {
+            return Ok(());
+        };
         if let Some(turn) = &open_turn {
             tracing::warn!(session = %session.id, turn = %turn, "recording a turn interrupted by a restart");
             let mut data = json!({"message": "turn interrupted", "reason": "restart"});

@@ -73,6 +73,10 @@ pub(crate) struct Pack {
     claimed: Mutex<VecDeque<String>>,
     /// Watched posts waiting out their debounce, by `channel:ts`.
     pending: Mutex<HashMap<String, Pending>>,
+    /// Edits and deletions that arrived before their post was pending (the
+    /// handlers of one post's events run concurrently, and the post's
+    /// may still be looking up its author), by `channel:ts`.
+    early: Mutex<HashMap<String, Early>>,
     /// `user id` → may talk to the bot (a member of the workspace).
     users: Mutex<HashMap<String, bool>>,
     bot_user: Mutex<Option<String>>,
@@ -87,6 +91,16 @@ struct Pending {
     event: Value,
     team: String,
 }
+
+/// An edit or deletion seen before its post was pending.
+struct Early {
+    at: std::time::Instant,
+    /// `None`: the post was deleted; else its latest text.
+    text: Option<Value>,
+}
+
+/// The most early edits and deletions kept (older ones are dropped first).
+const MAX_EARLY: usize = 10_000;
 
 /// What brought a message to the bot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,6 +228,7 @@ pub fn slack_channel(
         missing,
         claimed: Mutex::default(),
         pending: Mutex::default(),
+        early: Mutex::default(),
         users: Mutex::default(),
         bot_user: Mutex::default(),
         streaming: AtomicBool::new(settings.streaming),
@@ -516,8 +531,9 @@ impl Pack {
                         p.generation
                     })
                 };
-                if let Some(generation) = restarted {
-                    self.schedule(ctx, key, generation, authn);
+                match restarted {
+                    Some(generation) => self.schedule(ctx, key, generation, authn),
+                    None => self.remember_early(key, at(event, "message.text").cloned()),
                 }
                 return;
             }
@@ -525,6 +541,8 @@ impl Pack {
                 let key = format!("{channel}:{}", text(event, "deleted_ts"));
                 if lock(&self.pending).remove(&key).is_some() {
                     tracing::info!(channel = %self.id, "a watched post was deleted before its debounce ended: not dispatched");
+                } else {
+                    self.remember_early(key, None);
                 }
                 return;
             }
@@ -567,17 +585,58 @@ impl Pack {
             }
             Some(_) => {
                 let key = format!("{channel}:{ts}");
+                let mut event = event.clone();
+                // Its edit or deletion may have been handled first.
+                if let Some(early) = lock(&self.early).remove(&key) {
+                    match early.text {
+                        None => {
+                            tracing::info!(channel = %self.id, "a watched post was deleted before its debounce ended: not dispatched");
+                            return;
+                        }
+                        Some(text) => {
+                            if let Some(obj) = event.as_object_mut() {
+                                obj.insert("text".into(), text);
+                            }
+                        }
+                    }
+                }
                 lock(&self.pending).insert(
                     key.clone(),
                     Pending {
                         generation: 0,
-                        event: event.clone(),
+                        event,
                         team: team.to_owned(),
                     },
                 );
                 self.schedule(ctx, key, 0, authn);
             }
         }
+    }
+
+    /// Keeps an edit (`Some` text) or a deletion (`None`) of a post that is
+    /// not pending yet, for as long as a debounce lasts (bounded).
+    fn remember_early(&self, key: String, text: Option<Value>) {
+        let Some(wait) = self.settings.debounce() else {
+            return;
+        };
+        let mut early = lock(&self.early);
+        let keep = wait.max(std::time::Duration::from_secs(60));
+        early.retain(|_, e| e.at.elapsed() < keep);
+        if early.len() >= MAX_EARLY
+            && let Some(oldest) = early
+                .iter()
+                .min_by_key(|(_, e)| e.at)
+                .map(|(k, _)| k.clone())
+        {
+            early.remove(&oldest);
+        }
+        early.insert(
+            key,
+            Early {
+                at: std::time::Instant::now(),
+                text,
+            },
+        );
     }
 
     /// Dispatches a watched post once its debounce passes unchanged.

@@ -701,6 +701,25 @@ fn channel_watch_needs_the_allowlist_lets_edits_settle_and_guests_are_refused() 
         ),
         0,
     );
+    // Its deletion handled before the post itself (the handlers of one
+    // post's events run concurrently): still nothing.
+    let gone = "1700000350.000100";
+    mock.push_event(
+        &event_callback(
+            "Ev38",
+            json!({"type": "message", "subtype": "message_deleted", "channel": "C9", "channel_type": "channel",
+                   "hidden": true, "deleted_ts": gone, "ts": "1700000350.000200", "event_ts": "1700000350.000200",
+                   "previous_message": {"type": "message", "user": "U1", "text": "never mind", "ts": gone}}),
+        ),
+        0,
+    );
+    mock.push_event(
+        &event_callback(
+            "Ev39",
+            message("U1", "C9", "channel", gone, None, "never mind"),
+        ),
+        0,
+    );
     // A thread reply in a watched channel: top-level posts only.
     mock.push_event(
         &event_callback(
@@ -722,6 +741,7 @@ fn channel_watch_needs_the_allowlist_lets_edits_settle_and_guests_are_refused() 
     assert_eq!(sessions.len(), 1, "{sessions:?}");
     assert_eq!(sessions[0].1, ["disk full on db-1"]);
     assert!(mock.thread("C9", deleted).is_empty());
+    assert!(mock.thread("C9", gone).is_empty());
     assert!(mock.thread("C8", "1700000100.000100").is_empty());
 
     // A guest, and a Slack Connect user from another workspace, are told
