@@ -21,6 +21,13 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc rather than glibc's malloc: under load the server allocates
+/// and frees small buffers on every event and request, and glibc's
+/// consolidation and free-list work was about a fifth of its CPU
+/// (docs/benchmarks/session-core.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
     agentkit_cli::install_tracing_as(args.default_log(), args.log_json());

@@ -6,6 +6,13 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc rather than glibc's malloc: under load the server allocates
+/// and frees small buffers on every event and request, and glibc's
+/// consolidation and free-list work was about a fifth of its CPU
+/// (docs/benchmarks/session-core.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Serve agentkit agents over HTTP.
 #[derive(Debug, Parser)]
 #[command(name = "agentkit-serve", version, about)]

@@ -1,7 +1,7 @@
 //! The file backend: one `sessions/<id>/events.ndjson` per session, a
 //! writer per session behind a short lock, and group commit.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -390,11 +390,19 @@ impl FileEventStore {
         // Taking the receiver and the length under the session lock means
         // every event is either below `replay_until` (read from the file) or
         // sent to this receiver; publishing happens under the same lock.
-        let (receiver, replay_until) = {
+        let (receiver, replay_until, recent) = {
             let state = lock(&log.state);
-            (log.sender.subscribe(), state.published)
+            (
+                log.sender.subscribe(),
+                state.published,
+                SessionLog::recent_from(&state, start_index),
+            )
         };
-        Ok(Subscription::new(log, start_index, replay_until, receiver))
+        let mut subscription = Subscription::new(log, start_index, replay_until, receiver);
+        if let Some(recent) = recent {
+            subscription.seed(recent);
+        }
+        Ok(subscription)
     }
 
     /// How many events `session` holds.
@@ -505,6 +513,14 @@ struct LogState {
     end: u64,
     /// Events written but not yet flushed, in index order.
     unpublished: Vec<Arc<Event>>,
+    /// The last published events (at most [`RECENT_EVENTS`], and
+    /// [`RECENT_BYTES`] of their lines): a follower that starts a little
+    /// behind the end (the stream a client opens right after its `POST`)
+    /// is served from here, without a trip to the blocking pool, an
+    /// `open` and a parse of the file.
+    recent: VecDeque<Arc<Event>>,
+    /// The line bytes of `recent`.
+    recent_bytes: u64,
     /// Reused encoding buffer.
     scratch: Vec<u8>,
     /// The first write error; the log is read-only from then on.
@@ -544,6 +560,8 @@ impl SessionLog {
                 offsets: recovered.offsets,
                 end: recovered.end,
                 unpublished: Vec::new(),
+                recent: VecDeque::new(),
+                recent_bytes: 0,
                 scratch: Vec::new(),
                 failed: None,
             }),
@@ -663,15 +681,29 @@ impl SessionLog {
                 return Err(error);
             }
         }
-        for event in state.unpublished.drain(..) {
+        let unpublished = std::mem::take(&mut state.unpublished);
+        for event in unpublished {
             // An error only means nobody is listening right now.
             let _ = self.tap.send(event.clone());
-            let _ = self.sender.send(event);
+            let _ = self.sender.send(event.clone());
+            remember(state, event);
         }
         state.published = state.len;
         let published = state.published;
         self.flushed.send_modify(|f| f.published = published);
         Ok(())
+    }
+
+    /// The published events from `start` on, if the recent ones reach
+    /// back that far (under the state lock, with the subscription's
+    /// snapshot).
+    fn recent_from(state: &LogState, start: u64) -> Option<Vec<Arc<Event>>> {
+        let first = state.recent.front()?.index;
+        if start < first || start >= state.published {
+            return None;
+        }
+        let skip = as_usize(start - first);
+        Some(state.recent.iter().skip(skip).cloned().collect())
     }
 
     fn fail(&self, state: &mut LogState, error: &Error) {
@@ -778,6 +810,37 @@ impl SessionLog {
             parse_lines(&path, &bytes, start)
         })
         .await
+    }
+}
+
+/// How many published events a log keeps in memory for new followers.
+const RECENT_EVENTS: usize = 32;
+/// The most line bytes those events may add up to.
+const RECENT_BYTES: u64 = 64 * 1024;
+
+/// Adds a just-published event to the log's recent ones (its line's size
+/// from the offsets), dropping the oldest past either bound. An event too
+/// large for the budget empties it: the recent ones must stay contiguous.
+fn remember(state: &mut LogState, event: Arc<Event>) {
+    let i = as_usize(event.index);
+    let start = state.offsets.get(i).copied().unwrap_or(state.end);
+    let end = state.offsets.get(i + 1).copied().unwrap_or(state.end);
+    let size = end.saturating_sub(start);
+    if size > RECENT_BYTES {
+        state.recent.clear();
+        state.recent_bytes = 0;
+        return;
+    }
+    state.recent_bytes += size;
+    state.recent.push_back(event);
+    while state.recent.len() > RECENT_EVENTS || state.recent_bytes > RECENT_BYTES {
+        let Some(old) = state.recent.pop_front() else {
+            break;
+        };
+        let j = as_usize(old.index);
+        let s = state.offsets.get(j).copied().unwrap_or(state.end);
+        let e = state.offsets.get(j + 1).copied().unwrap_or(state.end);
+        state.recent_bytes = state.recent_bytes.saturating_sub(e.saturating_sub(s));
     }
 }
 

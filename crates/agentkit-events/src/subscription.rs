@@ -59,6 +59,24 @@ impl Subscription {
         }
     }
 
+    /// Serves the start of the replay from `recent` (the log's last
+    /// published events, from `next` to the end of the snapshot, as
+    /// live subscribers got them: their text is whole), so nothing is
+    /// read from the file.
+    pub(crate) fn seed(&mut self, recent: Vec<Arc<Event>>) {
+        debug_assert_eq!(recent.first().map(|e| e.index), Some(self.next));
+        if recent.first().map(|e| e.index) != Some(self.next) {
+            return;
+        }
+        for event in &recent {
+            self.rebuild.follow_live(event);
+        }
+        if let Some(last) = recent.last() {
+            self.replay_until = self.replay_until.min(last.index + 1);
+        }
+        self.backlog = recent.iter().map(|e| Event::clone(e)).collect();
+    }
+
     /// The index of the event [`next`](Self::next) will yield.
     pub fn next_index(&self) -> u64 {
         self.next

@@ -7,8 +7,10 @@
 //! `AgentRuntime::get` loads one from it when it is addressed. Every lock
 //! here is short and never held across an `.await`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+use hashlink::LinkedHashMap;
 
 use crate::runtime::lock;
 use crate::session::Session;
@@ -27,8 +29,10 @@ pub(crate) struct Registry {
     /// `(channel, key)` → session id, for channels that bring their own
     /// keys, and the current token of HTTP sessions.
     keys: Mutex<HashMap<ChannelKey, String>>,
-    /// Loaded sessions, least recently used first.
-    hot: Mutex<VecDeque<Arc<Session>>>,
+    /// Loaded sessions, least recently used first, keyed by the address
+    /// of their `Arc` (a session unloaded and loaded again is a new
+    /// entry): a touch and a removal are O(1), not a scan of the order.
+    hot: Mutex<LinkedHashMap<usize, Arc<Session>>>,
     /// Serialises create-or-continue per `(channel, key)`, so two first
     /// deliveries with one new key make one session.
     key_locks: Arc<KeyLocks>,
@@ -78,7 +82,7 @@ impl Registry {
         };
         if removed {
             self.drop_key(session);
-            lock(&self.hot).retain(|s| !Arc::ptr_eq(s, session));
+            lock(&self.hot).remove(&slot(session));
         }
         removed
     }
@@ -136,19 +140,21 @@ impl Registry {
     pub(crate) fn touch(&self, session: &Arc<Session>) {
         let evict: Vec<Arc<Session>> = {
             let mut hot = lock(&self.hot);
-            if hot.back().is_some_and(|s| Arc::ptr_eq(s, session)) {
+            let key = slot(session);
+            if hot.back().is_some_and(|(k, _)| *k == key) {
                 return;
             }
-            hot.retain(|s| !Arc::ptr_eq(s, session));
-            hot.push_back(session.clone());
+            if hot.to_back(&key).is_none() {
+                hot.insert(key, session.clone());
+            }
             let mut out = Vec::new();
             let mut kept = 0;
             while hot.len() > LOADED_SESSIONS && kept < hot.len() {
-                let Some(oldest) = hot.pop_front() else {
+                let Some((key, oldest)) = hot.pop_front() else {
                     break;
                 };
                 if oldest.state().is_active() || oldest.meta().parked {
-                    hot.push_back(oldest);
+                    hot.insert(key, oldest);
                     kept += 1;
                 } else {
                     out.push(oldest);
@@ -174,6 +180,12 @@ impl Registry {
             _guard: Some(guard),
         }
     }
+}
+
+/// A loaded session's key in the LRU order: the address of its `Arc`,
+/// unique while the order holds a clone of it.
+fn slot(session: &Arc<Session>) -> usize {
+    Arc::as_ptr(session) as usize
 }
 
 /// A held create-or-continue lock; the last holder removes the entry.

@@ -165,3 +165,65 @@ async fn idle_logs_are_closed_past_the_bound_and_reopen_on_use() {
     }
     assert!(store.open_logs() <= 16 + 1);
 }
+
+#[tokio::test]
+async fn followers_near_the_end_are_served_from_memory_exactly_as_from_the_file() {
+    let (dir, store) = store(StoreOptions::default());
+    let s = id("ses_recent");
+    let (mut batch, _) = reply(60);
+    // A line bigger than the recent events' byte budget, mid-log: the ones
+    // kept in memory restart after it.
+    batch.insert(
+        30,
+        NewEvent {
+            event_type: EventType::ActionResult,
+            turn_id: Some("turn_1".into()),
+            data: json!({"callId": "c1", "output": "x".repeat(100_000)}),
+        },
+    );
+    for chunk in batch.chunks(5) {
+        store.append_batch(&s, chunk.to_vec()).await.unwrap();
+    }
+    let total = batch.len() as u64;
+    // The file's answer, through a reopened store (nothing in memory).
+    let cold = FileEventStore::open(dir.path(), StoreOptions::default()).unwrap();
+    let whole: Vec<Value> = cold
+        .read(&s, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.data)
+        .collect();
+    assert_eq!(whole.len() as u64, total);
+    for start in 0..=total {
+        let mut sub = store.subscribe(&s, start).await.unwrap();
+        let mut got = Vec::new();
+        for _ in start..total {
+            got.push(sub.next().await.unwrap().data);
+        }
+        assert_eq!(got, whole[start as usize..].to_vec(), "from index {start}");
+    }
+    // A follower served from memory goes on live without a gap: a new
+    // message's deltas, with their text.
+    let mut sub = store.subscribe(&s, total - 3).await.unwrap();
+    for _ in 0..3 {
+        sub.next().await.unwrap();
+    }
+    let (more, text) = reply(3);
+    store.append_batch(&s, more.clone()).await.unwrap();
+    let mut followed = Vec::new();
+    for _ in 0..more.len() {
+        followed.push(sub.next().await.unwrap());
+    }
+    assert_eq!(followed[0].index, total);
+    assert_eq!(texts(&followed).last().unwrap(), &text);
+    let reread: Vec<Value> = store
+        .read(&s, total)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.data)
+        .collect();
+    let live: Vec<Value> = followed.into_iter().map(|e| e.data).collect();
+    assert_eq!(live, reread);
+}

@@ -49,7 +49,8 @@ pub(crate) struct Mounted {
 /// The state of one agent's routes.
 #[derive(Debug, Clone)]
 pub(crate) struct AgentState {
-    pub(crate) agent: Mounted,
+    /// Shared: axum clones the state for every request.
+    pub(crate) agent: Arc<Mounted>,
     /// Ends open streams when the server stops.
     pub(crate) shutdown: CancellationToken,
 }

@@ -70,7 +70,10 @@ enum Health {
 
 fn agent_router(agent: Mounted, health_auth: Health, shutdown: CancellationToken) -> Router {
     let channels = channels::router(agent.channels.clone());
-    let state = AgentState { agent, shutdown };
+    let state = AgentState {
+        agent: std::sync::Arc::new(agent),
+        shutdown,
+    };
     let health_route = match health_auth {
         Health::Public => get(api::public_health),
         Health::Authenticated => get(api::health),
