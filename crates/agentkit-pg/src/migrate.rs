@@ -51,6 +51,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "usage_daily",
         sql: include_str!("../migrations/0007_usage_daily.sql"),
     },
+    Migration {
+        version: 8,
+        name: "mailbox",
+        sql: include_str!("../migrations/0008_mailbox.sql"),
+    },
 ];
 
 /// The advisory lock every migrating host takes (`agentkit` migrations).

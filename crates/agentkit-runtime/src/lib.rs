@@ -39,6 +39,7 @@ mod fold;
 mod hooks;
 mod kv;
 mod log;
+mod mailbox;
 mod meta;
 mod registry;
 mod reminders;

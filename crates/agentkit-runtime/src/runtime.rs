@@ -235,6 +235,7 @@ impl AgentRuntime {
                     Some(crate::shared::Shared {
                         index: agentkit_pg::SessionIndex::new(state.db.clone(), &slug),
                         reminders: agentkit_pg::ReminderTable::new(state.db.clone(), &slug),
+                        mailbox: agentkit_pg::Mailbox::new(state.db.clone(), &slug),
                         leases: state.leases.clone(),
                         agent: slug,
                     }),
@@ -298,6 +299,7 @@ impl AgentRuntime {
             }
         }
         runtime.start_sweeper();
+        runtime.start_mailbox();
         let loader = runtime.clone();
         let armed = tokio::task::spawn_blocking(move || loader.load_reminders())
             .await
@@ -687,7 +689,25 @@ impl AgentRuntime {
 
     /// Accepts a follow-up: checks the owner, the mode and (on the HTTP
     /// channel) the token, rotates the HTTP token, and admits the message.
+    /// On a shared database, a session another live host is running gets
+    /// the message routed there (`mailbox.rs`), which applies it as its
+    /// own request (admission, rotation, checks) and answers.
     pub async fn follow_up(&self, id: &str, req: FollowUp) -> Result<Accepted> {
+        let routed = self.inner.shared.is_some().then(|| req.clone());
+        let here = self.follow_up_here(id, req).await;
+        match routed {
+            Some(req) if crate::mailbox::held_elsewhere(&here) => self
+                .route(id, crate::mailbox::Routed::message(req))
+                .await?
+                .into_accepted(),
+            _ => here,
+        }
+    }
+
+    /// [`follow_up`](Self::follow_up) on this host only:
+    /// [`agentkit_pg::Error::Busy`] when another live host holds the
+    /// session (nothing changed then).
+    pub(crate) async fn follow_up_here(&self, id: &str, req: FollowUp) -> Result<Accepted> {
         if req.message.trim().is_empty() {
             return Err(Error::BadRequest {
                 message: "`message` must not be empty".into(),
@@ -804,7 +824,7 @@ impl AgentRuntime {
             })?
         {
             // The turn runs on another host: saying "nothing ran" here
-            // would be wrong, and stopping it from here is not done yet.
+            // would be wrong; `stop_anywhere` routes the stop there.
             return Err(agentkit_pg::Error::Busy {
                 session: id.to_owned(),
                 holder,
@@ -812,6 +832,24 @@ impl AgentRuntime {
             .into());
         }
         Ok(stopped)
+    }
+
+    /// [`stop`](Self::stop), and on a shared database, a turn running on
+    /// another host is stopped there (routed through the mailbox).
+    pub async fn stop_anywhere(&self, id: &str, owner: &Owner) -> Result<bool> {
+        let here = self.stop(id, owner);
+        if self.inner.shared.is_some() && crate::mailbox::held_elsewhere(&here) {
+            return self
+                .route(
+                    id,
+                    crate::mailbox::Routed::Stop {
+                        owner: owner.clone(),
+                    },
+                )
+                .await?
+                .into_stopped();
+        }
+        here
     }
 
     /// Replay from `start_index`, then live events.

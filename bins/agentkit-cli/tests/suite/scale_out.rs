@@ -1,7 +1,9 @@
 //! Several `agentkit serve` processes on one PostgreSQL database (a
 //! throwaway database per test): a session created on one host, followed
 //! on another and continued on a third makes one contiguous log; a host
-//! killed mid-turn has its session taken over by another within 5 s.
+//! killed mid-turn has its session taken over by another within 5 s; a
+//! follow-up, a stop or an approval decision sent to a host that does not
+//! run the session is routed to the one that does (the mailbox).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -198,16 +200,6 @@ fn a_host_killed_mid_turn_has_its_session_taken_over_within_5_s() {
         .stream(b.addr)
         .unwrap();
     stream.until("turn.started").unwrap();
-    // While A runs the turn, another host refuses to write into it.
-    let busy = follow_up(c.addr, &id, &token);
-    assert_eq!(busy.status, 409, "{}", busy.body);
-    assert_eq!(busy.error_code(), "session_busy", "{}", busy.body);
-    // Nor does it claim nothing runs when asked to stop it.
-    let stop = Request::post(&format!("/bot/v1/session/{id}/stop"))
-        .json(&json!({}))
-        .send(c.addr)
-        .unwrap();
-    assert_eq!(stop.status, 409, "{}", stop.body);
 
     a.child.kill().unwrap();
     a.child.wait().unwrap();
@@ -295,7 +287,7 @@ fn agentkit_db_migrate_and_status() {
     let migrated = run(&["db", "migrate"]);
     assert_eq!(migrated.code, 0, "{}", migrated.stderr);
     assert!(
-        migrated.stdout.contains("applied 1, 2, 3, 4, 5, 6, 7"),
+        migrated.stdout.contains("applied 1, 2, 3, 4, 5, 6, 7, 8"),
         "{}",
         migrated.stdout
     );
@@ -416,15 +408,12 @@ fn a_call_parked_on_a_killed_host_is_approved_on_another() {
         .as_str()
         .unwrap()
         .to_owned();
-    // While A's turn waits for the decision, another host cannot take it.
     let approve = |addr| {
         Request::post(&format!("/bot/v1/session/{id}/approvals/{call}"))
             .json(&json!({"decision": "approve"}))
             .send(addr)
             .unwrap()
     };
-    let early = approve(c.addr);
-    assert_eq!(early.status, 409, "{}", early.body);
     a.child.kill().unwrap();
     a.child.wait().unwrap();
     let failed = stream.until("turn.failed").unwrap();
@@ -465,4 +454,262 @@ fn a_call_parked_on_a_killed_host_is_approved_on_another() {
     );
     let started = resumed.last().unwrap();
     assert!(started["data"]["resumes"].is_string(), "{started}");
+}
+
+/// The pid part of the host that last held session `id`'s lease.
+fn lease_owner_pid(db: &PgDatabase, id: &str) -> String {
+    db.query(&format!(
+        "SELECT split_part(owner, ':', 2) FROM agentkit_leases WHERE session_id = '{id}'"
+    ))
+}
+
+fn count(db: &PgDatabase, sql: &str) -> i64 {
+    db.query(sql).parse().unwrap()
+}
+
+#[test]
+fn a_follow_up_sent_to_b_preempts_the_turn_running_on_a_and_c_follows_the_reply() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    project(
+        tmp.path(),
+        json!([
+            {"steps": [{"text": "a long first turn", "delayMs": 60000}]},
+            {"steps": [{"text": "The routed reply."}]}
+        ]),
+    );
+    let a = host(tmp.path(), "a", &db);
+    let b = host(tmp.path(), "b", &db);
+    let c = host(tmp.path(), "c", &db);
+    let (id, token) = create(a.addr);
+    let mut stream = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(c.addr)
+        .unwrap();
+    stream.until("turn.started").unwrap();
+    // A stale token is refused by the owner, as it would be locally, and
+    // nothing rotates.
+    let stale = follow_up(b.addr, &id, "http:stale");
+    assert_eq!(stale.status, 409, "{}", stale.body);
+    assert_eq!(stale.error_code(), "stale_continuation", "{}", stale.body);
+    // B does not run the turn: the message is routed to A, which preempts
+    // its turn and runs the message.
+    let r = Request::post(&format!("/bot/v1/session/{id}"))
+        .json(&json!({"message": "and then?", "continuationToken": token, "admission": "preempt"}))
+        .send(b.addr)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let rotated = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    assert_ne!(rotated, token);
+    let seen = stream.until("session.waiting").unwrap();
+    let failed = seen.iter().find(|e| e["type"] == "turn.failed").unwrap();
+    assert_eq!(failed["data"]["reason"], "preempted", "{failed}");
+    let reply = seen
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "message.appended")
+        .unwrap();
+    assert_eq!(reply["data"]["text"], "The routed reply.", "{reply}");
+    assert_eq!(lease_owner_pid(&db, &id), a.child.id().to_string());
+    assert_eq!(
+        count(
+            &db,
+            &format!(
+                "SELECT count(*) FROM agentkit_events WHERE session_id = '{id}' AND type = 'message.received'"
+            )
+        ),
+        2
+    );
+    // The old token was rotated away on A; the new one works on any host.
+    let old = follow_up(c.addr, &id, &token);
+    assert_eq!(old.status, 409, "{}", old.body);
+    assert_eq!(old.error_code(), "stale_continuation", "{}", old.body);
+    // Settled requests leave no row behind.
+    assert_eq!(count(&db, "SELECT count(*) FROM agentkit_mailbox"), 0);
+    let next = follow_up(c.addr, &id, &rotated);
+    assert_eq!(next.status, 200, "{}", next.body);
+}
+
+#[test]
+fn stop_sent_to_b_stops_the_turn_running_on_a() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    project(
+        tmp.path(),
+        json!([{"steps": [{"text": "a long turn", "delayMs": 60000}]}]),
+    );
+    let a = host(tmp.path(), "a", &db);
+    let b = host(tmp.path(), "b", &db);
+    let (id, _) = create(a.addr);
+    let mut stream = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(b.addr)
+        .unwrap();
+    stream.until("turn.started").unwrap();
+    let stopped_at = Instant::now();
+    let stop = Request::post(&format!("/bot/v1/session/{id}/stop"))
+        .json(&json!({}))
+        .send(b.addr)
+        .unwrap();
+    assert_eq!(stop.status, 200, "{}", stop.body);
+    assert_eq!(stop.json()["interrupted"], true, "{}", stop.body);
+    let failed = stream.until("turn.failed").unwrap();
+    assert_eq!(failed.last().unwrap()["data"]["reason"], "stopped");
+    assert!(stopped_at.elapsed() < Duration::from_secs(10));
+    stream.until("session.waiting").unwrap();
+    // Nothing runs now: a second stop says so, from any host.
+    let again = Request::post(&format!("/bot/v1/session/{id}/stop"))
+        .json(&json!({}))
+        .send(b.addr)
+        .unwrap();
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.json()["interrupted"], false, "{}", again.body);
+}
+
+#[test]
+fn an_approval_decided_on_b_resolves_the_call_parked_in_a_turn_on_a() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    project(
+        tmp.path(),
+        json!([{"steps": [
+            {"text": "Stamping.", "toolCalls": [{"name": "guarded", "input": {}}]},
+            {"text": "Stamped."}
+        ]}]),
+    );
+    std::fs::write(
+        tmp.path().join("bot/agent/tools/guarded.toml"),
+        "description = \"Needs a human\"\ncommand = [\"sh\", \"-c\", \"echo stamped\"]\nneeds_approval = true\n\n[input_schema]\ntype = \"object\"\n",
+    )
+    .unwrap();
+    let a = host(tmp.path(), "a", &db);
+    let b = host(tmp.path(), "b", &db);
+    let c = host(tmp.path(), "c", &db);
+    let (id, _) = create(a.addr);
+    let mut stream = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(c.addr)
+        .unwrap();
+    let parked = stream.until("action.approval_requested").unwrap();
+    let call = parked.last().unwrap()["data"]["callId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = Request::post(&format!("/bot/v1/session/{id}/approvals/{call}"))
+        .json(&json!({"decision": "approve"}))
+        .send(b.addr)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    // The call was waiting in A's running turn: it goes on there.
+    assert_eq!(r.json()["resumed"], false, "{}", r.body);
+    let rest = stream.until("session.waiting").unwrap();
+    assert!(
+        rest.iter()
+            .any(|e| e["type"] == "action.result" && e["data"]["callId"] == call.as_str()),
+        "{rest:?}"
+    );
+    assert!(
+        rest.iter().any(|e| e["type"] == "turn.completed"),
+        "{rest:?}"
+    );
+    let turns = count(
+        &db,
+        &format!(
+            "SELECT count(*) FROM agentkit_events WHERE session_id = '{id}' AND type = 'turn.started'"
+        ),
+    );
+    assert_eq!(turns, 1, "one turn, not a resumed one");
+    assert_eq!(lease_owner_pid(&db, &id), a.child.id().to_string());
+    // Deciding again is refused (already decided), from any host.
+    let twice = Request::post(&format!("/bot/v1/session/{id}/approvals/{call}"))
+        .json(&json!({"decision": "approve"}))
+        .send(c.addr)
+        .unwrap();
+    assert_eq!(twice.status, 409, "{}", twice.body);
+}
+
+#[test]
+fn a_routed_follow_up_waiting_when_its_owner_is_killed_is_applied_once_by_the_taker() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    project(
+        tmp.path(),
+        json!([
+            {"steps": [{"text": "never finished", "delayMs": 60000}]},
+            {"steps": [{"text": "Applied after the takeover."}]}
+        ]),
+    );
+    let mut a = host(tmp.path(), "a", &db);
+    let b = host(tmp.path(), "b", &db);
+    let c = host(tmp.path(), "c", &db);
+    let (id, token) = create(a.addr);
+    let mut stream = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(c.addr)
+        .unwrap();
+    stream.until("turn.started").unwrap();
+    // A freezes (it holds the lease and will not read its mailbox), then
+    // dies while B's request waits for it.
+    let frozen = Command::new("kill")
+        .args(["-STOP", &a.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(frozen.success());
+    let addr = b.addr;
+    let (sid, stoken) = (id.clone(), token.clone());
+    let sent = std::thread::spawn(move || {
+        let started = Instant::now();
+        let r = follow_up(addr, &sid, &stoken);
+        (r, started.elapsed())
+    });
+    let waiting = Instant::now() + Duration::from_secs(5);
+    while count(
+        &db,
+        "SELECT count(*) FROM agentkit_mailbox WHERE state = 'pending'",
+    ) == 0
+    {
+        assert!(Instant::now() < waiting, "the request was not posted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let (r, took) = sent.join().unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    let seen = stream.until("session.waiting").unwrap();
+    let failed = seen.iter().find(|e| e["type"] == "turn.failed").unwrap();
+    assert_eq!(failed["data"]["reason"], "restart", "{failed}");
+    let next = stream.until("session.waiting").unwrap();
+    assert!(
+        next.iter().any(|e| e["type"] == "turn.completed"),
+        "{next:?}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let received = count(
+        &db,
+        &format!(
+            "SELECT count(*) FROM agentkit_events WHERE session_id = '{id}' AND type = 'message.received'"
+        ),
+    );
+    assert_eq!(received, 2, "the routed message was applied once");
+    let interrupted = count(
+        &db,
+        &format!(
+            "SELECT count(*) FROM agentkit_events WHERE session_id = '{id}' AND type = 'turn.failed'"
+        ),
+    );
+    assert_eq!(interrupted, 1);
+    let n: Vec<i64> = db
+        .query(&format!(
+            "SELECT count(*), max(idx) FROM agentkit_events WHERE session_id = '{id}'"
+        ))
+        .split('|')
+        .map(|s| s.parse().unwrap())
+        .collect();
+    assert_eq!(n[1], n[0] - 1, "contiguous");
+    drop(b);
 }
