@@ -56,6 +56,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "mailbox",
         sql: include_str!("../migrations/0008_mailbox.sql"),
     },
+    Migration {
+        version: 9,
+        name: "reminder_handlers",
+        sql: include_str!("../migrations/0009_reminder_handlers.sql"),
+    },
 ];
 
 /// The advisory lock every migrating host takes (`agentkit` migrations).

@@ -287,7 +287,9 @@ fn agentkit_db_migrate_and_status() {
     let migrated = run(&["db", "migrate"]);
     assert_eq!(migrated.code, 0, "{}", migrated.stderr);
     assert!(
-        migrated.stdout.contains("applied 1, 2, 3, 4, 5, 6, 7, 8"),
+        migrated
+            .stdout
+            .contains("applied 1, 2, 3, 4, 5, 6, 7, 8, 9"),
         "{}",
         migrated.stdout
     );

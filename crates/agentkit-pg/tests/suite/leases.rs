@@ -148,6 +148,7 @@ fn reminder(i: usize) -> agentkit_pg::PgReminder {
         fire_count: 0,
         created_at_ms: 0,
         last_fired_at_ms: None,
+        handler: None,
     }
 }
 
