@@ -19,6 +19,7 @@
 //! This crate knows SQL and the wire types of `agentkit-protocol`; it
 //! knows nothing of what a session means beyond its stored row.
 
+mod ab;
 mod database;
 mod error;
 mod events;
@@ -30,6 +31,7 @@ mod reminders;
 mod sessions;
 mod ticks;
 
+pub use ab::{AbTable, AbTotals, AbTurn};
 pub use database::{Database, MailSignal, redacted};
 pub use error::{Error, Result};
 pub use events::{PgEventStore, PgSubscription};

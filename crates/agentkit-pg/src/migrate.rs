@@ -61,6 +61,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "reminder_handlers",
         sql: include_str!("../migrations/0009_reminder_handlers.sql"),
     },
+    Migration {
+        version: 10,
+        name: "ab",
+        sql: include_str!("../migrations/0010_ab.sql"),
+    },
 ];
 
 /// The advisory lock every migrating host takes (`agentkit` migrations).

@@ -236,6 +236,7 @@ impl AgentRuntime {
                         index: agentkit_pg::SessionIndex::new(state.db.clone(), &slug),
                         reminders: agentkit_pg::ReminderTable::new(state.db.clone(), &slug),
                         mailbox: agentkit_pg::Mailbox::new(state.db.clone(), &slug),
+                        ab: agentkit_pg::AbTable::new(state.db.clone(), &slug),
                         leases: state.leases.clone(),
                         agent: slug,
                     }),
@@ -665,16 +666,14 @@ impl AgentRuntime {
             .await?;
             assignments.push(assigned);
         }
-        self.inner
-            .db
-            .record_assignments(
-                id.as_str(),
-                &meta.owner.principal_id,
-                meta.purpose.as_deref(),
-                chrono::Utc::now().timestamp_millis(),
-                assignments,
-            )
-            .await?;
+        self.record_ab_assignments(
+            id.as_str(),
+            &meta.owner.principal_id,
+            meta.purpose.as_deref(),
+            chrono::Utc::now().timestamp_millis(),
+            assignments,
+        )
+        .await?;
         let (coalesced, start_index) = self
             .accept(&session, req.message, req.admission, req.workspace_files)
             .await?;

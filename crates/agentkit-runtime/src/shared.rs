@@ -46,6 +46,8 @@ pub(crate) struct Shared {
     pub(crate) reminders: agentkit_pg::ReminderTable,
     /// Requests routed to the host holding a session (`mailbox.rs`).
     pub(crate) mailbox: agentkit_pg::Mailbox,
+    /// A/B assignments, turns and feedback of every host (`ab_metrics.rs`).
+    pub(crate) ab: agentkit_pg::AbTable,
 }
 
 /// How often a host looks for sessions whose holder died.

@@ -240,12 +240,15 @@ fn a_host_killed_mid_turn_has_its_session_taken_over_within_5_s() {
 }
 
 #[test]
-fn features_not_yet_shared_refuse_to_start_with_a_clear_error() {
+fn an_ab_experiment_keeps_each_sessions_variant_and_reports_every_hosts_turns() {
     let Some(db) = throwaway_database() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    project(tmp.path(), json!([{"steps": [{"text": "hi"}]}]));
+    project(
+        tmp.path(),
+        json!([{"steps": [{"text": "one"}]}, {"steps": [{"text": "two"}]}]),
+    );
     std::fs::create_dir_all(tmp.path().join("bot/agent/ab")).unwrap();
     std::fs::write(tmp.path().join("bot/agent/ab/lean.md"), "Be lean.\n").unwrap();
     std::fs::write(
@@ -253,20 +256,87 @@ fn features_not_yet_shared_refuse_to_start_with_a_clear_error() {
         "[[variants]]\nid = \"control\"\n[[variants]]\nid = \"lean\"\ninstructions = \"ab/lean.md\"\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_agentkit"))
-        .args(["serve", "--dir", "bot", "--port", &free_port().to_string()])
-        .args(["--database-url", &db.url])
-        .current_dir(tmp.path())
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_ne!(out.status.code(), Some(0));
-    assert!(
-        stderr.contains("--database-url: A/B experiments are not yet coordinated across hosts"),
-        "{stderr}"
+    let hosts = [
+        host(tmp.path(), "a", &db),
+        host(tmp.path(), "b", &db),
+        host(tmp.path(), "c", &db),
+    ];
+    const SESSIONS: usize = 6;
+    let mut variants = Vec::new();
+    for i in 0..SESSIONS {
+        let (first, second) = (&hosts[i % 3], &hosts[(i + 1) % 3]);
+        let (id, token) = create(first.addr);
+        let mut stream = Request::get(&format!("/bot/v1/session/{id}/stream"))
+            .stream(second.addr)
+            .unwrap();
+        stream.until("session.waiting").unwrap();
+        // The second turn runs on another host, as the same variant: the
+        // assignment is in the shared log, read by whichever host runs.
+        let r = follow_up(second.addr, &id, &token);
+        assert_eq!(r.status, 200, "{}", r.body);
+        stream.until("session.waiting").unwrap();
+        let assigned = |h: &ServerProcess| -> Vec<Value> {
+            let events = Request::get(&format!("/bot/v1/session/{id}/events"))
+                .send(h.addr)
+                .unwrap();
+            events
+                .body
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .filter(|e| e["type"] == "ab.assigned")
+                .map(|e| e["data"]["variant"].clone())
+                .collect()
+        };
+        let on_first = assigned(first);
+        assert_eq!(on_first.len(), 1, "one assignment: {on_first:?}");
+        assert_eq!(on_first, assigned(second));
+        variants.push(on_first[0].as_str().unwrap().to_owned());
+        // Feedback posted on a third host is credited to the variant.
+        let third = &hosts[(i + 2) % 3];
+        let f = Request::post(&format!("/bot/v1/session/{id}/feedback"))
+            .json(&json!({"score": 1.0}))
+            .send(third.addr)
+            .unwrap();
+        assert_eq!(f.status, 200, "{}", f.body);
+        assert_eq!(f.json()["credited"][0]["variant"], variants[i].as_str());
+    }
+    // Every host reports every host's sessions, turns and feedback.
+    let reports: Vec<Value> = hosts
+        .iter()
+        .map(|h| {
+            let r = Request::get("/bot/v1/ab").send(h.addr).unwrap();
+            assert_eq!(r.status, 200, "{}", r.body);
+            r.json()
+        })
+        .collect();
+    for report in &reports[1..] {
+        assert_eq!(
+            report["experiments"][0]["variants"],
+            reports[0]["experiments"][0]["variants"]
+        );
+    }
+    let shape = &reports[0]["experiments"][0];
+    assert_eq!(shape["id"], "shape", "{shape}");
+    for v in shape["variants"].as_array().unwrap() {
+        let id = v["id"].as_str().unwrap();
+        let sessions = variants.iter().filter(|x| *x == id).count() as u64;
+        assert_eq!(v["sessions"], sessions, "{v}");
+        assert_eq!(v["turns"], 2 * sessions, "{v}");
+        if sessions > 0 {
+            assert_eq!(v["feedback"]["count"], sessions, "{v}");
+        }
+    }
+    let turns: u64 = shape["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["turns"].as_u64().unwrap())
+        .sum();
+    assert_eq!(turns, 2 * SESSIONS as u64);
+    assert_eq!(
+        db.query("SELECT count(DISTINCT session_id) FROM agentkit_ab_turns"),
+        SESSIONS.to_string()
     );
-    assert!(stderr.contains("ab/shape.toml"), "{stderr}");
 }
 
 #[test]
