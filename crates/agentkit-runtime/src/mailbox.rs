@@ -1,6 +1,7 @@
 //! Requests for a session another host is running, routed to it through
 //! the shared database's mailbox (`agentkit_pg::Mailbox`): a follow-up, a
-//! stop or an approval decision that reaches a host which does not hold
+//! stop, an approval decision or a reminder's wake that reaches (or fires
+//! on) a host which does not hold
 //! the session's lease is posted there; the holder's mailbox loop (woken
 //! by `NOTIFY`, and once a second) claims it and applies it exactly as a
 //! request made to it (admission, token rotation, ownership checks), and
@@ -55,6 +56,9 @@ pub(crate) enum Routed {
     },
     #[serde(rename_all = "camelCase")]
     Stop { owner: Owner },
+    /// A reminder waking the conversation (`coalesce`, no token rotation).
+    #[serde(rename_all = "camelCase")]
+    Wake { message: String },
     #[serde(rename_all = "camelCase")]
     Decision {
         owner: Owner,
@@ -68,15 +72,18 @@ impl Routed {
         match self {
             Routed::Message { .. } => "message",
             Routed::Stop { .. } => "stop",
+            Routed::Wake { .. } => "wake",
             Routed::Decision { .. } => "decision",
         }
     }
 
-    fn owner(&self) -> &Owner {
+    /// Who asked (recorded on the row).
+    fn principal(&self) -> &str {
         match self {
             Routed::Message { owner, .. }
             | Routed::Stop { owner }
-            | Routed::Decision { owner, .. } => owner,
+            | Routed::Decision { owner, .. } => &owner.principal_id,
+            Routed::Wake { .. } => "reminder",
         }
     }
 
@@ -315,6 +322,18 @@ impl AgentRuntime {
                 }
                 stopped.map(|interrupted| Outcome::Stopped { interrupted })
             }
+            Routed::Wake { message } => {
+                let accepted = self.wake_here(id, message).await;
+                if held_elsewhere(&accepted) {
+                    return None;
+                }
+                accepted.map(|a| Outcome::Accepted {
+                    session_id: a.session_id,
+                    continuation_token: a.continuation_token,
+                    coalesced: a.coalesced,
+                    start_index: a.start_index,
+                })
+            }
             Routed::Decision {
                 owner,
                 call_id,
@@ -359,7 +378,7 @@ impl AgentRuntime {
                 id,
                 request.kind(),
                 &payload,
-                &request.owner().principal_id,
+                request.principal(),
                 me,
             )
             .await?;

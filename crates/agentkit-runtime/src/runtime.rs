@@ -1012,7 +1012,22 @@ impl AgentRuntime {
     /// Wakes a chat session with `message` (a reminder firing): admitted
     /// with `coalesce`, so it never interrupts a turn in flight, and
     /// without rotating the session's continuation token.
+    /// On a shared database, a session another live host is running is
+    /// woken there (routed through the mailbox).
     pub(crate) async fn wake(&self, id: &str, message: String) -> Result<Accepted> {
+        let routed = self.inner.shared.is_some().then(|| message.clone());
+        let here = self.wake_here(id, message).await;
+        match routed {
+            Some(message) if crate::mailbox::held_elsewhere(&here) => self
+                .route(id, crate::mailbox::Routed::Wake { message })
+                .await?
+                .into_accepted(),
+            _ => here,
+        }
+    }
+
+    /// [`wake`](Self::wake) on this host only.
+    pub(crate) async fn wake_here(&self, id: &str, message: String) -> Result<Accepted> {
         let session = self.get(id)?;
         let (mode, token) = {
             let meta = session.meta();
@@ -1021,9 +1036,15 @@ impl AgentRuntime {
         if mode == SessionMode::Task {
             return Err(Error::TaskSession { id: id.to_owned() });
         }
-        let (coalesced, start_index) = self
+        self.ready(&session).await?;
+        self.hold_lease(&session).await?;
+        let accepted = self
             .accept(&session, message, Admission::Coalesce, Vec::new())
-            .await?;
+            .await;
+        if accepted.is_err() {
+            self.release_if_idle(&session).await;
+        }
+        let (coalesced, start_index) = accepted?;
         Ok(Accepted {
             session_id: id.to_owned(),
             continuation_token: token,

@@ -508,3 +508,93 @@ fn a_run_form_reminder_fired_by_hand_on_a_host_without_its_handler_records_the_f
     );
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
+
+#[test]
+fn a_reminder_firing_on_one_host_wakes_a_conversation_running_on_another() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    const SCRIPT: &str = r#"{"turns": [
+        {"steps": [{"text": "first"}]},
+        {"steps": [{"text": "a slow second turn", "delayMs": 3000}]},
+        {"steps": [{"text": "woken"}]}
+    ]}"#;
+    // A runs the conversation and fires no reminders; B fires them.
+    let mut a = Host::new(SCRIPT, &[], at(12, 0, 0));
+    a.start(ServeOptions {
+        database_url: Some(db.url.clone()),
+        reminders: Some(false),
+        ..ServeOptions::default()
+    });
+    let mut b = Host::new(SCRIPT, &[], at(12, 0, 0));
+    b.start(ServeOptions {
+        database_url: Some(db.url.clone()),
+        ..ServeOptions::default()
+    });
+    let count = |sql: &str| -> usize { db.query(sql).parse().unwrap() };
+    let r = a.send(
+        agentkit_test_support::http::Request::post("/bot/v1/session")
+            .json(&serde_json::json!({"message": "hi"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    wait_until("the first turn", || {
+        count("SELECT count(*) FROM agentkit_events WHERE type = 'turn.completed'") == 1
+    });
+    let r = a.send(
+        agentkit_test_support::http::Request::post(&format!("/bot/v1/session/{id}"))
+            .json(&serde_json::json!({"message": "take your time", "continuationToken": token})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    wait_until("the slow turn", || {
+        count("SELECT count(*) FROM agentkit_events WHERE type = 'turn.started'") == 2
+    });
+    let reminder =
+        b.rt.block_on(b.handle().create_reminder(
+            "bot",
+            NewReminder {
+                purpose: "nudge".into(),
+                channel_id: "http".into(),
+                continuation_token: token,
+                when: ReminderWhen::Delay(Duration::from_secs(60)),
+                action: ReminderAction::Prompt {
+                    prompt: "any news?".into(),
+                    until: None,
+                },
+            },
+        ))
+        .unwrap();
+    assert_eq!(reminder.session_id.as_deref(), Some(id.as_str()));
+    b.clock.set(at(12, 1, 1));
+    // B's wake is routed to A, which queues it behind the running turn
+    // (coalesce), then runs it.
+    wait_until("the reminder to fire", || {
+        db.query(&format!(
+            "SELECT status, fire_count FROM agentkit_reminders WHERE id = '{}'",
+            reminder.id
+        )) == "done|1"
+    });
+    assert_eq!(
+        db.query(&format!(
+            "SELECT coalesce(reason, '') FROM agentkit_reminders WHERE id = '{}'",
+            reminder.id
+        )),
+        ""
+    );
+    wait_until("the woken turn", || {
+        count("SELECT count(*) FROM agentkit_events WHERE type = 'turn.completed'") == 3
+    });
+    assert_eq!(
+        count("SELECT count(*) FROM agentkit_events WHERE type = 'turn.failed'"),
+        0,
+        "the wake did not interrupt the running turn"
+    );
+    assert_eq!(
+        count(
+            "SELECT count(*) FROM agentkit_events WHERE type = 'message.received' AND data LIKE '%any news?%'"
+        ),
+        1
+    );
+}
