@@ -469,6 +469,8 @@ async fn done(signals: &mut broadcast::Receiver<MailSignal>, id: &str) {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
     use super::*;
 
     #[test]

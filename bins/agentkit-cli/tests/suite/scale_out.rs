@@ -146,11 +146,21 @@ fn a_session_created_on_a_followed_on_b_and_continued_on_c_is_one_log() {
     let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
     stream.until("session.waiting").unwrap();
     // A deterministic call inside the session on B lets the session go
-    // when it ends: C takes the next message.
-    let call = Request::post("/bot/v1/tools/stamp")
-        .json(&json!({"input": {}, "sessionId": id}))
-        .send(b.addr)
-        .unwrap();
+    // when it ends: C takes the next message. (A lets the session go just
+    // after recording `session.waiting`: a call that arrives in between is
+    // refused with "retry shortly", and retried.)
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let call = loop {
+        let call = Request::post("/bot/v1/tools/stamp")
+            .json(&json!({"input": {}, "sessionId": id}))
+            .send(b.addr)
+            .unwrap();
+        if call.status != 409 || Instant::now() > deadline {
+            break call;
+        }
+        assert_eq!(call.error_code(), "session_busy", "{}", call.body);
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert_eq!(call.status, 200, "{}", call.body);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -565,6 +575,14 @@ fn a_follow_up_sent_to_b_preempts_the_turn_running_on_a_and_c_follows_the_reply(
     let stale = follow_up(b.addr, &id, "http:stale");
     assert_eq!(stale.status, 409, "{}", stale.body);
     assert_eq!(stale.error_code(), "stale_continuation", "{}", stale.body);
+    // `reject` holds across hosts: A refuses it, and the token does not
+    // rotate (the next message uses it).
+    let rejected = Request::post(&format!("/bot/v1/session/{id}"))
+        .json(&json!({"message": "not now", "continuationToken": token, "admission": "reject"}))
+        .send(b.addr)
+        .unwrap();
+    assert_eq!(rejected.status, 409, "{}", rejected.body);
+    assert_eq!(rejected.error_code(), "session_busy", "{}", rejected.body);
     // B does not run the turn: the message is routed to A, which preempts
     // its turn and runs the message.
     let r = Request::post(&format!("/bot/v1/session/{id}"))
