@@ -143,17 +143,21 @@ impl AgentRuntime {
     /// Takes `session`'s lease for this host (a no-op on files):
     /// [`agentkit_pg::Error::Busy`] while another live host holds it.
     ///
-    /// A lease this host did not hold may come from a host that died
-    /// mid-turn (it expired before any sweep took it over): once this
-    /// host holds it, no one else can append, so the log read now is
-    /// complete, and an interrupted turn is recorded (`restart`) before
-    /// the message that follows it, as the sweeper would have.
+    /// The lease may come from a host that died mid-turn (it expired
+    /// before any sweep took it over): once this host holds it, no one
+    /// else can append, so the log read now is complete, and an
+    /// interrupted turn is recorded (`restart`) before the message that
+    /// follows it, as the sweeper would have. A lease that was let go (its
+    /// session settled) needs no such look.
     pub(crate) async fn hold_lease(&self, session: &Arc<crate::session::Session>) -> Result<()> {
         if let Some(shared) = &self.inner.shared {
             let id = session.id.as_str();
-            let had = shared.leases.holds(&shared.agent, id);
-            shared.leases.hold(&shared.agent, id).await?;
-            if !had && !session.state().is_active() {
+            let (_, took_over) = shared
+                .leases
+                .hold_noting_takeover(&shared.agent, id)
+                .await?;
+            if took_over && !session.state().is_active() {
+                tracing::warn!(session = %id, "taking over a session whose host stopped renewing its lease");
                 self.recover_now(session).await?;
             }
         }
