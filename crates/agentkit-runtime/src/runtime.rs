@@ -851,6 +851,20 @@ impl AgentRuntime {
         here
     }
 
+    /// [`stop_anywhere`](Self::stop_anywhere) from synchronous code (a
+    /// channel pack's interrupt). Needs tokio's multi-threaded runtime
+    /// when the turn runs on another host, as `agentkit serve` runs.
+    pub fn stop_anywhere_blocking(&self, id: &str, owner: &Owner) -> Result<bool> {
+        let here = self.stop(id, owner);
+        if self.inner.shared.is_some() && crate::mailbox::held_elsewhere(&here) {
+            let stop = crate::mailbox::Routed::Stop {
+                owner: owner.clone(),
+            };
+            return crate::shared::block_on(async { self.route(id, stop).await?.into_stopped() });
+        }
+        here
+    }
+
     /// Replay from `start_index`, then live events.
     pub async fn subscribe(&self, id: &str, owner: &Owner, start_index: u64) -> Result<Follow> {
         let session = self.owned(id, owner)?;
