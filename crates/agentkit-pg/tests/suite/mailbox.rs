@@ -21,6 +21,13 @@ async fn a_request_is_claimed_by_the_holder_once_and_an_abandoned_one_never() {
     holder.acquire("bot", "ses_1").await.unwrap();
     let mailbox = Mailbox::new(db.clone(), "bot");
     let mut signals = mailbox.signals();
+    // The listener says when it listens (what was posted before, it
+    // cannot have heard: readers look at the table then).
+    let listening = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while signals.recv().await.unwrap() != MailSignal::Missed {}
+    })
+    .await;
+    assert!(listening.is_ok(), "the listener never listened");
     mailbox
         .post(
             "mail_1",
@@ -33,7 +40,7 @@ async fn a_request_is_claimed_by_the_holder_once_and_an_abandoned_one_never() {
         .await
         .unwrap();
     // Every host hears of it (the LISTEN connection).
-    let heard = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+    let heard = tokio::time::timeout(std::time::Duration::from_secs(20), async {
         loop {
             if let Ok(MailSignal::Posted { agent, session }) = signals.recv().await {
                 break (agent, session);
