@@ -20,6 +20,9 @@ const POOL_WAIT: Duration = Duration::from_secs(10);
 const POOL_SIZE: usize = 16;
 /// The channel appends `NOTIFY` on.
 pub(crate) const EVENTS_CHANNEL: &str = "agentkit_events";
+/// The channel the mailbox `NOTIFY`s on: a request posted
+/// (`posted <agent> <session>`) or answered (`done <id>`).
+pub(crate) const MAILBOX_CHANNEL: &str = "agentkit_mailbox";
 /// How long the listener waits before reconnecting after losing its
 /// connection.
 const RELISTEN_AFTER: Duration = Duration::from_millis(500);
@@ -28,6 +31,22 @@ const RELISTEN_AFTER: Duration = Duration::from_millis(500);
 /// listener reconnected (notifications may have been missed meanwhile:
 /// every follower reads the table again).
 pub(crate) type Grown = Option<Arc<(String, String, u64)>>;
+
+/// What the mailbox's notifications say. `Missed` after the listener
+/// reconnected (notifications may have been lost: look at the table).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MailSignal {
+    /// A request for a session of `agent` was posted.
+    Posted {
+        agent: String,
+        session: String,
+    },
+    /// Request `id` has its outcome.
+    Done {
+        id: String,
+    },
+    Missed,
+}
 
 /// A pooled PostgreSQL database. Cheap to clone.
 #[derive(Clone)]
@@ -42,6 +61,8 @@ struct Inner {
     /// Every notification of a grown log, for the followers of this
     /// process (started on first use).
     grown: broadcast::Sender<Grown>,
+    /// Every mailbox notification, for this process.
+    mail: broadcast::Sender<MailSignal>,
     listener: OnceLock<tokio::task::JoinHandle<()>>,
 }
 
@@ -126,6 +147,7 @@ impl Database {
                 config,
                 target,
                 grown: broadcast::channel(4096).0,
+                mail: broadcast::channel(1024).0,
                 listener: OnceLock::new(),
             }),
         };
@@ -171,14 +193,33 @@ impl Database {
     /// the first call).
     pub(crate) fn grown(&self) -> broadcast::Receiver<Grown> {
         let receiver = self.inner.grown.subscribe();
+        self.start_listener();
+        receiver
+    }
+
+    /// Mailbox notifications, from now on (the listener starts on the
+    /// first call).
+    pub fn mail(&self) -> broadcast::Receiver<MailSignal> {
+        let receiver = self.inner.mail.subscribe();
+        self.start_listener();
+        receiver
+    }
+
+    fn start_listener(&self) {
         self.inner.listener.get_or_init(|| {
             tokio::spawn(listen(
                 self.inner.config.clone(),
                 self.inner.target.clone(),
                 self.inner.grown.clone(),
+                self.inner.mail.clone(),
             ))
         });
-        receiver
+    }
+
+    /// Tells this process's mailbox waiters about `signal` (without
+    /// waiting for the database's notification to come back).
+    pub(crate) fn announce_mail(&self, signal: MailSignal) {
+        let _ = self.inner.mail.send(signal);
     }
 
     /// Tells this process's followers that a log grew (without waiting
@@ -193,7 +234,12 @@ impl Database {
 
 /// `LISTEN`s on [`EVENTS_CHANNEL`] for as long as the process runs,
 /// reconnecting when the connection drops.
-async fn listen(config: tokio_postgres::Config, target: String, grown: broadcast::Sender<Grown>) {
+async fn listen(
+    config: tokio_postgres::Config,
+    target: String,
+    grown: broadcast::Sender<Grown>,
+    mail: broadcast::Sender<MailSignal>,
+) {
     loop {
         match config.connect(NoTls).await {
             Ok((client, mut connection)) => {
@@ -217,17 +263,25 @@ async fn listen(config: tokio_postgres::Config, target: String, grown: broadcast
                     }
                 });
                 match client
-                    .batch_execute(&format!("LISTEN {EVENTS_CHANNEL}"))
+                    .batch_execute(&format!(
+                        "LISTEN {EVENTS_CHANNEL}; LISTEN {MAILBOX_CHANNEL}"
+                    ))
                     .await
                 {
                     Ok(()) => {
                         // Whatever was appended while we were not listening
                         // is in the table: followers read it again.
                         let _ = grown.send(None);
+                        let _ = mail.send(MailSignal::Missed);
                         while let Some(message) = rx.recv().await {
-                            if let AsyncMessage::Notification(n) = message
-                                && let Some(parsed) = parse_grown(n.payload())
-                            {
+                            let AsyncMessage::Notification(n) = message else {
+                                continue;
+                            };
+                            if n.channel() == MAILBOX_CHANNEL {
+                                if let Some(signal) = parse_mail(n.payload()) {
+                                    let _ = mail.send(signal);
+                                }
+                            } else if let Some(parsed) = parse_grown(n.payload()) {
                                 let _ = grown.send(Some(Arc::new(parsed)));
                             }
                         }
@@ -253,6 +307,22 @@ fn parse_grown(payload: &str) -> Option<(String, String, u64)> {
     Some((agent, session, len))
 }
 
+/// `posted agent session` or `done id`, as the mailbox notifies.
+fn parse_mail(payload: &str) -> Option<MailSignal> {
+    let mut parts = payload.split(' ');
+    match parts.next()? {
+        "posted" => {
+            let agent = parts.next()?.to_owned();
+            let session = parts.next()?.to_owned();
+            Some(MailSignal::Posted { agent, session })
+        }
+        "done" => Some(MailSignal::Done {
+            id: parts.next()?.to_owned(),
+        }),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,5 +343,19 @@ mod tests {
             Some(("my-agent".into(), "ses_1".into(), 42))
         );
         assert_eq!(parse_grown("garbage"), None);
+        assert_eq!(
+            parse_mail("posted my-agent ses_1"),
+            Some(MailSignal::Posted {
+                agent: "my-agent".into(),
+                session: "ses_1".into()
+            })
+        );
+        assert_eq!(
+            parse_mail("done mail_1"),
+            Some(MailSignal::Done {
+                id: "mail_1".into()
+            })
+        );
+        assert_eq!(parse_mail("other"), None);
     }
 }

@@ -16,7 +16,16 @@ pub const LEASE_TTL: Duration = Duration::from_millis(2500);
 /// How often this host renews every lease it holds.
 const HEARTBEAT: Duration = Duration::from_millis(500);
 
+// `prev` is the row before this statement: a lease still marked held by
+// another owner that this statement takes was expired (the WHERE allows
+// nothing else), so its holder died. A snapshot a concurrent statement
+// made stale can only claim a takeover that was not one (an extra check
+// by the caller), never hide one.
 const ACQUIRE: &str = "
+WITH prev AS (
+    SELECT held AND owner <> $3 AS dead_holder FROM agentkit_leases
+    WHERE agent = $1 AND session_id = $2
+)
 INSERT INTO agentkit_leases (agent, session_id, owner, token, held, expires_at)
 VALUES ($1, $2, $3, 1, TRUE, now() + make_interval(secs => $4))
 ON CONFLICT (agent, session_id) DO UPDATE SET
@@ -28,7 +37,7 @@ ON CONFLICT (agent, session_id) DO UPDATE SET
 WHERE agentkit_leases.owner = EXCLUDED.owner
    OR NOT agentkit_leases.held
    OR agentkit_leases.expires_at < now()
-RETURNING token";
+RETURNING token, coalesce((SELECT dead_holder FROM prev), FALSE)";
 
 const RENEW: &str = "UPDATE agentkit_leases SET expires_at = now() + make_interval(secs => $2)
     WHERE owner = $1 AND held RETURNING agent, session_id, token";
@@ -101,16 +110,29 @@ impl Leases {
     /// lease if it holds none. [`Error::Busy`] when another host holds it
     /// and its lease has not expired.
     pub async fn hold(&self, agent: &str, session: &str) -> Result<i64> {
+        Ok(self.hold_noting_takeover(agent, session).await?.0)
+    }
+
+    /// [`hold`](Self::hold), saying whether the lease was just taken from
+    /// a host that died holding it (its expired lease was still marked
+    /// held): the session's log may end mid-turn.
+    pub async fn hold_noting_takeover(&self, agent: &str, session: &str) -> Result<(i64, bool)> {
         let key = (agent.to_owned(), session.to_owned());
         if let Some((token, _)) = lock(&self.inner.held).get(&key) {
-            return Ok(*token);
+            return Ok((*token, false));
         }
-        self.acquire(agent, session).await
+        self.take(agent, session).await
     }
 
     /// Takes the lease of `session`: a new one, one that was let go, one
     /// that expired (its holder died), or this host's own.
     pub async fn acquire(&self, agent: &str, session: &str) -> Result<i64> {
+        Ok(self.take(agent, session).await?.0)
+    }
+
+    /// [`acquire`](Self::acquire), with whether a dead holder's lease was
+    /// taken.
+    async fn take(&self, agent: &str, session: &str) -> Result<(i64, bool)> {
         let client = self.inner.db.client().await?;
         let statement = client
             .prepare_cached(ACQUIRE)
@@ -144,11 +166,12 @@ impl Leases {
             });
         };
         let token: i64 = row.get(0);
+        let took_over: bool = row.get(1);
         lock(&self.inner.held).insert(
             (agent.to_owned(), session.to_owned()),
             (token, Instant::now()),
         );
-        Ok(token)
+        Ok((token, took_over))
     }
 
     /// The other live host holding `session`'s lease, if one does.

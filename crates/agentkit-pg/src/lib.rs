@@ -13,26 +13,31 @@
 //! `NOTIFY` wakes the followers of every host, which read what is new from
 //! the table (the source of truth), so a follower sees each event exactly
 //! once and in order. [`SessionIndex`] is the session index (metadata,
-//! continuation keys) in PostgreSQL.
+//! continuation keys) in PostgreSQL. [`Mailbox`] routes a request for a
+//! session another host runs to that host, through a table and `NOTIFY`.
 //!
 //! This crate knows SQL and the wire types of `agentkit-protocol`; it
 //! knows nothing of what a session means beyond its stored row.
 
+mod ab;
 mod database;
 mod error;
 mod events;
 mod kv;
 mod lease;
+mod mailbox;
 mod migrate;
 mod reminders;
 mod sessions;
 mod ticks;
 
-pub use database::{Database, redacted};
+pub use ab::{AbTable, AbTotals, AbTurn};
+pub use database::{Database, MailSignal, redacted};
 pub use error::{Error, Result};
 pub use events::{PgEventStore, PgSubscription};
 pub use kv::{KvRow, KvTable};
 pub use lease::{LEASE_TTL, Leases};
+pub use mailbox::{Mail, MailState, Mailbox};
 pub use migrate::{MIGRATIONS, Migration, MigrationStatus, SchemaStatus};
 pub use reminders::{PgReminder, ReminderTable};
 pub use sessions::{SessionIndex, SessionRow};

@@ -51,6 +51,21 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "usage_daily",
         sql: include_str!("../migrations/0007_usage_daily.sql"),
     },
+    Migration {
+        version: 8,
+        name: "mailbox",
+        sql: include_str!("../migrations/0008_mailbox.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "reminder_handlers",
+        sql: include_str!("../migrations/0009_reminder_handlers.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "ab",
+        sql: include_str!("../migrations/0010_ab.sql"),
+    },
 ];
 
 /// The advisory lock every migrating host takes (`agentkit` migrations).

@@ -25,9 +25,12 @@ pub struct PgReminder {
     pub fire_count: i64,
     pub created_at_ms: i64,
     pub last_fired_at_ms: Option<i64>,
+    /// A run-form reminder's handler, by the name every host registered
+    /// it under; `None` for the prompt form.
+    pub handler: Option<String>,
 }
 
-const COLUMNS: &str = "id, purpose, channel_id, continuation_token, session_id, kind, spec, prompt, until_condition, status, reason, next_fire_at_ms, fire_count, created_at_ms, last_fired_at_ms";
+const COLUMNS: &str = "id, purpose, channel_id, continuation_token, session_id, kind, spec, prompt, until_condition, status, reason, next_fire_at_ms, fire_count, created_at_ms, last_fired_at_ms, handler";
 
 fn of_row(r: &tokio_postgres::Row) -> PgReminder {
     PgReminder {
@@ -46,6 +49,7 @@ fn of_row(r: &tokio_postgres::Row) -> PgReminder {
         fire_count: r.get(12),
         created_at_ms: r.get(13),
         last_fired_at_ms: r.get(14),
+        handler: r.get(15),
     }
 }
 
@@ -73,7 +77,7 @@ impl ReminderTable {
             .map_err(Error::query("begin inserting reminders"))?;
         let statement = tx
             .prepare_cached(&format!(
-                "INSERT INTO agentkit_reminders (agent, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+                "INSERT INTO agentkit_reminders (agent, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
             ))
             .await
             .map_err(Error::query("prepare a reminder insert"))?;
@@ -97,6 +101,7 @@ impl ReminderTable {
                     &r.fire_count,
                     &r.created_at_ms,
                     &r.last_fired_at_ms,
+                    &r.handler,
                 ],
             )
             .await
@@ -137,6 +142,20 @@ impl ReminderTable {
             .await
             .map_err(Error::query("update a reminder"))?;
         Ok(n == 1)
+    }
+
+    /// Binds reminder `id` to `session` (nothing else changes: a claim
+    /// on it stands).
+    pub async fn bind(&self, id: &str, session: &str) -> Result<()> {
+        let client = self.db.client().await?;
+        client
+            .execute(
+                "UPDATE agentkit_reminders SET session_id = $3 WHERE agent = $1 AND id = $2",
+                &[&self.agent, &id, &session],
+            )
+            .await
+            .map_err(Error::query("bind a reminder"))?;
+        Ok(())
     }
 
     /// Reminder `id`.
@@ -225,6 +244,33 @@ impl ReminderTable {
             .iter()
             .map(of_row)
             .collect())
+    }
+
+    /// Claims armed reminder `id` for `host` now, whatever its fire time
+    /// (a firing by hand): `None` when it is not armed or another host's
+    /// claim on it stands.
+    pub async fn claim_one(
+        &self,
+        id: &str,
+        host: &str,
+        claim_secs: f64,
+    ) -> Result<Option<PgReminder>> {
+        let client = self.db.client().await?;
+        Ok(client
+            .query_opt(
+                &format!(
+                    "UPDATE agentkit_reminders SET claimed_by = $3,
+                         claimed_until = now() + make_interval(secs => $4)
+                     WHERE agent = $1 AND id = $2 AND status = 'armed'
+                       AND (claimed_until IS NULL OR claimed_until < now())
+                     RETURNING {COLUMNS}"
+                ),
+                &[&self.agent, &id, &host, &claim_secs],
+            )
+            .await
+            .map_err(Error::query("claim a reminder"))?
+            .as_ref()
+            .map(of_row))
     }
 
     /// The earliest fire time of an armed reminder nobody is claiming.

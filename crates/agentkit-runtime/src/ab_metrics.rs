@@ -8,6 +8,11 @@
 //! Assignments are written when the session starts (and again, ignored if
 //! present, when feedback arrives, so a session whose row a crash lost is
 //! still credited); turn rows are queued without waiting when a turn ends.
+//!
+//! On a shared database (`--database-url`) the same rows live in
+//! PostgreSQL (`agentkit_pg::AbTable`), so the report of any host covers
+//! the sessions of every host; the sums are turned into the report by the
+//! same code ([`assemble`]).
 
 use std::path::Path;
 
@@ -300,6 +305,32 @@ fn latency_at(
 }
 
 fn experiment_report(conn: &Connection, x: &Experiment) -> rusqlite::Result<ExperimentReport> {
+    let not_enrolled: i64 = conn
+        .prepare_cached(
+            "SELECT COUNT(*) FROM ab_assignments WHERE experiment = ?1 AND variant IS NULL",
+        )?
+        .query_row(params![x.id], |r| r.get(0))?;
+    let mut measured = Vec::new();
+    for v in &x.variants {
+        let t = tally(conn, &x.id, &v.id)?;
+        let p50 = latency_at(conn, &x.id, &v.id, 50.0, t.turns)?;
+        let p95 = latency_at(conn, &x.id, &v.id, 95.0, t.turns)?;
+        measured.push(Measured { tally: t, p50, p95 });
+    }
+    Ok(assemble(x, to_u64(not_enrolled), measured))
+}
+
+/// One variant's sums and latency percentiles, from either store.
+#[derive(Debug)]
+struct Measured {
+    tally: Tally,
+    p50: Option<u64>,
+    p95: Option<u64>,
+}
+
+/// The report of experiment `x` from what its variants measured (in
+/// `x.variants`' order).
+fn assemble(x: &Experiment, not_enrolled: u64, measured: Vec<Measured>) -> ExperimentReport {
     let control = x
         .variants
         .iter()
@@ -307,20 +338,10 @@ fn experiment_report(conn: &Connection, x: &Experiment) -> rusqlite::Result<Expe
         .or(x.variants.first())
         .map(|v| v.id.clone())
         .unwrap_or_default();
-    let not_enrolled: i64 = conn
-        .prepare_cached(
-            "SELECT COUNT(*) FROM ab_assignments WHERE experiment = ?1 AND variant IS NULL",
-        )?
-        .query_row(params![x.id], |r| r.get(0))?;
     let mut tallies = Vec::new();
     let mut variants = Vec::new();
-    for v in &x.variants {
-        let t = tally(conn, &x.id, &v.id)?;
-        let latency_ms = match (
-            latency_at(conn, &x.id, &v.id, 50.0, t.turns)?,
-            latency_at(conn, &x.id, &v.id, 95.0, t.turns)?,
-            t.latency.mean(),
-        ) {
+    for (v, Measured { tally: t, p50, p95 }) in x.variants.iter().zip(measured) {
+        let latency_ms = match (p50, p95, t.latency.mean()) {
             (Some(p50), Some(p95), Some(mean)) => Some(Latency { p50, p95, mean }),
             _ => None,
         };
@@ -358,7 +379,7 @@ fn experiment_report(conn: &Connection, x: &Experiment) -> rusqlite::Result<Expe
             .collect(),
         None => Vec::new(),
     };
-    Ok(ExperimentReport {
+    ExperimentReport {
         id: x.id.clone(),
         description: x.description.clone(),
         traffic: x.traffic,
@@ -368,10 +389,143 @@ fn experiment_report(conn: &Connection, x: &Experiment) -> rusqlite::Result<Expe
         }
         .to_owned(),
         control,
-        not_enrolled: to_u64(not_enrolled),
+        not_enrolled,
         variants,
         comparisons,
+    }
+}
+
+impl Tally {
+    /// A variant's sums as the shared database answers them.
+    fn of_pg(t: &agentkit_pg::AbTotals) -> Tally {
+        let turns = to_u64(t.turns);
+        Tally {
+            sessions: to_u64(t.sessions),
+            eval_sessions: to_u64(t.eval_sessions),
+            turns,
+            failed: to_u64(t.failed),
+            interrupted: to_u64(t.interrupted),
+            usage: Usage {
+                input_tokens: to_u64(t.input_tokens),
+                output_tokens: to_u64(t.output_tokens),
+                cache_read_tokens: to_u64(t.cache_read_tokens),
+                cache_write_tokens: to_u64(t.cache_write_tokens),
+            },
+            latency: Moments {
+                n: turns,
+                sum: t.latency_sum as f64,
+                sum_sq: t.latency_sum_sq,
+            },
+            tool_calls: to_u64(t.tool_calls),
+            tool_errors: to_u64(t.tool_errors),
+            feedback: Moments {
+                n: to_u64(t.feedback_n),
+                sum: t.feedback_sum,
+                sum_sq: t.feedback_sum_sq,
+            },
+            eval_passed: to_u64(t.eval_passed),
+            eval_total: to_u64(t.eval_total),
+        }
+    }
+}
+
+/// The report of `experiments` from the shared database (every host's
+/// sessions).
+async fn report_shared(ab: &agentkit_pg::AbTable, experiments: &[Experiment]) -> Result<AbReport> {
+    let mut out = Vec::with_capacity(experiments.len());
+    for x in experiments {
+        let not_enrolled = to_u64(ab.not_enrolled(&x.id).await?);
+        let mut measured = Vec::with_capacity(x.variants.len());
+        for v in &x.variants {
+            let tally = Tally::of_pg(&ab.totals(&x.id, &v.id).await?);
+            let at = |p: f64| {
+                let rank = ab_stats::rank(p, tally.turns);
+                let (x, v) = (x.id.clone(), v.id.clone());
+                async move {
+                    match rank {
+                        Some(rank) => {
+                            Ok::<_, Error>(ab.latency_at(&x, &v, to_i64(rank)).await?.map(to_u64))
+                        }
+                        None => Ok(None),
+                    }
+                }
+            };
+            let p50 = at(50.0).await?;
+            let p95 = at(95.0).await?;
+            measured.push(Measured { tally, p50, p95 });
+        }
+        out.push(assemble(x, not_enrolled, measured));
+    }
+    Ok(AbReport {
+        ok: true,
+        experiments: out,
     })
+}
+
+fn pg_assignments(assignments: &[Assignment]) -> Vec<(String, Option<String>)> {
+    assignments
+        .iter()
+        .map(|a| (a.experiment.clone(), a.variant.clone()))
+        .collect()
+}
+
+impl crate::AgentRuntime {
+    /// Records a new session's assignments, in the shared database or
+    /// this host's; answers once committed.
+    pub(crate) async fn record_ab_assignments(
+        &self,
+        session_id: &str,
+        principal: &str,
+        purpose: Option<&str>,
+        at_ms: i64,
+        assignments: Vec<Assignment>,
+    ) -> Result<()> {
+        match &self.inner.shared {
+            Some(shared) => Ok(shared
+                .ab
+                .record_assignments(
+                    session_id,
+                    principal,
+                    purpose,
+                    at_ms,
+                    &pg_assignments(&assignments),
+                )
+                .await?),
+            None => {
+                self.inner
+                    .db
+                    .record_assignments(session_id, principal, purpose, at_ms, assignments)
+                    .await
+            }
+        }
+    }
+
+    /// Records one ended turn of an enrolled session: queued without
+    /// waiting on one host; on a shared database written before the
+    /// turn's end is appended, so a report on any host that saw the turn
+    /// end counts it.
+    pub(crate) async fn record_ab_turn(&self, row: TurnRow) {
+        let Some(shared) = &self.inner.shared else {
+            self.inner.db.record_turn(row);
+            return;
+        };
+        let turn = agentkit_pg::AbTurn {
+            session_id: row.session_id,
+            turn_id: row.turn_id,
+            outcome: row.outcome.to_owned(),
+            input_tokens: to_i64(row.usage.input_tokens),
+            output_tokens: to_i64(row.usage.output_tokens),
+            cache_read_tokens: to_i64(row.usage.cache_read_tokens),
+            cache_write_tokens: to_i64(row.usage.cache_write_tokens),
+            latency_ms: to_i64(row.latency_ms),
+            tool_calls: to_i64(row.tool_calls),
+            tool_errors: to_i64(row.tool_errors),
+            ended_at_ms: row.ended_at_ms,
+        };
+        if let Err(e) = shared.ab.record_turn(&turn).await {
+            tracing::warn!(session = %turn.session_id, error = %e, "cannot record an A/B turn");
+        }
+    }
 }
 
 const WELCH: &str = "welch-normal-95";
@@ -491,18 +645,37 @@ impl crate::AgentRuntime {
             let meta = session.meta();
             (meta.owner.principal_id.clone(), meta.purpose.clone())
         };
-        let feedback_id = self
-            .inner
-            .db
-            .record_feedback(
-                id,
-                &principal,
-                purpose.as_deref(),
-                assignments.clone(),
-                feedback,
-                chrono::Utc::now().timestamp_millis(),
-            )
-            .await?;
+        let at_ms = chrono::Utc::now().timestamp_millis();
+        let feedback_id = match &self.inner.shared {
+            Some(shared) => to_u64(
+                shared
+                    .ab
+                    .record_feedback(
+                        id,
+                        &principal,
+                        purpose.as_deref(),
+                        &pg_assignments(&assignments),
+                        feedback.score,
+                        feedback.label.as_deref(),
+                        feedback.note.as_deref(),
+                        at_ms,
+                    )
+                    .await?,
+            ),
+            None => {
+                self.inner
+                    .db
+                    .record_feedback(
+                        id,
+                        &principal,
+                        purpose.as_deref(),
+                        assignments.clone(),
+                        feedback,
+                        at_ms,
+                    )
+                    .await?
+            }
+        };
         Ok(agentkit_protocol::ab::FeedbackRecorded {
             ok: true,
             session_id: id.to_owned(),
@@ -520,6 +693,9 @@ impl crate::AgentRuntime {
     /// `GET /v1/ab`: every experiment of the agent with its variants'
     /// metrics and their comparison with the control.
     pub async fn ab_report(&self) -> Result<AbReport> {
+        if let Some(shared) = &self.inner.shared {
+            return report_shared(&shared.ab, &self.inner.agent.experiments).await;
+        }
         // Rows queued before this call are in the report.
         self.inner.db.flush().await?;
         let path = self.inner.db.path().to_owned();

@@ -146,7 +146,41 @@ impl AgentRuntime {
     /// be an operator); the decision records `decision.by`, which for an
     /// operator deciding on someone else's session becomes
     /// `operator:<principalId>`.
+    ///
+    /// On a shared database, a call parked in a turn another live host is
+    /// running is decided there: the decision is routed through the
+    /// mailbox (`mailbox.rs`) and resolves the parked call on that host.
     pub async fn resolve_approval(
+        &self,
+        id: &str,
+        call_id: &str,
+        decision: Decision,
+        owner: &Owner,
+    ) -> Result<ResolvedApproval> {
+        let routed = || crate::mailbox::Routed::Decision {
+            owner: owner.clone(),
+            call_id: call_id.to_owned(),
+            decision: decision.clone(),
+        };
+        if self.inner.shared.is_some() {
+            self.owned(id, owner)?;
+            let waits_here =
+                lock(&self.waiters().map).contains_key(&(id.to_owned(), call_id.to_owned()));
+            if !waits_here && self.held_by_other(id).await?.is_some() {
+                return self.route(id, routed()).await?.into_resolved();
+            }
+        }
+        let here = self
+            .resolve_approval_here(id, call_id, decision.clone(), owner)
+            .await;
+        if self.inner.shared.is_some() && crate::mailbox::held_elsewhere(&here) {
+            return self.route(id, routed()).await?.into_resolved();
+        }
+        here
+    }
+
+    /// [`resolve_approval`](Self::resolve_approval) on this host only.
+    pub(crate) async fn resolve_approval_here(
         &self,
         id: &str,
         call_id: &str,

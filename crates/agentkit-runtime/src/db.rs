@@ -222,6 +222,9 @@ pub(crate) struct ReminderRow {
     pub(crate) prompt: Option<String>,
     pub(crate) until: Option<String>,
     pub(crate) run_form: bool,
+    /// A run-form reminder's handler by its registered name (kept on a
+    /// shared database only: here the handler stays in memory).
+    pub(crate) handler: Option<String>,
     pub(crate) status: crate::reminders::ReminderStatus,
     pub(crate) reason: Option<String>,
     pub(crate) next_fire_at_ms: Option<i64>,
@@ -256,6 +259,7 @@ fn reminder_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ReminderRow> {
         prompt: r.get(7)?,
         until: r.get(8)?,
         run_form: r.get::<_, i64>(9)? != 0,
+        handler: None,
         status: crate::reminders::ReminderStatus::parse(&r.get::<_, String>(10)?)
             .map_err(|e| bad_column(10, e))?,
         reason: r.get(11)?,
@@ -773,6 +777,7 @@ mod tests {
             prompt: Some("x".into()),
             until: None,
             run_form: false,
+            handler: None,
             status: crate::reminders::ReminderStatus::Armed,
             reason: None,
             next_fire_at_ms: Some(1),

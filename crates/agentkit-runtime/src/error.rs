@@ -46,6 +46,18 @@ pub enum Error {
     /// session is held by another host (a turn runs there).
     #[error("{0}")]
     Shared(#[from] agentkit_pg::Error),
+    /// The host running the session answered a routed request with an
+    /// error (`mailbox.rs`): its status, code and message, as is.
+    #[error("{message}")]
+    Routed {
+        status: u16,
+        code: ErrorCode,
+        message: String,
+    },
+    /// A routed request got no outcome in time; the message says whether
+    /// it may have been applied.
+    #[error("{message}")]
+    RouteTimeout { message: String },
     #[error("state database `{path}`")]
     Db {
         path: std::path::PathBuf,
@@ -79,6 +91,8 @@ impl Error {
             Error::ApprovalNotFound { .. } => ErrorCode::ApprovalNotFound,
             Error::ApprovalResolved { .. } => ErrorCode::ApprovalResolved,
             Error::ScheduleFailed { .. } => ErrorCode::ScheduleFailed,
+            Error::Routed { code, .. } => *code,
+            Error::RouteTimeout { .. } => ErrorCode::RequestTimeout,
             Error::Shared(agentkit_pg::Error::Busy { .. } | agentkit_pg::Error::Fenced { .. }) => {
                 ErrorCode::SessionBusy
             }
@@ -107,7 +121,9 @@ impl Error {
             | Error::Shared(agentkit_pg::Error::Busy { .. } | agentkit_pg::Error::Fenced { .. }) => {
                 409
             }
-            Error::Shared(
+            Error::Routed { status, .. } => *status,
+            Error::RouteTimeout { .. }
+            | Error::Shared(
                 agentkit_pg::Error::Connect { .. } | agentkit_pg::Error::Timeout { .. },
             ) => 503,
             Error::Store(_)

@@ -39,6 +39,7 @@ mod fold;
 mod hooks;
 mod kv;
 mod log;
+mod mailbox;
 mod meta;
 mod registry;
 mod reminders;
@@ -65,7 +66,8 @@ pub use log::{EventLog, Follow};
 pub use meta::{Owner, SessionMeta, SessionMode};
 pub use reminders::{
     Followup, HANDLER_LOST_ON_RESTART, NewReminder, Reminder, ReminderAction, ReminderFired,
-    ReminderHandler, ReminderOutcome, ReminderRequest, ReminderTick, ReminderWhen, parse_when,
+    ReminderHandler, ReminderHandlers, ReminderOutcome, ReminderRequest, ReminderTick,
+    ReminderWhen, parse_when,
 };
 pub use runtime::{
     Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, RuntimeOptions, SendRequest, SessionSummary,

@@ -14,6 +14,12 @@
 //! passed while the host was down fire at once (late rather than never).
 //! Run handlers live in memory only, so run-form reminders found armed at
 //! open are disarmed with the reason `handler_lost_on_restart`.
+//!
+//! On a shared database a run-form reminder names its handler
+//! ([`ReminderAction::Named`], registered on every host with
+//! [`AgentRuntime::register_reminder_handler`]): the name is stored, and
+//! whichever host claims the reminder calls its own handler of that name
+//! (a host without one records the firing as failed, with the reason).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -195,6 +201,30 @@ where
     }
 }
 
+/// Run-form handlers by name, for [`ReminderAction::Named`] (the
+/// facade's `ServeOptions::reminder_handler`).
+#[derive(Clone, Default)]
+pub struct ReminderHandlers(std::collections::BTreeMap<String, Arc<dyn ReminderHandler>>);
+
+impl ReminderHandlers {
+    /// Registers `handler` under `name` (a later registration of the same
+    /// name replaces it).
+    pub fn insert(&mut self, name: impl Into<String>, handler: impl ReminderHandler + 'static) {
+        self.0.insert(name.into(), Arc::new(handler));
+    }
+
+    /// The registered names, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.0.keys().map(String::as_str).collect()
+    }
+}
+
+impl std::fmt::Debug for ReminderHandlers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
 /// What a reminder does when it fires.
 #[derive(Clone)]
 pub enum ReminderAction {
@@ -206,6 +236,12 @@ pub enum ReminderAction {
     },
     /// Call a Rust handler (in memory only: lost on restart).
     Run(Arc<dyn ReminderHandler>),
+    /// Call the handler registered under this name
+    /// ([`AgentRuntime::register_reminder_handler`]). On a shared
+    /// database the name is stored and the host that claims the reminder
+    /// calls its own handler of that name, so every host must register
+    /// it; on one host it behaves as [`ReminderAction::Run`].
+    Named(String),
 }
 
 impl std::fmt::Debug for ReminderAction {
@@ -217,6 +253,7 @@ impl std::fmt::Debug for ReminderAction {
                 .field("until", until)
                 .finish(),
             ReminderAction::Run(_) => f.write_str("Run(..)"),
+            ReminderAction::Named(name) => f.debug_tuple("Named").field(name).finish(),
         }
     }
 }
@@ -324,6 +361,9 @@ pub struct Reminder {
     pub spec: String,
     /// `prompt` or `run`.
     pub form: String,
+    /// A run-form reminder's handler name (shared database).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handler: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -356,6 +396,7 @@ impl From<&ReminderRow> for Reminder {
             kind: r.cadence.kind().to_owned(),
             spec: r.cadence.spec(),
             form: if r.run_form { "run" } else { "prompt" }.to_owned(),
+            handler: r.handler.clone(),
             prompt: r.prompt.clone(),
             until: r.until.clone(),
             status: r.status.as_str().to_owned(),
@@ -389,6 +430,8 @@ pub(crate) struct ReminderState {
     pub(crate) late_ms: std::sync::atomic::AtomicU64,
     index: Mutex<Index>,
     handlers: Mutex<HashMap<String, Arc<dyn ReminderHandler>>>,
+    /// Handlers by name, for [`ReminderAction::Named`].
+    named: Mutex<HashMap<String, Arc<dyn ReminderHandler>>>,
     /// Signalled when the earliest fire time may have changed.
     changed: tokio::sync::Notify,
 }
@@ -493,11 +536,15 @@ impl AgentRuntime {
             });
         }
         let cadence = Cadence::from_when(&req.when)?;
-        let (prompt, until, run_form) = match &req.action {
+        let (prompt, until, run_form, handler) = match &req.action {
             ReminderAction::Prompt { prompt, until } => {
-                (Some(prompt.clone()), until.clone(), false)
+                (Some(prompt.clone()), until.clone(), false, None)
             }
-            ReminderAction::Run(_) => (None, None, true),
+            ReminderAction::Run(_) => (None, None, true, None),
+            ReminderAction::Named(name) => {
+                self.named_handler(name)?;
+                (None, None, true, Some(name.clone()))
+            }
         };
         let now_ms = self.now_ms();
         let mut row = ReminderRow {
@@ -510,6 +557,7 @@ impl AgentRuntime {
             prompt,
             until,
             run_form,
+            handler,
             status: ReminderStatus::Armed,
             reason: None,
             next_fire_at_ms: None,
@@ -536,7 +584,12 @@ impl AgentRuntime {
             return Ok(Reminder::from(&row));
         }
         self.inner.db.insert_reminder(&row).await?;
-        if let ReminderAction::Run(handler) = req.action {
+        let handler = match req.action {
+            ReminderAction::Run(handler) => Some(handler),
+            ReminderAction::Named(name) => Some(self.named_handler(&name)?),
+            ReminderAction::Prompt { .. } => None,
+        };
+        if let Some(handler) = handler {
             lock(&self.inner.reminders.handlers).insert(row.id.clone(), handler);
         }
         let view = Reminder::from(&row);
@@ -550,7 +603,7 @@ impl AgentRuntime {
     pub async fn create_reminders(&self, reqs: Vec<NewReminder>) -> Result<usize> {
         let mut rows = Vec::with_capacity(reqs.len());
         for req in &reqs {
-            if matches!(req.action, ReminderAction::Run(_)) {
+            if !matches!(req.action, ReminderAction::Prompt { .. }) {
                 return Err(Error::BadRequest {
                     message: "bulk creation takes prompt-form reminders only".into(),
                 });
@@ -688,23 +741,26 @@ impl AgentRuntime {
     /// `ServeHandle::dispatch_reminder`), through the same path as the
     /// timers.
     pub async fn dispatch_reminder(&self, id: &str) -> Result<ReminderFired> {
-        if self.inner.shared.is_some() {
-            return Err(Error::NotAvailable {
-                message: "--database-url: reminders fire on their time only (no manual dispatch across hosts yet)".into(),
-            });
+        if let (Some(table), Some(shared)) = (self.shared_reminders(), &self.inner.shared) {
+            let Some(stored) = table
+                .claim_one(id, shared.leases.owner(), CLAIM_SECS)
+                .await?
+            else {
+                let stored = self.reminder_row(id)?;
+                if stored.status == ReminderStatus::Armed {
+                    // Another host is firing it right now.
+                    return Err(Error::SessionBusy { id: id.to_owned() });
+                }
+                return Err(not_armed(id, &stored));
+            };
+            return self.fire_inner(from_pg(stored)?).await;
         }
         let row = {
             let mut index = lock(&self.inner.reminders.index);
             let Some(row) = index.rows.get(id).cloned() else {
                 drop(index);
                 let stored = self.reminder_row(id)?;
-                return Err(Error::BadRequest {
-                    message: format!(
-                        "reminder `{id}` is {}{}; only armed reminders fire",
-                        stored.status.as_str(),
-                        stored.reason.map(|r| format!(" ({r})")).unwrap_or_default()
-                    ),
-                });
+                return Err(not_armed(id, &stored));
             };
             if !index.firing.insert(id.to_owned()) {
                 return Err(Error::SessionBusy { id: id.to_owned() });
@@ -830,7 +886,19 @@ impl AgentRuntime {
             state.late_ms.fetch_add(late, Ordering::Relaxed);
         }
         let (outcome, session_id) = if row.run_form {
-            let handler = lock(&self.inner.reminders.handlers).get(&row.id).cloned();
+            let handler = match &row.handler {
+                // Stored by name (a shared database): this host's handler
+                // of that name, whichever host created the reminder.
+                Some(name) => match self.named_handler(name) {
+                    Ok(handler) => Some(handler),
+                    Err(e) => {
+                        tracing::warn!(reminder = %row.id, handler = %name, "no reminder handler of that name on this host: the firing failed");
+                        row.reason = Some(format!("firing failed: {e}"));
+                        None
+                    }
+                },
+                None => lock(&self.inner.reminders.handlers).get(&row.id).cloned(),
+            };
             match handler {
                 Some(h) => {
                     let tick = ReminderTick {
@@ -844,6 +912,9 @@ impl AgentRuntime {
                     };
                     (h.run(tick).await, None)
                 }
+                // A named handler missing on this host: a failed firing
+                // (recorded in `reason`; a recurring reminder fires again).
+                None if row.handler.is_some() => (ReminderOutcome::Skip, None),
                 None => {
                     row.reason = Some(HANDLER_LOST_ON_RESTART.to_owned());
                     (ReminderOutcome::Stop, None)
@@ -859,12 +930,18 @@ impl AgentRuntime {
                 }
             }
         };
-        // A follow-up sent by a handler may have bound the session (run
-        // form only: never on a shared database).
-        if self.inner.shared.is_none()
-            && let Ok(stored) = self.reminder_row(&row.id)
-        {
-            row.session_id = stored.session_id.or(row.session_id);
+        // A follow-up sent by a handler may have bound the session.
+        if self.inner.shared.is_none() || row.run_form {
+            let stored = match self.shared_reminders() {
+                Some(table) => match table.get(&row.id).await {
+                    Ok(stored) => stored.map(from_pg).transpose(),
+                    Err(e) => Err(e.into()),
+                },
+                None => self.reminder_row(&row.id).map(Some),
+            };
+            if let Ok(Some(stored)) = stored {
+                row.session_id = stored.session_id.or(row.session_id);
+            }
         }
         if let Some(sid) = &session_id {
             row.session_id = Some(sid.clone());
@@ -1014,11 +1091,9 @@ impl AgentRuntime {
     /// Binds an armed reminder to a session id.
     async fn bind_reminder(&self, id: &str, session_id: &str) -> Result<()> {
         if let Some(table) = self.shared_reminders() {
-            if let Some(stored) = table.get(id).await? {
-                let mut row = from_pg(stored)?;
-                row.session_id = Some(session_id.to_owned());
-                table.update(&to_pg(&row), None).await?;
-            }
+            // Only the binding: a run handler binds while its host holds
+            // the claim, which the firing's write-back checks.
+            table.bind(id, session_id).await?;
             return Ok(());
         }
         let row = {
@@ -1034,15 +1109,54 @@ impl AgentRuntime {
 }
 
 impl AgentRuntime {
-    /// On a shared database, a run-form reminder's handler lives in one
-    /// process: it could not fire on another host.
+    /// On a shared database, an unnamed handler (a closure) lives in one
+    /// process: it could not fire on another host. A named one can.
     fn reminders_here(&self, req: &NewReminder) -> Result<()> {
         if self.inner.shared.is_some() && matches!(req.action, ReminderAction::Run(_)) {
             return Err(Error::NotAvailable {
-                message: "--database-url: run-form reminders (Rust handlers) are not yet coordinated across hosts; use a prompt".into(),
+                message: "--database-url: a run-form reminder must name its handler (ReminderAction::Named), registered on every host (ServeOptions::reminder_handler); an unnamed handler lives in one process".into(),
             });
         }
         Ok(())
+    }
+
+    /// Registers `handler` under `name`, for [`ReminderAction::Named`]
+    /// (a later registration of the same name replaces it).
+    pub fn register_reminder_handler(
+        &self,
+        name: impl Into<String>,
+        handler: Arc<dyn ReminderHandler>,
+    ) {
+        lock(&self.inner.reminders.named).insert(name.into(), handler);
+    }
+
+    /// Registers every handler of `handlers` (see
+    /// [`register_reminder_handler`](Self::register_reminder_handler)).
+    pub fn set_reminder_handlers(&self, handlers: &ReminderHandlers) {
+        let mut named = lock(&self.inner.reminders.named);
+        for (name, handler) in &handlers.0 {
+            named.insert(name.clone(), handler.clone());
+        }
+    }
+
+    /// The handler registered under `name` on this host.
+    fn named_handler(&self, name: &str) -> Result<Arc<dyn ReminderHandler>> {
+        let named = lock(&self.inner.reminders.named);
+        if let Some(handler) = named.get(name) {
+            return Ok(handler.clone());
+        }
+        let mut known: Vec<&str> = named.keys().map(String::as_str).collect();
+        known.sort_unstable();
+        Err(Error::BadRequest {
+            message: format!(
+                "no reminder handler `{name}` is registered on this host (registered: {})",
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            ),
+        })
     }
 
     /// The shared reminders table, on a shared database.
@@ -1107,6 +1221,21 @@ impl AgentRuntime {
     }
 }
 
+/// Why reminder `id` (`stored`) does not fire by hand.
+fn not_armed(id: &str, stored: &ReminderRow) -> Error {
+    Error::BadRequest {
+        message: format!(
+            "reminder `{id}` is {}{}; only armed reminders fire",
+            stored.status.as_str(),
+            stored
+                .reason
+                .as_ref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        ),
+    }
+}
+
 /// How long a host's claim on a firing reminder stands before another
 /// host may fire it again (its host died mid-firing).
 const CLAIM_SECS: f64 = 60.0;
@@ -1128,6 +1257,7 @@ fn to_pg(r: &ReminderRow) -> agentkit_pg::PgReminder {
         fire_count: i64::try_from(r.fire_count).unwrap_or(i64::MAX),
         created_at_ms: r.created_at_ms,
         last_fired_at_ms: r.last_fired_at_ms,
+        handler: r.handler.clone(),
     }
 }
 
@@ -1145,7 +1275,8 @@ fn from_pg(r: agentkit_pg::PgReminder) -> Result<ReminderRow> {
         session_id: r.session_id,
         prompt: r.prompt,
         until: r.until_condition,
-        run_form: false,
+        run_form: r.handler.is_some(),
+        handler: r.handler,
         reason: r.reason,
         next_fire_at_ms: r.next_fire_at_ms,
         fire_count: u64::try_from(r.fire_count).unwrap_or(0),

@@ -235,6 +235,8 @@ impl AgentRuntime {
                     Some(crate::shared::Shared {
                         index: agentkit_pg::SessionIndex::new(state.db.clone(), &slug),
                         reminders: agentkit_pg::ReminderTable::new(state.db.clone(), &slug),
+                        mailbox: agentkit_pg::Mailbox::new(state.db.clone(), &slug),
+                        ab: agentkit_pg::AbTable::new(state.db.clone(), &slug),
                         leases: state.leases.clone(),
                         agent: slug,
                     }),
@@ -298,6 +300,7 @@ impl AgentRuntime {
             }
         }
         runtime.start_sweeper();
+        runtime.start_mailbox();
         let loader = runtime.clone();
         let armed = tokio::task::spawn_blocking(move || loader.load_reminders())
             .await
@@ -663,16 +666,14 @@ impl AgentRuntime {
             .await?;
             assignments.push(assigned);
         }
-        self.inner
-            .db
-            .record_assignments(
-                id.as_str(),
-                &meta.owner.principal_id,
-                meta.purpose.as_deref(),
-                chrono::Utc::now().timestamp_millis(),
-                assignments,
-            )
-            .await?;
+        self.record_ab_assignments(
+            id.as_str(),
+            &meta.owner.principal_id,
+            meta.purpose.as_deref(),
+            chrono::Utc::now().timestamp_millis(),
+            assignments,
+        )
+        .await?;
         let (coalesced, start_index) = self
             .accept(&session, req.message, req.admission, req.workspace_files)
             .await?;
@@ -687,7 +688,25 @@ impl AgentRuntime {
 
     /// Accepts a follow-up: checks the owner, the mode and (on the HTTP
     /// channel) the token, rotates the HTTP token, and admits the message.
+    /// On a shared database, a session another live host is running gets
+    /// the message routed there (`mailbox.rs`), which applies it as its
+    /// own request (admission, rotation, checks) and answers.
     pub async fn follow_up(&self, id: &str, req: FollowUp) -> Result<Accepted> {
+        let routed = self.inner.shared.is_some().then(|| req.clone());
+        let here = self.follow_up_here(id, req).await;
+        match routed {
+            Some(req) if crate::mailbox::held_elsewhere(&here) => self
+                .route(id, crate::mailbox::Routed::message(req))
+                .await?
+                .into_accepted(),
+            _ => here,
+        }
+    }
+
+    /// [`follow_up`](Self::follow_up) on this host only:
+    /// [`agentkit_pg::Error::Busy`] when another live host holds the
+    /// session (nothing changed then).
+    pub(crate) async fn follow_up_here(&self, id: &str, req: FollowUp) -> Result<Accepted> {
         if req.message.trim().is_empty() {
             return Err(Error::BadRequest {
                 message: "`message` must not be empty".into(),
@@ -804,7 +823,7 @@ impl AgentRuntime {
             })?
         {
             // The turn runs on another host: saying "nothing ran" here
-            // would be wrong, and stopping it from here is not done yet.
+            // would be wrong; `stop_anywhere` routes the stop there.
             return Err(agentkit_pg::Error::Busy {
                 session: id.to_owned(),
                 holder,
@@ -812,6 +831,38 @@ impl AgentRuntime {
             .into());
         }
         Ok(stopped)
+    }
+
+    /// [`stop`](Self::stop), and on a shared database, a turn running on
+    /// another host is stopped there (routed through the mailbox).
+    pub async fn stop_anywhere(&self, id: &str, owner: &Owner) -> Result<bool> {
+        let here = self.stop(id, owner);
+        if self.inner.shared.is_some() && crate::mailbox::held_elsewhere(&here) {
+            return self
+                .route(
+                    id,
+                    crate::mailbox::Routed::Stop {
+                        owner: owner.clone(),
+                    },
+                )
+                .await?
+                .into_stopped();
+        }
+        here
+    }
+
+    /// [`stop_anywhere`](Self::stop_anywhere) from synchronous code (a
+    /// channel pack's interrupt). Needs tokio's multi-threaded runtime
+    /// when the turn runs on another host, as `agentkit serve` runs.
+    pub fn stop_anywhere_blocking(&self, id: &str, owner: &Owner) -> Result<bool> {
+        let here = self.stop(id, owner);
+        if self.inner.shared.is_some() && crate::mailbox::held_elsewhere(&here) {
+            let stop = crate::mailbox::Routed::Stop {
+                owner: owner.clone(),
+            };
+            return crate::shared::block_on(async { self.route(id, stop).await?.into_stopped() });
+        }
+        here
     }
 
     /// Replay from `start_index`, then live events.
@@ -975,7 +1026,22 @@ impl AgentRuntime {
     /// Wakes a chat session with `message` (a reminder firing): admitted
     /// with `coalesce`, so it never interrupts a turn in flight, and
     /// without rotating the session's continuation token.
+    /// On a shared database, a session another live host is running is
+    /// woken there (routed through the mailbox).
     pub(crate) async fn wake(&self, id: &str, message: String) -> Result<Accepted> {
+        let routed = self.inner.shared.is_some().then(|| message.clone());
+        let here = self.wake_here(id, message).await;
+        match routed {
+            Some(message) if crate::mailbox::held_elsewhere(&here) => self
+                .route(id, crate::mailbox::Routed::Wake { message })
+                .await?
+                .into_accepted(),
+            _ => here,
+        }
+    }
+
+    /// [`wake`](Self::wake) on this host only.
+    pub(crate) async fn wake_here(&self, id: &str, message: String) -> Result<Accepted> {
         let session = self.get(id)?;
         let (mode, token) = {
             let meta = session.meta();
@@ -984,9 +1050,15 @@ impl AgentRuntime {
         if mode == SessionMode::Task {
             return Err(Error::TaskSession { id: id.to_owned() });
         }
-        let (coalesced, start_index) = self
+        self.ready(&session).await?;
+        self.hold_lease(&session).await?;
+        let accepted = self
             .accept(&session, message, Admission::Coalesce, Vec::new())
-            .await?;
+            .await;
+        if accepted.is_err() {
+            self.release_if_idle(&session).await;
+        }
+        let (coalesced, start_index) = accepted?;
         Ok(Accepted {
             session_id: id.to_owned(),
             continuation_token: token,

@@ -5,7 +5,9 @@
 //! finds a session held elsewhere answers 409 `session_busy` rather than
 //! writing; a lease a dead host held past its expiry is taken over by
 //! the first host whose sweep finds it, which records the interrupted
-//! turn (`turn.failed`, reason `restart`) as a restart would.
+//! turn (`turn.failed`, reason `restart`) as a restart would. A request
+//! for a session another live host holds is routed to it through the
+//! database (`mailbox.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +44,10 @@ pub(crate) struct Shared {
     pub(crate) index: SessionIndex,
     pub(crate) leases: Leases,
     pub(crate) reminders: agentkit_pg::ReminderTable,
+    /// Requests routed to the host holding a session (`mailbox.rs`).
+    pub(crate) mailbox: agentkit_pg::Mailbox,
+    /// A/B assignments, turns and feedback of every host (`ab_metrics.rs`).
+    pub(crate) ab: agentkit_pg::AbTable,
 }
 
 /// How often a host looks for sessions whose holder died.
@@ -136,14 +142,35 @@ impl AgentRuntime {
 
     /// Takes `session`'s lease for this host (a no-op on files):
     /// [`agentkit_pg::Error::Busy`] while another live host holds it.
-    pub(crate) async fn hold_lease(&self, session: &crate::session::Session) -> Result<()> {
+    ///
+    /// The lease may come from a host that died mid-turn (it expired
+    /// before any sweep took it over): once this host holds it, no one
+    /// else can append, so the log read now is complete, and an
+    /// interrupted turn is recorded (`restart`) before the message that
+    /// follows it, as the sweeper would have. A lease that was let go (its
+    /// session settled) needs no such look.
+    pub(crate) async fn hold_lease(&self, session: &Arc<crate::session::Session>) -> Result<()> {
         if let Some(shared) = &self.inner.shared {
-            shared
+            let id = session.id.as_str();
+            let (_, took_over) = shared
                 .leases
-                .hold(&shared.agent, session.id.as_str())
+                .hold_noting_takeover(&shared.agent, id)
                 .await?;
+            if took_over && !session.state().is_active() {
+                tracing::warn!(session = %id, "taking over a session whose host stopped renewing its lease");
+                self.recover_now(session).await?;
+            }
         }
         Ok(())
+    }
+
+    /// The other live host holding session `id`'s lease, if one does (a
+    /// request for it is routed there).
+    pub(crate) async fn held_by_other(&self, id: &str) -> Result<Option<String>> {
+        match &self.inner.shared {
+            Some(shared) => Ok(shared.leases.holder(&shared.agent, id).await?),
+            None => Ok(None),
+        }
     }
 
     /// Lets go of `session`'s lease once it is idle, so any host may take

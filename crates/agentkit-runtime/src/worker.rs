@@ -669,7 +669,7 @@ impl AgentRuntime {
                 TurnOutcome::OverBudget { usage, .. } => ("failed", *usage),
                 TurnOutcome::Interrupted => ("interrupted", Default::default()),
             };
-            self.inner.db.record_turn(crate::ab_metrics::TurnRow {
+            self.record_ab_turn(crate::ab_metrics::TurnRow {
                 session_id: id.as_str().to_owned(),
                 turn_id: turn_id.clone(),
                 outcome,
@@ -678,7 +678,8 @@ impl AgentRuntime {
                 tool_calls,
                 tool_errors,
                 ended_at_ms: chrono::Utc::now().timestamp_millis(),
-            });
+            })
+            .await;
         }
         match outcome {
             TurnOutcome::Completed {

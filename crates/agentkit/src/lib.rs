@@ -72,9 +72,10 @@ pub use agentkit_harness::{
 };
 pub use agentkit_runtime::{
     AgentRuntime, Clock, Followup, InputError, ManualClock, NewReminder, Owner, PendingApproval,
-    Receive, Reminder, ReminderAction, ReminderFired, ReminderHandler, ReminderOutcome,
-    ReminderRequest, ReminderTick, ReminderWhen, ResolvedApproval, ScheduleError, ScheduleHandler,
-    ScheduleHandlers, ScheduleLastRun, ScheduleRun, ScheduleStatus, SystemClock, ToolCallOutcome,
+    Receive, Reminder, ReminderAction, ReminderFired, ReminderHandler, ReminderHandlers,
+    ReminderOutcome, ReminderRequest, ReminderTick, ReminderWhen, ResolvedApproval, ScheduleError,
+    ScheduleHandler, ScheduleHandlers, ScheduleLastRun, ScheduleRun, ScheduleStatus, SystemClock,
+    ToolCallOutcome,
 };
 pub use error::{Error, Result};
 pub use serve::{

@@ -1,7 +1,9 @@
 //! Several `agentkit serve` processes on one PostgreSQL database (a
 //! throwaway database per test): a session created on one host, followed
 //! on another and continued on a third makes one contiguous log; a host
-//! killed mid-turn has its session taken over by another within 5 s.
+//! killed mid-turn has its session taken over by another within 5 s; a
+//! follow-up, a stop or an approval decision sent to a host that does not
+//! run the session is routed to the one that does (the mailbox).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -144,11 +146,21 @@ fn a_session_created_on_a_followed_on_b_and_continued_on_c_is_one_log() {
     let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
     stream.until("session.waiting").unwrap();
     // A deterministic call inside the session on B lets the session go
-    // when it ends: C takes the next message.
-    let call = Request::post("/bot/v1/tools/stamp")
-        .json(&json!({"input": {}, "sessionId": id}))
-        .send(b.addr)
-        .unwrap();
+    // when it ends: C takes the next message. (A lets the session go just
+    // after recording `session.waiting`: a call that arrives in between is
+    // refused with "retry shortly", and retried.)
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let call = loop {
+        let call = Request::post("/bot/v1/tools/stamp")
+            .json(&json!({"input": {}, "sessionId": id}))
+            .send(b.addr)
+            .unwrap();
+        if call.status != 409 || Instant::now() > deadline {
+            break call;
+        }
+        assert_eq!(call.error_code(), "session_busy", "{}", call.body);
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert_eq!(call.status, 200, "{}", call.body);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -198,16 +210,6 @@ fn a_host_killed_mid_turn_has_its_session_taken_over_within_5_s() {
         .stream(b.addr)
         .unwrap();
     stream.until("turn.started").unwrap();
-    // While A runs the turn, another host refuses to write into it.
-    let busy = follow_up(c.addr, &id, &token);
-    assert_eq!(busy.status, 409, "{}", busy.body);
-    assert_eq!(busy.error_code(), "session_busy", "{}", busy.body);
-    // Nor does it claim nothing runs when asked to stop it.
-    let stop = Request::post(&format!("/bot/v1/session/{id}/stop"))
-        .json(&json!({}))
-        .send(c.addr)
-        .unwrap();
-    assert_eq!(stop.status, 409, "{}", stop.body);
 
     a.child.kill().unwrap();
     a.child.wait().unwrap();
@@ -248,12 +250,15 @@ fn a_host_killed_mid_turn_has_its_session_taken_over_within_5_s() {
 }
 
 #[test]
-fn features_not_yet_shared_refuse_to_start_with_a_clear_error() {
+fn an_ab_experiment_keeps_each_sessions_variant_and_reports_every_hosts_turns() {
     let Some(db) = throwaway_database() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    project(tmp.path(), json!([{"steps": [{"text": "hi"}]}]));
+    project(
+        tmp.path(),
+        json!([{"steps": [{"text": "one"}]}, {"steps": [{"text": "two"}]}]),
+    );
     std::fs::create_dir_all(tmp.path().join("bot/agent/ab")).unwrap();
     std::fs::write(tmp.path().join("bot/agent/ab/lean.md"), "Be lean.\n").unwrap();
     std::fs::write(
@@ -261,20 +266,87 @@ fn features_not_yet_shared_refuse_to_start_with_a_clear_error() {
         "[[variants]]\nid = \"control\"\n[[variants]]\nid = \"lean\"\ninstructions = \"ab/lean.md\"\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_agentkit"))
-        .args(["serve", "--dir", "bot", "--port", &free_port().to_string()])
-        .args(["--database-url", &db.url])
-        .current_dir(tmp.path())
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_ne!(out.status.code(), Some(0));
-    assert!(
-        stderr.contains("--database-url: A/B experiments are not yet coordinated across hosts"),
-        "{stderr}"
+    let hosts = [
+        host(tmp.path(), "a", &db),
+        host(tmp.path(), "b", &db),
+        host(tmp.path(), "c", &db),
+    ];
+    const SESSIONS: usize = 6;
+    let mut variants = Vec::new();
+    for i in 0..SESSIONS {
+        let (first, second) = (&hosts[i % 3], &hosts[(i + 1) % 3]);
+        let (id, token) = create(first.addr);
+        let mut stream = Request::get(&format!("/bot/v1/session/{id}/stream"))
+            .stream(second.addr)
+            .unwrap();
+        stream.until("session.waiting").unwrap();
+        // The second turn runs on another host, as the same variant: the
+        // assignment is in the shared log, read by whichever host runs.
+        let r = follow_up(second.addr, &id, &token);
+        assert_eq!(r.status, 200, "{}", r.body);
+        stream.until("session.waiting").unwrap();
+        let assigned = |h: &ServerProcess| -> Vec<Value> {
+            let events = Request::get(&format!("/bot/v1/session/{id}/events"))
+                .send(h.addr)
+                .unwrap();
+            events
+                .body
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .filter(|e| e["type"] == "ab.assigned")
+                .map(|e| e["data"]["variant"].clone())
+                .collect()
+        };
+        let on_first = assigned(first);
+        assert_eq!(on_first.len(), 1, "one assignment: {on_first:?}");
+        assert_eq!(on_first, assigned(second));
+        variants.push(on_first[0].as_str().unwrap().to_owned());
+        // Feedback posted on a third host is credited to the variant.
+        let third = &hosts[(i + 2) % 3];
+        let f = Request::post(&format!("/bot/v1/session/{id}/feedback"))
+            .json(&json!({"score": 1.0}))
+            .send(third.addr)
+            .unwrap();
+        assert_eq!(f.status, 200, "{}", f.body);
+        assert_eq!(f.json()["credited"][0]["variant"], variants[i].as_str());
+    }
+    // Every host reports every host's sessions, turns and feedback.
+    let reports: Vec<Value> = hosts
+        .iter()
+        .map(|h| {
+            let r = Request::get("/bot/v1/ab").send(h.addr).unwrap();
+            assert_eq!(r.status, 200, "{}", r.body);
+            r.json()
+        })
+        .collect();
+    for report in &reports[1..] {
+        assert_eq!(
+            report["experiments"][0]["variants"],
+            reports[0]["experiments"][0]["variants"]
+        );
+    }
+    let shape = &reports[0]["experiments"][0];
+    assert_eq!(shape["id"], "shape", "{shape}");
+    for v in shape["variants"].as_array().unwrap() {
+        let id = v["id"].as_str().unwrap();
+        let sessions = variants.iter().filter(|x| *x == id).count() as u64;
+        assert_eq!(v["sessions"], sessions, "{v}");
+        assert_eq!(v["turns"], 2 * sessions, "{v}");
+        if sessions > 0 {
+            assert_eq!(v["feedback"]["count"], sessions, "{v}");
+        }
+    }
+    let turns: u64 = shape["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["turns"].as_u64().unwrap())
+        .sum();
+    assert_eq!(turns, 2 * SESSIONS as u64);
+    assert_eq!(
+        db.query("SELECT count(DISTINCT session_id) FROM agentkit_ab_turns"),
+        SESSIONS.to_string()
     );
-    assert!(stderr.contains("ab/shape.toml"), "{stderr}");
 }
 
 #[test]
@@ -295,7 +367,9 @@ fn agentkit_db_migrate_and_status() {
     let migrated = run(&["db", "migrate"]);
     assert_eq!(migrated.code, 0, "{}", migrated.stderr);
     assert!(
-        migrated.stdout.contains("applied 1, 2, 3, 4, 5, 6, 7"),
+        migrated
+            .stdout
+            .contains("applied 1, 2, 3, 4, 5, 6, 7, 8, 9"),
         "{}",
         migrated.stdout
     );
@@ -416,15 +490,12 @@ fn a_call_parked_on_a_killed_host_is_approved_on_another() {
         .as_str()
         .unwrap()
         .to_owned();
-    // While A's turn waits for the decision, another host cannot take it.
     let approve = |addr| {
         Request::post(&format!("/bot/v1/session/{id}/approvals/{call}"))
             .json(&json!({"decision": "approve"}))
             .send(addr)
             .unwrap()
     };
-    let early = approve(c.addr);
-    assert_eq!(early.status, 409, "{}", early.body);
     a.child.kill().unwrap();
     a.child.wait().unwrap();
     let failed = stream.until("turn.failed").unwrap();
@@ -465,4 +536,270 @@ fn a_call_parked_on_a_killed_host_is_approved_on_another() {
     );
     let started = resumed.last().unwrap();
     assert!(started["data"]["resumes"].is_string(), "{started}");
+}
+
+/// The pid part of the host that last held session `id`'s lease.
+fn lease_owner_pid(db: &PgDatabase, id: &str) -> String {
+    db.query(&format!(
+        "SELECT split_part(owner, ':', 2) FROM agentkit_leases WHERE session_id = '{id}'"
+    ))
+}
+
+fn count(db: &PgDatabase, sql: &str) -> i64 {
+    db.query(sql).parse().unwrap()
+}
+
+#[test]
+fn a_follow_up_sent_to_b_preempts_the_turn_running_on_a_and_c_follows_the_reply() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    project(
+        tmp.path(),
+        json!([
+            {"steps": [{"text": "a long first turn", "delayMs": 60000}]},
+            {"steps": [{"text": "The routed reply."}]}
+        ]),
+    );
+    let a = host(tmp.path(), "a", &db);
+    let b = host(tmp.path(), "b", &db);
+    let c = host(tmp.path(), "c", &db);
+    let (id, token) = create(a.addr);
+    let mut stream = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(c.addr)
+        .unwrap();
+    stream.until("turn.started").unwrap();
+    // A stale token is refused by the owner, as it would be locally, and
+    // nothing rotates.
+    let stale = follow_up(b.addr, &id, "http:stale");
+    assert_eq!(stale.status, 409, "{}", stale.body);
+    assert_eq!(stale.error_code(), "stale_continuation", "{}", stale.body);
+    // `reject` holds across hosts: A refuses it, and the token does not
+    // rotate (the next message uses it).
+    let rejected = Request::post(&format!("/bot/v1/session/{id}"))
+        .json(&json!({"message": "not now", "continuationToken": token, "admission": "reject"}))
+        .send(b.addr)
+        .unwrap();
+    assert_eq!(rejected.status, 409, "{}", rejected.body);
+    assert_eq!(rejected.error_code(), "session_busy", "{}", rejected.body);
+    // B does not run the turn: the message is routed to A, which preempts
+    // its turn and runs the message.
+    let r = Request::post(&format!("/bot/v1/session/{id}"))
+        .json(&json!({"message": "and then?", "continuationToken": token, "admission": "preempt"}))
+        .send(b.addr)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let rotated = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    assert_ne!(rotated, token);
+    let seen = stream.until("session.waiting").unwrap();
+    let failed = seen.iter().find(|e| e["type"] == "turn.failed").unwrap();
+    assert_eq!(failed["data"]["reason"], "preempted", "{failed}");
+    let reply = seen
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "message.appended")
+        .unwrap();
+    assert_eq!(reply["data"]["text"], "The routed reply.", "{reply}");
+    assert_eq!(lease_owner_pid(&db, &id), a.child.id().to_string());
+    assert_eq!(
+        count(
+            &db,
+            &format!(
+                "SELECT count(*) FROM agentkit_events WHERE session_id = '{id}' AND type = 'message.received'"
+            )
+        ),
+        2
+    );
+    // The old token was rotated away on A; the new one works on any host.
+    let old = follow_up(c.addr, &id, &token);
+    assert_eq!(old.status, 409, "{}", old.body);
+    assert_eq!(old.error_code(), "stale_continuation", "{}", old.body);
+    // Settled requests leave no row behind.
+    assert_eq!(count(&db, "SELECT count(*) FROM agentkit_mailbox"), 0);
+    let next = follow_up(c.addr, &id, &rotated);
+    assert_eq!(next.status, 200, "{}", next.body);
+}
+
+#[test]
+fn stop_sent_to_b_stops_the_turn_running_on_a() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    project(
+        tmp.path(),
+        json!([{"steps": [{"text": "a long turn", "delayMs": 60000}]}]),
+    );
+    let a = host(tmp.path(), "a", &db);
+    let b = host(tmp.path(), "b", &db);
+    let (id, _) = create(a.addr);
+    let mut stream = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(b.addr)
+        .unwrap();
+    stream.until("turn.started").unwrap();
+    let stopped_at = Instant::now();
+    let stop = Request::post(&format!("/bot/v1/session/{id}/stop"))
+        .json(&json!({}))
+        .send(b.addr)
+        .unwrap();
+    assert_eq!(stop.status, 200, "{}", stop.body);
+    assert_eq!(stop.json()["interrupted"], true, "{}", stop.body);
+    let failed = stream.until("turn.failed").unwrap();
+    assert_eq!(failed.last().unwrap()["data"]["reason"], "stopped");
+    assert!(stopped_at.elapsed() < Duration::from_secs(10));
+    stream.until("session.waiting").unwrap();
+    // Nothing runs now: a second stop says so, from any host.
+    let again = Request::post(&format!("/bot/v1/session/{id}/stop"))
+        .json(&json!({}))
+        .send(b.addr)
+        .unwrap();
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.json()["interrupted"], false, "{}", again.body);
+}
+
+#[test]
+fn an_approval_decided_on_b_resolves_the_call_parked_in_a_turn_on_a() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    project(
+        tmp.path(),
+        json!([{"steps": [
+            {"text": "Stamping.", "toolCalls": [{"name": "guarded", "input": {}}]},
+            {"text": "Stamped."}
+        ]}]),
+    );
+    std::fs::write(
+        tmp.path().join("bot/agent/tools/guarded.toml"),
+        "description = \"Needs a human\"\ncommand = [\"sh\", \"-c\", \"echo stamped\"]\nneeds_approval = true\n\n[input_schema]\ntype = \"object\"\n",
+    )
+    .unwrap();
+    let a = host(tmp.path(), "a", &db);
+    let b = host(tmp.path(), "b", &db);
+    let c = host(tmp.path(), "c", &db);
+    let (id, _) = create(a.addr);
+    let mut stream = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(c.addr)
+        .unwrap();
+    let parked = stream.until("action.approval_requested").unwrap();
+    let call = parked.last().unwrap()["data"]["callId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = Request::post(&format!("/bot/v1/session/{id}/approvals/{call}"))
+        .json(&json!({"decision": "approve"}))
+        .send(b.addr)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    // The call was waiting in A's running turn: it goes on there.
+    assert_eq!(r.json()["resumed"], false, "{}", r.body);
+    let rest = stream.until("session.waiting").unwrap();
+    assert!(
+        rest.iter()
+            .any(|e| e["type"] == "action.result" && e["data"]["callId"] == call.as_str()),
+        "{rest:?}"
+    );
+    assert!(
+        rest.iter().any(|e| e["type"] == "turn.completed"),
+        "{rest:?}"
+    );
+    let turns = count(
+        &db,
+        &format!(
+            "SELECT count(*) FROM agentkit_events WHERE session_id = '{id}' AND type = 'turn.started'"
+        ),
+    );
+    assert_eq!(turns, 1, "one turn, not a resumed one");
+    assert_eq!(lease_owner_pid(&db, &id), a.child.id().to_string());
+    // Deciding again is refused (already decided), from any host.
+    let twice = Request::post(&format!("/bot/v1/session/{id}/approvals/{call}"))
+        .json(&json!({"decision": "approve"}))
+        .send(c.addr)
+        .unwrap();
+    assert_eq!(twice.status, 409, "{}", twice.body);
+}
+
+#[test]
+fn a_routed_follow_up_waiting_when_its_owner_is_killed_is_applied_once_by_the_taker() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    project(
+        tmp.path(),
+        json!([
+            {"steps": [{"text": "never finished", "delayMs": 60000}]},
+            {"steps": [{"text": "Applied after the takeover."}]}
+        ]),
+    );
+    let mut a = host(tmp.path(), "a", &db);
+    let b = host(tmp.path(), "b", &db);
+    let c = host(tmp.path(), "c", &db);
+    let (id, token) = create(a.addr);
+    let mut stream = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(c.addr)
+        .unwrap();
+    stream.until("turn.started").unwrap();
+    // A freezes (it holds the lease and will not read its mailbox), then
+    // dies while B's request waits for it.
+    let frozen = Command::new("kill")
+        .args(["-STOP", &a.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(frozen.success());
+    let addr = b.addr;
+    let (sid, stoken) = (id.clone(), token.clone());
+    let sent = std::thread::spawn(move || {
+        let started = Instant::now();
+        let r = follow_up(addr, &sid, &stoken);
+        (r, started.elapsed())
+    });
+    let waiting = Instant::now() + Duration::from_secs(5);
+    while count(
+        &db,
+        "SELECT count(*) FROM agentkit_mailbox WHERE state = 'pending'",
+    ) == 0
+    {
+        assert!(Instant::now() < waiting, "the request was not posted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let (r, took) = sent.join().unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    let seen = stream.until("session.waiting").unwrap();
+    let failed = seen.iter().find(|e| e["type"] == "turn.failed").unwrap();
+    assert_eq!(failed["data"]["reason"], "restart", "{failed}");
+    let next = stream.until("session.waiting").unwrap();
+    assert!(
+        next.iter().any(|e| e["type"] == "turn.completed"),
+        "{next:?}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let received = count(
+        &db,
+        &format!(
+            "SELECT count(*) FROM agentkit_events WHERE session_id = '{id}' AND type = 'message.received'"
+        ),
+    );
+    assert_eq!(received, 2, "the routed message was applied once");
+    let interrupted = count(
+        &db,
+        &format!(
+            "SELECT count(*) FROM agentkit_events WHERE session_id = '{id}' AND type = 'turn.failed'"
+        ),
+    );
+    assert_eq!(interrupted, 1);
+    let n: Vec<i64> = db
+        .query(&format!(
+            "SELECT count(*), max(idx) FROM agentkit_events WHERE session_id = '{id}'"
+        ))
+        .split('|')
+        .map(|s| s.parse().unwrap())
+        .collect();
+    assert_eq!(n[1], n[0] - 1, "contiguous");
+    drop(b);
 }

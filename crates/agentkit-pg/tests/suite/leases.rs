@@ -148,6 +148,7 @@ fn reminder(i: usize) -> agentkit_pg::PgReminder {
         fire_count: 0,
         created_at_ms: 0,
         last_fired_at_ms: None,
+        handler: None,
     }
 }
 
@@ -214,4 +215,28 @@ async fn reminders_are_claimed_once_and_a_dead_claim_is_claimed_again() {
     assert!(!table.update(&done, Some("host-0")).await.unwrap());
     assert!(table.update(&done, Some("host-y")).await.unwrap());
     assert_eq!(table.get("rem_0007").await.unwrap().unwrap().status, "done");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn taking_a_dead_holders_lease_says_so_and_taking_a_released_one_does_not() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let database = Database::connect(&db.url).await.unwrap();
+    database.migrate().await.unwrap();
+    let a = Leases::new(database.clone(), "host-a".into());
+    let b = Leases::new(database.clone(), "host-b".into());
+    // A new lease, and one let go after its session settled: nothing to
+    // recover.
+    assert!(!a.hold_noting_takeover("bot", "ses_1").await.unwrap().1);
+    a.release("bot", "ses_1").await.unwrap();
+    assert!(!b.hold_noting_takeover("bot", "ses_1").await.unwrap().1);
+    // B dies holding it: once expired, A takes it and is told.
+    db.query(
+        "UPDATE agentkit_leases SET expires_at = now() - interval '1 second', owner = 'dead-host'",
+    );
+    let (_, took_over) = a.hold_noting_takeover("bot", "ses_1").await.unwrap();
+    assert!(took_over);
+    // Held by A now: asking again changes nothing.
+    assert!(!a.hold_noting_takeover("bot", "ses_1").await.unwrap().1);
 }

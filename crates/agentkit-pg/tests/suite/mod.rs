@@ -2,4 +2,5 @@
 
 mod events;
 mod leases;
+mod mailbox;
 mod migrations;

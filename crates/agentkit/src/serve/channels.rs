@@ -137,7 +137,9 @@ impl SessionHost for RuntimeHost {
 
     fn interrupt(&self, id: &str) -> agentkit_channels::Result<bool> {
         let owner = self.owner_of(id)?;
-        self.runtime.stop(id, &owner).map_err(channel_error)
+        self.runtime
+            .stop_anywhere_blocking(id, &owner)
+            .map_err(channel_error)
     }
 
     fn call_tool(

@@ -101,7 +101,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         .state_root
         .clone()
         .unwrap_or_else(|| found.host.root.join(".agentkit"));
-    let database = scale::open(parts.database_url.as_deref(), &found.host, &parts).await?;
+    let database = scale::open(parts.database_url.as_deref()).await?;
     let (listener, addr) = bind(&parts.listen).await?;
     let (bridge_listener, bridge_url) = bridge::bind().await.map_err(|source| Error::Bind {
         addr: "127.0.0.1:0 (host bridge)".into(),

@@ -110,6 +110,11 @@ pub struct ServeOptions {
     /// with `handler = "<name>"` (every agent may bind them). A schedule
     /// naming a handler missing here keeps the server from starting.
     pub schedule_handlers: agentkit_runtime::ScheduleHandlers,
+    /// Rust run-form reminder handlers by name, for reminders created
+    /// with `ReminderAction::Named("<name>")` (every agent may use them).
+    /// With `--database-url`, register the same names on every host: the
+    /// host that claims a reminder calls its own handler of that name.
+    pub reminder_handlers: agentkit_runtime::ReminderHandlers,
     /// How the HTTP edge bounds connections and requests: header-read
     /// and idle timeout, request timeout, write-stall timeout, the
     /// connection cap.
@@ -138,6 +143,17 @@ impl ServeOptions {
         handler: impl agentkit_runtime::ScheduleHandler + 'static,
     ) -> ServeOptions {
         self.schedule_handlers.insert(name, handler);
+        self
+    }
+
+    /// Registers a Rust run-form reminder handler under `name`, for
+    /// reminders created with `ReminderAction::Named("<name>")`.
+    pub fn reminder_handler(
+        mut self,
+        name: impl Into<String>,
+        handler: impl agentkit_runtime::ReminderHandler + 'static,
+    ) -> ServeOptions {
+        self.reminder_handlers.insert(name, handler);
         self
     }
 
@@ -177,6 +193,7 @@ impl Default for ServeOptions {
             hooks: Vec::new(),
             tools: Vec::new(),
             schedule_handlers: Default::default(),
+            reminder_handlers: Default::default(),
             edge: EdgeOptions::default(),
             playground: true,
             telemetry: Default::default(),
@@ -274,6 +291,7 @@ pub(crate) struct Extensions {
     pub(crate) hooks: Vec<agentkit_runtime::HookSpec>,
     pub(crate) tools: Vec<Arc<dyn agentkit_harness::DynTool>>,
     pub(crate) schedule_handlers: agentkit_runtime::ScheduleHandlers,
+    pub(crate) reminder_handlers: agentkit_runtime::ReminderHandlers,
 }
 
 impl ServeOptions {
@@ -344,6 +362,7 @@ impl ServeOptions {
                 hooks: self.hooks,
                 tools: self.tools,
                 schedule_handlers: self.schedule_handlers,
+                reminder_handlers: self.reminder_handlers,
             },
         })
     }

@@ -1,26 +1,17 @@
 //! Serving on a database shared with other hosts (`--database-url`): the
-//! connection, the migrations applied at start, the delivery ledger the
-//! channel packs share, and the refusal of what is not yet coordinated
-//! across hosts (it would run on every host, or on one host's disk only),
-//! named with the file that uses it.
+//! connection, the migrations applied at start, and the delivery ledger
+//! the channel packs share.
 
-use agentkit_manifest::Host;
 use agentkit_runtime::SharedState;
 
-use super::options::Parts;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
-/// Connects to `url` and migrates it, after refusing what cannot be
-/// shared yet. `None` without a URL: this host's files, as always.
-pub(crate) async fn open(
-    url: Option<&str>,
-    host: &Host,
-    parts: &Parts,
-) -> Result<Option<SharedState>> {
+/// Connects to `url` and migrates it. `None` without a URL: this host's
+/// files, as always.
+pub(crate) async fn open(url: Option<&str>) -> Result<Option<SharedState>> {
     let Some(url) = url else {
         return Ok(None);
     };
-    refuse_unshared(host, parts)?;
     let state = SharedState::open(url).await?;
     tracing::info!(
         database = %state.db.target(),
@@ -28,27 +19,6 @@ pub(crate) async fn open(
         "sessions, event logs and leases are shared through PostgreSQL"
     );
     Ok(Some(state))
-}
-
-/// The first feature of `host` that is not coordinated across hosts yet.
-fn refuse_unshared(host: &Host, _parts: &Parts) -> Result<()> {
-    let refuse = |what: &str, slug: &str, path: &str, hint: &str| Error::Config {
-        message: format!(
-            "--database-url: {what} are not yet coordinated across hosts (agent `{slug}`, {path}); {hint}"
-        ),
-    };
-    for project in &host.agents {
-        let agent = &project.agent;
-        if let Some(experiment) = agent.experiments.first() {
-            return Err(refuse(
-                "A/B experiments",
-                &project.slug,
-                &experiment.path,
-                "serve this agent without --database-url",
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// The shared delivery ledger and channel state of agent `slug`'s

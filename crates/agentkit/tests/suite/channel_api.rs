@@ -1,6 +1,7 @@
 //! The Rust channel API's session helpers over a real server: a channel
 //! handler resolves a parked approval, appends assistant text without a
-//! model turn, and starts sessions frozen at an instant.
+//! model turn, and starts sessions frozen at an instant; on a shared
+//! database, its stop reaching another host stops the turn where it runs.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -576,4 +577,45 @@ fn a_channel_handler_reaches_the_host_services() {
         .unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["note"], "oven at 6");
+}
+
+/// `POST /stop`: the channel's own stop action for the key `c:1`.
+fn stop_route() -> RouteDef {
+    RouteDef::new(Method::Post, "/stop", |args| async move {
+        let interrupted = args.ctx.interrupt_continuation("c:1")?;
+        Ok(ChannelResponse::json(
+            200,
+            json!({"interrupted": interrupted}),
+        ))
+    })
+    .body_schema(json!({"type": "object"}))
+}
+
+#[test]
+fn a_channels_stop_reaching_another_host_stops_the_turn_where_it_runs() {
+    let Some(db) = agentkit_test_support::pg::throwaway_database() else {
+        return;
+    };
+    let script = r#"{"turns": [{"steps": [{"text": "a long turn", "delayMs": 60000}]}]}"#;
+    let on_db = || ServeOptions {
+        database_url: Some(db.url.clone()),
+        ..ServeOptions::default()
+    };
+    let def = || {
+        ChannelDefinition::new("chat")
+            .route(message_route())
+            .route(stop_route())
+    };
+    let a = Host::with(script, def(), &[], on_db());
+    let b = Host::with(script, def(), &[], on_db());
+    let r = a.post("/bot/v1/channels/chat/msg", json!({"text": "go"}));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    a.until(&id, "turn.started", 1);
+    // B does not run the turn: its stop is routed to A.
+    let r = b.post("/bot/v1/channels/chat/stop", json!({}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["interrupted"], true, "{}", r.body);
+    let events = b.until(&id, "turn.failed", 1);
+    assert_eq!(events.last().unwrap()["data"]["reason"], "stopped");
 }

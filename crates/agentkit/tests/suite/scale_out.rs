@@ -1,11 +1,16 @@
 //! Three in-process hosts on one PostgreSQL database (a throwaway one per
 //! test), each on its own state root and a manual clock set to the same
-//! time: every tick of a `* * * * *` schedule fires exactly once, and a
-//! thousand reminders fire once each.
+//! time: every tick of a `* * * * *` schedule fires exactly once, a
+//! thousand reminders fire once each, and a run-form reminder (a Rust
+//! handler registered by name on every host) fires once per tick.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agentkit::{NewReminder, ReminderAction, ReminderWhen, ServeOptions};
+use agentkit::{
+    NewReminder, ReminderAction, ReminderOutcome, ReminderTick, ReminderWhen, ServeOptions,
+};
 use agentkit_test_support::pg::throwaway_database;
 
 use super::time::{Host, SCRIPT, at, settle, wait_until};
@@ -297,5 +302,299 @@ fn the_daily_budget_counts_every_hosts_turns() {
     assert_eq!(
         db.query("SELECT input_tokens + output_tokens FROM agentkit_usage_daily"),
         "10020"
+    );
+}
+
+/// A run-form handler that counts its calls (on this host) and delivers
+/// `RUN <n>` into the conversation three times, then stops.
+fn counting_handler(
+    calls: Arc<AtomicUsize>,
+) -> impl Fn(ReminderTick) -> futures_util::future::BoxFuture<'static, ReminderOutcome> + Send + Sync
+{
+    move |tick: ReminderTick| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            if tick.fire_count >= 3 {
+                return ReminderOutcome::Stop;
+            }
+            tick.followup
+                .send(format!("RUN {}", tick.fire_count))
+                .await
+                .unwrap();
+            ReminderOutcome::Delivered
+        })
+    }
+}
+
+fn poll_reminder(token: &str, when: ReminderWhen, handler: &str) -> NewReminder {
+    NewReminder {
+        purpose: "poll".into(),
+        channel_id: "jobs".into(),
+        continuation_token: token.into(),
+        when,
+        action: ReminderAction::Named(handler.into()),
+    }
+}
+
+#[test]
+fn a_run_form_reminder_fires_once_per_tick_across_three_hosts() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let mut hosts: Vec<Host> = (0..3)
+        .map(|_| Host::new(SCRIPT, &[], at(12, 0, 0)))
+        .collect();
+    let calls: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::default()).collect();
+    for (h, calls) in hosts.iter_mut().zip(&calls) {
+        h.start(
+            ServeOptions {
+                database_url: Some(db.url.clone()),
+                ..ServeOptions::default()
+            }
+            .reminder_handler("poll", counting_handler(calls.clone())),
+        );
+    }
+    let handle = hosts[0].handle();
+    // An unnamed closure cannot fire on another host: refused, saying why.
+    let unnamed = hosts[0].rt.block_on(handle.create_reminder(
+        "bot",
+        NewReminder {
+            action: ReminderAction::Run(Arc::new(|_tick: ReminderTick| async {
+                ReminderOutcome::Stop
+            })),
+            ..poll_reminder(
+                "job:x",
+                ReminderWhen::Delay(Duration::from_secs(60)),
+                "poll",
+            )
+        },
+    ));
+    let refused = unnamed.unwrap_err().to_string();
+    assert!(refused.contains("must name its handler"), "{refused}");
+    // A name no host registered is refused at creation.
+    let unknown = hosts[0].rt.block_on(handle.create_reminder(
+        "bot",
+        poll_reminder(
+            "job:x",
+            ReminderWhen::Delay(Duration::from_secs(60)),
+            "nope",
+        ),
+    ));
+    let unknown = unknown.unwrap_err().to_string();
+    assert!(unknown.contains("no reminder handler `nope`"), "{unknown}");
+
+    let reminder = hosts[0]
+        .rt
+        .block_on(handle.create_reminder(
+            "bot",
+            poll_reminder(
+                "job:1",
+                ReminderWhen::Every(Duration::from_secs(600)),
+                "poll",
+            ),
+        ))
+        .unwrap();
+    assert_eq!(reminder.form, "run");
+    assert_eq!(reminder.handler.as_deref(), Some("poll"));
+    let total = || {
+        calls
+            .iter()
+            .map(|c| c.load(Ordering::SeqCst))
+            .sum::<usize>()
+    };
+    let fire_count = || -> usize {
+        db.query(&format!(
+            "SELECT fire_count FROM agentkit_reminders WHERE id = '{}'",
+            reminder.id
+        ))
+        .parse()
+        .unwrap()
+    };
+    for tick in 1..=3usize {
+        for h in &hosts {
+            h.clock.set(at(12, 10 * tick as u32, 1));
+        }
+        wait_until(&format!("tick {tick}"), || fire_count() == tick);
+        settle();
+        assert_eq!(total(), tick, "tick {tick} fired on more than one host");
+    }
+    // The fourth tick stops it.
+    for h in &hosts {
+        h.clock.set(at(12, 40, 1));
+    }
+    let status = || {
+        db.query(&format!(
+            "SELECT status, coalesce(reason, '') FROM agentkit_reminders WHERE id = '{}'",
+            reminder.id
+        ))
+    };
+    wait_until("the stop", || status() == "done|stopped");
+    settle();
+    assert_eq!(total(), 4);
+    assert_eq!(fire_count(), 3);
+    // One conversation, woken three times.
+    assert_eq!(
+        db.query("SELECT count(*) FROM agentkit_sessions"),
+        "1",
+        "one conversation for the reminder's key"
+    );
+    assert_eq!(
+        db.query("SELECT count(*) FROM agentkit_events WHERE type = 'message.received'"),
+        "3"
+    );
+}
+
+#[test]
+fn a_run_form_reminder_fired_by_hand_on_a_host_without_its_handler_records_the_failure() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut with = Host::new(SCRIPT, &[], at(12, 0, 0));
+    with.start(
+        ServeOptions {
+            database_url: Some(db.url.clone()),
+            ..ServeOptions::default()
+        }
+        .reminder_handler("poll", counting_handler(calls.clone())),
+    );
+    let mut without = Host::new(SCRIPT, &[], at(12, 0, 0));
+    without.start(ServeOptions {
+        database_url: Some(db.url.clone()),
+        ..ServeOptions::default()
+    });
+    let create = |key: &str| {
+        with.rt
+            .block_on(with.handle().create_reminder(
+                "bot",
+                poll_reminder(key, ReminderWhen::Delay(Duration::from_secs(3600)), "poll"),
+            ))
+            .unwrap()
+    };
+    let (first, second) = (create("job:1"), create("job:2"));
+    // Fired by hand (`POST /v1/dev/reminders/:id`'s path) on the host that
+    // has the handler: it runs there, once.
+    let fired = with
+        .rt
+        .block_on(with.handle().dispatch_reminder("bot", &first.id))
+        .unwrap();
+    assert_eq!(fired.outcome, ReminderOutcome::Delivered);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    // Fired again: it was a one-shot, now done.
+    let again = with
+        .rt
+        .block_on(with.handle().dispatch_reminder("bot", &first.id))
+        .unwrap_err()
+        .to_string();
+    assert!(again.contains("only armed reminders fire"), "{again}");
+    // On a host without a handler of that name: a failed firing, recorded
+    // with its reason, not a silent loss.
+    let failed = without
+        .rt
+        .block_on(without.handle().dispatch_reminder("bot", &second.id))
+        .unwrap();
+    assert_eq!(failed.outcome, ReminderOutcome::Skip);
+    let reason = failed.reminder.reason.unwrap_or_default();
+    assert!(
+        reason.contains("firing failed: no reminder handler `poll` is registered on this host"),
+        "{reason}"
+    );
+    assert_eq!(
+        db.query(&format!(
+            "SELECT status FROM agentkit_reminders WHERE id = '{}'",
+            second.id
+        )),
+        "done"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_reminder_firing_on_one_host_wakes_a_conversation_running_on_another() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    const SCRIPT: &str = r#"{"turns": [
+        {"steps": [{"text": "first"}]},
+        {"steps": [{"text": "a slow second turn", "delayMs": 3000}]},
+        {"steps": [{"text": "woken"}]}
+    ]}"#;
+    // A runs the conversation and fires no reminders; B fires them.
+    let mut a = Host::new(SCRIPT, &[], at(12, 0, 0));
+    a.start(ServeOptions {
+        database_url: Some(db.url.clone()),
+        reminders: Some(false),
+        ..ServeOptions::default()
+    });
+    let mut b = Host::new(SCRIPT, &[], at(12, 0, 0));
+    b.start(ServeOptions {
+        database_url: Some(db.url.clone()),
+        ..ServeOptions::default()
+    });
+    let count = |sql: &str| -> usize { db.query(sql).parse().unwrap() };
+    let r = a.send(
+        agentkit_test_support::http::Request::post("/bot/v1/session")
+            .json(&serde_json::json!({"message": "hi"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    wait_until("the first turn", || {
+        count("SELECT count(*) FROM agentkit_events WHERE type = 'turn.completed'") == 1
+    });
+    let r = a.send(
+        agentkit_test_support::http::Request::post(&format!("/bot/v1/session/{id}"))
+            .json(&serde_json::json!({"message": "take your time", "continuationToken": token})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    wait_until("the slow turn", || {
+        count("SELECT count(*) FROM agentkit_events WHERE type = 'turn.started'") == 2
+    });
+    let reminder =
+        b.rt.block_on(b.handle().create_reminder(
+            "bot",
+            NewReminder {
+                purpose: "nudge".into(),
+                channel_id: "http".into(),
+                continuation_token: token,
+                when: ReminderWhen::Delay(Duration::from_secs(60)),
+                action: ReminderAction::Prompt {
+                    prompt: "any news?".into(),
+                    until: None,
+                },
+            },
+        ))
+        .unwrap();
+    assert_eq!(reminder.session_id.as_deref(), Some(id.as_str()));
+    b.clock.set(at(12, 1, 1));
+    // B's wake is routed to A, which queues it behind the running turn
+    // (coalesce), then runs it.
+    wait_until("the reminder to fire", || {
+        db.query(&format!(
+            "SELECT status, fire_count FROM agentkit_reminders WHERE id = '{}'",
+            reminder.id
+        )) == "done|1"
+    });
+    assert_eq!(
+        db.query(&format!(
+            "SELECT coalesce(reason, '') FROM agentkit_reminders WHERE id = '{}'",
+            reminder.id
+        )),
+        ""
+    );
+    wait_until("the woken turn", || {
+        count("SELECT count(*) FROM agentkit_events WHERE type = 'turn.completed'") == 3
+    });
+    assert_eq!(
+        count("SELECT count(*) FROM agentkit_events WHERE type = 'turn.failed'"),
+        0,
+        "the wake did not interrupt the running turn"
+    );
+    assert_eq!(
+        count(
+            "SELECT count(*) FROM agentkit_events WHERE type = 'message.received' AND data LIKE '%any news?%'"
+        ),
+        1
     );
 }
