@@ -6,12 +6,13 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// mimalloc rather than glibc's malloc: under load the server allocates
+/// jemalloc rather than glibc's malloc: under load the server allocates
 /// and frees small buffers on every event and request, and glibc's
 /// consolidation and free-list work was about a fifth of its CPU
-/// (docs/benchmarks/session-core.md).
+/// (docs/benchmarks/session-core.md). mimalloc was as fast but held
+/// nearly twice the memory.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Serve agentkit agents over HTTP.
 #[derive(Debug, Parser)]
