@@ -10,7 +10,6 @@
 //! failure weakens only a brand-new session's power-cut guarantee, and is
 //! logged).
 
-use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -103,21 +102,14 @@ impl Syncer {
             self.requests
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
             let results = sync_all(batch);
-            let mut dirs = BTreeSet::new();
-            for (job, _, result) in &results {
-                if job.new_dir
-                    && result.is_ok()
-                    && let Some(dir) = job.path.parent()
-                {
-                    dirs.insert(dir.to_path_buf());
-                }
-            }
-            // A new log's folder, then the shared folder that names it,
-            // once for the whole batch; only then are the logs durable.
-            for dir in &dirs {
-                sync_dir(dir);
-            }
-            if !dirs.is_empty() {
+            // Each new log's folder was synced beside its log (on the
+            // same thread, so a batch of new sessions waits for the disk
+            // once, not once per folder); the shared folder that names
+            // them, once for the whole batch; only then are they durable.
+            if results
+                .iter()
+                .any(|(job, _, result)| job.new_dir && result.is_ok())
+            {
                 sync_dir(&self.sessions_dir);
             }
             for (_, tx, result) in results {
@@ -142,6 +134,12 @@ fn sync_all(batch: Vec<(SyncJob, oneshot::Sender<Result<()>>)>) -> Vec<Done> {
             .file
             .sync_data()
             .map_err(|e| Error::io("sync", &job.path, e));
+        if job.new_dir
+            && result.is_ok()
+            && let Some(dir) = job.path.parent()
+        {
+            sync_dir(dir);
+        }
         (job, tx, result)
     };
     if batch.len() == 1 {

@@ -22,6 +22,7 @@
 mod ab;
 mod database;
 mod error;
+mod eval_runs;
 mod events;
 mod kv;
 mod lease;
@@ -34,6 +35,7 @@ mod ticks;
 pub use ab::{AbTable, AbTotals, AbTurn};
 pub use database::{Database, MailSignal, redacted};
 pub use error::{Error, Result};
+pub use eval_runs::{EvalRunRow, EvalRunTable};
 pub use events::{PgEventStore, PgSubscription};
 pub use kv::{KvRow, KvTable};
 pub use lease::{LEASE_TTL, Leases};

@@ -66,6 +66,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "ab",
         sql: include_str!("../migrations/0010_ab.sql"),
     },
+    Migration {
+        version: 11,
+        name: "eval_runs",
+        sql: include_str!("../migrations/0011_eval_runs.sql"),
+    },
 ];
 
 /// The advisory lock every migrating host takes (`agentkit` migrations).

@@ -738,11 +738,15 @@ fn the_weather_agent_evals_pass_on_the_test_model() {
 }
 
 fn serve(root: &Path, dev: bool) -> ServerProcess {
+    serve_with(root, dev, &["--state-root", "state"])
+}
+
+fn serve_with(root: &Path, dev: bool, extra: &[&str]) -> ServerProcess {
     let port = free_port();
     let mut args = vec!["serve", "--dir", "proj", "--port"];
     let port_text = port.to_string();
     args.push(&port_text);
-    args.extend(["--state-root", "state"]);
+    args.extend(extra);
     if dev {
         args.push("--dev");
     }
@@ -755,6 +759,76 @@ fn serve(root: &Path, dev: bool) -> ServerProcess {
         .spawn()
         .unwrap();
     ServerProcess::healthy(child, port, Duration::from_secs(30))
+}
+
+/// Two hosts on one PostgreSQL database: a run started on one is listed
+/// and shown, running then completed, on the other; the newest
+/// `max_playground_runs` are kept across both.
+#[test]
+fn dev_eval_runs_are_shared_by_hosts_on_one_database() {
+    let Some(db) = agentkit_test_support::pg::throwaway_database() else {
+        return;
+    };
+    let dir = cities_project();
+    let root = dir.tmp.path();
+    std::fs::write(
+        root.join("proj/evals/evals.toml"),
+        "max_concurrency = 2\nmax_playground_runs = 2\n",
+    )
+    .unwrap();
+    let a = serve_with(
+        root,
+        true,
+        &["--state-root", "state-a", "--database-url", &db.url],
+    );
+    let b = serve_with(
+        root,
+        true,
+        &["--state-root", "state-b", "--database-url", &db.url],
+    );
+    let start = |server: &ServerProcess, body: Value| {
+        let r = Request::post("/proj/v1/dev/evals")
+            .json(&body)
+            .send(server.addr)
+            .unwrap();
+        assert_eq!(r.status, 202, "{}", r.json());
+        r.json()["runId"].as_str().unwrap().to_owned()
+    };
+    let first = start(&a, json!({"selectors": ["cities"]}));
+    // Shown on the other host at once (running or already done), then
+    // completed there with the report host A wrote.
+    let seen = Request::get(&format!("/proj/v1/dev/evals/{first}"))
+        .send(b.addr)
+        .unwrap();
+    assert_eq!(seen.status, 200, "{}", seen.json());
+    assert_eq!(seen.json()["selectors"], json!(["cities"]));
+    let doc = wait_done(&b, &first);
+    assert_eq!(doc["report"]["runId"], first.as_str());
+    assert_eq!(
+        doc["report"]["summary"],
+        json!({"cases": 2, "passed": 1, "failed": 1, "runs": 2})
+    );
+    let second = start(&b, json!({"tags": ["smoke"]}));
+    wait_done(&a, &second);
+    let third = start(&a, json!({"selectors": ["greet"]}));
+    wait_done(&b, &third);
+    for server in [&a, &b] {
+        let list = Request::get("/proj/v1/dev/evals")
+            .send(server.addr)
+            .unwrap()
+            .json();
+        let ids: Vec<&str> = list["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["runId"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, [third.as_str(), second.as_str()]);
+    }
+    let gone = Request::get(&format!("/proj/v1/dev/evals/{first}"))
+        .send(b.addr)
+        .unwrap();
+    assert_eq!(gone.status, 404);
 }
 
 fn wait_done(server: &ServerProcess, run_id: &str) -> Value {

@@ -91,6 +91,10 @@ pub(crate) struct DevEvals {
     dir: Option<PathBuf>,
     max_runs: usize,
     runs: Mutex<VecDeque<Run>>,
+    /// On a shared database (`--database-url`) the runs live there, so
+    /// every host lists and shows the runs any host started; `runs` and
+    /// `eval-runs/` are then unused.
+    shared: Option<agentkit_pg::EvalRunTable>,
 }
 
 #[derive(Debug, Clone)]
@@ -158,6 +162,56 @@ impl DevEvals {
             dir,
             max_runs,
             runs: Mutex::new(runs),
+            shared: None,
+        }
+    }
+
+    /// Keeps the runs in the shared database instead of this host.
+    pub(crate) fn shared(mut self, state: &agentkit_runtime::SharedState, agent: &str) -> Self {
+        self.shared = Some(agentkit_pg::EvalRunTable::new(state.db.clone(), agent));
+        self.dir = None;
+        self
+    }
+
+    /// Records a started run: here, or in the shared database.
+    async fn start(&self, run: Run) -> Result<(), ApiError> {
+        if let Some(table) = &self.shared {
+            let row = agentkit_pg::EvalRunRow {
+                run_id: run.run_id,
+                started_at: run.started_at,
+                host: agentkit_pg::Leases::owner_name(),
+                selectors: json!(run.selectors).to_string(),
+                tags: json!(run.tags).to_string(),
+                report: None,
+            };
+            let keep = i64::try_from(self.max_runs).unwrap_or(i64::MAX);
+            return table.start(&row, keep).await.map_err(shared_error);
+        }
+        let mut runs = self.lock();
+        runs.push_back(run);
+        self.trim(&mut runs);
+        Ok(())
+    }
+
+    /// Every run, newest first.
+    async fn all(&self) -> Result<Vec<Run>, ApiError> {
+        match &self.shared {
+            Some(table) => Ok(table
+                .list()
+                .await
+                .map_err(shared_error)?
+                .into_iter()
+                .map(run_of)
+                .collect()),
+            None => Ok(self.lock().iter().rev().cloned().collect()),
+        }
+    }
+
+    /// One run.
+    async fn one(&self, run_id: &str) -> Result<Option<Run>, ApiError> {
+        match &self.shared {
+            Some(table) => Ok(table.get(run_id).await.map_err(shared_error)?.map(run_of)),
+            None => Ok(self.lock().iter().find(|r| r.run_id == run_id).cloned()),
         }
     }
 
@@ -176,7 +230,14 @@ impl DevEvals {
         }
     }
 
-    fn finish(&self, run_id: &str, report: Report) {
+    async fn finish(&self, run_id: &str, report: Report) {
+        if let Some(table) = &self.shared {
+            let text = serde_json::to_string(&report).unwrap_or_default();
+            if let Err(e) = table.finish(run_id, &text).await {
+                tracing::warn!(error = %e, run = %run_id, "cannot record an eval report in the shared database");
+            }
+            return;
+        }
         if let Some(dir) = &self.dir {
             let written = std::fs::create_dir_all(dir).and_then(|()| {
                 let text = serde_json::to_vec_pretty(&report).unwrap_or_default();
@@ -243,17 +304,14 @@ async fn start_run(
             .collect();
     let run_id = format!("evr_{}", uuid::Uuid::now_v7().simple());
     let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    {
-        let mut runs = dev.lock();
-        runs.push_back(Run {
-            run_id: run_id.clone(),
-            started_at,
-            selectors: req.selectors.clone(),
-            tags: req.tags.clone(),
-            report: None,
-        });
-        dev.trim(&mut runs);
-    }
+    dev.start(Run {
+        run_id: run_id.clone(),
+        started_at,
+        selectors: req.selectors.clone(),
+        tags: req.tags.clone(),
+        report: None,
+    })
+    .await?;
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -281,7 +339,7 @@ async fn start_run(
         let mut report =
             agentkit_evals::run(&client, &refs, &options, &agentkit_evals::NoProgress).await;
         report.run_id = id.clone();
-        dev.finish(&id, report);
+        dev.finish(&id, report).await;
     });
     Ok((
         StatusCode::ACCEPTED,
@@ -295,9 +353,9 @@ async fn list_runs(State(state): State<AgentState>, _auth: Authed) -> ApiResult 
     let runs: Vec<Value> = state
         .agent
         .evals
-        .lock()
+        .all()
+        .await?
         .iter()
-        .rev()
         .map(Run::summary)
         .collect();
     Ok(axum::Json(json!({"ok": true, "runs": runs})).into_response())
@@ -309,22 +367,39 @@ async fn show_run(
     _auth: Authed,
 ) -> ApiResult {
     dev_only(&state)?;
-    let run = state
-        .agent
-        .evals
-        .lock()
-        .iter()
-        .find(|r| r.run_id == run_id)
-        .cloned()
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                ErrorCode::NotFound,
-                format!("no eval run `{run_id}`"),
-            )
-        })?;
+    let run = state.agent.evals.one(&run_id).await?.ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::NotFound,
+            format!("no eval run `{run_id}`"),
+        )
+    })?;
     let mut doc = run.summary();
     doc["ok"] = json!(true);
     doc["report"] = json!(run.report.as_deref());
     Ok(axum::Json(doc).into_response())
+}
+
+/// A stored run as the routes show it (a report that does not parse
+/// shows as none: the run reads as still going, and the server logs why).
+fn run_of(row: agentkit_pg::EvalRunRow) -> Run {
+    let strings = |text: &str| serde_json::from_str::<Vec<String>>(text).unwrap_or_default();
+    let report = row.report.as_deref().and_then(|text| {
+        serde_json::from_str::<Report>(text)
+            .map_err(|e| tracing::warn!(run = %row.run_id, error = %e, "cannot read a stored eval report"))
+            .ok()
+    });
+    Run {
+        selectors: strings(&row.selectors),
+        tags: strings(&row.tags),
+        run_id: row.run_id,
+        started_at: row.started_at,
+        report: report.map(Arc::new),
+    }
+}
+
+/// The shared database failed: answered as every shared read is (`503`
+/// when it cannot be reached, the detail in the server's log only).
+fn shared_error(e: agentkit_pg::Error) -> ApiError {
+    agentkit_runtime::Error::Shared(e).into()
 }

@@ -215,7 +215,7 @@ pub(crate) async fn mount(
         calls,
     };
     let hooks = timers::start_hooks(&runtime, resolved.hooks, &shared.extensions.hooks);
-    let evals = Arc::new(super::evals::DevEvals::new(
+    let evals = super::evals::DevEvals::new(
         Arc::new(project.clone()),
         runtime.state_dir(),
         format!("{}{prefix}", shared.peer_base),
@@ -226,7 +226,11 @@ pub(crate) async fn mount(
             .model
             .clone()
             .or(shared.models.default.clone()),
-    ));
+    );
+    let evals = Arc::new(match shared.database {
+        Some(database) => evals.shared(database, slug),
+        None => evals,
+    });
     let mounted = Mounted {
         evals,
         playground: shared.playground,
