@@ -67,6 +67,18 @@ impl TlsMode {
 pub(crate) fn split_url(url: &str) -> Result<(String, TlsMode)> {
     let mut mode: Option<String> = None;
     let mut root: Option<String> = None;
+    for key in ["sslcert", "sslkey", "sslpassword"] {
+        let asked = url
+            .split(['?', '&', ' '])
+            .any(|pair| pair.split_once('=').is_some_and(|(k, _)| k.trim() == key));
+        if asked {
+            return Err(Error::Url {
+                message: format!(
+                    "{key}: client certificates are not supported; authenticate with a password"
+                ),
+            });
+        }
+    }
     let keep =
         |key: &str, value: &str, mode: &mut Option<String>, root: &mut Option<String>| match key {
             "sslmode" => {
@@ -347,5 +359,7 @@ mod tests {
         assert_eq!(split_url("postgres://h/db").unwrap().1, TlsMode::Disable);
         let e = split_url("postgres://h/db?sslmode=sometimes").unwrap_err();
         assert!(e.to_string().contains("sslmode=sometimes"), "{e}");
+        let e = split_url("postgres://h/db?sslmode=require&sslcert=/c.pem").unwrap_err();
+        assert!(e.to_string().contains("not supported"), "{e}");
     }
 }
