@@ -17,6 +17,12 @@ fn ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true")
 }
 
+/// Says why a test did not run (in its captured output).
+fn skipped(why: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "skipped: {why}");
+}
+
 fn run(cmd: &mut Command) -> Result<(), String> {
     let out = cmd
         .stdin(Stdio::null())
@@ -37,7 +43,7 @@ async fn sslmode_require_encrypts_the_connections() {
         return;
     };
     if db.query("SHOW ssl") != "on" {
-        eprintln!("skipped: the server at {} has ssl = off", server_url());
+        skipped(&format!("the server at {} has ssl = off", server_url()));
         return;
     }
     let plain = Database::connect(&db.url).await.unwrap();
@@ -205,7 +211,7 @@ async fn verify_full_checks_the_ca_and_the_name_and_verify_ca_the_ca() {
         Ok(started) => started,
         Err(e) if ci() => panic!("cannot start a TLS cluster under CI=true: {e}"),
         Err(e) => {
-            eprintln!("skipped: cannot start a TLS cluster ({e})");
+            skipped(&format!("cannot start a TLS cluster ({e})"));
             return;
         }
     };
