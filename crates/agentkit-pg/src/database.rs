@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio::sync::broadcast;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use crate::tls::{connector, split_url};
 
 use crate::error::{Error, Result};
 
@@ -57,6 +60,8 @@ pub struct Database {
 struct Inner {
     pool: Pool,
     config: tokio_postgres::Config,
+    /// TLS as the URL's `sslmode` asked (plain without one).
+    tls: MakeRustlsConnect,
     target: String,
     /// Every notification of a grown log, for the followers of this
     /// process (started on first use).
@@ -82,10 +87,27 @@ impl std::fmt::Debug for Database {
     }
 }
 
+/// An error and its causes, `: `-separated (a failed TLS handshake says
+/// why: `invalid peer certificate: UnknownIssuer`).
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}
+
 /// `host:port/database` of a URL, with no user or password: what logs
 /// and errors may show.
 pub fn redacted(url: &str) -> String {
-    match tokio_postgres::Config::from_str(url) {
+    let url = split_url(url).map_or_else(|_| url.to_owned(), |(rest, _)| rest);
+    match tokio_postgres::Config::from_str(&url) {
         Ok(config) => target_of(&config),
         Err(_) => "an unparseable URL".to_owned(),
     }
@@ -110,12 +132,16 @@ fn target_of(config: &tokio_postgres::Config) -> String {
 
 impl Database {
     /// Parses `url` (`postgres://user@host:port/database`) and checks that
-    /// a connection can be made. TLS is not supported yet: a URL asking for
-    /// it (`sslmode=require`) fails here.
+    /// a connection can be made. Its `sslmode` (`disable`, the default
+    /// here; `prefer`; `require`; `verify-ca` and `verify-full` with
+    /// `sslrootcert=<PEM file>`) asks for TLS, with rustls.
     pub async fn connect(url: &str) -> Result<Database> {
-        let mut config = tokio_postgres::Config::from_str(url).map_err(|e| Error::Url {
+        let (url, mode) = split_url(url)?;
+        let mut config = tokio_postgres::Config::from_str(&url).map_err(|e| Error::Url {
             message: format!("not a PostgreSQL URL (postgres://user@host:port/database): {e}"),
         })?;
+        config.ssl_mode(mode.ssl_mode());
+        let tls = connector(&mode)?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -125,7 +151,7 @@ impl Database {
         let target = target_of(&config);
         let manager = Manager::from_config(
             config.clone(),
-            NoTls,
+            tls.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -145,6 +171,7 @@ impl Database {
             inner: Arc::new(Inner {
                 pool,
                 config,
+                tls,
                 target,
                 grown: broadcast::channel(4096).0,
                 mail: broadcast::channel(1024).0,
@@ -153,6 +180,20 @@ impl Database {
         };
         drop(db.client().await?);
         Ok(db)
+    }
+
+    /// Whether this pool's connections are encrypted (TLS), as the
+    /// server sees one of them (`pg_stat_ssl`).
+    pub async fn encrypted(&self) -> Result<bool> {
+        let client = self.client().await?;
+        let row = client
+            .query_one(
+                "SELECT coalesce((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), FALSE)",
+                &[],
+            )
+            .await
+            .map_err(Error::query("read the connection's TLS state"))?;
+        Ok(row.get(0))
     }
 
     /// `host:port/database`, without credentials.
@@ -164,7 +205,7 @@ impl Database {
     pub(crate) async fn client(&self) -> Result<Object> {
         self.inner.pool.get().await.map_err(|e| Error::Connect {
             target: self.inner.target.clone(),
-            message: e.to_string(),
+            message: with_sources(&e),
         })
     }
 
@@ -172,15 +213,15 @@ impl Database {
     /// as an advisory lock: it ends, and PostgreSQL releases that state,
     /// when the returned client is dropped.
     pub(crate) async fn dedicated(&self) -> Result<tokio_postgres::Client> {
-        let (client, connection) =
-            self.inner
-                .config
-                .connect(NoTls)
-                .await
-                .map_err(|e| Error::Connect {
-                    target: self.inner.target.clone(),
-                    message: e.to_string(),
-                })?;
+        let (client, connection) = self
+            .inner
+            .config
+            .connect(self.inner.tls.clone())
+            .await
+            .map_err(|e| Error::Connect {
+                target: self.inner.target.clone(),
+                message: e.to_string(),
+            })?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "a dedicated PostgreSQL connection ended");
@@ -209,6 +250,7 @@ impl Database {
         self.inner.listener.get_or_init(|| {
             tokio::spawn(listen(
                 self.inner.config.clone(),
+                self.inner.tls.clone(),
                 self.inner.target.clone(),
                 self.inner.grown.clone(),
                 self.inner.mail.clone(),
@@ -236,12 +278,13 @@ impl Database {
 /// reconnecting when the connection drops.
 async fn listen(
     config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
     target: String,
     grown: broadcast::Sender<Grown>,
     mail: broadcast::Sender<MailSignal>,
 ) {
     loop {
-        match config.connect(NoTls).await {
+        match config.connect(tls.clone()).await {
             Ok((client, mut connection)) => {
                 let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
                 let pump = tokio::spawn(async move {

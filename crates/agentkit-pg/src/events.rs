@@ -17,7 +17,7 @@ use tokio::sync::broadcast::{self, error::RecvError};
 
 use crate::database::{Database, Grown};
 use crate::error::{Error, Result};
-use crate::lease::Leases;
+use crate::lease::{LEASE_TTL, Leases};
 
 /// How many events one read fetches at most.
 const READ_CHUNK: i64 = 1024;
@@ -43,6 +43,40 @@ WITH lease AS (
         WITH ORDINALITY AS t(type, turn_id, at, data, ord)
 )
 SELECT len, pg_notify('agentkit_events', $1 || ' ' || $2 || ' ' || len) FROM counter";
+
+// The first append of a session this host holds no lease on: takes the
+// lease (as `lease.rs`'s `ACQUIRE`: a new one, one let go, one expired,
+// or this host's own) and appends in the same statement, so taking a
+// lease costs no round trip of its own. No row when another live host
+// holds it. The counter and the events are written only from the lease
+// row the upsert returned, so fencing holds as in `APPEND`.
+const APPEND_TAKING: &str = "
+WITH lease AS (
+    INSERT INTO agentkit_leases (agent, session_id, owner, token, held, expires_at)
+    VALUES ($1, $2, $3, 1, TRUE, now() + make_interval(secs => $4))
+    ON CONFLICT (agent, session_id) DO UPDATE SET
+        token = CASE WHEN agentkit_leases.owner = EXCLUDED.owner AND agentkit_leases.held
+                     THEN agentkit_leases.token ELSE agentkit_leases.token + 1 END,
+        owner = EXCLUDED.owner,
+        held = TRUE,
+        expires_at = EXCLUDED.expires_at
+    WHERE agentkit_leases.owner = EXCLUDED.owner
+       OR NOT agentkit_leases.held
+       OR agentkit_leases.expires_at < now()
+    RETURNING token
+), counter AS (
+    INSERT INTO agentkit_logs (agent, session_id, len)
+    SELECT $1, $2, $5 FROM lease
+    ON CONFLICT (agent, session_id) DO UPDATE SET len = agentkit_logs.len + EXCLUDED.len
+    RETURNING len
+), appended AS (
+    INSERT INTO agentkit_events (agent, session_id, idx, type, turn_id, at, data)
+    SELECT $1, $2, counter.len - $5 + t.ord - 1, t.type, t.turn_id, t.at, t.data
+    FROM counter, unnest($6::text[], $7::text[], $8::text[], $9::text[])
+        WITH ORDINALITY AS t(type, turn_id, at, data, ord)
+)
+SELECT counter.len, pg_notify('agentkit_events', $1 || ' ' || $2 || ' ' || counter.len), lease.token
+FROM counter, lease";
 
 const READ: &str = "SELECT idx, type, turn_id, at, data FROM agentkit_events
     WHERE agent = $1 AND session_id = $2 AND idx >= $3 AND idx < $4 ORDER BY idx LIMIT $5";
@@ -119,7 +153,7 @@ impl PgEventStore {
             return Ok(Vec::new());
         }
         let agent = &self.inner.agent;
-        let token = self.inner.leases.hold(agent, session.as_str()).await?;
+        let leases = &self.inner.leases;
         let at = Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true);
         let n = events.len() as i64;
         let mut types = Vec::with_capacity(events.len());
@@ -146,38 +180,78 @@ impl PgEventStore {
             }
             out.push(event);
         }
-        let client = self.inner.db.client().await?;
-        let statement = client
-            .prepare_cached(APPEND)
-            .await
-            .map_err(Error::query("prepare an append"))?;
-        let owner = self.inner.leases.owner();
-        let row = client
-            .query_opt(
-                &statement,
-                &[
-                    agent,
-                    &session.as_str(),
-                    &owner,
-                    &token,
-                    &n,
-                    &types,
-                    &turns,
-                    &ats,
-                    &datas,
-                ],
-            )
-            .await
-            .map_err(Error::query("append events"))?;
-        drop(client);
-        let Some(row) = row else {
-            self.inner.leases.lost(agent, session.as_str(), token);
-            return Err(Error::Fenced {
-                session: session.as_str().to_owned(),
-                token,
-            });
+        let owner = leases.owner();
+        let (len, token) = loop {
+            let Some(token) = leases.token(agent, session.as_str()) else {
+                let client = self.inner.db.client().await?;
+                let statement = client
+                    .prepare_cached(APPEND_TAKING)
+                    .await
+                    .map_err(Error::query("prepare an append"))?;
+                let row = client
+                    .query_opt(
+                        &statement,
+                        &[
+                            agent,
+                            &session.as_str(),
+                            &owner,
+                            &LEASE_TTL.as_secs_f64(),
+                            &n,
+                            &types,
+                            &turns,
+                            &ats,
+                            &datas,
+                        ],
+                    )
+                    .await
+                    .map_err(Error::query("append events"))?;
+                drop(client);
+                if let Some(row) = row {
+                    let token: i64 = row.get(2);
+                    leases.took(agent, session.as_str(), token);
+                    break (row.get::<_, i64>(0), token);
+                }
+                // Another live host holds it: `Busy` names it (or, let go
+                // meanwhile, the lease is this host's now: append as its
+                // holder).
+                leases.acquire(agent, session.as_str()).await?;
+                continue;
+            };
+            {
+                let client = self.inner.db.client().await?;
+                let statement = client
+                    .prepare_cached(APPEND)
+                    .await
+                    .map_err(Error::query("prepare an append"))?;
+                let row = client
+                    .query_opt(
+                        &statement,
+                        &[
+                            agent,
+                            &session.as_str(),
+                            &owner,
+                            &token,
+                            &n,
+                            &types,
+                            &turns,
+                            &ats,
+                            &datas,
+                        ],
+                    )
+                    .await
+                    .map_err(Error::query("append events"))?;
+                drop(client);
+                let Some(row) = row else {
+                    leases.lost(agent, session.as_str(), token);
+                    return Err(Error::Fenced {
+                        session: session.as_str().to_owned(),
+                        token,
+                    });
+                };
+                break (row.get::<_, i64>(0), token);
+            }
         };
-        let len: i64 = row.get(0);
+        leases.note_len(agent, session.as_str(), token, len as u64);
         let first = (len - n) as u64;
         for (i, event) in out.iter_mut().enumerate() {
             event.index = first + i as u64;
@@ -187,6 +261,15 @@ impl PgEventStore {
             let _ = self.inner.tap.send(Arc::new(event.clone()));
         }
         Ok(out)
+    }
+
+    /// The log's length as this host's own appends left it, while it
+    /// still holds the lease they were made under (no other host can
+    /// have appended since): see [`Leases::known_len`].
+    pub fn known_len(&self, session: &SessionId) -> Option<u64> {
+        self.inner
+            .leases
+            .known_len(&self.inner.agent, session.as_str())
     }
 
     /// Every event this host appends, live, from now on.

@@ -44,6 +44,16 @@ const RENEW: &str = "UPDATE agentkit_leases SET expires_at = now() + make_interv
 
 type Key = (String, String);
 
+/// A lease this host holds.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    token: i64,
+    taken: Instant,
+    /// The log's length after the last append under this token, if one
+    /// returned: while the token is the same, no other host appended.
+    len: Option<u64>,
+}
+
 /// The leases one host holds. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Leases {
@@ -54,8 +64,9 @@ pub struct Leases {
 struct Inner {
     db: Database,
     owner: String,
-    /// `(agent, session)` → fencing token, and when it was taken.
-    held: Mutex<HashMap<Key, (i64, Instant)>>,
+    /// `(agent, session)` → fencing token, when it was taken, and the
+    /// log's length after this host's last append under that token.
+    held: Mutex<HashMap<Key, Held>>,
     heartbeat: OnceLock<tokio::task::JoinHandle<()>>,
 }
 
@@ -118,8 +129,8 @@ impl Leases {
     /// held): the session's log may end mid-turn.
     pub async fn hold_noting_takeover(&self, agent: &str, session: &str) -> Result<(i64, bool)> {
         let key = (agent.to_owned(), session.to_owned());
-        if let Some((token, _)) = lock(&self.inner.held).get(&key) {
-            return Ok((*token, false));
+        if let Some(held) = lock(&self.inner.held).get(&key) {
+            return Ok((held.token, false));
         }
         self.take(agent, session).await
     }
@@ -167,11 +178,50 @@ impl Leases {
         };
         let token: i64 = row.get(0);
         let took_over: bool = row.get(1);
+        self.took(agent, session, token);
+        Ok((token, took_over))
+    }
+
+    /// Records a lease this host just took (by itself, or with an append).
+    pub(crate) fn took(&self, agent: &str, session: &str, token: i64) {
         lock(&self.inner.held).insert(
             (agent.to_owned(), session.to_owned()),
-            (token, Instant::now()),
+            Held {
+                token,
+                taken: Instant::now(),
+                len: None,
+            },
         );
-        Ok((token, took_over))
+    }
+
+    /// The token of the lease this host believes it holds on `session`.
+    pub(crate) fn token(&self, agent: &str, session: &str) -> Option<i64> {
+        lock(&self.inner.held)
+            .get(&(agent.to_owned(), session.to_owned()))
+            .map(|h| h.token)
+    }
+
+    /// Notes the log's length after an append under `token`.
+    pub(crate) fn note_len(&self, agent: &str, session: &str, token: i64, len: u64) {
+        let mut held = lock(&self.inner.held);
+        if let Some(h) = held.get_mut(&(agent.to_owned(), session.to_owned()))
+            && h.token == token
+        {
+            h.len = Some(h.len.map_or(len, |l| l.max(len)));
+        }
+    }
+
+    /// The length of `session`'s log as this host's own appends left it,
+    /// while it holds the lease they were made under (so no other host
+    /// appended since): reading the log for what is new can be skipped.
+    /// `None` when this host holds no lease or has not appended under it.
+    /// A lease lost without this host noticing yet may make this stale;
+    /// its next append is refused then (fencing), so nothing is written
+    /// from the stale view.
+    pub fn known_len(&self, agent: &str, session: &str) -> Option<u64> {
+        lock(&self.inner.held)
+            .get(&(agent.to_owned(), session.to_owned()))
+            .and_then(|h| h.len)
     }
 
     /// The other live host holding `session`'s lease, if one does.
@@ -197,7 +247,7 @@ impl Leases {
     pub(crate) fn lost(&self, agent: &str, session: &str, token: i64) {
         let key = (agent.to_owned(), session.to_owned());
         let mut held = lock(&self.inner.held);
-        if held.get(&key).is_some_and(|(t, _)| *t == token) {
+        if held.get(&key).is_some_and(|h| h.token == token) {
             held.remove(&key);
             tracing::warn!(session, token, "lost a session's lease to another host");
         }
@@ -207,7 +257,7 @@ impl Leases {
     /// nothing to recover.
     pub async fn release(&self, agent: &str, session: &str) -> Result<()> {
         let token = lock(&self.inner.held).remove(&(agent.to_owned(), session.to_owned()));
-        let Some((token, _)) = token else {
+        let Some(Held { token, .. }) = token else {
             return Ok(());
         };
         let client = self.inner.db.client().await?;
@@ -257,7 +307,7 @@ impl Leases {
             .collect();
         let mut held = lock(&self.inner.held);
         // A lease taken while the renewal ran is not in its answer.
-        held.retain(|key, (token, at)| *at >= started || renewed.get(key) == Some(token));
+        held.retain(|key, h| h.taken >= started || renewed.get(key) == Some(&h.token));
         Ok(held.len())
     }
 }

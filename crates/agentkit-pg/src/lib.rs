@@ -31,6 +31,7 @@ mod migrate;
 mod reminders;
 mod sessions;
 mod ticks;
+mod tls;
 
 pub use ab::{AbTable, AbTotals, AbTurn};
 pub use database::{Database, MailSignal, redacted};

@@ -100,6 +100,17 @@ impl EventLog {
         })
     }
 
+    /// The log's length when this host knows it without reading: on a
+    /// shared database, while it holds the lease its own appends were
+    /// made under (see `agentkit_pg::Leases::known_len`). The files are
+    /// read every time (a local read costs no round trip).
+    pub fn known_len(&self, session: &SessionId) -> Option<u64> {
+        match self {
+            EventLog::File(_) => None,
+            EventLog::Pg(s) => s.known_len(session),
+        }
+    }
+
     /// How many events the session holds.
     pub async fn len(&self, session: &SessionId) -> Result<u64> {
         Ok(match self {

@@ -1,7 +1,8 @@
 //! Requests for a session another host is running, routed to it through
 //! the shared database's mailbox (`agentkit_pg::Mailbox`): a follow-up, a
-//! stop, an approval decision or a reminder's wake that reaches (or fires
-//! on) a host which does not hold
+//! stop, an approval decision, a reminder's wake or a deterministic tool
+//! call in the session that reaches (or fires on) a host which does not
+//! hold
 //! the session's lease is posted there; the holder's mailbox loop (woken
 //! by `NOTIFY`, and once a second) claims it and applies it exactly as a
 //! request made to it (admission, token rotation, ownership checks), and
@@ -17,7 +18,7 @@
 
 use std::time::{Duration, Instant};
 
-use agentkit_harness::Decision;
+use agentkit_harness::{CallOrigin, CallPrincipal, Decision};
 use agentkit_manifest::Admission;
 use agentkit_pg::{Mail, MailSignal, MailState};
 use agentkit_protocol::ErrorCode;
@@ -28,6 +29,7 @@ use crate::approvals::ResolvedApproval;
 use crate::error::{Error, Result};
 use crate::meta::Owner;
 use crate::runtime::{Accepted, AgentRuntime, FollowUp, new_id};
+use crate::tool_call::ToolCallOutcome;
 
 /// How long a receiving host waits for a routed request's outcome.
 pub(crate) const ROUTE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -65,6 +67,60 @@ pub(crate) enum Routed {
         call_id: String,
         decision: Decision,
     },
+    /// A deterministic tool call in the session (`POST /v1/tools/:name`
+    /// with `sessionId`).
+    #[serde(rename_all = "camelCase")]
+    ToolCall {
+        owner: Owner,
+        name: String,
+        input: serde_json::Value,
+        origin: RoutedOrigin,
+    },
+}
+
+/// What a routed tool call keeps of its [`CallOrigin`] (the call never
+/// runs in a model's turn).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RoutedOrigin {
+    channel_id: Option<String>,
+    continuation_key: Option<String>,
+    purpose: Option<String>,
+    /// `(id, kind, authenticator)` of the principal the bridge acts as.
+    principal: Option<(String, String, String)>,
+    schedule: Option<String>,
+}
+
+impl RoutedOrigin {
+    fn of(origin: &CallOrigin) -> RoutedOrigin {
+        RoutedOrigin {
+            channel_id: origin.channel_id.clone(),
+            continuation_key: origin.continuation_key.clone(),
+            purpose: origin.purpose.clone(),
+            principal: origin
+                .principal
+                .as_ref()
+                .map(|p| (p.id.clone(), p.kind.clone(), p.authenticator.clone())),
+            schedule: origin.schedule.clone(),
+        }
+    }
+
+    fn into_origin(self) -> CallOrigin {
+        CallOrigin {
+            channel_id: self.channel_id,
+            continuation_key: self.continuation_key,
+            purpose: self.purpose,
+            principal: self
+                .principal
+                .map(|(id, kind, authenticator)| CallPrincipal {
+                    id,
+                    kind,
+                    authenticator,
+                }),
+            schedule: self.schedule,
+            model_turn: false,
+        }
+    }
 }
 
 impl Routed {
@@ -74,6 +130,7 @@ impl Routed {
             Routed::Stop { .. } => "stop",
             Routed::Wake { .. } => "wake",
             Routed::Decision { .. } => "decision",
+            Routed::ToolCall { .. } => "tool",
         }
     }
 
@@ -82,8 +139,23 @@ impl Routed {
         match self {
             Routed::Message { owner, .. }
             | Routed::Stop { owner }
-            | Routed::Decision { owner, .. } => &owner.principal_id,
+            | Routed::Decision { owner, .. }
+            | Routed::ToolCall { owner, .. } => &owner.principal_id,
             Routed::Wake { .. } => "reminder",
+        }
+    }
+
+    pub(crate) fn tool_call(
+        name: &str,
+        input: serde_json::Value,
+        owner: &Owner,
+        origin: &CallOrigin,
+    ) -> Routed {
+        Routed::ToolCall {
+            owner: owner.clone(),
+            name: name.to_owned(),
+            input,
+            origin: RoutedOrigin::of(origin),
         }
     }
 
@@ -119,6 +191,8 @@ pub(crate) enum Outcome {
         by: String,
         resumed: bool,
     },
+    #[serde(rename_all = "camelCase")]
+    Called { call: ToolCallOutcome },
     #[serde(rename_all = "camelCase")]
     Failed {
         status: u16,
@@ -178,6 +252,13 @@ impl Outcome {
     pub(crate) fn into_stopped(self) -> Result<bool> {
         match self.or_failed()? {
             Outcome::Stopped { interrupted } => Ok(interrupted),
+            other => Err(other.unexpected()),
+        }
+    }
+
+    pub(crate) fn into_called(self) -> Result<ToolCallOutcome> {
+        match self.or_failed()? {
+            Outcome::Called { call } => Ok(call),
             other => Err(other.unexpected()),
         }
     }
@@ -351,6 +432,20 @@ impl AgentRuntime {
                     by: r.by,
                     resumed: r.resumed,
                 })
+            }
+            Routed::ToolCall {
+                owner,
+                name,
+                input,
+                origin,
+            } => {
+                let called = self
+                    .call_tool_here(&name, input, Some((id, &owner)), origin.into_origin())
+                    .await;
+                if held_elsewhere(&called) {
+                    return None;
+                }
+                called.map(|call| Outcome::Called { call })
             }
         };
         Some(outcome.unwrap_or_else(|e| Outcome::failed(&e)))

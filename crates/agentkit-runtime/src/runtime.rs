@@ -631,11 +631,12 @@ impl AgentRuntime {
         // whose folder never came is dropped when it is next looked up.
         self.index_put(&meta).await?;
         let session = self.register(id.clone(), meta.clone(), false);
-        self.append(
-            &id,
-            EventType::SessionStarted,
-            None,
-            json!({
+        // The log opens with `session.started` and the session's A/B
+        // assignments, appended with its first message in one batch.
+        let mut opening = vec![agentkit_events::NewEvent {
+            event_type: EventType::SessionStarted,
+            turn_id: None,
+            data: json!({
                 "channel": meta.channel,
                 "mode": meta.mode,
                 "principalId": meta.owner.principal_id,
@@ -643,8 +644,7 @@ impl AgentRuntime {
                 "purpose": meta.purpose,
                 "asOf": meta.as_of,
             }),
-        )
-        .await?;
+        }];
         // Enrolment: sticky per channel key (a conversation that starts a
         // new session keeps its variant), per principal where the
         // experiment says so, else per session.
@@ -657,13 +657,11 @@ impl AgentRuntime {
                 id.as_str(),
             );
             let assigned = crate::ab::assign(experiment, &sticky);
-            self.append(
-                &id,
-                EventType::AbAssigned,
-                None,
-                json!({"experiment": assigned.experiment, "variant": assigned.variant}),
-            )
-            .await?;
+            opening.push(agentkit_events::NewEvent {
+                event_type: EventType::AbAssigned,
+                turn_id: None,
+                data: json!({"experiment": assigned.experiment, "variant": assigned.variant}),
+            });
             assignments.push(assigned);
         }
         self.record_ab_assignments(
@@ -675,7 +673,13 @@ impl AgentRuntime {
         )
         .await?;
         let (coalesced, start_index) = self
-            .accept(&session, req.message, req.admission, req.workspace_files)
+            .accept_first(
+                &session,
+                opening,
+                req.message,
+                req.admission,
+                req.workspace_files,
+            )
             .await?;
         Ok(Accepted {
             session_id: id.as_str().to_owned(),

@@ -8,7 +8,7 @@ use std::time::Instant;
 use agentkit_harness::{CallOrigin, DynTool, ToolContext, ToolOutput, run_server_tool};
 use agentkit_manifest::{Execution, Tool};
 use agentkit_protocol::EventType;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -18,7 +18,7 @@ use crate::runtime::{AgentRuntime, new_id};
 use crate::workspace;
 
 /// The envelope of a finished call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallOutcome {
     pub tool_name: String,
@@ -35,7 +35,9 @@ impl AgentRuntime {
     /// is recorded on its stream as `actions.requested` / `action.result`
     /// under its own turn id, and is refused with `session_busy` while a
     /// turn runs. Messages that arrive during the call are admitted by
-    /// their admission policy (preempt cancels the call).
+    /// their admission policy (preempt cancels the call). On a shared
+    /// database, a call for a session another live host holds is routed
+    /// there (`mailbox.rs`) and answered as that host answers it.
     pub async fn call_tool(
         &self,
         name: &str,
@@ -51,6 +53,35 @@ impl AgentRuntime {
     /// carry it. Inside a session, the session's own channel, key and
     /// purpose fill what `origin` leaves unset.
     pub async fn call_tool_from(
+        &self,
+        name: &str,
+        input: Value,
+        session: Option<(&str, &Owner)>,
+        origin: CallOrigin,
+    ) -> Result<ToolCallOutcome> {
+        match session {
+            Some((id, owner)) if self.inner.shared.is_some() => {
+                let here = self
+                    .call_tool_here(name, input.clone(), Some((id, owner)), origin.clone())
+                    .await;
+                if !crate::mailbox::held_elsewhere(&here) {
+                    return here;
+                }
+                self.route(
+                    id,
+                    crate::mailbox::Routed::tool_call(name, input, owner, &origin),
+                )
+                .await?
+                .into_called()
+            }
+            _ => self.call_tool_here(name, input, session, origin).await,
+        }
+    }
+
+    /// [`call_tool_from`](Self::call_tool_from) on this host only:
+    /// [`agentkit_pg::Error::Busy`] when another live host holds the
+    /// session (nothing ran then).
+    pub(crate) async fn call_tool_here(
         &self,
         name: &str,
         input: Value,
@@ -155,6 +186,14 @@ impl AgentRuntime {
         owner: &Owner,
         origin: CallOrigin,
     ) -> Result<ToolCallOutcome> {
+        if self.inner.shared.is_some() {
+            // The lease first, as for a message: `Busy` (routed by the
+            // caller) while another live host holds it; an interrupted
+            // turn of a dead holder is recorded before the call.
+            let session = self.owned(id, owner)?;
+            self.ready(&session).await?;
+            self.hold_lease(&session).await?;
+        }
         let session = self.claim_for_call(id, owner).await?;
         let turn_id = new_id("call");
         let guard = Release {

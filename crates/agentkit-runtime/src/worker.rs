@@ -242,12 +242,19 @@ impl AgentRuntime {
         if !was_loaded && let Some((upto, events)) = self.read_snapshot(&session.id).await {
             cache.restore(upto, events);
         }
-        let read = self
-            .inner
-            .store
-            .read_stored(&session.id, cache.upto())
-            .await?;
-        cache.extend(read);
+        // On a shared database, a cache that holds every event this
+        // host appended under the lease it still holds is current: no
+        // other host can have appended (one round trip fewer per turn).
+        let current =
+            cache.is_loaded() && self.inner.store.known_len(&session.id) == Some(cache.upto());
+        if !current {
+            let read = self
+                .inner
+                .store
+                .read_stored(&session.id, cache.upto())
+                .await?;
+            cache.extend(read);
+        }
         let out = f(&mut cache);
         drop(cache);
         if !was_loaded {
@@ -360,16 +367,42 @@ impl AgentRuntime {
         files: Vec<(String, String)>,
         from: Option<String>,
     ) -> Result<(bool, u64)> {
-        self.ready(session).await?;
-        if admission == Admission::Reject && session.state().is_busy() {
-            return Err(Error::SessionBusy {
-                id: session.id.as_str().to_owned(),
-            });
-        }
-        if !files.is_empty() {
-            // Seeds first, so the files of the message win over them.
-            self.ensure_workspace(session).await?;
-            workspace::write_files(&session.workspace, &files)?;
+        self.admit(session, Vec::new(), text, admission, files, from)
+            .await
+    }
+
+    /// [`accept`](Self::accept) of a new session's first message, with
+    /// the events that open its log (`session.started`, its
+    /// `ab.assigned`) appended in the same batch as `message.received`
+    /// (one commit on a shared database where there were several).
+    pub(crate) async fn accept_first(
+        &self,
+        session: &Arc<Session>,
+        opening: Vec<NewEvent>,
+        text: String,
+        admission: Admission,
+        files: Vec<(String, String)>,
+    ) -> Result<(bool, u64)> {
+        self.admit(session, opening, text, admission, files, None)
+            .await
+    }
+
+    async fn admit(
+        &self,
+        session: &Arc<Session>,
+        opening: Vec<NewEvent>,
+        text: String,
+        admission: Admission,
+        files: Vec<(String, String)>,
+        from: Option<String>,
+    ) -> Result<(bool, u64)> {
+        if let Err(e) = self.prepare_admission(session, admission, &files).await {
+            // The session exists even though its message was refused.
+            if !opening.is_empty() {
+                let appended = self.inner.store.append_batch(&session.id, opening).await?;
+                feed(session, &appended);
+            }
+            return Err(e);
         }
         let mut data = json!({"text": text});
         if let (Some(from), Some(obj)) = (from, data.as_object_mut()) {
@@ -383,9 +416,17 @@ impl AgentRuntime {
         if let (Some(tp), Some(obj)) = (&traceparent, data.as_object_mut()) {
             obj.insert("traceparent".into(), json!(tp.to_string()));
         }
-        let received = self
-            .append(&session.id, EventType::MessageReceived, None, data)
-            .await?;
+        let mut events = opening;
+        events.push(NewEvent {
+            event_type: EventType::MessageReceived,
+            turn_id: None,
+            data,
+        });
+        let appended = self.inner.store.append_batch(&session.id, events).await?;
+        feed(session, &appended);
+        let received = appended.last().ok_or_else(|| Error::BadRequest {
+            message: "an append recorded no event".to_owned(),
+        })?;
         let queued = Queued {
             text,
             index: received.index,
@@ -402,14 +443,47 @@ impl AgentRuntime {
         Ok((coalesced, received.index))
     }
 
+    /// What admitting a message checks and prepares before recording it.
+    async fn prepare_admission(
+        &self,
+        session: &Arc<Session>,
+        admission: Admission,
+        files: &[(String, String)],
+    ) -> Result<()> {
+        self.ready(session).await?;
+        if admission == Admission::Reject && session.state().is_busy() {
+            return Err(Error::SessionBusy {
+                id: session.id.as_str().to_owned(),
+            });
+        }
+        if !files.is_empty() {
+            // Seeds first, so the files of the message win over them.
+            self.ensure_workspace(session).await?;
+            workspace::write_files(&session.workspace, files)?;
+        }
+        Ok(())
+    }
+
     /// Runs turns while messages are queued, then settles the session.
     async fn work(&self, session: Arc<Session>) {
         let mut ok = false;
+        // The last turn's end, not yet appended: it goes with the settle
+        // event in one append (one commit fewer per turn on a shared
+        // database), or alone before the next turn starts.
+        let mut end: Option<NewEvent> = None;
         loop {
             let next = session.state().next_turn(&self.inner.shutdown);
             if let Some(next) = next {
+                if let Some(end) = end.take()
+                    && let Err(e) = self.append_end(&session, vec![end]).await
+                {
+                    tracing::error!(session = %session.id, error = %e, "turn end could not be recorded");
+                }
                 ok = match self.run_turn(&session, next).await {
-                    Ok(ok) => ok,
+                    Ok((ok, ended)) => {
+                        end = ended;
+                        ok
+                    }
                     Err(e) => {
                         tracing::error!(session = %session.id, error = %e, "turn could not be recorded");
                         false
@@ -422,7 +496,7 @@ impl AgentRuntime {
             // this worker was started for. Settle while still holding the
             // worker flag, so no other turn or call interleaves with the
             // settle event; then let go, unless a message arrived meanwhile.
-            self.settle(&session, ok).await;
+            self.settle(&session, ok, end.take()).await;
             let released = {
                 let mut state = session.state();
                 let released = state.release();
@@ -440,10 +514,19 @@ impl AgentRuntime {
         }
     }
 
+    /// Appends events that end a turn (and settle the session) in one
+    /// batch, feeding the fold cache.
+    async fn append_end(&self, session: &Session, events: Vec<NewEvent>) -> Result<()> {
+        let appended = self.inner.store.append_batch(&session.id, events).await?;
+        feed(session, &appended);
+        Ok(())
+    }
+
     /// Records that the session is idle: `session.waiting` for chat
     /// sessions, `session.completed` / `session.failed` for task sessions,
-    /// and makes the log durable (the fsync point).
-    async fn settle(&self, session: &Session, ok: bool) {
+    /// after `end` (the last turn's end, when it is not in the log yet),
+    /// in one append, and makes the log durable (the fsync point).
+    async fn settle(&self, session: &Session, ok: bool, end: Option<NewEvent>) {
         let mode = session.meta().mode;
         let (event, data) = match mode {
             SessionMode::Chat => (EventType::SessionWaiting, json!({})),
@@ -453,7 +536,13 @@ impl AgentRuntime {
                 json!({"message": "the turn failed"}),
             ),
         };
-        let settled = self.append(&session.id, event, None, data).await;
+        let mut events: Vec<NewEvent> = end.into_iter().collect();
+        events.push(NewEvent {
+            event_type: event,
+            turn_id: None,
+            data,
+        });
+        let settled = self.append_end(session, events).await;
         if let Err(e) = settled.and(self.inner.store.sync(&session.id).await) {
             tracing::error!(session = %session.id, error = %e, "cannot settle session");
             return;
@@ -462,8 +551,14 @@ impl AgentRuntime {
     }
 
     /// One turn: `turn.started`, the harness's step events, then
-    /// `turn.completed` or `turn.failed`. Returns whether it completed.
-    async fn run_turn(&self, session: &Arc<Session>, next: NextTurn) -> Result<bool> {
+    /// `turn.completed` or `turn.failed`. Returns whether it completed,
+    /// and its end when the caller is to append it (with the settle
+    /// event, when nothing else is queued).
+    async fn run_turn(
+        &self,
+        session: &Arc<Session>,
+        next: NextTurn,
+    ) -> Result<(bool, Option<NewEvent>)> {
         let NextTurn {
             batch,
             resume,
@@ -545,7 +640,7 @@ impl AgentRuntime {
                 json!({"message": message}),
             )
             .await?;
-            return Ok(false);
+            return Ok((false, None));
         };
         let dry_run = session.meta().dry_run;
         let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
@@ -681,7 +776,7 @@ impl AgentRuntime {
             })
             .await;
         }
-        match outcome {
+        let (end, data) = match outcome {
             TurnOutcome::Completed {
                 result,
                 usage,
@@ -695,31 +790,17 @@ impl AgentRuntime {
                 if sizing.estimated_input_tokens > 0 {
                     data["sizing"] = json!(sizing);
                 }
-                self.append(id, EventType::TurnCompleted, Some(&turn_id), data)
-                    .await?;
+                (EventType::TurnCompleted, data)
             }
-            TurnOutcome::Failed { message } => {
-                self.append(
-                    id,
-                    EventType::TurnFailed,
-                    Some(&turn_id),
-                    json!({"message": message}),
-                )
-                .await?;
-            }
+            TurnOutcome::Failed { message } => (EventType::TurnFailed, json!({"message": message})),
             TurnOutcome::OverBudget {
                 limit,
                 message,
                 usage,
-            } => {
-                self.append(
-                    id,
-                    EventType::TurnFailed,
-                    Some(&turn_id),
-                    json!({"message": message, "reason": "budget", "limit": limit, "usage": usage}),
-                )
-                .await?;
-            }
+            } => (
+                EventType::TurnFailed,
+                json!({"message": message, "reason": "budget", "limit": limit, "usage": usage}),
+            ),
             TurnOutcome::Interrupted => {
                 let (reason, stopped_by) = {
                     let mut state = session.state();
@@ -736,25 +817,36 @@ impl AgentRuntime {
                 {
                     obj.insert("by".into(), json!(by));
                 }
-                self.append(id, EventType::TurnFailed, Some(&turn_id), data)
-                    .await?;
+                (EventType::TurnFailed, data)
             }
-        }
+        };
+        let end = NewEvent {
+            event_type: end,
+            turn_id: Some(turn_id.clone()),
+            data,
+        };
         // Calls this turn parked and a human then decided leave nothing
         // waiting: clear the flag so the next start need not read this log.
+        // (A failed read only leaves the flag set: the end is still
+        // recorded.)
         let parked = session.meta().parked;
-        if parked
-            && self
+        if parked {
+            let none_pending = self
                 .with_history(session, |events| {
                     crate::approvals::pending(events).is_empty()
                 })
-                .await?
-        {
-            self.mark_parked(session, false);
+                .await;
+            match none_pending {
+                Ok(true) => self.mark_parked(session, false),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(session = %session.id, error = %e, "cannot look for parked calls")
+                }
+            }
         }
         // The durable point is when the session settles (`settle` syncs):
         // one fsync per burst of turns rather than one per turn.
-        Ok(completed)
+        Ok((completed, Some(end)))
     }
 
     /// Marks an idle session busy for a deterministic call, so turns wait

@@ -2,8 +2,9 @@
 //! throwaway database per test): a session created on one host, followed
 //! on another and continued on a third makes one contiguous log; a host
 //! killed mid-turn has its session taken over by another within 5 s; a
-//! follow-up, a stop or an approval decision sent to a host that does not
-//! run the session is routed to the one that does (the mailbox).
+//! follow-up, a stop, an approval decision or a tool call in the session
+//! sent to a host that does not run the session is routed to the one that
+//! does (the mailbox).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -801,5 +802,90 @@ fn a_routed_follow_up_waiting_when_its_owner_is_killed_is_applied_once_by_the_ta
         .map(|s| s.parse().unwrap())
         .collect();
     assert_eq!(n[1], n[0] - 1, "contiguous");
+    drop(b);
+}
+
+fn call_stamp(addr: SocketAddr, id: &str) -> agentkit_test_support::http::Response {
+    Request::post("/bot/v1/tools/stamp")
+        .json(&json!({"input": {}, "sessionId": id}))
+        .send(addr)
+        .unwrap()
+}
+
+#[test]
+fn a_tool_call_in_a_session_running_on_a_is_routed_there_and_applied_by_b_once_a_dies() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    project(
+        tmp.path(),
+        json!([{"steps": [{"text": "never finished", "delayMs": 60000}]}]),
+    );
+    let mut a = host(tmp.path(), "a", &db);
+    let b = host(tmp.path(), "b", &db);
+    let (id, _) = create(a.addr);
+    let mut stream = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(b.addr)
+        .unwrap();
+    stream.until("turn.started").unwrap();
+    // A runs a turn: the call sent to B is routed to A, which refuses it
+    // as it would refuse it locally (its own message, not B's "held by
+    // another host").
+    let busy = call_stamp(b.addr, &id);
+    assert_eq!(busy.status, 409, "{}", busy.body);
+    assert_eq!(busy.error_code(), "session_busy", "{}", busy.body);
+    assert!(busy.body.contains("is running a turn"), "{}", busy.body);
+    assert_eq!(count(&db, "SELECT count(*) FROM agentkit_mailbox"), 0);
+    // A freezes (it holds the lease and will not read its mailbox), then
+    // dies while B's call waits in the mailbox: once the lease expires,
+    // B applies the call itself, after recording the interrupted turn.
+    let frozen = Command::new("kill")
+        .args(["-STOP", &a.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(frozen.success());
+    let addr = b.addr;
+    let sid = id.clone();
+    let sent = std::thread::spawn(move || {
+        let started = Instant::now();
+        (call_stamp(addr, &sid), started.elapsed())
+    });
+    let waiting = Instant::now() + Duration::from_secs(5);
+    while count(
+        &db,
+        "SELECT count(*) FROM agentkit_mailbox WHERE state = 'pending' AND kind = 'tool'",
+    ) == 0
+    {
+        assert!(Instant::now() < waiting, "the call was not routed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let (r, took) = sent.join().unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    let v = r.json();
+    assert_eq!(v["isError"], false, "{v}");
+    assert!(v["result"].to_string().contains("ok"), "{v}");
+    let seen = stream.until("action.result").unwrap();
+    let kinds: Vec<&str> = seen.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    let failed = seen
+        .iter()
+        .position(|e| e["type"] == "turn.failed")
+        .unwrap();
+    assert_eq!(seen[failed]["data"]["reason"], "restart", "{kinds:?}");
+    let requested = seen
+        .iter()
+        .position(|e| e["type"] == "actions.requested")
+        .unwrap();
+    assert!(failed < requested, "{kinds:?}");
+    let calls = count(
+        &db,
+        &format!(
+            "SELECT count(*) FROM agentkit_events WHERE session_id = '{id}' AND type = 'action.result'"
+        ),
+    );
+    assert_eq!(calls, 1, "the routed call ran once");
     drop(b);
 }

@@ -4,3 +4,4 @@ mod events;
 mod leases;
 mod mailbox;
 mod migrations;
+mod tls;
