@@ -822,10 +822,7 @@ const RECENT_BYTES: u64 = 64 * 1024;
 /// from the offsets), dropping the oldest past either bound. An event too
 /// large for the budget empties it: the recent ones must stay contiguous.
 fn remember(state: &mut LogState, event: Arc<Event>) {
-    let i = as_usize(event.index);
-    let start = state.offsets.get(i).copied().unwrap_or(state.end);
-    let end = state.offsets.get(i + 1).copied().unwrap_or(state.end);
-    let size = end.saturating_sub(start);
+    let size = line_size(state, event.index);
     if size > RECENT_BYTES {
         state.recent.clear();
         state.recent_bytes = 0;
@@ -837,11 +834,18 @@ fn remember(state: &mut LogState, event: Arc<Event>) {
         let Some(old) = state.recent.pop_front() else {
             break;
         };
-        let j = as_usize(old.index);
-        let s = state.offsets.get(j).copied().unwrap_or(state.end);
-        let e = state.offsets.get(j + 1).copied().unwrap_or(state.end);
-        state.recent_bytes = state.recent_bytes.saturating_sub(e.saturating_sub(s));
+        state.recent_bytes = state
+            .recent_bytes
+            .saturating_sub(line_size(state, old.index));
     }
+}
+
+/// The bytes of event `index`'s line, from the offsets.
+fn line_size(state: &LogState, index: u64) -> u64 {
+    let i = as_usize(index);
+    let start = state.offsets.get(i).copied().unwrap_or(state.end);
+    let end = state.offsets.get(i + 1).copied().unwrap_or(state.end);
+    end.saturating_sub(start)
 }
 
 /// Runs blocking file work off the async worker threads.

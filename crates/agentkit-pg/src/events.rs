@@ -180,32 +180,19 @@ impl PgEventStore {
             }
             out.push(event);
         }
-        let owner = leases.owner();
+        let columns = Columns {
+            session: session.as_str().to_owned(),
+            owner: leases.owner().to_owned(),
+            n,
+            types,
+            turns,
+            ats,
+            datas,
+        };
         let (len, token) = loop {
             let Some(token) = leases.token(agent, session.as_str()) else {
-                let client = self.inner.db.client().await?;
-                let statement = client
-                    .prepare_cached(APPEND_TAKING)
-                    .await
-                    .map_err(Error::query("prepare an append"))?;
-                let row = client
-                    .query_opt(
-                        &statement,
-                        &[
-                            agent,
-                            &session.as_str(),
-                            &owner,
-                            &LEASE_TTL.as_secs_f64(),
-                            &n,
-                            &types,
-                            &turns,
-                            &ats,
-                            &datas,
-                        ],
-                    )
-                    .await
-                    .map_err(Error::query("append events"))?;
-                drop(client);
+                let ttl = LEASE_TTL.as_secs_f64();
+                let row = self.run_append(APPEND_TAKING, &ttl, &columns).await?;
                 if let Some(row) = row {
                     let token: i64 = row.get(2);
                     leases.took(agent, session.as_str(), token);
@@ -218,29 +205,7 @@ impl PgEventStore {
                 continue;
             };
             {
-                let client = self.inner.db.client().await?;
-                let statement = client
-                    .prepare_cached(APPEND)
-                    .await
-                    .map_err(Error::query("prepare an append"))?;
-                let row = client
-                    .query_opt(
-                        &statement,
-                        &[
-                            agent,
-                            &session.as_str(),
-                            &owner,
-                            &token,
-                            &n,
-                            &types,
-                            &turns,
-                            &ats,
-                            &datas,
-                        ],
-                    )
-                    .await
-                    .map_err(Error::query("append events"))?;
-                drop(client);
+                let row = self.run_append(APPEND, &token, &columns).await?;
                 let Some(row) = row else {
                     leases.lost(agent, session.as_str(), token);
                     return Err(Error::Fenced {
@@ -261,6 +226,39 @@ impl PgEventStore {
             let _ = self.inner.tap.send(Arc::new(event.clone()));
         }
         Ok(out)
+    }
+
+    /// Runs one of the two append statements (`APPEND_TAKING` with the
+    /// lease's time to live, `APPEND` with the held lease's token): the
+    /// appended log's row, or none when the lease check refused it.
+    async fn run_append(
+        &self,
+        sql: &str,
+        lease: &(dyn tokio_postgres::types::ToSql + Sync),
+        c: &Columns,
+    ) -> Result<Option<tokio_postgres::Row>> {
+        let client = self.inner.db.client().await?;
+        let statement = client
+            .prepare_cached(sql)
+            .await
+            .map_err(Error::query("prepare an append"))?;
+        client
+            .query_opt(
+                &statement,
+                &[
+                    &self.inner.agent,
+                    &c.session,
+                    &c.owner,
+                    lease,
+                    &c.n,
+                    &c.types,
+                    &c.turns,
+                    &c.ats,
+                    &c.datas,
+                ],
+            )
+            .await
+            .map_err(Error::query("append events"))
     }
 
     /// The log's length as this host's own appends left it, while it
@@ -566,4 +564,15 @@ impl PgSubscription {
             }
         }
     }
+}
+
+/// One batch's parameters of the append statements, one array per column.
+struct Columns {
+    session: String,
+    owner: String,
+    n: i64,
+    types: Vec<String>,
+    turns: Vec<Option<String>>,
+    ats: Vec<String>,
+    datas: Vec<String>,
 }
