@@ -20,8 +20,15 @@
 //! crash could take back. `fsync` (`sync_data`) happens only at durable
 //! points: [`FileEventStore::sync`] and [`FileEventStore::append_durable`],
 //! which the runtime calls whenever a session settles (waits for its next
-//! message, or ends). A new session's folder entry is synced with its log's
-//! first sync, not when it is created.
+//! message, or ends). A new session's folder entry is made durable with its
+//! log's first sync, not when it is created.
+//!
+//! On Linux a sync goes through the store's journal (`<root>/journal/`,
+//! see `journal.rs`): syncs waiting together append the bytes their logs
+//! gained to one segment file and share one `fdatasync` of it; segments
+//! are checkpointed (`syncfs`, then deleted) in the background about once
+//! a second, and a start after a power cut replays what is left into the
+//! logs before anything reads them. [`StoreOptions::journal`] turns it off.
 //!
 //! So a **process crash loses nothing** whose append returned, and a
 //! **power cut can lose the events after the last sync** (the file then ends
@@ -55,6 +62,7 @@
 //! scan of the file, not a parse of every event.
 
 mod error;
+mod journal;
 mod recovery;
 mod store;
 mod subscription;

@@ -1,7 +1,7 @@
 //! The file backend: one `sessions/<id>/events.ndjson` per session, a
 //! writer per session behind a short lock, and group commit.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -10,17 +10,19 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use agentkit_protocol::{Event, EventType, SessionId};
 use chrono::{SecondsFormat, Utc};
+use hashlink::LinkedHashMap;
 use serde_json::Value;
 use tokio::sync::{OnceCell, broadcast, watch};
 
 use crate::error::{Error, Result};
-use crate::recovery::{parse_lines, recover};
+use crate::journal::Journal;
+use crate::recovery::{Recovered, parse_lines, recover};
 use crate::subscription::Subscription;
 use crate::sync::{SyncJob, SyncStats, Syncer};
 use crate::text::{self, Rebuild};
 
 /// The name of a session's log inside its directory.
-const LOG_FILE: &str = "events.ndjson";
+pub(crate) const LOG_FILE: &str = "events.ndjson";
 
 /// How a [`FileEventStore`] buffers and fans out.
 #[derive(Debug, Clone)]
@@ -36,6 +38,16 @@ pub struct StoreOptions {
     /// How many events a [`FileEventStore::tap`] receiver may fall behind
     /// before it misses some (it is told how many, as `Lagged`).
     pub tap_capacity: usize,
+    /// Make syncs durable through the store's journal (`<root>/journal/`):
+    /// one `fdatasync` per batch of settling sessions instead of one per
+    /// log and folder. On by default; Linux only (elsewhere each log is
+    /// synced itself, as when this is off).
+    pub journal: bool,
+    /// How old a journal segment gets before the next sync starts a new
+    /// one and checkpoints the old (a `syncfs` in the background, then
+    /// the segment is deleted). Bounds what a start after a power cut
+    /// replays.
+    pub journal_checkpoint: std::time::Duration,
 }
 
 impl Default for StoreOptions {
@@ -44,6 +56,8 @@ impl Default for StoreOptions {
             broadcast_capacity: 128,
             max_open_logs: 128,
             tap_capacity: 4096,
+            journal: true,
+            journal_checkpoint: std::time::Duration::from_secs(1),
         }
     }
 }
@@ -67,18 +81,15 @@ pub struct FileEventStore {
     inner: Arc<Inner>,
 }
 
-/// The open logs, with when each was last asked for.
+/// The open logs, least recently asked for first.
 #[derive(Debug, Default)]
 struct LogTable {
-    slots: HashMap<SessionId, Slot>,
-    /// Counts `log()` calls: the recency of a slot.
-    tick: u64,
+    slots: LinkedHashMap<SessionId, Slot>,
 }
 
 #[derive(Debug)]
 struct Slot {
     cell: Arc<OnceCell<Arc<SessionLog>>>,
-    last_used: u64,
 }
 
 impl Slot {
@@ -101,15 +112,16 @@ impl LogTable {
             return;
         }
         let target = max - max / 4;
-        let mut idle: Vec<(u64, SessionId)> = self
+        let excess = self.slots.len().saturating_sub(target);
+        // From the least recently used on: the logs in use are skipped.
+        let idle: Vec<SessionId> = self
             .slots
             .iter()
             .filter(|(_, slot)| slot.is_idle())
-            .map(|(id, slot)| (slot.last_used, id.clone()))
+            .map(|(id, _)| id.clone())
+            .take(excess)
             .collect();
-        idle.sort_unstable();
-        let excess = self.slots.len().saturating_sub(target);
-        for (_, id) in idle.into_iter().take(excess) {
+        for id in idle {
             self.slots.remove(&id);
         }
     }
@@ -170,9 +182,15 @@ impl FileEventStore {
         let sessions_dir = root.join("sessions");
         std::fs::create_dir_all(&sessions_dir)
             .map_err(|e| Error::io("create directory", &sessions_dir, e))?;
+        let journal = if options.journal {
+            Journal::open(root, &sessions_dir, options.journal_checkpoint)?
+                .map(|(journal, _)| journal)
+        } else {
+            None
+        };
         Ok(FileEventStore {
             inner: Arc::new(Inner {
-                syncer: Syncer::new(sessions_dir.clone()),
+                syncer: Syncer::new(sessions_dir.clone(), journal),
                 sessions_dir,
                 tap: broadcast::channel(options.tap_capacity.max(1)).0,
                 options,
@@ -305,7 +323,7 @@ impl FileEventStore {
         };
         self.inner
             .syncer
-            .sync(SyncJob {
+            .sync(SyncJob::File {
                 file: Arc::new(file),
                 path,
                 // It may have been closed before its first sync.
@@ -442,15 +460,19 @@ impl FileEventStore {
     async fn log(&self, session: &SessionId, create: bool) -> Result<Arc<SessionLog>> {
         let cell = {
             let mut logs = lock(&self.inner.logs);
-            logs.tick += 1;
-            let tick = logs.tick;
-            let fresh = !logs.slots.contains_key(session);
-            let slot = logs.slots.entry(session.clone()).or_insert_with(|| Slot {
-                cell: Arc::default(),
-                last_used: tick,
-            });
-            slot.last_used = tick;
-            let cell = Arc::clone(&slot.cell);
+            let (cell, fresh) = match logs.slots.to_back(session) {
+                Some(slot) => (Arc::clone(&slot.cell), false),
+                None => {
+                    let cell = Arc::default();
+                    logs.slots.insert(
+                        session.clone(),
+                        Slot {
+                            cell: Arc::clone(&cell),
+                        },
+                    );
+                    (cell, true)
+                }
+            };
             if fresh {
                 logs.close_idle(self.inner.options.max_open_logs.max(1));
             }
@@ -525,6 +547,12 @@ struct LogState {
     scratch: Vec<u8>,
     /// The first write error; the log is read-only from then on.
     failed: Option<String>,
+    /// The file's bytes up to here are durable (synced, or journaled).
+    synced: u64,
+    /// Whether the bytes the file had when it was opened are durable is
+    /// not known: the next sync `fdatasync`s the file itself, and only
+    /// the ones after it may go through the journal.
+    direct: bool,
 }
 
 impl SessionLog {
@@ -538,12 +566,22 @@ impl SessionLog {
         if !exists {
             std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
         }
+        // Readable too: the journal reads back what a sync covers.
         let file = OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
             .open(&path)
             .map_err(|e| Error::io("open", &path, e))?;
-        let recovered = recover(&path, &session)?;
+        // A log this call made is empty: nothing to check.
+        let recovered = if exists {
+            recover(&path, &session)?
+        } else {
+            Recovered {
+                offsets: Vec::new(),
+                end: 0,
+            }
+        };
         let len = recovered.offsets.len() as u64;
         let (sender, _) = broadcast::channel(inner.options.broadcast_capacity.max(1));
         let (flushed, _) = watch::channel(Flushed {
@@ -564,6 +602,8 @@ impl SessionLog {
                 recent_bytes: 0,
                 scratch: Vec::new(),
                 failed: None,
+                synced: 0,
+                direct: exists,
             }),
             pending: AtomicUsize::new(0),
             sender,
@@ -723,22 +763,47 @@ impl SessionLog {
     }
 
     async fn sync(&self) -> Result<()> {
-        {
+        let (from, to, direct) = {
             let mut state = lock(&self.state);
             self.flush_locked(&mut state)?;
+            (state.synced, state.end, state.direct)
+        };
+        if from >= to && !direct && !self.new_entry.load(Ordering::SeqCst) {
+            // Nothing was written since the last sync.
+            return Ok(());
         }
-        let new_dir = self.new_entry.swap(false, Ordering::SeqCst);
-        let synced = self
-            .syncer
-            .sync(SyncJob {
+        let journaled = !direct && self.syncer.journals();
+        let new_dir = !journaled && self.new_entry.swap(false, Ordering::SeqCst);
+        let job = if journaled {
+            // A new log's folder and entry are in the journal's record at
+            // offset 0, so no folder is synced here.
+            SyncJob::Journal {
+                file: Arc::clone(&self.file),
+                path: self.path.clone(),
+                session: self.session.clone(),
+                from,
+                to,
+            }
+        } else {
+            SyncJob::File {
                 file: Arc::clone(&self.file),
                 path: self.path.clone(),
                 new_dir,
-            })
-            .await;
-        if synced.is_err() && new_dir {
+            }
+        };
+        let synced = self.syncer.sync(job).await;
+        match &synced {
+            Ok(()) => {
+                let mut state = lock(&self.state);
+                state.synced = state.synced.max(to);
+                state.direct = false;
+                if journaled {
+                    self.new_entry.store(false, Ordering::SeqCst);
+                }
+            }
             // The folder's entry is still to be made durable.
-            self.new_entry.store(true, Ordering::SeqCst);
+            Err(_) if new_dir => self.new_entry.store(true, Ordering::SeqCst),
+            Err(_) => {}
         }
         synced
     }

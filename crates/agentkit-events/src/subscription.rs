@@ -28,10 +28,10 @@ pub struct Subscription {
     next: u64,
     /// Events below this index are read from the file, not the channel.
     replay_until: u64,
-    backlog: VecDeque<Event>,
+    backlog: VecDeque<Arc<Event>>,
     /// A live event that arrived ahead of `next`, kept until the gap before
     /// it has been read from the file.
-    held: Option<Event>,
+    held: Option<Arc<Event>>,
     receiver: broadcast::Receiver<Arc<Event>>,
     /// Completes stored deltas read from the file with their text.
     rebuild: Rebuild,
@@ -74,7 +74,7 @@ impl Subscription {
         if let Some(last) = recent.last() {
             self.replay_until = self.replay_until.min(last.index + 1);
         }
-        self.backlog = recent.iter().map(|e| Event::clone(e)).collect();
+        self.backlog = recent.into();
     }
 
     /// The index of the event [`next`](Self::next) will yield.
@@ -85,6 +85,12 @@ impl Subscription {
     /// Waits for the next event. Cancel-safe: dropping the future loses
     /// nothing, and a later call yields the same event.
     pub async fn next(&mut self) -> Result<Event> {
+        self.next_shared().await.map(Arc::unwrap_or_clone)
+    }
+
+    /// [`next`](Self::next), sharing the event with the other followers
+    /// instead of copying it (for a reader that only serializes it).
+    pub async fn next_shared(&mut self) -> Result<Arc<Event>> {
         loop {
             if let Some(event) = self.backlog.pop_front() {
                 self.next = event.index + 1;
@@ -102,7 +108,7 @@ impl Subscription {
                 self.log
                     .rebuild(&mut self.rebuild, self.next, &mut events)
                     .await?;
-                self.backlog = events.into();
+                self.backlog = events.into_iter().map(Arc::new).collect();
                 continue;
             }
             if let Some(event) = self.held.take() {
@@ -122,12 +128,12 @@ impl Subscription {
                 Ok(event) if event.index == self.next => {
                     self.next += 1;
                     self.rebuild.follow_live(&event);
-                    return Ok(Event::clone(&event));
+                    return Ok(event);
                 }
                 Ok(event) => {
                     // A gap, which only a lag can cause: read it from the file.
                     self.replay_until = event.index;
-                    self.held = Some(Event::clone(&event));
+                    self.held = Some(event);
                 }
                 Err(RecvError::Lagged(_)) => {
                     // The channel dropped events we had not seen; everything

@@ -1,32 +1,65 @@
 //! Group commit across sessions: every `fsync` of the store goes through
 //! one [`Syncer`], which drains whatever requests are waiting in one
-//! blocking task. A burst of sessions settling together costs one trip to
-//! the blocking pool, one `fdatasync` per log, one `fsync` per new session
-//! folder and **one** of the shared `sessions/` folder, instead of a task
-//! and three `fsync`s each.
+//! blocking task. With the journal (`journal.rs`, the default on Linux) a
+//! batch costs one trip to the blocking pool and **one** `fdatasync`, of
+//! the journal, however many sessions settle together; without it, one
+//! `fdatasync` per log, one `fsync` per new session folder and one of the
+//! shared `sessions/` folder.
 //!
 //! A request's answer is its own log's result: one failing file never
 //! fails another's sync. Folder syncs are best effort (as before: a
 //! failure weakens only a brand-new session's power-cut guarantee, and is
-//! logged).
+//! logged). A journal that cannot be written is given up for that batch:
+//! its logs are synced one by one instead.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use agentkit_protocol::SessionId;
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
+use crate::journal::{Journal, Span};
 
 /// One log to make durable.
 #[derive(Debug)]
-pub(crate) struct SyncJob {
-    pub(crate) file: Arc<File>,
-    pub(crate) path: PathBuf,
-    /// The log's folder is new: its entry in `sessions/` must be made
-    /// durable too.
-    pub(crate) new_dir: bool,
+pub(crate) enum SyncJob {
+    /// `fdatasync` the log itself.
+    File {
+        file: Arc<File>,
+        path: PathBuf,
+        /// The log's folder is new: its entry in `sessions/` must be made
+        /// durable too.
+        new_dir: bool,
+    },
+    /// Journal the log's bytes `from..to` (see `journal.rs`).
+    Journal {
+        file: Arc<File>,
+        path: PathBuf,
+        session: SessionId,
+        from: u64,
+        to: u64,
+    },
+}
+
+impl SyncJob {
+    fn new_dir(&self) -> bool {
+        matches!(self, SyncJob::File { new_dir: true, .. })
+    }
+
+    /// The same log, synced by itself (when the journal failed).
+    fn into_direct(self) -> SyncJob {
+        match self {
+            SyncJob::Journal { file, path, .. } => SyncJob::File {
+                file,
+                path,
+                new_dir: true,
+            },
+            job => job,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -40,32 +73,58 @@ struct Queue {
 pub(crate) struct Syncer {
     sessions_dir: PathBuf,
     queue: Mutex<Queue>,
+    /// Taken only by the drain task (one at a time).
+    journal: Option<Mutex<Journal>>,
     /// Requests taken, and the batches they were synced in.
     requests: AtomicU64,
     batches: AtomicU64,
+    /// Requests made durable through the journal.
+    journaled: AtomicU64,
+    checkpoints: Arc<AtomicU64>,
 }
 
 /// How many syncs a store did, and in how many batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SyncStats {
+    /// Sync requests (one per settle of a session, mostly).
     pub requests: u64,
+    /// The batches they were served in.
     pub batches: u64,
+    /// Requests made durable through the journal (the rest synced their
+    /// log themselves).
+    pub journaled: u64,
+    /// Journal segments checkpointed (synced to disk and deleted).
+    pub checkpoints: u64,
 }
 
 impl Syncer {
-    pub(crate) fn new(sessions_dir: PathBuf) -> Arc<Syncer> {
+    pub(crate) fn new(sessions_dir: PathBuf, journal: Option<Journal>) -> Arc<Syncer> {
+        let checkpoints = journal
+            .as_ref()
+            .map(Journal::checkpoints)
+            .unwrap_or_default();
         Arc::new(Syncer {
             sessions_dir,
             queue: Mutex::default(),
+            journal: journal.map(Mutex::new),
             requests: AtomicU64::new(0),
             batches: AtomicU64::new(0),
+            journaled: AtomicU64::new(0),
+            checkpoints,
         })
+    }
+
+    /// Syncs can go through the journal.
+    pub(crate) fn journals(&self) -> bool {
+        self.journal.is_some()
     }
 
     pub(crate) fn stats(&self) -> SyncStats {
         SyncStats {
             requests: self.requests.load(Ordering::Relaxed),
             batches: self.batches.load(Ordering::Relaxed),
+            journaled: self.journaled.load(Ordering::Relaxed),
+            checkpoints: self.checkpoints.load(Ordering::Relaxed),
         }
     }
 
@@ -101,14 +160,18 @@ impl Syncer {
             self.batches.fetch_add(1, Ordering::Relaxed);
             self.requests
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
-            let results = sync_all(batch);
+            let (journaled, direct): (Vec<_>, Vec<_>) = batch
+                .into_iter()
+                .partition(|(job, _)| matches!(job, SyncJob::Journal { .. }));
+            let (mut results, direct) = self.journal_all(journaled, direct);
+            results.extend(sync_all(direct));
             // Each new log's folder was synced beside its log (on the
             // same thread, so a batch of new sessions waits for the disk
             // once, not once per folder); the shared folder that names
             // them, once for the whole batch; only then are they durable.
             if results
                 .iter()
-                .any(|(job, _, result)| job.new_dir && result.is_ok())
+                .any(|(job, _, result)| job.new_dir() && result.is_ok())
             {
                 sync_dir(&self.sessions_dir);
             }
@@ -118,7 +181,74 @@ impl Syncer {
             }
         }
     }
+
+    /// Commits the journal jobs with one write and one `fdatasync`.
+    /// Returns their results and the jobs still to sync directly (`direct`,
+    /// and every journal job if the journal could not be written).
+    fn journal_all(&self, journaled: Vec<Job>, mut direct: Vec<Job>) -> (Vec<Done>, Vec<Job>) {
+        if journaled.is_empty() {
+            return (Vec::new(), direct);
+        }
+        let Some(journal) = &self.journal else {
+            direct.extend(
+                journaled
+                    .into_iter()
+                    .map(|(job, tx)| (job.into_direct(), tx)),
+            );
+            return (Vec::new(), direct);
+        };
+        let spans: Vec<Span<'_>> = journaled
+            .iter()
+            .filter_map(|(job, _)| match job {
+                SyncJob::Journal {
+                    file,
+                    session,
+                    from,
+                    to,
+                    ..
+                } => Some(Span {
+                    session,
+                    file,
+                    from: *from,
+                    to: *to,
+                }),
+                SyncJob::File { .. } => None,
+            })
+            .collect();
+        let committed = lock(journal).commit(&spans);
+        drop(spans);
+        match committed {
+            Ok(errors) => {
+                let mut done = Vec::with_capacity(journaled.len());
+                for ((job, tx), error) in journaled.into_iter().zip(errors) {
+                    match error {
+                        None => {
+                            self.journaled.fetch_add(1, Ordering::Relaxed);
+                            done.push((job, tx, Ok(())));
+                        }
+                        // Its bytes could not be read back: sync the log.
+                        Some(error) => {
+                            tracing::warn!(%error, "could not journal a log; syncing it directly");
+                            direct.push((job.into_direct(), tx));
+                        }
+                    }
+                }
+                (done, direct)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "the event journal could not be written; syncing each log directly");
+                direct.extend(
+                    journaled
+                        .into_iter()
+                        .map(|(job, tx)| (job.into_direct(), tx)),
+                );
+                (Vec::new(), direct)
+            }
+        }
+    }
 }
+
+type Job = (SyncJob, oneshot::Sender<Result<()>>);
 
 /// The most threads one batch syncs on at once.
 const SYNC_THREADS: usize = 16;
@@ -130,13 +260,11 @@ type Done = (SyncJob, oneshot::Sender<Result<()>>, Result<()>);
 /// other each would wait for its own.
 fn sync_all(batch: Vec<(SyncJob, oneshot::Sender<Result<()>>)>) -> Vec<Done> {
     let one = |(job, tx): (SyncJob, oneshot::Sender<Result<()>>)| {
-        let result = job
-            .file
-            .sync_data()
-            .map_err(|e| Error::io("sync", &job.path, e));
-        if job.new_dir
+        let (SyncJob::File { file, path, .. } | SyncJob::Journal { file, path, .. }) = &job;
+        let result = file.sync_data().map_err(|e| Error::io("sync", path, e));
+        if job.new_dir()
             && result.is_ok()
-            && let Some(dir) = job.path.parent()
+            && let Some(dir) = path.parent()
         {
             sync_dir(dir);
         }

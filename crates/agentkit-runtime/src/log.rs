@@ -39,6 +39,15 @@ impl Follow {
         })
     }
 
+    /// [`next`](Self::next), shared with the other followers of this host
+    /// rather than copied (for a reader that only serializes it).
+    pub async fn next_shared(&mut self) -> Result<std::sync::Arc<Event>> {
+        Ok(match self {
+            Follow::File(s) => s.next_shared().await?,
+            Follow::Pg(s) => std::sync::Arc::new(s.next().await?),
+        })
+    }
+
     /// The index of the event [`next`](Self::next) yields.
     pub fn next_index(&self) -> u64 {
         match self {

@@ -2,6 +2,7 @@
 
 mod append;
 mod compact;
+mod journal;
 mod recovery;
 mod subscribe;
 

@@ -216,7 +216,7 @@ pub(crate) async fn stream(
     // stream ends when the client goes away (the body is dropped) or the
     // server shuts down.
     let events = futures_util::stream::unfold(sub, move |mut sub| async move {
-        match sub.next().await {
+        match sub.next_shared().await {
             Ok(event) => Some((Ok::<Bytes, Infallible>(line(&event, text)), sub)),
             Err(e) => {
                 tracing::warn!(error = %e, "stream ended by a store error");

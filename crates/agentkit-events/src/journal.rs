@@ -1,0 +1,512 @@
+//! The store's journal: a batch of syncs waits for the disk once.
+//!
+//! Without it, making a turn durable costs an `fdatasync` of the
+//! session's log and, for a new session, an `fsync` of its folder and of
+//! `sessions/`: on a disk that writes each of them synchronously, several
+//! waits per new session however many sessions share a batch. With it, a
+//! batch of syncs appends the bytes each log gained since its last sync
+//! to one append-only segment (`<root>/journal/<seq>.journal`) and
+//! `fdatasync`s that one file. The logs are written as before and left to
+//! the OS; once a segment is older than the checkpoint interval (or past
+//! [`SEGMENT_BYTES`]), the next commit starts a new segment and a
+//! background thread `syncfs`es the file system (every log, folder and
+//! entry the old segment covers is then on disk) and deletes the old
+//! segment: a checkpoint.
+//!
+//! Opening the store replays the segments a power cut left, in order:
+//! each record's bytes are written back at their offset in their log
+//! (making the session's folder for a record at offset 0). That is
+//! idempotent, since a log only ever grows by whole lines and a record
+//! only covers whole lines. A record that starts past the end of its log
+//! (whose earlier bytes are gone, as when the folder was deleted by hand)
+//! is skipped with a warning rather than leaving a hole; a torn or
+//! damaged record ends its segment (it belonged to a batch that was never
+//! acknowledged). Then the file system is synced and the segments
+//! deleted, before the store serves anything.
+//!
+//! One store at a time journals a folder: the journal's `LOCK` file is
+//! held while it is open, and a second store opened on the same folder
+//! syncs each log itself (and replays nothing).
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use agentkit_protocol::SessionId;
+
+use crate::error::{Error, Result};
+
+/// The journal's folder, inside the store's root.
+pub(crate) const JOURNAL_DIR: &str = "journal";
+/// A segment past this size is checkpointed at the next commit, whatever
+/// its age.
+pub(crate) const SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
+/// How long opening waits for another store of the folder to let go of
+/// the journal.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+/// The first bytes of every segment.
+const MAGIC: &[u8; 8] = b"akjrnl1\n";
+/// A record's header: the body's length and its CRC-32, little-endian.
+const HEADER: usize = 8;
+
+/// The bytes `from..to` of one log, to be journaled.
+#[derive(Debug)]
+pub(crate) struct Span<'a> {
+    pub(crate) session: &'a SessionId,
+    pub(crate) file: &'a File,
+    pub(crate) from: u64,
+    pub(crate) to: u64,
+}
+
+/// The open journal of one store (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Journal {
+    dir: PathBuf,
+    /// Held (locked) while the journal is open.
+    _lock: File,
+    /// The segment commits go to; opened on the first commit after a
+    /// start, a checkpoint or a failed write.
+    segment: Option<Segment>,
+    next_seq: u64,
+    checkpoint_after: Duration,
+    /// A checkpoint thread is running (one at a time).
+    checkpointing: Arc<AtomicBool>,
+    /// Checkpoints finished (for tests and `/metrics`).
+    checkpoints: Arc<AtomicU64>,
+    /// Reused encoding buffer.
+    buffer: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Segment {
+    file: File,
+    path: PathBuf,
+    len: u64,
+    opened: Instant,
+}
+
+/// What opening a journal found and replayed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Replayed {
+    pub(crate) segments: usize,
+    pub(crate) records: usize,
+    pub(crate) skipped: usize,
+}
+
+impl Journal {
+    /// Opens the journal of the store rooted at `root`, replaying what a
+    /// power cut left into `sessions_dir`. `None` when another store holds
+    /// the journal of this folder.
+    pub(crate) fn open(
+        root: &Path,
+        sessions_dir: &Path,
+        checkpoint_after: Duration,
+    ) -> Result<Option<(Journal, Replayed)>> {
+        if cfg!(not(target_os = "linux")) {
+            return Ok(None);
+        }
+        let dir = root.join(JOURNAL_DIR);
+        let created = !dir.is_dir();
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
+        if created {
+            sync_path(root)?;
+        }
+        let lock_path = dir.join("LOCK");
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| Error::io("open", &lock_path, e))?;
+        // A store of this folder just dropped may still be letting go (its
+        // last sync task ends a moment after its answer): wait a little
+        // before deciding that another store holds the journal.
+        let deadline = Instant::now() + LOCK_WAIT;
+        loop {
+            match lock.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    tracing::warn!(
+                        dir = %dir.display(),
+                        "another event store holds this journal; this one syncs each log itself"
+                    );
+                    return Ok(None);
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(Error::io("lock", &lock_path, e));
+                }
+            }
+        }
+        let (replayed, last_seq) = replay(&dir, sessions_dir)?;
+        Ok(Some((
+            Journal {
+                dir,
+                _lock: lock,
+                segment: None,
+                next_seq: last_seq + 1,
+                checkpoint_after,
+                checkpointing: Arc::default(),
+                checkpoints: Arc::default(),
+                buffer: Vec::new(),
+            },
+            replayed,
+        )))
+    }
+
+    pub(crate) fn checkpoints(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.checkpoints)
+    }
+
+    /// Journals `spans` and makes them durable with one `fdatasync`. A
+    /// span whose bytes cannot be read back is left out, with its error.
+    /// On a write error the segment is given up (the next commit opens a
+    /// new one), and the caller syncs the logs itself.
+    pub(crate) fn commit(&mut self, spans: &[Span<'_>]) -> Result<Vec<Option<Error>>> {
+        self.buffer.clear();
+        let mut errors = Vec::with_capacity(spans.len());
+        for span in spans {
+            errors.push(encode(&mut self.buffer, span).err());
+        }
+        if self.buffer.is_empty() {
+            return Ok(errors);
+        }
+        self.rotate_if_due();
+        if self.segment.is_none() {
+            self.segment = Some(self.new_segment()?);
+        }
+        let Some(segment) = self.segment.as_mut() else {
+            return Ok(errors);
+        };
+        let written = segment
+            .file
+            .write_all(&self.buffer)
+            .and_then(|()| segment.file.sync_data());
+        if let Err(e) = written {
+            // The segment may end in part of a record now: a replay stops
+            // there, so nothing may follow it in this segment.
+            let error = Error::io("write", &segment.path, e);
+            self.segment = None;
+            return Err(error);
+        }
+        segment.len += self.buffer.len() as u64;
+        if self.buffer.capacity() > 4 * 1024 * 1024 {
+            self.buffer = Vec::new();
+        }
+        Ok(errors)
+    }
+
+    /// Starts a checkpoint of the current segment if it is old or large
+    /// enough and no other checkpoint is running.
+    fn rotate_if_due(&mut self) {
+        let due = self
+            .segment
+            .as_ref()
+            .is_some_and(|s| s.len >= SEGMENT_BYTES || s.opened.elapsed() >= self.checkpoint_after);
+        if !due || self.checkpointing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let Some(old) = self.segment.take() else {
+            self.checkpointing.store(false, Ordering::SeqCst);
+            return;
+        };
+        let flag = Arc::clone(&self.checkpointing);
+        let done = Arc::clone(&self.checkpoints);
+        let run = move || {
+            checkpoint(old);
+            done.fetch_add(1, Ordering::SeqCst);
+            flag.store(false, Ordering::SeqCst);
+        };
+        // Every byte the old segment names was written to its log before
+        // the segment was let go, so a `syncfs` from now on covers them.
+        if let Err(error) = std::thread::Builder::new()
+            .name("agentkit-journal".to_owned())
+            .spawn(run)
+        {
+            tracing::warn!(%error, "could not start a journal checkpoint; the segment is kept for the next start");
+            self.checkpointing.store(false, Ordering::SeqCst);
+        }
+    }
+
+    fn new_segment(&mut self) -> Result<Segment> {
+        let path = self.dir.join(segment_name(self.next_seq));
+        self.next_seq += 1;
+        let mut file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::io("create", &path, e))?;
+        file.write_all(MAGIC)
+            .and_then(|()| file.sync_data())
+            .map_err(|e| Error::io("write", &path, e))?;
+        // The segment's entry must be durable before a record in it is
+        // acknowledged.
+        sync_path(&self.dir)?;
+        Ok(Segment {
+            file,
+            path,
+            len: MAGIC.len() as u64,
+            opened: Instant::now(),
+        })
+    }
+}
+
+/// Appends `span`'s record to `buffer`, reading its bytes back from the
+/// log (they are in the page cache: they were just written).
+fn encode(buffer: &mut Vec<u8>, span: &Span<'_>) -> Result<()> {
+    if span.to <= span.from {
+        return Ok(());
+    }
+    let id = span.session.as_str().as_bytes();
+    let id_len = u16::try_from(id.len()).map_err(|_| {
+        Error::io(
+            "journal",
+            span.session.as_str(),
+            std::io::Error::other("session id too long"),
+        )
+    })?;
+    let len = usize::try_from(span.to - span.from).unwrap_or(usize::MAX);
+    let body_len = 2 + id.len() + 8 + len;
+    let body_len_u32 = u32::try_from(body_len).map_err(|_| {
+        Error::io(
+            "journal",
+            span.session.as_str(),
+            std::io::Error::other("sync span over 4 GiB"),
+        )
+    })?;
+    let start = buffer.len();
+    buffer.extend_from_slice(&body_len_u32.to_le_bytes());
+    buffer.extend_from_slice(&[0; 4]);
+    buffer.extend_from_slice(&id_len.to_le_bytes());
+    buffer.extend_from_slice(id);
+    buffer.extend_from_slice(&span.from.to_le_bytes());
+    let bytes_at = buffer.len();
+    buffer.resize(bytes_at + len, 0);
+    if let Err(e) = span.file.read_exact_at(&mut buffer[bytes_at..], span.from) {
+        buffer.truncate(start);
+        return Err(Error::io("read back", span.session.as_str(), e));
+    }
+    let crc = crc32fast::hash(&buffer[start + HEADER..]);
+    buffer[start + 4..start + HEADER].copy_from_slice(&crc.to_le_bytes());
+    Ok(())
+}
+
+/// Makes every log the segment covers durable, then deletes it. A failure
+/// keeps the segment: the next start replays it.
+fn checkpoint(old: Segment) {
+    if let Err(error) = syncfs(&old.file) {
+        tracing::warn!(segment = %old.path.display(), %error, "journal checkpoint failed; the segment is kept for the next start");
+        return;
+    }
+    drop(old.file);
+    if let Err(error) = std::fs::remove_file(&old.path) {
+        tracing::warn!(segment = %old.path.display(), %error, "could not delete a checkpointed journal segment");
+    }
+}
+
+fn segment_name(seq: u64) -> String {
+    format!("{seq:016}.journal")
+}
+
+fn segment_seq(name: &str) -> Option<u64> {
+    name.strip_suffix(".journal")?.parse().ok()
+}
+
+/// Replays every segment in `dir` into the logs under `sessions_dir`,
+/// syncs them, deletes the segments. Returns what it did and the highest
+/// segment number seen.
+fn replay(dir: &Path, sessions_dir: &Path) -> Result<(Replayed, u64)> {
+    let mut segments = Vec::new();
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("read directory", dir, e))?;
+        if let Some(seq) = entry.file_name().to_str().and_then(segment_seq) {
+            segments.push((seq, entry.path()));
+        }
+    }
+    segments.sort();
+    let last_seq = segments.last().map_or(0, |(seq, _)| *seq);
+    let mut replayed = Replayed {
+        segments: segments.len(),
+        ..Replayed::default()
+    };
+    if segments.is_empty() {
+        return Ok((replayed, last_seq));
+    }
+    let mut logs = Logs::default();
+    for (_, path) in &segments {
+        let bytes = match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            // Checkpointed (by the store of this folder that was just
+            // dropped) between the listing and now.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io("read", path, e)),
+        };
+        replay_segment(path, &bytes, sessions_dir, &mut logs, &mut replayed)?;
+    }
+    drop(logs);
+    let sessions = File::open(sessions_dir).map_err(|e| Error::io("open", sessions_dir, e))?;
+    syncfs(&sessions).map_err(|e| Error::io("sync", sessions_dir, e))?;
+    for (_, path) in &segments {
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("remove", path, e)),
+        }
+    }
+    sync_path(dir)?;
+    tracing::info!(
+        segments = replayed.segments,
+        records = replayed.records,
+        skipped = replayed.skipped,
+        "replayed the event journal"
+    );
+    Ok((replayed, last_seq))
+}
+
+/// The logs a replay has written to, with their lengths.
+#[derive(Default)]
+struct Logs {
+    open: HashMap<SessionId, Option<(File, u64)>>,
+}
+
+fn replay_segment(
+    path: &Path,
+    bytes: &[u8],
+    sessions_dir: &Path,
+    logs: &mut Logs,
+    replayed: &mut Replayed,
+) -> Result<()> {
+    if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
+        // A segment whose header never reached the disk holds nothing
+        // acknowledged.
+        tracing::warn!(segment = %path.display(), "journal segment without its header; skipped");
+        return Ok(());
+    }
+    let mut at = MAGIC.len();
+    while at < bytes.len() {
+        let Some(record) = next_record(bytes, at) else {
+            tracing::warn!(segment = %path.display(), offset = at, "torn or damaged journal record; the rest of the segment is ignored");
+            break;
+        };
+        at = record.end;
+        let Ok(session) = SessionId::parse(record.session) else {
+            tracing::warn!(segment = %path.display(), "journal record for an invalid session id; skipped");
+            replayed.skipped += 1;
+            continue;
+        };
+        let log = logs
+            .open
+            .entry(session.clone())
+            .or_insert_with(|| None)
+            .take();
+        let log = match log {
+            Some(log) => Some(log),
+            None => open_for_replay(sessions_dir, &session, record.offset)?,
+        };
+        let Some((file, len)) = log else {
+            tracing::warn!(session = %session, offset = record.offset, "journal record past the end of a missing log; skipped");
+            replayed.skipped += 1;
+            continue;
+        };
+        if record.offset > len {
+            tracing::warn!(session = %session, offset = record.offset, len, "journal record past the end of its log; skipped");
+            replayed.skipped += 1;
+            logs.open.insert(session, Some((file, len)));
+            continue;
+        }
+        let log_path = sessions_dir
+            .join(session.as_str())
+            .join(crate::store::LOG_FILE);
+        file.write_all_at(record.bytes, record.offset)
+            .map_err(|e| Error::io("write", &log_path, e))?;
+        let len = len.max(record.offset + record.bytes.len() as u64);
+        replayed.records += 1;
+        logs.open.insert(session, Some((file, len)));
+    }
+    Ok(())
+}
+
+/// Opens a log for replay, making it (and its folder) if a record at
+/// offset 0 says it began in the journal; `None` for a record past the
+/// start of a log that is not there.
+fn open_for_replay(
+    sessions_dir: &Path,
+    session: &SessionId,
+    offset: u64,
+) -> Result<Option<(File, u64)>> {
+    let dir = sessions_dir.join(session.as_str());
+    let path = dir.join(crate::store::LOG_FILE);
+    if !path.is_file() {
+        if offset > 0 {
+            return Ok(None);
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
+    }
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io("open", &path, e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io("stat", &path, e))?
+        .len();
+    Ok(Some((file, len)))
+}
+
+struct Record<'a> {
+    session: &'a str,
+    offset: u64,
+    bytes: &'a [u8],
+    end: usize,
+}
+
+/// The record at `at`, if it is whole and its checksum matches.
+fn next_record(bytes: &[u8], at: usize) -> Option<Record<'_>> {
+    let header = bytes.get(at..at + HEADER)?;
+    let len = u32::from_le_bytes(header[..4].try_into().ok()?) as usize;
+    let crc = u32::from_le_bytes(header[4..].try_into().ok()?);
+    let body = bytes.get(at + HEADER..(at + HEADER).checked_add(len)?)?;
+    if crc32fast::hash(body) != crc {
+        return None;
+    }
+    let id_len = u16::from_le_bytes(body.get(..2)?.try_into().ok()?) as usize;
+    let session = std::str::from_utf8(body.get(2..2 + id_len)?).ok()?;
+    let offset = u64::from_le_bytes(body.get(2 + id_len..10 + id_len)?.try_into().ok()?);
+    Some(Record {
+        session,
+        offset,
+        bytes: body.get(10 + id_len..)?,
+        end: at + HEADER + len,
+    })
+}
+
+/// `syncfs(2)`: every dirty page, inode and folder of the file system
+/// that holds `file`.
+#[cfg(target_os = "linux")]
+fn syncfs(file: &File) -> std::io::Result<()> {
+    nix::unistd::syncfs(file).map_err(std::io::Error::from)
+}
+
+/// Elsewhere there is no `syncfs`; [`Journal::open`] declines, and a
+/// store syncs each log itself.
+#[cfg(not(target_os = "linux"))]
+fn syncfs(_file: &File) -> std::io::Result<()> {
+    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+}
+
+/// `fsync`s a folder (its entries), as an error.
+fn sync_path(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io("sync", dir, e))
+}
