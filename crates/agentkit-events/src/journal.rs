@@ -15,14 +15,16 @@
 //!
 //! Opening the store replays the segments a power cut left, in order:
 //! each record's bytes are written back at their offset in their log
-//! (making the session's folder for a record at offset 0). That is
-//! idempotent, since a log only ever grows by whole lines and a record
-//! only covers whole lines. A record that starts past the end of its log
+//! (making the session's folder for a record at offset 0; a record whose
+//! bytes the log already holds, as after a crash of the process alone,
+//! writes nothing). That is idempotent, since a log only ever grows by
+//! whole lines and a record only covers whole lines. A record that starts past the end of its log
 //! (whose earlier bytes are gone, as when the folder was deleted by hand)
 //! is skipped with a warning rather than leaving a hole; a torn or
 //! damaged record ends its segment (it belonged to a batch that was never
-//! acknowledged). Then the file system is synced and the segments
-//! deleted, before the store serves anything.
+//! acknowledged). That happens before the store serves anything; syncing
+//! what it wrote and deleting the segments happen in the background (a
+//! start after that is interrupted replays them again).
 //!
 //! One store at a time journals a folder: the journal's `LOCK` file is
 //! held while it is open, and a second store opened on the same folder
@@ -95,6 +97,8 @@ struct Segment {
 pub(crate) struct Replayed {
     pub(crate) segments: usize,
     pub(crate) records: usize,
+    /// Records whose bytes the log did not already hold (a power cut).
+    pub(crate) rewritten: usize,
     pub(crate) skipped: usize,
 }
 
@@ -145,7 +149,25 @@ impl Journal {
                 }
             }
         }
-        let (replayed, last_seq) = replay(&dir, sessions_dir)?;
+        let (replayed, last_seq, segments) = replay(&dir, sessions_dir)?;
+        let checkpointing = Arc::new(AtomicBool::new(false));
+        if !segments.is_empty() {
+            // Counts as a checkpoint in flight: the first rotation waits.
+            checkpointing.store(true, Ordering::SeqCst);
+            let flag = Arc::clone(&checkpointing);
+            let (sessions_dir, journal_dir) = (sessions_dir.to_owned(), dir.clone());
+            let run = move || {
+                retire(&sessions_dir, &journal_dir, segments);
+                flag.store(false, Ordering::SeqCst);
+            };
+            if let Err(error) = std::thread::Builder::new()
+                .name("agentkit-journal".to_owned())
+                .spawn(run)
+            {
+                tracing::warn!(%error, "could not start retiring the replayed journal; it is kept for the next start");
+                checkpointing.store(false, Ordering::SeqCst);
+            }
+        }
         Ok(Some((
             Journal {
                 dir,
@@ -153,7 +175,7 @@ impl Journal {
                 segment: None,
                 next_seq: last_seq + 1,
                 checkpoint_after,
-                checkpointing: Arc::default(),
+                checkpointing,
                 checkpoints: Arc::default(),
                 buffer: Vec::new(),
             },
@@ -319,10 +341,10 @@ fn segment_seq(name: &str) -> Option<u64> {
     name.strip_suffix(".journal")?.parse().ok()
 }
 
-/// Replays every segment in `dir` into the logs under `sessions_dir`,
-/// syncs them, deletes the segments. Returns what it did and the highest
-/// segment number seen.
-fn replay(dir: &Path, sessions_dir: &Path) -> Result<(Replayed, u64)> {
+/// Replays every segment in `dir` into the logs under `sessions_dir`.
+/// Returns what it did, the highest segment number seen and the segments
+/// (for [`retire`]).
+fn replay(dir: &Path, sessions_dir: &Path) -> Result<(Replayed, u64, Vec<PathBuf>)> {
     let mut segments = Vec::new();
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))?;
     for entry in entries {
@@ -338,7 +360,7 @@ fn replay(dir: &Path, sessions_dir: &Path) -> Result<(Replayed, u64)> {
         ..Replayed::default()
     };
     if segments.is_empty() {
-        return Ok((replayed, last_seq));
+        return Ok((replayed, last_seq, Vec::new()));
     }
     let mut logs = Logs::default();
     for (_, path) in &segments {
@@ -352,23 +374,40 @@ fn replay(dir: &Path, sessions_dir: &Path) -> Result<(Replayed, u64)> {
         replay_segment(path, &bytes, sessions_dir, &mut logs, &mut replayed)?;
     }
     drop(logs);
-    let sessions = File::open(sessions_dir).map_err(|e| Error::io("open", sessions_dir, e))?;
-    syncfs(&sessions).map_err(|e| Error::io("sync", sessions_dir, e))?;
-    for (_, path) in &segments {
-        match std::fs::remove_file(path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io("remove", path, e)),
-        }
-    }
-    sync_path(dir)?;
     tracing::info!(
         segments = replayed.segments,
         records = replayed.records,
+        rewritten = replayed.rewritten,
         skipped = replayed.skipped,
         "replayed the event journal"
     );
-    Ok((replayed, last_seq))
+    Ok((
+        replayed,
+        last_seq,
+        segments.into_iter().map(|(_, p)| p).collect(),
+    ))
+}
+
+/// Makes what a replay wrote durable, then deletes the segments it read:
+/// in the background, so a start does not wait for the disk. Until they
+/// are deleted a later start replays them again, which changes nothing.
+fn retire(sessions_dir: &Path, dir: &Path, segments: Vec<PathBuf>) {
+    if let Err(error) = File::open(sessions_dir).and_then(|f| syncfs(&f)) {
+        tracing::warn!(dir = %sessions_dir.display(), %error, "could not sync the replayed logs; the journal is kept for the next start");
+        return;
+    }
+    for path in &segments {
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => {
+                tracing::warn!(segment = %path.display(), %error, "could not delete a replayed journal segment");
+            }
+        }
+    }
+    if let Err(error) = sync_path(dir) {
+        tracing::warn!(%error, "could not sync the journal folder");
+    }
 }
 
 /// The logs a replay has written to, with their lengths.
@@ -422,11 +461,16 @@ fn replay_segment(
             logs.open.insert(session, Some((file, len)));
             continue;
         }
-        let log_path = sessions_dir
-            .join(session.as_str())
-            .join(crate::store::LOG_FILE);
-        file.write_all_at(record.bytes, record.offset)
-            .map_err(|e| Error::io("write", &log_path, e))?;
+        // Mostly the log holds these bytes already (the process stopped or
+        // crashed; the OS kept what it was given): leave its pages clean.
+        if !holds(&file, len, record.offset, record.bytes) {
+            let log_path = sessions_dir
+                .join(session.as_str())
+                .join(crate::store::LOG_FILE);
+            file.write_all_at(record.bytes, record.offset)
+                .map_err(|e| Error::io("write", &log_path, e))?;
+            replayed.rewritten += 1;
+        }
         let len = len.max(record.offset + record.bytes.len() as u64);
         replayed.records += 1;
         logs.open.insert(session, Some((file, len)));
@@ -453,6 +497,7 @@ fn open_for_replay(
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
+        .read(true)
         .write(true)
         .open(&path)
         .map_err(|e| Error::io("open", &path, e))?;
@@ -461,6 +506,15 @@ fn open_for_replay(
         .map_err(|e| Error::io("stat", &path, e))?
         .len();
     Ok(Some((file, len)))
+}
+
+/// Whether `file` (of length `len`) holds `bytes` at `offset`.
+fn holds(file: &File, len: u64, offset: u64, bytes: &[u8]) -> bool {
+    if offset + bytes.len() as u64 > len {
+        return false;
+    }
+    let mut found = vec![0; bytes.len()];
+    file.read_exact_at(&mut found, offset).is_ok() && found == bytes
 }
 
 struct Record<'a> {

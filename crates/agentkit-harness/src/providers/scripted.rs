@@ -28,10 +28,12 @@
 //! - A call's `id` is generated (`<turnId>-s<step>-c<n>`) unless given.
 //!
 //! The file is read at the start of every turn, so edits apply to the next
-//! turn. A file that cannot be read or parsed fails the turn with a message
-//! naming it.
+//! turn (it is parsed again only when its bytes changed). A file that
+//! cannot be read or parsed fails the turn with a message naming it.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
 use agentkit_protocol::{ToolCall, Usage};
@@ -85,12 +87,36 @@ fn empty_object() -> Value {
     Value::Object(serde_json::Map::new())
 }
 
+/// Scripts parsed lately, by path, with the bytes they were parsed from.
+type Parsed = HashMap<PathBuf, (Vec<u8>, Arc<Script>)>;
+static PARSED: LazyLock<Mutex<Parsed>> = LazyLock::new(Mutex::default);
+/// The most scripts [`PARSED`] keeps (it starts over past it).
+const PARSED_MAX: usize = 64;
+
 impl Script {
-    pub(crate) async fn load(path: &Path) -> Result<Script, String> {
-        let text = tokio::fs::read_to_string(path)
-            .await
+    /// The script at `path`, parsed again only when its bytes changed. The
+    /// read is a small file's, inline: a trip to the blocking pool would
+    /// cost more than the read.
+    pub(crate) async fn load(path: &Path) -> Result<Arc<Script>, String> {
+        let bytes = std::fs::read(path)
             .map_err(|e| format!("cannot read model script {}: {e}", path.display()))?;
-        let mut script: Script = serde_json::from_str(&text)
+        let lock = || PARSED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((seen, script)) = lock().get(path)
+            && *seen == bytes
+        {
+            return Ok(Arc::clone(script));
+        }
+        let script = Arc::new(Script::parse(path, &bytes)?);
+        let mut parsed = lock();
+        if parsed.len() >= PARSED_MAX {
+            parsed.clear();
+        }
+        parsed.insert(path.to_path_buf(), (bytes, Arc::clone(&script)));
+        Ok(script)
+    }
+
+    fn parse(path: &Path, bytes: &[u8]) -> Result<Script, String> {
+        let mut script: Script = serde_json::from_slice(bytes)
             .map_err(|e| format!("invalid model script {}: {e}", path.display()))?;
         if script.turns.is_empty() {
             return Err(format!("model script {} has no turns", path.display()));
