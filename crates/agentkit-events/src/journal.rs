@@ -32,7 +32,7 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{BufReader, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -364,14 +364,7 @@ fn replay(dir: &Path, sessions_dir: &Path) -> Result<(Replayed, u64, Vec<PathBuf
     }
     let mut logs = Logs::default();
     for (_, path) in &segments {
-        let bytes = match std::fs::read(path) {
-            Ok(bytes) => bytes,
-            // Checkpointed (by the store of this folder that was just
-            // dropped) between the listing and now.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io("read", path, e)),
-        };
-        replay_segment(path, &bytes, sessions_dir, &mut logs, &mut replayed)?;
+        replay_segment(path, sessions_dir, &mut logs, &mut replayed)?;
     }
     drop(logs);
     tracing::info!(
@@ -410,89 +403,97 @@ fn retire(sessions_dir: &Path, dir: &Path, segments: Vec<PathBuf>) {
     }
 }
 
-/// The logs a replay has written to, with their lengths.
+/// The lengths of the logs a replay has seen (`None`: the log is not
+/// there, and no record at offset 0 made it). No descriptor is held from
+/// one record to the next: a journal may name more logs than the process
+/// may open at once.
 #[derive(Default)]
 struct Logs {
-    open: HashMap<SessionId, Option<(File, u64)>>,
+    lens: HashMap<SessionId, Option<u64>>,
 }
 
+/// Replays one segment, a record at a time (memory: the largest record).
 fn replay_segment(
     path: &Path,
-    bytes: &[u8],
     sessions_dir: &Path,
     logs: &mut Logs,
     replayed: &mut Replayed,
 ) -> Result<()> {
-    if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        // Checkpointed (by the store of this folder that was just
+        // dropped) between the listing and now.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("open", path, e)),
+    };
+    let size = file
+        .metadata()
+        .map_err(|e| Error::io("stat", path, e))?
+        .len();
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut magic = [0; MAGIC.len()];
+    if reader.read_exact(&mut magic).is_err() || &magic != MAGIC {
         // A segment whose header never reached the disk holds nothing
         // acknowledged.
         tracing::warn!(segment = %path.display(), "journal segment without its header; skipped");
         return Ok(());
     }
-    let mut at = MAGIC.len();
-    while at < bytes.len() {
-        let Some(record) = next_record(bytes, at) else {
+    let mut at = MAGIC.len() as u64;
+    let mut body = Vec::new();
+    while at < size {
+        let Some(record) = next_record(&mut reader, size - at, &mut body) else {
             tracing::warn!(segment = %path.display(), offset = at, "torn or damaged journal record; the rest of the segment is ignored");
             break;
         };
-        at = record.end;
+        at += record.size;
         let Ok(session) = SessionId::parse(record.session) else {
             tracing::warn!(segment = %path.display(), "journal record for an invalid session id; skipped");
             replayed.skipped += 1;
             continue;
         };
-        let log = logs
-            .open
-            .entry(session.clone())
-            .or_insert_with(|| None)
-            .take();
-        let log = match log {
-            Some(log) => Some(log),
-            None => open_for_replay(sessions_dir, &session, record.offset)?,
-        };
-        let Some((file, len)) = log else {
-            tracing::warn!(session = %session, offset = record.offset, "journal record past the end of a missing log; skipped");
-            replayed.skipped += 1;
-            continue;
-        };
-        if record.offset > len {
-            tracing::warn!(session = %session, offset = record.offset, len, "journal record past the end of its log; skipped");
-            replayed.skipped += 1;
-            logs.open.insert(session, Some((file, len)));
-            continue;
-        }
-        // Mostly the log holds these bytes already (the process stopped or
-        // crashed; the OS kept what it was given): leave its pages clean.
-        if !holds(&file, len, record.offset, record.bytes) {
-            let log_path = sessions_dir
-                .join(session.as_str())
-                .join(crate::store::LOG_FILE);
-            file.write_all_at(record.bytes, record.offset)
-                .map_err(|e| Error::io("write", &log_path, e))?;
-            replayed.rewritten += 1;
-        }
-        let len = len.max(record.offset + record.bytes.len() as u64);
-        replayed.records += 1;
-        logs.open.insert(session, Some((file, len)));
+        apply(sessions_dir, logs, &session, &record, replayed)?;
     }
     Ok(())
 }
 
-/// Opens a log for replay, making it (and its folder) if a record at
-/// offset 0 says it began in the journal; `None` for a record past the
-/// start of a log that is not there.
-fn open_for_replay(
+/// Writes one record's bytes into its log, unless the log holds them
+/// already or they would start past its end.
+fn apply(
     sessions_dir: &Path,
+    logs: &mut Logs,
     session: &SessionId,
-    offset: u64,
-) -> Result<Option<(File, u64)>> {
+    record: &Record<'_>,
+    replayed: &mut Replayed,
+) -> Result<()> {
     let dir = sessions_dir.join(session.as_str());
     let path = dir.join(crate::store::LOG_FILE);
-    if !path.is_file() {
-        if offset > 0 {
-            return Ok(None);
+    let known = match logs.lens.get(session) {
+        Some(len) => *len,
+        None => match std::fs::metadata(&path) {
+            Ok(meta) => Some(meta.len()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::io("stat", &path, e)),
+        },
+    };
+    let len = match known {
+        Some(len) => len,
+        // The record that began the log: make its folder.
+        None if record.offset == 0 => {
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
+            0
         }
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
+        None => {
+            tracing::warn!(session = %session, offset = record.offset, "journal record past the end of a missing log; skipped");
+            replayed.skipped += 1;
+            logs.lens.insert(session.clone(), None);
+            return Ok(());
+        }
+    };
+    if record.offset > len {
+        tracing::warn!(session = %session, offset = record.offset, len, "journal record past the end of its log; skipped");
+        replayed.skipped += 1;
+        logs.lens.insert(session.clone(), Some(len));
+        return Ok(());
     }
     let file = OpenOptions::new()
         .create(true)
@@ -501,11 +502,17 @@ fn open_for_replay(
         .write(true)
         .open(&path)
         .map_err(|e| Error::io("open", &path, e))?;
-    let len = file
-        .metadata()
-        .map_err(|e| Error::io("stat", &path, e))?
-        .len();
-    Ok(Some((file, len)))
+    // Mostly the log holds these bytes already (the process stopped or
+    // crashed; the OS kept what it was given): leave its pages clean.
+    if !holds(&file, len, record.offset, record.bytes) {
+        file.write_all_at(record.bytes, record.offset)
+            .map_err(|e| Error::io("write", &path, e))?;
+        replayed.rewritten += 1;
+    }
+    replayed.records += 1;
+    let end = record.offset + record.bytes.len() as u64;
+    logs.lens.insert(session.clone(), Some(len.max(end)));
+    Ok(())
 }
 
 /// Whether `file` (of length `len`) holds `bytes` at `offset`.
@@ -521,18 +528,29 @@ struct Record<'a> {
     session: &'a str,
     offset: u64,
     bytes: &'a [u8],
-    end: usize,
+    /// Its size in the segment, header included.
+    size: u64,
 }
 
-/// The record at `at`, if it is whole and its checksum matches.
-fn next_record(bytes: &[u8], at: usize) -> Option<Record<'_>> {
-    let header = bytes.get(at..at + HEADER)?;
-    let len = u32::from_le_bytes(header[..4].try_into().ok()?) as usize;
+/// Reads the next record into `body` (at most `left` bytes remain in the
+/// segment), if it is whole and its checksum matches.
+fn next_record<'a>(reader: &mut impl Read, left: u64, body: &'a mut Vec<u8>) -> Option<Record<'a>> {
+    let mut header = [0; HEADER];
+    reader.read_exact(&mut header).ok()?;
+    let len = u32::from_le_bytes(header[..4].try_into().ok()?);
     let crc = u32::from_le_bytes(header[4..].try_into().ok()?);
-    let body = bytes.get(at + HEADER..(at + HEADER).checked_add(len)?)?;
+    // A length past the end of the segment is a torn or damaged header:
+    // do not allocate for it.
+    if u64::from(len) > left.saturating_sub(HEADER as u64) {
+        return None;
+    }
+    body.clear();
+    body.resize(len as usize, 0);
+    reader.read_exact(body).ok()?;
     if crc32fast::hash(body) != crc {
         return None;
     }
+    let body: &'a [u8] = body;
     let id_len = u16::from_le_bytes(body.get(..2)?.try_into().ok()?) as usize;
     let session = std::str::from_utf8(body.get(2..2 + id_len)?).ok()?;
     let offset = u64::from_le_bytes(body.get(2 + id_len..10 + id_len)?.try_into().ok()?);
@@ -540,7 +558,7 @@ fn next_record(bytes: &[u8], at: usize) -> Option<Record<'_>> {
         session,
         offset,
         bytes: body.get(10 + id_len..)?,
-        end: at + HEADER + len,
+        size: HEADER as u64 + u64::from(len),
     })
 }
 
