@@ -146,6 +146,15 @@ impl EventLog {
         }
     }
 
+    /// How the file store's syncs were batched and made durable (the
+    /// journal's commits and checkpoints); nothing on a shared database.
+    pub fn sync_stats(&self) -> agentkit_events::SyncStats {
+        match self {
+            EventLog::File(s) => s.sync_stats(),
+            EventLog::Pg(_) => agentkit_events::SyncStats::default(),
+        }
+    }
+
     /// Lets go of an idle session's open file (nothing to do in the
     /// database).
     pub fn close(&self, session: &SessionId) -> bool {

@@ -748,6 +748,14 @@ fn metrics_count_a_known_workload_and_parse_as_openmetrics() {
     );
     assert!(get("agentkit_event_append_seconds_total{agent=bot}") > 0.0);
     assert!(get("agentkit_event_fsync_seconds_total{agent=bot}") > 0.0);
+    // On Linux the syncs went through the journal, in batches.
+    let batches = get("agentkit_event_sync_batches_total{agent=bot}");
+    let journaled = get("agentkit_event_journaled_syncs_total{agent=bot}");
+    assert!(batches >= 1.0 && batches <= journaled, "{m:#?}");
+    if cfg!(target_os = "linux") {
+        assert!(journaled >= 3.0, "{m:#?}");
+    }
+    assert!(m.contains_key("agentkit_event_journal_checkpoints_total{agent=bot}"));
 }
 
 #[test]

@@ -78,6 +78,9 @@ pub(crate) struct Metrics {
     append_seconds: Family<Labels, Counter<f64>>,
     fsyncs: Family<Labels, Counter>,
     fsync_seconds: Family<Labels, Counter<f64>>,
+    sync_batches: Family<Labels, Counter>,
+    journaled_syncs: Family<Labels, Counter>,
+    journal_checkpoints: Family<Labels, Counter>,
     schedule_fired: Family<Labels, Counter>,
     schedule_skipped: Family<Labels, Counter>,
     schedule_late: Family<Labels, Counter<f64>>,
@@ -121,6 +124,9 @@ impl Metrics {
             append_seconds: Family::default(),
             fsyncs: Family::default(),
             fsync_seconds: Family::default(),
+            sync_batches: Family::default(),
+            journaled_syncs: Family::default(),
+            journal_checkpoints: Family::default(),
             schedule_fired: Family::default(),
             schedule_skipped: Family::default(),
             schedule_late: Family::default(),
@@ -222,6 +228,21 @@ impl Metrics {
             "event_fsync_seconds",
             "Time spent in event log syncs, batching wait included, by agent",
             m.fsync_seconds.clone(),
+        );
+        registry.register(
+            "event_sync_batches",
+            "Batches the event log's syncs were served in (group commit across sessions), by agent",
+            m.sync_batches.clone(),
+        );
+        registry.register(
+            "event_journaled_syncs",
+            "Event log syncs made durable through the journal (one fdatasync per batch), by agent",
+            m.journaled_syncs.clone(),
+        );
+        registry.register(
+            "event_journal_checkpoints",
+            "Journal segments checkpointed (synced to disk and deleted), by agent",
+            m.journal_checkpoints.clone(),
         );
         registry.register(
             "schedule_ticks_fired",
@@ -406,8 +427,7 @@ impl Metrics {
         &self,
         agent: &str,
         stored: Option<u64>,
-        open_logs: usize,
-        store: agentkit_events::StoreLatency,
+        log: &agentkit_runtime::EventLog,
         timers: agentkit_runtime::TimerStats,
         connections: &[agentkit_mcp::ConnectionStatus],
     ) {
@@ -431,6 +451,7 @@ impl Metrics {
                     .set(i64::from(c.state == *state));
             }
         }
+        let (open_logs, store, syncs) = (log.open_logs(), log.latency(), log.sync_stats());
         let a = labels(&[("agent", agent)]);
         if let Some(stored) = stored {
             self.sessions_stored
@@ -450,6 +471,9 @@ impl Metrics {
             let c = c.get_or_create(&a);
             c.inc_by(total.saturating_sub(c.get()));
         };
+        catch_up(&self.sync_batches, syncs.batches);
+        catch_up(&self.journaled_syncs, syncs.journaled);
+        catch_up(&self.journal_checkpoints, syncs.checkpoints);
         catch_up(&self.schedule_fired, timers.schedule_ticks_fired);
         catch_up(&self.schedule_skipped, timers.schedule_ticks_skipped);
         catch_up(&self.reminder_fired, timers.reminders_fired);

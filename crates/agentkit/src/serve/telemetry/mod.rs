@@ -369,8 +369,7 @@ impl Telemetry {
             self.inner.metrics.set_state(
                 &slug,
                 stored,
-                runtime.store().open_logs(),
-                runtime.store().latency(),
+                runtime.store(),
                 runtime.timer_stats(),
                 &connections.status(),
             );
