@@ -92,7 +92,7 @@ struct Segment {
     opened: Instant,
 }
 
-/// What opening a journal found and replayed.
+/// What a replay did (for its log line).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Replayed {
     pub(crate) segments: usize,
@@ -110,7 +110,7 @@ impl Journal {
         root: &Path,
         sessions_dir: &Path,
         checkpoint_after: Duration,
-    ) -> Result<Option<(Journal, Replayed)>> {
+    ) -> Result<Option<Journal>> {
         if cfg!(not(target_os = "linux")) {
             return Ok(None);
         }
@@ -149,7 +149,7 @@ impl Journal {
                 }
             }
         }
-        let (replayed, last_seq, segments) = replay(&dir, sessions_dir)?;
+        let (last_seq, segments) = replay(&dir, sessions_dir)?;
         let checkpointing = Arc::new(AtomicBool::new(false));
         if !segments.is_empty() {
             // Counts as a checkpoint in flight: the first rotation waits.
@@ -168,19 +168,16 @@ impl Journal {
                 checkpointing.store(false, Ordering::SeqCst);
             }
         }
-        Ok(Some((
-            Journal {
-                dir,
-                _lock: lock,
-                segment: None,
-                next_seq: last_seq + 1,
-                checkpoint_after,
-                checkpointing,
-                checkpoints: Arc::default(),
-                buffer: Vec::new(),
-            },
-            replayed,
-        )))
+        Ok(Some(Journal {
+            dir,
+            _lock: lock,
+            segment: None,
+            next_seq: last_seq + 1,
+            checkpoint_after,
+            checkpointing,
+            checkpoints: Arc::default(),
+            buffer: Vec::new(),
+        }))
     }
 
     pub(crate) fn checkpoints(&self) -> Arc<AtomicU64> {
@@ -342,9 +339,9 @@ fn segment_seq(name: &str) -> Option<u64> {
 }
 
 /// Replays every segment in `dir` into the logs under `sessions_dir`.
-/// Returns what it did, the highest segment number seen and the segments
+/// Returns the highest segment number seen and the segments
 /// (for [`retire`]).
-fn replay(dir: &Path, sessions_dir: &Path) -> Result<(Replayed, u64, Vec<PathBuf>)> {
+fn replay(dir: &Path, sessions_dir: &Path) -> Result<(u64, Vec<PathBuf>)> {
     let mut segments = Vec::new();
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))?;
     for entry in entries {
@@ -360,7 +357,7 @@ fn replay(dir: &Path, sessions_dir: &Path) -> Result<(Replayed, u64, Vec<PathBuf
         ..Replayed::default()
     };
     if segments.is_empty() {
-        return Ok((replayed, last_seq, Vec::new()));
+        return Ok((last_seq, Vec::new()));
     }
     let mut logs = Logs::default();
     for (_, path) in &segments {
@@ -374,11 +371,7 @@ fn replay(dir: &Path, sessions_dir: &Path) -> Result<(Replayed, u64, Vec<PathBuf
         skipped = replayed.skipped,
         "replayed the event journal"
     );
-    Ok((
-        replayed,
-        last_seq,
-        segments.into_iter().map(|(_, p)| p).collect(),
-    ))
+    Ok((last_seq, segments.into_iter().map(|(_, p)| p).collect()))
 }
 
 /// Makes what a replay wrote durable, then deletes the segments it read:

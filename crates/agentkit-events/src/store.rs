@@ -184,7 +184,6 @@ impl FileEventStore {
             .map_err(|e| Error::io("create directory", &sessions_dir, e))?;
         let journal = if options.journal {
             Journal::open(root, &sessions_dir, options.journal_checkpoint)?
-                .map(|(journal, _)| journal)
         } else {
             None
         };

@@ -26,12 +26,12 @@ const READ_CHUNK: i64 = 1024;
 /// most this much delay, never an event).
 const POLL_EVERY: Duration = Duration::from_secs(1);
 
-const APPEND: &str = "
-WITH lease AS (
-    SELECT 1 FROM agentkit_leases
-    WHERE agent = $1 AND session_id = $2 AND owner = $3 AND token = $4 AND held
-    FOR SHARE
-), counter AS (
+/// The counter and the events of an append, written only from the
+/// `lease` row the statement's first CTE gave (fencing). `$5` the count,
+/// `$6..$9` the columns. Shared by `APPEND` and `APPEND_TAKING`.
+macro_rules! append_from_lease {
+    () => {
+        ", counter AS (
     INSERT INTO agentkit_logs (agent, session_id, len)
     SELECT $1, $2, $5 FROM lease
     ON CONFLICT (agent, session_id) DO UPDATE SET len = agentkit_logs.len + EXCLUDED.len
@@ -41,8 +41,21 @@ WITH lease AS (
     SELECT $1, $2, counter.len - $5 + t.ord - 1, t.type, t.turn_id, t.at, t.data
     FROM counter, unnest($6::text[], $7::text[], $8::text[], $9::text[])
         WITH ORDINALITY AS t(type, turn_id, at, data, ord)
-)
-SELECT len, pg_notify('agentkit_events', $1 || ' ' || $2 || ' ' || len) FROM counter";
+)"
+    };
+}
+
+const APPEND: &str = concat!(
+    "
+WITH lease AS (
+    SELECT 1 FROM agentkit_leases
+    WHERE agent = $1 AND session_id = $2 AND owner = $3 AND token = $4 AND held
+    FOR SHARE
+)",
+    append_from_lease!(),
+    "
+SELECT len, pg_notify('agentkit_events', $1 || ' ' || $2 || ' ' || len) FROM counter"
+);
 
 // The first append of a session this host holds no lease on: takes the
 // lease (as `lease.rs`'s `ACQUIRE`: a new one, one let go, one expired,
@@ -50,33 +63,19 @@ SELECT len, pg_notify('agentkit_events', $1 || ' ' || $2 || ' ' || len) FROM cou
 // lease costs no round trip of its own. No row when another live host
 // holds it. The counter and the events are written only from the lease
 // row the upsert returned, so fencing holds as in `APPEND`.
-const APPEND_TAKING: &str = "
+const APPEND_TAKING: &str = concat!(
+    "
 WITH lease AS (
-    INSERT INTO agentkit_leases (agent, session_id, owner, token, held, expires_at)
-    VALUES ($1, $2, $3, 1, TRUE, now() + make_interval(secs => $4))
-    ON CONFLICT (agent, session_id) DO UPDATE SET
-        token = CASE WHEN agentkit_leases.owner = EXCLUDED.owner AND agentkit_leases.held
-                     THEN agentkit_leases.token ELSE agentkit_leases.token + 1 END,
-        owner = EXCLUDED.owner,
-        held = TRUE,
-        expires_at = EXCLUDED.expires_at
-    WHERE agentkit_leases.owner = EXCLUDED.owner
-       OR NOT agentkit_leases.held
-       OR agentkit_leases.expires_at < now()
+",
+    lease_upsert!(),
+    "
     RETURNING token
-), counter AS (
-    INSERT INTO agentkit_logs (agent, session_id, len)
-    SELECT $1, $2, $5 FROM lease
-    ON CONFLICT (agent, session_id) DO UPDATE SET len = agentkit_logs.len + EXCLUDED.len
-    RETURNING len
-), appended AS (
-    INSERT INTO agentkit_events (agent, session_id, idx, type, turn_id, at, data)
-    SELECT $1, $2, counter.len - $5 + t.ord - 1, t.type, t.turn_id, t.at, t.data
-    FROM counter, unnest($6::text[], $7::text[], $8::text[], $9::text[])
-        WITH ORDINALITY AS t(type, turn_id, at, data, ord)
-)
+)",
+    append_from_lease!(),
+    "
 SELECT counter.len, pg_notify('agentkit_events', $1 || ' ' || $2 || ' ' || counter.len), lease.token
-FROM counter, lease";
+FROM counter, lease"
+);
 
 const READ: &str = "SELECT idx, type, turn_id, at, data FROM agentkit_events
     WHERE agent = $1 AND session_id = $2 AND idx >= $3 AND idx < $4 ORDER BY idx LIMIT $5";

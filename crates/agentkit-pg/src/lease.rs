@@ -21,23 +21,17 @@ const HEARTBEAT: Duration = Duration::from_millis(500);
 // nothing else), so its holder died. A snapshot a concurrent statement
 // made stale can only claim a takeover that was not one (an extra check
 // by the caller), never hide one.
-const ACQUIRE: &str = "
+const ACQUIRE: &str = concat!(
+    "
 WITH prev AS (
     SELECT held AND owner <> $3 AS dead_holder FROM agentkit_leases
     WHERE agent = $1 AND session_id = $2
 )
-INSERT INTO agentkit_leases (agent, session_id, owner, token, held, expires_at)
-VALUES ($1, $2, $3, 1, TRUE, now() + make_interval(secs => $4))
-ON CONFLICT (agent, session_id) DO UPDATE SET
-    token = CASE WHEN agentkit_leases.owner = EXCLUDED.owner AND agentkit_leases.held
-                 THEN agentkit_leases.token ELSE agentkit_leases.token + 1 END,
-    owner = EXCLUDED.owner,
-    held = TRUE,
-    expires_at = EXCLUDED.expires_at
-WHERE agentkit_leases.owner = EXCLUDED.owner
-   OR NOT agentkit_leases.held
-   OR agentkit_leases.expires_at < now()
-RETURNING token, coalesce((SELECT dead_holder FROM prev), FALSE)";
+",
+    lease_upsert!(),
+    "
+RETURNING token, coalesce((SELECT dead_holder FROM prev), FALSE)"
+);
 
 const RENEW: &str = "UPDATE agentkit_leases SET expires_at = now() + make_interval(secs => $2)
     WHERE owner = $1 AND held RETURNING agent, session_id, token";

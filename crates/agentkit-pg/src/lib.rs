@@ -19,6 +19,26 @@
 //! This crate knows SQL and the wire types of `agentkit-protocol`; it
 //! knows nothing of what a session means beyond its stored row.
 
+/// The lease upsert (no `RETURNING`): a new lease, one let go, one
+/// expired, or this host's own; nothing when another live host holds it.
+/// `$1` agent, `$2` session, `$3` owner, `$4` seconds to hold it. Shared
+/// by `lease.rs`'s `ACQUIRE` and `events.rs`'s `APPEND_TAKING`.
+macro_rules! lease_upsert {
+    () => {
+        "INSERT INTO agentkit_leases (agent, session_id, owner, token, held, expires_at)
+VALUES ($1, $2, $3, 1, TRUE, now() + make_interval(secs => $4))
+ON CONFLICT (agent, session_id) DO UPDATE SET
+    token = CASE WHEN agentkit_leases.owner = EXCLUDED.owner AND agentkit_leases.held
+                 THEN agentkit_leases.token ELSE agentkit_leases.token + 1 END,
+    owner = EXCLUDED.owner,
+    held = TRUE,
+    expires_at = EXCLUDED.expires_at
+WHERE agentkit_leases.owner = EXCLUDED.owner
+   OR NOT agentkit_leases.held
+   OR agentkit_leases.expires_at < now()"
+    };
+}
+
 mod ab;
 mod database;
 mod error;

@@ -8,6 +8,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use percent_encoding::percent_decode_str;
+
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
@@ -99,7 +101,12 @@ pub(crate) fn split_url(url: &str) -> Result<(String, TlsMode)> {
                     .split('&')
                     .filter(|pair| {
                         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-                        keep(key, &percent_decode(value), &mut mode, &mut root)
+                        keep(
+                            key,
+                            &percent_decode_str(value).decode_utf8_lossy(),
+                            &mut mode,
+                            &mut root,
+                        )
                     })
                     .collect();
                 if kept.is_empty() {
@@ -153,26 +160,6 @@ pub(crate) fn split_url(url: &str) -> Result<(String, TlsMode)> {
         }
     };
     Ok((rest, mode))
-}
-
-fn percent_decode(value: &str) -> String {
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
-        {
-            out.push((h * 16 + l) as u8);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The connector for `mode`: rustls with the aws-lc-rs provider (what

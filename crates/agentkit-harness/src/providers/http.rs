@@ -29,6 +29,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
+use percent_encoding::percent_decode_str;
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use tokio_util::sync::CancellationToken;
@@ -301,8 +302,12 @@ impl Target {
             secrets.push(format!("{user}:{password}"));
             for p in [
                 password.to_owned(),
-                percent_decode(password),
-                percent_decode(&format!("{user}:{password}")),
+                percent_decode_str(password)
+                    .decode_utf8_lossy()
+                    .into_owned(),
+                percent_decode_str(&format!("{user}:{password}"))
+                    .decode_utf8_lossy()
+                    .into_owned(),
             ] {
                 // A two-letter password would blank out words, and guards
                 // nothing anyway.
@@ -362,29 +367,6 @@ pub(crate) fn redact_text(text: &str) -> String {
 /// path or query, any of which may carry a credential).
 fn redacted_url(url: &reqwest::Url) -> String {
     url.origin().ascii_serialization()
-}
-
-/// `%xx` decoded (invalid sequences stay as they are).
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%'
-            && let (Some(h), Some(l)) = (
-                bytes.get(i + 1).copied().and_then(hex),
-                bytes.get(i + 2).copied().and_then(hex),
-            )
-        {
-            out.push((h * 16 + l) as u8);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A reqwest error with its causes, joined by `: `, without the URL.
