@@ -10,6 +10,7 @@
 
 mod bundle;
 mod ci;
+mod seams;
 mod tidy;
 
 use std::path::{Path, PathBuf};

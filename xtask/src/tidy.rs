@@ -45,6 +45,7 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<Vec<String>> {
     problems.extend(check_dependency_directions(root, &metadata));
 
     problems.extend(crate::bundle::check(root)?);
+    problems.extend(crate::seams::check(root)?);
 
     let names: Vec<&str> = metadata.packages.iter().map(|p| p.name.as_str()).collect();
     let architecture = root.join("ARCHITECTURE.md");
@@ -662,12 +663,12 @@ fn uses_macro(line: &str, name: &str) -> bool {
 // ---------------------------------------------------------------------------
 // files
 
-fn read(path: &Path) -> anyhow::Result<String> {
+pub(crate) fn read(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("failed to read {}", path.display()))
 }
 
 /// `path` relative to `root`, with `/` separators, for messages.
-fn relative(root: &Path, path: &Path) -> String {
+pub(crate) fn relative(root: &Path, path: &Path) -> String {
     let relative = path.strip_prefix(root).unwrap_or(path);
     relative
         .components()
@@ -678,7 +679,7 @@ fn relative(root: &Path, path: &Path) -> String {
 
 /// Every `.rs` file under `dir`, sorted, skipping `target/` and hidden
 /// directories. A missing `dir` has no files.
-fn rust_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn rust_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(dir) = pending.pop() {

@@ -736,7 +736,7 @@ pub async fn turn_outcome(mut events: BoxStream<'static, Event>) -> Option<TurnR
                 });
             }
             // A payload that does not fit its type still ends the turn.
-            EventData::Unknown(_) if ours && e.is_turn_end() => {
+            EventData::Unknown { .. } if ours && e.is_turn_end() => {
                 let ok = e.event_type == agentkit_protocol::EventType::TurnCompleted;
                 let text = if ok { "" } else { "the turn failed" };
                 return Some(TurnReply {

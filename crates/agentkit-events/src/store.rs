@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use agentkit_protocol::{Event, EventType, SessionId};
+use agentkit_protocol::{Event, EventData, EventType, SessionId};
 use chrono::{SecondsFormat, Utc};
 use hashlink::LinkedHashMap;
 use serde_json::Value;
@@ -71,6 +71,19 @@ pub struct NewEvent {
     pub turn_id: Option<String>,
     /// The payload.
     pub data: Value,
+}
+
+impl NewEvent {
+    /// A new event of `data`'s type: the payload is written as readers
+    /// read it ([`EventData::to_value`]). Writers above the store build
+    /// events this way only (`cargo xtask tidy` checks).
+    pub fn new(turn_id: Option<String>, data: EventData) -> NewEvent {
+        NewEvent {
+            event_type: data.event_type(),
+            turn_id,
+            data: data.to_value(),
+        }
+    }
 }
 
 /// The durable event store on the local file system.

@@ -78,7 +78,7 @@ pub use sandbox::{
     DEV_FILES, ETC_HIDDEN, SIMULATE_UNAVAILABLE_ENV, SYSTEM_READ, SandboxSpec, SandboxStatus,
     log_sandbox_status, sandbox_info, sandbox_status,
 };
-pub use step::{FinishReason, StepEvent, approval_resolved_data};
+pub use step::{FinishReason, StepEvent, approval_resolved};
 pub use tools::{
     BoxFuture, BridgeCredentials, CallCredential, CallOrigin, CallPrincipal, ExtraTool, ExtraTools,
     ExtraToolsSource, HostBridge, HostHandle, ReminderHost, ToolContext, ToolOutput,

@@ -1,9 +1,13 @@
 //! What the agent loop reports while a turn runs: one [`StepEvent`] per
-//! event the runtime stores, with the wire `data` object of each.
+//! event the runtime stores, with the typed payload of each.
 
-use agentkit_protocol::{EventType, ToolCall};
+use agentkit_protocol::{
+    ActionResult, ActionsRequested, Appended, ApprovalRequested, ApprovalResolved,
+    ContextCompacted, EventData, EventType, MessageCompleted, ReasoningCompleted, StepCompleted,
+    StepStarted, SubagentCalled, SubagentCompleted, SubagentStep, ToolCall,
+};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Why a model step ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,7 +35,7 @@ impl FinishReason {
 
 /// One thing that happened during a turn. The runtime turns each into one
 /// stored event of type [`StepEvent::event_type`] with
-/// [`StepEvent::data`] as its `data`.
+/// [`StepEvent::payload`] as its `data`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StepEvent {
     StepStarted {
@@ -138,85 +142,111 @@ impl StepEvent {
         }
     }
 
-    /// The stored event's `data` object (camelCase keys).
-    pub fn data(&self) -> Value {
-        match self {
-            StepEvent::StepStarted { step } => json!({ "step": step }),
-            StepEvent::ReasoningAppended { delta } => json!({ "delta": delta }),
-            StepEvent::ReasoningCompleted { text } => json!({ "text": text }),
-            StepEvent::MessageAppended { delta, text } => json!({ "delta": delta, "text": text }),
+    /// The stored event's payload, typed: the store writes it as readers
+    /// read it.
+    pub fn payload(&self) -> EventData {
+        match self.clone() {
+            StepEvent::StepStarted { step } => EventData::StepStarted(StepStarted { step }),
+            StepEvent::ReasoningAppended { delta } => EventData::ReasoningAppended(Appended {
+                delta,
+                text: None,
+                parent_call_id: None,
+            }),
+            StepEvent::ReasoningCompleted { text } => {
+                EventData::ReasoningCompleted(ReasoningCompleted { text })
+            }
+            StepEvent::MessageAppended { delta, text } => EventData::MessageAppended(Appended {
+                delta,
+                text: Some(text),
+                parent_call_id: None,
+            }),
             StepEvent::MessageCompleted {
                 text,
                 finish_reason,
-            } => json!({ "text": text, "finishReason": finish_reason.as_str() }),
-            StepEvent::ActionsRequested { calls } => json!({ "calls": calls }),
+            } => EventData::MessageCompleted(MessageCompleted {
+                text,
+                finish_reason: finish_reason.as_str().to_owned(),
+                parent_call_id: None,
+            }),
+            StepEvent::ActionsRequested { calls } => {
+                EventData::ActionsRequested(ActionsRequested {
+                    calls,
+                    direct: false,
+                })
+            }
             StepEvent::ActionResult {
                 call_id,
                 tool_name,
                 output,
                 is_error,
                 duration_ms,
-            } => json!({
-                "callId": call_id,
-                "toolName": tool_name,
-                "output": output,
-                "isError": is_error,
-                "durationMs": duration_ms,
+            } => EventData::ActionResult(ActionResult {
+                call_id,
+                tool_name,
+                output,
+                is_error,
+                duration_ms,
             }),
             StepEvent::StepCompleted {
                 step,
                 duration_ms,
                 usage,
                 estimated_input_tokens,
-            } => {
-                let mut data = json!({ "step": step, "durationMs": duration_ms });
-                if let Some(usage) = usage {
-                    data["usage"] = json!(usage);
-                }
-                if let Some(n) = estimated_input_tokens {
-                    data["estimatedInputTokens"] = json!(n);
-                }
-                data
-            }
+            } => EventData::StepCompleted(StepCompleted {
+                step,
+                duration_ms,
+                usage,
+                estimated_input_tokens,
+            }),
             StepEvent::ContextCompacted {
                 messages,
                 summary,
                 tokens_before,
                 tokens_after,
                 usage,
-            } => json!({
-                "messages": messages,
-                "summary": summary,
-                "tokensBefore": tokens_before,
-                "tokensAfter": tokens_after,
-                "usage": usage,
+            } => EventData::ContextCompacted(ContextCompacted {
+                messages,
+                summary,
+                tokens_before,
+                tokens_after,
+                usage,
             }),
             StepEvent::ApprovalRequested {
                 call_id,
                 tool_name,
                 input,
-            } => json!({ "callId": call_id, "toolName": tool_name, "input": input }),
+            } => EventData::ApprovalRequested(ApprovalRequested {
+                call_id,
+                tool_name,
+                input,
+            }),
             StepEvent::ApprovalResolved {
                 call_id,
                 tool_name,
                 decision,
-            } => approval_resolved_data(call_id, tool_name, decision),
+            } => EventData::ApprovalResolved(approval_resolved(&call_id, &tool_name, &decision)),
             StepEvent::SubagentCalled {
                 call_id,
                 subagent,
                 prompt,
-            } => {
-                json!({ "callId": call_id, "subagent": subagent, "prompt": prompt })
-            }
+            } => EventData::SubagentCalled(SubagentCalled {
+                call_id,
+                subagent,
+                prompt,
+            }),
             StepEvent::SubagentCompleted {
                 call_id,
                 subagent,
                 is_error,
                 result,
                 usage,
-            } => {
-                json!({ "callId": call_id, "subagent": subagent, "isError": is_error, "result": result, "usage": usage })
-            }
+            } => EventData::SubagentCompleted(SubagentCompleted {
+                call_id,
+                subagent,
+                is_error,
+                result,
+                usage,
+            }),
             StepEvent::SubagentStep {
                 call_id,
                 subagent,
@@ -226,35 +256,41 @@ impl StepEvent {
                 duration_ms,
                 usage,
                 finish_reason,
-            } => {
-                let mut data = json!({ "callId": call_id, "subagent": subagent, "step": step, "provider": provider, "model": model, "durationMs": duration_ms, "finishReason": finish_reason });
-                if let Some(usage) = usage {
-                    data["usage"] = json!(usage);
-                }
-                data
-            }
+            } => EventData::SubagentStep(SubagentStep {
+                call_id,
+                subagent,
+                step,
+                provider,
+                model,
+                duration_ms,
+                usage,
+                finish_reason,
+            }),
         }
     }
 }
 
-/// The `data` of `action.approval_resolved`: `decision` is `approve` or
+/// The payload of `action.approval_resolved`: `decision` is `approve` or
 /// `deny`, `by` who decided, `reason` when one was given.
-pub fn approval_resolved_data(call_id: &str, tool_name: &str, decision: &crate::Decision) -> Value {
-    let mut data = json!({
-        "callId": call_id,
-        "toolName": tool_name,
-        "decision": decision.as_str(),
-        "by": decision.by,
-    });
-    if let (Some(reason), Some(obj)) = (&decision.reason, data.as_object_mut()) {
-        obj.insert("reason".into(), json!(reason));
+pub fn approval_resolved(
+    call_id: &str,
+    tool_name: &str,
+    decision: &crate::Decision,
+) -> ApprovalResolved {
+    ApprovalResolved {
+        call_id: call_id.to_owned(),
+        tool_name: tool_name.to_owned(),
+        decision: decision.as_str().to_owned(),
+        by: decision.by.clone(),
+        reason: decision.reason.clone(),
+        ..ApprovalResolved::default()
     }
-    data
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn data_uses_wire_names() {
@@ -263,7 +299,10 @@ mod tests {
             finish_reason: FinishReason::ToolCall,
         };
         assert_eq!(e.event_type(), EventType::MessageCompleted);
-        assert_eq!(e.data(), json!({"text": "hi", "finishReason": "tool_call"}));
+        assert_eq!(
+            e.payload().to_value(),
+            json!({"text": "hi", "finishReason": "tool_call"})
+        );
 
         let e = StepEvent::ActionsRequested {
             calls: vec![ToolCall {
@@ -273,7 +312,7 @@ mod tests {
             }],
         };
         assert_eq!(
-            e.data(),
+            e.payload().to_value(),
             json!({"calls": [{"callId": "c", "toolName": "t", "input": {}}]})
         );
         let e = StepEvent::ActionResult {
@@ -285,7 +324,7 @@ mod tests {
         };
         assert_eq!(e.event_type().as_str(), "action.result");
         assert_eq!(
-            e.data(),
+            e.payload().to_value(),
             json!({"callId": "c", "toolName": "t", "output": 1, "isError": false, "durationMs": 5})
         );
         assert_eq!(

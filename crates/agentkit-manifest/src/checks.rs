@@ -192,9 +192,20 @@ impl CronSchedule {
         Ok(cron)
     }
 
-    /// The first fire time strictly after `after`.
+    /// The first fire time strictly after `after`: always a whole minute,
+    /// whatever fraction of a second `after` carries, so every host that
+    /// asks in the same minute gets the same instant (the key a shared
+    /// database claims a tick by).
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.0.find_next_occurrence(&after, false).ok()
+        // Whole seconds in: croner keeps `after`'s sub-seconds in what it
+        // returns. A tick is strictly after `after` still, since the
+        // truncation only moves `after` back within its own second, and
+        // no fire time lies inside a second but at its start.
+        let whole = after.timestamp();
+        let after = DateTime::<Utc>::from_timestamp(whole, 0)?;
+        let next = self.0.find_next_occurrence(&after, false).ok()?;
+        // Whole minutes out (the expression has no seconds field).
+        DateTime::<Utc>::from_timestamp(next.timestamp() - next.timestamp().rem_euclid(60), 0)
     }
 }
 
@@ -407,6 +418,32 @@ mod tests {
             .ok()
             .and_then(|c| c.next_after(at));
         assert_eq!(next, Utc.with_ymd_and_hms(2026, 12, 4, 0, 0, 0).single());
+    }
+
+    #[test]
+    fn the_next_fire_is_a_whole_minute_whatever_the_sub_seconds_asked_from() {
+        // Hosts that ask at different fractions of a second must all get
+        // the same instant: it is the key a shared database claims by.
+        let cron = CronSchedule::parse("* * * * *").unwrap_or_else(|e| panic!("{e}"));
+        let base = Utc
+            .with_ymd_and_hms(2026, 12, 3, 12, 0, 30)
+            .single()
+            .unwrap_or_default();
+        let want = Utc.with_ymd_and_hms(2026, 12, 3, 12, 1, 0).single();
+        for ms in [0, 1, 352, 355, 365, 999] {
+            let after = base + chrono::Duration::milliseconds(ms);
+            assert_eq!(cron.next_after(after), want, "asked at +{ms} ms");
+        }
+        // From a tick (or within its own second), the next minute.
+        let tick = want.unwrap_or_default();
+        let later = Utc.with_ymd_and_hms(2026, 12, 3, 12, 2, 0).single();
+        for ms in [0, 1, 355, 999] {
+            let after = tick + chrono::Duration::milliseconds(ms);
+            assert_eq!(cron.next_after(after), later, "asked at the tick +{ms} ms");
+        }
+        // The last moment before a tick still gets that tick.
+        let just_before = tick - chrono::Duration::milliseconds(1);
+        assert_eq!(cron.next_after(just_before), want);
     }
 
     #[test]

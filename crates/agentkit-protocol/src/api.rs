@@ -185,6 +185,16 @@ pub enum SessionMode {
     Task,
 }
 
+impl SessionMode {
+    /// The wire spelling: `chat` or `task`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionMode::Chat => "chat",
+            SessionMode::Task => "task",
+        }
+    }
+}
+
 /// `POST /v1/session` (a new session) and `POST /v1/session/:id` (a
 /// follow-up).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

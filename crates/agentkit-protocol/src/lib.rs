@@ -22,5 +22,5 @@ pub use payload::{
     AbAssigned, ActionResult, ActionsRequested, Appended, ApprovalRequested, ApprovalResolved,
     ContextCompacted, EventData, MessageCompleted, MessageReceived, ReasoningCompleted,
     SessionFailed, SessionStarted, StepCompleted, StepStarted, SubagentCalled, SubagentCompleted,
-    TurnCompleted, TurnFailed, TurnStarted,
+    SubagentStep, TurnCompleted, TurnFailed, TurnStarted,
 };

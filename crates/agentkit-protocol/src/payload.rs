@@ -7,6 +7,11 @@
 //! ignored, and a payload that does not fit its type (or a type this
 //! version does not know) is [`EventData::Unknown`], never an error, so a
 //! log written by a newer version still reads.
+//!
+//! Writers build the same types: a new event is an [`EventData`] value,
+//! serialised by [`EventData::to_value`] (the event store calls it), so
+//! what is written is what readers read. Optional fields a writer leaves
+//! out are left out of the JSON too.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -66,8 +71,10 @@ pub struct TurnStarted {
     pub messages: u64,
     /// The turn this one resumes (a parked call was decided after its
     /// turn ended): that turn's steps count as completed context.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub resumes: Option<String>,
     /// `emitted` for assistant text a channel recorded without a model.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     /// The log indices of the `message.received` events the turn answers
     /// (what its user message was made of).
@@ -83,6 +90,8 @@ pub struct TurnStarted {
 pub struct TurnCompleted {
     pub result: String,
     pub usage: Usage,
+    /// `emitted` for assistant text a channel recorded without a model.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     /// The reply parsed and validated against the agent's `output_schema`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -99,8 +108,17 @@ pub struct TurnCompleted {
 #[serde(rename_all = "camelCase", default)]
 pub struct TurnFailed {
     pub message: String,
-    /// `preempted`, `stopped`, `shutdown` or `restart` for an interrupt.
+    /// `preempted`, `stopped`, `shutdown` or `restart` for an interrupt;
+    /// `budget` for a token budget the turn would have exceeded.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The budget (`max_tokens_per_session`, `max_tokens_per_day`) of a
+    /// `budget` failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
+    /// Who stopped the turn (`reason: "stopped"`), when not its owner.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
     /// What the turn used before it failed, when the server reports it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
@@ -207,7 +225,9 @@ impl MessageCompleted {
 #[serde(rename_all = "camelCase", default)]
 pub struct ActionsRequested {
     pub calls: Vec<ToolCall>,
-    /// A deterministic call (`POST /v1/tools/:name`), not a model's.
+    /// A deterministic call (`POST /v1/tools/:name`), not a model's
+    /// (left out when false).
+    #[serde(skip_serializing_if = "is_false")]
     pub direct: bool,
 }
 
@@ -229,6 +249,7 @@ pub struct ApprovalResolved {
     /// `approve` or `deny`.
     pub decision: String,
     pub by: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// When the call was parked, and its turn's trace: set when the
     /// decision came after a restart (the reader may not have seen them).
@@ -316,13 +337,21 @@ pub enum EventData {
     SubagentStep(SubagentStep),
     ContextCompacted(ContextCompacted),
     /// A payload that does not fit its type, kept as it was.
-    Unknown(Value),
+    Unknown {
+        event_type: EventType,
+        data: Value,
+    },
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl EventData {
     /// Reads `data` as the payload of an event of type `t`.
     pub fn parse(t: EventType, data: &Value) -> EventData {
         fn read<T: serde::de::DeserializeOwned>(
+            t: EventType,
             data: &Value,
             wrap: fn(T) -> EventData,
         ) -> EventData {
@@ -332,33 +361,106 @@ impl EventData {
             } else {
                 T::deserialize(data)
             };
-            parsed.map_or_else(|_| EventData::Unknown(data.clone()), wrap)
+            parsed.map_or_else(
+                |_| EventData::Unknown {
+                    event_type: t,
+                    data: data.clone(),
+                },
+                wrap,
+            )
         }
         match t {
-            EventType::SessionStarted => read(data, EventData::SessionStarted),
-            EventType::AbAssigned => read(data, EventData::AbAssigned),
+            EventType::SessionStarted => read(t, data, EventData::SessionStarted),
+            EventType::AbAssigned => read(t, data, EventData::AbAssigned),
             EventType::SessionWaiting => EventData::SessionWaiting,
             EventType::SessionCompleted => EventData::SessionCompleted,
-            EventType::SessionFailed => read(data, EventData::SessionFailed),
+            EventType::SessionFailed => read(t, data, EventData::SessionFailed),
             EventType::AgentBound => EventData::AgentBound,
-            EventType::MessageReceived => read(data, EventData::MessageReceived),
-            EventType::TurnStarted => read(data, EventData::TurnStarted),
-            EventType::TurnCompleted => read(data, EventData::TurnCompleted),
-            EventType::TurnFailed => read(data, EventData::TurnFailed),
-            EventType::StepStarted => read(data, EventData::StepStarted),
-            EventType::StepCompleted => read(data, EventData::StepCompleted),
-            EventType::ReasoningAppended => read(data, EventData::ReasoningAppended),
-            EventType::ReasoningCompleted => read(data, EventData::ReasoningCompleted),
-            EventType::MessageAppended => read(data, EventData::MessageAppended),
-            EventType::MessageCompleted => read(data, EventData::MessageCompleted),
-            EventType::ActionsRequested => read(data, EventData::ActionsRequested),
-            EventType::ActionApprovalRequested => read(data, EventData::ApprovalRequested),
-            EventType::ActionApprovalResolved => read(data, EventData::ApprovalResolved),
-            EventType::ActionResult => read(data, EventData::ActionResult),
-            EventType::SubagentCalled => read(data, EventData::SubagentCalled),
-            EventType::SubagentCompleted => read(data, EventData::SubagentCompleted),
-            EventType::SubagentStep => read(data, EventData::SubagentStep),
-            EventType::ContextCompacted => read(data, EventData::ContextCompacted),
+            EventType::MessageReceived => read(t, data, EventData::MessageReceived),
+            EventType::TurnStarted => read(t, data, EventData::TurnStarted),
+            EventType::TurnCompleted => read(t, data, EventData::TurnCompleted),
+            EventType::TurnFailed => read(t, data, EventData::TurnFailed),
+            EventType::StepStarted => read(t, data, EventData::StepStarted),
+            EventType::StepCompleted => read(t, data, EventData::StepCompleted),
+            EventType::ReasoningAppended => read(t, data, EventData::ReasoningAppended),
+            EventType::ReasoningCompleted => read(t, data, EventData::ReasoningCompleted),
+            EventType::MessageAppended => read(t, data, EventData::MessageAppended),
+            EventType::MessageCompleted => read(t, data, EventData::MessageCompleted),
+            EventType::ActionsRequested => read(t, data, EventData::ActionsRequested),
+            EventType::ActionApprovalRequested => read(t, data, EventData::ApprovalRequested),
+            EventType::ActionApprovalResolved => read(t, data, EventData::ApprovalResolved),
+            EventType::ActionResult => read(t, data, EventData::ActionResult),
+            EventType::SubagentCalled => read(t, data, EventData::SubagentCalled),
+            EventType::SubagentCompleted => read(t, data, EventData::SubagentCompleted),
+            EventType::SubagentStep => read(t, data, EventData::SubagentStep),
+            EventType::ContextCompacted => read(t, data, EventData::ContextCompacted),
+        }
+    }
+
+    /// The type of the event this is the payload of.
+    pub fn event_type(&self) -> EventType {
+        match self {
+            EventData::SessionStarted(_) => EventType::SessionStarted,
+            EventData::AbAssigned(_) => EventType::AbAssigned,
+            EventData::SessionWaiting => EventType::SessionWaiting,
+            EventData::SessionCompleted => EventType::SessionCompleted,
+            EventData::SessionFailed(_) => EventType::SessionFailed,
+            EventData::AgentBound => EventType::AgentBound,
+            EventData::MessageReceived(_) => EventType::MessageReceived,
+            EventData::TurnStarted(_) => EventType::TurnStarted,
+            EventData::TurnCompleted(_) => EventType::TurnCompleted,
+            EventData::TurnFailed(_) => EventType::TurnFailed,
+            EventData::StepStarted(_) => EventType::StepStarted,
+            EventData::StepCompleted(_) => EventType::StepCompleted,
+            EventData::ReasoningAppended(_) => EventType::ReasoningAppended,
+            EventData::ReasoningCompleted(_) => EventType::ReasoningCompleted,
+            EventData::MessageAppended(_) => EventType::MessageAppended,
+            EventData::MessageCompleted(_) => EventType::MessageCompleted,
+            EventData::ActionsRequested(_) => EventType::ActionsRequested,
+            EventData::ApprovalRequested(_) => EventType::ActionApprovalRequested,
+            EventData::ApprovalResolved(_) => EventType::ActionApprovalResolved,
+            EventData::ActionResult(_) => EventType::ActionResult,
+            EventData::SubagentCalled(_) => EventType::SubagentCalled,
+            EventData::SubagentCompleted(_) => EventType::SubagentCompleted,
+            EventData::SubagentStep(_) => EventType::SubagentStep,
+            EventData::ContextCompacted(_) => EventType::ContextCompacted,
+            EventData::Unknown { event_type, .. } => *event_type,
+        }
+    }
+
+    /// The `data` object of the event (camelCase keys; `{}` for the
+    /// types that carry nothing).
+    pub fn to_value(&self) -> Value {
+        fn value<T: Serialize>(payload: &T) -> Value {
+            // These types hold strings, numbers and JSON values only, with
+            // string keys: serialising them cannot fail.
+            serde_json::to_value(payload).unwrap_or_default()
+        }
+        match self {
+            EventData::SessionStarted(p) => value(p),
+            EventData::AbAssigned(p) => value(p),
+            EventData::SessionWaiting | EventData::SessionCompleted | EventData::AgentBound => {
+                Value::Object(Default::default())
+            }
+            EventData::SessionFailed(p) => value(p),
+            EventData::MessageReceived(p) => value(p),
+            EventData::TurnStarted(p) => value(p),
+            EventData::TurnCompleted(p) => value(p),
+            EventData::TurnFailed(p) => value(p),
+            EventData::StepStarted(p) => value(p),
+            EventData::StepCompleted(p) => value(p),
+            EventData::ReasoningAppended(p) | EventData::MessageAppended(p) => value(p),
+            EventData::ReasoningCompleted(p) => value(p),
+            EventData::MessageCompleted(p) => value(p),
+            EventData::ActionsRequested(p) => value(p),
+            EventData::ApprovalRequested(p) => value(p),
+            EventData::ApprovalResolved(p) => value(p),
+            EventData::ActionResult(p) => value(p),
+            EventData::SubagentCalled(p) => value(p),
+            EventData::SubagentCompleted(p) => value(p),
+            EventData::SubagentStep(p) => value(p),
+            EventData::ContextCompacted(p) => value(p),
+            EventData::Unknown { data, .. } => data.clone(),
         }
     }
 }
@@ -419,7 +521,10 @@ mod tests {
         );
         assert_eq!(
             EventData::parse(EventType::MessageReceived, &json!({"text": 5})),
-            EventData::Unknown(json!({"text": 5}))
+            EventData::Unknown {
+                event_type: EventType::MessageReceived,
+                data: json!({"text": 5})
+            }
         );
     }
 
@@ -427,7 +532,50 @@ mod tests {
     fn every_type_has_a_payload() {
         for &t in EventType::ALL {
             let data = EventData::parse(t, &json!({}));
-            assert!(!matches!(data, EventData::Unknown(_)), "{t}");
+            assert!(!matches!(data, EventData::Unknown { .. }), "{t}");
+            assert_eq!(data.event_type(), t);
         }
+    }
+
+    #[test]
+    fn what_is_written_reads_back_the_same() {
+        let written = [
+            EventData::TurnStarted(TurnStarted {
+                messages: 2,
+                received: vec![3, 4],
+                ..TurnStarted::default()
+            }),
+            EventData::TurnFailed(TurnFailed {
+                message: "over".into(),
+                reason: Some("budget".into()),
+                limit: Some("max_tokens_per_day".into()),
+                usage: Some(Usage::default()),
+                ..TurnFailed::default()
+            }),
+            EventData::ActionsRequested(ActionsRequested {
+                calls: vec![],
+                direct: true,
+            }),
+            EventData::SessionWaiting,
+        ];
+        for data in written {
+            let t = data.event_type();
+            assert_eq!(EventData::parse(t, &data.to_value()), data, "{t}");
+        }
+        // Optional fields left out are left out of the JSON.
+        assert_eq!(
+            EventData::TurnStarted(TurnStarted {
+                messages: 1,
+                received: vec![0],
+                ..TurnStarted::default()
+            })
+            .to_value(),
+            json!({"messages": 1, "received": [0]})
+        );
+        assert_eq!(
+            EventData::ActionsRequested(ActionsRequested::default()).to_value(),
+            json!({"calls": []})
+        );
+        assert_eq!(EventData::SessionCompleted.to_value(), json!({}));
     }
 }

@@ -17,9 +17,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use agentkit_harness::{ApprovalGate, Decision, DecisionFuture, ToolContext, ToolOutput};
-use agentkit_protocol::{Event, EventData, EventType, SessionId};
+use agentkit_protocol::{ActionResult, ApprovalResolved, Event, EventData, EventType, SessionId};
 use serde::Serialize;
-use serde_json::json;
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
@@ -157,30 +156,27 @@ impl AgentRuntime {
         decision: Decision,
         owner: &Owner,
     ) -> Result<ResolvedApproval> {
-        let routed = || crate::mailbox::Routed::Decision {
+        let command = crate::dispatch::SessionCommand::Decision {
             owner: owner.clone(),
             call_id: call_id.to_owned(),
-            decision: decision.clone(),
+            decision,
         };
         if self.inner.shared.is_some() {
             self.owned(id, owner)?;
+            // A call parked in a turn another host runs waits there: send
+            // the decision there first rather than deciding from the log.
             let waits_here =
                 lock(&self.waiters().map).contains_key(&(id.to_owned(), call_id.to_owned()));
             if !waits_here && self.held_by_other(id).await?.is_some() {
-                return self.route(id, routed()).await?.into_resolved();
+                return self.route(id, command).await?.into_resolved();
             }
         }
-        let here = self
-            .resolve_approval_here(id, call_id, decision.clone(), owner)
-            .await;
-        if self.inner.shared.is_some() && crate::mailbox::held_elsewhere(&here) {
-            return self.route(id, routed()).await?.into_resolved();
-        }
-        here
+        self.dispatch(id, command).await?.into_resolved()
     }
 
-    /// [`resolve_approval`](Self::resolve_approval) on this host only.
-    pub(crate) async fn resolve_approval_here(
+    /// [`resolve_approval`](Self::resolve_approval) on this host only (its
+    /// [`SessionCommand::Decision`](crate::dispatch::SessionCommand)).
+    pub(crate) async fn decide(
         &self,
         id: &str,
         call_id: &str,
@@ -253,22 +249,14 @@ impl AgentRuntime {
         self.store()
             .append(
                 &session.id,
-                EventType::ActionApprovalResolved,
                 Some(turn),
-                {
-                    // The decision came after its turn ended: a reader may
-                    // not know when the call parked nor the turn's trace.
-                    let mut data = agentkit_harness::approval_resolved_data(
-                        call_id,
-                        &parked.tool_name,
-                        &decision,
-                    );
-                    data["requestedAt"] = json!(parked.requested_at);
-                    if let Some(trace) = trace {
-                        data["trace"] = json!(trace);
-                    }
-                    data
-                },
+                // The decision came after its turn ended: a reader may
+                // not know when the call parked nor the turn's trace.
+                EventData::ApprovalResolved(ApprovalResolved {
+                    requested_at: Some(parked.requested_at.clone()),
+                    trace,
+                    ..agentkit_harness::approval_resolved(call_id, &parked.tool_name, &decision)
+                }),
             )
             .await?;
         let started = std::time::Instant::now();
@@ -281,14 +269,13 @@ impl AgentRuntime {
         self.store()
             .append(
                 &session.id,
-                EventType::ActionResult,
                 Some(turn),
-                json!({
-                    "callId": call_id,
-                    "toolName": parked.tool_name,
-                    "output": out.output,
-                    "isError": out.is_error,
-                    "durationMs": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                EventData::ActionResult(ActionResult {
+                    call_id: call_id.to_owned(),
+                    tool_name: parked.tool_name.clone(),
+                    output: out.output,
+                    is_error: out.is_error,
+                    duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 }),
             )
             .await?;
@@ -311,14 +298,13 @@ impl AgentRuntime {
             self.store()
                 .append(
                     &session.id,
-                    EventType::ActionResult,
                     Some(turn),
-                    json!({
-                        "callId": call,
-                        "toolName": tool,
-                        "output": "the call was interrupted by a restart before it finished",
-                        "isError": true,
-                        "durationMs": 0,
+                    EventData::ActionResult(ActionResult {
+                        call_id: call,
+                        tool_name: tool,
+                        output: "the call was interrupted by a restart before it finished".into(),
+                        is_error: true,
+                        duration_ms: 0,
                     }),
                 )
                 .await?;
@@ -351,12 +337,15 @@ impl AgentRuntime {
             cancel: guard.cancel(),
             host: self.host_bridge(),
             services: self.services_handle(),
-            as_of: self.meta_of(session.as_str()).ok().and_then(|m| m.as_of),
+            as_of: self
+                .session_meta(session.as_str())
+                .ok()
+                .and_then(|m| m.as_of),
             // A parked call the model asked for, resumed after approval.
             origin: agentkit_harness::CallOrigin {
                 model_turn: true,
                 ..self
-                    .meta_of(session.as_str())
+                    .session_meta(session.as_str())
                     .map(|m| m.call_origin())
                     .unwrap_or_default()
             },
@@ -410,13 +399,12 @@ impl AgentRuntime {
             self.store()
                 .append(
                     id,
-                    EventType::ActionApprovalResolved,
                     Some(turn),
-                    agentkit_harness::approval_resolved_data(
+                    EventData::ApprovalResolved(agentkit_harness::approval_resolved(
                         &parked.call_id,
                         &parked.tool_name,
                         &Decision::deny("turn interrupted", "system"),
-                    ),
+                    )),
                 )
                 .await?;
         }

@@ -5,8 +5,7 @@
 //! other reply.
 
 use agentkit_events::NewEvent;
-use agentkit_protocol::{EventType, Usage};
-use serde_json::json;
+use agentkit_protocol::{Appended, EventData, MessageCompleted, TurnCompleted, TurnStarted, Usage};
 
 use crate::error::{Error, Result};
 use crate::meta::SessionMode;
@@ -31,7 +30,7 @@ impl AgentRuntime {
                 message: "the assistant message must not be empty".into(),
             });
         }
-        let meta = self.meta_of(id)?;
+        let meta = self.session_meta(id)?;
         if meta.mode == SessionMode::Task {
             return Err(Error::TaskSession { id: id.to_owned() });
         }
@@ -42,33 +41,30 @@ impl AgentRuntime {
             session: session.clone(),
         };
         let turn = new_id("turn");
-        let event = |event_type, data| NewEvent {
-            event_type,
-            turn_id: Some(turn.clone()),
-            data,
-        };
+        let event = |data| NewEvent::new(Some(turn.clone()), data);
+        let emitted = || Some("emitted".to_owned());
         let events = vec![
-            event(
-                EventType::TurnStarted,
-                json!({"messages": 0, "kind": "emitted"}),
-            ),
-            event(
-                EventType::MessageAppended,
-                json!({"delta": text, "text": text}),
-            ),
-            event(
-                EventType::MessageCompleted,
-                json!({"text": text, "finishReason": "stop"}),
-            ),
-            event(
-                EventType::TurnCompleted,
-                json!({"result": text, "usage": Usage::default(), "kind": "emitted"}),
-            ),
-            NewEvent {
-                event_type: EventType::SessionWaiting,
-                turn_id: None,
-                data: json!({}),
-            },
+            event(EventData::TurnStarted(TurnStarted {
+                messages: 0,
+                kind: emitted(),
+                ..TurnStarted::default()
+            })),
+            event(EventData::MessageAppended(Appended {
+                delta: text.to_owned(),
+                text: Some(text.to_owned()),
+                parent_call_id: None,
+            })),
+            event(EventData::MessageCompleted(MessageCompleted {
+                text: text.to_owned(),
+                ..MessageCompleted::default()
+            })),
+            event(EventData::TurnCompleted(TurnCompleted {
+                result: text.to_owned(),
+                usage: Usage::default(),
+                kind: emitted(),
+                ..TurnCompleted::default()
+            })),
+            NewEvent::new(None, EventData::SessionWaiting),
         ];
         self.store().append_batch(&session.id, events).await?;
         self.store().sync(&session.id).await?;

@@ -58,6 +58,10 @@ pub enum Error {
     /// it may have been applied.
     #[error("{message}")]
     RouteTimeout { message: String },
+    /// A blocking task panicked (or the runtime is shutting down): a
+    /// fault of the server, never of the request.
+    #[error("{what} failed: the server's task did not finish ({message})")]
+    Task { what: &'static str, message: String },
     #[error("state database `{path}`")]
     Db {
         path: std::path::PathBuf,
@@ -96,9 +100,11 @@ impl Error {
             Error::Shared(agentkit_pg::Error::Busy { .. } | agentkit_pg::Error::Fenced { .. }) => {
                 ErrorCode::SessionBusy
             }
-            Error::Store(_) | Error::Io { .. } | Error::Db { .. } | Error::Shared(_) => {
-                ErrorCode::Internal
-            }
+            Error::Store(_)
+            | Error::Io { .. }
+            | Error::Db { .. }
+            | Error::Task { .. }
+            | Error::Shared(_) => ErrorCode::Internal,
         }
     }
 
@@ -128,9 +134,24 @@ impl Error {
             ) => 503,
             Error::Store(_)
             | Error::Shared(_)
+            | Error::Task { .. }
             | Error::Io { .. }
             | Error::Db { .. }
             | Error::ScheduleFailed { .. } => 500,
+        }
+    }
+
+    /// A blocking task that did not finish (it panicked, or shutdown
+    /// cancelled it): logged here, once, and answered `500 internal`.
+    pub(crate) fn task(what: &'static str, e: tokio::task::JoinError) -> Error {
+        tracing::error!(error = %e, "{what}: a blocking task did not finish");
+        Error::Task {
+            what,
+            message: if e.is_panic() {
+                "it panicked".to_owned()
+            } else {
+                "it was cancelled".to_owned()
+            },
         }
     }
 

@@ -124,9 +124,7 @@ impl KvStore {
             f(&conn, now).map_err(|e| db_error(&path, e))
         })
         .await
-        .map_err(|e| Error::BadRequest {
-            message: format!("key-value task failed: {e}"),
-        })?
+        .map_err(|e| Error::task("a key-value operation", e))?
     }
 
     /// The value under `key`, unless absent or expired.

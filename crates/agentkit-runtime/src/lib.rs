@@ -33,6 +33,7 @@ mod clock;
 mod command;
 mod context;
 mod db;
+mod dispatch;
 mod emit;
 mod error;
 mod fold;

@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use agentkit_events::{FileEventStore, NewEvent, Subscription};
 use agentkit_pg::{PgEventStore, PgSubscription};
-use agentkit_protocol::{Event, EventType, SessionId};
-use serde_json::Value;
+use agentkit_protocol::{Event, EventData, SessionId};
 use tokio::sync::broadcast;
 
 use crate::error::Result;
@@ -62,10 +61,10 @@ impl EventLog {
     pub async fn append(
         &self,
         session: &SessionId,
-        event_type: EventType,
         turn_id: Option<&str>,
-        data: Value,
+        data: EventData,
     ) -> Result<Event> {
+        let (event_type, data) = (data.event_type(), data.to_value());
         Ok(match self {
             EventLog::File(s) => s.append(session, event_type, turn_id, data).await?,
             EventLog::Pg(s) => s.append(session, event_type, turn_id, data).await?,

@@ -833,10 +833,13 @@ impl AgentRuntime {
         let target = row
             .session_id
             .clone()
-            .filter(|s| self.meta_of(s).is_ok())
+            .filter(|s| self.session_meta(s).is_ok())
             .or_else(|| self.session_for(&row.channel_id, &row.continuation_token));
         if let Some(id) = target {
-            let accepted = self.wake(&id, message).await?;
+            let accepted = self
+                .dispatch(&id, crate::dispatch::SessionCommand::Wake { message })
+                .await?
+                .into_accepted()?;
             return Ok((accepted, id));
         }
         if row.channel_id == HTTP_CHANNEL {
@@ -1049,7 +1052,7 @@ impl agentkit_harness::ReminderHost for SessionReminders {
         Box::pin(async move {
             let meta = self
                 .runtime
-                .meta_of(&session_id)
+                .session_meta(&session_id)
                 .map_err(|e| e.to_string())?;
             let str_arg = |k: &str| input.get(k).and_then(Value::as_str).map(str::to_owned);
             let when = parse_when(

@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use agentkit_events::NewEvent;
 use agentkit_events::{FileEventStore, StoreOptions};
 use agentkit_manifest::{Admission, Agent, ModelSpec};
 use agentkit_protocol::api::OPERATOR_LIST_LIMIT;
-use agentkit_protocol::{Event, EventType, SessionId};
+use agentkit_protocol::{AbAssigned, Event, EventData, SessionId, SessionStarted};
 use serde::Serialize;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -23,6 +23,7 @@ use crate::clock::Clock;
 #[cfg(doc)]
 use crate::clock::SystemClock;
 use crate::db::Db;
+use crate::dispatch::SessionCommand;
 use crate::error::{Error, Result};
 use crate::log::{EventLog, Follow};
 use crate::meta::{Owner, SessionMeta, SessionMode};
@@ -247,9 +248,7 @@ impl AgentRuntime {
             let dir = options.state_dir.clone();
             tokio::task::spawn_blocking(move || Db::open(&dir))
                 .await
-                .map_err(|e| Error::BadRequest {
-                    message: format!("opening the state database failed: {e}"),
-                })??
+                .map_err(|e| Error::task("opening the state database", e))??
         };
         let runtime = AgentRuntime {
             inner: Arc::new(Inner {
@@ -278,9 +277,7 @@ impl AgentRuntime {
                 .index_stored_sessions(&indexer.inner.options.state_dir.join("sessions"))
         })
         .await
-        .map_err(|e| Error::BadRequest {
-            message: format!("indexing stored sessions failed: {e}"),
-        })??;
+        .map_err(|e| Error::task("indexing stored sessions", e))??;
         if imported > 0 {
             tracing::info!(
                 imported,
@@ -304,9 +301,7 @@ impl AgentRuntime {
         let loader = runtime.clone();
         let armed = tokio::task::spawn_blocking(move || loader.load_reminders())
             .await
-            .map_err(|e| Error::BadRequest {
-                message: format!("loading reminders failed: {e}"),
-            })??;
+            .map_err(|e| Error::task("loading reminders", e))??;
         tracing::debug!(armed, "reminders loaded");
         // Loudly, when the shell and server tools would run unsandboxed.
         agentkit_harness::log_sandbox_status(&runtime.inner.agent);
@@ -537,7 +532,7 @@ impl AgentRuntime {
     /// Follows up session `id`, which continuation key `key` maps to, as
     /// the session's owner (the channel authenticated the sender).
     async fn continue_as_owner(&self, id: &str, key: String, req: SendRequest) -> Result<Accepted> {
-        let owner = self.meta_of(id)?.owner;
+        let owner = self.session_meta(id)?.owner;
         let follow = FollowUp {
             owner,
             message: req.message,
@@ -633,18 +628,17 @@ impl AgentRuntime {
         let session = self.register(id.clone(), meta.clone(), false);
         // The log opens with `session.started` and the session's A/B
         // assignments, appended with its first message in one batch.
-        let mut opening = vec![agentkit_events::NewEvent {
-            event_type: EventType::SessionStarted,
-            turn_id: None,
-            data: json!({
-                "channel": meta.channel,
-                "mode": meta.mode,
-                "principalId": meta.owner.principal_id,
-                "title": meta.title,
-                "purpose": meta.purpose,
-                "asOf": meta.as_of,
+        let mut opening = vec![NewEvent::new(
+            None,
+            EventData::SessionStarted(SessionStarted {
+                channel: meta.channel.clone(),
+                mode: meta.mode.as_str().to_owned(),
+                principal_id: meta.owner.principal_id.clone(),
+                title: meta.title.clone(),
+                purpose: meta.purpose.clone(),
+                as_of: meta.as_of.clone(),
             }),
-        }];
+        )];
         // Enrolment: sticky per channel key (a conversation that starts a
         // new session keeps its variant), per principal where the
         // experiment says so, else per session.
@@ -657,11 +651,13 @@ impl AgentRuntime {
                 id.as_str(),
             );
             let assigned = crate::ab::assign(experiment, &sticky);
-            opening.push(agentkit_events::NewEvent {
-                event_type: EventType::AbAssigned,
-                turn_id: None,
-                data: json!({"experiment": assigned.experiment, "variant": assigned.variant}),
-            });
+            opening.push(NewEvent::new(
+                None,
+                EventData::AbAssigned(AbAssigned {
+                    experiment: assigned.experiment.clone(),
+                    variant: assigned.variant.clone(),
+                }),
+            ));
             assignments.push(assigned);
         }
         self.record_ab_assignments(
@@ -696,21 +692,15 @@ impl AgentRuntime {
     /// the message routed there (`mailbox.rs`), which applies it as its
     /// own request (admission, rotation, checks) and answers.
     pub async fn follow_up(&self, id: &str, req: FollowUp) -> Result<Accepted> {
-        let routed = self.inner.shared.is_some().then(|| req.clone());
-        let here = self.follow_up_here(id, req).await;
-        match routed {
-            Some(req) if crate::mailbox::held_elsewhere(&here) => self
-                .route(id, crate::mailbox::Routed::message(req))
-                .await?
-                .into_accepted(),
-            _ => here,
-        }
+        self.dispatch(id, SessionCommand::message(req))
+            .await?
+            .into_accepted()
     }
 
-    /// [`follow_up`](Self::follow_up) on this host only:
-    /// [`agentkit_pg::Error::Busy`] when another live host holds the
-    /// session (nothing changed then).
-    pub(crate) async fn follow_up_here(&self, id: &str, req: FollowUp) -> Result<Accepted> {
+    /// [`follow_up`](Self::follow_up) on this host only (its
+    /// [`SessionCommand::Message`]): [`agentkit_pg::Error::Busy`] when
+    /// another live host holds the session (nothing changed then).
+    pub(crate) async fn admit_follow_up(&self, id: &str, req: FollowUp) -> Result<Accepted> {
         if req.message.trim().is_empty() {
             return Err(Error::BadRequest {
                 message: "`message` must not be empty".into(),
@@ -812,9 +802,32 @@ impl AgentRuntime {
         }
     }
 
-    /// Interrupts the running turn (if any) and drops queued messages.
-    /// Returns whether a turn was running.
-    pub fn stop(&self, id: &str, owner: &Owner) -> Result<bool> {
+    /// Interrupts the running turn (if any) and drops queued messages,
+    /// wherever the session runs. Returns whether a turn was running.
+    pub async fn stop(&self, id: &str, owner: &Owner) -> Result<bool> {
+        let stop = SessionCommand::Stop {
+            owner: owner.clone(),
+        };
+        self.dispatch(id, stop).await?.into_stopped()
+    }
+
+    /// [`stop`](Self::stop) from synchronous code (a channel pack's
+    /// interrupt). Needs tokio's multi-threaded runtime when the turn runs
+    /// on another host, as `agentkit serve` runs.
+    pub fn stop_blocking(&self, id: &str, owner: &Owner) -> Result<bool> {
+        let here = self.interrupt(id, owner);
+        if self.inner.shared.is_some() && crate::dispatch::held_elsewhere(&here) {
+            let stop = SessionCommand::Stop {
+                owner: owner.clone(),
+            };
+            return crate::shared::block_on(async { self.route(id, stop).await?.into_stopped() });
+        }
+        here
+    }
+
+    /// [`stop`](Self::stop) on this host only (its
+    /// [`SessionCommand::Stop`]).
+    pub(crate) fn interrupt(&self, id: &str, owner: &Owner) -> Result<bool> {
         let session = self.owned(id, owner)?;
         let by = (owner.is_operator() && session.meta().owner.principal_id != owner.principal_id)
             .then(|| owner.operator_label());
@@ -827,7 +840,7 @@ impl AgentRuntime {
             })?
         {
             // The turn runs on another host: saying "nothing ran" here
-            // would be wrong; `stop_anywhere` routes the stop there.
+            // would be wrong; `dispatch` routes the stop there.
             return Err(agentkit_pg::Error::Busy {
                 session: id.to_owned(),
                 holder,
@@ -835,38 +848,6 @@ impl AgentRuntime {
             .into());
         }
         Ok(stopped)
-    }
-
-    /// [`stop`](Self::stop), and on a shared database, a turn running on
-    /// another host is stopped there (routed through the mailbox).
-    pub async fn stop_anywhere(&self, id: &str, owner: &Owner) -> Result<bool> {
-        let here = self.stop(id, owner);
-        if self.inner.shared.is_some() && crate::mailbox::held_elsewhere(&here) {
-            return self
-                .route(
-                    id,
-                    crate::mailbox::Routed::Stop {
-                        owner: owner.clone(),
-                    },
-                )
-                .await?
-                .into_stopped();
-        }
-        here
-    }
-
-    /// [`stop_anywhere`](Self::stop_anywhere) from synchronous code (a
-    /// channel pack's interrupt). Needs tokio's multi-threaded runtime
-    /// when the turn runs on another host, as `agentkit serve` runs.
-    pub fn stop_anywhere_blocking(&self, id: &str, owner: &Owner) -> Result<bool> {
-        let here = self.stop(id, owner);
-        if self.inner.shared.is_some() && crate::mailbox::held_elsewhere(&here) {
-            let stop = crate::mailbox::Routed::Stop {
-                owner: owner.clone(),
-            };
-            return crate::shared::block_on(async { self.route(id, stop).await?.into_stopped() });
-        }
-        here
     }
 
     /// Replay from `start_index`, then live events.
@@ -939,13 +920,9 @@ impl AgentRuntime {
             return Ok(shared.index.count().await?);
         }
         let runtime = self.clone();
-        match tokio::task::spawn_blocking(move || runtime.inner.db.count_sessions()).await {
-            Ok(counted) => counted,
-            // The blocking task panicked: the count is not known now.
-            Err(e) => Err(Error::NotAvailable {
-                message: format!("counting sessions: {e}"),
-            }),
-        }
+        tokio::task::spawn_blocking(move || runtime.inner.db.count_sessions())
+            .await
+            .map_err(|e| Error::task("counting sessions", e))?
     }
 
     /// The sessions `owner` created, newest first; for an operator, every
@@ -990,9 +967,7 @@ impl AgentRuntime {
                 })
             })
             .await
-            .map_err(|e| Error::BadRequest {
-                message: format!("listing sessions failed: {e}"),
-            })??
+            .map_err(|e| Error::task("listing sessions", e))??
         };
         let mut out = Vec::with_capacity(stored.len());
         for stored in stored {
@@ -1027,25 +1002,11 @@ impl AgentRuntime {
         self.peek(id).is_some_and(|s| s.state().is_active())
     }
 
-    /// Wakes a chat session with `message` (a reminder firing): admitted
-    /// with `coalesce`, so it never interrupts a turn in flight, and
-    /// without rotating the session's continuation token.
-    /// On a shared database, a session another live host is running is
-    /// woken there (routed through the mailbox).
-    pub(crate) async fn wake(&self, id: &str, message: String) -> Result<Accepted> {
-        let routed = self.inner.shared.is_some().then(|| message.clone());
-        let here = self.wake_here(id, message).await;
-        match routed {
-            Some(message) if crate::mailbox::held_elsewhere(&here) => self
-                .route(id, crate::mailbox::Routed::Wake { message })
-                .await?
-                .into_accepted(),
-            _ => here,
-        }
-    }
-
-    /// [`wake`](Self::wake) on this host only.
-    pub(crate) async fn wake_here(&self, id: &str, message: String) -> Result<Accepted> {
+    /// Wakes a chat session with `message` (a reminder firing), on this
+    /// host (its [`SessionCommand::Wake`]): admitted with `coalesce`, so it
+    /// never interrupts a turn in flight, and without rotating the
+    /// session's continuation token.
+    pub(crate) async fn admit_wake(&self, id: &str, message: String) -> Result<Accepted> {
         let session = self.get(id)?;
         let (mode, token) = {
             let meta = session.meta();
@@ -1070,11 +1031,6 @@ impl AgentRuntime {
             coalesced,
             start_index,
         })
-    }
-
-    /// The stored metadata of a session, whoever owns it (host-side use).
-    pub(crate) fn meta_of(&self, id: &str) -> Result<SessionMeta> {
-        Ok(lock(&self.get(id)?.meta).clone())
     }
 
     /// Is a turn running in this session?

@@ -7,11 +7,12 @@ use std::time::Instant;
 
 use agentkit_harness::{CallOrigin, DynTool, ToolContext, ToolOutput, run_server_tool};
 use agentkit_manifest::{Execution, Tool};
-use agentkit_protocol::EventType;
+use agentkit_protocol::{ActionResult, ActionsRequested, EventData, ToolCall};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::dispatch::SessionCommand;
 use crate::error::{Error, InputError, Result};
 use crate::meta::Owner;
 use crate::runtime::{AgentRuntime, new_id};
@@ -60,28 +61,19 @@ impl AgentRuntime {
         origin: CallOrigin,
     ) -> Result<ToolCallOutcome> {
         match session {
-            Some((id, owner)) if self.inner.shared.is_some() => {
-                let here = self
-                    .call_tool_here(name, input.clone(), Some((id, owner)), origin.clone())
-                    .await;
-                if !crate::mailbox::held_elsewhere(&here) {
-                    return here;
-                }
-                self.route(
-                    id,
-                    crate::mailbox::Routed::tool_call(name, input, owner, &origin),
-                )
+            Some((id, owner)) => self
+                .dispatch(id, SessionCommand::tool_call(name, input, owner, &origin))
                 .await?
-                .into_called()
-            }
-            _ => self.call_tool_here(name, input, session, origin).await,
+                .into_called(),
+            None => self.run_call(name, input, None, origin).await,
         }
     }
 
-    /// [`call_tool_from`](Self::call_tool_from) on this host only:
+    /// [`call_tool_from`](Self::call_tool_from) on this host only (a
+    /// session's [`SessionCommand::ToolCall`], or an ephemeral call):
     /// [`agentkit_pg::Error::Busy`] when another live host holds the
     /// session (nothing ran then).
-    pub(crate) async fn call_tool_here(
+    pub(crate) async fn run_call(
         &self,
         name: &str,
         input: Value,
@@ -95,7 +87,7 @@ impl AgentRuntime {
             None => self.call_ephemeral(tool, input, call_id, origin).await,
             Some((id, owner)) => {
                 let mut origin = origin;
-                if let Ok(meta) = self.meta_of(id) {
+                if let Ok(meta) = self.session_meta(id) {
                     let own = meta.call_origin();
                     origin.channel_id = origin.channel_id.or(own.channel_id);
                     origin.continuation_key = origin.continuation_key.or(own.continuation_key);
@@ -162,9 +154,7 @@ impl AgentRuntime {
         let dir2 = dir.clone();
         tokio::task::spawn_blocking(move || workspace::materialize(&agent, &dir2))
             .await
-            .map_err(|e| Error::BadRequest {
-                message: format!("workspace setup failed: {e}"),
-            })??;
+            .map_err(|e| Error::task("workspace setup", e))??;
         let site = CallSite {
             session_id: "direct",
             workspace: &dir,
@@ -201,14 +191,16 @@ impl AgentRuntime {
             session: session.clone(),
         };
         self.ensure_workspace(&session).await?;
-        let requested = json!({"calls": [{"callId": call_id, "toolName": tool.name(), "input": input}], "direct": true});
+        let requested = EventData::ActionsRequested(ActionsRequested {
+            calls: vec![ToolCall {
+                call_id: call_id.clone(),
+                tool_name: tool.name().to_owned(),
+                input: input.clone(),
+            }],
+            direct: true,
+        });
         self.store()
-            .append(
-                &session.id,
-                EventType::ActionsRequested,
-                Some(&turn_id),
-                requested,
-            )
+            .append(&session.id, Some(&turn_id), requested)
             .await?;
         let site = CallSite {
             session_id: id,
@@ -217,15 +209,15 @@ impl AgentRuntime {
             origin,
         };
         let outcome = run(self, &tool, &input, &call_id, site).await;
-        let data = json!({
-            "callId": outcome.call_id,
-            "toolName": outcome.tool_name,
-            "output": outcome.result,
-            "isError": outcome.is_error,
-            "durationMs": outcome.duration_ms,
+        let data = EventData::ActionResult(ActionResult {
+            call_id: outcome.call_id.clone(),
+            tool_name: outcome.tool_name.clone(),
+            output: outcome.result.clone(),
+            is_error: outcome.is_error,
+            duration_ms: outcome.duration_ms,
         });
         self.store()
-            .append(&session.id, EventType::ActionResult, Some(&turn_id), data)
+            .append(&session.id, Some(&turn_id), data)
             .await?;
         self.store().sync(&session.id).await?;
         drop(guard);
@@ -322,7 +314,7 @@ async fn run(
         cancel,
         host: runtime.host_bridge(),
         services: runtime.services_handle(),
-        as_of: runtime.meta_of(session_id).ok().and_then(|m| m.as_of),
+        as_of: runtime.session_meta(session_id).ok().and_then(|m| m.as_of),
         origin,
     };
     let out = tool.run(input, &ctx).await;

@@ -12,8 +12,10 @@ use std::time::Duration;
 use agentkit_events::NewEvent;
 use agentkit_harness::{TurnInput, TurnOutcome};
 use agentkit_manifest::Admission;
-use agentkit_protocol::{Event, EventType, SessionId};
-use serde_json::{Value, json};
+use agentkit_protocol::{
+    Event, EventData, EventType, MessageReceived, SessionFailed, SessionId, TurnCompleted,
+    TurnFailed, TurnStarted,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
@@ -178,27 +180,23 @@ impl AgentRuntime {
         };
         if let Some(turn) = &open_turn {
             tracing::warn!(session = %session.id, turn = %turn, "recording a turn interrupted by a restart");
-            let mut data = json!({"message": "turn interrupted", "reason": "restart"});
-            if let Some(trace) = trace {
-                data["trace"] = json!(trace);
-            }
-            self.append(&session.id, EventType::TurnFailed, Some(turn), data)
-                .await?;
+            let data = EventData::TurnFailed(TurnFailed {
+                message: "turn interrupted".to_owned(),
+                reason: Some("restart".to_owned()),
+                trace,
+                ..TurnFailed::default()
+            });
+            self.append(&session.id, Some(turn), data).await?;
         }
         let mode = session.meta().mode;
         match mode {
             SessionMode::Chat => {
-                self.append(&session.id, EventType::SessionWaiting, None, json!({}))
+                self.append(&session.id, None, EventData::SessionWaiting)
                     .await?
             }
             SessionMode::Task => {
-                self.append(
-                    &session.id,
-                    EventType::SessionFailed,
-                    None,
-                    json!({"message": "turn interrupted"}),
-                )
-                .await?
+                self.append(&session.id, None, session_failed("turn interrupted"))
+                    .await?
             }
         };
         self.inner.store.sync(&session.id).await?;
@@ -208,11 +206,10 @@ impl AgentRuntime {
     pub(crate) async fn append(
         &self,
         id: &SessionId,
-        t: EventType,
         turn: Option<&str>,
-        data: Value,
+        data: EventData,
     ) -> Result<Event> {
-        let event = self.inner.store.append(id, t, turn, data).await?;
+        let event = self.inner.store.append(id, turn, data).await?;
         if let Some(session) = self.peek(id.as_str()) {
             feed(&session, std::slice::from_ref(&event));
         }
@@ -337,9 +334,7 @@ impl AgentRuntime {
         if fresh {
             tokio::task::spawn_blocking(move || workspace::materialize(&agent, &dir))
                 .await
-                .map_err(|e| Error::BadRequest {
-                    message: format!("workspace setup failed: {e}"),
-                })??;
+                .map_err(|e| Error::task("workspace setup", e))??;
         }
         session.workspace_ready.store(true, Ordering::Release);
         Ok(())
@@ -404,24 +399,18 @@ impl AgentRuntime {
             }
             return Err(e);
         }
-        let mut data = json!({"text": text});
-        if let (Some(from), Some(obj)) = (from, data.as_object_mut()) {
-            obj.insert("from".into(), json!(from));
-        }
         let traceparent = if self.inner.options.tracing {
             agentkit_harness::trace::incoming()
         } else {
             None
         };
-        if let (Some(tp), Some(obj)) = (&traceparent, data.as_object_mut()) {
-            obj.insert("traceparent".into(), json!(tp.to_string()));
-        }
-        let mut events = opening;
-        events.push(NewEvent {
-            event_type: EventType::MessageReceived,
-            turn_id: None,
-            data,
+        let data = EventData::MessageReceived(MessageReceived {
+            text: text.to_owned(),
+            from,
+            traceparent: traceparent.as_ref().map(ToString::to_string),
         });
+        let mut events = opening;
+        events.push(NewEvent::new(None, data));
         let appended = self.inner.store.append_batch(&session.id, events).await?;
         feed(session, &appended);
         let received = appended.last().ok_or_else(|| Error::BadRequest {
@@ -528,20 +517,13 @@ impl AgentRuntime {
     /// in one append, and makes the log durable (the fsync point).
     async fn settle(&self, session: &Session, ok: bool, end: Option<NewEvent>) {
         let mode = session.meta().mode;
-        let (event, data) = match mode {
-            SessionMode::Chat => (EventType::SessionWaiting, json!({})),
-            SessionMode::Task if ok => (EventType::SessionCompleted, json!({})),
-            SessionMode::Task => (
-                EventType::SessionFailed,
-                json!({"message": "the turn failed"}),
-            ),
+        let data = match mode {
+            SessionMode::Chat => EventData::SessionWaiting,
+            SessionMode::Task if ok => EventData::SessionCompleted,
+            SessionMode::Task => session_failed("the turn failed"),
         };
         let mut events: Vec<NewEvent> = end.into_iter().collect();
-        events.push(NewEvent {
-            event_type: event,
-            turn_id: None,
-            data,
-        });
+        events.push(NewEvent::new(None, data));
         let settled = self.append_end(session, events).await;
         if let Err(e) = settled.and(self.inner.store.sync(&session.id).await) {
             tracing::error!(session = %session.id, error = %e, "cannot settle session");
@@ -569,10 +551,12 @@ impl AgentRuntime {
         let began = std::time::Instant::now();
         let (mut tool_calls, mut tool_errors) = (0u64, 0u64);
         let received: Vec<u64> = batch.iter().map(|q| q.index).collect();
-        let mut started = json!({"messages": batch.len(), "received": received});
-        if let (Some(turn), Some(obj)) = (&resume, started.as_object_mut()) {
-            obj.insert("resumes".into(), json!(turn));
-        }
+        let mut started = TurnStarted {
+            messages: batch.len() as u64,
+            received,
+            resumes: resume.clone(),
+            ..TurnStarted::default()
+        };
         let trace = if self.inner.options.tracing {
             let resumed = match &resume {
                 Some(turn) => self
@@ -583,14 +567,13 @@ impl AgentRuntime {
             };
             let incoming = batch.iter().find_map(|q| q.traceparent.as_ref());
             let trace = crate::trace::turn_trace(resumed.as_ref(), incoming);
-            if let Some(obj) = started.as_object_mut() {
-                obj.insert("trace".into(), json!(trace));
-            }
-            trace.parsed()
+            let parsed = trace.parsed();
+            started.trace = Some(trace);
+            parsed
         } else {
             None
         };
-        self.append(id, EventType::TurnStarted, Some(&turn_id), started)
+        self.append(id, Some(&turn_id), EventData::TurnStarted(started))
             .await?;
         let exclude: BTreeSet<u64> = batch.iter().map(|q| q.index).collect();
         // The session's usage is summed only for a budget that needs it.
@@ -633,13 +616,8 @@ impl AgentRuntime {
             .or_else(|| self.inner.options.default_model.clone())
         else {
             let message = "no model configured: set `model` in agent.toml or AGENTKIT_MODEL, or serve with --dev for the offline `test` model";
-            self.append(
-                id,
-                EventType::TurnFailed,
-                Some(&turn_id),
-                json!({"message": message}),
-            )
-            .await?;
+            self.append(id, Some(&turn_id), turn_failed(message))
+                .await?;
             return Ok((false, None));
         };
         let dry_run = session.meta().dry_run;
@@ -717,11 +695,7 @@ impl AgentRuntime {
             }
             let events = batch
                 .into_iter()
-                .map(|e| NewEvent {
-                    event_type: e.event_type(),
-                    turn_id: Some(turn_id.clone()),
-                    data: e.data(),
-                })
+                .map(|e| NewEvent::new(Some(turn_id.clone()), e.payload()))
                 .collect();
             let appended = self.inner.store.append_batch(id, events).await?;
             feed(session, &appended);
@@ -776,31 +750,31 @@ impl AgentRuntime {
             })
             .await;
         }
-        let (end, data) = match outcome {
+        let data = match outcome {
             TurnOutcome::Completed {
                 result,
                 usage,
                 output,
                 sizing,
-            } => {
-                let mut data = json!({"result": result, "usage": usage});
-                if let Some(output) = output {
-                    data["output"] = output;
-                }
-                if sizing.estimated_input_tokens > 0 {
-                    data["sizing"] = json!(sizing);
-                }
-                (EventType::TurnCompleted, data)
-            }
-            TurnOutcome::Failed { message } => (EventType::TurnFailed, json!({"message": message})),
+            } => EventData::TurnCompleted(TurnCompleted {
+                result,
+                usage,
+                output,
+                sizing: (sizing.estimated_input_tokens > 0).then_some(sizing),
+                kind: None,
+            }),
+            TurnOutcome::Failed { message } => turn_failed(message),
             TurnOutcome::OverBudget {
                 limit,
                 message,
                 usage,
-            } => (
-                EventType::TurnFailed,
-                json!({"message": message, "reason": "budget", "limit": limit, "usage": usage}),
-            ),
+            } => EventData::TurnFailed(TurnFailed {
+                message,
+                reason: Some("budget".to_owned()),
+                limit: Some(limit.to_owned()),
+                usage: Some(usage),
+                ..TurnFailed::default()
+            }),
             TurnOutcome::Interrupted => {
                 let (reason, stopped_by) = {
                     let mut state = session.state();
@@ -811,20 +785,15 @@ impl AgentRuntime {
                 if reason != Interrupt::Shutdown {
                     self.withdraw_parked(id, &turn_id).await?;
                 }
-                let mut data = json!({"message": "turn interrupted", "reason": reason.as_str()});
-                if let (Some(by), Interrupt::Stopped, Some(obj)) =
-                    (stopped_by, reason, data.as_object_mut())
-                {
-                    obj.insert("by".into(), json!(by));
-                }
-                (EventType::TurnFailed, data)
+                EventData::TurnFailed(TurnFailed {
+                    message: "turn interrupted".to_owned(),
+                    reason: Some(reason.as_str().to_owned()),
+                    by: stopped_by.filter(|_| reason == Interrupt::Stopped),
+                    ..TurnFailed::default()
+                })
             }
         };
-        let end = NewEvent {
-            event_type: end,
-            turn_id: Some(turn_id.clone()),
-            data,
-        };
+        let end = NewEvent::new(Some(turn_id.clone()), data);
         // Calls this turn parked and a human then decided leave nothing
         // waiting: clear the flag so the next start need not read this log.
         // (A failed read only leaves the flag set: the end is still
@@ -957,5 +926,20 @@ fn ends_settled(path: &Path) -> bool {
             e.event_type,
             EventType::SessionWaiting | EventType::SessionCompleted | EventType::SessionFailed
         )
+    })
+}
+
+/// `turn.failed` with only a message.
+fn turn_failed(message: impl Into<String>) -> EventData {
+    EventData::TurnFailed(TurnFailed {
+        message: message.into(),
+        ..TurnFailed::default()
+    })
+}
+
+/// `session.failed` with a message.
+fn session_failed(message: &str) -> EventData {
+    EventData::SessionFailed(SessionFailed {
+        message: Some(message.to_owned()),
     })
 }

@@ -889,3 +889,74 @@ fn a_tool_call_in_a_session_running_on_a_is_routed_there_and_applied_by_b_once_a
     assert_eq!(calls, 1, "the routed call ran once");
     drop(b);
 }
+
+#[test]
+fn a_cron_tick_fires_once_across_hosts_started_at_arbitrary_sub_second_offsets() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    project(tmp.path(), json!([{"steps": [{"text": "Checked."}]}]));
+    let schedules = tmp.path().join("bot/agent/schedules");
+    std::fs::create_dir_all(&schedules).unwrap();
+    std::fs::write(
+        schedules.join("heartbeat.md"),
+        "---\ncron: \"* * * * *\"\n---\n\nCheck the incidents.\n",
+    )
+    .unwrap();
+    // Each host arms its cadence when it starts, on the wall clock: start
+    // them at fractions of a second apart that nothing lines up.
+    let mut hosts = Vec::new();
+    for (name, pause_ms) in [("a", 0), ("b", 137), ("c", 411)] {
+        std::thread::sleep(Duration::from_millis(pause_ms));
+        hosts.push(host(tmp.path(), name, &db));
+    }
+    // The first whole minute after all three are up: every host is armed
+    // for it.
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let tick_ms = (now_ms / 60_000 + 1) * 60_000;
+    let deadline = Instant::now() + Duration::from_millis((tick_ms - now_ms) as u64 + 30_000);
+    let fired = format!("SELECT count(*) FROM agentkit_schedule_ticks WHERE tick_ms = {tick_ms}");
+    let completed = "SELECT count(*) FROM agentkit_events WHERE type = 'session.completed'";
+    while count(&db, &fired) < 1
+        || count(&db, completed) < count(&db, "SELECT count(*) FROM agentkit_schedule_ticks")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the tick at {tick_ms} ms did not fire and complete: {}",
+            db.query("SELECT tick_ms FROM agentkit_schedule_ticks")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Let every host's timer go off and claim (or not) before counting.
+    std::thread::sleep(Duration::from_secs(3));
+    let ticks = db.query("SELECT string_agg(tick_ms::text, ',') FROM agentkit_schedule_ticks");
+    assert_eq!(
+        count(&db, &fired),
+        1,
+        "the tick fired more than once: {ticks}"
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) - count(DISTINCT tick_ms) FROM agentkit_schedule_ticks"
+        ),
+        0,
+        "{ticks}"
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM agentkit_schedule_ticks WHERE tick_ms % 60000 <> 0"
+        ),
+        0,
+        "a tick's key carries a host's milliseconds: {ticks}"
+    );
+    // One task session per tick, not one per host.
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM agentkit_sessions"),
+        count(&db, "SELECT count(*) FROM agentkit_schedule_ticks"),
+        "{ticks}"
+    );
+    drop(hosts);
+}

@@ -201,7 +201,7 @@ impl Streamer<'_> {
                     self.set_status("").await;
                     return turn;
                 }
-                EventData::Unknown(_) if ours && e.is_turn_end() => {
+                EventData::Unknown { .. } if ours && e.is_turn_end() => {
                     self.flush(&mut m, true).await;
                     return turn;
                 }

@@ -189,7 +189,7 @@ async fn task_delegates_to_a_subagent_and_counts_its_usage() {
     let called: Vec<_> = events
         .iter()
         .filter(|e| e.event_type().as_str().starts_with("subagent."))
-        .map(|e| (e.event_type().as_str(), e.data()))
+        .map(|e| (e.event_type().as_str(), e.payload().to_value()))
         .collect();
     // Called, its one model step, completed.
     let types: Vec<&str> = called.iter().map(|(t, _)| *t).collect();

@@ -155,7 +155,7 @@ pub(crate) async fn run(input: TurnInput) -> (TurnOutcome, Vec<StepEvent>) {
 pub(crate) fn render(events: &[StepEvent]) -> String {
     events
         .iter()
-        .map(|e| format!("{} {}", e.event_type(), e.data()))
+        .map(|e| format!("{} {}", e.event_type(), e.payload().to_value()))
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -237,8 +237,8 @@ async fn approval_schemas_park_only_matching_calls() {
         .iter()
         .find(|e| matches!(e, StepEvent::ApprovalResolved { .. }))
         .expect("resolved");
-    assert_eq!(resolved.data()["decision"], "deny");
-    assert_eq!(resolved.data()["by"], "alice");
+    assert_eq!(resolved.payload().to_value()["decision"], "deny");
+    assert_eq!(resolved.payload().to_value()["by"], "alice");
     assert_eq!(gate.parked(), 1);
 
     // Approved: the call runs.

@@ -119,7 +119,10 @@ async fn reject_answers_busy_and_records_nothing() {
         )
         .await;
     assert!(matches!(r, Err(Error::SessionBusy { .. })), "{r:?}");
-    f.runtime.stop(&a.session_id, &owner("alice")).unwrap();
+    f.runtime
+        .stop(&a.session_id, &owner("alice"))
+        .await
+        .unwrap();
     let events = until(&f.runtime, &a.session_id, EventType::SessionWaiting, 1).await;
     assert!(!types(&events).contains(&"message.received(two)".to_owned()));
 }
@@ -139,7 +142,12 @@ async fn stop_interrupts_and_clears_the_queue() {
         .await
         .unwrap();
     assert!(b.coalesced);
-    assert!(f.runtime.stop(&a.session_id, &owner("alice")).unwrap());
+    assert!(
+        f.runtime
+            .stop(&a.session_id, &owner("alice"))
+            .await
+            .unwrap()
+    );
     let events = until(&f.runtime, &a.session_id, EventType::SessionWaiting, 1).await;
     let turns: Vec<String> = types(&events)
         .into_iter()
@@ -148,7 +156,10 @@ async fn stop_interrupts_and_clears_the_queue() {
     assert_eq!(turns, ["turn.started", "turn.failed(stopped)"]);
     assert!(!f.runtime.is_busy(&a.session_id));
     assert!(
-        !f.runtime.stop(&a.session_id, &owner("alice")).unwrap(),
+        !f.runtime
+            .stop(&a.session_id, &owner("alice"))
+            .await
+            .unwrap(),
         "nothing left to stop"
     );
 }
@@ -184,7 +195,10 @@ async fn reject_also_refuses_while_messages_are_queued() {
         )
         .await;
     assert!(matches!(r, Err(Error::SessionBusy { .. })), "{r:?}");
-    f.runtime.stop(&a.session_id, &owner("alice")).unwrap();
+    f.runtime
+        .stop(&a.session_id, &owner("alice"))
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -205,5 +219,8 @@ async fn a_refused_follow_up_keeps_the_token_valid() {
         )
         .await;
     assert!(ok.is_ok(), "{ok:?}");
-    f.runtime.stop(&a.session_id, &owner("alice")).unwrap();
+    f.runtime
+        .stop(&a.session_id, &owner("alice"))
+        .await
+        .unwrap();
 }

@@ -131,7 +131,7 @@ async fn sessions_belong_to_their_principal() {
         Err(Error::Forbidden { .. })
     ));
     assert!(matches!(
-        f.runtime.stop(&a.session_id, &bob),
+        f.runtime.stop(&a.session_id, &bob).await,
         Err(Error::Forbidden { .. })
     ));
     assert!(f.runtime.list(&bob).await.unwrap().is_empty());

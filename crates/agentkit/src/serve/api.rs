@@ -109,7 +109,7 @@ pub(crate) async fn stop(
     Path(id): Path<String>,
     Authed { owner, .. }: Authed,
 ) -> ApiResult {
-    let interrupted = state.agent.runtime.stop_anywhere(&id, &owner).await?;
+    let interrupted = state.agent.runtime.stop(&id, &owner).await?;
     Ok(json_ok(Stopped {
         ok: true,
         session_id: id,

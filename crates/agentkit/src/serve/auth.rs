@@ -56,3 +56,9 @@ pub(crate) fn operators(defaults: &AuthDefaults, dev: bool) -> Operators {
         loopback: dev,
     }
 }
+
+/// The chain of the host routes (`/metrics`, `/v1/logs`): the default
+/// chain of channels that author none, with the operators.
+pub(crate) fn host_chain(auth: &AuthDefaults, dev: bool) -> Chain {
+    default_chain(auth, Surface::BuiltinApi).with_operators(operators(auth, dev))
+}

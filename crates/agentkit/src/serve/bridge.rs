@@ -47,7 +47,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentkit_protocol::ErrorCode;
-use agentkit_runtime::KvStore;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, FromRequestParts, Path, Query};
@@ -63,7 +62,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::depths::{Depths, call_depth};
 use super::http::ApiError;
-use super::services::{HostGithub, HostSend, HostSessions, host_owner};
+use super::services::{HostSend, host_owner};
 use agentkit_harness::CallOrigin;
 
 /// The header host code may send with the per-boot token to name the
@@ -77,19 +76,14 @@ const CALL_PREFIX: &str = "akc.";
 #[derive(Clone)]
 pub(crate) struct BridgeAgent {
     pub(crate) token: Arc<str>,
-    pub(crate) kv: KvStore,
-    pub(crate) connections: agentkit_mcp::Connections,
-    pub(crate) depths: Depths,
+    /// The agent's host services (kv, MCP, reminders, GitHub, Slack,
+    /// sessions): the same ones Rust extensions get, so both doors reach
+    /// one set.
+    pub(crate) services: super::services::HostServices,
     /// The agent's runtime (its reminders).
     pub(crate) runtime: agentkit_runtime::AgentRuntime,
     /// The live per-call credentials.
     pub(crate) calls: CallTokens,
-    /// GitHub access with the agent's github channels' credentials.
-    pub(crate) github: HostGithub,
-    /// Slack Web API access with the agent's slack channels' bot tokens.
-    pub(crate) slack: super::services::HostSlack,
-    /// `send`, `get_session`, `emit_assistant_message`.
-    pub(crate) sessions: HostSessions,
 }
 
 impl std::fmt::Debug for BridgeAgent {
@@ -371,7 +365,7 @@ fn authenticate(agents: &Agents, headers: &HeaderMap) -> Option<Found> {
     let hops = if session.is_empty() {
         0
     } else {
-        agents[i].depths.get(&session)
+        agents[i].services.mcp.depths.get(&session)
     };
     Some(Found {
         index: i,
@@ -391,12 +385,12 @@ struct ListQuery {
 
 async fn kv_list(caller: Caller, Query(q): Query<ListQuery>) -> Reply {
     let limit = q.limit.unwrap_or(100).min(1000);
-    let entries = caller.kv.list(&q.prefix, limit).await;
+    let entries = caller.services.kv.list(&q.prefix, limit).await;
     ok("entries", entries?)
 }
 
 async fn kv_get(caller: Caller, Path(key): Path<String>) -> Reply {
-    match caller.kv.get(&key).await? {
+    match caller.services.kv.get(&key).await? {
         Some(entry) => ok("entry", entry),
         None => Err(error(
             StatusCode::NOT_FOUND,
@@ -427,12 +421,12 @@ async fn kv_put(caller: Caller, Path(key): Path<String>, bytes: Bytes) -> Reply 
             ));
         }
     };
-    let entry = caller.kv.set(&key, &req.value, ttl).await;
+    let entry = caller.services.kv.set(&key, &req.value, ttl).await;
     ok("entry", entry?)
 }
 
 async fn kv_delete(caller: Caller, Path(key): Path<String>) -> Reply {
-    ok("deleted", caller.kv.delete(&key).await?)
+    ok("deleted", caller.services.kv.delete(&key).await?)
 }
 
 fn mcp_failed(e: agentkit_mcp::ClientError) -> ApiError {
@@ -465,14 +459,19 @@ fn mcp_failed(e: agentkit_mcp::ClientError) -> ApiError {
 async fn mcp_list(caller: Caller) -> Reply {
     Ok(axum::Json(json!({
         "ok": true,
-        "names": caller.connections.names(),
-        "connections": caller.connections.status(),
+        "names": caller.services.mcp.connections.names(),
+        "connections": caller.services.mcp.connections.status(),
     }))
     .into_response())
 }
 
 async fn mcp_tools(caller: Caller, Path(conn): Path<String>) -> Reply {
-    let tools = caller.connections.list_tools(&conn, caller.hops).await;
+    let tools = caller
+        .services
+        .mcp
+        .connections
+        .list_tools(&conn, caller.hops)
+        .await;
     ok("tools", tools.map_err(mcp_failed)?)
 }
 
@@ -495,6 +494,8 @@ async fn mcp_call(
     };
     let args = req.arguments.unwrap_or_else(|| json!({}));
     let result = caller
+        .services
+        .mcp
         .connections
         .call_tool(&conn, &tool, args, caller.hops)
         .await
@@ -545,6 +546,7 @@ async fn github_request(caller: Caller, bytes: Bytes) -> Reply {
         "{\"method\", \"path\", \"body\"?, \"channel\"?, \"installation_id\"?}",
     )?;
     let client = caller
+        .services
         .github
         .client(req.channel.as_deref())
         .map_err(|e| error(StatusCode::NOT_FOUND, ErrorCode::NotFound, e.to_string()))?;
@@ -597,6 +599,7 @@ async fn slack_request(caller: Caller, bytes: Bytes) -> Reply {
         ));
     }
     let client = caller
+        .services
         .slack
         .client(req.channel.as_deref())
         .map_err(|e| error(StatusCode::NOT_FOUND, ErrorCode::NotFound, e.to_string()))?;
@@ -668,6 +671,7 @@ async fn send(caller: Caller, bytes: Bytes) -> Reply {
         req.purpose = caller.origin.as_ref().and_then(|o| o.purpose.clone());
     }
     let sent = caller
+        .services
         .sessions
         .send(req, &caller.owner())
         .await
@@ -687,7 +691,7 @@ async fn send(caller: Caller, bytes: Bytes) -> Reply {
 /// `GET /v1/sessions/{id}`: `{ok, session: {id, channel, continuationToken,
 /// principalId, createdAt, title?, purpose?, busy}}`.
 async fn session_get(caller: Caller, Path(id): Path<String>) -> Reply {
-    let meta = caller.sessions.get_session(&id)?;
+    let meta = caller.services.sessions.get_session(&id)?;
     let mut session = json!({
         "id": meta.id,
         "channel": meta.channel,
@@ -695,7 +699,7 @@ async fn session_get(caller: Caller, Path(id): Path<String>) -> Reply {
         "continuationToken": meta.continuation_token,
         "principalId": meta.owner.principal_id,
         "createdAt": meta.created_at,
-        "busy": caller.sessions.is_busy(&id),
+        "busy": caller.services.sessions.is_busy(&id),
     });
     for (k, v) in [("title", meta.title), ("purpose", meta.purpose)] {
         if let Some(v) = v {
@@ -716,6 +720,7 @@ struct EmitBody {
 async fn session_emit(caller: Caller, Path(id): Path<String>, bytes: Bytes) -> Reply {
     let req: EmitBody = body(&bytes, "{\"text\": \"…\"}")?;
     let turn = caller
+        .services
         .sessions
         .emit_assistant_message(&id, &req.text)
         .await?;

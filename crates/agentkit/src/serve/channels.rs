@@ -138,7 +138,7 @@ impl SessionHost for RuntimeHost {
     fn interrupt(&self, id: &str) -> agentkit_channels::Result<bool> {
         let owner = self.owner_of(id)?;
         self.runtime
-            .stop_anywhere_blocking(id, &owner)
+            .stop_blocking(id, &owner)
             .map_err(channel_error)
     }
 

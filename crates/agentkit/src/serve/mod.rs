@@ -121,7 +121,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
     );
     let shutdown = CancellationToken::new();
     let telemetry = telemetry::Telemetry::start(&parts.telemetry);
-    telemetry.set_chain(telemetry::host_chain(&parts.auth, parts.dev));
+    telemetry.set_chain(auth::host_chain(&parts.auth, parts.dev));
     let shared = mount::Shared {
         telemetry: &telemetry,
         state_root: &state_root,

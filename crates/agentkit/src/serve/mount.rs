@@ -204,14 +204,9 @@ pub(crate) async fn mount(
     .await?;
     host_services.attach_channels(&channels);
     let bridged = BridgeAgent {
-        sessions: host_services.sessions.clone(),
         token,
-        kv,
-        connections: connections.clone(),
-        depths,
+        services: host_services,
         runtime: runtime.clone(),
-        github: resolved.github,
-        slack: resolved.slack,
         calls,
     };
     let hooks = timers::start_hooks(&runtime, resolved.hooks, &shared.extensions.hooks);

@@ -294,8 +294,8 @@ impl HostSessions {
 /// by the hop limit like one driven by the model.
 #[derive(Debug, Clone)]
 pub struct HostMcp {
-    connections: agentkit_mcp::Connections,
-    depths: Depths,
+    pub(crate) connections: agentkit_mcp::Connections,
+    pub(crate) depths: Depths,
     session: Option<String>,
 }
 

@@ -26,8 +26,13 @@ fn every_tick_of_a_minutely_schedule_fires_once_across_three_hosts() {
         return;
     };
     const TICKS: u32 = 8;
+    // Hosts never share a clock to the millisecond: each runs a few
+    // hundred milliseconds off the others (the offsets once seen on three
+    // real hosts), and a tick's key must not carry them.
+    const OFFSETS_MS: [i64; 3] = [355, 352, 365];
+    let off = |i: usize| chrono::Duration::milliseconds(OFFSETS_MS[i]);
     let mut hosts: Vec<Host> = (0..3)
-        .map(|_| Host::new(SCRIPT, &[MINUTELY], at(12, 0, 30)))
+        .map(|i| Host::new(SCRIPT, &[MINUTELY], at(12, 0, 30) + off(i)))
         .collect();
     for h in &mut hosts {
         h.start(ServeOptions {
@@ -46,8 +51,8 @@ fn every_tick_of_a_minutely_schedule_fires_once_across_three_hosts() {
             .unwrap()
     };
     for minute in 1..=TICKS {
-        for h in &hosts {
-            h.clock.set(at(12, minute, 0));
+        for (i, h) in hosts.iter().enumerate() {
+            h.clock.set(at(12, minute, 0) + off(i));
         }
         // Each run ends before the next tick: a host still running the
         // previous one would leave the tick to the others (as one host
@@ -61,6 +66,11 @@ fn every_tick_of_a_minutely_schedule_fires_once_across_three_hosts() {
     assert_eq!(
         db.query("SELECT count(*), count(DISTINCT tick_ms) FROM agentkit_schedule_ticks"),
         format!("{TICKS}|{TICKS}")
+    );
+    // Each key is the tick's whole minute.
+    assert_eq!(
+        db.query("SELECT count(*) FROM agentkit_schedule_ticks WHERE tick_ms % 60000 <> 0"),
+        "0"
     );
     // Each fired run is a whole task session in the shared log.
     assert_eq!(completed(), TICKS);

@@ -15,7 +15,7 @@ mod spans;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentkit_auth::{Chain, Surface};
+use agentkit_auth::Chain;
 use agentkit_protocol::trace::TraceParent;
 use agentkit_runtime::AgentRuntime;
 use axum::Router;
@@ -662,13 +662,6 @@ async fn logs_route(
     let limit = q.limit.unwrap_or(200).min(crate::logs::RING_LINES);
     let lines = crate::logs::recent(q.session.as_deref(), limit);
     super::http::json_ok(serde_json::json!({"ok": true, "logs": lines}))
-}
-
-/// The chain of the host routes: the default chain of channels that
-/// author none, with the operators.
-pub(crate) fn host_chain(auth: &super::options::AuthDefaults, dev: bool) -> Chain {
-    super::auth::default_chain(auth, Surface::BuiltinApi)
-        .with_operators(super::auth::operators(auth, dev))
 }
 
 #[cfg(test)]
