@@ -707,45 +707,16 @@ impl EventArgs {
 /// `message.received`, then that turn's `turn.completed` / `turn.failed`
 /// (a turn it preempted ends earlier and is not it).
 pub async fn turn_outcome(mut events: BoxStream<'static, Event>) -> Option<TurnReply> {
-    use agentkit_protocol::EventData;
+    use agentkit_protocol::{Seen, TurnFold};
     use futures_util::StreamExt;
-    let mut seen_message = false;
-    let mut turn: Option<String> = None;
+    let mut fold = TurnFold::after_next_message();
     while let Some(e) = events.next().await {
-        let ours = turn.is_some() && e.turn_id == turn;
-        match e.payload() {
-            EventData::MessageReceived(_) => seen_message = true,
-            EventData::TurnStarted(_) if seen_message && turn.is_none() => turn = e.turn_id.clone(),
-            EventData::TurnCompleted(done) if ours => {
-                return Some(TurnReply {
-                    ok: true,
-                    text: done.result,
-                    output: done.output,
-                });
-            }
-            EventData::TurnFailed(failed) if ours => {
-                let text = if failed.message.is_empty() {
-                    "the turn failed".to_owned()
-                } else {
-                    failed.message
-                };
-                return Some(TurnReply {
-                    ok: false,
-                    text,
-                    output: None,
-                });
-            }
-            // A payload that does not fit its type still ends the turn.
-            EventData::Unknown { .. } if ours && e.is_turn_end() => {
-                let ok = e.event_type == agentkit_protocol::EventType::TurnCompleted;
-                let text = if ok { "" } else { "the turn failed" };
-                return Some(TurnReply {
-                    ok,
-                    text: text.to_owned(),
-                    output: None,
-                });
-            }
-            _ => {}
+        if let Seen::Ended(end) = fold.observe(&e) {
+            return Some(TurnReply {
+                ok: end.ok,
+                text: end.text,
+                output: end.output,
+            });
         }
     }
     None

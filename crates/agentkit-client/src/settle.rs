@@ -1,6 +1,7 @@
-//! The one "has this turn settled" fold of a stream follower.
+//! The client's "has this turn settled" check: the protocol's one fold
+//! ([`TurnFold`]), read as a yes or no.
 
-use agentkit_protocol::{Event, EventData, EventType};
+use agentkit_protocol::{Event, Seen, TurnFold};
 
 /// Decides when a turn's events are all in: our turn is the first that
 /// starts after our `message.received` (or, on a server that records no
@@ -10,64 +11,23 @@ use agentkit_protocol::{Event, EventData, EventType};
 /// `session.failed`) ends the read whatever the turn did, since nothing
 /// follows it.
 #[derive(Debug)]
-pub struct Settle {
-    message: String,
-    saw_message: bool,
-    received_ours: bool,
-    turn_id: Option<String>,
-    started: bool,
-    ended: bool,
-}
+pub struct Settle(TurnFold);
 
 impl Settle {
     /// A fold waiting for the turn that answers `message`.
     pub fn new(message: &str) -> Settle {
-        Settle {
-            message: message.trim().to_owned(),
-            saw_message: false,
-            received_ours: false,
-            turn_id: None,
-            started: false,
-            ended: false,
-        }
+        Settle(TurnFold::answering(message))
     }
 
     /// Reads one event; true once the session settled after our turn.
     pub fn observe(&mut self, event: &Event) -> bool {
-        let turn_id = event.turn_id.as_deref();
-        match event.event_type {
-            EventType::MessageReceived => {
-                self.saw_message = true;
-                if let EventData::MessageReceived(m) = event.payload()
-                    && m.text.trim() == self.message
-                {
-                    self.received_ours = true;
-                }
-                false
-            }
-            EventType::TurnStarted
-                if !self.started && (self.received_ours || !self.saw_message) =>
-            {
-                self.started = true;
-                self.turn_id = turn_id.map(str::to_owned);
-                false
-            }
-            _ if event.is_turn_end()
-                && self.started
-                && (self.turn_id.is_none() || self.turn_id.as_deref() == turn_id) =>
-            {
-                self.ended = true;
-                false
-            }
-            EventType::SessionWaiting => self.ended,
-            _ => event.is_settle(),
-        }
+        self.0.observe(event) == Seen::Settled
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use agentkit_protocol::SessionId;
+    use agentkit_protocol::{EventType, SessionId};
     use serde_json::{Value, json};
 
     use super::*;

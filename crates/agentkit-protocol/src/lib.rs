@@ -12,6 +12,7 @@ mod conversation;
 mod envelope;
 mod events;
 mod payload;
+mod settle;
 pub mod trace;
 
 pub use api::{Admission, ErrorBody, ErrorCode, SessionMode};
@@ -24,3 +25,4 @@ pub use payload::{
     SessionFailed, SessionStarted, StepCompleted, StepStarted, SubagentCalled, SubagentCompleted,
     SubagentStep, TurnCompleted, TurnFailed, TurnStarted,
 };
+pub use settle::{Seen, TurnEnd, TurnFold};

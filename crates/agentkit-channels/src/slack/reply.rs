@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use agentkit_protocol::{Event, EventData};
+use agentkit_protocol::{Event, EventData, TurnEnd};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
@@ -129,6 +129,21 @@ impl Streamer<'_> {
                 return turn;
             };
             let ours = turn.is_some() && e.turn_id == turn;
+            if ours && let Some(end) = TurnEnd::of(&e) {
+                if end.ok {
+                    if m.text.trim().is_empty() && !end.text.trim().is_empty() {
+                        m.text = end.text;
+                    }
+                } else {
+                    if !m.text[m.sealed..].trim().is_empty() {
+                        m.text.push_str("\n\n");
+                    }
+                    m.text.push_str(&format!(":warning: {}", end.text));
+                }
+                self.flush(&mut m, true).await;
+                self.set_status("").await;
+                return turn;
+            }
             match e.payload() {
                 EventData::MessageReceived(_) if matches!(start, Start::AfterMessage) => {
                     armed = true;
@@ -178,32 +193,6 @@ impl Streamer<'_> {
                     m.sealed = m.text.len();
                     m.current = None;
                     m.shown.clear();
-                }
-                EventData::TurnCompleted(done) if ours => {
-                    if m.text.trim().is_empty() && !done.result.trim().is_empty() {
-                        m.text = done.result.clone();
-                    }
-                    self.flush(&mut m, true).await;
-                    self.set_status("").await;
-                    return turn;
-                }
-                EventData::TurnFailed(failed) if ours => {
-                    let why = if failed.message.is_empty() {
-                        "the turn failed".to_owned()
-                    } else {
-                        failed.message.clone()
-                    };
-                    if !m.text[m.sealed..].trim().is_empty() {
-                        m.text.push_str("\n\n");
-                    }
-                    m.text.push_str(&format!(":warning: {why}"));
-                    self.flush(&mut m, true).await;
-                    self.set_status("").await;
-                    return turn;
-                }
-                EventData::Unknown { .. } if ours && e.is_turn_end() => {
-                    self.flush(&mut m, true).await;
-                    return turn;
                 }
                 _ => {}
             }

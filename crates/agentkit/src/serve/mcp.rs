@@ -72,17 +72,13 @@ struct Outcome(Option<(ReplyStatus, Option<String>)>);
 
 impl Outcome {
     fn see(&mut self, e: &Event) {
-        if !e.is_turn_end() {
-            return;
-        }
-        match e.payload() {
-            EventData::TurnCompleted(done) => {
-                self.0 = Some((ReplyStatus::Completed, Some(done.result)));
-            }
-            EventData::TurnFailed(failed) => {
-                self.0 = Some((ReplyStatus::Failed, Some(failed.message)));
-            }
-            _ => {}
+        if let Some(end) = agentkit_protocol::TurnEnd::of(e) {
+            let status = if end.ok {
+                ReplyStatus::Completed
+            } else {
+                ReplyStatus::Failed
+            };
+            self.0 = Some((status, Some(end.text)));
         }
     }
 
@@ -245,20 +241,17 @@ impl AgentBackend for RuntimeBackend {
                 (id.clone(), start)
             }
         };
-        // Our message is the first `message.received` with its text from
-        // `start` on; the first settle after it means its turn (or the
-        // batch it joined) ended.
-        let mut ours = false;
+        // Our turn is the first after our message (the protocol's fold);
+        // the session settling after it, or after our message was
+        // dropped unanswered, ends the wait.
+        let mut fold = agentkit_protocol::TurnFold::answering(&req.message);
         let mut outcome = Outcome::default();
         let sid = session_id.clone();
-        let message = req.message;
         self.follow(owner, &session_id, start, req.wait, move |e| {
-            if !ours {
-                ours = matches!(e.payload(), EventData::MessageReceived(m) if m.text == message);
-                return None;
+            if fold.is_ours(e) {
+                outcome.see(e);
             }
-            outcome.see(e);
-            e.is_settle()
+            (fold.observe(e) == agentkit_protocol::Seen::Settled)
                 .then(|| std::mem::take(&mut outcome).reply(&sid))
         })
         .await

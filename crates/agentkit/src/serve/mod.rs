@@ -30,6 +30,7 @@ mod connection_tools;
 mod context;
 mod depths;
 mod dev;
+mod dev_evals;
 mod edge;
 mod evals;
 mod handle;

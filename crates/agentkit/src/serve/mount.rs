@@ -41,7 +41,7 @@ pub(crate) struct Mounted {
     /// The agent's running hooks (their counters show in `/v1/info`).
     pub(crate) hooks: agentkit_runtime::Hooks,
     /// Eval runs started through the dev routes.
-    pub(crate) evals: Arc<super::evals::DevEvals>,
+    pub(crate) evals: Arc<super::dev_evals::DevEvals>,
     /// The playground is served (`POST /v1/session` answers its URL).
     pub(crate) playground: bool,
 }
@@ -210,7 +210,7 @@ pub(crate) async fn mount(
         calls,
     };
     let hooks = timers::start_hooks(&runtime, resolved.hooks, &shared.extensions.hooks);
-    let evals = super::evals::DevEvals::new(
+    let evals = super::dev_evals::DevEvals::new(
         Arc::new(project.clone()),
         runtime.state_dir(),
         format!("{}{prefix}", shared.peer_base),
