@@ -294,6 +294,8 @@ pub(crate) struct Setup<'a> {
     pub(crate) rust: &'a [(String, ChannelDefinition)],
     /// `/<slug>`, or empty in single mode.
     pub(crate) prefix: &'a str,
+    /// The host's body limit: the limit of channels that set none.
+    pub(crate) body_limit: usize,
     /// The agent's `HostServices`, for `ChannelContext::services`.
     pub(crate) services: Option<Arc<dyn std::any::Any + Send + Sync>>,
     /// The delivery ledger hosts share (`--database-url`).
@@ -356,6 +358,11 @@ pub(crate) async fn start(
             defs.push(def.clone());
         }
     }
+    // Every channel reads bodies within a known limit, so a 413 can name
+    // it (and `GET /v1/info` shows it).
+    for def in &mut defs {
+        def.max_body.get_or_insert(setup.body_limit);
+    }
     let host: Arc<dyn SessionHost> = Arc::new(RuntimeHost {
         runtime: runtime.clone(),
         services: setup.services,
@@ -415,8 +422,8 @@ async fn dispatch(
     let query = req.uri().query().map(str::to_owned);
     let headers: HeaderMap = req.headers().clone();
     let body = match host.max_body(&id) {
-        // The channel's own limit (`max_body`, a pack's default) in place
-        // of the host's.
+        // The channel's limit: its `max_body`, a pack's default, or the
+        // host's.
         Some(limit) => match read_limited(req, limit, &id).await {
             Ok(b) => b,
             Err(e) => return e.into_response(),

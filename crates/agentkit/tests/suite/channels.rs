@@ -1189,15 +1189,15 @@ fn received_texts(state: &Path) -> Vec<Vec<String>> {
 }
 
 #[test]
-fn github_form_deliveries_are_read_from_their_payload_and_big_ones_fit_the_pack_limit() {
+fn github_form_deliveries_are_read_from_their_payload_like_json_ones() {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let agent = dir.path().join("forms/agent");
     write(&agent.join("agent.toml"), "model = \"test\"\n");
     write(&agent.join("instructions.md"), "Review.\n");
-    // A rule channel, a catch-all channel, providers that send JSON only,
-    // and a declarative route with its own small limit.
+    // A rule channel, a catch-all channel, and providers that send JSON
+    // only.
     write(
         &agent.join("channels/rules.toml"),
         r#"kind = "github"
@@ -1221,10 +1221,6 @@ continuation = "{{ delivery }}"
     write(
         &agent.join("channels/bitbucket.toml"),
         "kind = \"bitbucket\"\nwebhook_secret = \"${SECRET}\"\n",
-    );
-    write(
-        &agent.join("channels/small.toml"),
-        "auth = [\"local_dev_strict\"]\nmax_body = \"64KiB\"\n[[routes]]\nmethod = \"POST\"\npath = \"/\"\nbody_schema = { type = \"object\" }\n[routes.response]\nbody = { ok = true }\n",
     );
     let handle = serve(
         &rt,
@@ -1346,6 +1342,37 @@ continuation = "{{ delivery }}"
         r.body
     );
 
+    rt.block_on(handle.close());
+}
+
+#[test]
+fn channel_bodies_fit_their_limit_and_a_larger_one_is_413_naming_it() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("forms/agent");
+    write(&agent.join("agent.toml"), "model = \"test\"\n");
+    write(&agent.join("instructions.md"), "Review.\n");
+    // A GitHub catch-all channel (the packs' 25 MiB), a declarative route
+    // with its own small limit, and one with the host's (1 MiB).
+    write(
+        &agent.join("channels/all.toml"),
+        "kind = \"github\"\nwebhook_secret = \"${SECRET}\"\n[[rules]]\nevent = \"*\"\n[rules.turn]\ncontinuation = \"{{ delivery }}\"\n",
+    );
+    let route = "auth = [\"local_dev_strict\"]\n[[routes]]\nmethod = \"POST\"\npath = \"/\"\nbody_schema = { type = \"object\" }\n[routes.response]\nbody = { ok = true }\n";
+    write(
+        &agent.join("channels/small.toml"),
+        &format!("max_body = \"64KiB\"\n{route}"),
+    );
+    write(&agent.join("channels/plain.toml"), route);
+    let handle = serve(
+        &rt,
+        &dir.path().join("forms"),
+        state.path(),
+        env(&[("SECRET", SECRET_FORMS.into())]),
+    );
+    let addr = handle.local_addr();
+
     // A 2.7 MiB signed push fits a pack channel's default limit (25 MiB),
     // as JSON and as a form.
     let commits: Vec<Value> = (0..2800)
@@ -1369,27 +1396,26 @@ continuation = "{{ delivery }}"
         .send(addr)
         .unwrap();
     assert_eq!(r.status, 202, "{}", r.body);
-    // A channel's own `max_body`: over it is 413 naming the limit.
-    let r = Request::post("/forms/v1/channels/small")
-        .header("content-type", "application/json")
-        .raw_body(&push)
-        .send(addr)
-        .unwrap();
-    assert_eq!(r.status, 413, "{}", r.body);
-    assert_eq!(r.json()["error"]["code"], "payload_too_large");
-    assert!(
-        r.json()["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("64 KiB limit of channel `small`"),
-        "{}",
-        r.body
-    );
-    let r = Request::post("/forms/v1/channels/small")
-        .json(&json!({"n": 1}))
-        .send(addr)
-        .unwrap();
-    assert_eq!(r.status, 200, "{}", r.body);
+    // Over a channel's limit: 413 naming it, its own or the host's.
+    for (channel, limit) in [("small", "64 KiB"), ("plain", "1 MiB")] {
+        let r = Request::post(&format!("/forms/v1/channels/{channel}"))
+            .header("content-type", "application/json")
+            .raw_body(&push)
+            .send(addr)
+            .unwrap();
+        assert_eq!(r.status, 413, "{}", r.body);
+        assert_eq!(r.json()["error"]["code"], "payload_too_large");
+        let message = r.json()["error"]["message"].as_str().unwrap().to_owned();
+        assert!(
+            message.contains(&format!("{limit} limit of channel `{channel}`")),
+            "{message}"
+        );
+        let r = Request::post(&format!("/forms/v1/channels/{channel}"))
+            .json(&json!({"n": 1}))
+            .send(addr)
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
     let info = Request::get("/forms/v1/info").send(addr).unwrap().json();
     let limits: Vec<(Value, Value)> = info["channels"]
         .as_array()
@@ -1397,13 +1423,12 @@ continuation = "{{ delivery }}"
         .iter()
         .map(|c| (c["id"].clone(), c["maxBody"].clone()))
         .collect();
-    assert!(
-        limits.contains(&(json!("small"), json!(65536))),
-        "{limits:?}"
-    );
-    assert!(
-        limits.contains(&(json!("all"), json!(26214400))),
-        "{limits:?}"
-    );
+    for want in [
+        (json!("small"), json!(65536)),
+        (json!("all"), json!(26214400)),
+        (json!("plain"), json!(1048576)),
+    ] {
+        assert!(limits.contains(&want), "{limits:?}");
+    }
     rt.block_on(handle.close());
 }
