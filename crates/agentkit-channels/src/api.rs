@@ -361,6 +361,33 @@ pub struct ChannelDefinition {
     pub on_stop: Option<StopHandler>,
     /// Extra facts for `GET /v1/info` (a pack's published events).
     pub info: Option<Value>,
+    /// The largest request body the channel reads, in bytes; `None`
+    /// takes the host's limit.
+    pub max_body: Option<usize>,
+    /// How a form-encoded body (`application/x-www-form-urlencoded`)
+    /// becomes the handler's `body`.
+    pub form_bodies: FormBodies,
+    /// The headers that carry the provider's signature (lowercase). A
+    /// request that carries one but was admitted only by a loopback
+    /// policy failed the signature policy before it (`--dev` admits
+    /// unsigned loopback deliveries, never wrongly signed ones): it is
+    /// refused before its body is parsed.
+    pub signature_headers: Vec<String>,
+}
+
+/// How a channel reads a form-encoded request body.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum FormBodies {
+    /// An object of the form's fields (Slack's interactivity and slash
+    /// commands, declarative routes).
+    #[default]
+    Fields,
+    /// The JSON document in the `payload` field: GitHub's
+    /// `content_type=form` webhooks. The signature covers the raw form.
+    PayloadField,
+    /// The provider sends JSON only: a form body is refused with 415.
+    /// The string names the provider in the error.
+    JsonOnly(String),
 }
 
 impl fmt::Debug for ChannelDefinition {

@@ -90,14 +90,17 @@ pub fn bitbucket_channel(
     });
     let p = pack.clone();
     Ok(pack_definition(
-        "bitbucket",
-        "Bitbucket",
-        &channel.id,
-        pack.settings.description.clone(),
-        chain,
-        events,
-        secret.is_some(),
-        api_url.as_deref().unwrap_or(CLOUD_API),
+        crate::pack::PackSpec {
+            kind: "bitbucket",
+            label: "Bitbucket",
+            channel,
+            description: pack.settings.description.clone(),
+            chain,
+            events,
+            signed: secret.is_some(),
+            api_url: api_url.as_deref().unwrap_or(CLOUD_API),
+            form_bodies: crate::api::FormBodies::JsonOnly("Bitbucket".into()),
+        },
         move |args| {
             let p = p.clone();
             async move { p.handle(args).await }

@@ -438,6 +438,7 @@ mod tests {
             auth: None,
             routes: Vec::new(),
             events: Default::default(),
+            max_body: None,
             state: None,
         };
         let d = pack_diagnostics(&channel, source);

@@ -16,6 +16,9 @@ pub enum Error {
         what: &'static str,
         errors: Vec<(String, String)>,
     },
+    /// The body's media type is not one the channel reads (415).
+    #[error("{message}")]
+    UnsupportedMediaType { message: String },
     /// No auth policy admitted the request (401).
     #[error("no auth policy admitted the request")]
     Unauthorized,
@@ -80,6 +83,7 @@ impl Error {
         match self {
             Error::BadRequest { .. } | Error::Schema { .. } | Error::Template { .. } => 400,
             Error::Unauthorized => 401,
+            Error::UnsupportedMediaType { .. } => 415,
             Error::NoRoute { status, .. } | Error::Session { status, .. } => *status,
             Error::NotAvailable { .. } => 501,
             Error::Upstream { .. } => 502,
@@ -90,7 +94,7 @@ impl Error {
     /// The machine-readable code of the JSON error body.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Error::BadRequest { .. } => ErrorCode::BadRequest,
+            Error::BadRequest { .. } | Error::UnsupportedMediaType { .. } => ErrorCode::BadRequest,
             Error::Schema { .. } => ErrorCode::InvalidInput,
             Error::Unauthorized => ErrorCode::Unauthorized,
             Error::NoRoute { status: 405, .. } => ErrorCode::MethodNotAllowed,

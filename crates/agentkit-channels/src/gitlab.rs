@@ -87,14 +87,17 @@ pub fn gitlab_channel(
     });
     let p = pack.clone();
     Ok(pack_definition(
-        "gitlab",
-        "GitLab",
-        &channel.id,
-        pack.settings.description.clone(),
-        chain,
-        events,
-        secret.is_some(),
-        &api_url,
+        crate::pack::PackSpec {
+            kind: "gitlab",
+            label: "GitLab",
+            channel,
+            description: pack.settings.description.clone(),
+            chain,
+            events,
+            signed: secret.is_some(),
+            api_url: &api_url,
+            form_bodies: crate::api::FormBodies::JsonOnly("GitLab".into()),
+        },
         move |args| {
             let p = p.clone();
             async move { p.handle(args).await }

@@ -252,15 +252,19 @@ impl ChannelHost {
                 return Err(Error::Unauthorized);
             }
         };
+        if wrongly_signed(&auth, &channel.def.signature_headers, &req.headers) {
+            tracing::info!(channel = id, peer = ?req.peer, "a delivery whose signature failed was refused on loopback");
+            return Err(Error::Unauthorized);
+        }
         let form = req.headers.iter().any(|(n, v)| {
-            n == "content-type" && v.starts_with("application/x-www-form-urlencoded")
+            n == "content-type"
+                && v.get(..33)
+                    .is_some_and(|t| t.eq_ignore_ascii_case("application/x-www-form-urlencoded"))
         });
         let body = if route.method == Method::Get || req.body.iter().all(u8::is_ascii_whitespace) {
             json!({})
         } else if form {
-            // Form posts (Slack's interactivity payloads) become an object
-            // of their fields.
-            parse_query(&String::from_utf8_lossy(&req.body), None)
+            form_body(&channel.def.form_bodies, &req.body)?
         } else {
             serde_json::from_slice(&req.body)
                 .map_err(|e| Error::bad_request(format!("the body is not JSON: {e}")))?
@@ -296,6 +300,16 @@ impl ChannelHost {
             .iter()
             .find(|c| c.def.id == id)
             .map(|c| c.def.kind.as_str())
+    }
+
+    /// The largest body channel `id` reads, when it sets its own
+    /// (`max_body`); `None`: the host's limit.
+    pub fn max_body(&self, id: &str) -> Option<usize> {
+        self.inner
+            .channels
+            .iter()
+            .find(|c| c.def.id == id)
+            .and_then(|c| c.def.max_body)
     }
 
     /// The channels for `GET /v1/info`: routes with their full paths and
@@ -336,6 +350,9 @@ impl ChannelHost {
                     "routes": routes,
                     "events": events,
                 });
+                if let (Some(obj), Some(max)) = (v.as_object_mut(), c.def.max_body) {
+                    obj.insert("maxBody".into(), json!(max));
+                }
                 if let (Some(obj), Some(Value::Object(extra))) = (v.as_object_mut(), &c.def.info) {
                     obj.extend(extra.clone());
                 }
@@ -361,6 +378,55 @@ impl ChannelHost {
         {
             tracing::warn!("channel work did not finish within {grace:?}");
         }
+    }
+}
+
+/// A request that carries a signature header but was admitted only by a
+/// loopback policy: the signature policy, which runs first, refused it.
+/// `--dev` admits unsigned loopback deliveries, never wrongly signed (or,
+/// for Slack, stale) ones.
+fn wrongly_signed(
+    auth: &agentkit_auth::AuthContext,
+    signature_headers: &[String],
+    headers: &[(String, String)],
+) -> bool {
+    let by_loopback = matches!(
+        auth.authenticator.as_str(),
+        "loopbackOnly" | "localDev" | "localDevStrict"
+    );
+    by_loopback
+        && headers
+            .iter()
+            .any(|(n, _)| signature_headers.iter().any(|h| h.eq_ignore_ascii_case(n)))
+}
+
+/// A form-encoded body as the channel reads it: an object of its fields,
+/// the JSON document in its `payload` field, or a 415.
+fn form_body(how: &crate::api::FormBodies, raw: &[u8]) -> Result<Value> {
+    use crate::api::FormBodies;
+    let fields = parse_query(&String::from_utf8_lossy(raw), None);
+    match how {
+        FormBodies::Fields => Ok(fields),
+        FormBodies::PayloadField => {
+            let Some(payload) = fields.get("payload") else {
+                return Err(Error::bad_request(
+                    "a form-encoded delivery carries its JSON in a `payload` field, and this body has none",
+                ));
+            };
+            let Some(text) = payload.as_str() else {
+                return Err(Error::bad_request(
+                    "the form's `payload` field is given more than once",
+                ));
+            };
+            serde_json::from_str(text).map_err(|e| {
+                Error::bad_request(format!("the form's `payload` field is not JSON: {e}"))
+            })
+        }
+        FormBodies::JsonOnly(provider) => Err(Error::UnsupportedMediaType {
+            message: format!(
+                "{provider} sends webhooks as JSON only: a form-encoded body is not a {provider} delivery (send `Content-Type: application/json`)"
+            ),
+        }),
     }
 }
 

@@ -31,9 +31,9 @@ mod webhook;
 
 pub use api::{
     ApprovalDecision, ChannelContext, ChannelDefinition, ChannelResponse, ChannelSession,
-    ChannelStates, DeliveryLedger, EventArgs, EventHandler, Handler, HandlerArgs, HandlerOutput,
-    ResolvedApproval, RouteDef, SendOptions, SendRequest, SessionHost, SessionInfo, StartHandler,
-    StopHandler, TurnReply, turn_outcome,
+    ChannelStates, DeliveryLedger, EventArgs, EventHandler, FormBodies, Handler, HandlerArgs,
+    HandlerOutput, ResolvedApproval, RouteDef, SendOptions, SendRequest, SessionHost, SessionInfo,
+    StartHandler, StopHandler, TurnReply, turn_outcome,
 };
 pub use bitbucket::{BitbucketOptions, bitbucket_channel, bitbucket_events};
 pub use check::pack_diagnostics;

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::future::Future;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use agentkit_auth::{AuthContext, Chain, Policy, PrincipalType, Surface};
@@ -762,7 +762,7 @@ pub(crate) async fn post_json(
 }
 
 /// The headers the chain's signature and shared-secret policies read.
-fn signature_headers(chain: &Chain) -> Vec<String> {
+pub(crate) fn signature_headers(chain: &Chain) -> Vec<String> {
     chain
         .policies
         .iter()
@@ -770,65 +770,68 @@ fn signature_headers(chain: &Chain) -> Vec<String> {
             Policy::HmacSignature { header, .. } | Policy::SharedSecret { header, .. } => {
                 Some(header.to_ascii_lowercase())
             }
+            Policy::SlackSignature { .. } => Some("x-slack-signature".to_owned()),
             _ => None,
         })
         .collect()
 }
 
-/// A delivery admitted only as a loopback caller (`--dev` admits unsigned
-/// deliveries from loopback) that nevertheless carries a signature header:
-/// the signature policy, which runs first, refused it, so it is wrongly
-/// signed, and wrongly signed deliveries are refused from anywhere.
-fn wrongly_signed(args: &HandlerArgs, signature_headers: &[String]) -> bool {
-    let by_loopback = matches!(
-        args.auth.authenticator.as_str(),
-        "loopbackOnly" | "localDev" | "localDevStrict"
-    );
-    by_loopback && signature_headers.iter().any(|h| args.header(h).is_some())
+/// The body limit of a pack channel unless its file sets `max_body`:
+/// GitHub sends deliveries of up to 25 MB, and the other providers'
+/// payloads are bounded by theirs.
+pub(crate) const PACK_MAX_BODY: usize = 25 * 1024 * 1024;
+
+/// A pack channel's body limit: its file's `max_body`, else
+/// [`PACK_MAX_BODY`].
+pub(crate) fn pack_max_body(channel: &agentkit_manifest::Channel) -> usize {
+    channel
+        .max_body
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(PACK_MAX_BODY)
+}
+
+/// What a pack's channel definition is built from.
+pub(crate) struct PackSpec<'a> {
+    /// `github`, `gitlab`, `bitbucket`.
+    pub(crate) kind: &'a str,
+    /// `GitHub`, ...
+    pub(crate) label: &'a str,
+    pub(crate) channel: &'a agentkit_manifest::Channel,
+    pub(crate) description: Option<String>,
+    pub(crate) chain: Chain,
+    pub(crate) events: Vec<String>,
+    pub(crate) signed: bool,
+    pub(crate) api_url: &'a str,
+    /// How a form-encoded delivery is read.
+    pub(crate) form_bodies: crate::api::FormBodies,
 }
 
 /// A pack's channel definition: `kind`, the channel's description and
-/// auth chain, `webhookEvents` / `signed` / `apiUrl` in `/v1/info`, and one
-/// `POST /` route handing each delivery to `handle` (what `label` names,
-/// e.g. "GitHub").
-#[allow(clippy::too_many_arguments)]
+/// auth chain, `webhookEvents` / `signed` / `apiUrl` in `/v1/info`, its
+/// body limit, and one `POST /` route handing each delivery to `handle`.
+/// Wrongly signed deliveries are refused, even on loopback under `--dev`,
+/// before their body is parsed (see [`signature_headers`]).
 pub(crate) fn pack_definition<F, Fut>(
-    kind: &str,
-    label: &str,
-    channel_id: &str,
-    description: Option<String>,
-    chain: Chain,
-    events: Vec<String>,
-    signed: bool,
-    api_url: &str,
+    spec: PackSpec<'_>,
     handle: F,
 ) -> crate::api::ChannelDefinition
 where
     F: Fn(HandlerArgs) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<ChannelResponse>> + Send + 'static,
 {
-    let mut def = crate::api::ChannelDefinition::new(channel_id.to_owned());
-    def.kind = kind.to_owned();
-    def.description = description;
-    let signature_headers = signature_headers(&chain);
-    def.auth = Some(chain);
-    def.info = Some(json!({"webhookEvents": events, "signed": signed, "apiUrl": api_url}));
-    let handle = Arc::new(handle);
-    let guarded = move |args: HandlerArgs| {
-        let handle = handle.clone();
-        let refused = wrongly_signed(&args, &signature_headers);
-        async move {
-            if refused {
-                tracing::info!(peer = ?args.request_ip, "a delivery whose signature failed was refused on loopback");
-                return Err(Error::Unauthorized);
-            }
-            handle(args).await
-        }
-    };
+    let mut def = crate::api::ChannelDefinition::new(spec.channel.id.clone());
+    def.kind = spec.kind.to_owned();
+    def.description = spec.description;
+    def.signature_headers = signature_headers(&spec.chain);
+    def.auth = Some(spec.chain);
+    def.info =
+        Some(json!({"webhookEvents": spec.events, "signed": spec.signed, "apiUrl": spec.api_url}));
+    def.max_body = Some(pack_max_body(spec.channel));
+    def.form_bodies = spec.form_bodies;
     def.routes.push(
-        crate::api::RouteDef::new(agentkit_manifest::Method::Post, "/", guarded)
+        crate::api::RouteDef::new(agentkit_manifest::Method::Post, "/", handle)
             .body_schema(json!({"type": "object"}))
-            .description(format!("{label} webhook deliveries")),
+            .description(format!("{} webhook deliveries", spec.label)),
     );
     def
 }

@@ -29,6 +29,7 @@ pub fn webhook_channel(
     def.kind = "webhook".into();
     def.auth = chain;
     def.state = channel.state.clone();
+    def.max_body = channel.max_body.and_then(|n| usize::try_from(n).ok());
     for route in &channel.routes {
         let r = Arc::new(route.clone());
         let mut rd = RouteDef::new(route.method, route.path.clone(), move |args| {

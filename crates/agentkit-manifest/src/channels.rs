@@ -29,6 +29,9 @@ struct RawWebhook {
     /// Parsed from the table by `parse_auth`, which knows the channel kind.
     #[allow(dead_code)]
     auth: Option<toml::Value>,
+    /// Read by `read_max_body`, for every kind.
+    #[allow(dead_code)]
+    max_body: Option<toml::Value>,
     state: Option<toml::Value>,
     #[serde(default)]
     routes: Vec<RawRoute>,
@@ -274,6 +277,82 @@ pub(crate) fn read_channel(ctx: &mut Ctx, path: &Path, id: &str) -> Option<Chann
         Some(v) => Some(parse_auth(ctx, &src, v, kind)?),
         None => None,
     };
+    let max_body = match table.get("max_body") {
+        Some(_) if kind == ChannelKind::Http => None,
+        Some(v) => Some(read_max_body(ctx, &src, v)?),
+        None => None,
+    };
+    let mut channel = read_kind(ctx, path, &src, &table, id, kind, auth)?;
+    channel.max_body = max_body;
+    Some(channel)
+}
+
+/// The largest body a channel may set: beyond it a request would hold too
+/// much memory for one delivery.
+const MAX_BODY_CEILING: u64 = 1024 * 1024 * 1024;
+
+/// `max_body = "25MiB"` (or a number of bytes), within 1 byte to 1 GiB.
+fn read_max_body(ctx: &mut Ctx, src: &SourceText, v: &toml::Value) -> Option<u64> {
+    let parsed = match v {
+        toml::Value::Integer(n) => u64::try_from(*n).map_err(|_| format!("`{n}` is negative")),
+        toml::Value::String(s) => parse_size(s),
+        other => Err(format!("`{other}` is not a size")),
+    };
+    let checked = parsed.and_then(|n| match n {
+        0 => Err("a limit of 0 bytes refuses every request".to_owned()),
+        n if n > MAX_BODY_CEILING => Err(format!("{n} bytes is over the 1 GiB ceiling")),
+        n => Ok(n),
+    });
+    match checked {
+        Ok(n) => Some(n),
+        Err(message) => {
+            ctx.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    src.rel.clone(),
+                    format!("`max_body`: {message}"),
+                )
+                .at(src.key_pos("max_body"))
+                .with_hint(
+                    "a size such as \"25MiB\", \"512KiB\" or \"10MB\", or a number of bytes",
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// `25MiB`, `512 KiB`, `10MB`, `1048576`: a number and an optional unit
+/// (B, KB, KiB, MB, MiB, GB, GiB; case-insensitive).
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| format!("`{s}` is not a size"))?;
+    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1000,
+        "kib" => 1 << 10,
+        "mb" => 1000 * 1000,
+        "mib" => 1 << 20,
+        "gb" => 1000 * 1000 * 1000,
+        "gib" => 1 << 30,
+        other => return Err(format!("`{s}`: unknown unit `{other}`")),
+    };
+    n.checked_mul(factor)
+        .ok_or_else(|| format!("`{s}` is too large"))
+}
+
+/// The rest of a channel file, by its kind.
+fn read_kind(
+    ctx: &mut Ctx,
+    path: &Path,
+    src: &SourceText,
+    table: &toml::Table,
+    id: &str,
+    kind: ChannelKind,
+    auth: Option<Vec<AuthPolicy>>,
+) -> Option<Channel> {
     match kind {
         ChannelKind::Webhook => {
             // `agent/channels/<id>.toml`: handlers run in `agent/`.
@@ -281,7 +360,7 @@ pub(crate) fn read_channel(ctx: &mut Ctx, path: &Path, id: &str) -> Option<Chann
                 .parent()
                 .and_then(Path::parent)
                 .unwrap_or(Path::new("."));
-            read_webhook(ctx, &src, id, auth, agent_dir)
+            read_webhook(ctx, src, id, auth, agent_dir)
         }
         ChannelKind::Http => {
             if let Some(key) = table
@@ -306,6 +385,7 @@ pub(crate) fn read_channel(ctx: &mut Ctx, path: &Path, id: &str) -> Option<Chann
                 auth,
                 routes: Vec::new(),
                 events: BTreeMap::new(),
+                max_body: None,
                 state: None,
                 settings: None,
             })
@@ -314,6 +394,7 @@ pub(crate) fn read_channel(ctx: &mut Ctx, path: &Path, id: &str) -> Option<Chann
             let mut settings = table.clone();
             settings.remove("kind");
             settings.remove("auth");
+            settings.remove("max_body");
             Some(Channel {
                 id: id.to_owned(),
                 path: src.rel.clone(),
@@ -321,6 +402,7 @@ pub(crate) fn read_channel(ctx: &mut Ctx, path: &Path, id: &str) -> Option<Chann
                 auth,
                 routes: Vec::new(),
                 events: BTreeMap::new(),
+                max_body: None,
                 state: None,
                 settings: Some(toml_to_json(&toml::Value::Table(settings))),
             })
@@ -424,6 +506,7 @@ fn read_webhook(
         auth,
         routes,
         events: raw.events,
+        max_body: None,
         state,
         settings: None,
     })
@@ -938,4 +1021,27 @@ fn parse_auth(
         out.push(policy);
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn sizes_read_with_binary_and_decimal_units() {
+        assert_eq!(parse_size("25MiB"), Ok(25 * 1024 * 1024));
+        assert_eq!(parse_size(" 512 kib "), Ok(512 * 1024));
+        assert_eq!(parse_size("10MB"), Ok(10_000_000));
+        assert_eq!(parse_size("1048576"), Ok(1_048_576));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert!(
+            parse_size("25 MiBs")
+                .unwrap_err()
+                .contains("unknown unit `mibs`")
+        );
+        assert!(parse_size("MiB").is_err());
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("99999999999999999999GiB").is_err());
+    }
 }

@@ -571,6 +571,10 @@ pub struct Channel {
     pub routes: Vec<Route>,
     /// Deliveries by event type (or `*`).
     pub events: BTreeMap<String, Delivery>,
+    /// `max_body`: the largest request body the channel reads, in bytes
+    /// (`None`: the pack's default, or the host's limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_body: Option<u64>,
     /// Starting state of each new session.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<Value>,

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use agentkit_protocol::{ErrorBody, ErrorCode};
 use bytes::Bytes;
+use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use rmcp::ServerHandler;
 use rmcp::model::{
@@ -191,12 +192,15 @@ struct CallerSlot<C>(C);
 /// clone.
 pub struct McpHttp<B: AgentBackend> {
     service: StreamableHttpService<Handler<B>, LocalSessionManager>,
+    /// The largest request body read.
+    body_limit: usize,
 }
 
 impl<B: AgentBackend> Clone for McpHttp<B> {
     fn clone(&self) -> Self {
         McpHttp {
             service: self.service.clone(),
+            body_limit: self.body_limit,
         }
     }
 }
@@ -219,6 +223,7 @@ impl<B: AgentBackend> McpHttp<B> {
             .disable_allowed_hosts()
             .with_max_request_body_bytes(options.body_limit)
             .with_cancellation_token(options.shutdown.child_token());
+        let body_limit = options.body_limit;
         let handler = Handler {
             backend,
             options: Arc::new(options),
@@ -228,22 +233,250 @@ impl<B: AgentBackend> McpHttp<B> {
             Arc::new(LocalSessionManager::default()),
             config,
         );
-        McpHttp { service }
+        McpHttp {
+            service,
+            body_limit,
+        }
     }
 
     /// Serves one HTTP request that `caller` made (after the route's auth
     /// chain admitted it).
+    ///
+    /// A JSON POST is read and checked here first, so that what is not a
+    /// JSON-RPC message gets a JSON-RPC error (HTTP 400, `id` null or the
+    /// message's): `-32700` when the body is not JSON, `-32600` when it is
+    /// not a message this server takes. A batch (an array) is taken only
+    /// under protocol 2025-03-26, the one version that has batches: each
+    /// message is answered as if sent alone, the answers in one array.
     pub async fn handle<Body>(
         &self,
-        mut req: http::Request<Body>,
+        req: http::Request<Body>,
         caller: B::Caller,
     ) -> http::Response<McpBody>
     where
         Body: http_body::Body + Send + 'static,
         Body::Error: std::fmt::Display,
     {
-        req.extensions_mut().insert(CallerSlot(caller));
-        self.service.handle(req).await
+        let (parts, body) = req.into_parts();
+        if parts.method != http::Method::POST || !is_json(&parts.headers) {
+            // rmcp answers these itself (405, 406, 415 naming the type).
+            let mut req = http::Request::from_parts(parts, body);
+            req.extensions_mut().insert(CallerSlot(caller));
+            return self.service.handle(req).await;
+        }
+        let bytes = match read_body(body, self.body_limit).await {
+            Ok(b) => b,
+            Err(refusal) => return refusal,
+        };
+        let message = match serde_json::from_slice::<Value>(&bytes) {
+            Ok(v) => v,
+            Err(e) => {
+                return rpc_error(
+                    http::StatusCode::BAD_REQUEST,
+                    Value::Null,
+                    PARSE_ERROR,
+                    &format!("Parse error: the body is not JSON: {e}"),
+                );
+            }
+        };
+        let one = |parts: &http::request::Parts, message: Bytes| {
+            let mut req = http::Request::builder()
+                .method(parts.method.clone())
+                .uri(parts.uri.clone())
+                .version(parts.version)
+                .body(http_body_util::Full::new(message))
+                .unwrap_or_default();
+            *req.headers_mut() = parts.headers.clone();
+            req.extensions_mut().insert(CallerSlot(caller.clone()));
+            req
+        };
+        match &message {
+            Value::Array(items) => {
+                let version = parts
+                    .headers
+                    .get("mcp-protocol-version")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or(BATCH_PROTOCOL);
+                if version != BATCH_PROTOCOL {
+                    return rpc_error(
+                        http::StatusCode::BAD_REQUEST,
+                        Value::Null,
+                        INVALID_REQUEST,
+                        &format!(
+                            "Invalid Request: protocol {version} has no JSON-RPC batches (only {BATCH_PROTOCOL} has); send one message per request"
+                        ),
+                    );
+                }
+                if items.is_empty() {
+                    return rpc_error(
+                        http::StatusCode::BAD_REQUEST,
+                        Value::Null,
+                        INVALID_REQUEST,
+                        "Invalid Request: an empty batch",
+                    );
+                }
+                let answers = futures_util::future::join_all(items.iter().map(|item| async {
+                    match invalid(item) {
+                        Some(error) => Some(error),
+                        None => {
+                            let item = Bytes::from(item.to_string());
+                            answer_of(self.service.handle(one(&parts, item)).await).await
+                        }
+                    }
+                }))
+                .await;
+                let answers: Vec<Value> = answers.into_iter().flatten().collect();
+                if answers.is_empty() {
+                    // Notifications and responses only.
+                    return http::Response::builder()
+                        .status(http::StatusCode::ACCEPTED)
+                        .body(http_body_util::Full::new(Bytes::new()).boxed())
+                        .unwrap_or_default();
+                }
+                json_response(http::StatusCode::OK, &Value::Array(answers))
+            }
+            single => match invalid(single) {
+                Some(error) => json_response(http::StatusCode::BAD_REQUEST, &error),
+                None => self.service.handle(one(&parts, bytes.clone())).await,
+            },
+        }
+    }
+}
+
+/// The protocol version that has JSON-RPC batches (2025-06-18 removed
+/// them); a request without `MCP-Protocol-Version` is taken as it.
+const BATCH_PROTOCOL: &str = "2025-03-26";
+
+/// JSON-RPC's "the body is not JSON".
+const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC's "not a valid request object".
+const INVALID_REQUEST: i64 = -32600;
+
+fn is_json(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("application/json")
+        })
+}
+
+/// The whole body within `limit` bytes, or the JSON-RPC error to answer.
+async fn read_body<Body>(body: Body, limit: usize) -> Result<Bytes, http::Response<McpBody>>
+where
+    Body: http_body::Body,
+    Body::Error: std::fmt::Display,
+{
+    use bytes::Buf;
+    let mut body = std::pin::pin!(body);
+    let mut out = bytes::BytesMut::new();
+    while let Some(frame) = body.as_mut().frame().await {
+        let frame = frame.map_err(|e| {
+            rpc_error(
+                http::StatusCode::BAD_REQUEST,
+                Value::Null,
+                PARSE_ERROR,
+                &format!("Parse error: cannot read the request body: {e}"),
+            )
+        })?;
+        let Ok(mut data) = frame.into_data() else {
+            continue;
+        };
+        if data.remaining() > limit.saturating_sub(out.len()) {
+            return Err(rpc_error(
+                http::StatusCode::PAYLOAD_TOO_LARGE,
+                Value::Null,
+                INVALID_REQUEST,
+                &format!("Invalid Request: the request body is over {limit} bytes"),
+            ));
+        }
+        while data.has_remaining() {
+            let chunk = data.chunk();
+            let n = chunk.len();
+            out.extend_from_slice(chunk);
+            data.advance(n);
+        }
+    }
+    Ok(out.freeze())
+}
+
+/// The JSON-RPC error for a value that is not a message this server
+/// takes (rmcp's own reading of it decides), with the message's `id`
+/// when it has a usable one.
+fn invalid(message: &Value) -> Option<Value> {
+    let problem = match message {
+        Value::Object(_) => {
+            serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(message.clone())
+                .err()?
+                .to_string()
+        }
+        Value::Array(_) => "a batch inside a batch".to_owned(),
+        _ => "a JSON-RPC message is an object".to_owned(),
+    };
+    let id = match message.get("id") {
+        Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
+        _ => Value::Null,
+    };
+    Some(rpc_error_body(
+        id,
+        INVALID_REQUEST,
+        &format!("Invalid Request: {problem}"),
+    ))
+}
+
+fn rpc_error_body(id: Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+fn rpc_error(
+    status: http::StatusCode,
+    id: Value,
+    code: i64,
+    message: &str,
+) -> http::Response<McpBody> {
+    json_response(status, &rpc_error_body(id, code, message))
+}
+
+fn json_response(status: http::StatusCode, body: &Value) -> http::Response<McpBody> {
+    http::Response::builder()
+        .status(status)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(http_body_util::Full::new(Bytes::from(body.to_string())).boxed())
+        .unwrap_or_default()
+}
+
+/// What one message of a batch answered: its JSON-RPC response, or
+/// nothing (a notification or a response, `202`). An answer that is not
+/// JSON (an HTTP-level refusal) becomes an internal error.
+async fn answer_of(resp: http::Response<McpBody>) -> Option<Value> {
+    let status = resp.status();
+    if status == http::StatusCode::ACCEPTED {
+        return None;
+    }
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .map(http_body_util::Collected::to_bytes)
+        .unwrap_or_default();
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(v) => Some(v),
+        Err(_) => Some(rpc_error_body(
+            Value::Null,
+            -32603,
+            &format!(
+                "Internal error: HTTP {}: {}",
+                status.as_u16(),
+                String::from_utf8_lossy(&bytes)
+                    .chars()
+                    .take(200)
+                    .collect::<String>()
+            ),
+        )),
     }
 }
 

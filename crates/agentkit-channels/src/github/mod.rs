@@ -112,14 +112,17 @@ pub fn github_channel(
     });
     let p = pack.clone();
     Ok(pack_definition(
-        "github",
-        "GitHub",
-        &channel.id,
-        pack.settings.description.clone(),
-        chain,
-        events,
-        secret.is_some(),
-        &api_url,
+        crate::pack::PackSpec {
+            kind: "github",
+            label: "GitHub",
+            channel,
+            description: pack.settings.description.clone(),
+            chain,
+            events,
+            signed: secret.is_some(),
+            api_url: &api_url,
+            form_bodies: crate::api::FormBodies::PayloadField,
+        },
         move |args| {
             let p = p.clone();
             async move { p.handle(args).await }

@@ -238,7 +238,11 @@ pub fn slack_channel(
     let mut def = ChannelDefinition::new(channel.id.clone());
     def.kind = "slack".into();
     def.description = pack.settings.description.clone();
+    // A wrong signature or a stale timestamp is refused under `--dev`
+    // too, as on the other packs.
+    def.signature_headers = crate::pack::signature_headers(&chain);
     def.auth = Some(chain);
+    def.max_body = Some(crate::pack::pack_max_body(channel));
     def.info = Some(info);
     let p = pack.clone();
     def.routes.push(

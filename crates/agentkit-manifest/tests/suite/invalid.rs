@@ -193,6 +193,7 @@ fn channels() {
             agent/channels/bad-auth.toml:1:1: error[invalid-auth]: unknown auth policy `local_dev_strct` (hint: did you mean `local_dev_strict`?)
             agent/channels/bad-event.toml:7:1: error[unknown-event]: unknown event `message.complete` (hint: did you mean `message.completed`?)
             agent/channels/bad-kind.toml:1:1: error[invalid-value]: unknown channel kind `githb` (hint: did you mean `github`?)
+            agent/channels/bad-max-body.toml:2:1: error[invalid-value]: `max_body`: `25 MiBs`: unknown unit `mibs` (hint: a size such as "25MiB", "512KiB" or "10MB", or a number of bytes)
             agent/channels/bad-method.toml:1:1: error[invalid-route]: unknown method `FETCH` (hint: GET, POST, PUT, PATCH or DELETE)
             agent/channels/bad-output-schema.toml:1:1: error[invalid-schema]: POST /triage: `send.output_schema` is not a valid JSON Schema: "severity" is not of type "array" (hint: a JSON Schema (draft 2020-12) written as TOML, e.g. [routes.send.output_schema] with type = "object")
             agent/channels/bad-path.toml:7:1: error[invalid-route]: route path `/expense/{team}` has a bad segment `{team}`
@@ -209,6 +210,7 @@ fn channels() {
             agent/channels/no-slash.toml:1:1: error[invalid-route]: route path `expense` must begin with `/`
             agent/channels/post-without-body-schema.toml:1:1: error[route-schema-required]: POST /expense needs a `body_schema` (hint: POST, PUT and PATCH routes validate their body; use `[routes.body_schema]` with `type = "object"` for an open surface)
             agent/channels/typo.toml:5:1: error[unknown-field]: unknown field `sned` (hint: did you mean `send`?)
+            agent/channels/zero-max-body.toml:2:1: error[invalid-value]: `max_body`: a limit of 0 bytes refuses every request (hint: a size such as "25MiB", "512KiB" or "10MB", or a number of bytes)
         "#]],
     );
 }

@@ -27,7 +27,7 @@ use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 
 use super::auth::default_chain;
-use super::http::body_error;
+use super::http::{ApiError, body_error};
 use super::options::{AuthDefaults, EnvLookup};
 use crate::error::{Error, Result};
 
@@ -294,6 +294,8 @@ pub(crate) struct Setup<'a> {
     pub(crate) rust: &'a [(String, ChannelDefinition)],
     /// `/<slug>`, or empty in single mode.
     pub(crate) prefix: &'a str,
+    /// The host's body limit: the limit of channels that set none.
+    pub(crate) body_limit: usize,
     /// The agent's `HostServices`, for `ChannelContext::services`.
     pub(crate) services: Option<Arc<dyn std::any::Any + Send + Sync>>,
     /// The delivery ledger hosts share (`--database-url`).
@@ -356,6 +358,11 @@ pub(crate) async fn start(
             defs.push(def.clone());
         }
     }
+    // Every channel reads bodies within a known limit, so a 413 can name
+    // it (and `GET /v1/info` shows it).
+    for def in &mut defs {
+        def.max_body.get_or_insert(setup.body_limit);
+    }
     let host: Arc<dyn SessionHost> = Arc::new(RuntimeHost {
         runtime: runtime.clone(),
         services: setup.services,
@@ -414,9 +421,17 @@ async fn dispatch(
     let method = req.method().as_str().to_owned();
     let query = req.uri().query().map(str::to_owned);
     let headers: HeaderMap = req.headers().clone();
-    let body = match Bytes::from_request(req, &()).await {
-        Ok(b) => b,
-        Err(e) => return body_error(e).into_response(),
+    let body = match host.max_body(&id) {
+        // The channel's limit: its `max_body`, a pack's default, or the
+        // host's.
+        Some(limit) => match read_limited(req, limit, &id).await {
+            Ok(b) => b,
+            Err(e) => return e.into_response(),
+        },
+        None => match Bytes::from_request(req, &()).await {
+            Ok(b) => b,
+            Err(e) => return body_error(e).into_response(),
+        },
     };
     let req = ChannelRequest {
         method,
@@ -452,4 +467,55 @@ async fn dispatch(
         }
     }
     out
+}
+
+/// The body within `limit` bytes; a larger one is 413 naming the limit
+/// and channel `id`, one cut off is 400.
+async fn read_limited(
+    req: axum::extract::Request,
+    limit: usize,
+    id: &str,
+) -> std::result::Result<Bytes, ApiError> {
+    use http_body_util::BodyExt;
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            agentkit_protocol::ErrorCode::PayloadTooLarge,
+            format!(
+                "the body is over the {} limit of channel `{id}` (`max_body` in its channel file)",
+                human_size(limit)
+            ),
+        )
+    };
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    match http_body_util::Limited::new(req.into_body(), limit)
+        .collect()
+        .await
+    {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+        Err(e) => Err(ApiError::bad_request(format!(
+            "cannot read the request body: {e}"
+        ))),
+    }
+}
+
+/// `25 MiB`, `512 KiB`, `1000 bytes`.
+fn human_size(n: usize) -> String {
+    const MIB: usize = 1 << 20;
+    const KIB: usize = 1 << 10;
+    if n >= MIB && n.is_multiple_of(MIB) {
+        format!("{} MiB", n / MIB)
+    } else if n >= KIB && n.is_multiple_of(KIB) {
+        format!("{} KiB", n / KIB)
+    } else {
+        format!("{n} bytes")
+    }
 }

@@ -192,6 +192,7 @@ pub(crate) async fn mount(
             authored: &resolved.channel_auth,
             rust: &shared.extensions.channels,
             prefix: &prefix,
+            body_limit: shared.body_limit,
             services: Some(services),
             deliveries: shared
                 .database

@@ -1129,3 +1129,306 @@ fn a_rust_channel_gets_typed_routes_event_handlers_with_state_and_start() {
     });
     rt.block_on(handle.close());
 }
+
+/// `payload=<url-encoded JSON>`: GitHub's `content_type=form` delivery
+/// (spaces as `+`, as browsers and GitHub encode forms).
+fn form_encoded(json: &[u8]) -> Vec<u8> {
+    let mut out = String::from("payload=");
+    for &b in json {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'*' => {
+                out.push(char::from(b))
+            }
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out.into_bytes()
+}
+
+fn github_delivery(channel: &str, event: &str, id: &str, body: &[u8], form: bool) -> Request {
+    Request::post(&format!("/forms/v1/channels/{channel}"))
+        .header("x-github-event", event)
+        .header("x-github-delivery", id)
+        .header(
+            "x-hub-signature-256",
+            &format!("sha256={}", agentkit_channels::sign(SECRET_FORMS, body)),
+        )
+        .header(
+            "content-type",
+            if form {
+                "application/x-www-form-urlencoded"
+            } else {
+                "application/json"
+            },
+        )
+        .raw_body(body)
+}
+
+const SECRET_FORMS: &str = "form-secret";
+
+/// Every `message.received` text of the channel's sessions, by session.
+fn received_texts(state: &Path) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for d in std::fs::read_dir(state.join("forms/sessions"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let log = std::fs::read_to_string(d.path().join("events.ndjson")).unwrap_or_default();
+        out.push(
+            log.lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|e| e["type"] == "message.received")
+                .map(|e| e["data"]["text"].as_str().unwrap_or("").to_owned())
+                .collect(),
+        );
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn github_form_deliveries_are_read_from_their_payload_like_json_ones() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("forms/agent");
+    write(&agent.join("agent.toml"), "model = \"test\"\n");
+    write(&agent.join("instructions.md"), "Review.\n");
+    // A rule channel, a catch-all channel, and providers that send JSON
+    // only.
+    write(
+        &agent.join("channels/rules.toml"),
+        r#"kind = "github"
+webhook_secret = "${SECRET}"
+[[rules]]
+event = "pull_request"
+actions = ["opened"]
+[rules.turn]
+message = "Review #{{ pull_request.number }} of {{ repository.full_name }} ({{ action }} by {{ sender.login }})"
+continuation = "{{ delivery }}"
+"#,
+    );
+    write(
+        &agent.join("channels/all.toml"),
+        "kind = \"github\"\nwebhook_secret = \"${SECRET}\"\n[[rules]]\nevent = \"*\"\n[rules.turn]\ncontinuation = \"{{ delivery }}\"\n",
+    );
+    write(
+        &agent.join("channels/gitlab.toml"),
+        "kind = \"gitlab\"\nwebhook_secret = \"${SECRET}\"\n",
+    );
+    write(
+        &agent.join("channels/bitbucket.toml"),
+        "kind = \"bitbucket\"\nwebhook_secret = \"${SECRET}\"\n",
+    );
+    let handle = serve(
+        &rt,
+        &dir.path().join("forms"),
+        state.path(),
+        env(&[("SECRET", SECRET_FORMS.into())]),
+    );
+    let addr = handle.local_addr();
+    let opened = fixture("pull_request.opened.json");
+    let form = form_encoded(&opened);
+
+    // The same signed delivery as JSON and as a form: the same outcome on
+    // the rule channel and on the catch-all channel.
+    for channel in ["rules", "all"] {
+        for (n, body, is_form) in [(1, &opened, false), (2, &form, true)] {
+            let id = format!("{channel}-{n}");
+            let r = github_delivery(channel, "pull_request", &id, body, is_form)
+                .send(addr)
+                .unwrap();
+            assert_eq!(r.status, 202, "{channel} {id}: {}", r.body);
+            assert_eq!(
+                (r.json()["event"].clone(), r.json()["isNew"].clone()),
+                (json!("pull_request"), json!(true)),
+                "{channel} {id}"
+            );
+        }
+    }
+    wait_for("four sessions", || {
+        received_texts(state.path()).iter().flatten().count() == 4
+    });
+    let texts = received_texts(state.path());
+    let rule_text = "Review #2 of Codertocat/Hello-World (opened by Codertocat)";
+    assert_eq!(
+        texts.iter().filter(|t| t[0] == rule_text).count(),
+        2,
+        "{texts:#?}"
+    );
+    let catch_all: Vec<&Vec<String>> = texts
+        .iter()
+        .filter(|t| t[0].starts_with("GitHub `pull_request` (opened) on Codertocat/Hello-World"))
+        .collect();
+    assert_eq!(catch_all.len(), 2, "{texts:#?}");
+    assert_eq!(catch_all[0], catch_all[1]);
+    assert!(
+        catch_all[0][0].contains("Update the README with new information."),
+        "{}",
+        catch_all[0][0]
+    );
+
+    // Redeliveries are deduplicated by delivery id, whatever the encoding.
+    let r = github_delivery("rules", "pull_request", "rules-1", &form, true)
+        .send(addr)
+        .unwrap();
+    assert_eq!(
+        (r.status, r.json()["duplicate"].clone()),
+        (200, json!(true))
+    );
+
+    // A wrong signature is refused before the body is read: a form whose
+    // payload is not even JSON is 401, not 400.
+    let bad = b"payload=%7Bnot+json";
+    let r = Request::post("/forms/v1/channels/rules")
+        .header("x-github-event", "pull_request")
+        .header("x-github-delivery", "bad-1")
+        .header(
+            "x-hub-signature-256",
+            &format!("sha256={}", agentkit_channels::sign("wrong", bad)),
+        )
+        .header("content-type", "application/x-www-form-urlencoded")
+        .raw_body(bad)
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 401, "{}", r.body);
+    // Signed, but no `payload` field, or one that is not JSON: 400 saying so.
+    let r = github_delivery("all", "pull_request", "no-payload", b"zen=hi", true)
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("`payload` field"), "{}", r.body);
+    let r = github_delivery("all", "pull_request", "not-json", bad, true)
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("is not JSON"), "{}", r.body);
+
+    // GitLab and Bitbucket send JSON only: a form body is a clear 415.
+    let gitlab_form = form_encoded(&gitlab_fixture("push.json"));
+    let r = Request::post("/forms/v1/channels/gitlab")
+        .header("x-gitlab-event", "Push Hook")
+        .header("x-gitlab-token", SECRET_FORMS)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .raw_body(&gitlab_form)
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 415, "{}", r.body);
+    assert!(
+        r.body.contains("GitLab sends webhooks as JSON only"),
+        "{}",
+        r.body
+    );
+    let bitbucket_form = form_encoded(&bitbucket_fixture("cloud.pullrequest.created.json"));
+    let r = Request::post("/forms/v1/channels/bitbucket")
+        .header("x-event-key", "pullrequest:created")
+        .header(
+            "x-hub-signature",
+            &format!(
+                "sha256={}",
+                agentkit_channels::sign(SECRET_FORMS, &bitbucket_form)
+            ),
+        )
+        .header("content-type", "application/x-www-form-urlencoded")
+        .raw_body(&bitbucket_form)
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 415, "{}", r.body);
+    assert!(
+        r.body.contains("Bitbucket sends webhooks as JSON only"),
+        "{}",
+        r.body
+    );
+
+    rt.block_on(handle.close());
+}
+
+#[test]
+fn channel_bodies_fit_their_limit_and_a_larger_one_is_413_naming_it() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("forms/agent");
+    write(&agent.join("agent.toml"), "model = \"test\"\n");
+    write(&agent.join("instructions.md"), "Review.\n");
+    // A GitHub catch-all channel (the packs' 25 MiB), a declarative route
+    // with its own small limit, and one with the host's (1 MiB).
+    write(
+        &agent.join("channels/all.toml"),
+        "kind = \"github\"\nwebhook_secret = \"${SECRET}\"\n[[rules]]\nevent = \"*\"\n[rules.turn]\ncontinuation = \"{{ delivery }}\"\n",
+    );
+    let route = "auth = [\"local_dev_strict\"]\n[[routes]]\nmethod = \"POST\"\npath = \"/\"\nbody_schema = { type = \"object\" }\n[routes.response]\nbody = { ok = true }\n";
+    write(
+        &agent.join("channels/small.toml"),
+        &format!("max_body = \"64KiB\"\n{route}"),
+    );
+    write(&agent.join("channels/plain.toml"), route);
+    let handle = serve(
+        &rt,
+        &dir.path().join("forms"),
+        state.path(),
+        env(&[("SECRET", SECRET_FORMS.into())]),
+    );
+    let addr = handle.local_addr();
+
+    // A 2.7 MiB signed push fits a pack channel's default limit (25 MiB),
+    // as JSON and as a form.
+    let commits: Vec<Value> = (0..2800)
+        .map(|i| {
+            json!({"id": format!("{i:040x}"), "message": "x".repeat(960), "author": {"name": "Ada"}})
+        })
+        .collect();
+    let push = serde_json::to_vec(&json!({
+        "ref": "refs/heads/main",
+        "repository": {"full_name": "Codertocat/Hello-World"},
+        "sender": {"login": "Codertocat"},
+        "commits": commits,
+    }))
+    .unwrap();
+    assert!(push.len() > 2_700_000, "{}", push.len());
+    let r = github_delivery("all", "push", "push-1", &push, false)
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 202, "{}", r.body);
+    let r = github_delivery("all", "push", "push-2", &form_encoded(&push), true)
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 202, "{}", r.body);
+    // Over a channel's limit: 413 naming it, its own or the host's.
+    for (channel, limit) in [("small", "64 KiB"), ("plain", "1 MiB")] {
+        let r = Request::post(&format!("/forms/v1/channels/{channel}"))
+            .header("content-type", "application/json")
+            .raw_body(&push)
+            .send(addr)
+            .unwrap();
+        assert_eq!(r.status, 413, "{}", r.body);
+        assert_eq!(r.json()["error"]["code"], "payload_too_large");
+        let message = r.json()["error"]["message"].as_str().unwrap().to_owned();
+        assert!(
+            message.contains(&format!("{limit} limit of channel `{channel}`")),
+            "{message}"
+        );
+        let r = Request::post(&format!("/forms/v1/channels/{channel}"))
+            .json(&json!({"n": 1}))
+            .send(addr)
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let info = Request::get("/forms/v1/info").send(addr).unwrap().json();
+    let limits: Vec<(Value, Value)> = info["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["id"].clone(), c["maxBody"].clone()))
+        .collect();
+    for want in [
+        (json!("small"), json!(65536)),
+        (json!("all"), json!(26214400)),
+        (json!("plain"), json!(1048576)),
+    ] {
+        assert!(limits.contains(&want), "{limits:?}");
+    }
+    rt.block_on(handle.close());
+}

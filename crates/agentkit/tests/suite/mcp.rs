@@ -1316,3 +1316,82 @@ fn ask_takes_an_output_schema_for_its_session() {
     );
     assert!(is_error, "{bad}");
 }
+
+#[test]
+fn malformed_requests_get_json_rpc_errors_and_batches_are_answered_under_2025_03_26() {
+    let h = host(&[("plain", &bot(false))], ServeOptions::default());
+    let post = |body: &[u8], version: Option<&str>| {
+        let mut req = Request::post("/plain/v1/mcp")
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .raw_body(body);
+        if let Some(v) = version {
+            req = req.header("mcp-protocol-version", v);
+        }
+        h.send(req)
+    };
+    let error = |r: &Response| -> (u16, Value, Value) {
+        assert_eq!(
+            r.header("content-type"),
+            Some("application/json"),
+            "{}",
+            r.body
+        );
+        let v = r.json();
+        assert_eq!(v["jsonrpc"], "2.0", "{}", r.body);
+        (r.status, v["id"].clone(), v["error"]["code"].clone())
+    };
+    // Not JSON: a parse error, with no id.
+    let r = post(b"{\"jsonrpc\": \"2.0\", \"id\": 1,", None);
+    assert_eq!(error(&r), (400, Value::Null, json!(-32700)), "{}", r.body);
+    // JSON but not a message: an invalid request, with its id.
+    let r = post(br#"{"jsonrpc": "2.0", "id": 7, "params": {}}"#, None);
+    assert_eq!(error(&r), (400, json!(7), json!(-32600)), "{}", r.body);
+    let r = post(b"42", None);
+    assert_eq!(error(&r), (400, Value::Null, json!(-32600)), "{}", r.body);
+
+    // A batch under 2025-03-26 (said, or assumed without the header): each
+    // message answered as if alone, notifications with nothing.
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 3},
+    ])
+    .to_string();
+    for version in [Some("2025-03-26"), None] {
+        let r = post(batch.as_bytes(), version);
+        assert_eq!(r.status, 200, "{}", r.body);
+        let mut answers = r.json().as_array().unwrap().clone();
+        answers.sort_by_key(|a| a["id"].as_i64());
+        assert_eq!(answers.len(), 3, "{}", r.body);
+        let names: Vec<&str> = answers[0]["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["ask", "check"]);
+        assert_eq!(answers[1]["result"], json!({}), "{}", r.body);
+        assert_eq!(
+            (
+                answers[2]["id"].clone(),
+                answers[2]["error"]["code"].clone()
+            ),
+            (json!(3), json!(-32600))
+        );
+    }
+    let r = post(
+        json!([{"jsonrpc": "2.0", "method": "notifications/initialized"}])
+            .to_string()
+            .as_bytes(),
+        None,
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    // Later protocols have no batches: an invalid request.
+    let r = post(batch.as_bytes(), Some("2025-06-18"));
+    assert_eq!(error(&r), (400, Value::Null, json!(-32600)), "{}", r.body);
+    assert!(r.body.contains("no JSON-RPC batches"), "{}", r.body);
+    // A single well-formed request is served as before.
+    assert_eq!(tool_names(&h, "/plain/v1/mcp"), ["ask", "check"]);
+}

@@ -391,6 +391,24 @@ fn a_turn_parked_across_a_restart_is_one_trace_with_its_tool_subagent_and_wait_s
         "{step:#?}"
     );
 
+    // Span kinds by the GenAI conventions: a model call (`chat`, the
+    // subagent's too) is CLIENT (3); agents, tools and waits in the
+    // process are INTERNAL (1).
+    let kinds: std::collections::BTreeSet<(String, i32)> = spans
+        .iter()
+        .filter(|s| !s.name.starts_with("POST "))
+        .map(|s| (s.name.split(' ').next().unwrap().to_owned(), s.kind))
+        .collect();
+    assert_eq!(
+        kinds.into_iter().collect::<Vec<_>>(),
+        [
+            ("await_approval".to_owned(), 1),
+            ("chat".to_owned(), 3),
+            ("execute_tool".to_owned(), 1),
+            ("invoke_agent".to_owned(), 1),
+        ]
+    );
+
     let wait = one(&spans, "await_approval echo");
     let echo = one(&spans, "execute_tool echo");
     assert_eq!(wait.attr_str("agentkit.approval.decision"), Some("approve"));
@@ -622,16 +640,27 @@ fn the_otel_variables_configure_export_and_http_json_is_refused() {
 /// Parses OpenMetrics text with the Python `prometheus_client` parser and
 /// answers `{"name{labels}": value}` for every sample.
 fn parse_metrics(python: &Path, text: &str) -> serde_json::Map<String, Value> {
-    let script = r#"
+    parse_with(python, "prometheus_client.openmetrics.parser", text)
+}
+
+/// The same with `parser` (a `prometheus_client` module with
+/// `text_string_to_metric_families`), each family's type under
+/// `"TYPE {family}"`.
+fn parse_with(python: &Path, parser: &str, text: &str) -> serde_json::Map<String, Value> {
+    let script = format!(
+        r#"
 import json, sys
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
-out = {}
+from {parser} import text_string_to_metric_families
+out = {{}}
 for family in text_string_to_metric_families(sys.stdin.read()):
+    out[f"TYPE {{family.name}}"] = family.type
     for s in family.samples:
-        labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
-        out[f"{s.name}{{{labels}}}"] = s.value
+        labels = ",".join(f"{{k}}={{v}}" for k, v in sorted(s.labels.items()))
+        out[f"{{s.name}}{{{{{{labels}}}}}}"] = s.value
 print(json.dumps(out))
-"#;
+"#
+    );
+    let script = script.as_str();
     let mut child = std::process::Command::new(python)
         .args(["-c", script])
         .stdin(std::process::Stdio::piped())
@@ -687,7 +716,11 @@ fn metrics_count_a_known_workload_and_parse_as_openmetrics() {
     // turn is counted (bounded).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let m = loop {
-        let r = host.send(Request::get("/metrics"));
+        // Prometheus's own Accept header: OpenMetrics first.
+        let r = host.send(Request::get("/metrics").header(
+            "accept",
+            "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+        ));
         assert_eq!(r.status, 200, "{}", r.body);
         assert!(
             r.header("content-type")
@@ -756,6 +789,49 @@ fn metrics_count_a_known_workload_and_parse_as_openmetrics() {
         assert!(journaled >= 3.0, "{m:#?}");
     }
     assert!(m.contains_key("agentkit_event_journal_checkpoints_total{agent=bot}"));
+
+    // A scraper that asks for the Prometheus text format (or for nothing)
+    // gets text 0.0.4, which the Python client's own text parser reads
+    // with every family typed as in OpenMetrics and the same samples.
+    for accept in [Some("text/plain; version=0.0.4"), None] {
+        let mut req = Request::get("/metrics");
+        if let Some(a) = accept {
+            req = req.header("accept", a);
+        }
+        let r = host.send(req);
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(
+            r.header("content-type"),
+            Some("text/plain; version=0.0.4; charset=utf-8")
+        );
+        assert!(!r.body.contains("# EOF"), "{}", r.body);
+        let text = parse_with(&bin.join("python"), "prometheus_client.parser", &r.body);
+        let types = |m: &serde_json::Map<String, Value>| -> Vec<(String, Value)> {
+            m.iter()
+                .filter(|(k, _)| k.starts_with("TYPE "))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        assert_eq!(types(&text), types(&m), "{}", r.body);
+        assert_eq!(text["TYPE agentkit_turns_started"], "counter", "{}", r.body);
+        assert_eq!(
+            text["agentkit_turns_started_total{agent=bot}"],
+            m["agentkit_turns_started_total{agent=bot}"]
+        );
+        assert_eq!(
+            text["agentkit_turn_duration_seconds_count{agent=bot}"],
+            m["agentkit_turn_duration_seconds_count{agent=bot}"]
+        );
+        // The scrapes themselves are counted after they answer: leave
+        // the `/metrics` route out.
+        let samples = |m: &serde_json::Map<String, Value>| -> Vec<String> {
+            m.keys()
+                .filter(|k| !k.starts_with("TYPE ") && !k.contains("route=/metrics"))
+                .cloned()
+                .collect()
+        };
+        assert_eq!(samples(&text), samples(&m));
+    }
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The rough edges a hand-ported project hit, over a real server: JSON
 //! Schema `format` is asserted on route bodies and tool inputs, and
 //! `--dev` admits unsigned pack deliveries from loopback but never wrongly
-//! signed ones (GitHub, GitLab, Bitbucket).
+//! signed or stale ones (GitHub, GitLab, Bitbucket, Slack).
 
 use agentkit::{EnvLookup, ServeOptions};
 use agentkit_test_support::http::{Request, Response};
@@ -84,8 +84,8 @@ properties = { at = { type = "string", format = "date-time" }, id = { type = "st
 
 const SECRET: &str = "pack-secret";
 
-/// One agent with a GitHub, a GitLab and a Bitbucket channel, each with a
-/// webhook secret.
+/// One agent with a GitHub, a GitLab, a Bitbucket and a Slack channel,
+/// each with a webhook (signing) secret.
 fn packs(dev: bool) -> Host {
     host(
         &[(
@@ -105,6 +105,10 @@ fn packs(dev: bool) -> Host {
                     "channels/bitbucket.toml",
                     "kind = \"bitbucket\"\nwebhook_secret = \"${WEBHOOK_SECRET}\"\n",
                 ),
+                (
+                    "channels/slack.toml",
+                    "kind = \"slack\"\nmode = \"events\"\nsigning_secret = \"${WEBHOOK_SECRET}\"\n",
+                ),
             ],
         )],
         ServeOptions {
@@ -121,12 +125,16 @@ enum Signed {
     No,
     Right,
     Wrong,
+    /// Rightly signed ten minutes ago (Slack signs its timestamp).
+    Stale,
 }
 
 const GITHUB_PING: &[u8] = br#"{"zen": "Design for failure.", "hook_id": 7}"#;
 const GITLAB_PUSH: &[u8] =
     br#"{"object_kind": "push", "user_username": "ada", "ref": "refs/heads/main"}"#;
 const BITBUCKET_PING: &[u8] = br#"{"test": true}"#;
+const SLACK_CHALLENGE: &[u8] =
+    br#"{"token": "x", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", "type": "url_verification"}"#;
 
 fn deliver(h: &Host, provider: &str, signed: Signed) -> Response {
     let secret = match signed {
@@ -148,6 +156,7 @@ fn deliver(h: &Host, provider: &str, signed: Signed) -> Response {
             Request::post("/bot/v1/channels/gitlab").header("x-gitlab-event", "Push Hook"),
             GITLAB_PUSH,
         ),
+        "slack" => (Request::post("/bot/v1/channels/slack"), SLACK_CHALLENGE),
         _ => (
             Request::post("/bot/v1/channels/bitbucket").header("x-event-key", "diagnostics:ping"),
             BITBUCKET_PING,
@@ -157,6 +166,23 @@ fn deliver(h: &Host, provider: &str, signed: Signed) -> Response {
         req = match provider {
             "github" => req.header("x-hub-signature-256", &sign(body)),
             "gitlab" => req.header("x-gitlab-token", secret),
+            "slack" => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs();
+                let ts = if matches!(signed, Signed::Stale) {
+                    now - 600
+                } else {
+                    now
+                };
+                let signed_text = [format!("v0:{ts}:").as_bytes(), body].concat();
+                req.header("x-slack-request-timestamp", &ts.to_string())
+                    .header(
+                        "x-slack-signature",
+                        &format!("v0={}", agentkit_channels::sign(secret, &signed_text)),
+                    )
+            }
             _ => req.header("x-hub-signature", &sign(body)),
         };
     }
@@ -177,7 +203,7 @@ fn rand_suffix() -> u128 {
 fn dev_admits_unsigned_pack_deliveries_from_loopback_but_never_wrongly_signed_ones() {
     let dev = packs(true);
     let plain = packs(false);
-    for provider in ["github", "gitlab", "bitbucket"] {
+    for provider in ["github", "gitlab", "bitbucket", "slack"] {
         let got = |h: &Host, signed| deliver(h, provider, signed).status;
         assert_eq!(got(&dev, Signed::Right), 200, "{provider}: signed, --dev");
         assert_eq!(
@@ -190,6 +216,14 @@ fn dev_admits_unsigned_pack_deliveries_from_loopback_but_never_wrongly_signed_on
             401,
             "{provider}: wrongly signed, --dev"
         );
+        if provider == "slack" {
+            assert_eq!(
+                got(&dev, Signed::Stale),
+                401,
+                "{provider}: a stale timestamp, --dev"
+            );
+            assert_eq!(got(&plain, Signed::Stale), 401, "{provider}: stale");
+        }
         assert_eq!(got(&plain, Signed::Right), 200, "{provider}: signed");
         assert_eq!(got(&plain, Signed::No), 401, "{provider}: unsigned");
         assert_eq!(

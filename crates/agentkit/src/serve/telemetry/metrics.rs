@@ -497,3 +497,128 @@ impl Metrics {
         out
     }
 }
+
+/// OpenMetrics text (what [`Metrics::render`] writes) in the Prometheus
+/// text format 0.0.4, for scrapers that do not ask for OpenMetrics: no
+/// `# EOF`, `# UNIT` or exemplars, a counter family's `HELP` and `TYPE`
+/// named like its `_total` samples (its `_created` samples dropped),
+/// `unknown` as `untyped`, and `HELP` text without OpenMetrics' `\"`
+/// escape.
+pub(crate) fn prometheus_text(openmetrics: &str) -> String {
+    let counters: HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+            let name = prometheus_name(name, &counters);
+            out.push_str(&format!("# HELP {name} {}\n", help.replace("\\\"", "\"")));
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, "untyped"));
+            let kind = if kind == "unknown" { "untyped" } else { kind };
+            out.push_str(&format!(
+                "# TYPE {} {kind}\n",
+                prometheus_name(name, &counters)
+            ));
+            continue;
+        }
+        if line.starts_with('#') {
+            continue;
+        }
+        let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+        if let Some(family) = line[..name_end].strip_suffix("_created")
+            && counters.contains(family)
+        {
+            continue;
+        }
+        // An exemplar follows ` # ` after the labels and the value.
+        let after_labels = labels_end(line, name_end);
+        let sample = match line[after_labels..].find(" # ") {
+            Some(i) => &line[..after_labels + i],
+            None => line,
+        };
+        out.push_str(sample);
+        out.push('\n');
+    }
+    out
+}
+
+/// A counter family is named like its samples (`_total`) in 0.0.4.
+fn prometheus_name(name: &str, counters: &HashSet<&str>) -> String {
+    if counters.contains(name) && !name.ends_with("_total") {
+        format!("{name}_total")
+    } else {
+        name.to_owned()
+    }
+}
+
+/// Where a sample's label set ends (past its `}`), or `name_end` when it
+/// has none; label values may hold `}`, `#` and escaped quotes.
+fn labels_end(line: &str, name_end: usize) -> usize {
+    if !line[name_end..].starts_with('{') {
+        return name_end;
+    }
+    let (mut quoted, mut escaped) = (false, false);
+    for (i, c) in line[name_end..].char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            '}' if !quoted => return name_end + i + 1,
+            _ => {}
+        }
+    }
+    line.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openmetrics_becomes_prometheus_text() {
+        let om = r#"# HELP agentkit_turns_started Turns "started".
+# TYPE agentkit_turns_started counter
+agentkit_turns_started_total{agent="a"} 3
+agentkit_turns_started_created{agent="a"} 1700000000.0
+# HELP agentkit_turn_duration_seconds Turn latency.
+# TYPE agentkit_turn_duration_seconds histogram
+# UNIT agentkit_turn_duration_seconds seconds
+agentkit_turn_duration_seconds_bucket{agent="a",le="+Inf"} 1 # {trace_id="x"} 0.5
+agentkit_turn_duration_seconds_sum{agent="a"} 0.5
+agentkit_turn_duration_seconds_count{agent="a"} 1
+# HELP agentkit_mcp_connections States.
+# TYPE agentkit_mcp_connections gauge
+agentkit_mcp_connections{connection="a # }b",state="idle"} 1
+# TYPE agentkit_other unknown
+agentkit_other 2
+# EOF
+"#;
+        let want = r#"# HELP agentkit_turns_started_total Turns "started".
+# TYPE agentkit_turns_started_total counter
+agentkit_turns_started_total{agent="a"} 3
+# HELP agentkit_turn_duration_seconds Turn latency.
+# TYPE agentkit_turn_duration_seconds histogram
+agentkit_turn_duration_seconds_bucket{agent="a",le="+Inf"} 1
+agentkit_turn_duration_seconds_sum{agent="a"} 0.5
+agentkit_turn_duration_seconds_count{agent="a"} 1
+# HELP agentkit_mcp_connections States.
+# TYPE agentkit_mcp_connections gauge
+agentkit_mcp_connections{connection="a # }b",state="idle"} 1
+# TYPE agentkit_other untyped
+agentkit_other 2
+"#;
+        assert_eq!(
+            prometheus_text(&om.replace("\"started\"", "\\\"started\\\"")),
+            want
+        );
+    }
+}

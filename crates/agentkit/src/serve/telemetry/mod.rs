@@ -634,14 +634,51 @@ async fn metrics_route(State(telemetry): State<Telemetry>, req: Request) -> Resp
     {
         return e.into_response();
     }
+    let openmetrics = wants_openmetrics(&headers);
+    let text = telemetry.render_metrics().await;
+    let (content_type, body) = if openmetrics {
+        (
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            text,
+        )
+    } else {
+        (
+            "text/plain; version=0.0.4; charset=utf-8",
+            metrics::prometheus_text(&text),
+        )
+    };
     let mut headers = HeaderMap::new();
     headers.insert(
         header::CONTENT_TYPE,
-        header::HeaderValue::from_static(
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        ),
+        header::HeaderValue::from_static(content_type),
     );
-    (headers, telemetry.render_metrics().await).into_response()
+    headers.insert(header::VARY, header::HeaderValue::from_static("accept"));
+    (headers, body).into_response()
+}
+
+/// Does the `Accept` header ask for OpenMetrics, at least as much as for
+/// the Prometheus text format (`text/plain`, `text/*`, `*/*`)? Prometheus
+/// asks for both, OpenMetrics first; older scrapers and promtool ask for
+/// `text/plain; version=0.0.4` or nothing, and get that.
+fn wants_openmetrics(headers: &HeaderMap) -> bool {
+    let (mut openmetrics, mut text) = (0.0_f32, 0.0_f32);
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else { continue };
+        for range in value.split(',') {
+            let mut parts = range.split(';');
+            let essence = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let q = parts
+                .filter_map(|p| p.trim().strip_prefix("q="))
+                .find_map(|q| q.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            match essence.as_str() {
+                "application/openmetrics-text" => openmetrics = openmetrics.max(q),
+                "text/plain" | "text/*" | "*/*" => text = text.max(q),
+                _ => {}
+            }
+        }
+    }
+    openmetrics > 0.0 && openmetrics >= text
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -666,6 +703,7 @@ async fn logs_route(
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn attrs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -702,6 +740,24 @@ mod tests {
             vec![&("service.version".to_owned(), "9".to_owned())]
         );
         assert_eq!(resource(&TelemetryOptions::default())[0].1, "agentkit");
+    }
+
+    #[test]
+    fn openmetrics_only_when_the_accept_header_asks_for_it() {
+        let accept = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::ACCEPT, header::HeaderValue::from_str(v).unwrap());
+            wants_openmetrics(&h)
+        };
+        assert!(!wants_openmetrics(&HeaderMap::new()));
+        assert!(!accept("text/plain; version=0.0.4"));
+        assert!(!accept("*/*"));
+        assert!(accept(
+            "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+        ));
+        assert!(accept("application/openmetrics-text"));
+        assert!(!accept("text/plain, application/openmetrics-text; q=0.5"));
+        assert!(!accept("application/openmetrics-text; q=0"));
     }
 
     #[test]

@@ -293,11 +293,12 @@ impl SpanState {
                         "gen_ai.response.finish_reasons",
                         std::slice::from_ref(&s.finish_reason),
                     ));
-                    out.push(span(
+                    out.push(span_of_kind(
                         &turn.tp.trace_id,
                         &child_span_id(&invoke, "chat", &s.step.to_string()),
                         Some(&invoke),
                         format!("chat {}", s.model),
+                        SpanKind::Client,
                         (at.saturating_sub(s.duration_ms * 1_000_000), at),
                         attrs,
                         None,
@@ -405,11 +406,14 @@ fn chat_span(
     if capture && step.n == 1 && !turn.input.is_empty() {
         attrs.push(kv("gen_ai.input.messages", &user_messages(&turn.input)));
     }
-    span(
+    // A model call leaves the process: the GenAI conventions make
+    // inference spans `CLIENT` (agent and tool spans stay `INTERNAL`).
+    span_of_kind(
         &turn.tp.trace_id,
         &child_span_id(&turn.tp.span_id, "chat", &step.n.to_string()),
         Some(&turn.tp.span_id),
         format!("chat {model}"),
+        SpanKind::Client,
         (step.start, step.end.unwrap_or(at)),
         attrs,
         None,
