@@ -206,6 +206,9 @@ fn read_agent(ctx: &mut Ctx, dir: &Path) -> Agent {
         sandbox_files: Vec::new(),
         env_refs: Vec::new(),
     };
+    // Entries no rule claims wait until the agent's models are known: a
+    // `scripted:` model's file (or the folder holding it) is used.
+    let mut unclaimed = Vec::new();
     for e in walk::list_dir(ctx, dir) {
         match (e.name.as_str(), e.is_dir) {
             ("agent.toml" | "instructions.md", false) | ("instructions" | "lib", true) => {}
@@ -262,7 +265,33 @@ fn read_agent(ctx: &mut Ctx, dir: &Path) -> Agent {
                 }
             }
             ("sandbox", true) => read_sandbox(ctx, &e, &mut agent),
-            _ => report_unknown_agent_entry(ctx, &e),
+            _ => unclaimed.push(e),
+        }
+    }
+    let scripts: Vec<&str> = agent
+        .config
+        .model
+        .iter()
+        .chain(
+            agent
+                .experiments
+                .iter()
+                .flat_map(|x| x.variants.iter().filter_map(|v| v.model.as_ref())),
+        )
+        .filter(|m| m.provider == crate::model::Provider::Scripted)
+        .filter_map(|m| {
+            let mut parts = Path::new(&m.id)
+                .components()
+                .skip_while(|c| matches!(c, std::path::Component::CurDir));
+            match parts.next() {
+                Some(std::path::Component::Normal(first)) => first.to_str(),
+                _ => None,
+            }
+        })
+        .collect();
+    for e in unclaimed {
+        if !scripts.contains(&e.name.as_str()) {
+            report_unknown_agent_entry(ctx, &e);
         }
     }
     check_references(ctx, &agent);

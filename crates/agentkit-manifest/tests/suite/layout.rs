@@ -80,3 +80,29 @@ fn only_an_unusable_root_is_an_error() {
     );
     assert!(!d.is_ok());
 }
+
+/// A `scripted:` model's file (or the folder holding it), named by
+/// agent.toml or by an experiment's variant, is used: no `unknown-entry`
+/// warning. A file nothing names still gets one.
+#[test]
+fn scripted_model_files_are_not_unknown_entries() {
+    let t = tempfile::tempdir().unwrap();
+    let agent = t.path().join("bot/agent");
+    write(
+        &agent.join("agent.toml"),
+        "model = \"scripted:./script.json\"\n",
+    );
+    write(&agent.join("instructions.md"), "Hi.");
+    write(&agent.join("script.json"), r#"{"turns": []}"#);
+    write(
+        &agent.join("ab.toml"),
+        "[[variants]]\nid = \"control\"\n[[variants]]\nid = \"other\"\nmodel = \"scripted:scripts/other.json\"\n",
+    );
+    write(&agent.join("scripts/other.json"), r#"{"turns": []}"#);
+    write(&agent.join("stray.json"), "{}");
+    let d = discover_ok(&t.path().join("bot"));
+    assert_eq!(
+        render(&d),
+        "agent/stray.json: warning[unknown-entry]: unknown file `stray.json`; agentkit does not discover it (hint: known here: agent.toml, instructions.md, instructions, tools, skills, mcp-connections, subagents, channels, hooks, schedules, ab.toml, ab, sandbox, lib; put shared files in `lib/`)\n"
+    );
+}

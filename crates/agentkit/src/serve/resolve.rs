@@ -77,10 +77,35 @@ fn agent(
 }
 
 /// A parsed chain with its secrets resolved (an unset or empty variable
-/// gives an empty secret, which never admits).
+/// gives an empty secret, which never admits). A secret written as
+/// `${VAR:-}` alone is optional: while `VAR` is unset, its token (or its
+/// policy) is left out of a chain that keeps another policy, so serving
+/// warns about nothing the author chose to leave unset.
 fn policies(policies: &[AuthPolicy], env: &EnvLookup) -> Vec<Policy> {
-    policies
+    let optional_unset = |raw: &str| {
+        let raw = raw.trim();
+        raw.starts_with("${")
+            && raw.ends_with(":-}")
+            && !raw[2..].contains('$')
+            && env.resolve(raw).is_empty()
+    };
+    let kept: Vec<&AuthPolicy> = policies
         .iter()
+        .filter(|p| match p {
+            AuthPolicy::Bearer { tokens } => !tokens.iter().all(|t| optional_unset(&t.token)),
+            AuthPolicy::SharedSecret { secret, .. } | AuthPolicy::HmacSignature { secret, .. } => {
+                !optional_unset(secret)
+            }
+            _ => true,
+        })
+        .collect();
+    let policies: Vec<&AuthPolicy> = if kept.is_empty() {
+        policies.iter().collect()
+    } else {
+        kept
+    };
+    policies
+        .into_iter()
         .map(|p| match p {
             AuthPolicy::LocalDevStrict => Policy::LocalDevStrict,
             AuthPolicy::LocalDev => Policy::LocalDev,
@@ -90,6 +115,9 @@ fn policies(policies: &[AuthPolicy], env: &EnvLookup) -> Vec<Policy> {
             AuthPolicy::Bearer { tokens } => Policy::Bearer {
                 tokens: tokens
                     .iter()
+                    .filter(|t| {
+                        !optional_unset(&t.token) || tokens.iter().all(|t| optional_unset(&t.token))
+                    })
                     .map(|t| BearerToken::new(env.resolve(&t.token), t.principal.clone()))
                     .collect(),
             },
