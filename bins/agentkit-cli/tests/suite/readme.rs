@@ -1,6 +1,7 @@
-//! README.md's walk-through, run as written: its `curl` commands against
+//! The walk-throughs of README.md and the docs, run as written against
 //! `agentkit serve --dir fixtures/agents --dev`, with only the server's
-//! address and the ids it printed filled in.
+//! address and the ids it printed filled in: README's `curl` commands,
+//! the MCP server page's Python program (the official SDK, version 2).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -97,4 +98,48 @@ fn the_readme_walkthrough_approves_the_first_turn() {
     );
     let _ = stream.kill();
     let _ = stream.wait();
+}
+
+/// docs/reference/mcp-server.md's Python program, as written, with the
+/// official MCP SDK of the test environment (`mcp` 2.x).
+#[test]
+fn the_mcp_server_snippet_runs_as_written() {
+    let bin =
+        match agentkit_test_support::pyenv::pyenv_bin("the_mcp_server_snippet_runs_as_written") {
+            Ok(bin) => bin,
+            Err(why) => {
+                eprintln!("{why}");
+                return;
+            }
+        };
+    let page = std::fs::read_to_string(super::fixtures().join("../docs/reference/mcp-server.md"))
+        .expect("docs/reference/mcp-server.md");
+    let program = page
+        .split("```python\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("the page has a Python program");
+    assert!(
+        program.contains("http://127.0.0.1:3000/weather-agent/v1/mcp"),
+        "{program}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let server = super::serve_bundled_agents(tmp.path());
+    let script = tmp.path().join("client.py");
+    std::fs::write(
+        &script,
+        program.replace("http://127.0.0.1:3000", &format!("http://{}", server.addr)),
+    )
+    .unwrap();
+    let out = Command::new(bin.join("python"))
+        .arg(&script)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("'sessionId': 'ses_"), "{stdout}");
 }
