@@ -103,6 +103,8 @@ fn the_readme_walkthrough_approves_the_first_turn() {
 /// docs/reference/mcp-server.md's Python program, as written, with the
 /// official MCP SDK of the test environment (`mcp` 2.x).
 #[test]
+// Says why it skips when the environment is missing (never under CI).
+#[allow(clippy::print_stderr)]
 fn the_mcp_server_snippet_runs_as_written() {
     let bin =
         match agentkit_test_support::pyenv::pyenv_bin("the_mcp_server_snippet_runs_as_written") {
