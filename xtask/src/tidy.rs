@@ -684,7 +684,11 @@ fn check_docs(root: &Path) -> anyhow::Result<Vec<String>> {
         problems.push(format!("docs/reference/cli.md: {problem}"));
     }
     let readme = read(&root.join("README.md"))?;
-    for problem in check_readme_status(&readme, &commands) {
+    let guides: Vec<String> = markdown_files(&root.join("docs/guides"))?
+        .iter()
+        .map(|p| relative(root, p))
+        .collect();
+    for problem in check_readme_status(&readme, &commands, &guides) {
         problems.push(format!("README.md: {problem}"));
     }
 
@@ -777,8 +781,9 @@ fn check_cli_reference(text: &str, commands: &[String]) -> Vec<String> {
     problems
 }
 
-/// README's status table names every top-level command.
-fn check_readme_status(text: &str, commands: &[String]) -> Vec<String> {
+/// README's status table names every top-level command and every guide
+/// (`docs/guides/<name>.md`): a capability has one or the other.
+fn check_readme_status(text: &str, commands: &[String], guides: &[String]) -> Vec<String> {
     let Some(start) = text.find("## Status") else {
         return vec!["has no `## Status` section with the table of capabilities".to_owned()];
     };
@@ -789,12 +794,20 @@ fn check_readme_status(text: &str, commands: &[String]) -> Vec<String> {
         .filter(|l| l.starts_with('|'))
         .collect::<Vec<_>>()
         .join("\n");
-    commands
+    let mut problems: Vec<String> = commands
         .iter()
         .filter(|c| !c.contains(' '))
         .filter(|c| !names_command(&table, c))
         .map(|c| format!("the status table does not name `agentkit {c}`: add its capability"))
-        .collect()
+        .collect();
+    for guide in guides {
+        if !table.contains(&format!("`{guide}`")) {
+            problems.push(format!(
+                "the status table does not name `{guide}`: add its capability with \"see `{guide}`\""
+            ));
+        }
+    }
+    problems
 }
 
 /// Whether `text` names the command: `` `agentkit name`` followed by a
@@ -1161,15 +1174,19 @@ agentkit migrate
             "migrate",
             "evaluate",
         ]);
+        let guides = ["docs/guides/serving.md".to_owned()];
         assert_eq!(
-            check_readme_status(readme, &all),
+            check_readme_status(readme, &all, &guides),
             [
                 "the status table does not name `agentkit migrate`: add its capability",
                 "the status table does not name `agentkit evaluate`: add its capability",
+                "the status table does not name `docs/guides/serving.md`: add its capability with \"see `docs/guides/serving.md`\"",
             ]
         );
+        let with_guide = readme.replace("| done |", "| done; see `docs/guides/serving.md` |");
+        assert_eq!(check_readme_status(&with_guide, &all, &guides).len(), 2);
         assert_eq!(
-            check_readme_status("# x\n", &all),
+            check_readme_status("# x\n", &all, &guides),
             ["has no `## Status` section with the table of capabilities"]
         );
     }
