@@ -82,8 +82,8 @@ fn only_an_unusable_root_is_an_error() {
 }
 
 /// A `scripted:` model's file (or the folder holding it), named by
-/// agent.toml or by an experiment's variant, is used: no `unknown-entry`
-/// warning. A file nothing names still gets one.
+/// agent.toml, an experiment's variant or an eval's judge, is used: no
+/// `unknown-entry` warning. A file nothing names still gets one.
 #[test]
 fn scripted_model_files_are_not_unknown_entries() {
     let t = tempfile::tempdir().unwrap();
@@ -100,6 +100,16 @@ fn scripted_model_files_are_not_unknown_entries() {
     );
     write(&agent.join("scripts/other.json"), r#"{"turns": []}"#);
     write(&agent.join("stray.json"), "{}");
+    // An eval judge's script, relative to `agent/` as well.
+    write(&agent.join("judge.json"), r#"{"turns": []}"#);
+    write(
+        &t.path().join("bot/evals/evals.toml"),
+        "max_concurrency = 1\n",
+    );
+    write(
+        &t.path().join("bot/evals/polite.eval.toml"),
+        "send = \"hi\"\nexpect = { reply = { judge = \"is polite\", model = \"scripted:judge.json\" } }\n",
+    );
     let d = discover_ok(&t.path().join("bot"));
     assert_eq!(
         render(&d),
