@@ -422,8 +422,13 @@ fn render_lines(v: &Value, indent: usize, prefix: String, comma: &str, out: &mut
         }
         Value::String(text) if text.contains('\n') => {
             out.push(format!("{pad}{prefix}\"\"\""));
-            for line in text.lines() {
-                out.push(format!("{pad}  {line}"));
+            // `split`, not `lines`: a trailing line break is a change too.
+            for line in text.split('\n') {
+                out.push(if line.is_empty() {
+                    String::new()
+                } else {
+                    format!("{pad}  {line}")
+                });
             }
             out.push(format!("{pad}\"\"\"{comma}"));
         }
@@ -514,9 +519,22 @@ mod tests {
         let shown = compact_diff(&diff);
         assert_eq!(
             shown,
-            "\n …\n     Rule 199: answer about the weather with care.\n     Rule 200: answer about the weather with care.\n+    Answer in one sentence.\n   \"\"\",\n   \"messages\": [\n …"
+            "\n …\n     Rule 199: answer about the weather with care.\n     Rule 200: answer about the weather with care.\n+    Answer in one sentence.\n \n   \"\"\",\n …"
         );
         assert!(shown.len() < 400, "{shown}");
+    }
+
+    /// A line break added at the end of a prompt is a change that shows.
+    #[test]
+    fn a_trailing_line_break_shows() {
+        let diff = line_diff(
+            &pretty_lines(&json!({"system": "a\nb"})),
+            &pretty_lines(&json!({"system": "a\nb\n"})),
+        );
+        assert_eq!(
+            compact_diff(&diff),
+            "\n …\n     a\n     b\n+\n   \"\"\"\n }"
+        );
     }
 
     /// One long line that changed near its end shows the place it
