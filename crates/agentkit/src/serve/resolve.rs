@@ -92,7 +92,11 @@ fn policies(policies: &[AuthPolicy], env: &EnvLookup) -> Vec<Policy> {
     let kept: Vec<&AuthPolicy> = policies
         .iter()
         .filter(|p| match p {
-            AuthPolicy::Bearer { tokens } => !tokens.iter().all(|t| optional_unset(&t.token)),
+            // A list with no token at all is a configuration error that
+            // serving reports; it is not optional.
+            AuthPolicy::Bearer { tokens } => {
+                tokens.is_empty() || !tokens.iter().all(|t| optional_unset(&t.token))
+            }
             AuthPolicy::SharedSecret { secret, .. } | AuthPolicy::HmacSignature { secret, .. } => {
                 !optional_unset(secret)
             }
