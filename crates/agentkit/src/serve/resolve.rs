@@ -279,3 +279,74 @@ fn connections(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bearer(tokens: &[&str]) -> AuthPolicy {
+        AuthPolicy::Bearer {
+            tokens: tokens
+                .iter()
+                .map(|t| agentkit_manifest::BearerToken {
+                    token: (*t).to_owned(),
+                    principal: "p".to_owned(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The resolved chain as policy names, bearer policies with their
+    /// token count.
+    fn shape(chain: &[AuthPolicy], set: &'static [(&'static str, &'static str)]) -> Vec<String> {
+        let env = EnvLookup::new(move |name| {
+            set.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v).to_owned())
+        });
+        policies(chain, &env)
+            .iter()
+            .map(|p| match p {
+                Policy::Bearer { tokens } => format!("bearer({})", tokens.len()),
+                other => other.name().to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn optional_secrets_leave_the_chain_while_unset() {
+        let chain = [AuthPolicy::LocalDevStrict, bearer(&["${T:-}"])];
+        assert_eq!(shape(&chain, &[]), ["localDevStrict"]);
+        assert_eq!(
+            shape(&chain, &[("T", "s3cret")]),
+            ["localDevStrict", "bearer(1)"]
+        );
+        // One optional token of two: only it goes.
+        let two = [bearer(&["${T:-}", "${U}"])];
+        assert_eq!(shape(&two, &[]), ["bearer(1)"]);
+        // A plain reference, or a reference inside text, is not optional.
+        let plain = [
+            AuthPolicy::LocalDevStrict,
+            bearer(&["${T}"]),
+            bearer(&["x${T:-}"]),
+        ];
+        assert_eq!(
+            shape(&plain, &[]),
+            ["localDevStrict", "bearer(1)", "bearer(1)"]
+        );
+        // A chain never loses its last policies (they are warned about),
+        // nor a bearer policy without tokens (a configuration error).
+        assert_eq!(shape(&[bearer(&["${T:-}"])], &[]), ["bearer(1)"]);
+        let empty = [AuthPolicy::LocalDevStrict, bearer(&[])];
+        assert_eq!(shape(&empty, &[]), ["localDevStrict", "bearer(0)"]);
+        let hmac = [
+            AuthPolicy::LocalDevStrict,
+            AuthPolicy::HmacSignature {
+                header: "x-sig".to_owned(),
+                secret: "${S:-}".to_owned(),
+                prefix: None,
+            },
+        ];
+        assert_eq!(shape(&hmac, &[]), ["localDevStrict"]);
+    }
+}
