@@ -47,6 +47,8 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<Vec<String>> {
     problems.extend(crate::bundle::check(root)?);
     problems.extend(crate::seams::check(root)?);
 
+    problems.extend(check_docs(root)?);
+
     let names: Vec<&str> = metadata.packages.iter().map(|p| p.name.as_str()).collect();
     let architecture = root.join("ARCHITECTURE.md");
     if architecture.is_file() {
@@ -661,6 +663,335 @@ fn uses_macro(line: &str, name: &str) -> bool {
 }
 
 // ---------------------------------------------------------------------------
+// g. the docs tell the truth
+
+/// Where the CLI's command list lives: written from clap by the
+/// agentkit-cli test `cli::commands_file_is_fresh` (which fails when it is
+/// stale), read here without building the CLI.
+const COMMANDS_FILE: &str = "bins/agentkit-cli/commands.txt";
+
+/// Checks the user docs against the product: every command of the CLI is
+/// in `docs/reference/cli.md` and in README's status table, and no page
+/// says a capability is missing or comes later.
+fn check_docs(root: &Path) -> anyhow::Result<Vec<String>> {
+    let mut problems = Vec::new();
+    let commands_text = read(&root.join(COMMANDS_FILE))?;
+    let commands = parse_commands(&commands_text);
+    if commands.is_empty() {
+        problems.push(format!("{COMMANDS_FILE}: lists no command"));
+    }
+    let cli = read(&root.join("docs/reference/cli.md"))?;
+    for problem in check_cli_reference(&cli, &commands) {
+        problems.push(format!("docs/reference/cli.md: {problem}"));
+    }
+    let readme = read(&root.join("README.md"))?;
+    let guides: Vec<String> = markdown_files(&root.join("docs/guides"))?
+        .iter()
+        .map(|p| relative(root, p))
+        .collect();
+    for problem in check_readme_status(&readme, &commands, &guides) {
+        problems.push(format!("README.md: {problem}"));
+    }
+
+    let mut pages = vec![root.join("README.md")];
+    pages.extend(markdown_files(&root.join("docs"))?);
+    let mut allowed_used = vec![false; TRUE_CLAIMS.len()];
+    for page in pages {
+        let shown = relative(root, &page);
+        let text = read(&page)?;
+        for (line, problem) in check_missing_claims(&shown, &text, &mut allowed_used) {
+            problems.push(format!("{shown}:{line}: {problem}"));
+        }
+    }
+    for ((path, excerpt, _), used) in TRUE_CLAIMS.iter().zip(allowed_used) {
+        if !used {
+            problems.push(format!(
+                "xtask/src/tidy.rs: TRUE_CLAIMS entry ({path}, {excerpt:?}) matches nothing; delete it"
+            ));
+        }
+    }
+    Ok(problems)
+}
+
+/// The command paths of a commands file (`github events`), skipping `#`
+/// comments and blank lines.
+fn parse_commands(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+/// Every command has a section in cli.md (a `## agentkit …` heading names
+/// it, or its parent's section shows its usage as `agentkit <path>`) and
+/// every top-level command a row in the summary table above the sections.
+fn check_cli_reference(text: &str, commands: &[String]) -> Vec<String> {
+    let mut headed: BTreeSet<String> = BTreeSet::new();
+    for line in text.lines() {
+        let Some(heading) = line.strip_prefix("## ") else {
+            continue;
+        };
+        // `agentkit login, logout, whoami` names three commands and
+        // `agentkit mcp login, status` two: a part without `agentkit`
+        // replaces the last word of the first part.
+        let mut parts = heading.split(", ");
+        let Some(first) = parts.next().and_then(|p| p.strip_prefix("agentkit ")) else {
+            continue;
+        };
+        let first = first.trim().to_owned();
+        let parent = first.rsplit_once(' ').map(|(p, _)| p.to_owned());
+        headed.insert(first);
+        for part in parts {
+            let part = part.trim();
+            if let Some(path) = part.strip_prefix("agentkit ") {
+                headed.insert(path.trim().to_owned());
+            } else if let Some(parent) = &parent {
+                headed.insert(format!("{parent} {part}"));
+            } else {
+                headed.insert(part.to_owned());
+            }
+        }
+    }
+    let table: String = text
+        .lines()
+        .take_while(|l| !l.starts_with("## "))
+        .filter(|l| l.starts_with('|'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    // Usage lines align their columns (`agentkit gitlab    events`).
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut problems = Vec::new();
+    for command in commands {
+        let top = command.split(' ').next().unwrap_or(command);
+        let is_top = top == command;
+        let documented = headed.contains(command)
+            || (!is_top && headed.contains(top) && flat.contains(&format!("agentkit {command}")))
+            || (is_top && headed.iter().any(|h| h.starts_with(&format!("{command} "))));
+        if !documented {
+            problems.push(format!(
+                "`agentkit {command}` has no section: add a `## agentkit {command}` heading (or show `agentkit {command}` in its parent's section)"
+            ));
+        }
+        if is_top && !names_command(&table, command) {
+            problems.push(format!(
+                "`agentkit {command}` is missing from the table of commands at the top"
+            ));
+        }
+    }
+    problems
+}
+
+/// README's status table names every top-level command and every guide
+/// (`docs/guides/<name>.md`): a capability has one or the other.
+fn check_readme_status(text: &str, commands: &[String], guides: &[String]) -> Vec<String> {
+    let Some(start) = text.find("## Status") else {
+        return vec!["has no `## Status` section with the table of capabilities".to_owned()];
+    };
+    let table: String = text[start..]
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.starts_with("## "))
+        .filter(|l| l.starts_with('|'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut problems: Vec<String> = commands
+        .iter()
+        .filter(|c| !c.contains(' '))
+        .filter(|c| !names_command(&table, c))
+        .map(|c| format!("the status table does not name `agentkit {c}`: add its capability"))
+        .collect();
+    for guide in guides {
+        if !table.contains(&format!("`{guide}`")) {
+            problems.push(format!(
+                "the status table does not name `{guide}`: add its capability with \"see `{guide}`\""
+            ));
+        }
+    }
+    problems
+}
+
+/// Whether `text` names the command: `` `agentkit name`` followed by a
+/// backtick, space or `/`, or `` `name` `` alone (`login`/`logout`).
+fn names_command(text: &str, command: &str) -> bool {
+    if text.contains(&format!("`{command}`")) {
+        return true;
+    }
+    let long = format!("`agentkit {command}");
+    text.match_indices(&long).any(|(at, _)| {
+        matches!(
+            text[at + long.len()..].chars().next(),
+            Some('`' | ' ' | '/')
+        )
+    })
+}
+
+/// Phrases that say a capability is missing or arrives later. The word
+/// `yet` is checked too (`no bridge route … yet`). Matched in lowercase
+/// with line breaks read as spaces.
+const MISSING_PHRASES: &[&str] = &[
+    "later release",
+    "arrive later",
+    "arrives later",
+    "arrive in a later",
+    "arrives in a later",
+    "come later",
+    "comes later",
+    "coming soon",
+    "future release",
+    "(planned)",
+    "not served yet",
+    "not supported yet",
+    "not yet supported",
+    "not implemented",
+];
+
+/// Sentences that match [`MISSING_PHRASES`] or `yet` and are true, each
+/// with why: (page, an excerpt of the sentence in lowercase, the reason).
+/// An entry that matches nothing is a problem, so the list cannot rot.
+const TRUE_CLAIMS: &[(&str, &str, &str)] = &[
+    (
+        "docs/reference/mcp-connections.md",
+        "`idle` (not opened yet)",
+        "a connection's state, not a capability",
+    ),
+    (
+        "docs/guides/slack.md",
+        "agents that are not configured yet",
+        "a channel whose credentials are missing, not a capability",
+    ),
+    (
+        "docs/benchmarks/session-core.md",
+        "the folders are not yet in the",
+        "the page cache in a benchmark run",
+    ),
+    (
+        "docs/guides/scale-out.md",
+        "not yet shared",
+        "the two things hosts do not share through the database (a section and its link)",
+    ),
+    (
+        "docs/guides/observability.md",
+        "not yet exported (planned)",
+        "latency histograms and Slack's redeliveries are not exported",
+    ),
+    (
+        "docs/guides/gitlab.md",
+        "not available yet: synthesising deliveries",
+        "`agentkit gitlab replay` takes saved payloads only",
+    ),
+    (
+        "docs/guides/bitbucket.md",
+        "not available yet: synthesising deliveries",
+        "`agentkit bitbucket replay` takes saved payloads only",
+    ),
+    (
+        "docs/reference/events.md",
+        "not emitted yet: `agent.bound`",
+        "the vocabulary names `agent.bound` and nothing emits it",
+    ),
+];
+
+/// Each place in `text` (the page at `path`) that says a capability is
+/// missing or comes later, as (line, problem), unless a [`TRUE_CLAIMS`]
+/// entry for the page covers it (marked in `used`).
+fn check_missing_claims(path: &str, text: &str, used: &mut [bool]) -> Vec<(usize, String)> {
+    // The text in lowercase with each run of whitespace one space, and
+    // the line each of its bytes came from.
+    let mut flat = String::with_capacity(text.len());
+    let mut lines: Vec<usize> = Vec::with_capacity(text.len());
+    let mut line = 1;
+    let mut space = false;
+    for c in text.chars() {
+        if c.is_whitespace() {
+            if !space && !flat.is_empty() {
+                flat.push(' ');
+                lines.push(line);
+            }
+            space = true;
+        } else {
+            space = false;
+            for lower in c.to_lowercase() {
+                let before = flat.len();
+                flat.push(lower);
+                lines.resize(lines.len() + flat.len() - before, line);
+            }
+        }
+        if c == '\n' {
+            line += 1;
+        }
+    }
+
+    let mut hits: Vec<(usize, usize, String)> = Vec::new();
+    for phrase in MISSING_PHRASES {
+        for (at, _) in flat.match_indices(phrase) {
+            hits.push((at, phrase.len(), format!("says {phrase:?}")));
+        }
+    }
+    for (at, _) in flat.match_indices("yet") {
+        // `-` and `_` join words: `#not-yet-shared` is an anchor.
+        let word = |c: char| c.is_alphanumeric() || c == '-' || c == '_';
+        let before = flat[..at].chars().next_back();
+        let after = flat[at + 3..].chars().next();
+        if !before.is_some_and(word) && !after.is_some_and(word) {
+            hits.push((at, 3, "says \"yet\"".to_owned()));
+        }
+    }
+    hits.sort();
+
+    let mut problems = Vec::new();
+    for (at, len, what) in hits {
+        let mut covered = false;
+        for (i, (page, excerpt, _)) in TRUE_CLAIMS.iter().enumerate() {
+            if *page != path {
+                continue;
+            }
+            if flat
+                .match_indices(excerpt)
+                .any(|(start, _)| start <= at && at + len <= start + excerpt.len())
+            {
+                used[i] = true;
+                covered = true;
+            }
+        }
+        if !covered {
+            problems.push((
+                lines.get(at).copied().unwrap_or(line),
+                format!(
+                    "{what}: a shipped capability must not be called missing or later; delete the sentence, or if it is true add it to TRUE_CLAIMS in xtask/src/tidy.rs with the reason"
+                ),
+            ));
+        }
+    }
+    problems
+}
+
+/// Every `.md` file under `dir`, sorted.
+fn markdown_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        if !dir.is_dir() {
+            continue;
+        }
+        let entries =
+            std::fs::read_dir(&dir).with_context(|| format!("failed to list {}", dir.display()))?;
+        for entry in entries {
+            let path = entry
+                .with_context(|| format!("failed to list {}", dir.display()))?
+                .path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+// ---------------------------------------------------------------------------
 // files
 
 pub(crate) fn read(path: &Path) -> anyhow::Result<String> {
@@ -750,6 +1081,165 @@ mod tests {
             "cargo xtask tidy found {} problem(s):\n{}",
             problems.len(),
             problems.join("\n")
+        );
+        Ok(())
+    }
+
+    fn commands(list: &[&str]) -> Vec<String> {
+        list.iter().map(|c| (*c).to_owned()).collect()
+    }
+
+    #[test]
+    fn commands_file_is_parsed() {
+        assert_eq!(
+            parse_commands("# header\n\nvalidate\ndb  migrate\n"),
+            ["validate", "db migrate"]
+        );
+    }
+
+    #[test]
+    fn cli_reference_names_every_command() {
+        let cli = "\
+# Command line
+
+| command | does |
+|---|---|
+| [`agentkit validate`](#agentkit-validate) | check |
+| [`agentkit login`, `logout`](#agentkit-login-logout) | keys |
+| [`agentkit db migrate`, `status`](#agentkit-db-migrate-status) | schema |
+| [`agentkit gitlab`](#agentkit-gitlab) | hooks |
+
+## agentkit validate
+
+## agentkit login, logout
+
+## agentkit db migrate, status
+
+## agentkit gitlab
+
+```text
+agentkit gitlab    events [--dir PATH]
+```
+";
+        let all = commands(&[
+            "validate",
+            "login",
+            "logout",
+            "db",
+            "db migrate",
+            "db status",
+            "gitlab",
+            "gitlab events",
+        ]);
+        assert_eq!(check_cli_reference(cli, &all), Vec::<String>::new());
+        let more = commands(&["eval", "gitlab replay"]);
+        assert_eq!(
+            check_cli_reference(cli, &more),
+            [
+                "`agentkit eval` has no section: add a `## agentkit eval` heading (or show `agentkit eval` in its parent's section)",
+                "`agentkit eval` is missing from the table of commands at the top",
+                "`agentkit gitlab replay` has no section: add a `## agentkit gitlab replay` heading (or show `agentkit gitlab replay` in its parent's section)",
+            ]
+        );
+        // A section alone is not enough: the table must name it too.
+        let untabled = cli.replace(
+            "| [`agentkit validate`](#agentkit-validate) | check |\n",
+            "",
+        );
+        assert_eq!(
+            check_cli_reference(&untabled, &commands(&["validate"])),
+            ["`agentkit validate` is missing from the table of commands at the top"]
+        );
+    }
+
+    #[test]
+    fn readme_status_names_every_command() {
+        let readme = "\
+# x
+
+## Status
+
+| capability | state |
+| --- | --- |
+| `validate`, `agentkit eval` (cases), `agentkit db migrate/status` | done |
+
+## Use it
+
+agentkit migrate
+";
+        let all = commands(&[
+            "validate",
+            "eval",
+            "db",
+            "db migrate",
+            "migrate",
+            "evaluate",
+        ]);
+        let guides = ["docs/guides/serving.md".to_owned()];
+        assert_eq!(
+            check_readme_status(readme, &all, &guides),
+            [
+                "the status table does not name `agentkit migrate`: add its capability",
+                "the status table does not name `agentkit evaluate`: add its capability",
+                "the status table does not name `docs/guides/serving.md`: add its capability with \"see `docs/guides/serving.md`\"",
+            ]
+        );
+        let with_guide = readme.replace("| done |", "| done; see `docs/guides/serving.md` |");
+        assert_eq!(check_readme_status(&with_guide, &all, &guides).len(), 2);
+        assert_eq!(
+            check_readme_status("# x\n", &all, &guides),
+            ["has no `## Status` section with the table of capabilities"]
+        );
+    }
+
+    #[test]
+    fn missing_or_later_claims_are_found() {
+        let page = "\
+# Evals
+
+Evals and A/B experiments arrive in a later
+release. Per-variant metrics are not served yet.
+
+No bridge route for subprocess tools yet. See [Not yet](#not-yet-shared).
+Yesterday, eyetracking and `yet_another` are fine; so is \"as of yet\" in
+no page.
+";
+        let mut used = vec![false; TRUE_CLAIMS.len()];
+        let found: Vec<(usize, String)> = check_missing_claims("docs/x.md", page, &mut used)
+            .into_iter()
+            .map(|(line, problem)| (line, problem.split(':').next().unwrap_or("").to_owned()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (3, "says \"arrive in a later\"".to_owned()),
+                (3, "says \"later release\"".to_owned()),
+                (4, "says \"not served yet\"".to_owned()),
+                (4, "says \"yet\"".to_owned()),
+                (6, "says \"yet\"".to_owned()),
+                (6, "says \"yet\"".to_owned()),
+                (7, "says \"yet\"".to_owned()),
+            ]
+        );
+        assert!(used.iter().all(|u| !u));
+    }
+
+    #[test]
+    fn true_claims_are_allowed_on_their_page_only() -> anyhow::Result<()> {
+        let page = "A connection is `idle` (not opened yet) at first.\n";
+        let index = TRUE_CLAIMS
+            .iter()
+            .position(|(path, _, _)| *path == "docs/reference/mcp-connections.md")
+            .context("an entry for mcp-connections.md")?;
+        let mut used = vec![false; TRUE_CLAIMS.len()];
+        assert!(
+            check_missing_claims("docs/reference/mcp-connections.md", page, &mut used).is_empty()
+        );
+        assert!(used[index]);
+        let mut used = vec![false; TRUE_CLAIMS.len()];
+        assert_eq!(
+            check_missing_claims("docs/other.md", page, &mut used).len(),
+            1
         );
         Ok(())
     }

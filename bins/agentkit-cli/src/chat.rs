@@ -268,13 +268,17 @@ pub(crate) async fn boot(
 }
 
 /// [`boot`] with the providers already chosen (`eval` adds a cassette).
+/// The `OTEL_*` variables apply as they do to `serve`: the ephemeral
+/// server exports its traces and metrics, and flushes them as it closes.
 pub(crate) async fn boot_with(
     dir: &Path,
     state_root: &Path,
     providers: agentkit::ProviderConfig,
     model: Option<&str>,
 ) -> anyhow::Result<agentkit::ServeHandle> {
+    let telemetry = agentkit::TelemetryOptions::from_env(|k| std::env::var(k).ok())?;
     let options = agentkit::ServeOptions {
+        telemetry,
         model: model.map(str::to_owned),
         port: 0,
         state_root: Some(state_root.to_path_buf()),
@@ -340,22 +344,38 @@ async fn chat_once(
     json: bool,
     parked: &Parked,
 ) -> anyhow::Result<ExitCode> {
+    // What the REPL shows around the reply (tool calls, results, a
+    // failure, the usage footer) goes to stderr as it happens, so stdout
+    // holds the reply alone for a script.
+    let mut err = anstream::stderr();
+    let mut renderer = Renderer {
+        text: false,
+        ..Renderer::default()
+    };
     let (_, events) = client
-        .run_turn_with(&mut None, message, |e| forward_parked(parked, e))
+        .run_turn_with(&mut None, message, |e| {
+            forward_parked(parked, e);
+            if !json {
+                let _ = renderer.event(&mut err, e);
+            }
+        })
         .await?;
     let t = trajectory::from_events(&events);
     if json {
         print_trajectory(&t)?;
     } else {
+        renderer.finish(&mut err)?;
         let mut out = anstream::stdout();
         if let Some(reply) = &t.reply {
             writeln!(out, "{reply}")?;
+            out.flush()?;
         }
-        let mut err = anstream::stderr();
-        for turn in &t.turns {
-            if let Some(error) = &turn.error {
-                writeln!(err, "{RED}turn failed{RED:#}: {error}")?;
-            }
+        if let Some(turn) = t.turns.last().filter(|turn| turn.error.is_none()) {
+            writeln!(
+                err,
+                "{DIM}[in {} · out {} tokens]{DIM:#}",
+                turn.usage.input_tokens, turn.usage.output_tokens
+            )?;
         }
     }
     Ok(exit_for(&t))
@@ -430,6 +450,9 @@ struct Renderer {
     at_line_start: bool,
     /// Whether reasoning is being streamed (dimmed).
     in_reasoning: bool,
+    /// Whether the reply's text, reasoning and usage footer are shown
+    /// (`chat --message` prints the reply and footer itself).
+    text: bool,
 }
 
 impl Default for Renderer {
@@ -437,6 +460,7 @@ impl Default for Renderer {
         Renderer {
             at_line_start: true,
             in_reasoning: false,
+            text: true,
         }
     }
 }
@@ -448,6 +472,11 @@ impl Renderer {
             EventData::ReasoningAppended(a) | EventData::MessageAppended(a)
                 if a.parent_call_id.is_some() => {}
             EventData::MessageCompleted(m) if m.parent_call_id.is_some() => {}
+            EventData::ReasoningAppended(_)
+            | EventData::MessageAppended(_)
+            | EventData::MessageCompleted(_)
+            | EventData::TurnCompleted(_)
+                if !self.text => {}
             EventData::ReasoningAppended(a) => {
                 self.in_reasoning = true;
                 self.write(out, &format!("{DIM}{}{DIM:#}", a.delta))?;

@@ -83,8 +83,9 @@ enum Command {
     /// Scaffold a new agent project; with no PATH, print the setup guide.
     ///
     /// Writes agent/agent.toml, agent/instructions.md, a working `echo`
-    /// server tool (agent/tools/echo.toml + echo.py) and a .gitignore for
-    /// the state folder. Never overwrites an existing file.
+    /// server tool (agent/tools/echo.toml + echo.py), an eval case that
+    /// uses it (evals/evals.toml + evals/echo.eval.toml) and a .gitignore
+    /// for the state folder. Never overwrites an existing file.
     Init {
         /// The folder to create the project in (its name becomes the slug).
         path: Option<PathBuf>,
@@ -161,8 +162,9 @@ enum Command {
     /// command runs the original code under Node, talking to agentkit through the
     /// host bridge. Prints what it could not convert, with the reason and
     /// what to write instead, then validates the output. Exits 1 when the
-    /// output has validation errors, 2 when it cannot migrate (no agent/
-    /// folder, a non-empty --to without --force).
+    /// output has validation errors or a module failed to load under Node,
+    /// 2 when it cannot migrate (no agent/ folder, a non-empty --to
+    /// without --force).
     Migrate(crate::migrate::MigrateArgs),
     /// The shared PostgreSQL database of scaled-out hosts: apply its
     /// schema migrations, or show which are applied.

@@ -89,9 +89,13 @@ pub(crate) fn migrate(args: MigrateArgs) -> anyhow::Result<ExitCode> {
             render::diagnostics(&mut out, &found)?;
         }
     }
-    Ok(if found.diagnostics.has_errors() {
-        ExitCode::from(EXIT_INVALID)
-    } else {
-        ExitCode::SUCCESS
-    })
+    // A module Node could not load lost its code (tools, route handlers,
+    // schedules): the migration is not done, whatever validates.
+    Ok(
+        if found.diagnostics.has_errors() || report.modules_failed() > 0 {
+            ExitCode::from(EXIT_INVALID)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
 }

@@ -158,7 +158,7 @@ pub(crate) fn ab_report(
     for x in &report.experiments {
         writeln!(
             out,
-            "{BOLD}{}{BOLD:#} traffic {} · sticky {} · control {} · not enrolled {}",
+            "{BOLD}{}{BOLD:#} traffic {} · sticky {} · control variant: {} · not enrolled {}",
             x.id, x.traffic, x.sticky, x.control, x.not_enrolled
         )?;
         if let Some(d) = &x.description {

@@ -45,7 +45,7 @@ pub enum Error {
     #[error("{url}: the stream ended before the turn settled")]
     StreamEnded { url: String },
     /// A multi-agent host serves several agents and none was chosen.
-    #[error("{url} serves several agents ({}); choose one", .slugs.join(", "))]
+    #[error("{url} serves several agents ({}); choose one with --agent SLUG, or use the agent's own URL ({url}/SLUG)", .slugs.join(", "))]
     AmbiguousAgent { url: String, slugs: Vec<String> },
     /// The chosen agent is not on the host.
     #[error("{url} has no agent `{slug}` (it serves {})", .slugs.join(", "))]

@@ -246,6 +246,11 @@ impl Diagnostics {
 
     /// Sorts by path, then position, then code, so output is the same
     /// whatever order the file system listed entries in.
+    /// Keeps the diagnostics `keep` accepts.
+    pub(crate) fn retain(&mut self, keep: impl FnMut(&Diagnostic) -> bool) {
+        self.0.retain(keep);
+    }
+
     pub(crate) fn sort(&mut self) {
         self.0.sort_by(|a, b| {
             (&a.path, a.line, a.column, a.code, &a.message)

@@ -131,6 +131,22 @@ fn read_project(ctx: &mut Ctx, dir: &Path, slug: String) -> Project {
     ctx.take_env_refs();
     if let Some(evals) = &evals {
         check_eval_tools(ctx, &agent, evals);
+        // A judge's `scripted:` model file lives in `agent/` too: used.
+        let used: Vec<String> = evals
+            .files
+            .iter()
+            .flat_map(|f| &f.cases)
+            .flat_map(|c| &c.turns)
+            .flat_map(|t| t.expect.judges())
+            .filter_map(|j| {
+                let entry = script_entry(j.model.as_deref()?.strip_prefix("scripted:")?)?;
+                Some(ctx.rel(&agent.dir.join(entry)))
+            })
+            .collect();
+        if !used.is_empty() {
+            ctx.diagnostics
+                .retain(|d| !(d.code == Code::UnknownEntry && used.contains(&d.path)));
+        }
     }
     Project {
         slug,
@@ -206,6 +222,9 @@ fn read_agent(ctx: &mut Ctx, dir: &Path) -> Agent {
         sandbox_files: Vec::new(),
         env_refs: Vec::new(),
     };
+    // Entries no rule claims wait until the agent's models are known: a
+    // `scripted:` model's file (or the folder holding it) is used.
+    let mut unclaimed = Vec::new();
     for e in walk::list_dir(ctx, dir) {
         match (e.name.as_str(), e.is_dir) {
             ("agent.toml" | "instructions.md", false) | ("instructions" | "lib", true) => {}
@@ -262,12 +281,42 @@ fn read_agent(ctx: &mut Ctx, dir: &Path) -> Agent {
                 }
             }
             ("sandbox", true) => read_sandbox(ctx, &e, &mut agent),
-            _ => report_unknown_agent_entry(ctx, &e),
+            _ => unclaimed.push(e),
+        }
+    }
+    let scripts: Vec<&str> = agent
+        .config
+        .model
+        .iter()
+        .chain(
+            agent
+                .experiments
+                .iter()
+                .flat_map(|x| x.variants.iter().filter_map(|v| v.model.as_ref())),
+        )
+        .filter(|m| m.provider == crate::model::Provider::Scripted)
+        .filter_map(|m| script_entry(&m.id))
+        .collect();
+    for e in unclaimed {
+        if !scripts.contains(&e.name.as_str()) {
+            report_unknown_agent_entry(ctx, &e);
         }
     }
     check_references(ctx, &agent);
     agent.env_refs = ctx.take_env_refs();
     agent
+}
+
+/// The entry of `agent/` a `scripted:` model's path (relative to `agent/`)
+/// goes through: the file itself, or its first folder.
+fn script_entry(path: &str) -> Option<&str> {
+    let mut parts = Path::new(path)
+        .components()
+        .skip_while(|c| matches!(c, std::path::Component::CurDir));
+    match parts.next() {
+        Some(std::path::Component::Normal(first)) => first.to_str(),
+        _ => None,
+    }
 }
 
 /// Adds an experiment unless another file already defined its id

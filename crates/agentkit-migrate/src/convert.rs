@@ -485,20 +485,25 @@ impl Cx {
                     let key = original_abs.join(rel);
                     match found.get(&key) {
                         Some(Ok(value)) => {
+                            self.report.modules_loaded += 1;
                             self.values.insert(rel.clone(), value.clone());
                             self.from_node.insert(rel.clone());
                         }
-                        Some(Err(message)) => self.report.manual(
+                        Some(Err(message)) => {
+                            self.report.modules_failed += 1;
+                            self.report.manual(
                             rel,
                             "loading the module under Node",
                             format!("it failed: {message}"),
                             "its values were read from its source instead; check the converted file (code it runs was not converted)",
-                        ),
+                            );
+                        }
                         None => {}
                     }
                 }
             }
             Err(message) => {
+                self.report.modules_failed += definitions.len();
                 self.report.manual(
                     "(the project)",
                     "loading the modules under Node",

@@ -29,6 +29,10 @@ pub struct ProjectReport {
     pub manual: Vec<Manual>,
     /// What the converted project needs to run.
     pub notes: Vec<String>,
+    /// Modules Node loaded, and modules it failed to load (their code was
+    /// not converted; each failure is a [`Manual`] entry).
+    pub modules_loaded: usize,
+    pub modules_failed: usize,
 }
 
 /// A file written.
@@ -63,11 +67,21 @@ impl Report {
         self.projects.iter().map(|p| p.manual.len()).sum()
     }
 
+    /// Modules Node failed to load, in every project: their tools, route
+    /// handlers and schedules were not converted.
+    pub fn modules_failed(&self) -> usize {
+        self.projects.iter().map(|p| p.modules_failed).sum()
+    }
+
     /// The report as text, as `agentkit migrate` prints it.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
+        let loaded: usize = self.projects.iter().map(|p| p.modules_loaded).sum();
+        let failed = self.modules_failed();
         let node = match &self.node {
             NodeStatus::NotUsed => "without Node: values read from the modules' source; code that must run was not converted".to_owned(),
+            NodeStatus::Available { version, .. } if failed > 0 && loaded == 0 => format!("with Node {version}, but no module loaded ({failed} failed, see below): values read from the modules' source; code that must run was not converted"),
+            NodeStatus::Available { version, .. } if failed > 0 => format!("with Node {version}: values read from {loaded} of the project's modules; {failed} failed to load (see below) and their code was not converted"),
             NodeStatus::Available { version, .. } => format!("with Node {version}: values read from the project's own modules"),
             NodeStatus::Unusable { reason, .. } => format!("without Node ({reason})"),
         };

@@ -641,13 +641,18 @@ impl AgentRuntime {
         )];
         // Enrolment: sticky per channel key (a conversation that starts a
         // new session keeps its variant), per principal where the
-        // experiment says so, else per session.
+        // experiment says so, else per session. An eval session sticks to
+        // its title (`eval <case> #<iteration>`), so a case's iteration
+        // runs the same variant in every run and a recording replays.
+        let eval_key = (meta.purpose.as_deref() == Some("eval"))
+            .then_some(meta.title.as_deref())
+            .flatten();
         let mut assignments = Vec::new();
         for experiment in &self.inner.agent.experiments {
             let sticky = crate::ab::sticky_key(
                 experiment,
                 &meta.owner.principal_id,
-                req.continuation.as_deref(),
+                req.continuation.as_deref().or(eval_key),
                 id.as_str(),
             );
             let assigned = crate::ab::assign(experiment, &sticky);

@@ -128,6 +128,19 @@ fn one_shot_prints_the_reply_and_json_prints_the_trajectory() {
         run.stdout
     );
     assert!(run.stdout.ends_with('\n'));
+    // The tool calls, their results and the usage footer, on stderr.
+    assert!(run.stderr.contains("→ get_weather("), "{}", run.stderr);
+    assert!(run.stderr.contains("← "), "{}", run.stderr);
+    assert!(
+        run.stderr.lines().last().unwrap().starts_with("[in "),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stdout.lines().any(|l| l.starts_with("→ ")),
+        "{}",
+        run.stdout
+    );
 
     let run = server.chat(&["--message", "hello", "--json"], "");
     assert_eq!(run.code, 0, "{}", run.stderr);

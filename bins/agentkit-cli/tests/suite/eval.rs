@@ -587,6 +587,7 @@ fn record_then_replay_offline_and_a_changed_request_fails_with_a_diff() {
     let mock = MockProvider::start(vec![
         Reply::Step(Step::text("Paris is sunny.")),
         Reply::Step(Step::text("Oslo is cold.")),
+        Reply::Step(Step::text("Paris is sunny.")),
     ]);
     let evals = r#"
 [[cases]]
@@ -674,6 +675,103 @@ expect = { reply = { contains = "cold" } }
         "{}",
         run.stdout
     );
+
+    // A long prompt that changed in one line: that line and a little
+    // context, not the whole prompt twice.
+    let rules: String = (1..=150)
+        .map(|n| format!("- Rule {n}: answer weather questions with care and cite the source.\n"))
+        .collect();
+    std::fs::write(dir.path().join("agent/instructions.md"), &rules).unwrap();
+    let run = agentkit_with(
+        dir.path(),
+        &[
+            "eval",
+            "--dir",
+            ".",
+            "--no-stream",
+            "--record",
+            "long-tape",
+            "cities/paris",
+        ],
+        |c| {
+            c.env("OPENAI_BASE_URL", mock.openai_base_url())
+                .env("OPENAI_API_KEY", "sk-test");
+        },
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    std::fs::write(
+        dir.path().join("agent/instructions.md"),
+        rules.replace("Rule 75: answer", "Rule 75: always answer"),
+    )
+    .unwrap();
+    let run = agentkit_with(
+        dir.path(),
+        &[
+            "eval",
+            "--dir",
+            ".",
+            "--no-stream",
+            "--replay",
+            "long-tape",
+            "cities/paris",
+        ],
+        offline,
+    );
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let changed: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with(['-', '+']) && l.contains("Rule "))
+        .collect();
+    assert_eq!(
+        changed,
+        [
+            "-    - Rule 75: answer weather questions with care and cite the source.",
+            "+    - Rule 75: always answer weather questions with care and cite the source.",
+        ],
+        "{}",
+        run.stdout
+    );
+    assert_eq!(run.stdout.matches("Rule ").count(), 6, "{}", run.stdout);
+    assert!(run.stdout.len() < 2_000, "{}", run.stdout);
+}
+
+/// The bundled weather agent runs an A/B experiment (`ab.toml`: half the
+/// sessions enrolled, a variant that appends to the instructions). Eval
+/// sessions stick to their case and iteration, so a recording of the
+/// unchanged project replays on every run. Before, each run enrolled the
+/// sessions anew at random and most replays failed.
+#[test]
+fn replays_of_the_bundled_weather_agent_pass_every_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tape = tmp.path().join("tape");
+    let tape = tape.to_str().unwrap();
+    let dir = super::fixtures().join("agents/weather-agent");
+    let dir = dir.to_str().unwrap();
+    let eval = |mode: &str| {
+        agentkit(
+            tmp.path(),
+            &[
+                "eval",
+                "--dir",
+                dir,
+                "--model",
+                "test",
+                "--iterations",
+                "3",
+                "--json",
+                mode,
+                tape,
+            ],
+        )
+    };
+    let run = eval("--record");
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(json_of(&run)["summary"]["runs"], 9);
+    for n in 1..=6 {
+        let run = eval("--replay");
+        assert_eq!(run.code, 0, "replay {n}:\n{}\n{}", run.stdout, run.stderr);
+    }
 }
 
 #[test]
@@ -1076,7 +1174,7 @@ fn eval_verdicts_become_each_variants_pass_rate() {
     assert_eq!(text.code, 0, "{}", text.stderr);
     assert!(
         text.stdout
-            .contains("traffic 1 · sticky key · control control"),
+            .contains("traffic 1 · sticky key · control variant: control · not enrolled 0"),
         "{}",
         text.stdout
     );

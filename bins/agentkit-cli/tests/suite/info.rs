@@ -78,3 +78,31 @@ fn info_text_lists_routes_and_schedules() {
         );
     }
 }
+
+/// `info --url` at a host that serves several agents names them and the
+/// flag that picks one.
+#[test]
+fn info_url_on_a_multi_agent_host_names_the_agent_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = super::serve_bundled_agents(tmp.path());
+    let url = format!("http://{}", server.addr);
+    let run = super::agentkit(tmp.path(), &["info", "--url", &url]);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains(
+            "serves several agents (concierge, weather-agent); choose one with --agent SLUG"
+        ),
+        "{}",
+        run.stderr
+    );
+    let run = super::agentkit(
+        tmp.path(),
+        &["info", "--url", &url, "--agent", "weather-agent"],
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("weather-agent (live)"),
+        "{}",
+        run.stdout
+    );
+}

@@ -17,6 +17,31 @@ fn init_then_validate_then_run_the_echo_tool() {
         run.stdout
     );
 
+    // The docs show what it writes: getting started its output as is,
+    // the CLI reference a row per file.
+    let docs = super::fixtures().join("../docs");
+    let guide = fs::read_to_string(docs.join("getting-started.md")).unwrap();
+    assert!(
+        guide.contains(&format!("```text\n{}```", run.stdout)),
+        "docs/getting-started.md does not show this output:\n{}",
+        run.stdout
+    );
+    let reference = fs::read_to_string(docs.join("reference/cli.md")).unwrap();
+    let written: Vec<&str> = run
+        .stdout
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(str::trim)
+        .collect();
+    assert_eq!(written.len(), 7, "{}", run.stdout);
+    for file in written {
+        assert!(
+            reference.contains(&format!("| `{file}` |")),
+            "docs/reference/cli.md does not list `{file}`"
+        );
+    }
+
     let run = agentkit(tmp.path(), &["validate", "--dir", "my-agent"]);
     assert_eq!(run.code, 0, "{}", run.stdout);
     assert!(run.stdout.contains("no diagnostics"), "{}", run.stdout);

@@ -681,3 +681,61 @@ fn a_node_too_old_for_the_shim_is_reported_and_not_used() {
     assert!(!to.join("agent/tools/lookup_invoice.toml").exists());
     assert!(!to.join("agent/lib").exists());
 }
+
+/// A Node that runs but loads no module (Node 20 without the `typescript`
+/// package answers an error for every `.ts` file) is reported as such,
+/// and the migration exits 1: the modules' tools were not converted.
+#[test]
+fn a_node_that_loads_no_module_is_reported_and_exits_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = tmp.path().join("node");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\n\
+         if [ \"$1\" = --version ]; then echo v20.20.2; exit 0; fi\n\
+         shift 3\n\
+         for f in \"$@\"; do\n\
+           printf '{\"file\": \"%s\", \"error\": \"Cannot find package typescript\"}\\n' \"$f\"\n\
+         done\n\
+         exit 1\n",
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&fake).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&fake, perms).unwrap();
+    let from = fixture("router").join("billing").display().to_string();
+    let node = fake.display().to_string();
+    let run_with = |to: &str, json: bool| {
+        let mut args = vec!["migrate", "--from", &from, "--to", to, "--node", &node];
+        if json {
+            args.push("--json");
+        }
+        agentkit(tmp.path(), &args)
+    };
+    let run = run_with("billing-json", true);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(doc["report"]["node"]["status"], "available", "{doc:#}");
+    let project = &doc["report"]["projects"][0];
+    assert_eq!(project["modulesLoaded"], 0, "{project:#}");
+    assert!(
+        project["modulesFailed"].as_u64().unwrap() > 0,
+        "{project:#}"
+    );
+    assert!(
+        manual(&doc, "billing-json")
+            .iter()
+            .any(|m| m.ends_with(": loading the module under Node")),
+        "{project:#}"
+    );
+
+    let run = run_with("billing", false);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let first = run.stdout.lines().next().unwrap();
+    assert!(
+        first.contains("with Node v20.20.2, but no module loaded (")
+            && first.contains("code that must run was not converted"),
+        "{}",
+        run.stdout
+    );
+}

@@ -1,6 +1,7 @@
 //! Shared helpers: running the binary and capturing what it printed.
 
 mod chat;
+mod commands;
 mod core;
 mod edge;
 mod eval;
@@ -12,6 +13,7 @@ mod migrate;
 mod observability;
 mod packs;
 mod playground;
+mod readme;
 mod reminders;
 mod run;
 mod scale_out;
@@ -60,4 +62,33 @@ pub(crate) fn agentkit_with(
 
 pub(crate) fn fixtures() -> std::path::PathBuf {
     agentkit_test_support::fixtures_dir()
+}
+
+/// `agentkit serve --dir fixtures/agents --dev` on a free port, its state
+/// under `state`, without `ALERTS_TOKEN` (as a new user runs it).
+pub(crate) fn serve_bundled_agents(state: &Path) -> agentkit_test_support::process::ServerProcess {
+    let port = agentkit_test_support::process::free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_agentkit"))
+        .args([
+            "serve",
+            "--dir",
+            "agents",
+            "--dev",
+            "--port",
+            &port.to_string(),
+        ])
+        .arg("--state-root")
+        .arg(state)
+        .current_dir(fixtures())
+        .env("NO_COLOR", "1")
+        .env_remove("ALERTS_TOKEN")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn agentkit serve");
+    agentkit_test_support::process::ServerProcess::healthy(
+        child,
+        port,
+        std::time::Duration::from_secs(30),
+    )
 }

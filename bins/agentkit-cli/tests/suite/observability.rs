@@ -152,3 +152,55 @@ fn an_unknown_otlp_protocol_is_refused_with_a_hint() {
         "{stderr}"
     );
 }
+
+/// `agentkit run` and `agentkit eval` honour `OTEL_*` as `serve` does:
+/// their ephemeral server exports each turn's spans before it exits.
+#[test]
+fn run_and_eval_export_their_turns_over_otlp() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("bot");
+    std::fs::create_dir_all(project.join("agent")).unwrap();
+    std::fs::create_dir_all(project.join("evals")).unwrap();
+    std::fs::write(project.join("agent/agent.toml"), "model = \"test\"\n").unwrap();
+    std::fs::write(project.join("agent/instructions.md"), "Test agent.\n").unwrap();
+    std::fs::write(project.join("evals/evals.toml"), "max_concurrency = 1\n").unwrap();
+    std::fs::write(
+        project.join("evals/hi.eval.toml"),
+        "send = \"hi from the eval\"\nexpect = { succeeded = true }\n",
+    )
+    .unwrap();
+    let receiver = OtlpReceiver::start();
+    let otel = |c: &mut Command| {
+        c.env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url())
+            .env("OTEL_SERVICE_NAME", "cli-run-test");
+    };
+    let run = super::agentkit_with(dir.path(), &["run", "--dir", "bot", "-m", "hi"], otel);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let spans = receiver.wait_for(Duration::from_secs(10), |spans| {
+        spans.iter().any(|s| s.name == "invoke_agent bot")
+    });
+    let span = spans.iter().find(|s| s.name == "invoke_agent bot").unwrap();
+    assert_eq!(span.resource["service.name"], "cli-run-test");
+    let before = spans
+        .iter()
+        .filter(|s| s.name == "invoke_agent bot")
+        .count();
+
+    let run = super::agentkit_with(dir.path(), &["eval", "--dir", "bot", "--no-stream"], otel);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let spans = receiver.wait_for(Duration::from_secs(10), |spans| {
+        spans
+            .iter()
+            .filter(|s| s.name == "invoke_agent bot")
+            .count()
+            > before
+    });
+    assert!(
+        spans
+            .iter()
+            .filter(|s| s.name == "invoke_agent bot")
+            .count()
+            > before,
+        "{spans:#?}"
+    );
+}

@@ -16,11 +16,102 @@ fn bundled_agents_validate_clean() {
     .assert_eq(&run.stdout);
 }
 
+/// The bundled example projects (the folder of them, and the weather
+/// agent alone; the concierge needs its peer beside it) validate with no
+/// diagnostic at all in an environment without `ALERTS_TOKEN`: its
+/// bearer token is optional (`${ALERTS_TOKEN:-}`). Running a turn warns
+/// about nothing either.
 #[test]
-fn unset_env_references_are_warnings_not_errors() {
+fn bundled_agents_validate_and_run_without_warnings() {
+    let agents = fixtures().join("agents");
+    for dir in [agents.clone(), agents.join("weather-agent")] {
+        let run = agentkit_with(
+            &fixtures(),
+            &["validate", "--dir", dir.to_str().unwrap()],
+            |c| {
+                c.env_remove("ALERTS_TOKEN");
+            },
+        );
+        assert_eq!(
+            run.code,
+            0,
+            "{}: {}{}",
+            dir.display(),
+            run.stdout,
+            run.stderr
+        );
+        assert!(
+            run.stdout.contains("no diagnostics") && !run.stdout.contains("warning"),
+            "{}: {}",
+            dir.display(),
+            run.stdout
+        );
+        assert_eq!(run.stderr, "", "{}", dir.display());
+    }
+
     let run = agentkit_with(
         &fixtures(),
-        &["validate", "--dir", "agents/weather-agent", "--json"],
+        &[
+            "run",
+            "--dir",
+            "agents",
+            "--agent",
+            "weather-agent",
+            "--approvals",
+            "approve",
+            "--message",
+            "What's the weather in NYC?",
+        ],
+        |c| {
+            c.env_remove("ALERTS_TOKEN");
+        },
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        !run.stderr.to_lowercase().contains("warn"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A copy of the weather agent whose alerts token is a plain
+/// `${ALERTS_TOKEN}`, which `validate` warns about while it is unset.
+fn weather_agent_with_plain_reference() -> tempfile::TempDir {
+    fn copy(from: &std::path::Path, to: &std::path::Path) {
+        fs::create_dir_all(to).unwrap();
+        for entry in fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("weather-agent");
+    copy(
+        &fixtures().join("agents/weather-agent/agent"),
+        &project.join("agent"),
+    );
+    let alerts = project.join("agent/channels/alerts.toml");
+    let text = fs::read_to_string(&alerts).unwrap();
+    assert!(text.contains("${ALERTS_TOKEN:-}"), "{text}");
+    fs::write(
+        &alerts,
+        text.replace("${ALERTS_TOKEN:-}", "${ALERTS_TOKEN}"),
+    )
+    .unwrap();
+    tmp
+}
+
+#[test]
+fn unset_env_references_are_warnings_not_errors() {
+    let tmp = weather_agent_with_plain_reference();
+    let run = agentkit_with(
+        tmp.path(),
+        &["validate", "--dir", "weather-agent", "--json"],
         |c| {
             c.env_remove("ALERTS_TOKEN");
         },
@@ -48,10 +139,11 @@ fn unset_env_references_are_warnings_not_errors() {
 /// is not reported.
 #[test]
 fn empty_env_references_warn_like_unset_ones() {
+    let tmp = weather_agent_with_plain_reference();
     let codes = |value: &str| {
         let run = agentkit_with(
-            &fixtures(),
-            &["validate", "--dir", "agents/weather-agent", "--json"],
+            tmp.path(),
+            &["validate", "--dir", "weather-agent", "--json"],
             |c| {
                 c.env("ALERTS_TOKEN", value);
             },

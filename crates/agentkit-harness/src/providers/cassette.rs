@@ -303,24 +303,140 @@ async fn no_match(dir: &Path, doc: &Value) -> String {
     match best {
         None => format!("{head} (no recording of model {} there)", doc["model"]),
         Some((_, name, diff)) => {
-            let shown: Vec<&String> = context(&diff, 2).into_iter().take(60).collect();
             let mut out =
                 format!("{head}; against the closest recording ({name}), - recorded, + now:");
-            for line in shown {
-                out.push('\n');
-                out.push_str(line);
-            }
+            out.push_str(&compact_diff(&diff));
             out
         }
     }
 }
 
+/// The most diff lines a mismatch shows.
+const SHOWN_LINES: usize = 60;
+/// The most characters of one line a mismatch shows.
+const SHOWN_WIDTH: usize = 160;
+
+/// The changed lines of `diff` with two lines of context, `…` where lines
+/// are skipped, each line clipped to [`SHOWN_WIDTH`] around where it
+/// differs from its counterpart, so a long prompt that changed in one
+/// place shows that place only.
+fn compact_diff(diff: &[String]) -> String {
+    let shown = context_indices(diff, 2);
+    let mut out = String::new();
+    let mut last: Option<usize> = None;
+    for (count, &i) in shown.iter().enumerate() {
+        if count == SHOWN_LINES {
+            out.push_str(&format!("\n… ({} more lines)", shown.len() - count));
+            break;
+        }
+        if last.is_some_and(|l| i > l + 1) || (last.is_none() && i > 0) {
+            out.push_str("\n …");
+        }
+        last = Some(i);
+        let line = &diff[i];
+        // A changed line is clipped where it starts to differ from the
+        // nearest line of the other side, so both show the same place.
+        let other = match line.chars().next() {
+            Some('-') => diff[i + 1..]
+                .iter()
+                .take_while(|l| !l.starts_with(' '))
+                .find(|l| l.starts_with('+')),
+            Some('+') => diff[..i]
+                .iter()
+                .rev()
+                .take_while(|l| !l.starts_with(' '))
+                .find(|l| l.starts_with('-')),
+            _ => None,
+        };
+        out.push('\n');
+        out.push_str(&clip(
+            line,
+            other.map(|o| common_prefix(&line[1..], &o[1..])),
+        ));
+    }
+    if last.is_some_and(|l| l + 1 < diff.len()) && shown.len() <= SHOWN_LINES {
+        out.push_str("\n …");
+    }
+    out
+}
+
+/// Characters two strings share at their start.
+fn common_prefix(a: &str, b: &str) -> usize {
+    a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count()
+}
+
+/// `line` (its first character the diff marker) at most [`SHOWN_WIDTH`]
+/// characters wide, starting a little before character `differs` of its
+/// text when that is far in.
+fn clip(line: &str, differs: Option<usize>) -> String {
+    let mut chars = line.chars();
+    let marker = chars.next().unwrap_or(' ');
+    let text: Vec<char> = chars.collect();
+    if text.len() <= SHOWN_WIDTH {
+        return line.to_owned();
+    }
+    let start = differs.map_or(0, |d| d.saturating_sub(40));
+    let end = (start + SHOWN_WIDTH).min(text.len());
+    let mut out = String::new();
+    out.push(marker);
+    if start > 0 {
+        out.push('…');
+    }
+    out.extend(&text[start..end]);
+    if end < text.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// The request as lines to diff: pretty JSON, except that a string with
+/// line breaks (a system prompt, a long message) is shown line by line
+/// between `"""` marks, so a change in one line of it is one line of diff.
 fn pretty_lines(v: &Value) -> Vec<String> {
-    serde_json::to_string_pretty(v)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
+    let mut out = Vec::new();
+    render_lines(v, 0, String::new(), "", &mut out);
+    out
+}
+
+fn render_lines(v: &Value, indent: usize, prefix: String, comma: &str, out: &mut Vec<String>) {
+    let pad = " ".repeat(indent);
+    match v {
+        Value::Object(map) if !map.is_empty() => {
+            out.push(format!("{pad}{prefix}{{"));
+            let n = map.len();
+            for (k, (key, value)) in map.iter().enumerate() {
+                let key = serde_json::to_string(key).unwrap_or_default();
+                let comma = if k + 1 < n { "," } else { "" };
+                render_lines(value, indent + 2, format!("{key}: "), comma, out);
+            }
+            out.push(format!("{pad}}}{comma}"));
+        }
+        Value::Array(items) if !items.is_empty() => {
+            out.push(format!("{pad}{prefix}["));
+            let n = items.len();
+            for (k, item) in items.iter().enumerate() {
+                let comma = if k + 1 < n { "," } else { "" };
+                render_lines(item, indent + 2, String::new(), comma, out);
+            }
+            out.push(format!("{pad}]{comma}"));
+        }
+        Value::String(text) if text.contains('\n') => {
+            out.push(format!("{pad}{prefix}\"\"\""));
+            // `split`, not `lines`: a trailing line break is a change too.
+            for line in text.split('\n') {
+                out.push(if line.is_empty() {
+                    String::new()
+                } else {
+                    format!("{pad}  {line}")
+                });
+            }
+            out.push(format!("{pad}\"\"\"{comma}"));
+        }
+        other => out.push(format!(
+            "{pad}{prefix}{}{comma}",
+            serde_json::to_string(other).unwrap_or_default()
+        )),
+    }
 }
 
 /// A line diff (longest common subsequence): `-` recorded, `+` current,
@@ -360,17 +476,25 @@ fn line_diff(a: &[String], b: &[String]) -> Vec<String> {
 }
 
 /// The changed lines with `around` unchanged lines of context each side.
+#[cfg(test)]
 fn context(diff: &[String], around: usize) -> Vec<&String> {
+    context_indices(diff, around)
+        .into_iter()
+        .map(|i| &diff[i])
+        .collect()
+}
+
+/// The indices of the changed lines and of `around` unchanged lines each
+/// side of them, in order.
+fn context_indices(diff: &[String], around: usize) -> Vec<usize> {
     let changed: Vec<usize> = diff
         .iter()
         .enumerate()
         .filter(|(_, l)| !l.starts_with(' '))
         .map(|(i, _)| i)
         .collect();
-    diff.iter()
-        .enumerate()
-        .filter(|(i, _)| changed.iter().any(|c| i.abs_diff(*c) <= around))
-        .map(|(_, l)| l)
+    (0..diff.len())
+        .filter(|i| changed.iter().any(|c| i.abs_diff(*c) <= around))
         .collect()
 }
 
@@ -380,6 +504,57 @@ mod tests {
 
     fn lines(s: &str) -> Vec<String> {
         s.lines().map(str::to_owned).collect()
+    }
+
+    /// A long system prompt that changed in one line shows that line and
+    /// two around it, once each side, not the whole prompt.
+    #[test]
+    fn a_changed_prompt_shows_only_what_changed() {
+        let prompt: String = (1..=200)
+            .map(|n| format!("Rule {n}: answer about the weather with care.\n"))
+            .collect();
+        let recorded = json!({"model": "test", "system": prompt, "messages": [{"role": "user", "text": "hi"}]});
+        let now = json!({"model": "test", "system": format!("{prompt}Answer in one sentence.\n"), "messages": [{"role": "user", "text": "hi"}]});
+        let diff = line_diff(&pretty_lines(&recorded), &pretty_lines(&now));
+        let shown = compact_diff(&diff);
+        assert_eq!(
+            shown,
+            "\n …\n     Rule 199: answer about the weather with care.\n     Rule 200: answer about the weather with care.\n+    Answer in one sentence.\n \n   \"\"\",\n …"
+        );
+        assert!(shown.len() < 400, "{shown}");
+    }
+
+    /// A line break added at the end of a prompt is a change that shows.
+    #[test]
+    fn a_trailing_line_break_shows() {
+        let diff = line_diff(
+            &pretty_lines(&json!({"system": "a\nb"})),
+            &pretty_lines(&json!({"system": "a\nb\n"})),
+        );
+        assert_eq!(
+            compact_diff(&diff),
+            "\n …\n     a\n     b\n+\n   \"\"\"\n }"
+        );
+    }
+
+    /// One long line that changed near its end shows the place it
+    /// changed, clipped, on both sides.
+    #[test]
+    fn a_long_line_is_clipped_where_it_changed() {
+        let long = "x".repeat(1000);
+        let diff = vec![format!("-{long}a"), format!("+{long}b")];
+        let shown = compact_diff(&diff);
+        let lines: Vec<&str> = shown.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(lines.len(), 2, "{shown}");
+        assert!(
+            lines[0].starts_with("-…") && lines[0].ends_with('a'),
+            "{shown}"
+        );
+        assert!(
+            lines[1].starts_with("+…") && lines[1].ends_with('b'),
+            "{shown}"
+        );
+        assert!(lines[0].chars().count() <= SHOWN_WIDTH + 3, "{shown}");
     }
 
     #[test]

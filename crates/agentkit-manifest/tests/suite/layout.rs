@@ -80,3 +80,39 @@ fn only_an_unusable_root_is_an_error() {
     );
     assert!(!d.is_ok());
 }
+
+/// A `scripted:` model's file (or the folder holding it), named by
+/// agent.toml, an experiment's variant or an eval's judge, is used: no
+/// `unknown-entry` warning. A file nothing names still gets one.
+#[test]
+fn scripted_model_files_are_not_unknown_entries() {
+    let t = tempfile::tempdir().unwrap();
+    let agent = t.path().join("bot/agent");
+    write(
+        &agent.join("agent.toml"),
+        "model = \"scripted:./script.json\"\n",
+    );
+    write(&agent.join("instructions.md"), "Hi.");
+    write(&agent.join("script.json"), r#"{"turns": []}"#);
+    write(
+        &agent.join("ab.toml"),
+        "[[variants]]\nid = \"control\"\n[[variants]]\nid = \"other\"\nmodel = \"scripted:scripts/other.json\"\n",
+    );
+    write(&agent.join("scripts/other.json"), r#"{"turns": []}"#);
+    write(&agent.join("stray.json"), "{}");
+    // An eval judge's script, relative to `agent/` as well.
+    write(&agent.join("judge.json"), r#"{"turns": []}"#);
+    write(
+        &t.path().join("bot/evals/evals.toml"),
+        "max_concurrency = 1\n",
+    );
+    write(
+        &t.path().join("bot/evals/polite.eval.toml"),
+        "send = \"hi\"\nexpect = { reply = { judge = \"is polite\", model = \"scripted:judge.json\" } }\n",
+    );
+    let d = discover_ok(&t.path().join("bot"));
+    assert_eq!(
+        render(&d),
+        "agent/stray.json: warning[unknown-entry]: unknown file `stray.json`; agentkit does not discover it (hint: known here: agent.toml, instructions.md, instructions, tools, skills, mcp-connections, subagents, channels, hooks, schedules, ab.toml, ab, sandbox, lib; put shared files in `lib/`)\n"
+    );
+}

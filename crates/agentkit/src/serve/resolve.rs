@@ -77,10 +77,39 @@ fn agent(
 }
 
 /// A parsed chain with its secrets resolved (an unset or empty variable
-/// gives an empty secret, which never admits).
+/// gives an empty secret, which never admits). A secret written as
+/// `${VAR:-}` alone is optional: while `VAR` is unset, its token (or its
+/// policy) is left out of a chain that keeps another policy, so serving
+/// warns about nothing the author chose to leave unset.
 fn policies(policies: &[AuthPolicy], env: &EnvLookup) -> Vec<Policy> {
-    policies
+    let optional_unset = |raw: &str| {
+        let raw = raw.trim();
+        raw.starts_with("${")
+            && raw.ends_with(":-}")
+            && !raw[2..].contains('$')
+            && env.resolve(raw).is_empty()
+    };
+    let kept: Vec<&AuthPolicy> = policies
         .iter()
+        .filter(|p| match p {
+            // A list with no token at all is a configuration error that
+            // serving reports; it is not optional.
+            AuthPolicy::Bearer { tokens } => {
+                tokens.is_empty() || !tokens.iter().all(|t| optional_unset(&t.token))
+            }
+            AuthPolicy::SharedSecret { secret, .. } | AuthPolicy::HmacSignature { secret, .. } => {
+                !optional_unset(secret)
+            }
+            _ => true,
+        })
+        .collect();
+    let policies: Vec<&AuthPolicy> = if kept.is_empty() {
+        policies.iter().collect()
+    } else {
+        kept
+    };
+    policies
+        .into_iter()
         .map(|p| match p {
             AuthPolicy::LocalDevStrict => Policy::LocalDevStrict,
             AuthPolicy::LocalDev => Policy::LocalDev,
@@ -90,6 +119,9 @@ fn policies(policies: &[AuthPolicy], env: &EnvLookup) -> Vec<Policy> {
             AuthPolicy::Bearer { tokens } => Policy::Bearer {
                 tokens: tokens
                     .iter()
+                    .filter(|t| {
+                        !optional_unset(&t.token) || tokens.iter().all(|t| optional_unset(&t.token))
+                    })
                     .map(|t| BearerToken::new(env.resolve(&t.token), t.principal.clone()))
                     .collect(),
             },
@@ -246,4 +278,75 @@ fn connections(
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bearer(tokens: &[&str]) -> AuthPolicy {
+        AuthPolicy::Bearer {
+            tokens: tokens
+                .iter()
+                .map(|t| agentkit_manifest::BearerToken {
+                    token: (*t).to_owned(),
+                    principal: "p".to_owned(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The resolved chain as policy names, bearer policies with their
+    /// token count.
+    fn shape(chain: &[AuthPolicy], set: &'static [(&'static str, &'static str)]) -> Vec<String> {
+        let env = EnvLookup::new(move |name| {
+            set.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v).to_owned())
+        });
+        policies(chain, &env)
+            .iter()
+            .map(|p| match p {
+                Policy::Bearer { tokens } => format!("bearer({})", tokens.len()),
+                other => other.name().to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn optional_secrets_leave_the_chain_while_unset() {
+        let chain = [AuthPolicy::LocalDevStrict, bearer(&["${T:-}"])];
+        assert_eq!(shape(&chain, &[]), ["localDevStrict"]);
+        assert_eq!(
+            shape(&chain, &[("T", "s3cret")]),
+            ["localDevStrict", "bearer(1)"]
+        );
+        // One optional token of two: only it goes.
+        let two = [bearer(&["${T:-}", "${U}"])];
+        assert_eq!(shape(&two, &[]), ["bearer(1)"]);
+        // A plain reference, or a reference inside text, is not optional.
+        let plain = [
+            AuthPolicy::LocalDevStrict,
+            bearer(&["${T}"]),
+            bearer(&["x${T:-}"]),
+        ];
+        assert_eq!(
+            shape(&plain, &[]),
+            ["localDevStrict", "bearer(1)", "bearer(1)"]
+        );
+        // A chain never loses its last policies (they are warned about),
+        // nor a bearer policy without tokens (a configuration error).
+        assert_eq!(shape(&[bearer(&["${T:-}"])], &[]), ["bearer(1)"]);
+        let empty = [AuthPolicy::LocalDevStrict, bearer(&[])];
+        assert_eq!(shape(&empty, &[]), ["localDevStrict", "bearer(0)"]);
+        let hmac = [
+            AuthPolicy::LocalDevStrict,
+            AuthPolicy::HmacSignature {
+                header: "x-sig".to_owned(),
+                secret: "${S:-}".to_owned(),
+                prefix: None,
+            },
+        ];
+        assert_eq!(shape(&hmac, &[]), ["localDevStrict"]);
+    }
 }
