@@ -8,7 +8,7 @@ use agentkit::client::Client;
 use anyhow::Context;
 use clap::Args;
 
-use crate::chat::{boot, pick_agent, tokio_runtime};
+use crate::boot::{boot, pick_agent, tokio_runtime};
 
 /// The flags of `agentkit call`.
 #[derive(Debug, Args)]

@@ -14,7 +14,9 @@ use agentkit::client::{Client, SessionCursor};
 use agentkit::protocol::{Event, EventData, EventType};
 use agentkit::trajectory::{self, Trajectory};
 
-use crate::cli::EXIT_INVALID;
+use agentkit_cli::EXIT_INVALID;
+
+use crate::boot::{boot, pick_agent, tokio_runtime};
 use crate::render;
 
 const DIM: Style = Style::new().dimmed();
@@ -254,67 +256,6 @@ async fn answer_approvals(
             let mut err = anstream::stderr();
             let _ = writeln!(err, "{RED}error:{RED:#} cannot resolve `{call}`: {e}");
         }
-    }
-}
-
-pub(crate) async fn boot(
-    dir: &Path,
-    state_root: &Path,
-    api_keys: &[String],
-    model: Option<&str>,
-) -> anyhow::Result<agentkit::ServeHandle> {
-    let providers = crate::login::provider_config(api_keys)?;
-    boot_with(dir, state_root, providers, model).await
-}
-
-/// [`boot`] with the providers already chosen (`eval` adds a cassette).
-/// The `OTEL_*` variables apply as they do to `serve`: the ephemeral
-/// server exports its traces and metrics, and flushes them as it closes.
-pub(crate) async fn boot_with(
-    dir: &Path,
-    state_root: &Path,
-    providers: agentkit::ProviderConfig,
-    model: Option<&str>,
-) -> anyhow::Result<agentkit::ServeHandle> {
-    let telemetry = agentkit::TelemetryOptions::from_env(|k| std::env::var(k).ok())?;
-    let options = agentkit::ServeOptions {
-        telemetry,
-        model: model.map(str::to_owned),
-        port: 0,
-        state_root: Some(state_root.to_path_buf()),
-        dev: true,
-        default_model: std::env::var("AGENTKIT_MODEL")
-            .ok()
-            .filter(|m| !m.is_empty()),
-        env: agentkit::EnvLookup::process(),
-        providers,
-        ..Default::default()
-    };
-    agentkit::serve(dir, options)
-        .await
-        .with_context(|| format!("cannot serve `{}`", dir.display()))
-}
-
-/// The URL of the agent to talk to on a server booted for `dir`.
-pub(crate) fn pick_agent(
-    handle: &agentkit::ServeHandle,
-    agent: Option<&str>,
-    dir: &Path,
-) -> anyhow::Result<String> {
-    let slugs = handle.slugs();
-    match (agent, slugs.as_slice()) {
-        (Some(slug), _) if slugs.iter().any(|s| s == slug) => Ok(handle.agent_url(slug)),
-        (Some(slug), _) => anyhow::bail!(
-            "`{}` has no agent `{slug}`; it holds {}",
-            dir.display(),
-            slugs.join(", ")
-        ),
-        (None, [one]) => Ok(handle.agent_url(one)),
-        (None, _) => anyhow::bail!(
-            "`{}` holds several agents ({}); choose one with --agent SLUG",
-            dir.display(),
-            slugs.join(", ")
-        ),
     }
 }
 
@@ -587,13 +528,6 @@ fn write_ndjson(path: &Path, events: &[Event]) -> anyhow::Result<()> {
         text.push('\n');
     }
     std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))
-}
-
-pub(crate) fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ struct Target {
 }
 
 pub(crate) fn db(args: DbArgs) -> anyhow::Result<ExitCode> {
-    let runtime = crate::chat::tokio_runtime()?;
+    let runtime = crate::boot::tokio_runtime()?;
     match args.command {
         DbCommand::Migrate(target) => runtime.block_on(migrate(target)),
         DbCommand::Status(target) => runtime.block_on(status(target)),

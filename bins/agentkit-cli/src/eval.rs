@@ -11,9 +11,9 @@ use agentkit::client::Client;
 use agentkit::evals::{self, Progress, RunOptions};
 use anyhow::Context;
 
-use crate::chat::{boot_with, tokio_runtime};
-use crate::cli::EXIT_INVALID;
+use crate::boot::{boot_with, tokio_runtime};
 use crate::render;
+use agentkit_cli::EXIT_INVALID;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct EvalArgs {

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Subcommand;
 
-use crate::chat::tokio_runtime;
+use crate::boot::tokio_runtime;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct GithubArgs {

@@ -4,6 +4,7 @@
 // A command-line program prints: that is its job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod boot;
 mod call;
 mod chat;
 mod cli;

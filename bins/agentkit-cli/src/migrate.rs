@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use crate::cli::EXIT_INVALID;
 use crate::render;
+use agentkit_cli::EXIT_INVALID;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct MigrateArgs {

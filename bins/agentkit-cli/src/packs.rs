@@ -9,7 +9,7 @@ use agentkit::webhooks::{PackTarget, PayloadReplay, Provider};
 use anyhow::Context;
 use clap::Subcommand;
 
-use crate::chat::tokio_runtime;
+use crate::boot::tokio_runtime;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct PackArgs {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use crate::chat::tokio_runtime;
+use crate::boot::tokio_runtime;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct SlackArgs {
