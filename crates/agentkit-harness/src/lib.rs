@@ -82,7 +82,7 @@ pub use step::{FinishReason, StepEvent, approval_resolved_data};
 pub use tools::{
     BoxFuture, BridgeCredentials, CallCredential, CallOrigin, CallPrincipal, ExtraTool, ExtraTools,
     ExtraToolsSource, HostBridge, HostHandle, ReminderHost, ToolContext, ToolOutput,
-    run_server_tool,
+    run_server_tool, sandbox_unreadable_files,
 };
 pub use turn::{PrepareWorkspace, TurnInput, TurnOutcome, run_turn};
 pub use workspace_path::{PathError, check_relative_path, confine_path};

@@ -253,10 +253,11 @@ impl ChildSpec {
     /// child runs. Drop the command right after the spawn: it holds the
     /// sandbox's ruleset descriptor.
     fn command(&self, stdin: Stdio) -> std::io::Result<(Command, Option<Prepared>)> {
+        let env = self.environment();
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
             .env_clear()
-            .envs(self.environment())
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -267,10 +268,36 @@ impl ChildSpec {
         #[cfg(unix)]
         cmd.process_group(0);
         let prepared = match &self.sandbox {
-            Some(sandbox) => Some(crate::sandbox::prepare(sandbox, &mut cmd)?),
+            Some(sandbox) => {
+                let launch = sandbox.launch(&self.program, self.cwd.as_deref(), &env);
+                Some(crate::sandbox::prepare(sandbox, &launch, &mut cmd)?)
+            }
             None => None,
         };
         Ok((cmd, prepared))
+    }
+
+    /// When this child ran sandboxed and `output` (what it wrote before
+    /// failing) shows the kernel denied it a path the sandbox does not
+    /// grant: a sentence naming that path and the configuration line that
+    /// grants it.
+    pub(crate) fn sandbox_hint(&self, output: &str) -> Option<String> {
+        let sandbox = self.sandbox.as_ref()?;
+        let env = self.environment();
+        let launch = sandbox.launch(&self.program, self.cwd.as_deref(), &env);
+        crate::sandbox::explain(sandbox, &launch, output)
+    }
+
+    /// The files this child's program needs (itself, its `#!`
+    /// interpreters) that its sandbox cannot read after the automatic
+    /// grants; empty when it has no sandbox or can run.
+    pub(crate) fn sandbox_unreadable(&self) -> Vec<PathBuf> {
+        let Some(sandbox) = &self.sandbox else {
+            return Vec::new();
+        };
+        let env = self.environment();
+        let launch = sandbox.launch(&self.program, self.cwd.as_deref(), &env);
+        crate::sandbox::unreadable_program(sandbox, &launch)
     }
 }
 

@@ -319,8 +319,12 @@ pub async fn run_server_tool(tool: &Tool, input: &Value, ctx: &ToolContext) -> T
     let outcome = match result {
         Ok(outcome) => outcome,
         Err(e) => {
+            let hint = spec
+                .sandbox_hint(&e.to_string())
+                .map(|h| format!("\n{h}"))
+                .unwrap_or_default();
             return ToolOutput::error(format!(
-                "could not start `{program}` for tool `{}` (in {}): {e}",
+                "could not start `{program}` for tool `{}` (in {}): {e}{hint}",
                 tool.name,
                 tool.cwd.display()
             ));
@@ -336,9 +340,41 @@ pub async fn run_server_tool(tool: &Tool, input: &Value, ctx: &ToolContext) -> T
             ToolOutput::error(format!("output exceeded {} bytes", tool.max_output_bytes))
         }
         ChildExit::Exited(status) => {
-            finish(tool, &outcome.stdout.bytes, &outcome.stderr.bytes, status)
+            let mut out = finish(tool, &outcome.stdout.bytes, &outcome.stderr.bytes, status);
+            if !status.success()
+                && let Value::String(text) = &mut out.output
+                && let Some(hint) = spec.sandbox_hint(&format!(
+                    "{}\n{}",
+                    outcome.stderr.text(),
+                    outcome.stdout.text()
+                ))
+            {
+                text.push('\n');
+                text.push_str(&hint);
+            }
+            out
         }
     }
+}
+
+/// The files `tool`'s program needs (the program as `exec` finds it, its
+/// `#!` interpreters) that its sandbox cannot read after the automatic
+/// grants of interpreter installs: what `agentkit validate` warns about.
+/// Empty when the tool runs unsandboxed, its program is not found, or it
+/// can run. Resolved with this process's `PATH` and `HOME`, as a call on
+/// this host would be.
+pub fn sandbox_unreadable_files(tool: &Tool) -> Vec<PathBuf> {
+    let Some((program, _)) = tool.command.split_first() else {
+        return Vec::new();
+    };
+    let Ok(Some(sandbox)) = crate::sandbox::for_tool(tool, &tool.cwd) else {
+        return Vec::new();
+    };
+    ChildSpec::new(resolve_program(program, &tool.cwd))
+        .cwd(&tool.cwd)
+        .pass_env(tool.env.iter().cloned())
+        .sandbox(sandbox)
+        .sandbox_unreadable()
 }
 
 /// The child of one call: JSON input on stdin, the tool's folder, the
