@@ -23,7 +23,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use crate::sandbox::{Prepared, SandboxSpec};
+use crate::sandbox::{Launch, Prepared, SandboxSpec};
 
 /// Host variables every child sees when the host has them; everything else
 /// of the host's environment is scrubbed unless the spec passes it through.
@@ -269,12 +269,21 @@ impl ChildSpec {
         cmd.process_group(0);
         let prepared = match &self.sandbox {
             Some(sandbox) => {
-                let launch = sandbox.launch(&self.program, self.cwd.as_deref(), &env);
+                let launch = self.launch(&env);
                 Some(crate::sandbox::prepare(sandbox, &launch, &mut cmd)?)
             }
             None => None,
         };
         Ok((cmd, prepared))
+    }
+
+    /// The child as the sandbox's resolution of its interpreter sees it.
+    fn launch<'a>(&'a self, env: &'a [(OsString, OsString)]) -> Launch<'a> {
+        Launch {
+            program: &self.program,
+            cwd: self.cwd.as_deref(),
+            env,
+        }
     }
 
     /// When this child ran sandboxed and `output` (what it wrote before
@@ -284,20 +293,20 @@ impl ChildSpec {
     pub(crate) fn sandbox_hint(&self, output: &str) -> Option<String> {
         let sandbox = self.sandbox.as_ref()?;
         let env = self.environment();
-        let launch = sandbox.launch(&self.program, self.cwd.as_deref(), &env);
+        let launch = self.launch(&env);
         crate::sandbox::explain(sandbox, &launch, output)
     }
 
     /// The files this child's program needs (itself, its `#!`
-    /// interpreters) that its sandbox cannot read after the automatic
-    /// grants; empty when it has no sandbox or can run.
-    pub(crate) fn sandbox_unreadable(&self) -> Vec<PathBuf> {
+    /// interpreters) and the `files` it is given that its sandbox cannot
+    /// read after the automatic grants; empty without a sandbox.
+    pub(crate) fn sandbox_gaps(&self, files: &[PathBuf]) -> Vec<crate::sandbox::SandboxGap> {
         let Some(sandbox) = &self.sandbox else {
             return Vec::new();
         };
         let env = self.environment();
-        let launch = sandbox.launch(&self.program, self.cwd.as_deref(), &env);
-        crate::sandbox::unreadable_program(sandbox, &launch)
+        let launch = self.launch(&env);
+        crate::sandbox::gaps(sandbox, &launch, files)
     }
 }
 

@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::process::{ChildExit, ChildSpec, run_child};
+use crate::sandbox::SandboxGap;
 
 /// How much of a tool's stderr is kept (the rest is read and dropped).
 const STDERR_CAP: usize = 64 * 1024;
@@ -357,24 +358,32 @@ pub async fn run_server_tool(tool: &Tool, input: &Value, ctx: &ToolContext) -> T
     }
 }
 
-/// The files `tool`'s program needs (the program as `exec` finds it, its
-/// `#!` interpreters) that its sandbox cannot read after the automatic
-/// grants of interpreter installs: what `agentkit validate` warns about.
-/// Empty when the tool runs unsandboxed, its program is not found, or it
-/// can run. Resolved with this process's `PATH` and `HOME`, as a call on
-/// this host would be.
-pub fn sandbox_unreadable_files(tool: &Tool) -> Vec<PathBuf> {
-    let Some((program, _)) = tool.command.split_first() else {
+/// The files `tool`'s command needs that its sandbox cannot read after
+/// the automatic grants of interpreter installs: its program as `exec`
+/// finds it, the program's `#!` interpreters, and the arguments that name
+/// existing files (`python3 /opt/app/main.py`). What `agentkit validate`
+/// warns about. Empty when the tool runs unsandboxed or all is readable.
+/// Resolved with this process's `PATH` and `HOME`, as a call on this host
+/// would be.
+pub fn sandbox_gaps(tool: &Tool) -> Vec<SandboxGap> {
+    let Some((program, args)) = tool.command.split_first() else {
         return Vec::new();
     };
     let Ok(Some(sandbox)) = crate::sandbox::for_tool(tool, &tool.cwd) else {
         return Vec::new();
     };
+    let files: Vec<PathBuf> = args
+        .iter()
+        .map(Path::new)
+        .filter(|a| a.is_absolute() || a.components().count() > 1)
+        .map(|a| tool.cwd.join(a))
+        .filter(|a| a.is_file())
+        .collect();
     ChildSpec::new(resolve_program(program, &tool.cwd))
         .cwd(&tool.cwd)
         .pass_env(tool.env.iter().cloned())
         .sandbox(sandbox)
-        .sandbox_unreadable()
+        .sandbox_gaps(&files)
 }
 
 /// The child of one call: JSON input on stdin, the tool's folder, the

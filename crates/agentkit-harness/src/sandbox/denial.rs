@@ -38,34 +38,51 @@ pub(crate) fn explain(spec: &SandboxSpec, launch: &Launch<'_>, output: &str) -> 
         denied.extend(resolved.chain.iter().cloned());
     }
     let path = denied.into_iter().find(|p| !readable(spec, &resolved, p))?;
-    Some(hint(launch, &resolved, &path))
+    Some(hint(launch, &path))
 }
 
-/// The files `launch`'s program needs that the sandbox of `spec` cannot
-/// read, after the automatic grants: empty when it can run.
-pub(crate) fn unreadable_program(spec: &SandboxSpec, launch: &Launch<'_>) -> Vec<PathBuf> {
+/// The files `launch`'s program needs (itself, its `#!` interpreters)
+/// and the `files` it is given that the sandbox of `spec` cannot read,
+/// after the automatic grants.
+pub(crate) fn gaps(spec: &SandboxSpec, launch: &Launch<'_>, files: &[PathBuf]) -> Vec<SandboxGap> {
     let resolved = resolve::resolve(launch);
-    resolved
-        .chain
-        .iter()
-        .filter(|p| !readable(spec, &resolved, p))
-        .cloned()
-        .collect()
+    let mut out: Vec<SandboxGap> = Vec::new();
+    for path in resolved.chain.iter().chain(files) {
+        if readable(spec, &resolved, path) || out.iter().any(|g| &g.path == path) {
+            continue;
+        }
+        let grant = (!resolve::is_protected(launch, path)).then(|| path.clone());
+        out.push(SandboxGap {
+            path: path.clone(),
+            grant,
+        });
+    }
+    out
+}
+
+/// A file a sandboxed tool needs and its sandbox cannot read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxGap {
+    pub path: PathBuf,
+    /// The path a `read` entry should name to grant it; `None` when it
+    /// lies in a place the sandbox keeps out on purpose (the home folder,
+    /// a secret, a project, the state root).
+    pub grant: Option<PathBuf>,
 }
 
 /// How the hint reads: the denied path, and either the `read` line that
-/// grants it (its install's root when it is in one) or why it stays out.
-pub(crate) fn hint(launch: &Launch<'_>, resolved: &Resolved, path: &Path) -> String {
+/// grants it (the path itself: a folder around it may be a place kept
+/// out on purpose) or why it stays out.
+pub(crate) fn hint(launch: &Launch<'_>, path: &Path) -> String {
     let shown = path.display();
     if resolve::is_protected(launch, path) {
         return format!(
             "the sandbox denied `{shown}`, which is kept out of every sandbox on purpose (the home folder, a secret, a project or the state root)"
         );
     }
-    let grant = resolved.root_of(path).unwrap_or(path);
     let line = format!(
         "read = [{}]",
-        serde_json::Value::String(grant.display().to_string())
+        serde_json::Value::String(path.display().to_string())
     );
     format!(
         "the sandbox denied `{shown}`; to grant it, add `{line}` under `[harness.sandbox]` in agent/agent.toml (or in this tool's `sandbox` table)"
@@ -101,7 +118,9 @@ pub(crate) fn readable(spec: &SandboxSpec, resolved: &Resolved, path: &Path) -> 
             .iter()
             .chain(&spec.write)
             .any(|g| path.starts_with(canonical(g)))
-        || resolved.read.iter().any(|g| path.starts_with(g))
+        || resolved
+            .grants_for(&spec.write)
+            .any(|g| path.starts_with(g))
 }
 
 fn etc_hidden(rel: &str) -> bool {

@@ -28,8 +28,7 @@
 //! fails on a path the sandbox does not grant, its error result names the
 //! path and the `read` line that grants it (`denial.rs`).
 
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -37,6 +36,7 @@ use agentkit_manifest::{Agent, Sandbox, SandboxLimits, SandboxMode, Tool};
 use serde_json::{Value, json};
 
 mod denial;
+pub use denial::SandboxGap;
 #[cfg(target_os = "linux")]
 mod linux;
 mod resolve;
@@ -274,22 +274,6 @@ impl SandboxSpec {
         self
     }
 
-    /// The child `program` (in `cwd`, with `env`) as the resolution of its
-    /// interpreter sees it.
-    pub(crate) fn launch<'a>(
-        &'a self,
-        program: &'a Path,
-        cwd: Option<&'a Path>,
-        env: &'a [(OsString, OsString)],
-    ) -> Launch<'a> {
-        Launch {
-            program,
-            cwd,
-            env,
-            writable: &self.write,
-        }
-    }
-
     /// Why this host cannot confine the child as asked, if it cannot.
     fn shortfall(&self) -> Option<String> {
         let status = sandbox_status();
@@ -317,7 +301,7 @@ pub(crate) struct Prepared {
     _tmp: PrivateTmp,
 }
 
-/// Sets `cmd` (the child `launch` describes, from [`SandboxSpec::launch`]) up to start sandboxed: the
+/// Sets `cmd` (the child `launch` describes) up to start sandboxed: the
 /// private temporary folder and its variables, then the ruleset (with
 /// the installs its interpreter needs, [`resolve`]) and limits the child
 /// applies to itself before exec. Errors when the spec is required and
@@ -349,8 +333,12 @@ pub(crate) fn prepare(
         } else {
             None
         };
-        let installs = installs.as_ref().map_or(&[][..], |r| r.read.as_slice());
-        linux::confine(spec, installs, tmp.path(), status, cmd)?;
+        let installs: Vec<PathBuf> = installs
+            .iter()
+            .flat_map(|r| r.grants_for(&spec.write))
+            .cloned()
+            .collect();
+        linux::confine(spec, &installs, tmp.path(), status, cmd)?;
     }
     #[cfg(not(target_os = "linux"))]
     let _ = launch;
@@ -368,9 +356,10 @@ pub(crate) fn explain(spec: &SandboxSpec, launch: &Launch<'_>, output: &str) -> 
 }
 
 /// The files `launch`'s program needs (itself, its `#!` interpreters)
-/// that `spec`'s sandbox cannot read after the automatic grants.
-pub(crate) fn unreadable_program(spec: &SandboxSpec, launch: &Launch<'_>) -> Vec<PathBuf> {
-    denial::unreadable_program(spec, launch)
+/// and the `files` it is given that `spec`'s sandbox cannot read after
+/// the automatic grants.
+pub(crate) fn gaps(spec: &SandboxSpec, launch: &Launch<'_>, files: &[PathBuf]) -> Vec<SandboxGap> {
+    denial::gaps(spec, launch, files)
 }
 
 /// The sandbox of one call of `tool` in `workspace`, from its effective

@@ -87,9 +87,6 @@ pub(crate) struct Launch<'a> {
     pub(crate) cwd: Option<&'a Path>,
     /// The child's environment (later entries win).
     pub(crate) env: &'a [(OsString, OsString)],
-    /// Folders the child may write (its workspace): never granted whole
-    /// through an ancestor, which would hold other sessions' too.
-    pub(crate) writable: &'a [PathBuf],
 }
 
 impl Launch<'_> {
@@ -116,13 +113,16 @@ pub(crate) struct Resolved {
 }
 
 impl Resolved {
-    /// The grant or withheld root that holds `path`, if any.
-    pub(crate) fn root_of(&self, path: &Path) -> Option<&Path> {
+    /// The grants for a child that writes `writable`: none that holds one
+    /// of them (a folder holding a workspace holds other sessions' too).
+    /// Applied per child, so the cache need not be per workspace.
+    pub(crate) fn grants_for<'a>(
+        &'a self,
+        writable: &'a [PathBuf],
+    ) -> impl Iterator<Item = &'a PathBuf> + 'a {
         self.read
             .iter()
-            .chain(&self.withheld)
-            .find(|r| path.starts_with(r))
-            .map(PathBuf::as_path)
+            .filter(move |g| !writable.iter().any(|w| w.starts_with(g)))
     }
 }
 
@@ -140,7 +140,7 @@ fn cache() -> &'static Cache {
 /// What `launch` needs, from the cache when it was resolved in the last
 /// [`FRESH_FOR`].
 pub(crate) fn resolve(launch: &Launch<'_>) -> Arc<Resolved> {
-    let mut key: Key = Vec::with_capacity(STEERING.len() + 3 + launch.writable.len());
+    let mut key: Key = Vec::with_capacity(STEERING.len() + 2);
     key.push(launch.program.as_os_str().to_owned());
     key.push(
         launch
@@ -151,7 +151,6 @@ pub(crate) fn resolve(launch: &Launch<'_>) -> Arc<Resolved> {
     for name in STEERING {
         key.push(launch.var(name).map(OsStr::to_owned).unwrap_or_default());
     }
-    key.extend(launch.writable.iter().map(|w| w.as_os_str().to_owned()));
     let now = Instant::now();
     {
         let map = cache().lock().unwrap_or_else(PoisonError::into_inner);
@@ -604,13 +603,11 @@ impl Guard {
         {
             secrets.push(PathBuf::from(config).join("agentkit"));
         }
-        for place in launch
-            .writable
-            .iter()
-            .map(PathBuf::as_path)
-            .chain(launch.cwd)
-        {
-            whole.push(place.canonicalize().unwrap_or_else(|_| place.to_path_buf()));
+        // The child's writable folders are checked per child
+        // ([`Resolved::grants_for`]), not here: the answer is cached
+        // across workspaces.
+        if let Some(cwd) = launch.cwd {
+            whole.push(cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf()));
         }
         whole.extend(secrets.iter().cloned());
         Guard {
@@ -679,7 +676,6 @@ mod tests {
             program: Path::new(program),
             cwd: Some(cwd),
             env: &env,
-            writable: &[],
         };
         let r = resolve_uncached(&launch);
         let root = root.canonicalize().unwrap();
