@@ -75,14 +75,14 @@ pub use providers::{
     redact_credentials, request_context, retry_after_header,
 };
 pub use sandbox::{
-    DEV_FILES, ETC_HIDDEN, SIMULATE_UNAVAILABLE_ENV, SYSTEM_READ, SandboxSpec, SandboxStatus,
-    log_sandbox_status, sandbox_info, sandbox_status,
+    DEV_FILES, ETC_HIDDEN, SIMULATE_UNAVAILABLE_ENV, SYSTEM_READ, SandboxGap, SandboxSpec,
+    SandboxStatus, log_sandbox_status, sandbox_info, sandbox_status,
 };
 pub use step::{FinishReason, StepEvent, approval_resolved};
 pub use tools::{
     BoxFuture, BridgeCredentials, CallCredential, CallOrigin, CallPrincipal, ExtraTool, ExtraTools,
     ExtraToolsSource, HostBridge, HostHandle, ReminderHost, ToolContext, ToolOutput,
-    run_server_tool,
+    run_server_tool, sandbox_gaps,
 };
 pub use turn::{PrepareWorkspace, TurnInput, TurnOutcome, run_turn};
 pub use workspace_path::{PathError, check_relative_path, confine_path};

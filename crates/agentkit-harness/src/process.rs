@@ -23,7 +23,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use crate::sandbox::{Prepared, SandboxSpec};
+use crate::sandbox::{Launch, Prepared, SandboxSpec};
 
 /// Host variables every child sees when the host has them; everything else
 /// of the host's environment is scrubbed unless the spec passes it through.
@@ -253,10 +253,11 @@ impl ChildSpec {
     /// child runs. Drop the command right after the spawn: it holds the
     /// sandbox's ruleset descriptor.
     fn command(&self, stdin: Stdio) -> std::io::Result<(Command, Option<Prepared>)> {
+        let env = self.environment();
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
             .env_clear()
-            .envs(self.environment())
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -267,10 +268,45 @@ impl ChildSpec {
         #[cfg(unix)]
         cmd.process_group(0);
         let prepared = match &self.sandbox {
-            Some(sandbox) => Some(crate::sandbox::prepare(sandbox, &mut cmd)?),
+            Some(sandbox) => {
+                let launch = self.launch(&env);
+                Some(crate::sandbox::prepare(sandbox, &launch, &mut cmd)?)
+            }
             None => None,
         };
         Ok((cmd, prepared))
+    }
+
+    /// The child as the sandbox's resolution of its interpreter sees it.
+    fn launch<'a>(&'a self, env: &'a [(OsString, OsString)]) -> Launch<'a> {
+        Launch {
+            program: &self.program,
+            cwd: self.cwd.as_deref(),
+            env,
+        }
+    }
+
+    /// When this child ran sandboxed and `output` (what it wrote before
+    /// failing) shows the kernel denied it a path the sandbox does not
+    /// grant: a sentence naming that path and the configuration line that
+    /// grants it.
+    pub(crate) fn sandbox_hint(&self, output: &str) -> Option<String> {
+        let sandbox = self.sandbox.as_ref()?;
+        let env = self.environment();
+        let launch = self.launch(&env);
+        crate::sandbox::explain(sandbox, &launch, output)
+    }
+
+    /// The files this child's program needs (itself, its `#!`
+    /// interpreters) and the `files` it is given that its sandbox cannot
+    /// read after the automatic grants; empty without a sandbox.
+    pub(crate) fn sandbox_gaps(&self, files: &[PathBuf]) -> Vec<crate::sandbox::SandboxGap> {
+        let Some(sandbox) = &self.sandbox else {
+            return Vec::new();
+        };
+        let env = self.environment();
+        let launch = self.launch(&env);
+        crate::sandbox::gaps(sandbox, &launch, files)
     }
 }
 

@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::process::{ChildExit, ChildSpec, run_child};
+use crate::sandbox::SandboxGap;
 
 /// How much of a tool's stderr is kept (the rest is read and dropped).
 const STDERR_CAP: usize = 64 * 1024;
@@ -319,8 +320,12 @@ pub async fn run_server_tool(tool: &Tool, input: &Value, ctx: &ToolContext) -> T
     let outcome = match result {
         Ok(outcome) => outcome,
         Err(e) => {
+            let hint = spec
+                .sandbox_hint(&e.to_string())
+                .map(|h| format!("\n{h}"))
+                .unwrap_or_default();
             return ToolOutput::error(format!(
-                "could not start `{program}` for tool `{}` (in {}): {e}",
+                "could not start `{program}` for tool `{}` (in {}): {e}{hint}",
                 tool.name,
                 tool.cwd.display()
             ));
@@ -336,9 +341,49 @@ pub async fn run_server_tool(tool: &Tool, input: &Value, ctx: &ToolContext) -> T
             ToolOutput::error(format!("output exceeded {} bytes", tool.max_output_bytes))
         }
         ChildExit::Exited(status) => {
-            finish(tool, &outcome.stdout.bytes, &outcome.stderr.bytes, status)
+            let mut out = finish(tool, &outcome.stdout.bytes, &outcome.stderr.bytes, status);
+            if !status.success()
+                && let Value::String(text) = &mut out.output
+                && let Some(hint) = spec.sandbox_hint(&format!(
+                    "{}\n{}",
+                    outcome.stderr.text(),
+                    outcome.stdout.text()
+                ))
+            {
+                text.push('\n');
+                text.push_str(&hint);
+            }
+            out
         }
     }
+}
+
+/// The files `tool`'s command needs that its sandbox cannot read after
+/// the automatic grants of interpreter installs: its program as `exec`
+/// finds it, the program's `#!` interpreters, and the arguments that name
+/// existing files (`python3 /opt/app/main.py`). What `agentkit validate`
+/// warns about. Empty when the tool runs unsandboxed or all is readable.
+/// Resolved with this process's `PATH` and `HOME`, as a call on this host
+/// would be.
+pub fn sandbox_gaps(tool: &Tool) -> Vec<SandboxGap> {
+    let Some((program, args)) = tool.command.split_first() else {
+        return Vec::new();
+    };
+    let Ok(Some(sandbox)) = crate::sandbox::for_tool(tool, &tool.cwd) else {
+        return Vec::new();
+    };
+    let files: Vec<PathBuf> = args
+        .iter()
+        .map(Path::new)
+        .filter(|a| a.is_absolute() || a.components().count() > 1)
+        .map(|a| tool.cwd.join(a))
+        .filter(|a| a.is_file())
+        .collect();
+    ChildSpec::new(resolve_program(program, &tool.cwd))
+        .cwd(&tool.cwd)
+        .pass_env(tool.env.iter().cloned())
+        .sandbox(sandbox)
+        .sandbox_gaps(&files)
 }
 
 /// The child of one call: JSON input on stdin, the tool's folder, the

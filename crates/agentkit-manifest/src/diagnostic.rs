@@ -95,6 +95,7 @@ codes! {
     InvalidEval => "invalid-eval", "An eval file has neither or several of `send`, `turns` and `cases`, or repeats a case id.";
     InvalidExperiment => "invalid-experiment", "An A/B experiment has too few variants, repeated ids, or bad weights.";
     SandboxOff => "sandbox-off", "The sandbox is turned off for the `shell` built-in and server tools, or for one tool: what it runs can read, write and reach everything agentkit's user can.";
+    SandboxUnreadable => "sandbox-unreadable", "A sandboxed tool's command needs a file its sandbox cannot read, after the interpreter installs granted automatically (reported by `validate`).";
     EnvUnset => "env-unset", "A `${VAR}` reference names an environment variable that is not set (reported by `validate`).";
     EnvRequired => "env-required", "A `${VAR:?message}` reference names an environment variable that is not set: `validate` fails and `serve` does not start.";
 }

@@ -119,6 +119,11 @@ pub fn validate(
             }
         }
     }
+    for project in &found.host.agents {
+        for tool in &project.agent.tools {
+            extra.extend(sandbox_unreadable(&found.host.root, tool));
+        }
+    }
     if !extra.is_empty() {
         let mut all = found.diagnostics.into_vec();
         all.extend(extra);
@@ -128,4 +133,46 @@ pub fn validate(
         found.diagnostics = diagnostics;
     }
     Ok(found)
+}
+
+/// `sandbox-unreadable`: the files `tool`'s command needs that its
+/// sandbox cannot read on this host (the harness resolves the program as
+/// a call would, with the interpreter installs it grants by itself), at
+/// the line of `command`.
+fn sandbox_unreadable(root: &std::path::Path, tool: &manifest::Tool) -> Vec<Diagnostic> {
+    let gaps = agentkit_harness::sandbox_gaps(tool);
+    if gaps.is_empty() {
+        return Vec::new();
+    }
+    let line = std::fs::read_to_string(root.join(&tool.path))
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .position(|l| l.trim_start().starts_with("command"))
+                .and_then(|i| u32::try_from(i + 1).ok())
+        });
+    gaps.into_iter()
+        .map(|gap| {
+            let hint = match &gap.grant {
+                Some(grant) => format!(
+                    "add `read = [{}]` to the tool's `sandbox` table (or under `[harness.sandbox]` in agent/agent.toml); see docs/reference/sandbox.md",
+                    serde_json::Value::String(grant.display().to_string())
+                ),
+                None => "it lies in a place the sandbox keeps out on purpose (the home folder, a secret, a project or the state root): install the program elsewhere, for example in a virtual environment".to_owned(),
+            };
+            let mut d = Diagnostic::warning(
+                manifest::Code::SandboxUnreadable,
+                tool.path.clone(),
+                format!(
+                    "tool `{}` needs `{}`, which its sandbox cannot read",
+                    tool.name,
+                    gap.path.display()
+                ),
+            )
+            .with_hint(hint);
+            d.line = line;
+            d.column = line.map(|_| 1);
+            d
+        })
+        .collect()
 }

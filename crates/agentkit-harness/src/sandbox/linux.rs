@@ -31,7 +31,7 @@ use landlock::{
     Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError, Scope, path_beneath_rules,
 };
 
-use super::{DEV_FILES, ETC_HIDDEN, SYSTEM_READ, SandboxSpec, SandboxStatus};
+use super::{DEV_FILES, ETC_HIDDEN, SYSTEM_READ, SandboxSpec, SandboxStatus, matches};
 
 /// The Landlock rights the rules are written for. Rights of later ABIs
 /// than the kernel's are dropped by the crate (best effort), so a newer
@@ -91,12 +91,13 @@ pub(super) fn probe() -> SandboxStatus {
 /// `status` has it, `no_new_privs` and the limits always.
 pub(super) fn confine(
     spec: &SandboxSpec,
+    installs: &[PathBuf],
     tmp: &Path,
     status: &SandboxStatus,
     cmd: &mut tokio::process::Command,
 ) -> std::io::Result<()> {
     let ruleset = if status.available {
-        build_ruleset(spec, tmp).map_err(|e| {
+        build_ruleset(spec, installs, tmp).map_err(|e| {
             std::io::Error::other(format!("the sandbox's rules could not be built: {e}"))
         })?
     } else {
@@ -255,8 +256,13 @@ fn tasks_now() -> u64 {
 }
 
 /// The ruleset of one child, as its descriptor (`None` when the kernel
-/// took none of it).
-fn build_ruleset(spec: &SandboxSpec, tmp: &Path) -> Result<Option<OwnedFd>, RulesetError> {
+/// took none of it). `installs` are the interpreter installs its program
+/// needs (`resolve.rs`), read and execute like `read` paths.
+fn build_ruleset(
+    spec: &SandboxSpec,
+    installs: &[PathBuf],
+    tmp: &Path,
+) -> Result<Option<OwnedFd>, RulesetError> {
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(TARGET))?;
@@ -270,7 +276,8 @@ fn build_ruleset(spec: &SandboxSpec, tmp: &Path) -> Result<Option<OwnedFd>, Rule
         .iter()
         .map(PathBuf::from)
         .chain(etc_entries().iter().cloned())
-        .chain(spec.read.iter().cloned());
+        .chain(spec.read.iter().cloned())
+        .chain(installs.iter().cloned());
     let write = spec.write.iter().cloned().chain([tmp.to_path_buf()]);
     let mut created = ruleset
         .create()?
@@ -333,24 +340,6 @@ fn list_visible(root: &Path, rel: &str, hidden: &[&str], out: &mut Vec<PathBuf>)
                 .is_ok_and(|real| real.starts_with("/proc"));
         if !into_proc {
             out.push(path);
-        }
-    }
-}
-
-/// `pattern` against a `/`-separated relative path; `*` matches within one
-/// name.
-fn matches(pattern: &str, path: &str) -> bool {
-    let (p_dir, p_name) = pattern.rsplit_once('/').unwrap_or(("", pattern));
-    let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
-    if p_dir != dir {
-        return false;
-    }
-    match p_name.split_once('*') {
-        None => p_name == name,
-        Some((prefix, suffix)) => {
-            name.len() >= prefix.len() + suffix.len()
-                && name.starts_with(prefix)
-                && name.ends_with(suffix)
         }
     }
 }

@@ -8,8 +8,10 @@
 //! - a Landlock ruleset (Linux 5.13+): the system folders read-only
 //!   ([`SYSTEM_READ`], `/etc` minus [`ETC_HIDDEN`], a few `/dev` files),
 //!   its workspace and a private temporary folder read-write, the tool's
-//!   own folder and the configured `read` paths read-only, `write` paths
-//!   read-write, nothing else; no TCP connect or bind unless `network`;
+//!   own folder and the configured `read` paths read-only, the install of
+//!   its interpreter (and of the version managers on its `PATH`) read-only
+//!   at its narrowest root (`resolve.rs`), `write` paths read-write,
+//!   nothing else; no TCP connect or bind unless `network`;
 //!   no signals to processes outside the sandbox;
 //! - `no_new_privs` (no setuid escalation) and resource limits
 //!   (`setrlimit`: CPU time, address space, processes, open files, no
@@ -22,7 +24,9 @@
 //! Where the kernel cannot sandbox, `mode = "enforce"` refuses to run the
 //! tool and `mode = "warn"` (the default) runs it unsandboxed and says so:
 //! at startup ([`log_sandbox_status`]), in `/v1/info` ([`sandbox_info`])
-//! and once in the log when such a call runs.
+//! and once in the log when such a call runs. When a sandboxed child
+//! fails on a path the sandbox does not grant, its error result names the
+//! path and the `read` line that grants it (`denial.rs`).
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -31,10 +35,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use agentkit_manifest::{Agent, Sandbox, SandboxLimits, SandboxMode, Tool};
 use serde_json::{Value, json};
 
+mod denial;
+pub use denial::SandboxGap;
 #[cfg(target_os = "linux")]
 mod linux;
+mod resolve;
 mod tmp;
 
+pub(crate) use resolve::Launch;
 pub(crate) use tmp::PrivateTmp;
 
 /// Set (to anything but `0` or empty) in agentkit's environment, the host
@@ -293,11 +301,14 @@ pub(crate) struct Prepared {
     _tmp: PrivateTmp,
 }
 
-/// Sets `cmd` up to start sandboxed: the private temporary folder and its
-/// variables, then the ruleset and limits the child applies to itself
-/// before exec. Errors when the spec is required and the host falls short.
+/// Sets `cmd` (the child `launch` describes) up to start sandboxed: the
+/// private temporary folder and its variables, then the ruleset (with
+/// the installs its interpreter needs, [`resolve`]) and limits the child
+/// applies to itself before exec. Errors when the spec is required and
+/// the host falls short.
 pub(crate) fn prepare(
     spec: &SandboxSpec,
+    launch: &Launch<'_>,
     cmd: &mut tokio::process::Command,
 ) -> std::io::Result<Prepared> {
     let shortfall = spec.shortfall();
@@ -315,8 +326,40 @@ pub(crate) fn prepare(
         cmd.env("HOME", tmp.path());
     }
     #[cfg(target_os = "linux")]
-    linux::confine(spec, tmp.path(), sandbox_status(), cmd)?;
+    {
+        let status = sandbox_status();
+        let installs = if status.available {
+            Some(resolve::resolve(launch))
+        } else {
+            None
+        };
+        let installs: Vec<PathBuf> = installs
+            .iter()
+            .flat_map(|r| r.grants_for(&spec.write))
+            .cloned()
+            .collect();
+        linux::confine(spec, &installs, tmp.path(), status, cmd)?;
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = launch;
     Ok(Prepared { _tmp: tmp })
+}
+
+/// A sentence naming the path the sandbox denied `launch`'s child and the
+/// line of configuration that grants it, when its `output` shows one
+/// (see `denial.rs` for what this can and cannot tell).
+pub(crate) fn explain(spec: &SandboxSpec, launch: &Launch<'_>, output: &str) -> Option<String> {
+    if !sandbox_status().available {
+        return None;
+    }
+    denial::explain(spec, launch, output)
+}
+
+/// The files `launch`'s program needs (itself, its `#!` interpreters)
+/// and the `files` it is given that `spec`'s sandbox cannot read after
+/// the automatic grants.
+pub(crate) fn gaps(spec: &SandboxSpec, launch: &Launch<'_>, files: &[PathBuf]) -> Vec<SandboxGap> {
+    denial::gaps(spec, launch, files)
 }
 
 /// The sandbox of one call of `tool` in `workspace`, from its effective
@@ -363,6 +406,24 @@ pub(crate) fn for_tool(
         }
     }
     Ok(Some(spec))
+}
+
+/// `pattern` against a `/`-separated relative path; `*` matches within one
+/// name.
+pub(crate) fn matches(pattern: &str, path: &str) -> bool {
+    let (p_dir, p_name) = pattern.rsplit_once('/').unwrap_or(("", pattern));
+    let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+    if p_dir != dir {
+        return false;
+    }
+    match p_name.split_once('*') {
+        None => p_name == name,
+        Some((prefix, suffix)) => {
+            name.len() >= prefix.len() + suffix.len()
+                && name.starts_with(prefix)
+                && name.ends_with(suffix)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -400,3 +400,293 @@ async fn warn_on_a_host_without_landlock_runs_with_the_limits_alone() {
     assert!(limits.starts_with('0'), "no core dumps: {limits}");
     assert!(limits.contains("agentkit-sandbox-"), "{limits}");
 }
+
+/// The real `python3` on this process's `PATH` makes a virtualenv at
+/// `dir` (no pip: nothing to download) with `module.py` in its
+/// site-packages saying `NAME = "<module>"`; `None` (and a message) when
+/// this host has no `python3` with `venv`.
+#[allow(clippy::print_stderr)]
+fn make_venv(dir: &Path, module: &str) -> Option<()> {
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(dir)
+        .output();
+    match made {
+        Ok(out) if out.status.success() => {}
+        other => {
+            eprintln!("no virtualenv could be made with python3: {other:?}");
+            return None;
+        }
+    }
+    let site = std::process::Command::new(dir.join("bin/python"))
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ])
+        .output()
+        .unwrap();
+    let site = PathBuf::from(String::from_utf8(site.stdout).unwrap().trim());
+    write(
+        &site.join(format!("{module}.py")),
+        &format!("NAME = \"{module}\"\n"),
+    );
+    Some(())
+}
+
+/// A Python tool: imports stdlib modules and `module` (from the
+/// interpreter's own install), then tries to read each path of its input's
+/// `canaries`, and prints what it got.
+fn python_probe(module: &str) -> String {
+    format!(
+        "import decimal, json, sys\nimport {module}\nargs = json.load(sys.stdin)\nseen = {{}}\nfor path in args.get('canaries', []):\n    try:\n        seen[path] = open(path).read()\n    except OSError as e:\n        seen[path] = 'denied: ' + type(e).__name__\nprint(json.dumps({{'module': {module}.NAME, 'sum': str(decimal.Decimal('0.1') + decimal.Decimal('0.2')), 'seen': seen}}))\n"
+    )
+}
+
+#[tokio::test]
+async fn a_virtualenv_python_runs_a_tool_without_configuration() {
+    if !landlock_or_skip("a_virtualenv_python_runs_a_tool_without_configuration") {
+        return;
+    }
+    let host = Host::new();
+    let venv = host.project.parent().unwrap().join("envs/venv");
+    if make_venv(&venv, "venv_canary_mod").is_none() {
+        return;
+    }
+    let tool = format!(
+        "description = \"A venv tool\"\ncommand = [\"{}\", \"probe.py\"]\n",
+        venv.join("bin/python").display()
+    );
+    let out = host
+        .run(
+            &[
+                ("tools/probe.py", &python_probe("venv_canary_mod")),
+                ("tools/venvtool.toml", &tool),
+            ],
+            &[(
+                "venvtool",
+                json!({"canaries": [p(&host.outside), p(&host.credentials)]}),
+            )],
+        )
+        .await;
+    assert!(!out[0].1, "the venv's python failed: {:?}", out[0].0);
+    assert_eq!(out[0].0["module"], "venv_canary_mod", "{:?}", out[0].0);
+    assert_eq!(out[0].0["sum"], "0.3");
+    // The venv is readable; what is beside it is not.
+    for canary in [&host.outside, &host.credentials] {
+        let seen = text(&out[0].0["seen"][p(canary)]);
+        assert_eq!(seen, "denied: PermissionError", "{}", canary.display());
+    }
+}
+
+/// `~/.pyenv` as pyenv lays it out (a shim that runs `libexec/pyenv`,
+/// which runs the version named in `~/.pyenv/version`: a virtualenv of
+/// the real `python3`), `~/.nvm` as nvm does (`versions/node/v20.0.0`
+/// with `bin/node` a link to the real `node` and `bin/nvmtool` a link to
+/// a `#!/usr/bin/env node` script in its `lib/node_modules`), and the
+/// secrets a home folder holds. `None` without `python3` (with `venv`)
+/// or `node` on this host.
+#[allow(clippy::print_stderr)]
+fn fake_home(home: &Path) -> Option<()> {
+    let which = |name: &str| {
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    };
+    let Some(node) = which("node") else {
+        eprintln!("no node on PATH");
+        return None;
+    };
+    let pyenv = home.join(".pyenv");
+    write(
+        &pyenv.join("libexec/pyenv"),
+        "#!/bin/sh\n# pyenv exec NAME ARGS...: NAME of the selected version.\n[ \"$1\" = exec ] || exit 2\nshift; name=$1; shift\nversion=${PYENV_VERSION:-$(cat \"$PYENV_ROOT/version\")}\nexec \"$PYENV_ROOT/versions/$version/bin/$name\" \"$@\"\n",
+    );
+    super::make_executable(&pyenv.join("libexec/pyenv"));
+    write(
+        &pyenv.join("shims/python3"),
+        &format!(
+            "#!/bin/sh\nexport PYENV_ROOT=\"{root}\"\nexec \"{root}/libexec/pyenv\" exec \"${{0##*/}}\" \"$@\"\n",
+            root = pyenv.display()
+        ),
+    );
+    super::make_executable(&pyenv.join("shims/python3"));
+    write(&pyenv.join("version"), "3.99.0\n");
+    make_venv(&pyenv.join("versions/3.99.0"), "pyenv_canary_mod")?;
+    std::fs::create_dir_all(pyenv.join("versions/3.98.0/bin")).unwrap();
+
+    let nvm = home.join(".nvm");
+    write(&nvm.join("nvm.sh"), "# nvm\n");
+    let v20 = nvm.join("versions/node/v20.0.0");
+    std::fs::create_dir_all(v20.join("bin")).unwrap();
+    std::os::unix::fs::symlink(&node, v20.join("bin/node")).unwrap();
+    let cli = v20.join("lib/node_modules/nvmtool/cli.js");
+    write(
+        &cli,
+        "#!/usr/bin/env node\nconst fs = require('fs');\nconst name = require('./name.js');\nconst args = JSON.parse(fs.readFileSync(0, 'utf8'));\nconst seen = {};\nfor (const p of args.canaries || []) {\n  try { seen[p] = fs.readFileSync(p, 'utf8'); } catch (e) { seen[p] = 'denied: ' + e.code; }\n}\nconsole.log(JSON.stringify({module: name, seen}));\n",
+    );
+    super::make_executable(&cli);
+    write(
+        &cli.with_file_name("name.js"),
+        "module.exports = 'nvmtool';\n",
+    );
+    std::os::unix::fs::symlink(
+        "../lib/node_modules/nvmtool/cli.js",
+        v20.join("bin/nvmtool"),
+    )
+    .unwrap();
+
+    write(&home.join(".ssh/id_rsa"), "SSH-CANARY\n");
+    write(&home.join(".aws/credentials"), "AWS-CANARY\n");
+    write(&home.join(".netrc"), "NETRC-CANARY\n");
+    write(
+        &home.join(".config/agentkit/credentials.json"),
+        "AGENTKIT-CANARY\n",
+    );
+    write(&home.join("notes.txt"), "HOME-CANARY\n");
+    Some(())
+}
+
+/// The canaries of [`fake_home`].
+fn home_canaries(home: &Path) -> Vec<String> {
+    [
+        ".ssh/id_rsa",
+        ".aws/credentials",
+        ".netrc",
+        ".config/agentkit/credentials.json",
+        "notes.txt",
+    ]
+    .iter()
+    .map(|c| p(&home.join(c)))
+    .collect()
+}
+
+#[tokio::test]
+async fn pyenv_and_nvm_interpreters_under_home_run_and_its_secrets_stay_out() {
+    let name = "pyenv_and_nvm_interpreters_under_home_run_and_its_secrets_stay_out";
+    if std::env::var_os(agentkit_test_support::rerun::RERUN_MARK).is_none() {
+        // Laid out here, then run in a process whose HOME and PATH are
+        // the fake ones (as agentkit's would be for a user of pyenv and
+        // nvm).
+        if !landlock_or_skip(name) {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        if fake_home(&home).is_none() {
+            return;
+        }
+        let path = format!(
+            "{}:{}:/usr/local/bin:/usr/bin:/bin",
+            p(&home.join(".pyenv/shims")),
+            p(&home.join(".nvm/versions/node/v20.0.0/bin")),
+        );
+        rerun_with_env(
+            module_path!(),
+            name,
+            &[("HOME", &p(&home)), ("PATH", &path)],
+        );
+        return;
+    }
+    let home = PathBuf::from(std::env::var_os("HOME").unwrap());
+    let canaries = home_canaries(&home);
+    let host = Host::new();
+    let out = host
+        .run(
+            &[
+                ("tools/probe.py", &python_probe("pyenv_canary_mod")),
+                (
+                    "tools/py.toml",
+                    "description = \"pyenv's python3\"\ncommand = [\"python3\", \"probe.py\"]\n",
+                ),
+                (
+                    "tools/js.toml",
+                    "description = \"A CLI installed with nvm's npm\"\ncommand = [\"nvmtool\"]\n",
+                ),
+            ],
+            &[
+                ("py", json!({"canaries": canaries})),
+                ("js", json!({"canaries": canaries})),
+                shell("python3 -c 'import pyenv_canary_mod; print(pyenv_canary_mod.NAME)'".into()),
+                shell("node -e 'console.log(require(\"fs\").existsSync(process.execPath))'".into()),
+                shell(format!("cat {}", canaries[0])),
+                shell(format!("ls {}", p(&home))),
+                shell(format!("ls {}", p(&home.join(".pyenv/versions/3.98.0")))),
+            ],
+        )
+        .await;
+    let (py, js) = (&out[0], &out[1]);
+    assert!(!py.1, "pyenv's python3 failed: {:?}", py.0);
+    assert_eq!(py.0["module"], "pyenv_canary_mod", "{:?}", py.0);
+    assert_eq!(py.0["sum"], "0.3");
+    assert!(!js.1, "nvm's node failed: {:?}", js.0);
+    assert_eq!(js.0["module"], "nvmtool", "{:?}", js.0);
+    for canary in &canaries {
+        assert_eq!(
+            text(&py.0["seen"][canary]),
+            "denied: PermissionError",
+            "{canary}"
+        );
+        assert_eq!(text(&js.0["seen"][canary]), "denied: EACCES", "{canary}");
+    }
+    assert_eq!(
+        out[2],
+        (json!("pyenv_canary_mod"), false),
+        "the shell's python3"
+    );
+    assert_eq!(out[3], (json!(true), false), "the shell's node");
+    // The home folder and its secrets stay out, and so do the versions
+    // not in use.
+    denied(&out[4], "SSH-CANARY", "~/.ssh/id_rsa");
+    let message = text(&out[4].0);
+    assert!(
+        message.contains("kept out of every sandbox on purpose"),
+        "{message}"
+    );
+    assert!(!message.contains("read = ["), "{message}");
+    denied(&out[5], "notes.txt", "listing the home folder");
+    assert!(out[6].1, "a version not in use was readable: {:?}", out[6]);
+}
+
+#[tokio::test]
+async fn a_denied_path_is_named_with_the_line_that_grants_it() {
+    if !landlock_or_skip("a_denied_path_is_named_with_the_line_that_grants_it") {
+        return;
+    }
+    let host = Host::new();
+    let data = host.project.parent().unwrap().join("opt/data");
+    write(&data.join("table.csv"), "DATA-CANARY\n");
+    let table = p(&data.join("table.csv"));
+    let reader =
+        |extra: &str| format!("description = \"Reads\"\ncommand = [\"cat\", \"{table}\"]\n{extra}");
+    let out = host
+        .run(
+            &[
+                ("tools/cat.toml", &reader("")),
+                ("tools/py.toml", &format!("description = \"Reads\"\ncommand = [\"python3\", \"-c\", \"open('{table}')\"]\n")),
+                (
+                    "tools/granted.toml",
+                    &reader(&format!("sandbox = {{ read = [\"{}\"] }}\n", p(&data))),
+                ),
+            ],
+            &[
+                ("cat", json!({})),
+                ("py", json!({})),
+                ("granted", json!({})),
+                shell(format!("cat {table}")),
+            ],
+        )
+        .await;
+    let line = format!("read = [\"{table}\"]");
+    for (i, what) in [(0, "cat"), (1, "python"), (3, "the shell")] {
+        denied(&out[i], "DATA-CANARY", what);
+        let message = text(&out[i].0);
+        assert!(
+            message.contains(&format!("the sandbox denied `{table}`"))
+                && message.contains(&line)
+                && message.contains("[harness.sandbox]"),
+            "{what}: {message}"
+        );
+    }
+    // The line, as given, grants it.
+    assert_eq!(out[2], (json!("DATA-CANARY"), false));
+}

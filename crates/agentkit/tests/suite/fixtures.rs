@@ -1,5 +1,6 @@
 //! The bundled example agents through the facade: `validate` adds the
-//! environment-dependent warnings that discovery alone leaves out.
+//! environment-dependent warnings that discovery alone leaves out (unset
+//! variables, files a tool's sandbox cannot read).
 
 use std::path::PathBuf;
 
@@ -37,4 +38,60 @@ fn info_json_has_next_fire_times_after_now() {
         let next = s["nextFireAt"].as_str().unwrap();
         assert!(next > "2026-11-27T10:00:00Z", "{next}");
     }
+}
+
+#[test]
+fn validate_warns_for_a_tool_whose_command_its_sandbox_cannot_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let write = |rel: &str, text: &str| {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write("opt/app/main.py", "print(1)\n");
+    let main = root.join("opt/app/main.py").display().to_string();
+    write("proj/agent/instructions.md", "Test.\n");
+    write("proj/agent/tools/ok.py", "print(1)\n");
+    write(
+        "proj/agent/tools/outside.toml",
+        &format!(
+            "description = \"Runs a script outside the project\"\n\ncommand = [\"python3\", \"{main}\"]\n"
+        ),
+    );
+    write(
+        "proj/agent/tools/granted.toml",
+        &format!(
+            "description = \"The same, granted\"\ncommand = [\"python3\", \"{main}\"]\nsandbox = {{ read = [\"{}\"] }}\n",
+            root.join("opt/app").display()
+        ),
+    );
+    write(
+        "proj/agent/tools/inside.toml",
+        "description = \"Its own folder\"\ncommand = [\"python3\", \"./ok.py\"]\n",
+    );
+    let found = agentkit::validate(&root.join("proj"), |_| true).unwrap();
+    let shown: Vec<String> = found
+        .diagnostics
+        .iter()
+        .filter(|d| d.code.as_str() == "sandbox-unreadable")
+        .map(|d| {
+            format!(
+                "{}:{}: {} (hint: {})",
+                d.path,
+                d.line.unwrap_or(0),
+                d.message,
+                d.hint.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [format!(
+            "agent/tools/outside.toml:3: tool `outside` needs `{main}`, which its sandbox cannot read (hint: add `read = [\"{main}\"]` to the tool's `sandbox` table (or under `[harness.sandbox]` in agent/agent.toml); see docs/reference/sandbox.md)"
+        )],
+        "{:?}",
+        found.diagnostics
+    );
+    assert!(found.is_ok(), "a warning");
 }
