@@ -181,6 +181,8 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         bounds,
         edge::request_timeout,
     ));
+    let edge_stats = Arc::new(edge::EdgeStats::default());
+    telemetry.set_edge(edge_stats.clone());
     let max_connections = edge::connection_cap(edge_options);
     tracing::debug!(max_connections, "connection cap");
     let server = tokio::spawn(edge::run(
@@ -191,6 +193,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             max_connections,
             shutdown: shutdown.clone(),
             grace: parts.edge.shutdown_grace,
+            stats: edge_stats,
         },
     ));
     Ok(ServeHandle {
