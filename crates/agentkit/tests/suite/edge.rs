@@ -19,7 +19,7 @@ use super::http::{Server, write};
 
 /// One scripted agent `bot` whose turns answer "ok" at once, in single
 /// mode, with `edge` bounds and a body limit for large messages.
-fn server(edge: EdgeOptions) -> Server {
+pub(crate) fn server(edge: EdgeOptions) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let agent = dir.path().join("agents/bot/agent");
     let turns = vec![r#"{"steps": [{"text": "ok"}]}"#; 64].join(",");
