@@ -118,6 +118,11 @@ pub struct ServeArgs {
     /// one; when all are busy it waits in the listen backlog.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: Option<u32>,
+    /// The most turns in flight on the host at once (default: a twentieth
+    /// of the file-descriptor limit, at least 16); past it a new turn is
+    /// answered 503 overloaded with Retry-After.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_turns: Option<u32>,
     /// How logs are written on stderr: `text`, or `json` (one object a
     /// line, with the session, turn and trace ids where known).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
@@ -259,6 +264,7 @@ fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
             body_read_timeout: args.body_timeout,
             body_min_rate: args.body_min_rate,
             max_connections: args.max_connections.map(|n| n as usize),
+            max_turns: args.max_turns.map(|n| n as usize),
         },
         ..agentkit::ServeOptions::default()
     })

@@ -53,6 +53,9 @@ pub enum ErrorCode {
     Internal,
     /// 500: a schedule's run failed.
     ScheduleFailed,
+    /// 503: the host is past a bound (turns in flight); retry after
+    /// `Retry-After` seconds.
+    Overloaded,
     /// 501: not available in this release.
     NotAvailable,
     /// 501: a channel capability this release does not have.
@@ -97,6 +100,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::Internal => "internal",
             ErrorCode::ScheduleFailed => "schedule_failed",
+            ErrorCode::Overloaded => "overloaded",
             ErrorCode::NotAvailable => "not_available",
             ErrorCode::NotImplemented => "not_implemented",
             ErrorCode::UpstreamError => "upstream_error",

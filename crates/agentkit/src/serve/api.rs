@@ -18,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
+use super::edge::TurnSlot;
 use super::http::{
     ApiError, ApiResult, Authed, is_blank, json_ok, parse_json, read_authenticated, tool_called,
 };
@@ -46,6 +47,7 @@ fn accepted(agent: &Mounted, accepted: agentkit_runtime::Accepted) -> api::Accep
 /// `POST /v1/session`: a new chat session on the HTTP channel.
 pub(crate) async fn create(
     State(state): State<AgentState>,
+    slot: Option<axum::Extension<TurnSlot>>,
     Authed { owner, body }: Authed,
 ) -> ApiResult {
     let req: SendMessage = parse_json(&body)?;
@@ -72,6 +74,9 @@ pub(crate) async fn create(
             output_schema: req.output_schema,
         })
         .await?;
+    if let Some(axum::Extension(slot)) = slot {
+        slot.admitted(&state.agent.runtime, &answer.session_id);
+    }
     Ok(json_ok(accepted(&state.agent, answer)))
 }
 
@@ -79,6 +84,7 @@ pub(crate) async fn create(
 pub(crate) async fn follow_up(
     State(state): State<AgentState>,
     Path(id): Path<String>,
+    slot: Option<axum::Extension<TurnSlot>>,
     Authed { owner, body }: Authed,
 ) -> ApiResult {
     let req: SendMessage = parse_json(&body)?;
@@ -101,6 +107,9 @@ pub(crate) async fn follow_up(
             },
         )
         .await?;
+    if let Some(axum::Extension(slot)) = slot {
+        slot.admitted(&state.agent.runtime, &answer.session_id);
+    }
     Ok(json_ok(accepted(&state.agent, answer)))
 }
 

@@ -11,7 +11,9 @@
 //! longest-idle keep-alive one (a connection busy with a request, a
 //! stream follower included, is never closed for room); a write-stall
 //! bound on the socket drops a follower that stopped reading; a middleware
-//! bounds how long a request may take to produce its answer.
+//! bounds how long a request may take to produce its answer; another
+//! bounds the turns in flight, answering `503` `overloaded` with
+//! `Retry-After` past it.
 
 use std::collections::HashMap;
 use std::io;
@@ -74,6 +76,14 @@ pub struct EdgeOptions {
     /// connection is busy with a request, it waits for one to end. A
     /// warning is logged (at most every 10 s).
     pub max_connections: Option<usize>,
+    /// The most turns in flight on the host at once (admitted by
+    /// `POST /v1/session` or a follow-up and not yet settled); past it a
+    /// new one is answered `503` `overloaded` with `Retry-After` at once.
+    /// `None` derives it from the soft `RLIMIT_NOFILE`: a twentieth of it
+    /// (of the quarter the connection cap leaves, four fifths at four
+    /// descriptors a turn, for its log, a provider connection and a
+    /// child's pipes), so an admitted turn does not run out of descriptors.
+    pub max_turns: Option<usize>,
 }
 
 impl Default for EdgeOptions {
@@ -85,6 +95,7 @@ impl Default for EdgeOptions {
             body_read_timeout: Duration::from_secs(10),
             body_min_rate: 500,
             max_connections: None,
+            max_turns: None,
         }
     }
 }
@@ -159,6 +170,179 @@ pub(crate) fn connection_cap(options: &EdgeOptions) -> usize {
     }
 }
 
+/// The turn bound: the configured one, else a twentieth of the soft
+/// file-descriptor limit (of the quarter the connection cap leaves, four
+/// fifths at four descriptors a turn, the rest for logs, databases and
+/// listeners; at least 16), else 4,096.
+pub(crate) fn turn_cap(options: &EdgeOptions) -> usize {
+    if let Some(n) = options.max_turns {
+        return n.max(1);
+    }
+    match soft_fd_limit() {
+        Some(soft) if soft < 1 << 24 => usize::try_from(soft / 20).unwrap_or(4096).max(16),
+        _ => 4096,
+    }
+}
+
+/// The host-wide bound on turns in flight. A turn route reserves a slot
+/// before its handler runs (so a burst cannot pass the check together);
+/// the handler turns the reservation into the admitted session, which
+/// holds the slot until the runtime says it is no longer active (a reaper
+/// looks every 20 ms); a request that admits nothing gives it back.
+#[derive(Debug)]
+pub(crate) struct TurnGate {
+    max: usize,
+    state: Mutex<GateState>,
+    stats: Arc<EdgeStats>,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    reserved: usize,
+    admitted: Vec<(agentkit_runtime::AgentRuntime, String)>,
+}
+
+impl TurnGate {
+    pub(crate) fn new(max: usize, stats: Arc<EdgeStats>) -> Arc<TurnGate> {
+        Arc::new(TurnGate {
+            max,
+            state: Mutex::new(GateState::default()),
+            stats,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn publish(&self, state: &GateState) {
+        self.stats.turns_in_flight.store(
+            (state.reserved + state.admitted.len()) as u64,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// A slot, or `None` at the bound.
+    fn reserve(self: &Arc<Self>) -> Option<TurnSlot> {
+        let mut state = self.lock();
+        if state.reserved + state.admitted.len() >= self.max {
+            return None;
+        }
+        state.reserved += 1;
+        self.publish(&state);
+        Some(TurnSlot(Arc::new(SlotInner {
+            gate: self.clone(),
+            held: AtomicBool::new(true),
+        })))
+    }
+
+    /// Lets go of the sessions that are no longer active, until `shutdown`.
+    pub(crate) async fn reap(self: Arc<Self>, shutdown: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                () = shutdown.cancelled() => return,
+            }
+            let mut state = self.lock();
+            if state.admitted.is_empty() {
+                continue;
+            }
+            state.admitted.retain(|(runtime, id)| runtime.is_active(id));
+            self.publish(&state);
+        }
+    }
+}
+
+/// A reserved turn slot, in the request's extensions for the turn
+/// handlers; given back when dropped unless [`admitted`](Self::admitted).
+#[derive(Debug, Clone)]
+pub(crate) struct TurnSlot(Arc<SlotInner>);
+
+#[derive(Debug)]
+struct SlotInner {
+    gate: Arc<TurnGate>,
+    held: AtomicBool,
+}
+
+impl TurnSlot {
+    /// The turn was admitted into session `id`: it holds the slot while
+    /// the session is active (a session already holding one gives this
+    /// one back).
+    pub(crate) fn admitted(&self, runtime: &agentkit_runtime::AgentRuntime, id: &str) {
+        if !self.0.held.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let gate = &self.0.gate;
+        let mut state = gate.lock();
+        state.reserved = state.reserved.saturating_sub(1);
+        if !state.admitted.iter().any(|(_, held)| held == id) {
+            state.admitted.push((runtime.clone(), id.to_owned()));
+        }
+        gate.publish(&state);
+    }
+}
+
+impl Drop for SlotInner {
+    fn drop(&mut self) {
+        if self.held.swap(false, Ordering::AcqRel) {
+            let mut state = self.gate.lock();
+            state.reserved = state.reserved.saturating_sub(1);
+            self.gate.publish(&state);
+        }
+    }
+}
+
+/// `POST …/v1/session` and `POST …/v1/session/:id`: the routes that admit
+/// a turn.
+fn is_turn_route(req: &Request) -> bool {
+    if req.method() != axum::http::Method::POST {
+        return false;
+    }
+    let path = req.uri().path().trim_end_matches('/');
+    if path.ends_with("/v1/session") {
+        return true;
+    }
+    match path.rsplit_once('/') {
+        Some((head, id)) => head.ends_with("/v1/session") && !id.is_empty(),
+        None => false,
+    }
+}
+
+/// Sheds a turn past the bound with `503` `overloaded` and `Retry-After`
+/// at once; otherwise hands the handler a reserved slot.
+pub(crate) async fn turn_gate(
+    State(gate): State<Arc<TurnGate>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    if !is_turn_route(&req) {
+        return next.run(req).await;
+    }
+    match gate.reserve() {
+        Some(slot) => {
+            req.extensions_mut().insert(slot);
+            next.run(req).await
+        }
+        None => {
+            gate.stats.turns_shed.fetch_add(1, Ordering::Relaxed);
+            let mut response = ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                agentkit_protocol::ErrorCode::Overloaded,
+                format!(
+                    "the host is running its most turns at once ({}); retry after 1 s",
+                    gate.max
+                ),
+            )
+            .into_response();
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+            response
+        }
+    }
+}
+
 /// What the accept loop needs besides the listener.
 #[derive(Debug)]
 pub(crate) struct Edge {
@@ -185,6 +369,10 @@ pub(crate) struct EdgeStats {
     pub(crate) evicted_idle: AtomicU64,
     /// Requests answered `408` because their body did not arrive in time.
     pub(crate) body_timeouts: AtomicU64,
+    /// Turns in flight (reserved or admitted and still active).
+    pub(crate) turns_in_flight: AtomicU64,
+    /// Turn requests answered `503` `overloaded`.
+    pub(crate) turns_shed: AtomicU64,
 }
 
 /// Accepts connections until `shutdown`, then lets open ones finish their

@@ -20,9 +20,14 @@ use super::http::{Server, write};
 /// One scripted agent `bot` whose turns answer "ok" at once, in single
 /// mode, with `edge` bounds and a body limit for large messages.
 pub(crate) fn server(edge: EdgeOptions) -> Server {
+    server_with_turn(edge, r#"{"steps": [{"text": "ok"}]}"#)
+}
+
+/// [`server`] whose every turn is `turn` (a scripted turn's JSON).
+fn server_with_turn(edge: EdgeOptions, turn: &str) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let agent = dir.path().join("agents/bot/agent");
-    let turns = vec![r#"{"steps": [{"text": "ok"}]}"#; 64].join(",");
+    let turns = vec![turn; 64].join(",");
     write(
         &agent.join("agent.toml"),
         "model = \"scripted:script.json\"\n",
@@ -491,4 +496,62 @@ fn at_the_cap_with_every_connection_busy_a_new_one_waits_for_one_to_end() {
         .unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
     followers[0].until("turn.completed").unwrap();
+}
+
+#[test]
+fn past_the_turn_bound_a_turn_is_answered_503_at_once_with_retry_after() {
+    let s = server_with_turn(
+        EdgeOptions {
+            max_turns: Some(2),
+            ..EdgeOptions::default()
+        },
+        r#"{"steps": [{"text": "ok", "delayMs": 4000}]}"#,
+    );
+    let start = |addr| {
+        Request::post("/v1/session")
+            .json(&json!({"message": "hi"}))
+            .send(addr)
+            .unwrap()
+    };
+    for _ in 0..2 {
+        let r = start(s.addr());
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    // A burst past the bound: every one shed at once, none waits.
+    let addr = s.addr();
+    let burst: Vec<_> = (0..10)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let r = start(addr);
+                (r, started.elapsed())
+            })
+        })
+        .collect();
+    for b in burst {
+        let (r, took) = b.join().unwrap();
+        assert_eq!(r.status, 503, "{}", r.body);
+        assert_eq!(r.error_code(), "overloaded", "{}", r.body);
+        assert_eq!(r.header("retry-after"), Some("1"));
+        assert!(took < Duration::from_secs(3), "shed after {took:?}");
+    }
+    // Everything else is served meanwhile.
+    let r = Request::get("/v1/health").send(s.addr()).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let metrics = Request::get("/metrics").send(s.addr()).unwrap();
+    assert!(
+        metrics.body.contains("agentkit_turns_shed_total 10"),
+        "{}",
+        metrics.body
+    );
+    assert!(
+        metrics.body.contains("agentkit_turns_in_flight 2"),
+        "{}",
+        metrics.body
+    );
+    // Once the turns settle, their slots are free again.
+    assert!(
+        eventually(Duration::from_secs(60), || start(s.addr()).status == 200),
+        "no turn was admitted after the running ones settled"
+    );
 }

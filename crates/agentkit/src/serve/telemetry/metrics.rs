@@ -93,6 +93,8 @@ pub(crate) struct Metrics {
     connections_open: Gauge,
     connections_evicted: Family<Labels, Counter>,
     body_timeouts: Counter,
+    turns_in_flight: Gauge,
+    turns_shed: Counter,
     /// Per agent: open turns (start time), parked calls (park time), and
     /// sessions with a turn running. Bounded by what is in flight.
     state: Mutex<HashMap<String, Flight>>,
@@ -142,6 +144,8 @@ impl Metrics {
             connections_open: Gauge::default(),
             connections_evicted: Family::default(),
             body_timeouts: Counter::default(),
+            turns_in_flight: Gauge::default(),
+            turns_shed: Counter::default(),
             state: Mutex::default(),
             registry: Registry::default(),
         };
@@ -310,6 +314,16 @@ impl Metrics {
             "Requests answered 408 because their body did not arrive within the body timeout and rate",
             m.body_timeouts.clone(),
         );
+        registry.register(
+            "turns_in_flight",
+            "Turns in flight on the host (admitted and still active), against the turn bound",
+            m.turns_in_flight.clone(),
+        );
+        registry.register(
+            "turns_shed",
+            "Turn requests answered 503 overloaded at the turn bound",
+            m.turns_shed.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -327,6 +341,11 @@ impl Metrics {
                 .get_or_create(&labels(&[("reason", reason)]));
             c.inc_by(total.saturating_sub(c.get()));
         }
+        self.turns_in_flight
+            .set(i64::try_from(edge.turns_in_flight.load(Relaxed)).unwrap_or(i64::MAX));
+        let shed = edge.turns_shed.load(Relaxed);
+        self.turns_shed
+            .inc_by(shed.saturating_sub(self.turns_shed.get()));
         let total = edge.body_timeouts.load(Relaxed);
         self.body_timeouts
             .inc_by(total.saturating_sub(self.body_timeouts.get()));
