@@ -4,6 +4,7 @@
 //! (`agentkit_protocol::api`).
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use agentkit_manifest::Execution;
 use agentkit_protocol::api::{
@@ -18,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use super::edge::TurnSlot;
+use super::edge::TurnGate;
 use super::http::{
     ApiError, ApiResult, Authed, is_blank, json_ok, parse_json, read_authenticated, tool_called,
 };
@@ -47,10 +48,17 @@ fn accepted(agent: &Mounted, accepted: agentkit_runtime::Accepted) -> api::Accep
 /// `POST /v1/session`: a new chat session on the HTTP channel.
 pub(crate) async fn create(
     State(state): State<AgentState>,
-    slot: Option<axum::Extension<TurnSlot>>,
+    gate: Option<axum::Extension<Arc<TurnGate>>>,
     Authed { owner, body }: Authed,
 ) -> ApiResult {
     let req: SendMessage = parse_json(&body)?;
+    let slot = match &gate {
+        Some(axum::Extension(gate)) => match gate.admit() {
+            Some(slot) => Some(slot),
+            None => return Ok(gate.overloaded()),
+        },
+        None => None,
+    };
     if req.continuation_token.is_some() {
         return Err(ApiError::bad_request(
             "a new session takes no `continuationToken`; follow up with POST /v1/session/:sessionId",
@@ -74,7 +82,7 @@ pub(crate) async fn create(
             output_schema: req.output_schema,
         })
         .await?;
-    if let Some(axum::Extension(slot)) = slot {
+    if let Some(slot) = slot {
         slot.admitted(&state.agent.runtime, &answer.session_id);
     }
     Ok(json_ok(accepted(&state.agent, answer)))
@@ -84,10 +92,17 @@ pub(crate) async fn create(
 pub(crate) async fn follow_up(
     State(state): State<AgentState>,
     Path(id): Path<String>,
-    slot: Option<axum::Extension<TurnSlot>>,
+    gate: Option<axum::Extension<Arc<TurnGate>>>,
     Authed { owner, body }: Authed,
 ) -> ApiResult {
     let req: SendMessage = parse_json(&body)?;
+    let slot = match &gate {
+        Some(axum::Extension(gate)) => match gate.admit() {
+            Some(slot) => Some(slot),
+            None => return Ok(gate.overloaded()),
+        },
+        None => None,
+    };
     if req.output_schema.is_some() {
         return Err(ApiError::bad_request(
             "`outputSchema` is chosen when a session starts (POST /v1/session); a follow-up keeps it",
@@ -107,7 +122,7 @@ pub(crate) async fn follow_up(
             },
         )
         .await?;
-    if let Some(axum::Extension(slot)) = slot {
+    if let Some(slot) = slot {
         slot.admitted(&state.agent.runtime, &answer.session_id);
     }
     Ok(json_ok(accepted(&state.agent, answer)))

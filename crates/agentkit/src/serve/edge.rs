@@ -184,9 +184,10 @@ pub(crate) fn turn_cap(options: &EdgeOptions) -> usize {
     }
 }
 
-/// The host-wide bound on turns in flight. A turn route reserves a slot
-/// before its handler runs (so a burst cannot pass the check together);
-/// the handler turns the reservation into the admitted session, which
+/// The host-wide bound on turns in flight. A turn handler reserves a slot
+/// once the body is read and before the runtime admits the turn (so a
+/// burst cannot pass the check together), then turns the reservation
+/// into the admitted session, which
 /// holds the slot until the runtime says it is no longer active (a reaper
 /// looks every 20 ms); a request that admits nothing gives it back.
 #[derive(Debug)]
@@ -253,9 +254,9 @@ impl TurnGate {
     }
 }
 
-/// A reserved turn slot, in the request's extensions for the turn
-/// handlers; given back when dropped unless [`admitted`](Self::admitted).
-#[derive(Debug, Clone)]
+/// A reserved turn slot; given back when dropped unless
+/// [`admitted`](Self::admitted).
+#[derive(Debug)]
 pub(crate) struct TurnSlot(Arc<SlotInner>);
 
 #[derive(Debug)]
@@ -292,54 +293,46 @@ impl Drop for SlotInner {
     }
 }
 
-/// `POST …/v1/session` and `POST …/v1/session/:id`: the routes that admit
-/// a turn.
-fn is_turn_route(req: &Request) -> bool {
-    if req.method() != axum::http::Method::POST {
-        return false;
-    }
-    let path = req.uri().path().trim_end_matches('/');
-    if path.ends_with("/v1/session") {
-        return true;
-    }
-    match path.rsplit_once('/') {
-        Some((head, id)) => head.ends_with("/v1/session") && !id.is_empty(),
-        None => false,
-    }
-}
-
-/// Sheds a turn past the bound with `503` `overloaded` and `Retry-After`
-/// at once; otherwise hands the handler a reserved slot.
+/// Hands every request the host's [`TurnGate`]; the turn handlers take a
+/// slot from it once the request's body has arrived (a client that sends
+/// a body slowly holds no slot).
 pub(crate) async fn turn_gate(
     State(gate): State<Arc<TurnGate>>,
     mut req: Request,
     next: Next,
 ) -> Response {
-    if !is_turn_route(&req) {
-        return next.run(req).await;
+    req.extensions_mut().insert(gate);
+    next.run(req).await
+}
+
+impl TurnGate {
+    /// A slot for a turn; `None` past the bound (answer
+    /// [`overloaded`](Self::overloaded)).
+    pub(crate) fn admit(self: &Arc<Self>) -> Option<TurnSlot> {
+        let slot = self.reserve();
+        if slot.is_none() {
+            self.stats.turns_shed.fetch_add(1, Ordering::Relaxed);
+        }
+        slot
     }
-    match gate.reserve() {
-        Some(slot) => {
-            req.extensions_mut().insert(slot);
-            next.run(req).await
-        }
-        None => {
-            gate.stats.turns_shed.fetch_add(1, Ordering::Relaxed);
-            let mut response = ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                agentkit_protocol::ErrorCode::Overloaded,
-                format!(
-                    "the host is running its most turns at once ({}); retry after 1 s",
-                    gate.max
-                ),
-            )
-            .into_response();
-            response.headers_mut().insert(
-                axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static("1"),
-            );
-            response
-        }
+
+    /// The `503` `overloaded` answer with `Retry-After` that sheds a turn
+    /// at once.
+    pub(crate) fn overloaded(&self) -> Response {
+        let mut response = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            agentkit_protocol::ErrorCode::Overloaded,
+            format!(
+                "the host is running its most turns at once ({}); retry after 1 s",
+                self.max
+            ),
+        )
+        .into_response();
+        response.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static("1"),
+        );
+        response
     }
 }
 

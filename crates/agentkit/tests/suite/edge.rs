@@ -513,6 +513,18 @@ fn past_the_turn_bound_a_turn_is_answered_503_at_once_with_retry_after() {
             .send(addr)
             .unwrap()
     };
+    // Bodies still coming hold no turn slot.
+    let _half_sent: Vec<TcpStream> = (0..5)
+        .map(|_| {
+            let mut c = TcpStream::connect(s.addr()).unwrap();
+            c.write_all(
+                b"POST /v1/session HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{",
+            )
+            .unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
     for _ in 0..2 {
         let r = start(s.addr());
         assert_eq!(r.status, 200, "{}", r.body);
