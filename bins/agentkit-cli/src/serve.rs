@@ -102,10 +102,27 @@ pub struct ServeArgs {
     /// connection is dropped (a stream follower that stopped reading).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
     stall_timeout: Duration,
+    /// How long a request's body may take to arrive after its headers,
+    /// beyond what --body-min-rate earns; then it is answered 408 and the
+    /// connection closed.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    body_timeout: Duration,
+    /// The slowest body upload kept, in bytes per second: each this many
+    /// bytes received extend the body timeout by one second (0: the body
+    /// timeout bounds the whole upload).
+    #[arg(long, value_name = "BYTES", default_value_t = 500)]
+    body_min_rate: u64,
     /// The most connections open at once (default: three quarters of the
-    /// file-descriptor limit); more wait in the listen backlog.
+    /// file-descriptor limit). At the cap a new connection closes the
+    /// oldest one that has not completed a request, else the longest idle
+    /// one; when all are busy it waits in the listen backlog.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: Option<u32>,
+    /// The most turns in flight on the host at once (default: a twentieth
+    /// of the file-descriptor limit, at least 16); past it a new turn is
+    /// answered 503 overloaded with Retry-After.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_turns: Option<u32>,
     /// How logs are written on stderr: `text`, or `json` (one object a
     /// line, with the session, turn and trace ids where known).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
@@ -244,7 +261,10 @@ fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
             header_read_timeout: args.header_timeout,
             request_timeout: args.request_timeout,
             write_stall_timeout: args.stall_timeout,
+            body_read_timeout: args.body_timeout,
+            body_min_rate: args.body_min_rate,
             max_connections: args.max_connections.map(|n| n as usize),
+            max_turns: args.max_turns.map(|n| n as usize),
         },
         ..agentkit::ServeOptions::default()
     })

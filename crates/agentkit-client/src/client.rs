@@ -313,9 +313,54 @@ impl Client {
         self.get_json("/v1/info").await
     }
 
-    /// `GET /v1/sessions`: the caller's sessions.
+    /// `GET /v1/sessions`: the first page of the caller's sessions
+    /// (100, newest first; `nextCursor` continues).
     pub async fn sessions(&self) -> Result<Value> {
         self.get_json("/v1/sessions").await
+    }
+
+    /// `GET /v1/sessions?limit&cursor&channel&since`: one page of the
+    /// caller's sessions, newest first.
+    pub async fn sessions_page(
+        &self,
+        query: &agentkit_protocol::api::SessionListQuery,
+    ) -> Result<agentkit_protocol::api::SessionList> {
+        let mut url = self.url("/v1/sessions");
+        let limit = query.limit.map(|n| n.to_string());
+        let pairs = [
+            ("limit", limit.as_deref()),
+            ("cursor", query.cursor.as_deref()),
+            ("channel", query.channel.as_deref()),
+            ("since", query.since.as_deref()),
+        ];
+        if let Ok(mut parsed) = reqwest::Url::parse(&url) {
+            for (name, value) in pairs {
+                if let Some(value) = value {
+                    parsed.query_pairs_mut().append_pair(name, value);
+                }
+            }
+            url = parsed.to_string();
+        }
+        let response = self.send("GET", http()?.get(&url), &url).await?;
+        read_json("GET", &url, response).await
+    }
+
+    /// Every session `query` selects, following `nextCursor` from page to
+    /// page (of `query.limit`, or the server's default), newest first.
+    pub async fn all_sessions(
+        &self,
+        query: &agentkit_protocol::api::SessionListQuery,
+    ) -> Result<Vec<agentkit_protocol::api::SessionSummary>> {
+        let mut query = query.clone();
+        let mut all = Vec::new();
+        loop {
+            let page = self.sessions_page(&query).await?;
+            all.extend(page.sessions);
+            match page.next_cursor {
+                Some(next) => query.cursor = Some(next),
+                None => return Ok(all),
+            }
+        }
     }
 
     /// `GET /v1/session/{id}/stream?startIndex=N`: the events from index

@@ -145,6 +145,36 @@ impl SessionIndex {
         .await
     }
 
+    /// One page of the agent's sessions' metadata, newest (greatest id)
+    /// first: the ids below `before`, of `principal` and `channel` when
+    /// given, created at or after `since` (RFC 3339 as stored), at most
+    /// `limit`. Keyset paging on the primary key (or the owner index).
+    pub async fn page(
+        &self,
+        principal: Option<&str>,
+        channel: Option<&str>,
+        before: Option<&str>,
+        since: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<String>> {
+        let mut sql = String::from("SELECT meta FROM agentkit_sessions WHERE agent = $1");
+        let mut args: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&self.agent];
+        for (clause, value) in [
+            ("principal_id =", &principal),
+            ("channel =", &channel),
+            ("id <", &before),
+            ("(meta::jsonb ->> 'createdAt') >=", &since),
+        ] {
+            if let Some(v) = value {
+                args.push(v);
+                sql.push_str(&format!(" AND {clause} ${}", args.len()));
+            }
+        }
+        args.push(&limit);
+        sql.push_str(&format!(" ORDER BY id DESC LIMIT ${}", args.len()));
+        self.metas(&sql, &args).await
+    }
+
     /// How many sessions of the agent the database holds.
     pub async fn count(&self) -> Result<u64> {
         let client = self.db.client().await?;

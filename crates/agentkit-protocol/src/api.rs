@@ -53,6 +53,9 @@ pub enum ErrorCode {
     Internal,
     /// 500: a schedule's run failed.
     ScheduleFailed,
+    /// 503: the host is past a bound (turns in flight); retry after
+    /// `Retry-After` seconds.
+    Overloaded,
     /// 501: not available in this release.
     NotAvailable,
     /// 501: a channel capability this release does not have.
@@ -97,6 +100,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::Internal => "internal",
             ErrorCode::ScheduleFailed => "schedule_failed",
+            ErrorCode::Overloaded => "overloaded",
             ErrorCode::NotAvailable => "not_available",
             ErrorCode::NotImplemented => "not_implemented",
             ErrorCode::UpstreamError => "upstream_error",
@@ -292,13 +296,46 @@ pub struct SessionSummary {
     pub principal_id: Option<String>,
 }
 
-/// `GET /v1/sessions`: the caller's sessions (every session of the agent,
-/// newest first and at most [`OPERATOR_LIST_LIMIT`], for an operator).
+/// `GET /v1/sessions`: one page of the caller's sessions (every
+/// principal's, for an operator), newest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionList {
     pub ok: bool,
     pub sessions: Vec<SessionSummary>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(
+        default,
+        rename = "nextCursor",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub next_cursor: Option<String>,
 }
+
+/// The query of `GET /v1/sessions`: a page size, where to go on from, and
+/// filters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionListQuery {
+    /// How many sessions (at most): [`SESSION_PAGE_DEFAULT`] when absent,
+    /// at most [`SESSION_PAGE_MAX`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// The previous page's `nextCursor` (opaque).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// Only the sessions of this channel (`http`, a channel id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    /// Only the sessions created at or after this instant (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+}
+
+/// The page size of `GET /v1/sessions` when the query sets none.
+pub const SESSION_PAGE_DEFAULT: u32 = 100;
+
+/// The largest page `GET /v1/sessions` answers.
+pub const SESSION_PAGE_MAX: u32 = 1000;
 
 /// A parked call, as `GET /v1/session/:id/approvals` lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

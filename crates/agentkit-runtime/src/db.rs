@@ -56,6 +56,7 @@ CREATE TABLE IF NOT EXISTS sessions (
 );
 CREATE INDEX IF NOT EXISTS sessions_by_key ON sessions(channel, continuation);
 CREATE INDEX IF NOT EXISTS sessions_by_owner ON sessions(principal_id, id);
+CREATE INDEX IF NOT EXISTS sessions_by_channel ON sessions(channel, id);
 CREATE INDEX IF NOT EXISTS sessions_parked ON sessions(parked) WHERE parked = 1;
 CREATE TABLE IF NOT EXISTS usage_daily (
     day TEXT PRIMARY KEY,
@@ -463,6 +464,33 @@ impl Db {
             "SELECT id, meta FROM sessions ORDER BY id DESC LIMIT ?1",
             params![limit],
         )
+    }
+
+    /// One page of the session index, newest (greatest id) first: the
+    /// ids below `before`, of `principal` and `channel` when given,
+    /// created at or after `since` (RFC 3339, UTC, milliseconds, as
+    /// stored), at most `limit`. Keyset paging on an index: the cost is the
+    /// page's, not the index's.
+    pub(crate) fn sessions_page(
+        &self,
+        page: &crate::listing::PageQuery<'_>,
+    ) -> Result<Vec<SessionMeta>> {
+        use rusqlite::types::Value as Sql;
+        let mut sql = String::from("SELECT id, meta FROM sessions WHERE 1 = 1");
+        let mut args = Vec::new();
+        let mut add = |clause: &str, value: Option<&str>| {
+            if let Some(v) = value {
+                args.push(Sql::Text(v.to_owned()));
+                sql.push_str(&format!(" AND {clause} ?{}", args.len()));
+            }
+        };
+        add("principal_id =", page.principal);
+        add("channel =", page.channel);
+        add("id <", page.before);
+        add("json_extract(meta, '$.createdAt') >=", page.since);
+        args.push(Sql::Integer(i64::try_from(page.limit).unwrap_or(i64::MAX)));
+        sql.push_str(&format!(" ORDER BY id DESC LIMIT ?{}", args.len()));
+        self.metas(&sql, rusqlite::params_from_iter(args))
     }
 
     /// How many sessions the index holds.

@@ -39,6 +39,7 @@ mod error;
 mod fold;
 mod hooks;
 mod kv;
+mod listing;
 mod log;
 mod mailbox;
 mod meta;
@@ -63,6 +64,7 @@ pub use error::{Error, InputError, Result};
 pub use fold::conversation;
 pub use hooks::{HOOK_QUEUE, HookFn, HookSpec, HookStats, HookTarget, Hooks, SIGNATURE_HEADER};
 pub use kv::{Clock as KvClock, KvEntry, KvStore, MAX_KEY_BYTES};
+pub use listing::SessionPage;
 pub use log::{EventLog, Follow};
 pub use meta::{Owner, SessionMeta, SessionMode};
 pub use reminders::{

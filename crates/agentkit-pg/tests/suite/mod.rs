@@ -4,4 +4,5 @@ mod events;
 mod leases;
 mod mailbox;
 mod migrations;
+mod sessions;
 mod tls;

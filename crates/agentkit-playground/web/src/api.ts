@@ -125,8 +125,17 @@ export class Api {
     return this.request<Record<string, any>>("GET", "/v1/info");
   }
 
-  sessions() {
-    return this.request<{ sessions: SessionSummary[] }>("GET", "/v1/sessions").then((d) => d.sessions);
+  /** Every session of the caller, newest first, following `nextCursor` page by page. */
+  async sessions() {
+    const all: SessionSummary[] = [];
+    let cursor: string | undefined;
+    do {
+      const query = cursor ? `?limit=1000&cursor=${encodeURIComponent(cursor)}` : "?limit=1000";
+      const page = await this.request<{ sessions: SessionSummary[]; nextCursor?: string }>("GET", `/v1/sessions${query}`);
+      all.push(...page.sessions);
+      cursor = page.nextCursor;
+    } while (cursor);
+    return all;
   }
 
   async send(sessionId: string | undefined, message: string): Promise<Accepted> {

@@ -4,6 +4,7 @@
 //! (`agentkit_protocol::api`).
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use agentkit_manifest::Execution;
 use agentkit_protocol::api::{
@@ -18,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
+use super::edge::TurnGate;
 use super::http::{
     ApiError, ApiResult, Authed, is_blank, json_ok, parse_json, read_authenticated, tool_called,
 };
@@ -46,9 +48,17 @@ fn accepted(agent: &Mounted, accepted: agentkit_runtime::Accepted) -> api::Accep
 /// `POST /v1/session`: a new chat session on the HTTP channel.
 pub(crate) async fn create(
     State(state): State<AgentState>,
+    gate: Option<axum::Extension<Arc<TurnGate>>>,
     Authed { owner, body }: Authed,
 ) -> ApiResult {
     let req: SendMessage = parse_json(&body)?;
+    let slot = match &gate {
+        Some(axum::Extension(gate)) => match gate.admit() {
+            Some(slot) => Some(slot),
+            None => return Ok(gate.overloaded()),
+        },
+        None => None,
+    };
     if req.continuation_token.is_some() {
         return Err(ApiError::bad_request(
             "a new session takes no `continuationToken`; follow up with POST /v1/session/:sessionId",
@@ -72,6 +82,9 @@ pub(crate) async fn create(
             output_schema: req.output_schema,
         })
         .await?;
+    if let Some(slot) = slot {
+        slot.admitted(&state.agent.runtime, &answer.session_id);
+    }
     Ok(json_ok(accepted(&state.agent, answer)))
 }
 
@@ -79,9 +92,17 @@ pub(crate) async fn create(
 pub(crate) async fn follow_up(
     State(state): State<AgentState>,
     Path(id): Path<String>,
+    gate: Option<axum::Extension<Arc<TurnGate>>>,
     Authed { owner, body }: Authed,
 ) -> ApiResult {
     let req: SendMessage = parse_json(&body)?;
+    let slot = match &gate {
+        Some(axum::Extension(gate)) => match gate.admit() {
+            Some(slot) => Some(slot),
+            None => return Ok(gate.overloaded()),
+        },
+        None => None,
+    };
     if req.output_schema.is_some() {
         return Err(ApiError::bad_request(
             "`outputSchema` is chosen when a session starts (POST /v1/session); a follow-up keeps it",
@@ -101,6 +122,9 @@ pub(crate) async fn follow_up(
             },
         )
         .await?;
+    if let Some(slot) = slot {
+        slot.admitted(&state.agent.runtime, &answer.session_id);
+    }
     Ok(json_ok(accepted(&state.agent, answer)))
 }
 
@@ -244,12 +268,92 @@ pub(crate) async fn events(
     Ok(ndjson(Body::from(body)))
 }
 
+/// `GET /v1/sessions?limit&cursor&channel&since`: one page, newest first.
 pub(crate) async fn list(
     State(state): State<AgentState>,
+    uri: axum::http::Uri,
     Authed { owner, .. }: Authed,
 ) -> ApiResult {
-    let sessions = state.agent.runtime.list(&owner).await?;
-    Ok(json_ok(SessionList { ok: true, sessions }))
+    let page = session_page(&uri)?;
+    let (sessions, next) = state.agent.runtime.list_page(&owner, &page).await?;
+    Ok(json_ok(SessionList {
+        ok: true,
+        sessions,
+        next_cursor: next.as_deref().map(cursor_of),
+    }))
+}
+
+/// The page `GET /v1/sessions`'s query asks for; `400` naming what is
+/// wrong.
+fn session_page(uri: &axum::http::Uri) -> ApiResult<agentkit_runtime::SessionPage> {
+    use agentkit_protocol::api::{SESSION_PAGE_DEFAULT, SESSION_PAGE_MAX, SessionListQuery};
+    let axum::extract::Query(q) = axum::extract::Query::<SessionListQuery>::try_from_uri(uri)
+        .map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
+    let limit = match q.limit {
+        None => SESSION_PAGE_DEFAULT,
+        Some(0) => return Err(ApiError::bad_request("`limit` must be at least 1")),
+        Some(n) => n.min(SESSION_PAGE_MAX),
+    };
+    let before = q
+        .cursor
+        .as_deref()
+        .map(|c| {
+            cursor_id(c).ok_or_else(|| {
+                ApiError::bad_request(
+                    "invalid `cursor`: pass the `nextCursor` of the previous page as it is",
+                )
+            })
+        })
+        .transpose()?;
+    let since = q
+        .since
+        .as_deref()
+        .map(|s| {
+            chrono::DateTime::parse_from_rfc3339(s)
+                .map(|t| {
+                    t.with_timezone(&chrono::Utc)
+                        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                })
+                .map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "`since` must be an RFC 3339 instant (2026-01-31T12:00:00Z), not `{s}`"
+                    ))
+                })
+        })
+        .transpose()?;
+    Ok(agentkit_runtime::SessionPage {
+        limit: limit as usize,
+        before,
+        channel: q.channel.filter(|c| !c.is_empty()),
+        since,
+    })
+}
+
+/// The opaque cursor that continues after session `id`: versioned hex, so
+/// clients pass it back as it is and the encoding may change.
+fn cursor_of(id: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from("s1");
+    for b in id.as_bytes() {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
+/// The session id a [`cursor_of`] cursor continues after; `None` when it
+/// is not one.
+fn cursor_id(cursor: &str) -> Option<String> {
+    let hex = cursor.strip_prefix("s1")?;
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    let bytes = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    let id = String::from_utf8(bytes).ok()?;
+    agentkit_protocol::SessionId::parse(&id).ok()?;
+    Some(id)
 }
 
 pub(crate) async fn health(State(state): State<AgentState>, _auth: Authed) -> ApiResult {

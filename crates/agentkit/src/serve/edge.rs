@@ -3,14 +3,23 @@
 //!
 //! hyper serves each connection (HTTP/1.1) with a header-read timeout that
 //! also bounds how long an idle keep-alive connection waits for its next
-//! request; a semaphore caps the connections open at once (at the cap the
-//! loop stops accepting, so new connections wait in the listen backlog); a
-//! write-stall bound on the socket drops a follower that stopped reading;
-//! a middleware bounds how long a request may take to produce its answer.
+//! request; a request's body must arrive within the body timeout plus one
+//! second per `body_min_rate` bytes received, else it is answered `408`
+//! and the connection closed; a semaphore caps the connections open at
+//! once, and at the cap a new connection is admitted by closing the oldest
+//! one that has not completed a request (half-sent head or body), else the
+//! longest-idle keep-alive one (a connection busy with a request, a
+//! stream follower included, is never closed for room); a write-stall
+//! bound on the socket drops a follower that stopped reading; a middleware
+//! bounds how long a request may take to produce its answer; another
+//! bounds the turns in flight, answering `503` `overloaded` with
+//! `Retry-After` past it.
 
+use std::collections::HashMap;
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -19,6 +28,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use hyper::body::{Body as _, Bytes, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
@@ -47,12 +57,33 @@ pub struct EdgeOptions {
     /// connection is dropped: a stream follower that stopped reading is
     /// let go after this, with at most hyper's write buffer held for it.
     pub write_stall_timeout: Duration,
+    /// How long a request's body may take to arrive, counted from the end
+    /// of its headers, beyond what [`body_min_rate`](Self::body_min_rate)
+    /// earns: past it the request is answered `408` `request_timeout` and
+    /// the connection closed. A body that never comes (a lying
+    /// `Content-Length`) or trickles in is cut here.
+    pub body_read_timeout: Duration,
+    /// The slowest body upload kept: each `body_min_rate` bytes received
+    /// extend the body's deadline by one second (as Apache's
+    /// `mod_reqtimeout` `MinRate`); 0 makes the body timeout a bound on the
+    /// whole upload.
+    pub body_min_rate: u64,
     /// The most connections open at once; `None` derives it from the
     /// soft `RLIMIT_NOFILE` (three quarters of it, leaving the rest for
-    /// logs, SQLite and child processes). At the cap, new connections
-    /// wait in the listen backlog and a warning is logged (at most every
-    /// 10 s).
+    /// logs, SQLite and child processes). At the cap, a new connection is
+    /// admitted by closing the oldest connection that has not completed a
+    /// request, else the longest-idle keep-alive one; when every
+    /// connection is busy with a request, it waits for one to end. A
+    /// warning is logged (at most every 10 s).
     pub max_connections: Option<usize>,
+    /// The most turns in flight on the host at once (admitted by
+    /// `POST /v1/session` or a follow-up and not yet settled); past it a
+    /// new one is answered `503` `overloaded` with `Retry-After` at once.
+    /// `None` derives it from the soft `RLIMIT_NOFILE`: a twentieth of it
+    /// (of the quarter the connection cap leaves, four fifths at four
+    /// descriptors a turn, for its log, a provider connection and a
+    /// child's pipes), so an admitted turn does not run out of descriptors.
+    pub max_turns: Option<usize>,
 }
 
 impl Default for EdgeOptions {
@@ -61,7 +92,10 @@ impl Default for EdgeOptions {
             header_read_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(120),
             write_stall_timeout: Duration::from_secs(60),
+            body_read_timeout: Duration::from_secs(10),
+            body_min_rate: 500,
             max_connections: None,
+            max_turns: None,
         }
     }
 }
@@ -136,6 +170,172 @@ pub(crate) fn connection_cap(options: &EdgeOptions) -> usize {
     }
 }
 
+/// The turn bound: the configured one, else a twentieth of the soft
+/// file-descriptor limit (of the quarter the connection cap leaves, four
+/// fifths at four descriptors a turn, the rest for logs, databases and
+/// listeners; at least 16), else 4,096.
+pub(crate) fn turn_cap(options: &EdgeOptions) -> usize {
+    if let Some(n) = options.max_turns {
+        return n.max(1);
+    }
+    match soft_fd_limit() {
+        Some(soft) if soft < 1 << 24 => usize::try_from(soft / 20).unwrap_or(4096).max(16),
+        _ => 4096,
+    }
+}
+
+/// The host-wide bound on turns in flight. A turn handler reserves a slot
+/// once the body is read and before the runtime admits the turn (so a
+/// burst cannot pass the check together), then turns the reservation
+/// into the admitted session, which
+/// holds the slot until the runtime says it is no longer active (a reaper
+/// looks every 20 ms); a request that admits nothing gives it back.
+#[derive(Debug)]
+pub(crate) struct TurnGate {
+    max: usize,
+    state: Mutex<GateState>,
+    stats: Arc<EdgeStats>,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    reserved: usize,
+    admitted: Vec<(agentkit_runtime::AgentRuntime, String)>,
+}
+
+impl TurnGate {
+    pub(crate) fn new(max: usize, stats: Arc<EdgeStats>) -> Arc<TurnGate> {
+        Arc::new(TurnGate {
+            max,
+            state: Mutex::new(GateState::default()),
+            stats,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn publish(&self, state: &GateState) {
+        self.stats.turns_in_flight.store(
+            (state.reserved + state.admitted.len()) as u64,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// A slot, or `None` at the bound.
+    fn reserve(self: &Arc<Self>) -> Option<TurnSlot> {
+        let mut state = self.lock();
+        if state.reserved + state.admitted.len() >= self.max {
+            return None;
+        }
+        state.reserved += 1;
+        self.publish(&state);
+        Some(TurnSlot(Arc::new(SlotInner {
+            gate: self.clone(),
+            held: AtomicBool::new(true),
+        })))
+    }
+
+    /// Lets go of the sessions that are no longer active, until `shutdown`.
+    pub(crate) async fn reap(self: Arc<Self>, shutdown: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                () = shutdown.cancelled() => return,
+            }
+            let mut state = self.lock();
+            if state.admitted.is_empty() {
+                continue;
+            }
+            state.admitted.retain(|(runtime, id)| runtime.is_active(id));
+            self.publish(&state);
+        }
+    }
+}
+
+/// A reserved turn slot; given back when dropped unless
+/// [`admitted`](Self::admitted).
+#[derive(Debug)]
+pub(crate) struct TurnSlot(Arc<SlotInner>);
+
+#[derive(Debug)]
+struct SlotInner {
+    gate: Arc<TurnGate>,
+    held: AtomicBool,
+}
+
+impl TurnSlot {
+    /// The turn was admitted into session `id`: it holds the slot while
+    /// the session is active (a session already holding one gives this
+    /// one back).
+    pub(crate) fn admitted(&self, runtime: &agentkit_runtime::AgentRuntime, id: &str) {
+        if !self.0.held.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let gate = &self.0.gate;
+        let mut state = gate.lock();
+        state.reserved = state.reserved.saturating_sub(1);
+        if !state.admitted.iter().any(|(_, held)| held == id) {
+            state.admitted.push((runtime.clone(), id.to_owned()));
+        }
+        gate.publish(&state);
+    }
+}
+
+impl Drop for SlotInner {
+    fn drop(&mut self) {
+        if self.held.swap(false, Ordering::AcqRel) {
+            let mut state = self.gate.lock();
+            state.reserved = state.reserved.saturating_sub(1);
+            self.gate.publish(&state);
+        }
+    }
+}
+
+/// Hands every request the host's [`TurnGate`]; the turn handlers take a
+/// slot from it once the request's body has arrived (a client that sends
+/// a body slowly holds no slot).
+pub(crate) async fn turn_gate(
+    State(gate): State<Arc<TurnGate>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    req.extensions_mut().insert(gate);
+    next.run(req).await
+}
+
+impl TurnGate {
+    /// A slot for a turn; `None` past the bound (answer
+    /// [`overloaded`](Self::overloaded)).
+    pub(crate) fn admit(self: &Arc<Self>) -> Option<TurnSlot> {
+        let slot = self.reserve();
+        if slot.is_none() {
+            self.stats.turns_shed.fetch_add(1, Ordering::Relaxed);
+        }
+        slot
+    }
+
+    /// The `503` `overloaded` answer with `Retry-After` that sheds a turn
+    /// at once.
+    pub(crate) fn overloaded(&self) -> Response {
+        let mut response = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            agentkit_protocol::ErrorCode::Overloaded,
+            format!(
+                "the host is running its most turns at once ({}); retry after 1 s",
+                self.max
+            ),
+        )
+        .into_response();
+        response.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static("1"),
+        );
+        response
+    }
+}
+
 /// What the accept loop needs besides the listener.
 #[derive(Debug)]
 pub(crate) struct Edge {
@@ -145,6 +345,27 @@ pub(crate) struct Edge {
     pub(crate) shutdown: CancellationToken,
     /// How long shutdown waits for open connections to finish.
     pub(crate) grace: Duration,
+    /// What the edge counts, read by `/metrics`.
+    pub(crate) stats: Arc<EdgeStats>,
+}
+
+/// What the edge counts since start.
+#[derive(Debug, Default)]
+pub(crate) struct EdgeStats {
+    /// Connections open now.
+    pub(crate) open: AtomicU64,
+    /// Connections closed at the cap to admit a new one, that had not
+    /// completed a request (a half-sent head or body).
+    pub(crate) evicted_incomplete: AtomicU64,
+    /// Connections closed at the cap to admit a new one, idle between
+    /// requests.
+    pub(crate) evicted_idle: AtomicU64,
+    /// Requests answered `408` because their body did not arrive in time.
+    pub(crate) body_timeouts: AtomicU64,
+    /// Turns in flight (reserved or admitted and still active).
+    pub(crate) turns_in_flight: AtomicU64,
+    /// Turn requests answered `503` `overloaded`.
+    pub(crate) turns_shed: AtomicU64,
 }
 
 /// Accepts connections until `shutdown`, then lets open ones finish their
@@ -157,45 +378,38 @@ pub(crate) async fn run(listener: TcpListener, edge: Edge) -> io::Result<()> {
         max_connections,
         shutdown,
         grace,
+        stats,
     } = edge;
     let permits = Arc::new(Semaphore::new(max_connections));
+    let conns = Arc::new(Conns::default());
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let force_close = CancellationToken::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(options.header_read_timeout)
         .keep_alive(true);
+    let body_bounds = BodyBounds {
+        timeout: options.body_read_timeout,
+        min_rate: options.body_min_rate,
+    };
     let mut cap_warning = Every::new(Duration::from_secs(10));
     let mut accept_warning = Every::new(Duration::from_secs(10));
-    loop {
-        let permit = match permits.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => {
-                if let Some(suppressed) = cap_warning.due() {
-                    tracing::warn!(
-                        max_connections,
-                        suppressed,
-                        "connection limit reached: new connections wait in the listen backlog until one closes (raise the file-descriptor limit or the connection cap)"
-                    );
-                }
-                tokio::select! {
-                    p = permits.clone().acquire_owned() => match p {
-                        Ok(p) => p,
-                        Err(_) => break,
-                    },
-                    () = shutdown.cancelled() => break,
-                }
-            }
-        };
+    'accept: loop {
+        // Taken before accepting when there is one, so that below the cap
+        // a connection is never held without its slot.
+        let early = permits.clone().try_acquire_owned().ok();
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(c) => c,
                 Err(e) if is_connection_error(&e) => continue,
                 Err(e) => {
                     // EMFILE, ENFILE, ENOBUFS: retrying at once would spin.
+                    // A connection is waiting: make room for it as at the cap.
+                    let evicted = conns.evict_one(&stats);
                     if let Some(suppressed) = accept_warning.due() {
-                        tracing::warn!(error = %e, suppressed, "cannot accept connections; retrying in 100 ms");
+                        tracing::warn!(error = %e, suppressed, evicted = evicted.is_some(), "cannot accept connections; retrying in 100 ms");
                     }
+                    drop(early);
                     tokio::select! {
                         () = tokio::time::sleep(Duration::from_millis(100)) => continue,
                         () = shutdown.cancelled() => break,
@@ -204,23 +418,97 @@ pub(crate) async fn run(listener: TcpListener, edge: Edge) -> io::Result<()> {
             },
             () = shutdown.cancelled() => break,
         };
+        let permit = match early.or_else(|| permits.clone().try_acquire_owned().ok()) {
+            Some(p) => p,
+            // At the cap with a connection to admit: close one that holds
+            // its slot without using it, and take the slot it gives back.
+            None => {
+                let mut warned = false;
+                loop {
+                    let evicted = conns.evict_one(&stats);
+                    if !warned {
+                        warned = true;
+                        if let Some(suppressed) = cap_warning.due() {
+                            match evicted {
+                                Some(kind) => tracing::warn!(
+                                    max_connections,
+                                    suppressed,
+                                    closed = kind.as_str(),
+                                    "connection limit reached: closing the oldest connection that has not completed a request, else the longest idle, to admit a new one (raise the file-descriptor limit or the connection cap)"
+                                ),
+                                None => tracing::warn!(
+                                    max_connections,
+                                    suppressed,
+                                    "connection limit reached and every connection is busy with a request: new connections wait until one ends (raise the file-descriptor limit or the connection cap)"
+                                ),
+                            }
+                        }
+                    }
+                    // An evicted connection gives its slot back as soon as
+                    // its task sees the eviction; without one, a busy
+                    // connection may turn idle and be evicted next time.
+                    let recheck = match evicted {
+                        Some(_) => Duration::from_secs(1),
+                        None => Duration::from_millis(100),
+                    };
+                    tokio::select! {
+                        p = permits.clone().acquire_owned() => match p {
+                            Ok(p) => break p,
+                            Err(_) => break 'accept,
+                        },
+                        () = tokio::time::sleep(recheck) => {}
+                        () = shutdown.cancelled() => break 'accept,
+                    }
+                }
+            }
+        };
         // Events are small writes that must leave at once: without NODELAY,
         // Nagle's algorithm holds the first streamed line until the client's
         // delayed ACK (about 40 ms on a keep-alive connection).
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
+        let slot = conns.open();
+        stats.open.fetch_add(1, Ordering::Relaxed);
         let io = TokioIo::new(StallBound::new(tcp, options.write_stall_timeout));
         let router = router.clone();
-        let service =
-            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                let mut req = req.map(axum::body::Body::new);
-                req.extensions_mut().insert(ConnectInfo(peer));
+        let service = {
+            let slot = slot.clone();
+            let stats = stats.clone();
+            hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+                let slot = slot.clone();
+                let stats = stats.clone();
                 let mut router = router.clone();
-                tower_service::Service::call(&mut router, req)
-            });
+                async move {
+                    let has_body = !req.body().is_end_stream();
+                    slot.request_started(has_body);
+                    let mut req = req.map(|body| {
+                        if has_body {
+                            axum::body::Body::new(TimedBody::new(body, body_bounds, slot.clone()))
+                        } else {
+                            axum::body::Body::new(body)
+                        }
+                    });
+                    req.extensions_mut().insert(ConnectInfo(peer));
+                    let response = match tower_service::Service::call(&mut router, req).await {
+                        Ok(r) => r,
+                        Err(never) => match never {},
+                    };
+                    if slot.body_timed_out.load(Ordering::Relaxed) {
+                        stats.body_timeouts.fetch_add(1, Ordering::Relaxed);
+                        return Ok::<_, std::convert::Infallible>(body_timeout(body_bounds, &slot));
+                    }
+                    // Its head is out: a handler that answers without
+                    // reading the body is serving it now.
+                    slot.set(Phase::Busy);
+                    Ok(response.map(|body| axum::body::Body::new(Answer { body, slot })))
+                }
+            })
+        };
         let conn = graceful.watch(http.serve_connection(io, service));
         let force_close = force_close.clone();
+        let conns = conns.clone();
+        let stats = stats.clone();
         tokio::spawn(async move {
             tokio::select! {
                 result = conn => {
@@ -228,8 +516,13 @@ pub(crate) async fn run(listener: TcpListener, edge: Edge) -> io::Result<()> {
                         tracing::debug!(%peer, error = %e, "connection ended with an error");
                     }
                 }
+                () = slot.evict.cancelled() => {
+                    tracing::debug!(%peer, "connection closed to admit a new one at the cap");
+                }
                 () = force_close.cancelled() => {}
             }
+            conns.close(slot.id);
+            stats.open.fetch_sub(1, Ordering::Relaxed);
             drop(permit);
         });
     }
@@ -245,6 +538,294 @@ pub(crate) async fn run(listener: TcpListener, edge: Edge) -> io::Result<()> {
         force_close.cancel();
     }
     Ok(())
+}
+
+/// The `408` answered for a body that did not arrive in time; the
+/// connection closes after it (the rest of the body is not read).
+fn body_timeout(bounds: BodyBounds, slot: &Slot) -> Response {
+    let received = slot.body_received.load(Ordering::Relaxed);
+    let mut response = ApiError::new(
+        StatusCode::REQUEST_TIMEOUT,
+        agentkit_protocol::ErrorCode::RequestTimeout,
+        format!(
+            "the request body did not arrive within {} s plus 1 s per {} bytes ({received} bytes received)",
+            bounds.timeout.as_secs_f64(),
+            bounds.min_rate
+        ),
+    )
+    .into_response();
+    response.headers_mut().insert(
+        axum::http::header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
+    response
+}
+
+/// What a connection is doing, for choosing which to close at the cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for a request to complete: its head (the first request on
+    /// the connection) or its body. First to be closed, oldest first.
+    Incomplete,
+    /// Serving a request whose head and body arrived (its answer may be a
+    /// long stream). Never closed for room.
+    Busy,
+    /// Between requests on a keep-alive connection. Closed when no
+    /// incomplete one is left, longest idle first.
+    Idle,
+}
+
+/// Why a connection was closed at the cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Evicted {
+    Incomplete,
+    Idle,
+}
+
+impl Evicted {
+    fn as_str(self) -> &'static str {
+        match self {
+            Evicted::Incomplete => "incomplete",
+            Evicted::Idle => "idle",
+        }
+    }
+}
+
+/// One open connection as the accept loop sees it.
+#[derive(Debug)]
+struct Slot {
+    id: u64,
+    /// The phase and when it began.
+    phase: Mutex<(Phase, Instant)>,
+    /// Cancelled to close the connection for room.
+    evict: CancellationToken,
+    /// Set when the current request's body ran out of time.
+    body_timed_out: AtomicBool,
+    /// Bytes of the current request's body received so far.
+    body_received: AtomicU64,
+}
+
+impl Slot {
+    fn set(&self, phase: Phase) {
+        if let Ok(mut p) = self.phase.lock() {
+            *p = (phase, Instant::now());
+        }
+    }
+
+    /// A request's head arrived; `has_body`: its body is still to come.
+    fn request_started(&self, has_body: bool) {
+        self.body_timed_out.store(false, Ordering::Relaxed);
+        self.body_received.store(0, Ordering::Relaxed);
+        self.set(if has_body {
+            Phase::Incomplete
+        } else {
+            Phase::Busy
+        });
+    }
+}
+
+/// The open connections, for choosing which to close at the cap.
+#[derive(Debug, Default)]
+struct Conns {
+    next_id: AtomicU64,
+    open: Mutex<HashMap<u64, Arc<Slot>>>,
+}
+
+impl Conns {
+    fn open(&self) -> Arc<Slot> {
+        let slot = Arc::new(Slot {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            phase: Mutex::new((Phase::Incomplete, Instant::now())),
+            evict: CancellationToken::new(),
+            body_timed_out: AtomicBool::new(false),
+            body_received: AtomicU64::new(0),
+        });
+        if let Ok(mut open) = self.open.lock() {
+            open.insert(slot.id, slot.clone());
+        }
+        slot
+    }
+
+    fn close(&self, id: u64) {
+        if let Ok(mut open) = self.open.lock() {
+            open.remove(&id);
+        }
+    }
+
+    /// Closes the oldest incomplete connection, else the longest idle
+    /// one; `None` when every connection is busy (or already closing).
+    fn evict_one(&self, stats: &EdgeStats) -> Option<Evicted> {
+        let open = self.open.lock().ok()?;
+        let mut incomplete: Option<(Instant, &Arc<Slot>)> = None;
+        let mut idle: Option<(Instant, &Arc<Slot>)> = None;
+        for slot in open.values() {
+            if slot.evict.is_cancelled() {
+                continue;
+            }
+            let Ok(phase) = slot.phase.lock().map(|p| *p) else {
+                continue;
+            };
+            let oldest = match phase.0 {
+                Phase::Incomplete => &mut incomplete,
+                Phase::Idle => &mut idle,
+                Phase::Busy => continue,
+            };
+            if oldest.is_none_or(|(since, _)| phase.1 < since) {
+                *oldest = Some((phase.1, slot));
+            }
+        }
+        let (kind, slot, counter) = match (incomplete, idle) {
+            (Some((_, slot)), _) => (Evicted::Incomplete, slot, &stats.evicted_incomplete),
+            (None, Some((_, slot))) => (Evicted::Idle, slot, &stats.evicted_idle),
+            (None, None) => return None,
+        };
+        slot.evict.cancel();
+        counter.fetch_add(1, Ordering::Relaxed);
+        Some(kind)
+    }
+}
+
+/// How long a request body may take: `timeout` plus one second per
+/// `min_rate` bytes received.
+#[derive(Debug, Clone, Copy)]
+struct BodyBounds {
+    timeout: Duration,
+    min_rate: u64,
+}
+
+impl BodyBounds {
+    fn allowed(self, received: u64) -> Duration {
+        match self.min_rate {
+            0 => self.timeout,
+            rate => self.timeout + Duration::from_secs_f64(received as f64 / rate as f64),
+        }
+    }
+}
+
+/// A request body that fails once it has not arrived within its
+/// [`BodyBounds`], and moves its connection to [`Phase::Busy`] when it
+/// has.
+#[derive(Debug)]
+struct TimedBody {
+    body: Incoming,
+    bounds: BodyBounds,
+    start: tokio::time::Instant,
+    received: u64,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    slot: Arc<Slot>,
+    done: bool,
+}
+
+impl TimedBody {
+    fn new(body: Incoming, bounds: BodyBounds, slot: Arc<Slot>) -> TimedBody {
+        let start = tokio::time::Instant::now();
+        TimedBody {
+            body,
+            bounds,
+            start,
+            received: 0,
+            deadline: Box::pin(tokio::time::sleep_until(start + bounds.allowed(0))),
+            slot,
+            done: false,
+        }
+    }
+
+    fn finish(&mut self) {
+        if !self.done {
+            self.done = true;
+            self.slot.set(Phase::Busy);
+        }
+    }
+}
+
+/// The error a [`TimedBody`] fails with.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive in time")]
+struct BodyTimedOut;
+
+impl hyper::body::Body for TimedBody {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    this.received += data.len() as u64;
+                    this.slot
+                        .body_received
+                        .store(this.received, Ordering::Relaxed);
+                    if this.bounds.min_rate > 0 {
+                        let deadline = this.start + this.bounds.allowed(this.received);
+                        this.deadline.as_mut().reset(deadline);
+                    }
+                }
+                if this.body.is_end_stream() {
+                    this.finish();
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(None) => {
+                this.finish();
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
+            Poll::Pending => match this.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    this.slot.body_timed_out.store(true, Ordering::Relaxed);
+                    this.done = true;
+                    Poll::Ready(Some(Err(BodyTimedOut.into())))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done || self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// An answer's body that moves its connection to [`Phase::Idle`] once it
+/// is sent (or dropped).
+#[derive(Debug)]
+struct Answer {
+    body: axum::body::Body,
+    slot: Arc<Slot>,
+}
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        self.slot.set(Phase::Idle);
+    }
+}
+
+impl hyper::body::Body for Answer {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// Errors of one connection that the next accept does not share.

@@ -162,6 +162,11 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         mcp: edge_options.request_timeout + parts.mcp.max_wait,
         tools: edge_options.request_timeout + longest_tool,
     };
+    let edge_stats = Arc::new(edge::EdgeStats::default());
+    telemetry.set_edge(edge_stats.clone());
+    let max_turns = edge::turn_cap(edge_options);
+    tracing::debug!(max_turns, "turn bound");
+    let turn_gate = edge::TurnGate::new(max_turns, edge_stats.clone());
     let router = router::router(
         &agents,
         parts.listen.mode,
@@ -179,9 +184,14 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         telemetry::layer,
     ))
     .layer(axum::middleware::from_fn_with_state(
+        turn_gate.clone(),
+        edge::turn_gate,
+    ))
+    .layer(axum::middleware::from_fn_with_state(
         bounds,
         edge::request_timeout,
     ));
+    tokio::spawn(turn_gate.reap(shutdown.clone()));
     let max_connections = edge::connection_cap(edge_options);
     tracing::debug!(max_connections, "connection cap");
     let server = tokio::spawn(edge::run(
@@ -192,6 +202,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             max_connections,
             shutdown: shutdown.clone(),
             grace: parts.edge.shutdown_grace,
+            stats: edge_stats,
         },
     ));
     Ok(ServeHandle {

@@ -24,6 +24,7 @@ mod sandbox;
 mod scale_out;
 mod schedule_handlers;
 mod services;
+mod sessions_list;
 mod slack;
 mod step_context;
 mod time;

@@ -90,6 +90,11 @@ pub(crate) struct Metrics {
     duplicates: Family<Labels, Counter>,
     http_requests: Family<Labels, Counter>,
     http_duration: Family<Labels, Histogram>,
+    connections_open: Gauge,
+    connections_evicted: Family<Labels, Counter>,
+    body_timeouts: Counter,
+    turns_in_flight: Gauge,
+    turns_shed: Counter,
     /// Per agent: open turns (start time), parked calls (park time), and
     /// sessions with a turn running. Bounded by what is in flight.
     state: Mutex<HashMap<String, Flight>>,
@@ -136,6 +141,11 @@ impl Metrics {
             duplicates: Family::default(),
             http_requests: Family::default(),
             http_duration: histograms(),
+            connections_open: Gauge::default(),
+            connections_evicted: Family::default(),
+            body_timeouts: Counter::default(),
+            turns_in_flight: Gauge::default(),
+            turns_shed: Counter::default(),
             state: Mutex::default(),
             registry: Registry::default(),
         };
@@ -289,7 +299,56 @@ impl Metrics {
             "HTTP request latency to the response head, by route",
             m.http_duration.clone(),
         );
+        registry.register(
+            "http_connections_open",
+            "HTTP connections open",
+            m.connections_open.clone(),
+        );
+        registry.register(
+            "http_connections_evicted",
+            "HTTP connections closed at the connection cap to admit a new one, by reason (incomplete: a request head or body still coming; idle: between requests)",
+            m.connections_evicted.clone(),
+        );
+        registry.register(
+            "http_body_timeouts",
+            "Requests answered 408 because their body did not arrive within the body timeout and rate",
+            m.body_timeouts.clone(),
+        );
+        registry.register(
+            "turns_in_flight",
+            "Turns in flight on the host (admitted and still active), against the turn bound",
+            m.turns_in_flight.clone(),
+        );
+        registry.register(
+            "turns_shed",
+            "Turn requests answered 503 overloaded at the turn bound",
+            m.turns_shed.clone(),
+        );
         Metrics { registry, ..m }
+    }
+
+    /// The HTTP edge's gauges and counters, read at scrape time.
+    pub(crate) fn set_edge(&self, edge: &crate::serve::edge::EdgeStats) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.connections_open
+            .set(i64::try_from(edge.open.load(Relaxed)).unwrap_or(i64::MAX));
+        for (reason, total) in [
+            ("incomplete", edge.evicted_incomplete.load(Relaxed)),
+            ("idle", edge.evicted_idle.load(Relaxed)),
+        ] {
+            let c = self
+                .connections_evicted
+                .get_or_create(&labels(&[("reason", reason)]));
+            c.inc_by(total.saturating_sub(c.get()));
+        }
+        self.turns_in_flight
+            .set(i64::try_from(edge.turns_in_flight.load(Relaxed)).unwrap_or(i64::MAX));
+        let shed = edge.turns_shed.load(Relaxed);
+        self.turns_shed
+            .inc_by(shed.saturating_sub(self.turns_shed.get()));
+        let total = edge.body_timeouts.load(Relaxed);
+        self.body_timeouts
+            .inc_by(total.saturating_sub(self.body_timeouts.get()));
     }
 
     /// Reads one event of agent `agent` (running model `model`).

@@ -275,6 +275,8 @@ struct Inner {
     started: u64,
     /// Each agent's store and MCP connections, for the scrape-time gauges.
     agents: std::sync::Mutex<Vec<(String, AgentRuntime, agentkit_mcp::Connections)>>,
+    /// What the HTTP edge counts, once it runs.
+    edge: std::sync::OnceLock<Arc<crate::serve::edge::EdgeStats>>,
 }
 
 impl Telemetry {
@@ -314,6 +316,7 @@ impl Telemetry {
                 closing: CancellationToken::new(),
                 watchers: Default::default(),
                 agents: Default::default(),
+                edge: Default::default(),
             }),
         };
         telemetry.start_pusher();
@@ -374,7 +377,15 @@ impl Telemetry {
                 &connections.status(),
             );
         }
+        if let Some(edge) = self.inner.edge.get() {
+            self.inner.metrics.set_edge(edge);
+        }
         self.inner.metrics.render()
+    }
+
+    /// Reads the HTTP edge's counts at each scrape.
+    pub(crate) fn set_edge(&self, stats: Arc<crate::serve::edge::EdgeStats>) {
+        let _ = self.inner.edge.set(stats);
     }
 
     /// Traces are exported (the runtime keeps trace context in the log).

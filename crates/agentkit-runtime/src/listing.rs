@@ -1,0 +1,143 @@
+//! Pages of the session index: `GET /v1/sessions` reads one page at a
+//! time (keyset paging on the session id, newest first), so a listing
+//! costs its page, not every session ever stored.
+
+use agentkit_protocol::SessionId;
+use agentkit_protocol::api::SessionSummary;
+
+use crate::error::{Error, Result};
+use crate::meta::{Owner, SessionMeta};
+use crate::runtime::AgentRuntime;
+
+/// Which page of sessions to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionPage {
+    /// The most sessions on the page (at least 1).
+    pub limit: usize,
+    /// Only sessions whose id sorts before this one (the previous page's
+    /// last).
+    pub before: Option<String>,
+    /// Only the sessions of this channel.
+    pub channel: Option<String>,
+    /// Only the sessions created at or after this instant (RFC 3339, UTC,
+    /// milliseconds, as session metadata stores it).
+    pub since: Option<String>,
+}
+
+/// What the index queries of a page take.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PageQuery<'a> {
+    pub(crate) principal: Option<&'a str>,
+    pub(crate) channel: Option<&'a str>,
+    pub(crate) before: Option<&'a str>,
+    pub(crate) since: Option<&'a str>,
+    pub(crate) limit: usize,
+}
+
+impl AgentRuntime {
+    /// One page of the sessions `owner` created (every principal's for an
+    /// operator, each with its owner), newest first, and the id to pass as
+    /// `before` for the next page (`None` on the last).
+    pub async fn list_page(
+        &self,
+        owner: &Owner,
+        page: &SessionPage,
+    ) -> Result<(Vec<SessionSummary>, Option<String>)> {
+        let operator = owner.is_operator();
+        let limit = page.limit.max(1);
+        // One more than the page, to know whether another follows.
+        let query = PageQuery {
+            principal: (!operator).then_some(owner.principal_id.as_str()),
+            channel: page.channel.as_deref(),
+            before: page.before.as_deref(),
+            since: page.since.as_deref(),
+            limit: limit + 1,
+        };
+        let (stored, next) = if let Some(shared) = &self.inner.shared {
+            let stored = shared
+                .index
+                .page(
+                    query.principal,
+                    query.channel,
+                    query.before,
+                    query.since,
+                    i64::try_from(query.limit).unwrap_or(i64::MAX),
+                )
+                .await?
+                .iter()
+                .filter_map(|m| crate::shared::meta_of(m))
+                .collect();
+            split(stored, limit)
+        } else {
+            let runtime = self.clone();
+            let (principal, channel, before, since) = (
+                query.principal.map(str::to_owned),
+                page.channel.clone(),
+                page.before.clone(),
+                page.since.clone(),
+            );
+            tokio::task::spawn_blocking(move || {
+                let stored = runtime.inner.db.sessions_page(&PageQuery {
+                    principal: principal.as_deref(),
+                    channel: channel.as_deref(),
+                    before: before.as_deref(),
+                    since: since.as_deref(),
+                    limit: query.limit,
+                })?;
+                let (stored, next) = split(stored, limit);
+                // A folder deleted by hand deletes its session.
+                let stored = stored
+                    .into_iter()
+                    .filter(|m| {
+                        let here = SessionId::parse(&m.id)
+                            .is_ok_and(|id| runtime.session_dir(&id).exists());
+                        if !here {
+                            runtime.inner.db.delete_session(&m.id);
+                        }
+                        here
+                    })
+                    .collect::<Vec<_>>();
+                Ok::<_, Error>((stored, next))
+            })
+            .await
+            .map_err(|e| Error::BadRequest {
+                message: format!("listing sessions failed: {e}"),
+            })??
+        };
+        let mut out = Vec::with_capacity(stored.len());
+        for meta in stored {
+            // A loaded session's metadata is the current one.
+            let (meta, busy) = match self.peek(&meta.id) {
+                Some(s) => {
+                    if self.deleted(&s) {
+                        continue;
+                    }
+                    (s.meta().clone(), s.state().is_running())
+                }
+                None => (meta, false),
+            };
+            out.push(SessionSummary {
+                session_id: meta.id,
+                channel: meta.channel,
+                mode: meta.mode,
+                created_at: meta.created_at,
+                title: meta.title,
+                busy,
+                principal_id: operator.then_some(meta.owner.principal_id),
+            });
+        }
+        Ok((out, next))
+    }
+}
+
+/// The first `limit` of `stored` (which holds up to one more), and the
+/// cursor of the next page when there is one more.
+fn split(mut stored: Vec<SessionMeta>, limit: usize) -> (Vec<SessionMeta>, Option<String>) {
+    if stored.len() > limit {
+        stored.truncate(limit);
+        let next = stored.last().map(|m| m.id.clone());
+        (stored, next)
+    } else {
+        (stored, None)
+    }
+}

@@ -1,0 +1,167 @@
+//! `GET /v1/sessions` in pages: 1,100 stored sessions listed newest first
+//! by `limit` and `cursor` with no duplicate or gap, the `channel` and
+//! `since` filters, the client following cursors, and a bad cursor or
+//! limit answered `400`.
+
+use std::path::{Path, PathBuf};
+
+use agentkit::EdgeOptions;
+use agentkit_protocol::api::SessionListQuery;
+use agentkit_test_support::http::Request;
+use serde_json::{Value, json};
+
+use super::edge::server;
+
+/// The file called `name` under `dir`, at any depth.
+fn find(dir: &Path, name: &str) -> Option<PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if entry.file_name() == name {
+            return Some(path);
+        }
+        if path.is_dir()
+            && let Some(found) = find(&path, name)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// Every session id of the listing `query` selects, page by page, and the
+/// number of pages.
+fn list_all(addr: std::net::SocketAddr, query: &str) -> (Vec<Value>, usize) {
+    let mut all = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = match &cursor {
+            None => format!("/v1/sessions?{query}"),
+            Some(c) => format!("/v1/sessions?{query}&cursor={c}"),
+        };
+        let r = Request::get(&path).send(addr).unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        let body = r.json();
+        pages += 1;
+        all.extend(body["sessions"].as_array().unwrap().iter().cloned());
+        match body["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return (all, pages),
+        }
+    }
+}
+
+#[test]
+fn sessions_are_listed_in_pages_newest_first_with_filters() {
+    let s = server(EdgeOptions::default());
+    let r = Request::post("/v1/session")
+        .json(&json!({"message": "hi"}))
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let newest = r.json()["sessionId"].as_str().unwrap().to_owned();
+
+    // 1,100 more sessions in the index, older than the one served: ids
+    // that sort below it, created a second apart from 2020-01-01, every
+    // third on channel `other`.
+    let db_path = find(s._dir.path(), "agentkit.sqlite").unwrap();
+    let newest_dir = find(s._dir.path(), &newest).unwrap();
+    let sessions_dir = newest_dir.parent().unwrap();
+    let db = rusqlite::Connection::open(&db_path).unwrap();
+    db.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
+    let (principal, meta): (String, String) = db
+        .query_row(
+            "SELECT principal_id, meta FROM sessions WHERE id = ?1",
+            [&newest],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let template: Value = serde_json::from_str(&meta).unwrap();
+    let tx = db.unchecked_transaction().unwrap();
+    for i in 0..1100u32 {
+        let id = format!("ses_0000{i:06}");
+        let channel = if i % 3 == 0 { "other" } else { "http" };
+        let created = chrono::DateTime::from_timestamp(1_577_836_800 + i64::from(i), 0)
+            .unwrap()
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let mut meta = template.clone();
+        meta["id"] = json!(id);
+        meta["channel"] = json!(channel);
+        meta["continuationToken"] = json!(format!("key-{i}"));
+        meta["createdAt"] = json!(created);
+        tx.execute(
+            "INSERT INTO sessions (id, channel, continuation, principal_id, parked, meta) VALUES (?1, ?2, ?3, ?4, 0, ?5)",
+            rusqlite::params![id, channel, format!("key-{i}"), principal, meta.to_string()],
+        )
+        .unwrap();
+        std::fs::create_dir_all(sessions_dir.join(&id)).unwrap();
+    }
+    tx.commit().unwrap();
+    drop(db);
+
+    // Pages of 250: every session once, newest first.
+    let (all, pages) = list_all(s.addr(), "limit=250");
+    assert_eq!(pages, 5);
+    let ids: Vec<&str> = all
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 1101);
+    assert_eq!(ids[0], newest);
+    assert!(
+        ids.windows(2).all(|w| w[0] > w[1]),
+        "not strictly newest first"
+    );
+    assert_eq!(ids[1], "ses_0000001099");
+    assert_eq!(ids[1100], "ses_0000000000");
+
+    // The default page is 100, with a cursor; the largest is 1,000.
+    let r = Request::get("/v1/sessions").send(s.addr()).unwrap();
+    assert_eq!(r.json()["sessions"].as_array().unwrap().len(), 100);
+    assert!(r.json()["nextCursor"].is_string());
+    let r = Request::get("/v1/sessions?limit=5000")
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(r.json()["sessions"].as_array().unwrap().len(), 1000);
+
+    // Filters, paged too.
+    let (other, _) = list_all(s.addr(), "limit=100&channel=other");
+    assert_eq!(other.len(), 367);
+    assert!(other.iter().all(|s| s["channel"] == "other"));
+    let (recent, _) = list_all(
+        s.addr(),
+        "limit=100&since=2020-01-01T00%3A10%3A00%2B00%3A00",
+    );
+    // 600 s after the first: the 500 youngest stored ones, and the new one.
+    assert_eq!(recent.len(), 501);
+    let (both, _) = list_all(s.addr(), "channel=other&since=2020-01-01T00:10:00Z");
+    assert_eq!(both.len(), 167);
+
+    // The client follows cursors.
+    let client = agentkit_client::Client::new(&format!("http://{}", s.addr()), None);
+    let listed =
+        s.rt.block_on(client.all_sessions(&SessionListQuery {
+            limit: Some(300),
+            channel: Some("http".into()),
+            ..SessionListQuery::default()
+        }))
+        .unwrap();
+    assert_eq!(listed.len(), 734);
+    assert_eq!(listed[0].session_id, newest);
+
+    // Bad input is named.
+    for bad in [
+        "cursor=nope",
+        "cursor=s1zz",
+        "cursor=s12e2e",
+        "limit=0",
+        "limit=many",
+        "since=yesterday",
+    ] {
+        let r = Request::get(&format!("/v1/sessions?{bad}"))
+            .send(s.addr())
+            .unwrap();
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+        assert_eq!(r.error_code(), "bad_request", "{bad}: {}", r.body);
+    }
+}
