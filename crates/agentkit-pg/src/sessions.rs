@@ -127,24 +127,6 @@ impl SessionIndex {
             .map(|r| r.get(0)))
     }
 
-    /// The metadata of `principal`'s sessions, newest first.
-    pub async fn of(&self, principal: &str, limit: i64) -> Result<Vec<String>> {
-        self.metas(
-            "SELECT meta FROM agentkit_sessions WHERE agent = $1 AND principal_id = $2 ORDER BY id DESC LIMIT $3",
-            &[&self.agent, &principal, &limit],
-        )
-        .await
-    }
-
-    /// The newest sessions' metadata.
-    pub async fn latest(&self, limit: i64) -> Result<Vec<String>> {
-        self.metas(
-            "SELECT meta FROM agentkit_sessions WHERE agent = $1 ORDER BY id DESC LIMIT $2",
-            &[&self.agent, &limit],
-        )
-        .await
-    }
-
     /// One page of the agent's sessions' metadata, newest (greatest id)
     /// first: the ids below `before`, of `principal` and `channel` when
     /// given, created at or after `since` (RFC 3339 as stored), at most

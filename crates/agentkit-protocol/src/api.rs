@@ -542,9 +542,6 @@ pub struct ContextSize {
     pub trimmed: bool,
 }
 
-/// The most sessions `GET /v1/sessions` lists for an operator.
-pub const OPERATOR_LIST_LIMIT: usize = 500;
-
 /// The `mcp` entry of [`Info`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct McpInfo {

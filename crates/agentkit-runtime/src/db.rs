@@ -449,23 +449,6 @@ impl Db {
             .map_err(|e| self.err(e))
     }
 
-    /// The sessions one principal owns, newest first.
-    pub(crate) fn sessions_of(&self, principal: &str) -> Result<Vec<SessionMeta>> {
-        self.metas(
-            "SELECT id, meta FROM sessions WHERE principal_id = ?1 ORDER BY id DESC",
-            params![principal],
-        )
-    }
-
-    /// The newest `limit` sessions, whoever owns them (the operator view).
-    pub(crate) fn latest_sessions(&self, limit: usize) -> Result<Vec<SessionMeta>> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.metas(
-            "SELECT id, meta FROM sessions ORDER BY id DESC LIMIT ?1",
-            params![limit],
-        )
-    }
-
     /// One page of the session index, newest (greatest id) first: the
     /// ids below `before`, of `principal` and `channel` when given,
     /// created at or after `since` (RFC 3339, UTC, milliseconds, as

@@ -13,7 +13,6 @@ use std::time::Duration;
 use agentkit_events::NewEvent;
 use agentkit_events::{FileEventStore, StoreOptions};
 use agentkit_manifest::{Admission, Agent, ModelSpec};
-use agentkit_protocol::api::OPERATOR_LIST_LIMIT;
 use agentkit_protocol::{AbAssigned, Event, EventData, SessionId, SessionStarted};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
@@ -928,77 +927,6 @@ impl AgentRuntime {
         tokio::task::spawn_blocking(move || runtime.inner.db.count_sessions())
             .await
             .map_err(|e| Error::task("counting sessions", e))?
-    }
-
-    /// The sessions `owner` created, newest first; for an operator, every
-    /// session of the agent (the newest [`OPERATOR_LIST_LIMIT`]), each
-    /// with its owner.
-    pub async fn list(&self, owner: &Owner) -> Result<Vec<SessionSummary>> {
-        let runtime = self.clone();
-        let principal = owner.principal_id.clone();
-        let operator = owner.is_operator();
-        let stored = if let Some(shared) = &self.inner.shared {
-            let limit = OPERATOR_LIST_LIMIT as i64;
-            let metas = if operator {
-                shared.index.latest(limit).await?
-            } else {
-                shared.index.of(&principal, i64::MAX).await?
-            };
-            metas
-                .iter()
-                .filter_map(|m| crate::shared::meta_of(m))
-                .collect()
-        } else {
-            tokio::task::spawn_blocking(move || {
-                let metas = if operator {
-                    runtime.inner.db.latest_sessions(OPERATOR_LIST_LIMIT)
-                } else {
-                    runtime.inner.db.sessions_of(&principal)
-                };
-                metas.map(|metas| {
-                    // A folder deleted by hand deletes its session.
-                    metas
-                        .into_iter()
-                        .filter(|m| {
-                            SessionId::parse(&m.id).is_ok_and(|id| {
-                                let here = runtime.session_dir(&id).exists();
-                                if !here {
-                                    runtime.inner.db.delete_session(&m.id);
-                                }
-                                here
-                            })
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .await
-            .map_err(|e| Error::task("listing sessions", e))??
-        };
-        let mut out = Vec::with_capacity(stored.len());
-        for stored in stored {
-            // A loaded session's metadata is the current one.
-            let (meta, busy) = match self.peek(&stored.id) {
-                Some(s) => {
-                    if self.deleted(&s) {
-                        continue;
-                    }
-                    let busy = s.state().is_running();
-                    (s.meta().clone(), busy)
-                }
-                None => (stored, false),
-            };
-            out.push(SessionSummary {
-                session_id: meta.id,
-                channel: meta.channel,
-                mode: meta.mode,
-                created_at: meta.created_at,
-                title: meta.title,
-                busy,
-                principal_id: operator.then_some(meta.owner.principal_id),
-            });
-        }
-        out.sort_by(|a, b| b.session_id.cmp(&a.session_id));
-        Ok(out)
     }
 
     /// Is the session doing anything: a turn running, messages queued, or

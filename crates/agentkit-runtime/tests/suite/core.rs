@@ -72,7 +72,15 @@ async fn a_deleted_folder_deletes_the_session_without_a_restart() {
     keyed.continuation = Some("pr:x#1".to_owned());
     let k = f.runtime.send(keyed.clone()).await.unwrap();
     until(&f.runtime, &k.session_id, EventType::SessionWaiting, 1).await;
-    assert_eq!(f.runtime.list(&owner("alice")).await.unwrap().len(), 2);
+    assert_eq!(
+        f.runtime
+            .list_page(&owner("alice"), &page())
+            .await
+            .unwrap()
+            .0
+            .len(),
+        2
+    );
     for id in [&a.session_id, &k.session_id] {
         while f.runtime.is_active(id) {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -83,7 +91,12 @@ async fn a_deleted_folder_deletes_the_session_without_a_restart() {
     std::fs::remove_dir_all(sessions.join(&a.session_id)).unwrap();
     std::fs::remove_dir_all(sessions.join(&k.session_id)).unwrap();
 
-    let listed = f.runtime.list(&owner("alice")).await.unwrap();
+    let listed = f
+        .runtime
+        .list_page(&owner("alice"), &page())
+        .await
+        .unwrap()
+        .0;
     assert!(listed.is_empty(), "{listed:?}");
     assert!(matches!(
         f.runtime.subscribe(&a.session_id, &owner("alice"), 0).await,
@@ -362,5 +375,13 @@ async fn a_principal_sticky_experiment_keeps_each_callers_variant() {
     assert_eq!(x.sticky, "principal");
     for v in &x.variants {
         assert_eq!(v.sessions, per_variant[&v.id], "{}", v.id);
+    }
+}
+
+/// The first page of sessions, as large as one page may be.
+fn page() -> agentkit_runtime::SessionPage {
+    agentkit_runtime::SessionPage {
+        limit: 1000,
+        ..Default::default()
     }
 }

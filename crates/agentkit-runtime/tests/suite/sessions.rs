@@ -134,8 +134,23 @@ async fn sessions_belong_to_their_principal() {
         f.runtime.stop(&a.session_id, &bob).await,
         Err(Error::Forbidden { .. })
     ));
-    assert!(f.runtime.list(&bob).await.unwrap().is_empty());
-    assert_eq!(f.runtime.list(&owner("alice")).await.unwrap().len(), 1);
+    assert!(
+        f.runtime
+            .list_page(&bob, &page())
+            .await
+            .unwrap()
+            .0
+            .is_empty()
+    );
+    assert_eq!(
+        f.runtime
+            .list_page(&owner("alice"), &page())
+            .await
+            .unwrap()
+            .0
+            .len(),
+        1
+    );
     // Unknown and unsafe ids.
     assert!(matches!(
         f.runtime.events("ses_missing", &bob, 0).await,
@@ -293,4 +308,12 @@ async fn a_turn_cut_short_by_a_crash_is_recorded_and_the_session_resumes() {
             |m| matches!(m, agentkit_protocol::Message::Assistant { text, .. } if text == "par")
         )
     );
+}
+
+/// The first page of sessions, as large as one page may be.
+fn page() -> agentkit_runtime::SessionPage {
+    agentkit_runtime::SessionPage {
+        limit: 1000,
+        ..Default::default()
+    }
 }
