@@ -171,13 +171,29 @@ fn thousands_of_sessions_under_a_limit_of_1024_descriptors() {
         panic!("{fds} descriptors held after {SESSIONS} sessions: {kinds:?}");
     }
     // And the server still serves, old sessions included.
-    let r = Request::get("/bot/v1/sessions").send(addr).unwrap();
-    assert_eq!(r.status, 200);
-    assert_eq!(r.json()["sessions"].as_array().unwrap().len(), SESSIONS);
-    let oldest = r.json()["sessions"][SESSIONS - 1]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    // (Listed in pages of 1,000, following the cursors.)
+    let mut listed: Vec<String> = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let r = Request::get(&format!("/bot/v1/sessions?limit=1000{cursor}"))
+            .send(addr)
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        let page = r.json();
+        listed.extend(
+            page["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["sessionId"].as_str().unwrap().to_owned()),
+        );
+        match page["nextCursor"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(listed.len(), SESSIONS);
+    let oldest = listed[SESSIONS - 1].clone();
     drop(server);
 
     // Restarted over the 2,500 stored sessions, the server holds about

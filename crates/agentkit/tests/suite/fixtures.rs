@@ -18,7 +18,8 @@ fn validate_reports_unset_variables_only_when_unset() {
     }
     // A plain reference warns while unset, and only then.
     let tmp = tempfile::tempdir().unwrap();
-    let agent = tmp.path().join("agent");
+    let project = tmp.path().join("greeter");
+    let agent = project.join("agent");
     std::fs::create_dir_all(agent.join("tools")).unwrap();
     std::fs::write(agent.join("instructions.md"), "Greet.\n").unwrap();
     std::fs::write(
@@ -26,9 +27,9 @@ fn validate_reports_unset_variables_only_when_unset() {
         "description = \"Greet\"\ncommand = [\"echo\", \"${GREETING}\"]\n\n[input_schema]\ntype = \"object\"\n",
     )
     .unwrap();
-    let found = agentkit::validate(tmp.path(), |_| true).unwrap();
+    let found = agentkit::validate(&project, |_| true).unwrap();
     assert!(found.diagnostics.is_empty(), "{:?}", found.diagnostics);
-    let found = agentkit::validate(tmp.path(), |_| false).unwrap();
+    let found = agentkit::validate(&project, |_| false).unwrap();
     let codes: Vec<_> = found.diagnostics.iter().map(|d| d.code.as_str()).collect();
     assert_eq!(codes, ["env-unset"]);
     assert!(found.is_ok(), "unset variables are warnings");
