@@ -1,5 +1,5 @@
-//! `agentkit slack manifest | doctor`: argument parsing and output; the
-//! work is in `agentkit::slack`.
+//! `agentkit slack init | manifest | doctor`: argument parsing and
+//! output; the work is in `agentkit::slack` (and `slack_init`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,6 +16,35 @@ pub(crate) struct SlackArgs {
 
 #[derive(Debug, Subcommand)]
 enum SlackCommand {
+    /// Add a slack channel file (`agent/channels/<NAME>.toml`, credentials
+    /// as `${SLACK_…}` references) and the app manifests that go with it:
+    /// `.agentkit/slack/manifest.dev.json` (Socket Mode) and, with --url,
+    /// `manifest.prod.json` (the Events API at that base URL).
+    ///
+    /// Refuses to overwrite any of them unless --force.
+    Init {
+        /// The project.
+        #[arg(long, default_value = ".", value_name = "PATH")]
+        dir: PathBuf,
+        /// The channel's name (its file name and URL segment).
+        #[arg(long, default_value = "slack", value_name = "NAME")]
+        channel: String,
+        /// The app's display name (default: the agent's slug).
+        #[arg(long)]
+        name: Option<String>,
+        /// The production host's base URL (`https://bot.example.com`): the
+        /// prod manifest's request URL is `<URL>/<slug>/v1/channels/<NAME>`.
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// The agent, when the folder has several.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Overwrite files that exist.
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Write the Slack app manifest (JSON) the project's slack channel
     /// needs, and an env.example, under <project>/.agentkit/slack/.
     ///
@@ -67,6 +96,42 @@ enum SlackCommand {
 
 pub(crate) fn slack(args: SlackArgs) -> anyhow::Result<ExitCode> {
     match args.command {
+        SlackCommand::Init {
+            dir,
+            channel,
+            name,
+            url,
+            agent,
+            force,
+            json,
+        } => {
+            let written = crate::slack_init::init(&crate::slack_init::InitRequest {
+                dir,
+                channel,
+                name,
+                url,
+                agent,
+                force,
+            })?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&written)?);
+            } else {
+                println!("wrote {}", written.channel_file.display());
+                println!("wrote {} (Socket Mode)", written.dev_manifest.display());
+                match (&written.prod_manifest, &written.request_url) {
+                    (Some(p), Some(u)) => {
+                        println!("wrote {} (Events API at {u})", p.display());
+                    }
+                    _ => println!(
+                        "no manifest.prod.json: pass --url https://YOUR-HOST for the production app"
+                    ),
+                }
+                println!(
+                    "next: create the app from manifest.dev.json (api.slack.com/apps → Create New App → From a manifest), install it, set SLACK_BOT_TOKEN and SLACK_APP_TOKEN, then `agentkit slack doctor`"
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         SlackCommand::Manifest {
             dir,
             name,

@@ -189,3 +189,106 @@ fn validate_reports_slack_settings_with_file_line_and_hint() {
     });
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
 }
+
+/// `slack init` adds a channel file whose credentials are the guide's
+/// `${SLACK_…}` references and the dev (Socket Mode) / prod (Events API at
+/// `--url`) manifest pair; the project still validates with no
+/// diagnostic; a second run refuses to overwrite unless `--force`.
+#[test]
+fn init_writes_the_channel_file_and_the_dev_and_prod_manifests() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("weather");
+    std::fs::create_dir_all(dir.join("agent")).unwrap();
+    std::fs::write(dir.join("agent/agent.toml"), "model = \"test\"\n").unwrap();
+    std::fs::write(dir.join("agent/instructions.md"), "You tell the weather.\n").unwrap();
+    let no_slack_env = |cmd: &mut std::process::Command| {
+        for v in ["SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET"] {
+            cmd.env_remove(v);
+        }
+    };
+    let init = |extra: &[&str]| {
+        let mut args = vec![
+            "slack",
+            "init",
+            "--name",
+            "Weather",
+            "--url",
+            "https://bot.example.com/",
+        ];
+        args.extend_from_slice(extra);
+        agentkit_with(&dir, &args, no_slack_env)
+    };
+    let run = init(&[]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("manifest.prod.json"), "{}", run.stdout);
+
+    let channel = std::fs::read_to_string(dir.join("agent/channels/slack.toml")).unwrap();
+    assert!(channel.contains("kind = \"slack\""), "{channel}");
+    for var in [
+        "bot_token = \"${SLACK_BOT_TOKEN:-}\"",
+        "signing_secret = \"${SLACK_SIGNING_SECRET:-}\"",
+        "app_token = \"${SLACK_APP_TOKEN:-}\"",
+    ] {
+        assert!(channel.contains(var), "{var}: {channel}");
+    }
+    let read = |name: &str| -> Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(dir.join(".agentkit/slack").join(name)).unwrap(),
+        )
+        .unwrap()
+    };
+    let dev = read("manifest.dev.json");
+    assert_eq!(dev["display_information"]["name"], "Weather");
+    assert_eq!(dev["settings"]["socket_mode_enabled"], true);
+    assert!(
+        dev["settings"]["event_subscriptions"]
+            .get("request_url")
+            .is_none()
+    );
+    let prod = read("manifest.prod.json");
+    assert_eq!(prod["settings"]["socket_mode_enabled"], false);
+    assert_eq!(
+        prod["settings"]["event_subscriptions"]["request_url"],
+        "https://bot.example.com/weather/v1/channels/slack"
+    );
+    assert_eq!(
+        prod["settings"]["event_subscriptions"]["bot_events"],
+        dev["settings"]["event_subscriptions"]["bot_events"]
+    );
+
+    let run = agentkit_with(&dir, &["validate", "--json"], no_slack_env);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let report: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(
+        report["diagnostics"],
+        json!([]),
+        "{}",
+        serde_json::to_string_pretty(&report).unwrap()
+    );
+
+    // No silent overwrite; --force does.
+    std::fs::write(dir.join("agent/channels/slack.toml"), "kind = \"slack\"\n").unwrap();
+    let run = init(&[]);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("already exist") && run.stderr.contains("--force"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("agent/channels/slack.toml")).unwrap(),
+        "kind = \"slack\"\n"
+    );
+    let run = init(&["--force", "--json"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let out: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(
+        out["requestUrl"],
+        "https://bot.example.com/weather/v1/channels/slack"
+    );
+    assert!(
+        std::fs::read_to_string(dir.join("agent/channels/slack.toml"))
+            .unwrap()
+            .contains("${SLACK_BOT_TOKEN:-}")
+    );
+}
