@@ -19,7 +19,8 @@ enum SlackCommand {
     /// Add a slack channel file (`agent/channels/<NAME>.toml`, credentials
     /// as `${SLACK_…}` references) and the app manifests that go with it:
     /// `.agentkit/slack/manifest.dev.json` (Socket Mode) and, with --url,
-    /// `manifest.prod.json` (the Events API at that base URL).
+    /// `manifest.prod.json` (the Events API at that base URL), and
+    /// `env.example` naming the variables.
     ///
     /// Refuses to overwrite any of them unless --force.
     Init {
@@ -39,6 +40,10 @@ enum SlackCommand {
         /// The agent, when the folder has several.
         #[arg(long)]
         agent: Option<String>,
+        /// Read `<PREFIX>_SLACK_BOT_TOKEN` etc. (one Slack app per agent
+        /// on a multi-agent host).
+        #[arg(long)]
+        prefix: Option<String>,
         /// Overwrite files that exist.
         #[arg(long)]
         force: bool,
@@ -102,6 +107,7 @@ pub(crate) fn slack(args: SlackArgs) -> anyhow::Result<ExitCode> {
             name,
             url,
             agent,
+            prefix,
             force,
             json,
         } => {
@@ -111,6 +117,7 @@ pub(crate) fn slack(args: SlackArgs) -> anyhow::Result<ExitCode> {
                 name,
                 url,
                 agent,
+                prefix,
                 force,
             })?;
             if json {
@@ -118,6 +125,7 @@ pub(crate) fn slack(args: SlackArgs) -> anyhow::Result<ExitCode> {
             } else {
                 println!("wrote {}", written.channel_file.display());
                 println!("wrote {} (Socket Mode)", written.dev_manifest.display());
+                println!("wrote {}", written.env_example.display());
                 match (&written.prod_manifest, &written.request_url) {
                     (Some(p), Some(u)) => {
                         println!("wrote {} (Events API at {u})", p.display());
@@ -127,7 +135,7 @@ pub(crate) fn slack(args: SlackArgs) -> anyhow::Result<ExitCode> {
                     ),
                 }
                 println!(
-                    "next: create the app from manifest.dev.json (api.slack.com/apps → Create New App → From a manifest), install it, set SLACK_BOT_TOKEN and SLACK_APP_TOKEN, then `agentkit slack doctor`"
+                    "next: create the app from manifest.dev.json (api.slack.com/apps → Create New App → From a manifest), install it, fill in the variables of env.example, then `agentkit slack doctor`"
                 );
             }
             Ok(ExitCode::SUCCESS)

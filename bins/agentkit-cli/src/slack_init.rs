@@ -17,6 +17,8 @@ pub(crate) struct InitRequest {
     pub(crate) name: Option<String>,
     pub(crate) url: Option<String>,
     pub(crate) agent: Option<String>,
+    /// `WEATHER` → `WEATHER_SLACK_BOT_TOKEN`, … (several agents on a host).
+    pub(crate) prefix: Option<String>,
     pub(crate) force: bool,
 }
 
@@ -30,28 +32,56 @@ pub(crate) struct InitWritten {
     /// Absent without `--url`.
     pub(crate) prod_manifest: Option<PathBuf>,
     pub(crate) request_url: Option<String>,
+    pub(crate) env_example: PathBuf,
+}
+
+/// The variable a credential reads: `SLACK_BOT_TOKEN`, or
+/// `<PREFIX>_SLACK_BOT_TOKEN`.
+fn var(prefix: Option<&str>, name: &str) -> String {
+    match prefix {
+        Some(p) => format!("{p}_{name}"),
+        None => name.to_owned(),
+    }
 }
 
 /// The channel file: Socket Mode by default, every credential a `${VAR:-}`
 /// reference to the variables the Slack guide names (the empty default
 /// keeps `validate` quiet where they are unset; the channel then stays
 /// idle, naming them).
-fn channel_file(slug: &str) -> String {
+fn channel_file(slug: &str, prefix: Option<&str>) -> String {
+    let env_prefix = prefix.map_or_else(String::new, |p| format!("env_prefix = \"{p}\"\n"));
     format!(
         r#"# Written by `agentkit slack init`; every setting is in
 # docs/reference/channels.md (Slack settings).
 kind = "slack"
 description = "{slug} in Slack"
-# Development: Socket Mode (.agentkit/slack/manifest.dev.json), no public
+{env_prefix}# Development: Socket Mode (.agentkit/slack/manifest.dev.json), no public
 # URL. Production: uncomment the next line and create the app from
 # .agentkit/slack/manifest.prod.json (Slack POSTs to its request URL).
 # mode = "events"
 # Unset (or empty), a credential leaves the channel idle: `serve` logs
 # which variables it needs.
-bot_token = "${{SLACK_BOT_TOKEN:-}}"
-app_token = "${{SLACK_APP_TOKEN:-}}"
-signing_secret = "${{SLACK_SIGNING_SECRET:-}}"
-"#
+bot_token = "${{{bot}:-}}"
+app_token = "${{{app}:-}}"
+signing_secret = "${{{signing}:-}}"
+"#,
+        bot = var(prefix, "SLACK_BOT_TOKEN"),
+        app = var(prefix, "SLACK_APP_TOKEN"),
+        signing = var(prefix, "SLACK_SIGNING_SECRET"),
+    )
+}
+
+/// `env.example`: the variables the file reads, empty.
+fn env_example(prefix: Option<&str>) -> String {
+    format!(
+        "# Slack credentials (https://api.slack.com/apps → your app). Dev and prod are\n\
+         # separate apps: set these for the one this host runs.\n\
+         # OAuth & Permissions → Bot User OAuth Token (xoxb-…)\n{}=\n\
+         # Basic Information → App-Level Tokens, scope connections:write (xapp-…): Socket Mode\n{}=\n\
+         # Basic Information → Signing Secret: the Events API (mode = \"events\")\n{}=\n",
+        var(prefix, "SLACK_BOT_TOKEN"),
+        var(prefix, "SLACK_APP_TOKEN"),
+        var(prefix, "SLACK_SIGNING_SECRET"),
     )
 }
 
@@ -97,6 +127,14 @@ pub(crate) fn init(req: &InitRequest) -> anyhow::Result<InitWritten> {
             req.channel
         );
     }
+    if let Some(p) = &req.prefix
+        && (p.is_empty()
+            || !p
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+    {
+        bail!("--prefix `{p}` must be upper-case letters, digits and `_`");
+    }
     if let Some(url) = &req.url
         && !(url.starts_with("https://") || url.starts_with("http://"))
     {
@@ -110,7 +148,8 @@ pub(crate) fn init(req: &InitRequest) -> anyhow::Result<InitWritten> {
     let out = project.join(".agentkit").join("slack");
     let dev_path = out.join("manifest.dev.json");
     let prod_path = out.join("manifest.prod.json");
-    let mut paths = vec![&channel_path, &dev_path];
+    let env_path = out.join("env.example");
+    let mut paths = vec![&channel_path, &dev_path, &env_path];
     if req.url.is_some() {
         paths.push(&prod_path);
     }
@@ -135,7 +174,9 @@ pub(crate) fn init(req: &InitRequest) -> anyhow::Result<InitWritten> {
         }
         std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))
     };
-    write(&channel_path, &channel_file(&slug))?;
+    let prefix = req.prefix.as_deref();
+    write(&channel_path, &channel_file(&slug, prefix))?;
+    write(&env_path, &env_example(prefix))?;
     // The manifests follow the file as the pack reads it.
     let found = agentkit::discover(&project)
         .with_context(|| format!("cannot read `{}`", project.display()))?;
@@ -179,5 +220,6 @@ pub(crate) fn init(req: &InitRequest) -> anyhow::Result<InitWritten> {
         dev_manifest: dev_path,
         prod_manifest,
         request_url,
+        env_example: env_path,
     })
 }

@@ -256,6 +256,39 @@ fn init_writes_the_channel_file_and_the_dev_and_prod_manifests() {
         dev["settings"]["event_subscriptions"]["bot_events"]
     );
 
+    let env = std::fs::read_to_string(dir.join(".agentkit/slack/env.example")).unwrap();
+    for v in [
+        "SLACK_BOT_TOKEN=\n",
+        "SLACK_APP_TOKEN=\n",
+        "SLACK_SIGNING_SECRET=\n",
+    ] {
+        assert!(env.contains(v), "{v}: {env}");
+    }
+
+    // A second app's channel, its variables prefixed.
+    let run = agentkit_with(
+        &dir,
+        &[
+            "slack",
+            "init",
+            "--channel",
+            "ops",
+            "--prefix",
+            "WEATHER_OPS",
+            "--force",
+        ],
+        no_slack_env,
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let ops = std::fs::read_to_string(dir.join("agent/channels/ops.toml")).unwrap();
+    assert!(
+        ops.contains("env_prefix = \"WEATHER_OPS\"")
+            && ops.contains("bot_token = \"${WEATHER_OPS_SLACK_BOT_TOKEN:-}\""),
+        "{ops}"
+    );
+    let env = std::fs::read_to_string(dir.join(".agentkit/slack/env.example")).unwrap();
+    assert!(env.contains("WEATHER_OPS_SLACK_APP_TOKEN=\n"), "{env}");
+
     let run = agentkit_with(&dir, &["validate", "--json"], no_slack_env);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     let report: Value = serde_json::from_str(&run.stdout).unwrap();
@@ -265,6 +298,7 @@ fn init_writes_the_channel_file_and_the_dev_and_prod_manifests() {
         "{}",
         serde_json::to_string_pretty(&report).unwrap()
     );
+    std::fs::remove_file(dir.join("agent/channels/ops.toml")).unwrap();
 
     // No silent overwrite; --force does.
     std::fs::write(dir.join("agent/channels/slack.toml"), "kind = \"slack\"\n").unwrap();
