@@ -156,7 +156,7 @@ pub(crate) async fn doctor(req: &DoctorRequest, env: &EnvLookup) -> anyhow::Resu
         return Ok(report(checks, installed));
     }
     let probe = if t.app {
-        "/installation/repositories".to_owned()
+        "/installation/repositories?per_page=100".to_owned()
     } else {
         format!("/repos/{repo}")
     };
@@ -169,6 +169,38 @@ pub(crate) async fn doctor(req: &DoctorRequest, env: &EnvLookup) -> anyhow::Resu
                 format!("token reads {repo}")
             };
             checks.push(check("credentials", true, detail, None));
+            if t.app {
+                let names: Vec<&str> = v
+                    .get("repositories")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|r| r.get("full_name").and_then(Value::as_str))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let found = names.iter().any(|n| n.eq_ignore_ascii_case(repo));
+                // Past the first page, absence proves nothing: the hooks
+                // call below answers for it.
+                let total = v.get("total_count").and_then(Value::as_u64).unwrap_or(0);
+                let partial = total > names.len() as u64;
+                let covered = found || partial;
+                checks.push(check(
+                    "installation",
+                    covered,
+                    if found {
+                        format!("the App's installation covers {repo}")
+                    } else if partial {
+                        format!("the App's installation has {total} repositories (not all listed)")
+                    } else {
+                        format!("the App's installation does not cover {repo}")
+                    },
+                    Some(format!("install the App on {repo} (its settings → Install App → Configure → Repository access)")),
+                ));
+                if !covered {
+                    return Ok(report(checks, installed));
+                }
+            }
             if admin == Some(false) {
                 checks.push(check(
                     "admin",

@@ -656,3 +656,121 @@ fn doctor_checks_the_webhook_against_the_channel_and_install_fixes_it() {
     assert_eq!(run.code, 1);
     assert!(run.stdout.contains("FIX credentials"), "{}", run.stdout);
 }
+
+/// With GitHub App credentials, `doctor` mints an installation token
+/// (the App JWT signed with the committed test key) and checks that the
+/// installation covers the repository before reading its hooks with it.
+#[test]
+fn doctor_checks_a_github_app_installation() {
+    use agentkit_test_support::mock::{MockResponse, MockServer};
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("reviewer");
+    let agent = project.join("agent");
+    std::fs::create_dir_all(agent.join("channels")).unwrap();
+    std::fs::write(agent.join("agent.toml"), "model = \"test\"\n").unwrap();
+    std::fs::write(agent.join("instructions.md"), "Review.\n").unwrap();
+    std::fs::write(
+        agent.join("channels/github.toml"),
+        "kind = \"github\"\napi_url = \"${TEST_GITHUB_API}\"\napp_id = 12345\ninstallation_id = 777\nprivate_key = \"${GITHUB_APP_PRIVATE_KEY}\"\nwebhook_secret = \"${GITHUB_WEBHOOK_SECRET}\"\nevents = [\"pull_request\"]\n[[rules]]\nevent = \"*\"\n[rules.turn]\nmessage = \"x\"\n",
+    )
+    .unwrap();
+    let repos = Arc::new(std::sync::Mutex::new(json!(["o/other"])));
+    let shared = repos.clone();
+    let server = MockServer::start(move |r| match (r.method.as_str(), r.path.as_str()) {
+        ("POST", "/app/installations/777/access_tokens") => {
+            if !r
+                .header("authorization")
+                .is_some_and(|a| a.starts_with("Bearer ey"))
+            {
+                return MockResponse::json(
+                    401,
+                    &json!({"message": "A JSON web token could not be decoded"}),
+                );
+            }
+            MockResponse::json(
+                201,
+                &json!({"token": "ghs-installation", "expires_at": "2099-01-01T00:00:00Z"}),
+            )
+        }
+        (_, _) if r.header("authorization") != Some("token ghs-installation") => {
+            MockResponse::json(401, &json!({"message": "Bad credentials"}))
+        }
+        ("GET", "/installation/repositories") => {
+            let names = shared.lock().unwrap().clone();
+            let list: Vec<Value> = names
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| json!({"full_name": n}))
+                .collect();
+            MockResponse::json(
+                200,
+                &json!({"total_count": list.len(), "repositories": list}),
+            )
+        }
+        ("GET", "/repos/o/r/hooks") => MockResponse::json(
+            200,
+            &json!([{"id": 9, "active": true, "events": ["pull_request"], "config": {
+                "url": "https://bot.example.com/reviewer/v1/channels/github",
+                "content_type": "json", "secret": "********", "insecure_ssl": "0"}}]),
+        ),
+        _ => MockResponse::json(404, &json!({"message": "Not Found"})),
+    });
+    let key = std::fs::read_to_string(fixtures().join("github/test-app/private-key.pem")).unwrap();
+    let api = server.url();
+    let doctor = || {
+        agentkit_with(
+            &project,
+            &["github", "doctor", "--dir", ".", "--repo", "o/r", "--json"],
+            |c| {
+                c.env("TEST_GITHUB_API", &api)
+                    .env("GITHUB_APP_PRIVATE_KEY", &key)
+                    .env("GITHUB_WEBHOOK_SECRET", SECRET)
+                    .env_remove("GITHUB_TOKEN")
+                    .env_remove("GH_TOKEN");
+            },
+        )
+    };
+    let run = doctor();
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let report: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(report["checks"][0]["name"], "credentials", "{report}");
+    assert_eq!(report["checks"][0]["ok"], true, "{report}");
+    assert_eq!(report["checks"][1]["name"], "installation");
+    assert_eq!(report["checks"][1]["ok"], false);
+    assert!(
+        report["checks"][1]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("install the App on o/r"),
+        "{report}"
+    );
+
+    *repos.lock().unwrap() = json!(["o/other", "o/r"]);
+    let run = doctor();
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let report: Value = serde_json::from_str(&run.stdout).unwrap();
+    let names: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "credentials",
+            "installation",
+            "webhook",
+            "content type",
+            "secret",
+            "events"
+        ]
+    );
+    assert!(
+        server
+            .requests()
+            .iter()
+            .any(|r| r.path == "/app/installations/777/access_tokens")
+    );
+}
