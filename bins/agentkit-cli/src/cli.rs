@@ -141,7 +141,8 @@ enum Command {
     Bitbucket(crate::packs::PackArgs),
     /// MCP connections that use OAuth: log in, and show each one's state.
     Mcp(crate::mcp::McpArgs),
-    /// Slack app helpers: add a slack channel with its app manifests,
+    /// Slack app helpers: set up Slack step by step, add a slack channel
+    /// with its app manifests,
     /// write the app manifest a slack channel needs, check its tokens and
     /// scopes.
     Slack(crate::slack::SlackArgs),

@@ -223,3 +223,19 @@ pub(crate) fn init(req: &InitRequest) -> anyhow::Result<InitWritten> {
         env_example: env_path,
     })
 }
+
+/// The first slack channel file of the agent `dir` holds (or `agent`
+/// names), if it has one.
+pub(crate) fn existing_channel(dir: &Path, agent: Option<&str>) -> anyhow::Result<Option<PathBuf>> {
+    let (slug, project) = project(dir, agent)?;
+    let found = agentkit::discover(&project)
+        .with_context(|| format!("cannot read `{}`", project.display()))?;
+    Ok(found
+        .host
+        .agents
+        .iter()
+        .filter(|p| p.slug == slug)
+        .flat_map(|p| &p.agent.channels)
+        .find(|c| c.kind == ChannelKind::Slack)
+        .map(|c| project.join(&c.path)))
+}

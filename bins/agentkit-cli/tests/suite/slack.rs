@@ -326,3 +326,44 @@ fn init_writes_the_channel_file_and_the_dev_and_prod_manifests() {
             .contains("${SLACK_BOT_TOKEN:-}")
     );
 }
+
+/// `slack setup` on a project without a slack channel adds it (as `init`)
+/// and says what is missing (exit 1); on a project with one it keeps the
+/// file and, with the tokens set, the checks pass against a mock Slack.
+#[test]
+fn setup_adds_the_channel_then_checks_the_credentials() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("weather");
+    std::fs::create_dir_all(dir.join("agent")).unwrap();
+    std::fs::write(dir.join("agent/agent.toml"), "model = \"test\"\n").unwrap();
+    std::fs::write(dir.join("agent/instructions.md"), "You tell the weather.\n").unwrap();
+    let run = agentkit_with(&dir, &["slack", "setup"], |c| {
+        for v in ["SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET"] {
+            c.env_remove(v);
+        }
+    });
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(dir.join("agent/channels/slack.toml").is_file());
+    assert!(dir.join(".agentkit/slack/manifest.dev.json").is_file());
+    assert!(
+        run.stdout.contains("FIX bot token") && run.stdout.contains("SLACK_BOT_TOKEN"),
+        "{}",
+        run.stdout
+    );
+
+    // An existing channel is kept; with its tokens, every check passes.
+    let mock = MockSlack::start();
+    std::fs::write(dir.join("agent/channels/slack.toml"), SLACK).unwrap();
+    let run = agentkit_with(&dir, &["slack", "setup"], |c| {
+        c.env("SLACK_API_URL", mock.api_url())
+            .env("SLACK_BOT_TOKEN", "xoxb-1")
+            .env("SLACK_APP_TOKEN", "xapp-1");
+    });
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("(kept)"), "{}", run.stdout);
+    assert!(run.stdout.contains("ok  bot token"), "{}", run.stdout);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("agent/channels/slack.toml")).unwrap(),
+        SLACK
+    );
+}
