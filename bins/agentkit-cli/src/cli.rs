@@ -142,9 +142,8 @@ enum Command {
     /// MCP connections that use OAuth: log in, and show each one's state.
     Mcp(crate::mcp::McpArgs),
     /// Slack app helpers: set up Slack step by step, add a slack channel
-    /// with its app manifests,
-    /// write the app manifest a slack channel needs, check its tokens and
-    /// scopes.
+    /// with its app manifests, write the app manifest a slack channel
+    /// needs, check its tokens and scopes.
     Slack(crate::slack::SlackArgs),
     /// Store a model provider's API key (file mode 0600 in your config
     /// directory). Keys resolve in this order: the environment
