@@ -130,7 +130,8 @@ enum Command {
     /// --baseline), 2 on usage or project errors (an unknown selector).
     Eval(crate::eval::EvalArgs),
     /// GitHub webhook helpers: list channels and events, replay signed
-    /// deliveries, forward live ones with `gh webhook forward`.
+    /// deliveries, forward live ones with `gh webhook forward`, check (and
+    /// install) the repository webhook.
     Github(crate::github::GithubArgs),
     /// GitLab webhook helpers: list channels and events, replay a saved
     /// payload with `X-Gitlab-Token`.
@@ -140,8 +141,9 @@ enum Command {
     Bitbucket(crate::packs::PackArgs),
     /// MCP connections that use OAuth: log in, and show each one's state.
     Mcp(crate::mcp::McpArgs),
-    /// Slack app helpers: write the app manifest a slack channel needs,
-    /// check its tokens and scopes.
+    /// Slack app helpers: set up Slack step by step, add a slack channel
+    /// with its app manifests, write the app manifest a slack channel
+    /// needs, check its tokens and scopes.
     Slack(crate::slack::SlackArgs),
     /// Store a model provider's API key (file mode 0600 in your config
     /// directory). Keys resolve in this order: the environment

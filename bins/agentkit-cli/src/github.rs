@@ -1,5 +1,5 @@
-//! `agentkit github events | replay | forward`: argument parsing and
-//! output; the work is in `agentkit::github`.
+//! `agentkit github events | replay | forward | doctor`: argument parsing
+//! and output; the work is in `agentkit::github` (and `github_doctor`).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -54,6 +54,11 @@ enum GithubCommand {
         /// The body of an issue_comment delivery.
         #[arg(long)]
         comment: Option<String>,
+        /// The `context` of a `status` (commit status) delivery on the pull
+        /// request's head commit, e.g. `ci/build` (default `ci`; its state
+        /// is --conclusion). Without --events, it replays `status`.
+        #[arg(long, value_name = "NAME", conflicts_with = "payload")]
+        context: Option<String>,
         /// Signs deliveries (X-Hub-Signature-256).
         #[arg(long, env = "GITHUB_WEBHOOK_SECRET", hide_env_values = true)]
         secret: Option<String>,
@@ -71,16 +76,56 @@ enum GithubCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Check the GitHub channel's token or App and the repository webhook
+    /// that feeds it (URL, secret, content type, events) through the
+    /// GitHub API at the channel's `api_url`; --install creates or repairs
+    /// the hook. Exits 0 when every check passes, 1 otherwise.
+    Doctor {
+        #[arg(long, default_value = ".", value_name = "PATH")]
+        dir: PathBuf,
+        /// OWNER/REPO (default: the `origin` remote of --dir).
+        #[arg(long)]
+        repo: Option<String>,
+        /// The server's public base URL: the hook must deliver to
+        /// `<URL>/<slug>/v1/channels/<id>` (without it, any host with that
+        /// path matches). Needed by --install.
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// The channel (its id, or agent slug) when there are several.
+        #[arg(long)]
+        channel: Option<String>,
+        /// Create the hook, or update it: `content_type=json`, the events
+        /// the channel publishes, the secret from the environment.
+        #[arg(long)]
+        install: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Forward live deliveries with `gh webhook forward` to the GitHub
     /// channel of --dir.
     Forward {
         #[arg(long, default_value = ".", value_name = "PATH")]
         dir: PathBuf,
         /// OWNER/REPO (default: the `origin` remote of --dir).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "org")]
         repo: Option<String>,
+        /// Forward every repository's deliveries of this organisation
+        /// (an organisation webhook; needs owner rights) instead of one
+        /// repository's.
+        #[arg(long, value_name = "ORG")]
+        org: Option<String>,
+        /// Subscribe to these events only (comma-separated); each must be
+        /// one a matching channel publishes. Default: every event the
+        /// matching channels publish.
+        #[arg(long, value_name = "EVENTS")]
+        events: Option<String>,
+        /// The server (default http://127.0.0.1:3000), e.g. a tunnel.
         #[arg(long)]
         url: Option<String>,
+        /// Only the channels of this agent (on a multi-agent host).
+        #[arg(long)]
+        slug: Option<String>,
+        /// Only this channel (its id, or an agent slug).
         #[arg(long)]
         channel: Option<String>,
         #[arg(long, env = "GITHUB_WEBHOOK_SECRET", hide_env_values = true)]
@@ -102,6 +147,7 @@ pub(crate) fn github(args: GithubArgs) -> anyhow::Result<ExitCode> {
             action,
             conclusion,
             comment,
+            context,
             secret,
             channel,
             dry_run,
@@ -118,6 +164,7 @@ pub(crate) fn github(args: GithubArgs) -> anyhow::Result<ExitCode> {
                 action,
                 conclusion,
                 comment,
+                context,
                 secret,
                 channel,
                 dry_run,
@@ -146,12 +193,13 @@ pub(crate) fn github(args: GithubArgs) -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
-        GithubCommand::Forward {
+        GithubCommand::Doctor {
             dir,
             repo,
             url,
             channel,
-            secret,
+            install,
+            json,
         } => {
             let repo = match repo {
                 Some(r) => r,
@@ -159,12 +207,69 @@ pub(crate) fn github(args: GithubArgs) -> anyhow::Result<ExitCode> {
                     "cannot infer the repository from the `origin` remote; pass --repo OWNER/REPO",
                 )?,
             };
+            let env = agentkit::EnvLookup::process();
+            let report = tokio_runtime()?.block_on(crate::github_doctor::doctor(
+                &crate::github_doctor::DoctorRequest {
+                    dir,
+                    repo,
+                    url,
+                    channel,
+                    install,
+                },
+                &env,
+            ))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                println!(
+                    "github channel `{}` of agent `{}`, repository {}",
+                    report.channel, report.slug, report.repo
+                );
+                for line in &report.installed {
+                    println!("  {line}");
+                }
+                for c in &report.checks {
+                    let mark = if c.ok { "ok " } else { "FIX" };
+                    println!("  {mark} {}: {}", c.name, c.detail);
+                    if let Some(fix) = &c.fix {
+                        println!("      → {fix}");
+                    }
+                }
+            }
+            Ok(if report.ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        GithubCommand::Forward {
+            dir,
+            repo,
+            org,
+            events,
+            url,
+            slug,
+            channel,
+            secret,
+        } => {
+            use agentkit::github::ForwardScope;
+            let scope = match (repo, org) {
+                (Some(r), _) => ForwardScope::Repo(r),
+                (None, Some(o)) => ForwardScope::Org(o),
+                (None, None) => ForwardScope::Repo(origin_repo(&dir).context(
+                    "cannot infer the repository from the `origin` remote; pass --repo OWNER/REPO or --org ORG",
+                )?),
+            };
             let plan = agentkit::github::forward_plan(
                 &dir,
-                &repo,
-                url.as_deref(),
-                channel.as_deref(),
-                secret.as_deref(),
+                scope,
+                &agentkit::github::ForwardRequest {
+                    url: url.as_deref(),
+                    channel: channel.as_deref(),
+                    slug: slug.as_deref(),
+                    events: events.as_deref(),
+                    secret: secret.as_deref(),
+                },
             )?;
             let gh = find_on_path("gh").context(
                 "`gh` is not installed: install the GitHub CLI (https://cli.github.com), then `gh extension install cli/gh-webhook`",

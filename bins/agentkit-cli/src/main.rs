@@ -11,12 +11,14 @@ mod cli;
 mod db;
 mod eval;
 mod github;
+mod github_doctor;
 mod login;
 mod mcp;
 mod migrate;
 mod packs;
 mod render;
 mod slack;
+mod slack_init;
 
 use std::process::ExitCode;
 

@@ -34,6 +34,9 @@ pub struct ReplayOptions {
     pub action: Option<String>,
     pub conclusion: Option<String>,
     pub comment: Option<String>,
+    /// The `context` of `status` deliveries (default `ci`); alone, it
+    /// makes `status` the default event.
+    pub context: Option<String>,
     /// Signs deliveries (`X-Hub-Signature-256`).
     pub secret: Option<String>,
     /// Only one channel of several.
@@ -134,6 +137,27 @@ fn synthesise(event: &str, pr: &Value, options: &ReplayOptions) -> Option<Value>
             "check_suite": {"head_sha": pr.pointer("/head/sha"), "head_branch": pr.pointer("/head/ref"), "conclusion": options.conclusion.clone().unwrap_or_else(|| "success".into()), "status": "completed", "pull_requests": [{"number": number}]},
             "repository": repository, "sender": sender,
         }),
+        "status" => {
+            // A commit status on the head commit: `--context` names it,
+            // `--conclusion` gives its state (a check conclusion other
+            // than success / failure / error / pending reads as failure).
+            let state = match options.conclusion.as_deref().unwrap_or("success") {
+                s @ ("success" | "failure" | "error" | "pending") => s.to_owned(),
+                _ => "failure".to_owned(),
+            };
+            let context = options.context.clone().unwrap_or_else(|| "ci".into());
+            json!({
+                "sha": pr.pointer("/head/sha"),
+                "name": repository.get("full_name"),
+                "context": context,
+                "state": state,
+                "description": format!("{context}: {state}"),
+                "target_url": pr.get("html_url"),
+                "commit": {"sha": pr.pointer("/head/sha")},
+                "branches": [{"name": pr.pointer("/head/ref"), "commit": {"sha": pr.pointer("/head/sha")}}],
+                "repository": repository, "sender": sender,
+            })
+        }
         _ => return None,
     })
 }
@@ -176,6 +200,7 @@ pub async fn replay(options: &ReplayOptions) -> Result<Vec<ReplayOutcome>> {
         })?;
         let data = read_pr(options, &repo, n).await?;
         let events: Vec<String> = match options.events.as_deref() {
+            None if options.context.is_some() => vec!["status".into()],
             None => vec!["pull_request".into()],
             Some("*") => {
                 let mut all: Vec<String> = targets
@@ -196,7 +221,7 @@ pub async fn replay(options: &ReplayOptions) -> Result<Vec<ReplayOutcome>> {
             match synthesise(&e, &data, options) {
                 Some(p) => payloads.push((e, p)),
                 None => {
-                    tracing::warn!(event = %e, "cannot synthesise this event; only pull_request, issue_comment and check_suite are")
+                    tracing::warn!(event = %e, "cannot synthesise this event; only pull_request, issue_comment, check_suite and status are")
                 }
             }
         }
@@ -272,12 +297,23 @@ pub async fn replay(options: &ReplayOptions) -> Result<Vec<ReplayOutcome>> {
     Ok(out)
 }
 
-/// What `forward` runs: the repository, the events to subscribe to (the
-/// union of the matching channels' events, `*` when any takes every
-/// event), and the channels' webhook URLs on the server.
+/// Whose deliveries `forward` subscribes to: one repository's, or every
+/// repository's of an organisation (`gh webhook forward --repo | --org`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ForwardScope {
+    /// `OWNER/REPO`.
+    Repo(String),
+    /// An organisation's login.
+    Org(String),
+}
+
+/// What `forward` runs: the repository or organisation, the events to
+/// subscribe to (the union of the matching channels' events, `*` when any
+/// takes every event, or the ones asked for), and the channels' webhook
+/// URLs on the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForwardPlan {
-    pub repo: String,
+    pub scope: ForwardScope,
     pub events: String,
     pub targets: Vec<String>,
     pub secret: Option<String>,
@@ -290,7 +326,10 @@ impl ForwardPlan {
         let mut args = vec![
             "webhook".to_owned(),
             "forward".to_owned(),
-            format!("--repo={}", self.repo),
+            match &self.scope {
+                ForwardScope::Repo(r) => format!("--repo={r}"),
+                ForwardScope::Org(o) => format!("--org={o}"),
+            },
             format!("--events={}", self.events),
             format!("--url={url}"),
         ];
@@ -301,51 +340,101 @@ impl ForwardPlan {
     }
 }
 
-/// The GitHub channels of `dir` (or the one `channel` names, by id or
-/// agent slug) that `forward` delivers to, at server `url`.
+/// Which channels `forward` delivers to and what it subscribes to.
+#[derive(Debug, Clone, Default)]
+pub struct ForwardRequest<'a> {
+    /// The server (default `http://127.0.0.1:3000`).
+    pub url: Option<&'a str>,
+    /// Only this channel (by id, or agent slug).
+    pub channel: Option<&'a str>,
+    /// Only the channels of this agent.
+    pub slug: Option<&'a str>,
+    /// Subscribe to these events only (comma-separated); each must be one
+    /// a matching channel publishes. Default: the channels' events.
+    pub events: Option<&'a str>,
+    pub secret: Option<&'a str>,
+}
+
+/// The GitHub channels of `dir` that `forward` delivers to, narrowed by
+/// `req`, and the subscription for `scope`.
 pub fn forward_plan(
     dir: &Path,
-    repo: &str,
-    url: Option<&str>,
-    channel: Option<&str>,
-    secret: Option<&str>,
+    scope: ForwardScope,
+    req: &ForwardRequest<'_>,
 ) -> Result<ForwardPlan> {
     let mut targets = github_targets(dir)?;
-    if let Some(c) = channel {
+    if let Some(c) = req.channel {
         targets.retain(|t| t.channel == c || t.slug == c);
+    }
+    if let Some(slug) = req.slug {
+        targets.retain(|t| t.slug == slug);
     }
     if targets.is_empty() {
         return Err(Error::Config {
-            message: format!("no `kind = \"github\"` channel under `{}`", dir.display()),
+            message: match req.slug {
+                Some(slug) => format!(
+                    "no `kind = \"github\"` channel of agent `{slug}` under `{}`",
+                    dir.display()
+                ),
+                None => format!("no `kind = \"github\"` channel under `{}`", dir.display()),
+            },
         });
     }
-    let mut events: Vec<String> = Vec::new();
-    let mut every = false;
-    for t in &targets {
-        let named: Vec<&String> = t.events.iter().filter(|e| *e != "*").collect();
-        if named.is_empty() {
-            every = true;
+    let takes = |t: &GithubTarget, e: &str| t.events.iter().any(|x| x == "*" || x == e);
+    let events = match req
+        .events
+        .map(str::trim)
+        .filter(|e| !e.is_empty() && *e != "*")
+    {
+        Some(list) => {
+            let asked: Vec<&str> = list
+                .split(',')
+                .map(str::trim)
+                .filter(|e| !e.is_empty())
+                .collect();
+            if let Some(e) = asked.iter().find(|e| !targets.iter().any(|t| takes(t, e))) {
+                return Err(Error::Config {
+                    message: format!(
+                        "no matching channel publishes `{e}` (see `agentkit github events`)"
+                    ),
+                });
+            }
+            targets.retain(|t| asked.iter().any(|e| takes(t, e)));
+            asked.join(",")
         }
-        for e in named {
-            if !events.contains(e) {
-                events.push(e.clone());
+        None => {
+            let mut events: Vec<String> = Vec::new();
+            let mut every = false;
+            for t in &targets {
+                let named: Vec<&String> = t.events.iter().filter(|e| *e != "*").collect();
+                if named.is_empty() {
+                    every = true;
+                }
+                for e in named {
+                    if !events.contains(e) {
+                        events.push(e.clone());
+                    }
+                }
+            }
+            if every || events.is_empty() {
+                "*".to_owned()
+            } else {
+                events.join(",")
             }
         }
-    }
-    let events = if every || events.is_empty() {
-        "*".to_owned()
-    } else {
-        events.join(",")
     };
-    let base = url.unwrap_or("http://127.0.0.1:3000").trim_end_matches('/');
+    let base = req
+        .url
+        .unwrap_or("http://127.0.0.1:3000")
+        .trim_end_matches('/');
     Ok(ForwardPlan {
-        repo: repo.to_owned(),
+        scope,
         events,
         targets: targets
             .iter()
             .map(|t| format!("{base}{}", t.path))
             .collect(),
-        secret: secret.map(str::to_owned),
+        secret: req.secret.map(str::to_owned),
     })
 }
 

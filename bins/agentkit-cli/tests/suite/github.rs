@@ -340,3 +340,437 @@ open(os.environ["FAKE_GH_OUT"], "w").write(json.dumps(answer))
         assert_eq!(r.json(), json!({"action": "opened", "number": 7}));
     }
 }
+
+/// `replay --context` synthesises a commit `status` delivery on the pull
+/// request's head commit, named by the context, its state from
+/// `--conclusion`.
+#[test]
+fn replay_context_synthesises_a_commit_status_delivery() {
+    let (api, requests) = mock_api();
+    let run = agentkit_with(
+        &reviewer(),
+        &[
+            "github",
+            "replay",
+            "Codertocat/Hello-World#2",
+            "--dir",
+            ".",
+            "--context",
+            "ci/build",
+            "--conclusion",
+            "failure",
+            "--dry-run",
+            "--api-url",
+            &api,
+            "--json",
+        ],
+        |_| {},
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        requests.recv().unwrap(),
+        "GET /repos/Codertocat/Hello-World/pulls/2 HTTP/1.1"
+    );
+    let out: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(out.as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(out[0]["event"], "status");
+    let status = &out[0]["response"];
+    let pr = &serde_json::from_slice::<Value>(
+        &std::fs::read(fixtures().join("github/pull_request.opened.json")).unwrap(),
+    )
+    .unwrap()["pull_request"];
+    assert_eq!(status["context"], "ci/build");
+    assert_eq!(status["state"], "failure");
+    assert_eq!(status["sha"], pr["head"]["sha"]);
+    assert_eq!(status["repository"]["full_name"], "Codertocat/Hello-World");
+}
+
+/// A `gh` stand-in that records its arguments and exits 0.
+fn recording_gh() -> (tempfile::TempDir, String, std::path::PathBuf) {
+    let bin = tempfile::tempdir().unwrap();
+    let out = bin.path().join("argv.json");
+    let gh = bin.path().join("gh");
+    std::fs::write(
+        &gh,
+        "#!/usr/bin/env python3\nimport json, os, sys\nopen(os.environ['FAKE_GH_OUT'], 'w').write(json.dumps(sys.argv[1:]))\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&gh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (bin, path, out)
+}
+
+/// `forward --org` subscribes to an organisation's deliveries, `--slug`
+/// picks one agent of several, `--events` narrows the subscription (and
+/// an event no matching channel publishes is refused).
+#[test]
+fn forward_takes_an_org_a_slug_and_a_narrower_event_list() {
+    let host = tempfile::tempdir().unwrap();
+    for (slug, events) in [
+        ("alpha", "[\"pull_request\", \"issue_comment\"]"),
+        ("beta", "[\"push\"]"),
+    ] {
+        let agent = host.path().join(slug).join("agent");
+        std::fs::create_dir_all(agent.join("channels")).unwrap();
+        std::fs::write(agent.join("agent.toml"), "model = \"test\"\n").unwrap();
+        std::fs::write(agent.join("instructions.md"), "Review.\n").unwrap();
+        std::fs::write(
+            agent.join("channels/github.toml"),
+            format!(
+                "kind = \"github\"\nevents = {events}\n[[rules]]\nevent = \"*\"\n[rules.turn]\nmessage = \"x\"\n"
+            ),
+        )
+        .unwrap();
+    }
+    let (_bin, path, out) = recording_gh();
+    let forward = |extra: &[&str]| {
+        let mut args = vec![
+            "github",
+            "forward",
+            "--dir",
+            ".",
+            "--url",
+            "http://127.0.0.1:9/",
+        ];
+        args.extend_from_slice(extra);
+        agentkit_with(host.path(), &args, |c| {
+            c.env("PATH", &path).env("FAKE_GH_OUT", &out);
+        })
+    };
+    let run = forward(&[
+        "--org",
+        "acme",
+        "--slug",
+        "alpha",
+        "--events",
+        "pull_request",
+    ]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let argv: Vec<String> = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(
+        argv,
+        [
+            "webhook",
+            "forward",
+            "--org=acme",
+            "--events=pull_request",
+            "--url=http://127.0.0.1:9/alpha/v1/channels/github"
+        ]
+    );
+
+    // Without --events, the slug's channel's own events.
+    let run = forward(&["--org", "acme", "--slug", "beta"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let argv: Vec<String> = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert!(argv.contains(&"--events=push".to_owned()), "{argv:?}");
+    assert!(
+        argv.contains(&"--url=http://127.0.0.1:9/beta/v1/channels/github".to_owned()),
+        "{argv:?}"
+    );
+
+    // An event only another agent publishes; an unknown slug.
+    let run = forward(&["--repo", "o/r", "--slug", "alpha", "--events", "push"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("publishes `push`"), "{}", run.stderr);
+    let run = forward(&["--repo", "o/r", "--slug", "gamma"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("agent `gamma`"), "{}", run.stderr);
+    // --repo and --org are exclusive.
+    let run = forward(&["--repo", "o/r", "--org", "acme"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+}
+
+/// A mock GitHub REST API keeping a repository's hooks: `GET /repos/o/r`,
+/// `GET`/`POST /repos/o/r/hooks`, `PATCH /repos/o/r/hooks/{id}`, answered
+/// in GitHub's documented shapes (a set secret reads `********`).
+fn mock_hooks_api(
+    hooks: Vec<Value>,
+) -> (
+    agentkit_test_support::mock::MockServer,
+    Arc<std::sync::Mutex<Vec<Value>>>,
+) {
+    use agentkit_test_support::mock::{MockResponse, MockServer};
+    let state = Arc::new(std::sync::Mutex::new(hooks));
+    let shared = state.clone();
+    let masked = |h: &Value| {
+        let mut h = h.clone();
+        if h["config"].get("secret").is_some() {
+            h["config"]["secret"] = json!("********");
+        }
+        h
+    };
+    let server = MockServer::start(move |r| {
+        if r.header("authorization") != Some("Bearer ghp-test") {
+            return MockResponse::json(401, &json!({"message": "Bad credentials"}));
+        }
+        let mut hooks = shared.lock().unwrap();
+        match (r.method.as_str(), r.path.as_str()) {
+            ("GET", "/repos/o/r") => MockResponse::json(
+                200,
+                &json!({"full_name": "o/r", "permissions": {"admin": true, "push": true, "pull": true}}),
+            ),
+            ("GET", "/repos/o/r/hooks") => {
+                MockResponse::json(200, &Value::Array(hooks.iter().map(masked).collect()))
+            }
+            ("POST", "/repos/o/r/hooks") => {
+                let mut h = r.json();
+                h["id"] = json!(100 + hooks.len());
+                h["type"] = json!("Repository");
+                hooks.push(h.clone());
+                MockResponse::json(201, &masked(&h))
+            }
+            ("PATCH", p) if p.starts_with("/repos/o/r/hooks/") => {
+                let id: u64 = p.rsplit('/').next().unwrap().parse().unwrap();
+                let patch = r.json();
+                let Some(h) = hooks.iter_mut().find(|h| h["id"] == id) else {
+                    return MockResponse::json(404, &json!({"message": "Not Found"}));
+                };
+                for (k, v) in patch.as_object().unwrap() {
+                    h[k] = v.clone();
+                }
+                MockResponse::json(200, &masked(h))
+            }
+            _ => MockResponse::json(404, &json!({"message": "Not Found"})),
+        }
+    });
+    (server, state)
+}
+
+/// `github doctor` reads the channel's credentials and the repository's
+/// hooks through the API at the channel's `api_url` and says what is
+/// wrong (a form-encoded hook without the secret or the events the
+/// channel needs); `--install` repairs it, and a repository without a
+/// hook gets one created.
+#[test]
+fn doctor_checks_the_webhook_against_the_channel_and_install_fixes_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("reviewer");
+    let agent = project.join("agent");
+    std::fs::create_dir_all(agent.join("channels")).unwrap();
+    std::fs::write(agent.join("agent.toml"), "model = \"test\"\n").unwrap();
+    std::fs::write(agent.join("instructions.md"), "Review.\n").unwrap();
+    std::fs::write(
+        agent.join("channels/github.toml"),
+        "kind = \"github\"\napi_url = \"${TEST_GITHUB_API}\"\nwebhook_secret = \"${GITHUB_WEBHOOK_SECRET}\"\nevents = [\"pull_request\", \"issue_comment\"]\n[[rules]]\nevent = \"*\"\n[rules.turn]\nmessage = \"x\"\n",
+    )
+    .unwrap();
+    let hook_url = "https://bot.example.com/reviewer/v1/channels/github";
+    let (server, hooks) = mock_hooks_api(vec![json!({
+        "id": 7, "type": "Repository", "name": "web", "active": true,
+        "events": ["pull_request"],
+        "config": {"url": hook_url, "content_type": "form", "insecure_ssl": "0"},
+    })]);
+    let api = server.url();
+    let doctor = |extra: &[&str]| {
+        let mut args = vec!["github", "doctor", "--dir", ".", "--repo", "o/r"];
+        args.extend_from_slice(extra);
+        agentkit_with(&project, &args, |c| {
+            c.env("TEST_GITHUB_API", &api)
+                .env("GITHUB_TOKEN", "ghp-test")
+                .env_remove("GH_TOKEN")
+                .env("GITHUB_WEBHOOK_SECRET", SECRET);
+        })
+    };
+    let run = doctor(&["--json"]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let report: Value = serde_json::from_str(&run.stdout).unwrap();
+    let check = |report: &Value, name: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("{name}: {report}"))
+            .clone()
+    };
+    assert_eq!(check(&report, "credentials")["ok"], true);
+    assert_eq!(check(&report, "webhook")["ok"], true, "{report}");
+    assert_eq!(check(&report, "content type")["ok"], false);
+    assert_eq!(check(&report, "secret")["ok"], false);
+    let events = check(&report, "events");
+    assert_eq!(events["ok"], false);
+    assert!(
+        events["detail"].as_str().unwrap().contains("issue_comment"),
+        "{events}"
+    );
+    // The readable report says what to fix.
+    let text = doctor(&[]);
+    assert_eq!(text.code, 1);
+    assert!(text.stdout.contains("FIX content type"), "{}", text.stdout);
+    assert!(text.stdout.contains("--install"), "{}", text.stdout);
+    assert!(!text.stdout.contains(SECRET) && !text.stderr.contains(SECRET));
+
+    // --install repairs hook 7 in place: json, the secret, every event.
+    let run = doctor(&["--install", "--url", "https://bot.example.com/", "--json"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let report: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert!(
+        report["installed"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("updated hook 7"),
+        "{report}"
+    );
+    {
+        let hooks = hooks.lock().unwrap();
+        assert_eq!(hooks.len(), 1);
+        assert_eq!(hooks[0]["config"]["content_type"], "json");
+        assert_eq!(hooks[0]["config"]["secret"], SECRET);
+        assert_eq!(hooks[0]["events"], json!(["pull_request", "issue_comment"]));
+    }
+    assert!(!run.stdout.contains(SECRET));
+    assert_eq!(doctor(&[]).code, 0);
+
+    // No hook at all: reported, then created.
+    hooks.lock().unwrap().clear();
+    let run = doctor(&["--json"]);
+    assert_eq!(run.code, 1);
+    let report: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(check(&report, "webhook")["ok"], false);
+    let run = doctor(&["--install", "--url", "https://bot.example.com"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("created hook"), "{}", run.stdout);
+    let hooks = hooks.lock().unwrap();
+    assert_eq!(hooks[0]["config"]["url"], hook_url);
+    assert_eq!(hooks[0]["config"]["content_type"], "json");
+    assert_eq!(hooks[0]["active"], true);
+
+    // A refused token says so.
+    drop(hooks);
+    let run = agentkit_with(
+        &project,
+        &["github", "doctor", "--dir", ".", "--repo", "o/r"],
+        |c| {
+            c.env("TEST_GITHUB_API", &api)
+                .env("GITHUB_TOKEN", "wrong")
+                .env("GITHUB_WEBHOOK_SECRET", SECRET);
+        },
+    );
+    assert_eq!(run.code, 1);
+    assert!(run.stdout.contains("FIX credentials"), "{}", run.stdout);
+}
+
+/// With GitHub App credentials, `doctor` mints an installation token
+/// (the App JWT signed with the committed test key) and checks that the
+/// installation covers the repository before reading its hooks with it.
+#[test]
+fn doctor_checks_a_github_app_installation() {
+    use agentkit_test_support::mock::{MockResponse, MockServer};
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("reviewer");
+    let agent = project.join("agent");
+    std::fs::create_dir_all(agent.join("channels")).unwrap();
+    std::fs::write(agent.join("agent.toml"), "model = \"test\"\n").unwrap();
+    std::fs::write(agent.join("instructions.md"), "Review.\n").unwrap();
+    std::fs::write(
+        agent.join("channels/github.toml"),
+        "kind = \"github\"\napi_url = \"${TEST_GITHUB_API}\"\napp_id = 12345\ninstallation_id = 777\nprivate_key = \"${GITHUB_APP_PRIVATE_KEY}\"\nwebhook_secret = \"${GITHUB_WEBHOOK_SECRET}\"\nevents = [\"pull_request\"]\n[[rules]]\nevent = \"*\"\n[rules.turn]\nmessage = \"x\"\n",
+    )
+    .unwrap();
+    let repos = Arc::new(std::sync::Mutex::new(json!(["o/other"])));
+    let shared = repos.clone();
+    let server = MockServer::start(move |r| match (r.method.as_str(), r.path.as_str()) {
+        ("POST", "/app/installations/777/access_tokens") => {
+            if !r
+                .header("authorization")
+                .is_some_and(|a| a.starts_with("Bearer ey"))
+            {
+                return MockResponse::json(
+                    401,
+                    &json!({"message": "A JSON web token could not be decoded"}),
+                );
+            }
+            MockResponse::json(
+                201,
+                &json!({"token": "ghs-installation", "expires_at": "2099-01-01T00:00:00Z"}),
+            )
+        }
+        (_, _) if r.header("authorization") != Some("token ghs-installation") => {
+            MockResponse::json(401, &json!({"message": "Bad credentials"}))
+        }
+        ("GET", "/installation/repositories") => {
+            let names = shared.lock().unwrap().clone();
+            let list: Vec<Value> = names
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| json!({"full_name": n}))
+                .collect();
+            MockResponse::json(
+                200,
+                &json!({"total_count": list.len(), "repositories": list}),
+            )
+        }
+        ("GET", "/repos/o/r/hooks") => MockResponse::json(
+            200,
+            &json!([{"id": 9, "active": true, "events": ["pull_request"], "config": {
+                "url": "https://bot.example.com/reviewer/v1/channels/github",
+                "content_type": "json", "secret": "********", "insecure_ssl": "0"}}]),
+        ),
+        _ => MockResponse::json(404, &json!({"message": "Not Found"})),
+    });
+    let key = std::fs::read_to_string(fixtures().join("github/test-app/private-key.pem")).unwrap();
+    let api = server.url();
+    let doctor = || {
+        agentkit_with(
+            &project,
+            &["github", "doctor", "--dir", ".", "--repo", "o/r", "--json"],
+            |c| {
+                c.env("TEST_GITHUB_API", &api)
+                    .env("GITHUB_APP_PRIVATE_KEY", &key)
+                    .env("GITHUB_WEBHOOK_SECRET", SECRET)
+                    .env_remove("GITHUB_TOKEN")
+                    .env_remove("GH_TOKEN");
+            },
+        )
+    };
+    let run = doctor();
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let report: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(report["checks"][0]["name"], "credentials", "{report}");
+    assert_eq!(report["checks"][0]["ok"], true, "{report}");
+    assert_eq!(report["checks"][1]["name"], "installation");
+    assert_eq!(report["checks"][1]["ok"], false);
+    assert!(
+        report["checks"][1]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("install the App on o/r"),
+        "{report}"
+    );
+
+    *repos.lock().unwrap() = json!(["o/other", "o/r"]);
+    let run = doctor();
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let report: Value = serde_json::from_str(&run.stdout).unwrap();
+    let names: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "credentials",
+            "installation",
+            "webhook",
+            "content type",
+            "secret",
+            "events"
+        ]
+    );
+    assert!(
+        server
+            .requests()
+            .iter()
+            .any(|r| r.path == "/app/installations/777/access_tokens")
+    );
+}

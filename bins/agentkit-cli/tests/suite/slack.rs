@@ -189,3 +189,181 @@ fn validate_reports_slack_settings_with_file_line_and_hint() {
     });
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
 }
+
+/// `slack init` adds a channel file whose credentials are the guide's
+/// `${SLACK_…}` references and the dev (Socket Mode) / prod (Events API at
+/// `--url`) manifest pair; the project still validates with no
+/// diagnostic; a second run refuses to overwrite unless `--force`.
+#[test]
+fn init_writes_the_channel_file_and_the_dev_and_prod_manifests() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("weather");
+    std::fs::create_dir_all(dir.join("agent")).unwrap();
+    std::fs::write(dir.join("agent/agent.toml"), "model = \"test\"\n").unwrap();
+    std::fs::write(dir.join("agent/instructions.md"), "You tell the weather.\n").unwrap();
+    let no_slack_env = |cmd: &mut std::process::Command| {
+        for v in ["SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET"] {
+            cmd.env_remove(v);
+        }
+    };
+    let init = |extra: &[&str]| {
+        let mut args = vec![
+            "slack",
+            "init",
+            "--name",
+            "Weather",
+            "--url",
+            "https://bot.example.com/",
+        ];
+        args.extend_from_slice(extra);
+        agentkit_with(&dir, &args, no_slack_env)
+    };
+    let run = init(&[]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("manifest.prod.json"), "{}", run.stdout);
+
+    let channel = std::fs::read_to_string(dir.join("agent/channels/slack.toml")).unwrap();
+    assert!(channel.contains("kind = \"slack\""), "{channel}");
+    for var in [
+        "bot_token = \"${SLACK_BOT_TOKEN:-}\"",
+        "signing_secret = \"${SLACK_SIGNING_SECRET:-}\"",
+        "app_token = \"${SLACK_APP_TOKEN:-}\"",
+    ] {
+        assert!(channel.contains(var), "{var}: {channel}");
+    }
+    let read = |name: &str| -> Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(dir.join(".agentkit/slack").join(name)).unwrap(),
+        )
+        .unwrap()
+    };
+    let dev = read("manifest.dev.json");
+    assert_eq!(dev["display_information"]["name"], "Weather");
+    assert_eq!(dev["settings"]["socket_mode_enabled"], true);
+    assert!(
+        dev["settings"]["event_subscriptions"]
+            .get("request_url")
+            .is_none()
+    );
+    let prod = read("manifest.prod.json");
+    assert_eq!(prod["settings"]["socket_mode_enabled"], false);
+    assert_eq!(
+        prod["settings"]["event_subscriptions"]["request_url"],
+        "https://bot.example.com/weather/v1/channels/slack"
+    );
+    assert_eq!(
+        prod["settings"]["event_subscriptions"]["bot_events"],
+        dev["settings"]["event_subscriptions"]["bot_events"]
+    );
+
+    let env = std::fs::read_to_string(dir.join(".agentkit/slack/env.example")).unwrap();
+    for v in [
+        "SLACK_BOT_TOKEN=\n",
+        "SLACK_APP_TOKEN=\n",
+        "SLACK_SIGNING_SECRET=\n",
+    ] {
+        assert!(env.contains(v), "{v}: {env}");
+    }
+
+    // A second app's channel, its variables prefixed.
+    let run = agentkit_with(
+        &dir,
+        &[
+            "slack",
+            "init",
+            "--channel",
+            "ops",
+            "--prefix",
+            "WEATHER_OPS",
+            "--force",
+        ],
+        no_slack_env,
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let ops = std::fs::read_to_string(dir.join("agent/channels/ops.toml")).unwrap();
+    assert!(
+        ops.contains("env_prefix = \"WEATHER_OPS\"")
+            && ops.contains("bot_token = \"${WEATHER_OPS_SLACK_BOT_TOKEN:-}\""),
+        "{ops}"
+    );
+    let env = std::fs::read_to_string(dir.join(".agentkit/slack/env.example")).unwrap();
+    assert!(env.contains("WEATHER_OPS_SLACK_APP_TOKEN=\n"), "{env}");
+
+    let run = agentkit_with(&dir, &["validate", "--json"], no_slack_env);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let report: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(
+        report["diagnostics"],
+        json!([]),
+        "{}",
+        serde_json::to_string_pretty(&report).unwrap()
+    );
+    std::fs::remove_file(dir.join("agent/channels/ops.toml")).unwrap();
+
+    // No silent overwrite; --force does.
+    std::fs::write(dir.join("agent/channels/slack.toml"), "kind = \"slack\"\n").unwrap();
+    let run = init(&[]);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("already exist") && run.stderr.contains("--force"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("agent/channels/slack.toml")).unwrap(),
+        "kind = \"slack\"\n"
+    );
+    let run = init(&["--force", "--json"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let out: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(
+        out["requestUrl"],
+        "https://bot.example.com/weather/v1/channels/slack"
+    );
+    assert!(
+        std::fs::read_to_string(dir.join("agent/channels/slack.toml"))
+            .unwrap()
+            .contains("${SLACK_BOT_TOKEN:-}")
+    );
+}
+
+/// `slack setup` on a project without a slack channel adds it (as `init`)
+/// and says what is missing (exit 1); on a project with one it keeps the
+/// file and, with the tokens set, the checks pass against a mock Slack.
+#[test]
+fn setup_adds_the_channel_then_checks_the_credentials() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("weather");
+    std::fs::create_dir_all(dir.join("agent")).unwrap();
+    std::fs::write(dir.join("agent/agent.toml"), "model = \"test\"\n").unwrap();
+    std::fs::write(dir.join("agent/instructions.md"), "You tell the weather.\n").unwrap();
+    let run = agentkit_with(&dir, &["slack", "setup"], |c| {
+        for v in ["SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET"] {
+            c.env_remove(v);
+        }
+    });
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(dir.join("agent/channels/slack.toml").is_file());
+    assert!(dir.join(".agentkit/slack/manifest.dev.json").is_file());
+    assert!(
+        run.stdout.contains("FIX bot token") && run.stdout.contains("SLACK_BOT_TOKEN"),
+        "{}",
+        run.stdout
+    );
+
+    // An existing channel is kept; with its tokens, every check passes.
+    let mock = MockSlack::start();
+    std::fs::write(dir.join("agent/channels/slack.toml"), SLACK).unwrap();
+    let run = agentkit_with(&dir, &["slack", "setup"], |c| {
+        c.env("SLACK_API_URL", mock.api_url())
+            .env("SLACK_BOT_TOKEN", "xoxb-1")
+            .env("SLACK_APP_TOKEN", "xapp-1");
+    });
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("(kept)"), "{}", run.stdout);
+    assert!(run.stdout.contains("ok  bot token"), "{}", run.stdout);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("agent/channels/slack.toml")).unwrap(),
+        SLACK
+    );
+}
