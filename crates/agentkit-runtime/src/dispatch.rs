@@ -178,6 +178,15 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    fn accepted(a: Accepted) -> Outcome {
+        Outcome::Accepted {
+            session_id: a.session_id,
+            continuation_token: a.continuation_token,
+            coalesced: a.coalesced,
+            start_index: a.start_index,
+        }
+    }
+
     pub(crate) fn failed(e: &Error) -> Outcome {
         Outcome::Failed {
             status: e.status(),
@@ -293,26 +302,16 @@ impl AgentRuntime {
                     admission,
                     workspace_files,
                 };
-                let accepted = self.admit_follow_up(id, follow).await;
-                accepted.map(|a| Outcome::Accepted {
-                    session_id: a.session_id,
-                    continuation_token: a.continuation_token,
-                    coalesced: a.coalesced,
-                    start_index: a.start_index,
-                })
+                self.admit_follow_up(id, follow)
+                    .await
+                    .map(Outcome::accepted)
             }
             SessionCommand::Stop { owner } => {
                 let stopped = self.interrupt(id, &owner);
                 stopped.map(|interrupted| Outcome::Stopped { interrupted })
             }
             SessionCommand::Wake { message } => {
-                let accepted = self.admit_wake(id, message).await;
-                accepted.map(|a| Outcome::Accepted {
-                    session_id: a.session_id,
-                    continuation_token: a.continuation_token,
-                    coalesced: a.coalesced,
-                    start_index: a.start_index,
-                })
+                self.admit_wake(id, message).await.map(Outcome::accepted)
             }
             SessionCommand::Decision {
                 owner,

@@ -74,7 +74,7 @@ async fn a_deleted_folder_deletes_the_session_without_a_restart() {
     until(&f.runtime, &k.session_id, EventType::SessionWaiting, 1).await;
     assert_eq!(
         f.runtime
-            .list_page(&owner("alice"), &page())
+            .list_page(&owner("alice"), &super::page())
             .await
             .unwrap()
             .0
@@ -93,7 +93,7 @@ async fn a_deleted_folder_deletes_the_session_without_a_restart() {
 
     let listed = f
         .runtime
-        .list_page(&owner("alice"), &page())
+        .list_page(&owner("alice"), &super::page())
         .await
         .unwrap()
         .0;
@@ -375,13 +375,5 @@ async fn a_principal_sticky_experiment_keeps_each_callers_variant() {
     assert_eq!(x.sticky, "principal");
     for v in &x.variants {
         assert_eq!(v.sessions, per_variant[&v.id], "{}", v.id);
-    }
-}
-
-/// The first page of sessions, as large as one page may be.
-fn page() -> agentkit_runtime::SessionPage {
-    agentkit_runtime::SessionPage {
-        limit: 1000,
-        ..Default::default()
     }
 }

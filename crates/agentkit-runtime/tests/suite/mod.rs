@@ -152,3 +152,11 @@ pub(crate) fn types(events: &[Event]) -> Vec<String> {
         })
         .collect()
 }
+
+/// The first page of sessions, as large as one page may be.
+fn page() -> agentkit_runtime::SessionPage {
+    agentkit_runtime::SessionPage {
+        limit: 1000,
+        ..Default::default()
+    }
+}

@@ -136,7 +136,7 @@ async fn sessions_belong_to_their_principal() {
     ));
     assert!(
         f.runtime
-            .list_page(&bob, &page())
+            .list_page(&bob, &super::page())
             .await
             .unwrap()
             .0
@@ -144,7 +144,7 @@ async fn sessions_belong_to_their_principal() {
     );
     assert_eq!(
         f.runtime
-            .list_page(&owner("alice"), &page())
+            .list_page(&owner("alice"), &super::page())
             .await
             .unwrap()
             .0
@@ -308,12 +308,4 @@ async fn a_turn_cut_short_by_a_crash_is_recorded_and_the_session_resumes() {
             |m| matches!(m, agentkit_protocol::Message::Assistant { text, .. } if text == "par")
         )
     );
-}
-
-/// The first page of sessions, as large as one page may be.
-fn page() -> agentkit_runtime::SessionPage {
-    agentkit_runtime::SessionPage {
-        limit: 1000,
-        ..Default::default()
-    }
 }
