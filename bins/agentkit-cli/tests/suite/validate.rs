@@ -24,12 +24,18 @@ fn bundled_agents_validate_clean() {
 #[test]
 fn bundled_agents_validate_and_run_without_warnings() {
     let agents = fixtures().join("agents");
-    for dir in [agents.clone(), agents.join("weather-agent")] {
+    for dir in [
+        agents.clone(),
+        agents.join("weather-agent"),
+        fixtures().join("triage"),
+    ] {
         let run = agentkit_with(
             &fixtures(),
             &["validate", "--dir", dir.to_str().unwrap()],
             |c| {
-                c.env_remove("ALERTS_TOKEN");
+                c.env_remove("ALERTS_TOKEN")
+                    .env_remove("GRAFANA_TOKEN")
+                    .env_remove("ONCALL_TOKEN");
             },
         );
         assert_eq!(
