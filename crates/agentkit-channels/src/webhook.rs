@@ -31,7 +31,7 @@ pub fn webhook_channel(
     def.state = channel.state.clone();
     def.max_body = channel.max_body.and_then(|n| usize::try_from(n).ok());
     for route in &channel.routes {
-        let r = Arc::new(route.clone());
+        let r = Arc::new(resolve_route_env(route, &env));
         let mut rd = RouteDef::new(route.method, route.path.clone(), move |args| {
             let r = r.clone();
             async move { handle(&r, args).await }
@@ -51,6 +51,34 @@ pub fn webhook_channel(
         });
     }
     def
+}
+
+/// The route with the `${VAR}` references of its send templates resolved
+/// (at startup, as every other string of a channel file): the minijinja
+/// syntax (`{{ body.x }}`) is not a reference and stays as written. An
+/// unset `${VAR:?msg}` never gets here: the host refuses to start first.
+fn resolve_route_env(route: &Route, env: &Env) -> Route {
+    let mut route = route.clone();
+    let send = match &mut route.action {
+        RouteAction::Send(s) | RouteAction::CallToolThenSend { send: s, .. } => s,
+        _ => return route,
+    };
+    send.message = env.resolve(&send.message);
+    for t in [
+        &mut send.continuation,
+        &mut send.title,
+        &mut send.purpose,
+        &mut send.as_of,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        *t = env.resolve(t);
+    }
+    for t in send.workspace_files.values_mut() {
+        *t = env.resolve(t);
+    }
+    route
 }
 
 /// Runs a `[routes.handler]` program: the request as JSON on stdin, its

@@ -375,6 +375,50 @@ fn webhook_routes_validate_authenticate_send_call_and_deliver() {
     rt.block_on(handle.close());
 }
 
+/// `${VAR}` references in a route's send templates resolve at startup like
+/// every other string of a channel file (`${VAR:-default}` when unset);
+/// the minijinja syntax next to them still renders per request.
+#[test]
+fn route_send_templates_resolve_environment_references() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("agents/desk/agent");
+    write(&agent.join("agent.toml"), "model = \"test\"\n");
+    write(&agent.join("instructions.md"), "You triage.\n");
+    write(
+        &agent.join("channels/intake.toml"),
+        r#"auth = [{ bearer = { token = "t0ken", principal = "intake" } }]
+[[routes]]
+method = "POST"
+path = "/note"
+body_schema = { type = "object" }
+[routes.send]
+message = "${TEAM}/${PREFIX:-triage}: {{ body.text }}"
+title = "${TITLE:-untitled} {{ body.text }}"
+"#,
+    );
+    let state = dir.path().join("state");
+    let handle = serve(
+        &rt,
+        &dir.path().join("agents"),
+        &state,
+        env(&[("TEAM", "ops".into())]),
+    );
+    let r = Request::post("/desk/v1/channels/intake/note")
+        .bearer("t0ken")
+        .json(&json!({"text": "disk full"}))
+        .send(handle.local_addr())
+        .unwrap();
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let events = log_events(&state, "desk", &id);
+    let received = events
+        .iter()
+        .find(|e| e["type"] == "message.received")
+        .unwrap();
+    assert_eq!(received["data"]["text"], "ops/triage: disk full");
+}
+
 fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(
         agentkit_test_support::fixtures_dir()
