@@ -2,8 +2,10 @@
 //! dispatches a schedule once as the caller, `GET /v1/dev/reminders` lists
 //! reminders, `POST /v1/dev/reminders/:id` fires one now.
 
+use std::time::Duration;
+
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::json;
@@ -26,25 +28,62 @@ fn dev_only(state: &AgentState) -> ApiResult<()> {
     }
 }
 
+/// `?wait=SECONDS` of a dispatch: how long to wait for the sessions it
+/// started to settle before answering (at most [`MAX_DISPATCH_WAIT`]).
+#[derive(Debug, Default, serde::Deserialize)]
+struct DispatchQuery {
+    #[serde(default)]
+    wait: Option<u64>,
+}
+
+/// The longest a dispatch waits for its sessions.
+const MAX_DISPATCH_WAIT: Duration = Duration::from_secs(300);
+
 /// Dispatches one schedule exactly once, as the caller (so the caller can
 /// follow the sessions it starts), and answers the run: the sessions it
-/// started or sent into and its record (`lastRun`: when, outcome, error).
-/// A run that failed answers 500 `schedule_failed` with its error and the
-/// same record.
+/// started or sent into, each with its outcome so far (`sessions`), the
+/// outcome of the whole (`outcome`: `failed` when a session's turn
+/// failed, `running` while one still runs, else `ok`) and the run's record
+/// (`lastRun`: when, outcome, error). With `?wait=SECONDS` the answer
+/// waits (bounded) for those sessions to settle. A run that failed itself
+/// answers 500 `schedule_failed` with its error and the same record.
 async fn dispatch_schedule(
     State(state): State<AgentState>,
     Path(id): Path<String>,
+    Query(query): Query<DispatchQuery>,
     Authed { owner, .. }: Authed,
 ) -> ApiResult {
     dev_only(&state)?;
     let runtime = &state.agent.runtime;
-    match runtime.dispatch_schedule(&id, Some(owner)).await {
-        Ok(sessions) => Ok(json_ok(json!({
-            "ok": true,
-            "scheduleId": id,
-            "sessionIds": sessions,
-            "lastRun": runtime.schedule_last_run(&id),
-        }))),
+    match runtime.dispatch_schedule(&id, Some(owner.clone())).await {
+        Ok(sessions) => {
+            let wait = Duration::from_secs(query.wait.unwrap_or(0)).min(MAX_DISPATCH_WAIT);
+            let deadline = tokio::time::Instant::now() + wait;
+            while sessions.iter().any(|s| runtime.is_active(s))
+                && tokio::time::Instant::now() < deadline
+            {
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            let mut each = Vec::with_capacity(sessions.len());
+            for session in &sessions {
+                each.push(session_outcome(runtime, &owner, session).await);
+            }
+            let outcome = if each.iter().any(|s| s["outcome"] == "failed") {
+                "failed"
+            } else if each.iter().any(|s| s["outcome"] == "running") {
+                "running"
+            } else {
+                "ok"
+            };
+            Ok(json_ok(json!({
+                "ok": true,
+                "scheduleId": id,
+                "outcome": outcome,
+                "sessionIds": sessions,
+                "sessions": each,
+                "lastRun": runtime.schedule_last_run(&id),
+            })))
+        }
         Err(agentkit_runtime::Error::ScheduleFailed { message, .. }) => {
             let mut e = ApiError::new(
                 axum::http::StatusCode::INTERNAL_SERVER_ERROR,
@@ -81,4 +120,25 @@ async fn dispatch_reminder(
         obj.insert("ok".to_owned(), true.into());
     }
     Ok(json_ok(doc))
+}
+
+/// Where one session a dispatch started stands: `running` while it is
+/// active, else how its last turn ended (`completed` or `failed`, with
+/// the error; `completed` when it ran no turn).
+async fn session_outcome(
+    runtime: &agentkit_runtime::AgentRuntime,
+    owner: &agentkit_runtime::Owner,
+    id: &str,
+) -> serde_json::Value {
+    if runtime.is_active(id) {
+        return json!({"sessionId": id, "outcome": "running"});
+    }
+    let events = runtime
+        .events_stored(id, owner, 0)
+        .await
+        .unwrap_or_default();
+    match events.iter().rev().find_map(agentkit_protocol::TurnEnd::of) {
+        Some(end) if !end.ok => json!({"sessionId": id, "outcome": "failed", "error": end.text}),
+        _ => json!({"sessionId": id, "outcome": "completed"}),
+    }
 }

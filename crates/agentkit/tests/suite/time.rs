@@ -645,3 +645,37 @@ fn dev_mode_keeps_reminder_timers_off_and_fires_by_hand() {
     let missing = h.send(Request::post("/bot/v1/dev/reminders/rem_nope"));
     assert_eq!(missing.status, 404);
 }
+
+#[test]
+fn a_dispatch_answers_the_outcome_of_the_sessions_it_started() {
+    const FAILING: &str = r#"{"turns": [{"steps": [{"error": "the model is down"}]}]}"#;
+    let mut h = Host::new(FAILING, &[HEARTBEAT], at(12, 0, 30));
+    h.start(ServeOptions {
+        dev: true,
+        ..Default::default()
+    });
+    // Waiting (bounded) for the task session: its turn failed, so the
+    // dispatch did not go well, whatever the run's own record says.
+    let r = h.send(Request::post("/bot/v1/dev/schedules/heartbeat?wait=30"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let body = r.json();
+    assert_eq!(body["outcome"], "failed", "{body}");
+    assert_eq!(body["sessions"][0]["outcome"], "failed", "{body}");
+    assert!(
+        body["sessions"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("the model is down"),
+        "{body}"
+    );
+    // Without waiting, a session still running says so.
+    let mut h = Host::new(SLOW_SCRIPT, &[HEARTBEAT], at(12, 0, 30));
+    h.start(ServeOptions {
+        dev: true,
+        ..Default::default()
+    });
+    let r = h.send(Request::post("/bot/v1/dev/schedules/heartbeat"));
+    let body = r.json();
+    assert_eq!(body["outcome"], "running", "{body}");
+    assert_eq!(body["sessions"][0]["outcome"], "running", "{body}");
+}
