@@ -37,7 +37,14 @@ pub(crate) fn check(root: &Path) -> anyhow::Result<Vec<String>> {
     }
     let mut methods = 0;
     for file in rust_files(&root.join("crates/agentkit-runtime/src"))? {
-        methods += runtime_methods(&read(&file)?);
+        let text = read(&file)?;
+        methods += runtime_methods(&text);
+        for line in backend_names(&text) {
+            problems.push(format!(
+                "{}:{line}: the runtime names the PostgreSQL backend: reach shared state through `agentkit_store`'s traits (the facade wires `agentkit_pg::PgBackend` in)",
+                relative(root, &file)
+            ));
+        }
     }
     let bench_docs = root.join("docs/benchmarks");
     if bench_docs.is_dir() {
@@ -56,6 +63,16 @@ pub(crate) fn check(root: &Path) -> anyhow::Result<Vec<String>> {
         ));
     }
     Ok(problems)
+}
+
+/// The lines (1-based) naming `agentkit_pg`: the runtime knows the storage
+/// seam's traits, never a backend behind them.
+fn backend_names(text: &str) -> Vec<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("agentkit_pg"))
+        .map(|(i, _)| i + 1)
+        .collect()
 }
 
 /// The code of a file before its test module.
@@ -131,5 +148,13 @@ mod tests {
     fn runtime_methods_are_counted_per_impl_block() {
         let text = "impl AgentRuntime {\n    pub async fn a(&self) {\n        fn inner() {}\n    }\n    pub(crate) fn b(&self) {}\n    fn c(&self) {\n    }\n}\n\nimpl Other {\n    fn d() {}\n}\nimpl AgentRuntime {\n    fn e() {}\n}\n#[cfg(test)]\nimpl AgentRuntime {\n    fn f() {}\n}\n";
         assert_eq!(runtime_methods(text), 4);
+    }
+
+    #[test]
+    fn the_runtime_may_not_name_the_postgresql_backend() {
+        let text =
+            "use agentkit_store::SharedLog;\nlet t = agentkit_pg::ReminderTable::new(db, a);\n";
+        assert_eq!(backend_names(text), vec![2]);
+        assert!(backend_names("use agentkit_store::SharedLog;\n").is_empty());
     }
 }

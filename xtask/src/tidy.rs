@@ -169,6 +169,7 @@ const BELOW_FACADE: &[&str] = &[
     "agentkit-protocol",
     "agentkit-manifest",
     "agentkit-events",
+    "agentkit-store",
     "agentkit-pg",
     "agentkit-auth",
     "agentkit-harness",
@@ -194,9 +195,16 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("agentkit-protocol", &[]),
     ("agentkit-manifest", &["agentkit-protocol"]),
     ("agentkit-events", &["agentkit-protocol"]),
+    // The storage seam: what the runtime needs from a store several hosts
+    // share, as traits over plain rows (and an in-memory store).
+    ("agentkit-store", &["agentkit-protocol", "agentkit-events"]),
     // The PostgreSQL backend stores the event log's lines as the file
-    // backend does and rebuilds them through its `Rebuild`.
-    ("agentkit-pg", &["agentkit-protocol", "agentkit-events"]),
+    // backend does and rebuilds them through its `Rebuild`; it implements
+    // the seam's traits.
+    (
+        "agentkit-pg",
+        &["agentkit-protocol", "agentkit-events", "agentkit-store"],
+    ),
     ("agentkit-auth", &["agentkit-protocol"]),
     (
         "agentkit-harness",
@@ -223,7 +231,7 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
             "agentkit-protocol",
             "agentkit-manifest",
             "agentkit-events",
-            "agentkit-pg",
+            "agentkit-store",
             "agentkit-auth",
             "agentkit-harness",
         ],
@@ -256,6 +264,7 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
             "agentkit-protocol",
             "agentkit-manifest",
             "agentkit-events",
+            "agentkit-store",
             "agentkit-pg",
             "agentkit-auth",
             "agentkit-harness",

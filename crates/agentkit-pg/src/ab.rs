@@ -3,50 +3,10 @@
 //! of. The runtime turns the sums into its report, as it does for one
 //! host's SQLite tables.
 
+use agentkit_store::{AbTotals, AbTurn};
+
 use crate::database::Database;
 use crate::error::{Error, Result};
-
-/// One ended turn of an enrolled session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AbTurn {
-    pub session_id: String,
-    pub turn_id: String,
-    /// `completed`, `failed` or `interrupted`.
-    pub outcome: String,
-    pub input_tokens: i64,
-    pub output_tokens: i64,
-    pub cache_read_tokens: i64,
-    pub cache_write_tokens: i64,
-    pub latency_ms: i64,
-    pub tool_calls: i64,
-    pub tool_errors: i64,
-    pub ended_at_ms: i64,
-}
-
-/// What one variant's rows add up to.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AbTotals {
-    pub sessions: i64,
-    pub eval_sessions: i64,
-    pub turns: i64,
-    pub failed: i64,
-    pub interrupted: i64,
-    pub input_tokens: i64,
-    pub output_tokens: i64,
-    pub cache_read_tokens: i64,
-    pub cache_write_tokens: i64,
-    pub latency_sum: i64,
-    pub latency_sum_sq: f64,
-    pub tool_calls: i64,
-    pub tool_errors: i64,
-    /// Live feedback (every label but `eval`): count, sum, sum of squares.
-    pub feedback_n: i64,
-    pub feedback_sum: f64,
-    pub feedback_sum_sq: f64,
-    /// The eval runner's latest verdict per eval session.
-    pub eval_total: i64,
-    pub eval_passed: i64,
-}
 
 /// One agent's A/B rows. Cheap to clone.
 #[derive(Debug, Clone)]

@@ -6,6 +6,7 @@ use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use agentkit_store::MailSignal;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio::sync::broadcast;
 use tokio_postgres::AsyncMessage;
@@ -34,22 +35,6 @@ const RELISTEN_AFTER: Duration = Duration::from_millis(500);
 /// listener reconnected (notifications may have been missed meanwhile:
 /// every follower reads the table again).
 pub(crate) type Grown = Option<Arc<(String, String, u64)>>;
-
-/// What the mailbox's notifications say. `Missed` after the listener
-/// reconnected (notifications may have been lost: look at the table).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MailSignal {
-    /// A request for a session of `agent` was posted.
-    Posted {
-        agent: String,
-        session: String,
-    },
-    /// Request `id` has its outcome.
-    Done {
-        id: String,
-    },
-    Missed,
-}
 
 /// A pooled PostgreSQL database. Cheap to clone.
 #[derive(Clone)]

@@ -2,11 +2,10 @@
 //! the SQLite store's semantics: JSON text under a key, an optional expiry
 //! in ms since the epoch, expired entries invisible (and deleted on read).
 
+use agentkit_store::KvRow;
+
 use crate::database::Database;
 use crate::error::{Error, Result};
-
-/// One stored entry: `(key, value as JSON text, expires_at ms)`.
-pub type KvRow = (String, String, Option<i64>);
 
 /// One agent's key-value rows. Cheap to clone.
 #[derive(Debug, Clone)]

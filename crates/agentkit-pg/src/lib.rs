@@ -40,6 +40,7 @@ WHERE agentkit_leases.owner = EXCLUDED.owner
 }
 
 mod ab;
+mod backend;
 mod database;
 mod error;
 mod eval_runs;
@@ -53,17 +54,21 @@ mod sessions;
 mod ticks;
 mod tls;
 
-pub use ab::{AbTable, AbTotals, AbTurn};
-pub use database::{Database, MailSignal, redacted};
+pub use ab::AbTable;
+pub use agentkit_store::{
+    AbTotals, AbTurn, KvRow, Mail, MailSignal, MailState, ReminderRecord, SessionRow,
+};
+pub use backend::PgBackend;
+pub use database::{Database, redacted};
 pub use error::{Error, Result};
 pub use eval_runs::{EvalRunRow, EvalRunTable};
 pub use events::{PgEventStore, PgSubscription};
-pub use kv::{KvRow, KvTable};
+pub use kv::KvTable;
 pub use lease::{LEASE_TTL, Leases};
-pub use mailbox::{Mail, MailState, Mailbox};
+pub use mailbox::Mailbox;
 pub use migrate::{MIGRATIONS, Migration, MigrationStatus, SchemaStatus};
-pub use reminders::{PgReminder, ReminderTable};
-pub use sessions::{SessionIndex, SessionRow};
+pub use reminders::ReminderTable;
+pub use sessions::SessionIndex;
 pub use ticks::{
     add_day_usage, channel_state, claim_tick, day_usage, first_delivery, set_channel_state,
 };

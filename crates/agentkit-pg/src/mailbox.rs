@@ -9,36 +9,10 @@
 //! moves it from `pending` to `abandoned` in one statement, so exactly
 //! one of the two happens.
 
-use crate::database::{Database, MAILBOX_CHANNEL, MailSignal};
+use agentkit_store::{Mail, MailSignal, MailState};
+
+use crate::database::{Database, MAILBOX_CHANNEL};
 use crate::error::{Error, Result};
-
-/// One posted request, as its claimer reads it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mail {
-    pub id: String,
-    pub session: String,
-    /// `message`, `stop` or `decision`.
-    pub kind: String,
-    /// The request, as JSON text.
-    pub payload: String,
-    pub principal_id: String,
-}
-
-/// Where a posted request is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MailState {
-    Pending,
-    /// A host (`by`) is applying it.
-    Claimed {
-        by: String,
-    },
-    /// Applied; its outcome, as JSON text.
-    Done {
-        outcome: String,
-    },
-    /// Given up by its receiver, or gone.
-    Gone,
-}
 
 /// One agent's mailbox. Cheap to clone.
 #[derive(Debug, Clone)]

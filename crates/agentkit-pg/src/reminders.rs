@@ -3,37 +3,15 @@
 //! never wait for each other's claims) and a claim expiry, so each due
 //! reminder fires on one host, and one whose host died is fired again.
 
+use agentkit_store::ReminderRecord;
+
 use crate::database::Database;
 use crate::error::{Error, Result};
 
-/// One reminder's row (`kind`, `spec` and `status` as the runtime writes
-/// them).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PgReminder {
-    pub id: String,
-    pub purpose: String,
-    pub channel_id: String,
-    pub continuation_token: String,
-    pub session_id: Option<String>,
-    pub kind: String,
-    pub spec: String,
-    pub prompt: Option<String>,
-    pub until_condition: Option<String>,
-    pub status: String,
-    pub reason: Option<String>,
-    pub next_fire_at_ms: Option<i64>,
-    pub fire_count: i64,
-    pub created_at_ms: i64,
-    pub last_fired_at_ms: Option<i64>,
-    /// A run-form reminder's handler, by the name every host registered
-    /// it under; `None` for the prompt form.
-    pub handler: Option<String>,
-}
-
 const COLUMNS: &str = "id, purpose, channel_id, continuation_token, session_id, kind, spec, prompt, until_condition, status, reason, next_fire_at_ms, fire_count, created_at_ms, last_fired_at_ms, handler";
 
-fn of_row(r: &tokio_postgres::Row) -> PgReminder {
-    PgReminder {
+fn of_row(r: &tokio_postgres::Row) -> ReminderRecord {
+    ReminderRecord {
         id: r.get(0),
         purpose: r.get(1),
         channel_id: r.get(2),
@@ -69,7 +47,7 @@ impl ReminderTable {
     }
 
     /// Inserts `rows` in one transaction.
-    pub async fn insert(&self, rows: &[PgReminder]) -> Result<()> {
+    pub async fn insert(&self, rows: &[ReminderRecord]) -> Result<()> {
         let mut client = self.db.client().await?;
         let tx = client
             .transaction()
@@ -118,7 +96,7 @@ impl ReminderTable {
     /// `claimed_by`, only while that host's claim still stands and the
     /// reminder is armed (a reminder cancelled while it fired stays
     /// cancelled). Whether the row was written.
-    pub async fn update(&self, r: &PgReminder, claimed_by: Option<&str>) -> Result<bool> {
+    pub async fn update(&self, r: &ReminderRecord, claimed_by: Option<&str>) -> Result<bool> {
         let client = self.db.client().await?;
         let n = client
             .execute(
@@ -159,7 +137,7 @@ impl ReminderTable {
     }
 
     /// Reminder `id`.
-    pub async fn get(&self, id: &str) -> Result<Option<PgReminder>> {
+    pub async fn get(&self, id: &str) -> Result<Option<ReminderRecord>> {
         let client = self.db.client().await?;
         Ok(client
             .query_opt(
@@ -173,7 +151,7 @@ impl ReminderTable {
     }
 
     /// The newest `limit` reminders.
-    pub async fn list(&self, limit: i64) -> Result<Vec<PgReminder>> {
+    pub async fn list(&self, limit: i64) -> Result<Vec<ReminderRecord>> {
         let client = self.db.client().await?;
         Ok(client
             .query(
@@ -211,7 +189,7 @@ impl ReminderTable {
         limit: i64,
         host: &str,
         claim_secs: f64,
-    ) -> Result<Vec<PgReminder>> {
+    ) -> Result<Vec<ReminderRecord>> {
         let client = self.db.client().await?;
         let statement = client
             .prepare_cached(&format!(
@@ -254,7 +232,7 @@ impl ReminderTable {
         id: &str,
         host: &str,
         claim_secs: f64,
-    ) -> Result<Option<PgReminder>> {
+    ) -> Result<Option<ReminderRecord>> {
         let client = self.db.client().await?;
         Ok(client
             .query_opt(

@@ -2,20 +2,10 @@
 //! session, on which channel, its continuation key and its metadata, as
 //! the SQLite index of one host keeps them.
 
+use agentkit_store::SessionRow;
+
 use crate::database::Database;
 use crate::error::{Error, Result};
-
-/// One session's row. `meta` is the runtime's JSON metadata, stored as
-/// it gives it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionRow {
-    pub id: String,
-    pub channel: String,
-    pub continuation: String,
-    pub principal_id: String,
-    pub parked: bool,
-    pub meta: String,
-}
 
 /// One agent's session index. Cheap to clone.
 #[derive(Debug, Clone)]

@@ -10,7 +10,7 @@
 //! still credited); turn rows are queued without waiting when a turn ends.
 //!
 //! On a shared database (`--database-url`) the same rows live in
-//! PostgreSQL (`agentkit_pg::AbTable`), so the report of any host covers
+//! the shared store (`agentkit_store::SharedAb`), so the report of any host covers
 //! the sessions of every host; the sums are turned into the report by the
 //! same code ([`assemble`]).
 
@@ -397,7 +397,7 @@ fn assemble(x: &Experiment, not_enrolled: u64, measured: Vec<Measured>) -> Exper
 
 impl Tally {
     /// A variant's sums as the shared database answers them.
-    fn of_pg(t: &agentkit_pg::AbTotals) -> Tally {
+    fn of_shared(t: &agentkit_store::AbTotals) -> Tally {
         let turns = to_u64(t.turns);
         Tally {
             sessions: to_u64(t.sessions),
@@ -431,13 +431,16 @@ impl Tally {
 
 /// The report of `experiments` from the shared database (every host's
 /// sessions).
-async fn report_shared(ab: &agentkit_pg::AbTable, experiments: &[Experiment]) -> Result<AbReport> {
+async fn report_shared(
+    ab: &dyn agentkit_store::SharedAb,
+    experiments: &[Experiment],
+) -> Result<AbReport> {
     let mut out = Vec::with_capacity(experiments.len());
     for x in experiments {
         let not_enrolled = to_u64(ab.not_enrolled(&x.id).await?);
         let mut measured = Vec::with_capacity(x.variants.len());
         for v in &x.variants {
-            let tally = Tally::of_pg(&ab.totals(&x.id, &v.id).await?);
+            let tally = Tally::of_shared(&ab.totals(&x.id, &v.id).await?);
             let at = |p: f64| {
                 let rank = ab_stats::rank(p, tally.turns);
                 let (x, v) = (x.id.clone(), v.id.clone());
@@ -509,7 +512,7 @@ impl crate::AgentRuntime {
             self.inner.db.record_turn(row);
             return;
         };
-        let turn = agentkit_pg::AbTurn {
+        let turn = agentkit_store::AbTurn {
             session_id: row.session_id,
             turn_id: row.turn_id,
             outcome: row.outcome.to_owned(),
@@ -650,16 +653,16 @@ impl crate::AgentRuntime {
             Some(shared) => to_u64(
                 shared
                     .ab
-                    .record_feedback(
-                        id,
-                        &principal,
-                        purpose.as_deref(),
-                        &pg_assignments(&assignments),
-                        feedback.score,
-                        feedback.label.as_deref(),
-                        feedback.note.as_deref(),
+                    .record_feedback(agentkit_store::AbFeedback {
+                        session: id,
+                        principal: &principal,
+                        purpose: purpose.as_deref(),
+                        assignments: &pg_assignments(&assignments),
+                        score: feedback.score,
+                        label: feedback.label.as_deref(),
+                        note: feedback.note.as_deref(),
                         at_ms,
-                    )
+                    })
                     .await?,
             ),
             None => {
@@ -694,7 +697,7 @@ impl crate::AgentRuntime {
     /// metrics and their comparison with the control.
     pub async fn ab_report(&self) -> Result<AbReport> {
         if let Some(shared) = &self.inner.shared {
-            return report_shared(&shared.ab, &self.inner.agent.experiments).await;
+            return report_shared(shared.ab.as_ref(), &self.inner.agent.experiments).await;
         }
         // Rows queued before this call are in the report.
         self.inner.db.flush().await?;

@@ -268,7 +268,10 @@ impl Outcome {
 
 /// Is this the error of a session another live host holds?
 pub(crate) fn held_elsewhere<T>(result: &Result<T>) -> bool {
-    matches!(result, Err(Error::Shared(agentkit_pg::Error::Busy { .. })))
+    matches!(
+        result,
+        Err(Error::Shared(agentkit_store::SharedError::Busy { .. }))
+    )
 }
 
 impl AgentRuntime {
@@ -284,7 +287,7 @@ impl AgentRuntime {
     }
 
     /// Applies `command` on this host: the one door of every entry point
-    /// and of routed requests. [`agentkit_pg::Error::Busy`] when another
+    /// and of routed requests. [`agentkit_store::SharedError::Busy`] when another
     /// live host holds the session (nothing changed then).
     pub(crate) async fn apply(&self, id: &str, command: SessionCommand) -> Result<Outcome> {
         match command {

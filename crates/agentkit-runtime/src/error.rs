@@ -45,7 +45,7 @@ pub enum Error {
     /// The shared database (`--database-url`): unreachable, or the
     /// session is held by another host (a turn runs there).
     #[error("{0}")]
-    Shared(#[from] agentkit_pg::Error),
+    Shared(#[from] agentkit_store::SharedError),
     /// The host running the session answered a routed request with an
     /// error (`mailbox.rs`): its status, code and message, as is.
     #[error("{message}")]
@@ -97,9 +97,10 @@ impl Error {
             Error::ScheduleFailed { .. } => ErrorCode::ScheduleFailed,
             Error::Routed { code, .. } => *code,
             Error::RouteTimeout { .. } => ErrorCode::RequestTimeout,
-            Error::Shared(agentkit_pg::Error::Busy { .. } | agentkit_pg::Error::Fenced { .. }) => {
-                ErrorCode::SessionBusy
-            }
+            Error::Shared(
+                agentkit_store::SharedError::Busy { .. }
+                | agentkit_store::SharedError::Fenced { .. },
+            ) => ErrorCode::SessionBusy,
             Error::Store(_)
             | Error::Io { .. }
             | Error::Db { .. }
@@ -124,14 +125,13 @@ impl Error {
             | Error::TaskSession { .. }
             | Error::SessionBusy { .. }
             | Error::ApprovalResolved { .. }
-            | Error::Shared(agentkit_pg::Error::Busy { .. } | agentkit_pg::Error::Fenced { .. }) => {
-                409
-            }
+            | Error::Shared(
+                agentkit_store::SharedError::Busy { .. }
+                | agentkit_store::SharedError::Fenced { .. },
+            ) => 409,
             Error::Routed { status, .. } => *status,
             Error::RouteTimeout { .. }
-            | Error::Shared(
-                agentkit_pg::Error::Connect { .. } | agentkit_pg::Error::Timeout { .. },
-            ) => 503,
+            | Error::Shared(agentkit_store::SharedError::Unavailable { .. }) => 503,
             Error::Store(_)
             | Error::Shared(_)
             | Error::Task { .. }

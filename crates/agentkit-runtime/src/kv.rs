@@ -45,7 +45,7 @@ pub struct KvStore {
     path: PathBuf,
     clock: Clock,
     /// Serving on a shared database: the entries live there instead.
-    shared: Option<agentkit_pg::KvTable>,
+    shared: Option<Arc<dyn agentkit_store::SharedKv>>,
 }
 
 impl std::fmt::Debug for KvStore {
@@ -105,10 +105,11 @@ impl KvStore {
         })
     }
 
-    /// This store, kept in the shared database (`--database-url`) under
-    /// agent `agent` instead of this host's `agentkit.sqlite`.
-    pub fn shared(mut self, state: &crate::SharedState, agent: &str) -> KvStore {
-        self.shared = Some(agentkit_pg::KvTable::new(state.db.clone(), agent));
+    /// This store, kept in the store several hosts share
+    /// (`--database-url`) under agent `agent` instead of this host's
+    /// `agentkit.sqlite`.
+    pub fn shared(mut self, backend: &dyn agentkit_store::SharedBackend, agent: &str) -> KvStore {
+        self.shared = Some(backend.agent(agent, 1).kv);
         self
     }
 
@@ -242,7 +243,7 @@ impl KvStore {
 }
 
 /// An entry read from the shared database.
-fn entry((key, text, expires_at): agentkit_pg::KvRow) -> KvEntry {
+fn entry((key, text, expires_at): agentkit_store::KvRow) -> KvEntry {
     KvEntry {
         key,
         value: serde_json::from_str(&text).unwrap_or(Value::String(text)),

@@ -57,6 +57,7 @@ mod workspace;
 
 pub use ab_metrics::EVAL_LABEL;
 pub use agentkit_harness::{CallOrigin, CallPrincipal, Decision, DynTool, RustTool, ToolSource};
+pub use agentkit_store::{SharedBackend, memory::MemoryBackend};
 pub use approvals::{PendingApproval, ResolvedApproval};
 pub use clock::{BoxFuture, Clock, ManualClock, SystemClock};
 pub use command::CommandOutcome;
@@ -80,6 +81,5 @@ pub use schedule_handlers::{
     Receive, ScheduleError, ScheduleHandler, ScheduleHandlers, ScheduleRun,
 };
 pub use schedules::{SCHEDULE_CHANNEL, ScheduleLastRun, ScheduleStatus, schedule_owner};
-pub use shared::SharedState;
 pub use tool_call::ToolCallOutcome;
 pub use workspace::{materialize, safe_join};

@@ -56,13 +56,13 @@ impl AgentRuntime {
         let (stored, next) = if let Some(shared) = &self.inner.shared {
             let stored = shared
                 .index
-                .page(
-                    query.principal,
-                    query.channel,
-                    query.before,
-                    query.since,
-                    i64::try_from(query.limit).unwrap_or(i64::MAX),
-                )
+                .page(agentkit_store::PageQuery {
+                    principal: query.principal,
+                    channel: query.channel,
+                    before: query.before,
+                    since: query.since,
+                    limit: i64::try_from(query.limit).unwrap_or(i64::MAX),
+                })
                 .await?
                 .iter()
                 .filter_map(|m| crate::shared::meta_of(m))

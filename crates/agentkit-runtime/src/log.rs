@@ -1,14 +1,14 @@
 //! The event log of one agent's sessions, on one of two backends: the
-//! files of one host (`agentkit-events`, the default), or PostgreSQL
-//! shared by several hosts (`agentkit-pg`, `--database-url`). The runtime
-//! appends, reads and follows through this enum and never names a
-//! backend elsewhere.
+//! files of one host (`agentkit-events`, the default), or a store shared
+//! by several hosts (`agentkit_store::SharedLog`: PostgreSQL with
+//! `--database-url`, or the in-memory store). The runtime appends, reads
+//! and follows through this enum and never names a backend elsewhere.
 
 use std::sync::Arc;
 
 use agentkit_events::{FileEventStore, NewEvent, Subscription};
-use agentkit_pg::{PgEventStore, PgSubscription};
 use agentkit_protocol::{Event, EventData, SessionId};
+use agentkit_store::{SharedFollow, SharedLog};
 use tokio::sync::broadcast;
 
 use crate::error::Result;
@@ -18,15 +18,15 @@ use crate::error::Result;
 pub enum EventLog {
     /// `sessions/<id>/events.ndjson` on this host.
     File(FileEventStore),
-    /// `agentkit_events` in the shared database.
-    Pg(PgEventStore),
+    /// The store several hosts share (`agentkit_events` in PostgreSQL).
+    Shared(Arc<dyn SharedLog>),
 }
 
 /// Following one session: replay, then live events.
 #[derive(Debug)]
 pub enum Follow {
     File(Subscription),
-    Pg(PgSubscription),
+    Shared(Box<dyn SharedFollow>),
 }
 
 impl Follow {
@@ -34,7 +34,7 @@ impl Follow {
     pub async fn next(&mut self) -> Result<Event> {
         Ok(match self {
             Follow::File(s) => s.next().await?,
-            Follow::Pg(s) => s.next().await?,
+            Follow::Shared(s) => s.next().await?,
         })
     }
 
@@ -43,7 +43,7 @@ impl Follow {
     pub async fn next_shared(&mut self) -> Result<std::sync::Arc<Event>> {
         Ok(match self {
             Follow::File(s) => s.next_shared().await?,
-            Follow::Pg(s) => std::sync::Arc::new(s.next().await?),
+            Follow::Shared(s) => std::sync::Arc::new(s.next().await?),
         })
     }
 
@@ -51,7 +51,7 @@ impl Follow {
     pub fn next_index(&self) -> u64 {
         match self {
             Follow::File(s) => s.next_index(),
-            Follow::Pg(s) => s.next_index(),
+            Follow::Shared(s) => s.next_index(),
         }
     }
 }
@@ -64,10 +64,20 @@ impl EventLog {
         turn_id: Option<&str>,
         data: EventData,
     ) -> Result<Event> {
-        let (event_type, data) = (data.event_type(), data.to_value());
         Ok(match self {
-            EventLog::File(s) => s.append(session, event_type, turn_id, data).await?,
-            EventLog::Pg(s) => s.append(session, event_type, turn_id, data).await?,
+            EventLog::File(s) => {
+                s.append(session, data.event_type(), turn_id, data.to_value())
+                    .await?
+            }
+            EventLog::Shared(s) => {
+                let event = NewEvent::new(turn_id.map(str::to_owned), data);
+                let mut appended = s.append_batch(session, vec![event]).await?;
+                appended.pop().ok_or_else(|| {
+                    crate::Error::Shared(agentkit_store::SharedError::Failed {
+                        message: format!("session `{session}`: the store appended nothing"),
+                    })
+                })?
+            }
         })
     }
 
@@ -79,7 +89,7 @@ impl EventLog {
     ) -> Result<Vec<Event>> {
         Ok(match self {
             EventLog::File(s) => s.append_batch(session, events).await?,
-            EventLog::Pg(s) => s.append_batch(session, events).await?,
+            EventLog::Shared(s) => s.append_batch(session, events).await?,
         })
     }
 
@@ -88,7 +98,7 @@ impl EventLog {
     pub async fn sync(&self, session: &SessionId) -> Result<()> {
         match self {
             EventLog::File(s) => Ok(s.sync(session).await?),
-            EventLog::Pg(_) => Ok(()),
+            EventLog::Shared(_) => Ok(()),
         }
     }
 
@@ -96,7 +106,7 @@ impl EventLog {
     pub async fn read(&self, session: &SessionId, start: u64) -> Result<Vec<Event>> {
         Ok(match self {
             EventLog::File(s) => s.read(session, start).await?,
-            EventLog::Pg(s) => s.read(session, start).await?,
+            EventLog::Shared(s) => s.read(session, start).await?,
         })
     }
 
@@ -104,18 +114,18 @@ impl EventLog {
     pub async fn read_stored(&self, session: &SessionId, start: u64) -> Result<Vec<Event>> {
         Ok(match self {
             EventLog::File(s) => s.read_stored(session, start).await?,
-            EventLog::Pg(s) => s.read_stored(session, start).await?,
+            EventLog::Shared(s) => s.read_stored(session, start).await?,
         })
     }
 
     /// The log's length when this host knows it without reading: on a
     /// shared database, while it holds the lease its own appends were
-    /// made under (see `agentkit_pg::Leases::known_len`). The files are
+    /// made under (see `agentkit_store::SharedLog::known_len`). The files are
     /// read every time (a local read costs no round trip).
     pub fn known_len(&self, session: &SessionId) -> Option<u64> {
         match self {
             EventLog::File(_) => None,
-            EventLog::Pg(s) => s.known_len(session),
+            EventLog::Shared(s) => s.known_len(session),
         }
     }
 
@@ -123,7 +133,7 @@ impl EventLog {
     pub async fn len(&self, session: &SessionId) -> Result<u64> {
         Ok(match self {
             EventLog::File(s) => s.len(session).await?,
-            EventLog::Pg(s) => s.len(session).await?,
+            EventLog::Shared(s) => s.len(session).await?,
         })
     }
 
@@ -131,7 +141,7 @@ impl EventLog {
     pub fn open_logs(&self) -> usize {
         match self {
             EventLog::File(s) => s.open_logs(),
-            EventLog::Pg(_) => 0,
+            EventLog::Shared(_) => 0,
         }
     }
 
@@ -141,7 +151,7 @@ impl EventLog {
     pub fn latency(&self) -> agentkit_events::StoreLatency {
         match self {
             EventLog::File(s) => s.latency(),
-            EventLog::Pg(_) => agentkit_events::StoreLatency::default(),
+            EventLog::Shared(_) => agentkit_events::StoreLatency::default(),
         }
     }
 
@@ -150,7 +160,7 @@ impl EventLog {
     pub fn sync_stats(&self) -> agentkit_events::SyncStats {
         match self {
             EventLog::File(s) => s.sync_stats(),
-            EventLog::Pg(_) => agentkit_events::SyncStats::default(),
+            EventLog::Shared(_) => agentkit_events::SyncStats::default(),
         }
     }
 
@@ -159,7 +169,7 @@ impl EventLog {
     pub fn close(&self, session: &SessionId) -> bool {
         match self {
             EventLog::File(s) => s.close(session),
-            EventLog::Pg(_) => true,
+            EventLog::Shared(_) => true,
         }
     }
 
@@ -168,7 +178,7 @@ impl EventLog {
     pub fn tap(&self) -> broadcast::Receiver<Arc<Event>> {
         match self {
             EventLog::File(s) => s.tap(),
-            EventLog::Pg(s) => s.tap(),
+            EventLog::Shared(s) => s.tap(),
         }
     }
 
@@ -176,7 +186,7 @@ impl EventLog {
     pub async fn subscribe(&self, session: &SessionId, start: u64) -> Result<Follow> {
         Ok(match self {
             EventLog::File(s) => Follow::File(s.subscribe(session, start).await?),
-            EventLog::Pg(s) => Follow::Pg(s.subscribe(session, start).await?),
+            EventLog::Shared(s) => Follow::Shared(s.subscribe(session, start).await?),
         })
     }
 }

@@ -1,5 +1,5 @@
 //! Requests for a session another host is running, routed to it through
-//! the shared database's mailbox (`agentkit_pg::Mailbox`): a follow-up, a
+//! the shared store's mailbox (`agentkit_store::SharedMailbox`): a follow-up, a
 //! stop, an approval decision, a reminder's wake or a deterministic tool
 //! call in the session that reaches (or fires on) a host which does not
 //! hold
@@ -18,7 +18,7 @@
 
 use std::time::{Duration, Instant};
 
-use agentkit_pg::{Mail, MailSignal, MailState};
+use agentkit_store::{Mail, MailSignal, MailState};
 use tokio::sync::broadcast;
 
 use crate::dispatch::{Outcome, SessionCommand, held_elsewhere};

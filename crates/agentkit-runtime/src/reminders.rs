@@ -579,7 +579,7 @@ impl AgentRuntime {
         self.reminders_here(&req)?;
         let row = self.new_row(&req)?;
         if let Some(table) = self.shared_reminders() {
-            table.insert(&[to_pg(&row)]).await?;
+            table.insert(&[to_record(&row)]).await?;
             self.inner.reminders.changed.notify_one();
             return Ok(Reminder::from(&row));
         }
@@ -611,7 +611,7 @@ impl AgentRuntime {
             rows.push(self.new_row(req)?);
         }
         if let Some(table) = self.shared_reminders() {
-            let pg: Vec<_> = rows.iter().map(to_pg).collect();
+            let pg: Vec<_> = rows.iter().map(to_record).collect();
             table.insert(&pg).await?;
             self.inner.reminders.changed.notify_one();
             return Ok(rows.len());
@@ -635,12 +635,12 @@ impl AgentRuntime {
                 what: "reminder",
                 id: id.to_owned(),
             })?;
-            let mut row = from_pg(stored)?;
+            let mut row = from_record(stored)?;
             if row.status == ReminderStatus::Armed {
                 row.status = ReminderStatus::Cancelled;
                 row.reason = Some("cancelled".to_owned());
                 row.next_fire_at_ms = None;
-                table.update(&to_pg(&row), None).await?;
+                table.update(&to_record(&row), None).await?;
             }
             return Ok(Reminder::from(&row));
         }
@@ -661,7 +661,7 @@ impl AgentRuntime {
     pub(crate) fn reminder_row(&self, id: &str) -> Result<ReminderRow> {
         if let Some(table) = self.shared_reminders() {
             let stored = crate::shared::block_on(async { Ok(table.get(id).await?) })?;
-            return from_pg(stored.ok_or_else(|| Error::NotFound {
+            return from_record(stored.ok_or_else(|| Error::NotFound {
                 what: "reminder",
                 id: id.to_owned(),
             })?);
@@ -686,7 +686,7 @@ impl AgentRuntime {
             let rows = crate::shared::block_on(async { Ok(table.list(1000).await?) })?;
             return rows
                 .into_iter()
-                .map(|r| from_pg(r).map(|row| Reminder::from(&row)))
+                .map(|r| from_record(r).map(|row| Reminder::from(&row)))
                 .collect();
         }
         Ok(self
@@ -753,7 +753,7 @@ impl AgentRuntime {
                 }
                 return Err(not_armed(id, &stored));
             };
-            return self.fire_inner(from_pg(stored)?).await;
+            return self.fire_inner(from_record(stored)?).await;
         }
         let row = {
             let mut index = lock(&self.inner.reminders.index);
@@ -937,7 +937,7 @@ impl AgentRuntime {
         if self.inner.shared.is_none() || row.run_form {
             let stored = match self.shared_reminders() {
                 Some(table) => match table.get(&row.id).await {
-                    Ok(stored) => stored.map(from_pg).transpose(),
+                    Ok(stored) => stored.map(from_record).transpose(),
                     Err(e) => Err(e.into()),
                 },
                 None => self.reminder_row(&row.id).map(Some),
@@ -969,7 +969,7 @@ impl AgentRuntime {
                 row.reason = Some("stopped".to_owned());
             }
             let written = table
-                .update(&to_pg(&row), Some(shared.leases.owner()))
+                .update(&to_record(&row), Some(shared.leases.owner()))
                 .await?;
             if !written {
                 tracing::warn!(reminder = %row.id, "reminder fired, but it was cancelled or its claim expired meanwhile");
@@ -1163,8 +1163,8 @@ impl AgentRuntime {
     }
 
     /// The shared reminders table, on a shared database.
-    fn shared_reminders(&self) -> Option<&agentkit_pg::ReminderTable> {
-        self.inner.shared.as_ref().map(|s| &s.reminders)
+    fn shared_reminders(&self) -> Option<&dyn agentkit_store::SharedReminders> {
+        self.inner.shared.as_ref().map(|s| s.reminders.as_ref())
     }
 
     /// Fires due reminders claimed from the shared database until
@@ -1188,7 +1188,7 @@ impl AgentRuntime {
                         let runtime = self.clone();
                         self.inner.tasks.spawn(async move {
                             let id = stored.id.clone();
-                            let fired = match from_pg(stored) {
+                            let fired = match from_record(stored) {
                                 Ok(row) => runtime.fire_inner(row).await.map(|_| ()),
                                 Err(e) => Err(e),
                             };
@@ -1243,8 +1243,8 @@ fn not_armed(id: &str, stored: &ReminderRow) -> Error {
 /// host may fire it again (its host died mid-firing).
 const CLAIM_SECS: f64 = 60.0;
 
-fn to_pg(r: &ReminderRow) -> agentkit_pg::PgReminder {
-    agentkit_pg::PgReminder {
+fn to_record(r: &ReminderRow) -> agentkit_store::ReminderRecord {
+    agentkit_store::ReminderRecord {
         id: r.id.clone(),
         purpose: r.purpose.clone(),
         channel_id: r.channel_id.clone(),
@@ -1264,7 +1264,7 @@ fn to_pg(r: &ReminderRow) -> agentkit_pg::PgReminder {
     }
 }
 
-fn from_pg(r: agentkit_pg::PgReminder) -> Result<ReminderRow> {
+fn from_record(r: agentkit_store::ReminderRecord) -> Result<ReminderRow> {
     let bad = |e: String| Error::BadRequest {
         message: format!("reminder `{}` in the shared database: {e}", r.id),
     };

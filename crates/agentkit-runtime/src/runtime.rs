@@ -60,10 +60,10 @@ pub struct RuntimeOptions {
     /// `traceparent`, `turn.started`'s `trace`) and send it on outgoing
     /// requests: set while the host exports traces.
     pub tracing: bool,
-    /// The database several hosts share (`--database-url`): the event
-    /// logs, the session index and the leases live there instead of in
-    /// this host's files.
-    pub shared: Option<crate::shared::SharedState>,
+    /// The store several hosts share (PostgreSQL with `--database-url`):
+    /// the event logs, the session index and the leases live there
+    /// instead of in this host's files.
+    pub shared: Option<Arc<dyn agentkit_store::SharedBackend>>,
 }
 
 /// Cron ticks fired (their lateness summed: the tick's time to its firing)
@@ -168,7 +168,7 @@ pub(crate) struct Inner {
     pub(crate) store: EventLog,
     /// The session index and leases in the shared database, when there is
     /// one.
-    pub(crate) shared: Option<crate::shared::Shared>,
+    pub(crate) shared: Option<agentkit_store::AgentStores>,
     /// The loaded sessions and their keys.
     pub(crate) registry: Registry,
     pub(crate) shutdown: CancellationToken,
@@ -217,7 +217,7 @@ impl AgentRuntime {
                 )?),
                 None,
             ),
-            Some(state) => {
+            Some(backend) => {
                 // The agent's name in the shared tables: its state
                 // folder's (`<stateRoot>/<slug>`), the same on every host.
                 let slug = options
@@ -225,22 +225,8 @@ impl AgentRuntime {
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                (
-                    EventLog::Pg(agentkit_pg::PgEventStore::new(
-                        state.db.clone(),
-                        &slug,
-                        state.leases.clone(),
-                        options.store.tap_capacity,
-                    )),
-                    Some(crate::shared::Shared {
-                        index: agentkit_pg::SessionIndex::new(state.db.clone(), &slug),
-                        reminders: agentkit_pg::ReminderTable::new(state.db.clone(), &slug),
-                        mailbox: agentkit_pg::Mailbox::new(state.db.clone(), &slug),
-                        ab: agentkit_pg::AbTable::new(state.db.clone(), &slug),
-                        leases: state.leases.clone(),
-                        agent: slug,
-                    }),
-                )
+                let stores = backend.agent(&slug, options.store.tap_capacity);
+                (EventLog::Shared(stores.log.clone()), Some(stores))
             }
         };
         let db = {
@@ -408,7 +394,7 @@ impl AgentRuntime {
     /// metadata is read again. Its fold cache stays (the log only grows).
     fn get_shared(
         &self,
-        shared: &crate::shared::Shared,
+        shared: &agentkit_store::AgentStores,
         id: SessionId,
         loaded: Option<Arc<Session>>,
     ) -> Result<Arc<Session>> {
@@ -416,7 +402,7 @@ impl AgentRuntime {
             id: id.as_str().to_owned(),
         };
         if let Some(session) = &loaded
-            && (session.state().is_active() || shared.leases.holds(&shared.agent, id.as_str()))
+            && (session.state().is_active() || shared.leases.holds(id.as_str()))
         {
             return Ok(session.clone());
         }
@@ -581,7 +567,10 @@ impl AgentRuntime {
                 match (self.create_new(req, as_of).await, retry) {
                     // Another host made this key's session meanwhile: the
                     // message continues it, as it would have here.
-                    (Err(Error::Shared(agentkit_pg::Error::KeyTaken { .. })), Some(req)) => {
+                    (
+                        Err(Error::Shared(agentkit_store::SharedError::KeyTaken { .. })),
+                        Some(req),
+                    ) => {
                         let id = self
                             .index_by_key(&req.channel, &key)?
                             .ok_or_else(|| Error::SessionNotFound { id: key.clone() })?;
@@ -702,7 +691,7 @@ impl AgentRuntime {
     }
 
     /// [`follow_up`](Self::follow_up) on this host only (its
-    /// [`SessionCommand::Message`]): [`agentkit_pg::Error::Busy`] when
+    /// [`SessionCommand::Message`]): [`agentkit_store::SharedError::Busy`] when
     /// another live host holds the session (nothing changed then).
     pub(crate) async fn admit_follow_up(&self, id: &str, req: FollowUp) -> Result<Accepted> {
         if req.message.trim().is_empty() {
@@ -839,13 +828,12 @@ impl AgentRuntime {
         if stopped {
             tracing::info!(session = %id, by = %owner.principal_id, operator = owner.is_operator(), "turn stopped");
         } else if let Some(shared) = &self.inner.shared
-            && let Some(holder) = crate::shared::block_on(async {
-                Ok(shared.leases.holder(&shared.agent, id).await?)
-            })?
+            && let Some(holder) =
+                crate::shared::block_on(async { Ok(shared.leases.holder(id).await?) })?
         {
             // The turn runs on another host: saying "nothing ran" here
             // would be wrong; `dispatch` routes the stop there.
-            return Err(agentkit_pg::Error::Busy {
+            return Err(agentkit_store::SharedError::Busy {
                 session: id.to_owned(),
                 holder,
             }

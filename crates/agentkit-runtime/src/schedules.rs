@@ -587,14 +587,10 @@ impl AgentRuntime {
         let now_ms = self.clock().now().timestamp_millis();
         if let Some(shared) = &self.inner.shared {
             // Every host runs the cadence; the database says which fires.
-            if !agentkit_pg::claim_tick(
-                shared.index.database(),
-                &shared.agent,
-                id,
-                tick_ms,
-                shared.leases.owner(),
-            )
-            .await?
+            if !shared
+                .ticks
+                .claim_tick(id, tick_ms, shared.leases.owner())
+                .await?
             {
                 return Ok(());
             }

@@ -12,43 +12,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentkit_pg::{Database, Leases, SessionIndex, SessionRow};
+use agentkit_store::SessionRow;
 
 use crate::error::{Error, Result};
 use crate::meta::SessionMeta;
 use crate::runtime::AgentRuntime;
-
-/// What this host shares with the others: the database and this host's
-/// leases (one set per process, for every agent).
-#[derive(Debug, Clone)]
-pub struct SharedState {
-    pub db: Database,
-    pub leases: Leases,
-}
-
-impl SharedState {
-    /// Connects to `url` and applies pending migrations (under the
-    /// migration lock: hosts starting together are safe).
-    pub async fn open(url: &str) -> Result<SharedState> {
-        let db = Database::connect(url).await?;
-        db.migrate().await?;
-        let leases = Leases::new(db.clone(), Leases::owner_name());
-        Ok(SharedState { db, leases })
-    }
-}
-
-/// One agent's share of it.
-#[derive(Debug, Clone)]
-pub(crate) struct Shared {
-    pub(crate) agent: String,
-    pub(crate) index: SessionIndex,
-    pub(crate) leases: Leases,
-    pub(crate) reminders: agentkit_pg::ReminderTable,
-    /// Requests routed to the host holding a session (`mailbox.rs`).
-    pub(crate) mailbox: agentkit_pg::Mailbox,
-    /// A/B assignments, turns and feedback of every host (`ab_metrics.rs`).
-    pub(crate) ab: agentkit_pg::AbTable,
-}
 
 /// How often a host looks for sessions whose holder died.
 const SWEEP_EVERY: Duration = Duration::from_millis(500);
@@ -103,7 +71,7 @@ impl AgentRuntime {
                 let Some(runtime) = runtime.upgrade() else {
                     return;
                 };
-                let orphans = match shared.leases.orphaned(&shared.agent, 64).await {
+                let orphans = match shared.leases.orphaned(64).await {
                     Ok(orphans) => orphans,
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot look for orphaned sessions");
@@ -125,7 +93,7 @@ impl AgentRuntime {
         let Some(shared) = &self.inner.shared else {
             return Ok(());
         };
-        shared.leases.acquire(&shared.agent, id).await?;
+        shared.leases.acquire(id).await?;
         tracing::warn!(session = %id, "taking over a session whose host stopped renewing its lease");
         // What this host had loaded of it is stale: load it afresh.
         if let Some(stale) = self.peek(id) {
@@ -141,7 +109,7 @@ impl AgentRuntime {
     }
 
     /// Takes `session`'s lease for this host (a no-op on files):
-    /// [`agentkit_pg::Error::Busy`] while another live host holds it.
+    /// [`agentkit_store::SharedError::Busy`] while another live host holds it.
     ///
     /// The lease may come from a host that died mid-turn (it expired
     /// before any sweep took it over): once this host holds it, no one
@@ -152,10 +120,7 @@ impl AgentRuntime {
     pub(crate) async fn hold_lease(&self, session: &Arc<crate::session::Session>) -> Result<()> {
         if let Some(shared) = &self.inner.shared {
             let id = session.id.as_str();
-            let (_, took_over) = shared
-                .leases
-                .hold_noting_takeover(&shared.agent, id)
-                .await?;
+            let took_over = shared.leases.hold(id).await?;
             if took_over && !session.state().is_active() {
                 tracing::warn!(session = %id, "taking over a session whose host stopped renewing its lease");
                 self.recover_now(session).await?;
@@ -168,7 +133,7 @@ impl AgentRuntime {
     /// request for it is routed there).
     pub(crate) async fn held_by_other(&self, id: &str) -> Result<Option<String>> {
         match &self.inner.shared {
-            Some(shared) => Ok(shared.leases.holder(&shared.agent, id).await?),
+            Some(shared) => Ok(shared.leases.holder(id).await?),
             None => Ok(None),
         }
     }
@@ -185,11 +150,7 @@ impl AgentRuntime {
         if session.state().is_active() {
             return;
         }
-        if let Err(e) = shared
-            .leases
-            .release(&shared.agent, session.id.as_str())
-            .await
-        {
+        if let Err(e) = shared.leases.release(session.id.as_str()).await {
             tracing::warn!(session = %session.id, error = %e, "cannot release the session's lease");
         }
     }

@@ -71,7 +71,7 @@ impl AgentRuntime {
 
     /// [`call_tool_from`](Self::call_tool_from) on this host only (a
     /// session's [`SessionCommand::ToolCall`], or an ephemeral call):
-    /// [`agentkit_pg::Error::Busy`] when another live host holds the
+    /// [`agentkit_store::SharedError::Busy`] when another live host holds the
     /// session (nothing ran then).
     pub(crate) async fn run_call(
         &self,

@@ -81,7 +81,7 @@ impl AgentRuntime {
     /// Records the end of a turn that a crash cut short.
     async fn recover(&self, session: &Arc<Session>) -> Result<()> {
         if let Some(shared) = &self.inner.shared
-            && !shared.leases.holds(&shared.agent, session.id.as_str())
+            && !shared.leases.holds(session.id.as_str())
         {
             // On a shared database, a turn in flight may be running on
             // another host: only the host that takes the lease (this
@@ -92,13 +92,13 @@ impl AgentRuntime {
             if !self.needs_recovery(session, false).await? {
                 return Ok(());
             }
-            match shared.leases.hold(&shared.agent, session.id.as_str()).await {
+            match shared.leases.hold(session.id.as_str()).await {
                 Ok(_) => {}
-                Err(agentkit_pg::Error::Busy { .. }) => return Ok(()),
+                Err(agentkit_store::SharedError::Busy { .. }) => return Ok(()),
                 Err(e) => return Err(e.into()),
             }
             let result = match self.recover_files(session).await {
-                Err(Error::Shared(agentkit_pg::Error::Busy { .. })) => Ok(()),
+                Err(Error::Shared(agentkit_store::SharedError::Busy { .. })) => Ok(()),
                 other => other,
             };
             self.release_if_idle(session).await;
@@ -626,8 +626,7 @@ impl AgentRuntime {
             _ if agent.config.harness.max_tokens_per_day.is_none() => Default::default(),
             // Every host's turns of the day count.
             Some(shared) => {
-                let (input, output) =
-                    agentkit_pg::day_usage(shared.index.database(), &shared.agent, &today).await?;
+                let (input, output) = shared.ticks.day_usage(&today).await?;
                 agentkit_protocol::Usage {
                     input_tokens: u64::try_from(input).unwrap_or(0),
                     output_tokens: u64::try_from(output).unwrap_or(0),
@@ -714,14 +713,14 @@ impl AgentRuntime {
                 let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
                 match &self.inner.shared {
                     Some(shared) => {
-                        let added = agentkit_pg::add_day_usage(
-                            shared.index.database(),
-                            &shared.agent,
-                            &day,
-                            i64::try_from(usage.input_tokens).unwrap_or(i64::MAX),
-                            i64::try_from(usage.output_tokens).unwrap_or(i64::MAX),
-                        )
-                        .await;
+                        let added = shared
+                            .ticks
+                            .add_day_usage(
+                                &day,
+                                i64::try_from(usage.input_tokens).unwrap_or(i64::MAX),
+                                i64::try_from(usage.output_tokens).unwrap_or(i64::MAX),
+                            )
+                            .await;
                         if let Err(e) = added {
                             tracing::warn!(session = %session.id, error = %e, "cannot count the turn's tokens in the day's usage");
                         }

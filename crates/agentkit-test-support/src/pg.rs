@@ -8,6 +8,10 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// The PostgreSQL backend, for suites below the facade that run over both
+/// shared stores (the in-memory one and this).
+pub use agentkit_pg::PgBackend;
+
 /// The server tests use, without a database name.
 pub fn server_url() -> String {
     std::env::var("AGENTKIT_TEST_PG")

@@ -131,8 +131,8 @@ async fn the_heartbeat_keeps_a_lease_and_a_dead_holder_is_found() {
     assert_eq!(b.len(&id).await.unwrap(), 2);
 }
 
-fn reminder(i: usize) -> agentkit_pg::PgReminder {
-    agentkit_pg::PgReminder {
+fn reminder(i: usize) -> agentkit_pg::ReminderRecord {
+    agentkit_pg::ReminderRecord {
         id: format!("rem_{i:04}"),
         purpose: "p".into(),
         channel_id: "jobs".into(),

@@ -6,6 +6,7 @@ mod core;
 mod cron;
 mod sessions;
 mod shared_kv;
+mod two_hosts;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -5,15 +5,30 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use agentkit_runtime::{KvStore, SharedState};
+use agentkit_runtime::{KvStore, MemoryBackend, SharedBackend};
 use agentkit_test_support::pg::throwaway_database;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_hosts_share_one_key_value_store() {
+async fn two_hosts_share_one_key_value_store_in_memory() {
+    let store = MemoryBackend::new();
+    two_hosts_share_one_key_value_store(&store, &store.host("host-2")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hosts_share_one_key_value_store_in_postgresql() {
     let Some(db) = throwaway_database() else {
         return;
     };
+    let host = || async {
+        agentkit_test_support::pg::PgBackend::open(&db.url)
+            .await
+            .unwrap()
+    };
+    two_hosts_share_one_key_value_store(&host().await, &host().await).await;
+}
+
+async fn two_hosts_share_one_key_value_store(one: &dyn SharedBackend, two: &dyn SharedBackend) {
     let now = Arc::new(AtomicI64::new(1_000_000));
     let clock = {
         let now = now.clone();
@@ -22,13 +37,11 @@ async fn two_hosts_share_one_key_value_store() {
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let a = KvStore::open_with_clock(dir_a.path(), clock.clone())
         .unwrap()
-        .shared(&SharedState::open(&db.url).await.unwrap(), "bot");
+        .shared(one, "bot");
     let b = KvStore::open_with_clock(dir_b.path(), clock)
         .unwrap()
-        .shared(&SharedState::open(&db.url).await.unwrap(), "bot");
-    let other_agent = KvStore::open(dir_b.path())
-        .unwrap()
-        .shared(&SharedState::open(&db.url).await.unwrap(), "other");
+        .shared(two, "bot");
+    let other_agent = KvStore::open(dir_b.path()).unwrap().shared(two, "other");
 
     a.set("100%_done", &json!({"n": 1}), None).await.unwrap();
     a.set("1000", &json!("x"), Some(Duration::from_secs(10)))

@@ -101,8 +101,11 @@ impl DevEvals {
     }
 
     /// Keeps the runs in the shared database instead of this host.
-    pub(crate) fn shared(mut self, state: &agentkit_runtime::SharedState, agent: &str) -> Self {
-        self.shared = Some(agentkit_pg::EvalRunTable::new(state.db.clone(), agent));
+    pub(crate) fn shared(mut self, backend: &agentkit_pg::PgBackend, agent: &str) -> Self {
+        self.shared = Some(agentkit_pg::EvalRunTable::new(
+            backend.database().clone(),
+            agent,
+        ));
         self.dir = None;
         self
     }
@@ -209,5 +212,5 @@ fn run_of(row: agentkit_pg::EvalRunRow) -> Run {
 /// The shared database failed: answered as every shared read is (`503`
 /// when it cannot be reached, the detail in the server's log only).
 fn shared_error(e: agentkit_pg::Error) -> ApiError {
-    agentkit_runtime::Error::Shared(e).into()
+    agentkit_runtime::Error::Shared(e.into()).into()
 }

@@ -84,7 +84,7 @@ pub(crate) struct Shared<'a> {
     pub(crate) shutdown: &'a CancellationToken,
     pub(crate) telemetry: &'a super::telemetry::Telemetry,
     /// The database shared with other hosts (`--database-url`).
-    pub(crate) database: Option<&'a agentkit_runtime::SharedState>,
+    pub(crate) database: Option<&'a agentkit_pg::PgBackend>,
 }
 
 /// Opens `project`'s runtime (recovering what a crash interrupted) and
@@ -153,7 +153,9 @@ pub(crate) async fn mount(
             tool_sources,
             services: Some(services.clone()),
             tracing: shared.telemetry.tracing(),
-            shared: shared.database.cloned(),
+            shared: shared
+                .database
+                .map(|b| Arc::new(b.clone()) as Arc<dyn agentkit_runtime::SharedBackend>),
         },
     )
     .await?;

@@ -2,30 +2,31 @@
 //! connection, the migrations applied at start, and the delivery ledger
 //! the channel packs share.
 
-use agentkit_runtime::SharedState;
+use agentkit_pg::PgBackend;
+use agentkit_runtime::SharedBackend;
 
 use crate::error::Result;
 
 /// Connects to `url` and migrates it. `None` without a URL: this host's
 /// files, as always.
-pub(crate) async fn open(url: Option<&str>) -> Result<Option<SharedState>> {
+pub(crate) async fn open(url: Option<&str>) -> Result<Option<PgBackend>> {
     let Some(url) = url else {
         return Ok(None);
     };
-    let state = SharedState::open(url).await?;
+    let backend = PgBackend::open(url).await?;
     tracing::info!(
-        database = %state.db.target(),
-        host = %state.leases.owner(),
+        database = %backend.database().target(),
+        host = %backend.owner(),
         "sessions, event logs and leases are shared through PostgreSQL"
     );
-    Ok(Some(state))
+    Ok(Some(backend))
 }
 
 /// The shared delivery ledger and channel state of agent `slug`'s
 /// channels.
-pub(crate) fn ledger(state: &SharedState, slug: &str) -> std::sync::Arc<Ledger> {
+pub(crate) fn ledger(backend: &PgBackend, slug: &str) -> std::sync::Arc<Ledger> {
     std::sync::Arc::new(Ledger {
-        db: state.db.clone(),
+        db: backend.database().clone(),
         agent: slug.to_owned(),
     })
 }
