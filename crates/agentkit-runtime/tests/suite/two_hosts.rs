@@ -79,6 +79,15 @@ impl Store {
 /// A host over `store`: its own state folder (`<root>/<host>/bot`, so the
 /// agent's name in the store is `bot` on every host).
 async fn host(root: &Path, store: &Store, name: &str) -> AgentRuntime {
+    host_with_clock(root, store, name, Arc::new(agentkit_runtime::SystemClock)).await
+}
+
+async fn host_with_clock(
+    root: &Path,
+    store: &Store,
+    name: &str,
+    clock: Arc<dyn agentkit_runtime::Clock>,
+) -> AgentRuntime {
     let found = agentkit_manifest::discover(&root.join("bot")).unwrap();
     assert!(found.is_ok(), "{:?}", found.diagnostics);
     let agent = Arc::new(found.host.agents[0].agent.clone());
@@ -90,7 +99,7 @@ async fn host(root: &Path, store: &Store, name: &str) -> AgentRuntime {
             store: Default::default(),
             providers: Default::default(),
             host_bridge: None,
-            clock: Arc::new(agentkit_runtime::SystemClock),
+            clock,
             tool_sources: Vec::new(),
             services: None,
             tracing: false,
@@ -286,3 +295,83 @@ async fn a_dead_hosts_session_is_taken_over_and_its_turn_recorded_once() {
         types(&events)
     );
 }
+
+const MINUTELY: &str = "---\ncron: \"* * * * *\"\n---\n\nCheck the incidents.\n";
+
+/// Two hosts whose clocks run a few hundred milliseconds apart, both
+/// running the schedule and reminder timers: each cron tick makes one
+/// task session, and a reminder wakes its conversation once.
+async fn timers_fire_once(kind: Kind) {
+    use agentkit_runtime::{ManualClock, NewReminder, ReminderAction, ReminderWhen};
+    use chrono::TimeZone;
+    let Some(store) = Store::new(kind) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    project(dir.path(), r#"{"turns": [{"steps": [{"text": "ok"}]}]}"#);
+    write(
+        &dir.path().join("bot/agent/schedules/heartbeat.md"),
+        MINUTELY,
+    );
+    let at = |minute: u32, second: u32, ms: i64| {
+        chrono::Utc
+            .with_ymd_and_hms(2026, 12, 3, 12, minute, second)
+            .unwrap()
+            + chrono::Duration::milliseconds(ms)
+    };
+    const OFFSETS_MS: [i64; 2] = [355, 352];
+    let mut hosts = Vec::new();
+    for (i, name) in ["host-a", "host-b"].into_iter().enumerate() {
+        let clock = ManualClock::new(at(0, 30, OFFSETS_MS[i]));
+        let runtime = host_with_clock(dir.path(), &store, name, Arc::new(clock.clone())).await;
+        tokio::spawn(runtime.run_schedules(runtime.shutdown_token()));
+        let r = runtime.clone();
+        tokio::spawn(async move { r.run_reminders(r.shutdown_token()).await });
+        hosts.push((runtime, clock));
+    }
+    let reminder = hosts[0]
+        .0
+        .create_reminder(NewReminder {
+            purpose: "recheck".into(),
+            channel_id: "jobs".into(),
+            continuation_token: "job:1".into(),
+            when: ReminderWhen::Delay(Duration::from_secs(60)),
+            action: ReminderAction::Prompt {
+                prompt: "recheck job 1".into(),
+                until: None,
+            },
+        })
+        .await
+        .unwrap();
+    const TICKS: u32 = 3;
+    for minute in 1..=TICKS {
+        for (i, (_, clock)) in hosts.iter().enumerate() {
+            clock.set(at(minute, 0, OFFSETS_MS[i]));
+        }
+        // The tick's session (and, from 12:02, the reminder's).
+        let want = u64::from(minute) + u64::from(minute >= 2);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while hosts[1].0.stored_sessions().await.unwrap() < want {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the 12:{minute:02} tick made no session"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    // Both hosts had every chance to fire twice.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        hosts[0].0.stored_sessions().await.unwrap(),
+        u64::from(TICKS) + 1,
+        "one session per tick and one for the reminder"
+    );
+    let fired = hosts[1].0.reminder(&reminder.id).unwrap();
+    assert_eq!(fired.fire_count, 1, "{fired:?}");
+}
+
+on_both_stores!(
+    timers_fire_once,
+    cron_ticks_and_a_reminder_fire_once_across_two_hosts_in_memory,
+    cron_ticks_and_a_reminder_fire_once_across_two_hosts_in_postgresql
+);
