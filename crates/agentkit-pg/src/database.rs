@@ -31,10 +31,23 @@ pub(crate) const MAILBOX_CHANNEL: &str = "agentkit_mailbox";
 /// connection.
 const RELISTEN_AFTER: Duration = Duration::from_millis(500);
 
-/// A log grew: `(agent, session, its length now)`. `None` after the
+/// A log grew: `(agent, session, its length now)`, with the events that
+/// made it grow when this host appended them (its followers take them
+/// from there instead of reading the table back). `None` after the
 /// listener reconnected (notifications may have been missed meanwhile:
 /// every follower reads the table again).
-pub(crate) type Grown = Option<Arc<(String, String, u64)>>;
+pub(crate) type Grown = Option<Arc<GrownLog>>;
+
+/// One log's growth.
+#[derive(Debug)]
+pub(crate) struct GrownLog {
+    pub(crate) agent: String,
+    pub(crate) session: String,
+    pub(crate) len: u64,
+    /// The appended events in the wire shape, ending at `len`: only for
+    /// this host's own appends.
+    pub(crate) events: Option<Arc<[agentkit_protocol::Event]>>,
+}
 
 /// A pooled PostgreSQL database. Cheap to clone.
 #[derive(Clone)]
@@ -249,13 +262,22 @@ impl Database {
         let _ = self.inner.mail.send(signal);
     }
 
-    /// Tells this process's followers that a log grew (without waiting
-    /// for the database's notification to come back).
-    pub(crate) fn announce(&self, agent: &str, session: &str, len: u64) {
-        let _ = self
-            .inner
-            .grown
-            .send(Some(Arc::new((agent.to_owned(), session.to_owned(), len))));
+    /// Tells this process's followers that a log grew by `events` (this
+    /// host's committed append, ending at `len`), without waiting for the
+    /// database's notification to come back.
+    pub(crate) fn announce(
+        &self,
+        agent: &str,
+        session: &str,
+        len: u64,
+        events: Arc<[agentkit_protocol::Event]>,
+    ) {
+        let _ = self.inner.grown.send(Some(Arc::new(GrownLog {
+            agent: agent.to_owned(),
+            session: session.to_owned(),
+            len,
+            events: Some(events),
+        })));
     }
 }
 
@@ -309,8 +331,13 @@ async fn listen(
                                 if let Some(signal) = parse_mail(n.payload()) {
                                     let _ = mail.send(signal);
                                 }
-                            } else if let Some(parsed) = parse_grown(n.payload()) {
-                                let _ = grown.send(Some(Arc::new(parsed)));
+                            } else if let Some((agent, session, len)) = parse_grown(n.payload()) {
+                                let _ = grown.send(Some(Arc::new(GrownLog {
+                                    agent,
+                                    session,
+                                    len,
+                                    events: None,
+                                })));
                             }
                         }
                     }

@@ -15,7 +15,7 @@ use chrono::{SecondsFormat, Utc};
 use serde_json::Value;
 use tokio::sync::broadcast::{self, error::RecvError};
 
-use crate::database::{Database, Grown};
+use crate::database::{Database, Grown, GrownLog};
 use crate::error::{Error, Result};
 use crate::lease::{LEASE_TTL, Leases};
 
@@ -220,10 +220,12 @@ impl PgEventStore {
         for (i, event) in out.iter_mut().enumerate() {
             event.index = first + i as u64;
         }
-        self.inner.db.announce(agent, session.as_str(), len as u64);
         for event in &out {
             let _ = self.inner.tap.send(Arc::new(event.clone()));
         }
+        self.inner
+            .db
+            .announce(agent, session.as_str(), len as u64, out.clone().into());
         Ok(out)
     }
 
@@ -537,6 +539,8 @@ impl PgSubscription {
     }
 
     /// Until a notification says the log grew past `next`, or a second.
+    /// When this host appended what comes next, the events it announced
+    /// are the backlog and the table is not read.
     async fn wait(&mut self) {
         if self.known_len > self.next {
             return;
@@ -546,8 +550,18 @@ impl PgSubscription {
             match tokio::time::timeout_at(deadline, self.grown.recv()).await {
                 Err(_) => return,
                 Ok(Ok(Some(grown))) => {
-                    let (agent, session, len) = &*grown;
+                    let GrownLog {
+                        agent,
+                        session,
+                        len,
+                        events,
+                    } = &*grown;
                     if session == self.session.as_str() && *agent == self.store.inner.agent {
+                        if let Some(events) = events
+                            && self.take_appended(events)
+                        {
+                            return;
+                        }
                         self.known_len = self.known_len.max(*len);
                         if *len > self.next {
                             return;
@@ -562,6 +576,25 @@ impl PgSubscription {
                 }
             }
         }
+    }
+}
+
+impl PgSubscription {
+    /// Takes this host's appended `events` as the backlog when they go on
+    /// from `next` with no gap (else the table is read). A delta taken so
+    /// carries its message's text already; a later read of the table
+    /// that starts inside a message looks its prefix up again.
+    fn take_appended(&mut self, events: &[Event]) -> bool {
+        let Some(first) = events.first() else {
+            return false;
+        };
+        if first.index > self.next || events.last().is_none_or(|e| e.index < self.next) {
+            return false;
+        }
+        let skip = (self.next - first.index) as usize;
+        self.backlog = events[skip..].iter().cloned().collect();
+        self.rebuild = Rebuild::default();
+        true
     }
 }
 
