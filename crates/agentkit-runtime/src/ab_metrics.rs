@@ -9,23 +9,19 @@
 //! present, when feedback arrives, so a session whose row a crash lost is
 //! still credited); turn rows are queued without waiting when a turn ends.
 //!
-//! On a shared database (`--database-url`) the same rows live in
-//! the shared store (`agentkit_store::SharedAb`), so the report of any host covers
-//! the sessions of every host; the sums are turned into the report by the
-//! same code ([`assemble`]).
-
-use std::path::Path;
+//! The rows live behind `agentkit_store::SharedAb`: this host's SQLite
+//! (`ab_local.rs`) or the shared store (`--database-url`), where the
+//! report of any host covers the sessions of every host; either's sums
+//! become the report through the same code ([`assemble`]).
 
 use agentkit_manifest::{Experiment, Sticky};
 use agentkit_protocol::Usage;
 use agentkit_protocol::ab::{
     AbReport, Comparison, ExperimentReport, Latency, PassRate, ScoreSummary, VariantMetrics,
 };
-use rusqlite::{Connection, params};
 
 use crate::ab::Assignment;
 use crate::ab_stats::{self, Interval, Moments};
-use crate::db::Db;
 use crate::error::{Error, Result};
 
 /// The feedback label the eval runner posts its verdicts with.
@@ -53,149 +49,6 @@ fn to_u64(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 
-fn insert_assignments(
-    conn: &Connection,
-    session_id: &str,
-    principal: &str,
-    purpose: Option<&str>,
-    at_ms: i64,
-    assignments: &[Assignment],
-) -> rusqlite::Result<()> {
-    let mut stmt = conn.prepare_cached(
-        "INSERT OR IGNORE INTO ab_assignments (session_id, experiment, variant, principal_id, purpose, assigned_at_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )?;
-    for a in assignments {
-        stmt.execute(params![
-            session_id,
-            a.experiment,
-            a.variant,
-            principal,
-            purpose,
-            at_ms
-        ])?;
-    }
-    Ok(())
-}
-
-impl Db {
-    /// Records a new session's assignments; answers once committed.
-    pub(crate) async fn record_assignments(
-        &self,
-        session_id: &str,
-        principal: &str,
-        purpose: Option<&str>,
-        at_ms: i64,
-        assignments: Vec<Assignment>,
-    ) -> Result<()> {
-        if assignments.is_empty() {
-            return Ok(());
-        }
-        let (id, principal, purpose) = (
-            session_id.to_owned(),
-            principal.to_owned(),
-            purpose.map(str::to_owned),
-        );
-        self.write(move |conn| {
-            insert_assignments(
-                conn,
-                &id,
-                &principal,
-                purpose.as_deref(),
-                at_ms,
-                &assignments,
-            )
-        })
-        .await
-    }
-
-    /// Queues one ended turn (a retried row for the same turn is ignored).
-    pub(crate) fn record_turn(&self, row: TurnRow) {
-        self.write_detached(move |conn| {
-            conn.prepare_cached(
-                "INSERT OR IGNORE INTO ab_turns (session_id, turn_id, outcome, input_tokens, output_tokens,
-                 cache_read_tokens, cache_write_tokens, latency_ms, tool_calls, tool_errors, ended_at_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )?
-            .execute(params![
-                row.session_id,
-                row.turn_id,
-                row.outcome,
-                to_i64(row.usage.input_tokens),
-                to_i64(row.usage.output_tokens),
-                to_i64(row.usage.cache_read_tokens),
-                to_i64(row.usage.cache_write_tokens),
-                to_i64(row.latency_ms),
-                to_i64(row.tool_calls),
-                to_i64(row.tool_errors),
-                row.ended_at_ms
-            ])
-            .map(|_| ())
-        });
-    }
-
-    /// Stores one feedback entry (and the session's assignments, if a
-    /// crash lost them); answers its id once committed.
-    pub(crate) async fn record_feedback(
-        &self,
-        session_id: &str,
-        principal: &str,
-        purpose: Option<&str>,
-        assignments: Vec<Assignment>,
-        feedback: agentkit_protocol::ab::Feedback,
-        at_ms: i64,
-    ) -> Result<u64> {
-        let (id, principal, purpose) = (
-            session_id.to_owned(),
-            principal.to_owned(),
-            purpose.map(str::to_owned),
-        );
-        self.write(move |conn| {
-            insert_assignments(
-                conn,
-                &id,
-                &principal,
-                purpose.as_deref(),
-                at_ms,
-                &assignments,
-            )?;
-            conn.prepare_cached(
-                "INSERT INTO ab_feedback (session_id, score, label, note, principal_id, at_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute(params![
-                id,
-                feedback.score,
-                feedback.label,
-                feedback.note,
-                principal,
-                at_ms
-            ])?;
-            Ok(to_u64(conn.last_insert_rowid()))
-        })
-        .await
-    }
-}
-
-/// The report of `experiments`, read from the database at `path` on a
-/// connection of its own (blocking: call it inside `spawn_blocking`).
-pub(crate) fn report(path: &Path, experiments: &[Experiment]) -> Result<AbReport> {
-    let err = |source| Error::Db {
-        path: path.to_owned(),
-        source,
-    };
-    let conn = Db::open_reader(path).map_err(err)?;
-    let experiments = experiments
-        .iter()
-        .map(|x| experiment_report(&conn, x))
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(err)?;
-    Ok(AbReport {
-        ok: true,
-        experiments,
-    })
-}
-
 /// What one variant's rows add up to, before it becomes wire metrics.
 #[derive(Debug, Default)]
 struct Tally {
@@ -211,113 +64,6 @@ struct Tally {
     feedback: Moments,
     eval_passed: u64,
     eval_total: u64,
-}
-
-const TURN_TOTALS: &str = "
-SELECT COUNT(*), COALESCE(SUM(t.outcome = 'failed'), 0), COALESCE(SUM(t.outcome = 'interrupted'), 0),
-       COALESCE(SUM(t.input_tokens), 0), COALESCE(SUM(t.output_tokens), 0),
-       COALESCE(SUM(t.cache_read_tokens), 0), COALESCE(SUM(t.cache_write_tokens), 0),
-       COALESCE(SUM(t.latency_ms), 0), COALESCE(SUM(CAST(t.latency_ms AS REAL) * t.latency_ms), 0),
-       COALESCE(SUM(t.tool_calls), 0), COALESCE(SUM(t.tool_errors), 0)
-FROM ab_assignments a JOIN ab_turns t ON t.session_id = a.session_id
-WHERE a.experiment = ?1 AND a.variant = ?2";
-
-/// Live feedback: every label but the eval runner's.
-const FEEDBACK_TOTALS: &str = "
-SELECT COUNT(*), COALESCE(SUM(f.score), 0), COALESCE(SUM(f.score * f.score), 0)
-FROM ab_assignments a JOIN ab_feedback f ON f.session_id = a.session_id
-WHERE a.experiment = ?1 AND a.variant = ?2 AND (f.label IS NULL OR f.label <> 'eval')";
-
-/// The eval runner's verdicts on eval sessions: the latest per session.
-const EVAL_TOTALS: &str = "
-SELECT COUNT(*), COALESCE(SUM(f.score >= 1), 0)
-FROM ab_assignments a JOIN ab_feedback f ON f.session_id = a.session_id
-WHERE a.experiment = ?1 AND a.variant = ?2 AND a.purpose = 'eval' AND f.label = 'eval'
-  AND f.id = (SELECT MAX(g.id) FROM ab_feedback g WHERE g.session_id = f.session_id AND g.label = 'eval')";
-
-const LATENCY_AT_RANK: &str = "
-SELECT t.latency_ms FROM ab_assignments a JOIN ab_turns t ON t.session_id = a.session_id
-WHERE a.experiment = ?1 AND a.variant = ?2 ORDER BY t.latency_ms LIMIT 1 OFFSET ?3";
-
-fn tally(conn: &Connection, experiment: &str, variant: &str) -> rusqlite::Result<Tally> {
-    let mut t = Tally::default();
-    conn.prepare_cached(
-        "SELECT COUNT(*), COALESCE(SUM(purpose = 'eval'), 0) FROM ab_assignments WHERE experiment = ?1 AND variant = ?2",
-    )?
-    .query_row(params![experiment, variant], |r| {
-        t.sessions = to_u64(r.get(0)?);
-        t.eval_sessions = to_u64(r.get(1)?);
-        Ok(())
-    })?;
-    conn.prepare_cached(TURN_TOTALS)?
-        .query_row(params![experiment, variant], |r| {
-            t.turns = to_u64(r.get(0)?);
-            t.failed = to_u64(r.get(1)?);
-            t.interrupted = to_u64(r.get(2)?);
-            t.usage = Usage {
-                input_tokens: to_u64(r.get(3)?),
-                output_tokens: to_u64(r.get(4)?),
-                cache_read_tokens: to_u64(r.get(5)?),
-                cache_write_tokens: to_u64(r.get(6)?),
-            };
-            t.latency = Moments {
-                n: t.turns,
-                sum: r.get::<_, i64>(7)? as f64,
-                sum_sq: r.get(8)?,
-            };
-            t.tool_calls = to_u64(r.get(9)?);
-            t.tool_errors = to_u64(r.get(10)?);
-            Ok(())
-        })?;
-    conn.prepare_cached(FEEDBACK_TOTALS)?
-        .query_row(params![experiment, variant], |r| {
-            t.feedback = Moments {
-                n: to_u64(r.get(0)?),
-                sum: r.get(1)?,
-                sum_sq: r.get(2)?,
-            };
-            Ok(())
-        })?;
-    conn.prepare_cached(EVAL_TOTALS)?
-        .query_row(params![experiment, variant], |r| {
-            t.eval_total = to_u64(r.get(0)?);
-            t.eval_passed = to_u64(r.get(1)?);
-            Ok(())
-        })?;
-    Ok(t)
-}
-
-fn latency_at(
-    conn: &Connection,
-    experiment: &str,
-    variant: &str,
-    p: f64,
-    n: u64,
-) -> rusqlite::Result<Option<u64>> {
-    let Some(rank) = ab_stats::rank(p, n) else {
-        return Ok(None);
-    };
-    conn.prepare_cached(LATENCY_AT_RANK)?
-        .query_row(params![experiment, variant, to_i64(rank)], |r| {
-            r.get::<_, i64>(0)
-        })
-        .map(|ms| Some(to_u64(ms)))
-}
-
-fn experiment_report(conn: &Connection, x: &Experiment) -> rusqlite::Result<ExperimentReport> {
-    let not_enrolled: i64 = conn
-        .prepare_cached(
-            "SELECT COUNT(*) FROM ab_assignments WHERE experiment = ?1 AND variant IS NULL",
-        )?
-        .query_row(params![x.id], |r| r.get(0))?;
-    let mut measured = Vec::new();
-    for v in &x.variants {
-        let t = tally(conn, &x.id, &v.id)?;
-        let p50 = latency_at(conn, &x.id, &v.id, 50.0, t.turns)?;
-        let p95 = latency_at(conn, &x.id, &v.id, 95.0, t.turns)?;
-        measured.push(Measured { tally: t, p50, p95 });
-    }
-    Ok(assemble(x, to_u64(not_enrolled), measured))
 }
 
 /// One variant's sums and latency percentiles, from either store.
@@ -396,8 +142,8 @@ fn assemble(x: &Experiment, not_enrolled: u64, measured: Vec<Measured>) -> Exper
 }
 
 impl Tally {
-    /// A variant's sums as the shared database answers them.
-    fn of_shared(t: &agentkit_store::AbTotals) -> Tally {
+    /// A variant's sums as the store answers them.
+    fn of_store(t: &agentkit_store::AbTotals) -> Tally {
         let turns = to_u64(t.turns);
         Tally {
             sessions: to_u64(t.sessions),
@@ -429,18 +175,15 @@ impl Tally {
     }
 }
 
-/// The report of `experiments` from the shared database (every host's
-/// sessions).
-async fn report_shared(
-    ab: &dyn agentkit_store::SharedAb,
-    experiments: &[Experiment],
-) -> Result<AbReport> {
+/// The report of `experiments` from the A/B store (this host's, or
+/// every host's in a shared store).
+async fn report(ab: &dyn agentkit_store::SharedAb, experiments: &[Experiment]) -> Result<AbReport> {
     let mut out = Vec::with_capacity(experiments.len());
     for x in experiments {
         let not_enrolled = to_u64(ab.not_enrolled(&x.id).await?);
         let mut measured = Vec::with_capacity(x.variants.len());
         for v in &x.variants {
-            let tally = Tally::of_shared(&ab.totals(&x.id, &v.id).await?);
+            let tally = Tally::of_store(&ab.totals(&x.id, &v.id).await?);
             let at = |p: f64| {
                 let rank = ab_stats::rank(p, tally.turns);
                 let (x, v) = (x.id.clone(), v.id.clone());
@@ -465,7 +208,7 @@ async fn report_shared(
     })
 }
 
-fn pg_assignments(assignments: &[Assignment]) -> Vec<(String, Option<String>)> {
+fn pairs(assignments: &[Assignment]) -> Vec<(String, Option<String>)> {
     assignments
         .iter()
         .map(|a| (a.experiment.clone(), a.variant.clone()))
@@ -473,8 +216,7 @@ fn pg_assignments(assignments: &[Assignment]) -> Vec<(String, Option<String>)> {
 }
 
 impl crate::AgentRuntime {
-    /// Records a new session's assignments, in the shared database or
-    /// this host's; answers once committed.
+    /// Records a new session's assignments; answers once committed.
     pub(crate) async fn record_ab_assignments(
         &self,
         session_id: &str,
@@ -483,35 +225,18 @@ impl crate::AgentRuntime {
         at_ms: i64,
         assignments: Vec<Assignment>,
     ) -> Result<()> {
-        match &self.inner.shared {
-            Some(shared) => Ok(shared
-                .ab
-                .record_assignments(
-                    session_id,
-                    principal,
-                    purpose,
-                    at_ms,
-                    &pg_assignments(&assignments),
-                )
-                .await?),
-            None => {
-                self.inner
-                    .db
-                    .record_assignments(session_id, principal, purpose, at_ms, assignments)
-                    .await
-            }
-        }
+        Ok(self
+            .inner
+            .ab
+            .record_assignments(session_id, principal, purpose, at_ms, &pairs(&assignments))
+            .await?)
     }
 
     /// Records one ended turn of an enrolled session: queued without
-    /// waiting on one host; on a shared database written before the
-    /// turn's end is appended, so a report on any host that saw the turn
-    /// end counts it.
+    /// waiting on one host; in a shared store written before the turn's
+    /// end is appended, so a report on any host that saw the turn end
+    /// counts it.
     pub(crate) async fn record_ab_turn(&self, row: TurnRow) {
-        let Some(shared) = &self.inner.shared else {
-            self.inner.db.record_turn(row);
-            return;
-        };
         let turn = agentkit_store::AbTurn {
             session_id: row.session_id,
             turn_id: row.turn_id,
@@ -525,7 +250,7 @@ impl crate::AgentRuntime {
             tool_errors: to_i64(row.tool_errors),
             ended_at_ms: row.ended_at_ms,
         };
-        if let Err(e) = shared.ab.record_turn(&turn).await {
+        if let Err(e) = self.inner.ab.record_turn(&turn).await {
             tracing::warn!(session = %turn.session_id, error = %e, "cannot record an A/B turn");
         }
     }
@@ -649,36 +374,21 @@ impl crate::AgentRuntime {
             (meta.owner.principal_id.clone(), meta.purpose.clone())
         };
         let at_ms = chrono::Utc::now().timestamp_millis();
-        let feedback_id = match &self.inner.shared {
-            Some(shared) => to_u64(
-                shared
-                    .ab
-                    .record_feedback(agentkit_store::AbFeedback {
-                        session: id,
-                        principal: &principal,
-                        purpose: purpose.as_deref(),
-                        assignments: &pg_assignments(&assignments),
-                        score: feedback.score,
-                        label: feedback.label.as_deref(),
-                        note: feedback.note.as_deref(),
-                        at_ms,
-                    })
-                    .await?,
-            ),
-            None => {
-                self.inner
-                    .db
-                    .record_feedback(
-                        id,
-                        &principal,
-                        purpose.as_deref(),
-                        assignments.clone(),
-                        feedback,
-                        at_ms,
-                    )
-                    .await?
-            }
-        };
+        let feedback_id = to_u64(
+            self.inner
+                .ab
+                .record_feedback(agentkit_store::AbFeedback {
+                    session: id,
+                    principal: &principal,
+                    purpose: purpose.as_deref(),
+                    assignments: &pairs(&assignments),
+                    score: feedback.score,
+                    label: feedback.label.as_deref(),
+                    note: feedback.note.as_deref(),
+                    at_ms,
+                })
+                .await?,
+        );
         Ok(agentkit_protocol::ab::FeedbackRecorded {
             ok: true,
             session_id: id.to_owned(),
@@ -696,20 +406,8 @@ impl crate::AgentRuntime {
     /// `GET /v1/ab`: every experiment of the agent with its variants'
     /// metrics and their comparison with the control.
     pub async fn ab_report(&self) -> Result<AbReport> {
-        if let Some(shared) = &self.inner.shared {
-            return report_shared(shared.ab.as_ref(), &self.inner.agent.experiments).await;
-        }
         // Rows queued before this call are in the report.
-        self.inner.db.flush().await?;
-        let path = self.inner.db.path().to_owned();
-        let agent = std::sync::Arc::clone(&self.inner.agent);
-        let read = path.clone();
-        tokio::task::spawn_blocking(move || report(&read, &agent.experiments))
-            .await
-            .map_err(|e| Error::Io {
-                action: "read the A/B report from",
-                path,
-                source: std::io::Error::other(e),
-            })?
+        self.inner.ab.settle().await?;
+        report(self.inner.ab.as_ref(), &self.inner.agent.experiments).await
     }
 }

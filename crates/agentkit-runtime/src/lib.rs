@@ -26,6 +26,7 @@
 //! of HTTP: the facade maps [`Error::status`] to responses.
 
 mod ab;
+mod ab_local;
 mod ab_metrics;
 mod ab_stats;
 mod approvals;

@@ -174,7 +174,9 @@ pub(crate) struct Inner {
     pub(crate) shutdown: CancellationToken,
     pub(crate) tasks: TaskTracker,
     /// `agentkit.sqlite`: schedule ticks and reminders.
-    pub(crate) db: Db,
+    pub(crate) db: Arc<Db>,
+    /// The A/B rows: this host's (in `db`) or the shared store's.
+    pub(crate) ab: Arc<dyn agentkit_store::SharedAb>,
     pub(crate) schedules: crate::schedules::ScheduleState,
     pub(crate) reminders: crate::reminders::ReminderState,
     /// Calls parked in running turns.
@@ -235,12 +237,18 @@ impl AgentRuntime {
                 .await
                 .map_err(|e| Error::task("opening the state database", e))??
         };
+        let db = Arc::new(db);
+        let ab: Arc<dyn agentkit_store::SharedAb> = match &shared {
+            Some(stores) => stores.ab.clone(),
+            None => Arc::new(crate::ab_local::LocalAb::new(db.clone())),
+        };
         let runtime = AgentRuntime {
             inner: Arc::new(Inner {
                 agent,
                 options,
                 store,
                 shared,
+                ab,
                 registry: Registry::default(),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),

@@ -417,6 +417,11 @@ pub trait SharedAb: Send + Sync + Debug {
     fn record_turn<'a>(&'a self, turn: &'a AbTurn) -> StoreFuture<'a, ()>;
     /// Records feedback; its id.
     fn record_feedback<'a>(&'a self, feedback: AbFeedback<'a>) -> StoreFuture<'a, i64>;
+    /// Makes every record queued before this call visible to the reads
+    /// below (a store that queues turn rows without waiting flushes).
+    fn settle(&self) -> StoreFuture<'_, ()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
     /// Sessions assigned no variant of `experiment`.
     fn not_enrolled<'a>(&'a self, experiment: &'a str) -> StoreFuture<'a, i64>;
     fn totals<'a>(&'a self, experiment: &'a str, variant: &'a str) -> StoreFuture<'a, AbTotals>;
