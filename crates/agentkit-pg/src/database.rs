@@ -67,6 +67,8 @@ struct Inner {
     /// Every mailbox notification, for this process.
     mail: broadcast::Sender<MailSignal>,
     listener: OnceLock<tokio::task::JoinHandle<()>>,
+    /// The group commit of the turn's write path (`group.rs`).
+    group: crate::group::Group,
 }
 
 impl Drop for Inner {
@@ -174,6 +176,7 @@ impl Database {
                 grown: broadcast::channel(4096).0,
                 mail: broadcast::channel(1024).0,
                 listener: OnceLock::new(),
+                group: crate::group::Group::default(),
             }),
         };
         drop(db.client().await?);
@@ -197,6 +200,21 @@ impl Database {
     /// `host:port/database`, without credentials.
     pub fn target(&self) -> &str {
         &self.inner.target
+    }
+
+    /// Runs `sql` in the next group commit (`group.rs`): its row, if it
+    /// returned one, once committed. `key` (agent, session) orders the
+    /// group.
+    pub(crate) async fn grouped(
+        &self,
+        sql: &'static str,
+        key: (String, String),
+        params: Arc<dyn crate::group::Params>,
+    ) -> Result<Option<tokio_postgres::Row>> {
+        self.inner
+            .group
+            .run(&self.inner.pool, &self.inner.target, sql, key, params)
+            .await
     }
 
     /// A pooled connection.

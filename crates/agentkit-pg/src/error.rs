@@ -51,6 +51,9 @@ pub enum Error {
     /// Another host made the session of this channel key first.
     #[error("channel `{channel}`: another host started the session of this key first")]
     KeyTaken { channel: String },
+    /// A task this store relies on ended (the server is stopping).
+    #[error("PostgreSQL: {what} stopped")]
+    Stopped { what: &'static str },
     /// Waiting for something took too long.
     #[error("PostgreSQL: {what} timed out after {seconds} s")]
     Timeout { what: &'static str, seconds: u64 },

@@ -2,8 +2,10 @@
 //! `agentkit_logs` each log's length. An append is one statement: it
 //! checks this host's lease of the session (fencing), takes the next
 //! indices under the log's counter row, inserts the events and
-//! `NOTIFY`s, all or nothing. Followers read the table (the source of
-//! truth) and wait on notifications between reads.
+//! `NOTIFY`s, all or nothing. Appends that wait together are one commit
+//! (`group.rs`). Followers read the table (the source of truth) and
+//! wait on notifications between reads; on the appending host they take
+//! its appends from its announcement instead.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -179,7 +181,7 @@ impl PgEventStore {
             }
             out.push(event);
         }
-        let columns = Columns {
+        let columns = Arc::new(Columns {
             session: session.as_str().to_owned(),
             owner: leases.owner().to_owned(),
             n,
@@ -187,11 +189,10 @@ impl PgEventStore {
             turns,
             ats,
             datas,
-        };
+        });
         let (len, token) = loop {
             let Some(token) = leases.token(agent, session.as_str()) else {
-                let ttl = LEASE_TTL.as_secs_f64();
-                let row = self.run_append(APPEND_TAKING, &ttl, &columns).await?;
+                let row = self.run_append(true, 0, &columns).await?;
                 if let Some(row) = row {
                     let token: i64 = row.get(2);
                     leases.took(agent, session.as_str(), token);
@@ -204,7 +205,7 @@ impl PgEventStore {
                 continue;
             };
             {
-                let row = self.run_append(APPEND, &token, &columns).await?;
+                let row = self.run_append(false, token, &columns).await?;
                 let Some(row) = row else {
                     leases.lost(agent, session.as_str(), token);
                     return Err(Error::Fenced {
@@ -229,37 +230,32 @@ impl PgEventStore {
         Ok(out)
     }
 
-    /// Runs one of the two append statements (`APPEND_TAKING` with the
-    /// lease's time to live, `APPEND` with the held lease's token): the
-    /// appended log's row, or none when the lease check refused it.
+    /// Runs one of the two append statements (`APPEND_TAKING`, or
+    /// `APPEND` with the held lease's token) in the next group commit:
+    /// the appended log's row, or none when the lease check refused it.
     async fn run_append(
         &self,
-        sql: &str,
-        lease: &(dyn tokio_postgres::types::ToSql + Sync),
-        c: &Columns,
+        taking: bool,
+        token: i64,
+        columns: &Arc<Columns>,
     ) -> Result<Option<tokio_postgres::Row>> {
-        let client = self.inner.db.client().await?;
-        let statement = client
-            .prepare_cached(sql)
-            .await
-            .map_err(Error::query("prepare an append"))?;
-        client
-            .query_opt(
-                &statement,
-                &[
-                    &self.inner.agent,
-                    &c.session,
-                    &c.owner,
-                    lease,
-                    &c.n,
-                    &c.types,
-                    &c.turns,
-                    &c.ats,
-                    &c.datas,
-                ],
+        let params = AppendParams {
+            agent: self.inner.agent.clone(),
+            lease: if taking {
+                Lease::Ttl(LEASE_TTL.as_secs_f64())
+            } else {
+                Lease::Token(token)
+            },
+            columns: columns.clone(),
+        };
+        self.inner
+            .db
+            .grouped(
+                if taking { APPEND_TAKING } else { APPEND },
+                (self.inner.agent.clone(), columns.session.clone()),
+                Arc::new(params),
             )
             .await
-            .map_err(Error::query("append events"))
     }
 
     /// The log's length as this host's own appends left it, while it
@@ -438,6 +434,7 @@ impl PgEventStore {
             backlog: VecDeque::new(),
             grown: self.inner.db.grown(),
             known_len: 0,
+            caught_up: false,
             rebuild: if start == 0 {
                 Rebuild::at_start()
             } else {
@@ -493,6 +490,10 @@ pub struct PgSubscription {
     grown: broadcast::Receiver<Grown>,
     /// The longest length a notification announced.
     known_len: u64,
+    /// The last read found the log's end: what comes next is announced
+    /// (the notifications were subscribed to before the first read), so
+    /// the table is read again only once something is, or after a poll.
+    caught_up: bool,
     rebuild: Rebuild,
 }
 
@@ -511,11 +512,17 @@ impl PgSubscription {
                 self.next = event.index + 1;
                 return Ok(event);
             }
+            if self.caught_up {
+                self.wait().await;
+                self.caught_up = false;
+                continue;
+            }
             let end = self.next.saturating_add(READ_CHUNK as u64);
             let mut events = self
                 .store
                 .read_stored_range(&self.session, self.next, end)
                 .await?;
+            self.caught_up = (events.len() as u64) < READ_CHUNK as u64;
             if !events.is_empty() {
                 if events[0].index != self.next {
                     return Err(Error::Corrupt {
@@ -532,9 +539,7 @@ impl PgSubscription {
                 self.rebuild = rebuild;
                 rebuilt?;
                 self.backlog = events.into();
-                continue;
             }
-            self.wait().await;
         }
     }
 
@@ -595,6 +600,41 @@ impl PgSubscription {
         self.backlog = events[skip..].iter().cloned().collect();
         self.rebuild = Rebuild::default();
         true
+    }
+}
+
+/// The lease parameter of an append: the time to live of one it takes,
+/// or the token of the one it holds.
+enum Lease {
+    Ttl(f64),
+    Token(i64),
+}
+
+/// The parameters of one append statement.
+struct AppendParams {
+    agent: String,
+    lease: Lease,
+    columns: Arc<Columns>,
+}
+
+impl crate::group::Params for AppendParams {
+    fn params(&self) -> Vec<&(dyn tokio_postgres::types::ToSql + Sync)> {
+        let c = &*self.columns;
+        let lease: &(dyn tokio_postgres::types::ToSql + Sync) = match &self.lease {
+            Lease::Ttl(ttl) => ttl,
+            Lease::Token(token) => token,
+        };
+        vec![
+            &self.agent,
+            &c.session,
+            &c.owner,
+            lease,
+            &c.n,
+            &c.types,
+            &c.turns,
+            &c.ats,
+            &c.datas,
+        ]
     }
 }
 

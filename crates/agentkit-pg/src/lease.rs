@@ -33,8 +33,32 @@ WITH prev AS (
 RETURNING token, coalesce((SELECT dead_holder FROM prev), FALSE)"
 );
 
-const RENEW: &str = "UPDATE agentkit_leases SET expires_at = now() + make_interval(secs => $2)
-    WHERE owner = $1 AND held RETURNING agent, session_id, token";
+// Locks the rows in (agent, session) order, as a group commit of appends
+// (`events.rs`) does: the two never wait on each other in a cycle.
+const RENEW: &str = "WITH mine AS (
+    SELECT agent, session_id FROM agentkit_leases WHERE owner = $1 AND held
+    ORDER BY agent, session_id FOR UPDATE
+)
+UPDATE agentkit_leases l SET expires_at = now() + make_interval(secs => $2)
+    FROM mine WHERE l.agent = mine.agent AND l.session_id = mine.session_id
+    RETURNING l.agent, l.session_id, l.token";
+
+const RELEASE: &str = "UPDATE agentkit_leases SET held = FALSE, expires_at = now()
+    WHERE agent = $1 AND session_id = $2 AND owner = $3 AND token = $4";
+
+/// The parameters of `RELEASE`.
+struct ReleaseParams {
+    agent: String,
+    session: String,
+    owner: String,
+    token: i64,
+}
+
+impl crate::group::Params for ReleaseParams {
+    fn params(&self) -> Vec<&(dyn tokio_postgres::types::ToSql + Sync)> {
+        vec![&self.agent, &self.session, &self.owner, &self.token]
+    }
+}
 
 type Key = (String, String);
 
@@ -254,15 +278,20 @@ impl Leases {
         let Some(Held { token, .. }) = token else {
             return Ok(());
         };
-        let client = self.inner.db.client().await?;
-        client
-            .execute(
-                "UPDATE agentkit_leases SET held = FALSE, expires_at = now()
-                 WHERE agent = $1 AND session_id = $2 AND owner = $3 AND token = $4",
-                &[&agent, &session, &self.inner.owner, &token],
+        let params = ReleaseParams {
+            agent: agent.to_owned(),
+            session: session.to_owned(),
+            owner: self.inner.owner.clone(),
+            token,
+        };
+        self.inner
+            .db
+            .grouped(
+                RELEASE,
+                (agent.to_owned(), session.to_owned()),
+                Arc::new(params),
             )
-            .await
-            .map_err(Error::query("release a lease"))?;
+            .await?;
         Ok(())
     }
 

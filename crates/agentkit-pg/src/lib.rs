@@ -45,6 +45,7 @@ mod database;
 mod error;
 mod eval_runs;
 mod events;
+mod group;
 mod kv;
 mod lease;
 mod mailbox;

@@ -21,6 +21,27 @@ const UPSERT: &str =
         continuation = EXCLUDED.continuation, principal_id = EXCLUDED.principal_id,
         parked = EXCLUDED.parked, meta = EXCLUDED.meta";
 
+/// The parameters of `UPSERT`.
+struct PutParams {
+    agent: String,
+    row: SessionRow,
+}
+
+impl crate::group::Params for PutParams {
+    fn params(&self) -> Vec<&(dyn tokio_postgres::types::ToSql + Sync)> {
+        let r = &self.row;
+        vec![
+            &self.agent,
+            &r.id,
+            &r.channel,
+            &r.continuation,
+            &r.principal_id,
+            &r.parked,
+            &r.meta,
+        ]
+    }
+}
+
 impl SessionIndex {
     pub fn new(db: Database, agent: &str) -> SessionIndex {
         SessionIndex {
@@ -36,28 +57,21 @@ impl SessionIndex {
 
     /// Inserts or replaces `row`.
     pub async fn put(&self, row: &SessionRow) -> Result<()> {
-        let client = self.db.client().await?;
-        let statement = client
-            .prepare_cached(UPSERT)
-            .await
-            .map_err(Error::query("prepare a session write"))?;
-        let written = client
-            .execute(
-                &statement,
-                &[
-                    &self.agent,
-                    &row.id,
-                    &row.channel,
-                    &row.continuation,
-                    &row.principal_id,
-                    &row.parked,
-                    &row.meta,
-                ],
+        let params = PutParams {
+            agent: self.agent.clone(),
+            row: row.clone(),
+        };
+        let written = self
+            .db
+            .grouped(
+                UPSERT,
+                (self.agent.clone(), row.id.clone()),
+                std::sync::Arc::new(params),
             )
             .await;
         match written {
             Ok(_) => Ok(()),
-            Err(e)
+            Err(Error::Query { source: e, .. })
                 if e.as_db_error().is_some_and(|d| {
                     *d.code() == tokio_postgres::error::SqlState::UNIQUE_VIOLATION
                         && d.constraint() == Some("agentkit_sessions_one_per_key")
@@ -67,10 +81,7 @@ impl SessionIndex {
                     channel: row.channel.clone(),
                 })
             }
-            Err(source) => Err(Error::Query {
-                action: "write a session",
-                source,
-            }),
+            Err(e) => Err(e),
         }
     }
 

@@ -175,3 +175,52 @@ async fn a_follower_on_the_appending_host_takes_its_appends_without_reading_them
         "the prefix is read from the table once the follower reads it"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_of_many_sessions_waiting_together_are_one_commit() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let a = host(&db.url).await;
+    const SESSIONS: usize = 64;
+    const APPENDS: usize = 5;
+    let tasks: Vec<_> = (0..SESSIONS)
+        .map(|s| {
+            let a = a.clone();
+            tokio::spawn(async move {
+                let id = SessionId::parse(&format!("ses_{s:03}")).unwrap();
+                let mut indices = Vec::new();
+                for n in 0..APPENDS {
+                    let e = a
+                        .append(&id, EventType::MessageReceived, None, json!({"n": n}))
+                        .await
+                        .unwrap();
+                    indices.push(e.index);
+                }
+                indices
+            })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), (0..APPENDS as u64).collect::<Vec<_>>());
+    }
+    // Rows written by one transaction share its `xmin`.
+    let rows: usize = db
+        .query("SELECT count(*) FROM agentkit_events")
+        .parse()
+        .unwrap();
+    let commits: usize = db
+        .query("SELECT count(DISTINCT xmin::text) FROM agentkit_events")
+        .parse()
+        .unwrap();
+    assert_eq!(rows, SESSIONS * APPENDS);
+    assert!(
+        commits * 4 <= rows,
+        "{rows} appends of {SESSIONS} sessions at once took {commits} commits"
+    );
+    // Each session's lease was taken by its first append, in a group.
+    assert_eq!(
+        db.query("SELECT count(*) FROM agentkit_leases WHERE held"),
+        SESSIONS.to_string()
+    );
+}
