@@ -77,7 +77,7 @@ pub struct SessionCursor {
 }
 
 /// A client for one agent's HTTP API, on the process's one HTTP client
-/// ([`agentkit_harness::http_client`]). Errors show its URLs without the
+/// ([`agentkit_plumbing::http_client`]). Errors show its URLs without the
 /// user and password they may carry.
 #[derive(Clone)]
 pub struct Client {
@@ -526,12 +526,12 @@ fn transport(method: &'static str, url: &str, e: reqwest::Error) -> Error {
 
 /// A URL as an error may show it: without its user and password.
 fn shown(url: &str) -> String {
-    agentkit_harness::redact_credentials(url)
+    agentkit_plumbing::redact_credentials(url)
 }
 
 /// The process's one HTTP client.
 fn http() -> Result<&'static reqwest::Client> {
-    Ok(agentkit_harness::http_client()?)
+    Ok(agentkit_plumbing::http_client()?)
 }
 
 async fn read_json<T: serde::de::DeserializeOwned>(

@@ -9,7 +9,7 @@
 //! print. Both read the protocol's typed payloads ([`Event::payload`]).
 //!
 //! Not here: anything of the server half (sessions' storage, the runtime,
-//! routing). The crate reaches the network only through the harness's
+//! routing). The crate reaches the network only through the plumbing's
 //! process-wide HTTP client.
 //!
 //! [`Event::payload`]: agentkit_protocol::Event::payload
