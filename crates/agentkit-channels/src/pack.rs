@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use agentkit_auth::{AuthContext, Chain, Policy, PrincipalType, Surface};
 use agentkit_manifest::Admission;
+use agentkit_protocol::api::{ForgePackInfo, PackInfo};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -824,8 +825,11 @@ where
     def.description = spec.description;
     def.signature_headers = signature_headers(&spec.chain);
     def.auth = Some(spec.chain);
-    def.info =
-        Some(json!({"webhookEvents": spec.events, "signed": spec.signed, "apiUrl": spec.api_url}));
+    def.info = Some(PackInfo::Forge(ForgePackInfo {
+        webhook_events: spec.events,
+        signed: spec.signed,
+        api_url: spec.api_url.to_owned(),
+    }));
     def.max_body = Some(pack_max_body(spec.channel));
     def.form_bodies = spec.form_bodies;
     def.routes.push(
