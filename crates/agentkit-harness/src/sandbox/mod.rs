@@ -297,7 +297,7 @@ impl SandboxSpec {
     }
 }
 
-/// The runner's side of the sandbox: [`prepare`] on each spawn.
+/// The runner's side of the sandbox: each spawn is readied by `prepare`.
 impl Confinement for SandboxSpec {
     fn prepare(
         &self,
