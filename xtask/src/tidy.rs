@@ -172,6 +172,7 @@ const BELOW_FACADE: &[&str] = &[
     "agentkit-store",
     "agentkit-pg",
     "agentkit-auth",
+    "agentkit-plumbing",
     "agentkit-harness",
     "agentkit-mcp",
     "agentkit-channels",
@@ -206,23 +207,34 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
         &["agentkit-protocol", "agentkit-events", "agentkit-store"],
     ),
     ("agentkit-auth", &["agentkit-protocol"]),
+    // The one child-process runner, HTTP client and retry policy,
+    // redaction and path guard: below everything that spawns or sends,
+    // knowing no agentkit crate.
+    ("agentkit-plumbing", &[]),
     (
         "agentkit-harness",
-        &["agentkit-protocol", "agentkit-manifest"],
+        &[
+            "agentkit-protocol",
+            "agentkit-manifest",
+            "agentkit-plumbing",
+        ],
     ),
-    // The harness's child-process runner is the one way to spawn: stdio
-    // MCP servers and pack host tasks use it.
+    // Stdio MCP servers run through the harness's re-export of the
+    // plumbing's runner; the MCP client puts the harness's trace context
+    // on what it sends.
     (
         "agentkit-mcp",
         &["agentkit-protocol", "agentkit-manifest", "agentkit-harness"],
     ),
+    // Pack host tasks, deliveries and the packs' API clients use the
+    // plumbing; the channels know nothing of the agent loop.
     (
         "agentkit-channels",
         &[
             "agentkit-protocol",
             "agentkit-manifest",
             "agentkit-auth",
-            "agentkit-harness",
+            "agentkit-plumbing",
         ],
     ),
     (
@@ -237,10 +249,10 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
         ],
     ),
     // The client half: the public API's client knows the protocol and the
-    // process's one HTTP client (the harness's), never the server half.
+    // process's one HTTP client (the plumbing's), never the server half.
     (
         "agentkit-client",
-        &["agentkit-protocol", "agentkit-harness"],
+        &["agentkit-protocol", "agentkit-plumbing"],
     ),
     // The eval runner drives a server through the client; judges and
     // cassettes use the harness's providers.
@@ -267,6 +279,7 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
             "agentkit-store",
             "agentkit-pg",
             "agentkit-auth",
+            "agentkit-plumbing",
             "agentkit-harness",
             "agentkit-mcp",
             "agentkit-channels",

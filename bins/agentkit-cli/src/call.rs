@@ -71,7 +71,7 @@ pub(crate) fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
         }
         let envelope = result?;
         println!("{}", serde_json::to_string_pretty(&envelope)?);
-        Ok(if envelope["isError"] == true {
+        Ok(if envelope.is_error {
             ExitCode::from(1)
         } else {
             ExitCode::SUCCESS

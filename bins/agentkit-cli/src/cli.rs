@@ -283,15 +283,15 @@ fn live_info(
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let doc = runtime.block_on(async {
+    let info = runtime.block_on(async {
         let client = agentkit::client::Client::resolve(url, agent, bearer_token).await?;
         client.info().await
     })?;
     let mut out = anstream::stdout();
     if json {
-        render::json(&mut out, &doc)?;
+        render::json(&mut out, &serde_json::to_value(&info)?)?;
     } else {
-        render::live_info(&mut out, &doc)?;
+        render::live_info(&mut out, &info)?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -229,21 +229,17 @@ pub(crate) fn ab_report(
     Ok(())
 }
 
-pub(crate) fn live_info(out: &mut impl Write, doc: &serde_json::Value) -> io::Result<()> {
+pub(crate) fn live_info(out: &mut impl Write, info: &agentkit::client::Info) -> io::Result<()> {
     let s = |v: &serde_json::Value| v.as_str().unwrap_or("?").to_owned();
-    writeln!(out, "{BOLD}{}{BOLD:#} (live)", s(&doc["slug"]))?;
-    let mcp = &doc["mcp"];
-    let tools: Vec<String> = mcp["tools"]
-        .as_array()
-        .map(|t| t.iter().map(s).collect())
-        .unwrap_or_default();
+    writeln!(out, "{BOLD}{}{BOLD:#} (live)", info.slug)?;
+    let mcp = &info.mcp;
     writeln!(
         out,
         "  mcp server: {CYAN}{}{CYAN:#} ({})",
-        s(&mcp["path"]),
-        tools.join(", ")
+        mcp.path,
+        mcp.tools.join(", ")
     )?;
-    let conns = mcp["connections"].as_array().cloned().unwrap_or_default();
+    let conns = mcp.connections.as_array().cloned().unwrap_or_default();
     writeln!(out, "  mcp connections: {}", conns.len())?;
     for c in &conns {
         let state = s(&c["state"]);

@@ -359,8 +359,9 @@ pub struct ChannelDefinition {
     pub events: Vec<(String, EventHandler)>,
     pub on_start: Option<StartHandler>,
     pub on_stop: Option<StopHandler>,
-    /// Extra facts for `GET /v1/info` (a pack's published events).
-    pub info: Option<Value>,
+    /// What a pack adds to its entry of `GET /v1/info` (its published
+    /// events, its API URL, Slack's mode and state).
+    pub info: Option<agentkit_protocol::api::PackInfo>,
     /// The largest request body the channel reads, in bytes; `None`
     /// takes the host's limit.
     pub max_body: Option<usize>,

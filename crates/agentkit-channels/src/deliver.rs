@@ -1,6 +1,6 @@
 //! Event deliveries: POST a rendered body (or the event) to a URL, signed
 //! with HMAC-SHA256 when configured, retried on network errors, 429 and
-//! 5xx with the harness's [`Backoff`] (jittered exponential waits, the
+//! 5xx with the plumbing's [`Backoff`] (jittered exponential waits, the
 //! server's `Retry-After` honoured up to a cap). Every attempt is logged,
 //! one JSON line per attempt, to
 //! `<stateDir>/channels/<id>/deliveries/<sessionId>.ndjson` (the session's
@@ -13,8 +13,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agentkit_harness::{Backoff, RetryPolicy, http_error_text, redact_credentials};
 use agentkit_manifest::Delivery;
+use agentkit_plumbing::{Backoff, RetryPolicy, http_error_text, redact_credentials};
 use agentkit_protocol::Event;
 use serde_json::{Value, json};
 
@@ -55,7 +55,7 @@ impl Deliverer {
         }
     }
 
-    /// The harness's retry policy with this deliverer's numbers: the
+    /// The one retry policy with this deliverer's numbers: the
     /// policy's first bound is twice its base, so the base is half of
     /// `backoff`.
     fn retry_policy(&self) -> RetryPolicy {
@@ -129,7 +129,7 @@ impl Deliverer {
             let (status, ok, retry, response, retry_after) = match outcome {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
-                    let retry_after = agentkit_harness::retry_after_header(resp.headers());
+                    let retry_after = agentkit_plumbing::retry_after_header(resp.headers());
                     let text = resp.text().await.unwrap_or_default();
                     let ok = (200..300).contains(&status);
                     (
@@ -197,11 +197,11 @@ impl Deliverer {
 /// deliveries and pack webhooks; signing lives in `agentkit-auth`).
 pub use agentkit_auth::sign_body as sign;
 
-/// A request on the process's one HTTP client (the harness's: connect
-/// timeout, `agentkit/<version>` user agent), bounded by
-/// [`REQUEST_TIMEOUT`].
+/// A request on the process's one HTTP client
+/// (`agentkit_plumbing::http_client`: connect timeout,
+/// `agentkit/<version>` user agent), bounded by [`REQUEST_TIMEOUT`].
 pub(crate) fn request(method: reqwest::Method, url: &str) -> Result<reqwest::RequestBuilder> {
-    let client = agentkit_harness::http_client().map_err(|e| Error::Upstream {
+    let client = agentkit_plumbing::http_client().map_err(|e| Error::Upstream {
         message: e.to_string(),
     })?;
     Ok(client.request(method, url).timeout(REQUEST_TIMEOUT))

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use agentkit_auth::{Chain, RequestParts};
 use agentkit_manifest::{CompiledSchema, Method};
+use agentkit_protocol::api::{ChannelInfo, ChannelRouteInfo};
 use agentkit_protocol::{Event, EventType};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -313,53 +314,42 @@ impl ChannelHost {
     }
 
     /// The channels for `GET /v1/info`: routes with their full paths and
-    /// schemas, event handlers, and what each pack adds.
-    pub fn describe(&self) -> Value {
-        let list: Vec<Value> = self
-            .inner
+    /// schemas, event handlers, body limits, and what each pack adds.
+    pub fn describe(&self) -> Vec<ChannelInfo> {
+        self.inner
             .channels
             .iter()
             .map(|c| {
                 let base = format!("{}/v1/channels/{}", c.ctx.prefix, c.def.id);
-                let routes: Vec<Value> = c
+                let routes = c
                     .def
                     .routes
                     .iter()
-                    .map(|r| {
-                        let url = if r.path == "/" {
+                    .map(|r| ChannelRouteInfo {
+                        method: r.method.as_str().to_owned(),
+                        path: r.path.clone(),
+                        url: if r.path == "/" {
                             base.clone()
                         } else {
                             format!("{base}{}", r.path)
-                        };
-                        json!({
-                            "method": r.method.as_str(),
-                            "path": r.path,
-                            "url": url,
-                            "description": r.description,
-                            "bodySchema": r.body_schema,
-                            "querySchema": r.query_schema,
-                        })
+                        },
+                        description: r.description.clone(),
+                        body_schema: r.body_schema.clone(),
+                        query_schema: r.query_schema.clone(),
                     })
                     .collect();
-                let events: Vec<&String> = c.def.events.iter().map(|(k, _)| k).collect();
-                let mut v = json!({
-                    "id": c.def.id,
-                    "kind": c.def.kind,
-                    "description": c.def.description,
-                    "url": base,
-                    "routes": routes,
-                    "events": events,
-                });
-                if let (Some(obj), Some(max)) = (v.as_object_mut(), c.def.max_body) {
-                    obj.insert("maxBody".into(), json!(max));
+                ChannelInfo {
+                    id: c.def.id.clone(),
+                    kind: c.def.kind.clone(),
+                    description: c.def.description.clone(),
+                    url: base,
+                    routes,
+                    events: c.def.events.iter().map(|(k, _)| k.clone()).collect(),
+                    max_body: c.def.max_body.and_then(|n| u64::try_from(n).ok()),
+                    pack: c.def.info.clone(),
                 }
-                if let (Some(obj), Some(Value::Object(extra))) = (v.as_object_mut(), &c.def.info) {
-                    obj.extend(extra.clone());
-                }
-                v
             })
-            .collect();
-        Value::Array(list)
+            .collect()
     }
 
     /// Runs every `on_stop`, ends event delivery, and waits up to `grace`

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use agentkit_auth::{AuthContext, Chain, Policy, PrincipalType, Surface};
 use agentkit_manifest::Admission;
+use agentkit_protocol::api::{ForgePackInfo, PackInfo};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -678,10 +679,10 @@ const TASK_TIMEOUT: Duration = Duration::from_secs(600);
 const TASK_OUTPUT_CAP: usize = 64 * 1024;
 
 /// Runs a host command in `cwd` with the payload on stdin, through the
-/// harness's child-process runner: the scrubbed environment plus the
-/// task's `env` names and `vars`, its own process group (killed when it
-/// ends, at the timeout, or when the server drops the task), output
-/// capped.
+/// one child-process runner (`agentkit_plumbing`): the scrubbed
+/// environment plus the task's `env` names and `vars`, its own process
+/// group (killed when it ends, at the timeout, or when the server drops
+/// the task), output capped.
 pub(crate) async fn run_command(
     command: &[String],
     cwd: &Path,
@@ -692,7 +693,7 @@ pub(crate) async fn run_command(
 ) -> Result<()> {
     let spec = task_spec(command, cwd, payload, pass_env, vars)?;
     let program = command.first().map(String::as_str).unwrap_or_default();
-    let outcome = agentkit_harness::run_child(&spec)
+    let outcome = agentkit_plumbing::run_child(&spec)
         .await
         .map_err(|e| Error::io("spawn", Path::new(program), e))?;
     if outcome.success() {
@@ -714,11 +715,11 @@ fn task_spec(
     payload: &[u8],
     pass_env: &[String],
     vars: &[(String, String)],
-) -> Result<agentkit_harness::ChildSpec> {
+) -> Result<agentkit_plumbing::ChildSpec> {
     let Some((program, rest)) = command.split_first() else {
         return Err(Error::bad_request("empty command"));
     };
-    Ok(agentkit_harness::ChildSpec::new(program)
+    Ok(agentkit_plumbing::ChildSpec::new(program)
         .args(rest)
         .cwd(cwd)
         .stdin(payload.to_vec())
@@ -736,7 +737,7 @@ pub(crate) async fn post_json(
     auth: Option<(&str, String)>,
     body: &Value,
 ) -> Result<Value> {
-    let shown = agentkit_harness::redact_credentials(url);
+    let shown = agentkit_plumbing::redact_credentials(url);
     let mut req = crate::deliver::request(reqwest::Method::POST, url)?.json(body);
     if let Some((name, value)) = auth {
         req = req.header(name, value);
@@ -744,7 +745,7 @@ pub(crate) async fn post_json(
     let resp = req.send().await.map_err(|e| Error::Upstream {
         message: format!(
             "{label} API POST {shown}: {}",
-            agentkit_harness::http_error_text(e)
+            agentkit_plumbing::http_error_text(e)
         ),
     })?;
     let status = resp.status();
@@ -824,8 +825,11 @@ where
     def.description = spec.description;
     def.signature_headers = signature_headers(&spec.chain);
     def.auth = Some(spec.chain);
-    def.info =
-        Some(json!({"webhookEvents": spec.events, "signed": spec.signed, "apiUrl": spec.api_url}));
+    def.info = Some(PackInfo::Forge(ForgePackInfo {
+        webhook_events: spec.events,
+        signed: spec.signed,
+        api_url: spec.api_url.to_owned(),
+    }));
     def.max_body = Some(pack_max_body(spec.channel));
     def.form_bodies = spec.form_bodies;
     def.routes.push(

@@ -12,60 +12,19 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
 use agentkit_protocol::Event;
+use agentkit_protocol::ab::{AbReport, Feedback, FeedbackRecorded};
+use agentkit_protocol::api::{
+    Accepted, AgentList, ApprovalDecision, ApprovalList, ApprovalResolved, CallTool, Info,
+    SendMessage, SessionList, SessionListQuery, SessionSummary, Stopped, ToolCalled,
+};
 use futures_util::{Stream, StreamExt};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::ndjson::{LineBuffer, event_of, parse_ndjson, parse_ndjson_line};
 use crate::settle::Settle;
-
-/// The answer to a message: the session it went to and the token the next
-/// follow-up must carry.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Accepted {
-    pub session_id: String,
-    pub continuation_token: String,
-    #[serde(default)]
-    pub is_new: bool,
-    #[serde(default)]
-    pub trace_url: Option<String>,
-}
-
-/// A new session's first message and how the session is set up
-/// (`POST /v1/session`'s body).
-#[derive(Debug, Clone, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NewSession {
-    pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    /// `eval` for eval sessions.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub purpose: Option<String>,
-    /// Tools that are not read-only answer stubs instead of running.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub dry_run: bool,
-    /// Files written into the workspace before the turn (relative path →
-    /// content).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub workspace_files: BTreeMap<String, String>,
-    /// A JSON Schema the session's final replies are validated against
-    /// (instead of the agent's `output_schema`); first message only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub output_schema: Option<serde_json::Value>,
-}
-
-impl NewSession {
-    /// A plain session starting with `message`.
-    pub fn message(message: &str) -> NewSession {
-        NewSession {
-            message: message.to_owned(),
-            ..NewSession::default()
-        }
-    }
-}
 
 /// Where a conversation stands: its session, the token for the next
 /// follow-up, and the index of the next event to read.
@@ -77,7 +36,7 @@ pub struct SessionCursor {
 }
 
 /// A client for one agent's HTTP API, on the process's one HTTP client
-/// ([`agentkit_harness::http_client`]). Errors show its URLs without the
+/// ([`agentkit_plumbing::http_client`]). Errors show its URLs without the
 /// user and password they may carry.
 #[derive(Clone)]
 pub struct Client {
@@ -148,30 +107,19 @@ impl Client {
     /// The slugs `GET /v1/agents` lists, or `None` when the server has no
     /// such index (single mode, or no playground).
     async fn agent_slugs(&self) -> Option<Vec<String>> {
-        let doc: Value = self.get_json("/v1/agents").await.ok()?;
-        let agents = doc.get("agents")?.as_array()?;
-        Some(
-            agents
-                .iter()
-                .filter_map(|a| a.get("slug").and_then(Value::as_str).map(str::to_owned))
-                .collect(),
-        )
+        let list: AgentList = self.get_json("/v1/agents").await.ok()?;
+        Some(list.agents.into_iter().map(|a| a.slug).collect())
     }
 
     /// `POST /v1/session`: starts a session with its first message.
     pub async fn create_session(&self, message: &str) -> Result<Accepted> {
-        self.create_session_with(&NewSession::message(message))
-            .await
+        self.create_session_with(&SendMessage::new(message)).await
     }
 
-    /// `POST /v1/session` with the session's settings.
-    pub async fn create_session_with(&self, new: &NewSession) -> Result<Accepted> {
-        let body = serde_json::to_value(new).map_err(|source| Error::Body {
-            method: "POST",
-            url: shown(&self.url("/v1/session")),
-            source,
-        })?;
-        self.post_json("/v1/session", &body).await
+    /// `POST /v1/session` with the session's settings (title, purpose,
+    /// dry run, workspace files, output schema).
+    pub async fn create_session_with(&self, new: &SendMessage) -> Result<Accepted> {
+        self.post_json("/v1/session", new).await
     }
 
     /// `POST /v1/session/{id}`: sends a follow-up. The answer carries the
@@ -195,18 +143,22 @@ impl Client {
         message: &str,
         workspace_files: &BTreeMap<String, String>,
     ) -> Result<Accepted> {
-        let mut body = json!({ "message": message, "continuationToken": continuation_token });
-        if !workspace_files.is_empty() {
-            body["workspaceFiles"] = json!(workspace_files);
-        }
+        let body = SendMessage {
+            continuation_token: Some(continuation_token.to_owned()),
+            workspace_files: workspace_files.clone(),
+            ..SendMessage::new(message)
+        };
         self.post_json(&format!("/v1/session/{session_id}"), &body)
             .await
     }
 
     /// `POST /v1/session/{id}/stop`: interrupts the running turn.
-    pub async fn stop(&self, session_id: &str) -> Result<Value> {
-        self.post_json(&format!("/v1/session/{session_id}/stop"), &json!({}))
-            .await
+    pub async fn stop(&self, session_id: &str) -> Result<Stopped> {
+        self.post_json(
+            &format!("/v1/session/{session_id}/stop"),
+            &serde_json::Map::new(),
+        )
+        .await
     }
 
     /// `GET /v1/session/{id}/events`: the stored events (no live follow).
@@ -223,23 +175,24 @@ impl Client {
         })
     }
 
-    /// `POST /v1/tools/{name}`: a deterministic tool call; the envelope
-    /// `{ok, toolName, callId, isError, result, durationMs}`.
+    /// `POST /v1/tools/{name}`: a deterministic tool call, run in
+    /// `session_id` when given; a failing tool is an answer with
+    /// `is_error`, not an `Err`.
     pub async fn call_tool(
         &self,
         name: &str,
         input: &Value,
         session_id: Option<&str>,
-    ) -> Result<Value> {
-        let mut body = json!({ "input": input });
-        if let Some(id) = session_id {
-            body["sessionId"] = Value::String(id.to_owned());
-        }
+    ) -> Result<ToolCalled> {
+        let body = CallTool {
+            input: input.clone(),
+            session_id: session_id.map(str::to_owned),
+        };
         self.post_json(&format!("/v1/tools/{name}"), &body).await
     }
 
     /// `GET /v1/session/{id}/approvals`: the calls waiting for a decision.
-    pub async fn approvals(&self, session_id: &str) -> Result<Value> {
+    pub async fn approvals(&self, session_id: &str) -> Result<ApprovalList> {
         self.get_json(&format!("/v1/session/{session_id}/approvals"))
             .await
     }
@@ -252,11 +205,8 @@ impl Client {
         call_id: &str,
         approve: bool,
         reason: Option<&str>,
-    ) -> Result<Value> {
-        let mut body = json!({"decision": if approve { "approve" } else { "deny" }});
-        if let Some(reason) = reason {
-            body["reason"] = Value::String(reason.to_owned());
-        }
+    ) -> Result<ApprovalResolved> {
+        let body = ApprovalDecision::new(approve, reason.map(str::to_owned));
         self.post_json(
             &format!("/v1/session/{session_id}/approvals/{call_id}"),
             &body,
@@ -285,46 +235,31 @@ impl Client {
     pub async fn feedback(
         &self,
         session_id: &str,
-        feedback: &agentkit_protocol::ab::Feedback,
-    ) -> Result<agentkit_protocol::ab::FeedbackRecorded> {
-        let body = serde_json::to_value(feedback).unwrap_or_default();
-        let answer = self
-            .post_json(&format!("/v1/session/{session_id}/feedback"), &body)
-            .await?;
-        serde_json::from_value(answer).map_err(|source| Error::Body {
-            method: "POST",
-            url: shown(&self.url(&format!("/v1/session/{session_id}/feedback"))),
-            source,
-        })
+        feedback: &Feedback,
+    ) -> Result<FeedbackRecorded> {
+        self.post_json(&format!("/v1/session/{session_id}/feedback"), feedback)
+            .await
     }
 
     /// `GET /v1/ab`: every experiment's per-variant metrics.
-    pub async fn ab_report(&self) -> Result<agentkit_protocol::ab::AbReport> {
-        let answer = self.get_json("/v1/ab").await?;
-        serde_json::from_value(answer).map_err(|source| Error::Body {
-            method: "GET",
-            url: shown(&self.url("/v1/ab")),
-            source,
-        })
+    pub async fn ab_report(&self) -> Result<AbReport> {
+        self.get_json("/v1/ab").await
     }
 
-    /// `GET /v1/info`: the agent's discovered surface.
-    pub async fn info(&self) -> Result<Value> {
+    /// `GET /v1/info`: the agent's discovered surface and run-time state.
+    pub async fn info(&self) -> Result<Info> {
         self.get_json("/v1/info").await
     }
 
     /// `GET /v1/sessions`: the first page of the caller's sessions
-    /// (100, newest first; `nextCursor` continues).
-    pub async fn sessions(&self) -> Result<Value> {
+    /// (100, newest first; `next_cursor` continues).
+    pub async fn sessions(&self) -> Result<SessionList> {
         self.get_json("/v1/sessions").await
     }
 
     /// `GET /v1/sessions?limit&cursor&channel&since`: one page of the
     /// caller's sessions, newest first.
-    pub async fn sessions_page(
-        &self,
-        query: &agentkit_protocol::api::SessionListQuery,
-    ) -> Result<agentkit_protocol::api::SessionList> {
+    pub async fn sessions_page(&self, query: &SessionListQuery) -> Result<SessionList> {
         let mut url = self.url("/v1/sessions");
         let limit = query.limit.map(|n| n.to_string());
         let pairs = [
@@ -347,10 +282,7 @@ impl Client {
 
     /// Every session `query` selects, following `nextCursor` from page to
     /// page (of `query.limit`, or the server's default), newest first.
-    pub async fn all_sessions(
-        &self,
-        query: &agentkit_protocol::api::SessionListQuery,
-    ) -> Result<Vec<agentkit_protocol::api::SessionSummary>> {
+    pub async fn all_sessions(&self, query: &SessionListQuery) -> Result<Vec<SessionSummary>> {
         let mut query = query.clone();
         let mut all = Vec::new();
         loop {
@@ -405,17 +337,17 @@ impl Client {
         message: &str,
         on_event: impl FnMut(&Event),
     ) -> Result<(Accepted, Vec<Event>)> {
-        self.run_turn_as(session, &NewSession::message(message), on_event)
+        self.run_turn_as(session, &SendMessage::new(message), on_event)
             .await
     }
 
     /// [`Client::run_turn_with`] where a new session is set up as `new`
     /// says (its message is the turn's); a follow-up carries `new`'s
-    /// message and workspace files.
+    /// message and workspace files and the cursor's token.
     pub async fn run_turn_as(
         &self,
         session: &mut Option<SessionCursor>,
-        new: &NewSession,
+        new: &SendMessage,
         mut on_event: impl FnMut(&Event),
     ) -> Result<(Accepted, Vec<Event>)> {
         let message = new.message.as_str();
@@ -466,16 +398,16 @@ impl Client {
         format!("{}{path}", self.base)
     }
 
-    async fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T> {
+    async fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
         let url = self.url(path);
         let response = self.send("GET", http()?.get(&url), &url).await?;
         read_json("GET", &url, response).await
     }
 
-    async fn post_json<T: serde::de::DeserializeOwned>(
+    async fn post_json<T: DeserializeOwned>(
         &self,
         path: &str,
-        body: &Value,
+        body: &(impl Serialize + ?Sized),
     ) -> Result<T> {
         let url = self.url(path);
         let request = http()?.post(&url).json(body);
@@ -526,15 +458,15 @@ fn transport(method: &'static str, url: &str, e: reqwest::Error) -> Error {
 
 /// A URL as an error may show it: without its user and password.
 fn shown(url: &str) -> String {
-    agentkit_harness::redact_credentials(url)
+    agentkit_plumbing::redact_credentials(url)
 }
 
 /// The process's one HTTP client.
 fn http() -> Result<&'static reqwest::Client> {
-    Ok(agentkit_harness::http_client()?)
+    Ok(agentkit_plumbing::http_client()?)
 }
 
-async fn read_json<T: serde::de::DeserializeOwned>(
+async fn read_json<T: DeserializeOwned>(
     method: &'static str,
     url: &str,
     response: reqwest::Response,
@@ -655,22 +587,6 @@ mod tests {
         assert_eq!(
             error_body("bad gateway"),
             (String::new(), Some("bad gateway".to_owned()))
-        );
-    }
-
-    #[test]
-    fn new_sessions_send_only_what_is_set() {
-        let plain = serde_json::to_value(NewSession::message("hi")).unwrap_or_default();
-        assert_eq!(plain, json!({"message": "hi"}));
-        let eval = NewSession {
-            purpose: Some("eval".into()),
-            dry_run: true,
-            workspace_files: [("a.txt".to_owned(), "x".to_owned())].into(),
-            ..NewSession::message("hi")
-        };
-        assert_eq!(
-            serde_json::to_value(eval).unwrap_or_default(),
-            json!({"message": "hi", "purpose": "eval", "dryRun": true, "workspaceFiles": {"a.txt": "x"}})
         );
     }
 }

@@ -40,7 +40,7 @@ pub enum Error {
     },
     /// The process's HTTP client could not be built.
     #[error(transparent)]
-    HttpClient(#[from] agentkit_harness::HttpClientError),
+    HttpClient(#[from] agentkit_plumbing::HttpClientError),
     /// The server closed the stream before the turn settled.
     #[error("{url}: the stream ended before the turn settled")]
     StreamEnded { url: String },

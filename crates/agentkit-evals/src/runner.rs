@@ -7,9 +7,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use agentkit_client::{Client, NewSession, SessionCursor, trajectory};
+use agentkit_client::{Client, SessionCursor, trajectory};
 use agentkit_harness::ProviderConfig;
 use agentkit_manifest::{EvalCase, ModelSpec};
+use agentkit_protocol::api::SendMessage;
 use agentkit_protocol::{EventData, EventType};
 use futures_util::StreamExt;
 
@@ -176,13 +177,13 @@ async fn run_case(
     let mut usage = trajectory::Usage::default();
     let mut error = None;
     for turn in &case.turns {
-        let new = NewSession {
-            message: turn.send.clone(),
+        let new = SendMessage {
             title: Some(format!("eval {} #{iteration}", case.id)),
             purpose: Some("eval".to_owned()),
             dry_run,
             workspace_files: turn.workspace_files.clone(),
             output_schema: case.output_schema.clone(),
+            ..SendMessage::new(turn.send.clone())
         };
         let denier = client.clone();
         let on_event = move |e: &agentkit_protocol::Event| {

@@ -21,7 +21,10 @@ impl fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Endpoint")
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("base_url", &crate::providers::redact_text(&self.base_url))
+            .field(
+                "base_url",
+                &agentkit_plumbing::redact_credentials(&self.base_url),
+            )
             .finish()
     }
 }

@@ -21,17 +21,14 @@
 //! `action.approval_requested` / `action.approval_resolved`); the turn's
 //! timeout stops while a call waits, `approval_timeout` bounds the wait.
 //!
-//! [`ChildSpec`] with [`run_child`] / [`spawn_child`] is the one
-//! child-process runner of the workspace (scrubbed environment, own
-//! process group killed on every way out, timeout, output caps): server
-//! tools use it here, and hooks, pack host tasks and stdio MCP servers
-//! use it from the crates above.
-//!
-//! [`http_client`] is the process's one outgoing HTTP client (the
-//! providers' and everyone's: hooks, deliveries, pack API clients, the
-//! facade's clients), and [`Backoff`] / [`RetryPolicy`] its one retry
-//! policy; [`http_error_text`] and [`redact_credentials`] keep URLs and
-//! their credentials out of messages.
+//! Server tools and the `shell` built-in run through the one
+//! child-process runner of `agentkit-plumbing` ([`ChildSpec`]), confined
+//! by the sandbox ([`SandboxSpec`], which implements the runner's
+//! [`Confinement`]); the providers send on its one HTTP client
+//! ([`http_client`]) with its one retry policy. Those, the redaction of
+//! credentials and the workspace path guard are re-exported here for the
+//! crates above that already use the harness; crates that need only the
+//! plumbing depend on `agentkit-plumbing` itself.
 //!
 //! [`trace`] holds the trace context of the work in hand (task-locals the
 //! facade and the runtime set while traces are exported), which the
@@ -48,16 +45,20 @@ mod context;
 mod credentials;
 mod dynamic;
 mod output;
-mod process;
 mod providers;
 mod sandbox;
 mod step;
 mod tools;
 pub mod trace;
 mod turn;
-mod workspace_path;
 
 pub use agentkit_manifest::schema_errors;
+pub use agentkit_plumbing::{
+    Backoff, Captured, ChildExit, ChildOutcome, ChildSpec, Confinement, DEFAULT_OUTPUT_CAP,
+    HttpClientError, LiveChild, PASSED_ENV, PathError, RetryPolicy, check_relative_path,
+    confine_path, http_client, http_error_text, redact_credentials, retry_after_header, run_child,
+    signal_of, spawn_child,
+};
 pub use approvals::{ApprovalGate, Decision, DecisionFuture};
 pub use complete::{Completion, complete};
 pub use context::{
@@ -66,14 +67,7 @@ pub use context::{
 };
 pub use credentials::{Endpoint, ProviderConfig};
 pub use dynamic::{DynTool, RustTool, ToolFuture, ToolSource, ToolSpec, ToolsFuture};
-pub use process::{
-    Captured, ChildExit, ChildOutcome, ChildSpec, DEFAULT_OUTPUT_CAP, LiveChild, PASSED_ENV,
-    run_child, signal_of, spawn_child,
-};
-pub use providers::{
-    Backoff, Cassette, HttpClientError, OfferedTool, RetryPolicy, http_client, http_error_text,
-    redact_credentials, request_context, retry_after_header,
-};
+pub use providers::{Cassette, OfferedTool, request_context};
 pub use sandbox::{
     DEV_FILES, ETC_HIDDEN, SIMULATE_UNAVAILABLE_ENV, SYSTEM_READ, SandboxGap, SandboxSpec,
     SandboxStatus, log_sandbox_status, sandbox_info, sandbox_status,
@@ -85,7 +79,6 @@ pub use tools::{
     run_server_tool, sandbox_gaps,
 };
 pub use turn::{PrepareWorkspace, TurnInput, TurnOutcome, run_turn};
-pub use workspace_path::{PathError, check_relative_path, confine_path};
 
 /// [`run_turn`] behind a box, for the `task` tool's nested loop: the
 /// recursion needs a named future type, and it must live outside `turn`

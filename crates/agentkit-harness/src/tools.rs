@@ -1,7 +1,7 @@
 //! Running a server tool: a child process that reads its JSON input on
 //! stdin and writes its result on stdout.
 //!
-//! The child runs through the crate's one runner ([`crate::run_child`]): a
+//! The child runs through the one runner ([`crate::run_child`]): a
 //! scrubbed environment (plus the tool's `env`), its own process group, the
 //! tool's timeout and output cap. Whatever ends the call (timeout, cancel,
 //! an output overflow, or the tool's own exit) the whole process group is
@@ -13,13 +13,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
+use std::sync::Arc;
 
 use agentkit_manifest::Tool;
+use agentkit_plumbing::{ChildExit, ChildSpec, run_child};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::process::{ChildExit, ChildSpec, run_child};
 use crate::sandbox::SandboxGap;
 
 /// How much of a tool's stderr is kept (the rest is read and dropped).
@@ -310,18 +311,23 @@ pub async fn run_server_tool(tool: &Tool, input: &Value, ctx: &ToolContext) -> T
         .host
         .as_ref()
         .map(|host| host.credential_for(&ctx.session_id, &ctx.call_id, &ctx.origin));
+    let sandbox = sandbox.map(Arc::new);
     let mut spec = tool_spec(tool, &program_path, args, input, ctx, credential.as_ref());
-    if let Some(sandbox) = sandbox {
-        spec = spec.sandbox(sandbox);
+    if let Some(sandbox) = &sandbox {
+        spec = spec.confine(sandbox.clone());
     }
     let result = run_child(&spec).await;
     drop(credential);
+    let sandbox_hint = |output: &str| {
+        sandbox
+            .as_deref()
+            .and_then(|s| crate::sandbox::explain(s, &spec, output))
+    };
 
     let outcome = match result {
         Ok(outcome) => outcome,
         Err(e) => {
-            let hint = spec
-                .sandbox_hint(&e.to_string())
+            let hint = sandbox_hint(&e.to_string())
                 .map(|h| format!("\n{h}"))
                 .unwrap_or_default();
             return ToolOutput::error(format!(
@@ -344,7 +350,7 @@ pub async fn run_server_tool(tool: &Tool, input: &Value, ctx: &ToolContext) -> T
             let mut out = finish(tool, &outcome.stdout.bytes, &outcome.stderr.bytes, status);
             if !status.success()
                 && let Value::String(text) = &mut out.output
-                && let Some(hint) = spec.sandbox_hint(&format!(
+                && let Some(hint) = sandbox_hint(&format!(
                     "{}\n{}",
                     outcome.stderr.text(),
                     outcome.stdout.text()
@@ -379,11 +385,10 @@ pub fn sandbox_gaps(tool: &Tool) -> Vec<SandboxGap> {
         .map(|a| tool.cwd.join(a))
         .filter(|a| a.is_file())
         .collect();
-    ChildSpec::new(resolve_program(program, &tool.cwd))
+    let child = ChildSpec::new(resolve_program(program, &tool.cwd))
         .cwd(&tool.cwd)
-        .pass_env(tool.env.iter().cloned())
-        .sandbox(sandbox)
-        .sandbox_gaps(&files)
+        .pass_env(tool.env.iter().cloned());
+    crate::sandbox::gaps(&sandbox, &child, &files)
 }
 
 /// The child of one call: JSON input on stdin, the tool's folder, the
@@ -472,7 +477,7 @@ fn finish(tool: &Tool, stdout: &[u8], stderr: &[u8], status: ExitStatus) -> Tool
 }
 
 fn exit_signal(status: ExitStatus) -> String {
-    match crate::process::signal_of(status) {
+    match agentkit_plumbing::signal_of(status) {
         Some(signal) => format!("tool was killed by signal {signal}"),
         None => format!("tool failed: {status}"),
     }

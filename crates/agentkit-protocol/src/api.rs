@@ -228,6 +228,17 @@ pub struct SendMessage {
     pub output_schema: Option<Value>,
 }
 
+impl SendMessage {
+    /// `message` with nothing else set: a plain new session's first
+    /// message, or a follow-up once its token is set.
+    pub fn new(message: impl Into<String>) -> SendMessage {
+        SendMessage {
+            message: message.into(),
+            ..SendMessage::default()
+        }
+    }
+}
+
 /// The answer to a message: where its session is and how to follow it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -371,6 +382,14 @@ pub struct ApprovalDecision {
 }
 
 impl ApprovalDecision {
+    /// `approve` or `deny`, with an optional reason.
+    pub fn new(approve: bool, reason: Option<String>) -> ApprovalDecision {
+        ApprovalDecision {
+            decision: if approve { "approve" } else { "deny" }.to_owned(),
+            reason,
+        }
+    }
+
     /// Whether the decision approves; the refusal names what was sent.
     pub fn approved(&self) -> Result<bool, String> {
         match self.decision.as_str() {
@@ -387,6 +406,8 @@ impl ApprovalDecision {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalResolved {
+    pub ok: bool,
+    pub session_id: String,
     pub call_id: String,
     /// `approve` or `deny`.
     pub decision: String,
@@ -394,8 +415,6 @@ pub struct ApprovalResolved {
     pub by: String,
     /// A new turn resumes the conversation (the call's turn had ended).
     pub resumed: bool,
-    pub ok: bool,
-    pub session_id: String,
 }
 
 /// `POST /v1/tools/:name`: a deterministic call, no model turn.
@@ -468,8 +487,9 @@ pub struct Info {
     /// The discovered project, as `agentkit info --json` shows it.
     pub project: Value,
     pub mcp: McpInfo,
-    /// Each custom channel: id, kind, path, routes.
-    pub channels: Value,
+    /// Each mounted channel: id, kind, URL, routes, events, body limit,
+    /// and what its pack adds.
+    pub channels: Vec<ChannelInfo>,
     /// Each schedule: id, cron, next fire time, counters.
     pub schedules: Value,
     pub reminders: RemindersInfo,
@@ -482,6 +502,125 @@ pub struct Info {
     /// operator (the playground shows the operator view then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller: Option<Caller>,
+}
+
+/// A channel as [`Info`] lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelInfo {
+    pub id: String,
+    /// `webhook`, `github`, `gitlab`, `bitbucket`, `slack`, or an
+    /// embedder's own kind.
+    pub kind: String,
+    pub description: Option<String>,
+    /// The channel's base path: `<agent prefix>/v1/channels/<id>`.
+    pub url: String,
+    pub routes: Vec<ChannelRouteInfo>,
+    /// The event types the channel's handlers receive (`turn.completed`).
+    pub events: Vec<String>,
+    /// The largest request body the channel reads, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_body: Option<u64>,
+    /// What a pack channel adds; `None` for webhook and embedders'
+    /// channels.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub pack: Option<PackInfo>,
+}
+
+/// A route of a [`ChannelInfo`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelRouteInfo {
+    /// `GET`, `POST`, ...
+    pub method: String,
+    /// Below the channel's base path (`/` for the base itself).
+    pub path: String,
+    /// The full path.
+    pub url: String,
+    pub description: Option<String>,
+    pub body_schema: Option<Value>,
+    pub query_schema: Option<Value>,
+}
+
+/// The fields a pack adds to its [`ChannelInfo`], beside the common ones.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PackInfo {
+    /// Slack (tried first: its `mode` and `state` tell it apart).
+    Slack(SlackPackInfo),
+    /// GitHub, GitLab and Bitbucket.
+    Forge(ForgePackInfo),
+}
+
+/// What the GitHub, GitLab and Bitbucket packs add.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForgePackInfo {
+    /// The provider's event names the channel acts on.
+    pub webhook_events: Vec<String>,
+    /// Deliveries must carry the provider's signature.
+    pub signed: bool,
+    /// The provider API the pack calls.
+    pub api_url: String,
+}
+
+/// What the Slack pack adds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlackPackInfo {
+    pub mode: SlackMode,
+    pub state: ChannelState,
+    /// The variables an idle channel lacks.
+    pub missing: Vec<String>,
+    pub api_url: String,
+    /// Events API deliveries must carry Slack's signature.
+    pub signed: bool,
+    /// A parked call posts an approval card.
+    pub tool_approvals: bool,
+    /// Guests and users of other workspaces are refused.
+    pub block_external: bool,
+    /// The bot events the app subscribes to.
+    pub slack_events: Vec<String>,
+    /// The channels whose plain posts start a session; `None` when
+    /// channel posts are off.
+    pub slack_channel_posts: Option<Vec<String>>,
+}
+
+/// How a Slack channel receives events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SlackMode {
+    /// Socket Mode: the host opens a WebSocket to Slack.
+    Socket,
+    /// The Events API: Slack posts to the channel's URL.
+    Events,
+}
+
+impl SlackMode {
+    /// The wire spelling: `socket` or `events`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SlackMode::Socket => "socket",
+            SlackMode::Events => "events",
+        }
+    }
+}
+
+/// `socket` or `events`.
+impl std::fmt::Display for SlackMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether a pack channel can act.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChannelState {
+    Ready,
+    /// Credentials are missing (`missing` names them): deliveries are
+    /// refused, the rest of the host serves.
+    Idle,
 }
 
 /// The `caller` entry of [`Info`].
@@ -594,5 +733,121 @@ mod tests {
         );
         let back: ErrorBody = serde_json::from_value(body.to_json()).unwrap();
         assert_eq!(back, body);
+    }
+
+    /// `entry` serialised, and read back to the same value.
+    fn round_trip(entry: &ChannelInfo) -> String {
+        let text = serde_json::to_string(entry).unwrap();
+        let back: ChannelInfo = serde_json::from_str(&text).unwrap();
+        assert_eq!(&back, entry, "{text}");
+        text
+    }
+
+    fn channel(kind: &str, pack: Option<PackInfo>) -> ChannelInfo {
+        ChannelInfo {
+            id: "intake".into(),
+            kind: kind.into(),
+            description: None,
+            url: "/a/v1/channels/intake".into(),
+            routes: vec![ChannelRouteInfo {
+                method: "POST".into(),
+                path: "/".into(),
+                url: "/a/v1/channels/intake".into(),
+                description: Some("deliveries".into()),
+                body_schema: Some(serde_json::json!({"type": "object"})),
+                query_schema: None,
+            }],
+            events: vec!["turn.completed".into()],
+            max_body: Some(1024),
+            pack,
+        }
+    }
+
+    #[test]
+    fn channel_entries_have_the_documented_shape_for_every_kind_of_channel() {
+        let route = r#""routes":[{"method":"POST","path":"/","url":"/a/v1/channels/intake","description":"deliveries","bodySchema":{"type":"object"},"querySchema":null}]"#;
+        let webhook = channel("webhook", None);
+        assert_eq!(
+            round_trip(&webhook),
+            format!(
+                r#"{{"id":"intake","kind":"webhook","description":null,"url":"/a/v1/channels/intake",{route},"events":["turn.completed"],"maxBody":1024}}"#
+            )
+        );
+        let github = channel(
+            "github",
+            Some(PackInfo::Forge(ForgePackInfo {
+                webhook_events: vec!["pull_request".into()],
+                signed: true,
+                api_url: "https://api.github.com".into(),
+            })),
+        );
+        assert!(
+            round_trip(&github).ends_with(
+                r#""maxBody":1024,"webhookEvents":["pull_request"],"signed":true,"apiUrl":"https://api.github.com"}"#
+            ),
+            "{}",
+            round_trip(&github)
+        );
+        let slack = channel(
+            "slack",
+            Some(PackInfo::Slack(SlackPackInfo {
+                mode: SlackMode::Socket,
+                state: ChannelState::Idle,
+                missing: vec!["SLACK_APP_TOKEN".into()],
+                api_url: "https://slack.com/api".into(),
+                signed: false,
+                tool_approvals: true,
+                block_external: false,
+                slack_events: vec!["app_mention".into()],
+                slack_channel_posts: None,
+            })),
+        );
+        assert!(
+            round_trip(&slack).ends_with(
+                r#""maxBody":1024,"mode":"socket","state":"idle","missing":["SLACK_APP_TOKEN"],"apiUrl":"https://slack.com/api","signed":false,"toolApprovals":true,"blockExternal":false,"slackEvents":["app_mention"],"slackChannelPosts":null}"#
+            ),
+            "{}",
+            round_trip(&slack)
+        );
+        // An entry without a body limit leaves the key out.
+        let bare = ChannelInfo {
+            max_body: None,
+            ..webhook
+        };
+        assert!(!round_trip(&bare).contains("maxBody"));
+    }
+
+    #[test]
+    fn client_bodies_send_only_what_is_set_and_answers_come_in_the_documented_order() {
+        let resolved = ApprovalResolved {
+            ok: true,
+            session_id: "ses_1".into(),
+            call_id: "c1".into(),
+            decision: "approve".into(),
+            by: "local".into(),
+            resumed: false,
+        };
+        assert_eq!(
+            serde_json::to_string(&resolved).unwrap(),
+            r#"{"ok":true,"sessionId":"ses_1","callId":"c1","decision":"approve","by":"local","resumed":false}"#
+        );
+        assert_eq!(
+            serde_json::to_value(ApprovalDecision::new(false, Some("no".into()))).unwrap(),
+            serde_json::json!({"decision": "deny", "reason": "no"})
+        );
+        assert_eq!(
+            serde_json::to_value(SendMessage::new("hi")).unwrap(),
+            serde_json::json!({"message": "hi"})
+        );
+        let eval = SendMessage {
+            purpose: Some("eval".into()),
+            dry_run: true,
+            workspace_files: [("a.txt".to_owned(), "x".to_owned())].into(),
+            ..SendMessage::new("hi")
+        };
+        assert_eq!(
+            serde_json::to_value(eval).unwrap(),
+            serde_json::json!({"message": "hi", "workspaceFiles": {"a.txt": "x"}, "purpose": "eval", "dryRun": true})
+        );
     }
 }

@@ -49,8 +49,12 @@ pub mod webhooks;
 /// streams, approvals, tool calls, and the turn-settled fold.
 pub mod client {
     pub use agentkit_client::{
-        Accepted, Client, Error, NdjsonError, NdjsonErrorReason, NewSession, Result, SessionCursor,
-        Settle,
+        Client, Error, NdjsonError, NdjsonErrorReason, Result, SessionCursor, Settle,
+    };
+    /// The bodies the client sends and reads (`agentkit_protocol::api`).
+    pub use agentkit_protocol::api::{
+        Accepted, ApprovalList, ApprovalResolved, Info, SendMessage, SessionList, Stopped,
+        ToolCalled,
     };
 }
 /// The eval runner (`agentkit-evals`): selection, runs, reports,

@@ -129,7 +129,7 @@ impl AppAuth {
             .map_err(|e| Error::Upstream {
                 message: format!(
                     "GitHub API POST {path}: {}",
-                    agentkit_harness::http_error_text(e)
+                    agentkit_plumbing::http_error_text(e)
                 ),
             })?;
         let status = resp.status();

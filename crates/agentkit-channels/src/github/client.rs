@@ -116,7 +116,7 @@ impl GithubApi {
             let resp = req.send().await.map_err(|e| Error::Upstream {
                 message: format!(
                     "GitHub API {method} {path}: {}",
-                    agentkit_harness::http_error_text(e)
+                    agentkit_plumbing::http_error_text(e)
                 ),
             })?;
             let status = resp.status();

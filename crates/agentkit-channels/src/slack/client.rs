@@ -136,7 +136,7 @@ impl SlackApi {
         body: Body<'_>,
     ) -> Result<(Value, Option<String>), ApiError> {
         let url = format!("{}/{method}", self.base);
-        let shown = agentkit_harness::redact_credentials(&url);
+        let shown = agentkit_plumbing::redact_credentials(&url);
         let fail = |code: &str, message: String| ApiError {
             method: method.to_owned(),
             code: code.to_owned(),
@@ -156,7 +156,7 @@ impl SlackApi {
             let resp = req.send().await.map_err(|e| {
                 fail(
                     "unreachable",
-                    format!("POST {shown}: {}", agentkit_harness::http_error_text(e)),
+                    format!("POST {shown}: {}", agentkit_plumbing::http_error_text(e)),
                 )
             })?;
             let status = resp.status().as_u16();

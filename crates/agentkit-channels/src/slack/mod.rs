@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use agentkit_auth::{AuthContext, Chain, Policy, PrincipalType, Secret};
 use agentkit_manifest::{Admission, Channel};
+use agentkit_protocol::api::{ChannelState, PackInfo, SlackMode, SlackPackInfo};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -176,8 +177,8 @@ pub fn slack_channel(
         _ => {}
     }
     let mode = match settings.mode {
-        Mode::Socket => "socket",
-        Mode::Events => "events",
+        Mode::Socket => SlackMode::Socket,
+        Mode::Events => SlackMode::Events,
     };
     if !missing.is_empty() {
         tracing::warn!(
@@ -197,16 +198,28 @@ pub fn slack_channel(
             }),
         options.dev,
     );
-    let info = json!({
-        "mode": mode,
-        "state": if missing.is_empty() { "ready" } else { "idle" },
-        "missing": missing,
-        "apiUrl": api_url,
-        "signed": creds.signing_secret.is_some(),
-        "toolApprovals": settings.tool_approvals,
-        "blockExternal": settings.block_external,
-        "slackEvents": settings.bot_events(),
-        "slackChannelPosts": settings.engagement.channel_posts.as_ref().map(|p| p.allow.clone()),
+    let info = PackInfo::Slack(SlackPackInfo {
+        mode,
+        state: if missing.is_empty() {
+            ChannelState::Ready
+        } else {
+            ChannelState::Idle
+        },
+        missing: missing.clone(),
+        api_url: api_url.clone(),
+        signed: creds.signing_secret.is_some(),
+        tool_approvals: settings.tool_approvals,
+        block_external: settings.block_external,
+        slack_events: settings
+            .bot_events()
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+        slack_channel_posts: settings
+            .engagement
+            .channel_posts
+            .as_ref()
+            .map(|p| p.allow.clone()),
     });
     let pack = Arc::new(Pack {
         id: channel.id.clone(),

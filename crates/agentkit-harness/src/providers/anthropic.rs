@@ -33,7 +33,9 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::http::{self, Call, Failed, HttpError, RetryPolicy, StreamError, Target};
+use agentkit_plumbing::RetryPolicy;
+
+use super::http::{self, Call, Failed, HttpError, StreamError, Target};
 use super::sse::SseEvent;
 use super::{ModelReply, StepRequest, StepSink};
 use crate::credentials::Endpoint;

@@ -1,12 +1,8 @@
-//! The provider HTTP layer: one process-wide client, one retry policy, the
-//! body of a streamed answer, and error text that never carries a URL, a
-//! password or a key. `openai` and `anthropic` only map requests and
-//! stream events on top of it.
+//! The provider HTTP layer: requests on the process's one client and
+//! retry policy (`agentkit_plumbing`), the body of a streamed answer, and
+//! error text that never carries a URL, a password or a key. `openai` and
+//! `anthropic` only map requests and stream events on top of it.
 //!
-//! - [`client`]: built once, lazily, with a connect timeout; every turn of
-//!   every provider shares its connection pool, and so does every other
-//!   outgoing request of the process ([`http_client`]: hooks, deliveries,
-//!   pack API clients, the facade's clients).
 //! - [`open`]: sends a request and retries connection errors, 429 and 5xx
 //!   with a [`Backoff`] (honouring `Retry-After`), and a body that fails
 //!   before its first byte. Once a byte has arrived the answer is the
@@ -21,241 +17,25 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::hash::BuildHasher;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{LazyLock, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
+use agentkit_plumbing::{
+    Backoff, RetryPolicy, http_client, http_error_text, redact_credentials, retry_after_header,
+};
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use percent_encoding::percent_decode_str;
 use reqwest::StatusCode;
-use reqwest::header::{CONTENT_TYPE, HeaderMap};
+use reqwest::header::CONTENT_TYPE;
 use tokio_util::sync::CancellationToken;
 
 use super::sse::{SseEvent, SseParser};
 
-/// How long establishing a connection may take.
-pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-// --- The client -------------------------------------------------------------
-
-static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
-/// How many clients this process built (one, or none yet).
-static CLIENTS_BUILT: AtomicUsize = AtomicUsize::new(0);
-
-/// The one HTTP client of every provider, so connections are reused across
-/// turns and providers. Timeouts other than connecting are per request
-/// (see [`Call::idle_timeout`]), since a stream may last minutes.
+/// The process's one HTTP client (`agentkit_plumbing::http_client`), its
+/// failure as the text a provider error carries.
 pub(crate) fn client() -> Result<&'static reqwest::Client, String> {
-    CLIENT
-        .get_or_init(|| {
-            CLIENTS_BUILT.fetch_add(1, Ordering::Relaxed);
-            reqwest::Client::builder()
-                .connect_timeout(CONNECT_TIMEOUT)
-                .user_agent(USER_AGENT)
-                .build()
-                .map_err(|e| format!("cannot build the HTTP client: {}", error_chain(e)))
-        })
-        .as_ref()
-        .map_err(Clone::clone)
-}
-
-/// The `User-Agent` of every request the shared client sends (a request
-/// may set its own).
-const USER_AGENT: &str = concat!("agentkit/", env!("CARGO_PKG_VERSION"));
-
-/// The process's one outgoing HTTP client (the providers', shared by
-/// hooks, channel deliveries, the packs' API clients and the facade's
-/// clients), so every caller reuses one connection pool and one TLS setup.
-/// It has a connect timeout and the `agentkit/<version>` user agent and no
-/// other timeout: callers bound each request with
-/// `RequestBuilder::timeout`, since some answers are streams that last
-/// minutes. Messages about its errors should come from
-/// [`http_error_text`], which keeps URLs (and the credentials they may
-/// carry) out.
-pub fn http_client() -> Result<&'static reqwest::Client, HttpClientError> {
-    client().map_err(HttpClientError)
-}
-
-/// The shared HTTP client could not be built (for example, no TLS
-/// configuration could be loaded).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct HttpClientError(String);
-
-/// A reqwest error as text for a message or a log: its causes joined by
-/// `: `, without the request URL, and with any URL user and password or
-/// `Basic`/`Bearer` credential in the text removed.
-pub fn http_error_text(e: reqwest::Error) -> String {
-    error_chain(e)
-}
-
-/// `text` without the user and password of any URL in it and without the
-/// value of any `Basic` or `Bearer` credential: for messages and logs that
-/// show a URL a user configured (it may carry credentials).
-pub fn redact_credentials(text: &str) -> String {
-    redact_text(text)
-}
-
-/// The delay a server asked for in a `429` or `503` answer:
-/// `retry-after-ms`, else `retry-after` in seconds or as an HTTP date.
-pub fn retry_after_header(headers: &HeaderMap) -> Option<Duration> {
-    retry_after(headers, SystemTime::now())
-}
-
-/// How many times [`client`] built a client in this process.
-#[cfg(test)]
-pub(crate) fn clients_built() -> usize {
-    CLIENTS_BUILT.load(Ordering::Relaxed)
-}
-
-// --- Retries ----------------------------------------------------------------
-
-/// How often and how long a failed request is tried again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Retries after the first attempt.
-    pub max_retries: u32,
-    /// The shortest wait, and the unit the waits grow from.
-    pub base_delay: Duration,
-    /// The longest wait the policy picks by itself.
-    pub max_delay: Duration,
-    /// The longest server-given `Retry-After` honoured; a longer one is
-    /// cut to this.
-    pub max_retry_after: Duration,
-    /// The most time spent waiting over all retries: a retry whose wait
-    /// would pass it is not made.
-    pub max_total_wait: Duration,
-}
-
-impl Default for RetryPolicy {
-    /// Three retries, waits of 0.5–1 s, 1–2 s and 2–4 s (at most 8 s),
-    /// `Retry-After` up to 30 s, at most 60 s of waiting in all.
-    fn default() -> Self {
-        RetryPolicy {
-            max_retries: 3,
-            base_delay: Duration::from_millis(500),
-            max_delay: Duration::from_secs(8),
-            max_retry_after: Duration::from_secs(30),
-            max_total_wait: Duration::from_secs(60),
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// The wait the policy picks by itself before retry `retry` (from 0),
-    /// ignoring `max_retries` and `max_total_wait`: a uniformly random time
-    /// between half the ceiling and the ceiling
-    /// `min(max_delay, base_delay · 2^(retry+1))`, and never less than
-    /// `base_delay`. For callers that count their own failures (a
-    /// supervisor restarting a child for as long as it runs).
-    pub fn delay(&self, retry: u32) -> Duration {
-        let ceiling = self
-            .base_delay
-            .saturating_mul(2u32.saturating_pow(retry.saturating_add(1)))
-            .min(self.max_delay)
-            .max(self.base_delay);
-        let floor = (ceiling / 2).max(self.base_delay).min(ceiling);
-        floor + (ceiling - floor).mul_f64(random_fraction())
-    }
-}
-
-/// The waits between the attempts of one operation: bounded exponential
-/// backoff with jitter.
-///
-/// Retry `n` (from 0) waits [`RetryPolicy::delay`]`(n)`: a uniformly
-/// random time between half of and all of
-/// `min(max_delay, base_delay · 2^(n+1))` (at least `base_delay`), or the
-/// server's `Retry-After` (cut to `max_retry_after`) when it gave one.
-/// [`Backoff::next_delay`] says `None` once `max_retries` were made or
-/// the wait would take the total past `max_total_wait`. The jitter keeps
-/// a crowd of clients (or children that died together) from retrying at
-/// once after a shared failure; its floor keeps the waits growing. Not
-/// tied to HTTP: anything that retries can use it.
-///
-/// ```
-/// # use agentkit_harness::{Backoff, RetryPolicy};
-/// # use std::time::Duration;
-/// let mut backoff = Backoff::new(RetryPolicy::default());
-/// let first = backoff.next_delay(None).unwrap();
-/// assert!(first >= Duration::from_millis(500) && first <= Duration::from_secs(1));
-/// assert_eq!(backoff.next_delay(Some(Duration::from_secs(2))), Some(Duration::from_secs(2)));
-/// ```
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    policy: RetryPolicy,
-    retries: u32,
-    waited: Duration,
-}
-
-impl Backoff {
-    pub fn new(policy: RetryPolicy) -> Backoff {
-        Backoff {
-            policy,
-            retries: 0,
-            waited: Duration::ZERO,
-        }
-    }
-
-    /// The wait before the next retry, or `None` when there is none left.
-    /// `retry_after` is the server's own delay, if it gave one.
-    pub fn next_delay(&mut self, retry_after: Option<Duration>) -> Option<Duration> {
-        let p = self.policy;
-        if self.retries >= p.max_retries {
-            return None;
-        }
-        let delay = match retry_after {
-            Some(d) => d.min(p.max_retry_after),
-            None => p.delay(self.retries),
-        };
-        let waited = self.waited.saturating_add(delay);
-        if waited > p.max_total_wait {
-            return None;
-        }
-        self.retries += 1;
-        self.waited = waited;
-        Some(delay)
-    }
-
-    /// The attempts made so far, counting the first.
-    pub fn attempts(&self) -> u32 {
-        self.retries + 1
-    }
-}
-
-/// A number in `[0, 1)`: a randomly keyed hasher is random enough for
-/// jitter.
-fn random_fraction() -> f64 {
-    static CALLS: AtomicUsize = AtomicUsize::new(0);
-    let random = std::collections::hash_map::RandomState::new()
-        .hash_one(CALLS.fetch_add(1, Ordering::Relaxed));
-    (random >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// The server's delay: `retry-after-ms` (OpenAI), else `retry-after` in
-/// seconds or as an HTTP date (a date in the past is no wait).
-pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-    };
-    let number = |name: &str| {
-        header(name)
-            .and_then(|v| v.parse::<f64>().ok())
-            .filter(|v| v.is_finite() && *v >= 0.0)
-    };
-    if let Some(ms) = number("retry-after-ms") {
-        return Some(Duration::from_secs_f64(ms.min(1e9) / 1000.0));
-    }
-    if let Some(seconds) = number("retry-after") {
-        return Some(Duration::from_secs_f64(seconds.min(1e9)));
-    }
-    let date = httpdate::parse_http_date(header("retry-after")?).ok()?;
-    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+    http_client().map_err(|e| e.to_string())
 }
 
 // --- Where a request goes, and what no message may show ----------------------
@@ -342,47 +122,14 @@ impl Target {
                 text = text.replace(secret.as_str(), "<redacted>");
             }
         }
-        redact_text(&text)
+        redact_credentials(&text)
     }
-}
-
-/// Drops the user and password of every URL in `text` and the value of
-/// every `Basic` or `Bearer` credential.
-pub(crate) fn redact_text(text: &str) -> String {
-    static USERINFO: LazyLock<Option<regex::Regex>> =
-        LazyLock::new(|| regex::Regex::new(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@]*@").ok());
-    static CREDENTIAL: LazyLock<Option<regex::Regex>> =
-        LazyLock::new(|| regex::Regex::new(r"(?i)\b(basic|bearer)(\s+)[a-z0-9+/=._~\-]{6,}").ok());
-    let mut text = std::borrow::Cow::Borrowed(text);
-    if let Some(re) = USERINFO.as_ref() {
-        text = std::borrow::Cow::Owned(re.replace_all(&text, "${1}").into_owned());
-    }
-    if let Some(re) = CREDENTIAL.as_ref() {
-        text = std::borrow::Cow::Owned(re.replace_all(&text, "${1}${2}<redacted>").into_owned());
-    }
-    text.into_owned()
 }
 
 /// The URL as logs may show it: its origin only (no user, password,
 /// path or query, any of which may carry a credential).
 fn redacted_url(url: &reqwest::Url) -> String {
     url.origin().ascii_serialization()
-}
-
-/// A reqwest error with its causes, joined by `: `, without the URL.
-pub(crate) fn error_chain(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(&e);
-    while let Some(cause) = source {
-        let part = cause.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = cause.source();
-    }
-    redact_text(&text)
 }
 
 // --- Sending ------------------------------------------------------------------
@@ -552,13 +299,13 @@ async fn attempt(call: &Call<'_>, request: reqwest::RequestBuilder) -> Result<Bo
     };
     let mut response = match tokio::time::timeout(idle, request.send()).await {
         Err(_) => return Err(HttpError::NoResponse(idle)),
-        Ok(Err(e)) if e.is_builder() => return Err(HttpError::Request(error_chain(e))),
-        Ok(Err(e)) => return Err(HttpError::Unreachable(error_chain(e))),
+        Ok(Err(e)) if e.is_builder() => return Err(HttpError::Request(http_error_text(e))),
+        Ok(Err(e)) => return Err(HttpError::Unreachable(http_error_text(e))),
         Ok(Ok(response)) => response,
     };
     let status = response.status();
     if !status.is_success() {
-        let retry_after = retry_after(response.headers(), SystemTime::now());
+        let retry_after = retry_after_header(response.headers());
         let body = match tokio::time::timeout(idle, response.text()).await {
             Ok(Ok(text)) => call.target.redact(&text),
             _ => String::new(),
@@ -578,7 +325,7 @@ async fn attempt(call: &Call<'_>, request: reqwest::RequestBuilder) -> Result<Bo
     // retried like a connection that did.
     let first = match tokio::time::timeout(idle, response.chunk()).await {
         Err(_) => return Err(HttpError::Idle(idle)),
-        Ok(Err(e)) => return Err(HttpError::BodyFailed(error_chain(e))),
+        Ok(Err(e)) => return Err(HttpError::BodyFailed(http_error_text(e))),
         Ok(Ok(first)) => first,
     };
     Ok(Body {
@@ -639,7 +386,10 @@ impl Body {
     }
 
     fn chunks(self) -> impl Stream<Item = Result<Bytes, String>> + Send + 'static {
-        let rest = self.response.bytes_stream().map(|r| r.map_err(error_chain));
+        let rest = self
+            .response
+            .bytes_stream()
+            .map(|r| r.map_err(http_error_text));
         match self.first {
             Some(first) => futures_util::stream::once(async { Ok(first) })
                 .chain(rest)
@@ -723,85 +473,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn retry_after_reads_seconds_milliseconds_and_dates() {
-        let now = httpdate::parse_http_date("Wed, 21 Oct 2015 07:28:00 GMT").unwrap();
-        let mut h = HeaderMap::new();
-        assert_eq!(retry_after(&h, now), None);
-        h.insert("retry-after", "2".parse().unwrap());
-        assert_eq!(retry_after(&h, now), Some(Duration::from_secs(2)));
-        h.insert(
-            "retry-after",
-            "Wed, 21 Oct 2015 07:28:07 GMT".parse().unwrap(),
-        );
-        assert_eq!(retry_after(&h, now), Some(Duration::from_secs(7)));
-        h.insert(
-            "retry-after",
-            "Wed, 21 Oct 2015 07:27:00 GMT".parse().unwrap(),
-        );
-        assert_eq!(retry_after(&h, now), Some(Duration::ZERO));
-        h.insert("retry-after", "soon".parse().unwrap());
-        assert_eq!(retry_after(&h, now), None);
-        h.insert("retry-after-ms", "250".parse().unwrap());
-        assert_eq!(retry_after(&h, now), Some(Duration::from_millis(250)));
-    }
-
-    #[test]
-    fn policy_delays_grow_to_the_cap_without_state() {
-        let policy = RetryPolicy {
-            base_delay: Duration::from_millis(50),
-            max_delay: Duration::from_millis(1000),
-            ..RetryPolicy::default()
-        };
-        for (retry, ceiling) in [(0, 100), (1, 200), (3, 800), (4, 1000), (40, 1000)] {
-            let d = policy.delay(retry).as_millis();
-            assert!(
-                d >= ceiling / 2 && d <= ceiling,
-                "{retry}: {d} not in [{}, {ceiling}]",
-                ceiling / 2
-            );
-        }
-    }
-
-    #[test]
-    fn backoff_is_jittered_bounded_and_capped_in_total() {
-        let policy = RetryPolicy::default();
-        for _ in 0..50 {
-            let mut b = Backoff::new(policy);
-            for n in 0..3 {
-                let d = b.next_delay(None).unwrap();
-                let ceiling = (policy.base_delay * 2u32.pow(n + 1)).min(policy.max_delay);
-                assert!(d >= policy.base_delay && d <= ceiling, "retry {n}: {d:?}");
-                assert!(
-                    d >= ceiling / 2,
-                    "retry {n}: {d:?} below half of {ceiling:?}"
-                );
-            }
-            assert_eq!(b.next_delay(None), None);
-            assert_eq!(b.attempts(), 4);
-        }
-        // The server's delay wins, cut to its cap; the total is capped.
-        let mut b = Backoff::new(RetryPolicy {
-            max_retries: 10,
-            ..policy
-        });
-        assert_eq!(
-            b.next_delay(Some(Duration::from_secs(3600))),
-            Some(policy.max_retry_after)
-        );
-        assert_eq!(
-            b.next_delay(Some(Duration::from_secs(30))),
-            Some(Duration::from_secs(30))
-        );
-        assert_eq!(b.next_delay(Some(Duration::from_millis(1))), None);
-        assert_eq!(b.attempts(), 3);
-        // Not every wait is the same.
-        let waits: std::collections::HashSet<Duration> = (0..20)
-            .map(|_| Backoff::new(policy).next_delay(None).unwrap())
-            .collect();
-        assert!(waits.len() > 1);
-    }
-
-    #[test]
     fn targets_scrub_keys_passwords_and_echoed_credentials() {
         let t = Target::new(
             "http://user:s3cr%65t@127.0.0.1:9/v1/",
@@ -839,13 +510,5 @@ mod tests {
             Err(StreamError::Idle(Duration::from_millis(50)))
         );
         assert_eq!(events.next().await, Ok(None));
-    }
-
-    #[test]
-    fn one_client_per_process() {
-        let a = client().unwrap();
-        let b = client().unwrap();
-        assert!(std::ptr::eq(a, b));
-        assert_eq!(clients_built(), 1);
     }
 }

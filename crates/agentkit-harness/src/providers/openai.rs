@@ -20,7 +20,9 @@ use agentkit_protocol::{Message, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::http::{self, Call, Events, Failed, HttpError, RetryPolicy, StreamError, Target};
+use agentkit_plumbing::RetryPolicy;
+
+use super::http::{self, Call, Events, Failed, HttpError, StreamError, Target};
 use super::{ModelReply, StepRequest, StepSink, approx_tokens};
 use crate::credentials::Endpoint;
 

@@ -28,11 +28,13 @@
 //! fails on a path the sandbox does not grant, its error result names the
 //! path and the `read` line that grants it (`denial.rs`).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use agentkit_manifest::{Agent, Sandbox, SandboxLimits, SandboxMode, Tool};
+use agentkit_plumbing::{ChildSpec, Confined, Confinement};
 use serde_json::{Value, json};
 
 mod denial;
@@ -214,7 +216,7 @@ pub fn log_sandbox_status(agent: &Agent) {
 }
 
 /// How one sandboxed child is confined: given to
-/// [`crate::ChildSpec::sandbox`].
+/// [`crate::ChildSpec::confine`] (it is the runner's [`Confinement`]).
 #[derive(Debug, Clone, Default)]
 // Only Linux reads the rules and limits; elsewhere only `required` and
 // `network` matter (for the refusal).
@@ -295,6 +297,17 @@ impl SandboxSpec {
     }
 }
 
+/// The runner's side of the sandbox: each spawn is readied by `prepare`.
+impl Confinement for SandboxSpec {
+    fn prepare(
+        &self,
+        launch: &Launch<'_>,
+        cmd: &mut tokio::process::Command,
+    ) -> std::io::Result<Confined> {
+        Ok(Box::new(prepare(self, launch, cmd)?))
+    }
+}
+
 /// What the spawn of a sandboxed child keeps alive until the child ends.
 #[derive(Debug)]
 pub(crate) struct Prepared {
@@ -345,21 +358,32 @@ pub(crate) fn prepare(
     Ok(Prepared { _tmp: tmp })
 }
 
-/// A sentence naming the path the sandbox denied `launch`'s child and the
-/// line of configuration that grants it, when its `output` shows one
-/// (see `denial.rs` for what this can and cannot tell).
-pub(crate) fn explain(spec: &SandboxSpec, launch: &Launch<'_>, output: &str) -> Option<String> {
+/// A sentence naming the path the sandbox denied `child` and the line of
+/// configuration that grants it, when its `output` shows one (see
+/// `denial.rs` for what this can and cannot tell).
+pub(crate) fn explain(spec: &SandboxSpec, child: &ChildSpec, output: &str) -> Option<String> {
     if !sandbox_status().available {
         return None;
     }
-    denial::explain(spec, launch, output)
+    let env = child.environment();
+    denial::explain(spec, &launch_of(child, &env), output)
+}
+
+/// `child` as the resolution of its interpreter sees it.
+fn launch_of<'a>(child: &'a ChildSpec, env: &'a [(OsString, OsString)]) -> Launch<'a> {
+    Launch {
+        program: child.program(),
+        cwd: child.current_dir(),
+        env,
+    }
 }
 
 /// The files `launch`'s program needs (itself, its `#!` interpreters)
 /// and the `files` it is given that `spec`'s sandbox cannot read after
 /// the automatic grants.
-pub(crate) fn gaps(spec: &SandboxSpec, launch: &Launch<'_>, files: &[PathBuf]) -> Vec<SandboxGap> {
-    denial::gaps(spec, launch, files)
+pub(crate) fn gaps(spec: &SandboxSpec, child: &ChildSpec, files: &[PathBuf]) -> Vec<SandboxGap> {
+    let env = child.environment();
+    denial::gaps(spec, &launch_of(child, &env), files)
 }
 
 /// The sandbox of one call of `tool` in `workspace`, from its effective

@@ -81,23 +81,7 @@ const HOME_BROAD: &[&str] = &[
 const NOT_AN_INSTALL: &[&str] = &[".env", ".agentkit", "agent/agent.toml", ".git"];
 
 /// One child about to start, as the resolution sees it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Launch<'a> {
-    pub(crate) program: &'a Path,
-    pub(crate) cwd: Option<&'a Path>,
-    /// The child's environment (later entries win).
-    pub(crate) env: &'a [(OsString, OsString)],
-}
-
-impl Launch<'_> {
-    fn var(&self, name: &str) -> Option<&OsStr> {
-        self.env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_os_str())
-    }
-}
+pub(crate) use agentkit_plumbing::Launch;
 
 /// What one program needs, and what was found but kept out.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

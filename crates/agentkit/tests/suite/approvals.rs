@@ -346,3 +346,114 @@ fn an_approval_timeout_denies_a_call_left_parked_by_a_restart() {
         vec![(json!("the call was denied by timeout: timed out"), true)]
     );
 }
+
+/// The typed client against the same server: every answer it reads is
+/// the protocol's body (`Accepted`, `ApprovalList`, `ApprovalResolved`,
+/// `ToolCalled`, `Stopped`, `Info`, `SessionList`), with the values the
+/// server gave.
+#[test]
+fn the_client_reads_every_answer_as_the_protocol_types() {
+    let host = Host::new("");
+    let addr = host.handle.as_ref().unwrap().local_addr();
+    let client = agentkit::client::Client::new(&format!("http://{addr}/bot"), None);
+    let rt = &host.rt;
+
+    let accepted = rt.block_on(client.create_session("go")).unwrap();
+    let id = accepted.session_id.clone();
+    assert!(accepted.ok && accepted.is_new && !accepted.coalesced);
+    assert_eq!(accepted.stream_url, format!("/bot/v1/session/{id}/stream"));
+    assert_eq!(accepted.trace_url, format!("/bot/v1/session/{id}/events"));
+    let events = host.wait_for(&id, "action.approval_requested", |_| true);
+    let call = events.last().unwrap()["data"]["callId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let listed = rt.block_on(client.approvals(&id)).unwrap();
+    assert_eq!((listed.ok, listed.session_id.as_str()), (true, id.as_str()));
+    let [pending] = listed.approvals.as_slice() else {
+        panic!("{listed:?}");
+    };
+    assert_eq!(
+        (
+            pending.call_id.as_str(),
+            pending.tool_name.as_str(),
+            pending.live
+        ),
+        (call.as_str(), "echo", true)
+    );
+    assert_eq!(pending.input, json!({"text": "hi"}));
+
+    let resolved = rt
+        .block_on(client.resolve_approval(&id, &call, false, Some("not now")))
+        .unwrap();
+    assert_eq!(
+        (
+            resolved.ok,
+            resolved.session_id.as_str(),
+            resolved.call_id.as_str(),
+            resolved.decision.as_str(),
+            resolved.resumed
+        ),
+        (true, id.as_str(), call.as_str(), "deny", false)
+    );
+    host.wait_for(&id, "session.waiting", |_| true);
+    // Deciding twice is refused with the server's code.
+    let again = rt
+        .block_on(client.resolve_approval(&id, &call, true, None))
+        .unwrap_err();
+    assert_eq!(again.code(), Some("approval_resolved"), "{again}");
+
+    // A direct call: no approval, a typed envelope.
+    let called = rt
+        .block_on(client.call_tool("echo", &json!({"text": "direct"}), None))
+        .unwrap();
+    assert_eq!(
+        (called.ok, called.tool_name.as_str(), called.is_error),
+        (true, "echo", false)
+    );
+    assert_eq!(called.result, json!({"echo": "direct"}));
+
+    // Nothing runs: stopping interrupts nothing.
+    let stopped = rt.block_on(client.stop(&id)).unwrap();
+    assert_eq!(
+        (stopped.ok, stopped.session_id.as_str(), stopped.interrupted),
+        (true, id.as_str(), false)
+    );
+    // A follow-up (script turn 1), then one that holds (turn 2): stopping
+    // it interrupts it.
+    let next = rt
+        .block_on(client.follow_up(&id, &accepted.continuation_token, "again"))
+        .unwrap();
+    assert!(!next.is_new);
+    let turns = std::cell::Cell::new(0);
+    host.wait_for(&id, "turn.completed", |_| {
+        turns.set(turns.get() + 1);
+        turns.get() == 2
+    });
+    rt.block_on(client.follow_up(&id, &next.continuation_token, "hold"))
+        .unwrap();
+    let turns = std::cell::Cell::new(0);
+    host.wait_for(&id, "turn.started", |_| {
+        turns.set(turns.get() + 1);
+        turns.get() == 3
+    });
+    let stopped = rt.block_on(client.stop(&id)).unwrap();
+    assert!(stopped.interrupted, "{stopped:?}");
+
+    let info = rt.block_on(client.info()).unwrap();
+    assert_eq!(info.slug, "bot");
+    assert!(info.channels.is_empty(), "{:?}", info.channels);
+    assert_eq!(info.mcp.path, "/bot/v1/mcp");
+    assert!(info.caller.is_some());
+    let sessions = rt.block_on(client.sessions()).unwrap();
+    assert!(sessions.ok);
+    assert_eq!(
+        sessions
+            .sessions
+            .iter()
+            .map(|s| s.session_id.as_str())
+            .collect::<Vec<_>>(),
+        [id.as_str()]
+    );
+}

@@ -1474,5 +1474,40 @@ fn channel_bodies_fit_their_limit_and_a_larger_one_is_413_naming_it() {
     ] {
         assert!(limits.contains(&want), "{limits:?}");
     }
+    // The client reads the same entries typed: limits, routes, and what
+    // the GitHub pack adds.
+    let client = agentkit::client::Client::new(&format!("http://{addr}/forms"), None);
+    let info = rt.block_on(client.info()).unwrap();
+    let by_id = |id: &str| info.channels.iter().find(|c| c.id == id).unwrap();
+    let small = by_id("small");
+    assert_eq!(
+        (small.kind.as_str(), small.max_body),
+        ("webhook", Some(65536))
+    );
+    assert_eq!(small.pack, None);
+    assert_eq!(small.url, "/forms/v1/channels/small");
+    assert_eq!(
+        (
+            small.routes[0].method.as_str(),
+            small.routes[0].url.as_str()
+        ),
+        ("POST", "/forms/v1/channels/small")
+    );
+    assert_eq!(small.routes[0].body_schema, Some(json!({"type": "object"})));
+    let all = by_id("all");
+    assert_eq!(
+        (all.kind.as_str(), all.max_body),
+        ("github", Some(26214400))
+    );
+    let Some(agentkit_protocol::api::PackInfo::Forge(github)) = &all.pack else {
+        panic!("{all:?}");
+    };
+    assert!(github.signed, "{github:?}");
+    // Nothing the server sent is lost in the typed entries.
+    let raw = Request::get("/forms/v1/info").send(addr).unwrap().json();
+    assert_eq!(
+        serde_json::to_value(&info.channels).unwrap(),
+        raw["channels"]
+    );
     rt.block_on(handle.close());
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentkit::{EnvLookup, ServeHandle, ServeOptions};
+use agentkit_protocol::api::{ChannelState, PackInfo, SlackMode};
 use agentkit_test_support::http::{Request, Response};
 use agentkit_test_support::slack::{
     BOT_USER, MockSlack, Posted, TEAM, app_mention, block_actions, event_callback, message,
@@ -952,6 +953,41 @@ fn missing_credentials_leave_the_channel_idle_and_say_so() {
     assert_eq!(
         http["missing"],
         json!(["SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET"])
+    );
+    // The client reads the same entries typed.
+    let addr = host.handle.as_ref().unwrap().local_addr();
+    let client = agentkit::client::Client::new(&format!("http://{addr}/bot"), None);
+    let info = host.rt.block_on(client.info()).unwrap();
+    let slack_of = |id: &str| match info.channels.iter().find(|c| c.id == id) {
+        Some(agentkit_protocol::api::ChannelInfo {
+            pack: Some(PackInfo::Slack(slack)),
+            ..
+        }) => slack.clone(),
+        other => panic!("{id}: {other:?}"),
+    };
+    let socket = slack_of("slack");
+    assert_eq!(
+        (socket.mode, socket.state, socket.missing),
+        (
+            SlackMode::Socket,
+            ChannelState::Idle,
+            vec!["WEATHER_SLACK_APP_TOKEN".to_owned()]
+        )
+    );
+    let http = slack_of("slack-http");
+    assert_eq!(
+        (http.mode, http.state),
+        (SlackMode::Events, ChannelState::Idle)
+    );
+    assert!(
+        info.channels
+            .iter()
+            .all(|c| c.max_body == Some(25 * 1024 * 1024))
+    );
+    // Nothing the server sent is lost in the typed entries.
+    assert_eq!(
+        serde_json::to_value(&info.channels).unwrap(),
+        Value::Array(channels.clone())
     );
     // Loopback may still reach the route; it says why nothing happens.
     let r = host.send(

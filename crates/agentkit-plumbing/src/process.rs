@@ -13,17 +13,62 @@
 //! stdin and its output read up to a cap; [`spawn_child`] starts a
 //! long-lived child with piped stdio and hands back a [`LiveChild`] whose
 //! pipes the caller takes (an MCP transport, say).
+//!
+//! A spec may carry a [`Confinement`]: what readies the command before
+//! the spawn (the harness's sandbox implements it) and what it returns
+//! lives as long as the child. The runner knows no more of it, so the
+//! sandbox's rules stay with the harness that reads them from the agent's
+//! configuration.
 
 use std::ffi::{OsStr, OsString};
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use crate::sandbox::{Launch, Prepared, SandboxSpec};
+/// What confines a child: it readies the command before the spawn (rules
+/// the child applies to itself before `exec`, a private folder, the
+/// variables that name it), and what it returns is kept until the child's
+/// group is killed and the run is over (the [`LiveChild`] dropped).
+///
+/// Implemented by the harness's sandbox; the runner calls it once per
+/// spawn, after the spec's own settings are on the command.
+pub trait Confinement: fmt::Debug + Send + Sync {
+    /// Readies `cmd`, the command of the child `launch` describes. An
+    /// `Err` means the child must not start (a confinement that cannot be
+    /// met), and is what [`run_child`] and [`spawn_child`] answer.
+    fn prepare(&self, launch: &Launch<'_>, cmd: &mut Command) -> std::io::Result<Confined>;
+}
+
+/// What a [`Confinement`] keeps alive while its child runs (a ruleset
+/// descriptor, a temporary folder removed on drop).
+pub type Confined = Box<dyn fmt::Debug + Send + Sync>;
+
+/// The child a spec starts, as a [`Confinement`] sees it: the program as
+/// given, the folder it starts in, and its whole environment (later
+/// entries win).
+#[derive(Debug, Clone, Copy)]
+pub struct Launch<'a> {
+    pub program: &'a Path,
+    pub cwd: Option<&'a Path>,
+    pub env: &'a [(OsString, OsString)],
+}
+
+impl Launch<'_> {
+    /// The value the child gets for variable `name`, if any.
+    pub fn var(&self, name: &str) -> Option<&OsStr> {
+        self.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_os_str())
+    }
+}
 
 /// Host variables every child sees when the host has them; everything else
 /// of the host's environment is scrubbed unless the spec passes it through.
@@ -36,7 +81,7 @@ pub const DEFAULT_OUTPUT_CAP: usize = 1024 * 1024;
 /// timeout and output caps. Built with chained setters:
 ///
 /// ```
-/// # use agentkit_harness::ChildSpec;
+/// # use agentkit_plumbing::ChildSpec;
 /// # use std::time::Duration;
 /// let spec = ChildSpec::new("sh")
 ///     .args(["-c", "cat"])
@@ -59,7 +104,7 @@ pub struct ChildSpec {
     stderr_cap: usize,
     end_on_overflow: bool,
     cancel: Option<CancellationToken>,
-    sandbox: Option<SandboxSpec>,
+    confinement: Option<Arc<dyn Confinement>>,
 }
 
 impl std::fmt::Debug for ChildSpec {
@@ -78,7 +123,7 @@ impl std::fmt::Debug for ChildSpec {
             .field("timeout", &self.timeout)
             .field("stdout_cap", &self.stdout_cap)
             .field("stderr_cap", &self.stderr_cap)
-            .field("sandbox", &self.sandbox)
+            .field("confinement", &self.confinement)
             .finish_non_exhaustive()
     }
 }
@@ -99,7 +144,7 @@ impl ChildSpec {
             stderr_cap: DEFAULT_OUTPUT_CAP,
             end_on_overflow: false,
             cancel: None,
-            sandbox: None,
+            confinement: None,
         }
     }
 
@@ -213,12 +258,11 @@ impl ChildSpec {
         self
     }
 
-    /// Confines the child ([`SandboxSpec`]): it applies the Landlock rules
-    /// and limits to itself before exec, and gets a private temporary
-    /// folder (`TMPDIR`) that is removed when the run ends or the
+    /// Confines the child: `confinement` readies its command before the
+    /// spawn, and what it returns lives until the run ends or the
     /// [`LiveChild`] is dropped.
-    pub fn sandbox(mut self, sandbox: SandboxSpec) -> ChildSpec {
-        self.sandbox = Some(sandbox);
+    pub fn confine(mut self, confinement: Arc<dyn Confinement>) -> ChildSpec {
+        self.confinement = Some(confinement);
         self
     }
 
@@ -227,9 +271,14 @@ impl ChildSpec {
         &self.program
     }
 
+    /// The folder the child starts in, when the spec sets one.
+    pub fn current_dir(&self) -> Option<&Path> {
+        self.cwd.as_deref()
+    }
+
     /// The variables the child starts with: the passed-through host ones
     /// it has, then the spec's own (later wins).
-    fn environment(&self) -> Vec<(OsString, OsString)> {
+    pub fn environment(&self) -> Vec<(OsString, OsString)> {
         let host = |name: &str| -> Option<OsString> {
             match &self.host_env {
                 Some(vars) => vars
@@ -249,10 +298,10 @@ impl ChildSpec {
         env
     }
 
-    /// The command to spawn, and what its sandbox keeps alive while the
-    /// child runs. Drop the command right after the spawn: it holds the
-    /// sandbox's ruleset descriptor.
-    fn command(&self, stdin: Stdio) -> std::io::Result<(Command, Option<Prepared>)> {
+    /// The command to spawn, and what its confinement keeps alive while
+    /// the child runs. Drop the command right after the spawn: it may hold
+    /// a descriptor the confinement gave it (the sandbox's ruleset).
+    fn command(&self, stdin: Stdio) -> std::io::Result<(Command, Option<Confined>)> {
         let env = self.environment();
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
@@ -267,46 +316,18 @@ impl ChildSpec {
         }
         #[cfg(unix)]
         cmd.process_group(0);
-        let prepared = match &self.sandbox {
-            Some(sandbox) => {
-                let launch = self.launch(&env);
-                Some(crate::sandbox::prepare(sandbox, &launch, &mut cmd)?)
+        let confined = match &self.confinement {
+            Some(confinement) => {
+                let launch = Launch {
+                    program: &self.program,
+                    cwd: self.cwd.as_deref(),
+                    env: &env,
+                };
+                Some(confinement.prepare(&launch, &mut cmd)?)
             }
             None => None,
         };
-        Ok((cmd, prepared))
-    }
-
-    /// The child as the sandbox's resolution of its interpreter sees it.
-    fn launch<'a>(&'a self, env: &'a [(OsString, OsString)]) -> Launch<'a> {
-        Launch {
-            program: &self.program,
-            cwd: self.cwd.as_deref(),
-            env,
-        }
-    }
-
-    /// When this child ran sandboxed and `output` (what it wrote before
-    /// failing) shows the kernel denied it a path the sandbox does not
-    /// grant: a sentence naming that path and the configuration line that
-    /// grants it.
-    pub(crate) fn sandbox_hint(&self, output: &str) -> Option<String> {
-        let sandbox = self.sandbox.as_ref()?;
-        let env = self.environment();
-        let launch = self.launch(&env);
-        crate::sandbox::explain(sandbox, &launch, output)
-    }
-
-    /// The files this child's program needs (itself, its `#!`
-    /// interpreters) and the `files` it is given that its sandbox cannot
-    /// read after the automatic grants; empty without a sandbox.
-    pub(crate) fn sandbox_gaps(&self, files: &[PathBuf]) -> Vec<crate::sandbox::SandboxGap> {
-        let Some(sandbox) = &self.sandbox else {
-            return Vec::new();
-        };
-        let env = self.environment();
-        let launch = self.launch(&env);
-        crate::sandbox::gaps(sandbox, &launch, files)
+        Ok((cmd, confined))
     }
 }
 
@@ -411,7 +432,7 @@ pub async fn run_child(spec: &ChildSpec) -> std::io::Result<ChildOutcome> {
     } else {
         Stdio::null()
     };
-    let (mut cmd, _sandbox) = spec.command(stdin)?;
+    let (mut cmd, _confined) = spec.command(stdin)?;
     let mut child = cmd.spawn()?;
     drop(cmd);
     let group = ProcessGroup::of(&child);
@@ -495,14 +516,14 @@ pub async fn run_child(spec: &ChildSpec) -> std::io::Result<ChildOutcome> {
 /// (the spec's stdin bytes, timeout and caps do not apply: the caller owns
 /// the pipes and the lifetime). Dropping the [`LiveChild`] kills its group.
 pub fn spawn_child(spec: &ChildSpec) -> std::io::Result<LiveChild> {
-    let (mut cmd, sandbox) = spec.command(Stdio::piped())?;
+    let (mut cmd, confined) = spec.command(Stdio::piped())?;
     let child = cmd.spawn()?;
     drop(cmd);
     let group = ProcessGroup::of(&child);
     Ok(LiveChild {
         child,
         group,
-        _sandbox: sandbox,
+        _confined: confined,
     })
 }
 
@@ -513,8 +534,9 @@ pub fn spawn_child(spec: &ChildSpec) -> std::io::Result<LiveChild> {
 pub struct LiveChild {
     child: tokio::process::Child,
     group: ProcessGroup,
-    // Last: its temporary folder goes once the group is killed.
-    _sandbox: Option<Prepared>,
+    // Last: what it keeps (a temporary folder) goes once the group is
+    // killed.
+    _confined: Option<Confined>,
 }
 
 impl LiveChild {
@@ -824,5 +846,92 @@ mod tests {
         assert_eq!(out.describe(), "exited with status 3: no");
         let out = run_child(&sh("kill -9 $$")).await.unwrap();
         assert_eq!(out.exit.to_string(), "killed by signal 9");
+    }
+
+    /// A confinement that gives the child a folder of its own (named in
+    /// `PRIVATE_DIR`), records what it was shown, and refuses when asked.
+    #[derive(Debug, Default)]
+    struct PrivateDir {
+        refuse: bool,
+        seen: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl Confinement for PrivateDir {
+        fn prepare(&self, launch: &Launch<'_>, cmd: &mut Command) -> std::io::Result<Confined> {
+            if self.refuse {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    "this host cannot confine the child",
+                ));
+            }
+            let home = launch.var("HOME").map(|v| v.to_string_lossy().into_owned());
+            self.seen.lock().unwrap().push(format!(
+                "{} in {:?}, HOME={home:?}",
+                launch.program.display(),
+                launch.cwd
+            ));
+            let dir = tempfile::tempdir()?;
+            cmd.env("PRIVATE_DIR", dir.path());
+            Ok(Box::new(dir))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_confinement_readies_the_command_and_what_it_keeps_lives_as_long_as_the_child() {
+        let confinement = Arc::new(PrivateDir::default());
+        let cwd = tempfile::tempdir().unwrap();
+        let spec = sh("test -d \"$PRIVATE_DIR\" && echo \"$PRIVATE_DIR\"")
+            .host_env(host())
+            .cwd(cwd.path())
+            .confine(confinement.clone());
+        let out = run_child(&spec).await.unwrap();
+        assert!(out.success(), "{out:?}");
+        let dir = PathBuf::from(out.stdout.text());
+        assert!(!dir.as_os_str().is_empty());
+        // Kept for the run, released once it is over.
+        assert!(!dir.exists(), "{} outlived the run", dir.display());
+        assert_eq!(
+            *confinement.seen.lock().unwrap(),
+            [format!(
+                "sh in {:?}, HOME=Some(\"/nowhere\")",
+                Some(cwd.path())
+            )]
+        );
+
+        // A live child keeps it until the handle is dropped.
+        let mut child = spawn_child(&sh("echo \"$PRIVATE_DIR\"").confine(confinement)).unwrap();
+        let mut text = String::new();
+        child
+            .take_stdout()
+            .unwrap()
+            .read_to_string(&mut text)
+            .await
+            .unwrap();
+        assert!(child.wait().await.unwrap().success());
+        let dir = PathBuf::from(text.trim());
+        assert!(
+            dir.is_dir(),
+            "{} gone while the child is held",
+            dir.display()
+        );
+        drop(child);
+        assert!(!dir.exists(), "{} outlived the live child", dir.display());
+    }
+
+    #[tokio::test]
+    async fn a_confinement_that_refuses_keeps_the_child_from_starting() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let spec = sh(&format!("touch {}", marker.display())).confine(Arc::new(PrivateDir {
+            refuse: true,
+            ..PrivateDir::default()
+        }));
+        let err = run_child(&spec).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::Unsupported);
+        assert_eq!(err.to_string(), "this host cannot confine the child");
+        let err = spawn_child(&spec).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::Unsupported);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!marker.exists());
     }
 }
