@@ -21,6 +21,11 @@ use crate::database::{Database, Grown, GrownLog};
 use crate::error::{Error, Result};
 use crate::lease::{LEASE_TTL, Leases};
 
+/// How many sessions keep the tail of what this host appended to them
+/// (the least recently appended go first), and how many events each.
+const TAIL_SESSIONS: usize = 512;
+const TAIL_EVENTS: usize = 64;
+
 /// How many events one read fetches at most.
 const READ_CHUNK: i64 = 1024;
 /// How long a follower waits for a notification before reading the
@@ -99,6 +104,10 @@ struct Inner {
     /// Every event this host appended, for its observers (hooks, channel
     /// deliveries run where the event was recorded: once).
     tap: broadcast::Sender<Arc<Event>>,
+    /// The last events this host appended to each recent session, in the
+    /// wire shape and contiguous: a follower starting there (the stream
+    /// a client opens after its `POST`) replays them without a read.
+    tails: std::sync::Mutex<hashlink::LruCache<String, VecDeque<Event>>>,
 }
 
 impl PgEventStore {
@@ -111,6 +120,7 @@ impl PgEventStore {
                 agent: agent.to_owned(),
                 leases,
                 tap: broadcast::channel(tap_capacity.max(1)).0,
+                tails: std::sync::Mutex::new(hashlink::LruCache::new(TAIL_SESSIONS)),
             }),
         }
     }
@@ -224,6 +234,7 @@ impl PgEventStore {
         for event in &out {
             let _ = self.inner.tap.send(Arc::new(event.clone()));
         }
+        self.keep_tail(session, &out);
         self.inner
             .db
             .announce(agent, session.as_str(), len as u64, out.clone().into());
@@ -424,10 +435,52 @@ impl PgEventStore {
         }
     }
 
+    /// Keeps `appended` (this host's committed append) as the tail of
+    /// `session`'s log: after the tail kept, or instead of it when
+    /// another host appended in between.
+    fn keep_tail(&self, session: &SessionId, appended: &[Event]) {
+        let Some(first) = appended.first() else {
+            return;
+        };
+        let mut tails = self.inner.tails.lock().unwrap_or_else(|e| e.into_inner());
+        let key = session.as_str();
+        let contiguous = tails
+            .get(key)
+            .and_then(|t| t.back())
+            .is_some_and(|last| last.index + 1 == first.index);
+        if !contiguous {
+            tails.insert(key.to_owned(), VecDeque::new());
+        }
+        if let Some(tail) = tails.get_mut(key) {
+            tail.extend(appended.iter().cloned());
+            while tail.len() > TAIL_EVENTS {
+                tail.pop_front();
+            }
+        }
+    }
+
+    /// The kept tail of `session` from `start`, and the index after it,
+    /// when `start` is inside it (or right after it).
+    fn tail_from(&self, session: &SessionId, start: u64) -> Option<(VecDeque<Event>, u64)> {
+        let mut tails = self.inner.tails.lock().unwrap_or_else(|e| e.into_inner());
+        let tail = tails.get(session.as_str())?;
+        let (first, end) = (tail.front()?.index, tail.back()?.index + 1);
+        if start < first || start > end {
+            return None;
+        }
+        Some((
+            tail.iter()
+                .skip((start - first) as usize)
+                .cloned()
+                .collect(),
+            end,
+        ))
+    }
+
     /// Follows `session` from `start`: every event with `index >= start`
     /// exactly once, in order, whichever host appends it.
     pub async fn subscribe(&self, session: &SessionId, start: u64) -> Result<PgSubscription> {
-        Ok(PgSubscription {
+        let mut follow = PgSubscription {
             store: self.clone(),
             session: session.clone(),
             next: start,
@@ -440,7 +493,17 @@ impl PgEventStore {
             } else {
                 Rebuild::default()
             },
-        })
+        };
+        // Read after subscribing to the announcements: an append that
+        // lands meanwhile is in the tail or announced, never missed.
+        if let Some((events, end)) = self.tail_from(session, start) {
+            follow.backlog = events;
+            follow.rebuild = Rebuild::default();
+            // While this host holds the lease its last append ended at
+            // `end`, no other host appended after it.
+            follow.caught_up = self.known_len(session) == Some(end);
+        }
+        Ok(follow)
     }
 
     /// The ids of every session of this agent with a log.
@@ -566,6 +629,20 @@ impl PgSubscription {
                             && self.take_appended(events)
                         {
                             return;
+                        }
+                        // The database's notification of an append this
+                        // host made can overtake the host's own
+                        // announcement: while it holds the lease, that
+                        // announcement (with the events) is coming.
+                        if events.is_none()
+                            && *len > self.next
+                            && self
+                                .store
+                                .inner
+                                .leases
+                                .holds(&self.store.inner.agent, session)
+                        {
+                            continue;
                         }
                         self.known_len = self.known_len.max(*len);
                         if *len > self.next {

@@ -224,3 +224,50 @@ async fn appends_of_many_sessions_waiting_together_are_one_commit() {
         SESSIONS.to_string()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_opened_on_the_appending_host_replays_its_tail_without_a_read() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let a = host(&db.url).await;
+    let b = host(&db.url).await;
+    let id = SessionId::parse("ses_tail").unwrap();
+    // The host's listener starts with its first follower and then tells
+    // every follower to read (it may have missed notifications): started
+    // beforehand, so what follows is the steady state.
+    let _started = a.subscribe(&id, 0).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    a.append(&id, EventType::TurnStarted, Some("t1"), json!({}))
+        .await
+        .unwrap();
+    a.append_batch(&id, vec![delta("he", "he")]).await.unwrap();
+    // Changed behind the hosts' backs: what a read of the table would see.
+    db.query("UPDATE agentkit_events SET data = '{\"delta\":\"XX\"}' WHERE idx = 1");
+    let mut here = a.subscribe(&id, 1).await.unwrap();
+    let e = here.next().await.unwrap();
+    assert_eq!(
+        (e.index, e.data["delta"].as_str()),
+        (1, Some("he")),
+        "replayed from the tail this host appended"
+    );
+    let mut elsewhere = b.subscribe(&id, 1).await.unwrap();
+    let e = elsewhere.next().await.unwrap();
+    assert_eq!(
+        (e.index, e.data["delta"].as_str()),
+        (1, Some("XX")),
+        "another host reads the table"
+    );
+    // What this host appends next follows the tail, live.
+    let waiting = tokio::spawn(async move {
+        tokio::time::timeout(Duration::from_secs(5), here.next())
+            .await
+            .unwrap()
+            .unwrap()
+    });
+    a.append_batch(&id, vec![delta("hello", "llo")])
+        .await
+        .unwrap();
+    let e = waiting.await.unwrap();
+    assert_eq!((e.index, e.data["text"].as_str()), (2, Some("hello")));
+}
