@@ -49,6 +49,10 @@ pub enum ErrorCode {
     HopLimit,
     /// 413: the body is over the limit.
     PayloadTooLarge,
+    /// 429: the caller (a principal, a client address, a channel) is past
+    /// its fair share (`--rate-limit`, `--max-turns-per-principal`,
+    /// `--channel-rate-limit`); retry after `Retry-After` seconds.
+    RateLimited,
     /// 500: a failure the server log details.
     Internal,
     /// 500: a schedule's run failed.
@@ -98,6 +102,7 @@ impl ErrorCode {
             ErrorCode::ApprovalResolved => "approval_resolved",
             ErrorCode::HopLimit => "hop_limit",
             ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::RateLimited => "rate_limited",
             ErrorCode::Internal => "internal",
             ErrorCode::ScheduleFailed => "schedule_failed",
             ErrorCode::Overloaded => "overloaded",

@@ -53,10 +53,7 @@ pub(crate) async fn create(
 ) -> ApiResult {
     let req: SendMessage = parse_json(&body)?;
     let slot = match &gate {
-        Some(axum::Extension(gate)) => match gate.admit() {
-            Some(slot) => Some(slot),
-            None => return Ok(gate.overloaded()),
-        },
+        Some(axum::Extension(gate)) => Some(gate.admit(&state.agent.slug, &owner)?),
         None => None,
     };
     if req.continuation_token.is_some() {
@@ -97,10 +94,7 @@ pub(crate) async fn follow_up(
 ) -> ApiResult {
     let req: SendMessage = parse_json(&body)?;
     let slot = match &gate {
-        Some(axum::Extension(gate)) => match gate.admit() {
-            Some(slot) => Some(slot),
-            None => return Ok(gate.overloaded()),
-        },
+        Some(axum::Extension(gate)) => Some(gate.admit(&state.agent.slug, &owner)?),
         None => None,
     };
     if req.output_schema.is_some() {
@@ -478,11 +472,16 @@ pub(crate) async fn resolve_approval(
 pub(crate) async fn mcp(State(state): State<AgentState>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let head = parts.clone();
-    let (owner, bytes) =
-        match read_authenticated(Request::from_parts(parts, body), &state.agent.chain).await {
-            Ok(admitted) => admitted,
-            Err(e) => return e.into_response(),
-        };
+    let (owner, bytes) = match read_authenticated(
+        Request::from_parts(parts, body),
+        &state.agent.chain,
+        &state.agent.slug,
+    )
+    .await
+    {
+        Ok(admitted) => admitted,
+        Err(e) => return e.into_response(),
+    };
     let req = axum::http::Request::from_parts(head, Body::from(bytes));
     let resp = state.agent.mcp.handle(req, owner).await;
     resp.map(Body::new)
