@@ -78,6 +78,12 @@ impl From<agentkit_runtime::Error> for ApiError {
     }
 }
 
+impl From<super::paging::BadPage> for ApiError {
+    fn from(e: super::paging::BadPage) -> ApiError {
+        ApiError::bad_request(e.0)
+    }
+}
+
 impl From<super::limits::Limited> for ApiError {
     fn from(l: super::limits::Limited) -> ApiError {
         ApiError::new(
@@ -215,6 +221,19 @@ pub(crate) async fn authenticate(
             ))
         }
     }
+}
+
+/// The `limit` and `cursor` of a list route's query; `400` naming what is
+/// wrong.
+pub(crate) fn list_query(uri: &axum::http::Uri, kind: &str) -> ApiResult<super::paging::PageQuery> {
+    let axum::extract::Query(q) =
+        axum::extract::Query::<agentkit_protocol::api::PageQuery>::try_from_uri(uri)
+            .map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
+    Ok(super::paging::page_query(
+        kind,
+        q.limit,
+        q.cursor.as_deref(),
+    )?)
 }
 
 /// A JSON request body; an empty one is refused as not an object.

@@ -11,7 +11,8 @@
 //!
 //! The modules, leaves first (each imports only those above it):
 //! `options` (what to serve with, split by concern), `limits` (fair
-//! shares: rates per principal, address and channel), `http` (the error
+//! shares: rates per principal, address and channel), `paging` (list
+//! pages: `limit`, the opaque `cursor`), `http` (the error
 //! answer, the `Authed` extractor, JSON bodies), `depths` (delegation
 //! depth), `edge` (accepting and bounding connections), `services`
 //! (`HostServices`), `jwks` (the `jwt` policy's key fetches), `resolve`
@@ -41,6 +42,7 @@ mod limits;
 mod mcp;
 mod mount;
 mod options;
+mod paging;
 mod playground;
 mod resolve;
 mod router;
