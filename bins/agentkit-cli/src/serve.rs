@@ -140,6 +140,11 @@ pub struct ServeArgs {
     /// none). Past it: 429 rate_limited with Retry-After.
     #[arg(long, value_name = "RATE")]
     channel_rate_limit: Option<agentkit::Rate>,
+    /// How many file descriptors below the limit a new turn is still
+    /// admitted (default: a sixteenth of the limit, at least 32; 0: no
+    /// check); past it a turn is answered 503 overloaded with Retry-After.
+    #[arg(long, value_name = "N")]
+    fd_headroom: Option<u64>,
     /// How logs are written on stderr: `text`, or `json` (one object a
     /// line, with the session, turn and trace ids where known).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
@@ -285,6 +290,7 @@ fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
             max_turns_per_principal: args.max_turns_per_principal.map(|n| n as usize),
             rate_limit: args.rate_limit,
             channel_rate_limit: args.channel_rate_limit,
+            fd_headroom: args.fd_headroom,
         },
         ..agentkit::ServeOptions::default()
     })

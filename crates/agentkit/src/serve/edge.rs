@@ -13,8 +13,9 @@
 //! bound on the socket drops a follower that stopped reading; a middleware
 //! bounds how long a request may take to produce its answer; another
 //! bounds the turns in flight, answering `503` `overloaded` with
-//! `Retry-After` past it (and `429` `rate_limited` past a principal's own
-//! bound, `--max-turns-per-principal`).
+//! `Retry-After` past it, or while the process holds more descriptors
+//! than its limit less a headroom (sampled every 50 ms), and `429`
+//! `rate_limited` past a principal's own bound.
 
 use std::collections::HashMap;
 use std::io;
@@ -101,6 +102,14 @@ pub struct EdgeOptions {
     /// does not use the API's budget; past it `429` `rate_limited`.
     /// `None`: no channel rate limit.
     pub channel_rate_limit: Option<Rate>,
+    /// How many file descriptors below the soft `RLIMIT_NOFILE` a new turn
+    /// is still admitted: when the process holds more than the limit less
+    /// this (sampled every 50 ms), a new turn is answered `503`
+    /// `overloaded` with `Retry-After` at once, so an admitted turn does
+    /// not fail for want of a descriptor (its log, a provider connection,
+    /// a child's pipes). `None`: a sixteenth of the limit, at least 32;
+    /// `Some(0)`: no check.
+    pub fd_headroom: Option<u64>,
 }
 
 impl Default for EdgeOptions {
@@ -116,6 +125,7 @@ impl Default for EdgeOptions {
             max_turns_per_principal: None,
             rate_limit: None,
             channel_rate_limit: None,
+            fd_headroom: None,
         }
     }
 }
@@ -216,6 +226,8 @@ pub(crate) struct TurnGate {
     max: usize,
     /// `--max-turns-per-principal`.
     per_principal: Option<usize>,
+    /// `--fd-headroom`, as configured (`None`: derived from the limit).
+    fd_headroom: Option<u64>,
     state: Mutex<GateState>,
     stats: Arc<EdgeStats>,
 }
@@ -252,14 +264,11 @@ fn release(by_principal: &mut HashMap<PrincipalKey, usize>, principal: Option<&P
 }
 
 impl TurnGate {
-    pub(crate) fn new(
-        max: usize,
-        per_principal: Option<usize>,
-        stats: Arc<EdgeStats>,
-    ) -> Arc<TurnGate> {
+    pub(crate) fn new(options: &EdgeOptions, stats: Arc<EdgeStats>) -> Arc<TurnGate> {
         Arc::new(TurnGate {
-            max,
-            per_principal: per_principal.map(|n| n.max(1)),
+            max: turn_cap(options),
+            per_principal: options.max_turns_per_principal.map(|n| n.max(1)),
+            fd_headroom: options.fd_headroom,
             state: Mutex::new(GateState::default()),
             stats,
         })
@@ -288,6 +297,9 @@ impl TurnGate {
             Some(_) if !owner.is_operator() => Some((agent.to_owned(), owner.principal_id.clone())),
             _ => None,
         };
+        if let Some(refused) = self.short_of_descriptors() {
+            return Err(refused);
+        }
         let mut state = self.lock();
         if state.reserved + state.admitted.len() >= self.max {
             drop(state);
@@ -325,6 +337,29 @@ impl TurnGate {
             held: AtomicBool::new(true),
             principal,
         })))
+    }
+
+    /// The `503` for a turn when the process holds more descriptors than
+    /// its limit less the headroom (as last sampled).
+    fn short_of_descriptors(&self) -> Option<ApiError> {
+        let limit = self.stats.fds_limit.load(Ordering::Relaxed);
+        let open = self.stats.fds_open.load(Ordering::Relaxed);
+        let headroom = fd_headroom(self.fd_headroom, limit);
+        if limit == 0 || headroom == 0 || open.saturating_add(headroom) <= limit {
+            return None;
+        }
+        self.stats.turns_shed.fetch_add(1, Ordering::Relaxed);
+        self.stats.turns_shed_fds.fetch_add(1, Ordering::Relaxed);
+        Some(
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                agentkit_protocol::ErrorCode::Overloaded,
+                format!(
+                    "the host holds {open} of its {limit} file descriptors, within the {headroom} kept for running turns (--fd-headroom); retry after 1 s"
+                ),
+            )
+            .retry_after(1),
+        )
     }
 
     /// Lets go of the sessions that are no longer active, until `shutdown`.
@@ -446,6 +481,46 @@ pub(crate) struct EdgeStats {
     pub(crate) turns_shed: AtomicU64,
     /// Requests answered `429` past a fair share.
     pub(crate) limited: Arc<LimitStats>,
+    /// File descriptors the process holds (sampled; 0 where they cannot be
+    /// counted).
+    pub(crate) fds_open: AtomicU64,
+    /// The soft `RLIMIT_NOFILE` when sampled (0 where there is none).
+    pub(crate) fds_limit: AtomicU64,
+    /// Turn requests answered `503` `overloaded` for want of descriptor
+    /// headroom (also counted in `turns_shed`).
+    pub(crate) turns_shed_fds: AtomicU64,
+}
+
+/// The file descriptors this process holds: the entries of
+/// `/proc/self/fd` (`/dev/fd` elsewhere), less the one the listing opens;
+/// `None` where neither can be read.
+fn open_fds() -> Option<u64> {
+    let dir = std::fs::read_dir("/proc/self/fd")
+        .or_else(|_| std::fs::read_dir("/dev/fd"))
+        .ok()?;
+    Some((dir.count() as u64).saturating_sub(1))
+}
+
+/// The descriptor headroom: the configured one, else a sixteenth of
+/// `limit`, at least 32.
+fn fd_headroom(configured: Option<u64>, limit: u64) -> u64 {
+    configured.unwrap_or((limit / 16).max(32))
+}
+
+/// Counts the process's open descriptors and reads its limit every 50 ms
+/// until `shutdown`, for the turn gate and `/metrics`.
+pub(crate) async fn sample_descriptors(stats: Arc<EdgeStats>, shutdown: CancellationToken) {
+    loop {
+        let limit = soft_fd_limit().filter(|l| *l < 1 << 40).unwrap_or(0);
+        stats.fds_limit.store(limit, Ordering::Relaxed);
+        stats
+            .fds_open
+            .store(open_fds().unwrap_or(0), Ordering::Relaxed);
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(50)) => {}
+            () = shutdown.cancelled() => return,
+        }
+    }
 }
 
 /// Accepts connections until `shutdown`, then lets open ones finish their

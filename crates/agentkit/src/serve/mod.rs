@@ -169,13 +169,8 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
     };
     let edge_stats = Arc::new(edge::EdgeStats::default());
     telemetry.set_edge(edge_stats.clone());
-    let max_turns = edge::turn_cap(edge_options);
-    tracing::debug!(max_turns, "turn bound");
-    let turn_gate = edge::TurnGate::new(
-        max_turns,
-        edge_options.max_turns_per_principal,
-        edge_stats.clone(),
-    );
+    tracing::debug!(max_turns = edge::turn_cap(edge_options), "turn bound");
+    let turn_gate = edge::TurnGate::new(edge_options, edge_stats.clone());
     let shares = limits::FairShares::new(
         edge_options.rate_limit,
         edge_options.channel_rate_limit,
@@ -211,6 +206,10 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
     ));
     tokio::spawn(turn_gate.reap(shutdown.clone()));
     tokio::spawn(shares.prune(shutdown.clone()));
+    tokio::spawn(edge::sample_descriptors(
+        edge_stats.clone(),
+        shutdown.clone(),
+    ));
     let max_connections = edge::connection_cap(edge_options);
     tracing::debug!(max_connections, "connection cap");
     let server = tokio::spawn(edge::run(
