@@ -123,6 +123,28 @@ pub struct ServeArgs {
     /// answered 503 overloaded with Retry-After.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_turns: Option<u32>,
+    /// The most turns in flight per principal of each agent (default: no
+    /// bound); past it the principal's next turn is answered 429
+    /// rate_limited with Retry-After while others are served. Operators
+    /// are not counted.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_turns_per_principal: Option<u32>,
+    /// The request rate of each principal of each agent, and of each
+    /// client address on the routes without auth, as N/s, N/min or N/h
+    /// (at most N at once, refilled evenly; default: none). Past it: 429
+    /// rate_limited with Retry-After. Operators are not counted.
+    #[arg(long, value_name = "RATE")]
+    rate_limit: Option<agentkit::Rate>,
+    /// The delivery rate of each webhook channel (/v1/channels/<id>), as
+    /// N/s, N/min or N/h, apart from the principals' budget (default:
+    /// none). Past it: 429 rate_limited with Retry-After.
+    #[arg(long, value_name = "RATE")]
+    channel_rate_limit: Option<agentkit::Rate>,
+    /// How many file descriptors below the limit a new turn is still
+    /// admitted (default: a sixteenth of the limit, at least 32; 0: no
+    /// check); past it a turn is answered 503 overloaded with Retry-After.
+    #[arg(long, value_name = "N")]
+    fd_headroom: Option<u64>,
     /// How logs are written on stderr: `text`, or `json` (one object a
     /// line, with the session, turn and trace ids where known).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
@@ -265,6 +287,10 @@ fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
             body_min_rate: args.body_min_rate,
             max_connections: args.max_connections.map(|n| n as usize),
             max_turns: args.max_turns.map(|n| n as usize),
+            max_turns_per_principal: args.max_turns_per_principal.map(|n| n as usize),
+            rate_limit: args.rate_limit,
+            channel_rate_limit: args.channel_rate_limit,
+            fd_headroom: args.fd_headroom,
         },
         ..agentkit::ServeOptions::default()
     })

@@ -49,6 +49,10 @@ pub enum ErrorCode {
     HopLimit,
     /// 413: the body is over the limit.
     PayloadTooLarge,
+    /// 429: the caller (a principal, a client address, a channel) is past
+    /// its fair share (`--rate-limit`, `--max-turns-per-principal`,
+    /// `--channel-rate-limit`); retry after `Retry-After` seconds.
+    RateLimited,
     /// 500: a failure the server log details.
     Internal,
     /// 500: a schedule's run failed.
@@ -98,6 +102,7 @@ impl ErrorCode {
             ErrorCode::ApprovalResolved => "approval_resolved",
             ErrorCode::HopLimit => "hop_limit",
             ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::RateLimited => "rate_limited",
             ErrorCode::Internal => "internal",
             ErrorCode::ScheduleFailed => "schedule_failed",
             ErrorCode::Overloaded => "overloaded",
@@ -342,7 +347,22 @@ pub struct SessionListQuery {
     pub since: Option<String>,
 }
 
-/// The page size of `GET /v1/sessions` when the query sets none.
+/// The query of every other list route (a session's approvals, eval runs,
+/// log lines): a page size and where to go on from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageQuery {
+    /// How many items (at most): [`SESSION_PAGE_DEFAULT`] when absent, at
+    /// most [`SESSION_PAGE_MAX`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// The previous page's `nextCursor` (opaque).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+/// The page size of `GET /v1/sessions` (and of every list) when the query
+/// sets none.
 pub const SESSION_PAGE_DEFAULT: u32 = 100;
 
 /// The largest page `GET /v1/sessions` answers.
@@ -368,7 +388,15 @@ pub struct PendingApproval {
 pub struct ApprovalList {
     pub ok: bool,
     pub session_id: String,
+    /// Newest first (by `requestedAt`).
     pub approvals: Vec<PendingApproval>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(
+        default,
+        rename = "nextCursor",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub next_cursor: Option<String>,
 }
 
 /// `POST /v1/session/:id/approvals/:callId`.

@@ -84,7 +84,7 @@ pub use agentkit_runtime::{
 pub use error::{Error, Result};
 pub use serve::{
     EdgeOptions, EnvFn, EnvLookup, FdLimit, HostGithub, HostMcp, HostReminders, HostSend, HostSent,
-    HostServices, HostSessions, HostSlack, Mode, OtlpProtocol, ServeHandle, ServeOptions,
+    HostServices, HostSessions, HostSlack, Mode, OtlpProtocol, Rate, ServeHandle, ServeOptions,
     TelemetryOptions, raise_fd_limit, serve, shutdown_signal,
 };
 

@@ -21,6 +21,9 @@ pub const RING_LINES: usize = 2000;
 /// The longest message or field value kept, in bytes.
 const MAX_VALUE: usize = 4096;
 
+/// The next line's [`LogLine::seq`].
+static NEXT_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 static RING: LazyLock<Mutex<VecDeque<LogLine>>> =
     LazyLock::new(|| Mutex::new(VecDeque::with_capacity(RING_LINES)));
 
@@ -28,6 +31,9 @@ static RING: LazyLock<Mutex<VecDeque<LogLine>>> =
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LogLine {
+    /// The line's number since the process started (gap-free as written;
+    /// the ring forgets the oldest): `GET /v1/logs` pages by it.
+    pub seq: u64,
     pub at: String,
     pub level: String,
     pub target: String,
@@ -124,6 +130,7 @@ impl<S: tracing::Subscriber> Layer<S> for LogLayer {
             .or_else(agentkit_harness::trace::incoming)
             .map(|tp| tp.trace_id);
         let line = LogLine {
+            seq: NEXT_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             level: meta.level().to_string(),
             target: meta.target().to_owned(),
@@ -148,18 +155,20 @@ impl<S: tracing::Subscriber> Layer<S> for LogLayer {
     }
 }
 
-/// The last `limit` lines (of `session`, when given), oldest first.
-pub fn recent(session: Option<&str>, limit: usize) -> Vec<LogLine> {
+/// The last `limit` lines (of `session`, when given) written before line
+/// `before` (any, when `None`), oldest first, and whether older ones
+/// remain.
+pub fn recent(session: Option<&str>, limit: usize, before: Option<u64>) -> (Vec<LogLine>, bool) {
     let Ok(ring) = RING.lock() else {
-        return Vec::new();
+        return (Vec::new(), false);
     };
-    let mut out: Vec<LogLine> = ring
+    let mut older = ring
         .iter()
         .rev()
-        .filter(|l| session.is_none_or(|s| l.session_id.as_deref() == Some(s)))
-        .take(limit)
-        .cloned()
-        .collect();
+        .filter(|l| before.is_none_or(|b| l.seq < b))
+        .filter(|l| session.is_none_or(|s| l.session_id.as_deref() == Some(s)));
+    let mut out: Vec<LogLine> = older.by_ref().take(limit).cloned().collect();
+    let more = older.next().is_some();
     out.reverse();
-    out
+    (out, more)
 }

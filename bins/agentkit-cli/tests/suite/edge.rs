@@ -23,9 +23,14 @@ fn project(root: &Path) {
 /// `agentkit serve --dir bot` on `port` under `ulimit -n 1024` (soft and
 /// hard, so raising the limit cannot escape it), logging to `log`.
 fn start(root: &Path, port: u16, log: &Path, extra: &[&str]) -> ServerProcess {
+    start_limited(root, port, log, extra, 1024)
+}
+
+/// [`start`] under `ulimit -n limit`.
+fn start_limited(root: &Path, port: u16, log: &Path, extra: &[&str], limit: u32) -> ServerProcess {
     let child = Command::new("sh")
         .arg("-c")
-        .arg("ulimit -n 1024 && exec \"$0\" \"$@\"")
+        .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
         .arg(env!("CARGO_BIN_EXE_agentkit"))
         .args([
             "serve",
@@ -140,6 +145,100 @@ fn a_cap_above_the_fd_limit_makes_accept_back_off_on_emfile() {
         log.matches("cannot accept connections").count() < 10,
         "the accept error was logged on every retry:\n{log}"
     );
+}
+
+/// A gauge or counter of `/metrics`, by its whole name.
+fn metric(addr: std::net::SocketAddr, name: &str) -> u64 {
+    let r = Request::get("/metrics").send(addr).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{}", r.body))
+}
+
+/// Under `ulimit -n 256`, with idle connections holding the descriptors
+/// (a connection cap above what the limit allows), a new turn is answered
+/// `503` `overloaded` once the process is within the headroom of its
+/// limit, instead of being admitted and failing with `Too many open
+/// files`; once they go, turns are admitted and complete again.
+#[test]
+fn near_the_descriptor_limit_a_turn_is_shed_with_503_not_failed_with_emfile() {
+    let tmp = tempfile::tempdir().unwrap();
+    project(tmp.path());
+    let log = tmp.path().join("server.log");
+    let server = start_limited(
+        tmp.path(),
+        free_port(),
+        &log,
+        &[
+            "--dev",
+            "--header-timeout",
+            "60s",
+            "--max-connections",
+            "1000",
+            "--max-turns",
+            "100",
+        ],
+        256,
+    );
+    let addr = server.addr;
+    let turn = || {
+        Request::post("/bot/v1/session")
+            .json(&serde_json::json!({"message": "hi"}))
+            .send(addr)
+            .unwrap()
+    };
+    let r = turn();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(metric(addr, "agentkit_process_max_fds"), 256);
+    // The default headroom at 256 is 32: hold idle connections until the
+    // process holds more than 224 descriptors, leaving it room to answer.
+    std::thread::sleep(Duration::from_millis(200));
+    let base = metric(addr, "agentkit_process_open_fds");
+    assert!(base > 0 && base < 200, "{base}");
+    let held: Vec<TcpStream> = (0..(236 - base))
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metric(addr, "agentkit_process_open_fds") <= 224 {
+        assert!(
+            Instant::now() < deadline,
+            "the held connections were not counted"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for _ in 0..10 {
+        let r = turn();
+        assert_eq!(r.status, 503, "{}", r.body);
+        assert_eq!(r.error_code(), "overloaded", "{}", r.body);
+        assert_eq!(r.header("retry-after"), Some("1"));
+        assert!(r.body.contains("file descriptors"), "{}", r.body);
+    }
+    assert!(metric(addr, "agentkit_turns_shed_descriptors_total") >= 10);
+    drop(held);
+    // Once they are gone, a turn is admitted and completes.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let id = loop {
+        let r = turn();
+        if r.status == 200 {
+            break r.json()["sessionId"].as_str().unwrap().to_owned();
+        }
+        assert_eq!(r.status, 503, "{}", r.body);
+        assert!(Instant::now() < deadline, "no turn was admitted again");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(addr)
+        .unwrap();
+    let events = lines.until("turn.completed").unwrap();
+    assert!(
+        events.iter().all(|e| e["type"] != "turn.failed"),
+        "{events:#?}"
+    );
+    drop(server);
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(!log.contains("Too many open files"), "{log}");
 }
 
 #[test]

@@ -24,6 +24,7 @@ use super::http::{
     ApiError, ApiResult, Authed, is_blank, json_ok, parse_json, read_authenticated, tool_called,
 };
 use super::mount::{AgentState, Mounted};
+use super::paging;
 
 /// The answer to an accepted message, with the agent's stream and trace
 /// URLs.
@@ -53,10 +54,7 @@ pub(crate) async fn create(
 ) -> ApiResult {
     let req: SendMessage = parse_json(&body)?;
     let slot = match &gate {
-        Some(axum::Extension(gate)) => match gate.admit() {
-            Some(slot) => Some(slot),
-            None => return Ok(gate.overloaded()),
-        },
+        Some(axum::Extension(gate)) => Some(gate.admit(&state.agent.slug, &owner)?),
         None => None,
     };
     if req.continuation_token.is_some() {
@@ -97,10 +95,7 @@ pub(crate) async fn follow_up(
 ) -> ApiResult {
     let req: SendMessage = parse_json(&body)?;
     let slot = match &gate {
-        Some(axum::Extension(gate)) => match gate.admit() {
-            Some(slot) => Some(slot),
-            None => return Ok(gate.overloaded()),
-        },
+        Some(axum::Extension(gate)) => Some(gate.admit(&state.agent.slug, &owner)?),
         None => None,
     };
     if req.output_schema.is_some() {
@@ -279,32 +274,29 @@ pub(crate) async fn list(
     Ok(json_ok(SessionList {
         ok: true,
         sessions,
-        next_cursor: next.as_deref().map(cursor_of),
+        next_cursor: next
+            .as_deref()
+            .map(|id| paging::cursor_of(SESSION_CURSOR, id)),
     }))
 }
 
 /// The page `GET /v1/sessions`'s query asks for; `400` naming what is
 /// wrong.
 fn session_page(uri: &axum::http::Uri) -> ApiResult<agentkit_runtime::SessionPage> {
-    use agentkit_protocol::api::{SESSION_PAGE_DEFAULT, SESSION_PAGE_MAX, SessionListQuery};
+    use agentkit_protocol::api::SessionListQuery;
     let axum::extract::Query(q) = axum::extract::Query::<SessionListQuery>::try_from_uri(uri)
         .map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
-    let limit = match q.limit {
-        None => SESSION_PAGE_DEFAULT,
-        Some(0) => return Err(ApiError::bad_request("`limit` must be at least 1")),
-        Some(n) => n.min(SESSION_PAGE_MAX),
-    };
-    let before = q
-        .cursor
+    let page = paging::page_query(SESSION_CURSOR, q.limit, q.cursor.as_deref())?;
+    // The key is a session id (the runtime's keyset is on it).
+    if page
+        .after
         .as_deref()
-        .map(|c| {
-            cursor_id(c).ok_or_else(|| {
-                ApiError::bad_request(
-                    "invalid `cursor`: pass the `nextCursor` of the previous page as it is",
-                )
-            })
-        })
-        .transpose()?;
+        .is_some_and(|id| agentkit_protocol::SessionId::parse(id).is_err())
+    {
+        return Err(ApiError::bad_request(
+            "invalid `cursor`: pass the `nextCursor` of the previous page as it is",
+        ));
+    }
     let since = q
         .since
         .as_deref()
@@ -322,39 +314,18 @@ fn session_page(uri: &axum::http::Uri) -> ApiResult<agentkit_runtime::SessionPag
         })
         .transpose()?;
     Ok(agentkit_runtime::SessionPage {
-        limit: limit as usize,
-        before,
+        limit: page.limit,
+        before: page.after,
         channel: q.channel.filter(|c| !c.is_empty()),
         since,
     })
 }
 
-/// The opaque cursor that continues after session `id`: versioned hex, so
-/// clients pass it back as it is and the encoding may change.
-fn cursor_of(id: &str) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::from("s1");
-    for b in id.as_bytes() {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
-}
+/// The kind of `GET /v1/sessions`'s cursors (a session id after it).
+const SESSION_CURSOR: &str = "s1";
 
-/// The session id a [`cursor_of`] cursor continues after; `None` when it
-/// is not one.
-fn cursor_id(cursor: &str) -> Option<String> {
-    let hex = cursor.strip_prefix("s1")?;
-    if hex.len() % 2 != 0 {
-        return None;
-    }
-    let bytes = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-        .collect::<Option<Vec<u8>>>()?;
-    let id = String::from_utf8(bytes).ok()?;
-    agentkit_protocol::SessionId::parse(&id).ok()?;
-    Some(id)
-}
+/// The kind of a session's approval cursors.
+const APPROVAL_CURSOR: &str = "a1";
 
 pub(crate) async fn health(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
     Ok(public_health(State(state)).await)
@@ -427,18 +398,27 @@ pub(crate) async fn call_tool(
     Ok(json_ok(tool_called(outcome)))
 }
 
-/// `GET /v1/session/:id/approvals`: the calls parked in the session,
-/// including those a restart left waiting.
+/// `GET /v1/session/:id/approvals?limit&cursor`: the calls parked in
+/// the session, including those a restart left waiting, newest first, one
+/// page of them.
 pub(crate) async fn approvals(
     State(state): State<AgentState>,
     Path(id): Path<String>,
+    uri: axum::http::Uri,
     Authed { owner, .. }: Authed,
 ) -> ApiResult {
-    let approvals = state.agent.runtime.approvals(&id, &owner).await?;
+    let query = super::http::list_query(&uri, APPROVAL_CURSOR)?;
+    // The runtime answers every parked call of the session (its fold
+    // keeps them); the page is cut here.
+    let mut approvals = state.agent.runtime.approvals(&id, &owner).await?;
+    let key = |a: &api::PendingApproval| format!("{}\n{}", a.requested_at, a.call_id);
+    approvals.sort_by_cached_key(|a| std::cmp::Reverse(key(a)));
+    let (approvals, next_cursor) = paging::page(approvals, APPROVAL_CURSOR, &query, key);
     Ok(json_ok(ApprovalList {
         ok: true,
         session_id: id,
         approvals,
+        next_cursor,
     }))
 }
 
@@ -478,11 +458,16 @@ pub(crate) async fn resolve_approval(
 pub(crate) async fn mcp(State(state): State<AgentState>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let head = parts.clone();
-    let (owner, bytes) =
-        match read_authenticated(Request::from_parts(parts, body), &state.agent.chain).await {
-            Ok(admitted) => admitted,
-            Err(e) => return e.into_response(),
-        };
+    let (owner, bytes) = match read_authenticated(
+        Request::from_parts(parts, body),
+        &state.agent.chain,
+        &state.agent.slug,
+    )
+    .await
+    {
+        Ok(admitted) => admitted,
+        Err(e) => return e.into_response(),
+    };
     let req = axum::http::Request::from_parts(head, Body::from(bytes));
     let resp = state.agent.mcp.handle(req, owner).await;
     resp.map(Body::new)

@@ -383,37 +383,57 @@ pub(crate) async fn start(
     })
 }
 
-/// `/v1/channels/{id}` and `/v1/channels/{id}/{*rest}` for one agent.
-pub(crate) fn router(host: ChannelHost) -> Router {
+/// One agent's channels, as their routes see them.
+#[derive(Debug, Clone)]
+struct Channels {
+    host: ChannelHost,
+    /// The agent's slug: each channel's delivery rate is its own.
+    agent: Arc<str>,
+}
+
+/// `/v1/channels/{id}` and `/v1/channels/{id}/{*rest}` for agent `agent`.
+pub(crate) fn router(agent: &str, host: ChannelHost) -> Router {
     Router::new()
         .route("/v1/channels/{id}", any(root))
         .route("/v1/channels/{id}/{*rest}", any(nested))
-        .with_state(host)
+        .with_state(Channels {
+            host,
+            agent: agent.into(),
+        })
 }
 
 async fn root(
-    State(host): State<ChannelHost>,
+    State(channels): State<Channels>,
     Path(id): Path<String>,
     req: axum::extract::Request,
 ) -> Response {
-    dispatch(host, id, String::from("/"), req).await
+    dispatch(channels, id, String::from("/"), req).await
 }
 
 async fn nested(
-    State(host): State<ChannelHost>,
+    State(channels): State<Channels>,
     Path((id, rest)): Path<(String, String)>,
     req: axum::extract::Request,
 ) -> Response {
-    dispatch(host, id, format!("/{rest}"), req).await
+    dispatch(channels, id, format!("/{rest}"), req).await
 }
 
 async fn dispatch(
-    host: ChannelHost,
+    Channels { host, agent }: Channels,
     id: String,
     path: String,
     req: axum::extract::Request,
 ) -> Response {
     use axum::extract::FromRequest;
+    // A channel's deliveries have their own budget (`--channel-rate-limit`),
+    // counted before the body is read; an unknown id is answered 404 below
+    // and counted nowhere, so made-up ids cannot grow the table.
+    if host.kind(&id).is_some()
+        && let Some(shares) = req.extensions().get::<Arc<super::limits::FairShares>>()
+        && let Err(e) = shares.channel(&agent, &id)
+    {
+        return ApiError::from(e).into_response();
+    }
     let peer = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()

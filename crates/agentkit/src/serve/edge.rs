@@ -13,7 +13,9 @@
 //! bound on the socket drops a follower that stopped reading; a middleware
 //! bounds how long a request may take to produce its answer; another
 //! bounds the turns in flight, answering `503` `overloaded` with
-//! `Retry-After` past it.
+//! `Retry-After` past it, or while the process holds more descriptors
+//! than its limit less a headroom (sampled every 50 ms), and `429`
+//! `rate_limited` past a principal's own bound.
 
 use std::collections::HashMap;
 use std::io;
@@ -36,6 +38,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::http::ApiError;
+use super::limits::{LimitStats, Rate, limited};
 
 /// How the HTTP edge bounds connections and requests
 /// ([`ServeOptions::edge`](crate::ServeOptions::edge)).
@@ -84,6 +87,29 @@ pub struct EdgeOptions {
     /// descriptors a turn, for its log, a provider connection and a
     /// child's pipes), so an admitted turn does not run out of descriptors.
     pub max_turns: Option<usize>,
+    /// The most turns in flight per principal of each agent (fair shares);
+    /// past it the principal's next turn is answered `429`
+    /// `rate_limited` with `Retry-After`, while other principals are
+    /// served. `None`: no per-principal bound. Operators are not counted.
+    pub max_turns_per_principal: Option<usize>,
+    /// The request rate of each principal of each agent (on every route
+    /// that runs the agent's auth chain), and of each client address on
+    /// the routes that run none; past it `429` `rate_limited` with
+    /// `Retry-After`. `None`: no rate limit. Operators are not counted.
+    pub rate_limit: Option<Rate>,
+    /// The delivery rate of each webhook channel (`/v1/channels/<id>`),
+    /// counted apart from the principals' so that a flood on one channel
+    /// does not use the API's budget; past it `429` `rate_limited`.
+    /// `None`: no channel rate limit.
+    pub channel_rate_limit: Option<Rate>,
+    /// How many file descriptors below the soft `RLIMIT_NOFILE` a new turn
+    /// is still admitted: when the process holds more than the limit less
+    /// this (sampled every 50 ms), a new turn is answered `503`
+    /// `overloaded` with `Retry-After` at once, so an admitted turn does
+    /// not fail for want of a descriptor (its log, a provider connection,
+    /// a child's pipes). `None`: a sixteenth of the limit, at least 32;
+    /// `Some(0)`: no check.
+    pub fd_headroom: Option<u64>,
 }
 
 impl Default for EdgeOptions {
@@ -96,6 +122,10 @@ impl Default for EdgeOptions {
             body_min_rate: 500,
             max_connections: None,
             max_turns: None,
+            max_turns_per_principal: None,
+            rate_limit: None,
+            channel_rate_limit: None,
+            fd_headroom: None,
         }
     }
 }
@@ -184,29 +214,61 @@ pub(crate) fn turn_cap(options: &EdgeOptions) -> usize {
     }
 }
 
-/// The host-wide bound on turns in flight. A turn handler reserves a slot
-/// once the body is read and before the runtime admits the turn (so a
-/// burst cannot pass the check together), then turns the reservation
-/// into the admitted session, which
-/// holds the slot until the runtime says it is no longer active (a reaper
-/// looks every 20 ms); a request that admits nothing gives it back.
+/// The host-wide bound on turns in flight, and the optional bound per
+/// principal of each agent. A turn handler reserves a slot once the body
+/// is read and before the runtime admits the turn (so a burst cannot pass
+/// the check together), then turns the reservation into the admitted
+/// session, which holds the slot until the runtime says it is no longer
+/// active (a reaper looks every 20 ms); a request that admits nothing
+/// gives it back.
 #[derive(Debug)]
 pub(crate) struct TurnGate {
     max: usize,
+    /// `--max-turns-per-principal`.
+    per_principal: Option<usize>,
+    /// `--fd-headroom`, as configured (`None`: derived from the limit).
+    fd_headroom: Option<u64>,
     state: Mutex<GateState>,
     stats: Arc<EdgeStats>,
 }
 
+/// A principal of one agent, as the per-principal bound counts it.
+type PrincipalKey = (String, String);
+
 #[derive(Debug, Default)]
 struct GateState {
     reserved: usize,
-    admitted: Vec<(agentkit_runtime::AgentRuntime, String)>,
+    admitted: Vec<Admitted>,
+    /// Slots (reserved or admitted) per principal, when the per-principal
+    /// bound is on; a principal with none has no entry.
+    by_principal: HashMap<PrincipalKey, usize>,
+}
+
+/// A session holding a slot.
+#[derive(Debug)]
+struct Admitted {
+    runtime: agentkit_runtime::AgentRuntime,
+    id: String,
+    principal: Option<PrincipalKey>,
+}
+
+/// Gives back one slot of `principal`.
+fn release(by_principal: &mut HashMap<PrincipalKey, usize>, principal: Option<&PrincipalKey>) {
+    let Some(key) = principal else { return };
+    if let Some(n) = by_principal.get_mut(key) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            by_principal.remove(key);
+        }
+    }
 }
 
 impl TurnGate {
-    pub(crate) fn new(max: usize, stats: Arc<EdgeStats>) -> Arc<TurnGate> {
+    pub(crate) fn new(options: &EdgeOptions, stats: Arc<EdgeStats>) -> Arc<TurnGate> {
         Arc::new(TurnGate {
-            max,
+            max: turn_cap(options),
+            per_principal: options.max_turns_per_principal.map(|n| n.max(1)),
+            fd_headroom: options.fd_headroom,
             state: Mutex::new(GateState::default()),
             stats,
         })
@@ -223,18 +285,81 @@ impl TurnGate {
         );
     }
 
-    /// A slot, or `None` at the bound.
-    fn reserve(self: &Arc<Self>) -> Option<TurnSlot> {
+    /// A slot for a turn of `owner` on agent `agent`: `503` `overloaded`
+    /// at the host's bound, `429` `rate_limited` at the principal's (each
+    /// with `Retry-After`, at once).
+    pub(crate) fn admit(
+        self: &Arc<Self>,
+        agent: &str,
+        owner: &agentkit_runtime::Owner,
+    ) -> Result<TurnSlot, ApiError> {
+        let principal = match self.per_principal {
+            Some(_) if !owner.is_operator() => Some((agent.to_owned(), owner.principal_id.clone())),
+            _ => None,
+        };
+        if let Some(refused) = self.short_of_descriptors() {
+            return Err(refused);
+        }
         let mut state = self.lock();
         if state.reserved + state.admitted.len() >= self.max {
-            return None;
+            drop(state);
+            self.stats.turns_shed.fetch_add(1, Ordering::Relaxed);
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                agentkit_protocol::ErrorCode::Overloaded,
+                format!(
+                    "the host is running its most turns at once ({}); retry after 1 s",
+                    self.max
+                ),
+            )
+            .retry_after(1));
+        }
+        if let (Some(key), Some(max)) = (&principal, self.per_principal)
+            && state.by_principal.get(key).copied().unwrap_or(0) >= max
+        {
+            drop(state);
+            self.stats.limited.turns.fetch_add(1, Ordering::Relaxed);
+            return Err(ApiError::from(limited(
+                format!(
+                    "principal `{}` has its most turns in flight ({max}, --max-turns-per-principal); retry after 1 s",
+                    owner.principal_id
+                ),
+                1,
+            )));
         }
         state.reserved += 1;
+        if let Some(key) = &principal {
+            *state.by_principal.entry(key.clone()).or_default() += 1;
+        }
         self.publish(&state);
-        Some(TurnSlot(Arc::new(SlotInner {
+        Ok(TurnSlot(Arc::new(SlotInner {
             gate: self.clone(),
             held: AtomicBool::new(true),
+            principal,
         })))
+    }
+
+    /// The `503` for a turn when the process holds more descriptors than
+    /// its limit less the headroom (as last sampled).
+    fn short_of_descriptors(&self) -> Option<ApiError> {
+        let limit = self.stats.fds_limit.load(Ordering::Relaxed);
+        let open = self.stats.fds_open.load(Ordering::Relaxed);
+        let headroom = fd_headroom(self.fd_headroom, limit);
+        if limit == 0 || headroom == 0 || open.saturating_add(headroom) <= limit {
+            return None;
+        }
+        self.stats.turns_shed.fetch_add(1, Ordering::Relaxed);
+        self.stats.turns_shed_fds.fetch_add(1, Ordering::Relaxed);
+        Some(
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                agentkit_protocol::ErrorCode::Overloaded,
+                format!(
+                    "the host holds {open} of its {limit} file descriptors, within the {headroom} kept for running turns (--fd-headroom); retry after 1 s"
+                ),
+            )
+            .retry_after(1),
+        )
     }
 
     /// Lets go of the sessions that are no longer active, until `shutdown`.
@@ -248,7 +373,18 @@ impl TurnGate {
             if state.admitted.is_empty() {
                 continue;
             }
-            state.admitted.retain(|(runtime, id)| runtime.is_active(id));
+            let GateState {
+                admitted,
+                by_principal,
+                ..
+            } = &mut *state;
+            admitted.retain(|a| {
+                let active = a.runtime.is_active(&a.id);
+                if !active {
+                    release(by_principal, a.principal.as_ref());
+                }
+                active
+            });
             self.publish(&state);
         }
     }
@@ -263,6 +399,7 @@ pub(crate) struct TurnSlot(Arc<SlotInner>);
 struct SlotInner {
     gate: Arc<TurnGate>,
     held: AtomicBool,
+    principal: Option<PrincipalKey>,
 }
 
 impl TurnSlot {
@@ -276,8 +413,14 @@ impl TurnSlot {
         let gate = &self.0.gate;
         let mut state = gate.lock();
         state.reserved = state.reserved.saturating_sub(1);
-        if !state.admitted.iter().any(|(_, held)| held == id) {
-            state.admitted.push((runtime.clone(), id.to_owned()));
+        if state.admitted.iter().any(|a| a.id == id) {
+            release(&mut state.by_principal, self.0.principal.as_ref());
+        } else {
+            state.admitted.push(Admitted {
+                runtime: runtime.clone(),
+                id: id.to_owned(),
+                principal: self.0.principal.clone(),
+            });
         }
         gate.publish(&state);
     }
@@ -288,6 +431,7 @@ impl Drop for SlotInner {
         if self.held.swap(false, Ordering::AcqRel) {
             let mut state = self.gate.lock();
             state.reserved = state.reserved.saturating_sub(1);
+            release(&mut state.by_principal, self.principal.as_ref());
             self.gate.publish(&state);
         }
     }
@@ -303,37 +447,6 @@ pub(crate) async fn turn_gate(
 ) -> Response {
     req.extensions_mut().insert(gate);
     next.run(req).await
-}
-
-impl TurnGate {
-    /// A slot for a turn; `None` past the bound (answer
-    /// [`overloaded`](Self::overloaded)).
-    pub(crate) fn admit(self: &Arc<Self>) -> Option<TurnSlot> {
-        let slot = self.reserve();
-        if slot.is_none() {
-            self.stats.turns_shed.fetch_add(1, Ordering::Relaxed);
-        }
-        slot
-    }
-
-    /// The `503` `overloaded` answer with `Retry-After` that sheds a turn
-    /// at once.
-    pub(crate) fn overloaded(&self) -> Response {
-        let mut response = ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            agentkit_protocol::ErrorCode::Overloaded,
-            format!(
-                "the host is running its most turns at once ({}); retry after 1 s",
-                self.max
-            ),
-        )
-        .into_response();
-        response.headers_mut().insert(
-            axum::http::header::RETRY_AFTER,
-            axum::http::HeaderValue::from_static("1"),
-        );
-        response
-    }
 }
 
 /// What the accept loop needs besides the listener.
@@ -366,6 +479,48 @@ pub(crate) struct EdgeStats {
     pub(crate) turns_in_flight: AtomicU64,
     /// Turn requests answered `503` `overloaded`.
     pub(crate) turns_shed: AtomicU64,
+    /// Requests answered `429` past a fair share.
+    pub(crate) limited: Arc<LimitStats>,
+    /// File descriptors the process holds (sampled; 0 where they cannot be
+    /// counted).
+    pub(crate) fds_open: AtomicU64,
+    /// The soft `RLIMIT_NOFILE` when sampled (0 where there is none).
+    pub(crate) fds_limit: AtomicU64,
+    /// Turn requests answered `503` `overloaded` for want of descriptor
+    /// headroom (also counted in `turns_shed`).
+    pub(crate) turns_shed_fds: AtomicU64,
+}
+
+/// The file descriptors this process holds: the entries of
+/// `/proc/self/fd` (`/dev/fd` elsewhere), less the one the listing opens;
+/// `None` where neither can be read.
+fn open_fds() -> Option<u64> {
+    let dir = std::fs::read_dir("/proc/self/fd")
+        .or_else(|_| std::fs::read_dir("/dev/fd"))
+        .ok()?;
+    Some((dir.count() as u64).saturating_sub(1))
+}
+
+/// The descriptor headroom: the configured one, else a sixteenth of
+/// `limit`, at least 32.
+fn fd_headroom(configured: Option<u64>, limit: u64) -> u64 {
+    configured.unwrap_or((limit / 16).max(32))
+}
+
+/// Counts the process's open descriptors and reads its limit every 50 ms
+/// until `shutdown`, for the turn gate and `/metrics`.
+pub(crate) async fn sample_descriptors(stats: Arc<EdgeStats>, shutdown: CancellationToken) {
+    loop {
+        let limit = soft_fd_limit().filter(|l| *l < 1 << 40).unwrap_or(0);
+        stats.fds_limit.store(limit, Ordering::Relaxed);
+        stats
+            .fds_open
+            .store(open_fds().unwrap_or(0), Ordering::Relaxed);
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(50)) => {}
+            () = shutdown.cancelled() => return,
+        }
+    }
 }
 
 /// Accepts connections until `shutdown`, then lets open ones finish their

@@ -169,17 +169,28 @@ async fn start_run(
         .into_response())
 }
 
-async fn list_runs(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
+/// The kind of the eval runs' cursors.
+const RUN_CURSOR: &str = "r1";
+
+/// `GET /v1/dev/evals?limit&cursor`: the runs, newest first, one page.
+async fn list_runs(
+    State(state): State<AgentState>,
+    uri: axum::http::Uri,
+    _auth: Authed,
+) -> ApiResult {
     dev_only(&state)?;
-    let runs: Vec<Value> = state
-        .agent
-        .evals
-        .all()
-        .await?
-        .iter()
-        .map(Run::summary)
-        .collect();
-    Ok(axum::Json(json!({"ok": true, "runs": runs})).into_response())
+    let query = super::http::list_query(&uri, RUN_CURSOR)?;
+    // At most `max_playground_runs` are kept; the page is cut here.
+    let mut runs = state.agent.evals.all().await?;
+    let key = |r: &Run| format!("{}\n{}", r.started_at, r.run_id);
+    runs.sort_by_cached_key(|r| std::cmp::Reverse(key(r)));
+    let (runs, next) = super::paging::page(runs, RUN_CURSOR, &query, key);
+    let runs: Vec<Value> = runs.iter().map(Run::summary).collect();
+    let mut body = json!({"ok": true, "runs": runs});
+    if let Some(next) = next {
+        body["nextCursor"] = json!(next);
+    }
+    Ok(axum::Json(body).into_response())
 }
 
 async fn show_run(

@@ -26,6 +26,9 @@ pub(crate) struct ApiError {
     pub(crate) message: String,
     /// Extra fields of the error object (`available`, `errors`).
     pub(crate) details: Option<serde_json::Map<String, Value>>,
+    /// Seconds for the `Retry-After` header of a refusal the caller may
+    /// retry (`429`, `503`).
+    pub(crate) retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -35,7 +38,14 @@ impl ApiError {
             code,
             message: message.into(),
             details: None,
+            retry_after: None,
         }
+    }
+
+    /// The same error, answered with `Retry-After: secs` (at least 1).
+    pub(crate) fn retry_after(mut self, secs: u64) -> ApiError {
+        self.retry_after = Some(secs.max(1));
+        self
     }
 
     pub(crate) fn bad_request(message: impl Into<String>) -> ApiError {
@@ -68,6 +78,45 @@ impl From<agentkit_runtime::Error> for ApiError {
     }
 }
 
+impl From<super::paging::BadPage> for ApiError {
+    fn from(e: super::paging::BadPage) -> ApiError {
+        ApiError::bad_request(e.0)
+    }
+}
+
+impl From<super::limits::Limited> for ApiError {
+    fn from(l: super::limits::Limited) -> ApiError {
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::RateLimited,
+            l.message,
+        )
+        .retry_after(l.wait)
+    }
+}
+
+/// Counts a request to a route without an auth chain (the host's index,
+/// `/v1/agents`, the public `/v1/health`, the playground and the docs)
+/// against its client address's fair share.
+pub(crate) async fn limit_by_address(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let shares = req
+        .extensions()
+        .get::<std::sync::Arc<super::limits::FairShares>>();
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    if let (Some(shares), Some(peer)) = (shares, peer)
+        && let Err(e) = shares.address(peer)
+    {
+        return ApiError::from(e).into_response();
+    }
+    next.run(req).await
+}
+
 /// A body that could not be read: too large (413) or cut off (400).
 pub(crate) fn body_error(e: BytesRejection) -> ApiError {
     let status = e.status();
@@ -83,7 +132,13 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body =
             ErrorBody::with_details(self.code, self.message, self.details.unwrap_or_default());
-        (self.status, axum::Json(body)).into_response()
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if let Some(secs) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, axum::http::HeaderValue::from(secs));
+        }
+        response
     }
 }
 
@@ -92,6 +147,8 @@ pub(crate) type ApiResult<T = Response> = Result<T, ApiError>;
 /// Route state that carries an auth chain: what [`Authed`] runs.
 pub(crate) trait Guarded: Send + Sync {
     fn chain(&self) -> &Chain;
+    /// The agent whose chain it is: principals are counted per agent.
+    fn agent(&self) -> &str;
 }
 
 /// A request that the state's auth chain admitted: the caller's principal
@@ -105,27 +162,36 @@ impl<S: Guarded> FromRequest<S> for Authed {
     type Rejection = ApiError;
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
-        let (owner, body) = read_authenticated(req, state.chain()).await?;
+        let (owner, body) = read_authenticated(req, state.chain(), state.agent()).await?;
         Ok(Authed { owner, body })
     }
 }
 
-/// Reads the whole body and runs `chain` over the request, raw body
-/// included; answers the admitted principal and the body.
+/// Reads the whole body and runs `chain` (agent `agent`'s) over the
+/// request, raw body included, then counts the admitted principal against
+/// its fair share (`429` past it); answers the principal and the body.
 pub(crate) async fn read_authenticated(
     req: axum::extract::Request,
     chain: &Chain,
+    agent: &str,
 ) -> ApiResult<(Owner, Bytes)> {
     let (parts, body) = req.into_parts();
     let peer = parts
         .extensions
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip());
+    let shares = parts
+        .extensions
+        .get::<std::sync::Arc<super::limits::FairShares>>()
+        .cloned();
     let headers = parts.headers.clone();
     let body = Bytes::from_request(axum::extract::Request::from_parts(parts, body), &())
         .await
         .map_err(body_error)?;
     let owner = authenticate(chain, peer, &headers, &body).await?;
+    if let Some(shares) = shares {
+        shares.principal(agent, &owner)?;
+    }
     Ok((owner, body))
 }
 
@@ -155,6 +221,19 @@ pub(crate) async fn authenticate(
             ))
         }
     }
+}
+
+/// The `limit` and `cursor` of a list route's query; `400` naming what is
+/// wrong.
+pub(crate) fn list_query(uri: &axum::http::Uri, kind: &str) -> ApiResult<super::paging::PageQuery> {
+    let axum::extract::Query(q) =
+        axum::extract::Query::<agentkit_protocol::api::PageQuery>::try_from_uri(uri)
+            .map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
+    Ok(super::paging::page_query(
+        kind,
+        q.limit,
+        q.cursor.as_deref(),
+    )?)
 }
 
 /// A JSON request body; an empty one is refused as not an object.

@@ -10,7 +10,9 @@
 //! `<dir>/.agentkit`).
 //!
 //! The modules, leaves first (each imports only those above it):
-//! `options` (what to serve with, split by concern), `http` (the error
+//! `options` (what to serve with, split by concern), `limits` (fair
+//! shares: rates per principal, address and channel), `paging` (list
+//! pages: `limit`, the opaque `cursor`), `http` (the error
 //! answer, the `Authed` extractor, JSON bodies), `depths` (delegation
 //! depth), `edge` (accepting and bounding connections), `services`
 //! (`HostServices`), `jwks` (the `jwt` policy's key fetches), `resolve`
@@ -36,9 +38,11 @@ mod evals;
 mod handle;
 mod http;
 mod jwks;
+mod limits;
 mod mcp;
 mod mount;
 mod options;
+mod paging;
 mod playground;
 mod resolve;
 mod router;
@@ -49,6 +53,7 @@ mod timers;
 
 pub use edge::{EdgeOptions, FdLimit, raise_fd_limit};
 pub use handle::ServeHandle;
+pub use limits::Rate;
 pub use options::{EnvFn, EnvLookup, Mode, ServeOptions};
 pub use services::{
     HostGithub, HostMcp, HostReminders, HostSend, HostSent, HostServices, HostSessions, HostSlack,
@@ -164,20 +169,24 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
     };
     let edge_stats = Arc::new(edge::EdgeStats::default());
     telemetry.set_edge(edge_stats.clone());
-    let max_turns = edge::turn_cap(edge_options);
-    tracing::debug!(max_turns, "turn bound");
-    let turn_gate = edge::TurnGate::new(max_turns, edge_stats.clone());
+    tracing::debug!(max_turns = edge::turn_cap(edge_options), "turn bound");
+    let turn_gate = edge::TurnGate::new(edge_options, edge_stats.clone());
+    let shares = limits::FairShares::new(
+        edge_options.rate_limit,
+        edge_options.channel_rate_limit,
+        edge_stats.limited.clone(),
+    );
     let router = router::router(
         &agents,
         parts.listen.mode,
         parts.edge.body_limit,
         shutdown.clone(),
     )
-    .merge(playground::router(
-        &agents,
-        parts.listen.mode,
-        parts.playground,
-    ))
+    .merge(
+        playground::router(&agents, parts.listen.mode, parts.playground)
+            // No auth chain here: each client address has its share.
+            .route_layer(axum::middleware::from_fn(http::limit_by_address)),
+    )
     .merge(telemetry::routes(telemetry.clone()))
     .layer(axum::middleware::from_fn_with_state(
         telemetry.clone(),
@@ -188,10 +197,19 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         edge::turn_gate,
     ))
     .layer(axum::middleware::from_fn_with_state(
+        shares.clone(),
+        limits::layer,
+    ))
+    .layer(axum::middleware::from_fn_with_state(
         bounds,
         edge::request_timeout,
     ));
     tokio::spawn(turn_gate.reap(shutdown.clone()));
+    tokio::spawn(shares.prune(shutdown.clone()));
+    tokio::spawn(edge::sample_descriptors(
+        edge_stats.clone(),
+        shutdown.clone(),
+    ));
     let max_connections = edge::connection_cap(edge_options);
     tracing::debug!(max_connections, "connection cap");
     let server = tokio::spawn(edge::run(

@@ -59,6 +59,10 @@ impl Guarded for AgentState {
     fn chain(&self) -> &Chain {
         &self.agent.chain
     }
+
+    fn agent(&self) -> &str {
+        &self.agent.slug
+    }
 }
 
 /// What every agent of the host is mounted with.

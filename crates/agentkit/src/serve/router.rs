@@ -9,7 +9,7 @@ use axum::response::Html;
 use axum::routing::{any, get, post};
 use tokio_util::sync::CancellationToken;
 
-use super::http::{ApiError, json_ok};
+use super::http::{ApiError, json_ok, limit_by_address};
 use super::mount::{AgentState, Mounted};
 use super::options::Mode;
 use super::{api, channels, dev};
@@ -34,7 +34,7 @@ pub(crate) fn router(
             };
             let playground = agents.iter().all(|a| a.playground);
             let page = index_page(&list.agents, playground);
-            app = app
+            let host = Router::new()
                 .route("/", get(move || async move { Html(page) }))
                 .route("/v1/agents", get(move || async move { json_ok(list) }))
                 .route(
@@ -45,7 +45,10 @@ pub(crate) fn router(
                             slug: None,
                         })
                     }),
-                );
+                )
+                // These run no auth chain: each client address has its share.
+                .route_layer(axum::middleware::from_fn(limit_by_address));
+            app = app.merge(host);
             for a in agents {
                 app = app.nest(
                     &format!("/{}", a.slug),
@@ -69,13 +72,15 @@ enum Health {
 }
 
 fn agent_router(agent: Mounted, health_auth: Health, shutdown: CancellationToken) -> Router {
-    let channels = channels::router(agent.channels.clone());
+    let channels = channels::router(&agent.slug, agent.channels.clone());
     let state = AgentState {
         agent: std::sync::Arc::new(agent),
         shutdown,
     };
     let health_route = match health_auth {
-        Health::Public => get(api::public_health),
+        Health::Public => {
+            get(api::public_health).route_layer(axum::middleware::from_fn(limit_by_address))
+        }
         Health::Authenticated => get(api::health),
     };
     Router::new()

@@ -39,6 +39,10 @@ struct Host {
 
 impl Host {
     fn new(agent_toml_extra: &str) -> Host {
+        Host::with_script(agent_toml_extra, SCRIPT)
+    }
+
+    fn with_script(agent_toml_extra: &str, script: &str) -> Host {
         let dir = tempfile::tempdir().unwrap();
         let project = dir.path().join("agents/bot/agent");
         let files = [
@@ -47,7 +51,7 @@ impl Host {
                 format!("model = \"scripted:script.json\"\n{agent_toml_extra}"),
             ),
             ("instructions.md", "You are a test agent.\n".to_owned()),
-            ("script.json", SCRIPT.to_owned()),
+            ("script.json", script.to_owned()),
             ("tools/echo.toml", ECHO_TOOL.to_owned()),
             ("tools/echo.py", ECHO_PY.to_owned()),
         ];
@@ -456,4 +460,49 @@ fn the_client_reads_every_answer_as_the_protocol_types() {
             .collect::<Vec<_>>(),
         [id.as_str()]
     );
+}
+
+#[test]
+fn approvals_are_listed_newest_first_in_pages_that_follow_the_cursor() {
+    let host = Host::with_script(
+        "",
+        r#"{"turns": [{"steps": [{"toolCalls": [
+            {"name": "echo", "input": {"text": "a"}},
+            {"name": "echo", "input": {"text": "b"}},
+            {"name": "echo", "input": {"text": "c"}}
+        ]}, {"text": "done"}]}]}"#,
+    );
+    let id = host.create("go")["sessionId"].as_str().unwrap().to_owned();
+    let parked = std::cell::Cell::new(0);
+    host.wait_for(&id, "action.approval_requested", |_| {
+        parked.set(parked.get() + 1);
+        parked.get() == 3
+    });
+    let all = host.approvals(&id);
+    assert_eq!(all.len(), 3, "{all:#?}");
+    let key = |a: &Value| format!("{}\n{}", a["requestedAt"], a["callId"]);
+    assert!(
+        all.windows(2).all(|w| key(&w[0]) > key(&w[1])),
+        "not newest first: {all:#?}"
+    );
+    let page = |query: &str| {
+        let r = host.send(Request::get(&format!(
+            "/bot/v1/session/{id}/approvals?{query}"
+        )));
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()
+    };
+    let first = page("limit=2");
+    assert_eq!(first["approvals"].as_array().unwrap()[..], all[..2]);
+    let cursor = first["nextCursor"].as_str().unwrap();
+    let second = page(&format!("limit=2&cursor={cursor}"));
+    assert_eq!(second["approvals"].as_array().unwrap()[..], all[2..]);
+    assert!(second.get("nextCursor").is_none(), "{second}");
+    assert!(page("").get("nextCursor").is_none());
+    for bad in ["limit=0", "cursor=s1zz", "limit=x"] {
+        let r = host.send(Request::get(&format!(
+            "/bot/v1/session/{id}/approvals?{bad}"
+        )));
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+    }
 }

@@ -12,6 +12,7 @@ mod github_app;
 mod hooks;
 mod http;
 mod jwt;
+mod limits;
 mod mcp;
 mod mcp_oauth;
 mod observability;

@@ -906,6 +906,37 @@ fn the_logs_route_filters_by_session_and_limits() {
     let lines = r.json()["logs"].as_array().unwrap().clone();
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert_eq!(lines[0]["sessionId"], b.as_str());
+    // Pages of one line, following `nextCursor`, walk back through the
+    // same lines as one page of all of them, each once (lines written
+    // after the walk began are newer than its first).
+    let seqs = |page: &Value| -> Vec<u64> {
+        page["logs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["seq"].as_u64().unwrap())
+            .collect()
+    };
+    let mut walked = Vec::new();
+    let mut query = "/v1/logs?limit=1".to_owned();
+    loop {
+        let page = host.send(Request::get(&query)).json();
+        walked.extend(seqs(&page));
+        match page["nextCursor"].as_str() {
+            Some(c) => query = format!("/v1/logs?limit=1&cursor={c}"),
+            None => break,
+        }
+    }
+    walked.reverse();
+    let newest = *walked.last().unwrap();
+    let all: Vec<u64> = seqs(&host.send(Request::get("/v1/logs?limit=1000")).json())
+        .into_iter()
+        .filter(|s| *s <= newest)
+        .collect();
+    assert!(walked.len() > 1, "{walked:?}");
+    assert_eq!(walked, all);
+    let r = host.send(Request::get("/v1/logs?cursor=nope"));
+    assert_eq!(r.status, 400, "{}", r.body);
     // Another caller is refused.
     let r = host.send(Request::get("/v1/logs").header("x-forwarded-for", "10.0.0.1"));
     assert_eq!(r.status, 401);

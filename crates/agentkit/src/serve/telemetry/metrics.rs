@@ -95,6 +95,10 @@ pub(crate) struct Metrics {
     body_timeouts: Counter,
     turns_in_flight: Gauge,
     turns_shed: Counter,
+    requests_limited: Family<Labels, Counter>,
+    open_fds: Gauge,
+    max_fds: Gauge,
+    turns_shed_fds: Counter,
     /// Per agent: open turns (start time), parked calls (park time), and
     /// sessions with a turn running. Bounded by what is in flight.
     state: Mutex<HashMap<String, Flight>>,
@@ -146,6 +150,10 @@ impl Metrics {
             body_timeouts: Counter::default(),
             turns_in_flight: Gauge::default(),
             turns_shed: Counter::default(),
+            requests_limited: Family::default(),
+            open_fds: Gauge::default(),
+            max_fds: Gauge::default(),
+            turns_shed_fds: Counter::default(),
             state: Mutex::default(),
             registry: Registry::default(),
         };
@@ -324,6 +332,26 @@ impl Metrics {
             "Turn requests answered 503 overloaded at the turn bound",
             m.turns_shed.clone(),
         );
+        registry.register(
+            "process_open_fds",
+            "File descriptors the process holds (sampled every 50 ms)",
+            m.open_fds.clone(),
+        );
+        registry.register(
+            "process_max_fds",
+            "The process's soft file-descriptor limit (RLIMIT_NOFILE)",
+            m.max_fds.clone(),
+        );
+        registry.register(
+            "turns_shed_descriptors",
+            "Turn requests answered 503 overloaded because the process held more descriptors than its limit less the headroom (--fd-headroom); also in turns_shed",
+            m.turns_shed_fds.clone(),
+        );
+        registry.register(
+            "requests_limited",
+            "Requests answered 429 rate_limited past a fair share, by what was limited (principal, address and channel: a request rate; turns: a principal's turns in flight)",
+            m.requests_limited.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -346,6 +374,25 @@ impl Metrics {
         let shed = edge.turns_shed.load(Relaxed);
         self.turns_shed
             .inc_by(shed.saturating_sub(self.turns_shed.get()));
+        self.open_fds
+            .set(i64::try_from(edge.fds_open.load(Relaxed)).unwrap_or(i64::MAX));
+        self.max_fds
+            .set(i64::try_from(edge.fds_limit.load(Relaxed)).unwrap_or(i64::MAX));
+        let shed = edge.turns_shed_fds.load(Relaxed);
+        self.turns_shed_fds
+            .inc_by(shed.saturating_sub(self.turns_shed_fds.get()));
+        let limited = &edge.limited;
+        for (scope, total) in [
+            ("principal", limited.principal.load(Relaxed)),
+            ("address", limited.address.load(Relaxed)),
+            ("channel", limited.channel.load(Relaxed)),
+            ("turns", limited.turns.load(Relaxed)),
+        ] {
+            let c = self
+                .requests_limited
+                .get_or_create(&labels(&[("scope", scope)]));
+            c.inc_by(total.saturating_sub(c.get()));
+        }
         let total = edge.body_timeouts.load(Relaxed);
         self.body_timeouts
             .inc_by(total.saturating_sub(self.body_timeouts.get()));

@@ -695,9 +695,15 @@ fn wants_openmetrics(headers: &HeaderMap) -> bool {
 #[derive(Debug, serde::Deserialize)]
 struct LogsQuery {
     session: Option<String>,
-    limit: Option<usize>,
+    limit: Option<u32>,
+    cursor: Option<String>,
 }
 
+/// The kind of `GET /v1/logs`'s cursors (a line's `seq`).
+const LOG_CURSOR: &str = "l1";
+
+/// `GET /v1/logs?session&limit&cursor`: the newest lines of the ring, one
+/// page read oldest first (as a log is), `nextCursor` going back in time.
 async fn logs_route(
     State(telemetry): State<Telemetry>,
     Query(q): Query<LogsQuery>,
@@ -707,9 +713,29 @@ async fn logs_route(
     if let Err(e) = admit(&telemetry, peer, &headers).await {
         return e.into_response();
     }
-    let limit = q.limit.unwrap_or(200).min(crate::logs::RING_LINES);
-    let lines = crate::logs::recent(q.session.as_deref(), limit);
-    super::http::json_ok(serde_json::json!({"ok": true, "logs": lines}))
+    let page = match super::paging::page_query(LOG_CURSOR, q.limit, q.cursor.as_deref()) {
+        Ok(page) => page,
+        Err(e) => return super::http::ApiError::from(e).into_response(),
+    };
+    let before = match page.after.as_deref().map(str::parse::<u64>) {
+        None => None,
+        Some(Ok(seq)) => Some(seq),
+        Some(Err(_)) => {
+            return super::http::ApiError::bad_request(
+                "invalid `cursor`: pass the `nextCursor` of the previous page as it is",
+            )
+            .into_response();
+        }
+    };
+    let (lines, more) = crate::logs::recent(q.session.as_deref(), page.limit, before);
+    let mut body = serde_json::json!({"ok": true, "logs": lines});
+    if more && let Some(oldest) = lines.first() {
+        body["nextCursor"] = serde_json::json!(super::paging::cursor_of(
+            LOG_CURSOR,
+            &oldest.seq.to_string()
+        ));
+    }
+    super::http::json_ok(body)
 }
 
 #[cfg(test)]
