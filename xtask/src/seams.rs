@@ -16,9 +16,11 @@ use crate::tidy::{read, relative, rust_files};
 const RAW_EVENT_WRITERS: [&str; 2] = ["crates/agentkit-events/src", "crates/agentkit-pg/src"];
 
 /// The most methods `impl AgentRuntime` blocks may define (outside
-/// tests). A ratchet: lower it as features move into their own parts
-/// (the goal is 40); never raise it.
-pub(crate) const RUNTIME_METHOD_BOUND: usize = 150;
+/// tests), however the type is spelled. A ratchet: lower it as features
+/// move into their own parts (the goal is 40); never raise it. (It was
+/// 150 while blocks spelled `impl crate::AgentRuntime` went uncounted;
+/// counted, there were 154.)
+pub(crate) const RUNTIME_METHOD_BOUND: usize = 154;
 
 /// Runs the checks on the workspace at `root`.
 pub(crate) fn check(root: &Path) -> anyhow::Result<Vec<String>> {
@@ -99,7 +101,15 @@ fn runtime_methods(text: &str) -> usize {
     let mut count = 0;
     let mut depth: Option<i64> = None;
     for line in before_tests(text).lines() {
-        if depth.is_none() && line.starts_with("impl AgentRuntime {") {
+        if depth.is_none()
+            && [
+                "impl AgentRuntime {",
+                "impl crate::AgentRuntime {",
+                "impl crate::runtime::AgentRuntime {",
+            ]
+            .iter()
+            .any(|spelling| line.starts_with(spelling))
+        {
             depth = Some(0);
         }
         let Some(d) = depth.as_mut() else {
@@ -146,8 +156,8 @@ mod tests {
 
     #[test]
     fn runtime_methods_are_counted_per_impl_block() {
-        let text = "impl AgentRuntime {\n    pub async fn a(&self) {\n        fn inner() {}\n    }\n    pub(crate) fn b(&self) {}\n    fn c(&self) {\n    }\n}\n\nimpl Other {\n    fn d() {}\n}\nimpl AgentRuntime {\n    fn e() {}\n}\n#[cfg(test)]\nimpl AgentRuntime {\n    fn f() {}\n}\n";
-        assert_eq!(runtime_methods(text), 4);
+        let text = "impl AgentRuntime {\n    pub async fn a(&self) {\n        fn inner() {}\n    }\n    pub(crate) fn b(&self) {}\n    fn c(&self) {\n    }\n}\n\nimpl Other {\n    fn d() {}\n}\nimpl AgentRuntime {\n    fn e() {}\n}\nimpl crate::AgentRuntime {\n    fn g() {}\n}\n#[cfg(test)]\nimpl AgentRuntime {\n    fn f() {}\n}\n";
+        assert_eq!(runtime_methods(text), 5);
     }
 
     #[test]
