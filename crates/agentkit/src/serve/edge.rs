@@ -302,6 +302,12 @@ impl TurnGate {
         }
         let mut state = self.lock();
         if state.reserved + state.admitted.len() >= self.max {
+            // The reaper may be behind (a loaded machine starves it):
+            // sessions that settled since its last look free their slots
+            // now rather than turning this turn away.
+            self.reap_settled(&mut state);
+        }
+        if state.reserved + state.admitted.len() >= self.max {
             drop(state);
             self.stats.turns_shed.fetch_add(1, Ordering::Relaxed);
             return Err(ApiError::new(
@@ -373,20 +379,26 @@ impl TurnGate {
             if state.admitted.is_empty() {
                 continue;
             }
-            let GateState {
-                admitted,
-                by_principal,
-                ..
-            } = &mut *state;
-            admitted.retain(|a| {
-                let active = a.runtime.is_active(&a.id);
-                if !active {
-                    release(by_principal, a.principal.as_ref());
-                }
-                active
-            });
-            self.publish(&state);
+            self.reap_settled(&mut state);
         }
+    }
+
+    /// Gives back the slots of the admitted sessions that are no longer
+    /// active.
+    fn reap_settled(&self, state: &mut GateState) {
+        let GateState {
+            admitted,
+            by_principal,
+            ..
+        } = state;
+        admitted.retain(|a| {
+            let active = a.runtime.is_active(&a.id);
+            if !active {
+                release(by_principal, a.principal.as_ref());
+            }
+            active
+        });
+        self.publish(state);
     }
 }
 
