@@ -135,7 +135,7 @@ pub struct ServeArgs {
     /// rate_limited with Retry-After. Operators are not counted.
     #[arg(long, value_name = "RATE")]
     rate_limit: Option<agentkit::Rate>,
-    /// The delivery rate of each webhook channel (/v1/channels/<id>), as
+    /// The delivery rate of each webhook channel (/v1/channels/:id), as
     /// N/s, N/min or N/h, apart from the principals' budget (default:
     /// none). Past it: 429 rate_limited with Retry-After.
     #[arg(long, value_name = "RATE")]
