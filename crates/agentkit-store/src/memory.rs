@@ -518,6 +518,26 @@ impl Part {
             .collect()
     }
 
+    /// Applies `change` to request `id` while `owner` has it claimed: its
+    /// agent and session, or `None` when it is not claimed by `owner`.
+    fn settle_claimed(
+        &self,
+        id: &str,
+        owner: &str,
+        change: impl FnOnce(&mut MailRow),
+    ) -> Option<(String, String)> {
+        let mut data = self.data();
+        let claimed = MailState::Claimed {
+            by: owner.to_owned(),
+        };
+        let row = data
+            .mail
+            .iter_mut()
+            .find(|r| r.mail.id == id && r.state == claimed)?;
+        change(row);
+        Some((row.agent.clone(), row.mail.session.clone()))
+    }
+
     fn signal(&self, signal: MailSignal) {
         let _ = self.backend.shared.mail.send(signal);
     }
@@ -571,48 +591,20 @@ impl SharedMailbox for Part {
     }
 
     fn finish<'a>(&'a self, id: &'a str, owner: &'a str, outcome: &'a str) -> StoreFuture<'a, ()> {
-        let done = {
-            let mut data = self.data();
-            match data.mail.iter_mut().find(|r| {
-                r.mail.id == id
-                    && r.state
-                        == MailState::Claimed {
-                            by: owner.to_owned(),
-                        }
-            }) {
-                Some(row) => {
-                    row.state = MailState::Done {
-                        outcome: outcome.to_owned(),
-                    };
-                    row.settled_at = Some(Instant::now());
-                    true
-                }
-                None => false,
-            }
-        };
-        if done {
+        let done = self.settle_claimed(id, owner, |row| {
+            row.state = MailState::Done {
+                outcome: outcome.to_owned(),
+            };
+            row.settled_at = Some(Instant::now());
+        });
+        if done.is_some() {
             self.signal(MailSignal::Done { id: id.to_owned() });
         }
         ready(Ok(()))
     }
 
     fn unclaim<'a>(&'a self, id: &'a str, owner: &'a str) -> StoreFuture<'a, ()> {
-        let back = {
-            let mut data = self.data();
-            match data.mail.iter_mut().find(|r| {
-                r.mail.id == id
-                    && r.state
-                        == MailState::Claimed {
-                            by: owner.to_owned(),
-                        }
-            }) {
-                Some(row) => {
-                    row.state = MailState::Pending;
-                    Some((row.agent.clone(), row.mail.session.clone()))
-                }
-                None => None,
-            }
-        };
+        let back = self.settle_claimed(id, owner, |row| row.state = MailState::Pending);
         if let Some((agent, session)) = back {
             self.signal(MailSignal::Posted { agent, session });
         }
@@ -1047,5 +1039,96 @@ impl SharedKv for Part {
             .map(|((_, k), (value, expires))| (k.clone(), value.clone(), *expires))
             .collect();
         ready(Ok(rows))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentkit_protocol::EventType;
+    use serde_json::json;
+
+    use super::*;
+
+    fn event() -> NewEvent {
+        NewEvent {
+            event_type: EventType::MessageReceived,
+            turn_id: None,
+            data: json!({"text": "hi"}),
+        }
+    }
+
+    #[tokio::test]
+    async fn one_writer_per_session_until_its_host_dies() {
+        let store = MemoryBackend::new();
+        let (a, b) = (store.agent("bot", 8), store.host("host-2").agent("bot", 8));
+        let id = SessionId::parse("ses_1").unwrap();
+        let first = a
+            .log
+            .append_batch(&id, vec![event(), event()])
+            .await
+            .unwrap();
+        assert_eq!(first.iter().map(|e| e.index).collect::<Vec<_>>(), [0, 1]);
+        assert!(a.leases.holds("ses_1"), "the first append took the lease");
+        assert!(matches!(
+            b.log.append_batch(&id, vec![event()]).await,
+            Err(SharedError::Busy { holder, .. }) if holder == "host-1"
+        ));
+        assert_eq!(
+            b.leases.holder("ses_1").await.unwrap().as_deref(),
+            Some("host-1")
+        );
+        // Host 1 stops renewing: its session is orphaned, host 2 takes it
+        // over (saying so), and host 1 can no longer write.
+        store.stop_host("host-1");
+        assert_eq!(b.leases.orphaned(10).await.unwrap(), ["ses_1"]);
+        assert!(b.leases.hold("ses_1").await.unwrap(), "a takeover");
+        assert!(matches!(
+            a.log.append_batch(&id, vec![event()]).await,
+            Err(SharedError::Fenced { .. })
+        ));
+        let next = b.log.append_batch(&id, vec![event()]).await.unwrap();
+        assert_eq!(next[0].index, 2);
+        assert!(b.leases.orphaned(10).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn mail_is_claimed_by_the_holder_and_applied_once() {
+        let store = MemoryBackend::new();
+        let (a, b) = (store.agent("bot", 8), store.host("host-2").agent("bot", 8));
+        let id = SessionId::parse("ses_1").unwrap();
+        a.log.append_batch(&id, vec![event()]).await.unwrap();
+        let mut signals = a.mailbox.signals();
+        b.mailbox
+            .post("m1", "ses_1", "stop", "{}", "alice", "host-2")
+            .await
+            .unwrap();
+        assert!(matches!(
+            signals.recv().await,
+            Ok(MailSignal::Posted { .. })
+        ));
+        assert!(
+            b.mailbox.claim("host-2", 10).await.unwrap().is_empty(),
+            "held by host 1"
+        );
+        let claimed = a.mailbox.claim("host-1", 10).await.unwrap();
+        assert_eq!(claimed.len(), 1);
+        assert!(
+            a.mailbox.claim("host-1", 10).await.unwrap().is_empty(),
+            "once"
+        );
+        assert!(
+            !b.mailbox.abandon("m1").await.unwrap(),
+            "claimed: not abandoned"
+        );
+        a.mailbox
+            .finish("m1", "host-1", "{\"ok\":true}")
+            .await
+            .unwrap();
+        assert_eq!(
+            b.mailbox.state("m1").await.unwrap(),
+            MailState::Done {
+                outcome: "{\"ok\":true}".into()
+            }
+        );
     }
 }
