@@ -1044,6 +1044,8 @@ impl SharedKv for Part {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
     use agentkit_protocol::EventType;
     use serde_json::json;
 
