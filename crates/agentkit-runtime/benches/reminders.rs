@@ -117,7 +117,7 @@ fn main() {
         let runtime = open(tmp.path(), Arc::new(SystemClock)).await;
         let load = started.elapsed();
         let after = rss_kib();
-        assert_eq!(runtime.armed_reminders(), n);
+        assert_eq!(runtime.armed_reminders().await, n);
 
         // 3. Precision under load: DUE reminders 1-3 s away, fired by the
         //    timer loop with all N armed; lateness = when the wake was

@@ -175,7 +175,7 @@ impl Followup {
     /// Wakes the bound conversation with `message` (admission
     /// `coalesce`).
     pub async fn send(&self, message: impl Into<String>) -> Result<Accepted> {
-        let row = self.runtime.reminder_row(&self.reminder_id)?;
+        let row = self.runtime.reminder_row(&self.reminder_id).await?;
         let (accepted, session) = self.runtime.deliver(&row, message.into()).await?;
         self.runtime
             .bind_reminder(&self.reminder_id, &session)
@@ -648,7 +648,7 @@ impl AgentRuntime {
         lock(&self.inner.reminders.handlers).remove(id);
         let mut row = match removed {
             Some(row) => row,
-            None => return Ok(Reminder::from(&self.reminder_row(id)?)),
+            None => return Ok(Reminder::from(&self.reminder_row(id).await?)),
         };
         row.status = ReminderStatus::Cancelled;
         row.reason = Some("cancelled".to_owned());
@@ -658,9 +658,9 @@ impl AgentRuntime {
         Ok(Reminder::from(&row))
     }
 
-    pub(crate) fn reminder_row(&self, id: &str) -> Result<ReminderRow> {
+    pub(crate) async fn reminder_row(&self, id: &str) -> Result<ReminderRow> {
         if let Some(table) = self.shared_reminders() {
-            let stored = crate::shared::block_on(async { Ok(table.get(id).await?) })?;
+            let stored = table.get(id).await?;
             return from_record(stored.ok_or_else(|| Error::NotFound {
                 what: "reminder",
                 id: id.to_owned(),
@@ -676,14 +676,14 @@ impl AgentRuntime {
     }
 
     /// One reminder.
-    pub fn reminder(&self, id: &str) -> Result<Reminder> {
-        Ok(Reminder::from(&self.reminder_row(id)?))
+    pub async fn reminder(&self, id: &str) -> Result<Reminder> {
+        Ok(Reminder::from(&self.reminder_row(id).await?))
     }
 
     /// Reminders, newest first: armed and ended (at most 1000).
-    pub fn reminders(&self) -> Result<Vec<Reminder>> {
+    pub async fn reminders(&self) -> Result<Vec<Reminder>> {
         if let Some(table) = self.shared_reminders() {
-            let rows = crate::shared::block_on(async { Ok(table.list(1000).await?) })?;
+            let rows = table.list(1000).await?;
             return rows
                 .into_iter()
                 .map(|r| from_record(r).map(|row| Reminder::from(&row)))
@@ -705,9 +705,11 @@ impl AgentRuntime {
     }
 
     /// How many reminders are armed.
-    pub fn armed_reminders(&self) -> usize {
+    pub async fn armed_reminders(&self) -> usize {
         if let Some(table) = self.shared_reminders() {
-            return crate::shared::block_on(async { Ok(table.armed().await?) })
+            return table
+                .armed()
+                .await
                 .map_or(0, |n| usize::try_from(n).unwrap_or(0));
         }
         lock(&self.inner.reminders.index).rows.len()
@@ -746,7 +748,7 @@ impl AgentRuntime {
                 .claim_one(id, shared.leases.owner(), CLAIM_SECS)
                 .await?
             else {
-                let stored = self.reminder_row(id)?;
+                let stored = self.reminder_row(id).await?;
                 if stored.status == ReminderStatus::Armed {
                     // Another host is firing it right now.
                     return Err(Error::SessionBusy { id: id.to_owned() });
@@ -755,17 +757,18 @@ impl AgentRuntime {
             };
             return self.fire_inner(from_record(stored)?).await;
         }
-        let row = {
+        let armed = {
             let mut index = lock(&self.inner.reminders.index);
-            let Some(row) = index.rows.get(id).cloned() else {
-                drop(index);
-                let stored = self.reminder_row(id)?;
-                return Err(not_armed(id, &stored));
-            };
-            if !index.firing.insert(id.to_owned()) {
-                return Err(Error::SessionBusy { id: id.to_owned() });
+            match index.rows.get(id).cloned() {
+                Some(_) if !index.firing.insert(id.to_owned()) => {
+                    return Err(Error::SessionBusy { id: id.to_owned() });
+                }
+                armed => armed,
             }
-            row
+        };
+        let Some(row) = armed else {
+            let stored = self.reminder_row(id).await?;
+            return Err(not_armed(id, &stored));
         };
         self.fire(row).await
     }
@@ -940,7 +943,7 @@ impl AgentRuntime {
                     Ok(stored) => stored.map(from_record).transpose(),
                     Err(e) => Err(e.into()),
                 },
-                None => self.reminder_row(&row.id).map(Some),
+                None => self.reminder_row(&row.id).await.map(Some),
             };
             if let Ok(Some(stored)) = stored {
                 row.session_id = stored.session_id.or(row.session_id);

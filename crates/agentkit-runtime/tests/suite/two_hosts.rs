@@ -366,7 +366,7 @@ async fn timers_fire_once(kind: Kind) {
         u64::from(TICKS) + 1,
         "one session per tick and one for the reminder"
     );
-    let fired = hosts[1].0.reminder(&reminder.id).unwrap();
+    let fired = hosts[1].0.reminder(&reminder.id).await.unwrap();
     assert_eq!(fired.fire_count, 1, "{fired:?}");
 }
 

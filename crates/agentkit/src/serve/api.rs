@@ -363,7 +363,7 @@ pub(crate) async fn info(
         channels: agent.channels.describe(),
         schedules: value(serde_json::to_value(agent.runtime.schedule_status())),
         reminders: RemindersInfo {
-            armed: agent.runtime.armed_reminders(),
+            armed: agent.runtime.armed_reminders().await,
         },
         hooks: value(serde_json::to_value(agent.hooks.stats())),
         sandbox: value(serde_json::to_value(agentkit_harness::sandbox_info(

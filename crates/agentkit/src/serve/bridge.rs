@@ -504,7 +504,7 @@ async fn mcp_call(
 }
 
 async fn reminders_list(caller: Caller) -> Reply {
-    ok("reminders", caller.runtime.reminders()?)
+    ok("reminders", caller.runtime.reminders().await?)
 }
 
 async fn reminders_create(caller: Caller, bytes: Bytes) -> Reply {

@@ -104,7 +104,7 @@ async fn dispatch_schedule(
 
 async fn list_reminders(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
     dev_only(&state)?;
-    let reminders = state.agent.runtime.reminders()?;
+    let reminders = state.agent.runtime.reminders().await?;
     Ok(json_ok(json!({"ok": true, "reminders": reminders})))
 }
 

@@ -393,13 +393,13 @@ impl HostReminders {
     }
 
     /// One reminder.
-    pub fn get(&self, id: &str) -> Result<Reminder> {
-        Ok(self.runtime()?.reminder(id)?)
+    pub async fn get(&self, id: &str) -> Result<Reminder> {
+        Ok(self.runtime()?.reminder(id).await?)
     }
 
     /// Every reminder of the agent.
-    pub fn list(&self) -> Result<Vec<Reminder>> {
-        Ok(self.runtime()?.reminders()?)
+    pub async fn list(&self) -> Result<Vec<Reminder>> {
+        Ok(self.runtime()?.reminders().await?)
     }
 }
 

@@ -56,7 +56,7 @@ fn sweep_handler(
             // `host`: the services Rust tools get, here their reminders.
             let host = run.services::<agentkit::HostServices>().unwrap();
             assert_eq!(host.slug, "bot");
-            host.reminders.list()?;
+            host.reminders.list().await?;
             seen.calls.lock().unwrap().push((
                 run.tick.map(|t| t.to_rfc3339()),
                 run.app_auth.principal_id.clone(),

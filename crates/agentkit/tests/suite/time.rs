@@ -462,7 +462,7 @@ fn reminders_of_every_kind_wake_their_conversation() {
             .filter(|t| t.contains(text))
             .count()
     };
-    let fire_counts = |rid: &str| rt.reminder(rid).unwrap().fire_count;
+    let fire_counts = |rid: &str| h.rt.block_on(rt.reminder(rid)).unwrap().fire_count;
 
     for (m, expect) in [
         (10, vec![("RUN 0", 1)]),
@@ -479,7 +479,7 @@ fn reminders_of_every_kind_wake_their_conversation() {
         }
         wait_until("the firings to settle", || {
             !rt.is_active(&id)
-                && rt.reminders().unwrap().iter().all(|r| {
+                && h.rt.block_on(rt.reminders()).unwrap().iter().all(|r| {
                     r.next_fire_at
                         .as_deref()
                         .is_none_or(|t| t > format!("2026-03-02T12:{m}:00.000Z").as_str())
@@ -491,7 +491,11 @@ fn reminders_of_every_kind_wake_their_conversation() {
     wait_until("CRON and the second EVERY", || {
         count("CRON") == 1
             && count("EVERY") == 2
-            && rt.reminder(&cron.id).unwrap().next_fire_at.as_deref()
+            && h.rt
+                .block_on(rt.reminder(&cron.id))
+                .unwrap()
+                .next_fire_at
+                .as_deref()
                 == Some("2026-03-03T13:00:00.000Z")
             && fire_counts(&every.id) == 2
     });
@@ -505,15 +509,27 @@ fn reminders_of_every_kind_wake_their_conversation() {
         delayed.contains("ci_recheck") && delayed.contains("Cancel once CI is green."),
         "{delayed}"
     );
-    assert_eq!(rt.reminder(&delay.id).unwrap().status, "done");
-    assert_eq!(rt.reminder(&instant.id).unwrap().status, "done");
-    assert_eq!(rt.reminder(&every.id).unwrap().status, "armed");
+    assert_eq!(
+        h.rt.block_on(rt.reminder(&delay.id)).unwrap().status,
+        "done"
+    );
+    assert_eq!(
+        h.rt.block_on(rt.reminder(&instant.id)).unwrap().status,
+        "done"
+    );
+    assert_eq!(
+        h.rt.block_on(rt.reminder(&every.id)).unwrap().status,
+        "armed"
+    );
     assert_eq!(fire_counts(&every.id), 2);
     assert_eq!(
-        rt.reminder(&cron.id).unwrap().next_fire_at.as_deref(),
+        h.rt.block_on(rt.reminder(&cron.id))
+            .unwrap()
+            .next_fire_at
+            .as_deref(),
         Some("2026-03-03T13:00:00.000Z")
     );
-    let run_state = rt.reminder(&run.id).unwrap();
+    let run_state = h.rt.block_on(rt.reminder(&run.id)).unwrap();
     assert_eq!(
         (run_state.status.as_str(), run_state.fire_count),
         ("done", 3)
@@ -585,15 +601,16 @@ fn reminders_survive_a_restart_and_fire_late_rather_than_never() {
     let rt = h.handle().runtime("bot").unwrap().clone();
     // The firing's message lands before its row is marked done.
     wait_until("the late reminder marked done", || {
-        rt.reminder(&prompt.id).is_ok_and(|r| r.status == "done")
+        h.rt.block_on(rt.reminder(&prompt.id))
+            .is_ok_and(|r| r.status == "done")
     });
-    let late = rt.reminder(&prompt.id).unwrap();
+    let late = h.rt.block_on(rt.reminder(&prompt.id)).unwrap();
     assert_eq!(
         late.last_fired_at.as_deref(),
         Some("2026-03-02T13:00:00.000Z")
     );
     // The run handler died with the previous process.
-    let lost = rt.reminder(&run.id).unwrap();
+    let lost = h.rt.block_on(rt.reminder(&run.id)).unwrap();
     assert_eq!(lost.status, "disarmed");
     assert_eq!(
         lost.reason.as_deref(),
