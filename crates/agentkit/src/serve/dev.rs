@@ -102,10 +102,27 @@ async fn dispatch_schedule(
     }
 }
 
-async fn list_reminders(State(state): State<AgentState>, _auth: Authed) -> ApiResult {
+/// The kind of the reminders list's cursor (`paging.rs`).
+const REMINDER_CURSOR: &str = "r1";
+
+/// `GET /v1/dev/reminders?limit&cursor`: the agent's reminders, newest
+/// first, one page of them.
+async fn list_reminders(
+    State(state): State<AgentState>,
+    uri: axum::http::Uri,
+    _auth: Authed,
+) -> ApiResult {
     dev_only(&state)?;
-    let reminders = state.agent.runtime.reminders().await?;
-    Ok(json_ok(json!({"ok": true, "reminders": reminders})))
+    let query = super::http::list_query(&uri, REMINDER_CURSOR)?;
+    let mut reminders = state.agent.runtime.reminders().await?;
+    let key = |r: &agentkit_runtime::Reminder| format!("{}\n{}", r.created_at, r.id);
+    reminders.sort_by_cached_key(|r| std::cmp::Reverse(key(r)));
+    let (reminders, next) = super::paging::page(reminders, REMINDER_CURSOR, &query, key);
+    let mut doc = json!({"ok": true, "reminders": reminders});
+    if let Some(next) = next {
+        doc["nextCursor"] = next.into();
+    }
+    Ok(json_ok(doc))
 }
 
 async fn dispatch_reminder(

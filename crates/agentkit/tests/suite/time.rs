@@ -645,6 +645,7 @@ fn dev_mode_keeps_reminder_timers_off_and_fires_by_hand() {
     settle();
     assert!(!received(&h, &id).iter().any(|t| t.contains("BY HAND")));
     let list = h.send(Request::get("/bot/v1/dev/reminders")).json();
+    assert!(list.get("nextCursor").is_none(), "{list}");
     assert_eq!(list["reminders"][0]["id"], r.id.as_str());
     assert_eq!(list["reminders"][0]["status"], "armed");
     assert_eq!(list["reminders"][0]["kind"], "delay");
@@ -661,6 +662,62 @@ fn dev_mode_keeps_reminder_timers_off_and_fires_by_hand() {
     assert_eq!(again.status, 400, "{}", again.body);
     let missing = h.send(Request::post("/bot/v1/dev/reminders/rem_nope"));
     assert_eq!(missing.status, 404);
+}
+
+#[test]
+fn dev_reminders_are_listed_newest_first_in_pages_that_follow_the_cursor() {
+    let mut h = Host::new(SCRIPT, &[], at(12, 0, 0));
+    h.start(ServeOptions {
+        dev: true,
+        ..Default::default()
+    });
+    let (_, token) = new_http_session(&h);
+    let mut made = Vec::new();
+    for minute in 1..=5u64 {
+        let r =
+            h.rt.block_on(h.handle().create_reminder(
+                "bot",
+                prompt_reminder(
+                    &token,
+                    ReminderWhen::Delay(Duration::from_secs(60 * minute)),
+                    "LATER",
+                ),
+            ))
+            .unwrap();
+        made.push(r.id);
+        // Each made a millisecond apart at least (the key is its time).
+        h.clock.advance(Duration::from_millis(5));
+    }
+    let ids = |page: &serde_json::Value| -> Vec<String> {
+        page["reminders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let first = h.send(Request::get("/bot/v1/dev/reminders?limit=2")).json();
+    let cursor = first["nextCursor"].as_str().expect("more pages").to_owned();
+    let second = h
+        .send(Request::get(&format!(
+            "/bot/v1/dev/reminders?limit=2&cursor={cursor}"
+        )))
+        .json();
+    let cursor = second["nextCursor"]
+        .as_str()
+        .expect("a third page")
+        .to_owned();
+    let third = h
+        .send(Request::get(&format!(
+            "/bot/v1/dev/reminders?limit=2&cursor={cursor}"
+        )))
+        .json();
+    assert!(third.get("nextCursor").is_none(), "{third}");
+    let seen: Vec<String> = [ids(&first), ids(&second), ids(&third)].concat();
+    let newest_first: Vec<String> = made.iter().rev().cloned().collect();
+    assert_eq!(seen, newest_first);
+    let bad = h.send(Request::get("/bot/v1/dev/reminders?limit=0"));
+    assert_eq!(bad.status, 400, "{}", bad.body);
 }
 
 #[test]
