@@ -46,7 +46,7 @@ pub(crate) struct GrownLog {
     pub(crate) len: u64,
     /// The appended events in the wire shape, ending at `len`: only for
     /// this host's own appends.
-    pub(crate) events: Option<Arc<[agentkit_protocol::Event]>>,
+    pub(crate) events: Option<Arc<[Arc<agentkit_protocol::Event>]>>,
 }
 
 /// A pooled PostgreSQL database. Cheap to clone.
@@ -288,7 +288,7 @@ impl Database {
         agent: &str,
         session: &str,
         len: u64,
-        events: Arc<[agentkit_protocol::Event]>,
+        events: Arc<[Arc<agentkit_protocol::Event>]>,
     ) {
         let _ = self.inner.grown.send(Some(Arc::new(GrownLog {
             agent: agent.to_owned(),

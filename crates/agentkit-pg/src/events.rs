@@ -107,7 +107,7 @@ struct Inner {
     /// The last events this host appended to each recent session, in the
     /// wire shape and contiguous: a follower starting there (the stream
     /// a client opens after its `POST`) replays them without a read.
-    tails: std::sync::Mutex<hashlink::LruCache<String, VecDeque<Event>>>,
+    tails: std::sync::Mutex<hashlink::LruCache<String, VecDeque<Arc<Event>>>>,
 }
 
 impl PgEventStore {
@@ -231,13 +231,15 @@ impl PgEventStore {
         for (i, event) in out.iter_mut().enumerate() {
             event.index = first + i as u64;
         }
-        for event in &out {
-            let _ = self.inner.tap.send(Arc::new(event.clone()));
+        // One shared copy for the tap, the kept tail and the followers.
+        let shared: Arc<[Arc<Event>]> = out.iter().map(|e| Arc::new(e.clone())).collect();
+        for event in shared.iter() {
+            let _ = self.inner.tap.send(event.clone());
         }
-        self.keep_tail(session, &out);
+        self.keep_tail(session, &shared);
         self.inner
             .db
-            .announce(agent, session.as_str(), len as u64, out.clone().into());
+            .announce(agent, session.as_str(), len as u64, shared);
         Ok(out)
     }
 
@@ -438,7 +440,7 @@ impl PgEventStore {
     /// Keeps `appended` (this host's committed append) as the tail of
     /// `session`'s log: after the tail kept, or instead of it when
     /// another host appended in between.
-    fn keep_tail(&self, session: &SessionId, appended: &[Event]) {
+    fn keep_tail(&self, session: &SessionId, appended: &[Arc<Event>]) {
         let Some(first) = appended.first() else {
             return;
         };
@@ -471,7 +473,7 @@ impl PgEventStore {
         Some((
             tail.iter()
                 .skip((start - first) as usize)
-                .cloned()
+                .map(|e| Event::clone(e))
                 .collect(),
             end,
         ))
@@ -666,7 +668,7 @@ impl PgSubscription {
     /// from `next` with no gap (else the table is read). A delta taken so
     /// carries its message's text already; a later read of the table
     /// that starts inside a message looks its prefix up again.
-    fn take_appended(&mut self, events: &[Event]) -> bool {
+    fn take_appended(&mut self, events: &[Arc<Event>]) -> bool {
         let Some(first) = events.first() else {
             return false;
         };
@@ -674,7 +676,7 @@ impl PgSubscription {
             return false;
         }
         let skip = (self.next - first.index) as usize;
-        self.backlog = events[skip..].iter().cloned().collect();
+        self.backlog = events[skip..].iter().map(|e| Event::clone(e)).collect();
         self.rebuild = Rebuild::default();
         true
     }

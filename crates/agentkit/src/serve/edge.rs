@@ -449,18 +449,6 @@ impl Drop for SlotInner {
     }
 }
 
-/// Hands every request the host's [`TurnGate`]; the turn handlers take a
-/// slot from it once the request's body has arrived (a client that sends
-/// a body slowly holds no slot).
-pub(crate) async fn turn_gate(
-    State(gate): State<Arc<TurnGate>>,
-    mut req: Request,
-    next: Next,
-) -> Response {
-    req.extensions_mut().insert(gate);
-    next.run(req).await
-}
-
 /// What the accept loop needs besides the listener.
 #[derive(Debug)]
 pub(crate) struct Edge {
@@ -519,17 +507,28 @@ fn fd_headroom(configured: Option<u64>, limit: u64) -> u64 {
     configured.unwrap_or((limit / 16).max(32))
 }
 
-/// Counts the process's open descriptors and reads its limit every 50 ms
-/// until `shutdown`, for the turn gate and `/metrics`.
+/// Counts the process's open descriptors and reads its limit until
+/// `shutdown`, for the turn gate and `/metrics`: every 50 ms once the
+/// count is past a quarter of the limit, every 250 ms below it (listing
+/// `/proc/self/fd` costs in proportion to what is open), on the blocking
+/// pool so a long listing never holds up a worker.
 pub(crate) async fn sample_descriptors(stats: Arc<EdgeStats>, shutdown: CancellationToken) {
     loop {
         let limit = soft_fd_limit().filter(|l| *l < 1 << 40).unwrap_or(0);
+        let open = tokio::task::spawn_blocking(open_fds)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or(0);
         stats.fds_limit.store(limit, Ordering::Relaxed);
-        stats
-            .fds_open
-            .store(open_fds().unwrap_or(0), Ordering::Relaxed);
+        stats.fds_open.store(open, Ordering::Relaxed);
+        let every = if limit > 0 && open.saturating_mul(4) > limit {
+            Duration::from_millis(50)
+        } else {
+            Duration::from_millis(250)
+        };
         tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(50)) => {}
+            () = tokio::time::sleep(every) => {}
             () = shutdown.cancelled() => return,
         }
     }

@@ -18,9 +18,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentkit_runtime::Owner;
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
 use governor::clock::Clock as _;
 use tokio_util::sync::CancellationToken;
 
@@ -269,17 +266,6 @@ pub(crate) fn limited(message: String, wait: u64) -> Limited {
         message,
         wait: wait.max(1),
     }
-}
-
-/// Hands every request the host's [`FairShares`]: the auth extractor
-/// counts the admitted principal, the channel routes the channel.
-pub(crate) async fn layer(
-    State(shares): State<Arc<FairShares>>,
-    mut req: Request,
-    next: Next,
-) -> Response {
-    req.extensions_mut().insert(shares);
-    next.run(req).await
 }
 
 #[cfg(test)]

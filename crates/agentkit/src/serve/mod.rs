@@ -192,14 +192,11 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         telemetry.clone(),
         telemetry::layer,
     ))
-    .layer(axum::middleware::from_fn_with_state(
-        turn_gate.clone(),
-        edge::turn_gate,
-    ))
-    .layer(axum::middleware::from_fn_with_state(
-        shares.clone(),
-        limits::layer,
-    ))
+    // The turn handlers take a slot from the gate once the body has
+    // arrived; the auth extractor and the channel routes count fair
+    // shares. Both find them in the request's extensions.
+    .layer(axum::Extension(turn_gate.clone()))
+    .layer(axum::Extension(shares.clone()))
     .layer(axum::middleware::from_fn_with_state(
         bounds,
         edge::request_timeout,
