@@ -358,6 +358,32 @@ async fn timers_fire_once(kind: Kind) {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        // Each run ends before the next tick: a host still running the
+        // previous one skips the tick (as one host skips a tick that
+        // overlaps its previous run), and a manual clock brings no other.
+        let operator = agentkit_runtime::Owner {
+            principal_id: "ops".to_owned(),
+            principal_type: "operator".to_owned(),
+            authenticator: "test".to_owned(),
+        };
+        let page = agentkit_runtime::SessionPage {
+            limit: 100,
+            ..Default::default()
+        };
+        loop {
+            let (sessions, _) = hosts[1].0.list_page(&operator, &page).await.unwrap();
+            let running = sessions
+                .iter()
+                .any(|s| hosts.iter().any(|(rt, _)| rt.is_active(&s.session_id)));
+            if !running {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the 12:{minute:02} runs did not settle"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
     // Both hosts had every chance to fire twice.
     tokio::time::sleep(Duration::from_millis(1500)).await;
