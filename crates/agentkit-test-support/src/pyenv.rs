@@ -31,3 +31,27 @@ pub fn pyenv_bin(test: &str) -> Result<PathBuf, String> {
     }
     Err(format!("skipping {reason}"))
 }
+
+/// [`pyenv_bin`] when its Python also imports `module` (a package of the
+/// requirements file added after the environment was made, such as
+/// `a2a`): under CI a missing module panics, elsewhere it answers why.
+pub fn pyenv_with(test: &str, module: &str) -> Result<PathBuf, String> {
+    let bin = pyenv_bin(test)?;
+    let imports = std::process::Command::new(bin.join("python"))
+        .args(["-c", &format!("import {module}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if imports {
+        return Ok(bin);
+    }
+    let reason = format!(
+        "{test}: the Python environment at {} cannot import `{module}` (install it with `{SETUP}`)",
+        bin.display()
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+        panic!("{reason}");
+    }
+    Err(format!("skipping {reason}"))
+}

@@ -145,3 +145,60 @@ fn the_mcp_server_snippet_runs_as_written() {
     );
     assert!(stdout.contains("'sessionId': 'ses_"), "{stdout}");
 }
+
+/// docs/reference/a2a.md's Python program, as written, with the official
+/// A2A SDK of the test environment (`a2a-sdk`).
+#[test]
+// Says why it skips when the environment is missing (never under CI).
+#[allow(clippy::print_stderr)]
+fn the_a2a_snippet_runs_as_written() {
+    let bin = match agentkit_test_support::pyenv::pyenv_with(
+        "the_a2a_snippet_runs_as_written",
+        "a2a.client",
+    ) {
+        Ok(bin) => bin,
+        Err(why) => {
+            eprintln!("{why}");
+            return;
+        }
+    };
+    let page = std::fs::read_to_string(super::fixtures().join("../docs/reference/a2a.md"))
+        .expect("docs/reference/a2a.md");
+    let program = page
+        .split("```python\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("the page has a Python program");
+    assert!(
+        program.contains("http://127.0.0.1:3000/weather-agent"),
+        "{program}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let server = super::serve_bundled_agents(tmp.path());
+    let script = tmp.path().join("client.py");
+    std::fs::write(
+        &script,
+        program.replace("http://127.0.0.1:3000", &format!("http://{}", server.addr)),
+    )
+    .unwrap();
+    let out = Command::new(bin.join("python"))
+        .arg(&script)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("approval required for `post_alert`"),
+        "{stdout}"
+    );
+    assert!(stdout.contains(" TASK_STATE_COMPLETED "), "{stdout}");
+    assert!(stdout.contains("artifact_update"), "{stdout}");
+    assert!(
+        stdout.contains("read back: TASK_STATE_COMPLETED"),
+        "{stdout}"
+    );
+}

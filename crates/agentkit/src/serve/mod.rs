@@ -23,6 +23,7 @@
 //! `telemetry` (traces, `/metrics`, `/v1/logs`), `handle`
 //! (`ServeHandle`), and this file, which wires them in order.
 
+mod a2a;
 mod ab;
 mod api;
 mod auth;

@@ -1,5 +1,6 @@
 //! Test modules of the facade.
 
+mod a2a;
 mod ab;
 mod approvals;
 mod channel_api;

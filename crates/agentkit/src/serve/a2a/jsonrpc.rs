@@ -1,0 +1,166 @@
+//! The JSON-RPC 2.0 binding: `POST <prefix>/a2a` with `SendMessage`,
+//! `SendStreamingMessage`, `GetTask`, `CancelTask` and `SubscribeToTask`
+//! (streams as server-sent events, one JSON-RPC response per event).
+//! Malformed bodies and unknown methods get JSON-RPC errors (with HTTP
+//! 200, as the binding says); a refused credential or a rate limit is
+//! answered as on every route (`401`, `429`).
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use super::super::edge::TurnGate;
+use super::super::http::{Authed, json_ok};
+use super::super::mount::AgentState;
+use super::ops::{A2aError, Caller, params};
+use super::wire::error_info;
+
+/// The methods of A2A 0.3 and their 1.0 names.
+const LEGACY: [(&str, &str); 5] = [
+    ("message/send", "SendMessage"),
+    ("message/stream", "SendStreamingMessage"),
+    ("tasks/get", "GetTask"),
+    ("tasks/cancel", "CancelTask"),
+    ("tasks/resubscribe", "SubscribeToTask"),
+];
+
+pub(crate) async fn handle(
+    State(state): State<AgentState>,
+    gate: Option<axum::Extension<Arc<TurnGate>>>,
+    headers: HeaderMap,
+    Authed { owner, body }: Authed,
+) -> Response {
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return error(
+                &Value::Null,
+                A2aError::parse_error(format!("invalid JSON: {e}")),
+            );
+        }
+    };
+    let Value::Object(mut request) = request else {
+        let why = if request.is_array() {
+            "batch requests are not supported"
+        } else {
+            "the request must be a JSON-RPC 2.0 request object"
+        };
+        return error(&Value::Null, A2aError::invalid_request(why));
+    };
+    let id = match request.remove("id") {
+        Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => id,
+        None => Value::Null,
+        Some(_) => {
+            return error(
+                &Value::Null,
+                A2aError::invalid_request("`id` must be a string, a number or null"),
+            );
+        }
+    };
+    if request.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return error(&id, A2aError::invalid_request("`jsonrpc` must be \"2.0\""));
+    }
+    let Some(method) = request
+        .get("method")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        return error(&id, A2aError::invalid_request("`method` must be a string"));
+    };
+    let method = method.as_str();
+    if let Some((_, current)) = LEGACY.iter().find(|(old, _)| *old == method) {
+        return error(
+            &id,
+            A2aError::method_not_found(format!(
+                "`{method}` is A2A 0.3; this server speaks A2A 1.0: call `{current}`"
+            )),
+        );
+    }
+    if let Err(e) = super::check_version(&headers) {
+        return error(&id, e);
+    }
+    let caller = Caller {
+        agent: state.agent.clone(),
+        owner,
+        gate: gate.map(|axum::Extension(g)| g),
+        shutdown: state.shutdown.clone(),
+    };
+    let params_value = request.remove("params");
+    let answer = match method {
+        "SendMessage" => match params(params_value) {
+            Ok(req) => caller.send_message(req).await,
+            Err(e) => Err(e),
+        },
+        "GetTask" => match params(params_value) {
+            Ok(req) => caller.get_task(req).await,
+            Err(e) => Err(e),
+        },
+        "CancelTask" => match params(params_value) {
+            Ok(req) => caller.cancel_task(req).await,
+            Err(e) => Err(e),
+        },
+        "SendStreamingMessage" => {
+            let stream = match params(params_value) {
+                Ok(req) => caller.send_streaming(req).await,
+                Err(e) => Err(e),
+            };
+            return match stream {
+                Ok(s) => streamed(id, s),
+                Err(e) => error(&id, e),
+            };
+        }
+        "SubscribeToTask" => {
+            let stream = match params(params_value) {
+                Ok(req) => caller.subscribe(req).await,
+                Err(e) => Err(e),
+            };
+            return match stream {
+                Ok(s) => streamed(id, s),
+                Err(e) => error(&id, e),
+            };
+        }
+        "ListTasks" | "GetExtendedAgentCard" => Err(A2aError::unsupported(format!(
+            "`{method}` is not supported by this server"
+        ))),
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig" => Err(A2aError::push_not_supported()),
+        other => Err(A2aError::method_not_found(format!("no method `{other}`"))),
+    };
+    match answer {
+        Ok(result) => json_ok(json!({"jsonrpc": "2.0", "id": id, "result": result})),
+        Err(e) => error(&id, e),
+    }
+}
+
+fn streamed(
+    id: Value,
+    events: impl futures_util::Stream<Item = super::wire::StreamResponse> + Send + 'static,
+) -> Response {
+    super::sse(
+        events.map(move |event| json!({"jsonrpc": "2.0", "id": id.clone(), "result": event})),
+    )
+}
+
+/// A JSON-RPC error response (HTTP 200), or the HTTP refusal itself.
+fn error(id: &Value, e: A2aError) -> Response {
+    match e {
+        A2aError::Http(api) => api.into_response(),
+        A2aError::Protocol {
+            code,
+            reason,
+            message,
+            metadata,
+            ..
+        } => json_ok(json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": {"code": code, "message": message, "data": [error_info(reason, metadata)]},
+        })),
+    }
+}

@@ -1,0 +1,219 @@
+//! The HTTP+JSON binding: `POST /a2a/message:send`, `POST
+//! /a2a/message:stream` (server-sent events), `GET /a2a/tasks/{id}`,
+//! `POST /a2a/tasks/{id}:cancel`, `GET` or `POST /a2a/tasks/{id}:subscribe`.
+//! Errors are `google.rpc.Status` bodies with an `ErrorInfo` detail.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, RawQuery, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use super::super::edge::TurnGate;
+use super::super::http::{Authed, is_blank, json_ok};
+use super::super::mount::AgentState;
+use super::ops::{A2aError, Caller};
+use super::wire::{SendMessageRequest, TaskRequest, error_info};
+
+fn caller(
+    state: &AgentState,
+    gate: Option<axum::Extension<Arc<TurnGate>>>,
+    owner: agentkit_runtime::Owner,
+) -> Caller {
+    Caller {
+        agent: state.agent.clone(),
+        owner,
+        gate: gate.map(|axum::Extension(g)| g),
+        shutdown: state.shutdown.clone(),
+    }
+}
+
+fn body<T: for<'de> serde::Deserialize<'de> + Default>(bytes: &[u8]) -> Result<T, A2aError> {
+    if is_blank(bytes) {
+        return Ok(T::default());
+    }
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| A2aError::parse_error(format!("invalid JSON: {e}")))?;
+    super::ops::params(Some(value))
+}
+
+/// `POST /a2a/message:send`.
+pub(crate) async fn send(
+    State(state): State<AgentState>,
+    gate: Option<axum::Extension<Arc<TurnGate>>>,
+    headers: HeaderMap,
+    Authed { owner, body: bytes }: Authed,
+) -> Response {
+    let run = async {
+        super::check_version(&headers)?;
+        let req: SendMessageRequest = body(&bytes)?;
+        caller(&state, gate, owner).send_message(req).await
+    };
+    answer(run.await)
+}
+
+/// `POST /a2a/message:stream`.
+pub(crate) async fn stream(
+    State(state): State<AgentState>,
+    gate: Option<axum::Extension<Arc<TurnGate>>>,
+    headers: HeaderMap,
+    Authed { owner, body: bytes }: Authed,
+) -> Response {
+    let run = async {
+        super::check_version(&headers)?;
+        let req: SendMessageRequest = body(&bytes)?;
+        caller(&state, gate, owner).send_streaming(req).await
+    };
+    match run.await {
+        Ok(events) => super::sse(events.map(|e| serde_json::to_value(e).unwrap_or(Value::Null))),
+        Err(e) => error(e),
+    }
+}
+
+/// The `historyLength` of a query.
+fn history_length(query: Option<&str>) -> Result<Option<u32>, A2aError> {
+    let Some(query) = query else { return Ok(None) };
+    for pair in query.split('&') {
+        if let Some(v) = pair
+            .strip_prefix("historyLength=")
+            .or_else(|| pair.strip_prefix("history_length="))
+        {
+            return v.parse().map(Some).map_err(|_| {
+                A2aError::invalid_params(format!(
+                    "`historyLength` must be a non-negative integer, not `{v}`"
+                ))
+            });
+        }
+    }
+    Ok(None)
+}
+
+/// `GET /a2a/tasks/{id}` and `GET /a2a/tasks/{id}:subscribe`.
+pub(crate) async fn get(
+    State(state): State<AgentState>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    Authed { owner, .. }: Authed,
+) -> Response {
+    if let Err(e) = super::check_version(&headers) {
+        return error(e);
+    }
+    let caller = caller(&state, None, owner);
+    if let Some(task) = id.strip_suffix(":subscribe") {
+        return subscribe(&caller, task).await;
+    }
+    let run = async {
+        let req = TaskRequest {
+            id,
+            history_length: history_length(query.as_deref())?,
+            ..TaskRequest::default()
+        };
+        caller.get_task(req).await
+    };
+    answer(run.await)
+}
+
+/// `SubscribeToTask` (`GET` as the binding's table says, `POST` as the
+/// SDKs send it).
+async fn subscribe(caller: &Caller, task: &str) -> Response {
+    let req = TaskRequest {
+        id: task.to_owned(),
+        ..TaskRequest::default()
+    };
+    match caller.subscribe(req).await {
+        Ok(events) => super::sse(events.map(|e| serde_json::to_value(e).unwrap_or(Value::Null))),
+        Err(e) => error(e),
+    }
+}
+
+/// `POST /a2a/tasks/{id}:cancel` and `POST /a2a/tasks/{id}:subscribe`.
+pub(crate) async fn post(
+    State(state): State<AgentState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Authed { owner, .. }: Authed,
+) -> Response {
+    if let Err(e) = super::check_version(&headers) {
+        return error(e);
+    }
+    if let Some(task) = id.strip_suffix(":subscribe") {
+        return subscribe(&caller(&state, None, owner), task).await;
+    }
+    let Some(task) = id.strip_suffix(":cancel") else {
+        return error(A2aError::method_not_found(format!(
+            "no operation `POST /tasks/{id}`: cancel with `POST /tasks/{{id}}:cancel`"
+        )));
+    };
+    let run = async {
+        let req = TaskRequest {
+            id: task.to_owned(),
+            ..TaskRequest::default()
+        };
+        caller(&state, None, owner).cancel_task(req).await
+    };
+    answer(run.await)
+}
+
+/// `GET /a2a/tasks` (ListTasks): not served.
+pub(crate) async fn list(_auth: Authed) -> Response {
+    error(A2aError::unsupported(
+        "ListTasks is not supported by this server: list sessions with GET /v1/sessions?channel=a2a",
+    ))
+}
+
+/// The push notification configuration routes: not served.
+pub(crate) async fn push(_auth: Authed) -> Response {
+    error(A2aError::push_not_supported())
+}
+
+/// `GET /a2a/extendedAgentCard`: not served (the public card is all).
+pub(crate) async fn extended_card(_auth: Authed) -> Response {
+    error(A2aError::unsupported(
+        "this agent has no extended card: its card is /.well-known/agent-card.json",
+    ))
+}
+
+fn answer(result: Result<Value, A2aError>) -> Response {
+    match result {
+        Ok(v) => json_ok(v),
+        Err(e) => error(e),
+    }
+}
+
+/// The gRPC status name of a reason, as the binding's error body carries
+/// it.
+fn grpc_status(reason: &str) -> &'static str {
+    match reason {
+        "TASK_NOT_FOUND" | "METHOD_NOT_FOUND" => "NOT_FOUND",
+        "TASK_NOT_CANCELABLE"
+        | "PUSH_NOTIFICATION_NOT_SUPPORTED"
+        | "UNSUPPORTED_OPERATION"
+        | "VERSION_NOT_SUPPORTED" => "FAILED_PRECONDITION",
+        "INTERNAL" => "INTERNAL",
+        _ => "INVALID_ARGUMENT",
+    }
+}
+
+fn error(e: A2aError) -> Response {
+    match e {
+        A2aError::Http(api) => api.into_response(),
+        A2aError::Protocol {
+            reason,
+            status,
+            message,
+            metadata,
+            ..
+        } => {
+            let body = json!({"error": {
+                "code": status.as_u16(),
+                "status": grpc_status(reason),
+                "message": message,
+                "details": [error_info(reason, metadata)],
+            }});
+            (status, axum::Json(body)).into_response()
+        }
+    }
+}

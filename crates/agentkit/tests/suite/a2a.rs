@@ -1,0 +1,469 @@
+//! A2A v1.0 over real HTTP: the official Python SDK (`a2a-sdk`) as a
+//! client over both bindings (send, stream, approvals through
+//! input-required, subscribe, cancel, get, the errors it maps), the
+//! agent card, JSON-RPC errors for malformed requests, the auth chain and
+//! ownership, and tasks read back after a restart.
+
+use std::path::PathBuf;
+
+use agentkit::ServeOptions;
+use agentkit_test_support::http::{Request, Response};
+use serde_json::{Value, json};
+
+use super::mcp::{Host, host};
+
+/// Per session: turn 0 greets, turn 1 streams, turn 2 calls a tool that
+/// needs approval, turn 3 holds until interrupted.
+const SCRIPT: &str = r#"{"turns": [
+  {"steps": [{"text": "Hello over A2A."}]},
+  {"steps": [{"text": "A reply streamed in several small pieces."}]},
+  {"steps": [{"toolCalls": [{"name": "echo", "input": {"text": "hi"}}]}, {"text": "after approval"}]},
+  {"steps": [{"text": "slow", "delayMs": 30000}]}
+]}"#;
+
+const ECHO_TOOL: &str = r#"description = "Echo the text back, after a human agrees"
+command = ["python3", "-c", "import json,sys; print(json.dumps({'echo': json.load(sys.stdin)['text']}))"]
+needs_approval = true
+[input_schema]
+type = "object"
+required = ["text"]
+properties.text = { type = "string" }
+"#;
+
+const SKILL: &str = "---\nname: greeting\ndescription: Greets people warmly\n---\nSay hello.\n";
+
+/// For the restart test: turn 1 parks a call; the turn a decision after
+/// a restart resumes plays turn 2.
+const RESTART_SCRIPT: &str = r#"{"turns": [
+  {"steps": [{"text": "Hello over A2A."}]},
+  {"steps": [{"toolCalls": [{"name": "echo", "input": {"text": "hi"}}]}, {"text": "after approval"}]},
+  {"steps": [{"text": "resumed after a restart"}]}
+]}"#;
+
+fn bot(extra: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
+    bot_with(SCRIPT, extra)
+}
+
+fn bot_with(
+    script: &'static str,
+    extra: &[(&'static str, &'static str)],
+) -> Vec<(&'static str, &'static str)> {
+    let mut files = vec![
+        (
+            "agent.toml",
+            "model = \"scripted:script.json\"\ndescription = \"A test agent for A2A\"\n",
+        ),
+        ("script.json", script),
+        ("instructions.md", "You are a test agent.\n"),
+        ("tools/echo.toml", ECHO_TOOL),
+        ("skills/greeting/SKILL.md", SKILL),
+    ];
+    files.extend_from_slice(extra);
+    files
+}
+
+fn rpc(h: &Host, path: &str, method: &str, params: Value, auth: Option<&str>) -> Response {
+    let mut req = Request::post(path)
+        .json(&json!({"jsonrpc": "2.0", "id": "r1", "method": method, "params": params}));
+    if let Some(token) = auth {
+        req = req.bearer(token);
+    }
+    h.send(req)
+}
+
+fn user_message(text: &str, context: Option<&str>) -> Value {
+    let mut m = json!({"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": text}]});
+    if let Some(c) = context {
+        m["contextId"] = json!(c);
+    }
+    m
+}
+
+/// The Python environment with `a2a-sdk`, or why the test skips.
+// Says why it skips when the environment is missing (never under CI).
+#[allow(clippy::print_stderr)]
+fn a2a_python() -> Option<PathBuf> {
+    match agentkit_test_support::pyenv::pyenv_with("python A2A client", "a2a.client") {
+        Ok(bin) => Some(bin),
+        Err(skip) => {
+            eprintln!("{skip}");
+            None
+        }
+    }
+}
+
+fn state(v: &Value) -> &str {
+    v["status"]["state"].as_str().unwrap_or_default()
+}
+
+fn text_of(message: &Value) -> String {
+    message["parts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["text"].as_str())
+        .collect()
+}
+
+#[test]
+fn the_official_python_sdk_sends_streams_approves_cancels_and_gets_over_both_bindings() {
+    let Some(bin) = a2a_python() else { return };
+    let h = host(&[("bot", &bot(&[]))], ServeOptions::default());
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/a2a_client.py");
+    for binding in ["JSONRPC", "HTTP+JSON"] {
+        let base = format!("http://{}/bot", h.addr());
+        let out = std::process::Command::new(bin.join("python"))
+            .arg(&script)
+            .arg(&base)
+            .arg(binding)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "python client ({binding}) failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+
+        assert_eq!(v["card"]["name"], "bot");
+        assert_eq!(v["card"]["capabilities"]["streaming"], true);
+
+        let first = &v["send"];
+        assert_eq!(state(first), "TASK_STATE_COMPLETED", "{binding}: {first}");
+        assert_eq!(text_of(&first["status"]["message"]), "Hello over A2A.");
+        assert_eq!(text_of(&first["artifacts"][0]), "Hello over A2A.");
+        let context = first["contextId"].as_str().unwrap();
+        assert!(first["id"].as_str().unwrap().starts_with(context));
+
+        // The stream: the task first, pieces of the reply, the whole reply
+        // replacing them, then the final status.
+        let stream = v["stream"].as_array().unwrap();
+        assert_eq!(
+            stream[0]["task"]["contextId"], context,
+            "{binding}: {stream:?}"
+        );
+        let pieces: Vec<&Value> = stream
+            .iter()
+            .filter(|e| e["artifactUpdate"]["append"] == true)
+            .collect();
+        assert!(
+            !pieces.is_empty(),
+            "{binding}: no appended pieces: {stream:?}"
+        );
+        let whole = stream
+            .iter()
+            .find(|e| e["artifactUpdate"]["lastChunk"] == true)
+            .unwrap();
+        assert_eq!(
+            text_of(&whole["artifactUpdate"]["artifact"]),
+            "A reply streamed in several small pieces."
+        );
+        let last = stream.last().unwrap();
+        assert_eq!(
+            last["statusUpdate"]["status"]["state"],
+            "TASK_STATE_COMPLETED"
+        );
+
+        // An approval is input-required; `approve` with the task's id
+        // resumes the same task to its end.
+        let parked = &v["parked"];
+        assert_eq!(state(parked), "TASK_STATE_INPUT_REQUIRED", "{parked}");
+        let asks = &parked["status"]["message"]["parts"][1]["data"]["approvals"][0];
+        assert_eq!(asks["toolName"], "echo");
+        assert_eq!(asks["input"], json!({"text": "hi"}));
+        let approved = &v["approved"];
+        assert_eq!(approved["id"], parked["id"]);
+        assert_eq!(state(approved), "TASK_STATE_COMPLETED", "{approved}");
+        assert_eq!(text_of(&approved["status"]["message"]), "after approval");
+
+        // A slow task: answered at once, followed, canceled.
+        assert!(
+            ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"].contains(&state(&v["slow"])),
+            "{}",
+            v["slow"]
+        );
+        assert_eq!(
+            state(&v["canceled"]),
+            "TASK_STATE_CANCELED",
+            "{}",
+            v["canceled"]
+        );
+        let subscribed = v["subscribed"].as_array().unwrap();
+        assert_eq!(subscribed[0]["task"]["id"], v["slow"]["id"]);
+        assert_eq!(
+            subscribed.last().unwrap()["statusUpdate"]["status"]["state"],
+            "TASK_STATE_CANCELED"
+        );
+
+        // Read back, with one message of history.
+        let got = &v["got"];
+        assert_eq!(got["id"], first["id"]);
+        assert_eq!(state(got), "TASK_STATE_COMPLETED");
+        assert_eq!(got["history"].as_array().unwrap().len(), 1);
+        assert_eq!(got["history"][0]["role"], "ROLE_AGENT");
+
+        assert_eq!(v["unknownTask"], "TaskNotFoundError", "{binding}");
+        assert_eq!(
+            v["subscribeEnded"], "UnsupportedOperationError",
+            "{binding}"
+        );
+        assert_eq!(v["cancelEnded"], "TaskNotCancelableError", "{binding}");
+    }
+    // The SDK's sessions are ordinary sessions on the `a2a` channel.
+    let list = h.send(Request::get("/bot/v1/sessions?channel=a2a")).json();
+    assert_eq!(list["sessions"].as_array().unwrap().len(), 2, "{list}");
+}
+
+#[test]
+fn the_card_names_the_agent_its_bindings_skills_and_security() {
+    let http = "kind = \"http\"\nauth = [{ bearer = { tokens = { alice = \"token-a\" } } }]\n";
+    let h = host(
+        &[("bot", &bot(&[("channels/http.toml", http)]))],
+        ServeOptions::default(),
+    );
+    // Public: discovery needs no credential.
+    let r = h.send(Request::get("/bot/.well-known/agent-card.json"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let card = r.json();
+    assert_eq!(card["name"], "bot");
+    assert_eq!(card["description"], "A test agent for A2A");
+    let url = format!("http://{}/bot/a2a", h.addr());
+    assert_eq!(
+        card["supportedInterfaces"],
+        json!([
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+        ])
+    );
+    assert_eq!(card["capabilities"]["streaming"], true);
+    let skills: Vec<(&str, &str)> = card["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["id"].as_str().unwrap(),
+                s["description"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        skills,
+        [
+            ("skill:greeting", "Greets people warmly"),
+            ("tool:echo", "Echo the text back, after a human agrees")
+        ]
+    );
+    assert_eq!(
+        card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
+        "Bearer"
+    );
+    assert_eq!(
+        card["securityRequirements"],
+        json!([{"schemes": {"bearer": {"list": []}}}])
+    );
+    // The operations themselves run the chain.
+    let params = json!({"message": user_message("hi", None)});
+    let denied = rpc(&h, "/bot/a2a", "SendMessage", params.clone(), None);
+    assert_eq!(denied.status, 401, "{}", denied.body);
+    let rest = h.send(Request::get("/bot/a2a/tasks/ses_x.1"));
+    assert_eq!(rest.status, 401);
+    let ok = rpc(&h, "/bot/a2a", "SendMessage", params, Some("token-a"));
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    assert_eq!(
+        ok.json()["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+}
+
+#[test]
+fn malformed_requests_and_unknown_methods_get_json_rpc_errors() {
+    let h = host(&[("bot", &bot(&[]))], ServeOptions::default());
+    let code = |r: &Response| {
+        assert_eq!(r.status, 200, "{}", r.body);
+        let v = r.json();
+        assert_eq!(v["jsonrpc"], "2.0");
+        v["error"]["code"].as_i64().unwrap()
+    };
+    let raw = |body: &[u8]| h.send(Request::post("/bot/a2a").raw_body(body));
+    assert_eq!(code(&raw(b"{not json")), -32700);
+    assert_eq!(code(&raw(b"[]")), -32600);
+    assert_eq!(
+        code(&raw(br#"{"jsonrpc": "1.0", "id": 1, "method": "GetTask"}"#)),
+        -32600
+    );
+    let unknown = rpc(&h, "/bot/a2a", "Frobnicate", json!({}), None);
+    assert_eq!(code(&unknown), -32601);
+    assert_eq!(unknown.json()["id"], "r1");
+    // 0.3's names say which 1.0 method to call.
+    let legacy = rpc(&h, "/bot/a2a", "message/send", json!({}), None);
+    assert_eq!(code(&legacy), -32601);
+    assert!(legacy.body.contains("SendMessage"), "{}", legacy.body);
+    let bad = rpc(&h, "/bot/a2a", "SendMessage", json!({"message": 5}), None);
+    assert_eq!(code(&bad), -32602);
+    let empty = rpc(&h, "/bot/a2a", "SendMessage", json!({}), None);
+    assert_eq!(code(&empty), -32602);
+    let missing = rpc(&h, "/bot/a2a", "GetTask", json!({"id": "nope"}), None);
+    assert_eq!(code(&missing), -32001);
+    let v = missing.json();
+    assert_eq!(v["error"]["data"][0]["reason"], "TASK_NOT_FOUND");
+    let push = rpc(
+        &h,
+        "/bot/a2a",
+        "CreateTaskPushNotificationConfig",
+        json!({}),
+        None,
+    );
+    assert_eq!(code(&push), -32003);
+    let old = h.send(
+        Request::post("/bot/a2a")
+            .header("a2a-version", "0.3")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}})),
+    );
+    assert_eq!(code(&old), -32009);
+    // The HTTP+JSON binding answers google.rpc.Status bodies.
+    let r = h.send(Request::get("/bot/a2a/tasks/ses_nope.3"));
+    assert_eq!(r.status, 404, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["error"]["status"], "NOT_FOUND");
+    assert_eq!(v["error"]["details"][0]["reason"], "TASK_NOT_FOUND");
+}
+
+#[test]
+fn tasks_belong_to_their_principal_and_are_read_back_after_a_restart() {
+    let http = "kind = \"http\"\nauth = [{ bearer = { tokens = { alice = \"token-a\", bob = \"token-b\" } } }]\n";
+    // A parked turn holds shutdown for the grace; the call outlives it.
+    let quick = || ServeOptions {
+        shutdown_grace: std::time::Duration::from_millis(200),
+        ..ServeOptions::default()
+    };
+    let mut h = host(
+        &[(
+            "bot",
+            &bot_with(RESTART_SCRIPT, &[("channels/http.toml", http)]),
+        )],
+        quick(),
+    );
+    let sent = rpc(
+        &h,
+        "/bot/a2a",
+        "SendMessage",
+        json!({"message": user_message("hello", None)}),
+        Some("token-a"),
+    );
+    let task = sent.json()["result"]["task"].clone();
+    assert_eq!(state(&task), "TASK_STATE_COMPLETED", "{task}");
+    let (id, context) = (
+        task["id"].as_str().unwrap(),
+        task["contextId"].as_str().unwrap(),
+    );
+
+    // Bob sees neither the task nor the context.
+    let theirs = rpc(
+        &h,
+        "/bot/a2a",
+        "GetTask",
+        json!({"id": id}),
+        Some("token-b"),
+    );
+    assert_eq!(theirs.json()["error"]["code"], -32001, "{}", theirs.body);
+    let cancel = rpc(
+        &h,
+        "/bot/a2a",
+        "CancelTask",
+        json!({"id": id}),
+        Some("token-b"),
+    );
+    assert_eq!(cancel.json()["error"]["code"], -32001);
+    let follow = rpc(
+        &h,
+        "/bot/a2a",
+        "SendMessage",
+        json!({"message": user_message("mine now", Some(context))}),
+        Some("token-b"),
+    );
+    assert_eq!(follow.json()["error"]["code"], -32602, "{}", follow.body);
+    // An HTTP-channel session is no A2A context.
+    let created = h.send(
+        Request::post("/bot/v1/session")
+            .bearer("token-a")
+            .json(&json!({"message": "hi"})),
+    );
+    let http_sid = created.json()["sessionId"].as_str().unwrap().to_owned();
+    let r = rpc(
+        &h,
+        "/bot/a2a",
+        "SendMessage",
+        json!({"message": user_message("x", Some(&http_sid))}),
+        Some("token-a"),
+    );
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`http` channel")
+    );
+
+    // A parked task survives a restart: read back, then answered.
+    let second = rpc(
+        &h,
+        "/bot/a2a",
+        "SendMessage",
+        json!({"message": user_message("again", Some(context))}),
+        Some("token-a"),
+    );
+    let waiting = second.json()["result"]["task"].clone();
+    assert_eq!(state(&waiting), "TASK_STATE_INPUT_REQUIRED", "{waiting}");
+    let waiting_id = waiting["id"].as_str().unwrap().to_owned();
+    h.restart(quick());
+    let got = rpc(
+        &h,
+        "/bot/a2a",
+        "GetTask",
+        json!({"id": id}),
+        Some("token-a"),
+    );
+    let got = got.json()["result"].clone();
+    assert_eq!(state(&got), "TASK_STATE_COMPLETED");
+    assert_eq!(text_of(&got["artifacts"][0]), "Hello over A2A.");
+    let still = rpc(
+        &h,
+        "/bot/a2a",
+        "GetTask",
+        json!({"id": waiting_id}),
+        Some("token-a"),
+    );
+    assert_eq!(
+        state(&still.json()["result"]),
+        "TASK_STATE_INPUT_REQUIRED",
+        "{}",
+        still.body
+    );
+    // Something else than a decision is refused, saying how to answer.
+    let mut answer = user_message("maybe later", Some(context));
+    answer["taskId"] = json!(waiting_id);
+    let vague = rpc(
+        &h,
+        "/bot/a2a",
+        "SendMessage",
+        json!({"message": answer}),
+        Some("token-a"),
+    );
+    assert!(vague.body.contains("approve"), "{}", vague.body);
+    let mut answer = user_message("deny: not after a restart", Some(context));
+    answer["taskId"] = json!(waiting_id);
+    let denied = rpc(
+        &h,
+        "/bot/a2a",
+        "SendMessage",
+        json!({"message": answer}),
+        Some("token-a"),
+    );
+    let task = denied.json()["result"]["task"].clone();
+    assert_eq!(task["id"], waiting_id.as_str());
+    assert_eq!(state(&task), "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(
+        text_of(&task["status"]["message"]),
+        "resumed after a restart"
+    );
+}
