@@ -195,8 +195,11 @@ fn the_a2a_snippet_runs_as_written() {
         stdout.contains("approval required for `post_alert`"),
         "{stdout}"
     );
-    assert!(stdout.contains(" TASK_STATE_COMPLETED "), "{stdout}");
-    assert!(stdout.contains("artifact_update"), "{stdout}");
+    assert!(
+        stdout.contains(" TASK_STATE_COMPLETED You said: Weather in Paris?"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("task\nstatus_update\n"), "{stdout}");
     assert!(
         stdout.contains("read back: TASK_STATE_COMPLETED"),
         "{stdout}"

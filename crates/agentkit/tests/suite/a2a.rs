@@ -214,6 +214,78 @@ fn the_official_python_sdk_sends_streams_approves_cancels_and_gets_over_both_bin
     assert_eq!(list["sessions"].as_array().unwrap().len(), 2, "{list}");
 }
 
+/// Where `.ci/run` installs `@a2a-js/sdk` (`$AGENTKIT_A2A_JS`, else
+/// `target/a2a-js`): its `node_modules`, or why the test skips.
+// Says why it skips when the SDK is missing (never under CI).
+#[allow(clippy::print_stderr)]
+fn a2a_js() -> Option<PathBuf> {
+    let root = std::env::var_os("AGENTKIT_A2A_JS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/a2a-js"));
+    let modules = root.join("node_modules");
+    if modules.join("@a2a-js/sdk/package.json").is_file() {
+        return Some(modules);
+    }
+    let reason = format!(
+        "the A2A JavaScript SDK is not installed at {} (npm install --prefix target/a2a-js @a2a-js/sdk@1.3.0)",
+        root.display()
+    );
+    assert!(
+        !std::env::var("CI").is_ok_and(|v| v == "true" || v == "1"),
+        "{reason}"
+    );
+    eprintln!("skipping: {reason}");
+    None
+}
+
+#[test]
+fn the_official_javascript_sdk_sends_streams_approves_cancels_and_gets_over_both_bindings() {
+    let Some(modules) = a2a_js() else { return };
+    let h = host(&[("bot", &bot(&[]))], ServeOptions::default());
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/js/a2a_client.cjs");
+    for binding in ["JSONRPC", "HTTP+JSON"] {
+        let out = std::process::Command::new("node")
+            .arg(&script)
+            .arg(format!("http://{}/bot", h.addr()))
+            .arg(binding)
+            .env("NODE_PATH", &modules)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "node client ({binding}) failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["send"]["state"], "TASK_STATE_COMPLETED", "{binding}: {v}");
+        assert_eq!(v["send"]["reply"], "Hello over A2A.");
+        let stream: Vec<&str> = v["stream"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert_eq!(stream.first(), Some(&"task"), "{binding}: {stream:?}");
+        assert!(stream.contains(&"artifactUpdate"), "{binding}: {stream:?}");
+        assert_eq!(
+            stream.last(),
+            Some(&"statusUpdate:TASK_STATE_COMPLETED"),
+            "{binding}: {stream:?}"
+        );
+        assert_eq!(v["parked"]["state"], "TASK_STATE_INPUT_REQUIRED", "{v}");
+        assert_eq!(v["approved"]["id"], v["parked"]["id"]);
+        assert_eq!(v["approved"]["state"], "TASK_STATE_COMPLETED", "{v}");
+        assert_eq!(v["approved"]["statusText"], "after approval");
+        assert_eq!(v["canceled"]["id"], v["slow"]["id"]);
+        assert_eq!(v["canceled"]["state"], "TASK_STATE_CANCELED", "{v}");
+        assert_eq!(v["got"]["id"], v["send"]["id"]);
+        assert_eq!(v["got"]["state"], "TASK_STATE_COMPLETED");
+        // The SDK's class per binding (`JsonRpcTaskNotFoundError`, …).
+        let unknown = v["unknownTask"].as_str().unwrap_or_default();
+        assert!(unknown.ends_with("TaskNotFoundError"), "{binding}: {v}");
+    }
+}
+
 #[test]
 fn the_card_names_the_agent_its_bindings_skills_and_security() {
     let http = "kind = \"http\"\nauth = [{ bearer = { tokens = { alice = \"token-a\" } } }]\n";

@@ -578,8 +578,24 @@ impl Caller {
             .stop(&id.session, &self.owner)
             .await
             .map_err(|e| A2aError::on_task(&req.id, e))?;
-        self.wait(&mut fold, next, CANCEL_WAIT, |f| f.state().is_terminal())
-            .await?;
+        let deadline = tokio::time::Instant::now() + CANCEL_WAIT;
+        let mut next = next;
+        loop {
+            next = self
+                .wait(&mut fold, next, Duration::from_millis(50), |f| {
+                    f.state().is_terminal()
+                })
+                .await?;
+            if fold.state().is_terminal() || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            // A message no turn had taken is dropped without a trace in
+            // the log: the session going idle says so.
+            if fold.state() == TaskState::Submitted && !self.runtime().is_active(&id.session) {
+                fold.dropped();
+                break;
+            }
+        }
         to_value(&fold.task(req.history_length))
     }
 

@@ -22,6 +22,9 @@ use super::wire::{
     TaskStatus, TaskStatusUpdateEvent,
 };
 
+/// Why a task that no turn took was canceled.
+const DROPPED: &str = "the session was stopped before a turn answered";
+
 /// The id of the reply's artifact in every task.
 const REPLY_ARTIFACT: &str = "reply";
 
@@ -111,6 +114,15 @@ impl TaskFold {
         self.state
     }
 
+    /// A stop dropped the task's message before a turn took it (the log
+    /// records no such drop: the caller saw the session go idle).
+    pub(crate) fn dropped(&mut self) {
+        if self.state == TaskState::Submitted {
+            self.state = TaskState::Canceled;
+            self.outcome = Some(DROPPED.to_owned());
+        }
+    }
+
     fn set(&mut self, state: TaskState, e: &Event) -> Option<Change> {
         self.state = state;
         self.at = Some(e.at.clone());
@@ -150,6 +162,15 @@ impl TaskFold {
                 self.outcome = Some("a later message preempted this task's turn".to_owned());
                 return self.set(TaskState::Canceled, e);
             }
+            // A later message's turn started without ours: a stop dropped
+            // ours before any turn took it.
+            if self.state == TaskState::Submitted
+                && started.received.iter().all(|&i| i > self.id.start)
+                && !started.received.is_empty()
+            {
+                self.outcome = Some(DROPPED.to_owned());
+                return self.set(TaskState::Canceled, e);
+            }
             return None;
         }
         // A decision may be recorded outside the turn that parked the call
@@ -168,7 +189,7 @@ impl TaskFold {
         let ours = self.turn.is_some() && e.turn_id == self.turn;
         if !ours {
             if e.is_settle() && (self.state == TaskState::Submitted || self.preempted) {
-                self.outcome = Some("the session was stopped before a turn answered".to_owned());
+                self.outcome = Some(DROPPED.to_owned());
                 return self.set(TaskState::Canceled, e);
             }
             return None;
@@ -495,5 +516,17 @@ mod tests {
             ),
         ];
         assert_eq!(states(&stopped), [TaskState::Working, TaskState::Canceled]);
+        // A stop dropped ours; the next message's turn shows it.
+        let dropped = [
+            ev(1, EventType::MessageReceived, None, json!({"text": "go"})),
+            ev(2, EventType::MessageReceived, None, json!({"text": "next"})),
+            ev(
+                3,
+                EventType::TurnStarted,
+                Some("t2"),
+                json!({"received": [2]}),
+            ),
+        ];
+        assert_eq!(states(&dropped), [TaskState::Canceled]);
     }
 }
