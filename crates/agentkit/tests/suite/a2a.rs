@@ -367,10 +367,6 @@ fn malformed_requests_and_unknown_methods_get_json_rpc_errors() {
     let unknown = rpc(&h, "/bot/a2a", "Frobnicate", json!({}), None);
     assert_eq!(code(&unknown), -32601);
     assert_eq!(unknown.json()["id"], "r1");
-    // 0.3's names say which 1.0 method to call.
-    let legacy = rpc(&h, "/bot/a2a", "message/send", json!({}), None);
-    assert_eq!(code(&legacy), -32601);
-    assert!(legacy.body.contains("SendMessage"), "{}", legacy.body);
     let bad = rpc(&h, "/bot/a2a", "SendMessage", json!({"message": 5}), None);
     assert_eq!(code(&bad), -32602);
     let empty = rpc(&h, "/bot/a2a", "SendMessage", json!({}), None);
@@ -399,6 +395,57 @@ fn malformed_requests_and_unknown_methods_get_json_rpc_errors() {
     let v = r.json();
     assert_eq!(v["error"]["status"], "NOT_FOUND");
     assert_eq!(v["error"]["details"][0]["reason"], "TASK_NOT_FOUND");
+}
+
+#[test]
+fn a2a_0_3_methods_answer_in_0_3_shapes() {
+    let h = host(&[("bot", &bot(&[]))], ServeOptions::default());
+    let message = json!({"kind": "message", "messageId": "m1", "role": "user",
+        "parts": [{"kind": "text", "text": "hello from 0.3"}]});
+    let r = rpc(
+        &h,
+        "/bot/a2a",
+        "message/send",
+        json!({"message": message}),
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let task = r.json()["result"].clone();
+    assert_eq!(task["kind"], "task", "{task}");
+    assert_eq!(task["status"]["state"], "completed");
+    assert_eq!(
+        task["status"]["message"]["parts"][0],
+        json!({"kind": "text", "text": "Hello over A2A."})
+    );
+    assert_eq!(task["status"]["message"]["role"], "agent");
+    let context = task["contextId"].as_str().unwrap();
+    let got = rpc(&h, "/bot/a2a", "tasks/get", json!({"id": task["id"]}), None).json();
+    assert_eq!(got["result"]["status"]["state"], "completed", "{got}");
+    assert_eq!(got["result"]["history"][0]["role"], "user");
+    // A stream: the task, then updates, the last one `final`.
+    let mut follow = message.clone();
+    follow["contextId"] = json!(context);
+    let r = rpc(
+        &h,
+        "/bot/a2a",
+        "message/stream",
+        json!({"message": follow}),
+        None,
+    );
+    let events: Vec<Value> = r
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["result"].clone())
+        .collect();
+    assert_eq!(events[0]["kind"], "task", "{events:?}");
+    assert!(events.iter().any(|e| e["kind"] == "artifact-update"));
+    let last = events.last().unwrap();
+    assert_eq!(
+        (last["kind"].as_str(), last["final"].as_bool()),
+        (Some("status-update"), Some(true))
+    );
+    assert_eq!(last["status"]["state"], "completed");
 }
 
 #[test]

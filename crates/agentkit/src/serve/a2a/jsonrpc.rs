@@ -1,6 +1,7 @@
 //! The JSON-RPC 2.0 binding: `POST <prefix>/a2a` with `SendMessage`,
 //! `SendStreamingMessage`, `GetTask`, `CancelTask` and `SubscribeToTask`
-//! (streams as server-sent events, one JSON-RPC response per event).
+//! (streams as server-sent events, one JSON-RPC response per event), and
+//! A2A 0.3's names for them (`legacy.rs`).
 //! Malformed bodies and unknown methods get JSON-RPC errors (with HTTP
 //! 200, as the binding says); a refused credential or a rate limit is
 //! answered as on every route (`401`, `429`).
@@ -18,15 +19,6 @@ use super::super::http::{Authed, json_ok};
 use super::super::mount::AgentState;
 use super::ops::{A2aError, Caller, params};
 use super::wire::error_info;
-
-/// The methods of A2A 0.3 and their 1.0 names.
-const LEGACY: [(&str, &str); 5] = [
-    ("message/send", "SendMessage"),
-    ("message/stream", "SendStreamingMessage"),
-    ("tasks/get", "GetTask"),
-    ("tasks/cancel", "CancelTask"),
-    ("tasks/resubscribe", "SubscribeToTask"),
-];
 
 pub(crate) async fn handle(
     State(state): State<AgentState>,
@@ -71,16 +63,12 @@ pub(crate) async fn handle(
     else {
         return error(&id, A2aError::invalid_request("`method` must be a string"));
     };
-    let method = method.as_str();
-    if let Some((_, current)) = LEGACY.iter().find(|(old, _)| *old == method) {
-        return error(
-            &id,
-            A2aError::method_not_found(format!(
-                "`{method}` is A2A 0.3; this server speaks A2A 1.0: call `{current}`"
-            )),
-        );
-    }
-    if let Err(e) = super::check_version(&headers) {
+    // A2A 0.3's methods are served by 1.0's, their shapes translated.
+    let legacy = super::legacy::method(&method);
+    let method = legacy.unwrap_or(method.as_str());
+    if legacy.is_none()
+        && let Err(e) = super::check_version(&headers)
+    {
         return error(&id, e);
     }
     let caller = Caller {
@@ -89,7 +77,10 @@ pub(crate) async fn handle(
         gate: gate.map(|axum::Extension(g)| g),
         shutdown: state.shutdown.clone(),
     };
-    let params_value = request.remove("params");
+    let mut params_value = request.remove("params");
+    if legacy.is_some() {
+        params_value = super::legacy::params(params_value);
+    }
     let answer = match method {
         "SendMessage" => match params(params_value) {
             Ok(req) => caller.send_message(req).await,
@@ -109,7 +100,7 @@ pub(crate) async fn handle(
                 Err(e) => Err(e),
             };
             return match stream {
-                Ok(s) => streamed(id, s),
+                Ok(s) => streamed(id, s, legacy.is_some()),
                 Err(e) => error(&id, e),
             };
         }
@@ -119,7 +110,7 @@ pub(crate) async fn handle(
                 Err(e) => Err(e),
             };
             return match stream {
-                Ok(s) => streamed(id, s),
+                Ok(s) => streamed(id, s, legacy.is_some()),
                 Err(e) => error(&id, e),
             };
         }
@@ -133,7 +124,13 @@ pub(crate) async fn handle(
         other => Err(A2aError::method_not_found(format!("no method `{other}`"))),
     };
     match answer {
-        Ok(result) => json_ok(json!({"jsonrpc": "2.0", "id": id, "result": result})),
+        Ok(result) => {
+            let result = match legacy {
+                Some(_) => super::legacy::result(method, result),
+                None => result,
+            };
+            json_ok(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+        }
         Err(e) => error(&id, e),
     }
 }
@@ -141,10 +138,15 @@ pub(crate) async fn handle(
 fn streamed(
     id: Value,
     events: impl futures_util::Stream<Item = super::wire::StreamResponse> + Send + 'static,
+    legacy: bool,
 ) -> Response {
-    super::sse(
-        events.map(move |event| json!({"jsonrpc": "2.0", "id": id.clone(), "result": event})),
-    )
+    super::sse(events.map(move |event| {
+        let mut result = serde_json::to_value(event).unwrap_or(Value::Null);
+        if legacy {
+            result = super::legacy::event(result);
+        }
+        json!({"jsonrpc": "2.0", "id": id.clone(), "result": result})
+    }))
 }
 
 /// A JSON-RPC error response (HTTP 200), or the HTTP refusal itself.

@@ -8,6 +8,7 @@
 
 mod card;
 mod jsonrpc;
+mod legacy;
 mod ops;
 mod rest;
 mod task;

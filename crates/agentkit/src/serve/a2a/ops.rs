@@ -538,12 +538,18 @@ impl Caller {
         let deadline = tokio::time::Instant::now() + wait;
         let mut next = next;
         while !done(fold) {
+            let tick = (deadline - tokio::time::Instant::now()).min(IDLE_CHECK);
             let event = tokio::select! {
-                e = tokio::time::timeout_at(deadline, sub.next()) => e,
+                e = tokio::time::timeout(tick, sub.next()) => e,
                 () = self.shutdown.cancelled() => return Ok(next),
             };
             match event {
-                Err(_) => return Ok(next),
+                Err(_) if tokio::time::Instant::now() >= deadline => return Ok(next),
+                Err(_) => {
+                    if dropped(self.runtime(), fold) {
+                        fold.dropped();
+                    }
+                }
                 Ok(Err(e)) => {
                     tracing::warn!(task = %fold.id, error = %e, "cannot follow a session for A2A");
                     return Err(A2aError::internal(
@@ -578,24 +584,8 @@ impl Caller {
             .stop(&id.session, &self.owner)
             .await
             .map_err(|e| A2aError::on_task(&req.id, e))?;
-        let deadline = tokio::time::Instant::now() + CANCEL_WAIT;
-        let mut next = next;
-        loop {
-            next = self
-                .wait(&mut fold, next, Duration::from_millis(50), |f| {
-                    f.state().is_terminal()
-                })
-                .await?;
-            if fold.state().is_terminal() || tokio::time::Instant::now() >= deadline {
-                break;
-            }
-            // A message no turn had taken is dropped without a trace in
-            // the log: the session going idle says so.
-            if fold.state() == TaskState::Submitted && !self.runtime().is_active(&id.session) {
-                fold.dropped();
-                break;
-            }
-        }
+        self.wait(&mut fold, next, CANCEL_WAIT, |f| f.state().is_terminal())
+            .await?;
         to_value(&fold.task(req.history_length))
     }
 
@@ -641,6 +631,7 @@ impl Caller {
         let done = fold.state().is_interrupted();
         let (tx, rx) = tokio::sync::mpsc::channel::<StreamResponse>(64);
         let shutdown = self.shutdown.clone();
+        let runtime = self.runtime().clone();
         tokio::spawn(async move {
             if tx.send(first).await.is_err() || done {
                 return;
@@ -648,18 +639,23 @@ impl Caller {
             let mut sub = sub;
             loop {
                 let event = tokio::select! {
-                    e = sub.next() => e,
+                    e = tokio::time::timeout(IDLE_CHECK, sub.next()) => e,
                     () = shutdown.cancelled() => return,
                     () = tx.closed() => return,
                 };
-                let event = match event {
-                    Ok(event) => event,
-                    Err(e) => {
+                let change = match event {
+                    Ok(Ok(event)) => fold.observe(&event),
+                    Ok(Err(e)) => {
                         tracing::warn!(task = %fold.id, error = %e, "A2A stream ended by a store error");
                         return;
                     }
+                    Err(_) if dropped(&runtime, &fold) => {
+                        fold.dropped();
+                        Some(super::task::Change::Status)
+                    }
+                    Err(_) => None,
                 };
-                let Some(change) = fold.observe(&event) else {
+                let Some(change) = change else {
                     continue;
                 };
                 for out in fold.stream_events(&change) {
@@ -676,6 +672,19 @@ impl Caller {
             rx.recv().await.map(|item| (item, rx))
         }))
     }
+}
+
+/// How often a wait looks whether a message no turn took was dropped.
+const IDLE_CHECK: Duration = Duration::from_millis(250);
+
+/// A stop dropped the task's message before a turn took it: the log
+/// records no such drop, but the session is idle with the message
+/// unanswered. Only this host's log says so (on a shared store another
+/// host may be about to start the turn).
+fn dropped(runtime: &agentkit_runtime::AgentRuntime, fold: &TaskFold) -> bool {
+    fold.state() == TaskState::Submitted
+        && matches!(runtime.store(), agentkit_runtime::EventLog::File(_))
+        && !runtime.is_active(&fold.id.session)
 }
 
 fn to_value(v: &impl serde::Serialize) -> A2aResult<Value> {
