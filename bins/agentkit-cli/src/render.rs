@@ -394,6 +394,7 @@ fn project(out: &mut impl Write, p: &Project, now: DateTime<Utc>) -> io::Result<
                     format!("stdio {command} {}", args.join(" "))
                 }
                 Transport::Peer { agent } => format!("peer /{agent}"),
+                Transport::A2a { card, .. } => format!("a2a {card}"),
             };
             writeln!(out, "    {CYAN}{}{CYAN:#} {}", c.name, how.trim_end())?;
         }

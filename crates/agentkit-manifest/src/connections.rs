@@ -1,5 +1,5 @@
-//! `mcp-connections/<name>.toml`: streamable HTTP, stdio child, or a peer
-//! agent on the same host.
+//! `mcp-connections/<name>.toml`: streamable HTTP, stdio child, a peer
+//! agent on the same host, or a remote A2A agent by its card.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,6 +24,8 @@ struct RawConnection {
     env: BTreeMap<String, String>,
     cwd: Option<String>,
     agent: Option<String>,
+    /// The URL of a remote A2A agent's card.
+    a2a: Option<String>,
     /// An HTTP server that wants OAuth (`agentkit mcp login`).
     #[serde(default)]
     oauth: bool,
@@ -41,6 +43,7 @@ pub(crate) fn read_connection(ctx: &mut Ctx, path: &Path, name: &str) -> Option<
         ("url", raw.url.is_some()),
         ("command", raw.command.is_some()),
         ("agent", raw.agent.is_some()),
+        ("a2a", raw.a2a.is_some()),
     ]
     .into_iter()
     .filter_map(|(k, on)| on.then_some(k))
@@ -51,7 +54,7 @@ pub(crate) fn read_connection(ctx: &mut Ctx, path: &Path, name: &str) -> Option<
     };
     if set.len() != 1 {
         let msg = if set.is_empty() {
-            format!("connection `{name}` needs one of `url`, `command` or `agent`")
+            format!("connection `{name}` needs one of `url`, `command`, `agent` or `a2a`")
         } else {
             format!(
                 "connection `{name}` sets {}; choose one transport",
@@ -65,7 +68,7 @@ pub(crate) fn read_connection(ctx: &mut Ctx, path: &Path, name: &str) -> Option<
         ctx.push(
             Diagnostic::error(if set.is_empty() { Code::MissingField } else { Code::ConflictingFields }, src.rel.clone(), msg)
                 .at(src.key_pos(key))
-                .with_hint("`url` (+ `headers`) for streamable HTTP, `command` (+ `args`, `env`, `cwd`) for stdio, `agent = \"<slug>\"` for a peer agent"),
+                .with_hint("`url` (+ `headers`) for streamable HTTP, `command` (+ `args`, `env`, `cwd`) for stdio, `agent = \"<slug>\"` for a peer agent, `a2a = \"<agent card URL>\"` (+ `headers`) for a remote A2A agent"),
         );
         return None;
     }
@@ -101,6 +104,28 @@ pub(crate) fn read_connection(ctx: &mut Ctx, path: &Path, name: &str) -> Option<
         }
         Transport::Http {
             url,
+            headers: raw.headers,
+        }
+    } else if let Some(card) = raw.a2a {
+        if raw.oauth || !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() {
+            return fail(
+                ctx,
+                Code::ConflictingFields,
+                "a2a",
+                "an `a2a` connection takes only `a2a`, `headers` and `description`".into(),
+            );
+        }
+        if !(card.starts_with("http://") || card.starts_with("https://") || card.starts_with("${"))
+        {
+            return fail(
+                ctx,
+                Code::InvalidValue,
+                "a2a",
+                format!("`a2a` must be the http(s) URL of an agent card, not `{card}`"),
+            );
+        }
+        Transport::A2a {
+            card,
             headers: raw.headers,
         }
     } else if raw.oauth {

@@ -545,6 +545,12 @@ pub enum Transport {
     },
     /// Another agent on the same host, by slug.
     Peer { agent: String },
+    /// A remote A2A agent, by the URL of its agent card: the model gets
+    /// it as one tool.
+    A2a {
+        card: String,
+        headers: BTreeMap<String, String>,
+    },
 }
 
 /// A subagent: `subagents/<id>/`.

@@ -191,6 +191,7 @@ pub fn status(dir: &Path, state_root: Option<&Path>) -> Result<Vec<ConnectionAut
                     Transport::Http { .. } => "http",
                     Transport::Stdio { .. } => "stdio",
                     Transport::Peer { .. } => "peer",
+                    Transport::A2a { .. } => "a2a",
                 },
                 oauth: c.oauth,
                 login: c

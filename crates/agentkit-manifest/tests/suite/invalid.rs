@@ -303,8 +303,8 @@ fn connections() {
         alpha/agent/mcp-connections/typo.toml: error[unknown-reference]: connection `typo` names unknown peer agent `bta` (hint: did you mean `beta`?)
         beta/agent/mcp-connections/Bad.Name.toml: error[invalid-name]: `Bad.Name` is not a valid connection name (hint: names use letters, digits, `-` and `_`, starting with a letter or digit)
         beta/agent/mcp-connections/bad-url.toml:1:1: error[invalid-value]: `url` must be an http(s) URL, not `ftp://mcp.example.com`
-        beta/agent/mcp-connections/both.toml:2:1: error[conflicting-fields]: connection `both` sets `url` and `command`; choose one transport (hint: `url` (+ `headers`) for streamable HTTP, `command` (+ `args`, `env`, `cwd`) for stdio, `agent = "<slug>"` for a peer agent)
-        beta/agent/mcp-connections/none.toml: error[missing-field]: connection `none` needs one of `url`, `command` or `agent` (hint: `url` (+ `headers`) for streamable HTTP, `command` (+ `args`, `env`, `cwd`) for stdio, `agent = "<slug>"` for a peer agent)
+        beta/agent/mcp-connections/both.toml:2:1: error[conflicting-fields]: connection `both` sets `url` and `command`; choose one transport (hint: `url` (+ `headers`) for streamable HTTP, `command` (+ `args`, `env`, `cwd`) for stdio, `agent = "<slug>"` for a peer agent, `a2a = "<agent card URL>"` (+ `headers`) for a remote A2A agent)
+        beta/agent/mcp-connections/none.toml: error[missing-field]: connection `none` needs one of `url`, `command`, `agent` or `a2a` (hint: `url` (+ `headers`) for streamable HTTP, `command` (+ `args`, `env`, `cwd`) for stdio, `agent = "<slug>"` for a peer agent, `a2a = "<agent card URL>"` (+ `headers`) for a remote A2A agent)
         beta/agent/mcp-connections/unknown.toml: error[unknown-reference]: connection `unknown` names unknown peer agent `gamma` (hint: agents on this host: alpha)
     "#]],
     );

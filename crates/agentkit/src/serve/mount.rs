@@ -44,6 +44,10 @@ pub(crate) struct Mounted {
     pub(crate) evals: Arc<super::dev_evals::DevEvals>,
     /// The playground is served (`POST /v1/session` answers its URL).
     pub(crate) playground: bool,
+    /// The delegation depth of sessions that A2A requests drove, and the
+    /// limit past which a request is refused.
+    pub(crate) depths: Depths,
+    pub(crate) max_hops: u32,
 }
 
 /// The state of one agent's routes.
@@ -113,6 +117,15 @@ pub(crate) async fn mount(
     if !connections.names().is_empty() {
         tool_sources.push(Arc::new(agentkit_harness::ExtraToolsSource(Arc::new(
             ConnectionTools::new(connections.clone(), depths.clone()),
+        ))));
+    }
+    if !resolved.a2a.is_empty() {
+        tool_sources.push(Arc::new(agentkit_harness::ExtraToolsSource(Arc::new(
+            super::a2a::RemoteAgents::new(
+                resolved.a2a.clone(),
+                depths.clone(),
+                shared.mcp.max_hops,
+            ),
         ))));
     }
     let host_services = HostServices::new(
@@ -234,6 +247,8 @@ pub(crate) async fn mount(
         None => evals,
     });
     let mounted = Mounted {
+        depths,
+        max_hops: shared.mcp.max_hops,
         evals,
         playground: shared.playground,
         slug: slug.clone(),

@@ -28,6 +28,8 @@ pub(crate) struct ResolvedAgent {
     pub(crate) hooks: Vec<HookSpec>,
     /// The agent's `mcp-connections/`, peers pointed at this host.
     pub(crate) mcp: Vec<ConnectionSpec>,
+    /// The remote A2A agents of its `mcp-connections/` (`a2a = "<card>"`).
+    pub(crate) a2a: Vec<super::a2a::RemoteAgent>,
     /// GitHub clients with the credentials of the agent's github channels.
     pub(crate) github: HostGithub,
     /// Slack clients with the bot tokens of the agent's slack channels.
@@ -71,6 +73,7 @@ fn agent(
             .collect(),
         hooks: hooks(project, env),
         mcp: connections(project, env, auth, peer_base, state_root),
+        a2a: remote_agents(project, env),
         github: HostGithub::of(project, env),
         slack: HostSlack::of(project, env),
     }
@@ -220,7 +223,7 @@ fn connections(
         .agent
         .mcp_connections
         .iter()
-        .map(|c| {
+        .filter_map(|c| {
             let target = match &c.transport {
                 Transport::Http { url, headers } => Target::Http {
                     url: resolve(url),
@@ -258,6 +261,8 @@ fn connections(
                         ),
                     }
                 }
+                // Not MCP: the facade's A2A client (`remote_agents`).
+                Transport::A2a { .. } => return None,
                 Transport::Peer { agent } => {
                     let mut headers = Vec::new();
                     if let Some(token) = &auth.bearer_token {
@@ -271,11 +276,34 @@ fn connections(
                     }
                 }
             };
-            ConnectionSpec {
+            Some(ConnectionSpec {
                 name: c.name.clone(),
                 description: c.description.clone(),
                 target,
-            }
+            })
+        })
+        .collect()
+}
+
+/// The agent's remote A2A agents (`a2a = "<card URL>"` connections),
+/// their `${VAR}`s resolved.
+fn remote_agents(project: &Project, env: &EnvLookup) -> Vec<super::a2a::RemoteAgent> {
+    let resolve = |s: &str| env.resolve(s);
+    project
+        .agent
+        .mcp_connections
+        .iter()
+        .filter_map(|c| match &c.transport {
+            Transport::A2a { card, headers } => Some(super::a2a::RemoteAgent {
+                name: c.name.clone(),
+                description: c.description.clone(),
+                card: resolve(card),
+                headers: headers
+                    .iter()
+                    .map(|(k, v)| (k.clone(), resolve(v)))
+                    .collect(),
+            }),
+            _ => None,
         })
         .collect()
 }

@@ -586,3 +586,117 @@ fn tasks_belong_to_their_principal_and_are_read_back_after_a_restart() {
         "resumed after a restart"
     );
 }
+
+/// A turn calls a remote A2A agent (a server built with the official
+/// Python SDK) through an `a2a = "<card URL>"` connection: its reply
+/// comes back as the tool's result, a remote task that needs input comes
+/// back `input-required` with its `taskId`, the call carries its depth,
+/// and a call past the hop limit is refused.
+#[test]
+fn a_turn_calls_a_remote_a2a_agent_built_with_the_python_sdk() {
+    let Some(bin) = a2a_python() else { return };
+    let port = agentkit_test_support::process::free_port();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/a2a_server.py");
+    let _server = Killed(
+        std::process::Command::new(bin.join("python"))
+            .arg(&script)
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let card = format!("http://127.0.0.1:{port}/.well-known/agent-card.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    while Request::get("/.well-known/agent-card.json")
+        .send(addr)
+        .is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Python A2A server did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let connection = format!("a2a = \"{card}\"\ndescription = \"Books tables\"\n");
+    let script = r#"{"turns": [
+      {"steps": [{"toolCalls": [{"name": "remote__a2a", "input": {"message": "hello there"}}]}, {"text": "relayed"}]},
+      {"steps": [{"toolCalls": [{"name": "remote__a2a", "input": {"message": "book a table"}}]}, {"text": "asked"}]}
+    ]}"#;
+    let files = |script: &'static str, connection: &'static str| {
+        vec![
+            ("agent.toml", "model = \"scripted:script.json\"\n"),
+            ("script.json", script),
+            ("instructions.md", "You relay.\n"),
+            ("mcp-connections/remote.toml", connection),
+        ]
+    };
+    let connection: &'static str = Box::leak(connection.into_boxed_str());
+    let h = host(
+        &[("bot", &files(script, connection))],
+        ServeOptions::default(),
+    );
+    let result = |h: &Host, text: &str, context: Option<&str>| {
+        let r = rpc(
+            h,
+            "/bot/a2a",
+            "SendMessage",
+            json!({"message": user_message(text, context)}),
+            None,
+        );
+        let task = r.json()["result"]["task"].clone();
+        assert_eq!(state(&task), "TASK_STATE_COMPLETED", "{task}");
+        let sid = task["contextId"].as_str().unwrap().to_owned();
+        let events = h
+            .send(Request::get(&format!("/bot/v1/session/{sid}/events")))
+            .body;
+        let results: Vec<Value> = events
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|e| e["type"] == "action.result")
+            .collect();
+        (sid, results.last().unwrap()["data"].clone())
+    };
+    let (sid, first) = result(&h, "go", None);
+    assert_eq!(first["isError"], false, "{first}");
+    assert_eq!(first["output"]["state"], "completed");
+    // One hop from a session no one delegated to.
+    assert_eq!(
+        first["output"]["reply"],
+        "remote echo: hello there (hops 1)"
+    );
+    let (_, second) = result(&h, "again", Some(&sid));
+    assert_eq!(second["output"]["state"], "input-required", "{second}");
+    assert_eq!(second["output"]["reply"], "which day?");
+    assert!(
+        second["output"]["taskId"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty())
+    );
+
+    // Past the hop limit the call is refused before it leaves.
+    let limited = host(
+        &[("bot", &files(script, connection))],
+        ServeOptions {
+            max_hops: 0,
+            ..ServeOptions::default()
+        },
+    );
+    let (_, refused) = result(&limited, "go", None);
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        refused["output"].to_string().contains("too deep"),
+        "{refused}"
+    );
+}
+
+/// A child process killed (and reaped) when the test ends, however.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -76,6 +76,7 @@ pub(crate) async fn handle(
         owner,
         gate: gate.map(|axum::Extension(g)| g),
         shutdown: state.shutdown.clone(),
+        hops: super::ops::hops(&headers),
     };
     let mut params_value = request.remove("params");
     if legacy.is_some() {

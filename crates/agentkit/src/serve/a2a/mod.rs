@@ -4,9 +4,11 @@
 //! the paths under it (`/a2a/message:send`, `/a2a/tasks/{id}`, …). Both
 //! run the agent's HTTP auth chain over the raw body first, then the
 //! same operations (`ops.rs`) over the runtime. A task is a turn of a
-//! session (`task.rs`); the wire shapes are in `wire.rs`.
+//! session (`task.rs`); the wire shapes are in `wire.rs`. `client.rs` is
+//! the other direction: remote A2A agents as tools of the agent's turns.
 
 mod card;
+mod client;
 mod jsonrpc;
 mod legacy;
 mod ops;
@@ -26,6 +28,8 @@ use futures_util::{Stream, StreamExt};
 
 use super::http::limit_by_address;
 use super::mount::AgentState;
+
+pub(crate) use client::{RemoteAgent, RemoteAgents};
 
 /// The A2A routes of one agent (merged into its router).
 pub(crate) fn routes() -> Router<AgentState> {

@@ -225,6 +225,18 @@ pub(crate) struct Caller {
     pub(crate) owner: Owner,
     pub(crate) gate: Option<Arc<TurnGate>>,
     pub(crate) shutdown: CancellationToken,
+    /// The delegation depth the request arrived at (`x-agentkit-hops`).
+    pub(crate) hops: u32,
+}
+
+/// The delegation depth a request's `x-agentkit-hops` header says (0
+/// without one).
+pub(crate) fn hops(headers: &axum::http::HeaderMap) -> u32 {
+    headers
+        .get(agentkit_mcp::HOPS_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// The text a message gives the agent: its text parts, its data parts as
@@ -341,6 +353,16 @@ impl Caller {
         let Some(message) = &req.message else {
             return Err(A2aError::invalid_params("`message` is required"));
         };
+        if self.hops > self.agent.max_hops {
+            return Err(A2aError::from(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::HopLimit,
+                format!(
+                    "delegation chain too deep: this request arrived after {} agent-to-agent hops and the limit is {}; answer without delegating further",
+                    self.hops, self.agent.max_hops
+                ),
+            )));
+        }
         if req
             .configuration
             .as_ref()
@@ -413,6 +435,8 @@ impl Caller {
         if let Some(slot) = slot {
             slot.admitted(self.runtime(), &accepted.session_id);
         }
+        // Its turns' calls to other agents go one hop deeper.
+        self.agent.depths.set(&accepted.session_id, self.hops);
         Ok(TaskId {
             session: accepted.session_id,
             start: accepted.start_index,
@@ -456,6 +480,8 @@ impl Caller {
         if let Some(slot) = slot {
             slot.admitted(self.runtime(), &accepted.session_id);
         }
+        // Its turns' calls to other agents go one hop deeper.
+        self.agent.depths.set(&accepted.session_id, self.hops);
         Ok(TaskId {
             session: accepted.session_id,
             start: accepted.start_index,

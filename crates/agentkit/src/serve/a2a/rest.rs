@@ -21,12 +21,14 @@ fn caller(
     state: &AgentState,
     gate: Option<axum::Extension<Arc<TurnGate>>>,
     owner: agentkit_runtime::Owner,
+    headers: &HeaderMap,
 ) -> Caller {
     Caller {
         agent: state.agent.clone(),
         owner,
         gate: gate.map(|axum::Extension(g)| g),
         shutdown: state.shutdown.clone(),
+        hops: super::ops::hops(headers),
     }
 }
 
@@ -49,7 +51,9 @@ pub(crate) async fn send(
     let run = async {
         super::check_version(&headers)?;
         let req: SendMessageRequest = body(&bytes)?;
-        caller(&state, gate, owner).send_message(req).await
+        caller(&state, gate, owner, &headers)
+            .send_message(req)
+            .await
     };
     answer(run.await)
 }
@@ -64,7 +68,9 @@ pub(crate) async fn stream(
     let run = async {
         super::check_version(&headers)?;
         let req: SendMessageRequest = body(&bytes)?;
-        caller(&state, gate, owner).send_streaming(req).await
+        caller(&state, gate, owner, &headers)
+            .send_streaming(req)
+            .await
     };
     match run.await {
         Ok(events) => super::sse(events.map(|e| serde_json::to_value(e).unwrap_or(Value::Null))),
@@ -101,7 +107,7 @@ pub(crate) async fn get(
     if let Err(e) = super::check_version(&headers) {
         return error(e);
     }
-    let caller = caller(&state, None, owner);
+    let caller = caller(&state, None, owner, &headers);
     if let Some(task) = id.strip_suffix(":subscribe") {
         return subscribe(&caller, task).await;
     }
@@ -140,7 +146,7 @@ pub(crate) async fn post(
         return error(e);
     }
     if let Some(task) = id.strip_suffix(":subscribe") {
-        return subscribe(&caller(&state, None, owner), task).await;
+        return subscribe(&caller(&state, None, owner, &headers), task).await;
     }
     let Some(task) = id.strip_suffix(":cancel") else {
         return error(A2aError::method_not_found(format!(
@@ -152,7 +158,7 @@ pub(crate) async fn post(
             id: task.to_owned(),
             ..TaskRequest::default()
         };
-        caller(&state, None, owner).cancel_task(req).await
+        caller(&state, None, owner, &headers).cancel_task(req).await
     };
     answer(run.await)
 }
