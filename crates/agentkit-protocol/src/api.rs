@@ -44,6 +44,9 @@ pub enum ErrorCode {
     SessionBusy,
     /// 409: the call was already decided.
     ApprovalResolved,
+    /// 409: a fork's `atIndex` falls inside a turn (the message names the
+    /// nearest turn boundaries).
+    InsideTurn,
     /// An MCP request arrived through more agent-to-agent hops than the
     /// limit.
     HopLimit,
@@ -100,6 +103,7 @@ impl ErrorCode {
             ErrorCode::TaskSession => "task_session",
             ErrorCode::SessionBusy => "session_busy",
             ErrorCode::ApprovalResolved => "approval_resolved",
+            ErrorCode::InsideTurn => "inside_turn",
             ErrorCode::HopLimit => "hop_limit",
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::RateLimited => "rate_limited",
@@ -293,6 +297,39 @@ pub struct SessionInfo {
     /// What the session's turns used so far (compaction requests included).
     #[serde(default)]
     pub usage: crate::Usage,
+    /// The session this one was forked from, and where.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkedFrom>,
+}
+
+/// Where a fork came from: the original session and the index of the
+/// first event it did not copy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkedFrom {
+    pub session_id: String,
+    pub at_index: u64,
+}
+
+/// `POST /v1/session/:id/fork`: a new session whose events are the
+/// original's events `0..atIndex`, then `session.forked`; with `message`,
+/// that message is sent in the fork at once ("edit and resend").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForkRequest {
+    pub at_index: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// What forking answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Forked {
+    pub ok: bool,
+    pub session_id: String,
+    pub continuation_token: String,
+    pub forked_from: ForkedFrom,
 }
 
 /// A session as `GET /v1/sessions` lists it.

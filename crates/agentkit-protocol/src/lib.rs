@@ -22,7 +22,7 @@ pub use events::{EventType, UnknownEventType};
 pub use payload::{
     AbAssigned, ActionResult, ActionsRequested, Appended, ApprovalRequested, ApprovalResolved,
     ContextCompacted, EventData, MessageCompleted, MessageReceived, ReasoningCompleted,
-    SessionFailed, SessionStarted, StepCompleted, StepStarted, SubagentCalled, SubagentCompleted,
-    SubagentStep, TurnCompleted, TurnFailed, TurnStarted,
+    SessionFailed, SessionForked, SessionStarted, StepCompleted, StepStarted, SubagentCalled,
+    SubagentCompleted, SubagentStep, TurnCompleted, TurnFailed, TurnStarted,
 };
 pub use settle::{Seen, TurnEnd, TurnFold};

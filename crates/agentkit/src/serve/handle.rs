@@ -76,7 +76,8 @@ impl ServeHandle {
         Ok(self
             .agent(slug)?
             .runtime
-            .call_tool(tool, input, session)
+            .tool_calls()
+            .call(tool, input, session)
             .await?)
     }
 
@@ -128,21 +129,21 @@ impl ServeHandle {
     /// cron timer uses (as the schedule's own app principal); answers the
     /// ids of the sessions it started.
     pub async fn dispatch_schedule(&self, slug: &str, id: &str) -> Result<Vec<String>> {
-        Ok(self.runtime(slug)?.dispatch_schedule(id, None).await?)
+        Ok(self.runtime(slug)?.schedules().dispatch(id, None).await?)
     }
 
     /// Creates a reminder on agent `slug`, durable before this returns.
     pub async fn create_reminder(&self, slug: &str, reminder: NewReminder) -> Result<Reminder> {
-        Ok(self.runtime(slug)?.create_reminder(reminder).await?)
+        Ok(self.runtime(slug)?.reminders().create(reminder).await?)
     }
 
     /// Cancels a reminder of agent `slug`.
     pub async fn cancel_reminder(&self, slug: &str, id: &str) -> Result<Reminder> {
-        Ok(self.runtime(slug)?.cancel_reminder(id).await?)
+        Ok(self.runtime(slug)?.reminders().cancel(id).await?)
     }
 
     /// Fires a reminder of agent `slug` now, whatever its time.
     pub async fn dispatch_reminder(&self, slug: &str, id: &str) -> Result<ReminderFired> {
-        Ok(self.runtime(slug)?.dispatch_reminder(id).await?)
+        Ok(self.runtime(slug)?.reminders().dispatch(id).await?)
     }
 }

@@ -8,6 +8,7 @@ mod context;
 mod docs;
 mod edge;
 mod fixtures;
+mod fork;
 mod github_app;
 mod hooks;
 mod http;
