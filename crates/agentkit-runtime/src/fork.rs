@@ -107,10 +107,7 @@ impl Forks<'_> {
             .sessions()
             .register(fork_id.clone(), meta.clone(), false);
         copy_workspace(&original.workspace, &session.workspace).await?;
-        let mut copied: Vec<NewEvent> = prefix
-            .iter()
-            .map(|e| NewEvent::new(e.turn_id.clone(), e.payload()))
-            .collect();
+        let mut copied: Vec<NewEvent> = prefix.iter().map(NewEvent::copy_of).collect();
         copied.push(NewEvent::new(
             None,
             EventData::SessionForked(SessionForked {
@@ -118,7 +115,9 @@ impl Forks<'_> {
                 at_index,
             }),
         ));
-        self.rt.turns().append_all(&session, copied).await?;
+        // Not fed to the fork's fold cache: its first turn folds the log
+        // once, so an idle fork holds none of the copy in memory.
+        self.rt.store().append_batch(&fork_id, copied).await?;
         self.rt
             .ab()
             .record_assignments(

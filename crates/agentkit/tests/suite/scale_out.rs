@@ -658,9 +658,9 @@ fn a_session_made_on_one_host_is_forked_from_another() {
     let fork = r.json()["sessionId"].as_str().unwrap().to_owned();
     // The fork's turn runs on B; A reads the same log from the database.
     wait_until("the fork's turn to settle", || {
-        events_of(&a, &fork)
-            .last()
-            .is_some_and(|e| e["type"] == "session.waiting" && e["index"].as_u64() > Some(cut as u64))
+        events_of(&a, &fork).last().is_some_and(|e| {
+            e["type"] == "session.waiting" && e["index"].as_u64() > Some(cut as u64)
+        })
     });
     let forked = events_of(&a, &fork);
     assert_eq!(forked[cut]["type"], "session.forked");
