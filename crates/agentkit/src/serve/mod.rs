@@ -19,7 +19,7 @@
 //! (every `${VAR}`, once), `auth` (chains and operators),
 //! `timers`, `mcp` and `connection_tools` (MCP server and clients),
 //! `bridge` (the loopback host bridge), `channels` (custom channels),
-//! `mount` (one agent), `api`, `dev` and `context` (its routes), `router`,
+//! `mount` (one agent), `api`, `dev`, `context` and `openai` (its routes), `router`,
 //! `telemetry` (traces, `/metrics`, `/v1/logs`), `handle`
 //! (`ServeHandle`), and this file, which wires them in order.
 
@@ -41,6 +41,7 @@ mod jwks;
 mod limits;
 mod mcp;
 mod mount;
+mod openai;
 mod options;
 mod paging;
 mod playground;

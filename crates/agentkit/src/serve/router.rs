@@ -106,6 +106,7 @@ fn agent_router(agent: Mounted, health_auth: Health, shutdown: CancellationToken
         .merge(super::context::routes())
         .merge(super::ab::routes())
         .merge(super::evals::routes())
+        .merge(super::openai::routes())
         .with_state(state)
         .merge(channels)
 }

@@ -16,6 +16,7 @@ mod limits;
 mod mcp;
 mod mcp_oauth;
 mod observability;
+mod openai;
 mod operators;
 mod playground;
 mod providers;
