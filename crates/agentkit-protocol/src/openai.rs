@@ -12,6 +12,8 @@ use serde_json::Value;
 /// The error body of every OpenAI-compatible route:
 /// `{"error": {"message", "type", "param", "code"}}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "OpenAiErrorBody"))]
 pub struct ErrorBody {
     pub error: ErrorDetail,
 }
@@ -21,6 +23,8 @@ pub struct ErrorBody {
 /// agentkit's [`crate::ErrorCode`] (or an OpenAI code such as
 /// `model_not_found`), `param` the request field at fault.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "OpenAiErrorDetail"))]
 pub struct ErrorDetail {
     pub message: String,
     #[serde(rename = "type")]
@@ -31,6 +35,7 @@ pub struct ErrorDetail {
 
 /// `POST /v1/responses`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct CreateResponse {
     /// The agent's slug (another value answers `404 model_not_found`).
@@ -53,6 +58,7 @@ pub struct CreateResponse {
 
 /// The `input` of a response: one user message, or items.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum ResponseInput {
     Text(String),
@@ -61,6 +67,8 @@ pub enum ResponseInput {
 
 /// A response object (`"object": "response"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "OpenAiResponse"))]
 pub struct Response {
     pub id: String,
     pub object: String,
@@ -87,6 +95,7 @@ pub struct Response {
 
 /// Why a response failed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ResponseError {
     pub code: String,
     pub message: String,
@@ -94,6 +103,7 @@ pub struct ResponseError {
 
 /// One item of a response's `output`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum OutputItem {
     /// Assistant text.
@@ -124,6 +134,7 @@ pub enum OutputItem {
 
 /// A part of a message item.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum OutputContent {
     OutputText {
@@ -134,6 +145,7 @@ pub enum OutputContent {
 
 /// A response's token counts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ResponseUsage {
     pub input_tokens: u64,
     pub input_tokens_details: InputTokensDetails,
@@ -143,11 +155,13 @@ pub struct ResponseUsage {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct InputTokensDetails {
     pub cached_tokens: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct OutputTokensDetails {
     pub reasoning_tokens: u64,
 }
@@ -169,6 +183,7 @@ impl From<crate::Usage> for ResponseUsage {
 /// One server-sent event of a streamed response: `event: <type>` and
 /// this as `data`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ResponseStreamEvent {
     #[serde(flatten)]
     pub event: ResponseEvent,
@@ -177,6 +192,7 @@ pub struct ResponseStreamEvent {
 
 /// The streamed events agentkit sends, by `type`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type")]
 pub enum ResponseEvent {
     #[serde(rename = "response.created")]
@@ -268,6 +284,7 @@ impl ResponseEvent {
 
 /// `POST /v1/chat/completions`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct CreateChatCompletion {
     /// The agent's slug (another value answers `404 model_not_found`).
@@ -286,6 +303,7 @@ pub struct CreateChatCompletion {
 
 /// One message of a chat request.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ChatMessage {
     pub role: String,
@@ -294,6 +312,7 @@ pub struct ChatMessage {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct StreamOptions {
     pub include_usage: bool,
@@ -301,6 +320,7 @@ pub struct StreamOptions {
 
 /// A chat completion (`"object": "chat.completion"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ChatCompletion {
     pub id: String,
     pub object: String,
@@ -311,6 +331,7 @@ pub struct ChatCompletion {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ChatChoice {
     pub index: u32,
     pub message: ChatReply,
@@ -320,6 +341,7 @@ pub struct ChatChoice {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ChatReply {
     pub role: String,
     pub content: String,
@@ -327,6 +349,7 @@ pub struct ChatReply {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ChatUsage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
@@ -346,6 +369,7 @@ impl From<crate::Usage> for ChatUsage {
 /// One chunk of a streamed chat completion
 /// (`"object": "chat.completion.chunk"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ChatCompletionChunk {
     pub id: String,
     pub object: String,
@@ -359,6 +383,7 @@ pub struct ChatCompletionChunk {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ChunkChoice {
     pub index: u32,
     pub delta: ChunkDelta,
@@ -367,6 +392,7 @@ pub struct ChunkChoice {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ChunkDelta {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,

@@ -19,7 +19,7 @@
 //! (every `${VAR}`, once), `auth` (chains and operators),
 //! `timers`, `mcp` and `connection_tools` (MCP server and clients),
 //! `bridge` (the loopback host bridge), `channels` (custom channels),
-//! `mount` (one agent), `api`, `dev`, `context` and `openai` (its routes), `router`,
+//! `mount` (one agent), `api`, `dev`, `context`, `openai` and `openapi` (its routes), `router`,
 //! `telemetry` (traces, `/metrics`, `/v1/logs`), `handle`
 //! (`ServeHandle`), and this file, which wires them in order.
 
@@ -42,6 +42,7 @@ mod limits;
 mod mcp;
 mod mount;
 mod openai;
+mod openapi;
 mod options;
 mod paging;
 mod playground;

@@ -107,6 +107,7 @@ fn agent_router(agent: Mounted, health_auth: Health, shutdown: CancellationToken
         .merge(super::ab::routes())
         .merge(super::evals::routes())
         .merge(super::openai::routes())
+        .merge(super::openapi::routes())
         .with_state(state)
         .merge(channels)
 }

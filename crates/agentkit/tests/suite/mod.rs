@@ -17,6 +17,7 @@ mod mcp;
 mod mcp_oauth;
 mod observability;
 mod openai;
+mod openapi;
 mod operators;
 mod playground;
 mod providers;
