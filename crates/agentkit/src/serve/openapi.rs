@@ -46,6 +46,8 @@ enum Answer {
     Ndjson(Value),
     /// JSON, or with `stream: true` server-sent events.
     JsonOrSse(Value),
+    /// Server-sent events only.
+    Sse,
     /// JSON of a shape the route's own feature documents.
     AnyJson,
 }
@@ -296,6 +298,14 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         .openai(),
         op(
             "post",
+            "/v1/ag-ui",
+            "ag-ui",
+            "A run in the AG-UI 1.0 protocol (server-sent events)",
+        )
+        .body(schema_of::<agentkit_protocol::agui::RunAgentInput>(g))
+        .answer(Answer::Sse),
+        op(
+            "post",
             "/v1/dev/schedules/{id}",
             "dev",
             "--dev only: dispatch a schedule once",
@@ -368,6 +378,10 @@ fn operation(op: &Op, errors: &Map<String, Value>, session_id: &Value) -> Value 
                 "application/json": {"schema": s},
                 "text/event-stream": {"schema": {"type": "string"}},
             },
+        }),
+        Answer::Sse => json!({
+            "description": "The run's events",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
         }),
         Answer::AnyJson => {
             json!({"description": "OK", "content": {"application/json": {"schema": {}}}})

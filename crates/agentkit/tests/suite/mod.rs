@@ -1,6 +1,7 @@
 //! Test modules of the facade.
 
 mod ab;
+mod agui;
 mod approvals;
 mod channel_api;
 mod channels;

@@ -218,6 +218,8 @@ fn third_party_tools_accept_the_document_and_fuzz_the_agent_without_a_violation(
             "34",
         ])
         .env("NO_COLOR", "1")
+        // Its cache of crashes goes with the temporary folder.
+        .current_dir(h.dir.path())
         .output()
         .unwrap();
     let report = String::from_utf8_lossy(&out.stdout);

@@ -214,9 +214,11 @@ impl Render {
                 });
                 None
             }
-            Piece::TextDone(_) | Piece::Calls(_) | Piece::CallDone { .. } | Piece::Parked(_) => {
-                None
-            }
+            Piece::TextDone(_)
+            | Piece::Calls(_)
+            | Piece::CallDone { .. }
+            | Piece::Parked(_)
+            | Piece::Step { .. } => None,
         };
         if let Some(d) = &delta {
             self.text.push_str(d);

@@ -14,24 +14,24 @@ use super::OaiError;
 /// `message.received`, or the log's length before the approval decision
 /// that resumed a turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Anchor {
-    pub(super) session: String,
-    pub(super) index: u64,
+pub(crate) struct Anchor {
+    pub(crate) session: String,
+    pub(crate) index: u64,
 }
 
 impl Anchor {
     /// `resp_<sessionId>.<index>` (a session id never holds a `.`).
-    pub(super) fn response_id(&self) -> String {
+    pub(crate) fn response_id(&self) -> String {
         format!("resp_{}.{}", self.session, self.index)
     }
 
     /// `chatcmpl-<sessionId>.<index>`.
-    pub(super) fn completion_id(&self) -> String {
+    pub(crate) fn completion_id(&self) -> String {
         format!("chatcmpl-{}.{}", self.session, self.index)
     }
 
     /// The anchor a response id names, if it is one of ours.
-    pub(super) fn of_response(id: &str) -> Option<Anchor> {
+    pub(crate) fn of_response(id: &str) -> Option<Anchor> {
         let (session, index) = id.strip_prefix("resp_")?.rsplit_once('.')?;
         agentkit_protocol::SessionId::parse(session).ok()?;
         Some(Anchor {
@@ -43,26 +43,26 @@ impl Anchor {
 
 /// A call parked for approval.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Parked {
-    pub(super) call_id: String,
-    pub(super) tool_name: String,
-    pub(super) input: serde_json::Value,
+pub(crate) struct Parked {
+    pub(crate) call_id: String,
+    pub(crate) tool_name: String,
+    pub(crate) input: serde_json::Value,
 }
 
 /// How our turn ended.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct End {
-    pub(super) ok: bool,
+pub(crate) struct End {
+    pub(crate) ok: bool,
     /// The reply, or why the turn failed.
-    pub(super) text: String,
+    pub(crate) text: String,
     /// `preempted`, `stopped`, `budget`... for a failure that says why.
-    pub(super) reason: Option<String>,
-    pub(super) usage: Usage,
+    pub(crate) reason: Option<String>,
+    pub(crate) usage: Usage,
 }
 
 /// What one event of our turn meant.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Piece {
+pub(crate) enum Piece {
     /// A new assistant message begins.
     TextStarted,
     Text(String),
@@ -70,9 +70,16 @@ pub(super) enum Piece {
     TextDone(String),
     /// The model asked for these calls (validated arguments).
     Calls(Vec<ToolCall>),
-    /// A call finished.
+    /// A call finished, with its output.
     CallDone {
         call_id: String,
+        output: serde_json::Value,
+        is_error: bool,
+    },
+    /// A model step began (`started`) or ended.
+    Step {
+        step: u32,
+        started: bool,
     },
     /// A call was parked for approval (whether it still waits is the
     /// reader's question: [`Follower`] asks the runtime).
@@ -93,7 +100,7 @@ enum Kind {
 
 /// The fold of one response's events.
 #[derive(Debug)]
-pub(super) struct Fold {
+pub(crate) struct Fold {
     anchor: u64,
     kind: Option<Kind>,
     /// Our turn, once known.
@@ -102,15 +109,15 @@ pub(super) struct Fold {
     parked: Vec<Parked>,
     done: bool,
     /// The `at` of the event that started the response.
-    pub(super) started_at: Option<String>,
+    pub(crate) started_at: Option<String>,
     /// Where the response before this one starts (read by [`replay`]).
-    pub(super) previous: Option<u64>,
+    pub(crate) previous: Option<u64>,
     /// What our turn's steps used so far.
-    pub(super) usage: Usage,
+    pub(crate) usage: Usage,
 }
 
 impl Fold {
-    pub(super) fn new(anchor: u64) -> Fold {
+    pub(crate) fn new(anchor: u64) -> Fold {
         Fold {
             anchor,
             kind: None,
@@ -125,26 +132,26 @@ impl Fold {
     }
 
     /// The response began: its message or its decision was seen.
-    pub(super) fn found(&self) -> bool {
+    pub(crate) fn found(&self) -> bool {
         self.kind.is_some()
     }
 
-    pub(super) fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         self.done
     }
 
     /// Calls of ours parked so far.
-    pub(super) fn parked(&self) -> &[Parked] {
+    pub(crate) fn parked(&self) -> &[Parked] {
         &self.parked
     }
 
     /// Our turn's id, once it started.
-    pub(super) fn turn(&self) -> Option<&str> {
+    pub(crate) fn turn(&self) -> Option<&str> {
         self.turn.as_deref()
     }
 
     /// Reads one event.
-    pub(super) fn observe(&mut self, e: &Event) -> Vec<Piece> {
+    pub(crate) fn observe(&mut self, e: &Event) -> Vec<Piece> {
         if self.done || e.index < self.anchor {
             return Vec::new();
         }
@@ -220,12 +227,23 @@ impl Fold {
             EventData::ActionsRequested(a) if !a.direct && !a.calls.is_empty() => {
                 vec![Piece::Calls(a.calls)]
             }
-            EventData::ActionResult(r) => vec![Piece::CallDone { call_id: r.call_id }],
+            EventData::ActionResult(r) => vec![Piece::CallDone {
+                call_id: r.call_id,
+                output: r.output,
+                is_error: r.is_error,
+            }],
+            EventData::StepStarted(s) => vec![Piece::Step {
+                step: s.step,
+                started: true,
+            }],
             EventData::StepCompleted(s) => {
                 if let Some(u) = s.usage {
                     self.usage += u;
                 }
-                Vec::new()
+                vec![Piece::Step {
+                    step: s.step,
+                    started: false,
+                }]
             }
             EventData::ApprovalRequested(r) => {
                 let parked = Parked {
@@ -286,7 +304,7 @@ impl Fold {
 }
 
 /// The calls of `turn` that still wait for a decision.
-pub(super) async fn still_waiting(
+pub(crate) async fn still_waiting(
     runtime: &AgentRuntime,
     owner: &Owner,
     session: &str,
@@ -310,7 +328,7 @@ pub(super) async fn still_waiting(
 
 /// The response before the one at `anchor`: the latest message, or the
 /// first decision after calls parked, before it in the log.
-pub(super) fn previous(events: &[Event], anchor: u64) -> Option<u64> {
+pub(crate) fn previous(events: &[Event], anchor: u64) -> Option<u64> {
     let mut previous = None;
     let mut parked = false;
     for e in events.iter().take_while(|e| e.index < anchor) {
@@ -331,9 +349,9 @@ pub(super) fn previous(events: &[Event], anchor: u64) -> Option<u64> {
 }
 
 /// Follows a response's turn live, from its anchor.
-pub(super) struct Follower {
+pub(crate) struct Follower {
     sub: agentkit_runtime::Follow,
-    pub(super) fold: Fold,
+    pub(crate) fold: Fold,
     runtime: AgentRuntime,
     owner: Owner,
     session: String,
@@ -349,7 +367,7 @@ impl std::fmt::Debug for Follower {
 }
 
 impl Follower {
-    pub(super) async fn start(
+    pub(crate) async fn start(
         runtime: &AgentRuntime,
         owner: &Owner,
         anchor: &Anchor,
@@ -371,7 +389,7 @@ impl Follower {
     /// The pieces of the next event (empty for an event that is not
     /// ours); `None` once the response ended, the server stops or the
     /// log cannot be read.
-    pub(super) async fn next(&mut self) -> Option<Vec<Piece>> {
+    pub(crate) async fn next(&mut self) -> Option<Vec<Piece>> {
         if self.fold.done() {
             return None;
         }
@@ -403,7 +421,7 @@ impl Follower {
 /// The pieces of a stored log read from a response's anchor, and whether
 /// the response was found at all. A turn that parked calls still waiting
 /// ends with [`Piece::Waiting`].
-pub(super) async fn replay(
+pub(crate) async fn replay(
     runtime: &AgentRuntime,
     owner: &Owner,
     anchor: &Anchor,
@@ -520,7 +538,7 @@ mod tests {
             &events,
             expect_test::expect![[r#"
                 Calls([ToolCall { call_id: "c1", tool_name: "echo", input: Object {"a": Number(1)} }])
-                CallDone { call_id: "c1" }
+                CallDone { call_id: "c1", output: String("ok"), is_error: false }
                 TextStarted
                 Text("Hel")
                 Text("lo")
@@ -579,7 +597,7 @@ mod tests {
             5,
             &events,
             expect_test::expect![[r#"
-                CallDone { call_id: "c1" }
+                CallDone { call_id: "c1", output: String("ok"), is_error: false }
                 TextStarted
                 Text("done")
                 TextDone("done")

@@ -14,7 +14,7 @@
 //! `responses.rs` and `chat.rs` render them in each format.
 
 mod chat;
-mod fold;
+pub(crate) mod fold;
 mod responses;
 
 use agentkit_protocol::ErrorCode;
@@ -114,6 +114,19 @@ impl From<ApiError> for OaiError {
     }
 }
 
+/// A refusal of request content, for the routes that answer in
+/// agentkit's error shape (AG-UI).
+impl From<OaiError> for ApiError {
+    fn from(e: OaiError) -> ApiError {
+        let code = if e.status == StatusCode::BAD_REQUEST {
+            ErrorCode::BadRequest
+        } else {
+            ErrorCode::Internal
+        };
+        ApiError::new(e.status, code, e.message)
+    }
+}
+
 impl From<agentkit_runtime::Error> for OaiError {
     fn from(e: agentkit_runtime::Error) -> OaiError {
         OaiError::from(ApiError::from(e))
@@ -146,7 +159,7 @@ impl IntoResponse for OaiError {
     }
 }
 
-type OaiResult<T = Response> = Result<T, OaiError>;
+pub(crate) type OaiResult<T = Response> = Result<T, OaiError>;
 
 /// Checks the request's `model` against the agent's slug.
 fn check_model(model: Option<&str>, slug: &str) -> OaiResult<()> {
@@ -177,22 +190,22 @@ fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> OaiResult<T> {
 
 /// Who wrote a message of the history a request carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
+pub(crate) enum Role {
     User,
     Assistant,
 }
 
 /// One message of a request's history, as text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Said {
-    role: Role,
-    text: String,
+pub(crate) struct Said {
+    pub(crate) role: Role,
+    pub(crate) text: String,
 }
 
 /// The role of a history message; `system` and `developer` text is
 /// refused (the agent's instructions are its own), tool messages too (the
 /// client declares no tools).
-fn role(role: &str, param: &'static str, has_text: bool) -> OaiResult<Option<Role>> {
+pub(crate) fn role(role: &str, param: &'static str, has_text: bool) -> OaiResult<Option<Role>> {
     match role {
         "user" => Ok(Some(Role::User)),
         "assistant" => Ok(Some(Role::Assistant)),
@@ -218,7 +231,7 @@ fn role(role: &str, param: &'static str, has_text: bool) -> OaiResult<Option<Rol
 
 /// The text of a message's `content`: a string, or text parts
 /// (`text`, `input_text`, `output_text`); other parts are refused.
-fn content_text(content: &Value, param: &'static str) -> OaiResult<String> {
+pub(crate) fn content_text(content: &Value, param: &'static str) -> OaiResult<String> {
     match content {
         Value::Null => Ok(String::new()),
         Value::String(s) => Ok(s.clone()),
@@ -257,7 +270,11 @@ fn content_text(content: &Value, param: &'static str) -> OaiResult<String> {
 /// message (the session remembers the rest). Starting one, an earlier
 /// history is carried in the message as a transcript before the last
 /// user text (the session's log records it as the user's message).
-fn compose(history: &[Said], continuing: bool, param: &'static str) -> OaiResult<String> {
+pub(crate) fn compose(
+    history: &[Said],
+    continuing: bool,
+    param: &'static str,
+) -> OaiResult<String> {
     let last_assistant = history.iter().rposition(|m| m.role == Role::Assistant);
     let tail = match last_assistant {
         Some(i) => &history[i + 1..],
@@ -324,7 +341,7 @@ fn unix_time(at: Option<&str>) -> u64 {
 }
 
 /// An `text/event-stream` answer over `body`.
-fn sse(body: axum::body::Body) -> Response {
+pub(crate) fn sse(body: axum::body::Body) -> Response {
     let mut resp = Response::new(body);
     let h = resp.headers_mut();
     h.insert(

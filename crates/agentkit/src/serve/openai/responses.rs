@@ -566,7 +566,7 @@ impl Render {
                     });
                 }
             }
-            Piece::CallDone { call_id } => {
+            Piece::CallDone { call_id, .. } => {
                 let found = self.response.output.iter().position(|item| {
                     matches!(item, OutputItem::FunctionCall { call_id: c, .. } if *c == call_id)
                 });
@@ -581,7 +581,7 @@ impl Render {
                     });
                 }
             }
-            Piece::Parked(_) => {}
+            Piece::Parked(_) | Piece::Step { .. } => {}
             Piece::Waiting(parked, usage) => {
                 for Parked {
                     call_id,
