@@ -56,8 +56,11 @@ async fn run(
     let runtime = &state.agent.runtime;
     // One thread per principal: another principal's thread of the same
     // name is another session.
-    let key = format!("{}:{}", owner.principal_id, input.thread_id);
+    let key = super::openai::principal_key(&owner, &input.thread_id);
     let existing = runtime.session_for(AGUI_CHANNEL, &key);
+    if let Some(id) = &existing {
+        runtime.session(id, &owner)?;
+    }
     let anchor = if input.resume.is_empty() {
         let mut history = Vec::new();
         for m in &input.messages {

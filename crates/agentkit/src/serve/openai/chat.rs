@@ -79,10 +79,14 @@ pub(super) async fn create(
         }
         (None, key) => {
             // A `user` value keys one conversation per principal.
-            let key = key.map(|user| format!("{}:{user}", owner.principal_id));
-            let continuing = key
+            let key = key.map(|user| super::principal_key(&owner, user));
+            let existing = key
                 .as_deref()
-                .is_some_and(|k| agent.runtime.session_for(OPENAI_CHANNEL, k).is_some());
+                .and_then(|k| agent.runtime.session_for(OPENAI_CHANNEL, k));
+            if let Some(id) = &existing {
+                agent.runtime.session(id, &owner)?;
+            }
+            let continuing = existing.is_some();
             let message = compose(&history, continuing, "messages")?;
             send(&state, gate, &owner, message, key).await?
         }

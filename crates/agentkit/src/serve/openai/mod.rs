@@ -361,6 +361,14 @@ fn with_session(mut resp: Response, session_id: &str) -> Response {
     resp
 }
 
+/// A conversation key of one principal (a chat `user`, an AG-UI
+/// thread): the principal's id is length-prefixed, so no two principals'
+/// keys meet whatever their ids hold.
+pub(crate) fn principal_key(owner: &agentkit_runtime::Owner, name: &str) -> String {
+    let principal = &owner.principal_id;
+    format!("{}:{principal}:{name}", principal.len())
+}
+
 /// The header that names (and, on a chat request, continues) a session.
 pub(crate) const SESSION_HEADER: &str = "x-agentkit-session-id";
 
