@@ -10,6 +10,7 @@ macro_rules! event_types {
         /// The `type` of an event on a session stream, spelled exactly as on
         /// the wire.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
         pub enum EventType {
             $(
                 #[doc = $doc]

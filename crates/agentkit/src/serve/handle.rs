@@ -41,6 +41,12 @@ impl ServeHandle {
             })
     }
 
+    /// The OpenAPI 3.1 document of agent `slug`'s HTTP API (what its
+    /// `GET /v1/openapi.json` answers).
+    pub fn openapi(&self, slug: &str) -> Result<serde_json::Value> {
+        Ok(super::openapi::document(self.agent(slug)?))
+    }
+
     /// The host URL, such as `http://127.0.0.1:3000`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)

@@ -107,6 +107,9 @@ fn agent_router(agent: Mounted, health_auth: Health, shutdown: CancellationToken
         .merge(super::context::routes())
         .merge(super::ab::routes())
         .merge(super::evals::routes())
+        .merge(super::openai::routes())
+        .merge(super::openapi::routes())
+        .merge(super::agui::routes())
         .with_state(state)
         .merge(channels)
 }

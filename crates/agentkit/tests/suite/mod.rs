@@ -1,6 +1,7 @@
 //! Test modules of the facade.
 
 mod ab;
+mod agui;
 mod approvals;
 mod channel_api;
 mod channels;
@@ -17,6 +18,8 @@ mod limits;
 mod mcp;
 mod mcp_oauth;
 mod observability;
+mod openai;
+mod openapi;
 mod operators;
 mod playground;
 mod providers;
