@@ -314,6 +314,7 @@ pub struct SessionInfo {
 /// Where a fork came from: the original session and the index of the
 /// first event it did not copy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ForkedFrom {
     pub session_id: String,
@@ -324,6 +325,7 @@ pub struct ForkedFrom {
 /// original's events `0..atIndex`, then `session.forked`; with `message`,
 /// that message is sent in the fork at once ("edit and resend").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ForkRequest {
     pub at_index: u64,
@@ -333,6 +335,7 @@ pub struct ForkRequest {
 
 /// What forking answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Forked {
     pub ok: bool,

@@ -159,7 +159,8 @@ async fn resume(
         state
             .agent
             .runtime
-            .resolve_approval(session, &entry.interrupt_id, decision, owner)
+            .approvals()
+            .resolve(session, &entry.interrupt_id, decision, owner)
             .await?;
     }
     Ok(())

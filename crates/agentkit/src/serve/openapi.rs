@@ -192,6 +192,14 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         )
         .answer(Answer::Json(schema_of::<Stopped>(g))),
         op(
+            "post",
+            "/v1/session/{sessionId}/fork",
+            "sessions",
+            "A new session from this one's events up to a turn boundary",
+        )
+        .body(schema_of::<agentkit_protocol::api::ForkRequest>(g))
+        .answer(Answer::Json(schema_of::<agentkit_protocol::api::Forked>(g))),
+        op(
             "get",
             "/v1/session/{sessionId}/stream",
             "sessions",

@@ -310,7 +310,7 @@ pub(crate) async fn still_waiting(
     session: &str,
     turn: Option<&str>,
 ) -> Vec<Parked> {
-    let Ok(pending) = runtime.approvals(session, owner).await else {
+    let Ok(pending) = runtime.approvals().pending(session, owner).await else {
         return Vec::new();
     };
     let mut waiting: Vec<Parked> = pending

@@ -390,7 +390,8 @@ async fn decide(
         state
             .agent
             .runtime
-            .resolve_approval(session, &call, decision, owner)
+            .approvals()
+            .resolve(session, &call, decision, owner)
             .await
             .map_err(|e| {
                 let mut e = OaiError::from(e);
