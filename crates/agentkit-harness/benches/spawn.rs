@@ -40,7 +40,10 @@ fn main() {
         .unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("bench");
-    write(&root.join("agent/agent.toml"), "[harness]\nbuiltin_tools = []\n");
+    write(
+        &root.join("agent/agent.toml"),
+        "[harness]\nbuiltin_tools = []\n",
+    );
     write(&root.join("agent/instructions.md"), "Bench.\n");
     write(
         &root.join("agent/tools/stamp.toml"),

@@ -64,7 +64,16 @@ use serde_json::{Value, json};
 
 /// (concurrency, turns) per throughput level; `--quick` runs a tenth.
 const LEVELS: &[(usize, usize)] = &[(1, 500), (8, 2_000), (64, 5_000)];
-const SECTIONS: &[&str] = &["throughput", "tool", "ttfe", "rss", "log", "growth", "boot", "soak"];
+const SECTIONS: &[&str] = &[
+    "throughput",
+    "tool",
+    "ttfe",
+    "rss",
+    "log",
+    "growth",
+    "boot",
+    "soak",
+];
 /// The agents of the bench project: a short reply, a long one, the soak's.
 const SHORT: &str = "short";
 /// The tool workload's agent: one `printf` call, then the short reply.
