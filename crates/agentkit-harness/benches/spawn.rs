@@ -7,6 +7,11 @@
 //! of every thread; the children's own CPU is not counted), sequential and
 //! with 8 calls in flight.
 //!
+//! Then a Python tool (`python3`, answering its input's word count) called
+//! through a worker (`worker = true`, the shipped `agentkit_worker.py`)
+//! and spawned per call, sandboxed both: wall time per call as the host
+//! sees it (p50, p99) and this process's CPU per call.
+//!
 //! `cargo bench -p agentkit-harness --bench spawn [-- --quick]`
 
 #![allow(
@@ -22,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use agentkit_harness::{ToolContext, run_server_tool};
 use agentkit_manifest::{SandboxMode, Tool};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 fn write(path: &Path, text: &str) {
@@ -88,12 +93,109 @@ fn main() {
          this process's resident memory while measuring)"
     );
     drop(ballast);
+
+    // A Python tool, through a worker and spawned per call.
+    let tools = root.join("agent/tools");
+    let helpers = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/workers");
+    std::fs::copy(
+        helpers.join("agentkit_worker.py"),
+        tools.join("agentkit_worker.py"),
+    )
+    .unwrap();
+    write(
+        &tools.join("count_worker.py"),
+        "from agentkit_worker import serve\n\ndef handle(input, context):\n    return {\"words\": len(input[\"text\"].split())}\n\nserve(handle)\n",
+    );
+    write(
+        &tools.join("count.py"),
+        "import json, sys\ninput = json.load(sys.stdin)\nprint(json.dumps({\"words\": len(input[\"text\"].split())}))\n",
+    );
+    write(
+        &tools.join("count_worker.toml"),
+        "description = \"Counts words\"\ncommand = [\"python3\", \"count_worker.py\"]\nworker = true\n",
+    );
+    write(
+        &tools.join("count.toml"),
+        "description = \"Counts words\"\ncommand = [\"python3\", \"count.py\"]\n",
+    );
+    let found = agentkit_manifest::discover(&root).unwrap();
+    assert!(found.is_ok(), "{:?}", found.diagnostics);
+    let agent = found.host.agents[0].agent.clone();
+    let python_calls = if quick { 50 } else { 300 };
+    println!("\nPython tool (word count), sandboxed, {python_calls} sequential calls");
+    println!(
+        "{:>22} {:>9} {:>9} {:>10}",
+        "", "p50 ms", "p99 ms", "CPU ms"
+    );
+    for (label, name) in [
+        ("through a worker", "count_worker"),
+        ("spawned per call", "count"),
+    ] {
+        let tool = agent.tool(name).unwrap().clone();
+        let row = rt.block_on(measure_input(
+            &tool,
+            &workspace,
+            python_calls,
+            json!({"text": "the quick brown fox"}),
+            json!({"words": 4}),
+        ));
+        println!(
+            "{label:>22} {:>9.3} {:>9.3} {:>10.3}",
+            row.p50, row.p99, row.cpu_ms
+        );
+    }
 }
 
 struct Row {
     p50: f64,
     p99: f64,
     cpu_ms: f64,
+}
+
+/// `calls` sequential calls of `tool` with `input`, each answering
+/// `expected`.
+async fn measure_input(
+    tool: &Tool,
+    workspace: &Path,
+    calls: usize,
+    input: Value,
+    expected: Value,
+) -> Row {
+    let one = || {
+        let ctx = ToolContext {
+            call_id: "c".into(),
+            session_id: "bench".into(),
+            workspace_dir: workspace.to_path_buf(),
+            cancel: CancellationToken::new(),
+            host: None,
+            services: None,
+            as_of: None,
+            origin: Default::default(),
+        };
+        let (tool, input, expected) = (tool.clone(), input.clone(), expected.clone());
+        async move {
+            let out = run_server_tool(&tool, &input, &ctx).await;
+            assert_eq!(out.output, expected, "{out:?}");
+        }
+    };
+    for _ in 0..5 {
+        one().await;
+    }
+    let cpu = self_cpu_ms();
+    let mut lat = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        one().await;
+        lat.push(t.elapsed());
+    }
+    let cpu_ms = (self_cpu_ms() - cpu) / calls as f64;
+    lat.sort();
+    let p = |q: f64| lat[((lat.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e3;
+    Row {
+        p50: p(0.5),
+        p99: p(0.99),
+        cpu_ms,
+    }
 }
 
 async fn measure(tool: &Tool, workspace: &Path, calls: usize, concurrency: usize) -> Row {
@@ -150,8 +252,9 @@ async fn call(tool: &Tool, workspace: &Path) {
 /// Allocates and touches memory until this process's RSS is about
 /// `target` MiB.
 fn grow_to(ballast: &mut Vec<Vec<u8>>, target: u64) {
-    while rss_mib() + 16 <= target {
-        let mut chunk = vec![0u8; 16 << 20];
+    while rss_mib() + 2 < target {
+        let mib = (target - rss_mib()).min(16) as usize;
+        let mut chunk = vec![0u8; mib << 20];
         for i in (0..chunk.len()).step_by(4096) {
             chunk[i] = 1;
         }

@@ -406,6 +406,19 @@ pub(crate) fn for_tool(
     tool: &Tool,
     workspace: &std::path::Path,
 ) -> Result<Option<SandboxSpec>, String> {
+    for_child(tool, Some(workspace))
+}
+
+/// The sandbox of `tool`'s worker (`worker.rs`): a call's, but with no
+/// session's workspace (the worker serves them all).
+pub(crate) fn for_worker(tool: &Tool) -> Result<Option<SandboxSpec>, String> {
+    for_child(tool, None)
+}
+
+fn for_child(
+    tool: &Tool,
+    workspace: Option<&std::path::Path>,
+) -> Result<Option<SandboxSpec>, String> {
     let settings: &Sandbox = &tool.sandbox;
     if settings.mode == SandboxMode::Off {
         return Ok(None);
@@ -414,9 +427,11 @@ pub(crate) fn for_tool(
         .network(settings.network)
         .limits(settings.limits)
         .required(settings.mode == SandboxMode::Enforce)
-        .private_home(!tool.env.iter().any(|v| v == "HOME"))
-        .write(workspace);
-    if tool.cwd != workspace {
+        .private_home(!tool.env.iter().any(|v| v == "HOME"));
+    if let Some(workspace) = workspace {
+        spec = spec.write(workspace);
+    }
+    if workspace != Some(tool.cwd.as_path()) {
         spec = spec.read(&tool.cwd);
     }
     for p in &settings.read {
