@@ -1097,6 +1097,99 @@ mod tests {
         assert!(!dir.exists(), "{} outlived the live child", dir.display());
     }
 
+    /// A confinement that only asks for `no_new_privs` and a limit.
+    #[derive(Debug)]
+    struct Hardened;
+
+    impl Confinement for Hardened {
+        fn prepare(&self, _: &Launch<'_>, cmd: &mut PreExec) -> std::io::Result<Confined> {
+            cmd.no_new_privs().limit(Limit {
+                resource: nix::libc::RLIMIT_NOFILE as i32,
+                soft: 64,
+                hard: 64,
+            });
+            cmd.env("HARDENED", "yes");
+            Ok(Box::new(()))
+        }
+    }
+
+    /// What the child reports of its own state: `NoNewPrivs`, the open
+    /// files limit, the blocked and ignored signals (hex masks), its
+    /// process group, and a variable the confinement set.
+    const REPORT: &str = "grep -E '^(NoNewPrivs|SigBlk|SigIgn):' /proc/self/status; \
+         echo nofile=$(ulimit -n); echo pgid=$(ps -o pgid= -p $$ | tr -d ' ') pid=$$; \
+         echo hardened=$HARDENED";
+
+    fn field<'a>(text: &'a str, name: &str) -> &'a str {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    }
+
+    #[tokio::test]
+    async fn the_pre_exec_is_applied_and_the_child_starts_clean_on_both_paths() {
+        let spec = sh(REPORT).confine(Arc::new(Hardened));
+        let out = run_child(&spec).await.unwrap();
+        assert!(out.success(), "{out:?}");
+        let ran = String::from_utf8_lossy(&out.stdout.bytes).into_owned();
+        let mut live = spawn_child(&spec).unwrap();
+        let mut spawned = String::new();
+        live.take_stdout()
+            .unwrap()
+            .read_to_string(&mut spawned)
+            .await
+            .unwrap();
+        assert!(live.wait().await.unwrap().success());
+        for text in [&ran, &spawned] {
+            assert_eq!(field(text, "NoNewPrivs:"), "1", "{text}");
+            assert_eq!(field(text, "nofile="), "64", "{text}");
+            assert_eq!(field(text, "hardened="), "yes", "{text}");
+            // No signal blocked (the runner blocks them all around its
+            // clone), SIGPIPE (13) not ignored as it is in this process.
+            let blocked = u64::from_str_radix(field(text, "SigBlk:"), 16).unwrap();
+            assert_eq!(blocked, 0, "{text}");
+            let ignored = u64::from_str_radix(field(text, "SigIgn:"), 16).unwrap();
+            assert_eq!(ignored & (1 << 12), 0, "{text}");
+            // It leads its own process group.
+            let ids = field(text, "pgid=");
+            let (pgid, pid) = ids.split_once(" pid=").unwrap();
+            assert_eq!(pgid, pid, "{text}");
+        }
+    }
+
+    #[tokio::test]
+    async fn programs_are_found_as_execvp_finds_them() {
+        let dir = tempfile::tempdir().unwrap();
+        // A script without a `#!` line runs under /bin/sh, as with execvp.
+        let script = dir.path().join("plain");
+        std::fs::write(&script, "echo from-sh \"$1\"\n").unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let out = run_child(&ChildSpec::new("./plain").arg("x").cwd(dir.path()))
+            .await
+            .unwrap();
+        assert!(out.success(), "{out:?}");
+        assert_eq!(out.stdout.text(), "from-sh x");
+        // A bare name is looked up on the child's PATH, in order.
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::copy(&script, bin.join("agentkit-test-tool")).unwrap();
+        let path = format!("/nonexistent:{}:/usr/bin:/bin", bin.display());
+        let spec = ChildSpec::new("agentkit-test-tool")
+            .arg("y")
+            .host_env([("PATH", path.as_str())]);
+        let out = run_child(&spec).await.unwrap();
+        assert_eq!(out.stdout.text(), "from-sh y", "{out:?}");
+        // Not executable: refused, as execvp refuses it.
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .unwrap();
+        let err = run_child(&ChildSpec::new("./plain").cwd(dir.path()))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
+    }
+
     #[tokio::test]
     async fn a_confinement_that_refuses_keeps_the_child_from_starting() {
         let dir = tempfile::tempdir().unwrap();

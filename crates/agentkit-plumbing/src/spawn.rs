@@ -38,6 +38,9 @@ use crate::process::PreExec;
 /// The child's stack: it makes a few system calls and never recurses.
 const STACK: usize = 64 * 1024;
 
+/// The shell `execvp` hands a script without a `#!` line to.
+const SH: &std::ffi::CStr = c"/bin/sh";
+
 /// Where a bare program name is looked up when the child has no `PATH`
 /// (what glibc's `execvp` uses).
 const DEFAULT_PATH: &str = "/bin:/usr/bin";
@@ -174,6 +177,9 @@ pub(crate) struct RLimit64 {
 struct ChildArgs {
     candidates: Vec<CString>,
     argv: Vec<*const libc::c_char>,
+    /// Per candidate, `/bin/sh <candidate> <args>`: what `execvp` runs
+    /// when the candidate is a script without a `#!` line (`ENOEXEC`).
+    sh_argv: Vec<Vec<*const libc::c_char>>,
     envp: Vec<*const libc::c_char>,
     cwd: Option<CString>,
     /// The descriptors that become the child's 0, 1 and 2.
@@ -330,9 +336,15 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         // is remembered, anything else stops.
         let mut error = libc::ENOENT;
         let mut refused = false;
-        for candidate in &args.candidates {
+        for (candidate, sh_argv) in args.candidates.iter().zip(&args.sh_argv) {
             libc::execve(candidate.as_ptr(), args.argv.as_ptr(), args.envp.as_ptr());
             match errno() {
+                libc::ENOEXEC => {
+                    libc::execve(SH.as_ptr(), sh_argv.as_ptr(), args.envp.as_ptr());
+                    error = errno();
+                    refused = false;
+                    break;
+                }
                 libc::EACCES => refused = true,
                 libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
                 other => {
@@ -371,12 +383,23 @@ pub(crate) fn spawn(start: &Start<'_>) -> std::io::Result<Spawned> {
 
     let mut argv: Vec<*const libc::c_char> = argv_owned.iter().map(|c| c.as_ptr()).collect();
     argv.push(std::ptr::null());
+    let sh_argv: Vec<Vec<*const libc::c_char>> = candidates
+        .iter()
+        .map(|candidate| {
+            [SH.as_ptr(), candidate.as_ptr()]
+                .into_iter()
+                .chain(argv_owned[1..].iter().map(|c| c.as_ptr()))
+                .chain([std::ptr::null()])
+                .collect()
+        })
+        .collect();
     let mut envp: Vec<*const libc::c_char> = env.iter().map(|c| c.as_ptr()).collect();
     envp.push(std::ptr::null());
     let pre = start.pre_exec;
     let mut args = ChildArgs {
         candidates,
         argv,
+        sh_argv,
         envp,
         cwd,
         stdio: [
