@@ -200,13 +200,19 @@ async fn a_worker_that_crashes_fails_its_call_and_the_next_call_gets_a_new_one()
 async fn a_worker_that_hangs_past_the_timeout_is_killed_and_replaced() {
     let dir = tempfile::tempdir().unwrap();
     let t = py_worker(dir.path(), Duration::from_millis(1500));
-    let before = pid_of(&call(&t, json!({}), dir.path()).await);
+    // Started (and its interpreter loaded) by a call with time to spare:
+    // the timeout is not the worker's identity, so both share it.
+    let patient = Tool {
+        timeout: Duration::from_secs(60),
+        ..t.clone()
+    };
+    let before = pid_of(&call(&patient, json!({}), dir.path()).await);
     let started = Instant::now();
     let hung = message(&call(&t, json!({"op": "hang"}), dir.path()).await);
     assert_eq!(hung, "tool timed out after 1s 500ms");
     assert!(started.elapsed() < Duration::from_secs(5));
     assert!(gone(before).await, "the hung worker {before} survived");
-    let after = pid_of(&call(&t, json!({}), dir.path()).await);
+    let after = pid_of(&call(&patient, json!({}), dir.path()).await);
     assert_ne!(before, after);
 }
 
@@ -321,16 +327,20 @@ async fn calls_beyond_the_concurrency_wait_their_turn() {
 
     // A call that waits past its timeout fails alone; the worker stays.
     let mut short = worker_tool(dir.path(), &["node", "worker.mjs"], 1);
-    short.timeout = Duration::from_millis(700);
+    short.timeout = Duration::from_millis(1600);
+    let patient = Tool {
+        timeout: Duration::from_secs(60),
+        ..short.clone()
+    };
     let short = Arc::new(short);
-    let pid = pid_of(&call(&short, json!({"ms": 1}), dir.path()).await);
+    let pid = pid_of(&call(&patient, json!({"ms": 1}), dir.path()).await);
     let calls: Vec<_> = (0..3)
         .map(|i| {
             let (t, d) = (short.clone(), dir.path().to_path_buf());
             tokio::spawn(async move {
                 // In order: each call queues behind the previous one.
                 tokio::time::sleep(Duration::from_millis(20 * i)).await;
-                call(&t, json!({"ms": 500}), &d).await
+                call(&t, json!({"ms": 1000}), &d).await
             })
         })
         .collect();
