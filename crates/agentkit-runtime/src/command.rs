@@ -75,6 +75,7 @@ impl AgentRuntime {
                 ..self.agent().config.harness.sandbox.clone()
             },
             expose: Expose::Host,
+            worker: None,
         };
         let ctx = ToolContext {
             call_id,
