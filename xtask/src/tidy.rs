@@ -408,7 +408,7 @@ fn check_dependency_directions(root: &Path, metadata: &Metadata) -> Vec<String> 
 }
 
 /// A cycle in `graph`, as the path that closes it (`a -> b -> a`), if any.
-fn find_cycle<'a>(graph: &BTreeMap<&'a str, Vec<&'a str>>) -> Option<Vec<&'a str>> {
+pub(crate) fn find_cycle<'a>(graph: &BTreeMap<&'a str, Vec<&'a str>>) -> Option<Vec<&'a str>> {
     fn visit<'a>(
         node: &'a str,
         graph: &BTreeMap<&'a str, Vec<&'a str>>,

@@ -78,3 +78,43 @@ pub(crate) fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
         })
     })
 }
+
+/// The flags of `agentkit openapi`.
+#[derive(Debug, Args)]
+pub(crate) struct OpenapiArgs {
+    /// The project, or a folder of projects.
+    #[arg(long, default_value = ".", value_name = "PATH")]
+    dir: PathBuf,
+    /// The agent, when the folder holds several.
+    #[arg(long, value_name = "SLUG")]
+    agent: Option<String>,
+}
+
+/// Prints the OpenAPI document of the agent's HTTP API, as an ephemeral
+/// server for `--dir` serves it at `/v1/openapi.json`.
+pub(crate) fn openapi(args: OpenapiArgs) -> anyhow::Result<ExitCode> {
+    tokio_runtime()?.block_on(async move {
+        let state = tempfile::Builder::new()
+            .prefix("agentkit-openapi-")
+            .tempdir()
+            .context("cannot create a temporary state root")?;
+        let handle = boot(&args.dir, state.path(), &[], None).await?;
+        let slugs = handle.slugs();
+        let slug = match (args.agent.as_deref(), slugs.as_slice()) {
+            (Some(slug), _) => slug.to_owned(),
+            (None, [one]) => one.clone(),
+            (None, _) => {
+                handle.close().await;
+                anyhow::bail!(
+                    "`{}` holds several agents ({}); choose one with --agent SLUG",
+                    args.dir.display(),
+                    slugs.join(", ")
+                );
+            }
+        };
+        let document = handle.openapi(&slug);
+        handle.close().await;
+        println!("{}", serde_json::to_string_pretty(&document?)?);
+        Ok(ExitCode::SUCCESS)
+    })
+}

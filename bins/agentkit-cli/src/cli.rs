@@ -117,6 +117,12 @@ enum Command {
     /// toolName, callId, isError, result, durationMs}. Exits 1 when the
     /// tool returned an error result.
     Call(crate::call::CallArgs),
+    /// Print the OpenAPI 3.1 document of an agent's HTTP API.
+    ///
+    /// Boots an ephemeral server for --dir and prints what the agent's
+    /// `GET /v1/openapi.json` answers: every route with its request and
+    /// response schemas, the custom channel routes included.
+    Openapi(crate::call::OpenapiArgs),
     /// Summarise a saved event log (NDJSON) as trajectory JSON.
     ///
     /// Exits 1 when a turn failed, 2 when the file is not an event log.
@@ -210,6 +216,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Chat(args) => crate::chat::chat(args),
         Command::Trajectory(args) => crate::chat::trajectory(args),
         Command::Call(args) => crate::call::call(args),
+        Command::Openapi(args) => crate::call::openapi(args),
         Command::Eval(args) => crate::eval::eval(args),
         Command::Github(args) => crate::github::github(args),
         Command::Gitlab(args) => crate::packs::run(agentkit::webhooks::Provider::Gitlab, args),

@@ -84,6 +84,16 @@ impl NewEvent {
             data: data.to_value(),
         }
     }
+
+    /// A copy of a stored event, to append to another session's log (a
+    /// fork): the same type, turn and payload, written as it was read.
+    pub fn copy_of(event: &Event) -> NewEvent {
+        NewEvent {
+            event_type: event.event_type,
+            turn_id: event.turn_id.clone(),
+            data: event.data.clone(),
+        }
+    }
 }
 
 /// The durable event store on the local file system.

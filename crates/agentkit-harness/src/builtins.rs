@@ -478,6 +478,7 @@ async fn shell(
         input_schema: json!({"type": "object"}),
         sandbox: agent.config.harness.sandbox.clone(),
         expose: agentkit_manifest::Expose::Host,
+        worker: None,
     };
     run_server_tool(&tool, &json!({}), ctx).await
 }

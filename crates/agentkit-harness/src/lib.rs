@@ -51,6 +51,7 @@ mod step;
 mod tools;
 pub mod trace;
 mod turn;
+mod worker;
 
 pub use agentkit_manifest::schema_errors;
 pub use agentkit_plumbing::{

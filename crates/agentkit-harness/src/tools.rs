@@ -9,7 +9,8 @@
 //! a grandchild keeps the call open. Unless the tool's `sandbox` is off,
 //! the child is also confined ([`crate::SandboxSpec`]): the system folders
 //! and its own folder read-only, the workspace and a private temporary
-//! folder read-write, network as the tool's settings say.
+//! folder read-write, network as the tool's settings say. A tool with a
+//! `worker` runs through its worker instead (`worker.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -284,7 +285,7 @@ impl crate::ToolSource for ExtraToolsSource {
 
 /// A stable key for one call, so a tool can make retries of the same call
 /// idempotent.
-fn idempotency_key(session_id: &str, call_id: &str) -> String {
+pub(crate) fn idempotency_key(session_id: &str, call_id: &str) -> String {
     let mut hasher = Sha256::new();
     hasher.update(session_id.as_bytes());
     hasher.update([0u8]);
@@ -300,6 +301,9 @@ pub async fn run_server_tool(tool: &Tool, input: &Value, ctx: &ToolContext) -> T
         return ToolOutput::error(format!("tool `{}` has no command", tool.name));
     };
     let program_path = resolve_program(program, &tool.cwd);
+    if let Some(worker) = tool.worker {
+        return crate::worker::call(tool, worker, &program_path, args, input, ctx).await;
+    }
     // Refused before anything runs when `enforce` cannot be met here.
     let sandbox = match crate::sandbox::for_tool(tool, &ctx.workspace_dir) {
         Ok(sandbox) => sandbox,

@@ -384,6 +384,29 @@ pub struct Tool {
     /// Who may call the tool: the model (the default), or only the host
     /// (routes, route handlers, schedules, `POST /v1/tools/:name`).
     pub expose: Expose,
+    /// Server tools: the program runs as a long-lived worker (`worker =
+    /// true` or a `[worker]` table) that answers calls one JSON line at a
+    /// time, instead of one process per call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker: Option<Worker>,
+}
+
+/// `worker` of a server tool: how its worker process takes calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Worker {
+    /// Calls one worker process has in flight at most (1 to
+    /// [`MAX_WORKER_CONCURRENCY`]); more wait their turn, in order.
+    pub concurrency: u32,
+}
+
+/// The highest `[worker] concurrency` a tool may ask for.
+pub const MAX_WORKER_CONCURRENCY: u32 = 64;
+
+impl Default for Worker {
+    fn default() -> Worker {
+        Worker { concurrency: 1 }
+    }
 }
 
 impl Tool {

@@ -10,7 +10,9 @@ use serde_json::Value;
 
 use crate::checks;
 use crate::diagnostic::{Code, Diagnostic};
-use crate::model::{Approval, Execution, Expose, Sandbox, Tool, ToolAnnotations};
+use crate::model::{
+    Approval, Execution, Expose, MAX_WORKER_CONCURRENCY, Sandbox, Tool, ToolAnnotations, Worker,
+};
 use crate::source::{Ctx, SourceText};
 
 /// The default time a server tool may run.
@@ -45,6 +47,7 @@ struct RawTool {
     sandbox: Option<toml::Value>,
     #[serde(default)]
     expose: Expose,
+    worker: Option<toml::Value>,
 }
 
 /// Parses one tool file. `name` has already been checked; `sandbox` is
@@ -268,6 +271,10 @@ pub(crate) fn read_tool(ctx: &mut Ctx, path: &Path, name: &str, sandbox: &Sandbo
         );
     }
 
+    let worker = read_worker(raw.worker, raw.execution, &mut |code, msg, hint| {
+        err(ctx, code, "worker", msg, hint)
+    });
+
     let ok = ok && ctx.diagnostics.error_count() == errors_at_start;
     ok.then(|| Tool {
         name: name.to_owned(),
@@ -291,7 +298,69 @@ pub(crate) fn read_tool(ctx: &mut Ctx, path: &Path, name: &str, sandbox: &Sandbo
             .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
         sandbox,
         expose: raw.expose,
+        worker,
     })
+}
+
+/// `worker = true | false` or a `[worker]` table (`concurrency`, 1 to
+/// [`MAX_WORKER_CONCURRENCY`]); server tools only. Problems go to
+/// `report(code, message, hint)`.
+fn read_worker(
+    value: Option<toml::Value>,
+    execution: Execution,
+    report: &mut dyn FnMut(Code, String, Option<&str>),
+) -> Option<Worker> {
+    let worker = match value? {
+        toml::Value::Boolean(false) => return None,
+        toml::Value::Boolean(true) => Worker::default(),
+        toml::Value::Table(table) => {
+            let mut worker = Worker::default();
+            for (key, value) in table {
+                match (key.as_str(), value) {
+                    ("concurrency", toml::Value::Integer(n))
+                        if (1..=i64::from(MAX_WORKER_CONCURRENCY)).contains(&n) =>
+                    {
+                        worker.concurrency = n as u32;
+                    }
+                    ("concurrency", other) => report(
+                        Code::InvalidValue,
+                        format!(
+                            "`worker.concurrency` must be a whole number from 1 to {MAX_WORKER_CONCURRENCY}, not {other}"
+                        ),
+                        Some(
+                            "how many calls one worker process takes at once; more wait their turn",
+                        ),
+                    ),
+                    (other, _) => report(
+                        Code::InvalidValue,
+                        format!("`worker` has no field `{other}`"),
+                        Some("the `[worker]` table takes `concurrency`"),
+                    ),
+                }
+            }
+            worker
+        }
+        other => {
+            report(
+                Code::InvalidValue,
+                format!(
+                    "`worker` must be a boolean or a table, not a {}",
+                    other.type_str()
+                ),
+                Some("`worker = true`, or a `[worker]` table with `concurrency`"),
+            );
+            return None;
+        }
+    };
+    if execution == Execution::Agent {
+        report(
+            Code::ConflictingFields,
+            "`worker` is for server tools; the model runs agent tools itself".into(),
+            None,
+        );
+        return None;
+    }
+    Some(worker)
 }
 
 fn read_input_schema(

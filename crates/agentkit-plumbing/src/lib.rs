@@ -20,6 +20,8 @@
 mod http;
 mod process;
 mod redact;
+#[cfg(target_os = "linux")]
+mod spawn;
 mod workspace_path;
 
 pub use http::{
@@ -28,7 +30,7 @@ pub use http::{
 };
 pub use process::{
     Captured, ChildExit, ChildOutcome, ChildSpec, Confined, Confinement, DEFAULT_OUTPUT_CAP,
-    Launch, LiveChild, PASSED_ENV, run_child, signal_of, spawn_child,
+    Launch, Limit, LiveChild, PASSED_ENV, PreExec, run_child, signal_of, spawn_child,
 };
 pub use redact::redact_credentials;
 pub use workspace_path::{PathError, check_relative_path, confine_path};

@@ -14,11 +14,20 @@
 //! long-lived child with piped stdio and hands back a [`LiveChild`] whose
 //! pipes the caller takes (an MCP transport, say).
 //!
-//! A spec may carry a [`Confinement`]: what readies the command before
-//! the spawn (the harness's sandbox implements it) and what it returns
-//! lives as long as the child. The runner knows no more of it, so the
-//! sandbox's rules stay with the harness that reads them from the agent's
-//! configuration.
+//! A spec may carry a [`Confinement`]: what readies the child before the
+//! spawn (the harness's sandbox implements it): variables, and a
+//! [`PreExec`] of plain data the child applies to itself between its
+//! spawn and its exec (`no_new_privs`, resource limits, a Landlock
+//! ruleset descriptor); what it returns lives as long as the child. The
+//! runner knows no more of it, so the sandbox's rules stay with the
+//! harness that reads them from the agent's configuration.
+//!
+//! On Linux, [`run_child`] starts its child without forking the host
+//! (`spawn.rs`: a `CLONE_VM | CLONE_VFORK` clone, as `posix_spawn` does,
+//! with the [`PreExec`] done in the child): the cost of a call does not
+//! grow with the host's memory. [`spawn_child`] (long-lived children,
+//! started rarely) and other platforms use tokio's `Command`, with the
+//! same [`PreExec`] in a `pre_exec` hook.
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -31,18 +40,84 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-/// What confines a child: it readies the command before the spawn (rules
+/// What confines a child: it readies the child before the spawn (rules
 /// the child applies to itself before `exec`, a private folder, the
 /// variables that name it), and what it returns is kept until the child's
 /// group is killed and the run is over (the [`LiveChild`] dropped).
 ///
 /// Implemented by the harness's sandbox; the runner calls it once per
-/// spawn, after the spec's own settings are on the command.
+/// spawn, with the spec's own settings in `launch`.
 pub trait Confinement: fmt::Debug + Send + Sync {
-    /// Readies `cmd`, the command of the child `launch` describes. An
-    /// `Err` means the child must not start (a confinement that cannot be
-    /// met), and is what [`run_child`] and [`spawn_child`] answer.
-    fn prepare(&self, launch: &Launch<'_>, cmd: &mut Command) -> std::io::Result<Confined>;
+    /// Readies `cmd`, what the child `launch` describes gets on top of the
+    /// spec: variables, and what it does to itself before `exec`. An `Err`
+    /// means the child must not start (a confinement that cannot be met),
+    /// and is what [`run_child`] and [`spawn_child`] answer.
+    fn prepare(&self, launch: &Launch<'_>, cmd: &mut PreExec) -> std::io::Result<Confined>;
+}
+
+/// What a [`Confinement`] adds to one child: variables set for it (they
+/// win over the spec's), and plain data the child applies to itself
+/// between its spawn and its `exec`, with raw system calls on Linux, in
+/// this order: `no_new_privs`, each resource limit, then
+/// `landlock_restrict_self` on the ruleset descriptor. Elsewhere only the
+/// variables apply.
+#[derive(Debug, Default)]
+pub struct PreExec {
+    pub(crate) env: Vec<(OsString, OsString)>,
+    pub(crate) no_new_privs: bool,
+    pub(crate) limits: Vec<Limit>,
+    #[cfg(unix)]
+    pub(crate) landlock: Option<Arc<std::os::fd::OwnedFd>>,
+}
+
+/// One resource limit of a [`PreExec`]: `RLIMIT_*` number, soft and hard
+/// values (set with `prlimit64`; lowering needs no privilege).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    pub resource: i32,
+    pub soft: u64,
+    pub hard: u64,
+}
+
+impl PreExec {
+    /// A variable set for the child (it wins over the spec's).
+    pub fn env(&mut self, name: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> &mut PreExec {
+        self.env
+            .push((name.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    /// `prctl(PR_SET_NO_NEW_PRIVS)` in the child: no setuid escalation.
+    pub fn no_new_privs(&mut self) -> &mut PreExec {
+        self.no_new_privs = true;
+        self
+    }
+
+    /// A resource limit set in the child.
+    pub fn limit(&mut self, limit: Limit) -> &mut PreExec {
+        self.limits.push(limit);
+        self
+    }
+
+    /// `landlock_restrict_self(ruleset)` in the child, last. The ruleset
+    /// is the caller's (built once, shared by many children: the kernel
+    /// copies it into each child's domain); it must be close-on-exec, as
+    /// the kernel opens rulesets.
+    #[cfg(unix)]
+    pub fn landlock(&mut self, ruleset: Arc<std::os::fd::OwnedFd>) -> &mut PreExec {
+        self.landlock = Some(ruleset);
+        self
+    }
+
+    /// Anything for the child to do before `exec`?
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn has_setup(&self) -> bool {
+        #[cfg(unix)]
+        let landlock = self.landlock.is_some();
+        #[cfg(not(unix))]
+        let landlock = false;
+        self.no_new_privs || !self.limits.is_empty() || landlock
+    }
 }
 
 /// What a [`Confinement`] keeps alive while its child runs (a ruleset
@@ -298,11 +373,36 @@ impl ChildSpec {
         env
     }
 
-    /// The command to spawn, and what its confinement keeps alive while
-    /// the child runs. Drop the command right after the spawn: it may hold
-    /// a descriptor the confinement gave it (the sandbox's ruleset).
-    fn command(&self, stdin: Stdio) -> std::io::Result<(Command, Option<Confined>)> {
-        let env = self.environment();
+    /// The child's whole environment (the confinement's variables last),
+    /// what it does before `exec`, and what its confinement keeps alive
+    /// while it runs.
+    fn prepared(&self) -> std::io::Result<(Environment, PreExec, Option<Confined>)> {
+        let mut env = self.environment();
+        let mut pre = PreExec::default();
+        let confined = match &self.confinement {
+            Some(confinement) => {
+                let launch = Launch {
+                    program: &self.program,
+                    cwd: self.cwd.as_deref(),
+                    env: &env,
+                };
+                Some(confinement.prepare(&launch, &mut pre)?)
+            }
+            None => None,
+        };
+        env.append(&mut pre.env);
+        Ok((env, pre, confined))
+    }
+
+    /// The `Command` of this spec (the path of [`spawn_child`] and of
+    /// platforms without `spawn.rs`). Drop it right after the spawn: its
+    /// `pre_exec` hook holds the ruleset descriptor.
+    fn command(
+        &self,
+        env: &[(OsString, OsString)],
+        pre: &PreExec,
+        stdin: Stdio,
+    ) -> std::io::Result<Command> {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
             .env_clear()
@@ -316,20 +416,18 @@ impl ChildSpec {
         }
         #[cfg(unix)]
         cmd.process_group(0);
-        let confined = match &self.confinement {
-            Some(confinement) => {
-                let launch = Launch {
-                    program: &self.program,
-                    cwd: self.cwd.as_deref(),
-                    env: &env,
-                };
-                Some(confinement.prepare(&launch, &mut cmd)?)
-            }
-            None => None,
-        };
-        Ok((cmd, confined))
+        #[cfg(target_os = "linux")]
+        if pre.has_setup() {
+            crate::spawn::install_pre_exec(&mut cmd, pre);
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = pre;
+        Ok(cmd)
     }
 }
+
+/// A child's whole environment, in order (later entries win).
+type Environment = Vec<(OsString, OsString)>;
 
 /// What a child wrote on one stream, up to its cap.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -427,19 +525,14 @@ pub fn signal_of(status: ExitStatus) -> Option<i32> {
 /// ends (also when this future is dropped). `Err` only when the program
 /// cannot be started or waited for.
 pub async fn run_child(spec: &ChildSpec) -> std::io::Result<ChildOutcome> {
-    let stdin = if spec.stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    };
-    let (mut cmd, _confined) = spec.command(stdin)?;
-    let mut child = cmd.spawn()?;
-    drop(cmd);
-    let group = ProcessGroup::of(&child);
+    let (env, pre, _confined) = spec.prepared()?;
+    let mut child = Running::start(spec, &env, &pre)?;
+    drop(pre);
+    let group = ProcessGroup::of_pid(child.id());
 
-    let stdin = child.stdin.take();
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
+    let stdin = child.take_stdin();
+    let stdout = child.take_stdout();
+    let stderr = child.take_stderr();
     let input = spec.stdin.as_deref().unwrap_or_default();
     let (stdout_cap, stderr_cap) = (spec.stdout_cap, spec.stderr_cap);
     let end_on_overflow = spec.end_on_overflow;
@@ -516,10 +609,11 @@ pub async fn run_child(spec: &ChildSpec) -> std::io::Result<ChildOutcome> {
 /// (the spec's stdin bytes, timeout and caps do not apply: the caller owns
 /// the pipes and the lifetime). Dropping the [`LiveChild`] kills its group.
 pub fn spawn_child(spec: &ChildSpec) -> std::io::Result<LiveChild> {
-    let (mut cmd, confined) = spec.command(Stdio::piped())?;
+    let (env, pre, confined) = spec.prepared()?;
+    let mut cmd = spec.command(&env, &pre, Stdio::piped())?;
     let child = cmd.spawn()?;
     drop(cmd);
-    let group = ProcessGroup::of(&child);
+    let group = ProcessGroup::of_pid(child.id());
     Ok(LiveChild {
         child,
         group,
@@ -578,6 +672,91 @@ impl LiveChild {
     }
 }
 
+/// The child of a [`run_child`]: started by `spawn.rs` (Linux), or by
+/// tokio's `Command` (elsewhere, or a kernel without `CLONE_PIDFD`).
+enum Running {
+    Command(tokio::process::Child),
+    #[cfg(target_os = "linux")]
+    Cloned(crate::spawn::Spawned),
+}
+
+type Reader = Box<dyn AsyncRead + Unpin + Send>;
+type Writer = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
+
+impl Running {
+    fn start(
+        spec: &ChildSpec,
+        env: &[(OsString, OsString)],
+        pre: &PreExec,
+    ) -> std::io::Result<Running> {
+        #[cfg(target_os = "linux")]
+        {
+            let start = crate::spawn::Start {
+                program: &spec.program,
+                args: &spec.args,
+                env,
+                cwd: spec.cwd.as_deref(),
+                stdin: spec.stdin.is_some(),
+                pre_exec: pre,
+            };
+            match crate::spawn::spawn(&start) {
+                Ok(child) => return Ok(Running::Cloned(child)),
+                Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let stdin = if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        };
+        let mut cmd = spec.command(env, pre, stdin)?;
+        let child = cmd.spawn()?;
+        drop(cmd);
+        Ok(Running::Command(child))
+    }
+
+    fn id(&self) -> Option<u32> {
+        match self {
+            Running::Command(child) => child.id(),
+            #[cfg(target_os = "linux")]
+            Running::Cloned(child) => u32::try_from(child.pid()).ok(),
+        }
+    }
+
+    fn take_stdin(&mut self) -> Option<Writer> {
+        match self {
+            Running::Command(child) => child.stdin.take().map(|s| Box::new(s) as Writer),
+            #[cfg(target_os = "linux")]
+            Running::Cloned(child) => child.stdin.take().map(|s| Box::new(s) as Writer),
+        }
+    }
+
+    fn take_stdout(&mut self) -> Option<Reader> {
+        match self {
+            Running::Command(child) => child.stdout.take().map(|s| Box::new(s) as Reader),
+            #[cfg(target_os = "linux")]
+            Running::Cloned(child) => child.stdout.take().map(|s| Box::new(s) as Reader),
+        }
+    }
+
+    fn take_stderr(&mut self) -> Option<Reader> {
+        match self {
+            Running::Command(child) => child.stderr.take().map(|s| Box::new(s) as Reader),
+            #[cfg(target_os = "linux")]
+            Running::Cloned(child) => child.stderr.take().map(|s| Box::new(s) as Reader),
+        }
+    }
+
+    async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        match self {
+            Running::Command(child) => child.wait().await,
+            #[cfg(target_os = "linux")]
+            Running::Cloned(child) => child.wait().await,
+        }
+    }
+}
+
 /// Stdout went past its cap under `end_on_overflow`.
 #[derive(Debug)]
 struct Overflow;
@@ -613,17 +792,17 @@ struct ProcessGroup {
 }
 
 impl ProcessGroup {
+    /// The group `id` leads (the child's pid: it called `setpgid(0, 0)`).
     #[cfg(unix)]
-    fn of(child: &tokio::process::Child) -> ProcessGroup {
-        let pgid = child
-            .id()
+    fn of_pid(id: Option<u32>) -> ProcessGroup {
+        let pgid = id
             .and_then(|id| i32::try_from(id).ok())
             .map(nix::unistd::Pid::from_raw);
         ProcessGroup { pgid }
     }
 
     #[cfg(not(unix))]
-    fn of(_child: &tokio::process::Child) -> ProcessGroup {
+    fn of_pid(_id: Option<u32>) -> ProcessGroup {
         ProcessGroup {}
     }
 
@@ -857,7 +1036,7 @@ mod tests {
     }
 
     impl Confinement for PrivateDir {
-        fn prepare(&self, launch: &Launch<'_>, cmd: &mut Command) -> std::io::Result<Confined> {
+        fn prepare(&self, launch: &Launch<'_>, cmd: &mut PreExec) -> std::io::Result<Confined> {
             if self.refuse {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::Unsupported,
@@ -916,6 +1095,99 @@ mod tests {
         );
         drop(child);
         assert!(!dir.exists(), "{} outlived the live child", dir.display());
+    }
+
+    /// A confinement that only asks for `no_new_privs` and a limit.
+    #[derive(Debug)]
+    struct Hardened;
+
+    impl Confinement for Hardened {
+        fn prepare(&self, _: &Launch<'_>, cmd: &mut PreExec) -> std::io::Result<Confined> {
+            cmd.no_new_privs().limit(Limit {
+                resource: nix::libc::RLIMIT_NOFILE as i32,
+                soft: 64,
+                hard: 64,
+            });
+            cmd.env("HARDENED", "yes");
+            Ok(Box::new(()))
+        }
+    }
+
+    /// What the child reports of its own state: `NoNewPrivs`, the open
+    /// files limit, the blocked and ignored signals (hex masks), its
+    /// process group, and a variable the confinement set.
+    const REPORT: &str = "grep -E '^(NoNewPrivs|SigBlk|SigIgn):' /proc/self/status; \
+         echo nofile=$(ulimit -n); echo pgid=$(ps -o pgid= -p $$ | tr -d ' ') pid=$$; \
+         echo hardened=$HARDENED";
+
+    fn field<'a>(text: &'a str, name: &str) -> &'a str {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    }
+
+    #[tokio::test]
+    async fn the_pre_exec_is_applied_and_the_child_starts_clean_on_both_paths() {
+        let spec = sh(REPORT).confine(Arc::new(Hardened));
+        let out = run_child(&spec).await.unwrap();
+        assert!(out.success(), "{out:?}");
+        let ran = String::from_utf8_lossy(&out.stdout.bytes).into_owned();
+        let mut live = spawn_child(&spec).unwrap();
+        let mut spawned = String::new();
+        live.take_stdout()
+            .unwrap()
+            .read_to_string(&mut spawned)
+            .await
+            .unwrap();
+        assert!(live.wait().await.unwrap().success());
+        for text in [&ran, &spawned] {
+            assert_eq!(field(text, "NoNewPrivs:"), "1", "{text}");
+            assert_eq!(field(text, "nofile="), "64", "{text}");
+            assert_eq!(field(text, "hardened="), "yes", "{text}");
+            // No signal blocked (the runner blocks them all around its
+            // clone), SIGPIPE (13) not ignored as it is in this process.
+            let blocked = u64::from_str_radix(field(text, "SigBlk:"), 16).unwrap();
+            assert_eq!(blocked, 0, "{text}");
+            let ignored = u64::from_str_radix(field(text, "SigIgn:"), 16).unwrap();
+            assert_eq!(ignored & (1 << 12), 0, "{text}");
+            // It leads its own process group.
+            let ids = field(text, "pgid=");
+            let (pgid, pid) = ids.split_once(" pid=").unwrap();
+            assert_eq!(pgid, pid, "{text}");
+        }
+    }
+
+    #[tokio::test]
+    async fn programs_are_found_as_execvp_finds_them() {
+        let dir = tempfile::tempdir().unwrap();
+        // A script without a `#!` line runs under /bin/sh, as with execvp.
+        let script = dir.path().join("plain");
+        std::fs::write(&script, "echo from-sh \"$1\"\n").unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let out = run_child(&ChildSpec::new("./plain").arg("x").cwd(dir.path()))
+            .await
+            .unwrap();
+        assert!(out.success(), "{out:?}");
+        assert_eq!(out.stdout.text(), "from-sh x");
+        // A bare name is looked up on the child's PATH, in order.
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::copy(&script, bin.join("agentkit-test-tool")).unwrap();
+        let path = format!("/nonexistent:{}:/usr/bin:/bin", bin.display());
+        let spec = ChildSpec::new("agentkit-test-tool")
+            .arg("y")
+            .host_env([("PATH", path.as_str())]);
+        let out = run_child(&spec).await.unwrap();
+        assert_eq!(out.stdout.text(), "from-sh y", "{out:?}");
+        // Not executable: refused, as execvp refuses it.
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .unwrap();
+        let err = run_child(&ChildSpec::new("./plain").cwd(dir.path()))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
     }
 
     #[tokio::test]

@@ -9,6 +9,7 @@ use crate::Usage;
 /// `POST /v1/session/:id/feedback`: an outcome for a session, credited to
 /// its variants.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Feedback {
     /// Any finite number on the caller's scale (thumbs 1/0, 1–5 stars…);
@@ -25,6 +26,7 @@ pub struct Feedback {
 
 /// One experiment's assignment of a session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Assigned {
     pub experiment: String,
@@ -34,6 +36,7 @@ pub struct Assigned {
 
 /// The answer to `POST /v1/session/:id/feedback`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FeedbackRecorded {
     pub ok: bool,
@@ -45,6 +48,7 @@ pub struct FeedbackRecorded {
 
 /// `GET /v1/ab`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AbReport {
     pub ok: bool,
@@ -52,6 +56,7 @@ pub struct AbReport {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ExperimentReport {
     pub id: String,
@@ -71,6 +76,7 @@ pub struct ExperimentReport {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct VariantMetrics {
     pub id: String,
@@ -103,6 +109,7 @@ pub struct VariantMetrics {
 /// Turn latency, from `turn.started` to the turn's end (approval waits
 /// included).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Latency {
     pub p50: u64,
@@ -111,6 +118,7 @@ pub struct Latency {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ScoreSummary {
     pub count: u64,
@@ -120,6 +128,7 @@ pub struct ScoreSummary {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PassRate {
     pub passed: u64,
@@ -129,6 +138,7 @@ pub struct PassRate {
 
 /// `variant − control` for one metric, with a 95 % confidence interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Comparison {
     /// `feedback.score`, `turns.failureRate`, `turns.latencyMs` or

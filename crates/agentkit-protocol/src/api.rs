@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 /// The machine-readable `code` of an error answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ErrorCode {
@@ -44,6 +45,9 @@ pub enum ErrorCode {
     SessionBusy,
     /// 409: the call was already decided.
     ApprovalResolved,
+    /// 409: a fork's `atIndex` falls inside a turn (the message names the
+    /// nearest turn boundaries).
+    InsideTurn,
     /// An MCP request arrived through more agent-to-agent hops than the
     /// limit.
     HopLimit,
@@ -100,6 +104,7 @@ impl ErrorCode {
             ErrorCode::TaskSession => "task_session",
             ErrorCode::SessionBusy => "session_busy",
             ErrorCode::ApprovalResolved => "approval_resolved",
+            ErrorCode::InsideTurn => "inside_turn",
             ErrorCode::HopLimit => "hop_limit",
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::RateLimited => "rate_limited",
@@ -131,6 +136,7 @@ fn yes() -> bool {
 
 /// An error answer: `{"ok": false, "error": {"code", "message", ...}}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ErrorBody {
     pub ok: bool,
     pub error: ErrorObject,
@@ -138,6 +144,7 @@ pub struct ErrorBody {
 
 /// The `error` of an [`ErrorBody`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ErrorObject {
     pub code: ErrorCode,
     pub message: String,
@@ -175,6 +182,7 @@ impl ErrorBody {
 
 /// What happens to a message that reaches a busy session.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Admission {
     /// Interrupt the running turn, then run this message.
@@ -188,6 +196,7 @@ pub enum Admission {
 
 /// Chat sessions wait for follow-ups; task sessions end after one turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum SessionMode {
     Chat,
@@ -207,6 +216,7 @@ impl SessionMode {
 /// `POST /v1/session` (a new session) and `POST /v1/session/:id` (a
 /// follow-up).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SendMessage {
     pub message: String,
@@ -246,6 +256,7 @@ impl SendMessage {
 
 /// The answer to a message: where its session is and how to follow it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Accepted {
     #[serde(default = "yes")]
@@ -266,6 +277,7 @@ pub struct Accepted {
 
 /// `POST /v1/session/:id/stop`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Stopped {
     pub ok: bool,
@@ -277,6 +289,7 @@ pub struct Stopped {
 /// `GET /v1/session/:id`: the session's metadata (not its continuation
 /// token, which only the last answer carries).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionInfo {
     pub ok: bool,
@@ -293,10 +306,47 @@ pub struct SessionInfo {
     /// What the session's turns used so far (compaction requests included).
     #[serde(default)]
     pub usage: crate::Usage,
+    /// The session this one was forked from, and where.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkedFrom>,
+}
+
+/// Where a fork came from: the original session and the index of the
+/// first event it did not copy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ForkedFrom {
+    pub session_id: String,
+    pub at_index: u64,
+}
+
+/// `POST /v1/session/:id/fork`: a new session whose events are the
+/// original's events `0..atIndex`, then `session.forked`; with `message`,
+/// that message is sent in the fork at once ("edit and resend").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForkRequest {
+    pub at_index: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// What forking answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Forked {
+    pub ok: bool,
+    pub session_id: String,
+    pub continuation_token: String,
+    pub forked_from: ForkedFrom,
 }
 
 /// A session as `GET /v1/sessions` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionSummary {
     pub session_id: String,
@@ -315,6 +365,7 @@ pub struct SessionSummary {
 /// `GET /v1/sessions`: one page of the caller's sessions (every
 /// principal's, for an operator), newest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SessionList {
     pub ok: bool,
     pub sessions: Vec<SessionSummary>,
@@ -330,6 +381,7 @@ pub struct SessionList {
 /// The query of `GET /v1/sessions`: a page size, where to go on from, and
 /// filters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionListQuery {
     /// How many sessions (at most): [`SESSION_PAGE_DEFAULT`] when absent,
@@ -350,6 +402,7 @@ pub struct SessionListQuery {
 /// The query of every other list route (a session's approvals, eval runs,
 /// log lines): a page size and where to go on from.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PageQuery {
     /// How many items (at most): [`SESSION_PAGE_DEFAULT`] when absent, at
@@ -370,6 +423,7 @@ pub const SESSION_PAGE_MAX: u32 = 1000;
 
 /// A parked call, as `GET /v1/session/:id/approvals` lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PendingApproval {
     pub call_id: String,
@@ -384,6 +438,7 @@ pub struct PendingApproval {
 
 /// `GET /v1/session/:id/approvals`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalList {
     pub ok: bool,
@@ -401,6 +456,7 @@ pub struct ApprovalList {
 
 /// `POST /v1/session/:id/approvals/:callId`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalDecision {
     /// `approve` or `deny`.
@@ -432,6 +488,7 @@ impl ApprovalDecision {
 
 /// What resolving a parked call answered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalResolved {
     pub ok: bool,
@@ -447,6 +504,7 @@ pub struct ApprovalResolved {
 
 /// `POST /v1/tools/:name`: a deterministic call, no model turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CallTool {
     #[serde(default = "empty_object")]
@@ -472,6 +530,7 @@ fn empty_object() -> Value {
 
 /// The envelope of a finished deterministic call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCalled {
     pub tool_name: String,
@@ -485,6 +544,7 @@ pub struct ToolCalled {
 
 /// `GET /v1/health`: an agent's (with its slug) or the host's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Health {
     pub ok: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -493,6 +553,7 @@ pub struct Health {
 
 /// One agent of `GET /v1/agents`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AgentEntry {
     pub slug: String,
     pub description: Option<String>,
@@ -502,6 +563,7 @@ pub struct AgentEntry {
 
 /// `GET /v1/agents`: the host's agents.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AgentList {
     pub ok: bool,
     pub agents: Vec<AgentEntry>,
@@ -509,6 +571,7 @@ pub struct AgentList {
 
 /// `GET /v1/info`: what the agent is and serves.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Info {
     pub ok: bool,
     pub slug: String,
@@ -534,6 +597,7 @@ pub struct Info {
 
 /// A channel as [`Info`] lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ChannelInfo {
     pub id: String,
@@ -557,6 +621,7 @@ pub struct ChannelInfo {
 
 /// A route of a [`ChannelInfo`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ChannelRouteInfo {
     /// `GET`, `POST`, ...
@@ -572,6 +637,7 @@ pub struct ChannelRouteInfo {
 
 /// The fields a pack adds to its [`ChannelInfo`], beside the common ones.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum PackInfo {
     /// Slack (tried first: its `mode` and `state` tell it apart).
@@ -582,6 +648,7 @@ pub enum PackInfo {
 
 /// What the GitHub, GitLab and Bitbucket packs add.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ForgePackInfo {
     /// The provider's event names the channel acts on.
@@ -594,6 +661,7 @@ pub struct ForgePackInfo {
 
 /// What the Slack pack adds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SlackPackInfo {
     pub mode: SlackMode,
@@ -616,6 +684,7 @@ pub struct SlackPackInfo {
 
 /// How a Slack channel receives events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum SlackMode {
     /// Socket Mode: the host opens a WebSocket to Slack.
@@ -643,6 +712,7 @@ impl std::fmt::Display for SlackMode {
 
 /// Whether a pack channel can act.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ChannelState {
     Ready,
@@ -653,6 +723,7 @@ pub enum ChannelState {
 
 /// The `caller` entry of [`Info`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Caller {
     pub principal_id: String,
@@ -666,6 +737,7 @@ pub struct Caller {
 /// at one step of a turn, rebuilt from the log (the log does not repeat
 /// the system prompt and tool catalog per step).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StepContext {
     pub ok: bool,
@@ -686,6 +758,7 @@ pub struct StepContext {
 
 /// A tool of a [`StepContext`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct OfferedTool {
     pub name: String,
@@ -697,6 +770,7 @@ pub struct OfferedTool {
 /// harness's estimate of the request's input tokens (the one a turn checks
 /// against the model's window; `step.completed` has the provider's count).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContextSize {
     pub system_chars: u64,
@@ -711,6 +785,7 @@ pub struct ContextSize {
 
 /// The `mcp` entry of [`Info`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct McpInfo {
     /// The endpoint's path.
     pub path: String,
@@ -722,6 +797,7 @@ pub struct McpInfo {
 
 /// The `reminders` entry of [`Info`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RemindersInfo {
     /// Reminders waiting to fire.
     pub armed: usize,

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 /// One tool call the model asked for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCall {
     /// Unique within the session; links the call to its result.
@@ -22,6 +23,7 @@ pub struct ToolCall {
 
 /// One message of a conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(
     tag = "role",
     rename_all = "camelCase",
@@ -57,6 +59,7 @@ impl Message {
 /// provider counted, summed over the steps of a turn (or of a session):
 /// the harness calibrates later estimates with it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct Sizing {
     /// The harness's uncalibrated estimates of the requests' input tokens.
@@ -79,6 +82,7 @@ impl std::ops::AddAssign for Sizing {
 
 /// Tokens a turn (or a step) used.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
     #[serde(default)]

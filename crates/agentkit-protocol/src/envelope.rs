@@ -94,9 +94,25 @@ impl<'de> Deserialize<'de> for SessionId {
     }
 }
 
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for SessionId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SessionId".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[A-Za-z0-9_-]{1,128}$",
+            "description": "A session id: one safe path segment."
+        })
+    }
+}
+
 /// One event of a session stream, as written to `events.ndjson` and sent to
 /// subscribers: `{"type","index","sessionId","turnId"?,"at","data"}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Event {
     /// What happened.

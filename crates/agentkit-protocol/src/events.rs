@@ -10,6 +10,7 @@ macro_rules! event_types {
         /// The `type` of an event on a session stream, spelled exactly as on
         /// the wire.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
         pub enum EventType {
             $(
                 #[doc = $doc]
@@ -42,6 +43,7 @@ macro_rules! event_types {
 event_types! {
     SessionStarted => "session.started", "A session was created.";
     AbAssigned => "ab.assigned", "The session was enrolled in an A/B experiment variant (sticky).";
+    SessionForked => "session.forked", "The session was forked: the events before this one are a copy of another session's first events.";
     SessionWaiting => "session.waiting", "A chat session finished a turn and waits for a follow-up.";
     SessionCompleted => "session.completed", "A task session ended successfully.";
     SessionFailed => "session.failed", "A task session ended with a failure.";
@@ -117,6 +119,6 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), len);
-        assert_eq!(len, 24);
+        assert_eq!(len, 25);
     }
 }

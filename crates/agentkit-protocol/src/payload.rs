@@ -41,6 +41,15 @@ pub struct AbAssigned {
     pub variant: Option<String>,
 }
 
+/// `session.forked`: the events before it are a copy of session
+/// `from_session_id`'s events `0..at_index`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SessionForked {
+    pub from_session_id: String,
+    pub at_index: u64,
+}
+
 /// `session.failed`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -314,6 +323,7 @@ pub struct SubagentStep {
 pub enum EventData {
     SessionStarted(SessionStarted),
     AbAssigned(AbAssigned),
+    SessionForked(SessionForked),
     SessionWaiting,
     SessionCompleted,
     SessionFailed(SessionFailed),
@@ -372,6 +382,7 @@ impl EventData {
         match t {
             EventType::SessionStarted => read(t, data, EventData::SessionStarted),
             EventType::AbAssigned => read(t, data, EventData::AbAssigned),
+            EventType::SessionForked => read(t, data, EventData::SessionForked),
             EventType::SessionWaiting => EventData::SessionWaiting,
             EventType::SessionCompleted => EventData::SessionCompleted,
             EventType::SessionFailed => read(t, data, EventData::SessionFailed),
@@ -402,6 +413,7 @@ impl EventData {
         match self {
             EventData::SessionStarted(_) => EventType::SessionStarted,
             EventData::AbAssigned(_) => EventType::AbAssigned,
+            EventData::SessionForked(_) => EventType::SessionForked,
             EventData::SessionWaiting => EventType::SessionWaiting,
             EventData::SessionCompleted => EventType::SessionCompleted,
             EventData::SessionFailed(_) => EventType::SessionFailed,
@@ -439,6 +451,7 @@ impl EventData {
         match self {
             EventData::SessionStarted(p) => value(p),
             EventData::AbAssigned(p) => value(p),
+            EventData::SessionForked(p) => value(p),
             EventData::SessionWaiting | EventData::SessionCompleted | EventData::AgentBound => {
                 Value::Object(Default::default())
             }

@@ -76,6 +76,7 @@ fn is_id(s: &str, len: usize) -> bool {
 /// (a restart between them): `turn.failed` written by recovery and
 /// `action.approval_resolved` written after a restart.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct TurnTrace {
     /// The turn's own span as the caller of everything it does

@@ -102,7 +102,7 @@ fn main() {
                     },
                 })
                 .collect();
-            runtime.create_reminders(batch).await.unwrap();
+            runtime.reminders().create_many(batch).await.unwrap();
         }
         let create = started.elapsed();
         runtime.shutdown(Duration::from_secs(5)).await;
@@ -117,7 +117,7 @@ fn main() {
         let runtime = open(tmp.path(), Arc::new(SystemClock)).await;
         let load = started.elapsed();
         let after = rss_kib();
-        assert_eq!(runtime.armed_reminders().await, n);
+        assert_eq!(runtime.reminders().armed().await, n);
 
         // 3. Precision under load: DUE reminders 1-3 s away, fired by the
         //    timer loop with all N armed; lateness = when the wake was
@@ -150,7 +150,8 @@ fn main() {
         for i in 0..due {
             let at = t0 + chrono::Duration::milliseconds((i as i64 * 2000) / due.max(1) as i64);
             let r = runtime
-                .create_reminder(NewReminder {
+                .reminders()
+                .create(NewReminder {
                     purpose: "due".into(),
                     channel_id: "bench".into(),
                     continuation_token: "due".into(),
@@ -165,7 +166,7 @@ fn main() {
             due_at.insert(r.id, at);
         }
         let r = runtime.clone();
-        let timers = tokio::spawn(async move { r.run_reminders(r.shutdown_token()).await });
+        let timers = tokio::spawn(async move { r.reminders().run(r.shutdown_token()).await });
         // Load while they fire: WRITERS tasks creating and cancelling
         // reminders back to back (each a durable write of its own).
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -177,7 +178,8 @@ fn main() {
                 let mut i = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let created = r
-                        .create_reminder(NewReminder {
+                        .reminders()
+                        .create(NewReminder {
                             purpose: "load".into(),
                             channel_id: "bench".into(),
                             continuation_token: format!("load{w}-{i}"),
@@ -189,7 +191,7 @@ fn main() {
                         })
                         .await
                         .unwrap();
-                    r.cancel_reminder(&created.id).await.unwrap();
+                    r.reminders().cancel(&created.id).await.unwrap();
                     writes.fetch_add(2, std::sync::atomic::Ordering::Relaxed);
                     i += 1;
                     // Let the scheduler breathe between pairs, as callers

@@ -23,6 +23,7 @@ use agentkit_protocol::ab::{
 use crate::ab::Assignment;
 use crate::ab_stats::{self, Interval, Moments};
 use crate::error::{Error, Result};
+use crate::runtime::AgentRuntime;
 
 /// The feedback label the eval runner posts its verdicts with.
 pub const EVAL_LABEL: &str = "eval";
@@ -215,9 +216,25 @@ fn pairs(assignments: &[Assignment]) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
-impl crate::AgentRuntime {
+/// A/B experiments' records, a part of the runtime: assignments, turn
+/// metrics, feedback and the per-variant report, over the A/B store
+/// (this host's or the shared one). It holds the session core by
+/// reference. Reached through [`AgentRuntime::ab`].
+#[derive(Debug, Clone, Copy)]
+pub struct Experiments<'a> {
+    rt: &'a AgentRuntime,
+}
+
+impl AgentRuntime {
+    /// This agent's A/B records.
+    pub fn ab(&self) -> Experiments<'_> {
+        Experiments { rt: self }
+    }
+}
+
+impl Experiments<'_> {
     /// Records a new session's assignments; answers once committed.
-    pub(crate) async fn record_ab_assignments(
+    pub(crate) async fn record_assignments(
         &self,
         session_id: &str,
         principal: &str,
@@ -226,6 +243,7 @@ impl crate::AgentRuntime {
         assignments: Vec<Assignment>,
     ) -> Result<()> {
         Ok(self
+            .rt
             .inner
             .ab
             .record_assignments(session_id, principal, purpose, at_ms, &pairs(&assignments))
@@ -236,7 +254,7 @@ impl crate::AgentRuntime {
     /// waiting on one host; in a shared store written before the turn's
     /// end is appended, so a report on any host that saw the turn end
     /// counts it.
-    pub(crate) async fn record_ab_turn(&self, row: TurnRow) {
+    pub(crate) async fn record_turn(&self, row: TurnRow) {
         let turn = agentkit_store::AbTurn {
             session_id: row.session_id,
             turn_id: row.turn_id,
@@ -250,7 +268,7 @@ impl crate::AgentRuntime {
             tool_errors: to_i64(row.tool_errors),
             ended_at_ms: row.ended_at_ms,
         };
-        if let Err(e) = self.inner.ab.record_turn(&turn).await {
+        if let Err(e) = self.rt.inner.ab.record_turn(&turn).await {
             tracing::warn!(session = %turn.session_id, error = %e, "cannot record an A/B turn");
         }
     }
@@ -355,7 +373,7 @@ fn check_feedback(f: &agentkit_protocol::ab::Feedback) -> Result<()> {
     Ok(())
 }
 
-impl crate::AgentRuntime {
+impl Experiments<'_> {
     /// `POST /v1/session/:id/feedback`: stores an outcome for a session
     /// `owner` may act on, credited to the variants its log records
     /// (whenever it arrives: days later, after restarts).
@@ -366,16 +384,21 @@ impl crate::AgentRuntime {
         feedback: agentkit_protocol::ab::Feedback,
     ) -> Result<agentkit_protocol::ab::FeedbackRecorded> {
         check_feedback(&feedback)?;
-        let session = self.owned(id, owner)?;
-        self.ready(&session).await?;
-        let assignments = self.with_history(&session, crate::ab::recorded).await?;
+        let session = self.rt.sessions().owned(id, owner)?;
+        self.rt.turns().ready(&session).await?;
+        let assignments = self
+            .rt
+            .turns()
+            .with_history(&session, crate::ab::recorded)
+            .await?;
         let (principal, purpose) = {
             let meta = session.meta();
             (meta.owner.principal_id.clone(), meta.purpose.clone())
         };
         let at_ms = chrono::Utc::now().timestamp_millis();
         let feedback_id = to_u64(
-            self.inner
+            self.rt
+                .inner
                 .ab
                 .record_feedback(agentkit_store::AbFeedback {
                     session: id,
@@ -405,9 +428,9 @@ impl crate::AgentRuntime {
 
     /// `GET /v1/ab`: every experiment of the agent with its variants'
     /// metrics and their comparison with the control.
-    pub async fn ab_report(&self) -> Result<AbReport> {
+    pub async fn report(&self) -> Result<AbReport> {
         // Rows queued before this call are in the report.
-        self.inner.ab.settle().await?;
-        report(self.inner.ab.as_ref(), &self.inner.agent.experiments).await
+        self.rt.inner.ab.settle().await?;
+        report(self.rt.inner.ab.as_ref(), &self.rt.inner.agent.experiments).await
     }
 }

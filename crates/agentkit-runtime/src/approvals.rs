@@ -13,75 +13,21 @@
 //! are denied with reason "timed out" when it elapses, counted from the
 //! request.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
+use std::sync::Arc;
 
-use agentkit_harness::{ApprovalGate, Decision, DecisionFuture, ToolContext, ToolOutput};
+use agentkit_harness::{ApprovalGate, Decision, ToolContext, ToolOutput};
 use agentkit_protocol::{ActionResult, ApprovalResolved, Event, EventData, EventType, SessionId};
-use serde::Serialize;
-use tokio::sync::oneshot;
 
+use crate::approval_gate::SessionGate;
 use crate::error::{Error, Result};
 use crate::meta::Owner;
-use crate::runtime::{AgentRuntime, lock};
+use crate::requests::ResolvedApproval;
+use crate::runtime::AgentRuntime;
+use crate::util::lock;
 
 /// A parked call, as `GET /v1/session/:id/approvals` lists it.
 pub use agentkit_protocol::api::PendingApproval;
-
-/// What resolving answered.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ResolvedApproval {
-    pub call_id: String,
-    pub decision: &'static str,
-    pub by: String,
-    /// A new turn resumes the conversation (the call's turn had ended).
-    pub resumed: bool,
-}
-
-/// The calls parked in running turns, by `(session, call)`.
-#[derive(Debug, Default)]
-pub(crate) struct Waiters {
-    map: Mutex<HashMap<(String, String), oneshot::Sender<Decision>>>,
-}
-
-/// The gate one turn parks its calls at.
-#[derive(Debug)]
-pub(crate) struct SessionGate {
-    pub(crate) waiters: Arc<Waiters>,
-    pub(crate) session: String,
-}
-
-/// Unparks the call when its wait ends or is dropped (an interrupted turn).
-struct Unpark {
-    waiters: Arc<Waiters>,
-    key: (String, String),
-}
-
-impl Drop for Unpark {
-    fn drop(&mut self) {
-        lock(&self.waiters.map).remove(&self.key);
-    }
-}
-
-impl ApprovalGate for SessionGate {
-    fn park(&self, _turn_id: &str, call_id: &str) -> DecisionFuture {
-        let (tx, rx) = oneshot::channel();
-        let key = (self.session.clone(), call_id.to_owned());
-        lock(&self.waiters.map).insert(key.clone(), tx);
-        let guard = Unpark {
-            waiters: self.waiters.clone(),
-            key,
-        };
-        Box::pin(async move {
-            let decision = rx
-                .await
-                .unwrap_or_else(|_| Decision::deny("the approval was withdrawn", "system"));
-            drop(guard);
-            decision
-        })
-    }
-}
 
 /// The requests in `events` that no decision answered yet.
 pub(crate) fn pending(events: &[Event]) -> Vec<PendingApproval> {
@@ -117,21 +63,38 @@ pub(crate) fn pending(events: &[Event]) -> Vec<PendingApproval> {
         .collect()
 }
 
+/// Approvals, a part of the runtime: the calls parked in turns until a
+/// person decides, listing them, deciding them (here or on the host whose
+/// turn waits), and their timeouts. It holds the session core by
+/// reference; the waiting calls (`Waiters`) are its state. Reached
+/// through [`AgentRuntime::approvals`].
+#[derive(Debug, Clone, Copy)]
+pub struct Approvals<'a> {
+    rt: &'a AgentRuntime,
+}
+
 impl AgentRuntime {
+    /// The approvals of this agent's sessions.
+    pub fn approvals(&self) -> Approvals<'_> {
+        Approvals { rt: self }
+    }
+}
+
+impl Approvals<'_> {
     /// The gate for turns of `session`.
     pub(crate) fn gate(&self, session: &SessionId) -> Arc<dyn ApprovalGate> {
         Arc::new(SessionGate {
-            waiters: self.waiters().clone(),
+            waiters: self.rt.inner.waiters().clone(),
             session: session.as_str().to_owned(),
         })
     }
 
     /// The parked calls of a session `owner` may see, oldest first.
-    pub async fn approvals(&self, id: &str, owner: &Owner) -> Result<Vec<PendingApproval>> {
-        let session = self.owned(id, owner)?;
-        self.ready(&session).await?;
-        let parked = self.with_history(&session, pending).await?;
-        let waiters = lock(&self.waiters().map);
+    pub async fn pending(&self, id: &str, owner: &Owner) -> Result<Vec<PendingApproval>> {
+        let session = self.rt.sessions().owned(id, owner)?;
+        self.rt.turns().ready(&session).await?;
+        let parked = self.rt.turns().with_history(&session, pending).await?;
+        let waiters = lock(&self.rt.inner.waiters().map);
         Ok(parked
             .into_iter()
             .map(|mut p| {
@@ -149,33 +112,37 @@ impl AgentRuntime {
     /// On a shared database, a call parked in a turn another live host is
     /// running is decided there: the decision is routed through the
     /// mailbox (`mailbox.rs`) and resolves the parked call on that host.
-    pub async fn resolve_approval(
+    pub async fn resolve(
         &self,
         id: &str,
         call_id: &str,
         decision: Decision,
         owner: &Owner,
     ) -> Result<ResolvedApproval> {
-        let command = crate::dispatch::SessionCommand::Decision {
+        let command = crate::session_command::SessionCommand::Decision {
             owner: owner.clone(),
             call_id: call_id.to_owned(),
             decision,
         };
-        if self.inner.shared.is_some() {
-            self.owned(id, owner)?;
+        if self.rt.inner.shared.is_some() {
+            self.rt.sessions().owned(id, owner)?;
             // A call parked in a turn another host runs waits there: send
             // the decision there first rather than deciding from the log.
-            let waits_here =
-                lock(&self.waiters().map).contains_key(&(id.to_owned(), call_id.to_owned()));
-            if !waits_here && self.held_by_other(id).await?.is_some() {
-                return self.route(id, command).await?.into_resolved();
+            let waits_here = lock(&self.rt.inner.waiters().map)
+                .contains_key(&(id.to_owned(), call_id.to_owned()));
+            if !waits_here && self.rt.commands().held_by_other(id).await?.is_some() {
+                return self.rt.commands().route(id, command).await?.into_resolved();
             }
         }
-        self.dispatch(id, command).await?.into_resolved()
+        self.rt
+            .commands()
+            .dispatch(id, command)
+            .await?
+            .into_resolved()
     }
 
-    /// [`resolve_approval`](Self::resolve_approval) on this host only (its
-    /// [`SessionCommand::Decision`](crate::dispatch::SessionCommand)).
+    /// [`resolve_approval`](Approvals::resolve_approval) on this host only (its
+    /// [`SessionCommand::Decision`](crate::session_command::SessionCommand)).
     pub(crate) async fn decide(
         &self,
         id: &str,
@@ -183,14 +150,14 @@ impl AgentRuntime {
         mut decision: Decision,
         owner: &Owner,
     ) -> Result<ResolvedApproval> {
-        let session = self.owned(id, owner)?;
+        let session = self.rt.sessions().owned(id, owner)?;
         if owner.is_operator() && session.meta().owner.principal_id != owner.principal_id {
             decision.by = owner.operator_label();
         }
-        self.resolve(id, call_id, decision).await
+        self.apply_decision(id, call_id, decision).await
     }
 
-    async fn resolve(
+    async fn apply_decision(
         &self,
         id: &str,
         call_id: &str,
@@ -206,7 +173,7 @@ impl AgentRuntime {
         // A running turn waits for it: hand the decision over; the harness
         // records it and goes on.
         let key = (id.to_owned(), call_id.to_owned());
-        let waiter = lock(&self.waiters().map).remove(&key);
+        let waiter = lock(&self.rt.inner.waiters().map).remove(&key);
         if let Some(tx) = waiter {
             let reply = answer(false);
             if tx.send(decision.clone()).is_ok() {
@@ -214,10 +181,10 @@ impl AgentRuntime {
             }
         }
         // Its turn is gone: a restart (or shutdown) cut it short.
-        let session = self.get_session(id)?;
-        self.ready(&session).await?;
-        let (parked, known, trace) = self
-            .with_history(&session, |events| {
+        let session = self.rt.sessions().get(id)?;
+        self.rt.turns().ready(&session).await?;
+        let (parked, known, trace) = self.rt
+            .turns().with_history(&session, |events| {
                 let parked = pending(events).into_iter().find(|p| p.call_id == call_id);
                 let known = events.iter().any(|e| {
                     e.event_type == EventType::ActionApprovalRequested
@@ -240,13 +207,14 @@ impl AgentRuntime {
                 }
             });
         };
-        let claimed = self.claim_idle(&session).await?;
+        let claimed = self.rt.turns().claim_idle(&session).await?;
         let guard = crate::tool_call::Release {
-            runtime: self,
+            runtime: self.rt,
             session: claimed,
         };
         let turn = parked.turn_id.as_str();
-        self.store()
+        self.rt
+            .store()
             .append(
                 &session.id,
                 Some(turn),
@@ -266,7 +234,8 @@ impl AgentRuntime {
             let reason = decision.reason.as_deref().unwrap_or("no reason given");
             ToolOutput::error(format!("the call was denied by {}: {reason}", decision.by))
         };
-        self.store()
+        self.rt
+            .store()
             .append(
                 &session.id,
                 Some(turn),
@@ -283,6 +252,8 @@ impl AgentRuntime {
         // result: calls a restart cut short get an error result; calls
         // still parked keep it waiting.
         let (still_parked, unanswered) = self
+            .rt
+            .turns()
             .with_history(&session, |events| {
                 (
                     pending(events).iter().any(|p| p.turn_id == turn),
@@ -291,11 +262,12 @@ impl AgentRuntime {
             })
             .await?;
         if still_parked {
-            self.store().sync(&session.id).await?;
+            self.rt.store().sync(&session.id).await?;
             return Ok(answer(false));
         }
         for (call, tool) in unanswered {
-            self.store()
+            self.rt
+                .store()
                 .append(
                     &session.id,
                     Some(turn),
@@ -309,8 +281,8 @@ impl AgentRuntime {
                 )
                 .await?;
         }
-        self.mark_parked(&guard.session, false);
-        self.set_resume(&guard.session, turn.to_owned());
+        self.rt.turns().mark_parked(&guard.session, false);
+        self.rt.turns().set_resume(&guard.session, turn.to_owned());
         // Releasing starts the resuming turn.
         drop(guard);
         Ok(answer(true))
@@ -323,11 +295,11 @@ impl AgentRuntime {
         session: &SessionId,
         guard: &crate::tool_call::Release<'_>,
     ) -> ToolOutput {
-        let tool = match self.callable_tool(&parked.tool_name).await {
+        let tool = match self.rt.tool_calls().callable(&parked.tool_name).await {
             Ok(tool) => tool,
             Err(e) => return ToolOutput::error(e.to_string()),
         };
-        if let Err(e) = self.ensure_workspace(&guard.session).await {
+        if let Err(e) = self.rt.turns().ensure_workspace(&guard.session).await {
             return ToolOutput::error(e.to_string());
         }
         let ctx = ToolContext {
@@ -335,9 +307,10 @@ impl AgentRuntime {
             session_id: session.as_str().to_owned(),
             workspace_dir: guard.session.workspace.clone(),
             cancel: guard.cancel(),
-            host: self.host_bridge(),
-            services: self.services_handle(),
+            host: self.rt.inner.host_bridge(),
+            services: self.rt.inner.services_handle(),
             as_of: self
+                .rt
                 .session_meta(session.as_str())
                 .ok()
                 .and_then(|m| m.as_of),
@@ -345,6 +318,7 @@ impl AgentRuntime {
             origin: agentkit_harness::CallOrigin {
                 model_turn: true,
                 ..self
+                    .rt
                     .session_meta(session.as_str())
                     .map(|m| m.call_origin())
                     .unwrap_or_default()
@@ -355,8 +329,8 @@ impl AgentRuntime {
 
     /// Denies calls parked before a restart once `approval_timeout` has
     /// passed since their request (at once if it already has).
-    pub(crate) fn arm_approval_timeouts(&self, id: &SessionId, events: &[Event]) {
-        let Some(limit) = self.agent().config.harness.approval_timeout else {
+    pub(crate) fn arm_timeouts(&self, id: &SessionId, events: &[Event]) {
+        let Some(limit) = self.rt.agent().config.harness.approval_timeout else {
             return;
         };
         for parked in pending(events) {
@@ -369,12 +343,13 @@ impl AgentRuntime {
                 })
                 .unwrap_or_default();
             let left = limit.saturating_sub(waited);
-            let runtime = self.clone();
+            let runtime = self.rt.clone();
             let id = id.as_str().to_owned();
-            self.spawn_task(async move {
-                runtime.sleep_or_shutdown(left).await?;
+            self.rt.inner.spawn_task(async move {
+                runtime.inner.sleep_or_shutdown(left).await?;
                 match runtime
-                    .resolve(&id, &parked.call_id, Decision::deny("timed out", "timeout"))
+                    .approvals()
+                    .apply_decision(&id, &parked.call_id, Decision::deny("timed out", "timeout"))
                     .await
                 {
                     Ok(_) | Err(Error::ApprovalResolved { .. }) => {}
@@ -390,13 +365,14 @@ impl AgentRuntime {
     /// After an interrupted turn (preempted or stopped, not a shutdown),
     /// its parked calls are withdrawn: they no longer wait for anyone.
     pub(crate) async fn withdraw_parked(&self, id: &SessionId, turn: &str) -> Result<()> {
-        let session = self.get_session(id.as_str())?;
-        let all = self.with_history(&session, pending).await?;
+        let session = self.rt.sessions().get(id.as_str())?;
+        let all = self.rt.turns().with_history(&session, pending).await?;
         if all.iter().all(|p| p.turn_id == turn) {
-            self.mark_parked(&session, false);
+            self.rt.turns().mark_parked(&session, false);
         }
         for parked in all.into_iter().filter(|p| p.turn_id == turn) {
-            self.store()
+            self.rt
+                .store()
                 .append(
                     id,
                     Some(turn),

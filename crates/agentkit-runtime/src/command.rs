@@ -14,7 +14,8 @@ use agentkit_manifest::{Approval, Command, Execution, Expose, Sandbox, Tool, Too
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::{AgentRuntime, new_id};
+use crate::runtime::AgentRuntime;
+use crate::util::new_id;
 
 /// How a command ended: its stdout (JSON when it parses, text otherwise),
 /// or an error message (a non-zero exit with its stderr, a timeout, an
@@ -74,14 +75,15 @@ impl AgentRuntime {
                 ..self.agent().config.harness.sandbox.clone()
             },
             expose: Expose::Host,
+            worker: None,
         };
         let ctx = ToolContext {
             call_id,
             session_id: String::new(),
             workspace_dir: scratch.clone(),
             cancel: CancellationToken::new(),
-            host: self.host_bridge(),
-            services: self.services_handle(),
+            host: self.inner.host_bridge(),
+            services: self.inner.services_handle(),
             as_of: None,
             origin,
         };

@@ -19,6 +19,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{Error, Result};
 use crate::meta::SessionMeta;
+use crate::reminder_types::ReminderRow;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS schedule_ticks (
@@ -211,27 +212,14 @@ fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
-/// One stored reminder row.
-#[derive(Debug, Clone)]
-pub(crate) struct ReminderRow {
-    pub(crate) id: String,
-    pub(crate) purpose: String,
-    pub(crate) channel_id: String,
-    pub(crate) continuation_token: String,
-    pub(crate) session_id: Option<String>,
-    pub(crate) cadence: crate::reminders::Cadence,
-    pub(crate) prompt: Option<String>,
-    pub(crate) until: Option<String>,
-    pub(crate) run_form: bool,
-    /// A run-form reminder's handler by its registered name (kept on a
-    /// shared database only: here the handler stays in memory).
-    pub(crate) handler: Option<String>,
-    pub(crate) status: crate::reminders::ReminderStatus,
-    pub(crate) reason: Option<String>,
-    pub(crate) next_fire_at_ms: Option<i64>,
-    pub(crate) fire_count: u64,
-    pub(crate) created_at_ms: i64,
-    pub(crate) last_fired_at_ms: Option<i64>,
+/// What the index queries of a page take.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PageQuery<'a> {
+    pub(crate) principal: Option<&'a str>,
+    pub(crate) channel: Option<&'a str>,
+    pub(crate) before: Option<&'a str>,
+    pub(crate) since: Option<&'a str>,
+    pub(crate) limit: usize,
 }
 
 const REMINDER_COLUMNS: &str = "id, purpose, channel_id, continuation_token, session_id, kind, spec, prompt, until_condition, run_form, status, reason, next_fire_at_ms, fire_count, created_at_ms, last_fired_at_ms";
@@ -255,13 +243,13 @@ fn reminder_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ReminderRow> {
         cadence: {
             let kind: String = r.get(5)?;
             let spec: String = r.get(6)?;
-            crate::reminders::Cadence::parse(&kind, &spec).map_err(|e| bad_column(6, e))?
+            crate::reminder_types::Cadence::parse(&kind, &spec).map_err(|e| bad_column(6, e))?
         },
         prompt: r.get(7)?,
         until: r.get(8)?,
         run_form: r.get::<_, i64>(9)? != 0,
         handler: None,
-        status: crate::reminders::ReminderStatus::parse(&r.get::<_, String>(10)?)
+        status: crate::reminder_types::ReminderStatus::parse(&r.get::<_, String>(10)?)
             .map_err(|e| bad_column(10, e))?,
         reason: r.get(11)?,
         next_fire_at_ms: r.get(12)?,
@@ -454,10 +442,7 @@ impl Db {
     /// created at or after `since` (RFC 3339, UTC, milliseconds, as
     /// stored), at most `limit`. Keyset paging on an index: the cost is the
     /// page's, not the index's.
-    pub(crate) fn sessions_page(
-        &self,
-        page: &crate::listing::PageQuery<'_>,
-    ) -> Result<Vec<SessionMeta>> {
+    pub(crate) fn sessions_page(&self, page: &PageQuery<'_>) -> Result<Vec<SessionMeta>> {
         use rusqlite::types::Value as Sql;
         let mut sql = String::from("SELECT id, meta FROM sessions WHERE 1 = 1");
         let mut args = Vec::new();
@@ -784,12 +769,12 @@ mod tests {
             channel_id: "http".into(),
             continuation_token: "k".into(),
             session_id: None,
-            cadence: crate::reminders::Cadence::Delay(std::time::Duration::from_secs(60)),
+            cadence: crate::reminder_types::Cadence::Delay(std::time::Duration::from_secs(60)),
             prompt: Some("x".into()),
             until: None,
             run_form: false,
             handler: None,
-            status: crate::reminders::ReminderStatus::Armed,
+            status: crate::reminder_types::ReminderStatus::Armed,
             reason: None,
             next_fire_at_ms: Some(1),
             fire_count: 0,
@@ -832,7 +817,7 @@ mod tests {
             .unwrap();
         assert_eq!(n, 200);
         let mut r = row("r7");
-        r.status = crate::reminders::ReminderStatus::Cancelled;
+        r.status = crate::reminder_types::ReminderStatus::Cancelled;
         db.update_reminder(&r).await.unwrap();
         let status: String = fresh
             .query_row("SELECT status FROM reminders WHERE id = 'r7'", [], |r| {

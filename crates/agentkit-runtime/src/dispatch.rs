@@ -6,279 +6,35 @@
 //! [`AgentRuntime::apply`]: admission, token rotation and ownership checks
 //! are always the holder's.
 
-use agentkit_harness::{CallOrigin, CallPrincipal, Decision};
-use agentkit_manifest::Admission;
-use agentkit_protocol::ErrorCode;
-use serde::{Deserialize, Serialize};
+use crate::error::Result;
+use crate::requests::FollowUp;
+use crate::runtime::AgentRuntime;
+use crate::session_command::{Outcome, SessionCommand, held_elsewhere};
 
-use crate::approvals::ResolvedApproval;
-use crate::error::{Error, Result};
-use crate::meta::Owner;
-use crate::runtime::{Accepted, AgentRuntime, FollowUp};
-use crate::tool_call::ToolCallOutcome;
-
-/// A request to one session: what every entry point (HTTP, MCP,
-/// channels, schedules, reminders, the host bridge) asks of a session
-/// that may run on another host. Serialised as the mailbox row's payload
-/// when it is routed.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "camelCase")]
-pub(crate) enum SessionCommand {
-    #[serde(rename_all = "camelCase")]
-    Message {
-        owner: Owner,
-        message: String,
-        continuation_token: Option<String>,
-        admission: Admission,
-        workspace_files: Vec<(String, String)>,
-    },
-    #[serde(rename_all = "camelCase")]
-    Stop { owner: Owner },
-    /// A reminder waking the conversation (`coalesce`, no token rotation).
-    #[serde(rename_all = "camelCase")]
-    Wake { message: String },
-    #[serde(rename_all = "camelCase")]
-    Decision {
-        owner: Owner,
-        call_id: String,
-        decision: Decision,
-    },
-    /// A deterministic tool call in the session (`POST /v1/tools/:name`
-    /// with `sessionId`).
-    #[serde(rename_all = "camelCase")]
-    ToolCall {
-        owner: Owner,
-        name: String,
-        input: serde_json::Value,
-        origin: RoutedOrigin,
-    },
-}
-
-/// What a routed tool call keeps of its [`CallOrigin`] (the call never
-/// runs in a model's turn).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct RoutedOrigin {
-    channel_id: Option<String>,
-    continuation_key: Option<String>,
-    purpose: Option<String>,
-    /// `(id, kind, authenticator)` of the principal the bridge acts as.
-    principal: Option<(String, String, String)>,
-    schedule: Option<String>,
-}
-
-impl RoutedOrigin {
-    fn of(origin: &CallOrigin) -> RoutedOrigin {
-        RoutedOrigin {
-            channel_id: origin.channel_id.clone(),
-            continuation_key: origin.continuation_key.clone(),
-            purpose: origin.purpose.clone(),
-            principal: origin
-                .principal
-                .as_ref()
-                .map(|p| (p.id.clone(), p.kind.clone(), p.authenticator.clone())),
-            schedule: origin.schedule.clone(),
-        }
-    }
-
-    fn into_origin(self) -> CallOrigin {
-        CallOrigin {
-            channel_id: self.channel_id,
-            continuation_key: self.continuation_key,
-            purpose: self.purpose,
-            principal: self
-                .principal
-                .map(|(id, kind, authenticator)| CallPrincipal {
-                    id,
-                    kind,
-                    authenticator,
-                }),
-            schedule: self.schedule,
-            model_turn: false,
-        }
-    }
-}
-
-impl SessionCommand {
-    pub(crate) fn kind(&self) -> &'static str {
-        match self {
-            SessionCommand::Message { .. } => "message",
-            SessionCommand::Stop { .. } => "stop",
-            SessionCommand::Wake { .. } => "wake",
-            SessionCommand::Decision { .. } => "decision",
-            SessionCommand::ToolCall { .. } => "tool",
-        }
-    }
-
-    /// Who asked (recorded on the row).
-    pub(crate) fn principal(&self) -> &str {
-        match self {
-            SessionCommand::Message { owner, .. }
-            | SessionCommand::Stop { owner }
-            | SessionCommand::Decision { owner, .. }
-            | SessionCommand::ToolCall { owner, .. } => &owner.principal_id,
-            SessionCommand::Wake { .. } => "reminder",
-        }
-    }
-
-    pub(crate) fn tool_call(
-        name: &str,
-        input: serde_json::Value,
-        owner: &Owner,
-        origin: &CallOrigin,
-    ) -> SessionCommand {
-        SessionCommand::ToolCall {
-            owner: owner.clone(),
-            name: name.to_owned(),
-            input,
-            origin: RoutedOrigin::of(origin),
-        }
-    }
-
-    pub(crate) fn message(req: FollowUp) -> SessionCommand {
-        SessionCommand::Message {
-            owner: req.owner,
-            message: req.message,
-            continuation_token: req.continuation_token,
-            admission: req.admission,
-            workspace_files: req.workspace_files,
-        }
-    }
-}
-
-/// What applying a routed request answered, as the row's outcome stores
-/// it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "camelCase")]
-pub(crate) enum Outcome {
-    #[serde(rename_all = "camelCase")]
-    Accepted {
-        session_id: String,
-        continuation_token: String,
-        coalesced: bool,
-        start_index: u64,
-    },
-    #[serde(rename_all = "camelCase")]
-    Stopped { interrupted: bool },
-    #[serde(rename_all = "camelCase")]
-    Resolved {
-        call_id: String,
-        approved: bool,
-        by: String,
-        resumed: bool,
-    },
-    #[serde(rename_all = "camelCase")]
-    Called { call: ToolCallOutcome },
-    #[serde(rename_all = "camelCase")]
-    Failed {
-        status: u16,
-        code: ErrorCode,
-        message: String,
-    },
-}
-
-impl Outcome {
-    fn accepted(a: Accepted) -> Outcome {
-        Outcome::Accepted {
-            session_id: a.session_id,
-            continuation_token: a.continuation_token,
-            coalesced: a.coalesced,
-            start_index: a.start_index,
-        }
-    }
-
-    pub(crate) fn failed(e: &Error) -> Outcome {
-        Outcome::Failed {
-            status: e.status(),
-            code: e.code(),
-            message: e.to_string(),
-        }
-    }
-
-    fn unexpected(&self) -> Error {
-        Error::NotAvailable {
-            message: format!("the host running the session answered an unexpected {self:?}"),
-        }
-    }
-
-    fn or_failed(self) -> Result<Outcome> {
-        match self {
-            Outcome::Failed {
-                status,
-                code,
-                message,
-            } => Err(Error::Routed {
-                status,
-                code,
-                message,
-            }),
-            other => Ok(other),
-        }
-    }
-
-    pub(crate) fn into_accepted(self) -> Result<Accepted> {
-        match self.or_failed()? {
-            Outcome::Accepted {
-                session_id,
-                continuation_token,
-                coalesced,
-                start_index,
-            } => Ok(Accepted {
-                session_id,
-                continuation_token,
-                is_new: false,
-                coalesced,
-                start_index,
-            }),
-            other => Err(other.unexpected()),
-        }
-    }
-
-    pub(crate) fn into_stopped(self) -> Result<bool> {
-        match self.or_failed()? {
-            Outcome::Stopped { interrupted } => Ok(interrupted),
-            other => Err(other.unexpected()),
-        }
-    }
-
-    pub(crate) fn into_called(self) -> Result<ToolCallOutcome> {
-        match self.or_failed()? {
-            Outcome::Called { call } => Ok(call),
-            other => Err(other.unexpected()),
-        }
-    }
-
-    pub(crate) fn into_resolved(self) -> Result<ResolvedApproval> {
-        match self.or_failed()? {
-            Outcome::Resolved {
-                call_id,
-                approved,
-                by,
-                resumed,
-            } => Ok(ResolvedApproval {
-                call_id,
-                decision: if approved { "approve" } else { "deny" },
-                by,
-                resumed,
-            }),
-            other => Err(other.unexpected()),
-        }
-    }
-}
-
-/// Is this the error of a session another live host holds?
-pub(crate) fn held_elsewhere<T>(result: &Result<T>) -> bool {
-    matches!(
-        result,
-        Err(Error::Shared(agentkit_store::SharedError::Busy { .. }))
-    )
+/// The one command path, a part of the runtime: every request to a
+/// session is a [`SessionCommand`] that [`Commands::dispatch`] applies
+/// here, or, on a shared store when another live host holds the
+/// session, routes through the mailbox to that host, whose mailbox loop
+/// reaches the same [`Commands::apply`]; with the leases it takes and
+/// releases and the sweeper that takes over a dead host's sessions.
+/// Reached through [`AgentRuntime::commands`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Commands<'a> {
+    pub(crate) rt: &'a AgentRuntime,
 }
 
 impl AgentRuntime {
+    /// The one command path (crate-internal).
+    pub(crate) fn commands(&self) -> Commands<'_> {
+        Commands { rt: self }
+    }
+}
+
+impl Commands<'_> {
     /// Applies `command` to session `id` on the host that runs it: here,
     /// or routed to the lease holder on a shared database.
     pub(crate) async fn dispatch(&self, id: &str, command: SessionCommand) -> Result<Outcome> {
-        let routed = self.inner.shared.is_some().then(|| command.clone());
+        let routed = self.rt.inner.shared.is_some().then(|| command.clone());
         let here = self.apply(id, command).await;
         match routed {
             Some(command) if held_elsewhere(&here) => self.route(id, command).await,
@@ -305,23 +61,32 @@ impl AgentRuntime {
                     admission,
                     workspace_files,
                 };
-                self.admit_follow_up(id, follow)
+                self.rt
+                    .turns()
+                    .admit_follow_up(id, follow)
                     .await
                     .map(Outcome::accepted)
             }
             SessionCommand::Stop { owner } => {
-                let stopped = self.interrupt(id, &owner);
+                let stopped = self.rt.turns().interrupt(id, &owner);
                 stopped.map(|interrupted| Outcome::Stopped { interrupted })
             }
-            SessionCommand::Wake { message } => {
-                self.admit_wake(id, message).await.map(Outcome::accepted)
-            }
+            SessionCommand::Wake { message } => self
+                .rt
+                .turns()
+                .admit_wake(id, message)
+                .await
+                .map(Outcome::accepted),
             SessionCommand::Decision {
                 owner,
                 call_id,
                 decision,
             } => {
-                let resolved = self.decide(id, &call_id, decision, &owner).await;
+                let resolved = self
+                    .rt
+                    .approvals()
+                    .decide(id, &call_id, decision, &owner)
+                    .await;
                 resolved.map(|r| Outcome::Resolved {
                     call_id: r.call_id,
                     approved: r.decision == "approve",
@@ -336,43 +101,12 @@ impl AgentRuntime {
                 origin,
             } => {
                 let called = self
+                    .rt
+                    .tool_calls()
                     .run_call(&name, input, Some((id, &owner)), origin.into_origin())
                     .await;
                 called.map(|call| Outcome::Called { call })
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-    use super::*;
-
-    #[test]
-    fn requests_and_outcomes_round_trip_as_json() {
-        let owner = Owner {
-            principal_id: "alice".into(),
-            principal_type: "user".into(),
-            authenticator: "bearer".into(),
-        };
-        let request = SessionCommand::Message {
-            owner,
-            message: "and then?".into(),
-            continuation_token: Some("http:1".into()),
-            admission: Admission::Preempt,
-            workspace_files: vec![("a.txt".into(), "hi".into())],
-        };
-        let text = serde_json::to_string(&request).unwrap();
-        assert!(text.contains(r#""kind":"message""#), "{text}");
-        let back: SessionCommand = serde_json::from_str(&text).unwrap();
-        assert_eq!(back.kind(), "message");
-        let failed = Outcome::failed(&Error::StaleContinuation);
-        let text = serde_json::to_string(&failed).unwrap();
-        let back: Outcome = serde_json::from_str(&text).unwrap();
-        let err = back.into_accepted().unwrap_err();
-        assert_eq!(err.status(), 409);
-        assert_eq!(err.code(), ErrorCode::StaleContinuation);
     }
 }

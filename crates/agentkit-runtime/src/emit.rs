@@ -9,8 +9,9 @@ use agentkit_protocol::{Appended, EventData, MessageCompleted, TurnCompleted, Tu
 
 use crate::error::{Error, Result};
 use crate::meta::SessionMode;
-use crate::runtime::{AgentRuntime, new_id};
+use crate::runtime::AgentRuntime;
 use crate::tool_call::Release;
+use crate::util::new_id;
 
 impl AgentRuntime {
     /// Appends `text` as the assistant's final reply in chat session `id`,
@@ -34,8 +35,8 @@ impl AgentRuntime {
         if meta.mode == SessionMode::Task {
             return Err(Error::TaskSession { id: id.to_owned() });
         }
-        let session = self.get_session(id)?;
-        let session = self.claim_idle(&session).await?;
+        let session = self.sessions().get(id)?;
+        let session = self.turns().claim_idle(&session).await?;
         let guard = Release {
             runtime: self,
             session: session.clone(),

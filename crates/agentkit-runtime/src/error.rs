@@ -20,6 +20,12 @@ pub enum Error {
     SessionBusy { id: String },
     #[error("{message}")]
     BadRequest { message: String },
+    #[error("event {at} falls inside a turn: fork at a turn boundary ({})", boundaries(*.before, *.after))]
+    InsideTurn {
+        at: u64,
+        before: Option<u64>,
+        after: Option<u64>,
+    },
     #[error("no server tool `{name}`; available: {}", if .available.is_empty() { "none".to_owned() } else { .available.join(", ") })]
     UnknownTool {
         name: String,
@@ -88,6 +94,7 @@ impl Error {
             Error::TaskSession { .. } => ErrorCode::TaskSession,
             Error::SessionBusy { .. } => ErrorCode::SessionBusy,
             Error::BadRequest { .. } => ErrorCode::BadRequest,
+            Error::InsideTurn { .. } => ErrorCode::InsideTurn,
             Error::UnknownTool { .. } => ErrorCode::UnknownTool,
             Error::InvalidInput { .. } => ErrorCode::InvalidInput,
             Error::NotFound { .. } => ErrorCode::NotFound,
@@ -125,6 +132,7 @@ impl Error {
             | Error::TaskSession { .. }
             | Error::SessionBusy { .. }
             | Error::ApprovalResolved { .. }
+            | Error::InsideTurn { .. }
             | Error::Shared(
                 agentkit_store::SharedError::Busy { .. }
                 | agentkit_store::SharedError::Fenced { .. },
@@ -165,6 +173,16 @@ impl Error {
             path: path.to_path_buf(),
             source,
         }
+    }
+}
+
+/// The turn boundaries nearest an index, for [`Error::InsideTurn`].
+fn boundaries(before: Option<u64>, after: Option<u64>) -> String {
+    match (before, after) {
+        (Some(b), Some(a)) => format!("atIndex {b} or {a}"),
+        (Some(b), None) => format!("atIndex {b}; the turn after it has not ended yet"),
+        (None, Some(a)) => format!("atIndex {a}"),
+        (None, None) => "none yet".to_owned(),
     }
 }
 

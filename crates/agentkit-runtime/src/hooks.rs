@@ -151,7 +151,12 @@ impl AgentRuntime {
             });
             let (tx, rx) = mpsc::channel::<Arc<Event>>(HOOK_QUEUE);
             let spec = Arc::new(spec);
-            tokio::spawn(worker(spec.clone(), rx, st.clone(), self.host_bridge()));
+            tokio::spawn(worker(
+                spec.clone(),
+                rx,
+                st.clone(),
+                self.inner.host_bridge(),
+            ));
             queues.push((spec, tx, st.clone()));
             stats.push(st);
         }

@@ -12,12 +12,12 @@
 //! Deterministic tool calls ([`AgentRuntime::call_tool`]) run a server tool
 //! with caller-chosen input, in an ephemeral workspace or inside a session.
 //!
-//! Schedules ([`AgentRuntime::run_schedules`], [`AgentRuntime::dispatch_schedule`])
-//! fire on the runtime's [`Clock`] (Rust handlers: [`ScheduleHandler`]); reminders ([`AgentRuntime::create_reminder`],
-//! [`AgentRuntime::run_reminders`]) are durable in `agentkit.sqlite`.
+//! Schedules ([`Schedules::run`], [`Schedules::dispatch`])
+//! fire on the runtime's [`Clock`] (Rust handlers: [`ScheduleHandler`]); reminders ([`Reminders::create`],
+//! [`Reminders::run`]) are durable in `agentkit.sqlite`.
 //!
 //! Calls that need approval park durably ([`AgentRuntime::approvals`],
-//! [`AgentRuntime::resolve_approval`]): a restart keeps them listed, and
+//! [`Approvals::resolve`]): a restart keeps them listed, and
 //! approving one afterwards resumes the conversation from the log.
 //!
 //! A/B experiments enrol new sessions and pick the agent each turn runs as
@@ -29,6 +29,8 @@ mod ab;
 mod ab_local;
 mod ab_metrics;
 mod ab_stats;
+mod admission;
+mod approval_gate;
 mod approvals;
 mod clock;
 mod command;
@@ -38,6 +40,7 @@ mod dispatch;
 mod emit;
 mod error;
 mod fold;
+mod fork;
 mod hooks;
 mod kv;
 mod listing;
@@ -45,35 +48,44 @@ mod log;
 mod mailbox;
 mod meta;
 mod registry;
+mod reminder_types;
 mod reminders;
+mod requests;
 mod runtime;
 mod schedule_handlers;
+mod schedule_state;
 mod schedules;
 mod session;
+mod session_command;
+mod sessions;
 mod shared;
 mod tool_call;
 mod trace;
+mod util;
 mod worker;
 mod workspace;
 
-pub use ab_metrics::EVAL_LABEL;
+pub use ab_metrics::{EVAL_LABEL, Experiments};
 pub use agentkit_harness::{CallOrigin, CallPrincipal, Decision, DynTool, RustTool, ToolSource};
 pub use agentkit_store::{SharedBackend, memory::MemoryBackend};
-pub use approvals::{PendingApproval, ResolvedApproval};
+pub use approvals::{Approvals, PendingApproval};
 pub use clock::{BoxFuture, Clock, ManualClock, SystemClock};
 pub use command::CommandOutcome;
 pub use error::{Error, InputError, Result};
 pub use fold::conversation;
+pub use fork::Forks;
 pub use hooks::{HOOK_QUEUE, HookFn, HookSpec, HookStats, HookTarget, Hooks, SIGNATURE_HEADER};
 pub use kv::{Clock as KvClock, KvEntry, KvStore, MAX_KEY_BYTES};
 pub use listing::SessionPage;
 pub use log::{EventLog, Follow};
 pub use meta::{Owner, SessionMeta, SessionMode};
-pub use reminders::{
+pub use reminder_types::{
     Followup, HANDLER_LOST_ON_RESTART, NewReminder, Reminder, ReminderAction, ReminderFired,
     ReminderHandler, ReminderHandlers, ReminderOutcome, ReminderRequest, ReminderTick,
     ReminderWhen, parse_when,
 };
+pub use reminders::Reminders;
+pub use requests::{ResolvedApproval, ToolCallOutcome};
 pub use runtime::{
     Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, RuntimeOptions, SendRequest, SessionSummary,
     TimerStats, WeakRuntime,
@@ -81,6 +93,7 @@ pub use runtime::{
 pub use schedule_handlers::{
     Receive, ScheduleError, ScheduleHandler, ScheduleHandlers, ScheduleRun,
 };
-pub use schedules::{SCHEDULE_CHANNEL, ScheduleLastRun, ScheduleStatus, schedule_owner};
-pub use tool_call::ToolCallOutcome;
+pub use schedule_state::ScheduleLastRun;
+pub use schedules::{SCHEDULE_CHANNEL, ScheduleStatus, Schedules, schedule_owner};
+pub use tool_call::ToolCalls;
 pub use workspace::{materialize, safe_join};

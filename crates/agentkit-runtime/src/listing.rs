@@ -24,16 +24,6 @@ pub struct SessionPage {
     pub since: Option<String>,
 }
 
-/// What the index queries of a page take.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct PageQuery<'a> {
-    pub(crate) principal: Option<&'a str>,
-    pub(crate) channel: Option<&'a str>,
-    pub(crate) before: Option<&'a str>,
-    pub(crate) since: Option<&'a str>,
-    pub(crate) limit: usize,
-}
-
 impl AgentRuntime {
     /// One page of the sessions `owner` created (every principal's for an
     /// operator, each with its owner), newest first, and the id to pass as
@@ -46,7 +36,7 @@ impl AgentRuntime {
         let operator = owner.is_operator();
         let limit = page.limit.max(1);
         // One more than the page, to know whether another follows.
-        let query = PageQuery {
+        let query = crate::db::PageQuery {
             principal: (!operator).then_some(owner.principal_id.as_str()),
             channel: page.channel.as_deref(),
             before: page.before.as_deref(),
@@ -65,7 +55,7 @@ impl AgentRuntime {
                 })
                 .await?
                 .iter()
-                .filter_map(|m| crate::shared::meta_of(m))
+                .filter_map(|m| crate::meta::meta_of(m))
                 .collect();
             split(stored, limit)
         } else {
@@ -77,7 +67,7 @@ impl AgentRuntime {
                 page.since.clone(),
             );
             tokio::task::spawn_blocking(move || {
-                let stored = runtime.inner.db.sessions_page(&PageQuery {
+                let stored = runtime.inner.db.sessions_page(&crate::db::PageQuery {
                     principal: principal.as_deref(),
                     channel: channel.as_deref(),
                     before: before.as_deref(),
@@ -90,7 +80,7 @@ impl AgentRuntime {
                     .into_iter()
                     .filter(|m| {
                         let here = SessionId::parse(&m.id)
-                            .is_ok_and(|id| runtime.session_dir(&id).exists());
+                            .is_ok_and(|id| runtime.sessions().session_dir(&id).exists());
                         if !here {
                             runtime.inner.db.delete_session(&m.id);
                         }
@@ -107,9 +97,9 @@ impl AgentRuntime {
         let mut out = Vec::with_capacity(stored.len());
         for meta in stored {
             // A loaded session's metadata is the current one.
-            let (meta, busy) = match self.peek(&meta.id) {
+            let (meta, busy) = match self.sessions().peek(&meta.id) {
                 Some(s) => {
-                    if self.deleted(&s) {
+                    if self.sessions().deleted(&s) {
                         continue;
                     }
                     (s.meta().clone(), s.state().is_running())

@@ -21,9 +21,10 @@ use std::time::{Duration, Instant};
 use agentkit_store::{Mail, MailSignal, MailState};
 use tokio::sync::broadcast;
 
-use crate::dispatch::{Outcome, SessionCommand, held_elsewhere};
+use crate::dispatch::Commands;
 use crate::error::{Error, Result};
-use crate::runtime::{AgentRuntime, new_id};
+use crate::session_command::{Outcome, SessionCommand, held_elsewhere};
+use crate::util::new_id;
 
 /// How long a receiving host waits for a routed request's outcome.
 pub(crate) const ROUTE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -38,14 +39,14 @@ const CLAIM_BATCH: i64 = 32;
 /// Settled requests whose receiver never read them are deleted after this.
 const PURGE_AFTER_HOURS: f64 = 1.0;
 
-impl AgentRuntime {
+impl Commands<'_> {
     /// Applies the requests other hosts route to this one, until shutdown.
     pub(crate) fn start_mailbox(&self) {
-        let Some(shared) = self.inner.shared.clone() else {
+        let Some(shared) = self.rt.inner.shared.clone() else {
             return;
         };
-        let runtime = self.downgrade();
-        let shutdown = self.shutdown_token();
+        let runtime = self.rt.downgrade();
+        let shutdown = self.rt.shutdown_token();
         let mut signals = shared.mailbox.signals();
         tokio::spawn(async move {
             let mut purged = Instant::now();
@@ -66,7 +67,7 @@ impl AgentRuntime {
                 let Some(runtime) = runtime.upgrade() else {
                     return;
                 };
-                runtime.drain_mailbox().await;
+                runtime.commands().drain_mailbox().await;
                 if purged.elapsed() > Duration::from_secs(600) {
                     purged = Instant::now();
                     if let Err(e) = shared.mailbox.purge(PURGE_AFTER_HOURS).await {
@@ -80,7 +81,7 @@ impl AgentRuntime {
     /// Claims and applies what this host should: requests for sessions
     /// it holds, and for sessions no live host holds.
     async fn drain_mailbox(&self) {
-        let Some(shared) = &self.inner.shared else {
+        let Some(shared) = &self.rt.inner.shared else {
             return;
         };
         let me = shared.leases.owner();
@@ -131,7 +132,7 @@ impl AgentRuntime {
     /// Posts `request` for session `id` and waits for its outcome: from
     /// the host holding the session, or from this host once none does.
     pub(crate) async fn route(&self, id: &str, request: SessionCommand) -> Result<Outcome> {
-        let Some(shared) = &self.inner.shared else {
+        let Some(shared) = &self.rt.inner.shared else {
             return Err(Error::NotAvailable {
                 message: "routing a request needs a shared database".into(),
             });
@@ -215,7 +216,7 @@ impl AgentRuntime {
 
     /// The outcome another host wrote for request `mail_id`.
     async fn answered(&self, mail_id: &str, outcome: &str) -> Result<Outcome> {
-        if let Some(shared) = &self.inner.shared {
+        if let Some(shared) = &self.rt.inner.shared {
             let _ = shared.mailbox.forget(mail_id).await;
         }
         serde_json::from_str(outcome).map_err(|e| Error::NotAvailable {

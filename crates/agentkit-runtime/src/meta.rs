@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+/// The built-in HTTP channel's id.
+pub const HTTP_CHANNEL: &str = "http";
+
 /// Chat sessions wait for follow-ups; task sessions end after one turn.
 pub use agentkit_protocol::SessionMode;
 
@@ -91,6 +94,9 @@ pub struct SessionMeta {
     /// This session's output schema, instead of the agent's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<serde_json::Value>,
+    /// The session this one was forked from, and where.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<agentkit_protocol::api::ForkedFrom>,
 }
 
 impl SessionMeta {
@@ -100,7 +106,7 @@ impl SessionMeta {
     pub fn call_origin(&self) -> agentkit_harness::CallOrigin {
         agentkit_harness::CallOrigin {
             channel_id: Some(self.channel.clone()),
-            continuation_key: (self.channel != crate::runtime::HTTP_CHANNEL)
+            continuation_key: (self.channel != HTTP_CHANNEL)
                 .then(|| self.continuation_token.clone()),
             purpose: self.purpose.clone(),
             principal: None,
@@ -117,4 +123,22 @@ pub(crate) fn load(path: &Path) -> Result<SessionMeta> {
         path: path.to_path_buf(),
         source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
     })
+}
+
+/// The session index row of `meta` (the shared store's).
+pub(crate) fn row_of(meta: &SessionMeta) -> Result<agentkit_store::SessionRow> {
+    Ok(agentkit_store::SessionRow {
+        id: meta.id.clone(),
+        channel: meta.channel.clone(),
+        continuation: meta.continuation_token.clone(),
+        principal_id: meta.owner.principal_id.clone(),
+        parked: meta.parked,
+        meta: serde_json::to_string(meta).map_err(|e| Error::BadRequest {
+            message: format!("cannot encode session metadata: {e}"),
+        })?,
+    })
+}
+
+pub(crate) fn meta_of(json: &str) -> Option<SessionMeta> {
+    serde_json::from_str(json).ok()
 }

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use hashlink::LinkedHashMap;
 
-use crate::runtime::lock;
 use crate::session::Session;
+use crate::util::lock;
 
 /// `(channel, continuation key)`.
 pub(crate) type ChannelKey = (String, String);

@@ -3,7 +3,7 @@
 //!
 //! Each reminder is a row of `agentkit.sqlite` (see `db.rs`); the armed ones
 //! are also kept in memory, ordered by their next fire time, and
-//! [`AgentRuntime::run_reminders`] fires them on the runtime's clock.
+//! [`Reminders::run`] fires them on the runtime's clock.
 //! A firing of the **prompt form** sends the prompt (with its `until`
 //! condition) into the bound conversation as a follow-up admitted with
 //! `coalesce`, so it never interrupts a turn in flight. The **run form**
@@ -17,458 +17,29 @@
 //!
 //! On a shared database a run-form reminder names its handler
 //! ([`ReminderAction::Named`], registered on every host with
-//! [`AgentRuntime::register_reminder_handler`]): the name is stored, and
+//! [`Reminders::register_handler`]): the name is stored, and
 //! whichever host claims the reminder calls its own handler of that name
 //! (a host without one records the firing as failed, with the reason).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use agentkit_manifest::{Admission, CronSchedule};
-use chrono::{DateTime, SecondsFormat, Utc};
-use serde::{Deserialize, Serialize};
+use agentkit_manifest::Admission;
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::BoxFuture;
-use crate::db::ReminderRow;
 use crate::error::{Error, Result};
 use crate::meta::{Owner, SessionMode};
-use crate::runtime::{Accepted, AgentRuntime, HTTP_CHANNEL, SendRequest, lock, new_id};
-
-/// The reason recorded on run-form reminders disarmed at open.
-pub const HANDLER_LOST_ON_RESTART: &str = "handler_lost_on_restart";
-
-/// When a reminder fires.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ReminderWhen {
-    /// Once, this long after creation.
-    Delay(Duration),
-    /// Repeatedly, this often (the first firing one period after creation).
-    Every(Duration),
-    /// On a 5-field cron cadence (UTC).
-    Cron(String),
-    /// Once, at this instant.
-    At(DateTime<Utc>),
-}
-
-/// When a stored reminder fires, parsed once: when it is created or
-/// read from `agentkit.sqlite`, never again per firing.
-#[derive(Debug, Clone)]
-pub(crate) enum Cadence {
-    Delay(Duration),
-    Every(Duration),
-    Cron(Box<CronSchedule>, String),
-    At(DateTime<Utc>),
-}
-
-impl Cadence {
-    /// The stored form: `(kind, spec)`.
-    pub(crate) fn kind(&self) -> &'static str {
-        match self {
-            Cadence::Delay(_) => "delay",
-            Cadence::Every(_) => "every",
-            Cadence::Cron(..) => "cron",
-            Cadence::At(_) => "at",
-        }
-    }
-
-    pub(crate) fn spec(&self) -> String {
-        match self {
-            Cadence::Delay(d) | Cadence::Every(d) => humanize(*d),
-            Cadence::Cron(_, text) => text.clone(),
-            Cadence::At(t) => t.to_rfc3339_opts(SecondsFormat::Millis, true),
-        }
-    }
-
-    /// Reads the stored form back.
-    pub(crate) fn parse(kind: &str, spec: &str) -> std::result::Result<Cadence, String> {
-        let duration = || agentkit_manifest::parse_duration(spec);
-        Ok(match kind {
-            "delay" => Cadence::Delay(duration()?),
-            "every" => Cadence::Every(duration()?),
-            "cron" => Cadence::Cron(Box::new(CronSchedule::parse(spec)?), spec.to_owned()),
-            "at" => Cadence::At(
-                DateTime::parse_from_rfc3339(spec)
-                    .map_err(|e| e.to_string())?
-                    .with_timezone(&Utc),
-            ),
-            other => return Err(format!("unknown reminder kind `{other}`")),
-        })
-    }
-
-    fn from_when(when: &ReminderWhen) -> Result<Cadence> {
-        Ok(match when {
-            ReminderWhen::Delay(d) => Cadence::Delay(*d),
-            ReminderWhen::Every(d) => Cadence::Every(*d),
-            ReminderWhen::Cron(c) => Cadence::Cron(
-                Box::new(CronSchedule::parse(c).map_err(|message| Error::BadRequest { message })?),
-                c.clone(),
-            ),
-            ReminderWhen::At(t) => Cadence::At(*t),
-        })
-    }
-}
-
-/// Where a stored reminder is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ReminderStatus {
-    Armed,
-    Done,
-    Cancelled,
-    /// A run-form reminder whose handler a restart lost.
-    Disarmed,
-}
-
-impl ReminderStatus {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            ReminderStatus::Armed => "armed",
-            ReminderStatus::Done => "done",
-            ReminderStatus::Cancelled => "cancelled",
-            ReminderStatus::Disarmed => "disarmed",
-        }
-    }
-
-    pub(crate) fn parse(text: &str) -> std::result::Result<ReminderStatus, String> {
-        Ok(match text {
-            "armed" => ReminderStatus::Armed,
-            "done" => ReminderStatus::Done,
-            "cancelled" => ReminderStatus::Cancelled,
-            "disarmed" => ReminderStatus::Disarmed,
-            other => return Err(format!("unknown reminder status `{other}`")),
-        })
-    }
-}
-
-/// What a run handler decided on one tick.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ReminderOutcome {
-    /// Disarm the reminder.
-    Stop,
-    /// Nothing delivered this tick (the fire count stays).
-    Skip,
-    /// Something was delivered (the fire count goes up).
-    Delivered,
-}
-
-/// One tick of a run-form reminder, as its handler sees it.
-#[derive(Debug, Clone)]
-pub struct ReminderTick {
-    pub reminder_id: String,
-    pub purpose: String,
-    /// How many earlier ticks delivered (0 on the first tick).
-    pub fire_count: u64,
-    pub followup: Followup,
-}
-
-/// Sends a follow-up into the conversation a reminder is bound to.
-#[derive(Debug, Clone)]
-pub struct Followup {
-    runtime: AgentRuntime,
-    reminder_id: String,
-}
-
-impl Followup {
-    /// Wakes the bound conversation with `message` (admission
-    /// `coalesce`).
-    pub async fn send(&self, message: impl Into<String>) -> Result<Accepted> {
-        let row = self.runtime.reminder_row(&self.reminder_id).await?;
-        let (accepted, session) = self.runtime.deliver(&row, message.into()).await?;
-        self.runtime
-            .bind_reminder(&self.reminder_id, &session)
-            .await?;
-        Ok(accepted)
-    }
-}
-
-/// A run-form reminder's handler: host-side policy, no model turn unless
-/// it sends a follow-up. Any `Fn(ReminderTick) -> impl Future<Output =
-/// ReminderOutcome>` is one.
-pub trait ReminderHandler: Send + Sync {
-    fn run(&self, tick: ReminderTick) -> BoxFuture<'static, ReminderOutcome>;
-}
-
-impl<F, Fut> ReminderHandler for F
-where
-    F: Fn(ReminderTick) -> Fut + Send + Sync,
-    Fut: std::future::Future<Output = ReminderOutcome> + Send + 'static,
-{
-    fn run(&self, tick: ReminderTick) -> BoxFuture<'static, ReminderOutcome> {
-        Box::pin(self(tick))
-    }
-}
-
-/// Run-form handlers by name, for [`ReminderAction::Named`] (the
-/// facade's `ServeOptions::reminder_handler`).
-#[derive(Clone, Default)]
-pub struct ReminderHandlers(std::collections::BTreeMap<String, Arc<dyn ReminderHandler>>);
-
-impl ReminderHandlers {
-    /// Registers `handler` under `name` (a later registration of the same
-    /// name replaces it).
-    pub fn insert(&mut self, name: impl Into<String>, handler: impl ReminderHandler + 'static) {
-        self.0.insert(name.into(), Arc::new(handler));
-    }
-
-    /// The registered names, sorted.
-    pub fn names(&self) -> Vec<&str> {
-        self.0.keys().map(String::as_str).collect()
-    }
-}
-
-impl std::fmt::Debug for ReminderHandlers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_set().entries(self.0.keys()).finish()
-    }
-}
-
-/// What a reminder does when it fires.
-#[derive(Clone)]
-pub enum ReminderAction {
-    /// Send `prompt` into the conversation; `until` is the standing
-    /// cancellation condition for the model to honour.
-    Prompt {
-        prompt: String,
-        until: Option<String>,
-    },
-    /// Call a Rust handler (in memory only: lost on restart).
-    Run(Arc<dyn ReminderHandler>),
-    /// Call the handler registered under this name
-    /// ([`AgentRuntime::register_reminder_handler`]). On a shared
-    /// database the name is stored and the host that claims the reminder
-    /// calls its own handler of that name, so every host must register
-    /// it; on one host it behaves as [`ReminderAction::Run`].
-    Named(String),
-}
-
-impl std::fmt::Debug for ReminderAction {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ReminderAction::Prompt { prompt, until } => f
-                .debug_struct("Prompt")
-                .field("prompt", prompt)
-                .field("until", until)
-                .finish(),
-            ReminderAction::Run(_) => f.write_str("Run(..)"),
-            ReminderAction::Named(name) => f.debug_tuple("Named").field(name).finish(),
-        }
-    }
-}
-
-/// A reminder to create.
-#[derive(Debug, Clone)]
-pub struct NewReminder {
-    pub purpose: String,
-    pub channel_id: String,
-    pub continuation_token: String,
-    pub when: ReminderWhen,
-    pub action: ReminderAction,
-}
-
-/// The JSON form of a prompt-form reminder (`host.reminders.create`, the
-/// host bridge): `purpose`, `channelId`, `continuationToken`, exactly one
-/// of `delay`, `every`, `cron`, `at` (RFC 3339), then `prompt` and an
-/// optional `until`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ReminderRequest {
-    pub purpose: String,
-    pub channel_id: String,
-    pub continuation_token: String,
-    #[serde(default)]
-    pub delay: Option<String>,
-    #[serde(default)]
-    pub every: Option<String>,
-    #[serde(default)]
-    pub cron: Option<String>,
-    #[serde(default)]
-    pub at: Option<String>,
-    pub prompt: String,
-    #[serde(default)]
-    pub until: Option<String>,
-}
-
-impl ReminderRequest {
-    /// Checks the request and turns it into a [`NewReminder`].
-    pub fn into_new(self) -> Result<NewReminder> {
-        let bad = |message: String| Error::BadRequest { message };
-        let when = parse_when(
-            self.delay.as_deref(),
-            self.every.as_deref(),
-            self.cron.as_deref(),
-            self.at.as_deref(),
-        )?;
-        if self.prompt.trim().is_empty() {
-            return Err(bad("`prompt` must not be empty".into()));
-        }
-        Ok(NewReminder {
-            purpose: self.purpose,
-            channel_id: self.channel_id,
-            continuation_token: self.continuation_token,
-            when,
-            action: ReminderAction::Prompt {
-                prompt: self.prompt,
-                until: self.until,
-            },
-        })
-    }
-}
-
-/// Exactly one of the four ways to say when.
-pub fn parse_when(
-    delay: Option<&str>,
-    every: Option<&str>,
-    cron: Option<&str>,
-    at: Option<&str>,
-) -> Result<ReminderWhen> {
-    let bad = |message: String| Error::BadRequest { message };
-    let duration = |field: &str, s: &str| {
-        agentkit_manifest::parse_duration(s).map_err(|e| bad(format!("`{field}`: {e}")))
-    };
-    match (delay, every, cron, at) {
-        (Some(d), None, None, None) => Ok(ReminderWhen::Delay(duration("delay", d)?)),
-        (None, Some(e), None, None) => Ok(ReminderWhen::Every(duration("every", e)?)),
-        (None, None, Some(c), None) => {
-            CronSchedule::parse(c).map_err(|e| bad(format!("`cron`: {e}")))?;
-            Ok(ReminderWhen::Cron(c.trim().to_owned()))
-        }
-        (None, None, None, Some(a)) => DateTime::parse_from_rfc3339(a)
-            .map(|t| ReminderWhen::At(t.with_timezone(&Utc)))
-            .map_err(|e| bad(format!("`at`: `{a}` is not an RFC 3339 instant ({e})"))),
-        _ => Err(bad(
-            "a reminder needs exactly one of `delay`, `every`, `cron` or `at`".into(),
-        )),
-    }
-}
-
-/// A reminder as listed (`GET /v1/dev/reminders`) and answered on
-/// creation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Reminder {
-    pub id: String,
-    pub purpose: String,
-    pub channel_id: String,
-    pub continuation_token: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
-    /// `delay`, `every`, `cron` or `at`.
-    pub kind: String,
-    /// The duration, cron expression or instant.
-    pub spec: String,
-    /// `prompt` or `run`.
-    pub form: String,
-    /// A run-form reminder's handler name (shared database).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub handler: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub prompt: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub until: Option<String>,
-    /// `armed`, `done`, `cancelled` or `disarmed`.
-    pub status: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    pub next_fire_at: Option<String>,
-    pub fire_count: u64,
-    pub created_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_fired_at: Option<String>,
-}
-
-fn iso_ms(ms: i64) -> String {
-    DateTime::<Utc>::from_timestamp_millis(ms)
-        .unwrap_or_default()
-        .to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
-impl From<&ReminderRow> for Reminder {
-    fn from(r: &ReminderRow) -> Reminder {
-        Reminder {
-            id: r.id.clone(),
-            purpose: r.purpose.clone(),
-            channel_id: r.channel_id.clone(),
-            continuation_token: r.continuation_token.clone(),
-            session_id: r.session_id.clone(),
-            kind: r.cadence.kind().to_owned(),
-            spec: r.cadence.spec(),
-            form: if r.run_form { "run" } else { "prompt" }.to_owned(),
-            handler: r.handler.clone(),
-            prompt: r.prompt.clone(),
-            until: r.until.clone(),
-            status: r.status.as_str().to_owned(),
-            reason: r.reason.clone(),
-            next_fire_at: r.next_fire_at_ms.map(iso_ms),
-            fire_count: r.fire_count,
-            created_at: iso_ms(r.created_at_ms),
-            last_fired_at: r.last_fired_at_ms.map(iso_ms),
-        }
-    }
-}
-
-/// What firing one reminder did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReminderFired {
-    pub reminder_id: String,
-    /// `delivered`, `skip` or `stop`.
-    pub outcome: ReminderOutcome,
-    /// The session woken (prompt form, or a run handler's follow-up).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
-    pub reminder: Reminder,
-}
-
-/// The armed reminders in memory, by next fire time.
-#[derive(Default)]
-pub(crate) struct ReminderState {
-    /// Reminders fired and their summed lateness in ms (for `/metrics`).
-    pub(crate) fired: std::sync::atomic::AtomicU64,
-    pub(crate) late_ms: std::sync::atomic::AtomicU64,
-    index: Mutex<Index>,
-    handlers: Mutex<HashMap<String, Arc<dyn ReminderHandler>>>,
-    /// Handlers by name, for [`ReminderAction::Named`].
-    named: Mutex<HashMap<String, Arc<dyn ReminderHandler>>>,
-    /// Signalled when the earliest fire time may have changed.
-    changed: tokio::sync::Notify,
-}
-
-impl std::fmt::Debug for ReminderState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let index = lock(&self.index);
-        f.debug_struct("ReminderState")
-            .field("armed", &index.rows.len())
-            .field("firing", &index.firing.len())
-            .finish()
-    }
-}
-
-#[derive(Debug, Default)]
-struct Index {
-    due: BTreeSet<(i64, String)>,
-    rows: HashMap<String, ReminderRow>,
-    firing: HashSet<String>,
-}
-
-impl Index {
-    fn arm(&mut self, row: ReminderRow) {
-        if let Some(at) = row.next_fire_at_ms {
-            self.due.insert((at, row.id.clone()));
-        }
-        self.rows.insert(row.id.clone(), row);
-    }
-
-    fn remove(&mut self, id: &str) -> Option<ReminderRow> {
-        let row = self.rows.remove(id)?;
-        if let Some(at) = row.next_fire_at_ms {
-            self.due.remove(&(at, row.id.clone()));
-        }
-        Some(row)
-    }
-}
+use crate::reminder_types::{
+    Cadence, Followup, FollowupTarget, HANDLER_LOST_ON_RESTART, NewReminder, Reminder,
+    ReminderAction, ReminderFired, ReminderHandler, ReminderHandlers, ReminderOutcome, ReminderRow,
+    ReminderStatus, ReminderTick, parse_when,
+};
+use crate::requests::{Accepted, SendRequest};
+use crate::runtime::{AgentRuntime, HTTP_CHANNEL};
+use crate::util::{lock, new_id};
 
 /// The principal a reminder acts as when it has to start its
 /// conversation.
@@ -494,9 +65,43 @@ fn wake_message(row: &ReminderRow) -> String {
     text
 }
 
+impl FollowupTarget for AgentRuntime {
+    fn follow_up(
+        &self,
+        reminder_id: String,
+        message: String,
+    ) -> BoxFuture<'static, Result<Accepted>> {
+        let runtime = self.clone();
+        Box::pin(async move {
+            let reminders = runtime.reminders();
+            let row = reminders.row(&reminder_id).await?;
+            let (accepted, session) = reminders.deliver(&row, message).await?;
+            reminders.bind(&reminder_id, &session).await?;
+            Ok(accepted)
+        })
+    }
+}
+
+/// Reminders, a part of the runtime: creating, cancelling, listing and
+/// firing them. It holds the session core by reference (to deliver a
+/// firing into its conversation); its state (`ReminderState`, the armed
+/// index and the handlers) is touched by this module only. Reached
+/// through [`AgentRuntime::reminders`].
+#[derive(Debug, Clone, Copy)]
+pub struct Reminders<'a> {
+    rt: &'a AgentRuntime,
+}
+
 impl AgentRuntime {
+    /// The reminders of this agent.
+    pub fn reminders(&self) -> Reminders<'_> {
+        Reminders { rt: self }
+    }
+}
+
+impl Reminders<'_> {
     fn now_ms(&self) -> i64 {
-        self.clock().now().timestamp_millis()
+        self.rt.clock().now().timestamp_millis()
     }
 
     /// The next fire time after a firing at `now` (or at creation),
@@ -552,7 +157,9 @@ impl AgentRuntime {
             purpose: req.purpose.clone(),
             channel_id: req.channel_id.clone(),
             continuation_token: req.continuation_token.clone(),
-            session_id: self.session_for(&req.channel_id, &req.continuation_token),
+            session_id: self
+                .rt
+                .session_for(&req.channel_id, &req.continuation_token),
             cadence,
             prompt,
             until,
@@ -565,7 +172,7 @@ impl AgentRuntime {
             created_at_ms: now_ms,
             last_fired_at_ms: None,
         };
-        row.next_fire_at_ms = Self::next_fire(&row, now_ms, true)?;
+        row.next_fire_at_ms = Reminders::next_fire(&row, now_ms, true)?;
         if row.next_fire_at_ms.is_none() {
             return Err(Error::BadRequest {
                 message: "the reminder would never fire".into(),
@@ -575,32 +182,32 @@ impl AgentRuntime {
     }
 
     /// Creates a reminder, durable before this returns.
-    pub async fn create_reminder(&self, req: NewReminder) -> Result<Reminder> {
-        self.reminders_here(&req)?;
+    pub async fn create(&self, req: NewReminder) -> Result<Reminder> {
+        self.check_here(&req)?;
         let row = self.new_row(&req)?;
-        if let Some(table) = self.shared_reminders() {
+        if let Some(table) = self.shared() {
             table.insert(&[to_record(&row)]).await?;
-            self.inner.reminders.changed.notify_one();
+            self.rt.inner.reminders.changed.notify_one();
             return Ok(Reminder::from(&row));
         }
-        self.inner.db.insert_reminder(&row).await?;
+        self.rt.inner.db.insert_reminder(&row).await?;
         let handler = match req.action {
             ReminderAction::Run(handler) => Some(handler),
             ReminderAction::Named(name) => Some(self.named_handler(&name)?),
             ReminderAction::Prompt { .. } => None,
         };
         if let Some(handler) = handler {
-            lock(&self.inner.reminders.handlers).insert(row.id.clone(), handler);
+            lock(&self.rt.inner.reminders.handlers).insert(row.id.clone(), handler);
         }
         let view = Reminder::from(&row);
-        lock(&self.inner.reminders.index).arm(row);
-        self.inner.reminders.changed.notify_one();
+        lock(&self.rt.inner.reminders.index).arm(row);
+        self.rt.inner.reminders.changed.notify_one();
         Ok(view)
     }
 
     /// Creates many prompt-form reminders in one transaction (bulk
     /// enrolment, benchmarks).
-    pub async fn create_reminders(&self, reqs: Vec<NewReminder>) -> Result<usize> {
+    pub async fn create_many(&self, reqs: Vec<NewReminder>) -> Result<usize> {
         let mut rows = Vec::with_capacity(reqs.len());
         for req in &reqs {
             if !matches!(req.action, ReminderAction::Prompt { .. }) {
@@ -610,27 +217,27 @@ impl AgentRuntime {
             }
             rows.push(self.new_row(req)?);
         }
-        if let Some(table) = self.shared_reminders() {
+        if let Some(table) = self.shared() {
             let pg: Vec<_> = rows.iter().map(to_record).collect();
             table.insert(&pg).await?;
-            self.inner.reminders.changed.notify_one();
+            self.rt.inner.reminders.changed.notify_one();
             return Ok(rows.len());
         }
-        self.inner.db.insert_reminders(rows.clone()).await?;
+        self.rt.inner.db.insert_reminders(rows.clone()).await?;
         let n = rows.len();
-        let mut index = lock(&self.inner.reminders.index);
+        let mut index = lock(&self.rt.inner.reminders.index);
         for row in rows {
             index.arm(row);
         }
         drop(index);
-        self.inner.reminders.changed.notify_one();
+        self.rt.inner.reminders.changed.notify_one();
         Ok(n)
     }
 
     /// Cancels a reminder. Answers it as stored (already ended reminders
     /// are answered unchanged).
-    pub async fn cancel_reminder(&self, id: &str) -> Result<Reminder> {
-        if let Some(table) = self.shared_reminders() {
+    pub async fn cancel(&self, id: &str) -> Result<Reminder> {
+        if let Some(table) = self.shared() {
             let stored = table.get(id).await?.ok_or_else(|| Error::NotFound {
                 what: "reminder",
                 id: id.to_owned(),
@@ -644,45 +251,49 @@ impl AgentRuntime {
             }
             return Ok(Reminder::from(&row));
         }
-        let removed = lock(&self.inner.reminders.index).remove(id);
-        lock(&self.inner.reminders.handlers).remove(id);
+        let removed = lock(&self.rt.inner.reminders.index).remove(id);
+        lock(&self.rt.inner.reminders.handlers).remove(id);
         let mut row = match removed {
             Some(row) => row,
-            None => return Ok(Reminder::from(&self.reminder_row(id).await?)),
+            None => return Ok(Reminder::from(&self.row(id).await?)),
         };
         row.status = ReminderStatus::Cancelled;
         row.reason = Some("cancelled".to_owned());
         row.next_fire_at_ms = None;
-        self.inner.db.update_reminder(&row).await?;
-        self.inner.reminders.changed.notify_one();
+        self.rt.inner.db.update_reminder(&row).await?;
+        self.rt.inner.reminders.changed.notify_one();
         Ok(Reminder::from(&row))
     }
 
-    pub(crate) async fn reminder_row(&self, id: &str) -> Result<ReminderRow> {
-        if let Some(table) = self.shared_reminders() {
+    pub(crate) async fn row(&self, id: &str) -> Result<ReminderRow> {
+        if let Some(table) = self.shared() {
             let stored = table.get(id).await?;
             return from_record(stored.ok_or_else(|| Error::NotFound {
                 what: "reminder",
                 id: id.to_owned(),
             })?);
         }
-        if let Some(row) = lock(&self.inner.reminders.index).rows.get(id) {
+        if let Some(row) = lock(&self.rt.inner.reminders.index).rows.get(id) {
             return Ok(row.clone());
         }
-        self.inner.db.reminder(id)?.ok_or_else(|| Error::NotFound {
-            what: "reminder",
-            id: id.to_owned(),
-        })
+        self.rt
+            .inner
+            .db
+            .reminder(id)?
+            .ok_or_else(|| Error::NotFound {
+                what: "reminder",
+                id: id.to_owned(),
+            })
     }
 
     /// One reminder.
-    pub async fn reminder(&self, id: &str) -> Result<Reminder> {
-        Ok(Reminder::from(&self.reminder_row(id).await?))
+    pub async fn get(&self, id: &str) -> Result<Reminder> {
+        Ok(Reminder::from(&self.row(id).await?))
     }
 
     /// Reminders, newest first: armed and ended (at most 1000).
-    pub async fn reminders(&self) -> Result<Vec<Reminder>> {
-        if let Some(table) = self.shared_reminders() {
+    pub async fn list(&self) -> Result<Vec<Reminder>> {
+        if let Some(table) = self.shared() {
             let rows = table.list(1000).await?;
             return rows
                 .into_iter()
@@ -690,13 +301,14 @@ impl AgentRuntime {
                 .collect();
         }
         Ok(self
+            .rt
             .inner
             .db
             .all_reminders(1000)?
             .iter()
             .map(|r| {
                 // The in-memory row is the fresher one while armed.
-                lock(&self.inner.reminders.index)
+                lock(&self.rt.inner.reminders.index)
                     .rows
                     .get(&r.id)
                     .map_or_else(|| Reminder::from(r), Reminder::from)
@@ -705,24 +317,24 @@ impl AgentRuntime {
     }
 
     /// How many reminders are armed.
-    pub async fn armed_reminders(&self) -> usize {
-        if let Some(table) = self.shared_reminders() {
+    pub async fn armed(&self) -> usize {
+        if let Some(table) = self.shared() {
             return table
                 .armed()
                 .await
                 .map_or(0, |n| usize::try_from(n).unwrap_or(0));
         }
-        lock(&self.inner.reminders.index).rows.len()
+        lock(&self.rt.inner.reminders.index).rows.len()
     }
 
     /// Loads armed reminders at open; disarms run-form ones (their
     /// handlers died with the previous process).
-    pub(crate) fn load_reminders(&self) -> Result<usize> {
-        if self.inner.shared.is_some() {
+    pub(crate) fn load(&self) -> Result<usize> {
+        if self.rt.inner.shared.is_some() {
             // They stay in the database; `run_shared_reminders` claims them.
             return Ok(0);
         }
-        let db = &self.inner.db;
+        let db = &self.rt.inner.db;
         let lost = db.disarm_run_form(HANDLER_LOST_ON_RESTART)?;
         if lost > 0 {
             tracing::warn!(
@@ -732,7 +344,7 @@ impl AgentRuntime {
         }
         let rows = db.armed_reminders()?;
         let n = rows.len();
-        let mut index = lock(&self.inner.reminders.index);
+        let mut index = lock(&self.rt.inner.reminders.index);
         for row in rows {
             index.arm(row);
         }
@@ -742,13 +354,13 @@ impl AgentRuntime {
     /// Fires reminder `id` now, whatever its time (the dev route,
     /// `ServeHandle::dispatch_reminder`), through the same path as the
     /// timers.
-    pub async fn dispatch_reminder(&self, id: &str) -> Result<ReminderFired> {
-        if let (Some(table), Some(shared)) = (self.shared_reminders(), &self.inner.shared) {
+    pub async fn dispatch(&self, id: &str) -> Result<ReminderFired> {
+        if let (Some(table), Some(shared)) = (self.shared(), &self.rt.inner.shared) {
             let Some(stored) = table
                 .claim_one(id, shared.leases.owner(), CLAIM_SECS)
                 .await?
             else {
-                let stored = self.reminder_row(id).await?;
+                let stored = self.row(id).await?;
                 if stored.status == ReminderStatus::Armed {
                     // Another host is firing it right now.
                     return Err(Error::SessionBusy { id: id.to_owned() });
@@ -758,7 +370,7 @@ impl AgentRuntime {
             return self.fire_inner(from_record(stored)?).await;
         }
         let armed = {
-            let mut index = lock(&self.inner.reminders.index);
+            let mut index = lock(&self.rt.inner.reminders.index);
             match index.rows.get(id).cloned() {
                 Some(_) if !index.firing.insert(id.to_owned()) => {
                     return Err(Error::SessionBusy { id: id.to_owned() });
@@ -767,23 +379,23 @@ impl AgentRuntime {
             }
         };
         let Some(row) = armed else {
-            let stored = self.reminder_row(id).await?;
+            let stored = self.row(id).await?;
             return Err(not_armed(id, &stored));
         };
         self.fire(row).await
     }
 
     /// Fires due reminders on the clock until `cancel`.
-    pub async fn run_reminders(&self, cancel: CancellationToken) {
-        if self.inner.shared.is_some() {
-            return self.run_shared_reminders(cancel).await;
+    pub async fn run(&self, cancel: CancellationToken) {
+        if self.rt.inner.shared.is_some() {
+            return self.run_shared(cancel).await;
         }
-        let clock = self.clock().clone();
+        let clock = self.rt.clock().clone();
         loop {
-            let changed = self.inner.reminders.changed.notified();
+            let changed = self.rt.inner.reminders.changed.notified();
             let now_ms = self.now_ms();
             let (due, next) = {
-                let mut index = lock(&self.inner.reminders.index);
+                let mut index = lock(&self.rt.inner.reminders.index);
                 let mut due = Vec::new();
                 let mut skipped = Vec::new();
                 while let Some((at, id)) = index.due.first().cloned() {
@@ -806,10 +418,10 @@ impl AgentRuntime {
                 (due, index.due.first().map(|(at, _)| *at))
             };
             for row in due {
-                let runtime = self.clone();
-                self.inner.tasks.spawn(async move {
+                let runtime = self.rt.clone();
+                self.rt.inner.tasks.spawn(async move {
                     let id = row.id.clone();
-                    if let Err(e) = runtime.fire(row).await {
+                    if let Err(e) = runtime.reminders().fire(row).await {
                         tracing::warn!(reminder = %id, error = %e, "reminder firing failed");
                     }
                 });
@@ -836,11 +448,19 @@ impl AgentRuntime {
         let target = row
             .session_id
             .clone()
-            .filter(|s| self.session_meta(s).is_ok())
-            .or_else(|| self.session_for(&row.channel_id, &row.continuation_token));
+            .filter(|s| self.rt.session_meta(s).is_ok())
+            .or_else(|| {
+                self.rt
+                    .session_for(&row.channel_id, &row.continuation_token)
+            });
         if let Some(id) = target {
             let accepted = self
-                .dispatch(&id, crate::dispatch::SessionCommand::Wake { message })
+                .rt
+                .commands()
+                .dispatch(
+                    &id,
+                    crate::session_command::SessionCommand::Wake { message },
+                )
                 .await?
                 .into_accepted()?;
             return Ok((accepted, id));
@@ -852,6 +472,7 @@ impl AgentRuntime {
             });
         }
         let accepted = self
+            .rt
             .send(SendRequest {
                 channel: row.channel_id.clone(),
                 mode: SessionMode::Chat,
@@ -876,8 +497,8 @@ impl AgentRuntime {
     async fn fire(&self, row: ReminderRow) -> Result<ReminderFired> {
         let id = row.id.clone();
         let result = self.fire_inner(row).await;
-        lock(&self.inner.reminders.index).firing.remove(&id);
-        self.inner.reminders.changed.notify_one();
+        lock(&self.rt.inner.reminders.index).firing.remove(&id);
+        self.rt.inner.reminders.changed.notify_one();
         result
     }
 
@@ -885,7 +506,7 @@ impl AgentRuntime {
         let now_ms = self.now_ms();
         {
             use std::sync::atomic::Ordering;
-            let state = &self.inner.reminders;
+            let state = &self.rt.inner.reminders;
             state.fired.fetch_add(1, Ordering::Relaxed);
             let due = row.next_fire_at_ms.unwrap_or(now_ms);
             let late = u64::try_from(now_ms.saturating_sub(due)).unwrap_or(0);
@@ -903,7 +524,9 @@ impl AgentRuntime {
                         None
                     }
                 },
-                None => lock(&self.inner.reminders.handlers).get(&row.id).cloned(),
+                None => lock(&self.rt.inner.reminders.handlers)
+                    .get(&row.id)
+                    .cloned(),
             };
             match handler {
                 Some(h) => {
@@ -912,7 +535,7 @@ impl AgentRuntime {
                         purpose: row.purpose.clone(),
                         fire_count: row.fire_count,
                         followup: Followup {
-                            runtime: self.clone(),
+                            target: Arc::new(self.rt.clone()),
                             reminder_id: row.id.clone(),
                         },
                     };
@@ -937,13 +560,13 @@ impl AgentRuntime {
             }
         };
         // A follow-up sent by a handler may have bound the session.
-        if self.inner.shared.is_none() || row.run_form {
-            let stored = match self.shared_reminders() {
+        if self.rt.inner.shared.is_none() || row.run_form {
+            let stored = match self.shared() {
                 Some(table) => match table.get(&row.id).await {
                     Ok(stored) => stored.map(from_record).transpose(),
                     Err(e) => Err(e.into()),
                 },
-                None => self.reminder_row(&row.id).await.map(Some),
+                None => self.row(&row.id).await.map(Some),
             };
             if let Ok(Some(stored)) = stored {
                 row.session_id = stored.session_id.or(row.session_id);
@@ -959,9 +582,9 @@ impl AgentRuntime {
         let next = if outcome == ReminderOutcome::Stop {
             None
         } else {
-            Self::next_fire(&row, now_ms, false)?
+            Reminders::next_fire(&row, now_ms, false)?
         };
-        if let (Some(table), Some(shared)) = (self.shared_reminders(), &self.inner.shared) {
+        if let (Some(table), Some(shared)) = (self.shared(), &self.rt.inner.shared) {
             row.next_fire_at_ms = next;
             row.status = if next.is_some() {
                 ReminderStatus::Armed
@@ -986,7 +609,7 @@ impl AgentRuntime {
             });
         }
         {
-            let mut index = lock(&self.inner.reminders.index);
+            let mut index = lock(&self.rt.inner.reminders.index);
             let still_armed = index.remove(&row.id).is_some();
             row.next_fire_at_ms = next.filter(|_| still_armed);
             if row.next_fire_at_ms.is_some() {
@@ -1003,9 +626,9 @@ impl AgentRuntime {
             }
         }
         if row.status != ReminderStatus::Armed {
-            lock(&self.inner.reminders.handlers).remove(&row.id);
+            lock(&self.rt.inner.reminders.handlers).remove(&row.id);
         }
-        self.inner.db.update_reminder(&row).await?;
+        self.rt.inner.db.update_reminder(&row).await?;
         tracing::info!(reminder = %row.id, outcome = ?outcome, status = row.status.as_str(), "reminder fired");
         Ok(ReminderFired {
             reminder_id: row.id.clone(),
@@ -1014,26 +637,6 @@ impl AgentRuntime {
             reminder: Reminder::from(&row),
         })
     }
-}
-
-/// `20m`, `2h`, `1h 30m` from a duration.
-fn humanize(d: Duration) -> String {
-    let secs = d.as_secs();
-    if secs == 0 {
-        return format!("{}ms", d.as_millis());
-    }
-    let mut parts = Vec::new();
-    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
-    if h > 0 {
-        parts.push(format!("{h}h"));
-    }
-    if m > 0 {
-        parts.push(format!("{m}m"));
-    }
-    if s > 0 {
-        parts.push(format!("{s}s"));
-    }
-    parts.join(" ")
 }
 
 /// The reminders API handed to the harness for the built-in `remind_me`
@@ -1071,7 +674,8 @@ impl agentkit_harness::ReminderHost for SessionReminders {
             }
             let reminder = self
                 .runtime
-                .create_reminder(NewReminder {
+                .reminders()
+                .create(NewReminder {
                     purpose: str_arg("purpose").unwrap_or_else(|| "user_follow_up".to_owned()),
                     channel_id: meta.channel.clone(),
                     continuation_token: meta.continuation_token.clone(),
@@ -1084,7 +688,11 @@ impl agentkit_harness::ReminderHost for SessionReminders {
                 .await
                 .map_err(|e| e.to_string())?;
             // Bound to this session even if its token rotates.
-            let _ = self.runtime.bind_reminder(&reminder.id, &session_id).await;
+            let _ = self
+                .runtime
+                .reminders()
+                .bind(&reminder.id, &session_id)
+                .await;
             Ok(serde_json::json!({
                 "reminderId": reminder.id,
                 "nextFireAt": reminder.next_fire_at,
@@ -1093,32 +701,32 @@ impl agentkit_harness::ReminderHost for SessionReminders {
     }
 }
 
-impl AgentRuntime {
+impl Reminders<'_> {
     /// Binds an armed reminder to a session id.
-    async fn bind_reminder(&self, id: &str, session_id: &str) -> Result<()> {
-        if let Some(table) = self.shared_reminders() {
+    async fn bind(&self, id: &str, session_id: &str) -> Result<()> {
+        if let Some(table) = self.shared() {
             // Only the binding: a run handler binds while its host holds
             // the claim, which the firing's write-back checks.
             table.bind(id, session_id).await?;
             return Ok(());
         }
         let row = {
-            let mut index = lock(&self.inner.reminders.index);
+            let mut index = lock(&self.rt.inner.reminders.index);
             let Some(row) = index.rows.get_mut(id) else {
                 return Ok(());
             };
             row.session_id = Some(session_id.to_owned());
             row.clone()
         };
-        self.inner.db.update_reminder(&row).await
+        self.rt.inner.db.update_reminder(&row).await
     }
 }
 
-impl AgentRuntime {
+impl Reminders<'_> {
     /// On a shared database, an unnamed handler (a closure) lives in one
     /// process: it could not fire on another host. A named one can.
-    fn reminders_here(&self, req: &NewReminder) -> Result<()> {
-        if self.inner.shared.is_some() && matches!(req.action, ReminderAction::Run(_)) {
+    fn check_here(&self, req: &NewReminder) -> Result<()> {
+        if self.rt.inner.shared.is_some() && matches!(req.action, ReminderAction::Run(_)) {
             return Err(Error::NotAvailable {
                 message: "--database-url: a run-form reminder must name its handler (ReminderAction::Named), registered on every host (ServeOptions::reminder_handler); an unnamed handler lives in one process".into(),
             });
@@ -1128,18 +736,14 @@ impl AgentRuntime {
 
     /// Registers `handler` under `name`, for [`ReminderAction::Named`]
     /// (a later registration of the same name replaces it).
-    pub fn register_reminder_handler(
-        &self,
-        name: impl Into<String>,
-        handler: Arc<dyn ReminderHandler>,
-    ) {
-        lock(&self.inner.reminders.named).insert(name.into(), handler);
+    pub fn register_handler(&self, name: impl Into<String>, handler: Arc<dyn ReminderHandler>) {
+        lock(&self.rt.inner.reminders.named).insert(name.into(), handler);
     }
 
     /// Registers every handler of `handlers` (see
-    /// [`register_reminder_handler`](Self::register_reminder_handler)).
-    pub fn set_reminder_handlers(&self, handlers: &ReminderHandlers) {
-        let mut named = lock(&self.inner.reminders.named);
+    /// [`register_handler`](Reminders::register_handler)).
+    pub fn set_handlers(&self, handlers: &ReminderHandlers) {
+        let mut named = lock(&self.rt.inner.reminders.named);
         for (name, handler) in &handlers.0 {
             named.insert(name.clone(), handler.clone());
         }
@@ -1147,7 +751,7 @@ impl AgentRuntime {
 
     /// The handler registered under `name` on this host.
     fn named_handler(&self, name: &str) -> Result<Arc<dyn ReminderHandler>> {
-        let named = lock(&self.inner.reminders.named);
+        let named = lock(&self.rt.inner.reminders.named);
         if let Some(handler) = named.get(name) {
             return Ok(handler.clone());
         }
@@ -1166,20 +770,20 @@ impl AgentRuntime {
     }
 
     /// The shared reminders table, on a shared database.
-    fn shared_reminders(&self) -> Option<&dyn agentkit_store::SharedReminders> {
-        self.inner.shared.as_ref().map(|s| s.reminders.as_ref())
+    fn shared(&self) -> Option<&dyn agentkit_store::SharedReminders> {
+        self.rt.inner.shared.as_ref().map(|s| s.reminders.as_ref())
     }
 
     /// Fires due reminders claimed from the shared database until
     /// `cancel`: every host claims what is due (`FOR UPDATE SKIP LOCKED`,
     /// so no two hosts fire one), polling at most a second apart.
-    async fn run_shared_reminders(&self, cancel: CancellationToken) {
-        let Some(shared) = self.inner.shared.clone() else {
+    async fn run_shared(&self, cancel: CancellationToken) {
+        let Some(shared) = self.rt.inner.shared.clone() else {
             return;
         };
-        let clock = self.clock().clone();
+        let clock = self.rt.clock().clone();
         loop {
-            let changed = self.inner.reminders.changed.notified();
+            let changed = self.rt.inner.reminders.changed.notified();
             let claimed = shared
                 .reminders
                 .claim_due(self.now_ms(), 64, shared.leases.owner(), CLAIM_SECS)
@@ -1188,11 +792,11 @@ impl AgentRuntime {
                 Ok(rows) => {
                     let n = rows.len();
                     for stored in rows {
-                        let runtime = self.clone();
-                        self.inner.tasks.spawn(async move {
+                        let runtime = self.rt.clone();
+                        self.rt.inner.tasks.spawn(async move {
                             let id = stored.id.clone();
                             let fired = match from_record(stored) {
-                                Ok(row) => runtime.fire_inner(row).await.map(|_| ()),
+                                Ok(row) => runtime.reminders().fire_inner(row).await.map(|_| ()),
                                 Err(e) => Err(e),
                             };
                             if let Err(e) = fired {

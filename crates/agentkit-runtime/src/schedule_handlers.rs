@@ -22,8 +22,9 @@ use serde_json::Value;
 use crate::clock::BoxFuture;
 use crate::error::{Error, Result};
 use crate::meta::{Owner, SessionMode};
-use crate::runtime::{Accepted, AgentRuntime, HTTP_CHANNEL, SendRequest, lock};
-use crate::tool_call::ToolCallOutcome;
+use crate::requests::ToolCallOutcome;
+use crate::runtime::{Accepted, AgentRuntime, HTTP_CHANNEL, SendRequest};
+use crate::util::lock;
 
 /// What a schedule handler's failure carries (any error type converts
 /// with `?`).
@@ -231,14 +232,16 @@ impl ScheduleRun {
                 started.push(id.clone());
             }
         }
-        self.runtime.note_schedule_session(&self.schedule_id, &id);
+        self.runtime
+            .schedules()
+            .note_session(&self.schedule_id, &id);
         Ok(accepted)
     }
 
     /// Calls a server tool of the agent deterministically (no model turn),
     /// in an ephemeral workspace.
     pub async fn call_tool(&self, name: &str, input: Value) -> Result<ToolCallOutcome> {
-        self.runtime.call_tool(name, input, None).await
+        self.runtime.tool_calls().call(name, input, None).await
     }
 
     /// Keeps `work` going after the handler returns: the run counts as

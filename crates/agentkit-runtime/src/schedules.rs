@@ -31,8 +31,10 @@ use serde_json::json;
 
 use crate::error::{Error, Result};
 use crate::meta::{Owner, SessionMode};
-use crate::runtime::{AgentRuntime, HTTP_CHANNEL, SendRequest, lock};
+use crate::runtime::{AgentRuntime, HTTP_CHANNEL, SendRequest};
 use crate::schedule_handlers::{ScheduleHandlers, ScheduleRun, WorkGuard};
+use crate::schedule_state::{LastRun, ScheduleLastRun};
+use crate::util::lock;
 
 /// The channel recorded on the task sessions schedules start.
 pub const SCHEDULE_CHANNEL: &str = "schedule";
@@ -52,51 +54,6 @@ pub struct ScheduleStatus {
     pub running: bool,
     /// The last run on this host, by cron tick or by hand.
     pub last_run: Option<ScheduleLastRun>,
-}
-
-/// One run of a schedule as `/v1/info` and the dev dispatch show it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ScheduleLastRun {
-    /// When it started (ISO-8601 UTC).
-    pub at: String,
-    /// `"tick"` (the cron cadence) or `"dispatch"` (by hand).
-    pub trigger: &'static str,
-    /// `"running"`, `"ok"`, `"failed"`, or `"interrupted"` (the host
-    /// stopped while it ran).
-    pub outcome: &'static str,
-    /// The sessions it started or sent into (for a tool or command, the
-    /// ones it reached through the host bridge's `send`).
-    pub session_ids: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<String>,
-}
-
-/// In-memory state of the schedules: what each one's last run started,
-/// and the Rust handlers `handler = "<name>"` refers to.
-#[derive(Debug, Default)]
-pub(crate) struct ScheduleState {
-    /// Ticks fired, ticks skipped, and the summed lateness of the fired
-    /// ones in ms (for `/metrics`).
-    pub(crate) fired: std::sync::atomic::AtomicU64,
-    pub(crate) skipped: std::sync::atomic::AtomicU64,
-    pub(crate) late_ms: std::sync::atomic::AtomicU64,
-    runs: std::sync::Mutex<HashMap<String, LastRun>>,
-    /// The stored records were read into `runs`.
-    loaded: std::sync::OnceLock<()>,
-    handlers: std::sync::Mutex<ScheduleHandlers>,
-}
-
-#[derive(Debug, Default, Clone)]
-struct LastRun {
-    sessions: Vec<String>,
-    /// What `/v1/info` shows of the last run.
-    record: Option<ScheduleLastRun>,
-    /// Work of this schedule still going: deterministic tool calls, a Rust
-    /// handler and its `wait_until` work.
-    calls: Arc<AtomicUsize>,
 }
 
 /// The principal schedules act as (the spec's `appAuth`).
@@ -175,9 +132,27 @@ fn truncate(s: &str, max: usize) -> String {
     format!("{}…", &s[..end])
 }
 
+/// Schedules, a part of the runtime: firing each cron schedule of the
+/// agent once per tick (across hosts), running it by hand, and its
+/// run-time status. It holds the session core by reference; its state
+/// (`ScheduleState`: runs in flight, last runs, counters) is touched by
+/// this module only. Reached through [`AgentRuntime::schedules`].
+#[derive(Debug, Clone, Copy)]
+pub struct Schedules<'a> {
+    rt: &'a AgentRuntime,
+}
+
 impl AgentRuntime {
-    fn schedule(&self, id: &str) -> Result<Schedule> {
-        self.agent()
+    /// The schedules of this agent.
+    pub fn schedules(&self) -> Schedules<'_> {
+        Schedules { rt: self }
+    }
+}
+
+impl Schedules<'_> {
+    fn definition(&self, id: &str) -> Result<Schedule> {
+        self.rt
+            .agent()
             .schedules
             .iter()
             .find(|s| s.id == id)
@@ -190,15 +165,15 @@ impl AgentRuntime {
 
     /// Sets the Rust handlers `handler = "<name>"` schedules run (before
     /// [`AgentRuntime::run_schedules`]).
-    pub fn set_schedule_handlers(&self, handlers: ScheduleHandlers) {
-        *lock(&self.inner.schedules.handlers) = handlers;
+    pub fn set_handlers(&self, handlers: ScheduleHandlers) {
+        *lock(&self.rt.inner.schedules.handlers) = Some(Arc::new(handlers));
     }
 
     /// Records a session a run of schedule `id` started or sent into (a
     /// Rust handler's `receive`, a tool's or command's bridge `send`), so
     /// the schedule counts as running while it is active and its last run
     /// lists it.
-    pub fn note_schedule_session(&self, id: &str, session: &str) {
+    pub fn note_session(&self, id: &str, session: &str) {
         let mut runs = self.runs();
         let run = runs.entry(id.to_owned()).or_default();
         if !run.sessions.iter().any(|s| s == session) {
@@ -214,10 +189,10 @@ impl AgentRuntime {
     /// The runs map, with the records stored by earlier processes read
     /// in on first use.
     fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, LastRun>> {
-        let state = &self.inner.schedules;
+        let state = &self.rt.inner.schedules;
         state
             .loaded
-            .get_or_init(|| match self.inner.db.schedule_runs() {
+            .get_or_init(|| match self.rt.inner.db.schedule_runs() {
                 Ok(rows) => {
                     let mut runs = lock(&state.runs);
                     for (id, json) in rows {
@@ -234,20 +209,20 @@ impl AgentRuntime {
     /// Stores `id`'s record (the last run survives a restart).
     fn store_run(&self, id: &str, record: &ScheduleLastRun) {
         match serde_json::to_string(record) {
-            Ok(json) => self.inner.db.put_schedule_run(id, json),
+            Ok(json) => self.rt.inner.db.put_schedule_run(id, json),
             Err(e) => tracing::warn!(schedule = %id, error = %e, "cannot store a schedule run"),
         }
     }
 
     /// The last run of schedule `id` (kept in `agentkit.sqlite`, so it
     /// survives a restart).
-    pub fn schedule_last_run(&self, id: &str) -> Option<ScheduleLastRun> {
+    pub fn last_run(&self, id: &str) -> Option<ScheduleLastRun> {
         self.runs().get(id).and_then(|r| r.record.clone())
     }
 
     /// Starts the record of a run: its sessions so far are none.
     fn begin_run(&self, id: &str, tick: Option<DateTime<Utc>>) {
-        let at = iso(self.clock().now());
+        let at = iso(self.rt.clock().now());
         let record = ScheduleLastRun {
             at,
             trigger: if tick.is_some() { "tick" } else { "dispatch" },
@@ -266,7 +241,7 @@ impl AgentRuntime {
     /// Ends the record of a run with its outcome; its sessions are the
     /// ones noted while it ran plus `sessions`.
     fn end_run(&self, id: &str, sessions: &[String], error: Option<String>) -> Vec<String> {
-        let finished = iso(self.clock().now());
+        let finished = iso(self.rt.clock().now());
         let mut runs = self.runs();
         let run = runs.entry(id.to_owned()).or_default();
         for s in sessions {
@@ -292,19 +267,19 @@ impl AgentRuntime {
     /// reached through `receive` or the host bridge's `send`. The run is
     /// recorded as the schedule's last run either way
     /// ([`AgentRuntime::schedule_last_run`]).
-    pub async fn dispatch_schedule(&self, id: &str, owner: Option<Owner>) -> Result<Vec<String>> {
-        self.run_schedule(id, owner, None).await
+    pub async fn dispatch(&self, id: &str, owner: Option<Owner>) -> Result<Vec<String>> {
+        self.run_one(id, owner, None).await
     }
 
-    async fn run_schedule(
+    async fn run_one(
         &self,
         id: &str,
         owner: Option<Owner>,
         tick: Option<DateTime<Utc>>,
     ) -> Result<Vec<String>> {
-        let schedule = self.schedule(id)?;
+        let schedule = self.definition(id)?;
         self.begin_run(id, tick);
-        let outcome = self.run_schedule_action(&schedule, owner, tick).await;
+        let outcome = self.run_action(&schedule, owner, tick).await;
         match outcome {
             Ok(sessions) => {
                 let sessions = self.end_run(id, &sessions, None);
@@ -324,7 +299,7 @@ impl AgentRuntime {
     }
 
     /// What the bridge acts as for a tool or command a schedule runs.
-    fn schedule_origin(id: &str, owner: &Owner) -> CallOrigin {
+    fn origin(id: &str, owner: &Owner) -> CallOrigin {
         CallOrigin {
             channel_id: None,
             continuation_key: None,
@@ -339,7 +314,7 @@ impl AgentRuntime {
         }
     }
 
-    async fn run_schedule_action(
+    async fn run_action(
         &self,
         schedule: &Schedule,
         owner: Option<Owner>,
@@ -352,6 +327,7 @@ impl AgentRuntime {
         let sessions = match &schedule.action {
             ScheduleAction::Markdown { prompt } => {
                 let accepted = self
+                    .rt
                     .send(SendRequest {
                         channel: SCHEDULE_CHANNEL.to_owned(),
                         mode: SessionMode::Task,
@@ -375,6 +351,7 @@ impl AgentRuntime {
                 // deliveries fire for it.
                 let channel = channel.clone().unwrap_or_else(|| HTTP_CHANNEL.to_owned());
                 let accepted = self
+                    .rt
                     .send(SendRequest {
                         channel,
                         mode: SessionMode::Chat,
@@ -393,11 +370,13 @@ impl AgentRuntime {
                 vec![accepted.session_id]
             }
             ScheduleAction::Tool { name, input } => {
-                let work = self.schedule_work(id);
+                let work = self.work(id);
                 let _running = WorkGuard::new(&work);
-                let origin = Self::schedule_origin(id, &owner);
+                let origin = Schedules::origin(id, &owner);
                 let o = self
-                    .call_tool_from(name, input.clone(), None, origin)
+                    .rt
+                    .tool_calls()
+                    .call_from(name, input.clone(), None, origin)
                     .await?;
                 if o.is_error {
                     return Err(Error::ScheduleFailed {
@@ -408,7 +387,7 @@ impl AgentRuntime {
                 Vec::new()
             }
             ScheduleAction::Command(command) => {
-                let work = self.schedule_work(id);
+                let work = self.work(id);
                 let _running = WorkGuard::new(&work);
                 let stdin = json!({
                     "scheduleId": id,
@@ -419,9 +398,9 @@ impl AgentRuntime {
                         "authenticator": owner.authenticator,
                     },
                 });
-                let origin = Self::schedule_origin(id, &owner);
+                let origin = Schedules::origin(id, &owner);
                 let label = format!("schedule {id}");
-                let out = self.run_command(&label, command, &stdin, origin).await;
+                let out = self.rt.run_command(&label, command, &stdin, origin).await;
                 if out.is_error {
                     return Err(Error::ScheduleFailed {
                         id: id.to_owned(),
@@ -431,16 +410,19 @@ impl AgentRuntime {
                 Vec::new()
             }
             ScheduleAction::Handler { name } => {
-                let handler = lock(&self.inner.schedules.handlers)
-                    .get(name)
+                let table = lock(&self.rt.inner.schedules.handlers).clone();
+                let handler = table
+                    .as_deref()
+                    .and_then(|t| t.downcast_ref::<ScheduleHandlers>())
+                    .and_then(|t| t.get(name))
                     .cloned()
                     .ok_or_else(|| Error::NotAvailable {
                         message: format!(
                             "schedule `{id}` runs Rust handler `{name}`, which this host did not register"
                         ),
                     })?;
-                let work = self.schedule_work(id);
-                let run = ScheduleRun::new(self.clone(), id, tick, owner, work.clone());
+                let work = self.work(id);
+                let run = ScheduleRun::new(self.rt.clone(), id, tick, owner, work.clone());
                 let outcome = {
                     let _running = WorkGuard::new(&work);
                     handler.run(run.clone()).await
@@ -458,31 +440,33 @@ impl AgentRuntime {
     }
 
     /// The counter of schedule `id`'s work still going.
-    fn schedule_work(&self, id: &str) -> Arc<AtomicUsize> {
-        let mut runs = lock(&self.inner.schedules.runs);
+    fn work(&self, id: &str) -> Arc<AtomicUsize> {
+        let mut runs = lock(&self.rt.inner.schedules.runs);
         runs.entry(id.to_owned()).or_default().calls.clone()
     }
 
     /// Is the last run of schedule `id` still going?
-    fn schedule_running(&self, id: &str) -> bool {
-        let run = lock(&self.inner.schedules.runs).get(id).cloned();
+    fn running(&self, id: &str) -> bool {
+        let run = lock(&self.rt.inner.schedules.runs).get(id).cloned();
         run.is_some_and(|r| {
-            r.calls.load(Ordering::SeqCst) > 0 || r.sessions.iter().any(|s| self.is_active(s))
+            r.calls.load(Ordering::SeqCst) > 0 || r.sessions.iter().any(|s| self.rt.is_active(s))
         })
     }
 
     /// The run-time state of every schedule.
-    pub fn schedule_status(&self) -> Vec<ScheduleStatus> {
-        let now = self.clock().now();
-        self.agent()
+    pub fn status(&self) -> Vec<ScheduleStatus> {
+        let now = self.rt.clock().now();
+        self.rt
+            .agent()
             .schedules
             .iter()
             .map(|s| {
-                let (_, fired, skipped) = self.inner.db.schedule_state(&s.id).unwrap_or_else(|e| {
-                    tracing::warn!(schedule = %s.id, error = %e, "cannot read schedule state");
-                    (None, None, 0)
-                });
-                let last_run = self.schedule_last_run(&s.id);
+                let (_, fired, skipped) =
+                    self.rt.inner.db.schedule_state(&s.id).unwrap_or_else(|e| {
+                        tracing::warn!(schedule = %s.id, error = %e, "cannot read schedule state");
+                        (None, None, 0)
+                    });
+                let last_run = self.last_run(&s.id);
                 ScheduleStatus {
                     id: s.id.clone(),
                     cron: s.cron.clone(),
@@ -492,7 +476,7 @@ impl AgentRuntime {
                         .map(iso),
                     last_fired_at: latest(fired.and_then(from_ms).map(iso), last_run.as_ref()),
                     skipped_ticks: skipped,
-                    running: self.schedule_running(&s.id),
+                    running: self.running(&s.id),
                     last_run,
                 }
             })
@@ -502,12 +486,12 @@ impl AgentRuntime {
     /// Fires every schedule on its cadence until `cancel`. The first tick
     /// is the first one after the moment this is called (not when the
     /// future is first polled).
-    pub fn run_schedules(
+    pub fn run(
         &self,
         cancel: CancellationToken,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let start = self.clock().now();
-        let runtime = self.clone();
+        let start = self.rt.clock().now();
+        let runtime = self.rt.clone();
         async move {
             let mut tasks = tokio::task::JoinSet::new();
             for schedule in runtime.agent().schedules.clone() {
@@ -520,22 +504,24 @@ impl AgentRuntime {
                 };
                 let r = runtime.clone();
                 let cancel = cancel.clone();
-                tasks.spawn(
-                    async move { r.schedule_loop(&schedule.id, &cron, start, cancel).await },
-                );
+                tasks.spawn(async move {
+                    r.schedules()
+                        .run_loop(&schedule.id, &cron, start, cancel)
+                        .await
+                });
             }
             while tasks.join_next().await.is_some() {}
         }
     }
 
-    async fn schedule_loop(
+    async fn run_loop(
         &self,
         id: &str,
         cron: &CronSchedule,
         start: DateTime<Utc>,
         cancel: CancellationToken,
     ) {
-        let clock = self.clock().clone();
+        let clock = self.rt.clock().clone();
         let mut after = start;
         loop {
             let Some(tick) = cron.next_after(after) else {
@@ -569,14 +555,15 @@ impl AgentRuntime {
     /// Handles one cron tick: fire once, or count a skip.
     async fn fire_tick(&self, id: &str, tick: DateTime<Utc>) -> Result<()> {
         let tick_ms = tick.timestamp_millis();
-        let db = &self.inner.db;
+        let db = &self.rt.inner.db;
         let (last, _, _) = db.schedule_state(id)?;
         if last.is_some_and(|l| l >= tick_ms) {
             tracing::info!(schedule = %id, tick = %iso(tick), "tick already fired (restart within the minute)");
             return Ok(());
         }
-        if self.schedule_running(id) {
-            self.inner
+        if self.running(id) {
+            self.rt
+                .inner
                 .schedules
                 .skipped
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -584,8 +571,8 @@ impl AgentRuntime {
             tracing::warn!(schedule = %id, tick = %iso(tick), skipped_ticks = skipped, "tick skipped: the previous run is still going");
             return Ok(());
         }
-        let now_ms = self.clock().now().timestamp_millis();
-        if let Some(shared) = &self.inner.shared {
+        let now_ms = self.rt.clock().now().timestamp_millis();
+        if let Some(shared) = &self.rt.inner.shared {
             // Every host runs the cadence; the database says which fires.
             if !shared
                 .ticks
@@ -601,12 +588,12 @@ impl AgentRuntime {
         }
         {
             use std::sync::atomic::Ordering;
-            let state = &self.inner.schedules;
+            let state = &self.rt.inner.schedules;
             state.fired.fetch_add(1, Ordering::Relaxed);
             let late = u64::try_from(now_ms.saturating_sub(tick_ms)).unwrap_or(0);
             state.late_ms.fetch_add(late, Ordering::Relaxed);
         }
-        let in_background = self.agent().schedules.iter().any(|s| {
+        let in_background = self.rt.agent().schedules.iter().any(|s| {
             s.id == id
                 && matches!(
                     s.action,
@@ -620,20 +607,20 @@ impl AgentRuntime {
             // running from now), so the cadence keeps its time, and
             // shutdown waits for it within its grace period.
             let work = {
-                let mut runs = lock(&self.inner.schedules.runs);
+                let mut runs = lock(&self.rt.inner.schedules.runs);
                 runs.entry(id.to_owned()).or_default().calls.clone()
             };
             let guard = WorkGuard::new(&work);
-            let runtime = self.clone();
+            let runtime = self.rt.clone();
             let id = id.to_owned();
-            self.inner.tasks.spawn(async move {
+            self.rt.inner.tasks.spawn(async move {
                 let _guard = guard;
                 // Failures are logged by `run_schedule`.
-                let _ = runtime.run_schedule(&id, None, Some(tick)).await;
+                let _ = runtime.schedules().run_one(&id, None, Some(tick)).await;
             });
             return Ok(());
         }
-        self.run_schedule(id, None, Some(tick)).await.map(|_| ())
+        self.run_one(id, None, Some(tick)).await.map(|_| ())
     }
 }
 

@@ -73,12 +73,12 @@ impl Session {
     /// The session's turn state, locked (a short lock: never held across
     /// an `.await`).
     pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, TurnState> {
-        crate::runtime::lock(&self.state)
+        crate::util::lock(&self.state)
     }
 
     /// The session's metadata, locked (a short lock).
     pub(crate) fn meta(&self) -> std::sync::MutexGuard<'_, SessionMeta> {
-        crate::runtime::lock(&self.meta)
+        crate::util::lock(&self.meta)
     }
 }
 

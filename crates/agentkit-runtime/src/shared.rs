@@ -12,56 +12,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentkit_store::SessionRow;
-
-use crate::error::{Error, Result};
-use crate::meta::SessionMeta;
-use crate::runtime::AgentRuntime;
+use crate::dispatch::Commands;
+use crate::error::Result;
 
 /// How often a host looks for sessions whose holder died.
 const SWEEP_EVERY: Duration = Duration::from_millis(500);
 
-pub(crate) fn row_of(meta: &SessionMeta) -> Result<SessionRow> {
-    Ok(SessionRow {
-        id: meta.id.clone(),
-        channel: meta.channel.clone(),
-        continuation: meta.continuation_token.clone(),
-        principal_id: meta.owner.principal_id.clone(),
-        parked: meta.parked,
-        meta: serde_json::to_string(meta).map_err(|e| Error::BadRequest {
-            message: format!("cannot encode session metadata: {e}"),
-        })?,
-    })
-}
-
-pub(crate) fn meta_of(json: &str) -> Option<SessionMeta> {
-    serde_json::from_str(json).ok()
-}
-
-/// Runs a database call from synchronous code (a session lookup that
-/// misses what this host has loaded). Needs tokio's multi-threaded
-/// runtime, which `agentkit serve` runs on.
-pub(crate) fn block_on<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-    let handle = tokio::runtime::Handle::try_current().map_err(|_| Error::NotAvailable {
-        message: "--database-url: a session lookup outside the async runtime".into(),
-    })?;
-    if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
-        return Err(Error::NotAvailable {
-            message: "--database-url needs tokio's multi-threaded runtime".into(),
-        });
-    }
-    tokio::task::block_in_place(|| handle.block_on(f))
-}
-
-impl AgentRuntime {
+impl Commands<'_> {
     /// Looks for sessions of this agent whose holder died mid-turn, takes
     /// each over and records the interruption, until shutdown.
     pub(crate) fn start_sweeper(&self) {
-        let Some(shared) = self.inner.shared.clone() else {
+        let Some(shared) = self.rt.inner.shared.clone() else {
             return;
         };
-        let runtime = self.downgrade();
-        let shutdown = self.shutdown_token();
+        let runtime = self.rt.downgrade();
+        let shutdown = self.rt.shutdown_token();
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -79,7 +44,7 @@ impl AgentRuntime {
                     }
                 };
                 for id in orphans {
-                    if let Err(e) = runtime.take_over(&id).await {
+                    if let Err(e) = runtime.commands().take_over(&id).await {
                         tracing::debug!(session = %id, error = %e, "no takeover");
                     }
                 }
@@ -90,20 +55,20 @@ impl AgentRuntime {
     /// Takes over session `id` from a dead host: its lease, then the
     /// recovery a restart would run.
     async fn take_over(&self, id: &str) -> Result<()> {
-        let Some(shared) = &self.inner.shared else {
+        let Some(shared) = &self.rt.inner.shared else {
             return Ok(());
         };
         shared.leases.acquire(id).await?;
         tracing::warn!(session = %id, "taking over a session whose host stopped renewing its lease");
         // What this host had loaded of it is stale: load it afresh.
-        if let Some(stale) = self.peek(id) {
+        if let Some(stale) = self.rt.sessions().peek(id) {
             if stale.state().is_active() {
                 return Ok(());
             }
-            self.unload(&stale);
+            self.rt.sessions().unload(&stale);
         }
-        let session = self.get_session(id)?;
-        let recovered = self.recover_now(&session).await;
+        let session = self.rt.sessions().get(id)?;
+        let recovered = self.rt.turns().recover_now(&session).await;
         self.release_if_idle(&session).await;
         recovered
     }
@@ -118,12 +83,12 @@ impl AgentRuntime {
     /// follows it, as the sweeper would have. A lease that was let go (its
     /// session settled) needs no such look.
     pub(crate) async fn hold_lease(&self, session: &Arc<crate::session::Session>) -> Result<()> {
-        if let Some(shared) = &self.inner.shared {
+        if let Some(shared) = &self.rt.inner.shared {
             let id = session.id.as_str();
             let took_over = shared.leases.hold(id).await?;
             if took_over && !session.state().is_active() {
                 tracing::warn!(session = %id, "taking over a session whose host stopped renewing its lease");
-                self.recover_now(session).await?;
+                self.rt.turns().recover_now(session).await?;
             }
         }
         Ok(())
@@ -132,7 +97,7 @@ impl AgentRuntime {
     /// The other live host holding session `id`'s lease, if one does (a
     /// request for it is routed there).
     pub(crate) async fn held_by_other(&self, id: &str) -> Result<Option<String>> {
-        match &self.inner.shared {
+        match &self.rt.inner.shared {
             Some(shared) => Ok(shared.leases.holder(id).await?),
             None => Ok(None),
         }
@@ -144,7 +109,7 @@ impl AgentRuntime {
     /// gone (a restart, a takeover) is resolved from the log by whichever
     /// host the decision reaches.
     pub(crate) async fn release_if_idle(&self, session: &Arc<crate::session::Session>) {
-        let Some(shared) = &self.inner.shared else {
+        let Some(shared) = &self.rt.inner.shared else {
             return;
         };
         if session.state().is_active() {

@@ -8,28 +8,34 @@ use std::time::Instant;
 use agentkit_harness::{CallOrigin, DynTool, ToolContext, ToolOutput, run_server_tool};
 use agentkit_manifest::{Execution, Tool};
 use agentkit_protocol::{ActionResult, ActionsRequested, EventData, ToolCall};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::dispatch::SessionCommand;
 use crate::error::{Error, InputError, Result};
 use crate::meta::Owner;
-use crate::runtime::{AgentRuntime, new_id};
+use crate::requests::ToolCallOutcome;
+use crate::runtime::AgentRuntime;
+use crate::session_command::SessionCommand;
+use crate::util::new_id;
 use crate::workspace;
 
-/// The envelope of a finished call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolCallOutcome {
-    pub tool_name: String,
-    pub call_id: String,
-    pub is_error: bool,
-    pub result: Value,
-    pub duration_ms: u64,
+/// Deterministic tool calls, a part of the runtime: running a server tool
+/// with caller-chosen input, in an ephemeral workspace or inside a
+/// session. It holds the session core by reference. Reached through
+/// [`AgentRuntime::tool_calls`].
+#[derive(Debug, Clone, Copy)]
+pub struct ToolCalls<'a> {
+    rt: &'a AgentRuntime,
 }
 
 impl AgentRuntime {
+    /// Deterministic calls of this agent's tools.
+    pub fn tool_calls(&self) -> ToolCalls<'_> {
+        ToolCalls { rt: self }
+    }
+}
+
+impl ToolCalls<'_> {
     /// Runs server tool `name` with `input`. Without `session`, it runs in
     /// an ephemeral workspace under `<state>/tool-calls/<callId>` that is
     /// removed afterwards; with one, it runs in that session's workspace,
@@ -39,13 +45,13 @@ impl AgentRuntime {
     /// their admission policy (preempt cancels the call). On a shared
     /// database, a call for a session another live host holds is routed
     /// there (`mailbox.rs`) and answered as that host answers it.
-    pub async fn call_tool(
+    pub async fn call(
         &self,
         name: &str,
         input: Value,
         session: Option<(&str, &Owner)>,
     ) -> Result<ToolCallOutcome> {
-        self.call_tool_from(name, input, session, CallOrigin::default())
+        self.call_from(name, input, session, CallOrigin::default())
             .await
     }
 
@@ -53,7 +59,7 @@ impl AgentRuntime {
     /// schedule): the tool's environment and its host-bridge credential
     /// carry it. Inside a session, the session's own channel, key and
     /// purpose fill what `origin` leaves unset.
-    pub async fn call_tool_from(
+    pub async fn call_from(
         &self,
         name: &str,
         input: Value,
@@ -62,6 +68,8 @@ impl AgentRuntime {
     ) -> Result<ToolCallOutcome> {
         match session {
             Some((id, owner)) => self
+                .rt
+                .commands()
                 .dispatch(id, SessionCommand::tool_call(name, input, owner, &origin))
                 .await?
                 .into_called(),
@@ -69,7 +77,7 @@ impl AgentRuntime {
         }
     }
 
-    /// [`call_tool_from`](Self::call_tool_from) on this host only (a
+    /// [`call_tool_from`](ToolCalls::call_tool_from) on this host only (a
     /// session's [`SessionCommand::ToolCall`], or an ephemeral call):
     /// [`agentkit_store::SharedError::Busy`] when another live host holds the
     /// session (nothing ran then).
@@ -80,35 +88,36 @@ impl AgentRuntime {
         session: Option<(&str, &Owner)>,
         origin: CallOrigin,
     ) -> Result<ToolCallOutcome> {
-        let tool = self.callable_tool(name).await?;
+        let tool = self.callable(name).await?;
         validate(&tool, &input)?;
         let call_id = new_id(&format!("tool_{name}"));
         match session {
-            None => self.call_ephemeral(tool, input, call_id, origin).await,
+            None => self.ephemeral(tool, input, call_id, origin).await,
             Some((id, owner)) => {
                 let mut origin = origin;
-                if let Ok(meta) = self.session_meta(id) {
+                if let Ok(meta) = self.rt.session_meta(id) {
                     let own = meta.call_origin();
                     origin.channel_id = origin.channel_id.or(own.channel_id);
                     origin.continuation_key = origin.continuation_key.or(own.continuation_key);
                     origin.purpose = origin.purpose.or(own.purpose);
                 }
-                self.call_in_session(tool, input, call_id, id, owner, origin)
+                self.in_session(tool, input, call_id, id, owner, origin)
                     .await
             }
         }
     }
 
     /// The names of every tool a deterministic call can run.
-    pub async fn host_tool_names(&self) -> Vec<String> {
+    pub async fn names(&self) -> Vec<String> {
         let mut names: Vec<String> = self
+            .rt
             .agent()
             .tools
             .iter()
             .filter(|t| t.execution == Execution::Server)
             .map(|t| t.name.clone())
             .collect();
-        for t in self.dynamic_tools("").await {
+        for t in self.rt.dynamic_tools("").await {
             if !names.contains(&t.spec().name) {
                 names.push(t.spec().name.clone());
             }
@@ -116,10 +125,11 @@ impl AgentRuntime {
         names
     }
 
-    pub(crate) async fn callable_tool(&self, name: &str) -> Result<HostTool> {
-        let agent = self.agent();
+    pub(crate) async fn callable(&self, name: &str) -> Result<HostTool> {
+        let agent = self.rt.agent();
         let Some(tool) = agent.tool(name) else {
             if let Some(t) = self
+                .rt
                 .dynamic_tools("")
                 .await
                 .into_iter()
@@ -129,7 +139,7 @@ impl AgentRuntime {
             }
             return Err(Error::UnknownTool {
                 name: name.to_owned(),
-                available: self.host_tool_names().await,
+                available: self.names().await,
             });
         };
         if tool.execution == Execution::Agent {
@@ -142,15 +152,15 @@ impl AgentRuntime {
         Ok(HostTool::File(Arc::new(tool.clone())))
     }
 
-    async fn call_ephemeral(
+    async fn ephemeral(
         &self,
         tool: HostTool,
         input: Value,
         call_id: String,
         origin: CallOrigin,
     ) -> Result<ToolCallOutcome> {
-        let dir = self.state_dir().join("tool-calls").join(&call_id);
-        let agent = self.agent().clone();
+        let dir = self.rt.state_dir().join("tool-calls").join(&call_id);
+        let agent = self.rt.agent().clone();
         let dir2 = dir.clone();
         tokio::task::spawn_blocking(move || workspace::materialize(&agent, &dir2))
             .await
@@ -161,13 +171,13 @@ impl AgentRuntime {
             cancel: CancellationToken::new(),
             origin,
         };
-        let outcome = run(self, &tool, &input, &call_id, site).await;
+        let outcome = run(self.rt, &tool, &input, &call_id, site).await;
         let dir2 = dir.clone();
         let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir2)).await;
         Ok(outcome)
     }
 
-    async fn call_in_session(
+    async fn in_session(
         &self,
         tool: HostTool,
         input: Value,
@@ -176,21 +186,21 @@ impl AgentRuntime {
         owner: &Owner,
         origin: CallOrigin,
     ) -> Result<ToolCallOutcome> {
-        if self.inner.shared.is_some() {
+        if self.rt.inner.shared.is_some() {
             // The lease first, as for a message: `Busy` (routed by the
             // caller) while another live host holds it; an interrupted
             // turn of a dead holder is recorded before the call.
-            let session = self.owned(id, owner)?;
-            self.ready(&session).await?;
-            self.hold_lease(&session).await?;
+            let session = self.rt.sessions().owned(id, owner)?;
+            self.rt.turns().ready(&session).await?;
+            self.rt.commands().hold_lease(&session).await?;
         }
-        let session = self.claim_for_call(id, owner).await?;
+        let session = self.rt.turns().claim_for_call(id, owner).await?;
         let turn_id = new_id("call");
         let guard = Release {
-            runtime: self,
+            runtime: self.rt,
             session: session.clone(),
         };
-        self.ensure_workspace(&session).await?;
+        self.rt.turns().ensure_workspace(&session).await?;
         let requested = EventData::ActionsRequested(ActionsRequested {
             calls: vec![ToolCall {
                 call_id: call_id.clone(),
@@ -199,7 +209,8 @@ impl AgentRuntime {
             }],
             direct: true,
         });
-        self.store()
+        self.rt
+            .store()
             .append(&session.id, Some(&turn_id), requested)
             .await?;
         let site = CallSite {
@@ -208,7 +219,7 @@ impl AgentRuntime {
             cancel: guard.cancel(),
             origin,
         };
-        let outcome = run(self, &tool, &input, &call_id, site).await;
+        let outcome = run(self.rt, &tool, &input, &call_id, site).await;
         let data = EventData::ActionResult(ActionResult {
             call_id: outcome.call_id.clone(),
             tool_name: outcome.tool_name.clone(),
@@ -216,10 +227,11 @@ impl AgentRuntime {
             is_error: outcome.is_error,
             duration_ms: outcome.duration_ms,
         });
-        self.store()
+        self.rt
+            .store()
             .append(&session.id, Some(&turn_id), data)
             .await?;
-        self.store().sync(&session.id).await?;
+        self.rt.store().sync(&session.id).await?;
         drop(guard);
         Ok(outcome)
     }
@@ -236,6 +248,7 @@ pub(crate) struct Release<'a> {
 impl Release<'_> {
     pub(crate) fn cancel(&self) -> CancellationToken {
         self.runtime
+            .turns()
             .running_token(&self.session)
             .unwrap_or_default()
     }
@@ -243,7 +256,7 @@ impl Release<'_> {
 
 impl Drop for Release<'_> {
     fn drop(&mut self) {
-        self.runtime.release_after_call(&self.session);
+        self.runtime.turns().release_after_call(&self.session);
     }
 }
 
@@ -312,8 +325,8 @@ async fn run(
         session_id: session_id.to_owned(),
         workspace_dir: workspace.to_path_buf(),
         cancel,
-        host: runtime.host_bridge(),
-        services: runtime.services_handle(),
+        host: runtime.inner.host_bridge(),
+        services: runtime.inner.services_handle(),
         as_of: runtime.session_meta(session_id).ok().and_then(|m| m.as_of),
         origin,
     };

@@ -21,8 +21,9 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Error, Result};
 use crate::fold;
 use crate::meta::{Owner, SessionMode};
-use crate::runtime::{AgentRuntime, new_id};
+use crate::runtime::AgentRuntime;
 use crate::session::{Claim, Interrupt, NextTurn, Queued, Session};
+use crate::util::new_id;
 use crate::workspace;
 
 /// A session's fold snapshot, beside its log: the kept events of a prefix
@@ -49,13 +50,31 @@ impl agentkit_harness::PrepareWorkspace for PrepareSession {
     fn prepare(&self) -> agentkit_harness::BoxFuture<'_, std::result::Result<(), String>> {
         Box::pin(async move {
             self.runtime
+                .turns()
                 .ensure_workspace(&self.session)
                 .await
                 .map_err(|e| e.to_string())
         })
     }
 }
+/// The turn engine, a part of the runtime: a session made ready (a
+/// crash's interrupted turn recovered), messages admitted under the
+/// admission policy, turns run one at a time per session and settled,
+/// the log appended and folded. Reached through [`AgentRuntime::turns`]
+/// by the other parts; nothing outside the crate calls it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Turns<'a> {
+    pub(crate) rt: &'a AgentRuntime,
+}
+
 impl AgentRuntime {
+    /// The turn engine (crate-internal).
+    pub(crate) fn turns(&self) -> Turns<'_> {
+        Turns { rt: self }
+    }
+}
+
+impl Turns<'_> {
     /// Runs the recovery a session loaded from the index may need, once,
     /// before anything reads or changes it.
     pub(crate) async fn ready(&self, session: &Arc<Session>) -> Result<()> {
@@ -80,7 +99,7 @@ impl AgentRuntime {
 
     /// Records the end of a turn that a crash cut short.
     async fn recover(&self, session: &Arc<Session>) -> Result<()> {
-        if let Some(shared) = &self.inner.shared
+        if let Some(shared) = &self.rt.inner.shared
             && !shared.leases.holds(session.id.as_str())
         {
             // On a shared database, a turn in flight may be running on
@@ -101,7 +120,7 @@ impl AgentRuntime {
                 Err(Error::Shared(agentkit_store::SharedError::Busy { .. })) => Ok(()),
                 other => other,
             };
-            self.release_if_idle(session).await;
+            self.rt.commands().release_if_idle(session).await;
             return result;
         }
         self.recover_files(session).await
@@ -123,7 +142,11 @@ impl AgentRuntime {
         // Most stored sessions ended settled. Peeking at the last line
         // without the store keeps their logs closed: opening every log at
         // start would hold two descriptors per session ever created.
-        let log = self.session_dir(&session.id).join("events.ndjson");
+        let log = self
+            .rt
+            .sessions()
+            .session_dir(&session.id)
+            .join("events.ndjson");
         let parked = session.meta().parked;
         if !parked
             && tokio::task::spawn_blocking(move || ends_settled(&log))
@@ -135,7 +158,7 @@ impl AgentRuntime {
         let (open_turn, settled, trace) = self
             .with_history(session, |events| {
                 if parked && arm {
-                    self.arm_approval_timeouts(&session.id, events);
+                    self.rt.approvals().arm_timeouts(&session.id, events);
                 }
                 let open_turn = events
                     .iter()
@@ -173,7 +196,7 @@ impl AgentRuntime {
         Ok(Some((open_turn, trace)))
     }
 
-    /// [`recover`](Self::recover) proper.
+    /// [`recover`](Turns::recover) proper.
     async fn recover_files(&self, session: &Arc<Session>) -> Result<()> {
         let Some((open_turn, trace)) = self.assess(session, true).await? else {
             return Ok(());
@@ -199,7 +222,7 @@ impl AgentRuntime {
                     .await?
             }
         };
-        self.inner.store.sync(&session.id).await?;
+        self.rt.inner.store.sync(&session.id).await?;
         Ok(())
     }
 
@@ -209,8 +232,8 @@ impl AgentRuntime {
         turn: Option<&str>,
         data: EventData,
     ) -> Result<Event> {
-        let event = self.inner.store.append(id, turn, data).await?;
-        if let Some(session) = self.peek(id.as_str()) {
+        let event = self.rt.inner.store.append(id, turn, data).await?;
+        if let Some(session) = self.rt.sessions().peek(id.as_str()) {
             feed(&session, std::slice::from_ref(&event));
         }
         Ok(event)
@@ -227,7 +250,7 @@ impl AgentRuntime {
         self.with_fold(session, |cache| f(cache.events())).await
     }
 
-    /// [`with_history`](Self::with_history) with the cache itself, for
+    /// [`with_history`](Turns::with_history) with the cache itself, for
     /// its memoised fold.
     pub(crate) async fn with_fold<T>(
         &self,
@@ -243,9 +266,10 @@ impl AgentRuntime {
         // host appended under the lease it still holds is current: no
         // other host can have appended (one round trip fewer per turn).
         let current =
-            cache.is_loaded() && self.inner.store.known_len(&session.id) == Some(cache.upto());
+            cache.is_loaded() && self.rt.inner.store.known_len(&session.id) == Some(cache.upto());
         if !current {
             let read = self
+                .rt
                 .inner
                 .store
                 .read_stored(&session.id, cache.upto())
@@ -255,7 +279,7 @@ impl AgentRuntime {
         let out = f(&mut cache);
         drop(cache);
         if !was_loaded {
-            self.inner.registry.touch(session);
+            self.rt.inner.registry.touch(session);
         }
         Ok(out)
     }
@@ -263,7 +287,7 @@ impl AgentRuntime {
     /// its log (a log shorter than the snapshot was replaced or cut: read
     /// the log instead).
     async fn read_snapshot(&self, id: &SessionId) -> Option<(u64, Vec<Event>)> {
-        let path = self.session_dir(id).join(SNAPSHOT_FILE);
+        let path = self.rt.sessions().session_dir(id).join(SNAPSHOT_FILE);
         let session = id.as_str().to_owned();
         let (upto, events) = tokio::task::spawn_blocking(move || {
             let bytes = std::fs::read(&path).ok()?;
@@ -271,7 +295,7 @@ impl AgentRuntime {
         })
         .await
         .ok()??;
-        let len = self.inner.store.len(id).await.ok()?;
+        let len = self.rt.inner.store.len(id).await.ok()?;
         (upto <= len).then_some((upto, events))
     }
 
@@ -297,9 +321,9 @@ impl AgentRuntime {
                 return;
             }
         };
-        let dir = self.session_dir(&session.id);
+        let dir = self.rt.sessions().session_dir(&session.id);
         // On a shared database no log file made the folder on this host.
-        let make_dir = self.inner.shared.is_some();
+        let make_dir = self.rt.inner.shared.is_some();
         let written = tokio::task::spawn_blocking(move || {
             if make_dir {
                 std::fs::create_dir_all(&dir)?;
@@ -326,7 +350,7 @@ impl AgentRuntime {
         if session.workspace_ready.load(Ordering::Acquire) {
             return Ok(());
         }
-        let agent = self.inner.agent.clone();
+        let agent = self.rt.inner.agent.clone();
         let dir = session.workspace.clone();
         let fresh = !dir.exists();
         // A workspace that exists already (a restart, or files a message
@@ -352,7 +376,7 @@ impl AgentRuntime {
             .await
     }
 
-    /// [`accept`](Self::accept), recording `from` (an operator who is not
+    /// [`accept`](Turns::accept), recording `from` (an operator who is not
     /// the owner) on `message.received`.
     pub(crate) async fn accept_from(
         &self,
@@ -366,7 +390,7 @@ impl AgentRuntime {
             .await
     }
 
-    /// [`accept`](Self::accept) of a new session's first message, with
+    /// [`accept`](Turns::accept) of a new session's first message, with
     /// the events that open its log (`session.started`, its
     /// `ab.assigned`) appended in the same batch as `message.received`
     /// (one commit on a shared database where there were several).
@@ -394,12 +418,17 @@ impl AgentRuntime {
         if let Err(e) = self.prepare_admission(session, admission, &files).await {
             // The session exists even though its message was refused.
             if !opening.is_empty() {
-                let appended = self.inner.store.append_batch(&session.id, opening).await?;
+                let appended = self
+                    .rt
+                    .inner
+                    .store
+                    .append_batch(&session.id, opening)
+                    .await?;
                 feed(session, &appended);
             }
             return Err(e);
         }
-        let traceparent = if self.inner.options.tracing {
+        let traceparent = if self.rt.inner.options.tracing {
             agentkit_harness::trace::incoming()
         } else {
             None
@@ -411,7 +440,12 @@ impl AgentRuntime {
         });
         let mut events = opening;
         events.push(NewEvent::new(None, data));
-        let appended = self.inner.store.append_batch(&session.id, events).await?;
+        let appended = self
+            .rt
+            .inner
+            .store
+            .append_batch(&session.id, events)
+            .await?;
         feed(session, &appended);
         let received = appended.last().ok_or_else(|| Error::BadRequest {
             message: "an append recorded no event".to_owned(),
@@ -423,11 +457,12 @@ impl AgentRuntime {
         };
         let (start_worker, coalesced) = session.state().enqueue(queued, admission);
         if start_worker {
-            let runtime = self.clone();
+            let runtime = self.rt.clone();
             let session = session.clone();
-            self.inner
+            self.rt
+                .inner
                 .tasks
-                .spawn(async move { runtime.work(session).await });
+                .spawn(async move { runtime.turns().work(session).await });
         }
         Ok((coalesced, received.index))
     }
@@ -461,10 +496,10 @@ impl AgentRuntime {
         // database), or alone before the next turn starts.
         let mut end: Option<NewEvent> = None;
         loop {
-            let next = session.state().next_turn(&self.inner.shutdown);
+            let next = session.state().next_turn(&self.rt.inner.shutdown);
             if let Some(next) = next {
                 if let Some(end) = end.take()
-                    && let Err(e) = self.append_end(&session, vec![end]).await
+                    && let Err(e) = self.append_all(&session, vec![end]).await
                 {
                     tracing::error!(session = %session.id, error = %e, "turn end could not be recorded");
                 }
@@ -495,18 +530,23 @@ impl AgentRuntime {
                 released
             };
             if released {
-                self.release_if_idle(&session).await;
+                self.rt.commands().release_if_idle(&session).await;
                 // Its folder went while the turn ran: forget it now.
-                let _ = self.deleted(&session);
+                let _ = self.rt.sessions().deleted(&session);
                 break;
             }
         }
     }
 
-    /// Appends events that end a turn (and settle the session) in one
-    /// batch, feeding the fold cache.
-    async fn append_end(&self, session: &Session, events: Vec<NewEvent>) -> Result<()> {
-        let appended = self.inner.store.append_batch(&session.id, events).await?;
+    /// Appends `events` in one batch, feeding the fold cache (the events
+    /// that end a turn and settle the session; a fork's copied prefix).
+    pub(crate) async fn append_all(&self, session: &Session, events: Vec<NewEvent>) -> Result<()> {
+        let appended = self
+            .rt
+            .inner
+            .store
+            .append_batch(&session.id, events)
+            .await?;
         feed(session, &appended);
         Ok(())
     }
@@ -524,8 +564,8 @@ impl AgentRuntime {
         };
         let mut events: Vec<NewEvent> = end.into_iter().collect();
         events.push(NewEvent::new(None, data));
-        let settled = self.append_end(session, events).await;
-        if let Err(e) = settled.and(self.inner.store.sync(&session.id).await) {
+        let settled = self.append_all(session, events).await;
+        if let Err(e) = settled.and(self.rt.inner.store.sync(&session.id).await) {
             tracing::error!(session = %session.id, error = %e, "cannot settle session");
             return;
         }
@@ -557,7 +597,7 @@ impl AgentRuntime {
             resumes: resume.clone(),
             ..TurnStarted::default()
         };
-        let trace = if self.inner.options.tracing {
+        let trace = if self.rt.inner.options.tracing {
             let resumed = match &resume {
                 Some(turn) => self
                     .with_history(session, |events| crate::trace::recorded(events, turn))
@@ -578,6 +618,7 @@ impl AgentRuntime {
         let exclude: BTreeSet<u64> = batch.iter().map(|q| q.index).collect();
         // The session's usage is summed only for a budget that needs it.
         let budgeted = self
+            .rt
             .inner
             .agent
             .config
@@ -602,7 +643,7 @@ impl AgentRuntime {
             .await?;
         // The session's experiment variants decide the agent it runs as,
         // and its own output schema replaces the agent's.
-        let mut agent = crate::ab::agent_for(&self.inner.agent, &assignments);
+        let mut agent = crate::ab::agent_for(&self.rt.inner.agent, &assignments);
         let schema = session.meta().output_schema.clone();
         if let Some(schema) = schema {
             let mut own = (*agent).clone();
@@ -613,7 +654,7 @@ impl AgentRuntime {
             .config
             .model
             .clone()
-            .or_else(|| self.inner.options.default_model.clone())
+            .or_else(|| self.rt.inner.options.default_model.clone())
         else {
             let message = "no model configured: set `model` in agent.toml or AGENTKIT_MODEL, or serve with --dev for the offline `test` model";
             self.append(id, Some(&turn_id), turn_failed(message))
@@ -622,7 +663,7 @@ impl AgentRuntime {
         };
         let dry_run = session.meta().dry_run;
         let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
-        let day_usage = match &self.inner.shared {
+        let day_usage = match &self.rt.inner.shared {
             _ if agent.config.harness.max_tokens_per_day.is_none() => Default::default(),
             // Every host's turns of the day count.
             Some(shared) => {
@@ -633,7 +674,7 @@ impl AgentRuntime {
                     ..Default::default()
                 }
             }
-            None => self.inner.db.day_usage(&today)?,
+            None => self.rt.inner.db.day_usage(&today)?,
         };
         // Read before the literal: its other fields hold the meta lock.
         let origin = session.meta().call_origin();
@@ -644,21 +685,21 @@ impl AgentRuntime {
             user_messages: batch.into_iter().map(|q| q.text).collect(),
             workspace: session.workspace.clone(),
             prepare_workspace: Some(Arc::new(PrepareSession {
-                runtime: self.clone(),
+                runtime: self.rt.clone(),
                 session: session.clone(),
             })),
             session_id: id.as_str().to_owned(),
             turn_id: turn_id.clone(),
             cancel: cancel.clone(),
-            providers: self.inner.options.providers.clone(),
+            providers: self.rt.inner.options.providers.clone(),
             dry_run,
-            host: self.inner.options.host_bridge.clone(),
+            host: self.rt.inner.options.host_bridge.clone(),
             reminders: Some(Arc::new(crate::reminders::SessionReminders {
-                runtime: self.clone(),
+                runtime: self.rt.clone(),
             })),
-            tools: self.dynamic_tools(id.as_str()).await,
-            services: self.inner.options.services.clone(),
-            approvals: Some(self.gate(id)),
+            tools: self.rt.dynamic_tools(id.as_str()).await,
+            services: self.rt.inner.options.services.clone(),
+            approvals: Some(self.rt.approvals().gate(id)),
             as_of: session.meta().as_of.clone(),
             origin,
             prior_usage,
@@ -696,7 +737,7 @@ impl AgentRuntime {
                 .into_iter()
                 .map(|e| NewEvent::new(Some(turn_id.clone()), e.payload()))
                 .collect();
-            let appended = self.inner.store.append_batch(id, events).await?;
+            let appended = self.rt.inner.store.append_batch(id, events).await?;
             feed(session, &appended);
         }
         let outcome = harness.await.unwrap_or_else(|e| TurnOutcome::Failed {
@@ -705,13 +746,20 @@ impl AgentRuntime {
         let completed = matches!(outcome, TurnOutcome::Completed { .. });
         // The day's count is kept while a daily budget is set (one write
         // per turn otherwise spent for nothing).
-        let daily = self.inner.agent.config.harness.max_tokens_per_day.is_some();
+        let daily = self
+            .rt
+            .inner
+            .agent
+            .config
+            .harness
+            .max_tokens_per_day
+            .is_some();
         match &outcome {
             TurnOutcome::Completed { usage, .. } | TurnOutcome::OverBudget { usage, .. }
                 if daily =>
             {
                 let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
-                match &self.inner.shared {
+                match &self.rt.inner.shared {
                     Some(shared) => {
                         let added = shared
                             .ticks
@@ -725,7 +773,7 @@ impl AgentRuntime {
                             tracing::warn!(session = %session.id, error = %e, "cannot count the turn's tokens in the day's usage");
                         }
                     }
-                    None => self.inner.db.add_day_usage(day, *usage),
+                    None => self.rt.inner.db.add_day_usage(day, *usage),
                 }
             }
             _ => {}
@@ -737,17 +785,19 @@ impl AgentRuntime {
                 TurnOutcome::OverBudget { usage, .. } => ("failed", *usage),
                 TurnOutcome::Interrupted => ("interrupted", Default::default()),
             };
-            self.record_ab_turn(crate::ab_metrics::TurnRow {
-                session_id: id.as_str().to_owned(),
-                turn_id: turn_id.clone(),
-                outcome,
-                usage,
-                latency_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
-                tool_calls,
-                tool_errors,
-                ended_at_ms: chrono::Utc::now().timestamp_millis(),
-            })
-            .await;
+            self.rt
+                .ab()
+                .record_turn(crate::ab_metrics::TurnRow {
+                    session_id: id.as_str().to_owned(),
+                    turn_id: turn_id.clone(),
+                    outcome,
+                    usage,
+                    latency_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    tool_calls,
+                    tool_errors,
+                    ended_at_ms: chrono::Utc::now().timestamp_millis(),
+                })
+                .await;
         }
         let data = match outcome {
             TurnOutcome::Completed {
@@ -782,7 +832,7 @@ impl AgentRuntime {
                 // A shutdown keeps parked calls waiting (they survive the
                 // restart); a preempted or stopped turn withdraws them.
                 if reason != Interrupt::Shutdown {
-                    self.withdraw_parked(id, &turn_id).await?;
+                    self.rt.approvals().withdraw_parked(id, &turn_id).await?;
                 }
                 EventData::TurnFailed(TurnFailed {
                     message: "turn interrupted".to_owned(),
@@ -820,7 +870,7 @@ impl AgentRuntime {
     /// Marks an idle session busy for a deterministic call, so turns wait
     /// (or are admitted by their policy) until it ends.
     pub(crate) async fn claim_for_call(&self, id: &str, owner: &Owner) -> Result<Arc<Session>> {
-        let session = self.owned(id, owner)?;
+        let session = self.rt.sessions().owned(id, owner)?;
         self.claim_idle(&session).await
     }
 
@@ -835,7 +885,7 @@ impl AgentRuntime {
         loop {
             let settling = {
                 let mut state = session.state();
-                match state.claim(&self.inner.shutdown) {
+                match state.claim(&self.rt.inner.shutdown) {
                     Claim::Busy => return Err(busy()),
                     // The worker is recording `session.waiting`; wait for
                     // it to let go (created under the lock, so the signal
@@ -868,19 +918,21 @@ impl AgentRuntime {
     pub(crate) fn release_after_call(&self, session: &Arc<Session>) {
         let needs_worker = session.state().release_call();
         if needs_worker {
-            let runtime = self.clone();
+            let runtime = self.rt.clone();
             let session = session.clone();
-            self.inner
+            self.rt
+                .inner
                 .tasks
-                .spawn(async move { runtime.work(session).await });
-        } else if self.inner.shared.is_some() {
+                .spawn(async move { runtime.turns().work(session).await });
+        } else if self.rt.inner.shared.is_some() {
             // The call's appends took the lease; nothing runs now: let
             // another host take the session's next message.
-            let runtime = self.clone();
+            let runtime = self.rt.clone();
             let session = session.clone();
-            self.inner
+            self.rt
+                .inner
                 .tasks
-                .spawn(async move { runtime.release_if_idle(&session).await });
+                .spawn(async move { runtime.commands().release_if_idle(&session).await });
         }
     }
 
@@ -896,7 +948,7 @@ impl AgentRuntime {
             return;
         }
         meta.parked = parked;
-        self.index_put_detached(&meta);
+        self.rt.sessions().index_put_detached(&meta);
     }
 }
 

@@ -15,6 +15,9 @@
 //!   time to first event at concurrency 1, 8 and 64 (a fresh server per
 //!   level). A turn is `POST /<slug>/v1/session` then its `streamUrl` read
 //!   line by line until `session.waiting`.
+//! - `tool`: the same levels with one server tool call per turn (the model
+//!   asks for `printf`, sandboxed as every server tool is by default, then
+//!   answers the short reply): what a tool call adds to a turn.
 //! - `ttfe`: the concurrency-1 level alone (POST start → first line).
 //! - `rss`: RSS idle after boot, per settled stored session, and per stored
 //!   session after a restart.
@@ -61,9 +64,20 @@ use serde_json::{Value, json};
 
 /// (concurrency, turns) per throughput level; `--quick` runs a tenth.
 const LEVELS: &[(usize, usize)] = &[(1, 500), (8, 2_000), (64, 5_000)];
-const SECTIONS: &[&str] = &["throughput", "ttfe", "rss", "log", "growth", "boot", "soak"];
+const SECTIONS: &[&str] = &[
+    "throughput",
+    "tool",
+    "ttfe",
+    "rss",
+    "log",
+    "growth",
+    "boot",
+    "soak",
+];
 /// The agents of the bench project: a short reply, a long one, the soak's.
 const SHORT: &str = "short";
+/// The tool workload's agent: one `printf` call, then the short reply.
+const TOOL: &str = "tool";
 const LONG: &str = "long";
 const SOAK: &str = "soak";
 
@@ -236,11 +250,15 @@ async fn run(env: &Env, args: &Args) {
     };
     let project = project.path();
     if wanted("throughput") {
-        let (text, value) = throughput(env, project, LEVELS).await;
+        let (text, value) = throughput(env, project, LEVELS, SHORT).await;
         section("throughput", text, value);
     } else if wanted("ttfe") {
-        let (text, value) = throughput(env, project, &LEVELS[..1]).await;
+        let (text, value) = throughput(env, project, &LEVELS[..1], SHORT).await;
         section("ttfe", text, value);
+    }
+    if wanted("tool") {
+        let (text, value) = throughput(env, project, LEVELS, TOOL).await;
+        section("tool", text, value);
     }
     if wanted("rss") {
         let (text, value) = rss(env, project).await;
@@ -327,6 +345,24 @@ fn write_project(dir: &Path) {
         let script = json!({"turns": [{"steps": [{"text": reply}]}]});
         std::fs::write(agent.join("script.json"), script.to_string()).unwrap();
     }
+    let agent = dir.join(TOOL).join("agent");
+    std::fs::create_dir_all(agent.join("tools")).unwrap();
+    std::fs::write(
+        agent.join("agent.toml"),
+        "description = \"session-core benchmark: tool\"\nmodel = \"scripted:script.json\"\n",
+    )
+    .unwrap();
+    std::fs::write(agent.join("instructions.md"), "Answer briefly.\n").unwrap();
+    std::fs::write(
+        agent.join("tools/stamp.toml"),
+        "description = \"Prints ok\"\ncommand = [\"printf\", \"ok\"]\n",
+    )
+    .unwrap();
+    let script = json!({"turns": [{"steps": [
+        {"toolCalls": [{"name": "stamp", "input": {}}]},
+        {"text": short_reply()},
+    ]}]});
+    std::fs::write(agent.join("script.json"), script.to_string()).unwrap();
 }
 
 // ---------------------------------------------------------------------------
@@ -624,10 +660,21 @@ async fn turn(
 // ---------------------------------------------------------------------------
 // 1, 2: throughput, CPU per turn, time to first event
 
-async fn throughput(env: &Env, project: &Path, levels: &[(usize, usize)]) -> (String, Value) {
-    let mut text = String::from(
-        "== turns/s and CPU per turn (scripted 20-token reply; a fresh server per level)\n",
-    );
+async fn throughput(
+    env: &Env,
+    project: &Path,
+    levels: &[(usize, usize)],
+    slug: &'static str,
+) -> (String, Value) {
+    let mut text = if slug == TOOL {
+        String::from(
+            "== tool turns/s and CPU per turn (model → one sandboxed `printf` → scripted 20-token reply; a fresh server per level)\n",
+        )
+    } else {
+        String::from(
+            "== turns/s and CPU per turn (scripted 20-token reply; a fresh server per level)\n",
+        )
+    };
     let _ = writeln!(
         text,
         "{:>4} {:>6} {:>6} {:>8} {:>10} {:>7} {:>10} {:>7} {:>7} {:>9} {:>9}",
@@ -657,16 +704,16 @@ async fn throughput(env: &Env, project: &Path, levels: &[(usize, usize)]) -> (St
         };
         // Warm-up: connections, lazy state, the allocator.
         for i in 0..20 {
-            let _ = turn(
-                &env.http,
-                &server.base,
-                SHORT,
-                None,
-                &format!("warm up {i}"),
-            )
-            .await;
+            let _ = turn(&env.http, &server.base, slug, None, &format!("warm up {i}")).await;
         }
-        let r = level(env, &server, concurrency, turns).await;
+        if slug == TOOL
+            && let Err(e) = tool_ran(&env.http, &server.base).await
+        {
+            let _ = writeln!(text, "{concurrency:>4} the tool did not run: {e}");
+            rows.push(json!({"concurrency": concurrency, "error": e}));
+            continue;
+        }
+        let r = level(env, &server, concurrency, turns, slug).await;
         let ok = r.samples.len();
         let per = |ms: f64| if ok == 0 { 0.0 } else { ms / ok as f64 };
         let wall = r.wall.as_secs_f64();
@@ -717,6 +764,32 @@ async fn throughput(env: &Env, project: &Path, levels: &[(usize, usize)]) -> (St
     (text, Value::Array(rows))
 }
 
+/// One tool turn, read whole: its `action.result` must be the tool's
+/// own `ok`, so the tool workload measures a call that ran.
+async fn tool_ran(http: &reqwest::Client, base: &str) -> Result<(), String> {
+    let t = turn(http, base, TOOL, None, "check").await?;
+    let url = format!(
+        "{base}/{TOOL}/v1/session/{}/stream?startIndex=0",
+        t.cursor.session_id
+    );
+    let mut lines = get_lines(http, &url).await?;
+    while let Some(line) = lines.next().await? {
+        let event: Value = serde_json::from_slice(&line).map_err(|e| e.to_string())?;
+        if event["type"] == "action.result" {
+            let data = &event["data"];
+            return if data["isError"] == false && data["output"] == "ok" {
+                Ok(())
+            } else {
+                Err(format!("the tool answered {data}"))
+            };
+        }
+        if event["type"] == "session.waiting" {
+            break;
+        }
+    }
+    Err("no action.result in the turn".to_owned())
+}
+
 struct Sample {
     post: Duration,
     first_line: Duration,
@@ -732,7 +805,13 @@ struct LevelResult {
     client_cpu_ms: f64,
 }
 
-async fn level(env: &Env, server: &Server, concurrency: usize, turns: usize) -> LevelResult {
+async fn level(
+    env: &Env,
+    server: &Server,
+    concurrency: usize,
+    turns: usize,
+    slug: &'static str,
+) -> LevelResult {
     let next = Arc::new(AtomicUsize::new(0));
     let errors = Arc::new(Mutex::new(Vec::<String>::new()));
     let (server_cpu, client_cpu) = (server.cpu_ms(), self_cpu_ms());
@@ -752,7 +831,7 @@ async fn level(env: &Env, server: &Server, concurrency: usize, turns: usize) -> 
                 if n >= turns {
                     break;
                 }
-                match turn(&http, &base, SHORT, None, &format!("hello {n}")).await {
+                match turn(&http, &base, slug, None, &format!("hello {n}")).await {
                     Ok(t) => samples.push(Sample {
                         post: t.post,
                         first_line: t.first_line,
@@ -795,7 +874,7 @@ async fn rss(env: &Env, project: &Path) -> (String, Value) {
         let mut server = Server::start(env, project, &state).await?;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let idle = server.rss_kib();
-        let r = level(env, &server, 8, n).await;
+        let r = level(env, &server, 8, n, SHORT).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
         let after = server.rss_kib();
         server.stop();

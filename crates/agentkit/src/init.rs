@@ -54,6 +54,9 @@ const ECHO_TOML: &str = r#"description = "Echo a message back. Use it when the u
 command = ["python3", "echo.py"]
 timeout = "10s"
 read_only = true
+# One Python process answers every call (see docs/reference/tools.md#workers);
+# remove this line to start the program once per call instead.
+worker = true
 
 [input_schema]
 type = "object"
@@ -62,13 +65,20 @@ properties.message = { type = "string", description = "The text to echo" }
 "#;
 
 const ECHO_PY: &str = r#"#!/usr/bin/env python3
-"""The echo tool: reads its JSON input on stdin, prints the result on stdout."""
-import json
-import sys
+"""The echo tool, as a worker: `handle` answers each call's input."""
+from agentkit_worker import serve
 
-args = json.load(sys.stdin)
-json.dump({"echo": args["message"]}, sys.stdout)
+
+def handle(input, context):
+    return {"echo": input["message"]}
+
+
+serve(handle)
 "#;
+
+/// The worker protocol's Python helper (the same file as
+/// `fixtures/workers/agentkit_worker.py`, which a test keeps equal).
+pub const WORKER_PY: &str = include_str!("init/agentkit_worker.py");
 
 const EVALS_TOML: &str = "# Eval settings; see docs/reference/evals.md. Run them with `agentkit eval`.\nmax_concurrency = 4\n";
 
@@ -90,6 +100,7 @@ pub const SCAFFOLD: &[(&str, &str)] = &[
     ("agent/instructions.md", INSTRUCTIONS_MD),
     ("agent/tools/echo.toml", ECHO_TOML),
     ("agent/tools/echo.py", ECHO_PY),
+    ("agent/tools/agentkit_worker.py", WORKER_PY),
     ("evals/evals.toml", EVALS_TOML),
     ("evals/echo.eval.toml", ECHO_EVAL),
     (".gitignore", GITIGNORE),
@@ -171,7 +182,12 @@ mod tests {
         assert_eq!(written.len(), SCAFFOLD.len());
         let found = agentkit_manifest::discover(&dir)?;
         assert!(found.diagnostics.is_empty(), "{:?}", found.diagnostics);
-        assert_eq!(found.host.agents[0].agent.tools[0].name, "echo");
+        let echo = &found.host.agents[0].agent.tools[0];
+        assert_eq!(echo.name, "echo");
+        assert_eq!(
+            echo.worker,
+            Some(agentkit_manifest::Worker { concurrency: 1 })
+        );
 
         fs::write(dir.join("agent/instructions.md"), "mine")?;
         let err = init(&dir).err().map(|e| e.to_string()).unwrap_or_default();
@@ -180,6 +196,14 @@ mod tests {
             fs::read_to_string(dir.join("agent/instructions.md"))?,
             "mine"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn the_worker_helper_is_the_shipped_one() -> Result<(), Box<dyn std::error::Error>> {
+        let shipped =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/workers/agentkit_worker.py");
+        assert_eq!(WORKER_PY, fs::read_to_string(shipped)?);
         Ok(())
     }
 

@@ -34,7 +34,7 @@ fn init_then_validate_then_run_the_echo_tool() {
         .take_while(|l| !l.is_empty())
         .map(str::trim)
         .collect();
-    assert_eq!(written.len(), 7, "{}", run.stdout);
+    assert_eq!(written.len(), 8, "{}", run.stdout);
     for file in written {
         assert!(
             reference.contains(&format!("| `{file}` |")),
@@ -52,8 +52,8 @@ fn init_then_validate_then_run_the_echo_tool() {
     assert!(run.stdout.contains("PASS echo"), "{}", run.stdout);
     assert!(run.stdout.contains("1 passed, 0 failed"), "{}", run.stdout);
 
-    // The scaffolded tool really works under the subprocess contract:
-    // JSON input on stdin, JSON result on stdout.
+    // The scaffolded tool really works under the worker protocol: a call
+    // per line on stdin, an answer per line on stdout, until stdin ends.
     let out = Command::new("python3")
         .arg("echo.py")
         .current_dir(tmp.path().join("my-agent/agent/tools"))
@@ -62,16 +62,19 @@ fn init_then_validate_then_run_the_echo_tool() {
         .spawn()
         .and_then(|mut child| {
             use std::io::Write;
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(br#"{"message":"hello"}"#)?;
+            child.stdin.take().unwrap().write_all(
+                b"{\"id\":1,\"input\":{\"message\":\"hello\"},\"context\":{}}\n\
+                      {\"id\":2,\"input\":{},\"context\":{}}\n",
+            )?;
             child.wait_with_output()
         })
         .unwrap();
     assert!(out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stdout), r#"{"echo": "hello"}"#);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "{\"id\": 1, \"output\": {\"echo\": \"hello\"}}\n\
+         {\"id\": 2, \"error\": \"KeyError: 'message'\"}\n"
+    );
 
     assert_eq!(
         fs::read_to_string(tmp.path().join("my-agent/.gitignore"))

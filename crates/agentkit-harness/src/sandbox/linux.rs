@@ -1,13 +1,29 @@
 //! Landlock and resource limits on Linux.
 //!
 //! Everything that allocates, opens files or can fail in interesting ways
-//! happens in the parent, before the fork: the `landlock` crate builds the
-//! ruleset (it opens an `O_PATH` descriptor per rule and adds the rules
-//! with `landlock_add_rule`), and the limits are computed against the
-//! current ones. What crosses into the child is one owned descriptor (the
-//! ruleset, close-on-exec) and a list of plain numbers. Between fork and
-//! exec the child then makes only raw system calls: `prctl(NO_NEW_PRIVS)`,
-//! `prlimit64` per limit, and `landlock_restrict_self`.
+//! happens in the parent, before the spawn: the `landlock` crate builds the
+//! ruleset (an `O_PATH` descriptor per rule, added with
+//! `landlock_add_rule`), and the limits are computed against the current
+//! ones. What crosses into the child is the runner's [`PreExec`]: one
+//! ruleset descriptor (close-on-exec) and a list of plain numbers, which
+//! the runner applies with three kinds of raw system call between the
+//! spawn and the exec (`prctl(NO_NEW_PRIVS)`, `prlimit64` per limit,
+//! `landlock_restrict_self`; see `agentkit-plumbing`'s `spawn.rs`).
+//!
+//! A ruleset is built once per sandbox configuration (its `read` and
+//! `write` paths, network, and the interpreter installs its program
+//! needs) and shared by every child of that configuration for
+//! [`FRESH_FOR`] ([`rules`]): the kernel copies a ruleset into each child's
+//! domain at `landlock_restrict_self`, so one descriptor serves any number
+//! of children. Each configuration has its own temporary root, granted
+//! read-write in its ruleset; each call's private temporary folder is
+//! made inside it (children of one configuration share its workspace
+//! already). The descriptors of the system folders, `/etc` entries and
+//! device files are opened once for [`FRESH_FOR`] too ([`static_rules`]).
+//! A configuration path that changes (a workspace deleted and made again:
+//! another inode) builds a new ruleset at once; a system file replaced
+//! (an `/etc/resolv.conf` rewritten by rename) is seen within
+//! [`FRESH_FOR`].
 //!
 //! Why not the crate's `RulesetCreated::restrict_self` in the child: it
 //! does the same two system calls today and allocates nothing on its
@@ -21,17 +37,30 @@
 
 #![allow(unsafe_code)]
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use agentkit_manifest::SandboxLimits;
+use agentkit_plumbing::{Limit, PreExec};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
     Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError, Scope, path_beneath_rules,
 };
 
+use super::tmp::TmpRoot;
 use super::{DEV_FILES, ETC_HIDDEN, SYSTEM_READ, SandboxSpec, SandboxStatus, matches};
+
+/// How long a built ruleset, and the descriptors of the system paths, are
+/// reused.
+const FRESH_FOR: Duration = Duration::from_secs(5);
+
+/// Configurations whose rulesets are kept at most; stale ones go first,
+/// and past it the cache starts over.
+const CACHE_CAP: usize = 256;
 
 /// The Landlock rights the rules are written for. Rights of later ABIs
 /// than the kernel's are dropped by the crate (best effort), so a newer
@@ -87,95 +116,103 @@ pub(super) fn probe() -> SandboxStatus {
     }
 }
 
-/// Sets `cmd` up so the child confines itself before exec: Landlock when
-/// `status` has it, `no_new_privs` and the limits always.
-pub(super) fn confine(
-    spec: &SandboxSpec,
-    installs: &[PathBuf],
-    tmp: &Path,
-    status: &SandboxStatus,
-    cmd: &mut tokio::process::Command,
-) -> std::io::Result<()> {
-    let ruleset = if status.available {
-        build_ruleset(spec, installs, tmp).map_err(|e| {
-            std::io::Error::other(format!("the sandbox's rules could not be built: {e}"))
-        })?
-    } else {
-        None
-    };
-    let limits = spec.limits.map(|l| limits(&l)).unwrap_or_default();
-    let child = move || -> std::io::Result<()> {
-        // Runs in the forked child, before exec (see the SAFETY comment at
-        // `pre_exec` below): raw system calls only, on data prepared by
-        // the parent; nothing here allocates, locks, or touches the heap.
-        //
-        // SAFETY (each call): the arguments are plain integers, or a
-        // pointer to `RLimit64` values owned by this closure that live
-        // for the whole call; `prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)`,
-        // `prlimit64(0, resource, new, NULL)` (0 is this process) and
-        // `landlock_restrict_self(fd, 0)` read nothing else.
-        if unsafe {
-            libc::syscall(
-                libc::SYS_prctl,
-                libc::PR_SET_NO_NEW_PRIVS as libc::c_long,
-                1 as libc::c_long,
-                0 as libc::c_long,
-                0 as libc::c_long,
-                0 as libc::c_long,
-            )
-        } != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-        for (resource, value) in &limits {
-            if unsafe {
-                libc::syscall(
-                    libc::SYS_prlimit64,
-                    0 as libc::c_long,
-                    *resource,
-                    value as *const RLimit64,
-                    std::ptr::null_mut::<RLimit64>(),
-                )
-            } != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
-        if let Some(fd) = &ruleset
-            && unsafe {
-                libc::syscall(
-                    libc::SYS_landlock_restrict_self,
-                    fd.as_raw_fd() as libc::c_long,
-                    0 as libc::c_long,
-                )
-            } != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
-    };
-    // SAFETY: `pre_exec` closures run in the child between fork and exec,
-    // where only async-signal-safe operations are sound (another thread of
-    // the parent may have held the allocator's or any other lock at the
-    // fork). The closure above:
-    // - makes only raw `syscall(2)`s (`prctl`, `prlimit64`,
-    //   `landlock_restrict_self`), which take no lock and allocate nothing;
-    // - reads only what it owns: an `OwnedFd` and a `Vec` built before the
-    //   fork, iterated by reference (no allocation, no drop in the child);
-    // - on failure builds an `io::Error` from errno (`last_os_error` stores
-    //   the code inline, no allocation); std then writes that code to its
-    //   status pipe and the child `_exit`s, so the spawn fails with it.
-    // The closure is never dropped in the child (exec replaces the image,
-    // or the child exits), and in the parent dropping it closes the
-    // ruleset descriptor after the spawn. The descriptor is close-on-exec
-    // (the kernel opens rulesets so), so the program never inherits it.
-    // Landlock restricts only the calling thread: after fork the child has
-    // one thread, so the whole child, and everything it execs or forks, is
-    // confined.
-    unsafe {
-        cmd.pre_exec(child);
+/// The ruleset of one sandbox configuration, shared by its children, and
+/// the temporary root their private folders are made in (removed when the
+/// last child of the configuration is done and the cache has let it go).
+#[derive(Debug)]
+pub(super) struct Rules {
+    /// `None` when the kernel took none of it.
+    ruleset: Option<Arc<OwnedFd>>,
+    tmp_root: TmpRoot,
+    built: Instant,
+    /// `(device, inode)` of each configuration path when it was built.
+    identity: Vec<Option<(u64, u64)>>,
+}
+
+impl Rules {
+    pub(super) fn tmp_root(&self) -> &Path {
+        self.tmp_root.path()
     }
-    Ok(())
+}
+
+/// What a ruleset is built from, beyond the system paths.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    read: Vec<PathBuf>,
+    write: Vec<PathBuf>,
+    network: bool,
+    installs: Vec<PathBuf>,
+}
+
+impl Key {
+    fn paths(&self) -> impl Iterator<Item = &PathBuf> {
+        self.read.iter().chain(&self.write).chain(&self.installs)
+    }
+}
+
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// The ruleset of `spec` with `installs` (the interpreter installs its
+/// program needs, `resolve.rs`): the cached one while it is fresh and its
+/// paths are the same files, else a new one.
+pub(super) fn rules(spec: &SandboxSpec, installs: Vec<PathBuf>) -> std::io::Result<Arc<Rules>> {
+    type Cache = Mutex<HashMap<Key, Arc<Rules>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let key = Key {
+        read: spec.read.clone(),
+        write: spec.write.clone(),
+        network: spec.network,
+        installs,
+    };
+    let ids: Vec<Option<(u64, u64)>> = key.paths().map(|p| identity(p)).collect();
+    if let Some(rules) = cache
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+        && rules.built.elapsed() < FRESH_FOR
+        && rules.identity == ids
+    {
+        return Ok(rules.clone());
+    }
+    // Built outside the lock: other configurations' children go on.
+    let tmp_root = TmpRoot::create()?;
+    let ruleset = build_ruleset(&key, tmp_root.path()).map_err(|e| {
+        std::io::Error::other(format!("the sandbox's rules could not be built: {e}"))
+    })?;
+    let rules = Arc::new(Rules {
+        ruleset: ruleset.map(Arc::new),
+        tmp_root,
+        built: Instant::now(),
+        identity: ids,
+    });
+    let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
+    if cache.len() >= CACHE_CAP {
+        cache.retain(|_, r| r.built.elapsed() < FRESH_FOR);
+        if cache.len() >= CACHE_CAP {
+            cache.clear();
+        }
+    }
+    cache.insert(key, rules.clone());
+    Ok(rules)
+}
+
+/// Readies `pre` so the child confines itself before exec: `no_new_privs`
+/// and the limits always, Landlock when `rules` has a ruleset.
+pub(super) fn confine(spec: &SandboxSpec, rules: Option<&Rules>, pre: &mut PreExec) {
+    pre.no_new_privs();
+    for (resource, value) in spec.limits.map(|l| limits(&l)).unwrap_or_default() {
+        pre.limit(Limit {
+            resource: resource as i32,
+            soft: value.cur,
+            hard: value.max,
+        });
+    }
+    if let Some(ruleset) = rules.and_then(|r| r.ruleset.clone()) {
+        pre.landlock(ruleset);
+    }
 }
 
 /// `struct rlimit64` of `prlimit64(2)`.
@@ -255,34 +292,30 @@ fn tasks_now() -> u64 {
         .unwrap_or(0)
 }
 
-/// The ruleset of one child, as its descriptor (`None` when the kernel
-/// took none of it). `installs` are the interpreter installs its program
-/// needs (`resolve.rs`), read and execute like `read` paths.
-fn build_ruleset(
-    spec: &SandboxSpec,
-    installs: &[PathBuf],
-    tmp: &Path,
-) -> Result<Option<OwnedFd>, RulesetError> {
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(AccessFs::from_all(TARGET))?;
-    let mut scopes: BitFlags<Scope> = Scope::Signal.into();
-    if !spec.network {
-        ruleset = ruleset.handle_access(AccessNet::from_all(TARGET))?;
-        scopes |= Scope::AbstractUnixSocket;
+/// The rules every ruleset starts with: the system folders and the
+/// readable `/etc` entries (read), the device files; their descriptors
+/// opened once for [`FRESH_FOR`]. A path that cannot be opened is left
+/// out, as `path_beneath_rules` does.
+fn static_rules() -> Arc<Vec<(PathFd, BitFlags<AccessFs>)>> {
+    type Opened = Mutex<Option<(Instant, Arc<Vec<(PathFd, BitFlags<AccessFs>)>>)>>;
+    static OPENED: OnceLock<Opened> = OnceLock::new();
+    let opened = OPENED.get_or_init(|| Mutex::new(None));
+    if let Some((at, rules)) = &*opened.lock().unwrap_or_else(PoisonError::into_inner)
+        && at.elapsed() < FRESH_FOR
+    {
+        return rules.clone();
     }
-    let ruleset = ruleset.scope(scopes)?;
-    let read = SYSTEM_READ
+    let mut rules = Vec::new();
+    let read = AccessFs::from_read(TARGET);
+    for path in SYSTEM_READ
         .iter()
         .map(PathBuf::from)
         .chain(etc_entries().iter().cloned())
-        .chain(spec.read.iter().cloned())
-        .chain(installs.iter().cloned());
-    let write = spec.write.iter().cloned().chain([tmp.to_path_buf()]);
-    let mut created = ruleset
-        .create()?
-        .add_rules(path_beneath_rules(read, AccessFs::from_read(TARGET)))?
-        .add_rules(path_beneath_rules(write, AccessFs::from_all(TARGET)))?;
+    {
+        if let Some(rule) = open_rule(&path, read) {
+            rules.push(rule);
+        }
+    }
     for (path, writable) in DEV_FILES {
         let Ok(fd) = PathFd::new(path) else { continue };
         let access = if *writable {
@@ -290,8 +323,47 @@ fn build_ruleset(
         } else {
             AccessFs::ReadFile.into()
         };
-        created = created.add_rule(PathBeneath::new(fd, access))?;
+        rules.push((fd, access));
     }
+    let rules = Arc::new(rules);
+    *opened.lock().unwrap_or_else(PoisonError::into_inner) = Some((Instant::now(), rules.clone()));
+    rules
+}
+
+/// `path` opened for a rule granting `access` (the file rights only, for
+/// a file), as `path_beneath_rules` makes it.
+fn open_rule(path: &Path, access: BitFlags<AccessFs>) -> Option<(PathFd, BitFlags<AccessFs>)> {
+    let fd = PathFd::new(path).ok()?;
+    let is_dir = std::fs::metadata(path).map_or(true, |m| m.is_dir());
+    let access = if is_dir {
+        access
+    } else {
+        access & AccessFs::from_file(TARGET)
+    };
+    Some((fd, access))
+}
+
+/// The ruleset of one configuration, as its descriptor (`None` when the
+/// kernel took none of it): the static rules, the `read` paths and
+/// installs read and execute, the `write` paths and `tmp_root` everything.
+fn build_ruleset(key: &Key, tmp_root: &Path) -> Result<Option<OwnedFd>, RulesetError> {
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(TARGET))?;
+    let mut scopes: BitFlags<Scope> = Scope::Signal.into();
+    if !key.network {
+        ruleset = ruleset.handle_access(AccessNet::from_all(TARGET))?;
+        scopes |= Scope::AbstractUnixSocket;
+    }
+    let mut created = ruleset.scope(scopes)?.create()?;
+    for (fd, access) in static_rules().iter() {
+        created = created.add_rule(PathBeneath::new(fd, *access))?;
+    }
+    let read = key.read.iter().chain(&key.installs);
+    let write = key.write.iter().map(PathBuf::as_path).chain([tmp_root]);
+    created = created
+        .add_rules(path_beneath_rules(read, AccessFs::from_read(TARGET)))?
+        .add_rules(path_beneath_rules(write, AccessFs::from_all(TARGET)))?;
     Ok(created.into())
 }
 

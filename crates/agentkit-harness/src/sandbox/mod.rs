@@ -19,8 +19,10 @@
 //! - `TMPDIR` (and `HOME`, unless the tool passes `HOME` through) pointed
 //!   at its private temporary folder, removed when the call ends.
 //!
-//! The ruleset is built in the parent, before the fork; the child only
-//! makes three raw system calls between fork and exec (see `linux.rs`).
+//! The ruleset is built in the parent, before the spawn, once per sandbox
+//! configuration (shared by its children for a few seconds); the child
+//! only makes three kinds of raw system call between its spawn and its
+//! exec (see `linux.rs`).
 //! Where the kernel cannot sandbox, `mode = "enforce"` refuses to run the
 //! tool and `mode = "warn"` (the default) runs it unsandboxed and says so:
 //! at startup ([`log_sandbox_status`]), in `/v1/info` ([`sandbox_info`])
@@ -34,7 +36,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use agentkit_manifest::{Agent, Sandbox, SandboxLimits, SandboxMode, Tool};
-use agentkit_plumbing::{ChildSpec, Confined, Confinement};
+use agentkit_plumbing::{ChildSpec, Confined, Confinement, PreExec};
 use serde_json::{Value, json};
 
 mod denial;
@@ -299,30 +301,31 @@ impl SandboxSpec {
 
 /// The runner's side of the sandbox: each spawn is readied by `prepare`.
 impl Confinement for SandboxSpec {
-    fn prepare(
-        &self,
-        launch: &Launch<'_>,
-        cmd: &mut tokio::process::Command,
-    ) -> std::io::Result<Confined> {
+    fn prepare(&self, launch: &Launch<'_>, cmd: &mut PreExec) -> std::io::Result<Confined> {
         Ok(Box::new(prepare(self, launch, cmd)?))
     }
 }
 
-/// What the spawn of a sandboxed child keeps alive until the child ends.
+/// What the spawn of a sandboxed child keeps alive until the child ends:
+/// its private folder, then the shared ruleset and the root that folder
+/// is in.
 #[derive(Debug)]
 pub(crate) struct Prepared {
     _tmp: PrivateTmp,
+    #[cfg(target_os = "linux")]
+    _rules: Option<std::sync::Arc<linux::Rules>>,
 }
 
-/// Sets `cmd` (the child `launch` describes) up to start sandboxed: the
-/// private temporary folder and its variables, then the ruleset (with
-/// the installs its interpreter needs, [`resolve`]) and limits the child
-/// applies to itself before exec. Errors when the spec is required and
-/// the host falls short.
+/// Readies the child `launch` describes to start sandboxed: the private
+/// temporary folder and its variables, then the ruleset (with the
+/// installs its interpreter needs, [`resolve`]; shared by the children of
+/// one configuration, `linux.rs::rules`) and limits the child applies to
+/// itself before exec. Errors when the spec is required and the host
+/// falls short.
 pub(crate) fn prepare(
     spec: &SandboxSpec,
     launch: &Launch<'_>,
-    cmd: &mut tokio::process::Command,
+    pre: &mut PreExec,
 ) -> std::io::Result<Prepared> {
     let shortfall = spec.shortfall();
     if spec.required
@@ -333,29 +336,38 @@ pub(crate) fn prepare(
             format!("the sandbox is required and this host cannot provide it: {why}"),
         ));
     }
+    #[cfg(target_os = "linux")]
+    let rules = if sandbox_status().available {
+        let installs = resolve::resolve(launch);
+        let installs: Vec<PathBuf> = installs.grants_for(&spec.write).cloned().collect();
+        Some(linux::rules(spec, installs)?)
+    } else {
+        None
+    };
+    #[cfg(target_os = "linux")]
+    let tmp = match &rules {
+        Some(rules) => PrivateTmp::create_in(rules.tmp_root())?,
+        None => PrivateTmp::create()?,
+    };
+    #[cfg(not(target_os = "linux"))]
     let tmp = PrivateTmp::create()?;
-    cmd.env("TMPDIR", tmp.path());
+    pre.env("TMPDIR", tmp.path());
     if spec.private_home {
-        cmd.env("HOME", tmp.path());
+        pre.env("HOME", tmp.path());
     }
     #[cfg(target_os = "linux")]
     {
-        let status = sandbox_status();
-        let installs = if status.available {
-            Some(resolve::resolve(launch))
-        } else {
-            None
-        };
-        let installs: Vec<PathBuf> = installs
-            .iter()
-            .flat_map(|r| r.grants_for(&spec.write))
-            .cloned()
-            .collect();
-        linux::confine(spec, &installs, tmp.path(), status, cmd)?;
+        linux::confine(spec, rules.as_deref(), pre);
+        Ok(Prepared {
+            _tmp: tmp,
+            _rules: rules,
+        })
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = launch;
-    Ok(Prepared { _tmp: tmp })
+    {
+        let _ = launch;
+        Ok(Prepared { _tmp: tmp })
+    }
 }
 
 /// A sentence naming the path the sandbox denied `child` and the line of
@@ -394,6 +406,19 @@ pub(crate) fn for_tool(
     tool: &Tool,
     workspace: &std::path::Path,
 ) -> Result<Option<SandboxSpec>, String> {
+    for_child(tool, Some(workspace))
+}
+
+/// The sandbox of `tool`'s worker (`worker.rs`): a call's, but with no
+/// session's workspace (the worker serves them all).
+pub(crate) fn for_worker(tool: &Tool) -> Result<Option<SandboxSpec>, String> {
+    for_child(tool, None)
+}
+
+fn for_child(
+    tool: &Tool,
+    workspace: Option<&std::path::Path>,
+) -> Result<Option<SandboxSpec>, String> {
     let settings: &Sandbox = &tool.sandbox;
     if settings.mode == SandboxMode::Off {
         return Ok(None);
@@ -402,9 +427,11 @@ pub(crate) fn for_tool(
         .network(settings.network)
         .limits(settings.limits)
         .required(settings.mode == SandboxMode::Enforce)
-        .private_home(!tool.env.iter().any(|v| v == "HOME"))
-        .write(workspace);
-    if tool.cwd != workspace {
+        .private_home(!tool.env.iter().any(|v| v == "HOME"));
+    if let Some(workspace) = workspace {
+        spec = spec.write(workspace);
+    }
+    if workspace != Some(tool.cwd.as_path()) {
         spec = spec.read(&tool.cwd);
     }
     for p in &settings.read {

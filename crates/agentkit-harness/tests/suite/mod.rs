@@ -10,6 +10,7 @@ mod sandbox;
 mod scripted;
 mod test_provider;
 mod tools;
+mod workers;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -35,6 +35,7 @@ fn tool(dir: &Path, command: &[&str]) -> Tool {
             ..Default::default()
         },
         expose: Default::default(),
+        worker: None,
     }
 }
 

@@ -107,6 +107,7 @@ fn tools() {
             agent/tools/agent_needs_approval.toml:4:1: error[conflicting-fields]: approvals apply to server tools only; the model runs agent tools itself
             agent/tools/agent_no_script.toml:2:1: error[missing-field]: agent tool `agent_no_script` needs a `script` or `script_file`
             agent/tools/agent_with_command.toml:4:1: error[conflicting-fields]: `command` is for server tools; agent tools have a `script`
+            agent/tools/agent_worker.toml:4:1: error[conflicting-fields]: `worker` is for server tools; the model runs agent tools itself
             agent/tools/approval_schema.toml:4:1: error[invalid-schema]: `needs_approval` schema is invalid: "amount" is not of type "array" at `/required`
             agent/tools/bad_approval.toml:3:1: error[invalid-value]: `needs_approval` must be a boolean or a JSON Schema table, not a string
             agent/tools/bad_env.toml:3:1: error[invalid-value]: `env` entry `API-KEY` is not an environment variable name
@@ -115,6 +116,8 @@ fn tools() {
             agent/tools/bad_schema.toml:4:1: error[invalid-schema]: invalid input schema: "strng" is not valid under any of the schemas listed in the 'anyOf' keyword at `/properties/city/type`
             agent/tools/bad_schema_file.json:3:18: error[invalid-schema]: not valid JSON: key must be a string
             agent/tools/bad_timeout.toml:3:1: error[invalid-duration]: `timeout`: `30` is not a duration (time unit needed, for example 30sec or 30ms); write e.g. `30s`, `10m` or `2h`
+            agent/tools/bad_worker.toml:3:1: error[invalid-value]: `worker.concurrency` must be a whole number from 1 to 64, not 0 (hint: how many calls one worker process takes at once; more wait their turn)
+            agent/tools/bad_worker.toml:3:1: error[invalid-value]: `worker` has no field `queue` (hint: the `[worker]` table takes `concurrency`)
             agent/tools/both_schemas.toml:3:1: error[conflicting-fields]: set `input_schema` or `input_schema_file`, not both
             agent/tools/empty_command.toml:2:1: error[invalid-value]: `command` must name a program
             agent/tools/linear__search.toml: error[invalid-name]: `linear__search` is not a valid tool name (hint: tool names start with a letter and use letters, digits, `-` and `_` (no `__`), at most 64 characters)
@@ -127,6 +130,7 @@ fn tools() {
             agent/tools/string_schema.toml:4:1: error[invalid-schema]: invalid input schema: `type` is "string"; a tool input schema must have `type = "object"`
             agent/tools/typo.toml:3:1: error[unknown-field]: unknown field `needs_aproval` (hint: did you mean `needs_approval`?)
             agent/tools/unsandboxed.toml:3:1: warning[sandbox-off]: tool `unsandboxed` turns the sandbox off (hint: without the sandbox, what the model runs (and what a prompt injected through a channel talks it into) can read the host's stored provider keys, every session's workspace and the project's files, and reach any address; keep it off only for a program you trust that never runs what a model or a message wrote, or widen the sandbox with `read`, `write` or `network` instead)
+            agent/tools/worker_string.toml:3:1: error[invalid-value]: `worker` must be a boolean or a table, not a string (hint: `worker = true`, or a `[worker]` table with `concurrency`)
         "#]],
     );
 }

@@ -80,8 +80,12 @@ async fn a_lease_stealing_race_never_yields_two_writers() {
             fenced.contains("lost its lease") || fenced.contains("held by another host"),
             "{fenced}"
         );
-        // Expire the winner too, for the next round.
-        db.query("UPDATE agentkit_leases SET expires_at = now() - interval '1 second'");
+        // Expire the winner too, for the next round, as a dead holder: a
+        // heartbeat of the dropped winner still in flight renews only its
+        // own lease, so it cannot make the lease live again.
+        db.query(
+            "UPDATE agentkit_leases SET expires_at = now() - interval '1 second', owner = 'dead-host'",
+        );
         drop(racers);
     }
     let log = db.query(&format!(

@@ -170,6 +170,40 @@ async function main() {
     await page.waitForFunction(() => document.querySelectorAll("[data-role=turn][data-status=completed]").length === 2);
     await shot(page, "replayed");
 
+    step = "the event inspector forks the session: edit and resend the second message";
+    await page.click("button[data-tab=events]");
+    const received = page.locator("li[data-type='message.received']");
+    await page.waitForFunction(() => document.querySelectorAll("li[data-type='message.received']").length === 2);
+    await received.nth(1).locator("button.event-row").click();
+    page.once("dialog", (d) => d.accept("And on Sunday?"));
+    await received.nth(1).locator("[data-role=edit-resend]").click();
+    await page.waitForFunction((old) => location.hash.slice(1) !== old && /^#ses_/.test(location.hash), sessionId);
+    const forkId = new URL(page.url()).hash.slice(1);
+    await page.waitForSelector('[data-role=user]:has-text("And on Sunday?")');
+    await page.waitForSelector("li[data-type='session.forked']");
+    check(
+      (await page.locator('[data-role=user]:has-text("And tomorrow?")').count()) === 0,
+      "the fork still shows the message it replaced",
+    );
+    await page.waitForSelector(`button.session[data-session="${forkId}"]`);
+    step = "a fork inside a turn is refused with the nearest boundaries";
+    const started = page.locator("li[data-type='turn.started']").first();
+    await started.locator("button.event-row").click();
+    await started.locator("[data-role=fork]").click();
+    const refused = await page.locator("[data-role=fork-error]").first().innerText();
+    check(/turn boundary/.test(refused), `no refusal shown: ${refused}`);
+    // The browser logs the expected 409 as a failed resource: not an error here.
+    for (let i = consoleErrors.length - 1; i >= 0; i--) {
+      if (consoleErrors[i].startsWith(step) && consoleErrors[i].includes("409")) consoleErrors.splice(i, 1);
+    }
+    await shot(page, "forked");
+    // The fork's turn parked its alert, as the original's did: deny it, so
+    // the inbox below starts empty.
+    const forkParked = page.locator("[data-role=tool-call].parked").first();
+    await forkParked.waitFor();
+    await forkParked.locator("button.deny").click();
+    await page.waitForFunction(() => document.querySelectorAll("[data-role=tool-call].parked").length === 0);
+
     step = "an operator opens, replays and resolves a channel principal's session";
     // Monitoring reports through the alerts channel with its own token, so
     // the session belongs to `monitoring`; the loopback caller under --dev

@@ -37,6 +37,13 @@ export class ApiError extends Error {
   }
 }
 
+/** What forking a session answers. */
+export interface Forked {
+  sessionId: string;
+  continuationToken: string;
+  forkedFrom: { sessionId: string; atIndex: number };
+}
+
 export interface Accepted {
   sessionId: string;
   continuationToken: string;
@@ -147,6 +154,16 @@ export class Api {
       : await this.request<Accepted>("POST", "/v1/session", { message, title: message.slice(0, 60) });
     this.remember(accepted.sessionId, accepted.continuationToken);
     return accepted;
+  }
+
+  /** Forks `sessionId` before its event `atIndex`; `message` is sent in the fork at once. */
+  async fork(sessionId: string, atIndex: number, message?: string): Promise<Forked> {
+    const forked = await this.request<Forked>("POST", `/v1/session/${sessionId}/fork`, {
+      atIndex,
+      ...(message ? { message } : {}),
+    });
+    this.remember(forked.sessionId, forked.continuationToken);
+    return forked;
   }
 
   stop(sessionId: string) {

@@ -459,9 +459,20 @@ function Chat({
 // ---------------------------------------------------------------------------
 // Inspector: events, raw NDJSON, trace
 
-function EventsPane({ lines }: { lines: Line[] }) {
+function EventsPane({ lines, sessionId, onForked }: { lines: Line[]; sessionId: string; onForked: (id: string) => void }) {
   const [filter, setFilter] = useState("");
   const [opened, setOpened] = useState<number | null>(null);
+  const [forkError, setForkError] = useState("");
+  // Fork before `atIndex`, sending `message` in the fork when given; the
+  // fork opens in the page. A cut inside a turn answers 409 naming the
+  // nearest boundaries, shown as is.
+  const fork = (atIndex: number, message?: string) => {
+    setForkError("");
+    api.fork(sessionId, atIndex, message).then(
+      (f) => onForked(f.sessionId),
+      (e) => setForkError(errorText(e)),
+    );
+  };
   const shown = filter ? lines.filter((l) => l.event.type.includes(filter)) : lines;
   return (
     <div class="events">
@@ -479,7 +490,33 @@ function EventsPane({ lines }: { lines: Line[] }) {
               <span class="type">{l.event.type}</span>
               <span class="muted">{l.event.at.slice(11, 23)}</span>
             </button>
-            {opened === l.event.index && <pre class="json">{json(l.event)}</pre>}
+            {opened === l.event.index && (
+              <>
+                <div class="event-actions">
+                  <button class="link" data-role="fork" onClick={() => fork(l.event.index + 1)}>
+                    fork after this event
+                  </button>
+                  {l.event.type === "message.received" && (
+                    <button
+                      class="link"
+                      data-role="edit-resend"
+                      onClick={() => {
+                        const text = window.prompt("Send instead, in a fork:", String((l.event.data as { text?: string }).text ?? ""));
+                        if (text) fork(l.event.index, text);
+                      }}
+                    >
+                      edit and resend
+                    </button>
+                  )}
+                </div>
+                {forkError && (
+                  <div class="error" data-role="fork-error">
+                    {forkError}
+                  </div>
+                )}
+                <pre class="json">{json(l.event)}</pre>
+              </>
+            )}
           </li>
         ))}
       </ol>
@@ -658,7 +695,7 @@ function LogsPane({ sessionId }: { sessionId: string }) {
   );
 }
 
-function Inspector({ open }: { open: Open | null }) {
+function Inspector({ open, onOpen }: { open: Open | null; onOpen: (id: string) => void }) {
   const [tab, setTab] = useState<"events" | "raw" | "trace" | "logs">("events");
   return (
     <aside class="inspector">
@@ -670,7 +707,7 @@ function Inspector({ open }: { open: Open | null }) {
         ))}
       </nav>
       {!open && <p class="muted">Open or start a session to inspect its event log.</p>}
-      {open && tab === "events" && <EventsPane lines={open.lines} />}
+      {open && tab === "events" && <EventsPane lines={open.lines} sessionId={open.sessionId} onForked={onOpen} />}
       {open && tab === "raw" && (
         <pre class="raw" data-role="raw">
           {open.lines.map((l) => l.raw).join("\n")}
@@ -1340,7 +1377,13 @@ function App() {
                 void loadSessions();
               }}
             />
-            <Inspector open={open} />
+            <Inspector
+              open={open}
+              onOpen={(id) => {
+                openSession(id);
+                void loadSessions();
+              }}
+            />
           </>
         )}
         {view === "inbox" && (

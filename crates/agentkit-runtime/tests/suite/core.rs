@@ -370,7 +370,7 @@ async fn a_principal_sticky_experiment_keeps_each_callers_variant() {
         assert_eq!(variants.len(), 1, "user-{p} kept one variant: {variants:?}");
     }
     assert_eq!(per_variant.len(), 2, "{per_variant:?}");
-    let report = runtime.ab_report().await.unwrap();
+    let report = runtime.ab().report().await.unwrap();
     let x = &report.experiments[0];
     assert_eq!(x.sticky, "principal");
     for v in &x.variants {

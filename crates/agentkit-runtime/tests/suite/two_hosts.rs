@@ -218,14 +218,15 @@ async fn decision_routed(kind: Kind) {
     };
     let id = p.a.send(new_session("q1")).await.unwrap().session_id;
     until(&p.a, &id, EventType::ActionApprovalRequested, 1).await;
-    let pending = p.b.approvals(&id, &owner("alice")).await.unwrap();
+    let pending = p.b.approvals().pending(&id, &owner("alice")).await.unwrap();
     assert_eq!(pending.len(), 1, "host B lists the call parked on A");
     let approve = Decision {
         approved: true,
         reason: None,
         by: "alice".to_owned(),
     };
-    p.b.resolve_approval(&id, &pending[0].call_id, approve, &owner("alice"))
+    p.b.approvals()
+        .resolve(&id, &pending[0].call_id, approve, &owner("alice"))
         .await
         .unwrap();
     let events = until(&p.b, &id, EventType::SessionWaiting, 1).await;
@@ -324,14 +325,15 @@ async fn timers_fire_once(kind: Kind) {
     for (i, name) in ["host-a", "host-b"].into_iter().enumerate() {
         let clock = ManualClock::new(at(0, 30, OFFSETS_MS[i]));
         let runtime = host_with_clock(dir.path(), &store, name, Arc::new(clock.clone())).await;
-        tokio::spawn(runtime.run_schedules(runtime.shutdown_token()));
+        tokio::spawn(runtime.schedules().run(runtime.shutdown_token()));
         let r = runtime.clone();
-        tokio::spawn(async move { r.run_reminders(r.shutdown_token()).await });
+        tokio::spawn(async move { r.reminders().run(r.shutdown_token()).await });
         hosts.push((runtime, clock));
     }
     let reminder = hosts[0]
         .0
-        .create_reminder(NewReminder {
+        .reminders()
+        .create(NewReminder {
             purpose: "recheck".into(),
             channel_id: "jobs".into(),
             continuation_token: "job:1".into(),
@@ -392,7 +394,7 @@ async fn timers_fire_once(kind: Kind) {
         u64::from(TICKS) + 1,
         "one session per tick and one for the reminder"
     );
-    let fired = hosts[1].0.reminder(&reminder.id).await.unwrap();
+    let fired = hosts[1].0.reminders().get(&reminder.id).await.unwrap();
     assert_eq!(fired.fire_count, 1, "{fired:?}");
 }
 

@@ -24,10 +24,15 @@ async fn feedback(
     Authed { owner, body }: Authed,
 ) -> ApiResult {
     let feedback: Feedback = parse_json(&body)?;
-    let recorded = state.agent.runtime.feedback(&id, &owner, feedback).await?;
+    let recorded = state
+        .agent
+        .runtime
+        .ab()
+        .feedback(&id, &owner, feedback)
+        .await?;
     Ok(json_ok(recorded))
 }
 
 async fn report(State(state): State<AgentState>, Authed { .. }: Authed) -> ApiResult {
-    Ok(json_ok(state.agent.runtime.ab_report().await?))
+    Ok(json_ok(state.agent.runtime.ab().report().await?))
 }

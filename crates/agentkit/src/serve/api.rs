@@ -136,6 +136,33 @@ pub(crate) async fn stop(
     }))
 }
 
+/// `POST /v1/session/:id/fork`: a new session, owned by the caller,
+/// whose events are the original's up to `atIndex` (then
+/// `session.forked`); with `message`, sent in the fork at once. The fork
+/// takes a turn's slot only when it sends a message.
+pub(crate) async fn fork(
+    State(state): State<AgentState>,
+    Path(id): Path<String>,
+    gate: Option<axum::Extension<Arc<TurnGate>>>,
+    Authed { owner, body }: Authed,
+) -> ApiResult {
+    let req: agentkit_protocol::api::ForkRequest = parse_json(&body)?;
+    let slot = match (&gate, &req.message) {
+        (Some(axum::Extension(gate)), Some(_)) => Some(gate.admit(&state.agent.slug, &owner)?),
+        _ => None,
+    };
+    let forked = state
+        .agent
+        .runtime
+        .forks()
+        .fork(&id, &owner, req.at_index, req.message)
+        .await?;
+    if let Some(slot) = slot {
+        slot.admitted(&state.agent.runtime, &forked.session_id);
+    }
+    Ok(json_ok(forked))
+}
+
 /// `GET /v1/session/:id`: the session's metadata (not its continuation
 /// token, which only the last answer carries).
 pub(crate) async fn session_info(
@@ -159,6 +186,7 @@ pub(crate) async fn session_info(
         purpose: meta.purpose,
         dry_run: meta.dry_run,
         as_of: meta.as_of,
+        forked_from: meta.forked_from,
     }))
 }
 
@@ -361,9 +389,9 @@ pub(crate) async fn info(
         project: value(serde_json::to_value(&*agent.project)),
         mcp: mcp_info(agent),
         channels: agent.channels.describe(),
-        schedules: value(serde_json::to_value(agent.runtime.schedule_status())),
+        schedules: value(serde_json::to_value(agent.runtime.schedules().status())),
         reminders: RemindersInfo {
-            armed: agent.runtime.armed_reminders().await,
+            armed: agent.runtime.reminders().armed().await,
         },
         hooks: value(serde_json::to_value(agent.hooks.stats())),
         sandbox: value(serde_json::to_value(agentkit_harness::sandbox_info(
@@ -393,7 +421,8 @@ pub(crate) async fn call_tool(
     let outcome = state
         .agent
         .runtime
-        .call_tool(&name, req.input, session)
+        .tool_calls()
+        .call(&name, req.input, session)
         .await?;
     Ok(json_ok(tool_called(outcome)))
 }
@@ -410,7 +439,7 @@ pub(crate) async fn approvals(
     let query = super::http::list_query(&uri, APPROVAL_CURSOR)?;
     // The runtime answers every parked call of the session (its fold
     // keeps them); the page is cut here.
-    let mut approvals = state.agent.runtime.approvals(&id, &owner).await?;
+    let mut approvals = state.agent.runtime.approvals().pending(&id, &owner).await?;
     let key = |a: &api::PendingApproval| format!("{}\n{}", a.requested_at, a.call_id);
     approvals.sort_by_cached_key(|a| std::cmp::Reverse(key(a)));
     let (approvals, next_cursor) = paging::page(approvals, APPROVAL_CURSOR, &query, key);
@@ -441,7 +470,8 @@ pub(crate) async fn resolve_approval(
     let resolved = state
         .agent
         .runtime
-        .resolve_approval(&id, &call, decision, &owner)
+        .approvals()
+        .resolve(&id, &call, decision, &owner)
         .await?;
     Ok(json_ok(ApprovalResolved {
         call_id: resolved.call_id,

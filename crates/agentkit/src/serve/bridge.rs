@@ -504,7 +504,7 @@ async fn mcp_call(
 }
 
 async fn reminders_list(caller: Caller) -> Reply {
-    ok("reminders", caller.runtime.reminders().await?)
+    ok("reminders", caller.runtime.reminders().list().await?)
 }
 
 async fn reminders_create(caller: Caller, bytes: Bytes) -> Reply {
@@ -512,12 +512,12 @@ async fn reminders_create(caller: Caller, bytes: Bytes) -> Reply {
         &bytes,
         "{purpose, channelId, continuationToken, delay|every|cron|at, prompt, until?}",
     )?;
-    let created = caller.runtime.create_reminder(req.into_new()?).await;
+    let created = caller.runtime.reminders().create(req.into_new()?).await;
     ok("reminder", created?)
 }
 
 async fn reminders_cancel(caller: Caller, Path(id): Path<String>) -> Reply {
-    ok("reminder", caller.runtime.cancel_reminder(&id).await?)
+    ok("reminder", caller.runtime.reminders().cancel(&id).await?)
 }
 
 #[derive(Debug, Deserialize)]
@@ -679,7 +679,8 @@ async fn send(caller: Caller, bytes: Bytes) -> Reply {
     if let Some(schedule) = caller.origin.as_ref().and_then(|o| o.schedule.as_deref()) {
         caller
             .runtime
-            .note_schedule_session(schedule, &sent.session_id);
+            .schedules()
+            .note_session(schedule, &sent.session_id);
     }
     let mut doc = serde_json::to_value(&sent).unwrap_or_default();
     if let Some(obj) = doc.as_object_mut() {
@@ -762,7 +763,8 @@ async fn tool_call(caller: Caller, Path(name): Path<String>, bytes: Bytes) -> Re
     }
     let outcome = caller
         .runtime
-        .call_tool_from(&name, req.input.unwrap_or_else(|| json!({})), None, origin)
+        .tool_calls()
+        .call_from(&name, req.input.unwrap_or_else(|| json!({})), None, origin)
         .await?;
     let mut doc = serde_json::to_value(&outcome).unwrap_or_default();
     if let Some(obj) = doc.as_object_mut() {

@@ -157,7 +157,8 @@ impl SessionHost for RuntimeHost {
             let at = session.as_deref().zip(owner.as_ref());
             let outcome = self
                 .runtime
-                .call_tool(&name, input, at)
+                .tool_calls()
+                .call(&name, input, at)
                 .await
                 .map_err(channel_error)?;
             Ok(serde_json::to_value(&outcome).unwrap_or(Value::Null))
@@ -211,7 +212,8 @@ impl SessionHost for RuntimeHost {
             };
             let r = self
                 .runtime
-                .resolve_approval(&id, &call_id, decision, &owner)
+                .approvals()
+                .resolve(&id, &call_id, decision, &owner)
                 .await
                 .map_err(channel_error)?;
             Ok(ResolvedApproval {

@@ -55,7 +55,7 @@ async fn dispatch_schedule(
 ) -> ApiResult {
     dev_only(&state)?;
     let runtime = &state.agent.runtime;
-    match runtime.dispatch_schedule(&id, Some(owner.clone())).await {
+    match runtime.schedules().dispatch(&id, Some(owner.clone())).await {
         Ok(sessions) => {
             let wait = Duration::from_secs(query.wait.unwrap_or(0)).min(MAX_DISPATCH_WAIT);
             let deadline = tokio::time::Instant::now() + wait;
@@ -81,7 +81,7 @@ async fn dispatch_schedule(
                 "outcome": outcome,
                 "sessionIds": sessions,
                 "sessions": each,
-                "lastRun": runtime.schedule_last_run(&id),
+                "lastRun": runtime.schedules().last_run(&id),
             })))
         }
         Err(agentkit_runtime::Error::ScheduleFailed { message, .. }) => {
@@ -93,7 +93,7 @@ async fn dispatch_schedule(
             let mut details = serde_json::Map::new();
             details.insert(
                 "lastRun".into(),
-                serde_json::to_value(runtime.schedule_last_run(&id)).unwrap_or_default(),
+                serde_json::to_value(runtime.schedules().last_run(&id)).unwrap_or_default(),
             );
             e.details = Some(details);
             Err(e)
@@ -114,7 +114,7 @@ async fn list_reminders(
 ) -> ApiResult {
     dev_only(&state)?;
     let query = super::http::list_query(&uri, REMINDER_CURSOR)?;
-    let mut reminders = state.agent.runtime.reminders().await?;
+    let mut reminders = state.agent.runtime.reminders().list().await?;
     let key = |r: &agentkit_runtime::Reminder| format!("{}\n{}", r.created_at, r.id);
     reminders.sort_by_cached_key(|r| std::cmp::Reverse(key(r)));
     let (reminders, next) = super::paging::page(reminders, REMINDER_CURSOR, &query, key);
@@ -131,7 +131,7 @@ async fn dispatch_reminder(
     _auth: Authed,
 ) -> ApiResult<Response> {
     dev_only(&state)?;
-    let fired = state.agent.runtime.dispatch_reminder(&id).await?;
+    let fired = state.agent.runtime.reminders().dispatch(&id).await?;
     let mut doc = serde_json::to_value(&fired).unwrap_or_default();
     if let Some(obj) = doc.as_object_mut() {
         obj.insert("ok".to_owned(), true.into());

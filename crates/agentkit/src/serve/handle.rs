@@ -41,6 +41,12 @@ impl ServeHandle {
             })
     }
 
+    /// The OpenAPI 3.1 document of agent `slug`'s HTTP API (what its
+    /// `GET /v1/openapi.json` answers).
+    pub fn openapi(&self, slug: &str) -> Result<serde_json::Value> {
+        Ok(super::openapi::document(self.agent(slug)?))
+    }
+
     /// The host URL, such as `http://127.0.0.1:3000`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
@@ -76,7 +82,8 @@ impl ServeHandle {
         Ok(self
             .agent(slug)?
             .runtime
-            .call_tool(tool, input, session)
+            .tool_calls()
+            .call(tool, input, session)
             .await?)
     }
 
@@ -128,21 +135,21 @@ impl ServeHandle {
     /// cron timer uses (as the schedule's own app principal); answers the
     /// ids of the sessions it started.
     pub async fn dispatch_schedule(&self, slug: &str, id: &str) -> Result<Vec<String>> {
-        Ok(self.runtime(slug)?.dispatch_schedule(id, None).await?)
+        Ok(self.runtime(slug)?.schedules().dispatch(id, None).await?)
     }
 
     /// Creates a reminder on agent `slug`, durable before this returns.
     pub async fn create_reminder(&self, slug: &str, reminder: NewReminder) -> Result<Reminder> {
-        Ok(self.runtime(slug)?.create_reminder(reminder).await?)
+        Ok(self.runtime(slug)?.reminders().create(reminder).await?)
     }
 
     /// Cancels a reminder of agent `slug`.
     pub async fn cancel_reminder(&self, slug: &str, id: &str) -> Result<Reminder> {
-        Ok(self.runtime(slug)?.cancel_reminder(id).await?)
+        Ok(self.runtime(slug)?.reminders().cancel(id).await?)
     }
 
     /// Fires a reminder of agent `slug` now, whatever its time.
     pub async fn dispatch_reminder(&self, slug: &str, id: &str) -> Result<ReminderFired> {
-        Ok(self.runtime(slug)?.dispatch_reminder(id).await?)
+        Ok(self.runtime(slug)?.reminders().dispatch(id).await?)
     }
 }

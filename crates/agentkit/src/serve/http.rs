@@ -42,6 +42,11 @@ impl ApiError {
         }
     }
 
+    /// The status the error is answered with.
+    pub(crate) fn status(&self) -> StatusCode {
+        self.status
+    }
+
     /// The same error, answered with `Retry-After: secs` (at least 1).
     pub(crate) fn retry_after(mut self, secs: u64) -> ApiError {
         self.retry_after = Some(secs.max(1));

@@ -159,7 +159,12 @@ impl RuntimeBackend {
             return None;
         };
         let (call, tool) = (requested.call_id.as_str(), requested.tool_name.as_str());
-        let pending = self.runtime.approvals(session_id, owner).await.ok()?;
+        let pending = self
+            .runtime
+            .approvals()
+            .pending(session_id, owner)
+            .await
+            .ok()?;
         pending.iter().any(|p| p.call_id == call).then(|| Reply {
             status: ReplyStatus::WaitingApproval,
             session_id: session_id.to_owned(),
@@ -311,7 +316,9 @@ impl AgentBackend for RuntimeBackend {
         // depth this request arrived at.
         let outcome = at_depth(
             req.hops,
-            self.runtime.call_tool(&req.name, req.input, session),
+            self.runtime
+                .tool_calls()
+                .call(&req.name, req.input, session),
         )
         .await
         .map_err(refused)?;

@@ -19,12 +19,13 @@
 //! (every `${VAR}`, once), `auth` (chains and operators),
 //! `timers`, `mcp` and `connection_tools` (MCP server and clients),
 //! `bridge` (the loopback host bridge), `channels` (custom channels),
-//! `mount` (one agent), `api`, `dev` and `context` (its routes), `router`,
+//! `mount` (one agent), `api`, `dev`, `context`, `openai`, `agui` and `openapi` (its routes), `router`,
 //! `telemetry` (traces, `/metrics`, `/v1/logs`), `handle`
 //! (`ServeHandle`), and this file, which wires them in order.
 
 mod a2a;
 mod ab;
+mod agui;
 mod api;
 mod auth;
 mod bridge;
@@ -42,6 +43,8 @@ mod jwks;
 mod limits;
 mod mcp;
 mod mount;
+mod openai;
+mod openapi;
 mod options;
 mod paging;
 mod playground;

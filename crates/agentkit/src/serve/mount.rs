@@ -180,8 +180,12 @@ pub(crate) async fn mount(
         .telemetry
         .watch(slug, &runtime, &connections, shared.models.default.as_ref());
     host_services.attach(&runtime);
-    runtime.set_schedule_handlers(shared.extensions.schedule_handlers.clone());
-    runtime.set_reminder_handlers(&shared.extensions.reminder_handlers);
+    runtime
+        .schedules()
+        .set_handlers(shared.extensions.schedule_handlers.clone());
+    runtime
+        .reminders()
+        .set_handlers(&shared.extensions.reminder_handlers);
     timers::start(&runtime, shared.timers, shared.dev);
     let chain = auth::http_chain(slug, resolved.http_auth, shared.auth)?
         .with_operators(auth::operators(shared.auth, shared.dev));

@@ -90,6 +90,7 @@ fn agent_router(agent: Mounted, health_auth: Health, shutdown: CancellationToken
             post(api::follow_up).get(api::session_info),
         )
         .route("/v1/session/{id}/stop", post(api::stop))
+        .route("/v1/session/{id}/fork", post(api::fork))
         .route("/v1/session/{id}/stream", get(api::stream))
         .route("/v1/session/{id}/events", get(api::events))
         .route("/v1/session/{id}/approvals", get(api::approvals))
@@ -107,6 +108,9 @@ fn agent_router(agent: Mounted, health_auth: Health, shutdown: CancellationToken
         .merge(super::ab::routes())
         .merge(super::evals::routes())
         .merge(super::a2a::routes())
+        .merge(super::openai::routes())
+        .merge(super::openapi::routes())
+        .merge(super::agui::routes())
         .with_state(state)
         .merge(channels)
 }

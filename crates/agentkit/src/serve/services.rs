@@ -360,7 +360,7 @@ impl HostReminders {
 
     /// Creates a reminder, on disk before this returns.
     pub async fn create(&self, reminder: NewReminder) -> Result<Reminder> {
-        Ok(self.runtime()?.create_reminder(reminder).await?)
+        Ok(self.runtime()?.reminders().create(reminder).await?)
     }
 
     /// Creates a reminder bound to the conversation of session
@@ -377,7 +377,8 @@ impl HostReminders {
         let runtime = self.runtime()?;
         let meta = runtime.session_meta(session_id)?;
         Ok(runtime
-            .create_reminder(NewReminder {
+            .reminders()
+            .create(NewReminder {
                 purpose: purpose.to_owned(),
                 channel_id: meta.channel,
                 continuation_token: meta.continuation_token,
@@ -389,17 +390,17 @@ impl HostReminders {
 
     /// Cancels a reminder.
     pub async fn cancel(&self, id: &str) -> Result<Reminder> {
-        Ok(self.runtime()?.cancel_reminder(id).await?)
+        Ok(self.runtime()?.reminders().cancel(id).await?)
     }
 
     /// One reminder.
     pub async fn get(&self, id: &str) -> Result<Reminder> {
-        Ok(self.runtime()?.reminder(id).await?)
+        Ok(self.runtime()?.reminders().get(id).await?)
     }
 
     /// Every reminder of the agent.
     pub async fn list(&self) -> Result<Vec<Reminder>> {
-        Ok(self.runtime()?.reminders().await?)
+        Ok(self.runtime()?.reminders().list().await?)
     }
 }
 

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 /// down.
 pub(crate) fn start(runtime: &AgentRuntime, timers: &Timers, dev: bool) {
     if timers.schedules && !runtime.agent().schedules.is_empty() {
-        tokio::spawn(runtime.run_schedules(runtime.shutdown_token()));
+        tokio::spawn(runtime.schedules().run(runtime.shutdown_token()));
     } else if !runtime.agent().schedules.is_empty() {
         tracing::info!(
             dev,
@@ -20,7 +20,7 @@ pub(crate) fn start(runtime: &AgentRuntime, timers: &Timers, dev: bool) {
     }
     if timers.reminders {
         let r = runtime.clone();
-        tokio::spawn(async move { r.run_reminders(r.shutdown_token()).await });
+        tokio::spawn(async move { r.reminders().run(r.shutdown_token()).await });
     }
 }
 

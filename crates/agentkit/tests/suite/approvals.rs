@@ -25,24 +25,24 @@ print(json.dumps({"echo": args["text"]}))
 
 /// Turn 0 asks for the parked call, then answers; turn 1 is what a
 /// resumed (or later) turn says; turn 2 holds until interrupted.
-const SCRIPT: &str = r#"{"turns": [
+pub(super) const SCRIPT: &str = r#"{"turns": [
   {"steps": [{"toolCalls": [{"name": "echo", "input": {"text": "hi"}}]}, {"text": "after approval"}]},
   {"steps": [{"text": "resumed and done"}]},
   {"steps": [{"text": "slow", "delayMs": 30000}]}
 ]}"#;
 
-struct Host {
+pub(super) struct Host {
     dir: tempfile::TempDir,
     rt: tokio::runtime::Runtime,
     handle: Option<ServeHandle>,
 }
 
 impl Host {
-    fn new(agent_toml_extra: &str) -> Host {
+    pub(super) fn new(agent_toml_extra: &str) -> Host {
         Host::with_script(agent_toml_extra, SCRIPT)
     }
 
-    fn with_script(agent_toml_extra: &str, script: &str) -> Host {
+    pub(super) fn with_script(agent_toml_extra: &str, script: &str) -> Host {
         let dir = tempfile::tempdir().unwrap();
         let project = dir.path().join("agents/bot/agent");
         let files = [
@@ -72,11 +72,16 @@ impl Host {
         host
     }
 
-    fn agents(&self) -> PathBuf {
+    /// The server's state root.
+    pub(super) fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    pub(super) fn agents(&self) -> PathBuf {
         self.dir.path().join("agents")
     }
 
-    fn start(&mut self) {
+    pub(super) fn start(&mut self) {
         let options = ServeOptions {
             port: 0,
             state_root: Some(self.dir.path().join("state")),
@@ -90,19 +95,19 @@ impl Host {
     }
 
     /// A graceful stop and a fresh server over the same state.
-    fn restart(&mut self) {
+    pub(super) fn restart(&mut self) {
         if let Some(h) = self.handle.take() {
             self.rt.block_on(h.close());
         }
         self.start();
     }
 
-    fn send(&self, req: Request) -> Response {
+    pub(super) fn send(&self, req: Request) -> Response {
         req.send(self.handle.as_ref().unwrap().local_addr())
             .unwrap()
     }
 
-    fn create(&self, message: &str) -> Value {
+    pub(super) fn create(&self, message: &str) -> Value {
         let r = self.send(Request::post("/bot/v1/session").json(&json!({"message": message})));
         assert_eq!(r.status, 200, "{}", r.body);
         r.json()
@@ -110,7 +115,7 @@ impl Host {
 
     /// Reads the stream from 0 until an event of type `t` satisfying
     /// `pred` arrives; returns everything up to it.
-    fn wait_for(&self, id: &str, t: &str, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
+    pub(super) fn wait_for(&self, id: &str, t: &str, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
         let addr = self.handle.as_ref().unwrap().local_addr();
         let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream?startIndex=0"))
             .stream(addr)
@@ -129,13 +134,13 @@ impl Host {
         }
     }
 
-    fn approvals(&self, id: &str) -> Vec<Value> {
+    pub(super) fn approvals(&self, id: &str) -> Vec<Value> {
         let r = self.send(Request::get(&format!("/bot/v1/session/{id}/approvals")));
         assert_eq!(r.status, 200, "{}", r.body);
         r.json()["approvals"].as_array().unwrap().clone()
     }
 
-    fn decide(&self, id: &str, call: &str, body: Value) -> Response {
+    pub(super) fn decide(&self, id: &str, call: &str, body: Value) -> Response {
         self.send(Request::post(&format!("/bot/v1/session/{id}/approvals/{call}")).json(&body))
     }
 }

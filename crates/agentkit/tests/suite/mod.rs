@@ -2,6 +2,7 @@
 
 mod a2a;
 mod ab;
+mod agui;
 mod approvals;
 mod channel_api;
 mod channels;
@@ -9,6 +10,7 @@ mod context;
 mod docs;
 mod edge;
 mod fixtures;
+mod fork;
 mod github_app;
 mod hooks;
 mod http;
@@ -17,6 +19,8 @@ mod limits;
 mod mcp;
 mod mcp_oauth;
 mod observability;
+mod openai;
+mod openapi;
 mod operators;
 mod playground;
 mod providers;

@@ -445,7 +445,8 @@ fn rust_code_sends_through_host_services() {
             let meta = host.sessions.get_session(&sent.session_id)?;
             assert_eq!(meta.channel, "desk");
             run.runtime()
-                .note_schedule_session(&run.schedule_id, &sent.session_id);
+                .schedules()
+                .note_session(&run.schedule_id, &sent.session_id);
             Ok::<(), agentkit::ScheduleError>(())
         }),
     );

@@ -111,7 +111,8 @@ fn a_thousand_reminders_fire_once_each_across_three_hosts() {
                 .handle()
                 .runtime("bot")
                 .unwrap()
-                .create_reminders(reminders),
+                .reminders()
+                .create_many(reminders),
         )
         .unwrap();
     assert_eq!(created, REMINDERS);
@@ -136,7 +137,7 @@ fn a_thousand_reminders_fire_once_each_across_three_hosts() {
     // The fired ones are gone from every host's view of what is armed.
     for h in &hosts {
         let runtime = h.handle().runtime("bot").unwrap();
-        assert_eq!(h.rt.block_on(runtime.armed_reminders()), 0);
+        assert_eq!(h.rt.block_on(runtime.reminders().armed()), 0);
     }
 }
 
@@ -608,4 +609,69 @@ fn a_reminder_firing_on_one_host_wakes_a_conversation_running_on_another() {
         ),
         1
     );
+}
+
+#[test]
+fn a_session_made_on_one_host_is_forked_from_another() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    const SCRIPT: &str = r#"{"turns": [
+        {"steps": [{"text": "first"}]},
+        {"steps": [{"text": "second"}]}
+    ]}"#;
+    use agentkit_test_support::http::Request;
+    use serde_json::{Value, json};
+    let mut a = Host::new(SCRIPT, &[], at(12, 0, 0));
+    a.start(ServeOptions {
+        database_url: Some(db.url.clone()),
+        ..ServeOptions::default()
+    });
+    let mut b = Host::new(SCRIPT, &[], at(12, 0, 0));
+    b.start(ServeOptions {
+        database_url: Some(db.url.clone()),
+        ..ServeOptions::default()
+    });
+    let r = a.send(Request::post("/bot/v1/session").json(&json!({"message": "hi"})));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let events_of = |host: &Host, id: &str| -> Vec<Value> {
+        let r = host.send(Request::get(&format!("/bot/v1/session/{id}/events")));
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    wait_until("the first turn to settle", || {
+        events_of(&a, &id)
+            .last()
+            .is_some_and(|e| e["type"] == "session.waiting")
+    });
+    let original = events_of(&a, &id);
+    let cut = original.len();
+    let r = b.send(
+        Request::post(&format!("/bot/v1/session/{id}/fork"))
+            .json(&json!({"atIndex": cut, "message": "again"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let fork = r.json()["sessionId"].as_str().unwrap().to_owned();
+    // The fork's turn runs on B; A reads the same log from the database.
+    wait_until("the fork's turn to settle", || {
+        events_of(&a, &fork).last().is_some_and(|e| {
+            e["type"] == "session.waiting" && e["index"].as_u64() > Some(cut as u64)
+        })
+    });
+    let forked = events_of(&a, &fork);
+    assert_eq!(forked[cut]["type"], "session.forked");
+    assert_eq!(forked[cut]["data"]["fromSessionId"], id.as_str());
+    let replies: Vec<_> = forked
+        .iter()
+        .filter(|e| e["type"] == "message.completed")
+        .map(|e| e["data"]["text"].clone())
+        .collect();
+    assert_eq!(replies, [json!("first"), json!("second")]);
+    assert_eq!(events_of(&b, &id), original, "the original is untouched");
+    let info = a.send(Request::get(&format!("/bot/v1/session/{fork}")));
+    assert_eq!(info.json()["forkedFrom"]["sessionId"], id.as_str());
 }

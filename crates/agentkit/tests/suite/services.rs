@@ -140,7 +140,7 @@ fn a_rust_tool_creates_a_reminder_for_its_session() {
         .expect("a reminder id")
         .to_owned();
     let runtime = h.handle.as_ref().unwrap().runtime("bot").unwrap();
-    let reminders = h.rt.block_on(runtime.reminders()).unwrap();
+    let reminders = h.rt.block_on(runtime.reminders().list()).unwrap();
     let reminder = reminders.iter().find(|r| r.id == reminder_id).unwrap();
     assert_eq!(reminder.session_id.as_deref(), Some(id.as_str()));
     assert_eq!(reminder.purpose, "probe");

@@ -462,7 +462,7 @@ fn reminders_of_every_kind_wake_their_conversation() {
             .filter(|t| t.contains(text))
             .count()
     };
-    let fire_counts = |rid: &str| h.rt.block_on(rt.reminder(rid)).unwrap().fire_count;
+    let fire_counts = |rid: &str| h.rt.block_on(rt.reminders().get(rid)).unwrap().fire_count;
 
     for (m, expect) in [
         (10, vec![("RUN 0", 1)]),
@@ -479,11 +479,15 @@ fn reminders_of_every_kind_wake_their_conversation() {
         }
         wait_until("the firings to settle", || {
             !rt.is_active(&id)
-                && h.rt.block_on(rt.reminders()).unwrap().iter().all(|r| {
-                    r.next_fire_at
-                        .as_deref()
-                        .is_none_or(|t| t > format!("2026-03-02T12:{m}:00.000Z").as_str())
-                })
+                && h.rt
+                    .block_on(rt.reminders().list())
+                    .unwrap()
+                    .iter()
+                    .all(|r| {
+                        r.next_fire_at
+                            .as_deref()
+                            .is_none_or(|t| t > format!("2026-03-02T12:{m}:00.000Z").as_str())
+                    })
         });
     }
     h.clock.set(at(13, 0, 0));
@@ -492,7 +496,7 @@ fn reminders_of_every_kind_wake_their_conversation() {
         count("CRON") == 1
             && count("EVERY") == 2
             && h.rt
-                .block_on(rt.reminder(&cron.id))
+                .block_on(rt.reminders().get(&cron.id))
                 .unwrap()
                 .next_fire_at
                 .as_deref()
@@ -510,26 +514,28 @@ fn reminders_of_every_kind_wake_their_conversation() {
         "{delayed}"
     );
     assert_eq!(
-        h.rt.block_on(rt.reminder(&delay.id)).unwrap().status,
+        h.rt.block_on(rt.reminders().get(&delay.id)).unwrap().status,
         "done"
     );
     assert_eq!(
-        h.rt.block_on(rt.reminder(&instant.id)).unwrap().status,
+        h.rt.block_on(rt.reminders().get(&instant.id))
+            .unwrap()
+            .status,
         "done"
     );
     assert_eq!(
-        h.rt.block_on(rt.reminder(&every.id)).unwrap().status,
+        h.rt.block_on(rt.reminders().get(&every.id)).unwrap().status,
         "armed"
     );
     assert_eq!(fire_counts(&every.id), 2);
     assert_eq!(
-        h.rt.block_on(rt.reminder(&cron.id))
+        h.rt.block_on(rt.reminders().get(&cron.id))
             .unwrap()
             .next_fire_at
             .as_deref(),
         Some("2026-03-03T13:00:00.000Z")
     );
-    let run_state = h.rt.block_on(rt.reminder(&run.id)).unwrap();
+    let run_state = h.rt.block_on(rt.reminders().get(&run.id)).unwrap();
     assert_eq!(
         (run_state.status.as_str(), run_state.fire_count),
         ("done", 3)
@@ -601,16 +607,16 @@ fn reminders_survive_a_restart_and_fire_late_rather_than_never() {
     let rt = h.handle().runtime("bot").unwrap().clone();
     // The firing's message lands before its row is marked done.
     wait_until("the late reminder marked done", || {
-        h.rt.block_on(rt.reminder(&prompt.id))
+        h.rt.block_on(rt.reminders().get(&prompt.id))
             .is_ok_and(|r| r.status == "done")
     });
-    let late = h.rt.block_on(rt.reminder(&prompt.id)).unwrap();
+    let late = h.rt.block_on(rt.reminders().get(&prompt.id)).unwrap();
     assert_eq!(
         late.last_fired_at.as_deref(),
         Some("2026-03-02T13:00:00.000Z")
     );
     // The run handler died with the previous process.
-    let lost = h.rt.block_on(rt.reminder(&run.id)).unwrap();
+    let lost = h.rt.block_on(rt.reminders().get(&run.id)).unwrap();
     assert_eq!(lost.status, "disarmed");
     assert_eq!(
         lost.reason.as_deref(),

@@ -516,7 +516,8 @@ impl Caller {
                 by: self.owner.principal_id.clone(),
             };
             self.runtime()
-                .resolve_approval(&fold.id.session, call, decision, &self.owner)
+                .approvals()
+                .resolve(&fold.id.session, call, decision, &self.owner)
                 .await?;
         }
         // A live turn records the decision itself, a moment later: what

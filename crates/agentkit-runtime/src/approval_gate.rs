@@ -1,0 +1,55 @@
+//! Where a running turn's calls wait for a person's decision: the
+//! parked calls by `(session, call)` and the gate each turn parks at. A
+//! leaf: the runtime holds the waiters, the `Approvals` part decides.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use agentkit_harness::{ApprovalGate, Decision, DecisionFuture};
+use tokio::sync::oneshot;
+
+use crate::util::lock;
+
+/// The calls parked in running turns, by `(session, call)`.
+#[derive(Debug, Default)]
+pub(crate) struct Waiters {
+    pub(crate) map: Mutex<HashMap<(String, String), oneshot::Sender<Decision>>>,
+}
+
+/// The gate one turn parks its calls at.
+#[derive(Debug)]
+pub(crate) struct SessionGate {
+    pub(crate) waiters: Arc<Waiters>,
+    pub(crate) session: String,
+}
+
+/// Unparks the call when its wait ends or is dropped (an interrupted turn).
+struct Unpark {
+    waiters: Arc<Waiters>,
+    key: (String, String),
+}
+
+impl Drop for Unpark {
+    fn drop(&mut self) {
+        lock(&self.waiters.map).remove(&self.key);
+    }
+}
+
+impl ApprovalGate for SessionGate {
+    fn park(&self, _turn_id: &str, call_id: &str) -> DecisionFuture {
+        let (tx, rx) = oneshot::channel();
+        let key = (self.session.clone(), call_id.to_owned());
+        lock(&self.waiters.map).insert(key.clone(), tx);
+        let guard = Unpark {
+            waiters: self.waiters.clone(),
+            key,
+        };
+        Box::pin(async move {
+            let decision = rx
+                .await
+                .unwrap_or_else(|_| Decision::deny("the approval was withdrawn", "system"));
+            drop(guard);
+            decision
+        })
+    }
+}

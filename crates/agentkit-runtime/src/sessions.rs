@@ -1,0 +1,235 @@
+//! The loaded sessions, a part of the runtime: finding a session by id
+//! (loaded from the session index when this host has not yet), by its
+//! channel key, or as its owner; registering, unloading and forgetting
+//! one; and writing its index row. It holds the session core by
+//! reference; the registry and the index are the core's.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agentkit_protocol::SessionId;
+
+use crate::error::{Error, Result};
+use crate::meta::{Owner, SessionMeta};
+use crate::runtime::AgentRuntime;
+use crate::session::Session;
+use crate::util::lock;
+
+/// The loaded sessions of the runtime (crate-internal). Reached through
+/// [`AgentRuntime::sessions`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sessions<'a> {
+    pub(crate) rt: &'a AgentRuntime,
+}
+
+impl AgentRuntime {
+    /// The loaded sessions (crate-internal).
+    pub(crate) fn sessions(&self) -> Sessions<'_> {
+        Sessions { rt: self }
+    }
+}
+
+impl Sessions<'_> {
+    pub(crate) fn session_dir(&self, id: &SessionId) -> PathBuf {
+        self.rt
+            .inner
+            .options
+            .state_dir
+            .join("sessions")
+            .join(id.as_str())
+    }
+
+    /// Makes `meta` a loaded session, or returns the one already loaded
+    /// under its id (two callers may load one session at once).
+    pub(crate) fn register(
+        &self,
+        id: SessionId,
+        meta: SessionMeta,
+        needs_recovery: bool,
+    ) -> Arc<Session> {
+        let workspace = meta
+            .workspace_dir
+            .as_ref()
+            .map_or_else(|| self.session_dir(&id).join("workspace"), PathBuf::from);
+        let fresh = Arc::new(Session::new(id, meta, workspace, needs_recovery));
+        let session = self.rt.inner.registry.insert(fresh);
+        self.rt.inner.registry.touch(&session);
+        session
+    }
+
+    /// The session `id`, loaded from the index if this host has not yet.
+    pub(crate) fn get(&self, id: &str) -> Result<Arc<Session>> {
+        let id = SessionId::parse(id)?;
+        let not_found = || Error::SessionNotFound {
+            id: id.as_str().to_owned(),
+        };
+        let loaded = self.rt.inner.registry.peek(id.as_str());
+        if let Some(shared) = &self.rt.inner.shared {
+            return self.get_shared(shared, id, loaded);
+        }
+        let session = match loaded {
+            Some(session) => session,
+            None => {
+                let meta = match self.rt.inner.db.session(id.as_str())? {
+                    Some(meta) => meta,
+                    // A folder written without the index (an older
+                    // version, or by hand): its session.json joins it.
+                    None => {
+                        let path = self.session_dir(&id).join("session.json");
+                        let meta = crate::meta::load(&path)
+                            .ok()
+                            .filter(|m| m.id == id.as_str())
+                            .ok_or_else(not_found)?;
+                        self.rt.inner.db.put_session_detached(&meta);
+                        meta
+                    }
+                };
+                if !self.session_dir(&id).exists() {
+                    self.rt.inner.db.delete_session(id.as_str());
+                    return Err(not_found());
+                }
+                self.register(id.clone(), meta, true)
+            }
+        };
+        if self.deleted(&session) {
+            return Err(not_found());
+        }
+        Ok(session)
+    }
+
+    /// [`get`](Self::get) on a shared database: the index there is the
+    /// truth. A loaded session this host does not hold the lease of may
+    /// have moved on elsewhere (a rotated token, a new title): its
+    /// metadata is read again. Its fold cache stays (the log only grows).
+    pub(crate) fn get_shared(
+        &self,
+        shared: &agentkit_store::AgentStores,
+        id: SessionId,
+        loaded: Option<Arc<Session>>,
+    ) -> Result<Arc<Session>> {
+        let not_found = || Error::SessionNotFound {
+            id: id.as_str().to_owned(),
+        };
+        if let Some(session) = &loaded
+            && (session.state().is_active() || shared.leases.holds(id.as_str()))
+        {
+            return Ok(session.clone());
+        }
+        let stored = crate::util::block_on(async { Ok(shared.index.get(id.as_str()).await?) })?;
+        let meta = stored
+            .as_deref()
+            .and_then(crate::meta::meta_of)
+            .filter(|m| m.id == id.as_str())
+            .ok_or_else(not_found)?;
+        match loaded {
+            Some(session) => {
+                let old = {
+                    let mut current = lock(&session.meta);
+                    let old = current.continuation_token.clone();
+                    *current = meta.clone();
+                    old
+                };
+                if old != meta.continuation_token {
+                    self.rt.inner.registry.rekey(
+                        &meta.channel,
+                        &old,
+                        &meta.continuation_token,
+                        id.as_str(),
+                    );
+                }
+                Ok(session)
+            }
+            None => Ok(self.register(id, meta, true)),
+        }
+    }
+
+    /// Drops a loaded session from memory (it is loaded again when next
+    /// addressed).
+    pub(crate) fn unload(&self, session: &Arc<Session>) {
+        self.rt.inner.registry.remove(session);
+    }
+
+    /// Writes `meta` to the session index, answered once it is there.
+    pub(crate) async fn index_put(&self, meta: &SessionMeta) -> Result<()> {
+        match &self.rt.inner.shared {
+            Some(shared) => Ok(shared.index.put(&crate::meta::row_of(meta)?).await?),
+            None => self.rt.inner.db.put_session(meta).await,
+        }
+    }
+
+    /// Writes `meta` to the session index without waiting.
+    pub(crate) fn index_put_detached(&self, meta: &SessionMeta) {
+        match &self.rt.inner.shared {
+            Some(shared) => {
+                let index = shared.index.clone();
+                let row = crate::meta::row_of(meta);
+                tokio::spawn(async move {
+                    let written = match row {
+                        Ok(row) => index.put(&row).await.map_err(Error::from),
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = written {
+                        tracing::warn!(error = %e, "cannot update the shared session index");
+                    }
+                });
+            }
+            None => self.rt.inner.db.put_session_detached(meta),
+        }
+    }
+
+    /// The loaded session `id`, if it is loaded (no index lookup).
+    pub(crate) fn peek(&self, id: &str) -> Option<Arc<Session>> {
+        self.rt.inner.registry.peek(id)
+    }
+
+    /// Has someone deleted the session's folder? An idle session whose
+    /// folder is gone is forgotten at once (listings, streams, keys), so
+    /// deleting a folder deletes the session without a restart. A session
+    /// with a turn in flight is forgotten once it settles.
+    pub(crate) fn deleted(&self, session: &Arc<Session>) -> bool {
+        // On a shared database a session's folder is only this host's
+        // copy of its workspace: its absence deletes nothing.
+        if self.rt.inner.shared.is_some() || self.session_dir(&session.id).exists() {
+            return false;
+        }
+        if session.state().is_active() {
+            return false;
+        }
+        self.forget(session);
+        true
+    }
+
+    /// Drops every trace of `session` from memory.
+    pub(crate) fn forget(&self, session: &Arc<Session>) {
+        if !self.rt.inner.registry.remove(session) {
+            return;
+        }
+        self.rt.inner.store.close(&session.id);
+        self.rt.inner.db.delete_session(session.id.as_str());
+        tracing::info!(session = %session.id, "forgot a session whose folder was deleted");
+    }
+
+    /// The session, if `owner` may use it.
+    /// An operator may use every session; what it does is recorded (an
+    /// approval's `by`, a message's `from`) and its reach logged.
+    pub(crate) fn owned(&self, id: &str, owner: &Owner) -> Result<Arc<Session>> {
+        let session = self.get(id)?;
+        if session.meta().owner.principal_id != owner.principal_id {
+            if !owner.is_operator() {
+                return Err(Error::Forbidden { id: id.to_owned() });
+            }
+            tracing::info!(session = %id, operator = %owner.principal_id, "an operator addresses a session it does not own");
+        }
+        Ok(session)
+    }
+
+    /// The session a key maps to in the session index.
+    pub(crate) fn index_by_key(&self, channel: &str, key: &str) -> Result<Option<String>> {
+        match &self.rt.inner.shared {
+            Some(shared) => {
+                crate::util::block_on(async { Ok(shared.index.by_key(channel, key).await?) })
+            }
+            None => self.rt.inner.db.session_by_key(channel, key),
+        }
+    }
+}
