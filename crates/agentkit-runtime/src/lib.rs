@@ -9,7 +9,7 @@
 //! stored events, so a restart loses nothing: a turn cut short by a crash is
 //! recorded as `turn.failed` ("turn interrupted") when the runtime reopens.
 //!
-//! Deterministic tool calls ([`AgentRuntime::call_tool`]) run a server tool
+//! Deterministic tool calls ([`ToolCalls::call`]) run a server tool
 //! with caller-chosen input, in an ephemeral workspace or inside a session.
 //!
 //! Schedules ([`Schedules::run`], [`Schedules::dispatch`])

@@ -236,7 +236,7 @@ pub enum ReminderAction {
     /// Call a Rust handler (in memory only: lost on restart).
     Run(Arc<dyn ReminderHandler>),
     /// Call the handler registered under this name
-    /// ([`Reminders::register_handler`]). On a shared
+    /// ([`crate::Reminders::register_handler`]). On a shared
     /// database the name is stored and the host that claims the reminder
     /// calls its own handler of that name, so every host must register
     /// it; on one host it behaves as [`ReminderAction::Run`].

@@ -1,5 +1,5 @@
 //! Schedules (`schedules/*.md|toml`): fired on their cron cadence (UTC,
-//! minute granularity) by [`AgentRuntime::run_schedules`], or once by hand
+//! minute granularity) by [`Schedules::run`], or once by hand
 //! with [`AgentRuntime::dispatch_schedule`] (the dev route), through the
 //! same path.
 //!
@@ -164,7 +164,7 @@ impl Schedules<'_> {
     }
 
     /// Sets the Rust handlers `handler = "<name>"` schedules run (before
-    /// [`AgentRuntime::run_schedules`]).
+    /// [`Schedules::run`]).
     pub fn set_handlers(&self, handlers: ScheduleHandlers) {
         *lock(&self.rt.inner.schedules.handlers) = Some(Arc::new(handlers));
     }
@@ -266,7 +266,7 @@ impl Schedules<'_> {
     /// a handler's `wait_until` work); their sessions are those they
     /// reached through `receive` or the host bridge's `send`. The run is
     /// recorded as the schedule's last run either way
-    /// ([`AgentRuntime::schedule_last_run`]).
+    /// ([`Schedules::last_run`]).
     pub async fn dispatch(&self, id: &str, owner: Option<Owner>) -> Result<Vec<String>> {
         self.run_one(id, owner, None).await
     }

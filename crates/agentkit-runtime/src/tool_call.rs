@@ -55,7 +55,7 @@ impl ToolCalls<'_> {
             .await
     }
 
-    /// [`AgentRuntime::call_tool`] on behalf of `origin` (a route, a
+    /// [`ToolCalls::call`] on behalf of `origin` (a route, a
     /// schedule): the tool's environment and its host-bridge credential
     /// carry it. Inside a session, the session's own channel, key and
     /// purpose fill what `origin` leaves unset.
