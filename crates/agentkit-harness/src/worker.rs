@@ -39,8 +39,8 @@ use std::time::Duration;
 
 use agentkit_manifest::{Tool, Worker};
 use agentkit_plumbing::{ChildSpec, LiveChild, spawn_child};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use agentkit_protocol::worker::{WorkerAnswer, WorkerCall, WorkerContext};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::sync::{Semaphore, oneshot};
 
@@ -94,19 +94,6 @@ struct Process {
 struct State {
     pending: HashMap<u64, oneshot::Sender<Result<ToolOutput, String>>>,
     child: Option<LiveChild>,
-}
-
-/// One line a worker writes.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Answer {
-    id: u64,
-    #[serde(default)]
-    output: Option<Value>,
-    #[serde(default)]
-    is_error: bool,
-    #[serde(default)]
-    error: Option<String>,
 }
 
 impl Process {
@@ -181,7 +168,7 @@ impl Process {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let answer = match serde_json::from_slice::<Answer>(&line) {
+            let answer = match serde_json::from_slice::<WorkerAnswer>(&line) {
                 Ok(answer) => answer,
                 Err(e) => {
                     self.kill(&format!(
@@ -442,12 +429,12 @@ pub(crate) async fn call(
         reason: "a call was abandoned while the worker ran it",
         armed: true,
     };
-    let mut line = json!({
-        "id": id,
-        "input": input,
-        "context": context(ctx, credential.as_ref()),
-    })
-    .to_string();
+    let call = WorkerCall {
+        id,
+        input: input.clone(),
+        context: context(ctx, credential.as_ref()),
+    };
+    let mut line = serde_json::to_string(&call).unwrap_or_default();
     line.push('\n');
     {
         let mut stdin = process.stdin.lock().await;
@@ -506,33 +493,24 @@ impl Drop for KillOnDrop<'_> {
 }
 
 /// What a call tells the worker about where it runs (a spawned call's
-/// variables, as JSON).
-fn context(ctx: &ToolContext, credential: Option<&CallCredential>) -> Value {
-    let mut out = json!({
-        "callId": ctx.call_id,
-        "sessionId": ctx.session_id,
-        "workspaceDir": ctx.workspace_dir,
-        "idempotencyKey": crate::tools::idempotency_key(&ctx.session_id, &ctx.call_id),
-    });
-    let Some(obj) = out.as_object_mut() else {
-        return out;
-    };
-    for (name, value) in [
-        ("asOf", &ctx.as_of),
-        ("channelId", &ctx.origin.channel_id),
-        ("continuationKey", &ctx.origin.continuation_key),
-        ("purpose", &ctx.origin.purpose),
-    ] {
-        if let Some(value) = value {
-            obj.insert(name.into(), Value::String(value.clone()));
+/// variables).
+fn context(ctx: &ToolContext, credential: Option<&CallCredential>) -> WorkerContext {
+    let (host_url, host_token) = match (&ctx.host, credential) {
+        (Some(host), Some(credential)) => {
+            (Some(host.url.clone()), Some(credential.token().to_owned()))
         }
+        _ => (None, None),
+    };
+    WorkerContext {
+        call_id: ctx.call_id.clone(),
+        session_id: ctx.session_id.clone(),
+        workspace_dir: ctx.workspace_dir.to_string_lossy().into_owned(),
+        idempotency_key: crate::tools::idempotency_key(&ctx.session_id, &ctx.call_id),
+        as_of: ctx.as_of.clone(),
+        channel_id: ctx.origin.channel_id.clone(),
+        continuation_key: ctx.origin.continuation_key.clone(),
+        purpose: ctx.origin.purpose.clone(),
+        host_url,
+        host_token,
     }
-    if let (Some(host), Some(credential)) = (&ctx.host, credential) {
-        obj.insert("hostUrl".into(), Value::String(host.url.clone()));
-        obj.insert(
-            "hostToken".into(),
-            Value::String(credential.token().to_owned()),
-        );
-    }
-    out
 }

@@ -16,6 +16,7 @@ pub mod openai;
 mod payload;
 mod settle;
 pub mod trace;
+pub mod worker;
 
 pub use api::{Admission, ErrorBody, ErrorCode, SessionMode};
 pub use conversation::{Message, Sizing, ToolCall, Usage};
