@@ -42,6 +42,12 @@ pub(crate) fn check(root: &Path) -> anyhow::Result<Vec<String>> {
     for file in rust_files(&root.join("crates/agentkit-runtime/src"))? {
         let text = read(&file)?;
         methods += runtime_methods(&text);
+        for line in blocking_waits(&text) {
+            problems.push(format!(
+                "{}:{line}: the runtime blocks a thread on a future: a lookup that may reach a store is `async` (make the caller async instead)",
+                relative(root, &file)
+            ));
+        }
         for line in backend_names(&text) {
             problems.push(format!(
                 "{}:{line}: the runtime names the PostgreSQL backend: reach shared state through `agentkit_store`'s traits (the facade wires `agentkit_pg::PgBackend` in)",
@@ -88,6 +94,21 @@ fn backend_names(text: &str) -> Vec<usize> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| l.contains("agentkit_pg"))
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
+/// The lines (1-based), before the test module, that block a thread on
+/// a future (`block_on`, `block_in_place`): every lookup that may reach a
+/// store is `async`.
+fn blocking_waits(text: &str) -> Vec<usize> {
+    before_tests(text)
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            let code = l.split("//").next().unwrap_or_default();
+            code.contains("block_on(") || code.contains("block_in_place(")
+        })
         .map(|(i, _)| i + 1)
         .collect()
 }
@@ -324,6 +345,12 @@ mod tests {
     fn runtime_methods_are_counted_per_impl_block() {
         let text = "impl AgentRuntime {\n    pub async fn a(&self) {\n        fn inner() {}\n    }\n    pub(crate) fn b(&self) {}\n    fn c(&self) {\n    }\n}\n\nimpl Other {\n    fn d() {}\n}\nimpl AgentRuntime {\n    fn e() {}\n}\nimpl crate::AgentRuntime {\n    fn g() {}\n}\n#[cfg(test)]\nimpl AgentRuntime {\n    fn f() {}\n}\n";
         assert_eq!(runtime_methods(text), 5);
+    }
+
+    #[test]
+    fn blocking_waits_are_found_before_the_tests_only() {
+        let text = "fn a() {\n    tokio::task::block_in_place(|| h.block_on(f))\n}\n// block_on( in a comment\n#[cfg(test)]\nmod tests { fn b() { rt.block_on(f); } }\n";
+        assert_eq!(blocking_waits(text), vec![2]);
     }
 
     #[test]

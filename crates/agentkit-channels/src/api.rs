@@ -32,17 +32,17 @@ pub trait SessionHost: Send + Sync + 'static {
     fn send(&self, channel: &str, request: SendRequest) -> BoxFuture<'_, Result<ChannelSession>>;
 
     /// The session, if it exists.
-    fn session(&self, id: &str) -> Option<SessionInfo>;
+    fn session(&self, id: &str) -> BoxFuture<'_, Option<SessionInfo>>;
 
     /// The session a continuation key of `channel` maps to.
-    fn session_for(&self, channel: &str, key: &str) -> Option<String>;
+    fn session_for(&self, channel: &str, key: &str) -> BoxFuture<'_, Option<String>>;
 
     /// Is a turn running (or queued) in the session?
     fn is_busy(&self, id: &str) -> bool;
 
     /// Interrupts the running turn and drops queued messages; whether a
     /// turn was running.
-    fn interrupt(&self, id: &str) -> Result<bool>;
+    fn interrupt(&self, id: &str) -> BoxFuture<'_, Result<bool>>;
 
     /// A deterministic server-tool call, answering its envelope
     /// `{toolName, callId, isError, result, durationMs}`; inside `session`
@@ -557,8 +557,11 @@ impl ChannelContext {
 
     /// This channel's session, or `None` (another channel's sessions are
     /// not visible).
-    pub fn get_session(&self, id: &str) -> Option<SessionInfo> {
-        self.host.session(id).filter(|s| s.channel == self.channel)
+    pub async fn get_session(&self, id: &str) -> Option<SessionInfo> {
+        self.host
+            .session(id)
+            .await
+            .filter(|s| s.channel == self.channel)
     }
 
     /// A deterministic tool call; its envelope.
@@ -612,21 +615,22 @@ impl ChannelContext {
     }
 
     /// Does this continuation key map to a session of this channel?
-    pub fn has_continuation_session(&self, token: &str) -> bool {
-        self.host.session_for(&self.channel, token).is_some()
+    pub async fn has_continuation_session(&self, token: &str) -> bool {
+        self.host.session_for(&self.channel, token).await.is_some()
     }
 
     /// Is a turn in flight for this continuation key?
-    pub fn is_continuation_busy(&self, token: &str) -> bool {
+    pub async fn is_continuation_busy(&self, token: &str) -> bool {
         self.host
             .session_for(&self.channel, token)
+            .await
             .is_some_and(|id| self.host.is_busy(&id))
     }
 
     /// Stops the in-flight turn of this key and drops queued messages.
-    pub fn interrupt_continuation(&self, token: &str) -> Result<bool> {
-        match self.host.session_for(&self.channel, token) {
-            Some(id) => self.host.interrupt(&id),
+    pub async fn interrupt_continuation(&self, token: &str) -> Result<bool> {
+        match self.host.session_for(&self.channel, token).await {
+            Some(id) => self.host.interrupt(&id).await,
             None => Ok(false),
         }
     }
@@ -639,17 +643,19 @@ impl ChannelContext {
     /// the text as an assistant message. A session running a turn answers
     /// `409` `session_busy`. Returns the turn id.
     pub async fn emit_assistant_message(&self, session: &str, text: &str) -> Result<String> {
-        self.own_session(session)?;
+        self.own_session(session).await?;
         self.host.emit_assistant_message(session, text).await
     }
 
-    fn own_session(&self, session: &str) -> Result<SessionInfo> {
-        self.get_session(session).ok_or_else(|| Error::Session {
-            status: 404,
-            code: agentkit_protocol::ErrorCode::SessionNotFound,
-            message: format!("channel `{}` has no session `{session}`", self.channel),
-            details: None,
-        })
+    async fn own_session(&self, session: &str) -> Result<SessionInfo> {
+        self.get_session(session)
+            .await
+            .ok_or_else(|| Error::Session {
+                status: 404,
+                code: agentkit_protocol::ErrorCode::SessionNotFound,
+                message: format!("channel `{}` has no session `{session}`", self.channel),
+                details: None,
+            })
     }
 
     /// Approves or denies a parked tool call of one of this channel's
@@ -663,7 +669,7 @@ impl ChannelContext {
         decision: ApprovalDecision,
         auth: &AuthContext,
     ) -> Result<ResolvedApproval> {
-        self.own_session(session)?;
+        self.own_session(session).await?;
         self.host
             .resolve_approval(session, call_id, decision, &auth.principal_id)
             .await

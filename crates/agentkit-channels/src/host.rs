@@ -547,7 +547,7 @@ async fn event_loop(
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
             },
         };
-        let Some(session) = host.session(event.session_id.as_str()) else {
+        let Some(session) = host.session(event.session_id.as_str()).await else {
             continue;
         };
         let Some(index) = inner

@@ -155,6 +155,15 @@ impl SharedFollow for PgSubscription {
 }
 
 impl SharedIndex for SessionIndex {
+    fn put_detached(&self, row: SessionRow) {
+        let index = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = SessionIndex::put(&index, &row).await {
+                tracing::warn!(error = %e, "cannot update the shared session index");
+            }
+        });
+    }
+
     fn put<'a>(&'a self, row: &'a SessionRow) -> StoreFuture<'a, ()> {
         seam(SessionIndex::put(self, row))
     }

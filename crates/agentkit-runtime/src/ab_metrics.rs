@@ -384,7 +384,7 @@ impl Experiments<'_> {
         feedback: agentkit_protocol::ab::Feedback,
     ) -> Result<agentkit_protocol::ab::FeedbackRecorded> {
         check_feedback(&feedback)?;
-        let session = self.rt.sessions().owned(id, owner)?;
+        let session = self.rt.sessions().owned(id, owner).await?;
         self.rt.turns().ready(&session).await?;
         let assignments = self
             .rt

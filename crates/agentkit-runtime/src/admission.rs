@@ -26,7 +26,7 @@ impl Turns<'_> {
         key: String,
         req: SendRequest,
     ) -> Result<Accepted> {
-        let owner = self.rt.session_meta(id)?.owner;
+        let owner = self.rt.session_meta(id).await?.owner;
         let follow = FollowUp {
             owner,
             message: req.message,
@@ -154,7 +154,7 @@ impl Turns<'_> {
             });
         }
         workspace::check_relative_paths(&req.workspace_files)?;
-        let session = self.rt.sessions().owned(id, &req.owner)?;
+        let session = self.rt.sessions().owned(id, &req.owner).await?;
         self.rt.turns().ready(&session).await?;
         // On a shared database, a session held by another host is refused
         // before its token rotates (the client keeps a usable token); a
@@ -234,16 +234,15 @@ impl Turns<'_> {
 
     /// [`stop`](Self::stop) on this host only (its
     /// [`SessionCommand::Stop`]).
-    pub(crate) fn interrupt(&self, id: &str, owner: &Owner) -> Result<bool> {
-        let session = self.rt.sessions().owned(id, owner)?;
+    pub(crate) async fn interrupt(&self, id: &str, owner: &Owner) -> Result<bool> {
+        let session = self.rt.sessions().owned(id, owner).await?;
         let by = (owner.is_operator() && session.meta().owner.principal_id != owner.principal_id)
             .then(|| owner.operator_label());
         let stopped = session.state().stop_by(by);
         if stopped {
             tracing::info!(session = %id, by = %owner.principal_id, operator = owner.is_operator(), "turn stopped");
         } else if let Some(shared) = &self.rt.inner.shared
-            && let Some(holder) =
-                crate::util::block_on(async { Ok(shared.leases.holder(id).await?) })?
+            && let Some(holder) = shared.leases.holder(id).await?
         {
             // The turn runs on another host: saying "nothing ran" here
             // would be wrong; `dispatch` routes the stop there.
@@ -261,7 +260,7 @@ impl Turns<'_> {
     /// never interrupts a turn in flight, and without rotating the
     /// session's continuation token.
     pub(crate) async fn admit_wake(&self, id: &str, message: String) -> Result<Accepted> {
-        let session = self.rt.sessions().get(id)?;
+        let session = self.rt.sessions().get(id).await?;
         let (mode, token) = {
             let meta = session.meta();
             (meta.mode, meta.continuation_token.clone())

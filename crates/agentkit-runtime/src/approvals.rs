@@ -91,7 +91,7 @@ impl Approvals<'_> {
 
     /// The parked calls of a session `owner` may see, oldest first.
     pub async fn pending(&self, id: &str, owner: &Owner) -> Result<Vec<PendingApproval>> {
-        let session = self.rt.sessions().owned(id, owner)?;
+        let session = self.rt.sessions().owned(id, owner).await?;
         self.rt.turns().ready(&session).await?;
         let parked = self.rt.turns().with_history(&session, pending).await?;
         let waiters = lock(&self.rt.inner.waiters().map);
@@ -125,7 +125,7 @@ impl Approvals<'_> {
             decision,
         };
         if self.rt.inner.shared.is_some() {
-            self.rt.sessions().owned(id, owner)?;
+            self.rt.sessions().owned(id, owner).await?;
             // A call parked in a turn another host runs waits there: send
             // the decision there first rather than deciding from the log.
             let waits_here = lock(&self.rt.inner.waiters().map)
@@ -150,7 +150,7 @@ impl Approvals<'_> {
         mut decision: Decision,
         owner: &Owner,
     ) -> Result<ResolvedApproval> {
-        let session = self.rt.sessions().owned(id, owner)?;
+        let session = self.rt.sessions().owned(id, owner).await?;
         if owner.is_operator() && session.meta().owner.principal_id != owner.principal_id {
             decision.by = owner.operator_label();
         }
@@ -181,7 +181,7 @@ impl Approvals<'_> {
             }
         }
         // Its turn is gone: a restart (or shutdown) cut it short.
-        let session = self.rt.sessions().get(id)?;
+        let session = self.rt.sessions().get(id).await?;
         self.rt.turns().ready(&session).await?;
         let (parked, known, trace) = self.rt
             .turns().with_history(&session, |events| {
@@ -302,6 +302,7 @@ impl Approvals<'_> {
         if let Err(e) = self.rt.turns().ensure_workspace(&guard.session).await {
             return ToolOutput::error(e.to_string());
         }
+        let meta = self.rt.session_meta(session.as_str()).await.ok();
         let ctx = ToolContext {
             call_id: parked.call_id.clone(),
             session_id: session.as_str().to_owned(),
@@ -309,19 +310,11 @@ impl Approvals<'_> {
             cancel: guard.cancel(),
             host: self.rt.inner.host_bridge(),
             services: self.rt.inner.services_handle(),
-            as_of: self
-                .rt
-                .session_meta(session.as_str())
-                .ok()
-                .and_then(|m| m.as_of),
+            as_of: meta.as_ref().and_then(|m| m.as_of.clone()),
             // A parked call the model asked for, resumed after approval.
             origin: agentkit_harness::CallOrigin {
                 model_turn: true,
-                ..self
-                    .rt
-                    .session_meta(session.as_str())
-                    .map(|m| m.call_origin())
-                    .unwrap_or_default()
+                ..meta.as_ref().map(|m| m.call_origin()).unwrap_or_default()
             },
         };
         tool.run(&parked.input, &ctx).await
@@ -365,7 +358,7 @@ impl Approvals<'_> {
     /// After an interrupted turn (preempted or stopped, not a shutdown),
     /// its parked calls are withdrawn: they no longer wait for anyone.
     pub(crate) async fn withdraw_parked(&self, id: &SessionId, turn: &str) -> Result<()> {
-        let session = self.rt.sessions().get(id.as_str())?;
+        let session = self.rt.sessions().get(id.as_str()).await?;
         let all = self.rt.turns().with_history(&session, pending).await?;
         if all.iter().all(|p| p.turn_id == turn) {
             self.rt.turns().mark_parked(&session, false);

@@ -69,7 +69,7 @@ impl AgentRuntime {
         let conversation = conversation_with(&events[..step_started], &exclude, Some(&open));
         let agent = crate::ab::agent_for(self.agent(), &crate::ab::recorded(&events));
         let tools = self.dynamic_tools(id).await;
-        let as_of = self.session(id, owner)?.as_of;
+        let as_of = self.session(id, owner).await?.as_of;
         let (system, offered) = agentkit_harness::request_context(&agent, &tools, as_of.as_deref());
         let model = agent
             .config

@@ -151,29 +151,37 @@ fn copy_error(e: &rusqlite::Error) -> rusqlite::Error {
 fn upsert_session(conn: &Connection, meta: &SessionMeta) -> rusqlite::Result<()> {
     let json = serde_json::to_string(meta)
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+    upsert_row(
+        conn,
+        &agentkit_store::SessionRow {
+            id: meta.id.clone(),
+            channel: meta.channel.clone(),
+            continuation: meta.continuation_token.clone(),
+            principal_id: meta.owner.principal_id.clone(),
+            parked: meta.parked,
+            meta: json,
+        },
+    )
+}
+
+/// Writes one index row as the index trait gives it.
+pub(crate) fn upsert_row(
+    conn: &Connection,
+    row: &agentkit_store::SessionRow,
+) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO sessions (id, channel, continuation, principal_id, parked, meta) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT(id) DO UPDATE SET channel = ?2, continuation = ?3, principal_id = ?4, parked = ?5, meta = ?6",
     )?
     .execute(params![
-        meta.id,
-        meta.channel,
-        meta.continuation_token,
-        meta.owner.principal_id,
-        meta.parked,
-        json
+        row.id,
+        row.channel,
+        row.continuation,
+        row.principal_id,
+        row.parked,
+        row.meta
     ])
     .map(|_| ())
-}
-
-fn parse_meta(id: &str, json: &str) -> Option<SessionMeta> {
-    match serde_json::from_str(json) {
-        Ok(meta) => Some(meta),
-        Err(e) => {
-            tracing::warn!(session = %id, error = %e, "skipping a session whose stored metadata cannot be read");
-            None
-        }
-    }
 }
 
 /// The writer thread: batches whatever is queued into one transaction.
@@ -210,16 +218,6 @@ fn writer_loop(conn: Connection, jobs: mpsc::Receiver<Job>) {
 /// Runs a statement without parameters from the connection's cache.
 fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
-}
-
-/// What the index queries of a page take.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct PageQuery<'a> {
-    pub(crate) principal: Option<&'a str>,
-    pub(crate) channel: Option<&'a str>,
-    pub(crate) before: Option<&'a str>,
-    pub(crate) since: Option<&'a str>,
-    pub(crate) limit: usize,
 }
 
 const REMINDER_COLUMNS: &str = "id, purpose, channel_id, continuation_token, session_id, kind, spec, prompt, until_condition, run_form, status, reason, next_fire_at_ms, fire_count, created_at_ms, last_fired_at_ms";
@@ -288,6 +286,15 @@ impl Db {
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T> {
+        self.queue(f).await
+    }
+
+    /// [`write`](Self::write), queued now (in call order with every other
+    /// write) rather than when the answer is first awaited.
+    pub(crate) fn queue<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> impl std::future::Future<Output = Result<T>> + Send + 'static {
         let (tx, rx) = tokio::sync::oneshot::channel::<rusqlite::Result<T>>();
         let job: Job = Box::new(move |conn| {
             let outcome = conn
@@ -313,18 +320,26 @@ impl Db {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .send(job);
+        let path = self.path.clone();
+        let err = move |source| Error::Db {
+            path: path.clone(),
+            source,
+        };
         let gone = || {
-            self.err(rusqlite::Error::SqliteFailure(
+            rusqlite::Error::SqliteFailure(
                 rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISUSE),
                 Some("the writer thread has stopped".into()),
-            ))
+            )
         };
-        if sent.is_err() {
-            return Err(gone());
-        }
-        match rx.await {
-            Ok(answer) => answer.map_err(|e| self.err(e)),
-            Err(_) => Err(gone()),
+        let queued = sent.is_ok();
+        async move {
+            if !queued {
+                return Err(err(gone()));
+            }
+            match rx.await {
+                Ok(answer) => answer.map_err(err),
+                Err(_) => Err(err(gone())),
+            }
         }
     }
 
@@ -384,14 +399,8 @@ impl Db {
         Ok(imported)
     }
 
-    /// Records a new session, or its changed metadata; answers once
-    /// committed.
-    pub(crate) async fn put_session(&self, meta: &SessionMeta) -> Result<()> {
-        let meta = meta.clone();
-        self.write(move |conn| upsert_session(conn, &meta)).await
-    }
-
-    /// [`put_session`](Self::put_session) without waiting (the parked flag).
+    /// Writes an index row without waiting (a session found by its
+    /// `session.json` alone joins the index).
     pub(crate) fn put_session_detached(&self, meta: &SessionMeta) {
         let meta = meta.clone();
         self.write_detached(move |conn| upsert_session(conn, &meta));
@@ -412,8 +421,8 @@ impl Db {
         });
     }
 
-    /// One session's metadata.
-    pub(crate) fn session(&self, id: &str) -> Result<Option<SessionMeta>> {
+    /// One session's metadata, as stored (JSON).
+    pub(crate) fn session(&self, id: &str) -> Result<Option<String>> {
         self.conn()
             .query_row(
                 "SELECT meta FROM sessions WHERE id = ?1",
@@ -422,7 +431,6 @@ impl Db {
             )
             .optional()
             .map_err(|e| self.err(e))
-            .map(|m| m.and_then(|m| parse_meta(id, &m)))
     }
 
     /// The session a channel key maps to.
@@ -442,7 +450,10 @@ impl Db {
     /// created at or after `since` (RFC 3339, UTC, milliseconds, as
     /// stored), at most `limit`. Keyset paging on an index: the cost is the
     /// page's, not the index's.
-    pub(crate) fn sessions_page(&self, page: &PageQuery<'_>) -> Result<Vec<SessionMeta>> {
+    pub(crate) fn sessions_page(
+        &self,
+        page: &agentkit_store::PageQuery<'_>,
+    ) -> Result<Vec<(String, String)>> {
         use rusqlite::types::Value as Sql;
         let mut sql = String::from("SELECT id, meta FROM sessions WHERE 1 = 1");
         let mut args = Vec::new();
@@ -456,7 +467,7 @@ impl Db {
         add("channel =", page.channel);
         add("id <", page.before);
         add("json_extract(meta, '$.createdAt') >=", page.since);
-        args.push(Sql::Integer(i64::try_from(page.limit).unwrap_or(i64::MAX)));
+        args.push(Sql::Integer(page.limit));
         sql.push_str(&format!(" ORDER BY id DESC LIMIT ?{}", args.len()));
         self.metas(&sql, rusqlite::params_from_iter(args))
     }
@@ -471,11 +482,12 @@ impl Db {
     }
 
     /// The sessions that may have a call waiting for approval.
-    pub(crate) fn parked_sessions(&self) -> Result<Vec<SessionMeta>> {
+    pub(crate) fn parked_sessions(&self) -> Result<Vec<(String, String)>> {
         self.metas("SELECT id, meta FROM sessions WHERE parked = 1", params![])
     }
 
-    fn metas(&self, sql: &str, args: impl rusqlite::Params) -> Result<Vec<SessionMeta>> {
+    /// `(id, metadata as stored)` of each row `sql` selects.
+    fn metas(&self, sql: &str, args: impl rusqlite::Params) -> Result<Vec<(String, String)>> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(sql).map_err(|e| self.err(e))?;
         let rows = stmt
@@ -485,8 +497,7 @@ impl Db {
             .map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, meta) = row.map_err(|e| self.err(e))?;
-            out.extend(parse_meta(&id, &meta));
+            out.push(row.map_err(|e| self.err(e))?);
         }
         Ok(out)
     }

@@ -68,7 +68,7 @@ impl Commands<'_> {
                     .map(Outcome::accepted)
             }
             SessionCommand::Stop { owner } => {
-                let stopped = self.rt.turns().interrupt(id, &owner);
+                let stopped = self.rt.turns().interrupt(id, &owner).await;
                 stopped.map(|interrupted| Outcome::Stopped { interrupted })
             }
             SessionCommand::Wake { message } => self

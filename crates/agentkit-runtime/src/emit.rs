@@ -31,11 +31,11 @@ impl AgentRuntime {
                 message: "the assistant message must not be empty".into(),
             });
         }
-        let meta = self.session_meta(id)?;
+        let meta = self.session_meta(id).await?;
         if meta.mode == SessionMode::Task {
             return Err(Error::TaskSession { id: id.to_owned() });
         }
-        let session = self.sessions().get(id)?;
+        let session = self.sessions().get(id).await?;
         let session = self.turns().claim_idle(&session).await?;
         let guard = Release {
             runtime: self,

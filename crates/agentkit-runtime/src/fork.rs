@@ -52,7 +52,7 @@ impl Forks<'_> {
         at_index: u64,
         message: Option<String>,
     ) -> Result<Forked> {
-        let original = self.rt.sessions().owned(id, owner)?;
+        let original = self.rt.sessions().owned(id, owner).await?;
         // A crash's interrupted turn is recorded before the log is read.
         self.rt.turns().ready(&original).await?;
         // The wire shape (deltas with their text so far), as a live

@@ -44,6 +44,7 @@ mod fork;
 mod hooks;
 mod kv;
 mod listing;
+mod local;
 mod log;
 mod mailbox;
 mod meta;

@@ -2,10 +2,9 @@
 //! time (keyset paging on the session id, newest first), so a listing
 //! costs its page, not every session ever stored.
 
-use agentkit_protocol::SessionId;
 use agentkit_protocol::api::SessionSummary;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::meta::{Owner, SessionMeta};
 use crate::runtime::AgentRuntime;
 
@@ -36,64 +35,21 @@ impl AgentRuntime {
         let operator = owner.is_operator();
         let limit = page.limit.max(1);
         // One more than the page, to know whether another follows.
-        let query = crate::db::PageQuery {
-            principal: (!operator).then_some(owner.principal_id.as_str()),
-            channel: page.channel.as_deref(),
-            before: page.before.as_deref(),
-            since: page.since.as_deref(),
-            limit: limit + 1,
-        };
-        let (stored, next) = if let Some(shared) = &self.inner.shared {
-            let stored = shared
-                .index
-                .page(agentkit_store::PageQuery {
-                    principal: query.principal,
-                    channel: query.channel,
-                    before: query.before,
-                    since: query.since,
-                    limit: i64::try_from(query.limit).unwrap_or(i64::MAX),
-                })
-                .await?
-                .iter()
-                .filter_map(|m| crate::meta::meta_of(m))
-                .collect();
-            split(stored, limit)
-        } else {
-            let runtime = self.clone();
-            let (principal, channel, before, since) = (
-                query.principal.map(str::to_owned),
-                page.channel.clone(),
-                page.before.clone(),
-                page.since.clone(),
-            );
-            tokio::task::spawn_blocking(move || {
-                let stored = runtime.inner.db.sessions_page(&crate::db::PageQuery {
-                    principal: principal.as_deref(),
-                    channel: channel.as_deref(),
-                    before: before.as_deref(),
-                    since: since.as_deref(),
-                    limit: query.limit,
-                })?;
-                let (stored, next) = split(stored, limit);
-                // A folder deleted by hand deletes its session.
-                let stored = stored
-                    .into_iter()
-                    .filter(|m| {
-                        let here = SessionId::parse(&m.id)
-                            .is_ok_and(|id| runtime.sessions().session_dir(&id).exists());
-                        if !here {
-                            runtime.inner.db.delete_session(&m.id);
-                        }
-                        here
-                    })
-                    .collect::<Vec<_>>();
-                Ok::<_, Error>((stored, next))
+        let stored = self
+            .inner
+            .index
+            .page(agentkit_store::PageQuery {
+                principal: (!operator).then_some(owner.principal_id.as_str()),
+                channel: page.channel.as_deref(),
+                before: page.before.as_deref(),
+                since: page.since.as_deref(),
+                limit: i64::try_from(limit + 1).unwrap_or(i64::MAX),
             })
-            .await
-            .map_err(|e| Error::BadRequest {
-                message: format!("listing sessions failed: {e}"),
-            })??
-        };
+            .await?
+            .iter()
+            .filter_map(|m| crate::meta::meta_of(m))
+            .collect::<Vec<SessionMeta>>();
+        let (stored, next) = split(stored, limit);
         let mut out = Vec::with_capacity(stored.len());
         for meta in stored {
             // A loaded session's metadata is the current one.

@@ -129,7 +129,7 @@ impl Reminders<'_> {
         })
     }
 
-    fn new_row(&self, req: &NewReminder) -> Result<ReminderRow> {
+    async fn new_row(&self, req: &NewReminder) -> Result<ReminderRow> {
         if req.purpose.trim().is_empty() {
             return Err(Error::BadRequest {
                 message: "`purpose` must not be empty".into(),
@@ -159,7 +159,8 @@ impl Reminders<'_> {
             continuation_token: req.continuation_token.clone(),
             session_id: self
                 .rt
-                .session_for(&req.channel_id, &req.continuation_token),
+                .session_for(&req.channel_id, &req.continuation_token)
+                .await,
             cadence,
             prompt,
             until,
@@ -184,7 +185,7 @@ impl Reminders<'_> {
     /// Creates a reminder, durable before this returns.
     pub async fn create(&self, req: NewReminder) -> Result<Reminder> {
         self.check_here(&req)?;
-        let row = self.new_row(&req)?;
+        let row = self.new_row(&req).await?;
         if let Some(table) = self.shared() {
             table.insert(&[to_record(&row)]).await?;
             self.rt.inner.reminders.changed.notify_one();
@@ -215,7 +216,7 @@ impl Reminders<'_> {
                     message: "bulk creation takes prompt-form reminders only".into(),
                 });
             }
-            rows.push(self.new_row(req)?);
+            rows.push(self.new_row(req).await?);
         }
         if let Some(table) = self.shared() {
             let pg: Vec<_> = rows.iter().map(to_record).collect();
@@ -445,14 +446,18 @@ impl Reminders<'_> {
         row: &ReminderRow,
         message: String,
     ) -> Result<(Accepted, String)> {
-        let target = row
-            .session_id
-            .clone()
-            .filter(|s| self.rt.session_meta(s).is_ok())
-            .or_else(|| {
+        let bound = match &row.session_id {
+            Some(s) if self.rt.session_meta(s).await.is_ok() => Some(s.clone()),
+            _ => None,
+        };
+        let target = match bound {
+            Some(id) => Some(id),
+            None => {
                 self.rt
                     .session_for(&row.channel_id, &row.continuation_token)
-            });
+                    .await
+            }
+        };
         if let Some(id) = target {
             let accepted = self
                 .rt
@@ -659,6 +664,7 @@ impl agentkit_harness::ReminderHost for SessionReminders {
             let meta = self
                 .runtime
                 .session_meta(&session_id)
+                .await
                 .map_err(|e| e.to_string())?;
             let str_arg = |k: &str| input.get(k).and_then(Value::as_str).map(str::to_owned);
             let when = parse_when(

@@ -119,6 +119,8 @@ pub(crate) struct Inner {
     pub(crate) tasks: TaskTracker,
     /// `agentkit.sqlite`: schedule ticks and reminders.
     pub(crate) db: Arc<Db>,
+    /// The session index: this host's (in `db`) or the shared store's.
+    pub(crate) index: Arc<dyn agentkit_store::SharedIndex>,
     /// The A/B rows: this host's (in `db`) or the shared store's.
     pub(crate) ab: Arc<dyn agentkit_store::SharedAb>,
     pub(crate) schedules: crate::schedule_state::ScheduleState,
@@ -193,9 +195,18 @@ impl AgentRuntime {
                 .map_err(|e| Error::task("opening the state database", e))??
         };
         let db = Arc::new(db);
-        let ab: Arc<dyn agentkit_store::SharedAb> = match &shared {
-            Some(stores) => stores.ab.clone(),
-            None => Arc::new(crate::ab_local::LocalAb::new(db.clone())),
+        let (index, ab): (
+            Arc<dyn agentkit_store::SharedIndex>,
+            Arc<dyn agentkit_store::SharedAb>,
+        ) = match &shared {
+            Some(stores) => (stores.index.clone(), stores.ab.clone()),
+            None => (
+                Arc::new(crate::local::LocalIndex::new(
+                    db.clone(),
+                    &options.state_dir,
+                )),
+                Arc::new(crate::ab_local::LocalAb::new(db.clone())),
+            ),
         };
         let runtime = AgentRuntime {
             inner: Arc::new(Inner {
@@ -203,6 +214,7 @@ impl AgentRuntime {
                 options,
                 store,
                 shared,
+                index,
                 ab,
                 registry: Registry::default(),
                 shutdown: CancellationToken::new(),
@@ -237,10 +249,10 @@ impl AgentRuntime {
         let parked = if runtime.inner.shared.is_some() {
             Vec::new()
         } else {
-            runtime.inner.db.parked_sessions()?
+            runtime.inner.index.parked().await?
         };
-        for meta in parked {
-            if let Ok(session) = runtime.sessions().get(&meta.id) {
+        for meta in parked.iter().filter_map(|m| crate::meta::meta_of(m)) {
+            if let Ok(session) = runtime.sessions().get(&meta.id).await {
                 runtime.turns().ready(&session).await?;
             }
         }
@@ -318,7 +330,7 @@ impl AgentRuntime {
             return self.turns().create_new(req, as_of).await;
         };
         let _held = self.inner.registry.lock_key(&req.channel, &key).await;
-        let existing = self.session_for(&req.channel, &key);
+        let existing = self.session_for(&req.channel, &key).await;
         match existing {
             Some(id) => self.turns().continue_as_owner(&id, key, req).await,
             None => {
@@ -332,7 +344,8 @@ impl AgentRuntime {
                     ) => {
                         let id = self
                             .sessions()
-                            .index_by_key(&req.channel, &key)?
+                            .index_by_key(&req.channel, &key)
+                            .await?
                             .ok_or_else(|| Error::SessionNotFound { id: key.clone() })?;
                         self.turns().continue_as_owner(&id, key, req).await
                     }
@@ -363,32 +376,16 @@ impl AgentRuntime {
         self.commands().dispatch(id, stop).await?.into_stopped()
     }
 
-    /// [`stop`](Self::stop) from synchronous code (a channel pack's
-    /// interrupt). Needs tokio's multi-threaded runtime when the turn runs
-    /// on another host, as `agentkit serve` runs.
-    pub fn stop_blocking(&self, id: &str, owner: &Owner) -> Result<bool> {
-        let here = self.turns().interrupt(id, owner);
-        if self.inner.shared.is_some() && crate::session_command::held_elsewhere(&here) {
-            let stop = SessionCommand::Stop {
-                owner: owner.clone(),
-            };
-            return crate::util::block_on(async {
-                self.commands().route(id, stop).await?.into_stopped()
-            });
-        }
-        here
-    }
-
     /// Replay from `start_index`, then live events.
     pub async fn subscribe(&self, id: &str, owner: &Owner, start_index: u64) -> Result<Follow> {
-        let session = self.sessions().owned(id, owner)?;
+        let session = self.sessions().owned_for_reading(id, owner).await?;
         self.turns().ready(&session).await?;
         self.inner.store.subscribe(&session.id, start_index).await
     }
 
     /// Every stored event from `start_index`.
     pub async fn events(&self, id: &str, owner: &Owner, start_index: u64) -> Result<Vec<Event>> {
-        let session = self.sessions().owned(id, owner)?;
+        let session = self.sessions().owned_for_reading(id, owner).await?;
         self.turns().ready(&session).await?;
         self.inner.store.read(&session.id, start_index).await
     }
@@ -401,7 +398,7 @@ impl AgentRuntime {
         owner: &Owner,
         start_index: u64,
     ) -> Result<Vec<Event>> {
-        let session = self.sessions().owned(id, owner)?;
+        let session = self.sessions().owned_for_reading(id, owner).await?;
         self.turns().ready(&session).await?;
         self.inner.store.read_stored(&session.id, start_index).await
     }
@@ -414,7 +411,7 @@ impl AgentRuntime {
         id: &str,
         owner: &Owner,
     ) -> Result<Vec<agentkit_protocol::Message>> {
-        let session = self.sessions().owned(id, owner)?;
+        let session = self.sessions().owned_for_reading(id, owner).await?;
         self.turns().ready(&session).await?;
         self.turns()
             .with_history(&session, |events| {
@@ -426,19 +423,19 @@ impl AgentRuntime {
     /// Where the session's workspace is (`[local] cwd`, else beside its
     /// log), for `owner`. It may not exist yet: it is made when a turn or
     /// a call first needs it.
-    pub fn workspace(&self, id: &str, owner: &Owner) -> Result<PathBuf> {
-        Ok(self.sessions().owned(id, owner)?.workspace.clone())
+    pub async fn workspace(&self, id: &str, owner: &Owner) -> Result<PathBuf> {
+        Ok(self.sessions().owned(id, owner).await?.workspace.clone())
     }
 
     /// The metadata of a session `owner` may see.
-    pub fn session(&self, id: &str, owner: &Owner) -> Result<SessionMeta> {
-        Ok(lock(&self.sessions().owned(id, owner)?.meta).clone())
+    pub async fn session(&self, id: &str, owner: &Owner) -> Result<SessionMeta> {
+        Ok(lock(&self.sessions().owned(id, owner).await?.meta).clone())
     }
 
     /// What the session's turns used so far, read from its fold (no log
     /// read while the session is hot).
     pub async fn usage(&self, id: &str, owner: &Owner) -> Result<agentkit_protocol::Usage> {
-        let session = self.sessions().owned(id, owner)?;
+        let session = self.sessions().owned_for_reading(id, owner).await?;
         self.turns().ready(&session).await?;
         self.turns()
             .with_history(&session, crate::fold::usage)
@@ -448,13 +445,7 @@ impl AgentRuntime {
     /// How many sessions of the agent are stored (the session index's
     /// count: this host's, or the shared database's).
     pub async fn stored_sessions(&self) -> Result<u64> {
-        if let Some(shared) = &self.inner.shared {
-            return Ok(shared.index.count().await?);
-        }
-        let runtime = self.clone();
-        tokio::task::spawn_blocking(move || runtime.inner.db.count_sessions())
-            .await
-            .map_err(|e| Error::task("counting sessions", e))?
+        Ok(self.inner.index.count().await?)
     }
 
     /// Is the session doing anything: a turn running, messages queued, or
@@ -475,16 +466,16 @@ impl AgentRuntime {
     /// The metadata of any session, without an ownership check: for
     /// channels, which authenticate their callers themselves and continue
     /// a session by its channel key whoever sent the delivery.
-    pub fn session_meta(&self, id: &str) -> Result<SessionMeta> {
-        Ok(lock(&self.sessions().get(id)?.meta).clone())
+    pub async fn session_meta(&self, id: &str) -> Result<SessionMeta> {
+        Ok(lock(&self.sessions().get(id).await?.meta).clone())
     }
 
     /// The session a channel key maps to.
-    pub fn session_for(&self, channel: &str, key: &str) -> Option<String> {
+    pub async fn session_for(&self, channel: &str, key: &str) -> Option<String> {
         let loaded = self.inner.registry.by_key(channel, key);
         let id = match loaded {
             Some(id) => id,
-            None => match self.sessions().index_by_key(channel, key) {
+            None => match self.sessions().index_by_key(channel, key).await {
                 Ok(id) => id?,
                 Err(e) => {
                     tracing::warn!(error = %e, "session index lookup failed");
@@ -492,7 +483,7 @@ impl AgentRuntime {
                 }
             },
         };
-        let session = self.sessions().get(&id).ok()?;
+        let session = self.sessions().get(&id).await.ok()?;
         // The index may hold a key the session has since rotated away from.
         (session.meta().continuation_token == key).then_some(id)
     }

@@ -58,64 +58,37 @@ impl Sessions<'_> {
     }
 
     /// The session `id`, loaded from the index if this host has not yet.
-    pub(crate) fn get(&self, id: &str) -> Result<Arc<Session>> {
+    /// A loaded session is current unless another host may have moved it
+    /// on (a shared store, no turn running here, no lease held): then its
+    /// metadata is read again (a rotated token, a new title). Its fold
+    /// cache stays (the log only grows).
+    pub(crate) async fn get(&self, id: &str) -> Result<Arc<Session>> {
+        self.lookup(id, false).await
+    }
+
+    /// [`get`](Self::get) for reading the session's log: a loaded session
+    /// is used as it is, with no index read on a shared store (its owner
+    /// never changes and its log is read from the store, which only
+    /// grows).
+    pub(crate) async fn get_for_reading(&self, id: &str) -> Result<Arc<Session>> {
+        self.lookup(id, true).await
+    }
+
+    async fn lookup(&self, id: &str, reading: bool) -> Result<Arc<Session>> {
         let id = SessionId::parse(id)?;
         let not_found = || Error::SessionNotFound {
             id: id.as_str().to_owned(),
         };
         let loaded = self.rt.inner.registry.peek(id.as_str());
-        if let Some(shared) = &self.rt.inner.shared {
-            return self.get_shared(shared, id, loaded);
-        }
-        let session = match loaded {
-            Some(session) => session,
-            None => {
-                let meta = match self.rt.inner.db.session(id.as_str())? {
-                    Some(meta) => meta,
-                    // A folder written without the index (an older
-                    // version, or by hand): its session.json joins it.
-                    None => {
-                        let path = self.session_dir(&id).join("session.json");
-                        let meta = crate::meta::load(&path)
-                            .ok()
-                            .filter(|m| m.id == id.as_str())
-                            .ok_or_else(not_found)?;
-                        self.rt.inner.db.put_session_detached(&meta);
-                        meta
-                    }
-                };
-                if !self.session_dir(&id).exists() {
-                    self.rt.inner.db.delete_session(id.as_str());
-                    return Err(not_found());
-                }
-                self.register(id.clone(), meta, true)
-            }
-        };
-        if self.deleted(&session) {
-            return Err(not_found());
-        }
-        Ok(session)
-    }
-
-    /// [`get`](Self::get) on a shared database: the index there is the
-    /// truth. A loaded session this host does not hold the lease of may
-    /// have moved on elsewhere (a rotated token, a new title): its
-    /// metadata is read again. Its fold cache stays (the log only grows).
-    pub(crate) fn get_shared(
-        &self,
-        shared: &agentkit_store::AgentStores,
-        id: SessionId,
-        loaded: Option<Arc<Session>>,
-    ) -> Result<Arc<Session>> {
-        let not_found = || Error::SessionNotFound {
-            id: id.as_str().to_owned(),
-        };
         if let Some(session) = &loaded
-            && (session.state().is_active() || shared.leases.holds(id.as_str()))
+            && (reading || self.current(session))
         {
+            if self.deleted(session) {
+                return Err(not_found());
+            }
             return Ok(session.clone());
         }
-        let stored = crate::util::block_on(async { Ok(shared.index.get(id.as_str()).await?) })?;
+        let stored = self.rt.inner.index.get(id.as_str()).await?;
         let meta = stored
             .as_deref()
             .and_then(crate::meta::meta_of)
@@ -143,6 +116,16 @@ impl Sessions<'_> {
         }
     }
 
+    /// Is the loaded `session`'s metadata the current one? Always on one
+    /// host; on a shared store, while a turn runs here or this host holds
+    /// its lease.
+    fn current(&self, session: &Session) -> bool {
+        match &self.rt.inner.shared {
+            None => true,
+            Some(shared) => session.state().is_active() || shared.leases.holds(session.id.as_str()),
+        }
+    }
+
     /// Drops a loaded session from memory (it is loaded again when next
     /// addressed).
     pub(crate) fn unload(&self, session: &Arc<Session>) {
@@ -151,29 +134,14 @@ impl Sessions<'_> {
 
     /// Writes `meta` to the session index, answered once it is there.
     pub(crate) async fn index_put(&self, meta: &SessionMeta) -> Result<()> {
-        match &self.rt.inner.shared {
-            Some(shared) => Ok(shared.index.put(&crate::meta::row_of(meta)?).await?),
-            None => self.rt.inner.db.put_session(meta).await,
-        }
+        Ok(self.rt.inner.index.put(&crate::meta::row_of(meta)?).await?)
     }
 
     /// Writes `meta` to the session index without waiting.
     pub(crate) fn index_put_detached(&self, meta: &SessionMeta) {
-        match &self.rt.inner.shared {
-            Some(shared) => {
-                let index = shared.index.clone();
-                let row = crate::meta::row_of(meta);
-                tokio::spawn(async move {
-                    let written = match row {
-                        Ok(row) => index.put(&row).await.map_err(Error::from),
-                        Err(e) => Err(e),
-                    };
-                    if let Err(e) = written {
-                        tracing::warn!(error = %e, "cannot update the shared session index");
-                    }
-                });
-            }
-            None => self.rt.inner.db.put_session_detached(meta),
+        match crate::meta::row_of(meta) {
+            Ok(row) => self.rt.inner.index.put_detached(row),
+            Err(e) => tracing::warn!(error = %e, "cannot update the session index"),
         }
     }
 
@@ -212,8 +180,19 @@ impl Sessions<'_> {
     /// The session, if `owner` may use it.
     /// An operator may use every session; what it does is recorded (an
     /// approval's `by`, a message's `from`) and its reach logged.
-    pub(crate) fn owned(&self, id: &str, owner: &Owner) -> Result<Arc<Session>> {
-        let session = self.get(id)?;
+    pub(crate) async fn owned(&self, id: &str, owner: &Owner) -> Result<Arc<Session>> {
+        let session = self.get(id).await?;
+        self.check_owner(session, id, owner)
+    }
+
+    /// [`owned`](Self::owned), for reading the session's log (see
+    /// [`get_for_reading`](Self::get_for_reading)).
+    pub(crate) async fn owned_for_reading(&self, id: &str, owner: &Owner) -> Result<Arc<Session>> {
+        let session = self.get_for_reading(id).await?;
+        self.check_owner(session, id, owner)
+    }
+
+    fn check_owner(&self, session: Arc<Session>, id: &str, owner: &Owner) -> Result<Arc<Session>> {
         if session.meta().owner.principal_id != owner.principal_id {
             if !owner.is_operator() {
                 return Err(Error::Forbidden { id: id.to_owned() });
@@ -224,12 +203,7 @@ impl Sessions<'_> {
     }
 
     /// The session a key maps to in the session index.
-    pub(crate) fn index_by_key(&self, channel: &str, key: &str) -> Result<Option<String>> {
-        match &self.rt.inner.shared {
-            Some(shared) => {
-                crate::util::block_on(async { Ok(shared.index.by_key(channel, key).await?) })
-            }
-            None => self.rt.inner.db.session_by_key(channel, key),
-        }
+    pub(crate) async fn index_by_key(&self, channel: &str, key: &str) -> Result<Option<String>> {
+        Ok(self.rt.inner.index.by_key(channel, key).await?)
     }
 }

@@ -67,7 +67,7 @@ impl Commands<'_> {
             }
             self.rt.sessions().unload(&stale);
         }
-        let session = self.rt.sessions().get(id)?;
+        let session = self.rt.sessions().get(id).await?;
         let recovered = self.rt.turns().recover_now(&session).await;
         self.release_if_idle(&session).await;
         recovered

@@ -95,7 +95,7 @@ impl ToolCalls<'_> {
             None => self.ephemeral(tool, input, call_id, origin).await,
             Some((id, owner)) => {
                 let mut origin = origin;
-                if let Ok(meta) = self.rt.session_meta(id) {
+                if let Ok(meta) = self.rt.session_meta(id).await {
                     let own = meta.call_origin();
                     origin.channel_id = origin.channel_id.or(own.channel_id);
                     origin.continuation_key = origin.continuation_key.or(own.continuation_key);
@@ -190,7 +190,7 @@ impl ToolCalls<'_> {
             // The lease first, as for a message: `Busy` (routed by the
             // caller) while another live host holds it; an interrupted
             // turn of a dead holder is recorded before the call.
-            let session = self.rt.sessions().owned(id, owner)?;
+            let session = self.rt.sessions().owned(id, owner).await?;
             self.rt.turns().ready(&session).await?;
             self.rt.commands().hold_lease(&session).await?;
         }
@@ -327,7 +327,11 @@ async fn run(
         cancel,
         host: runtime.inner.host_bridge(),
         services: runtime.inner.services_handle(),
-        as_of: runtime.session_meta(session_id).ok().and_then(|m| m.as_of),
+        as_of: runtime
+            .session_meta(session_id)
+            .await
+            .ok()
+            .and_then(|m| m.as_of),
         origin,
     };
     let out = tool.run(input, &ctx).await;

@@ -4,8 +4,6 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use crate::error::{Error, Result};
-
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding one of these short locks leaves plain data
     // behind; keep serving rather than poisoning every later request.
@@ -15,21 +13,6 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A new id: `prefix` and a time-ordered UUID (`ses_…`, `turn_…`).
 pub(crate) fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
-}
-
-/// Runs a database call from synchronous code (a session lookup that
-/// misses what this host has loaded). Needs tokio's multi-threaded
-/// runtime, which `agentkit serve` runs on.
-pub(crate) fn block_on<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-    let handle = tokio::runtime::Handle::try_current().map_err(|_| Error::NotAvailable {
-        message: "--database-url: a session lookup outside the async runtime".into(),
-    })?;
-    if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
-        return Err(Error::NotAvailable {
-            message: "--database-url needs tokio's multi-threaded runtime".into(),
-        });
-    }
-    tokio::task::block_in_place(|| handle.block_on(f))
 }
 
 /// Now, as session metadata stores it (RFC 3339, UTC, milliseconds).

@@ -870,7 +870,7 @@ impl Turns<'_> {
     /// Marks an idle session busy for a deterministic call, so turns wait
     /// (or are admitted by their policy) until it ends.
     pub(crate) async fn claim_for_call(&self, id: &str, owner: &Owner) -> Result<Arc<Session>> {
-        let session = self.rt.sessions().owned(id, owner)?;
+        let session = self.rt.sessions().owned(id, owner).await?;
         self.claim_idle(&session).await
     }
 

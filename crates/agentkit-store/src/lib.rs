@@ -155,6 +155,11 @@ pub trait SharedIndex: Send + Sync + Debug {
     /// Inserts or replaces a row ([`SharedError::KeyTaken`] when another
     /// session already has its channel key).
     fn put<'a>(&'a self, row: &'a SessionRow) -> StoreFuture<'a, ()>;
+    /// [`put`](Self::put) without waiting (bookkeeping such as the parked
+    /// flag): a failure is logged. The rows of one session are written in
+    /// call order where the backend can keep it (the local index: one
+    /// writer queue).
+    fn put_detached(&self, row: SessionRow);
     /// A session's metadata.
     fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<String>>;
     /// The id of the session a channel key continues.

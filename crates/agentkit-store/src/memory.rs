@@ -352,6 +352,12 @@ fn created_at(meta: &str) -> Option<String> {
 }
 
 impl SharedIndex for Part {
+    fn put_detached(&self, row: SessionRow) {
+        if let Err(e) = futures_util::FutureExt::now_or_never(self.put(&row)).unwrap_or(Ok(())) {
+            tracing::warn!(error = %e, "cannot update the session index");
+        }
+    }
+
     fn put<'a>(&'a self, row: &'a SessionRow) -> StoreFuture<'a, ()> {
         let mut data = self.data();
         let taken = !row.continuation.is_empty()

@@ -583,7 +583,7 @@ impl Pack {
         let top_level = thread_ts.is_empty() || thread_ts == ts;
         if !top_level {
             let key = format!("{team}:{channel}:{thread_ts}");
-            if ctx.has_continuation_session(&key) {
+            if ctx.has_continuation_session(&key).await {
                 self.engage(ctx, team, event, Engaged::Thread, bot, authn)
                     .await;
                 return;

@@ -57,7 +57,7 @@ async fn two_first_deliveries_with_one_new_key_make_one_session() {
     let b = f.runtime.send(from_bob).await.unwrap();
     assert!(!b.is_new);
     assert_eq!(
-        f.runtime.session_meta(&b.session_id).unwrap().owner,
+        f.runtime.session_meta(&b.session_id).await.unwrap().owner,
         owner("alice")
     );
 }
@@ -102,7 +102,7 @@ async fn a_deleted_folder_deletes_the_session_without_a_restart() {
         f.runtime.subscribe(&a.session_id, &owner("alice"), 0).await,
         Err(agentkit_runtime::Error::SessionNotFound { .. })
     ));
-    assert!(f.runtime.session_for("github", "pr:x#1").is_none());
+    assert!(f.runtime.session_for("github", "pr:x#1").await.is_none());
     // The key is free again: it starts a new session.
     let again = f.runtime.send(keyed).await.unwrap();
     assert!(again.is_new);

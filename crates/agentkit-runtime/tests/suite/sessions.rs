@@ -177,6 +177,7 @@ async fn channel_keys_map_to_one_session() {
     assert_eq!(
         f.runtime
             .session_for("github", "pr:owner/repo#1")
+            .await
             .as_deref(),
         Some(a.session_id.as_str())
     );

@@ -178,6 +178,7 @@ async fn session_continued_elsewhere(kind: Kind) {
     );
     let token =
         p.b.session(&id, &owner("alice"))
+            .await
             .unwrap()
             .continuation_token;
     // The first turn settled and let its lease go: B runs the second.
@@ -276,6 +277,7 @@ async fn a_dead_hosts_session_is_taken_over_and_its_turn_recorded_once() {
     // The session goes on from B; A can no longer write to it.
     let token =
         p.b.session(&id, &owner("alice"))
+            .await
             .unwrap()
             .continuation_token;
     p.b.follow_up(&id, follow("q2", &token)).await.unwrap();

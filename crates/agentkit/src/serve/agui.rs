@@ -57,9 +57,9 @@ async fn run(
     // One thread per principal: another principal's thread of the same
     // name is another session.
     let key = super::openai::principal_key(&owner, &input.thread_id);
-    let existing = runtime.session_for(AGUI_CHANNEL, &key);
+    let existing = runtime.session_for(AGUI_CHANNEL, &key).await;
     if let Some(id) = &existing {
-        runtime.session(id, &owner)?;
+        runtime.session(id, &owner).await?;
     }
     let anchor = if input.resume.is_empty() {
         let mut history = Vec::new();

@@ -171,7 +171,7 @@ pub(crate) async fn session_info(
     Authed { owner, .. }: Authed,
 ) -> ApiResult {
     let runtime = &state.agent.runtime;
-    let meta = runtime.session(&id, &owner)?;
+    let meta = runtime.session(&id, &owner).await?;
     let usage = runtime.usage(&id, &owner).await?;
     Ok(json_ok(SessionInfo {
         usage,

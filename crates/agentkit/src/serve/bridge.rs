@@ -642,7 +642,7 @@ fn channel_failed(e: agentkit_channels::Error) -> ApiError {
 impl Caller {
     /// Who a send acts as: the call's principal (a route's admitted one, a
     /// schedule's), else the calling session's owner, else the host.
-    fn owner(&self) -> agentkit_runtime::Owner {
+    async fn owner(&self) -> agentkit_runtime::Owner {
         if let Some(p) = self.origin.as_ref().and_then(|o| o.principal.as_ref()) {
             return agentkit_runtime::Owner {
                 principal_id: p.id.clone(),
@@ -651,7 +651,7 @@ impl Caller {
             };
         }
         if !self.session.is_empty()
-            && let Ok(meta) = self.runtime.session_meta(&self.session)
+            && let Ok(meta) = self.runtime.session_meta(&self.session).await
         {
             return meta.owner;
         }
@@ -673,7 +673,7 @@ async fn send(caller: Caller, bytes: Bytes) -> Reply {
     let sent = caller
         .services
         .sessions
-        .send(req, &caller.owner())
+        .send(req, &caller.owner().await)
         .await
         .map_err(channel_failed)?;
     if let Some(schedule) = caller.origin.as_ref().and_then(|o| o.schedule.as_deref()) {
@@ -692,7 +692,7 @@ async fn send(caller: Caller, bytes: Bytes) -> Reply {
 /// `GET /v1/sessions/{id}`: `{ok, session: {id, channel, continuationToken,
 /// principalId, createdAt, title?, purpose?, busy}}`.
 async fn session_get(caller: Caller, Path(id): Path<String>) -> Reply {
-    let meta = caller.services.sessions.get_session(&id)?;
+    let meta = caller.services.sessions.get_session(&id).await?;
     let mut session = json!({
         "id": meta.id,
         "channel": meta.channel,

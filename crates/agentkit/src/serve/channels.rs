@@ -66,9 +66,10 @@ pub(crate) fn channel_error(e: agentkit_runtime::Error) -> agentkit_channels::Er
 }
 
 impl RuntimeHost {
-    fn owner_of(&self, id: &str) -> agentkit_channels::Result<Owner> {
+    async fn owner_of(&self, id: &str) -> agentkit_channels::Result<Owner> {
         self.runtime
             .session_meta(id)
+            .await
             .map(|m| m.owner)
             .map_err(channel_error)
     }
@@ -116,30 +117,39 @@ impl SessionHost for RuntimeHost {
         })
     }
 
-    fn session(&self, id: &str) -> Option<SessionInfo> {
-        self.runtime.session_meta(id).ok().map(|m| SessionInfo {
-            id: m.id,
-            channel: m.channel,
-            continuation_token: m.continuation_token,
-            principal_id: m.owner.principal_id,
-            created_at: m.created_at,
-            title: m.title,
+    fn session(&self, id: &str) -> BoxFuture<'_, Option<SessionInfo>> {
+        let id = id.to_owned();
+        Box::pin(async move {
+            self.runtime
+                .session_meta(&id)
+                .await
+                .ok()
+                .map(|m| SessionInfo {
+                    id: m.id,
+                    channel: m.channel,
+                    continuation_token: m.continuation_token,
+                    principal_id: m.owner.principal_id,
+                    created_at: m.created_at,
+                    title: m.title,
+                })
         })
     }
 
-    fn session_for(&self, channel: &str, key: &str) -> Option<String> {
-        self.runtime.session_for(channel, key)
+    fn session_for(&self, channel: &str, key: &str) -> BoxFuture<'_, Option<String>> {
+        let (channel, key) = (channel.to_owned(), key.to_owned());
+        Box::pin(async move { self.runtime.session_for(&channel, &key).await })
     }
 
     fn is_busy(&self, id: &str) -> bool {
         self.runtime.is_busy(id)
     }
 
-    fn interrupt(&self, id: &str) -> agentkit_channels::Result<bool> {
-        let owner = self.owner_of(id)?;
-        self.runtime
-            .stop_blocking(id, &owner)
-            .map_err(channel_error)
+    fn interrupt(&self, id: &str) -> BoxFuture<'_, agentkit_channels::Result<bool>> {
+        let id = id.to_owned();
+        Box::pin(async move {
+            let owner = self.owner_of(&id).await?;
+            self.runtime.stop(&id, &owner).await.map_err(channel_error)
+        })
     }
 
     fn call_tool(
@@ -151,7 +161,7 @@ impl SessionHost for RuntimeHost {
         let (name, session) = (name.to_owned(), session.map(str::to_owned));
         Box::pin(async move {
             let owner = match &session {
-                Some(id) => Some(self.owner_of(id)?),
+                Some(id) => Some(self.owner_of(id).await?),
                 None => None,
             };
             let at = session.as_deref().zip(owner.as_ref());
@@ -204,7 +214,7 @@ impl SessionHost for RuntimeHost {
     ) -> BoxFuture<'_, agentkit_channels::Result<ResolvedApproval>> {
         let (id, call_id, by) = (id.to_owned(), call_id.to_owned(), by.to_owned());
         Box::pin(async move {
-            let owner = self.owner_of(&id)?;
+            let owner = self.owner_of(&id).await?;
             let decision = agentkit_runtime::Decision {
                 approved: decision.approve,
                 reason: decision.reason,

@@ -217,7 +217,7 @@ impl AgentBackend for RuntimeBackend {
                 (accepted.session_id, 0)
             }
             Some(id) => {
-                let meta = self.runtime.session(id, owner).map_err(refused)?;
+                let meta = self.runtime.session(id, owner).await.map_err(refused)?;
                 if meta.channel != MCP_CHANNEL {
                     return Err(BackendError::new(
                         ErrorCode::BadRequest,

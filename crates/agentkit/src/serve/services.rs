@@ -264,11 +264,11 @@ impl HostSessions {
 
     /// The metadata of session `id` (404 `session_not_found` when there is
     /// none).
-    pub fn get_session(
+    pub async fn get_session(
         &self,
         id: &str,
     ) -> std::result::Result<agentkit_runtime::SessionMeta, agentkit_runtime::Error> {
-        self.runtime()?.session_meta(id)
+        self.runtime()?.session_meta(id).await
     }
 
     /// Is a turn running in session `id`?
@@ -375,7 +375,7 @@ impl HostReminders {
         action: agentkit_runtime::ReminderAction,
     ) -> Result<Reminder> {
         let runtime = self.runtime()?;
-        let meta = runtime.session_meta(session_id)?;
+        let meta = runtime.session_meta(session_id).await?;
         Ok(runtime
             .reminders()
             .create(NewReminder {

@@ -582,7 +582,7 @@ fn a_channel_handler_reaches_the_host_services() {
 /// `POST /stop`: the channel's own stop action for the key `c:1`.
 fn stop_route() -> RouteDef {
     RouteDef::new(Method::Post, "/stop", |args| async move {
-        let interrupted = args.ctx.interrupt_continuation("c:1")?;
+        let interrupted = args.ctx.interrupt_continuation("c:1").await?;
         Ok(ChannelResponse::json(
             200,
             json!({"interrupted": interrupted}),

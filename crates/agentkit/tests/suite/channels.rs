@@ -1128,7 +1128,8 @@ fn a_rust_channel_gets_typed_routes_event_handlers_with_state_and_start() {
         .on_start(move |ctx| {
             let s2 = s2.clone();
             async move {
-                *s2.lock().unwrap() = !ctx.has_continuation_session("t:none");
+                let none = !ctx.has_continuation_session("t:none").await;
+                *s2.lock().unwrap() = none;
                 Ok(())
             }
         });

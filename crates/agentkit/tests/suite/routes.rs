@@ -442,7 +442,7 @@ fn rust_code_sends_through_host_services() {
                     &run.app_auth,
                 )
                 .await?;
-            let meta = host.sessions.get_session(&sent.session_id)?;
+            let meta = host.sessions.get_session(&sent.session_id).await?;
             assert_eq!(meta.channel, "desk");
             run.runtime()
                 .schedules()

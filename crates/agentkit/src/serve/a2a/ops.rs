@@ -445,18 +445,17 @@ impl Caller {
 
     async fn follow_up(&self, context: &str, message: &Message) -> A2aResult<TaskId> {
         let text = message_text(message)?;
-        let meta =
-            self.runtime()
-                .session(context, &self.owner)
-                .map_err(|e| match A2aError::from(e) {
-                    A2aError::Protocol {
-                        reason: "TASK_NOT_FOUND",
-                        ..
-                    } => {
-                        A2aError::invalid_params(format!("no context `{context}` that you may see"))
-                    }
-                    other => other,
-                })?;
+        let meta = self
+            .runtime()
+            .session(context, &self.owner)
+            .await
+            .map_err(|e| match A2aError::from(e) {
+                A2aError::Protocol {
+                    reason: "TASK_NOT_FOUND",
+                    ..
+                } => A2aError::invalid_params(format!("no context `{context}` that you may see")),
+                other => other,
+            })?;
         if meta.channel != A2A_CHANNEL {
             return Err(A2aError::invalid_params(format!(
                 "context `{context}` is a session on the `{}` channel; A2A continues only sessions it started",

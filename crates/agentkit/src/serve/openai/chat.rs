@@ -64,7 +64,7 @@ pub(super) async fn create(
     let gate = gate.as_deref();
     let anchor = match (named, req.user.as_deref().filter(|u| !u.is_empty())) {
         (Some(session), _) => {
-            let meta = agent.runtime.session(&session, &owner)?;
+            let meta = agent.runtime.session(&session, &owner).await?;
             if meta.channel != OPENAI_CHANNEL {
                 return Err(OaiError::invalid(
                     "headers",
@@ -80,11 +80,12 @@ pub(super) async fn create(
         (None, key) => {
             // A `user` value keys one conversation per principal.
             let key = key.map(|user| super::principal_key(&owner, user));
-            let existing = key
-                .as_deref()
-                .and_then(|k| agent.runtime.session_for(OPENAI_CHANNEL, k));
+            let existing = match key.as_deref() {
+                Some(k) => agent.runtime.session_for(OPENAI_CHANNEL, k).await,
+                None => None,
+            };
             if let Some(id) = &existing {
-                agent.runtime.session(id, &owner)?;
+                agent.runtime.session(id, &owner).await?;
             }
             let continuing = existing.is_some();
             let message = compose(&history, continuing, "messages")?;

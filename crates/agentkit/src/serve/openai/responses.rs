@@ -212,7 +212,7 @@ pub(super) async fn retrieve(
     authed: Result<Authed, ApiError>,
 ) -> Result<Response, OaiError> {
     let Authed { owner, .. } = authed?;
-    let anchor = response_anchor(&state, &owner, &id)?;
+    let anchor = response_anchor(&state, &owner, &id).await?;
     let (fold, pieces) = replay(&state.agent.runtime, &owner, &anchor).await?;
     if !fold.found() {
         return Err(no_response(&id));
@@ -241,12 +241,13 @@ fn no_response(id: &str) -> OaiError {
 
 /// The anchor of response `id`, in a session of this front that `owner`
 /// may see.
-fn response_anchor(state: &AgentState, owner: &Owner, id: &str) -> OaiResult<Anchor> {
+async fn response_anchor(state: &AgentState, owner: &Owner, id: &str) -> OaiResult<Anchor> {
     let anchor = Anchor::of_response(id).ok_or_else(|| no_response(id))?;
     let meta = state
         .agent
         .runtime
         .session(&anchor.session, owner)
+        .await
         .map_err(|e| match e {
             agentkit_runtime::Error::SessionNotFound { .. } => no_response(id),
             e => OaiError::from(e),
@@ -261,7 +262,7 @@ fn response_anchor(state: &AgentState, owner: &Owner, id: &str) -> OaiResult<Anc
 /// response of its session (a session is one line of turns: a response
 /// continues only from the last).
 async fn latest_of(state: &AgentState, owner: &Owner, id: &str) -> OaiResult<(Anchor, u64)> {
-    let anchor = response_anchor(state, owner, id).map_err(|mut e| {
+    let anchor = response_anchor(state, owner, id).await.map_err(|mut e| {
         e.param = Some("previous_response_id");
         e
     })?;
