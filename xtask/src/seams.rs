@@ -80,6 +80,44 @@ pub(crate) fn check(root: &Path) -> anyhow::Result<Vec<String>> {
             cycle.join(" -> ")
         ));
     }
+    let cli_src = root.join("bins/agentkit-cli/src");
+    if cli_src.is_dir() {
+        let mut modules = BTreeMap::new();
+        for file in rust_files(&cli_src)? {
+            let Some(name) = file.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
+                continue;
+            };
+            if name != "main" {
+                modules.insert(name, read(&file)?);
+            }
+        }
+        if let Some(cycle) = module_cycle(&modules) {
+            problems.push(format!(
+                "bins/agentkit-cli/src: its modules import each other in a circle ({}): move what they share into a leaf module (as `boot.rs`)",
+                cycle.join(" -> ")
+            ));
+        }
+    }
+    let serve_src = root.join("crates/agentkit/src/serve");
+    if serve_src.is_dir() {
+        let mut files = Vec::new();
+        for file in rust_files(&serve_src)? {
+            let Ok(inner) = file.strip_prefix(&serve_src) else {
+                continue;
+            };
+            files.push((inner.to_string_lossy().into_owned(), read(&file)?));
+        }
+        let files: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        if let Some(cycle) = serve_cycle(&files) {
+            problems.push(format!(
+                "crates/agentkit/src/serve: its modules import each other in a circle ({}): move the shared state into a leaf module (as `agent.rs` holds `AgentState`)",
+                cycle.join(" -> ")
+            ));
+        }
+    }
     if methods > RUNTIME_METHOD_BOUND {
         problems.push(format!(
             "crates/agentkit-runtime: `impl AgentRuntime` defines {methods} methods, over the bound of {RUNTIME_METHOD_BOUND}: give the feature its own part (a struct holding the runtime by reference, reached through one accessor) instead"
@@ -208,6 +246,77 @@ fn module_cycle(modules: &BTreeMap<String, String>) -> Option<Vec<String>> {
         }
         graph.insert(name.as_str(), deps.into_iter().collect());
     }
+    find_cycle(&graph).map(|c| c.into_iter().map(str::to_owned).collect())
+}
+
+/// A circle among the modules of `serve/` (a file, or a folder with its
+/// files), given each file's path inside `serve/` and its source. A
+/// module imports another when its code (outside comments and tests)
+/// names `super::other` (from a file directly in `serve/`),
+/// `super::super::other` (from a file in a folder) or
+/// `crate::serve::other`.
+fn serve_cycle(files: &[(&str, &str)]) -> Option<Vec<String>> {
+    let top = |path: &str| -> String {
+        let first = path.split('/').next().unwrap_or_default();
+        first.strip_suffix(".rs").unwrap_or(first).to_owned()
+    };
+    let names: BTreeSet<String> = files
+        .iter()
+        .map(|(p, _)| top(p))
+        .filter(|n| n != "mod")
+        .collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (path, text) in files {
+        let from = top(path);
+        if from == "mod" {
+            continue;
+        }
+        let nested = path.contains('/');
+        let code = code_of(before_tests(text));
+        let mut found = Vec::new();
+        for prefix in [
+            "crate::serve::",
+            if nested { "super::super::" } else { "super::" },
+        ] {
+            let mut rest = code.as_str();
+            while let Some(at) = rest.find(prefix) {
+                // `super::super::x` also contains `super::x`: only a
+                // match that starts a path counts.
+                let before = rest[..at].chars().last();
+                rest = &rest[at + prefix.len()..];
+                if before.is_some_and(|c| c == ':' || c.is_alphanumeric() || c == '_') {
+                    continue;
+                }
+                if let Some(group) = rest.strip_prefix('{') {
+                    let end = group.find('}').unwrap_or(group.len());
+                    for item in group[..end].split(',') {
+                        found.push(
+                            item.trim()
+                                .split("::")
+                                .next()
+                                .unwrap_or_default()
+                                .to_owned(),
+                        );
+                    }
+                } else {
+                    let end = rest
+                        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                        .unwrap_or(rest.len());
+                    found.push(rest[..end].to_owned());
+                }
+            }
+        }
+        let deps = edges.entry(from.clone()).or_default();
+        for name in found {
+            if name != from && names.contains(&name) {
+                deps.insert(name);
+            }
+        }
+    }
+    let graph: BTreeMap<&str, Vec<&str>> = edges
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.iter().map(String::as_str).collect()))
+        .collect();
     find_cycle(&graph).map(|c| c.into_iter().map(str::to_owned).collect())
 }
 
@@ -345,6 +454,32 @@ mod tests {
     fn runtime_methods_are_counted_per_impl_block() {
         let text = "impl AgentRuntime {\n    pub async fn a(&self) {\n        fn inner() {}\n    }\n    pub(crate) fn b(&self) {}\n    fn c(&self) {\n    }\n}\n\nimpl Other {\n    fn d() {}\n}\nimpl AgentRuntime {\n    fn e() {}\n}\nimpl crate::AgentRuntime {\n    fn g() {}\n}\n#[cfg(test)]\nimpl AgentRuntime {\n    fn f() {}\n}\n";
         assert_eq!(runtime_methods(text), 5);
+    }
+
+    #[test]
+    fn serve_circles_are_found_through_super_paths_of_files_and_folders() {
+        let files = [
+            ("mount.rs", "use super::a2a::Remote;\n"),
+            (
+                "a2a/ops.rs",
+                "use super::super::mount::Mounted;\nuse super::wire::X;\n",
+            ),
+            ("a2a/wire.rs", "pub struct X;\n"),
+            ("agent.rs", "use super::{mcp, http::Guarded};\n"),
+            ("mcp.rs", "// super::mount in a comment\n"),
+        ];
+        let cycle = serve_cycle(&files).unwrap_or_default();
+        assert!(cycle.contains(&"mount".to_owned()) && cycle.contains(&"a2a".to_owned()));
+        let cut = [
+            (
+                "mount.rs",
+                "use super::a2a::Remote;\nuse super::agent::Mounted;\n",
+            ),
+            ("a2a/ops.rs", "use super::super::agent::Mounted;\n"),
+            ("agent.rs", "use super::{mcp, http::Guarded};\n"),
+            ("mcp.rs", "// super::mount in a comment\n"),
+        ];
+        assert_eq!(serve_cycle(&cut), None);
     }
 
     #[test]

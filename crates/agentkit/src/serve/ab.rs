@@ -9,8 +9,8 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::routing::{get, post};
 
+use super::agent::AgentState;
 use super::http::{ApiResult, Authed, json_ok, parse_json};
-use super::mount::AgentState;
 
 pub(crate) fn routes() -> Router<AgentState> {
     Router::new()

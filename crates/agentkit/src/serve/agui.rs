@@ -21,9 +21,9 @@ use axum::extract::State;
 use axum::routing::post;
 use serde_json::{Value, json};
 
+use super::agent::AgentState;
 use super::edge::TurnGate;
 use super::http::{ApiError, ApiResult, Authed, parse_json};
-use super::mount::AgentState;
 use super::openai::fold::{Anchor, End, Follower, Parked, Piece};
 use super::openai::{Said, compose, content_text, role, sse};
 

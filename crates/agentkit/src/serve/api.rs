@@ -19,11 +19,11 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
+use super::agent::{AgentState, Mounted};
 use super::edge::TurnGate;
 use super::http::{
     ApiError, ApiResult, Authed, is_blank, json_ok, parse_json, read_authenticated, tool_called,
 };
-use super::mount::{AgentState, Mounted};
 use super::paging;
 
 /// The answer to an accepted message, with the agent's stream and trace

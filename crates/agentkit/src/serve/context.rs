@@ -11,8 +11,8 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use serde::Deserialize;
 
+use super::agent::AgentState;
 use super::http::{ApiError, ApiResult, Authed, json_ok};
-use super::mount::AgentState;
 
 pub(crate) fn routes() -> Router<AgentState> {
     Router::new().route("/v1/session/{id}/context", get(step_context))

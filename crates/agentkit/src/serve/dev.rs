@@ -10,8 +10,8 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::json;
 
+use super::agent::AgentState;
 use super::http::{ApiError, ApiResult, Authed, json_ok};
-use super::mount::AgentState;
 
 pub(crate) fn routes() -> Router<AgentState> {
     Router::new()

@@ -20,9 +20,9 @@ use serde_json::{Value, json};
 
 use agentkit_protocol::ErrorCode;
 
+use super::agent::AgentState;
 use super::dev_evals::Run;
 use super::http::{ApiError, ApiResult, Authed};
-use super::mount::AgentState;
 
 pub(super) fn routes() -> Router<AgentState> {
     Router::new()

@@ -10,7 +10,7 @@ use agentkit_manifest::Host;
 use agentkit_runtime::{AgentRuntime, NewReminder, Reminder, ReminderFired};
 use tokio_util::sync::CancellationToken;
 
-use super::mount::Mounted;
+use super::agent::Mounted;
 use super::options::Mode;
 use crate::error::{Error, Result};
 

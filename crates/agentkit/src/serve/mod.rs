@@ -25,6 +25,7 @@
 
 mod a2a;
 mod ab;
+mod agent;
 mod agui;
 mod api;
 mod auth;

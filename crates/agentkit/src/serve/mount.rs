@@ -1,73 +1,25 @@
 //! Per-agent mounting: one discovered project becomes a [`Mounted`] agent
 //! (its runtime, auth chain, MCP endpoint and connections, custom
 //! channels, hooks and timers) and the [`BridgeAgent`] the host bridge
-//! serves for it. The routes read a mounted agent through [`AgentState`].
+//! serves for it. The routes read a mounted agent through
+//! [`AgentState`](super::agent::AgentState).
 
 use std::path::Path;
 use std::sync::Arc;
 
-use agentkit_auth::Chain;
 use agentkit_manifest::Project;
 use agentkit_runtime::{AgentRuntime, KvStore, RuntimeOptions};
 use tokio_util::sync::CancellationToken;
 
+use super::agent::Mounted;
 use super::bridge::{self, BridgeAgent};
 use super::connection_tools::ConnectionTools;
 use super::depths::Depths;
-use super::http::Guarded;
 use super::options::{AuthDefaults, EnvLookup, Extensions, Mcp, Mode, Models, Timers};
 use super::resolve::ResolvedAgent;
 use super::services::HostServices;
 use super::{auth, channels, mcp, timers};
 use crate::error::Result;
-
-/// One mounted agent.
-#[derive(Debug, Clone)]
-pub(crate) struct Mounted {
-    pub(crate) slug: String,
-    pub(crate) runtime: AgentRuntime,
-    pub(crate) chain: Arc<Chain>,
-    pub(crate) project: Arc<Project>,
-    /// `/<slug>` or empty in single mode.
-    pub(crate) prefix: String,
-    /// The agent's MCP endpoint (`/v1/mcp`).
-    pub(crate) mcp: mcp::Endpoint,
-    /// The agent's MCP client connections (`mcp-connections/`).
-    pub(crate) connections: agentkit_mcp::Connections,
-    /// The custom channels (`/v1/channels/<id>`).
-    pub(crate) channels: agentkit_channels::ChannelHost,
-    /// Serving with `--dev` (the dev routes answer).
-    pub(crate) dev: bool,
-    /// The agent's running hooks (their counters show in `/v1/info`).
-    pub(crate) hooks: agentkit_runtime::Hooks,
-    /// Eval runs started through the dev routes.
-    pub(crate) evals: Arc<super::dev_evals::DevEvals>,
-    /// The playground is served (`POST /v1/session` answers its URL).
-    pub(crate) playground: bool,
-    /// The delegation depth of sessions that A2A requests drove, and the
-    /// limit past which a request is refused.
-    pub(crate) depths: Depths,
-    pub(crate) max_hops: u32,
-}
-
-/// The state of one agent's routes.
-#[derive(Debug, Clone)]
-pub(crate) struct AgentState {
-    /// Shared: axum clones the state for every request.
-    pub(crate) agent: Arc<Mounted>,
-    /// Ends open streams when the server stops.
-    pub(crate) shutdown: CancellationToken,
-}
-
-impl Guarded for AgentState {
-    fn chain(&self) -> &Chain {
-        &self.agent.chain
-    }
-
-    fn agent(&self) -> &str {
-        &self.agent.slug
-    }
-}
 
 /// What every agent of the host is mounted with.
 #[derive(Debug)]

@@ -20,8 +20,8 @@ use axum::routing::get;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
+use super::agent::{AgentState, Mounted};
 use super::http::{ApiResult, Authed, json_ok};
-use super::mount::{AgentState, Mounted};
 
 pub(crate) fn routes() -> Router<AgentState> {
     Router::new().route("/v1/openapi.json", get(document_route))

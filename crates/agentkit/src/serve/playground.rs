@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 
-use super::mount::Mounted;
+use super::agent::Mounted;
 use super::{Mode, ServeHandle};
 
 /// Scripts, styles, images and connections from this origin only; no

@@ -9,8 +9,8 @@ use axum::response::Html;
 use axum::routing::{any, get, post};
 use tokio_util::sync::CancellationToken;
 
+use super::agent::{AgentState, Mounted};
 use super::http::{ApiError, json_ok, limit_by_address};
-use super::mount::{AgentState, Mounted};
 use super::options::Mode;
 use super::{api, channels, dev};
 

@@ -7,7 +7,7 @@ use agentkit_auth::{Chain, Policy};
 use axum::http::HeaderMap;
 use serde_json::{Map, Value, json};
 
-use super::super::mount::Mounted;
+use super::super::agent::Mounted;
 
 /// The A2A protocol version this server speaks.
 pub(crate) const PROTOCOL_VERSION: &str = "1.0";

@@ -14,9 +14,9 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
+use super::super::agent::AgentState;
 use super::super::edge::TurnGate;
 use super::super::http::{Authed, json_ok};
-use super::super::mount::AgentState;
 use super::ops::{A2aError, Caller, params};
 use super::wire::error_info;
 

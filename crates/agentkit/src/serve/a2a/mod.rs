@@ -26,8 +26,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures_util::{Stream, StreamExt};
 
+use super::agent::AgentState;
 use super::http::limit_by_address;
-use super::mount::AgentState;
 
 pub(crate) use client::{RemoteAgent, RemoteAgents};
 

@@ -18,9 +18,9 @@ use futures_util::Stream;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::super::agent::Mounted;
 use super::super::edge::TurnGate;
 use super::super::http::ApiError;
-use super::super::mount::Mounted;
 use super::task::{TaskFold, TaskId};
 use super::wire::{self, Message, SendMessageRequest, StreamResponse, TaskRequest, TaskState};
 

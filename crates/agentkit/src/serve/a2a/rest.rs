@@ -11,9 +11,9 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
+use super::super::agent::AgentState;
 use super::super::edge::TurnGate;
 use super::super::http::{Authed, is_blank, json_ok};
-use super::super::mount::AgentState;
 use super::ops::{A2aError, Caller};
 use super::wire::{SendMessageRequest, TaskRequest, error_info};
 

@@ -27,9 +27,9 @@ use super::{
     OPENAI_CHANNEL, OaiError, OaiResult, SESSION_HEADER, Said, check_model, compose, content_text,
     parse_body, refuse_tools, role, sse, unix_time, with_session,
 };
+use crate::serve::agent::AgentState;
 use crate::serve::edge::TurnGate;
 use crate::serve::http::{ApiError, Authed};
-use crate::serve::mount::AgentState;
 
 /// `POST /v1/chat/completions`.
 pub(super) async fn create(

@@ -25,8 +25,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::Value;
 
+use super::agent::AgentState;
 use super::http::ApiError;
-use super::mount::AgentState;
 
 /// The channel the OpenAI-compatible routes' sessions live on.
 pub(crate) const OPENAI_CHANNEL: &str = "openai";

@@ -25,9 +25,9 @@ use super::{
     OPENAI_CHANNEL, OaiError, OaiResult, Role, Said, check_model, compose, content_text,
     parse_body, refuse_tools, role, sse, unix_time, with_session,
 };
+use crate::serve::agent::AgentState;
 use crate::serve::edge::TurnGate;
 use crate::serve::http::{ApiError, Authed};
-use crate::serve::mount::AgentState;
 
 /// The prefix of an approval request's item id (then the call id).
 const APPROVAL_ITEM: &str = "mcpr_";
