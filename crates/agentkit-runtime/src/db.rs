@@ -11,8 +11,9 @@
 //! the process being killed). Reads are single indexed lookups on a second
 //! connection; the bulk ones run at open inside `spawn_blocking`.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, mpsc};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak, mpsc};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -102,6 +103,13 @@ CREATE TABLE IF NOT EXISTS ab_feedback (
     at_ms INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS ab_feedback_by_session ON ab_feedback(session_id);
+CREATE TABLE IF NOT EXISTS kv (
+    key TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL,
+    expires_at INTEGER,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS kv_expiring ON kv(expires_at) WHERE expires_at IS NOT NULL;
 ";
 
 /// `PRAGMA user_version` once stored `session.json` files were imported
@@ -257,8 +265,31 @@ fn reminder_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ReminderRow> {
     })
 }
 
+/// The databases open in this process, by file: one [`Db`] (one writer
+/// thread) per file, whoever opens it (the runtime, the kv store).
+static OPEN: LazyLock<Mutex<HashMap<PathBuf, Weak<Db>>>> = LazyLock::new(Mutex::default);
+
 impl Db {
-    pub(crate) fn open(state_dir: &Path) -> Result<Db> {
+    /// The database of `state_dir`: the one already open in this process,
+    /// else opened now. Every store of an agent (the session index,
+    /// reminders, schedules, A/B, the host bridge's kv) writes through
+    /// its one writer thread.
+    pub(crate) fn open_shared(state_dir: &Path) -> Result<Arc<Db>> {
+        std::fs::create_dir_all(state_dir).map_err(|e| Error::io("create", state_dir, e))?;
+        let key = std::fs::canonicalize(state_dir)
+            .map_err(|e| Error::io("resolve", state_dir, e))?
+            .join("agentkit.sqlite");
+        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(db) = open.get(&key).and_then(Weak::upgrade) {
+            return Ok(db);
+        }
+        let db = Arc::new(Db::open(state_dir)?);
+        open.retain(|_, db| db.strong_count() > 0);
+        open.insert(key, Arc::downgrade(&db));
+        Ok(db)
+    }
+
+    fn open(state_dir: &Path) -> Result<Db> {
         std::fs::create_dir_all(state_dir).map_err(|e| Error::io("create", state_dir, e))?;
         let path = state_dir.join("agentkit.sqlite");
         let err = |source| Error::Db {
@@ -518,7 +549,7 @@ impl Db {
         Ok(conn)
     }
 
-    fn conn(&self) -> MutexGuard<'_, Connection> {
+    pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -792,6 +823,31 @@ mod tests {
             created_at_ms: 0,
             last_fired_at_ms: None,
         }
+    }
+
+    /// Every store of an agent writes through one writer: opening the
+    /// state folder again (by another spelling of its path) gives the
+    /// database already open, and the kv store writes through it.
+    #[tokio::test]
+    async fn one_database_and_one_writer_per_file_in_a_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open_shared(dir.path()).unwrap();
+        let again = Db::open_shared(&dir.path().join(".")).unwrap();
+        assert!(std::sync::Arc::ptr_eq(&db, &again));
+        let kv = crate::KvStore::open(dir.path()).unwrap();
+        // The kv store holds this database (no connection of its own).
+        assert_eq!(std::sync::Arc::strong_count(&db), 3);
+        kv.set("k", &serde_json::json!(1), None).await.unwrap();
+        db.flush().await.unwrap();
+        let n: i64 = db
+            .conn()
+            .query_row("SELECT COUNT(*) FROM kv", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1);
+        drop((db, again, kv));
+        // Once every holder is gone, the file opens afresh.
+        let reopened = Db::open_shared(dir.path()).unwrap();
+        assert_eq!(std::sync::Arc::strong_count(&reopened), 1);
     }
 
     /// Concurrent writes share batches; a failing one (a duplicate id)

@@ -2,15 +2,15 @@
 //! bridge: JSON values under string keys, with an optional time to live,
 //! in the agent's `agentkit.sqlite` (table `kv`).
 //!
-//! The database file is shared with other stores of the agent (reminders,
-//! A/B assignments…), each opening its own connection and creating only its
-//! own tables; WAL mode and a busy timeout let them write side by side.
+//! On one host the entries live in the `kv` table of the agent's
+//! `agentkit.sqlite`, written by its one writer (`local.rs::LocalKv`); on
+//! a shared store (`--database-url`), in that store. Both sit behind one
+//! trait (`agentkit_store::SharedKv`).
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -37,30 +37,18 @@ pub struct KvEntry {
     pub expires_at: Option<i64>,
 }
 
-/// One agent's key-value store. Cheap to clone; operations run on the
-/// blocking pool.
+/// One agent's key-value store. Cheap to clone.
 #[derive(Clone)]
 pub struct KvStore {
-    conn: Arc<Mutex<Connection>>,
-    path: PathBuf,
+    table: Arc<dyn agentkit_store::SharedKv>,
     clock: Clock,
-    /// Serving on a shared database: the entries live there instead.
-    shared: Option<Arc<dyn agentkit_store::SharedKv>>,
 }
 
 impl std::fmt::Debug for KvStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KvStore")
-            .field("path", &self.path)
+            .field("table", &self.table)
             .finish_non_exhaustive()
-    }
-}
-
-fn db_error(path: &Path, e: rusqlite::Error) -> Error {
-    Error::Io {
-        action: "use the key-value store",
-        path: path.to_path_buf(),
-        source: std::io::Error::other(e),
     }
 }
 
@@ -74,34 +62,19 @@ fn check_key(key: &str) -> Result<()> {
 }
 
 impl KvStore {
-    /// Opens (creating) `<state_dir>/agentkit.sqlite` and the `kv` table.
+    /// The store in `<state_dir>/agentkit.sqlite` (created if needed),
+    /// written through the database's one writer, which the agent's
+    /// runtime shares when it runs in this process.
     pub fn open(state_dir: &Path) -> Result<KvStore> {
         KvStore::open_with_clock(state_dir, system_clock())
     }
 
     /// [`KvStore::open`] with an injected clock (TTL tests).
     pub fn open_with_clock(state_dir: &Path, clock: Clock) -> Result<KvStore> {
-        std::fs::create_dir_all(state_dir).map_err(|e| Error::io("create", state_dir, e))?;
-        let path = state_dir.join("agentkit.sqlite");
-        let conn = Connection::open(&path).map_err(|e| db_error(&path, e))?;
-        conn.busy_timeout(Duration::from_secs(5))
-            .map_err(|e| db_error(&path, e))?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(|e| db_error(&path, e))?;
-        conn.execute_batch(
-            "CREATE TABLE IF NOT EXISTS kv (
-                key TEXT PRIMARY KEY NOT NULL,
-                value TEXT NOT NULL,
-                expires_at INTEGER,
-                updated_at INTEGER NOT NULL
-            );",
-        )
-        .map_err(|e| db_error(&path, e))?;
+        let db = crate::db::Db::open_shared(state_dir)?;
         Ok(KvStore {
-            conn: Arc::new(Mutex::new(conn)),
-            path,
+            table: Arc::new(crate::local::LocalKv::new(db)),
             clock,
-            shared: None,
         })
     }
 
@@ -109,140 +82,50 @@ impl KvStore {
     /// (`--database-url`) under agent `agent` instead of this host's
     /// `agentkit.sqlite`.
     pub fn shared(mut self, backend: &dyn agentkit_store::SharedBackend, agent: &str) -> KvStore {
-        self.shared = Some(backend.agent(agent, 1).kv);
+        self.table = backend.agent(agent, 1).kv;
         self
-    }
-
-    async fn with<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Connection, i64) -> rusqlite::Result<T> + Send + 'static,
-    ) -> Result<T> {
-        let conn = self.conn.clone();
-        let path = self.path.clone();
-        let now = (self.clock)();
-        tokio::task::spawn_blocking(move || {
-            let conn = conn.lock().unwrap_or_else(|e| e.into_inner());
-            f(&conn, now).map_err(|e| db_error(&path, e))
-        })
-        .await
-        .map_err(|e| Error::task("a key-value operation", e))?
     }
 
     /// The value under `key`, unless absent or expired.
     pub async fn get(&self, key: &str) -> Result<Option<KvEntry>> {
         check_key(key)?;
-        if let Some(table) = &self.shared {
-            let row = table.get(key, (self.clock)()).await?;
-            return Ok(row.map(entry));
-        }
-        let key = key.to_owned();
-        self.with(move |c, now| {
-            c.execute(
-                "DELETE FROM kv WHERE key = ?1 AND expires_at IS NOT NULL AND expires_at <= ?2",
-                params![key, now],
-            )?;
-            c.query_row(
-                "SELECT value, expires_at FROM kv WHERE key = ?1",
-                params![key],
-                |row| {
-                    let text: String = row.get(0)?;
-                    Ok(KvEntry {
-                        key: key.clone(),
-                        value: serde_json::from_str(&text).unwrap_or(Value::String(text)),
-                        expires_at: row.get(1)?,
-                    })
-                },
-            )
-            .optional()
-        })
-        .await
+        let row = self.table.get(key, (self.clock)()).await?;
+        Ok(row.map(entry))
     }
 
     /// Stores `value` under `key`, replacing what was there; with `ttl`,
     /// the entry disappears after that long.
     pub async fn set(&self, key: &str, value: &Value, ttl: Option<Duration>) -> Result<KvEntry> {
         check_key(key)?;
-        if let Some(table) = &self.shared {
-            let now = (self.clock)();
-            let expires_at = ttl.map(|t| now.saturating_add(t.as_millis() as i64));
-            table.set(key, &value.to_string(), expires_at, now).await?;
-            return Ok(KvEntry {
-                key: key.to_owned(),
-                value: value.clone(),
-                expires_at,
-            });
-        }
-        let key = key.to_owned();
-        let text = value.to_string();
-        let value = value.clone();
-        self.with(move |c, now| {
-            let expires_at = ttl.map(|t| now.saturating_add(t.as_millis() as i64));
-            c.execute(
-                "INSERT INTO kv (key, value, expires_at, updated_at) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(key) DO UPDATE SET value = ?2, expires_at = ?3, updated_at = ?4",
-                params![key, text, expires_at, now],
-            )?;
-            Ok(KvEntry {
-                key,
-                value,
-                expires_at,
-            })
+        let now = (self.clock)();
+        let expires_at =
+            ttl.map(|t| now.saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX)));
+        self.table
+            .set(key, &value.to_string(), expires_at, now)
+            .await?;
+        Ok(KvEntry {
+            key: key.to_owned(),
+            value: value.clone(),
+            expires_at,
         })
-        .await
     }
 
     /// Removes `key`; answers whether a live entry was there.
     pub async fn delete(&self, key: &str) -> Result<bool> {
         check_key(key)?;
-        if let Some(table) = &self.shared {
-            return Ok(table.delete(key, (self.clock)()).await?);
-        }
-        let key = key.to_owned();
-        self.with(move |c, now| {
-            let n = c.execute(
-                "DELETE FROM kv WHERE key = ?1 AND (expires_at IS NULL OR expires_at > ?2)",
-                params![key, now],
-            )?;
-            c.execute("DELETE FROM kv WHERE key = ?1", params![key])?;
-            Ok(n > 0)
-        })
-        .await
+        Ok(self.table.delete(key, (self.clock)()).await?)
     }
 
     /// Live entries whose key starts with `prefix`, in key order, at most
     /// `limit`.
     pub async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<KvEntry>> {
-        let prefix = prefix.to_owned();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        if let Some(table) = &self.shared {
-            let rows = table.list(&prefix, limit, (self.clock)()).await?;
-            return Ok(rows.into_iter().map(entry).collect());
-        }
-        self.with(move |c, now| {
-            c.execute(
-                "DELETE FROM kv WHERE expires_at IS NOT NULL AND expires_at <= ?1",
-                params![now],
-            )?;
-            // `substr` rather than LIKE: keys may hold `%` and `_`.
-            let mut stmt = c.prepare(
-                "SELECT key, value, expires_at FROM kv
-                 WHERE substr(key, 1, length(?1)) = ?1 ORDER BY key LIMIT ?2",
-            )?;
-            let rows = stmt.query_map(params![prefix, limit], |row| {
-                let text: String = row.get(1)?;
-                Ok(KvEntry {
-                    key: row.get(0)?,
-                    value: serde_json::from_str(&text).unwrap_or(Value::String(text)),
-                    expires_at: row.get(2)?,
-                })
-            })?;
-            rows.collect()
-        })
-        .await
+        let rows = self.table.list(prefix, limit, (self.clock)()).await?;
+        Ok(rows.into_iter().map(entry).collect())
     }
 }
 
-/// An entry read from the shared database.
+/// An entry as a store reads it.
 fn entry((key, text, expires_at): agentkit_store::KvRow) -> KvEntry {
     KvEntry {
         key,

@@ -160,3 +160,105 @@ impl SharedIndex for LocalIndex {
         })
     }
 }
+
+/// The host bridge's kv store on this host: the `kv` table of
+/// `agentkit.sqlite`, written through the one SQLite writer. Reads skip
+/// expired entries; writes drop them.
+#[derive(Debug)]
+pub(crate) struct LocalKv {
+    db: Arc<Db>,
+}
+
+impl LocalKv {
+    pub(crate) fn new(db: Arc<Db>) -> LocalKv {
+        LocalKv { db }
+    }
+
+    fn read<T>(
+        &self,
+        f: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, SharedError> {
+        f(&self.db.conn()).map_err(|e| SharedError::Failed {
+            message: format!("the key-value store: {e}"),
+        })
+    }
+
+    fn write<'a, T: Send + 'static>(
+        &'a self,
+        f: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> StoreFuture<'a, T> {
+        let written = self.db.queue(f);
+        async move { written.await.map_err(|e| failed(&e)) }.boxed()
+    }
+}
+
+impl agentkit_store::SharedKv for LocalKv {
+    fn get<'a>(&'a self, key: &'a str, now: i64) -> StoreFuture<'a, Option<agentkit_store::KvRow>> {
+        use rusqlite::OptionalExtension;
+        std::future::ready(self.read(|c| {
+            c.prepare_cached(
+                "SELECT value, expires_at FROM kv WHERE key = ?1 AND (expires_at IS NULL OR expires_at > ?2)",
+            )?
+            .query_row(rusqlite::params![key, now], |r| {
+                Ok((key.to_owned(), r.get(0)?, r.get(1)?))
+            })
+            .optional()
+        }))
+        .boxed()
+    }
+
+    fn set<'a>(
+        &'a self,
+        key: &'a str,
+        value: &'a str,
+        expires_at: Option<i64>,
+        now: i64,
+    ) -> StoreFuture<'a, ()> {
+        let (key, value) = (key.to_owned(), value.to_owned());
+        self.write(move |c| {
+            c.prepare_cached("DELETE FROM kv WHERE expires_at IS NOT NULL AND expires_at <= ?1")?
+                .execute(rusqlite::params![now])?;
+            c.prepare_cached(
+                "INSERT INTO kv (key, value, expires_at, updated_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(key) DO UPDATE SET value = ?2, expires_at = ?3, updated_at = ?4",
+            )?
+            .execute(rusqlite::params![key, value, expires_at, now])
+            .map(|_| ())
+        })
+    }
+
+    fn delete<'a>(&'a self, key: &'a str, now: i64) -> StoreFuture<'a, bool> {
+        let key = key.to_owned();
+        self.write(move |c| {
+            let live = c
+                .prepare_cached(
+                    "DELETE FROM kv WHERE key = ?1 AND (expires_at IS NULL OR expires_at > ?2)",
+                )?
+                .execute(rusqlite::params![key, now])?;
+            c.prepare_cached("DELETE FROM kv WHERE key = ?1")?
+                .execute(rusqlite::params![key])?;
+            Ok(live > 0)
+        })
+    }
+
+    fn list<'a>(
+        &'a self,
+        prefix: &'a str,
+        limit: i64,
+        now: i64,
+    ) -> StoreFuture<'a, Vec<agentkit_store::KvRow>> {
+        std::future::ready(self.read(|c| {
+            // `substr` rather than LIKE: keys may hold `%` and `_`.
+            let mut stmt = c.prepare_cached(
+                "SELECT key, value, expires_at FROM kv
+                 WHERE substr(key, 1, length(?1)) = ?1 AND (expires_at IS NULL OR expires_at > ?2)
+                 ORDER BY key LIMIT ?3",
+            )?;
+            let rows = stmt.query_map(rusqlite::params![prefix, now, limit], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?;
+            rows.collect()
+        }))
+        .boxed()
+    }
+}

@@ -190,11 +190,10 @@ impl AgentRuntime {
         };
         let db = {
             let dir = options.state_dir.clone();
-            tokio::task::spawn_blocking(move || Db::open(&dir))
+            tokio::task::spawn_blocking(move || Db::open_shared(&dir))
                 .await
                 .map_err(|e| Error::task("opening the state database", e))??
         };
-        let db = Arc::new(db);
         let (index, ab): (
             Arc<dyn agentkit_store::SharedIndex>,
             Arc<dyn agentkit_store::SharedAb>,
