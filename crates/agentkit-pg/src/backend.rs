@@ -56,7 +56,7 @@ impl PgBackend {
     pub async fn open(url: &str) -> crate::Result<PgBackend> {
         let db = Database::connect(url).await?;
         db.migrate().await?;
-        let leases = Leases::new(db.clone(), Leases::owner_name());
+        let leases = Leases::open(db.clone(), Leases::owner_name()).await;
         Ok(PgBackend { db, leases })
     }
 

@@ -15,6 +15,11 @@ use crate::error::{Error, Result};
 pub const LEASE_TTL: Duration = Duration::from_millis(2500);
 /// How often this host renews every lease it holds.
 const HEARTBEAT: Duration = Duration::from_millis(500);
+/// The advisory-lock namespace of the hosts' liveness locks (the literal
+/// in `holder_gone!`).
+const LIVE_NS: i32 = 1_634_430_070;
+/// How often the liveness connection is checked (and reopened).
+const LIVE_CHECK: Duration = Duration::from_secs(1);
 
 // `prev` is the row before this statement: a lease still marked held by
 // another owner that this statement takes was expired (the WHERE allows
@@ -86,11 +91,16 @@ struct Inner {
     /// log's length after this host's last append under that token.
     held: Mutex<HashMap<Key, Held>>,
     heartbeat: OnceLock<tokio::task::JoinHandle<()>>,
+    /// Holds the liveness lock's connection (see [`Leases::open`]).
+    liveness: OnceLock<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if let Some(task) = self.heartbeat.get() {
+        for task in [self.heartbeat.get(), self.liveness.get()]
+            .into_iter()
+            .flatten()
+        {
             task.abort();
         }
     }
@@ -111,6 +121,7 @@ impl Leases {
                 owner,
                 held: Mutex::new(HashMap::new()),
                 heartbeat: OnceLock::new(),
+                liveness: OnceLock::new(),
             }),
         };
         let weak = Arc::downgrade(&leases.inner);
@@ -119,6 +130,40 @@ impl Leases {
             .heartbeat
             .get_or_init(|| tokio::spawn(heartbeat(weak)));
         leases
+    }
+
+    /// The leases of this host, named `<name>:live` and holding a
+    /// liveness lock while it lives: an advisory lock on a connection of
+    /// its own, which PostgreSQL frees the moment that connection ends.
+    /// Other hosts take the leases of a host whose lock is free over at
+    /// once (a kill -9 takes the time of their next sweep), instead of
+    /// waiting for the leases to expire. The lock is taken before any
+    /// lease, and retaken if its connection drops (meanwhile this host's
+    /// sessions may be taken over: fencing keeps that safe). When the
+    /// lock cannot be taken (its key is another live host's, or the
+    /// connection fails) the host is named `name` and its leases only
+    /// expire.
+    pub async fn open(db: Database, name: String) -> Leases {
+        let live = format!("{name}:live");
+        match hold_liveness(&db, &live).await {
+            Ok(Some(client)) => {
+                let leases = Leases::new(db, live);
+                let weak = Arc::downgrade(&leases.inner);
+                leases
+                    .inner
+                    .liveness
+                    .get_or_init(|| tokio::spawn(keep_alive(weak, client)));
+                leases
+            }
+            Ok(None) => {
+                tracing::warn!(host = %name, "the liveness lock of this host's name is held by another: its leases only expire");
+                Leases::new(db, name)
+            }
+            Err(e) => {
+                tracing::warn!(host = %name, error = %e, "cannot take a liveness lock: this host's leases only expire");
+                Leases::new(db, name)
+            }
+        }
     }
 
     /// A name unique to this process, for [`Leases::new`].
@@ -247,8 +292,12 @@ impl Leases {
         let client = self.inner.db.client().await?;
         let row = client
             .query_opt(
-                "SELECT owner FROM agentkit_leases
-                 WHERE agent = $1 AND session_id = $2 AND held AND expires_at > now() AND owner <> $3",
+                concat!(
+                    "SELECT owner FROM agentkit_leases
+                 WHERE agent = $1 AND session_id = $2 AND held AND expires_at > now() AND owner <> $3
+                   AND NOT ",
+                    holder_gone!("owner")
+                ),
                 &[&agent, &session, &self.inner.owner],
             )
             .await
@@ -296,14 +345,20 @@ impl Leases {
     }
 
     /// Sessions of `agent` whose holder died: held, and not renewed in
-    /// time. Another host takes them over ([`acquire`](Self::acquire)).
+    /// time, or held by a host whose liveness lock is free (its
+    /// connection ended: see [`Leases::open`]). Another host takes them over ([`acquire`](Self::acquire)).
     pub async fn orphaned(&self, agent: &str, limit: i64) -> Result<Vec<String>> {
         let client = self.inner.db.client().await?;
         let rows = client
             .query(
-                "SELECT session_id FROM agentkit_leases
-                 WHERE agent = $1 AND held AND expires_at < now() AND owner <> $2
-                 ORDER BY expires_at LIMIT $3",
+                concat!(
+                    "SELECT session_id FROM agentkit_leases
+                 WHERE agent = $1 AND held AND owner <> $2
+                   AND (expires_at < now() OR ",
+                    holder_gone!("owner"),
+                    ")
+                 ORDER BY expires_at LIMIT $3"
+                ),
                 &[&agent, &self.inner.owner, &limit],
             )
             .await
@@ -346,6 +401,43 @@ async fn heartbeat(leases: Weak<Inner>) {
         let leases = Leases { inner };
         if let Err(e) = leases.renew().await {
             tracing::warn!(error = %e, "cannot renew session leases");
+        }
+    }
+}
+
+/// Takes the liveness lock of `owner` on a connection of its own: the
+/// connection, or `None` when another connection holds that lock.
+async fn hold_liveness(db: &Database, owner: &str) -> Result<Option<tokio_postgres::Client>> {
+    let client = db.dedicated().await?;
+    let locked: bool = client
+        .query_one(
+            "SELECT pg_try_advisory_lock($1, hashtext($2) & 2147483647)",
+            &[&LIVE_NS, &owner],
+        )
+        .await
+        .map_err(Error::query("take a liveness lock"))?
+        .get(0);
+    Ok(locked.then_some(client))
+}
+
+/// Keeps the liveness lock's connection open while the leases live,
+/// reopening it (and retaking the lock) when it ends.
+async fn keep_alive(leases: Weak<Inner>, mut client: tokio_postgres::Client) {
+    loop {
+        tokio::time::sleep(LIVE_CHECK).await;
+        let Some(inner) = leases.upgrade() else {
+            return;
+        };
+        if !client.is_closed() {
+            continue;
+        }
+        tracing::warn!("the liveness connection to PostgreSQL ended; reconnecting");
+        match hold_liveness(&inner.db, &inner.owner).await {
+            Ok(Some(again)) => client = again,
+            Ok(None) => {
+                tracing::warn!("the liveness lock is held by another connection; retrying");
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot retake the liveness lock"),
         }
     }
 }

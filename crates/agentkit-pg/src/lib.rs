@@ -23,9 +23,28 @@
 /// expired, or this host's own; nothing when another live host holds it.
 /// `$1` agent, `$2` session, `$3` owner, `$4` seconds to hold it. Shared
 /// by `lease.rs`'s `ACQUIRE` and `events.rs`'s `APPEND_TAKING`.
+// Whether the holder `owner` of a lease row is gone: it is a host that
+// holds a liveness lock while it lives (its name ends `:live`, see
+// `lease.rs::Leases::open`), and no connection holds that lock any more.
+// PostgreSQL frees the lock the moment the host's connection ends (a
+// kill -9 included), so its leases are taken over without waiting for
+// them to expire. `1634430070` is the lock namespace (`LIVE_NS`).
+macro_rules! holder_gone {
+    ($owner:literal) => {
+        concat!(
+            "(",
+            $owner,
+            " LIKE '%:live' AND NOT EXISTS (SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory' AND k.classid = 1634430070 AND k.objid = (hashtext(",
+            $owner,
+            ") & 2147483647)::oid AND k.objsubid = 2 AND k.granted))"
+        )
+    };
+}
+
 macro_rules! lease_upsert {
     () => {
-        "INSERT INTO agentkit_leases (agent, session_id, owner, token, held, expires_at)
+        concat!(
+            "INSERT INTO agentkit_leases (agent, session_id, owner, token, held, expires_at)
 VALUES ($1, $2, $3, 1, TRUE, now() + make_interval(secs => $4))
 ON CONFLICT (agent, session_id) DO UPDATE SET
     token = CASE WHEN agentkit_leases.owner = EXCLUDED.owner AND agentkit_leases.held
@@ -35,7 +54,10 @@ ON CONFLICT (agent, session_id) DO UPDATE SET
     expires_at = EXCLUDED.expires_at
 WHERE agentkit_leases.owner = EXCLUDED.owner
    OR NOT agentkit_leases.held
-   OR agentkit_leases.expires_at < now()"
+   OR agentkit_leases.expires_at < now()
+   OR ",
+            holder_gone!("agentkit_leases.owner")
+        )
     };
 }
 

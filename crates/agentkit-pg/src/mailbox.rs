@@ -21,7 +21,8 @@ pub struct Mailbox {
     agent: String,
 }
 
-const CLAIM_ANY: &str = "
+const CLAIM_ANY: &str = concat!(
+    "
 UPDATE agentkit_mailbox m SET state = 'claimed', claimed_by = $2, claimed_at = now()
 WHERE m.seq IN (
     SELECT p.seq FROM agentkit_mailbox p
@@ -29,12 +30,16 @@ WHERE m.seq IN (
       AND NOT EXISTS (
           SELECT 1 FROM agentkit_leases l
           WHERE l.agent = p.agent AND l.session_id = p.session_id
-            AND l.held AND l.expires_at > now() AND l.owner <> $2)
+            AND l.held AND l.expires_at > now() AND l.owner <> $2 AND NOT ",
+    holder_gone!("l.owner"),
+    ")
     ORDER BY p.seq LIMIT $3
     FOR UPDATE SKIP LOCKED)
-RETURNING m.id, m.session_id, m.kind, m.payload::text, m.principal_id, m.seq";
+RETURNING m.id, m.session_id, m.kind, m.payload::text, m.principal_id, m.seq"
+);
 
-const CLAIM_ONE: &str = "
+const CLAIM_ONE: &str = concat!(
+    "
 UPDATE agentkit_mailbox m SET state = 'claimed', claimed_by = $2, claimed_at = now()
 WHERE m.seq IN (
     SELECT p.seq FROM agentkit_mailbox p
@@ -42,9 +47,12 @@ WHERE m.seq IN (
       AND NOT EXISTS (
           SELECT 1 FROM agentkit_leases l
           WHERE l.agent = p.agent AND l.session_id = p.session_id
-            AND l.held AND l.expires_at > now() AND l.owner <> $2)
+            AND l.held AND l.expires_at > now() AND l.owner <> $2 AND NOT ",
+    holder_gone!("l.owner"),
+    ")
     FOR UPDATE SKIP LOCKED)
-RETURNING m.id, m.session_id, m.kind, m.payload::text, m.principal_id, m.seq";
+RETURNING m.id, m.session_id, m.kind, m.payload::text, m.principal_id, m.seq"
+);
 
 fn mail_of(row: &tokio_postgres::Row) -> (i64, Mail) {
     (

@@ -244,3 +244,62 @@ async fn taking_a_dead_holders_lease_says_so_and_taking_a_released_one_does_not(
     // Held by A now: asking again changes nothing.
     assert!(!a.hold_noting_takeover("bot", "ses_1").await.unwrap().1);
 }
+
+/// A host holds a liveness lock while it lives: its leases are not taken
+/// while it does (however long they last), and are orphaned, then taken
+/// over, the moment its connection ends, long before they would expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hosts_leases_are_taken_over_as_soon_as_its_liveness_connection_ends() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let database = Database::connect(&db.url).await.unwrap();
+    database.migrate().await.unwrap();
+    let a = Leases::open(database.clone(), "host-a".into()).await;
+    let b = Leases::open(database.clone(), "host-b".into()).await;
+    assert_eq!(a.owner(), "host-a:live");
+    a.hold("bot", "ses_live").await.unwrap();
+    // Far from expiring: only liveness can free it.
+    db.query("UPDATE agentkit_leases SET expires_at = now() + interval '1 hour'");
+    assert!(b.acquire("bot", "ses_live").await.is_err());
+    assert!(b.orphaned("bot", 10).await.unwrap().is_empty());
+    assert_eq!(
+        b.holder("bot", "ses_live").await.unwrap().as_deref(),
+        Some("host-a:live")
+    );
+
+    // A's process ends: its connections close and PostgreSQL frees the lock.
+    drop(a);
+    let freed = std::time::Instant::now();
+    let orphaned = loop {
+        let found = b.orphaned("bot", 10).await.unwrap();
+        if !found.is_empty() || freed.elapsed() > Duration::from_secs(5) {
+            break found;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(orphaned, ["ses_live"]);
+    assert!(
+        freed.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        freed.elapsed()
+    );
+    assert_eq!(b.holder("bot", "ses_live").await.unwrap(), None);
+    let (_, took_over) = b.hold_noting_takeover("bot", "ses_live").await.unwrap();
+    assert!(took_over);
+
+    // A name without the lock (a host that could not take it) keeps the
+    // expiry rule: its lease is not orphaned while it lasts.
+    let plain = Leases::new(database.clone(), "host-c".into());
+    plain.hold("bot", "ses_plain").await.unwrap();
+    db.query("UPDATE agentkit_leases SET expires_at = now() + interval '1 hour' WHERE session_id = 'ses_plain'");
+    drop(plain);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !b.orphaned("bot", 10)
+            .await
+            .unwrap()
+            .iter()
+            .any(|s| s == "ses_plain")
+    );
+}
