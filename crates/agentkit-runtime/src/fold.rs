@@ -311,10 +311,10 @@ impl FoldCache {
             return;
         }
         // The result of a completed turn repeats its last message; only
-        // the turn id, the usage and the sizing matter here.
+        // the turn id, the usage, the sizing and the cost matter here.
         if event.event_type == EventType::TurnCompleted {
             let mut kept = serde_json::Map::new();
-            for key in ["usage", "sizing"] {
+            for key in ["usage", "sizing", "costUsd"] {
                 if let Some(v) = event.data.get(key) {
                     kept.insert(key.to_owned(), v.clone());
                 }
