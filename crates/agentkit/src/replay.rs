@@ -267,8 +267,11 @@ fn compared_type(t: EventType) -> bool {
     !matches!(t, EventType::MessageAppended | EventType::ReasoningAppended)
 }
 
-/// Fields that differ between any two runs: ids, times, who decided.
+/// Fields that differ between any two runs: ids, times, who decided,
+/// and log indices (`received`: deltas are streamed in other cuts, so
+/// indices move).
 const IGNORED: &[&str] = &[
+    "received",
     "callId",
     "durationMs",
     "trace",
