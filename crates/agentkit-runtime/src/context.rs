@@ -109,56 +109,55 @@ pub(crate) async fn rebuild(
     })
 }
 
-impl AgentRuntime {
-    /// The context of step `step` (1-based) of turn `turn_id`, for `owner`.
-    pub async fn step_context(
-        &self,
-        id: &str,
-        owner: &Owner,
-        turn_id: &str,
-        step: u32,
-    ) -> Result<StepContext> {
-        let events = self.events_stored(id, owner, 0).await?;
-        let Rebuilt {
-            agent,
-            tools,
-            as_of,
-            conversation,
-            estimate,
-            trimmed,
-            ..
-        } = rebuild(self, id, owner, &events, turn_id, step).await?;
-        let (system, offered) = agentkit_harness::request_context(&agent, &tools, as_of.as_deref());
-        let tools: Vec<OfferedTool> = offered
-            .into_iter()
-            .map(|t| OfferedTool {
-                name: t.name,
-                description: t.description,
-                input_schema: t.input_schema,
-            })
-            .collect();
-        let system_chars = system.chars().count() as u64;
-        let tools_chars = json_chars(&tools);
-        let conversation_chars = json_chars(&conversation);
-        let size = ContextSize {
-            system_chars,
-            tools_chars,
-            conversation_chars,
-            messages: conversation.len() as u64,
-            approx_tokens: estimate,
-            trimmed,
-        };
-        Ok(StepContext {
-            ok: true,
-            session_id: id.to_owned(),
-            turn_id: turn_id.to_owned(),
-            step,
-            system,
-            tools,
-            conversation,
-            size,
+/// The context of step `step` (1-based) of turn `turn_id` of session
+/// `id`, for `owner` (`Steps::context`).
+pub(crate) async fn step_context(
+    rt: &AgentRuntime,
+    id: &str,
+    owner: &Owner,
+    turn_id: &str,
+    step: u32,
+) -> Result<StepContext> {
+    let events = rt.events_stored(id, owner, 0).await?;
+    let Rebuilt {
+        agent,
+        tools,
+        as_of,
+        conversation,
+        estimate,
+        trimmed,
+        ..
+    } = rebuild(rt, id, owner, &events, turn_id, step).await?;
+    let (system, offered) = agentkit_harness::request_context(&agent, &tools, as_of.as_deref());
+    let tools: Vec<OfferedTool> = offered
+        .into_iter()
+        .map(|t| OfferedTool {
+            name: t.name,
+            description: t.description,
+            input_schema: t.input_schema,
         })
-    }
+        .collect();
+    let system_chars = system.chars().count() as u64;
+    let tools_chars = json_chars(&tools);
+    let conversation_chars = json_chars(&conversation);
+    let size = ContextSize {
+        system_chars,
+        tools_chars,
+        conversation_chars,
+        messages: conversation.len() as u64,
+        approx_tokens: estimate,
+        trimmed,
+    };
+    Ok(StepContext {
+        ok: true,
+        session_id: id.to_owned(),
+        turn_id: turn_id.to_owned(),
+        step,
+        system,
+        tools,
+        conversation,
+        size,
+    })
 }
 
 /// The `message.received` indices turn `started` answers: recorded on

@@ -31,6 +31,19 @@ impl AgentRuntime {
 }
 
 impl Steps<'_> {
+    /// What the model was sent at step `step` (1-based) of turn
+    /// `turn_id`: the system prompt, the tools offered and the folded
+    /// conversation, with their size (`GET …/context`).
+    pub async fn context(
+        &self,
+        id: &str,
+        owner: &Owner,
+        turn_id: &str,
+        step: u32,
+    ) -> Result<agentkit_protocol::api::StepContext> {
+        crate::context::step_context(self.rt, id, owner, turn_id, step).await
+    }
+
     /// The model steps of session `id`, for `owner`, in log order.
     pub async fn list(&self, id: &str, owner: &Owner) -> Result<StepList> {
         let events = self.rt.events_stored(id, owner, 0).await?;

@@ -104,7 +104,8 @@ async fn step_context(
     let context = state
         .agent
         .runtime
-        .step_context(&id, &owner, &which.turn_id, which.step)
+        .steps()
+        .context(&id, &owner, &which.turn_id, which.step)
         .await?;
     Ok(json_ok(context))
 }
