@@ -459,7 +459,8 @@ mod tests {
                         "outputTokens": 5,
                         "cacheReadTokens": 1,
                         "cacheWriteTokens": 0
-                      }
+                      },
+                      "costUsd": null
                     },
                     {
                       "turnId": "turn_2",
@@ -475,7 +476,8 @@ mod tests {
                         "outputTokens": 0,
                         "cacheReadTokens": 0,
                         "cacheWriteTokens": 0
-                      }
+                      },
+                      "costUsd": 0.0
                     }
                   ],
                   "reply": null,
@@ -508,7 +510,8 @@ mod tests {
                     "outputTokens": 5,
                     "cacheReadTokens": 1,
                     "cacheWriteTokens": 0
-                  }
+                  },
+                  "costUsd": null
                 }"#]],
         );
     }
