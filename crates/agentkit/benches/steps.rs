@@ -32,7 +32,11 @@ fn respond(body: &Value) -> Reply {
             .into()
     } else {
         Step::new()
-            .call(&format!("c{}", messages.len()), "list", &json!({"path": "."}))
+            .call(
+                &format!("c{}", messages.len()),
+                "list",
+                &json!({"path": "."}),
+            )
             .tokens(input, 10, 0, 0)
             .into()
     }
