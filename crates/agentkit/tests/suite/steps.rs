@@ -1,6 +1,6 @@
 //! The step view over HTTP: every step's request rebuilt from the log is
 //! the JSON body the mock provider received, through tool calls, a
-//! compaction and a restart in the middle of the session; the list
+//! subagent, a compaction and a restart in the middle of the session; the list
 //! carries each step's model, usage and cost; the token breakdown and the
 //! diff to the previous step say what changed.
 
@@ -28,6 +28,13 @@ fn is_summary_request(body: &Value) -> bool {
     body["messages"][0]["content"]
         .as_str()
         .is_some_and(|s| s.starts_with("You compact a conversation"))
+}
+
+/// A request of the subagent's own loop (not a step of the session).
+fn is_subagent_request(body: &Value) -> bool {
+    body["messages"][0]["content"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("You count things."))
 }
 
 /// Sends one message (a new session or a follow-up) and waits for its
@@ -79,27 +86,44 @@ fn every_rebuilt_step_request_is_what_the_provider_received() {
         if is_summary_request(body) {
             return Step::text("Earlier: notes were kept.").into();
         }
+        if is_subagent_request(body) {
+            return Step::text("Three.").tokens(50, 2, 0, 0).into();
+        }
         let messages = body["messages"].as_array().unwrap();
         let input = body.to_string().len() as u64 / 4;
-        if messages.last().unwrap()["role"] == "tool" {
+        let last = messages.last().unwrap();
+        if last["role"] == "tool" {
             Step::text(&reply).tokens(input, 200, 0, 0).into()
         } else {
             let n = messages.iter().filter(|m| m["role"] == "user").count();
-            Step::new()
-                .call(&format!("c{n}"), "list", &json!({"path": "."}))
-                .tokens(input, 20, 0, 0)
-                .into()
+            // Every third turn delegates to the subagent.
+            let call = if last["content"].as_str().unwrap_or("").contains("delegate") {
+                Step::new().call(
+                    &format!("c{n}"),
+                    "task",
+                    &json!({"subagent": "helper", "prompt": "count the notes"}),
+                )
+            } else {
+                Step::new().call(&format!("c{n}"), "list", &json!({"path": "."}))
+            };
+            call.tokens(input, 20, 0, 0).into()
         }
     });
     let agent_toml = "[model]\nprovider = \"openai\"\nid = \"gpt-mock\"\ncontext_window = 4000\nmax_output_tokens = 500\nparams = { temperature = 0.3 }\n[model.pricing]\ninput = 1\noutput = 4\n[harness]\nbuiltin_tools = [\"list\"]\n";
     let files: Vec<(&str, &str)> = vec![
         ("agent.toml", agent_toml),
         ("instructions.md", "You keep notes.\n"),
+        (
+            "subagents/helper/agent.toml",
+            "description = \"Counts things\"\n[harness]\nbuiltin_tools = []\n",
+        ),
+        ("subagents/helper/instructions.md", "You count things.\n"),
     ];
     let mut h = host(&[("bot", &files)], options(&mock));
     let mut session: Option<(String, String)> = None;
     for i in 0..8 {
-        let message = format!("note {i}: {}", "m".repeat(700));
+        let ask = if i % 3 == 1 { "delegate" } else { "note" };
+        let message = format!("{ask} {i}: {}", "m".repeat(700));
         session = Some(turn(&h, session.as_ref(), &message));
         if i == 3 {
             h.restart(options(&mock));
@@ -109,8 +133,14 @@ fn every_rebuilt_step_request_is_what_the_provider_received() {
     let sent: Vec<Value> = mock
         .bodies()
         .into_iter()
-        .filter(|b| !is_summary_request(b))
+        .filter(|b| !is_summary_request(b) && !is_subagent_request(b))
         .collect();
+    let delegated = mock
+        .bodies()
+        .iter()
+        .filter(|b| is_subagent_request(b))
+        .count();
+    assert!(delegated >= 2, "the subagent never ran");
     let compactions = mock
         .bodies()
         .iter()
