@@ -381,7 +381,7 @@ pub struct EvalCaseAdded {
     /// Where its recordings went (`evals/cassettes`).
     pub cassette_dir: PathBuf,
     pub recordings: usize,
-    /// What the case may not cover (compactions, subagents).
+    /// What the case may not cover (compactions, subagents, approvals).
     pub warnings: Vec<String>,
 }
 
@@ -464,6 +464,14 @@ pub async fn add_eval_case(
     }
     if let Some(why) = cassette.unsupported {
         warnings.push(why);
+    }
+    if events
+        .iter()
+        .any(|e| e.event_type == EventType::ActionApprovalRequested)
+    {
+        warnings.push(
+            "the session had calls parked for approval: an eval run denies them, so the case departs from the session there".to_owned(),
+        );
     }
     Ok(EvalCaseAdded {
         id: name.to_owned(),

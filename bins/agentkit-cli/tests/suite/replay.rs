@@ -81,6 +81,15 @@ fn turn(server: &ServerProcess, session: Option<(&str, &str)>, message: &str) ->
     let mut started = false;
     while let Some(e) = lines.next_json().unwrap() {
         started |= e["type"] == "turn.started";
+        // A parked call is approved, as a person would.
+        if e["type"] == "action.approval_requested" {
+            let call = e["data"]["callId"].as_str().unwrap();
+            let r = Request::post(&format!("/proj/v1/session/{id}/approvals/{call}"))
+                .json(&json!({"decision": "approve"}))
+                .send(server.addr)
+                .unwrap();
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
         if started && e["type"] == "session.waiting" {
             break;
         }
@@ -105,6 +114,12 @@ fn a_stored_session_replays_and_becomes_an_eval_case() {
             .tokens(160, 12, 0, 0)
             .into(),
         Step::text("You are welcome.").tokens(180, 5, 0, 0).into(),
+        // A second session: a call that waits for approval.
+        Step::new()
+            .call("s1", "stamp", &json!({"note": "milk"}))
+            .tokens(100, 8, 0, 0)
+            .into(),
+        Step::text("Stamped.").tokens(130, 3, 0, 0).into(),
     ]);
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
@@ -118,6 +133,16 @@ fn a_stored_session_replays_and_becomes_an_eval_case() {
         root,
         "proj/agent/sandbox/workspace/notes.txt",
         "remember the milk\n",
+    );
+    write(
+        root,
+        "proj/agent/tools/stamp.toml",
+        "description = \"Stamp a note\"\ncommand = [\"python3\", \"stamp.py\"]\nneeds_approval = true\n[input_schema]\ntype = \"object\"\n",
+    );
+    write(
+        root,
+        "proj/agent/tools/stamp.py",
+        "import json, sys\nprint(json.dumps({\"stamped\": json.load(sys.stdin)[\"note\"]}))\n",
     );
     let server = serve(root, &mock);
     let (id, token) = turn(&server, None, "What is in the workspace?");
@@ -230,8 +255,25 @@ fn a_stored_session_replays_and_becomes_an_eval_case() {
     let run = eval(root);
     assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
 
-    // A session that is not there, and no source at all.
+    // A call parked for approval is decided on replay as it was.
     write(root, "proj/agent/instructions.md", INSTRUCTIONS);
+    let (stamped, _) = turn(&server, None, "Stamp the milk note.");
+    let events = Request::get(&format!("/proj/v1/session/{stamped}/events"))
+        .send(server.addr)
+        .unwrap()
+        .body;
+    assert!(events.contains("\"stamped\":\"milk\""), "{events}");
+    write(root, "stamped.ndjson", &events);
+    for live in [false, true] {
+        let mut args = vec!["replay", "--events", "stamped.ndjson", "--dir", "proj"];
+        if live {
+            args.push("--live-tools");
+        }
+        let run = agentkit_with(root, &args, offline);
+        assert_eq!(run.code, 0, "live {live}: {}\n{}", run.stdout, run.stderr);
+    }
+
+    // A session that is not there, and no source at all.
     let run = agentkit_with(
         root,
         &[
