@@ -35,6 +35,14 @@ pub(crate) struct ReplayArgs {
     /// Run the tools instead of taking their results from the log.
     #[arg(long)]
     live_tools: bool,
+    /// Run this model live (`provider:id`) instead of answering from the
+    /// log, and report where the new run departs from the old one.
+    #[arg(long, value_name = "PROVIDER:MODEL")]
+    model: Option<String>,
+    /// A model provider's API key, as PROVIDER=KEY (repeatable; with
+    /// --model).
+    #[arg(long = "api-key", value_name = "PROVIDER=KEY", requires = "model")]
+    api_key: Vec<String>,
     /// How long one replayed turn may take.
     #[arg(long, default_value = "120s", value_name = "DURATION", value_parser = parse_duration)]
     turn_timeout: Duration,
@@ -86,6 +94,8 @@ async fn replay_async(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         state_root: state.path().to_path_buf(),
         live_tools: args.live_tools,
         turn_timeout: args.turn_timeout,
+        model: args.model.clone(),
+        providers: crate::login::provider_config(&args.api_key)?,
     };
     let replayed = agentkit::replay::replay(&events, options).await?;
     let mut out = anstream::stdout();

@@ -29,6 +29,11 @@ pub struct ReplayOptions {
     pub live_tools: bool,
     /// How long one turn may take.
     pub turn_timeout: Duration,
+    /// Run this model live (`provider:id`) instead of answering from the
+    /// log, and report where the new run departs from the old one.
+    pub model: Option<String>,
+    /// The providers' endpoints and keys, for a live model.
+    pub providers: agentkit_harness::ProviderConfig,
 }
 
 /// How a replay went.
@@ -146,19 +151,21 @@ pub async fn replay(recorded: &[Event], options: ReplayOptions) -> Result<Replay
             _ => None,
         })
         .collect();
+    let live_model = options.model.is_some();
     let session = Arc::new(agentkit_harness::RecordedSession::new(
-        log.answers.into_iter().map(|a| a.answer).collect(),
+        (!live_model).then(|| log.answers.into_iter().map(|a| a.answer).collect()),
         (!options.live_tools).then_some(log.results),
     ));
     let providers = agentkit_harness::ProviderConfig {
         cassette: Some(agentkit_harness::Cassette::Session(session)),
-        ..agentkit_harness::ProviderConfig::default()
+        ..options.providers.clone()
     };
     let serve_options = crate::ServeOptions {
         port: 0,
         dev: true,
         state_root: Some(options.state_root.clone()),
         providers,
+        model: options.model.clone(),
         ..crate::ServeOptions::default()
     };
     let handle = crate::serve(&options.dir, serve_options).await?;
@@ -181,7 +188,11 @@ pub async fn replay(recorded: &[Event], options: ReplayOptions) -> Result<Replay
     let run = run_turns(&client, &turns, decisions, options.turn_timeout).await;
     handle.close().await;
     let (session_id, replayed) = run?;
-    let (compared, divergence) = compare(recorded, &replayed);
+    let (compared, divergence) = if live_model {
+        compare_with(recorded, &replayed, LIVE_MODEL_IGNORED)
+    } else {
+        compare(recorded, &replayed)
+    };
     Ok(Replayed {
         session_id,
         compared,
@@ -281,20 +292,39 @@ const IGNORED: &[&str] = &[
     "from",
 ];
 
+/// With a live model, what is bound to differ besides: the model, what
+/// it counted and cost, and the requests' digests and sizes.
+const LIVE_MODEL_IGNORED: &[&str] = &[
+    "received",
+    "callId",
+    "durationMs",
+    "trace",
+    "traceparent",
+    "requestedAt",
+    "by",
+    "from",
+    "request",
+    "model",
+    "usage",
+    "costUsd",
+    "estimatedInputTokens",
+    "sizing",
+];
+
 /// An event as compared: its type and its data without the fields that
 /// differ between runs (`session.started` only by its mode).
-fn normalized(e: &Event) -> Value {
-    fn strip(v: &mut Value) {
+fn normalized(e: &Event, ignored: &[&str]) -> Value {
+    fn strip(v: &mut Value, ignored: &[&str]) {
         match v {
             Value::Object(map) => {
-                for key in IGNORED {
+                for key in ignored {
                     map.remove(*key);
                 }
                 for v in map.values_mut() {
-                    strip(v);
+                    strip(v, ignored);
                 }
             }
-            Value::Array(items) => items.iter_mut().for_each(strip),
+            Value::Array(items) => items.iter_mut().for_each(|v| strip(v, ignored)),
             _ => {}
         }
     }
@@ -303,13 +333,22 @@ fn normalized(e: &Event) -> Value {
     } else {
         e.data.clone()
     };
-    strip(&mut data);
+    strip(&mut data, ignored);
     serde_json::json!({"type": e.event_type.as_str(), "data": data})
 }
 
 /// Compares the recorded events with the replay's, in order; answers how
 /// many were compared and the first difference.
 pub fn compare(recorded: &[Event], replayed: &[Event]) -> (usize, Option<Divergence>) {
+    compare_with(recorded, replayed, IGNORED)
+}
+
+/// [`compare`], leaving out the fields `ignored` names.
+fn compare_with(
+    recorded: &[Event],
+    replayed: &[Event],
+    ignored: &[&str],
+) -> (usize, Option<Divergence>) {
     let before: Vec<&Event> = recorded
         .iter()
         .filter(|e| compared_type(e.event_type))
@@ -319,7 +358,7 @@ pub fn compare(recorded: &[Event], replayed: &[Event]) -> (usize, Option<Diverge
         .filter(|e| compared_type(e.event_type))
         .collect();
     for (n, (b, a)) in before.iter().zip(&after).enumerate() {
-        let (changes, _) = json_changes(&normalized(b), &normalized(a), 1);
+        let (changes, _) = json_changes(&normalized(b, ignored), &normalized(a, ignored), 1);
         if let Some(change) = changes.into_iter().next() {
             let note = note_for(&change.path);
             return (

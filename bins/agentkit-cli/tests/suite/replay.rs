@@ -273,6 +273,34 @@ fn a_stored_session_replays_and_becomes_an_eval_case() {
         assert_eq!(run.code, 0, "live {live}: {}\n{}", run.stdout, run.stderr);
     }
 
+    // A live model (the mock, which now answers otherwise): where the new
+    // run departs from the recorded one.
+    mock.push([Step::text("No stamp is needed.").into()]);
+    let before = mock.requests().len();
+    let run = agentkit_with(
+        root,
+        &[
+            "replay",
+            "--events",
+            "stamped.ndjson",
+            "--dir",
+            "proj",
+            "--model",
+            "openai:gpt-mock",
+        ],
+        |c| {
+            c.env("OPENAI_BASE_URL", mock.openai_base_url())
+                .env("OPENAI_API_KEY", "sk-test");
+        },
+    );
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(mock.requests().len(), before + 1);
+    assert!(
+        run.stdout.contains("(message.completed) differs at /data/"),
+        "{}",
+        run.stdout
+    );
+
     // A session that is not there, and no source at all.
     let run = agentkit_with(
         root,

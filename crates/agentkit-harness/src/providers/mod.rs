@@ -59,9 +59,11 @@ impl Model {
         providers: &ProviderConfig,
     ) -> Result<Model, String> {
         match &providers.cassette {
-            Some(cassette::Cassette::Session(session)) => {
+            Some(cassette::Cassette::Session(session)) if session.answers_model() => {
                 return Ok(Model::Recorded(session.clone()));
             }
+            // The model runs live; only tool results come from the log.
+            Some(cassette::Cassette::Session(_)) => {}
             // Replay never builds the provider: no key, no network.
             Some(c @ cassette::Cassette::Replay(_)) => {
                 return Ok(Model::Cassette(Box::new(cassette::CassetteTurn::new(

@@ -46,12 +46,15 @@ type Results = HashMap<(String, String), VecDeque<(Value, bool)>>;
 /// (`None`: tools run live).
 #[derive(Debug)]
 pub struct RecordedSession {
-    answers: Mutex<VecDeque<RecordedAnswer>>,
+    /// `None`: the model runs live (only tool results come from the log).
+    answers: Option<Mutex<VecDeque<RecordedAnswer>>>,
     results: Option<Mutex<Results>>,
 }
 
 impl RecordedSession {
-    pub fn new(answers: Vec<RecordedAnswer>, results: Option<Vec<RecordedResult>>) -> Self {
+    /// `answers`: the model's answers in order (`None`: the model runs
+    /// live); `results`: the tools' (`None`: they run live).
+    pub fn new(answers: Option<Vec<RecordedAnswer>>, results: Option<Vec<RecordedResult>>) -> Self {
         let results = results.map(|all| {
             let mut map = Results::new();
             for r in all {
@@ -62,18 +65,26 @@ impl RecordedSession {
             Mutex::new(map)
         });
         RecordedSession {
-            answers: Mutex::new(answers.into()),
+            answers: answers.map(|a| Mutex::new(a.into())),
             results,
         }
     }
 
+    /// Does the log answer the model (else the model runs live)?
+    pub fn answers_model(&self) -> bool {
+        self.answers.is_some()
+    }
+
     /// How many recorded answers no call took.
     pub fn unused_answers(&self) -> usize {
-        self.answers.lock().map_or(0, |a| a.len())
+        self.answers
+            .as_ref()
+            .and_then(|a| a.lock().ok().map(|a| a.len()))
+            .unwrap_or(0)
     }
 
     pub(crate) fn next_answer(&self) -> Option<RecordedAnswer> {
-        self.answers.lock().ok()?.pop_front()
+        self.answers.as_ref()?.lock().ok()?.pop_front()
     }
 
     /// The recorded result of a call of `tool` with `input`; `None` when
