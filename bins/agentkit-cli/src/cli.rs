@@ -135,6 +135,17 @@ enum Command {
     /// every case passed, 1 when one failed (or regressed against
     /// --baseline), 2 on usage or project errors (an unknown selector).
     Eval(crate::eval::EvalArgs),
+    /// Re-run a stored session's turns against a project, offline.
+    ///
+    /// Reads the session's events (--events FILE, or --url and --session),
+    /// boots the project (--dir) on a free port, sends each turn's message
+    /// again with every model answer taken from the log (no provider is
+    /// called) and every tool result too (unless --live-tools), then
+    /// compares the new events with the recorded ones, ids, times and
+    /// streamed deltas aside. Exits 0 when identical, 1 at the first
+    /// divergence (shown as event index, field, before and after), 2 on
+    /// usage errors or a session it cannot replay.
+    Replay(crate::replay::ReplayArgs),
     /// GitHub webhook helpers: list channels and events, replay signed
     /// deliveries, forward live ones with `gh webhook forward`, check (and
     /// install) the repository webhook.
@@ -218,6 +229,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Call(args) => crate::call::call(args),
         Command::Openapi(args) => crate::call::openapi(args),
         Command::Eval(args) => crate::eval::eval(args),
+        Command::Replay(args) => crate::replay::replay(args),
         Command::Github(args) => crate::github::github(args),
         Command::Gitlab(args) => crate::packs::run(agentkit::webhooks::Provider::Gitlab, args),
         Command::Bitbucket(args) => {

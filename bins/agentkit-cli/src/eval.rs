@@ -16,7 +16,10 @@ use crate::render;
 use agentkit_cli::EXIT_INVALID;
 
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub(crate) struct EvalArgs {
+    #[command(subcommand)]
+    command: Option<EvalCommand>,
     /// Case ids (`cities/paris`), file ids (`cities`: all its cases) or
     /// folders of eval files; none runs every case.
     #[arg(value_name = "SELECTOR")]
@@ -89,9 +92,26 @@ pub(crate) struct EvalArgs {
     replay: Option<PathBuf>,
 }
 
+#[derive(Debug, clap::Subcommand)]
+enum EvalCommand {
+    /// Write a stored session as an eval case, with a recording of each
+    /// of its model steps in `evals/cassettes/`.
+    ///
+    /// The case sends the session's messages again and expects what
+    /// happened: how each turn ended, the tools it called (in order) and
+    /// the start of its reply. `agentkit eval --replay evals/cassettes`
+    /// then passes on the unchanged project, offline, and fails when a
+    /// request or the behaviour changes. Reading the recordings needs
+    /// `--dev` or an operator token on the server.
+    Add(crate::replay::EvalAddArgs),
+}
+
 /// Exit 0 when every case passed (and nothing regressed), 1 otherwise, 2
 /// on usage or project errors.
-pub(crate) fn eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn eval(mut args: EvalArgs) -> anyhow::Result<ExitCode> {
+    if let Some(EvalCommand::Add(add)) = args.command.take() {
+        return crate::replay::eval_add(add);
+    }
     anyhow::ensure!(
         (0.0..=1.0).contains(&args.tolerance),
         "--tolerance must be between 0 and 1"

@@ -17,6 +17,7 @@ mod mcp;
 mod migrate;
 mod packs;
 mod render;
+mod replay;
 mod slack;
 mod slack_init;
 

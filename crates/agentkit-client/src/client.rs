@@ -175,6 +175,33 @@ impl Client {
         })
     }
 
+    /// `GET /v1/session/{id}/steps`: the session's model steps.
+    pub async fn steps(&self, session_id: &str) -> Result<agentkit_protocol::api::StepList> {
+        self.get_json(&format!("/v1/session/{session_id}/steps"))
+            .await
+    }
+
+    /// `GET /v1/session/{id}/steps/{step}/request`: a step's request as
+    /// it was sent.
+    pub async fn step_request(
+        &self,
+        session_id: &str,
+        step: u64,
+    ) -> Result<agentkit_protocol::api::StepRequestView> {
+        self.get_json(&format!("/v1/session/{session_id}/steps/{step}/request"))
+            .await
+    }
+
+    /// `GET /v1/session/{id}/cassette`: a recording per step of the
+    /// session, for `agentkit eval --replay`.
+    pub async fn cassette(
+        &self,
+        session_id: &str,
+    ) -> Result<agentkit_protocol::api::SessionCassette> {
+        self.get_json(&format!("/v1/session/{session_id}/cassette"))
+            .await
+    }
+
     /// `POST /v1/tools/{name}`: a deterministic tool call, run in
     /// `session_id` when given; a failing tool is an answer with
     /// `is_error`, not an `Err`.

@@ -28,6 +28,9 @@ pub struct Trajectory {
     pub tool_calls: Vec<ToolCall>,
     /// Token usage summed over the turns.
     pub usage: Usage,
+    /// What the turns cost in US dollars; `null` when any turn's price was
+    /// unknown.
+    pub cost_usd: Option<f64>,
 }
 
 /// One turn: the user messages that started it, its tool calls and how it
@@ -52,6 +55,9 @@ pub struct Turn {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
     pub usage: Usage,
+    /// What the turn cost in US dollars (`turn.completed` `costUsd`);
+    /// `null` when its price was unknown.
+    pub cost_usd: Option<f64>,
 }
 
 /// How a turn ended.
@@ -211,6 +217,7 @@ impl Fold {
                 let turn = &mut self.turns[i];
                 turn.status = TurnStatus::Completed;
                 turn.usage = done.usage.into();
+                turn.cost_usd = known_cost(done.cost_usd, done.usage);
                 turn.output = done.output;
                 self.end(i);
             }
@@ -222,6 +229,7 @@ impl Fold {
                 if let Some(usage) = failed.usage {
                     turn.usage = usage.into();
                 }
+                turn.cost_usd = known_cost(failed.cost_usd, failed.usage.unwrap_or_default());
                 self.end(i);
             }
             _ if event.event_type == EventType::SessionFailed => self.session_failed = true,
@@ -267,8 +275,10 @@ impl Fold {
 
     fn finish(self) -> Trajectory {
         let mut usage = Usage::default();
+        let mut cost_usd = Some(0.0);
         for turn in &self.turns {
             usage.add(turn.usage);
+            cost_usd = add_cost(cost_usd, turn.cost_usd);
         }
         let failed = self.turns.iter().any(|t| t.status == TurnStatus::Failed);
         Trajectory {
@@ -281,9 +291,22 @@ impl Fold {
                 .flat_map(|t| t.tool_calls.iter().cloned())
                 .collect(),
             usage,
+            cost_usd,
             turns: self.turns,
         }
     }
+}
+
+/// A turn's recorded cost; a turn that used nothing cost nothing, even
+/// where no cost was recorded.
+fn known_cost(cost: Option<f64>, usage: agentkit_protocol::Usage) -> Option<f64> {
+    cost.or_else(|| (usage == agentkit_protocol::Usage::default()).then_some(0.0))
+}
+
+/// The sum of two costs in US dollars (rounded to a billionth), unknown
+/// when either is.
+pub fn add_cost(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    Some(((a? + b?) * 1e9).round() / 1e9)
 }
 
 #[cfg(test)]
@@ -436,7 +459,8 @@ mod tests {
                         "outputTokens": 5,
                         "cacheReadTokens": 1,
                         "cacheWriteTokens": 0
-                      }
+                      },
+                      "costUsd": null
                     },
                     {
                       "turnId": "turn_2",
@@ -452,7 +476,8 @@ mod tests {
                         "outputTokens": 0,
                         "cacheReadTokens": 0,
                         "cacheWriteTokens": 0
-                      }
+                      },
+                      "costUsd": 0.0
                     }
                   ],
                   "reply": null,
@@ -485,7 +510,8 @@ mod tests {
                     "outputTokens": 5,
                     "cacheReadTokens": 1,
                     "cacheWriteTokens": 0
-                  }
+                  },
+                  "costUsd": null
                 }"#]],
         );
     }

@@ -45,6 +45,10 @@ pub struct Report {
     pub concurrency: usize,
     pub ok: bool,
     pub summary: Summary,
+    /// What every case's runs cost in US dollars; `null` when a price was
+    /// unknown.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
     pub cases: Vec<CaseReport>,
 }
 
@@ -82,6 +86,10 @@ pub struct CaseReport {
     pub pass_hat_k: f64,
     pub duration_ms: u64,
     pub usage: agentkit_client::trajectory::Usage,
+    /// What the case's iterations cost in US dollars (`null`: a price was
+    /// unknown).
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
     pub runs: Vec<IterationReport>,
 }
 
@@ -98,6 +106,10 @@ pub struct IterationReport {
     pub ended_at: String,
     pub duration_ms: u64,
     pub usage: agentkit_client::trajectory::Usage,
+    /// What the run's turns cost in US dollars (`null`: a price was
+    /// unknown).
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
     /// Why the run could not go on (a refused message, a timeout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use agentkit_client::trajectory::add_cost;
 use agentkit_client::{Client, SessionCursor, trajectory};
 use agentkit_harness::ProviderConfig;
 use agentkit_manifest::{EvalCase, ModelSpec};
@@ -130,6 +131,9 @@ pub async fn run(
         concurrency,
         ok: summary.failed == 0,
         summary,
+        cost_usd: reports
+            .iter()
+            .try_fold(0.0, |sum, c| add_cost(Some(sum), c.cost_usd)),
         cases: reports,
     }
 }
@@ -138,8 +142,10 @@ fn case_report(case: &EvalCase, runs: Vec<IterationReport>) -> CaseReport {
     let k = runs.len() as u32;
     let ok = runs.iter().filter(|r| r.outcome.passed()).count() as u32;
     let mut usage = trajectory::Usage::default();
+    let mut cost_usd = Some(0.0);
     for r in &runs {
         usage.add(r.usage);
+        cost_usd = add_cost(cost_usd, r.cost_usd);
     }
     CaseReport {
         id: case.id.clone(),
@@ -157,6 +163,7 @@ fn case_report(case: &EvalCase, runs: Vec<IterationReport>) -> CaseReport {
         pass_hat_k: if ok == k { 1.0 } else { 0.0 },
         duration_ms: runs.iter().map(|r| r.duration_ms).sum(),
         usage,
+        cost_usd,
         runs,
     }
 }
@@ -175,6 +182,7 @@ async fn run_case(
     let mut cursor: Option<SessionCursor> = None;
     let mut turns = Vec::new();
     let mut usage = trajectory::Usage::default();
+    let mut cost_usd = Some(0.0);
     let mut error = None;
     for turn in &case.turns {
         let new = SendMessage {
@@ -226,6 +234,7 @@ async fn run_case(
         let t = trajectory::from_events(&events);
         let this = t.turns.last().cloned().unwrap_or_default();
         usage.add(this.usage);
+        cost_usd = add_cost(cost_usd, this.cost_usd);
         let mut checks = check_turn(&turn.expect, &this);
         for judge in turn.expect.judges() {
             let reply = this.reply.as_deref().unwrap_or("");
@@ -299,6 +308,7 @@ async fn run_case(
         ended_at: now(),
         duration_ms: millis(clock.elapsed()),
         usage,
+        cost_usd,
         error,
         turns,
     }

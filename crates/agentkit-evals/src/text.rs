@@ -159,19 +159,20 @@ pub fn write_table(out: &mut impl Write, report: &Report) -> io::Result<()> {
         .max(4);
     writeln!(
         out,
-        "{:width$}  {:6}  {:>5}  {:>6}  {:>8}  {:>8}",
-        "case", "result", "k", "pass", "time", "tokens"
+        "{:width$}  {:6}  {:>5}  {:>6}  {:>8}  {:>8}  {:>10}",
+        "case", "result", "k", "pass", "time", "tokens", "cost"
     )?;
     for c in &report.cases {
         writeln!(
             out,
-            "{:width$}  {:6}  {:>5}  {:>5.0}%  {:>6}ms  {:>8}",
+            "{:width$}  {:6}  {:>5}  {:>5.0}%  {:>6}ms  {:>8}  {:>10}",
             c.id,
             if c.outcome.passed() { "pass" } else { "FAIL" },
             c.iterations,
             c.pass_rate * 100.0,
             c.duration_ms,
-            c.usage.input_tokens + c.usage.output_tokens
+            c.usage.input_tokens + c.usage.output_tokens,
+            usd(c.cost_usd)
         )?;
     }
     write_summary(out, report)
@@ -179,15 +180,27 @@ pub fn write_table(out: &mut impl Write, report: &Report) -> io::Result<()> {
 
 /// `N passed, M failed` with the run's time.
 pub fn write_summary(out: &mut impl Write, report: &Report) -> io::Result<()> {
+    let cost = match report.cost_usd {
+        Some(c) => format!(", {}", usd(Some(c))),
+        None => String::new(),
+    };
     writeln!(
         out,
-        "{} passed, {} failed ({} cases, {} runs, {} ms)",
+        "{} passed, {} failed ({} cases, {} runs, {} ms{cost})",
         report.summary.passed,
         report.summary.failed,
         report.summary.cases,
         report.summary.runs,
         report.duration_ms
     )
+}
+
+/// A cost in US dollars as the text report shows it (`-`: unknown).
+fn usd(cost: Option<f64>) -> String {
+    match cost {
+        Some(c) => format!("${c:.6}"),
+        None => "-".to_owned(),
+    }
 }
 
 /// The regressions against a baseline, one per line.
@@ -222,6 +235,7 @@ mod tests {
             ended_at: String::new(),
             duration_ms: 5,
             usage: Default::default(),
+            cost_usd: None,
             error: (!passed).then(|| "turn 1 timed out after 1s".to_owned()),
             turns: Vec::new(),
         }

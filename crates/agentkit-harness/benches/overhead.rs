@@ -56,6 +56,7 @@ fn main() {
         params: Default::default(),
         context_window: None,
         max_output_tokens: None,
+        pricing: None,
     };
 
     let mut per_step = Vec::new();
@@ -81,6 +82,8 @@ fn main() {
             origin: Default::default(),
             prior_usage: Default::default(),
             day_usage: Default::default(),
+            prior_cost_usd: 0.0,
+            day_cost_usd: 0.0,
             prior_sizing: Default::default(),
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(4096);

@@ -179,7 +179,25 @@ pub(crate) fn fixed_tokens(
 }
 
 /// One message as the estimate counts it.
-pub(crate) fn message_tokens(m: &Message) -> u64 {
+/// The estimated tokens of the system prompt and of the tool catalog
+/// (together [`fixed_tokens`] but for rounding), for a step's breakdown.
+pub fn fixed_breakdown(
+    agent: &Agent,
+    extra: &[std::sync::Arc<dyn crate::DynTool>],
+    as_of: Option<&str>,
+) -> (u64, u64) {
+    let tools: usize = tool_defs(agent, extra)
+        .iter()
+        .map(|t| t.name.len() + t.description.len() + t.schema.to_string().len() + 32)
+        .sum();
+    (
+        approx_tokens(system_prompt(agent, as_of).len()),
+        approx_tokens(tools),
+    )
+}
+
+/// The estimated tokens of one message of the conversation.
+pub fn message_tokens(m: &Message) -> u64 {
     approx_tokens(serde_json::to_string(m).map_or(0, |s| s.len()))
 }
 

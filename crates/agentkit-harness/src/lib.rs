@@ -45,6 +45,7 @@ mod context;
 mod credentials;
 mod dynamic;
 mod output;
+pub mod pricing;
 mod providers;
 mod sandbox;
 mod step;
@@ -64,11 +65,15 @@ pub use approvals::{ApprovalGate, Decision, DecisionFuture};
 pub use complete::{Completion, complete};
 pub use context::{
     CALIBRATE_AFTER, MAX_CALIBRATION, SUMMARY_PREFIX, SUMMARY_PROMPT, Window, as_sent, calibration,
-    summary_message, window,
+    fixed_breakdown, message_tokens, summary_message, window,
 };
 pub use credentials::{Endpoint, ProviderConfig};
 pub use dynamic::{DynTool, RustTool, ToolFuture, ToolSource, ToolSpec, ToolsFuture};
-pub use providers::{Cassette, OfferedTool, request_context};
+pub use providers::{
+    Cassette, LoggedAnswer, OfferedTool, RecordedAnswer, RecordedLog, RecordedResult,
+    RecordedSession, RecordedToolCall, recorded_exchange, recorded_log, request_context,
+    wire_request,
+};
 pub use sandbox::{
     DEV_FILES, ETC_HIDDEN, SIMULATE_UNAVAILABLE_ENV, SYSTEM_READ, SandboxGap, SandboxSpec,
     SandboxStatus, log_sandbox_status, sandbox_info, sandbox_status,

@@ -40,6 +40,8 @@ impl FinishReason {
 pub enum StepEvent {
     StepStarted {
         step: u32,
+        /// The digests of the request the step sends.
+        request: Option<agentkit_protocol::RequestDigest>,
     },
     ReasoningAppended {
         delta: String,
@@ -73,6 +75,10 @@ pub enum StepEvent {
         usage: Option<agentkit_protocol::Usage>,
         /// The harness's estimate of the request's input tokens.
         estimated_input_tokens: Option<u64>,
+        /// `provider:id` of the step's model.
+        model: String,
+        /// What the step cost, `None` when the price is unknown.
+        cost_usd: Option<f64>,
     },
     /// Older messages were summarised (`context.compacted`).
     ContextCompacted {
@@ -81,6 +87,7 @@ pub enum StepEvent {
         tokens_before: u64,
         tokens_after: u64,
         usage: agentkit_protocol::Usage,
+        cost_usd: Option<f64>,
     },
     /// A call waits for a human's decision.
     ApprovalRequested {
@@ -110,6 +117,7 @@ pub enum StepEvent {
         duration_ms: u64,
         usage: Option<agentkit_protocol::Usage>,
         finish_reason: String,
+        cost_usd: Option<f64>,
     },
     /// The subagent finished; its usage is part of the turn's.
     SubagentCompleted {
@@ -146,7 +154,9 @@ impl StepEvent {
     /// read it.
     pub fn payload(&self) -> EventData {
         match self.clone() {
-            StepEvent::StepStarted { step } => EventData::StepStarted(StepStarted { step }),
+            StepEvent::StepStarted { step, request } => {
+                EventData::StepStarted(StepStarted { step, request })
+            }
             StepEvent::ReasoningAppended { delta } => EventData::ReasoningAppended(Appended {
                 delta,
                 text: None,
@@ -192,11 +202,15 @@ impl StepEvent {
                 duration_ms,
                 usage,
                 estimated_input_tokens,
+                model,
+                cost_usd,
             } => EventData::StepCompleted(StepCompleted {
                 step,
                 duration_ms,
                 usage,
                 estimated_input_tokens,
+                model: Some(model),
+                cost_usd,
             }),
             StepEvent::ContextCompacted {
                 messages,
@@ -204,12 +218,14 @@ impl StepEvent {
                 tokens_before,
                 tokens_after,
                 usage,
+                cost_usd,
             } => EventData::ContextCompacted(ContextCompacted {
                 messages,
                 summary,
                 tokens_before,
                 tokens_after,
                 usage,
+                cost_usd,
             }),
             StepEvent::ApprovalRequested {
                 call_id,
@@ -256,6 +272,7 @@ impl StepEvent {
                 duration_ms,
                 usage,
                 finish_reason,
+                cost_usd,
             } => EventData::SubagentStep(SubagentStep {
                 call_id,
                 subagent,
@@ -265,6 +282,7 @@ impl StepEvent {
                 duration_ms,
                 usage,
                 finish_reason,
+                cost_usd,
             }),
         }
     }

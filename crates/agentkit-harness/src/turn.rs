@@ -74,6 +74,12 @@ pub struct TurnInput {
     pub prior_usage: Usage,
     /// What all the agent's turns used today, UTC (for `max_tokens_per_day`).
     pub day_usage: Usage,
+    /// What the session's earlier turns cost in US dollars, as far as
+    /// their prices were known (for `max_cost_usd_per_session`).
+    pub prior_cost_usd: f64,
+    /// What all the agent's turns cost today, UTC (for
+    /// `max_cost_usd_per_day`).
+    pub day_cost_usd: f64,
     /// The session's earlier estimates against what the provider counted
     /// (the `sizing` of its completed turns): calibrates this turn's.
     pub prior_sizing: Sizing,
@@ -98,16 +104,20 @@ pub enum TurnOutcome {
         /// The estimated and counted sizes of the turn's requests (zero
         /// when nothing sized them).
         sizing: Sizing,
+        /// What the turn cost in US dollars; `None` when a price is unknown.
+        cost_usd: Option<f64>,
     },
     /// The provider failed, `max_steps` was reached or the turn timed out.
     Failed { message: String },
     /// `cancel` fired.
     Interrupted,
-    /// A `[harness]` token budget would be exceeded: `limit` names it.
+    /// A `[harness]` token or money budget would be exceeded: `limit`
+    /// names it.
     OverBudget {
         limit: &'static str,
         message: String,
         usage: Usage,
+        cost_usd: Option<f64>,
     },
 }
 
@@ -236,6 +246,13 @@ async fn run_steps(
         conversation.push(Message::user(input.user_messages.join("\n\n")));
     }
     let mut usage = Usage::default();
+    let pricing = crate::pricing::price(&input.model);
+    let provider = input.model.provider;
+    let priced = |u: &Usage| pricing.map(|p| crate::pricing::cost_of(provider, &p, u));
+    let model_label = format!("{}:{}", provider.as_str(), input.model.id);
+    // What the turn has cost so far (`None` once any part's price is
+    // unknown).
+    let mut cost = priced(&Usage::default());
     let harness = &input.agent.config.harness;
     let max_steps = harness.max_steps;
     let window = crate::context::window(&input.model, &input.agent);
@@ -293,6 +310,8 @@ async fn run_steps(
                     }
                 };
                 usage += summary.usage;
+                let summary_cost = priced(&summary.usage);
+                cost = crate::pricing::add_cost(cost, summary_cost);
                 let mut next = vec![crate::context::summary_message(&summary.text)];
                 next.extend(conversation.drain(n..));
                 conversation = next;
@@ -308,6 +327,7 @@ async fn run_steps(
                         tokens_before: estimate,
                         tokens_after: after,
                         usage: summary.usage,
+                        cost_usd: summary_cost,
                     },
                 )
                 .await;
@@ -346,6 +366,7 @@ async fn run_steps(
                         "max_tokens_per_session ({limit}) would be exceeded: the session has used {used} tokens and the next request needs about {estimate}"
                     ),
                     usage,
+                    cost_usd: cost,
                 };
             }
         }
@@ -361,8 +382,12 @@ async fn run_steps(
                         "max_tokens_per_day ({limit}) would be exceeded: the agent's turns used {used} tokens today (UTC) and the next request needs about {estimate}"
                     ),
                     usage,
+                    cost_usd: cost,
                 };
             }
+        }
+        if let Some(over) = money_budget(input, usage, cost, &model_label) {
+            return over;
         }
         if let Some(limit) = harness.max_input_tokens_per_turn
             && usage.input_tokens + estimate > limit
@@ -374,10 +399,10 @@ async fn run_steps(
                     usage.input_tokens
                 ),
                 usage,
+                cost_usd: cost,
             };
         }
         let started = Instant::now();
-        send(events, StepEvent::StepStarted { step }).await;
         let request = StepRequest {
             agent: &input.agent,
             conversation: trimmed.as_deref().unwrap_or(&conversation),
@@ -387,6 +412,14 @@ async fn run_steps(
             tools: &input.tools,
             as_of: input.as_of.as_deref(),
         };
+        send(
+            events,
+            StepEvent::StepStarted {
+                step,
+                request: Some(crate::providers::request_digest(&input.model, &request)),
+            },
+        )
+        .await;
         let mut sink = StepSink::new(events);
         let reply = match crate::trace::in_child(
             "chat",
@@ -401,6 +434,8 @@ async fn run_steps(
         let text = sink.finish().await;
         let step_usage = reply.usage;
         usage += reply.usage;
+        let step_cost = priced(&step_usage);
+        cost = crate::pricing::add_cost(cost, step_cost);
         let counted = crate::context::counted_input(input.model.provider, &step_usage);
         if sized && counted > 0 {
             sizing += Sizing {
@@ -436,6 +471,8 @@ async fn run_steps(
                     duration_ms: millis(started),
                     usage: Some(step_usage),
                     estimated_input_tokens: sized.then_some(estimate),
+                    model: model_label.clone(),
+                    cost_usd: step_cost,
                 },
             )
             .await;
@@ -465,6 +502,7 @@ async fn run_steps(
                 usage,
                 output,
                 sizing,
+                cost_usd: cost,
             };
         }
 
@@ -475,8 +513,9 @@ async fn run_steps(
             },
         )
         .await;
-        let (outputs, delegated) = run_calls(input, &calls, events, clock).await;
+        let (outputs, delegated, delegated_cost) = run_calls(input, &calls, events, clock).await;
         usage += delegated;
+        cost = crate::pricing::add_cost(cost, delegated_cost);
         conversation.push(Message::Assistant {
             text,
             tool_calls: calls.clone(),
@@ -496,6 +535,8 @@ async fn run_steps(
                 duration_ms: millis(started),
                 usage: Some(step_usage),
                 estimated_input_tokens: sized.then_some(estimate),
+                model: model_label.clone(),
+                cost_usd: step_cost,
             },
         )
         .await;
@@ -509,12 +550,61 @@ async fn run_steps(
                     usage.output_tokens
                 ),
                 usage,
+                cost_usd: cost,
             };
         }
     }
     TurnOutcome::Failed {
         message: format!("max_steps ({max_steps}) reached"),
     }
+}
+
+/// The money budgets of `[harness.budget]`, checked before each step: a
+/// turn does not start, or goes no further, once the session's or the
+/// day's cost reached its budget. A turn whose cost is unknown (a model
+/// with no price) is refused while a money budget is set: it could not
+/// be held to it.
+fn money_budget(
+    input: &TurnInput,
+    usage: Usage,
+    cost: Option<f64>,
+    model: &str,
+) -> Option<TurnOutcome> {
+    let harness = &input.agent.config.harness;
+    let budgets = [
+        (
+            "max_cost_usd_per_session",
+            harness.max_cost_usd_per_session,
+            input.prior_cost_usd,
+            "the session has cost",
+        ),
+        (
+            "max_cost_usd_per_day",
+            harness.max_cost_usd_per_day,
+            input.day_cost_usd,
+            "the agent's turns cost today (UTC)",
+        ),
+    ];
+    for (name, limit, before, what) in budgets {
+        let Some(limit) = limit else { continue };
+        let message = match cost {
+            None => format!(
+                "{name} ({limit} USD) cannot be kept: the price of `{model}` (or of a subagent's model) is unknown; set `[model.pricing]` in agent.toml"
+            ),
+            Some(c) if before + c >= limit => format!(
+                "{name} ({limit} USD) reached: {what} {:.6} USD",
+                crate::pricing::round(before + c)
+            ),
+            Some(_) => continue,
+        };
+        return Some(TurnOutcome::OverBudget {
+            limit: name,
+            message,
+            usage,
+            cost_usd: cost,
+        });
+    }
+    None
 }
 
 fn millis(since: Instant) -> u64 {
@@ -530,9 +620,9 @@ async fn run_calls(
     calls: &[ToolCall],
     events: &mpsc::Sender<StepEvent>,
     clock: &TurnClock,
-) -> (Vec<ToolOutput>, Usage) {
-    // Subagents' usage, counted in the turn's.
-    let delegated = std::sync::Mutex::new(Usage::default());
+) -> (Vec<ToolOutput>, Usage, Option<f64>) {
+    // Subagents' usage and cost, counted in the turn's.
+    let delegated = std::sync::Mutex::new((Usage::default(), Some(0.0)));
     let delegated_ref = &delegated;
     let mut outputs: Vec<Option<ToolOutput>> = vec![None; calls.len()];
     let mut pending: Vec<Option<CallFuture<'_>>> = Vec::new();
@@ -597,6 +687,12 @@ async fn run_calls(
                             }
                         }
                         let started = Instant::now();
+                        // Replaying a stored session: its recorded result.
+                        if let Some(crate::Cassette::Session(session)) = &input.providers.cassette
+                            && let Some(out) = session.result(&call.tool_name, &call.input)
+                        {
+                            return (i, out, 0);
+                        }
                         let out = match callable {
                             Callable::Server(tool) => {
                                 run_server_tool(tool, &call.input, &ctx).await
@@ -609,14 +705,15 @@ async fn run_calls(
                                 }
                             }
                             Callable::Builtin("task") => {
-                                let (out, used) = crate::trace::in_child(
+                                let (out, used, used_cost) = crate::trace::in_child(
                                     "invoke_agent",
                                     &call.call_id,
                                     run_subagent(input, call, events),
                                 )
                                 .await;
                                 if let Ok(mut total) = delegated_ref.lock() {
-                                    *total += used;
+                                    total.0 += used;
+                                    total.1 = crate::pricing::add_cost(total.1, used_cost);
                                 }
                                 out
                             }
@@ -679,8 +776,11 @@ async fn run_calls(
         .into_iter()
         .map(|o| o.unwrap_or_else(|| ToolOutput::error("tool call produced no result")))
         .collect();
-    let used = delegated.lock().map(|u| *u).unwrap_or_default();
-    (outputs, used)
+    let (used, used_cost) = delegated
+        .lock()
+        .map(|u| *u)
+        .unwrap_or((Usage::default(), None));
+    (outputs, used, used_cost)
 }
 
 /// Parks a call until the host's gate decides (or `approval_timeout`
@@ -736,7 +836,7 @@ async fn run_subagent(
     input: &TurnInput,
     call: &ToolCall,
     events: &mpsc::Sender<StepEvent>,
-) -> (ToolOutput, Usage) {
+) -> (ToolOutput, Usage, Option<f64>) {
     let id = call
         .input
         .get("subagent")
@@ -753,6 +853,7 @@ async fn run_subagent(
         return (
             ToolOutput::error(format!("no subagent `{id}`")),
             Usage::default(),
+            Some(0.0),
         );
     };
     let model = sub.model.clone().unwrap_or_else(|| input.model.clone());
@@ -789,6 +890,8 @@ async fn run_subagent(
         // toward the parent turn's.
         prior_usage: Usage::default(),
         day_usage: Usage::default(),
+        prior_cost_usd: 0.0,
+        day_cost_usd: 0.0,
         prior_sizing: Sizing::default(),
     };
     send(
@@ -817,6 +920,7 @@ async fn run_subagent(
                     step,
                     duration_ms,
                     usage,
+                    cost_usd,
                     ..
                 } => {
                     let step = StepEvent::SubagentStep {
@@ -828,6 +932,7 @@ async fn run_subagent(
                         duration_ms,
                         usage,
                         finish_reason: finish.as_str().to_owned(),
+                        cost_usd,
                     };
                     send(&parent, step).await;
                 }
@@ -836,25 +941,39 @@ async fn run_subagent(
         }
     };
     let (outcome, ()) = tokio::join!(child_turn, drain);
-    let (out, usage) = match outcome {
-        TurnOutcome::Completed { result, usage, .. } => (
+    let (out, usage, cost) = match outcome {
+        TurnOutcome::Completed {
+            result,
+            usage,
+            cost_usd,
+            ..
+        } => (
             ToolOutput {
                 output: Value::String(result),
                 is_error: false,
             },
             usage,
+            cost_usd,
         ),
         TurnOutcome::Failed { message } => (
             ToolOutput::error(format!("subagent `{id}` failed: {message}")),
             Usage::default(),
+            Some(0.0),
         ),
-        TurnOutcome::OverBudget { message, usage, .. } => (
+        TurnOutcome::OverBudget {
+            message,
+            usage,
+            cost_usd,
+            ..
+        } => (
             ToolOutput::error(format!("subagent `{id}` stopped: {message}")),
             usage,
+            cost_usd,
         ),
         TurnOutcome::Interrupted => (
             ToolOutput::error(format!("subagent `{id}` was interrupted")),
             Usage::default(),
+            Some(0.0),
         ),
     };
     let result = match &out.output {
@@ -872,7 +991,7 @@ async fn run_subagent(
         },
     )
     .await;
-    (out, usage)
+    (out, usage, cost)
 }
 
 async fn emit_result(

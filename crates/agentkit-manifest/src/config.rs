@@ -8,7 +8,9 @@ use serde_json::Value;
 
 use crate::checks;
 use crate::diagnostic::{Code, Diagnostic};
-use crate::model::{AgentConfig, BUILTIN_TOOLS, HarnessConfig, LocalConfig, ModelSpec, Provider};
+use crate::model::{
+    AgentConfig, BUILTIN_TOOLS, HarnessConfig, LocalConfig, ModelSpec, Pricing, Provider,
+};
 use crate::names;
 use crate::source::{Ctx, SourceText};
 
@@ -64,6 +66,15 @@ struct RawHarness {
     max_output_tokens_per_turn: Option<u64>,
     max_tokens_per_session: Option<u64>,
     max_tokens_per_day: Option<u64>,
+    budget: Option<RawBudget>,
+}
+
+/// `[harness.budget]`: budgets in money.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBudget {
+    max_cost_usd_per_session: Option<f64>,
+    max_cost_usd_per_day: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -283,6 +294,36 @@ fn read_harness(
             None => {}
         }
     }
+    if let Some(budget) = h.budget {
+        for (key, value, slot) in [
+            (
+                "max_cost_usd_per_session",
+                budget.max_cost_usd_per_session,
+                &mut out.max_cost_usd_per_session,
+            ),
+            (
+                "max_cost_usd_per_day",
+                budget.max_cost_usd_per_day,
+                &mut out.max_cost_usd_per_day,
+            ),
+        ] {
+            match value {
+                Some(n) if n.is_finite() && n > 0.0 => *slot = Some(n),
+                Some(n) => ctx.push(
+                    Diagnostic::error(
+                        Code::InvalidValue,
+                        src.rel.clone(),
+                        format!(
+                            "`harness.budget.{key}` is {n}; it is an amount of US dollars above 0"
+                        ),
+                    )
+                    .at(src.key_pos(key).or_else(|| src.key_pos("harness.budget")))
+                    .with_hint("leave it out for no limit"),
+                ),
+                None => {}
+            }
+        }
+    }
     if let Some(t) = h.turn_timeout {
         match checks::parse_duration(&t) {
             Ok(d) => out.turn_timeout = d,
@@ -333,7 +374,12 @@ pub(crate) fn parse_model_value(
         );
     }
     match result {
-        Ok(spec) => {
+        Ok(mut spec) => {
+            if let toml::Value::Table(t) = value
+                && let Some(pricing) = t.get("pricing")
+            {
+                spec.pricing = parse_pricing(ctx, src, key, pricing);
+            }
             if spec.provider == Provider::Scripted && !agent_dir.join(&spec.id).is_file() {
                 ctx.push(
                     Diagnostic::error(
@@ -360,6 +406,99 @@ pub(crate) fn parse_model_value(
 
 type ModelError = (String, Option<String>);
 
+/// Reads `[model.pricing]`; every bad key is its own diagnostic, and a
+/// table with any leaves the model without prices (`None`).
+fn parse_pricing(
+    ctx: &mut Ctx,
+    src: &SourceText,
+    key: &str,
+    value: &toml::Value,
+) -> Option<Pricing> {
+    let table_pos = src
+        .key_pos(&format!("{key}.pricing"))
+        .or_else(|| src.key_pos("pricing"));
+    let at = |k: &str| src.key_pos(k).or(table_pos);
+    let hint = "prices are US dollars per million tokens: `input`, `output`, `cache_read`, `cache_write` (the cache prices default to `input`)";
+    let toml::Value::Table(t) = value else {
+        ctx.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                src.rel.clone(),
+                format!(
+                    "`{key}.pricing` must be a table, not a {}",
+                    value.type_str()
+                ),
+            )
+            .at(table_pos)
+            .with_hint(hint),
+        );
+        return None;
+    };
+    let mut ok = true;
+    let mut prices = [None; 4];
+    for (name, v) in t {
+        let Some(slot) = Pricing::KEYS.iter().position(|k| k == name) else {
+            let did = names::did_you_mean(name, Pricing::KEYS)
+                .map(|s| format!("did you mean `{s}`? "))
+                .unwrap_or_default();
+            ctx.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    src.rel.clone(),
+                    format!("unknown price `{name}` in `[{key}.pricing]`"),
+                )
+                .at(at(name))
+                .with_hint(format!("{did}{hint}")),
+            );
+            ok = false;
+            continue;
+        };
+        let price = match v {
+            toml::Value::Float(f) => Some(*f),
+            toml::Value::Integer(n) => Some(*n as f64),
+            _ => None,
+        };
+        match price {
+            Some(p) if p.is_finite() && p >= 0.0 => prices[slot] = Some(p),
+            _ => {
+                ctx.push(
+                    Diagnostic::error(
+                        Code::InvalidValue,
+                        src.rel.clone(),
+                        format!("`{key}.pricing.{name}` is {v}; a price is a number of US dollars, 0 or more"),
+                    )
+                    .at(at(name))
+                    .with_hint(hint),
+                );
+                ok = false;
+            }
+        }
+    }
+    for (slot, name) in [(0, "input"), (1, "output")] {
+        if prices[slot].is_none() && !t.contains_key(name) {
+            ctx.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    src.rel.clone(),
+                    format!("`[{key}.pricing]` needs `{name}`"),
+                )
+                .at(table_pos)
+                .with_hint(hint),
+            );
+            ok = false;
+        }
+    }
+    let [Some(input), Some(output), cache_read, cache_write] = prices else {
+        return None;
+    };
+    ok.then_some(Pricing {
+        input,
+        output,
+        cache_read: cache_read.unwrap_or(input),
+        cache_write: cache_write.unwrap_or(input),
+    })
+}
+
 fn provider_from(name: &str) -> Result<Provider, ModelError> {
     Provider::ALL
         .iter()
@@ -384,6 +523,7 @@ pub fn parse_model_string(s: &str) -> Result<ModelSpec, (String, Option<String>)
             params: serde_json::Map::new(),
             context_window: None,
             max_output_tokens: None,
+            pricing: None,
         });
     }
     let Some((provider, id)) = s.split_once(':') else {
@@ -404,17 +544,19 @@ pub fn parse_model_string(s: &str) -> Result<ModelSpec, (String, Option<String>)
         params: serde_json::Map::new(),
         context_window: None,
         max_output_tokens: None,
+        pricing: None,
     })
 }
 
 fn parse_model_table(t: &toml::Table) -> Result<ModelSpec, ModelError> {
     for key in t.keys() {
-        const KEYS: [&str; 5] = [
+        const KEYS: [&str; 6] = [
             "provider",
             "id",
             "params",
             "context_window",
             "max_output_tokens",
+            "pricing",
         ];
         if !KEYS.contains(&key.as_str()) {
             let hint = names::did_you_mean(key, KEYS).map(|s| format!("did you mean `{s}`?"));
@@ -478,6 +620,7 @@ fn parse_model_table(t: &toml::Table) -> Result<ModelSpec, ModelError> {
         params,
         context_window,
         max_output_tokens,
+        pricing: None,
     })
 }
 

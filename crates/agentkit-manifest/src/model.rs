@@ -140,6 +140,28 @@ pub struct ModelSpec {
     /// `[model] max_output_tokens`: what a reply may take of the window.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u64>,
+    /// `[model.pricing]`: the model's prices (`None`: the built-in table's,
+    /// if it knows the model).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pricing: Option<Pricing>,
+}
+
+/// A model's prices, in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pricing {
+    /// Input tokens neither read from nor written to the provider's cache.
+    pub input: f64,
+    pub output: f64,
+    /// Input tokens read from the provider's prompt cache.
+    pub cache_read: f64,
+    /// Input tokens written to the provider's prompt cache.
+    pub cache_write: f64,
+}
+
+impl Pricing {
+    /// The keys of `[model.pricing]`.
+    pub const KEYS: [&'static str; 4] = ["input", "output", "cache_read", "cache_write"];
 }
 
 /// The model providers this host knows.
@@ -212,6 +234,12 @@ pub struct HarnessConfig {
     /// Input plus output tokens of all the agent's turns in one UTC day.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens_per_day: Option<u64>,
+    /// `[harness.budget]`: budgets in US dollars (`None`: no limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd_per_session: Option<f64>,
+    /// What all the agent's turns may cost in one UTC day.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd_per_day: Option<f64>,
 }
 
 /// How strictly a sandbox applies (`mode`).
@@ -325,6 +353,8 @@ impl Default for HarnessConfig {
             max_output_tokens_per_turn: None,
             max_tokens_per_session: None,
             max_tokens_per_day: None,
+            max_cost_usd_per_session: None,
+            max_cost_usd_per_day: None,
         }
     }
 }

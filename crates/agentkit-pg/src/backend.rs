@@ -385,6 +385,14 @@ impl SharedTicks for AgentTicks {
             output,
         ))
     }
+
+    fn day_cost<'a>(&'a self, day: &'a str) -> StoreFuture<'a, i64> {
+        seam(crate::day_cost(&self.db, &self.agent, day))
+    }
+
+    fn add_day_cost<'a>(&'a self, day: &'a str, nano_usd: i64) -> StoreFuture<'a, ()> {
+        seam(crate::add_day_cost(&self.db, &self.agent, day, nano_usd))
+    }
 }
 
 impl SharedAb for AbTable {

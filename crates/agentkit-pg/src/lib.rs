@@ -93,5 +93,6 @@ pub use migrate::{MIGRATIONS, Migration, MigrationStatus, SchemaStatus};
 pub use reminders::ReminderTable;
 pub use sessions::SessionIndex;
 pub use ticks::{
-    add_day_usage, channel_state, claim_tick, day_usage, first_delivery, set_channel_state,
+    add_day_cost, add_day_usage, channel_state, claim_tick, day_cost, day_usage, first_delivery,
+    set_channel_state,
 };

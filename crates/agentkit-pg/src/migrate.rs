@@ -71,6 +71,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "eval_runs",
         sql: include_str!("../migrations/0011_eval_runs.sql"),
     },
+    Migration {
+        version: 12,
+        name: "cost_daily",
+        sql: include_str!("../migrations/0012_cost_daily.sql"),
+    },
 ];
 
 /// The advisory lock every migrating host takes (`agentkit` migrations).

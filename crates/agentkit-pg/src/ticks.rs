@@ -85,6 +85,35 @@ pub async fn set_channel_state(
     Ok(())
 }
 
+/// What `agent`'s turns cost on `day` (`YYYY-MM-DD`, UTC), on every
+/// host, in billionths of a US dollar.
+pub async fn day_cost(db: &Database, agent: &str, day: &str) -> Result<i64> {
+    let client = db.client().await?;
+    Ok(client
+        .query_opt(
+            "SELECT cost_nano_usd FROM agentkit_cost_daily WHERE agent = $1 AND day = $2",
+            &[&agent, &day],
+        )
+        .await
+        .map_err(Error::query("read the day's cost"))?
+        .map_or(0, |r| r.get(0)))
+}
+
+/// Adds a turn's cost (billionths of a US dollar) to `day`'s.
+pub async fn add_day_cost(db: &Database, agent: &str, day: &str, nano_usd: i64) -> Result<()> {
+    let client = db.client().await?;
+    client
+        .execute(
+            "INSERT INTO agentkit_cost_daily (agent, day, cost_nano_usd) VALUES ($1, $2, $3)
+             ON CONFLICT (agent, day) DO UPDATE SET
+                 cost_nano_usd = agentkit_cost_daily.cost_nano_usd + EXCLUDED.cost_nano_usd",
+            &[&agent, &day, &nano_usd],
+        )
+        .await
+        .map_err(Error::query("add to the day's cost"))?;
+    Ok(())
+}
+
 /// `(input, output)` tokens `agent`'s turns used on `day` (`YYYY-MM-DD`,
 /// UTC), on every host.
 pub async fn day_usage(db: &Database, agent: &str, day: &str) -> Result<(i64, i64)> {

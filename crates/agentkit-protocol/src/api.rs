@@ -288,7 +288,7 @@ pub struct Stopped {
 
 /// `GET /v1/session/:id`: the session's metadata (not its continuation
 /// token, which only the last answer carries).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionInfo {
@@ -309,6 +309,10 @@ pub struct SessionInfo {
     /// The session this one was forked from, and where.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkedFrom>,
+    /// What the session's ended turns cost in US dollars; `null` when a
+    /// turn's price was unknown.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
 }
 
 /// Where a fork came from: the original session and the index of the
@@ -345,7 +349,7 @@ pub struct Forked {
 }
 
 /// A session as `GET /v1/sessions` lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionSummary {
@@ -360,11 +364,16 @@ pub struct SessionSummary {
     /// principal's sessions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal_id: Option<String>,
+    /// What the session's ended turns cost in US dollars, as its index
+    /// row keeps it; `null` when a turn's price was unknown (or the
+    /// session predates cost tracking and has not run a turn since).
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
 }
 
 /// `GET /v1/sessions`: one page of the caller's sessions (every
 /// principal's, for an operator), newest first.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SessionList {
     pub ok: bool,
@@ -954,4 +963,226 @@ mod tests {
             serde_json::json!({"message": "hi", "workspaceFiles": {"a.txt": "x"}, "purpose": "eval", "dryRun": true})
         );
     }
+}
+
+/// One model step of a session, as `GET /v1/session/:id/steps` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct StepSummary {
+    /// The step's number in the session (1-based, in log order): what
+    /// `…/steps/:step/request` takes.
+    pub step: u64,
+    pub turn_id: String,
+    /// The step's number within its turn (`step.started`'s `step`).
+    pub turn_step: u32,
+    /// The log index of its `step.started`.
+    pub index: u64,
+    /// `provider:id`, once the step completed.
+    pub model: Option<String>,
+    /// What the provider counted, once the step completed.
+    pub usage: Option<crate::Usage>,
+    /// What the step cost in US dollars (`null`: unknown price, or not
+    /// completed).
+    pub cost_usd: Option<f64>,
+}
+
+/// `GET /v1/session/:id/steps`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct StepList {
+    pub ok: bool,
+    pub session_id: String,
+    pub steps: Vec<StepSummary>,
+}
+
+/// `GET /v1/session/:id/steps/:step/request`: the provider request of a
+/// step as it was sent, rebuilt from the log, with its size by part and
+/// what changed since the step before.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct StepRequestView {
+    pub ok: bool,
+    pub session_id: String,
+    #[serde(flatten)]
+    pub summary: StepSummary,
+    /// `provider:id` of the model the request went to.
+    pub request_model: Option<String>,
+    /// The JSON body the provider received; `null` for the offline `test`
+    /// and `scripted` models, which send no request.
+    pub body: Option<Value>,
+    pub tokens: TokenBreakdown,
+    /// What differs from the previous step's request (`null` for the
+    /// session's first step), at most [`STEP_DIFF_MAX`] entries.
+    pub diff: Option<Vec<RequestChange>>,
+    /// More changes than `diff` lists.
+    #[serde(default)]
+    pub diff_truncated: bool,
+}
+
+/// The most changes a [`StepRequestView`] lists.
+pub const STEP_DIFF_MAX: usize = 100;
+
+/// A step request's input tokens by part: the harness's estimates
+/// (uncalibrated, about four characters a token) and what the provider
+/// counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct TokenBreakdown {
+    pub system: u64,
+    pub tools: u64,
+    /// Earlier turns (or their compaction summary) and this turn's
+    /// earlier replies, tool results aside.
+    pub history: u64,
+    pub tool_results: u64,
+    /// The turn's user message (the last user message of the request).
+    pub new_message: u64,
+    /// The whole request, calibrated as the turn checked it against the
+    /// window and the budgets.
+    pub estimated_total: u64,
+    /// The provider's counts, once the step completed.
+    pub counted_input: Option<u64>,
+    pub counted_cache_read: Option<u64>,
+    pub counted_cache_write: Option<u64>,
+    /// Older tool results were trimmed to fit the window.
+    pub trimmed: bool,
+}
+
+/// One difference between two JSON request bodies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RequestChange {
+    /// A JSON Pointer (`/messages/4/content`).
+    pub path: String,
+    /// `added`, `removed` or `changed`.
+    pub op: String,
+    /// The value before, as JSON, cut to 200 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+}
+
+/// The changes from `before` to `after`, objects key by key and arrays
+/// index by index (an appended message is one `added` entry), at most
+/// `max`; and whether there were more.
+pub fn json_changes(before: &Value, after: &Value, max: usize) -> (Vec<RequestChange>, bool) {
+    fn preview(v: &Value) -> String {
+        let s = v.to_string();
+        match s.char_indices().nth(200) {
+            Some((i, _)) => format!("{}…", &s[..i]),
+            None => s,
+        }
+    }
+    fn escape(key: &str) -> String {
+        key.replace('~', "~0").replace('/', "~1")
+    }
+    fn walk(path: &str, a: &Value, b: &Value, out: &mut Vec<RequestChange>, max: usize) -> bool {
+        if a == b {
+            return true;
+        }
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                for (k, v) in x {
+                    let p = format!("{path}/{}", escape(k));
+                    let fits = match y.get(k) {
+                        Some(w) => walk(&p, v, w, out, max),
+                        None => walk_one(&p, "removed", v, out, max),
+                    };
+                    if !fits {
+                        return false;
+                    }
+                }
+                for (k, w) in y {
+                    if !x.contains_key(k)
+                        && !walk_one(&format!("{path}/{}", escape(k)), "added", w, out, max)
+                    {
+                        return false;
+                    }
+                }
+                true
+            }
+            (Value::Array(x), Value::Array(y)) => {
+                for i in 0..x.len().max(y.len()) {
+                    let p = format!("{path}/{i}");
+                    let fits = match (x.get(i), y.get(i)) {
+                        (Some(v), Some(w)) => walk(&p, v, w, out, max),
+                        (Some(v), None) => walk_one(&p, "removed", v, out, max),
+                        (None, Some(w)) => walk_one(&p, "added", w, out, max),
+                        (None, None) => true,
+                    };
+                    if !fits {
+                        return false;
+                    }
+                }
+                true
+            }
+            _ => {
+                if out.len() >= max {
+                    return false;
+                }
+                out.push(RequestChange {
+                    path: path.to_owned(),
+                    op: "changed".to_owned(),
+                    before: Some(preview(a)),
+                    after: Some(preview(b)),
+                });
+                true
+            }
+        }
+    }
+    fn walk_one(path: &str, op: &str, v: &Value, out: &mut Vec<RequestChange>, max: usize) -> bool {
+        if out.len() >= max {
+            return false;
+        }
+        let (before, after) = if op == "added" {
+            (None, Some(preview(v)))
+        } else {
+            (Some(preview(v)), None)
+        };
+        out.push(RequestChange {
+            path: path.to_owned(),
+            op: op.to_owned(),
+            before,
+            after,
+        });
+        true
+    }
+    let mut out = Vec::new();
+    let complete = walk("", before, after, &mut out, max);
+    (out, !complete)
+}
+
+/// `GET /v1/session/:id/cassette`: one recording per model step of the
+/// session, in the format of `agentkit eval --record`, so that
+/// `agentkit eval --replay` answers a run that sends what the session
+/// sent (what `agentkit eval add` writes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SessionCassette {
+    pub ok: bool,
+    pub session_id: String,
+    pub files: Vec<CassetteFile>,
+    /// Compaction summary requests of the session, which have no
+    /// recording here.
+    #[serde(default)]
+    pub compactions: u64,
+    /// What of the session the recordings cannot answer (a subagent's
+    /// steps), when anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsupported: Option<String>,
+}
+
+/// One recording: its file name (`<fingerprint>.json`) and content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CassetteFile {
+    pub name: String,
+    pub exchange: Value,
 }

@@ -25,7 +25,7 @@ pub use events::{EventType, UnknownEventType};
 pub use payload::{
     AbAssigned, ActionResult, ActionsRequested, Appended, ApprovalRequested, ApprovalResolved,
     ContextCompacted, EventData, MessageCompleted, MessageReceived, ReasoningCompleted,
-    SessionFailed, SessionForked, SessionStarted, StepCompleted, StepStarted, SubagentCalled,
-    SubagentCompleted, SubagentStep, TurnCompleted, TurnFailed, TurnStarted,
+    RequestDigest, SessionFailed, SessionForked, SessionStarted, StepCompleted, StepStarted,
+    SubagentCalled, SubagentCompleted, SubagentStep, TurnCompleted, TurnFailed, TurnStarted,
 };
 pub use settle::{Seen, TurnEnd, TurnFold};

@@ -110,6 +110,9 @@ pub struct TurnCompleted {
     /// estimates.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sizing: Option<crate::Sizing>,
+    /// What the turn cost in US dollars (its steps, compactions and
+    /// subagents); `null` when a price is unknown, never 0 for unknown.
+    pub cost_usd: Option<f64>,
 }
 
 /// `turn.failed`.
@@ -131,6 +134,9 @@ pub struct TurnFailed {
     /// What the turn used before it failed, when the server reports it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// What that usage cost in US dollars, when its price is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
     /// The turn's trace, when recovery records the end of a turn a crash
     /// cut short (the reader may not have seen its `turn.started`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -142,6 +148,24 @@ pub struct TurnFailed {
 #[serde(rename_all = "camelCase", default)]
 pub struct StepStarted {
     pub step: u32,
+    /// Short digests of the request the step sent, part by part (call ids
+    /// renumbered): what `agentkit replay` compares to tell that a
+    /// changed project sends different requests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<RequestDigest>,
+}
+
+/// The digests of a step's request (the first 8 bytes of a SHA-256, in
+/// hex, of each part's JSON), and its model in the clear.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RequestDigest {
+    /// `provider:id`.
+    pub model: String,
+    pub params: String,
+    pub system: String,
+    pub tools: String,
+    pub messages: String,
 }
 
 /// `step.completed`.
@@ -156,6 +180,12 @@ pub struct StepCompleted {
     /// The harness's estimate of the request's input tokens.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub estimated_input_tokens: Option<u64>,
+    /// The step's model, `provider:id`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// What the step cost in US dollars, from `usage` (cache tokens
+    /// included); `null` when the model's price is unknown.
+    pub cost_usd: Option<f64>,
 }
 
 /// `context.compacted`: the first `messages` messages of the conversation
@@ -172,6 +202,9 @@ pub struct ContextCompacted {
     pub tokens_after: u64,
     /// What the summarisation request used.
     pub usage: Usage,
+    /// What it cost in US dollars, when the model's price is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 /// `reasoning.appended`, and `message.appended` (whose `text` is the
@@ -316,6 +349,9 @@ pub struct SubagentStep {
     pub usage: Option<Usage>,
     /// `stop` or `tool_call`.
     pub finish_reason: String,
+    /// What the step cost in US dollars, when the model's price is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 /// The payload of an event, by its type.

@@ -69,6 +69,8 @@ impl Turns<'_> {
             as_of,
             output_schema: req.output_schema.clone(),
             forked_from: None,
+            cost_usd: Some(0.0),
+            cost_unknown: false,
         };
         // The index row first (committed with whatever other sessions'
         // writes are queued), then the log, which makes the folder: a row

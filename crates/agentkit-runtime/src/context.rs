@@ -15,105 +15,149 @@ use crate::fold::{OpenTurn, conversation_with};
 use crate::meta::Owner;
 use crate::runtime::AgentRuntime;
 
-impl AgentRuntime {
-    /// The context of step `step` (1-based) of turn `turn_id`, for `owner`.
-    pub async fn step_context(
-        &self,
-        id: &str,
-        owner: &Owner,
-        turn_id: &str,
-        step: u32,
-    ) -> Result<StepContext> {
-        let events = self.events_stored(id, owner, 0).await?;
-        let not_found = |what: &'static str, id: String| Error::NotFound { what, id };
-        let started = events
-            .iter()
-            .position(|e| {
-                e.event_type == EventType::TurnStarted && e.turn_id.as_deref() == Some(turn_id)
-            })
-            .ok_or_else(|| not_found("turn", turn_id.to_owned()))?;
-        let step_started = events[started..]
-            .iter()
-            .position(|e| {
-                e.event_type == EventType::StepStarted
-                    && e.turn_id.as_deref() == Some(turn_id)
-                    && e.data.get("step").and_then(serde_json::Value::as_u64)
-                        == Some(u64::from(step))
-            })
-            .map(|i| started + i)
-            .ok_or_else(|| not_found("step", format!("{turn_id}#{step}")))?;
-        let received = answered(&events, started);
-        let user: Vec<String> = events[..started]
-            .iter()
-            .filter(|e| received.contains(&e.index))
-            .filter_map(|e| match e.payload() {
-                EventData::MessageReceived(m) => Some(m.text),
-                _ => None,
-            })
-            .collect();
-        // One fold up to the step, as the turn saw it: this turn's
-        // messages become one user message where it started, messages
-        // arriving during it are for later turns, and a compaction
-        // recorded before the step replaces what it summarised.
-        let mut exclude = received;
-        exclude.extend(
-            events[started..step_started]
-                .iter()
-                .filter(|e| e.event_type == EventType::MessageReceived)
-                .map(|e| e.index),
-        );
-        let open = OpenTurn {
-            turn_id,
-            user_text: (!user.is_empty()).then(|| user.join("\n\n")),
-        };
-        let conversation = conversation_with(&events[..step_started], &exclude, Some(&open));
-        let agent = crate::ab::agent_for(self.agent(), &crate::ab::recorded(&events));
-        let tools = self.dynamic_tools(id).await;
-        let as_of = self.session(id, owner).await?.as_of;
-        let (system, offered) = agentkit_harness::request_context(&agent, &tools, as_of.as_deref());
-        let model = agent
-            .config
-            .model
-            .clone()
-            .or_else(|| self.inner.options.default_model.clone());
-        let (conversation, estimate, trimmed) = agentkit_harness::as_sent(
-            model.as_ref(),
-            &agent,
-            &tools,
-            as_of.as_deref(),
-            conversation,
-            crate::fold::sizing(&events[..started]),
-        );
-        let tools: Vec<OfferedTool> = offered
-            .into_iter()
-            .map(|t| OfferedTool {
-                name: t.name,
-                description: t.description,
-                input_schema: t.input_schema,
-            })
-            .collect();
-        let system_chars = system.chars().count() as u64;
-        let tools_chars = json_chars(&tools);
-        let conversation_chars = json_chars(&conversation);
-        let size = ContextSize {
-            system_chars,
-            tools_chars,
-            conversation_chars,
-            messages: conversation.len() as u64,
-            approx_tokens: estimate,
-            trimmed,
-        };
-        Ok(StepContext {
-            ok: true,
-            session_id: id.to_owned(),
-            turn_id: turn_id.to_owned(),
-            step,
-            system,
-            tools,
-            conversation,
-            size,
+/// A step's request as the turn built it, before a provider's wire
+/// format: the agent it ran as, its model, the extra tools, the frozen
+/// instant and the conversation as sent.
+pub(crate) struct Rebuilt {
+    pub(crate) agent: std::sync::Arc<agentkit_manifest::Agent>,
+    pub(crate) model: Option<agentkit_manifest::ModelSpec>,
+    pub(crate) tools: Vec<std::sync::Arc<dyn agentkit_harness::DynTool>>,
+    pub(crate) as_of: Option<String>,
+    pub(crate) conversation: Vec<agentkit_protocol::Message>,
+    pub(crate) estimate: u64,
+    pub(crate) trimmed: bool,
+}
+
+/// Step `step` of turn `turn_id` of `events` (session `id`), rebuilt as
+/// the turn sent it: the fold up to the step (compaction included), the
+/// session's A/B variant and output schema, trimming with the
+/// calibration its earlier turns gave.
+pub(crate) async fn rebuild(
+    rt: &AgentRuntime,
+    id: &str,
+    owner: &Owner,
+    events: &[Event],
+    turn_id: &str,
+    step: u32,
+) -> Result<Rebuilt> {
+    let not_found = |what: &'static str, id: String| Error::NotFound { what, id };
+    let started = events
+        .iter()
+        .position(|e| {
+            e.event_type == EventType::TurnStarted && e.turn_id.as_deref() == Some(turn_id)
         })
+        .ok_or_else(|| not_found("turn", turn_id.to_owned()))?;
+    let step_started = events[started..]
+        .iter()
+        .position(|e| {
+            e.event_type == EventType::StepStarted
+                && e.turn_id.as_deref() == Some(turn_id)
+                && e.data.get("step").and_then(serde_json::Value::as_u64) == Some(u64::from(step))
+        })
+        .map(|i| started + i)
+        .ok_or_else(|| not_found("step", format!("{turn_id}#{step}")))?;
+    let received = answered(events, started);
+    let user: Vec<String> = events[..started]
+        .iter()
+        .filter(|e| received.contains(&e.index))
+        .filter_map(|e| match e.payload() {
+            EventData::MessageReceived(m) => Some(m.text),
+            _ => None,
+        })
+        .collect();
+    let mut exclude = received;
+    exclude.extend(
+        events[started..step_started]
+            .iter()
+            .filter(|e| e.event_type == EventType::MessageReceived)
+            .map(|e| e.index),
+    );
+    let open = OpenTurn {
+        turn_id,
+        user_text: (!user.is_empty()).then(|| user.join("\n\n")),
+    };
+    let conversation = conversation_with(&events[..step_started], &exclude, Some(&open));
+    let mut agent = crate::ab::agent_for(rt.agent(), &crate::ab::recorded(events));
+    let meta = rt.session(id, owner).await?;
+    if let Some(schema) = meta.output_schema {
+        let mut own = (*agent).clone();
+        own.config.output_schema = Some(schema);
+        agent = std::sync::Arc::new(own);
     }
+    let tools = rt.dynamic_tools(id).await;
+    let model = agent
+        .config
+        .model
+        .clone()
+        .or_else(|| rt.inner.options.default_model.clone());
+    let (conversation, estimate, trimmed) = agentkit_harness::as_sent(
+        model.as_ref(),
+        &agent,
+        &tools,
+        meta.as_of.as_deref(),
+        conversation,
+        crate::fold::sizing(&events[..started]),
+    );
+    Ok(Rebuilt {
+        agent,
+        model,
+        tools,
+        as_of: meta.as_of,
+        conversation,
+        estimate,
+        trimmed,
+    })
+}
+
+/// The context of step `step` (1-based) of turn `turn_id` of session
+/// `id`, for `owner` (`Steps::context`).
+pub(crate) async fn step_context(
+    rt: &AgentRuntime,
+    id: &str,
+    owner: &Owner,
+    turn_id: &str,
+    step: u32,
+) -> Result<StepContext> {
+    let events = rt.events_stored(id, owner, 0).await?;
+    let Rebuilt {
+        agent,
+        tools,
+        as_of,
+        conversation,
+        estimate,
+        trimmed,
+        ..
+    } = rebuild(rt, id, owner, &events, turn_id, step).await?;
+    let (system, offered) = agentkit_harness::request_context(&agent, &tools, as_of.as_deref());
+    let tools: Vec<OfferedTool> = offered
+        .into_iter()
+        .map(|t| OfferedTool {
+            name: t.name,
+            description: t.description,
+            input_schema: t.input_schema,
+        })
+        .collect();
+    let system_chars = system.chars().count() as u64;
+    let tools_chars = json_chars(&tools);
+    let conversation_chars = json_chars(&conversation);
+    let size = ContextSize {
+        system_chars,
+        tools_chars,
+        conversation_chars,
+        messages: conversation.len() as u64,
+        approx_tokens: estimate,
+        trimmed,
+    };
+    Ok(StepContext {
+        ok: true,
+        session_id: id.to_owned(),
+        turn_id: turn_id.to_owned(),
+        step,
+        system,
+        tools,
+        conversation,
+        size,
+    })
 }
 
 /// The `message.received` indices turn `started` answers: recorded on

@@ -65,6 +65,10 @@ CREATE TABLE IF NOT EXISTS usage_daily (
     input_tokens INTEGER NOT NULL,
     output_tokens INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS cost_daily (
+    day TEXT PRIMARY KEY,
+    cost_nano_usd INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS schedule_runs (
     schedule_id TEXT PRIMARY KEY,
     record TEXT NOT NULL
@@ -614,6 +618,34 @@ impl Db {
                  ON CONFLICT(day) DO UPDATE SET input_tokens = input_tokens + ?2, output_tokens = output_tokens + ?3",
             )?
             .execute(params![day, input, output])
+            .map(|_| ())
+        });
+    }
+
+    /// What the agent's turns cost on `day`, in billionths of a US dollar.
+    pub(crate) fn day_cost(&self, day: &str) -> Result<i64> {
+        self.conn()
+            .query_row(
+                "SELECT cost_nano_usd FROM cost_daily WHERE day = ?1",
+                params![day],
+                |r| r.get(0),
+            )
+            .optional()
+            .map(Option::unwrap_or_default)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Adds a turn's cost to `day`'s, without waiting.
+    pub(crate) fn add_day_cost(&self, day: String, nano_usd: i64) {
+        if nano_usd <= 0 {
+            return;
+        }
+        self.write_detached(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO cost_daily (day, cost_nano_usd) VALUES (?1, ?2)
+                 ON CONFLICT(day) DO UPDATE SET cost_nano_usd = cost_nano_usd + ?2",
+            )?
+            .execute(params![day, nano_usd])
             .map(|_| ())
         });
     }

@@ -63,6 +63,8 @@ impl AgentRuntime {
                 result: text.to_owned(),
                 usage: Usage::default(),
                 kind: emitted(),
+                // No model ran: nothing was spent.
+                cost_usd: Some(0.0),
                 ..TurnCompleted::default()
             })),
             NewEvent::new(None, EventData::SessionWaiting),

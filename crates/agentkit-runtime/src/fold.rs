@@ -179,6 +179,27 @@ pub(crate) fn usage(events: &[Event]) -> agentkit_protocol::Usage {
     total
 }
 
+/// What the session's ended turns cost in US dollars: the sum of the
+/// known costs, and whether every turn that used tokens had one (a turn
+/// of a model with no price, or one recorded before costs were, did not).
+pub(crate) fn cost(events: &[Event]) -> (f64, bool) {
+    let zero = agentkit_protocol::Usage::default();
+    let (mut known, mut complete) = (0.0, true);
+    for e in events {
+        let (usage, cost) = match e.payload() {
+            EventData::TurnCompleted(t) => (t.usage, t.cost_usd),
+            EventData::TurnFailed(t) => (t.usage.unwrap_or_default(), t.cost_usd),
+            _ => continue,
+        };
+        match cost {
+            Some(c) => known += c,
+            None if usage != zero => complete = false,
+            None => {}
+        }
+    }
+    (agentkit_harness::pricing::round(known), complete)
+}
+
 /// What the session's completed turns estimated and the provider counted
 /// of their requests: calibrates the next turn's estimates.
 pub(crate) fn sizing(events: &[Event]) -> agentkit_protocol::Sizing {
@@ -290,10 +311,10 @@ impl FoldCache {
             return;
         }
         // The result of a completed turn repeats its last message; only
-        // the turn id, the usage and the sizing matter here.
+        // the turn id, the usage, the sizing and the cost matter here.
         if event.event_type == EventType::TurnCompleted {
             let mut kept = serde_json::Map::new();
-            for key in ["usage", "sizing"] {
+            for key in ["usage", "sizing", "costUsd"] {
                 if let Some(v) = event.data.get(key) {
                     kept.insert(key.to_owned(), v.clone());
                 }

@@ -84,6 +84,7 @@ impl Forks<'_> {
             session_id: from.id.clone(),
             at_index,
         };
+        let prefix_cost = crate::fold::cost(prefix);
         let meta = SessionMeta {
             id: fork_id.as_str().to_owned(),
             channel: HTTP_CHANNEL.to_owned(),
@@ -99,6 +100,9 @@ impl Forks<'_> {
             as_of: from.as_of.clone(),
             output_schema: from.output_schema.clone(),
             forked_from: Some(forked_from.clone()),
+            // The copied turns' cost is the fork's too.
+            cost_usd: prefix_cost.1.then_some(prefix_cost.0),
+            cost_unknown: !prefix_cost.1,
         };
         // The index row first, as for a new session, then the log.
         self.rt.sessions().index_put(&meta).await?;

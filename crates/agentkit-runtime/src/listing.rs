@@ -70,6 +70,7 @@ impl AgentRuntime {
                 title: meta.title,
                 busy,
                 principal_id: operator.then_some(meta.owner.principal_id),
+                cost_usd: meta.cost_usd.filter(|_| !meta.cost_unknown),
             });
         }
         Ok((out, next))

@@ -97,6 +97,13 @@ pub struct SessionMeta {
     /// The session this one was forked from, and where.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<agentkit_protocol::api::ForkedFrom>,
+    /// What the session's ended turns cost in US dollars, kept as each
+    /// turn ends (`None` until the first does, or while unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// A turn's cost was unknown (a model with no price): the total is too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cost_unknown: bool,
 }
 
 impl SessionMeta {

@@ -431,13 +431,21 @@ impl AgentRuntime {
         Ok(lock(&self.sessions().owned(id, owner).await?.meta).clone())
     }
 
-    /// What the session's turns used so far, read from its fold (no log
-    /// read while the session is hot).
-    pub async fn usage(&self, id: &str, owner: &Owner) -> Result<agentkit_protocol::Usage> {
+    /// What the session's turns used so far and what they cost in US
+    /// dollars (`None` when a turn's price was unknown), read from its
+    /// fold (no log read while the session is hot).
+    pub async fn usage(
+        &self,
+        id: &str,
+        owner: &Owner,
+    ) -> Result<(agentkit_protocol::Usage, Option<f64>)> {
         let session = self.sessions().owned_for_reading(id, owner).await?;
         self.turns().ready(&session).await?;
         self.turns()
-            .with_history(&session, crate::fold::usage)
+            .with_history(&session, |events| {
+                let (known, complete) = crate::fold::cost(events);
+                (crate::fold::usage(events), complete.then_some(known))
+            })
             .await
     }
 

@@ -625,7 +625,15 @@ impl Turns<'_> {
             .harness
             .max_tokens_per_session
             .is_some();
-        let (history, assignments, prior_usage, prior_sizing) = self
+        let money_budgeted = self
+            .rt
+            .inner
+            .agent
+            .config
+            .harness
+            .max_cost_usd_per_session
+            .is_some();
+        let (history, assignments, prior_usage, prior_sizing, prior_cost) = self
             .with_fold(session, |cache| {
                 let history = cache.conversation(&exclude);
                 let events = cache.events();
@@ -638,6 +646,11 @@ impl Turns<'_> {
                         Default::default()
                     },
                     fold::sizing(events),
+                    if money_budgeted {
+                        fold::cost(events).0
+                    } else {
+                        0.0
+                    },
                 )
             })
             .await?;
@@ -676,6 +689,7 @@ impl Turns<'_> {
             }
             None => self.rt.inner.db.day_usage(&today)?,
         };
+        let day_cost_usd = crate::cost::day_cost(self.rt, &agent, &today).await?;
         // Read before the literal: its other fields hold the meta lock.
         let origin = session.meta().call_origin();
         let input = TurnInput {
@@ -704,6 +718,8 @@ impl Turns<'_> {
             origin,
             prior_usage,
             day_usage,
+            prior_cost_usd: prior_cost,
+            day_cost_usd,
             prior_sizing,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
@@ -778,6 +794,7 @@ impl Turns<'_> {
             }
             _ => {}
         }
+        crate::cost::turn_ended(self.rt, session, &outcome).await;
         if !assignments.is_empty() {
             let (outcome, usage) = match &outcome {
                 TurnOutcome::Completed { usage, .. } => ("completed", *usage),
@@ -805,23 +822,27 @@ impl Turns<'_> {
                 usage,
                 output,
                 sizing,
+                cost_usd,
             } => EventData::TurnCompleted(TurnCompleted {
                 result,
                 usage,
                 output,
                 sizing: (sizing.estimated_input_tokens > 0).then_some(sizing),
                 kind: None,
+                cost_usd,
             }),
             TurnOutcome::Failed { message } => turn_failed(message),
             TurnOutcome::OverBudget {
                 limit,
                 message,
                 usage,
+                cost_usd,
             } => EventData::TurnFailed(TurnFailed {
                 message,
                 reason: Some("budget".to_owned()),
                 limit: Some(limit.to_owned()),
                 usage: Some(usage),
+                cost_usd,
                 ..TurnFailed::default()
             }),
             TurnOutcome::Interrupted => {

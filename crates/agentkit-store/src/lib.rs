@@ -351,6 +351,10 @@ pub trait SharedTicks: Send + Sync + Debug {
     /// Input and output tokens of `day` (`YYYY-MM-DD`, UTC).
     fn day_usage<'a>(&'a self, day: &'a str) -> StoreFuture<'a, (i64, i64)>;
     fn add_day_usage<'a>(&'a self, day: &'a str, input: i64, output: i64) -> StoreFuture<'a, ()>;
+    /// What the agent's turns of `day` cost, in billionths of a US dollar
+    /// (integers, so every host's sums are exact).
+    fn day_cost<'a>(&'a self, day: &'a str) -> StoreFuture<'a, i64>;
+    fn add_day_cost<'a>(&'a self, day: &'a str, nano_usd: i64) -> StoreFuture<'a, ()>;
 }
 
 /// One ended turn of an enrolled session.

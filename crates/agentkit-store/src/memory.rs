@@ -48,6 +48,7 @@ struct Data {
     reminders: BTreeMap<Key, (ReminderRecord, Option<(String, Instant)>)>,
     ticks: HashSet<(String, String, i64)>,
     usage: HashMap<Key, (i64, i64)>,
+    cost: HashMap<Key, i64>,
     assignments: Vec<Assignment>,
     turns: HashMap<(String, String, String), AbTurn>,
     feedback: Vec<Feedback>,
@@ -836,6 +837,22 @@ impl SharedTicks for Part {
         let usage = data.usage.entry(self.key(day)).or_default();
         usage.0 += input;
         usage.1 += output;
+        ready(Ok(()))
+    }
+
+    fn day_cost<'a>(&'a self, day: &'a str) -> StoreFuture<'a, i64> {
+        let cost = self
+            .data()
+            .cost
+            .get(&self.key(day))
+            .copied()
+            .unwrap_or_default();
+        ready(Ok(cost))
+    }
+
+    fn add_day_cost<'a>(&'a self, day: &'a str, nano_usd: i64) -> StoreFuture<'a, ()> {
+        let mut data = self.data();
+        *data.cost.entry(self.key(day)).or_default() += nano_usd;
         ready(Ok(()))
     }
 }

@@ -41,6 +41,7 @@ pub mod info;
 pub mod init;
 pub mod logs;
 pub mod mcp_oauth;
+pub mod replay;
 mod serve;
 pub mod slack;
 pub mod webhooks;

@@ -15,6 +15,7 @@ mod packs;
 mod playground;
 mod readme;
 mod reminders;
+mod replay;
 mod run;
 mod scale_out;
 mod serve;

@@ -70,7 +70,8 @@ fn weather_turn_log_becomes_a_trajectory() {
                 "outputTokens": 96,
                 "cacheReadTokens": 1024,
                 "cacheWriteTokens": 0
-              }
+              },
+              "costUsd": null
             }
           ],
           "reply": "It's 20 °C and partly cloudy in New York.",
@@ -121,7 +122,8 @@ fn weather_turn_log_becomes_a_trajectory() {
             "outputTokens": 96,
             "cacheReadTokens": 1024,
             "cacheWriteTokens": 0
-          }
+          },
+          "costUsd": null
         }
     "#]]
     .assert_eq(&run.stdout);

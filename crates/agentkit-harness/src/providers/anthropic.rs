@@ -303,7 +303,7 @@ impl AnthropicTurn {
         }
     }
 
-    fn request_body(&self, request: &StepRequest<'_>) -> Value {
+    pub(super) fn request_body(&self, request: &StepRequest<'_>) -> Value {
         let mut body = Map::new();
         body.insert("model".into(), Value::String(self.model_id.clone()));
         body.insert("max_tokens".into(), Value::from(self.max_tokens));

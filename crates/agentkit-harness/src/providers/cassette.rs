@@ -24,18 +24,37 @@ use sha2::{Digest, Sha256};
 use super::{Model, ModelReply, StepRequest, StepSink};
 
 /// Whether model exchanges are recorded or replayed, and where.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Cassette {
     /// Call the provider and store every exchange in this folder.
     Record(PathBuf),
     /// Answer every step from this folder; never call a provider.
     Replay(PathBuf),
+    /// Answer every model call, in order, from a stored session's log
+    /// (`agentkit replay`), and tool calls from it too unless they run
+    /// live; never call a provider.
+    Session(std::sync::Arc<super::recorded::RecordedSession>),
 }
 
+impl PartialEq for Cassette {
+    fn eq(&self, other: &Cassette) -> bool {
+        match (self, other) {
+            (Cassette::Record(a), Cassette::Record(b))
+            | (Cassette::Replay(a), Cassette::Replay(b)) => a == b,
+            (Cassette::Session(a), Cassette::Session(b)) => std::sync::Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Cassette {}
+
 impl Cassette {
-    pub fn dir(&self) -> &Path {
+    /// The folder of recordings (`None` for a stored session's answers).
+    pub fn dir(&self) -> Option<&Path> {
         match self {
-            Cassette::Record(dir) | Cassette::Replay(dir) => dir,
+            Cassette::Record(dir) | Cassette::Replay(dir) => Some(dir),
+            Cassette::Session(_) => None,
         }
     }
 }
@@ -100,7 +119,10 @@ impl CassetteTurn {
     ) -> Result<ModelReply, String> {
         let doc = request_doc(&self.spec, request);
         let key = fingerprint(&doc);
-        let path = self.cassette.dir().join(format!("{key}.json"));
+        let Some(dir) = self.cassette.dir() else {
+            return Err("cassette: a stored session answers through its own model".to_owned());
+        };
+        let path = dir.join(format!("{key}.json"));
         match (&self.cassette, &self.inner) {
             (Cassette::Record(dir), Some(inner)) => {
                 sink.start_tape();
@@ -141,7 +163,7 @@ impl CassetteTurn {
             }
             _ => {
                 let Ok(text) = tokio::fs::read_to_string(&path).await else {
-                    return Err(no_match(self.cassette.dir(), &doc).await);
+                    return Err(no_match(dir, &doc).await);
                 };
                 let exchange: Exchange = serde_json::from_str(&text)
                     .map_err(|e| format!("cassette {} is not valid: {e}", path.display()))?;
@@ -256,6 +278,76 @@ fn request_doc(spec: &ModelSpec, request: &StepRequest<'_>) -> Value {
         "tools": tools,
         "messages": messages,
     })
+}
+
+/// The digests of `request`, part by part, over the same document a
+/// cassette keys its recordings by.
+pub(crate) fn request_digest(
+    spec: &ModelSpec,
+    request: &StepRequest<'_>,
+) -> agentkit_protocol::RequestDigest {
+    let doc = request_doc(spec, request);
+    let part = |key: &str| {
+        let bytes = serde_json::to_vec(&doc[key]).unwrap_or_default();
+        hex::encode(&Sha256::digest(&bytes)[..8])
+    };
+    agentkit_protocol::RequestDigest {
+        model: doc["model"].as_str().unwrap_or_default().to_owned(),
+        params: part("params"),
+        system: part("system"),
+        tools: part("tools"),
+        messages: part("messages"),
+    }
+}
+
+/// The cassette file (name and content) that answers a step whose
+/// request is made of these parts with `answer`: what `agentkit eval add`
+/// writes from a stored session.
+#[allow(clippy::too_many_arguments)]
+pub fn recorded_exchange(
+    spec: &ModelSpec,
+    agent: &std::sync::Arc<agentkit_manifest::Agent>,
+    tools: &[std::sync::Arc<dyn crate::DynTool>],
+    conversation: &[Message],
+    as_of: Option<&str>,
+    answer: &super::recorded::RecordedAnswer,
+) -> (String, Value) {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let request = StepRequest {
+        agent,
+        conversation,
+        step: 1,
+        turn_id: "",
+        cancel: &cancel,
+        tools,
+        as_of,
+    };
+    let doc = request_doc(spec, &request);
+    let name = format!("{}.json", fingerprint(&doc));
+    let mut chunks = Vec::new();
+    if let Some(r) = answer.reasoning.as_ref().filter(|r| !r.is_empty()) {
+        chunks.push(Chunk::Reasoning(r.clone()));
+    }
+    if !answer.text.is_empty() {
+        chunks.push(Chunk::Text(answer.text.clone()));
+    }
+    let exchange = Exchange {
+        request: doc,
+        response: Response {
+            chunks,
+            tool_calls: answer
+                .tool_calls
+                .iter()
+                .map(|c| RecordedCall {
+                    tool_name: c.tool_name.clone(),
+                    input: c.input.clone(),
+                })
+                .collect(),
+            usage: answer.usage,
+            error: None,
+        },
+    };
+    (name, serde_json::to_value(&exchange).unwrap_or_default())
 }
 
 fn fingerprint(doc: &Value) -> String {

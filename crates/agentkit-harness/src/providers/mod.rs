@@ -12,6 +12,7 @@ mod anthropic;
 mod cassette;
 mod http;
 mod openai;
+pub(crate) mod recorded;
 mod scripted;
 mod sse;
 mod test_model;
@@ -26,7 +27,12 @@ use tokio_util::sync::CancellationToken;
 use crate::credentials::ProviderConfig;
 use crate::step::StepEvent;
 
-pub use cassette::Cassette;
+pub(crate) use cassette::request_digest;
+pub use cassette::{Cassette, recorded_exchange};
+pub use recorded::{
+    LoggedAnswer, RecordedAnswer, RecordedLog, RecordedResult, RecordedSession, RecordedToolCall,
+    recorded_log,
+};
 pub(crate) use scripted::Script;
 
 /// The model of one turn, ready to answer steps.
@@ -38,6 +44,8 @@ pub(crate) enum Model {
     Anthropic(Box<anthropic::AnthropicTurn>),
     /// Recorded to, or replayed from, a cassette.
     Cassette(Box<cassette::CassetteTurn>),
+    /// A stored session's answers (`agentkit replay`).
+    Recorded(Arc<recorded::RecordedSession>),
 }
 
 impl Model {
@@ -51,6 +59,11 @@ impl Model {
         providers: &ProviderConfig,
     ) -> Result<Model, String> {
         match &providers.cassette {
+            Some(cassette::Cassette::Session(session)) if session.answers_model() => {
+                return Ok(Model::Recorded(session.clone()));
+            }
+            // The model runs live; only tool results come from the log.
+            Some(cassette::Cassette::Session(_)) => {}
             // Replay never builds the provider: no key, no network.
             Some(c @ cassette::Cassette::Replay(_)) => {
                 return Ok(Model::Cassette(Box::new(cassette::CassetteTurn::new(
@@ -108,6 +121,7 @@ impl Model {
             Model::OpenAi(turn) => turn.step(request, sink).await,
             Model::Anthropic(turn) => turn.step(request, sink).await,
             Model::Cassette(turn) => Box::pin(turn.step(request, sink)).await,
+            Model::Recorded(session) => session.step(request, sink).await,
         }
     }
 }
@@ -227,6 +241,51 @@ pub fn request_context(
         })
         .collect();
     (system_prompt(agent, as_of), tools)
+}
+
+/// The JSON body a step's request sends the provider of `spec`, built by
+/// the same code the provider sends with (`None` for the offline `test`
+/// and `scripted` models, which send nothing). For showing what a step
+/// sent; `conversation` is the step's as sent (compacted and trimmed).
+/// Anthropic's signed thinking blocks live only in the turn that got
+/// them, so a rebuilt request carries none.
+pub fn wire_request(
+    spec: &ModelSpec,
+    agent: &Arc<Agent>,
+    extra: &[Arc<dyn crate::DynTool>],
+    conversation: &[Message],
+    as_of: Option<&str>,
+) -> Result<Option<serde_json::Value>, String> {
+    match spec.provider {
+        Provider::Test | Provider::Scripted => Ok(None),
+        Provider::Openai => Ok(Some(openai::request_body(
+            &spec.id,
+            &spec.params,
+            agent,
+            extra,
+            conversation,
+            as_of,
+        ))),
+        Provider::Anthropic => {
+            // Only the body is built: no key or address is used.
+            let endpoint = crate::credentials::Endpoint {
+                api_key: None,
+                base_url: "http://127.0.0.1".to_owned(),
+            };
+            let turn = anthropic::AnthropicTurn::new(spec, &endpoint)?;
+            let cancel = CancellationToken::new();
+            let request = StepRequest {
+                agent,
+                conversation,
+                step: 1,
+                turn_id: "",
+                cancel: &cancel,
+                tools: extra,
+                as_of,
+            };
+            Ok(Some(turn.request_body(&request)))
+        }
+    }
 }
 
 /// A session frozen at an instant (`as_of`) gets that instant as the
@@ -421,6 +480,7 @@ mod tests {
             params: serde_json::Map::new(),
             context_window: None,
             max_output_tokens: None,
+            pricing: None,
         };
         let endpoint = |base: &str| crate::Endpoint {
             api_key: Some("sk-debug-secret".into()),

@@ -188,7 +188,7 @@ fn api_error(body: &str) -> String {
 
 /// The Chat Completions body: the model's `params` are merged in, but never
 /// replace `model`, `messages`, `stream` or `tools`.
-fn request_body(
+pub(super) fn request_body(
     model: &str,
     params: &Map<String, Value>,
     agent: &Agent,

@@ -92,6 +92,7 @@ pub(crate) fn test_model() -> ModelSpec {
         params: serde_json::Map::new(),
         context_window: None,
         max_output_tokens: None,
+        pricing: None,
     }
 }
 
@@ -102,6 +103,7 @@ pub(crate) fn scripted(file: &str) -> ModelSpec {
         params: serde_json::Map::new(),
         context_window: None,
         max_output_tokens: None,
+        pricing: None,
     }
 }
 
@@ -132,6 +134,8 @@ pub(crate) fn turn_input(
         origin: Default::default(),
         prior_usage: Default::default(),
         day_usage: Default::default(),
+        prior_cost_usd: 0.0,
+        day_cost_usd: 0.0,
         prior_sizing: Default::default(),
     }
 }

@@ -172,9 +172,10 @@ pub(crate) async fn session_info(
 ) -> ApiResult {
     let runtime = &state.agent.runtime;
     let meta = runtime.session(&id, &owner).await?;
-    let usage = runtime.usage(&id, &owner).await?;
+    let (usage, cost_usd) = runtime.usage(&id, &owner).await?;
     Ok(json_ok(SessionInfo {
         usage,
+        cost_usd,
         ok: true,
         busy: runtime.is_busy(&id),
         session_id: meta.id,

@@ -231,6 +231,27 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         .answer(Answer::Json(schema_of::<StepContext>(g))),
         op(
             "get",
+            "/v1/session/{sessionId}/steps",
+            "sessions",
+            "The session's model steps, with model, usage and cost",
+        )
+        .answer(Answer::Json(schema_of::<agentkit_protocol::api::StepList>(g))),
+        op(
+            "get",
+            "/v1/session/{sessionId}/steps/{step}/request",
+            "sessions",
+            "A step's provider request as it was sent, its tokens by part and the diff to the step before (under --dev or to an operator)",
+        )
+        .answer(Answer::Json(schema_of::<agentkit_protocol::api::StepRequestView>(g))),
+        op(
+            "get",
+            "/v1/session/{sessionId}/cassette",
+            "sessions",
+            "One eval recording per step of the session, for `agentkit eval --replay` (under --dev or to an operator)",
+        )
+        .answer(Answer::Json(schema_of::<agentkit_protocol::api::SessionCassette>(g))),
+        op(
+            "get",
             "/v1/session/{sessionId}/approvals",
             "approvals",
             "The calls waiting for a human's decision",

@@ -306,6 +306,7 @@ impl ServeOptions {
                 params: Default::default(),
                 context_window: None,
                 max_output_tokens: None,
+                pricing: None,
             }),
             None => None,
         };

@@ -313,7 +313,7 @@ fn emitted_assistant_text_is_a_short_turn_the_model_sees_later() {
             r#"turn.started {"messages":0,"kind":"emitted","received":[]}"#.to_owned(),
             r#"message.appended {"delta":"Your build 42 is green.","text":"Your build 42 is green."}"#.to_owned(),
             r#"message.completed {"text":"Your build 42 is green.","finishReason":"stop"}"#.to_owned(),
-            r#"turn.completed {"result":"Your build 42 is green.","usage":{"inputTokens":0,"outputTokens":0,"cacheReadTokens":0,"cacheWriteTokens":0},"kind":"emitted"}"#.to_owned(),
+            r#"turn.completed {"result":"Your build 42 is green.","usage":{"inputTokens":0,"outputTokens":0,"cacheReadTokens":0,"cacheWriteTokens":0},"kind":"emitted","costUsd":0.0}"#.to_owned(),
         ]
     );
     // No model was called for it.

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::mcp::{Host, host};
 
-fn options(mock: &MockProvider) -> ServeOptions {
+pub(crate) fn options(mock: &MockProvider) -> ServeOptions {
     let mut providers = agentkit::ProviderConfig::default();
     providers.openai.base_url = mock.openai_base_url();
     providers.openai.api_key = Some("sk-mock".into());
@@ -23,7 +23,7 @@ fn options(mock: &MockProvider) -> ServeOptions {
     }
 }
 
-fn serve(mock: &MockProvider, agent_toml: &str) -> Host {
+pub(crate) fn serve(mock: &MockProvider, agent_toml: &str) -> Host {
     let files: Vec<(&str, &str)> = vec![
         ("agent.toml", agent_toml),
         ("instructions.md", "You keep notes.\n"),
@@ -33,7 +33,11 @@ fn serve(mock: &MockProvider, agent_toml: &str) -> Host {
 
 /// Sends `message` (a new session, or a follow-up of `session`) and
 /// returns the session id, the new token and the events of this turn.
-fn turn(h: &Host, session: Option<(&str, &str)>, message: &str) -> (String, String, Vec<Value>) {
+pub(crate) fn turn(
+    h: &Host,
+    session: Option<(&str, &str)>,
+    message: &str,
+) -> (String, String, Vec<Value>) {
     let (path, body) = match session {
         None => ("/bot/v1/session".to_owned(), json!({ "message": message })),
         Some((id, token)) => (
@@ -67,7 +71,7 @@ fn turn(h: &Host, session: Option<(&str, &str)>, message: &str) -> (String, Stri
     (id, token, events)
 }
 
-fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
+pub(crate) fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == t).collect()
 }
 

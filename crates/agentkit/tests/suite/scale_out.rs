@@ -317,6 +317,64 @@ fn the_daily_budget_counts_every_hosts_turns() {
     );
 }
 
+/// `max_cost_usd_per_day` counts the cost of every host's turns on the
+/// database.
+#[test]
+fn the_daily_money_budget_counts_every_hosts_turns() {
+    use agentkit_test_support::http::Request;
+    use serde_json::{Value, json};
+
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let script = r#"{"turns": [{"steps": [{"text": "ok", "usage": {"inputTokens": 5000, "outputTokens": 10}}]}]}"#;
+    // 5,000 × 1 + 10 × 1 = 5,010 micro-dollars a turn.
+    let agent_toml = (
+        "agent.toml",
+        "[model]\nprovider = \"scripted\"\nid = \"script.json\"\n[model.pricing]\ninput = 1\noutput = 1\n[harness.budget]\nmax_cost_usd_per_day = 0.01\n",
+    );
+    let mut hosts: Vec<Host> = (0..2)
+        .map(|_| Host::new(script, &[agent_toml], at(12, 0, 0)))
+        .collect();
+    for h in &mut hosts {
+        h.start(ServeOptions {
+            database_url: Some(db.url.clone()),
+            ..ServeOptions::default()
+        });
+    }
+    let turn = |h: &Host| -> Vec<Value> {
+        let r = h.send(Request::post("/bot/v1/session").json(&json!({"message": "hi"})));
+        assert_eq!(r.status, 200, "{}", r.body);
+        let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+        Request::get(&format!("/bot/v1/session/{id}/stream"))
+            .stream(h.addr())
+            .unwrap()
+            .until("session.waiting")
+            .unwrap()
+    };
+    for _ in 0..2 {
+        let events = turn(&hosts[0]);
+        let done: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["type"] == "turn.completed")
+            .collect();
+        assert_eq!(done.len(), 1, "{events:?}");
+        assert_eq!(done[0]["data"]["costUsd"], json!(0.00501));
+    }
+    // 0.01002 spent today on the first host: the second refuses a turn.
+    let events = turn(&hosts[1]);
+    let failed: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "turn.failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "{events:?}");
+    assert_eq!(failed[0]["data"]["limit"], "max_cost_usd_per_day");
+    assert_eq!(
+        db.query("SELECT cost_nano_usd FROM agentkit_cost_daily"),
+        "10020000"
+    );
+}
+
 /// A run-form handler that counts its calls (on this host) and delivers
 /// `RUN <n>` into the conversation three times, then stops.
 fn counting_handler(

@@ -66,6 +66,7 @@ pub(crate) struct Metrics {
     turn_duration: Family<Labels, Histogram>,
     step_duration: Family<Labels, Histogram>,
     tokens: Family<Labels, Counter>,
+    cost: Family<Labels, Counter<f64>>,
     tool_calls: Family<Labels, Counter>,
     tool_errors: Family<Labels, Counter>,
     approvals_pending: Family<Labels, Gauge>,
@@ -121,6 +122,7 @@ impl Metrics {
             turn_duration: histograms(),
             step_duration: histograms(),
             tokens: Family::default(),
+            cost: Family::default(),
             tool_calls: Family::default(),
             tool_errors: Family::default(),
             approvals_pending: Family::default(),
@@ -186,6 +188,11 @@ impl Metrics {
             "tokens",
             "Tokens used by turns, by agent, model and kind (input, output, cache_read, cache_write)",
             m.tokens.clone(),
+        );
+        registry.register(
+            "cost_usd",
+            "What turns cost in US dollars (their steps, compactions and subagents, at the models' prices), by agent and model; turns of a model with no known price add nothing",
+            m.cost.clone(),
         );
         registry.register(
             "tool_calls",
@@ -428,6 +435,7 @@ impl Metrics {
                 self.turns_completed.get_or_create(&a).inc();
                 self.turn_ended(flight, &a, turn, at);
                 self.count_tokens(agent, model, &c.usage);
+                self.count_cost(agent, model, c.cost_usd);
             }
             EventData::TurnFailed(f) => {
                 let reason = f.reason.as_deref().unwrap_or("error");
@@ -438,6 +446,7 @@ impl Metrics {
                 if let Some(usage) = &f.usage {
                     self.count_tokens(agent, model, usage);
                 }
+                self.count_cost(agent, model, f.cost_usd);
             }
             EventData::SessionWaiting
             | EventData::SessionCompleted
@@ -503,6 +512,14 @@ impl Metrics {
                     ("kind", kind),
                 ]))
                 .inc_by(n);
+        }
+    }
+
+    fn count_cost(&self, agent: &str, model: &str, cost: Option<f64>) {
+        if let Some(usd) = cost.filter(|c| *c > 0.0) {
+            self.cost
+                .get_or_create(&labels(&[("agent", agent), ("model", model)]))
+                .inc_by(usd);
         }
     }
 

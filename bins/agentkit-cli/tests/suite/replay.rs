@@ -1,0 +1,321 @@
+//! `agentkit replay` and `agentkit eval add` as child processes against a
+//! served project and the mock provider: a stored session replays
+//! identically offline (from the server or from a saved log), diverges
+//! with a short diff after an instructions change, and becomes an eval
+//! case whose recordings pass `agentkit eval --replay` on the unchanged
+//! project and fail on the changed one.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use agentkit_test_support::http::Request;
+use agentkit_test_support::process::{ServerProcess, free_port};
+use agentkit_test_support::provider::{MockProvider, Step};
+use serde_json::json;
+
+use super::agentkit_with;
+
+const INSTRUCTIONS: &str = "You describe workspaces.\n";
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let path = root.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn serve(root: &Path, mock: &MockProvider) -> ServerProcess {
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_agentkit"))
+        .args([
+            "serve",
+            "--dir",
+            "proj",
+            "--dev",
+            "--state-root",
+            "state",
+            "--port",
+        ])
+        .arg(port.to_string())
+        .current_dir(root)
+        .env("NO_COLOR", "1")
+        .env("OPENAI_BASE_URL", mock.openai_base_url())
+        .env("OPENAI_API_KEY", "sk-test")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    ServerProcess::healthy(child, port, Duration::from_secs(30))
+}
+
+/// Sends `message` (new session, or a follow-up) and reads until the
+/// session waits again.
+fn turn(server: &ServerProcess, session: Option<(&str, &str)>, message: &str) -> (String, String) {
+    let (path, body, start) = match session {
+        None => (
+            "/proj/v1/session".to_owned(),
+            json!({"message": message}),
+            0,
+        ),
+        Some((id, token)) => {
+            let n = Request::get(&format!("/proj/v1/session/{id}/events"))
+                .send(server.addr)
+                .unwrap()
+                .body
+                .lines()
+                .count();
+            (
+                format!("/proj/v1/session/{id}"),
+                json!({"message": message, "continuationToken": token}),
+                n,
+            )
+        }
+    };
+    let r = Request::post(&path).json(&body).send(server.addr).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    let mut lines = Request::get(&format!("/proj/v1/session/{id}/stream?startIndex={start}"))
+        .stream(server.addr)
+        .unwrap();
+    let mut started = false;
+    while let Some(e) = lines.next_json().unwrap() {
+        started |= e["type"] == "turn.started";
+        // A parked call is approved, as a person would.
+        if e["type"] == "action.approval_requested" {
+            let call = e["data"]["callId"].as_str().unwrap();
+            let r = Request::post(&format!("/proj/v1/session/{id}/approvals/{call}"))
+                .json(&json!({"decision": "approve"}))
+                .send(server.addr)
+                .unwrap();
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+        if started && e["type"] == "session.waiting" {
+            break;
+        }
+    }
+    (id, token)
+}
+
+/// No key and nothing listening: any provider call would fail.
+fn offline(c: &mut Command) {
+    c.env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        .env_remove("OPENAI_API_KEY");
+}
+
+#[test]
+fn a_stored_session_replays_and_becomes_an_eval_case() {
+    let mock = MockProvider::start(vec![
+        Step::new()
+            .call("c1", "list", &json!({"path": "."}))
+            .tokens(120, 10, 0, 0)
+            .into(),
+        Step::text("The workspace holds notes.txt.")
+            .tokens(160, 12, 0, 0)
+            .into(),
+        Step::text("You are welcome.").tokens(180, 5, 0, 0).into(),
+        // A second session: a call that waits for approval.
+        Step::new()
+            .call("s1", "stamp", &json!({"note": "milk"}))
+            .tokens(100, 8, 0, 0)
+            .into(),
+        Step::text("Stamped.").tokens(130, 3, 0, 0).into(),
+    ]);
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    write(
+        root,
+        "proj/agent/agent.toml",
+        "model = \"openai:gpt-mock\"\n[harness]\nbuiltin_tools = [\"list\"]\n",
+    );
+    write(root, "proj/agent/instructions.md", INSTRUCTIONS);
+    write(
+        root,
+        "proj/agent/sandbox/workspace/notes.txt",
+        "remember the milk\n",
+    );
+    write(
+        root,
+        "proj/agent/tools/stamp.toml",
+        "description = \"Stamp a note\"\ncommand = [\"python3\", \"stamp.py\"]\nneeds_approval = true\n[input_schema]\ntype = \"object\"\n",
+    );
+    write(
+        root,
+        "proj/agent/tools/stamp.py",
+        "import json, sys\nprint(json.dumps({\"stamped\": json.load(sys.stdin)[\"note\"]}))\n",
+    );
+    let server = serve(root, &mock);
+    let (id, token) = turn(&server, None, "What is in the workspace?");
+    turn(&server, Some((&id, &token)), "Thanks!");
+    assert_eq!(mock.requests().len(), 3);
+    let url = format!("http://{}/proj", server.addr);
+    let events = Request::get(&format!("/proj/v1/session/{id}/events"))
+        .send(server.addr)
+        .unwrap()
+        .body;
+    write(root, "session.ndjson", &events);
+
+    // From the server, then from the saved log: identical, offline.
+    let run = agentkit_with(
+        root,
+        &["replay", "--url", &url, "--session", &id, "--dir", "proj"],
+        offline,
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.starts_with("identical:"), "{}", run.stdout);
+    let run = agentkit_with(
+        root,
+        &["replay", "--events", "session.ndjson", "--dir", "proj"],
+        offline,
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    // Tools run live: the listing is the same, so is everything else.
+    let run = agentkit_with(
+        root,
+        &[
+            "replay",
+            "--events",
+            "session.ndjson",
+            "--dir",
+            "proj",
+            "--live-tools",
+        ],
+        offline,
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(mock.requests().len(), 3, "a replay called the provider");
+
+    // The session as an eval case, with its recordings.
+    let run = agentkit_with(
+        root,
+        &[
+            "eval",
+            "add",
+            "--url",
+            &url,
+            "--session",
+            &id,
+            "--name",
+            "kept",
+            "--dir",
+            "proj",
+        ],
+        offline,
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let case = std::fs::read_to_string(root.join("proj/evals/kept.eval.toml")).unwrap();
+    assert!(
+        case.contains("send = \"What is in the workspace?\""),
+        "{case}"
+    );
+    assert!(case.contains("called_tool = [\"list\"]"), "{case}");
+    let recordings = std::fs::read_dir(root.join("proj/evals/cassettes"))
+        .unwrap()
+        .count();
+    assert_eq!(recordings, 3);
+    let eval = |root: &Path| {
+        agentkit_with(
+            root,
+            &[
+                "eval",
+                "--dir",
+                "proj",
+                "--no-stream",
+                "--replay",
+                "proj/evals/cassettes",
+                "kept",
+            ],
+            offline,
+        )
+    };
+    let run = eval(root);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+
+    // The instructions change: the replay diverges at the first step's
+    // request, and the eval case no longer replays.
+    write(root, "proj/agent/instructions.md", "You answer in haiku.\n");
+    let run = agentkit_with(
+        root,
+        &["replay", "--events", "session.ndjson", "--dir", "proj"],
+        offline,
+    );
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("(step.started) differs at /data/request/system"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("the system prompt"), "{}", run.stdout);
+    assert!(
+        run.stdout.lines().count() < 8,
+        "a short diff: {}",
+        run.stdout
+    );
+    let run = eval(root);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+
+    // A call parked for approval is decided on replay as it was.
+    write(root, "proj/agent/instructions.md", INSTRUCTIONS);
+    let (stamped, _) = turn(&server, None, "Stamp the milk note.");
+    let events = Request::get(&format!("/proj/v1/session/{stamped}/events"))
+        .send(server.addr)
+        .unwrap()
+        .body;
+    assert!(events.contains("\"stamped\":\"milk\""), "{events}");
+    write(root, "stamped.ndjson", &events);
+    for live in [false, true] {
+        let mut args = vec!["replay", "--events", "stamped.ndjson", "--dir", "proj"];
+        if live {
+            args.push("--live-tools");
+        }
+        let run = agentkit_with(root, &args, offline);
+        assert_eq!(run.code, 0, "live {live}: {}\n{}", run.stdout, run.stderr);
+    }
+
+    // A live model (the mock, which now answers otherwise): where the new
+    // run departs from the recorded one.
+    mock.push([Step::text("No stamp is needed.").into()]);
+    let before = mock.requests().len();
+    let run = agentkit_with(
+        root,
+        &[
+            "replay",
+            "--events",
+            "stamped.ndjson",
+            "--dir",
+            "proj",
+            "--model",
+            "openai:gpt-mock",
+        ],
+        |c| {
+            c.env("OPENAI_BASE_URL", mock.openai_base_url())
+                .env("OPENAI_API_KEY", "sk-test");
+        },
+    );
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(mock.requests().len(), before + 1);
+    assert!(
+        run.stdout.contains("(message.completed) differs at /data/"),
+        "{}",
+        run.stdout
+    );
+
+    // A session that is not there, and no source at all.
+    let run = agentkit_with(
+        root,
+        &[
+            "replay",
+            "--url",
+            &url,
+            "--session",
+            "ses_missing",
+            "--dir",
+            "proj",
+        ],
+        offline,
+    );
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    let run = agentkit_with(root, &["replay", "--dir", "proj"], offline);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+}
