@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, ProtocolVersion};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::service::{Peer, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -217,6 +217,10 @@ pub struct ConnectionStatus {
     /// Milliseconds until the next attempt to (re)open.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_in_ms: Option<u64>,
+    /// The MCP revision the open client speaks (`2026-07-28`, or
+    /// `2025-11-25` with a server that does not offer it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -380,6 +384,7 @@ impl Connections {
                         attempt: 0,
                         last_exit: None,
                         retry_in_ms: None,
+                        protocol: None,
                     },
                     retry_at: None,
                 })),
@@ -734,6 +739,7 @@ impl Connections {
                 open.retry_at = None;
                 open.last_error = None;
                 edit(&conn.status, |c| {
+                    c.status.protocol = protocol_of(&peer);
                     c.status.state = "connected";
                     c.status.error = None;
                     c.status.attempt = 0;
@@ -833,8 +839,37 @@ async fn connect_http(
     if let Some(token) = token {
         config = config.auth_header(token);
     }
-    let transport = StreamableHttpClientTransport::from_config(config);
-    ().serve(transport).await.map_err(|e| format!("{url}: {e}"))
+    let transport = StreamableHttpClientTransport::from_config(config.clone());
+    match ().serve_with_lifecycle(transport, lifecycle()).await {
+        Ok(client) => Ok(client),
+        Err(e) if e.is_authorization_required() => Err(format!("{url}: {e}")),
+        // A server that refused `server/discover` in a way the SDK does
+        // not read as "a 2025-11-25 server" (an HTTP error rather than a
+        // JSON-RPC one): the 2025-11-25 handshake on a fresh transport.
+        Err(modern) => {
+            let transport = StreamableHttpClientTransport::from_config(config);
+            ().serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+                .await
+                .map_err(|e| format!("{url}: {e} (and server/discover: {modern})"))
+        }
+    }
+}
+
+/// MCP 2026-07-28 (`server/discover`, per-request `_meta`) with servers
+/// that offer it; with one that answers the probe as a 2025-11-25 server
+/// does (or not at all within the SDK's 10 s), the `initialize` handshake
+/// of 2025-11-25.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    }
+}
+
+/// The revision an open client speaks.
+fn protocol_of(peer: &Peer<RoleClient>) -> Option<String> {
+    peer.peer_info()
+        .map(|info| info.protocol_version.as_str().to_owned())
 }
 
 /// A started stdio child and its MCP client.
@@ -911,7 +946,7 @@ async fn spawn_stdio(spec: &ConnectionSpec) -> Result<Child, String> {
     let (Some(stdout), Some(stdin)) = (process.take_stdout(), process.take_stdin()) else {
         return Err(format!("`{}`: no stdio pipes", command.display()));
     };
-    match ().serve((stdout, stdin)).await {
+    match ().serve_with_lifecycle((stdout, stdin), lifecycle()).await {
         Ok(client) => Ok(Child {
             process,
             client,
@@ -970,6 +1005,7 @@ async fn supervise(
                 let pid = child.process.id();
                 live.send_replace(Live::Up(child.client.peer().clone()));
                 edit(&status, |c| {
+                    c.status.protocol = protocol_of(child.client.peer());
                     c.status.state = "connected";
                     c.status.error = None;
                     c.status.opens += 1;
