@@ -656,14 +656,9 @@ impl<B: AgentBackend> Handler<B> {
                 ),
             )).into());
         }
-        if name != "ask" && (round.request_state.is_some() || round.input_responses.is_some()) {
-            return Err(rmcp::ErrorData::invalid_params(
-                format!(
-                    "`{name}` never asks for input: send it without inputResponses or requestState"
-                ),
-                None,
-            ));
-        }
+        // Only `ask` asks for input: the other tools ignore
+        // `inputResponses` and `requestState`, as unrecognized
+        // information is.
         Ok(match name {
             "ask" => match parse::<AskArgs>(args) {
                 Ok(a) => {

@@ -57,11 +57,13 @@ fn the_official_conformance_suite_passes_the_server_scenarios_of_both_revisions(
     ];
     let h = host(&[("bot", &files)], ServeOptions::default());
     let url = format!("http://{}/bot/v1/mcp", h.addr());
-    let out = tempfile::tempdir().unwrap();
+    // Each check's verdict stays under target/ to read when one fails.
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mcp-conformance-server");
+    let _ = std::fs::remove_dir_all(&out);
     let mut failed = Vec::new();
     for revision in ["2025-11-25", "2026-07-28"] {
         let expected = baseline(&format!("server-{revision}.yml"));
-        let dir = out.path().join(revision);
+        let dir = out.join(revision);
         let (ok, text) = run(
             &suite,
             &[

@@ -482,10 +482,6 @@ fn approvals_are_input_requests_answered_on_the_retried_call() {
             json!({"name": "ask", "arguments": args, "inputResponses": {call: {"action": "accept"}}}),
             "no state",
         ),
-        (
-            json!({"name": "check", "arguments": {"sessionId": "x"}, "requestState": state}),
-            "not ask",
-        ),
     ] {
         let r = modern(
             &h,
