@@ -302,19 +302,39 @@ async fn get_json(http: &reqwest::Client, url: &str) -> Result<Value, String> {
 async fn discover(http: &reqwest::Client, mcp_url: &str) -> Result<Discovered, OAuthError> {
     let url = Url::parse(mcp_url)
         .map_err(|e| OAuthError::Discovery(format!("`{mcp_url}` is not a URL: {e}")))?;
-    // An unauthenticated initialize: the 401's challenge names the
-    // resource metadata (and perhaps the scope).
-    let probe = http
+    // An unauthenticated request: the 401's challenge names the resource
+    // metadata (and perhaps the scope). First 2026-07-28's
+    // `server/discover` (the first request of a client of that revision),
+    // then, if that is let through unchallenged, 2025-11-25's `initialize`.
+    let discover = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "agentkit", "version": env!("CARGO_PKG_VERSION")},
+        "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let initialize = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "agentkit", "version": env!("CARGO_PKG_VERSION")}}});
+    let challenged = |r: &reqwest::Response| {
+        r.status() == reqwest::StatusCode::UNAUTHORIZED
+            || r.headers().contains_key("www-authenticate")
+    };
+    let first = http
         .post(url.clone())
         .header("accept", "application/json, text/event-stream")
-        .json(
-            &serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "agentkit", "version": env!("CARGO_PKG_VERSION")}}}),
-        )
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "server/discover")
+        .json(&discover)
         .send()
-        .await
-        .map_err(|e| OAuthError::Discovery(format!("{mcp_url}: {}", e.without_url())))?;
+        .await;
+    let probe = match first {
+        Ok(r) if challenged(&r) => r,
+        _ => http
+            .post(url.clone())
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize)
+            .send()
+            .await
+            .map_err(|e| OAuthError::Discovery(format!("{mcp_url}: {}", e.without_url())))?,
+    };
     let challenge = probe
         .headers()
         .get("www-authenticate")
@@ -556,6 +576,8 @@ async fn register(
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
         "token_endpoint_auth_method": "none",
+        // A client whose redirect is a loopback listener (SEP-837).
+        "application_type": "native",
     });
     if let Some(scope) = &found.scope {
         body["scope"] = Value::String(scope.clone());
