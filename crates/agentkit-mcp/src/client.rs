@@ -514,30 +514,33 @@ impl Connections {
             meta.insert("traceparent".into(), Value::String(tp.to_string()));
             params.meta = Some(meta);
         }
-        let mut called = peer.call_tool(params.clone()).await;
+        let mut called = call_rounds(&peer, params.clone()).await;
         if let Err(e) = &called
             && self.refreshed_after_refusal(conn, &e.to_string()).await
         {
             peer = self.peer(conn, hops).await?;
-            called = peer.call_tool(params).await;
+            called = call_rounds(&peer, params).await;
         }
-        let result = called.map_err(|e| {
-            if let Some(scope) = insufficient_scope(&e) {
-                return ClientError::InsufficientScope {
-                    name: name.to_owned(),
-                    tool: tool.to_owned(),
-                    scope,
-                };
-            }
-            if peer.is_transport_closed() {
-                self.failed(conn, &e.to_string());
-            }
-            ClientError::Call {
-                name: name.to_owned(),
-                tool: tool.to_owned(),
-                message: e.to_string(),
-            }
-        })?;
+        let call_error = |message: String| ClientError::Call {
+            name: name.to_owned(),
+            tool: tool.to_owned(),
+            message,
+        };
+        let result = called
+            .map_err(|e| {
+                if let Some(scope) = insufficient_scope(&e) {
+                    return ClientError::InsufficientScope {
+                        name: name.to_owned(),
+                        tool: tool.to_owned(),
+                        scope,
+                    };
+                }
+                if peer.is_transport_closed() {
+                    self.failed(conn, &e.to_string());
+                }
+                call_error(e.to_string())
+            })?
+            .map_err(call_error)?;
         Ok(McpCallResult {
             is_error: result.is_error.unwrap_or(false),
             content: serde_json::to_value(&result.content).unwrap_or(Value::Null),
@@ -800,6 +803,52 @@ impl Connections {
             });
         }
     }
+}
+
+/// The most rounds of input requests one call answers.
+const MAX_INPUT_ROUNDS: usize = 10;
+
+/// One `tools/call`, with the rounds of a server that answers it with
+/// input requests (MCP 2026-07-28's `InputRequiredResult`): the call is
+/// sent again with the answers and the `requestState` echoed unchanged
+/// (none when the server sent none). No person takes part in an agent's
+/// call, so an elicitation is declined and a roots request answered with
+/// no roots; a server that asks for sampling, or keeps asking, gets no
+/// result (the inner error says why).
+async fn call_rounds(
+    peer: &Peer<RoleClient>,
+    mut params: CallToolRequestParams,
+) -> Result<Result<rmcp::model::CallToolResult, String>, rmcp::ServiceError> {
+    use rmcp::model::{CallToolResponse, InputRequest, InputResponses};
+    for _ in 0..MAX_INPUT_ROUNDS {
+        let asked = match peer.call_tool_once(params.clone()).await? {
+            CallToolResponse::Complete(result) => return Ok(Ok(result)),
+            CallToolResponse::InputRequired(asked) => asked,
+            _ => {
+                return Ok(Err(
+                    "the server answered with a task, which this client never asks for".into(),
+                ));
+            }
+        };
+        let mut answers = InputResponses::new();
+        for (key, request) in asked.input_requests.iter().flatten() {
+            let answer = match request {
+                InputRequest::Elicitation(_) => serde_json::json!({"action": "decline"}),
+                InputRequest::ListRoots(_) => serde_json::json!({"roots": []}),
+                _ => {
+                    return Ok(Err(format!(
+                        "the server asks for input (`{key}`) that an agent's connection cannot give (sampling)"
+                    )));
+                }
+            };
+            answers.insert(key.clone(), answer);
+        }
+        params.input_responses = (!answers.is_empty()).then_some(answers);
+        params.request_state = asked.request_state;
+    }
+    Ok(Err(format!(
+        "the server still asks for input after {MAX_INPUT_ROUNDS} rounds"
+    )))
 }
 
 /// Dials a streamable-HTTP server and runs the MCP handshake.
