@@ -246,6 +246,9 @@ struct Discovered {
     token_auth_methods: Vec<String>,
     /// `client_id_metadata_document_supported`.
     client_id_metadata_documents: bool,
+    /// `authorization_response_iss_parameter_supported` (RFC 9207): the
+    /// redirect must then carry `iss`.
+    iss_in_response: bool,
 }
 
 /// One `key="value"` parameter of a `WWW-Authenticate: Bearer …` challenge.
@@ -450,6 +453,15 @@ async fn discover(http: &reqwest::Client, mcp_url: &str) -> Result<Discovered, O
             )));
         }
     };
+    // Metadata is the issuer's only when it says so, exactly (RFC 8414
+    // §3.3, no normalization): another issuer's endpoints are not used.
+    if let Some(named) = meta["issuer"].as_str()
+        && named != issuer
+    {
+        return Err(OAuthError::Discovery(format!(
+            "the authorization-server metadata fetched for `{issuer}` names the issuer `{named}`; refusing to use it"
+        )));
+    }
     let endpoint = |key: &str| meta[key].as_str().map(str::to_owned);
     let methods = meta["code_challenge_methods_supported"].as_array();
     let pkce = methods.is_some_and(|m| m.iter().any(|v| v == "S256"));
@@ -478,6 +490,8 @@ async fn discover(http: &reqwest::Client, mcp_url: &str) -> Result<Discovered, O
             .filter_map(Value::as_str)
             .map(str::to_owned)
             .collect(),
+        iss_in_response: meta["authorization_response_iss_parameter_supported"].as_bool()
+            == Some(true),
         client_id_metadata_documents: meta["client_id_metadata_document_supported"]
             .as_bool()
             .unwrap_or(false),
@@ -707,6 +721,8 @@ async fn token_request(
 struct Callback {
     code: String,
     state: String,
+    /// The authorization server that answered (RFC 9207), when it said.
+    iss: Option<String>,
 }
 
 /// Answers one browser request on the loopback listener and returns its
@@ -755,7 +771,11 @@ async fn await_callback(listener: tokio::net::TcpListener) -> Result<Callback, O
             (Some(code), Some(state), None) => (
                 "200 OK",
                 "agentkit is logged in. You can close this tab.",
-                Ok(Callback { code, state }),
+                Ok(Callback {
+                    code,
+                    state,
+                    iss: get("iss"),
+                }),
             ),
             (_, _, Some(error)) => (
                 "400 Bad Request",
@@ -837,6 +857,24 @@ pub async fn login(
         return Err(OAuthError::Authorization(
             "the redirect's `state` does not match this login (a stale or forged redirect)".into(),
         ));
+    }
+    // The redirect says which authorization server answered (RFC 9207,
+    // compared exactly): one that advertises it must say it, and whatever
+    // says it must be the one this login went to.
+    match &callback.iss {
+        Some(iss) if *iss != found.issuer => {
+            return Err(OAuthError::Authorization(format!(
+                "the redirect comes from the issuer `{iss}`, not `{}` (a mix-up); refusing it",
+                found.issuer
+            )));
+        }
+        None if found.iss_in_response => {
+            return Err(OAuthError::Authorization(format!(
+                "`{}` says its redirects carry `iss`, and this one does not; refusing it",
+                found.issuer
+            )));
+        }
+        _ => {}
     }
     let answer = token_request(
         &http,
