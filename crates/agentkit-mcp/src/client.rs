@@ -971,8 +971,39 @@ impl StderrTail {
 }
 
 /// Spawns a stdio child (scrubbed environment, its own process group) and
-/// runs the MCP handshake over its stdin/stdout.
+/// runs the MCP handshake over its stdin/stdout: 2026-07-28 where the
+/// server offers it ([`lifecycle`]). A server that answers the
+/// `server/discover` probe with something the SDK cannot read as either
+/// revision (a hand-written server that answers every method with `{}`)
+/// is started again for the 2025-11-25 handshake alone.
 async fn spawn_stdio(spec: &ConnectionSpec) -> Result<Child, String> {
+    match handshake(spec, lifecycle()).await {
+        Ok(child) => Ok(child),
+        Err(Handshake::Spawn(message) | Handshake::Crashed(message)) => Err(message),
+        Err(Handshake::Refused(modern)) => {
+            tracing::debug!(connection = %spec.name, error = %modern, "MCP 2026-07-28 probe failed; starting the server again for 2025-11-25");
+            handshake(spec, ClientLifecycleMode::Initialize)
+                .await
+                .map_err(|e| match e {
+                    Handshake::Spawn(m) | Handshake::Crashed(m) | Handshake::Refused(m) => m,
+                })
+        }
+    }
+}
+
+/// Why a stdio start failed (each message says how the child ended when
+/// it did): it could not start, it failed (exited unsuccessfully), or its
+/// handshake failed otherwise.
+enum Handshake {
+    Spawn(String),
+    Crashed(String),
+    Refused(String),
+}
+
+async fn handshake(
+    spec: &ConnectionSpec,
+    lifecycle: ClientLifecycleMode,
+) -> Result<Child, Handshake> {
     let Target::Stdio {
         command,
         args,
@@ -980,22 +1011,25 @@ async fn spawn_stdio(spec: &ConnectionSpec) -> Result<Child, String> {
         cwd,
     } = &spec.target
     else {
-        return Err("not a stdio connection".into());
+        return Err(Handshake::Spawn("not a stdio connection".into()));
     };
     let mut child_spec = ChildSpec::new(command).args(args).envs(env.iter().cloned());
     if let Some(cwd) = cwd {
         child_spec = child_spec.cwd(cwd);
     }
     let mut process = spawn_child(&child_spec)
-        .map_err(|e| format!("cannot start `{}`: {e}", command.display()))?;
+        .map_err(|e| Handshake::Spawn(format!("cannot start `{}`: {e}", command.display())))?;
     let stderr = StderrTail::default();
     if let Some(err) = process.take_stderr() {
         stderr.follow(spec.name.clone(), err);
     }
     let (Some(stdout), Some(stdin)) = (process.take_stdout(), process.take_stdin()) else {
-        return Err(format!("`{}`: no stdio pipes", command.display()));
+        return Err(Handshake::Spawn(format!(
+            "`{}`: no stdio pipes",
+            command.display()
+        )));
     };
-    match ().serve_with_lifecycle((stdout, stdin), lifecycle()).await {
+    match ().serve_with_lifecycle((stdout, stdin), lifecycle).await {
         Ok(client) => Ok(Child {
             process,
             client,
@@ -1004,11 +1038,24 @@ async fn spawn_stdio(spec: &ConnectionSpec) -> Result<Child, String> {
         Err(e) => {
             // Say how the child ended when it did (the usual reason).
             let ended = tokio::time::timeout(Duration::from_millis(500), process.wait()).await;
-            let how = match ended {
-                Ok(Ok(status)) => format!("; {}", exit_text(status, &stderr.read().await)),
-                _ => String::new(),
-            };
-            Err(format!("`{}`: {e}{how}", command.display()))
+            match ended {
+                Ok(Ok(status)) => {
+                    let message = format!(
+                        "`{}`: {e}; {}",
+                        command.display(),
+                        exit_text(status, &stderr.read().await)
+                    );
+                    Err(if status.success() {
+                        Handshake::Refused(message)
+                    } else {
+                        Handshake::Crashed(message)
+                    })
+                }
+                _ => {
+                    process.kill();
+                    Err(Handshake::Refused(format!("`{}`: {e}", command.display())))
+                }
+            }
         }
     }
 }
