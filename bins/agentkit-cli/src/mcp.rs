@@ -44,9 +44,11 @@ enum McpCommand {
         #[arg(long, value_name = "SCOPES")]
         scope: Option<String>,
     },
-    /// The client under test of the MCP conformance suite's auth
-    /// scenarios: a headless login, then tools/list (and calls of tools
-    /// without required arguments). The server URL is the last argument.
+    /// The client under test of the MCP conformance suite: for its auth
+    /// scenarios a headless login, then tools/list (and calls of tools
+    /// without required arguments); for the others (`MCP_CONFORMANCE_SCENARIO`
+    /// outside `auth/`) tools/list and a call of each tool with arguments
+    /// made from its schema. The server URL is the last argument.
     ///
     /// A pre-registered client comes from the suite's context
     /// (`MCP_CONFORMANCE_CONTEXT`: `client_id`, `client_secret`).
@@ -120,6 +122,19 @@ pub(crate) fn mcp(args: McpArgs) -> anyhow::Result<ExitCode> {
             url,
             client_metadata_url,
         } => {
+            // The suite names the scenario; those outside `auth/` serve
+            // without a login.
+            let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+            if !scenario.is_empty() && !scenario.starts_with("auth/") {
+                let tools = tokio_runtime()?
+                    .block_on(agentkit::mcp_oauth::plain_check(&url))
+                    .with_context(|| format!("conformance client against {url}"))?;
+                crate::render::json(
+                    &mut anstream::stdout(),
+                    &serde_json::json!({ "tools": tools }),
+                )?;
+                return Ok(ExitCode::SUCCESS);
+            }
             let state = tempfile::tempdir().context("cannot make a temporary folder")?;
             let context: serde_json::Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
                 .ok()

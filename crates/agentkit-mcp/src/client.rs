@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, ProtocolVersion};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::service::{Peer, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -217,6 +217,10 @@ pub struct ConnectionStatus {
     /// Milliseconds until the next attempt to (re)open.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_in_ms: Option<u64>,
+    /// The MCP revision the open client speaks (`2026-07-28`, or
+    /// `2025-11-25` with a server that does not offer it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -380,6 +384,7 @@ impl Connections {
                         attempt: 0,
                         last_exit: None,
                         retry_in_ms: None,
+                        protocol: None,
                     },
                     retry_at: None,
                 })),
@@ -509,30 +514,33 @@ impl Connections {
             meta.insert("traceparent".into(), Value::String(tp.to_string()));
             params.meta = Some(meta);
         }
-        let mut called = peer.call_tool(params.clone()).await;
+        let mut called = call_rounds(&peer, params.clone()).await;
         if let Err(e) = &called
             && self.refreshed_after_refusal(conn, &e.to_string()).await
         {
             peer = self.peer(conn, hops).await?;
-            called = peer.call_tool(params).await;
+            called = call_rounds(&peer, params).await;
         }
-        let result = called.map_err(|e| {
-            if let Some(scope) = insufficient_scope(&e) {
-                return ClientError::InsufficientScope {
-                    name: name.to_owned(),
-                    tool: tool.to_owned(),
-                    scope,
-                };
-            }
-            if peer.is_transport_closed() {
-                self.failed(conn, &e.to_string());
-            }
-            ClientError::Call {
-                name: name.to_owned(),
-                tool: tool.to_owned(),
-                message: e.to_string(),
-            }
-        })?;
+        let call_error = |message: String| ClientError::Call {
+            name: name.to_owned(),
+            tool: tool.to_owned(),
+            message,
+        };
+        let result = called
+            .map_err(|e| {
+                if let Some(scope) = insufficient_scope(&e) {
+                    return ClientError::InsufficientScope {
+                        name: name.to_owned(),
+                        tool: tool.to_owned(),
+                        scope,
+                    };
+                }
+                if peer.is_transport_closed() {
+                    self.failed(conn, &e.to_string());
+                }
+                call_error(e.to_string())
+            })?
+            .map_err(call_error)?;
         Ok(McpCallResult {
             is_error: result.is_error.unwrap_or(false),
             content: serde_json::to_value(&result.content).unwrap_or(Value::Null),
@@ -734,6 +742,7 @@ impl Connections {
                 open.retry_at = None;
                 open.last_error = None;
                 edit(&conn.status, |c| {
+                    c.status.protocol = protocol_of(&peer);
                     c.status.state = "connected";
                     c.status.error = None;
                     c.status.attempt = 0;
@@ -796,6 +805,52 @@ impl Connections {
     }
 }
 
+/// The most rounds of input requests one call answers.
+const MAX_INPUT_ROUNDS: usize = 10;
+
+/// One `tools/call`, with the rounds of a server that answers it with
+/// input requests (MCP 2026-07-28's `InputRequiredResult`): the call is
+/// sent again with the answers and the `requestState` echoed unchanged
+/// (none when the server sent none). No person takes part in an agent's
+/// call, so an elicitation is declined and a roots request answered with
+/// no roots; a server that asks for sampling, or keeps asking, gets no
+/// result (the inner error says why).
+async fn call_rounds(
+    peer: &Peer<RoleClient>,
+    mut params: CallToolRequestParams,
+) -> Result<Result<rmcp::model::CallToolResult, String>, rmcp::ServiceError> {
+    use rmcp::model::{CallToolResponse, InputRequest, InputResponses};
+    for _ in 0..MAX_INPUT_ROUNDS {
+        let asked = match peer.call_tool_once(params.clone()).await? {
+            CallToolResponse::Complete(result) => return Ok(Ok(result)),
+            CallToolResponse::InputRequired(asked) => asked,
+            _ => {
+                return Ok(Err(
+                    "the server answered with a task, which this client never asks for".into(),
+                ));
+            }
+        };
+        let mut answers = InputResponses::new();
+        for (key, request) in asked.input_requests.iter().flatten() {
+            let answer = match request {
+                InputRequest::Elicitation(_) => serde_json::json!({"action": "decline"}),
+                InputRequest::ListRoots(_) => serde_json::json!({"roots": []}),
+                _ => {
+                    return Ok(Err(format!(
+                        "the server asks for input (`{key}`) that an agent's connection cannot give (sampling)"
+                    )));
+                }
+            };
+            answers.insert(key.clone(), answer);
+        }
+        params.input_responses = (!answers.is_empty()).then_some(answers);
+        params.request_state = asked.request_state;
+    }
+    Ok(Err(format!(
+        "the server still asks for input after {MAX_INPUT_ROUNDS} rounds"
+    )))
+}
+
 /// Dials a streamable-HTTP server and runs the MCP handshake.
 /// Does an error say the server refused the credentials (HTTP 401)?
 fn is_auth_refusal(error: &str) -> bool {
@@ -833,8 +888,37 @@ async fn connect_http(
     if let Some(token) = token {
         config = config.auth_header(token);
     }
-    let transport = StreamableHttpClientTransport::from_config(config);
-    ().serve(transport).await.map_err(|e| format!("{url}: {e}"))
+    let transport = StreamableHttpClientTransport::from_config(config.clone());
+    match ().serve_with_lifecycle(transport, lifecycle()).await {
+        Ok(client) => Ok(client),
+        Err(e) if e.is_authorization_required() => Err(format!("{url}: {e}")),
+        // A server that refused `server/discover` in a way the SDK does
+        // not read as "a 2025-11-25 server" (an HTTP error rather than a
+        // JSON-RPC one): the 2025-11-25 handshake on a fresh transport.
+        Err(modern) => {
+            let transport = StreamableHttpClientTransport::from_config(config);
+            ().serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+                .await
+                .map_err(|e| format!("{url}: {e} (and server/discover: {modern})"))
+        }
+    }
+}
+
+/// MCP 2026-07-28 (`server/discover`, per-request `_meta`) with servers
+/// that offer it; with one that answers the probe as a 2025-11-25 server
+/// does (or not at all within the SDK's 10 s), the `initialize` handshake
+/// of 2025-11-25.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    }
+}
+
+/// The revision an open client speaks.
+fn protocol_of(peer: &Peer<RoleClient>) -> Option<String> {
+    peer.peer_info()
+        .map(|info| info.protocol_version.as_str().to_owned())
 }
 
 /// A started stdio child and its MCP client.
@@ -887,8 +971,39 @@ impl StderrTail {
 }
 
 /// Spawns a stdio child (scrubbed environment, its own process group) and
-/// runs the MCP handshake over its stdin/stdout.
+/// runs the MCP handshake over its stdin/stdout: 2026-07-28 where the
+/// server offers it ([`lifecycle`]). A server that answers the
+/// `server/discover` probe with something the SDK cannot read as either
+/// revision (a hand-written server that answers every method with `{}`)
+/// is started again for the 2025-11-25 handshake alone.
 async fn spawn_stdio(spec: &ConnectionSpec) -> Result<Child, String> {
+    match handshake(spec, lifecycle()).await {
+        Ok(child) => Ok(child),
+        Err(Handshake::Spawn(message) | Handshake::Crashed(message)) => Err(message),
+        Err(Handshake::Refused(modern)) => {
+            tracing::debug!(connection = %spec.name, error = %modern, "MCP 2026-07-28 probe failed; starting the server again for 2025-11-25");
+            handshake(spec, ClientLifecycleMode::Initialize)
+                .await
+                .map_err(|e| match e {
+                    Handshake::Spawn(m) | Handshake::Crashed(m) | Handshake::Refused(m) => m,
+                })
+        }
+    }
+}
+
+/// Why a stdio start failed (each message says how the child ended when
+/// it did): it could not start, it failed (exited unsuccessfully), or its
+/// handshake failed otherwise.
+enum Handshake {
+    Spawn(String),
+    Crashed(String),
+    Refused(String),
+}
+
+async fn handshake(
+    spec: &ConnectionSpec,
+    lifecycle: ClientLifecycleMode,
+) -> Result<Child, Handshake> {
     let Target::Stdio {
         command,
         args,
@@ -896,22 +1011,25 @@ async fn spawn_stdio(spec: &ConnectionSpec) -> Result<Child, String> {
         cwd,
     } = &spec.target
     else {
-        return Err("not a stdio connection".into());
+        return Err(Handshake::Spawn("not a stdio connection".into()));
     };
     let mut child_spec = ChildSpec::new(command).args(args).envs(env.iter().cloned());
     if let Some(cwd) = cwd {
         child_spec = child_spec.cwd(cwd);
     }
     let mut process = spawn_child(&child_spec)
-        .map_err(|e| format!("cannot start `{}`: {e}", command.display()))?;
+        .map_err(|e| Handshake::Spawn(format!("cannot start `{}`: {e}", command.display())))?;
     let stderr = StderrTail::default();
     if let Some(err) = process.take_stderr() {
         stderr.follow(spec.name.clone(), err);
     }
     let (Some(stdout), Some(stdin)) = (process.take_stdout(), process.take_stdin()) else {
-        return Err(format!("`{}`: no stdio pipes", command.display()));
+        return Err(Handshake::Spawn(format!(
+            "`{}`: no stdio pipes",
+            command.display()
+        )));
     };
-    match ().serve((stdout, stdin)).await {
+    match ().serve_with_lifecycle((stdout, stdin), lifecycle).await {
         Ok(client) => Ok(Child {
             process,
             client,
@@ -920,11 +1038,24 @@ async fn spawn_stdio(spec: &ConnectionSpec) -> Result<Child, String> {
         Err(e) => {
             // Say how the child ended when it did (the usual reason).
             let ended = tokio::time::timeout(Duration::from_millis(500), process.wait()).await;
-            let how = match ended {
-                Ok(Ok(status)) => format!("; {}", exit_text(status, &stderr.read().await)),
-                _ => String::new(),
-            };
-            Err(format!("`{}`: {e}{how}", command.display()))
+            match ended {
+                Ok(Ok(status)) => {
+                    let message = format!(
+                        "`{}`: {e}; {}",
+                        command.display(),
+                        exit_text(status, &stderr.read().await)
+                    );
+                    Err(if status.success() {
+                        Handshake::Refused(message)
+                    } else {
+                        Handshake::Crashed(message)
+                    })
+                }
+                _ => {
+                    process.kill();
+                    Err(Handshake::Refused(format!("`{}`: {e}", command.display())))
+                }
+            }
         }
     }
 }
@@ -970,6 +1101,7 @@ async fn supervise(
                 let pid = child.process.id();
                 live.send_replace(Live::Up(child.client.peer().clone()));
                 edit(&status, |c| {
+                    c.status.protocol = protocol_of(child.client.peer());
                     c.status.state = "connected";
                     c.status.error = None;
                     c.status.opens += 1;

@@ -1,5 +1,7 @@
 //! agentkit MCP: every agent as an MCP server (`ask`, `check`,
-//! `call_tool`), and MCP client connections (stdio, streamable HTTP, peer).
+//! `call_tool`; under 2026-07-28 `ask` as a task and approvals as input
+//! requests, `tasks.rs`), and MCP client connections (stdio, streamable
+//! HTTP, peer).
 //!
 //! rmcp's types stay inside this crate. The server side ([`McpHttp`]) is a
 //! stateless streamable-HTTP endpoint over an [`AgentBackend`] that the
@@ -13,6 +15,7 @@
 mod client;
 mod oauth;
 mod server;
+mod tasks;
 
 pub use client::{
     ClientError, ClientOptions, ConnectionSpec, ConnectionStatus, Connections, McpCallResult,
@@ -26,3 +29,4 @@ pub use server::{
     AgentBackend, AskRequest, BackendError, DEFAULT_MAX_HOPS, DEFAULT_MAX_WAIT, HOPS_HEADER,
     McpBody, McpHttp, McpServerOptions, Reply, ReplyStatus, ServerToolInfo, ToolCallRequest,
 };
+pub use tasks::{ApprovalAnswer, PendingCall, TaskReport, TaskState};

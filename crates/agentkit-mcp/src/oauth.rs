@@ -246,6 +246,9 @@ struct Discovered {
     token_auth_methods: Vec<String>,
     /// `client_id_metadata_document_supported`.
     client_id_metadata_documents: bool,
+    /// `authorization_response_iss_parameter_supported` (RFC 9207): the
+    /// redirect must then carry `iss`.
+    iss_in_response: bool,
 }
 
 /// One `key="value"` parameter of a `WWW-Authenticate: Bearer …` challenge.
@@ -302,19 +305,39 @@ async fn get_json(http: &reqwest::Client, url: &str) -> Result<Value, String> {
 async fn discover(http: &reqwest::Client, mcp_url: &str) -> Result<Discovered, OAuthError> {
     let url = Url::parse(mcp_url)
         .map_err(|e| OAuthError::Discovery(format!("`{mcp_url}` is not a URL: {e}")))?;
-    // An unauthenticated initialize: the 401's challenge names the
-    // resource metadata (and perhaps the scope).
-    let probe = http
+    // An unauthenticated request: the 401's challenge names the resource
+    // metadata (and perhaps the scope). First 2026-07-28's
+    // `server/discover` (the first request of a client of that revision),
+    // then, if that is let through unchallenged, 2025-11-25's `initialize`.
+    let discover = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "agentkit", "version": env!("CARGO_PKG_VERSION")},
+        "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let initialize = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "agentkit", "version": env!("CARGO_PKG_VERSION")}}});
+    let challenged = |r: &reqwest::Response| {
+        r.status() == reqwest::StatusCode::UNAUTHORIZED
+            || r.headers().contains_key("www-authenticate")
+    };
+    let first = http
         .post(url.clone())
         .header("accept", "application/json, text/event-stream")
-        .json(
-            &serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "agentkit", "version": env!("CARGO_PKG_VERSION")}}}),
-        )
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "server/discover")
+        .json(&discover)
         .send()
-        .await
-        .map_err(|e| OAuthError::Discovery(format!("{mcp_url}: {}", e.without_url())))?;
+        .await;
+    let probe = match first {
+        Ok(r) if challenged(&r) => r,
+        _ => http
+            .post(url.clone())
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize)
+            .send()
+            .await
+            .map_err(|e| OAuthError::Discovery(format!("{mcp_url}: {}", e.without_url())))?,
+    };
     let challenge = probe
         .headers()
         .get("www-authenticate")
@@ -430,6 +453,15 @@ async fn discover(http: &reqwest::Client, mcp_url: &str) -> Result<Discovered, O
             )));
         }
     };
+    // Metadata is the issuer's only when it says so, exactly (RFC 8414
+    // §3.3, no normalization): another issuer's endpoints are not used.
+    if let Some(named) = meta["issuer"].as_str()
+        && named != issuer
+    {
+        return Err(OAuthError::Discovery(format!(
+            "the authorization-server metadata fetched for `{issuer}` names the issuer `{named}`; refusing to use it"
+        )));
+    }
     let endpoint = |key: &str| meta[key].as_str().map(str::to_owned);
     let methods = meta["code_challenge_methods_supported"].as_array();
     let pkce = methods.is_some_and(|m| m.iter().any(|v| v == "S256"));
@@ -458,6 +490,8 @@ async fn discover(http: &reqwest::Client, mcp_url: &str) -> Result<Discovered, O
             .filter_map(Value::as_str)
             .map(str::to_owned)
             .collect(),
+        iss_in_response: meta["authorization_response_iss_parameter_supported"].as_bool()
+            == Some(true),
         client_id_metadata_documents: meta["client_id_metadata_document_supported"]
             .as_bool()
             .unwrap_or(false),
@@ -556,6 +590,8 @@ async fn register(
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
         "token_endpoint_auth_method": "none",
+        // A client whose redirect is a loopback listener (SEP-837).
+        "application_type": "native",
     });
     if let Some(scope) = &found.scope {
         body["scope"] = Value::String(scope.clone());
@@ -685,6 +721,8 @@ async fn token_request(
 struct Callback {
     code: String,
     state: String,
+    /// The authorization server that answered (RFC 9207), when it said.
+    iss: Option<String>,
 }
 
 /// Answers one browser request on the loopback listener and returns its
@@ -733,7 +771,11 @@ async fn await_callback(listener: tokio::net::TcpListener) -> Result<Callback, O
             (Some(code), Some(state), None) => (
                 "200 OK",
                 "agentkit is logged in. You can close this tab.",
-                Ok(Callback { code, state }),
+                Ok(Callback {
+                    code,
+                    state,
+                    iss: get("iss"),
+                }),
             ),
             (_, _, Some(error)) => (
                 "400 Bad Request",
@@ -815,6 +857,24 @@ pub async fn login(
         return Err(OAuthError::Authorization(
             "the redirect's `state` does not match this login (a stale or forged redirect)".into(),
         ));
+    }
+    // The redirect says which authorization server answered (RFC 9207,
+    // compared exactly): one that advertises it must say it, and whatever
+    // says it must be the one this login went to.
+    match &callback.iss {
+        Some(iss) if *iss != found.issuer => {
+            return Err(OAuthError::Authorization(format!(
+                "the redirect comes from the issuer `{iss}`, not `{}` (a mix-up); refusing it",
+                found.issuer
+            )));
+        }
+        None if found.iss_in_response => {
+            return Err(OAuthError::Authorization(format!(
+                "`{}` says its redirects carry `iss`, and this one does not; refusing it",
+                found.issuer
+            )));
+        }
+        _ => {}
     }
     let answer = token_request(
         &http,

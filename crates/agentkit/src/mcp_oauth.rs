@@ -319,6 +319,62 @@ pub async fn headless_check(
     })
 }
 
+/// The client side against one MCP server that asks for no login, for
+/// the MCP conformance suite's other client scenarios: a connection (the
+/// revision negotiated as for any connection) that lists the tools and
+/// calls each one, with arguments made from its input schema (each
+/// required property a value of its type).
+pub async fn plain_check(url: &str) -> Result<Vec<String>> {
+    let spec = agentkit_mcp::ConnectionSpec {
+        name: "server".into(),
+        description: None,
+        target: agentkit_mcp::Target::Http {
+            url: url.to_owned(),
+            headers: Vec::new(),
+            peer: false,
+            oauth: None,
+        },
+    };
+    let connections =
+        agentkit_mcp::Connections::new(vec![spec], agentkit_mcp::ClientOptions::default());
+    let listed = connections.list_tools("server", 0).await;
+    let tools = match listed {
+        Ok(tools) => tools,
+        Err(e) => {
+            connections.close().await;
+            return Err(Error::Config {
+                message: e.to_string(),
+            });
+        }
+    };
+    for tool in &tools {
+        let args = arguments_for(&tool.input_schema);
+        if let Err(e) = connections.call_tool("server", &tool.name, args, 0).await {
+            tracing::warn!(tool = %tool.name, error = %e, "conformance client: a call failed");
+        }
+    }
+    connections.close().await;
+    Ok(tools.into_iter().map(|t| t.name).collect())
+}
+
+/// Arguments that satisfy a tool's input schema's required properties.
+fn arguments_for(schema: &serde_json::Value) -> serde_json::Value {
+    let mut args = serde_json::Map::new();
+    for name in schema["required"].as_array().into_iter().flatten() {
+        let Some(name) = name.as_str() else { continue };
+        let value = match schema["properties"][name]["type"].as_str() {
+            Some("number" | "integer") => serde_json::json!(1),
+            Some("boolean") => serde_json::json!(true),
+            Some("array") => serde_json::json!([]),
+            Some("object") => serde_json::json!({}),
+            // Not ASCII, so a value carried in a header is base64-encoded.
+            _ => serde_json::json!("conformance ✓"),
+        };
+        args.insert(name.to_owned(), value);
+    }
+    serde_json::Value::Object(args)
+}
+
 /// A login with no person in the loop: the "browser" follows the
 /// authorization server's redirect to the loopback listener itself.
 async fn headless_login(

@@ -170,3 +170,59 @@ fn the_official_conformance_suite_passes_the_client_auth_scenarios() {
         failed.join("\n")
     );
 }
+
+/// The official MCP conformance suite's client requirements of both
+/// revisions, with `agentkit mcp conformance-client` as the client (a
+/// login for the `auth/` scenarios; tools listed and called for the
+/// others): every scenario passes or is in that revision's baseline
+/// (`tests/mcp-conformance/client-<revision>.yml`, explained in
+/// docs/reference/mcp-server.md#conformance). The suite fails the run on a
+/// failure the baseline does not name and on a baseline entry that passes.
+#[test]
+#[allow(clippy::print_stderr)]
+fn the_official_conformance_suite_passes_the_client_requirements_of_both_revisions() {
+    let suite = match agentkit_test_support::conformance::conformance(
+        "the_official_conformance_suite_passes_the_client_requirements_of_both_revisions",
+    ) {
+        Ok(s) => s,
+        Err(why) => {
+            eprintln!("{why}");
+            return;
+        }
+    };
+    let t = tempfile::tempdir().unwrap();
+    let client = format!(
+        "{} mcp conformance-client --client-metadata-url https://conformance-test.local/client-metadata.json",
+        env!("CARGO_BIN_EXE_agentkit")
+    );
+    let mut failed = Vec::new();
+    for revision in ["2025-11-25", "2026-07-28"] {
+        let baseline = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/mcp-conformance/client-{revision}.yml"));
+        let out = std::process::Command::new(&suite.node)
+            .arg(&suite.suite)
+            .args(["client", "--command", &client, "--requirements", revision])
+            .arg("--expected-failures")
+            .arg(&baseline)
+            .arg("-o")
+            .arg(t.path().join(revision))
+            .current_dir(t.path())
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let summary = text
+                .split("=== SUITE SUMMARY ===")
+                .nth(1)
+                .unwrap_or(&text)
+                .to_owned();
+            failed.push(format!("{revision}:{summary}"));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}

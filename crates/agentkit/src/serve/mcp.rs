@@ -11,13 +11,16 @@ use std::time::Duration;
 
 use agentkit_manifest::Admission;
 use agentkit_mcp::{
-    AgentBackend, AskRequest, BackendError, Reply, ReplyStatus, ServerToolInfo, ToolCallRequest,
+    AgentBackend, ApprovalAnswer, AskRequest, BackendError, PendingCall, Reply, ReplyStatus,
+    ServerToolInfo, TaskReport, ToolCallRequest,
 };
 use agentkit_protocol::{ErrorCode, Event, EventData, EventType};
 use agentkit_runtime::{AgentRuntime, FollowUp, Owner, SendRequest, SessionMode};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::a2a::TaskState;
+use super::a2a::task::{TaskFold, TaskId};
 use super::depths::{Depths, at_depth};
 use super::http::{ApiError, tool_called};
 
@@ -175,25 +178,11 @@ impl RuntimeBackend {
     }
 }
 
-impl AgentBackend for RuntimeBackend {
-    type Caller = Owner;
-
-    fn server_tools(&self) -> Vec<ServerToolInfo> {
-        self.runtime
-            .agent()
-            .tools
-            .iter()
-            // MCP clients are often models: host-only tools are not listed.
-            .filter(|t| t.offered_to_model())
-            .map(|t| ServerToolInfo {
-                name: t.name.clone(),
-                description: t.description.clone(),
-            })
-            .collect()
-    }
-
-    async fn ask(&self, owner: &Owner, req: AskRequest) -> Result<Reply, BackendError> {
-        let (session_id, start) = match &req.session_id {
+impl RuntimeBackend {
+    /// Sends `ask`'s message: a fresh session on the `mcp` channel, or a
+    /// follow-up of one `ask` started.
+    async fn send(&self, owner: &Owner, req: &AskRequest) -> Result<Sent, BackendError> {
+        let (session_id, message_index, follow_from) = match &req.session_id {
             None => {
                 let accepted = self
                     .runtime
@@ -214,7 +203,7 @@ impl AgentBackend for RuntimeBackend {
                     .await
                     .map_err(refused)?;
                 self.depths.set(&accepted.session_id, req.hops);
-                (accepted.session_id, 0)
+                (accepted.session_id, accepted.start_index, 0)
             }
             Some(id) => {
                 let meta = self.runtime.session(id, owner).await.map_err(refused)?;
@@ -243,9 +232,198 @@ impl AgentBackend for RuntimeBackend {
                     .map_err(refused)?;
                 let start = accepted.start_index;
                 self.depths.set(id, req.hops);
-                (id.clone(), start)
+                (id.clone(), start, start)
             }
         };
+        Ok(Sent {
+            session_id,
+            message_index,
+            follow_from,
+        })
+    }
+}
+
+/// How long deciding or cancelling waits for the log to show it.
+const RECORD_WAIT: Duration = Duration::from_secs(10);
+
+/// How often a wait looks whether a message no turn took was dropped.
+const IDLE_CHECK: Duration = Duration::from_millis(250);
+
+/// A message `ask` sent.
+struct Sent {
+    session_id: String,
+    /// The index of its `message.received` (the task's id).
+    message_index: u64,
+    /// Where `ask` follows the session from.
+    follow_from: u64,
+}
+
+fn task_not_found(id: &str) -> BackendError {
+    BackendError::new(
+        ErrorCode::NotFound,
+        format!("no task `{id}` that you may see"),
+    )
+}
+
+impl RuntimeBackend {
+    /// The task `id` as its session's log holds it now (from its own
+    /// message on), when it was created, and the index after the last
+    /// event read.
+    async fn snapshot(
+        &self,
+        owner: &Owner,
+        text: &str,
+    ) -> Result<(TaskFold, String, u64), BackendError> {
+        let id = TaskId::parse(text).ok_or_else(|| task_not_found(text))?;
+        let events = self
+            .runtime
+            .events_stored(&id.session, owner, id.start)
+            .await
+            .map_err(|e| match refused(e) {
+                e if matches!(
+                    e.code,
+                    ErrorCode::NotFound | ErrorCode::SessionNotFound | ErrorCode::InvalidSessionId
+                ) =>
+                {
+                    task_not_found(text)
+                }
+                e => e,
+            })?;
+        let Some(first) = events
+            .first()
+            .filter(|e| e.index == id.start && e.event_type == EventType::MessageReceived)
+        else {
+            return Err(task_not_found(text));
+        };
+        // Only tasks `ask` started: a session on another channel is none.
+        let meta = self.runtime.session(&id.session, owner).await.map_err(refused)?;
+        if meta.channel != MCP_CHANNEL {
+            return Err(task_not_found(text));
+        }
+        let created = first.at.clone();
+        let mut fold = TaskFold::new(id.clone());
+        let mut next = id.start;
+        for e in &events {
+            fold.observe(e);
+            next = e.index + 1;
+        }
+        if self.dropped(&fold) {
+            fold.dropped();
+        }
+        Ok((fold, created, next))
+    }
+
+    /// A stop dropped the task's message before a turn took it: the log
+    /// records no such drop, but the session is idle with the message
+    /// unanswered. Only this host's log says so (on a shared store another
+    /// host may be about to start the turn).
+    fn dropped(&self, fold: &TaskFold) -> bool {
+        fold.state() == TaskState::Submitted
+            && matches!(self.runtime.store(), agentkit_runtime::EventLog::File(_))
+            && !self.runtime.is_active(&fold.id.session)
+    }
+
+    /// Follows the task's session from `next` until `done` says so, or
+    /// `wait` passes.
+    async fn wait(
+        &self,
+        owner: &Owner,
+        fold: &mut TaskFold,
+        next: u64,
+        wait: Duration,
+        done: impl Fn(&TaskFold) -> bool + Send,
+    ) -> Result<(), BackendError> {
+        if done(fold) || wait.is_zero() {
+            return Ok(());
+        }
+        let mut sub = self
+            .runtime
+            .subscribe(&fold.id.session, owner, next)
+            .await
+            .map_err(refused)?;
+        let deadline = tokio::time::Instant::now() + wait;
+        while !done(fold) {
+            let tick = deadline
+                .saturating_duration_since(tokio::time::Instant::now())
+                .min(IDLE_CHECK);
+            let event = tokio::select! {
+                e = tokio::time::timeout(tick, sub.next()) => e,
+                () = self.shutdown.cancelled() => return Ok(()),
+            };
+            match event {
+                Err(_) if tokio::time::Instant::now() >= deadline => return Ok(()),
+                Err(_) => {
+                    if self.dropped(fold) {
+                        fold.dropped();
+                    }
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(task = %fold.id, error = %e, "cannot follow a session for an MCP task");
+                    return Err(BackendError::new(
+                        ErrorCode::Internal,
+                        "cannot read the session's events; see the server log",
+                    ));
+                }
+                Ok(Ok(event)) => {
+                    fold.observe(&event);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The task as the MCP server reports it.
+fn report(fold: &TaskFold, created_at: String) -> TaskReport {
+    let state = match fold.state() {
+        TaskState::InputRequired => agentkit_mcp::TaskState::InputRequired,
+        TaskState::Completed => agentkit_mcp::TaskState::Completed,
+        TaskState::Failed | TaskState::Rejected => agentkit_mcp::TaskState::Failed,
+        TaskState::Canceled => agentkit_mcp::TaskState::Cancelled,
+        _ => agentkit_mcp::TaskState::Working,
+    };
+    TaskReport {
+        task_id: fold.id.to_string(),
+        session_id: fold.id.session.clone(),
+        state,
+        text: fold.outcome().map(str::to_owned),
+        pending: fold
+            .parked
+            .iter()
+            .map(|p| PendingCall {
+                call_id: p.call_id.clone(),
+                tool_name: p.tool_name.clone(),
+                input: p.input.clone(),
+            })
+            .collect(),
+        message: fold.user_text().map(str::to_owned),
+        updated_at: fold
+            .updated_at()
+            .map_or_else(|| created_at.clone(), str::to_owned),
+        created_at,
+    }
+}
+
+impl AgentBackend for RuntimeBackend {
+    type Caller = Owner;
+
+    fn server_tools(&self) -> Vec<ServerToolInfo> {
+        self.runtime
+            .agent()
+            .tools
+            .iter()
+            // MCP clients are often models: host-only tools are not listed.
+            .filter(|t| t.offered_to_model())
+            .map(|t| ServerToolInfo {
+                name: t.name.clone(),
+                description: t.description.clone(),
+            })
+            .collect()
+    }
+
+    async fn ask(&self, owner: &Owner, req: AskRequest) -> Result<Reply, BackendError> {
+        let sent = self.send(owner, &req).await?;
+        let (session_id, start) = (sent.session_id, sent.follow_from);
         // Our turn is the first after our message (the protocol's fold);
         // the session settling after it, or after our message was
         // dropped unanswered, ends the wait.
@@ -323,5 +501,76 @@ impl AgentBackend for RuntimeBackend {
         .await
         .map_err(refused)?;
         Ok(serde_json::to_value(tool_called(outcome)).unwrap_or(Value::Null))
+    }
+
+    async fn start_task(&self, owner: &Owner, req: AskRequest) -> Result<TaskReport, BackendError> {
+        let sent = self.send(owner, &req).await?;
+        let id = TaskId {
+            session: sent.session_id,
+            start: sent.message_index,
+        };
+        let (fold, created, _) = self.snapshot(owner, &id.to_string()).await?;
+        Ok(report(&fold, created))
+    }
+
+    async fn task(
+        &self,
+        owner: &Owner,
+        task_id: &str,
+        wait: Duration,
+    ) -> Result<TaskReport, BackendError> {
+        let (mut fold, created, next) = self.snapshot(owner, task_id).await?;
+        self.wait(owner, &mut fold, next, wait, |f| f.state().is_interrupted())
+            .await?;
+        Ok(report(&fold, created))
+    }
+
+    async fn decide(
+        &self,
+        owner: &Owner,
+        task_id: &str,
+        answers: Vec<ApprovalAnswer>,
+    ) -> Result<TaskReport, BackendError> {
+        let (fold, _, _) = self.snapshot(owner, task_id).await?;
+        let mut decided = Vec::new();
+        for answer in answers {
+            if !fold.parked.iter().any(|p| p.call_id == answer.call_id) {
+                continue;
+            }
+            let decision = agentkit_runtime::Decision {
+                approved: answer.approved,
+                reason: answer.reason,
+                by: owner.principal_id.clone(),
+            };
+            self.runtime
+                .approvals()
+                .resolve(&fold.id.session, &answer.call_id, decision, owner)
+                .await
+                .map_err(refused)?;
+            decided.push(answer.call_id);
+        }
+        // A live turn records the decision itself, a moment later: what
+        // the caller reads next starts after it.
+        let (mut after, created, next) = self.snapshot(owner, task_id).await?;
+        self.wait(owner, &mut after, next, RECORD_WAIT, |f| {
+            !f.parked.iter().any(|p| decided.contains(&p.call_id))
+        })
+        .await?;
+        Ok(report(&after, created))
+    }
+
+    async fn cancel_task(&self, owner: &Owner, task_id: &str) -> Result<(), BackendError> {
+        let (mut fold, _, next) = self.snapshot(owner, task_id).await?;
+        if fold.state().is_terminal() {
+            return Ok(());
+        }
+        self.runtime
+            .stop(&fold.id.session, owner)
+            .await
+            .map_err(refused)?;
+        self.wait(owner, &mut fold, next, RECORD_WAIT, |f| {
+            f.state().is_terminal()
+        })
+        .await
     }
 }

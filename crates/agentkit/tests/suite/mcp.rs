@@ -1027,6 +1027,8 @@ fn the_concierge_delegates_to_the_weather_agent() {
         ),
         (Some("weather"), Some("peer"), Some("connected"))
     );
+    // Peers speak MCP 2026-07-28 to each other.
+    assert_eq!(conn["protocol"], "2026-07-28", "{conn}");
 }
 
 /// Two agents that always delegate to each other: the hop limit stops the

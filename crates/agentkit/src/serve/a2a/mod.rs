@@ -13,7 +13,7 @@ mod jsonrpc;
 mod legacy;
 mod ops;
 mod rest;
-mod task;
+pub(crate) mod task;
 mod wire;
 
 use std::convert::Infallible;
@@ -30,6 +30,8 @@ use super::agent::AgentState;
 use super::http::limit_by_address;
 
 pub(crate) use client::{RemoteAgent, RemoteAgents};
+/// The task fold is shared with the MCP server's tasks (`serve/mcp.rs`).
+pub(crate) use wire::TaskState;
 
 /// The A2A routes of one agent (merged into its router).
 pub(crate) fn routes() -> Router<AgentState> {

@@ -114,6 +114,22 @@ impl TaskFold {
         self.state
     }
 
+    /// The reply once the turn completed, or why the task failed or was
+    /// canceled.
+    pub(crate) fn outcome(&self) -> Option<&str> {
+        self.outcome.as_deref()
+    }
+
+    /// The text of the message that started the task.
+    pub(crate) fn user_text(&self) -> Option<&str> {
+        self.user_text.as_deref()
+    }
+
+    /// When the state last changed (ISO 8601).
+    pub(crate) fn updated_at(&self) -> Option<&str> {
+        self.at.as_deref()
+    }
+
     /// A stop dropped the task's message before a turn took it (the log
     /// records no such drop: the caller saw the session go idle).
     pub(crate) fn dropped(&mut self) {
