@@ -252,8 +252,8 @@ fn module_cycle(modules: &BTreeMap<String, String>) -> Option<Vec<String>> {
 /// A circle among the modules of `serve/` (a file, or a folder with its
 /// files), given each file's path inside `serve/` and its source. A
 /// module imports another when its code (outside comments and tests)
-/// names `super::other` (from a file directly in `serve/`),
-/// `super::super::other` (from a file in a folder) or
+/// names `super::other` (from a file directly in `serve/`, or a folder's
+/// `mod.rs`), `super::super::other` (from another file in a folder) or
 /// `crate::serve::other`.
 fn serve_cycle(files: &[(&str, &str)]) -> Option<Vec<String>> {
     let top = |path: &str| -> String {
@@ -271,7 +271,9 @@ fn serve_cycle(files: &[(&str, &str)]) -> Option<Vec<String>> {
         if from == "mod" {
             continue;
         }
-        let nested = path.contains('/');
+        // A folder's `mod.rs` sits at the folder's own level: its
+        // `super::` is `serve`'s.
+        let nested = path.contains('/') && !path.ends_with("/mod.rs");
         let code = code_of(before_tests(text));
         let mut found = Vec::new();
         for prefix in [
@@ -480,6 +482,13 @@ mod tests {
             ("mcp.rs", "// super::mount in a comment\n"),
         ];
         assert_eq!(serve_cycle(&cut), None);
+        // A folder's `mod.rs` imports at `serve`'s level.
+        let through_mod = [
+            ("agent.rs", "use super::mcp::Endpoint;\n"),
+            ("mcp.rs", "use super::a2a::TaskState;\n"),
+            ("a2a/mod.rs", "use super::agent::AgentState;\n"),
+        ];
+        assert!(serve_cycle(&through_mod).is_some());
     }
 
     #[test]

@@ -19,10 +19,10 @@ use agentkit_runtime::{AgentRuntime, FollowUp, Owner, SendRequest, SessionMode};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::a2a::TaskState;
-use super::a2a::task::{TaskFold, TaskId};
 use super::depths::{Depths, at_depth};
 use super::http::{ApiError, tool_called};
+use super::turn_task::task::{TaskFold, TaskId};
+use super::turn_task::wire::TaskState;
 
 /// The channel MCP sessions live on.
 pub(crate) const MCP_CHANNEL: &str = "mcp";
@@ -296,7 +296,11 @@ impl RuntimeBackend {
             return Err(task_not_found(text));
         };
         // Only tasks `ask` started: a session on another channel is none.
-        let meta = self.runtime.session(&id.session, owner).await.map_err(refused)?;
+        let meta = self
+            .runtime
+            .session(&id.session, owner)
+            .await
+            .map_err(refused)?;
         if meta.channel != MCP_CHANNEL {
             return Err(task_not_found(text));
         }

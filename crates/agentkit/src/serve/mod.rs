@@ -55,6 +55,7 @@ mod scale;
 mod services;
 mod telemetry;
 mod timers;
+mod turn_task;
 
 pub use edge::{EdgeOptions, FdLimit, raise_fd_limit};
 pub use handle::ServeHandle;

@@ -4,7 +4,7 @@
 //! the paths under it (`/a2a/message:send`, `/a2a/tasks/{id}`, …). Both
 //! run the agent's HTTP auth chain over the raw body first, then the
 //! same operations (`ops.rs`) over the runtime. A task is a turn of a
-//! session (`task.rs`); the wire shapes are in `wire.rs`. `client.rs` is
+//! session (`turn_task/task.rs`); the wire shapes are in `turn_task/wire.rs`. `client.rs` is
 //! the other direction: remote A2A agents as tools of the agent's turns.
 
 mod card;
@@ -13,8 +13,9 @@ mod jsonrpc;
 mod legacy;
 mod ops;
 mod rest;
-pub(crate) mod task;
-mod wire;
+// The task fold and the wire shapes live in the leaf `turn_task/`, which
+// the MCP tasks share; here under their old names.
+use super::turn_task::{task, wire};
 
 use std::convert::Infallible;
 
@@ -30,8 +31,6 @@ use super::agent::AgentState;
 use super::http::limit_by_address;
 
 pub(crate) use client::{RemoteAgent, RemoteAgents};
-/// The task fold is shared with the MCP server's tasks (`serve/mcp.rs`).
-pub(crate) use wire::TaskState;
 
 /// The A2A routes of one agent (merged into its router).
 pub(crate) fn routes() -> Router<AgentState> {

@@ -738,7 +738,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::serve::a2a::wire::Part;
+    use crate::serve::turn_task::wire::Part;
 
     fn message(parts: Vec<Part>) -> Message {
         Message {

@@ -1,0 +1,9 @@
+//! A turn seen as a task, for the protocols that speak of tasks: an A2A
+//! task (`a2a/`) and an MCP 2026-07-28 task of `ask` (`mcp.rs`). A task is
+//! one turn of a session, found again from the session's log alone
+//! (`task.rs`); its states and messages are A2A's wire shapes (`wire.rs`),
+//! which the MCP tasks reuse. A leaf: both front-ends read it, and it
+//! reads neither.
+
+pub(crate) mod task;
+pub(crate) mod wire;
