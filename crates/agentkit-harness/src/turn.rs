@@ -277,6 +277,13 @@ async fn run_steps(
     let mut history_len = input.history.len();
     let mut compacted = false;
     let mut invalid_outputs = 0;
+    // What the steps' requests share is digested once.
+    let digests = crate::providers::TurnDigests::new(
+        &input.model,
+        &input.agent,
+        &input.tools,
+        input.as_of.as_deref(),
+    );
 
     for step in 1..=max_steps {
         // `raw`: the uncalibrated estimate; `estimate`: calibrated.
@@ -416,7 +423,7 @@ async fn run_steps(
             events,
             StepEvent::StepStarted {
                 step,
-                request: Some(crate::providers::request_digest(&input.model, &request)),
+                request: Some(digests.of(request.conversation)),
             },
         )
         .await;

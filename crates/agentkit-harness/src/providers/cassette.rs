@@ -218,10 +218,31 @@ fn uuid_like() -> String {
 
 /// The request as a provider sees it, with call ids renumbered.
 fn request_doc(spec: &ModelSpec, request: &StepRequest<'_>) -> Value {
-    let tools: Vec<Value> = super::tool_defs(request.agent, request.tools)
-        .into_iter()
-        .map(|t| json!({"name": t.name, "description": t.description, "inputSchema": t.schema}))
-        .collect();
+    json!({
+        "model": model_label(spec),
+        "params": spec.params,
+        "system": super::system_prompt(request.agent, request.as_of),
+        "tools": tools_doc(request.agent, request.tools),
+        "messages": messages_doc(request.conversation),
+    })
+}
+
+/// The tools of a request document.
+fn tools_doc(
+    agent: &agentkit_manifest::Agent,
+    tools: &[std::sync::Arc<dyn crate::DynTool>],
+) -> Value {
+    Value::Array(
+        super::tool_defs(agent, tools)
+            .into_iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "inputSchema": t.schema}))
+            .collect(),
+    )
+}
+
+/// The messages of a request document, call ids renumbered in order of
+/// appearance.
+fn messages_doc(conversation: &[Message]) -> Value {
     let mut ids: Vec<String> = Vec::new();
     let mut renumber = |id: &str| -> String {
         let n = match ids.iter().position(|known| known == id) {
@@ -233,34 +254,39 @@ fn request_doc(spec: &ModelSpec, request: &StepRequest<'_>) -> Value {
         };
         format!("call-{}", n + 1)
     };
-    let messages: Vec<Value> = request
-        .conversation
-        .iter()
-        .map(|m| match m {
-            Message::User { text } => json!({"role": "user", "text": text}),
-            Message::Assistant { text, tool_calls } => json!({
-                "role": "assistant",
-                "text": text,
-                "toolCalls": tool_calls
-                    .iter()
-                    .map(|c| json!({"callId": renumber(&c.call_id), "toolName": c.tool_name, "input": c.input}))
-                    .collect::<Vec<_>>(),
-            }),
-            Message::Tool {
-                call_id,
-                tool_name,
-                output,
-                is_error,
-            } => json!({
-                "role": "tool",
-                "callId": renumber(call_id),
-                "toolName": tool_name,
-                "output": output,
-                "isError": is_error,
-            }),
-        })
-        .collect();
-    let model = match spec.provider {
+    Value::Array(
+        conversation
+            .iter()
+            .map(|m| match m {
+                Message::User { text } => json!({"role": "user", "text": text}),
+                Message::Assistant { text, tool_calls } => json!({
+                    "role": "assistant",
+                    "text": text,
+                    "toolCalls": tool_calls
+                        .iter()
+                        .map(|c| json!({"callId": renumber(&c.call_id), "toolName": c.tool_name, "input": c.input}))
+                        .collect::<Vec<_>>(),
+                }),
+                Message::Tool {
+                    call_id,
+                    tool_name,
+                    output,
+                    is_error,
+                } => json!({
+                    "role": "tool",
+                    "callId": renumber(call_id),
+                    "toolName": tool_name,
+                    "output": output,
+                    "isError": is_error,
+                }),
+            })
+            .collect(),
+    )
+}
+
+/// A request's model as its document names it.
+fn model_label(spec: &ModelSpec) -> String {
+    match spec.provider {
         agentkit_manifest::Provider::Test => "test".to_owned(),
         p => format!(
             "{}:{}",
@@ -270,33 +296,68 @@ fn request_doc(spec: &ModelSpec, request: &StepRequest<'_>) -> Value {
                 .unwrap_or_default(),
             spec.id
         ),
-    };
-    json!({
-        "model": model,
-        "params": spec.params,
-        "system": super::system_prompt(request.agent, request.as_of),
-        "tools": tools,
-        "messages": messages,
-    })
+    }
+}
+
+/// The digest of one part of a request document.
+fn part_digest(part: &Value) -> String {
+    let bytes = serde_json::to_vec(part).unwrap_or_default();
+    hex::encode(&Sha256::digest(&bytes)[..8])
+}
+
+/// The digests of the parts of a turn's requests that its steps share
+/// (model, params, system prompt, tools), computed once per turn; each
+/// step adds its messages' ([`of`](Self::of)). The same digests as
+/// [`request_digest`] gives for each step.
+#[derive(Debug, Clone)]
+pub(crate) struct TurnDigests {
+    model: String,
+    params: String,
+    system: String,
+    tools: String,
+}
+
+impl TurnDigests {
+    pub(crate) fn new(
+        spec: &ModelSpec,
+        agent: &agentkit_manifest::Agent,
+        tools: &[std::sync::Arc<dyn crate::DynTool>],
+        as_of: Option<&str>,
+    ) -> TurnDigests {
+        TurnDigests {
+            model: model_label(spec),
+            params: part_digest(&json!(spec.params)),
+            system: part_digest(&Value::String(super::system_prompt(agent, as_of))),
+            tools: part_digest(&tools_doc(agent, tools)),
+        }
+    }
+
+    /// The digests of the step whose conversation is `conversation`.
+    pub(crate) fn of(&self, conversation: &[Message]) -> agentkit_protocol::RequestDigest {
+        agentkit_protocol::RequestDigest {
+            model: self.model.clone(),
+            params: self.params.clone(),
+            system: self.system.clone(),
+            tools: self.tools.clone(),
+            messages: part_digest(&messages_doc(conversation)),
+        }
+    }
 }
 
 /// The digests of `request`, part by part, over the same document a
 /// cassette keys its recordings by.
+#[cfg(test)]
 pub(crate) fn request_digest(
     spec: &ModelSpec,
     request: &StepRequest<'_>,
 ) -> agentkit_protocol::RequestDigest {
     let doc = request_doc(spec, request);
-    let part = |key: &str| {
-        let bytes = serde_json::to_vec(&doc[key]).unwrap_or_default();
-        hex::encode(&Sha256::digest(&bytes)[..8])
-    };
     agentkit_protocol::RequestDigest {
         model: doc["model"].as_str().unwrap_or_default().to_owned(),
-        params: part("params"),
-        system: part("system"),
-        tools: part("tools"),
-        messages: part("messages"),
+        params: part_digest(&doc["params"]),
+        system: part_digest(&doc["system"]),
+        tools: part_digest(&doc["tools"]),
+        messages: part_digest(&doc["messages"]),
     }
 }
 
@@ -593,6 +654,59 @@ fn context_indices(diff: &[String], around: usize) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A turn's digests, computed once for what its steps share, are the
+    /// digests of each step's whole request.
+    #[test]
+    fn a_turns_shared_digests_are_each_steps_own() {
+        let agent = std::sync::Arc::new(agentkit_manifest::Agent {
+            dir: Default::default(),
+            config: Default::default(),
+            instructions: None,
+            tools: Vec::new(),
+            skills: Vec::new(),
+            mcp_connections: Vec::new(),
+            subagents: Vec::new(),
+            channels: Vec::new(),
+            hooks: Vec::new(),
+            schedules: Vec::new(),
+            experiments: Vec::new(),
+            sandbox_files: Vec::new(),
+            env_refs: Vec::new(),
+        });
+        let spec = agentkit_manifest::parse_model_string("openai:gpt-4.1").unwrap();
+        let conversation = vec![
+            Message::User { text: "hi".into() },
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![ToolCall {
+                    call_id: "c9".into(),
+                    tool_name: "t".into(),
+                    input: json!({"a": 1}),
+                }],
+            },
+            Message::Tool {
+                call_id: "c9".into(),
+                tool_name: "t".into(),
+                output: json!("ok"),
+                is_error: false,
+            },
+        ];
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let turn = TurnDigests::new(&spec, &agent, &[], Some("2025-01-01T00:00:00Z"));
+        for n in 1..=conversation.len() {
+            let request = StepRequest {
+                agent: &agent,
+                conversation: &conversation[..n],
+                step: 1,
+                turn_id: "t",
+                cancel: &cancel,
+                tools: &[],
+                as_of: Some("2025-01-01T00:00:00Z"),
+            };
+            assert_eq!(turn.of(&conversation[..n]), request_digest(&spec, &request));
+        }
+    }
 
     fn lines(s: &str) -> Vec<String> {
         s.lines().map(str::to_owned).collect()

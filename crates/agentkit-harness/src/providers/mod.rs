@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::credentials::ProviderConfig;
 use crate::step::StepEvent;
 
-pub(crate) use cassette::request_digest;
+pub(crate) use cassette::TurnDigests;
 pub use cassette::{Cassette, recorded_exchange};
 pub use recorded::{
     LoggedAnswer, RecordedAnswer, RecordedLog, RecordedResult, RecordedSession, RecordedToolCall,
