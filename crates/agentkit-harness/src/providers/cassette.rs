@@ -653,6 +653,8 @@ fn context_indices(diff: &[String], around: usize) -> Vec<usize> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
     use super::*;
 
     /// A turn's digests, computed once for what its steps share, are the
@@ -675,7 +677,7 @@ mod tests {
             env_refs: Vec::new(),
         });
         let spec = agentkit_manifest::parse_model_string("openai:gpt-4.1").unwrap();
-        let conversation = vec![
+        let conversation = [
             Message::User { text: "hi".into() },
             Message::Assistant {
                 text: String::new(),
