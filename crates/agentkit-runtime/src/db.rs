@@ -54,7 +54,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     continuation TEXT NOT NULL,
     principal_id TEXT NOT NULL,
     parked INTEGER NOT NULL DEFAULT 0,
-    meta TEXT NOT NULL
+    meta TEXT NOT NULL,
+    updated_at TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS sessions_by_key ON sessions(channel, continuation);
 CREATE INDEX IF NOT EXISTS sessions_by_owner ON sessions(principal_id, id);
@@ -161,19 +162,30 @@ fn copy_error(e: &rusqlite::Error) -> rusqlite::Error {
 }
 
 fn upsert_session(conn: &Connection, meta: &SessionMeta) -> rusqlite::Result<()> {
-    let json = serde_json::to_string(meta)
+    let at = meta
+        .updated_at
+        .clone()
+        .unwrap_or_else(|| meta.created_at.clone());
+    let row = crate::meta::row_at(meta, at)
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-    upsert_row(
-        conn,
-        &agentkit_store::SessionRow {
-            id: meta.id.clone(),
-            channel: meta.channel.clone(),
-            continuation: meta.continuation_token.clone(),
-            principal_id: meta.owner.principal_id.clone(),
-            parked: meta.parked,
-            meta: json,
-        },
-    )
+    upsert_row(conn, &row)
+}
+
+/// Gives an index made before sessions had a last activity its column
+/// (each row's starting at its creation) and the index on it.
+fn add_updated_at(conn: &Connection) -> rusqlite::Result<()> {
+    let has: bool = conn.query_row(
+        "SELECT COUNT(*) > 0 FROM pragma_table_info('sessions') WHERE name = 'updated_at'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has {
+        conn.execute_batch(
+            "ALTER TABLE sessions ADD COLUMN updated_at TEXT NOT NULL DEFAULT '';
+             UPDATE sessions SET updated_at = COALESCE(json_extract(meta, '$.createdAt'), '');",
+        )?;
+    }
+    conn.execute_batch("CREATE INDEX IF NOT EXISTS sessions_by_update ON sessions(updated_at)")
 }
 
 /// Writes one index row as the index trait gives it.
@@ -182,8 +194,10 @@ pub(crate) fn upsert_row(
     row: &agentkit_store::SessionRow,
 ) -> rusqlite::Result<()> {
     conn.prepare_cached(
-        "INSERT INTO sessions (id, channel, continuation, principal_id, parked, meta) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-         ON CONFLICT(id) DO UPDATE SET channel = ?2, continuation = ?3, principal_id = ?4, parked = ?5, meta = ?6",
+        "INSERT INTO sessions (id, channel, continuation, principal_id, parked, meta, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT(id) DO UPDATE SET channel = ?2, continuation = ?3, principal_id = ?4,
+             parked = ?5, meta = ?6, updated_at = ?7",
     )?
     .execute(params![
         row.id,
@@ -191,7 +205,8 @@ pub(crate) fn upsert_row(
         row.continuation,
         row.principal_id,
         row.parked,
-        row.meta
+        row.meta,
+        row.updated_at
     ])
     .map(|_| ())
 }
@@ -302,6 +317,7 @@ impl Db {
         };
         let conn = open_conn(&path).map_err(err)?;
         conn.execute_batch(SCHEMA).map_err(err)?;
+        add_updated_at(&conn).map_err(err)?;
         let writer = open_conn(&path).map_err(err)?;
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
@@ -482,8 +498,10 @@ impl Db {
 
     /// One page of the session index, newest (greatest id) first: the
     /// ids below `before`, of `principal` and `channel` when given,
-    /// created at or after `since` (RFC 3339, UTC, milliseconds, as
-    /// stored), at most `limit`. Keyset paging on an index: the cost is the
+    /// created at or after `since` and written at or after
+    /// `updated_since` (RFC 3339, UTC, milliseconds, as stored), parked or
+    /// not as `activity` asks (the caller drops the running ones), at most
+    /// `limit`. Keyset paging on an index: the cost is the
     /// page's, not the index's.
     pub(crate) fn sessions_page(
         &self,
@@ -502,6 +520,13 @@ impl Db {
         add("channel =", page.channel);
         add("id <", page.before);
         add("json_extract(meta, '$.createdAt') >=", page.since);
+        add("updated_at >=", page.updated_since);
+        // Running is the runtime's to know (its turns are in memory).
+        match page.activity {
+            Some(agentkit_store::Activity::WaitingApproval) => sql.push_str(" AND parked = 1"),
+            Some(agentkit_store::Activity::Idle) => sql.push_str(" AND parked = 0"),
+            Some(agentkit_store::Activity::Running) | None => {}
+        }
         args.push(Sql::Integer(page.limit));
         sql.push_str(&format!(" ORDER BY id DESC LIMIT ?{}", args.len()));
         self.metas(&sql, rusqlite::params_from_iter(args))

@@ -14,7 +14,7 @@ use agentkit_protocol::{Event, SessionId};
 use tokio::sync::{Notify, broadcast};
 
 use crate::{
-    AbFeedback, AbTotals, AbTurn, AgentStores, KvRow, Mail, MailSignal, MailState, PageQuery,
+    AbFeedback, AbTotals, AbTurn, Activity, AgentStores, KvRow, Mail, MailSignal, MailState, PageQuery,
     ReminderRecord, Result, SessionRow, SharedAb, SharedBackend, SharedError, SharedFollow,
     SharedIndex, SharedKv, SharedLeases, SharedLog, SharedMailbox, SharedReminders, SharedTicks,
     StoreFuture,
@@ -411,6 +411,17 @@ impl SharedIndex for Part {
                     && q.before.is_none_or(|b| id.as_str() < b)
                     && q.since
                         .is_none_or(|s| created_at(&r.meta).is_some_and(|at| at.as_str() >= s))
+                    && q.updated_since.is_none_or(|s| r.updated_at.as_str() >= s)
+                    && q.activity.is_none_or(|a| {
+                        let running = data.leases.get(&(agent.clone(), id.clone())).is_some_and(
+                            |l| l.held && !data.dead.contains(&l.owner),
+                        );
+                        match a {
+                            Activity::Running => running,
+                            Activity::WaitingApproval => !running && r.parked,
+                            Activity::Idle => !running && !r.parked,
+                        }
+                    })
             })
             .take(usize::try_from(q.limit).unwrap_or(0))
             .map(|(_, r)| r.meta.clone())
