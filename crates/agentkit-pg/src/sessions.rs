@@ -135,7 +135,7 @@ impl SessionIndex {
     /// `updated_since` (RFC 3339 as stored), doing `activity`, at most
     /// `limit`. Keyset paging on the primary key (or the owner index);
     /// a running session is one a live host holds the lease of (the
-    /// leases table, every host's).
+    /// leases table, every host's) with no call parked for approval.
     pub async fn page(&self, q: &agentkit_store::PageQuery<'_>) -> Result<Vec<String>> {
         use agentkit_store::Activity;
         let mut sql = String::from("SELECT s.meta FROM agentkit_sessions s WHERE s.agent = $1");
@@ -156,8 +156,8 @@ impl SessionIndex {
             let running = "EXISTS (SELECT 1 FROM agentkit_leases l WHERE l.agent = s.agent \
                 AND l.session_id = s.id AND l.held AND l.expires_at > now())";
             sql.push_str(&match activity {
-                Activity::Running => format!(" AND {running}"),
-                Activity::WaitingApproval => format!(" AND s.parked AND NOT {running}"),
+                Activity::Running => format!(" AND NOT s.parked AND {running}"),
+                Activity::WaitingApproval => " AND s.parked".to_owned(),
                 Activity::Idle => format!(" AND NOT s.parked AND NOT {running}"),
             });
         }

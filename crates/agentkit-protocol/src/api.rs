@@ -414,9 +414,9 @@ pub struct SessionListQuery {
     /// instant (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_since: Option<String>,
-    /// Only the sessions doing this: `running` (a turn runs, on whichever
-    /// host), `waiting_approval` (not running, a tool call waits for a
-    /// human's decision) or `idle` (neither).
+    /// Only the sessions doing this: `waiting_approval` (a tool call waits
+    /// for a human's decision), `running` (otherwise, a turn runs, on
+    /// whichever host) or `idle` (neither).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
 }

@@ -500,7 +500,7 @@ impl Db {
     /// ids below `before`, of `principal` and `channel` when given,
     /// created at or after `since` and written at or after
     /// `updated_since` (RFC 3339, UTC, milliseconds, as stored), parked or
-    /// not as `activity` asks (the caller drops the running ones), at most
+    /// not as `activity` asks (the caller drops the running idle ones), at most
     /// `limit`. Keyset paging on an index: the cost is the
     /// page's, not the index's.
     pub(crate) fn sessions_page(
@@ -521,7 +521,8 @@ impl Db {
         add("id <", page.before);
         add("json_extract(meta, '$.createdAt') >=", page.since);
         add("updated_at >=", page.updated_since);
-        // Running is the runtime's to know (its turns are in memory).
+        // Running is the runtime's to know (its turns are in memory): it
+        // drops them from the idle ones.
         match page.activity {
             Some(agentkit_store::Activity::WaitingApproval) => sql.push_str(" AND parked = 1"),
             Some(agentkit_store::Activity::Idle) => sql.push_str(" AND parked = 0"),

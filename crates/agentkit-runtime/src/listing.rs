@@ -28,11 +28,13 @@ pub struct SessionPage {
     pub status: Option<SessionStatus>,
 }
 
-/// What a listed session is doing: [`Running`](SessionStatus::Running)
-/// while a turn runs (on a shared database: while a live host holds its
-/// lease, whichever host), [`WaitingApproval`](SessionStatus::WaitingApproval)
-/// while not running with a tool call waiting for a human's decision (its
-/// parked flag), [`Idle`](SessionStatus::Idle) otherwise.
+/// What a listed session is doing:
+/// [`WaitingApproval`](SessionStatus::WaitingApproval) while a tool call
+/// waits for a human's decision (its parked flag: set when the call asks,
+/// cleared when its turn ends with nothing pending), whether its turn
+/// waits live or ended; [`Running`](SessionStatus::Running) while a turn
+/// runs otherwise (on a shared database: while a live host, whichever,
+/// holds its lease); [`Idle`](SessionStatus::Idle) otherwise.
 pub use agentkit_store::Activity as SessionStatus;
 
 impl AgentRuntime {
@@ -49,9 +51,10 @@ impl AgentRuntime {
         let principal = (!operator).then_some(owner.principal_id.as_str());
         // On one host, which turns run is known in memory only: the index
         // answers the parked flag and the running sessions are dropped
-        // from what it gives (asking for as many more as there are).
+        // from the idle ones it gives (asking for as many more as there
+        // are).
         let running = match (&self.inner.shared, page.status) {
-            (None, Some(_)) => Some(self.running_ids()),
+            (None, Some(SessionStatus::Running | SessionStatus::Idle)) => Some(self.running_ids()),
             _ => None,
         };
         // One more than the page, to know whether another follows.
@@ -152,7 +155,8 @@ impl AgentRuntime {
                 continue;
             };
             let updated = meta.updated_at.as_deref().unwrap_or(&meta.created_at);
-            let wanted = principal.is_none_or(|p| meta.owner.principal_id == p)
+            let wanted = !meta.parked
+                && principal.is_none_or(|p| meta.owner.principal_id == p)
                 && page.channel.as_deref().is_none_or(|c| meta.channel == c)
                 && page
                     .since

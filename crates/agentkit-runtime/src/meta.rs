@@ -147,10 +147,7 @@ pub(crate) fn row_of(meta: &SessionMeta) -> Result<agentkit_store::SessionRow> {
 }
 
 /// The session index row of `meta`, last active at `updated_at`.
-pub(crate) fn row_at(
-    meta: &SessionMeta,
-    updated_at: String,
-) -> Result<agentkit_store::SessionRow> {
+pub(crate) fn row_at(meta: &SessionMeta, updated_at: String) -> Result<agentkit_store::SessionRow> {
     let stamped = SessionMeta {
         updated_at: Some(updated_at.clone()),
         ..meta.clone()

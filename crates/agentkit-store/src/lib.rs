@@ -144,10 +144,11 @@ pub struct SessionRow {
 /// What a listed session is doing, as the index answers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Activity {
-    /// A live host holds the session's lease: a turn runs (or is about to).
+    /// A live host holds the session's lease (a turn runs, or is about
+    /// to) and no tool call waits for approval.
     Running,
-    /// No live host holds its lease and a tool call waits for approval
-    /// (the parked flag).
+    /// A tool call waits for a human's decision (the parked flag), while
+    /// its turn waits live or after it ended.
     WaitingApproval,
     /// Neither.
     Idle,

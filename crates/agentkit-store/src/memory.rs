@@ -14,10 +14,10 @@ use agentkit_protocol::{Event, SessionId};
 use tokio::sync::{Notify, broadcast};
 
 use crate::{
-    AbFeedback, AbTotals, AbTurn, Activity, AgentStores, KvRow, Mail, MailSignal, MailState, PageQuery,
-    ReminderRecord, Result, SessionRow, SharedAb, SharedBackend, SharedError, SharedFollow,
-    SharedIndex, SharedKv, SharedLeases, SharedLog, SharedMailbox, SharedReminders, SharedTicks,
-    StoreFuture,
+    AbFeedback, AbTotals, AbTurn, Activity, AgentStores, KvRow, Mail, MailSignal, MailState,
+    PageQuery, ReminderRecord, Result, SessionRow, SharedAb, SharedBackend, SharedError,
+    SharedFollow, SharedIndex, SharedKv, SharedLeases, SharedLog, SharedMailbox, SharedReminders,
+    SharedTicks, StoreFuture,
 };
 
 /// One host's handle on an in-memory shared store. Cheap to clone.
@@ -413,12 +413,13 @@ impl SharedIndex for Part {
                         .is_none_or(|s| created_at(&r.meta).is_some_and(|at| at.as_str() >= s))
                     && q.updated_since.is_none_or(|s| r.updated_at.as_str() >= s)
                     && q.activity.is_none_or(|a| {
-                        let running = data.leases.get(&(agent.clone(), id.clone())).is_some_and(
-                            |l| l.held && !data.dead.contains(&l.owner),
-                        );
+                        let running = data
+                            .leases
+                            .get(&(agent.clone(), id.clone()))
+                            .is_some_and(|l| l.held && !data.dead.contains(&l.owner));
                         match a {
-                            Activity::Running => running,
-                            Activity::WaitingApproval => !running && r.parked,
+                            Activity::Running => running && !r.parked,
+                            Activity::WaitingApproval => r.parked,
                             Activity::Idle => !running && !r.parked,
                         }
                     })

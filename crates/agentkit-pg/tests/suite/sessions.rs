@@ -42,7 +42,11 @@ async fn sessions_are_paged_newest_first_with_filters() {
                 meta: json!({"id": id, "createdAt": created}).to_string(),
                 // Active again a day after it was created, in reverse
                 // order: the oldest the most recently.
-                updated_at: format!("2020-01-02T{:02}:{:02}:00.000Z", (1049 - i) / 60 % 24, (1049 - i) % 60),
+                updated_at: format!(
+                    "2020-01-02T{:02}:{:02}:00.000Z",
+                    (1049 - i) / 60 % 24,
+                    (1049 - i) % 60
+                ),
             })
             .await
             .unwrap();
@@ -89,8 +93,8 @@ async fn sessions_are_paged_newest_first_with_filters() {
     .await;
     assert_eq!(recent.len(), 30);
     assert_eq!(recent.first().map(String::as_str), Some("ses_000029"));
-    // A live lease makes a session running, whatever its parked flag; a
-    // let-go or expired one does not.
+    // A live lease makes a session running unless a call of it waits for
+    // approval; a let-go or expired one does not.
     let client = index.database().client().await.unwrap();
     for (id, held, expires) in [
         ("ses_000020", true, "now() + interval '1 minute'"),
@@ -118,10 +122,10 @@ async fn sessions_are_paged_newest_first_with_filters() {
             },
         )
     };
-    assert_eq!(doing(Activity::Running).await, ["ses_000021", "ses_000020"]);
+    assert_eq!(doing(Activity::Running).await, ["ses_000021"]);
     let waiting = doing(Activity::WaitingApproval).await;
-    assert_eq!(waiting.len(), 104, "105 parked, one of them running");
-    assert!(!waiting.contains(&"ses_000020".to_owned()));
+    assert_eq!(waiting.len(), 105, "every parked one, held or not");
+    assert!(waiting.contains(&"ses_000020".to_owned()));
     assert!(waiting.contains(&"ses_000030".to_owned()));
     let idle = doing(Activity::Idle).await;
     assert_eq!(idle.len(), 1050 - 105 - 1);
@@ -137,7 +141,7 @@ async fn sessions_are_paged_newest_first_with_filters() {
         },
     )
     .await;
-    assert_eq!(both, ["ses_000010", "ses_000000"]);
+    assert_eq!(both, ["ses_000020", "ses_000010", "ses_000000"]);
 }
 
 /// Every id `query` selects, read in pages of 100 chained by `before`.
