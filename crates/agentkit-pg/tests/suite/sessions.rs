@@ -95,7 +95,10 @@ async fn sessions_are_paged_newest_first_with_filters() {
     assert_eq!(recent.first().map(String::as_str), Some("ses_000029"));
     // A live lease makes a session running unless a call of it waits for
     // approval; a let-go or expired one does not.
-    let client = index.database().client().await.unwrap();
+    let (client, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
     for (id, held, expires) in [
         ("ses_000020", true, "now() + interval '1 minute'"),
         ("ses_000021", true, "now() + interval '1 minute'"),
@@ -108,7 +111,7 @@ async fn sessions_are_paged_newest_first_with_filters() {
                     "INSERT INTO agentkit_leases (agent, session_id, owner, token, held, expires_at) \
                      VALUES ('bot', $1, 'host-a', 1, $2, {expires})"
                 ),
-                &[&id, &held],
+                &[&id as &(dyn tokio_postgres::types::ToSql + Sync), &held],
             )
             .await
             .unwrap();
