@@ -359,7 +359,9 @@ pub struct SessionSummary {
     pub created_at: String,
     /// The session's last activity (RFC 3339, UTC): its creation, an
     /// accepted HTTP follow-up, a call parked for approval or the last one
-    /// decided, the end of each turn.
+    /// decided, the end of each turn. (Empty from a server that does not
+    /// keep it.)
+    #[serde(default)]
     pub updated_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,

@@ -54,14 +54,13 @@ impl AgentRuntime {
         // from the idle ones it gives (asking for as many more as there
         // are).
         let running = match (&self.inner.shared, page.status) {
-            (None, Some(SessionStatus::Running | SessionStatus::Idle)) => Some(self.running_ids()),
+            (None, Some(SessionStatus::Running | SessionStatus::Idle)) => Some(running_ids(self)),
             _ => None,
         };
         // One more than the page, to know whether another follows.
         let stored = match (&running, page.status) {
             (Some(running), Some(SessionStatus::Running)) => {
-                self.running_metas(running, principal, page, limit + 1)
-                    .await?
+                running_metas(self, running, principal, page, limit + 1).await?
             }
             _ => {
                 let extra = running.as_ref().map_or(0, Vec::len);
@@ -112,63 +111,63 @@ impl AgentRuntime {
         }
         Ok((out, next))
     }
+}
 
-    /// The ids of the sessions with a turn running on this host.
-    fn running_ids(&self) -> Vec<String> {
-        self.inner
-            .registry
-            .loaded()
-            .into_iter()
-            .filter(|s| s.state().is_running())
-            .map(|s| s.id.as_str().to_owned())
-            .collect()
-    }
+/// The ids of the sessions with a turn running on this host.
+fn running_ids(rt: &AgentRuntime) -> Vec<String> {
+    rt.inner
+        .registry
+        .loaded()
+        .into_iter()
+        .filter(|s| s.state().is_running())
+        .map(|s| s.id.as_str().to_owned())
+        .collect()
+}
 
-    /// Up to `limit` of the running sessions of one host (`running`, from
-    /// memory) that `page`'s filters select, newest first, as the index
-    /// holds them.
-    async fn running_metas(
-        &self,
-        running: &[String],
-        principal: Option<&str>,
-        page: &SessionPage,
-        limit: usize,
-    ) -> Result<Vec<SessionMeta>> {
-        let mut ids: Vec<&String> = running
-            .iter()
-            .filter(|id| page.before.as_deref().is_none_or(|b| id.as_str() < b))
-            .collect();
-        ids.sort_unstable_by(|a, b| b.cmp(a));
-        let mut metas = Vec::new();
-        for id in ids {
-            if metas.len() >= limit {
-                break;
-            }
-            let Some(meta) = self
-                .inner
-                .index
-                .get(id)
-                .await?
-                .as_deref()
-                .and_then(crate::meta::meta_of)
-            else {
-                continue;
-            };
-            let updated = meta.updated_at.as_deref().unwrap_or(&meta.created_at);
-            let wanted = !meta.parked
-                && principal.is_none_or(|p| meta.owner.principal_id == p)
-                && page.channel.as_deref().is_none_or(|c| meta.channel == c)
-                && page
-                    .since
-                    .as_deref()
-                    .is_none_or(|s| meta.created_at.as_str() >= s)
-                && page.updated_since.as_deref().is_none_or(|s| updated >= s);
-            if wanted {
-                metas.push(meta);
-            }
+/// Up to `limit` of the running sessions of one host (`running`, from
+/// memory) that `page`'s filters select, newest first, as the index
+/// holds them.
+async fn running_metas(
+    rt: &AgentRuntime,
+    running: &[String],
+    principal: Option<&str>,
+    page: &SessionPage,
+    limit: usize,
+) -> Result<Vec<SessionMeta>> {
+    let mut ids: Vec<&String> = running
+        .iter()
+        .filter(|id| page.before.as_deref().is_none_or(|b| id.as_str() < b))
+        .collect();
+    ids.sort_unstable_by(|a, b| b.cmp(a));
+    let mut metas = Vec::new();
+    for id in ids {
+        if metas.len() >= limit {
+            break;
         }
-        Ok(metas)
+        let Some(meta) = rt
+            .inner
+            .index
+            .get(id)
+            .await?
+            .as_deref()
+            .and_then(crate::meta::meta_of)
+        else {
+            continue;
+        };
+        let updated = meta.updated_at.as_deref().unwrap_or(&meta.created_at);
+        let wanted = !meta.parked
+            && principal.is_none_or(|p| meta.owner.principal_id == p)
+            && page.channel.as_deref().is_none_or(|c| meta.channel == c)
+            && page
+                .since
+                .as_deref()
+                .is_none_or(|s| meta.created_at.as_str() >= s)
+            && page.updated_since.as_deref().is_none_or(|s| updated >= s);
+        if wanted {
+            metas.push(meta);
+        }
     }
+    Ok(metas)
 }
 
 /// The first `limit` of `stored` (which holds up to one more), and the
