@@ -278,6 +278,20 @@ fn sessions_are_filtered_by_status_and_last_activity() {
     let entry = &r.json()["sessions"][0];
     assert!(entry["updatedAt"].as_str().unwrap() > entry["createdAt"].as_str().unwrap());
 
+    // The client passes both filters.
+    let client = agentkit_client::Client::new(&format!("http://{}/bot", host.addr()), None);
+    let listed = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(client.all_sessions(&SessionListQuery {
+            limit: Some(1),
+            status: Some("waiting_approval".into()),
+            updated_since: Some(since.clone()),
+            ..SessionListQuery::default()
+        }))
+        .unwrap();
+    let ids: Vec<&str> = listed.iter().map(|s| s.session_id.as_str()).collect();
+    assert_eq!(ids, [waiting_id.as_str()]);
+
     // Bad values are refused, naming the parameter (and what it accepts).
     for (bad, named) in [
         (
