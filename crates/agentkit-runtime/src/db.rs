@@ -121,6 +121,11 @@ CREATE INDEX IF NOT EXISTS kv_expiring ON kv(expires_at) WHERE expires_at IS NOT
 /// into the `sessions` table.
 const SESSIONS_INDEXED: i64 = 1;
 
+/// Below this many sessions active since an `updatedSince`, a listing
+/// reads them by their last activity and sorts them (see
+/// [`Db::sessions_page`]).
+const FEW_UPDATED: i64 = 2_000;
+
 /// The open database of one agent.
 #[derive(Debug)]
 pub(crate) struct Db {
@@ -508,7 +513,29 @@ impl Db {
         page: &agentkit_store::PageQuery<'_>,
     ) -> Result<Vec<(String, String)>> {
         use rusqlite::types::Value as Sql;
-        let mut sql = String::from("SELECT id, meta FROM sessions WHERE 1 = 1");
+        // SQLite cannot tell how many rows a bound `updated_at` range
+        // holds: when few do (a cheap count on its index), it reads them
+        // by that index and sorts them, instead of walking every id down
+        // to the few old sessions active lately.
+        let few_updated = match page.updated_since {
+            Some(since) => {
+                let n: i64 = self
+                    .conn()
+                    .query_row(
+                        "SELECT COUNT(*) FROM (SELECT 1 FROM sessions WHERE updated_at >= ?1 LIMIT ?2)",
+                        params![since, FEW_UPDATED],
+                        |r| r.get(0),
+                    )
+                    .map_err(|e| self.err(e))?;
+                n < FEW_UPDATED
+            }
+            None => false,
+        };
+        let mut sql = String::from(if few_updated {
+            "SELECT id, meta FROM sessions INDEXED BY sessions_by_update WHERE 1 = 1"
+        } else {
+            "SELECT id, meta FROM sessions WHERE 1 = 1"
+        });
         let mut args = Vec::new();
         let mut add = |clause: &str, value: Option<&str>| {
             if let Some(v) = value {

@@ -90,9 +90,16 @@ fn sessions_are_listed_in_pages_newest_first_with_filters() {
         meta["channel"] = json!(channel);
         meta["continuationToken"] = json!(format!("key-{i}"));
         meta["createdAt"] = json!(created);
+        // Every hundredth was active again in 2021.
+        let updated = if i % 100 == 0 {
+            "2021-06-01T00:00:00.000Z".to_owned()
+        } else {
+            created.clone()
+        };
+        meta["updatedAt"] = json!(updated);
         tx.execute(
-            "INSERT INTO sessions (id, channel, continuation, principal_id, parked, meta) VALUES (?1, ?2, ?3, ?4, 0, ?5)",
-            rusqlite::params![id, channel, format!("key-{i}"), principal, meta.to_string()],
+            "INSERT INTO sessions (id, channel, continuation, principal_id, parked, meta, updated_at) VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6)",
+            rusqlite::params![id, channel, format!("key-{i}"), principal, meta.to_string(), updated],
         )
         .unwrap();
         std::fs::create_dir_all(sessions_dir.join(&id)).unwrap();
@@ -137,6 +144,21 @@ fn sessions_are_listed_in_pages_newest_first_with_filters() {
     assert_eq!(recent.len(), 501);
     let (both, _) = list_all(s.addr(), "channel=other&since=2020-01-01T00:10:00Z");
     assert_eq!(both.len(), 167);
+    // Active lately: the eleven old ones active again, and the new one,
+    // in pages of 5 still newest first.
+    let (lately, pages) = list_all(s.addr(), "limit=5&updatedSince=2021-01-01T00:00:00Z");
+    let ids: Vec<&str> = lately
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(pages, 3);
+    assert_eq!(ids.len(), 12);
+    assert_eq!(ids[0], newest);
+    assert_eq!(ids[1], "ses_0000001000");
+    assert_eq!(ids[11], "ses_0000000000");
+    assert_eq!(lately[1]["updatedAt"], "2021-06-01T00:00:00.000Z");
+    let (none, _) = list_all(s.addr(), "updatedSince=2099-01-01T00:00:00Z");
+    assert!(none.is_empty());
 
     // The client follows cursors.
     let client = agentkit_client::Client::new(&format!("http://{}", s.addr()), None);
