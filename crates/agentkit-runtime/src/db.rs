@@ -910,6 +910,52 @@ mod tests {
         }
     }
 
+    /// An index written before sessions kept a last activity gets the
+    /// column (each row's starting at its creation) and its index; the
+    /// listing then filters on it.
+    #[test]
+    fn an_index_without_updated_at_gets_it_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = Connection::open(dir.path().join("agentkit.sqlite")).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE sessions (id TEXT PRIMARY KEY, channel TEXT NOT NULL,
+                 continuation TEXT NOT NULL, principal_id TEXT NOT NULL,
+                 parked INTEGER NOT NULL DEFAULT 0, meta TEXT NOT NULL);
+             INSERT INTO sessions VALUES ('ses_1', 'http', 'k1', 'p', 0,
+                 '{\"id\":\"ses_1\",\"createdAt\":\"2020-01-01T00:00:00.000Z\"}');
+             INSERT INTO sessions VALUES ('ses_2', 'http', 'k2', 'p', 0,
+                 '{\"id\":\"ses_2\",\"createdAt\":\"2024-01-01T00:00:00.000Z\"}');",
+        )
+        .unwrap();
+        drop(conn);
+        let db = Db::open(dir.path()).unwrap();
+        let at: String = db
+            .conn()
+            .query_row(
+                "SELECT updated_at FROM sessions WHERE id = 'ses_1'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(at, "2020-01-01T00:00:00.000Z");
+        let page = |since| {
+            db.sessions_page(&agentkit_store::PageQuery {
+                updated_since: Some(since),
+                limit: 10,
+                ..Default::default()
+            })
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(page("2023-01-01T00:00:00.000Z"), ["ses_2"]);
+        assert_eq!(page("2019-01-01T00:00:00.000Z"), ["ses_2", "ses_1"]);
+        drop(db);
+        // Opening again changes nothing.
+        Db::open(dir.path()).unwrap();
+    }
+
     /// Every store of an agent writes through one writer: opening the
     /// state folder again (by another spelling of its path) gives the
     /// database already open, and the kv store writes through it.
