@@ -1094,6 +1094,79 @@ mod tests {
         }
     }
 
+    /// Pages by last activity and by what each session does: a live lease
+    /// is running, a parked flag waits for approval (held or not), a dead
+    /// host's lease counts for nothing.
+    #[tokio::test]
+    async fn pages_filter_by_last_activity_and_status() {
+        let store = MemoryBackend::new();
+        let (a, b) = (store.agent("bot", 8), store.host("host-2").agent("bot", 8));
+        for (id, parked, at) in [
+            ("ses_1", false, "2020-01-01T00:00:00.000Z"),
+            ("ses_2", true, "2021-01-01T00:00:00.000Z"),
+            ("ses_3", false, "2022-01-01T00:00:00.000Z"),
+            ("ses_4", true, "2023-01-01T00:00:00.000Z"),
+            ("ses_5", false, "2024-01-01T00:00:00.000Z"),
+        ] {
+            a.index
+                .put(&SessionRow {
+                    id: id.into(),
+                    channel: "http".into(),
+                    continuation: id.into(),
+                    principal_id: "p".into(),
+                    parked,
+                    meta: json!({"id": id}).to_string(),
+                    updated_at: at.into(),
+                })
+                .await
+                .unwrap();
+        }
+        a.leases.hold("ses_3").await.unwrap();
+        a.leases.hold("ses_4").await.unwrap();
+        b.leases.hold("ses_5").await.unwrap();
+        let ids = |metas: Vec<String>| -> Vec<String> {
+            metas
+                .iter()
+                .map(|m| {
+                    serde_json::from_str::<serde_json::Value>(m).unwrap()["id"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned()
+                })
+                .collect()
+        };
+        let page = |activity, updated_since| {
+            let index = b.index.clone();
+            async move {
+                ids(index
+                    .page(PageQuery {
+                        activity,
+                        updated_since,
+                        limit: 10,
+                        ..PageQuery::default()
+                    })
+                    .await
+                    .unwrap())
+            }
+        };
+        assert_eq!(
+            page(Some(Activity::Running), None).await,
+            ["ses_5", "ses_3"]
+        );
+        assert_eq!(
+            page(Some(Activity::WaitingApproval), None).await,
+            ["ses_4", "ses_2"]
+        );
+        assert_eq!(page(Some(Activity::Idle), None).await, ["ses_1"]);
+        assert_eq!(
+            page(None, Some("2022-01-01T00:00:00.000Z")).await,
+            ["ses_5", "ses_4", "ses_3"]
+        );
+        store.stop_host("host-2");
+        assert_eq!(page(Some(Activity::Running), None).await, ["ses_3"]);
+        assert_eq!(page(Some(Activity::Idle), None).await, ["ses_5", "ses_1"]);
+    }
+
     #[tokio::test]
     async fn one_writer_per_session_until_its_host_dies() {
         let store = MemoryBackend::new();

@@ -296,7 +296,11 @@ impl RuntimeBackend {
             return Err(task_not_found(text));
         };
         // Only tasks `ask` started: a session on another channel is none.
-        let meta = self.runtime.session(&id.session, owner).await.map_err(refused)?;
+        let meta = self
+            .runtime
+            .session(&id.session, owner)
+            .await
+            .map_err(refused)?;
         if meta.channel != MCP_CHANNEL {
             return Err(task_not_found(text));
         }
