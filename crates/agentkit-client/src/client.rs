@@ -284,8 +284,8 @@ impl Client {
         self.get_json("/v1/sessions").await
     }
 
-    /// `GET /v1/sessions?limit&cursor&channel&since`: one page of the
-    /// caller's sessions, newest first.
+    /// `GET /v1/sessions?limit&cursor&channel&since&updatedSince&status`:
+    /// one page of the caller's sessions, newest first.
     pub async fn sessions_page(&self, query: &SessionListQuery) -> Result<SessionList> {
         let mut url = self.url("/v1/sessions");
         let limit = query.limit.map(|n| n.to_string());
@@ -294,6 +294,8 @@ impl Client {
             ("cursor", query.cursor.as_deref()),
             ("channel", query.channel.as_deref()),
             ("since", query.since.as_deref()),
+            ("updatedSince", query.updated_since.as_deref()),
+            ("status", query.status.as_deref()),
         ];
         if let Ok(mut parsed) = reqwest::Url::parse(&url) {
             for (name, value) in pairs {

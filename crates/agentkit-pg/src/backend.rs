@@ -177,14 +177,7 @@ impl SharedIndex for SessionIndex {
     }
 
     fn page<'a>(&'a self, q: PageQuery<'a>) -> StoreFuture<'a, Vec<String>> {
-        seam(SessionIndex::page(
-            self,
-            q.principal,
-            q.channel,
-            q.before,
-            q.since,
-            q.limit,
-        ))
+        seam(async move { SessionIndex::page(self, &q).await })
     }
 
     fn count(&self) -> StoreFuture<'_, u64> {

@@ -76,6 +76,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "cost_daily",
         sql: include_str!("../migrations/0012_cost_daily.sql"),
     },
+    Migration {
+        version: 13,
+        name: "session_updated_at",
+        sql: include_str!("../migrations/0013_session_updated_at.sql"),
+    },
 ];
 
 /// The advisory lock every migrating host takes (`agentkit` migrations).

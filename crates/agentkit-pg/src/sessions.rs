@@ -14,12 +14,12 @@ pub struct SessionIndex {
     agent: String,
 }
 
-const UPSERT: &str =
-    "INSERT INTO agentkit_sessions (agent, id, channel, continuation, principal_id, parked, meta)
-    VALUES ($1, $2, $3, $4, $5, $6, $7)
+const UPSERT: &str = "INSERT INTO agentkit_sessions
+        (agent, id, channel, continuation, principal_id, parked, meta, updated_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
     ON CONFLICT (agent, id) DO UPDATE SET channel = EXCLUDED.channel,
         continuation = EXCLUDED.continuation, principal_id = EXCLUDED.principal_id,
-        parked = EXCLUDED.parked, meta = EXCLUDED.meta";
+        parked = EXCLUDED.parked, meta = EXCLUDED.meta, updated_at = EXCLUDED.updated_at";
 
 /// The parameters of `UPSERT`.
 struct PutParams {
@@ -38,6 +38,7 @@ impl crate::group::Params for PutParams {
             &r.principal_id,
             &r.parked,
             &r.meta,
+            &r.updated_at,
         ]
     }
 }
@@ -130,31 +131,38 @@ impl SessionIndex {
 
     /// One page of the agent's sessions' metadata, newest (greatest id)
     /// first: the ids below `before`, of `principal` and `channel` when
-    /// given, created at or after `since` (RFC 3339 as stored), at most
-    /// `limit`. Keyset paging on the primary key (or the owner index).
-    pub async fn page(
-        &self,
-        principal: Option<&str>,
-        channel: Option<&str>,
-        before: Option<&str>,
-        since: Option<&str>,
-        limit: i64,
-    ) -> Result<Vec<String>> {
-        let mut sql = String::from("SELECT meta FROM agentkit_sessions WHERE agent = $1");
+    /// given, created at or after `since` and written at or after
+    /// `updated_since` (RFC 3339 as stored), doing `activity`, at most
+    /// `limit`. Keyset paging on the primary key (or the owner index);
+    /// a running session is one a live host holds the lease of (the
+    /// leases table, every host's) with no call parked for approval.
+    pub async fn page(&self, q: &agentkit_store::PageQuery<'_>) -> Result<Vec<String>> {
+        use agentkit_store::Activity;
+        let mut sql = String::from("SELECT s.meta FROM agentkit_sessions s WHERE s.agent = $1");
         let mut args: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&self.agent];
         for (clause, value) in [
-            ("principal_id =", &principal),
-            ("channel =", &channel),
-            ("id <", &before),
-            ("(meta::jsonb ->> 'createdAt') >=", &since),
+            ("s.principal_id =", &q.principal),
+            ("s.channel =", &q.channel),
+            ("s.id <", &q.before),
+            ("(s.meta::jsonb ->> 'createdAt') >=", &q.since),
+            ("s.updated_at >=", &q.updated_since),
         ] {
             if let Some(v) = value {
                 args.push(v);
                 sql.push_str(&format!(" AND {clause} ${}", args.len()));
             }
         }
-        args.push(&limit);
-        sql.push_str(&format!(" ORDER BY id DESC LIMIT ${}", args.len()));
+        if let Some(activity) = q.activity {
+            let running = "EXISTS (SELECT 1 FROM agentkit_leases l WHERE l.agent = s.agent \
+                AND l.session_id = s.id AND l.held AND l.expires_at > now())";
+            sql.push_str(&match activity {
+                Activity::Running => format!(" AND NOT s.parked AND {running}"),
+                Activity::WaitingApproval => " AND s.parked".to_owned(),
+                Activity::Idle => format!(" AND NOT s.parked AND NOT {running}"),
+            });
+        }
+        args.push(&q.limit);
+        sql.push_str(&format!(" ORDER BY s.id DESC LIMIT ${}", args.len()));
         self.metas(&sql, &args).await
     }
 

@@ -357,6 +357,12 @@ pub struct SessionSummary {
     pub channel: String,
     pub mode: SessionMode,
     pub created_at: String,
+    /// The session's last activity (RFC 3339, UTC): its creation, an
+    /// accepted HTTP follow-up, a call parked for approval or the last one
+    /// decided, the end of each turn. (Empty from a server that does not
+    /// keep it.)
+    #[serde(default)]
+    pub updated_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
     pub busy: bool,
@@ -406,6 +412,15 @@ pub struct SessionListQuery {
     /// Only the sessions created at or after this instant (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<String>,
+    /// Only the sessions last active (`updatedAt`) at or after this
+    /// instant (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_since: Option<String>,
+    /// Only the sessions doing this: `waiting_approval` (a tool call waits
+    /// for a human's decision), `running` (otherwise, a turn runs, on
+    /// whichever host) or `idle` (neither).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
 }
 
 /// The query of every other list route (a session's approvals, eval runs,

@@ -71,6 +71,7 @@ impl Turns<'_> {
             forked_from: None,
             cost_usd: Some(0.0),
             cost_unknown: false,
+            updated_at: None,
         };
         // The index row first (committed with whatever other sessions'
         // writes are queued), then the log, which makes the folder: a row

@@ -30,7 +30,8 @@ pub(crate) async fn day_cost(rt: &AgentRuntime, agent: &Agent, day: &str) -> Res
 
 /// Counts an ended turn's cost: in the day's (while a daily money budget
 /// is set) and in the session's total. Called before the turn's end is
-/// appended; a failed write is logged, never the turn's failure.
+/// appended; a failed write is logged, never the turn's failure. Every
+/// ended turn writes the session's index row (its last activity).
 pub(crate) async fn turn_ended(rt: &AgentRuntime, session: &Arc<Session>, outcome: &TurnOutcome) {
     let (usage, cost) = match outcome {
         TurnOutcome::Completed {
@@ -39,7 +40,11 @@ pub(crate) async fn turn_ended(rt: &AgentRuntime, session: &Arc<Session>, outcom
         | TurnOutcome::OverBudget {
             usage, cost_usd, ..
         } => (*usage, *cost_usd),
-        TurnOutcome::Failed { .. } | TurnOutcome::Interrupted => return,
+        // The row is written all the same: its last activity moves.
+        TurnOutcome::Failed { .. } | TurnOutcome::Interrupted => {
+            rt.sessions().index_put_detached(&session.meta());
+            return;
+        }
     };
     if rt.inner.agent.config.harness.max_cost_usd_per_day.is_some()
         && let Some(c) = cost
@@ -64,6 +69,7 @@ pub(crate) async fn turn_ended(rt: &AgentRuntime, session: &Arc<Session>, outcom
         (meta.cost_usd, meta.cost_unknown)
     };
     if unknown {
+        rt.sessions().index_put_detached(&session.meta());
         return;
     }
     let before = match stored {
@@ -73,6 +79,7 @@ pub(crate) async fn turn_ended(rt: &AgentRuntime, session: &Arc<Session>, outcom
             Ok((_, false)) => None,
             Err(e) => {
                 tracing::warn!(session = %session.id, error = %e, "cannot total the session's cost");
+                rt.sessions().index_put_detached(&session.meta());
                 return;
             }
         },

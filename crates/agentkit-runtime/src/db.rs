@@ -54,7 +54,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     continuation TEXT NOT NULL,
     principal_id TEXT NOT NULL,
     parked INTEGER NOT NULL DEFAULT 0,
-    meta TEXT NOT NULL
+    meta TEXT NOT NULL,
+    updated_at TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS sessions_by_key ON sessions(channel, continuation);
 CREATE INDEX IF NOT EXISTS sessions_by_owner ON sessions(principal_id, id);
@@ -120,6 +121,11 @@ CREATE INDEX IF NOT EXISTS kv_expiring ON kv(expires_at) WHERE expires_at IS NOT
 /// into the `sessions` table.
 const SESSIONS_INDEXED: i64 = 1;
 
+/// Below this many sessions active since an `updatedSince`, a listing
+/// reads them by their last activity and sorts them (see
+/// [`Db::sessions_page`]).
+const FEW_UPDATED: i64 = 2_000;
+
 /// The open database of one agent.
 #[derive(Debug)]
 pub(crate) struct Db {
@@ -161,19 +167,30 @@ fn copy_error(e: &rusqlite::Error) -> rusqlite::Error {
 }
 
 fn upsert_session(conn: &Connection, meta: &SessionMeta) -> rusqlite::Result<()> {
-    let json = serde_json::to_string(meta)
+    let at = meta
+        .updated_at
+        .clone()
+        .unwrap_or_else(|| meta.created_at.clone());
+    let row = crate::meta::row_at(meta, at)
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-    upsert_row(
-        conn,
-        &agentkit_store::SessionRow {
-            id: meta.id.clone(),
-            channel: meta.channel.clone(),
-            continuation: meta.continuation_token.clone(),
-            principal_id: meta.owner.principal_id.clone(),
-            parked: meta.parked,
-            meta: json,
-        },
-    )
+    upsert_row(conn, &row)
+}
+
+/// Gives an index made before sessions had a last activity its column
+/// (each row's starting at its creation) and the index on it.
+fn add_updated_at(conn: &Connection) -> rusqlite::Result<()> {
+    let has: bool = conn.query_row(
+        "SELECT COUNT(*) > 0 FROM pragma_table_info('sessions') WHERE name = 'updated_at'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has {
+        conn.execute_batch(
+            "ALTER TABLE sessions ADD COLUMN updated_at TEXT NOT NULL DEFAULT '';
+             UPDATE sessions SET updated_at = COALESCE(json_extract(meta, '$.createdAt'), '');",
+        )?;
+    }
+    conn.execute_batch("CREATE INDEX IF NOT EXISTS sessions_by_update ON sessions(updated_at)")
 }
 
 /// Writes one index row as the index trait gives it.
@@ -182,8 +199,10 @@ pub(crate) fn upsert_row(
     row: &agentkit_store::SessionRow,
 ) -> rusqlite::Result<()> {
     conn.prepare_cached(
-        "INSERT INTO sessions (id, channel, continuation, principal_id, parked, meta) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-         ON CONFLICT(id) DO UPDATE SET channel = ?2, continuation = ?3, principal_id = ?4, parked = ?5, meta = ?6",
+        "INSERT INTO sessions (id, channel, continuation, principal_id, parked, meta, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT(id) DO UPDATE SET channel = ?2, continuation = ?3, principal_id = ?4,
+             parked = ?5, meta = ?6, updated_at = ?7",
     )?
     .execute(params![
         row.id,
@@ -191,7 +210,8 @@ pub(crate) fn upsert_row(
         row.continuation,
         row.principal_id,
         row.parked,
-        row.meta
+        row.meta,
+        row.updated_at
     ])
     .map(|_| ())
 }
@@ -302,6 +322,7 @@ impl Db {
         };
         let conn = open_conn(&path).map_err(err)?;
         conn.execute_batch(SCHEMA).map_err(err)?;
+        add_updated_at(&conn).map_err(err)?;
         let writer = open_conn(&path).map_err(err)?;
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
@@ -482,15 +503,39 @@ impl Db {
 
     /// One page of the session index, newest (greatest id) first: the
     /// ids below `before`, of `principal` and `channel` when given,
-    /// created at or after `since` (RFC 3339, UTC, milliseconds, as
-    /// stored), at most `limit`. Keyset paging on an index: the cost is the
+    /// created at or after `since` and written at or after
+    /// `updated_since` (RFC 3339, UTC, milliseconds, as stored), parked or
+    /// not as `activity` asks (the caller drops the running idle ones), at most
+    /// `limit`. Keyset paging on an index: the cost is the
     /// page's, not the index's.
     pub(crate) fn sessions_page(
         &self,
         page: &agentkit_store::PageQuery<'_>,
     ) -> Result<Vec<(String, String)>> {
         use rusqlite::types::Value as Sql;
-        let mut sql = String::from("SELECT id, meta FROM sessions WHERE 1 = 1");
+        // SQLite cannot tell how many rows a bound `updated_at` range
+        // holds: when few do (a cheap count on its index), it reads them
+        // by that index and sorts them, instead of walking every id down
+        // to the few old sessions active lately.
+        let few_updated = match page.updated_since {
+            Some(since) => {
+                let n: i64 = self
+                    .conn()
+                    .query_row(
+                        "SELECT COUNT(*) FROM (SELECT 1 FROM sessions WHERE updated_at >= ?1 LIMIT ?2)",
+                        params![since, FEW_UPDATED],
+                        |r| r.get(0),
+                    )
+                    .map_err(|e| self.err(e))?;
+                n < FEW_UPDATED
+            }
+            None => false,
+        };
+        let mut sql = String::from(if few_updated {
+            "SELECT id, meta FROM sessions INDEXED BY sessions_by_update WHERE 1 = 1"
+        } else {
+            "SELECT id, meta FROM sessions WHERE 1 = 1"
+        });
         let mut args = Vec::new();
         let mut add = |clause: &str, value: Option<&str>| {
             if let Some(v) = value {
@@ -502,6 +547,14 @@ impl Db {
         add("channel =", page.channel);
         add("id <", page.before);
         add("json_extract(meta, '$.createdAt') >=", page.since);
+        add("updated_at >=", page.updated_since);
+        // Running is the runtime's to know (its turns are in memory): it
+        // drops them from the idle ones.
+        match page.activity {
+            Some(agentkit_store::Activity::WaitingApproval) => sql.push_str(" AND parked = 1"),
+            Some(agentkit_store::Activity::Idle) => sql.push_str(" AND parked = 0"),
+            Some(agentkit_store::Activity::Running) | None => {}
+        }
         args.push(Sql::Integer(page.limit));
         sql.push_str(&format!(" ORDER BY id DESC LIMIT ?{}", args.len()));
         self.metas(&sql, rusqlite::params_from_iter(args))
@@ -855,6 +908,52 @@ mod tests {
             created_at_ms: 0,
             last_fired_at_ms: None,
         }
+    }
+
+    /// An index written before sessions kept a last activity gets the
+    /// column (each row's starting at its creation) and its index; the
+    /// listing then filters on it.
+    #[test]
+    fn an_index_without_updated_at_gets_it_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = Connection::open(dir.path().join("agentkit.sqlite")).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE sessions (id TEXT PRIMARY KEY, channel TEXT NOT NULL,
+                 continuation TEXT NOT NULL, principal_id TEXT NOT NULL,
+                 parked INTEGER NOT NULL DEFAULT 0, meta TEXT NOT NULL);
+             INSERT INTO sessions VALUES ('ses_1', 'http', 'k1', 'p', 0,
+                 '{\"id\":\"ses_1\",\"createdAt\":\"2020-01-01T00:00:00.000Z\"}');
+             INSERT INTO sessions VALUES ('ses_2', 'http', 'k2', 'p', 0,
+                 '{\"id\":\"ses_2\",\"createdAt\":\"2024-01-01T00:00:00.000Z\"}');",
+        )
+        .unwrap();
+        drop(conn);
+        let db = Db::open(dir.path()).unwrap();
+        let at: String = db
+            .conn()
+            .query_row(
+                "SELECT updated_at FROM sessions WHERE id = 'ses_1'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(at, "2020-01-01T00:00:00.000Z");
+        let page = |since| {
+            db.sessions_page(&agentkit_store::PageQuery {
+                updated_since: Some(since),
+                limit: 10,
+                ..Default::default()
+            })
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(page("2023-01-01T00:00:00.000Z"), ["ses_2"]);
+        assert_eq!(page("2019-01-01T00:00:00.000Z"), ["ses_2", "ses_1"]);
+        drop(db);
+        // Opening again changes nothing.
+        Db::open(dir.path()).unwrap();
     }
 
     /// Every store of an agent writes through one writer: opening the

@@ -103,6 +103,7 @@ impl Forks<'_> {
             // The copied turns' cost is the fork's too.
             cost_usd: prefix_cost.1.then_some(prefix_cost.0),
             cost_unknown: !prefix_cost.1,
+            updated_at: None,
         };
         // The index row first, as for a new session, then the log.
         self.rt.sessions().index_put(&meta).await?;

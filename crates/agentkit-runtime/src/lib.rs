@@ -79,7 +79,7 @@ pub use fold::conversation;
 pub use fork::Forks;
 pub use hooks::{HOOK_QUEUE, HookFn, HookSpec, HookStats, HookTarget, Hooks, SIGNATURE_HEADER};
 pub use kv::{Clock as KvClock, KvEntry, KvStore, MAX_KEY_BYTES};
-pub use listing::SessionPage;
+pub use listing::{SessionPage, SessionStatus};
 pub use log::{EventLog, Follow};
 pub use meta::{Owner, SessionMeta, SessionMode};
 pub use reminder_types::{

@@ -21,7 +21,21 @@ pub struct SessionPage {
     /// Only the sessions created at or after this instant (RFC 3339, UTC,
     /// milliseconds, as session metadata stores it).
     pub since: Option<String>,
+    /// Only the sessions last active at or after this instant (the same
+    /// form): their index row was written then or later.
+    pub updated_since: Option<String>,
+    /// Only the sessions doing this.
+    pub status: Option<SessionStatus>,
 }
+
+/// What a listed session is doing:
+/// [`WaitingApproval`](SessionStatus::WaitingApproval) while a tool call
+/// waits for a human's decision (its parked flag: set when the call asks,
+/// cleared when its turn ends with nothing pending), whether its turn
+/// waits live or ended; [`Running`](SessionStatus::Running) while a turn
+/// runs otherwise (on a shared database: while a live host, whichever,
+/// holds its lease); [`Idle`](SessionStatus::Idle) otherwise.
+pub use agentkit_store::Activity as SessionStatus;
 
 impl AgentRuntime {
     /// One page of the sessions `owner` created (every principal's for an
@@ -34,24 +48,45 @@ impl AgentRuntime {
     ) -> Result<(Vec<SessionSummary>, Option<String>)> {
         let operator = owner.is_operator();
         let limit = page.limit.max(1);
+        let principal = (!operator).then_some(owner.principal_id.as_str());
+        // On one host, which turns run is known in memory only: the index
+        // answers the parked flag and the running sessions are dropped
+        // from the idle ones it gives (asking for as many more as there
+        // are).
+        let running = match (&self.inner.shared, page.status) {
+            (None, Some(SessionStatus::Running | SessionStatus::Idle)) => Some(running_ids(self)),
+            _ => None,
+        };
         // One more than the page, to know whether another follows.
-        let stored = self
-            .inner
-            .index
-            .page(agentkit_store::PageQuery {
-                principal: (!operator).then_some(owner.principal_id.as_str()),
-                channel: page.channel.as_deref(),
-                before: page.before.as_deref(),
-                since: page.since.as_deref(),
-                limit: i64::try_from(limit + 1).unwrap_or(i64::MAX),
-            })
-            .await?
-            .iter()
-            .filter_map(|m| crate::meta::meta_of(m))
-            .collect::<Vec<SessionMeta>>();
+        let stored = match (&running, page.status) {
+            (Some(running), Some(SessionStatus::Running)) => {
+                running_metas(self, running, principal, page, limit + 1).await?
+            }
+            _ => {
+                let extra = running.as_ref().map_or(0, Vec::len);
+                self.inner
+                    .index
+                    .page(agentkit_store::PageQuery {
+                        principal,
+                        channel: page.channel.as_deref(),
+                        before: page.before.as_deref(),
+                        since: page.since.as_deref(),
+                        updated_since: page.updated_since.as_deref(),
+                        activity: page.status,
+                        limit: i64::try_from(limit + 1 + extra).unwrap_or(i64::MAX),
+                    })
+                    .await?
+                    .iter()
+                    .filter_map(|m| crate::meta::meta_of(m))
+                    .filter(|m| running.as_ref().is_none_or(|r| !r.contains(&m.id)))
+                    .collect()
+            }
+        };
         let (stored, next) = split(stored, limit);
         let mut out = Vec::with_capacity(stored.len());
         for meta in stored {
+            // The last activity is the index row's.
+            let updated_at = meta.updated_at.clone();
             // A loaded session's metadata is the current one.
             let (meta, busy) = match self.sessions().peek(&meta.id) {
                 Some(s) => {
@@ -66,6 +101,7 @@ impl AgentRuntime {
                 session_id: meta.id,
                 channel: meta.channel,
                 mode: meta.mode,
+                updated_at: updated_at.unwrap_or_else(|| meta.created_at.clone()),
                 created_at: meta.created_at,
                 title: meta.title,
                 busy,
@@ -75,6 +111,63 @@ impl AgentRuntime {
         }
         Ok((out, next))
     }
+}
+
+/// The ids of the sessions with a turn running on this host.
+fn running_ids(rt: &AgentRuntime) -> Vec<String> {
+    rt.inner
+        .registry
+        .loaded()
+        .into_iter()
+        .filter(|s| s.state().is_running())
+        .map(|s| s.id.as_str().to_owned())
+        .collect()
+}
+
+/// Up to `limit` of the running sessions of one host (`running`, from
+/// memory) that `page`'s filters select, newest first, as the index
+/// holds them.
+async fn running_metas(
+    rt: &AgentRuntime,
+    running: &[String],
+    principal: Option<&str>,
+    page: &SessionPage,
+    limit: usize,
+) -> Result<Vec<SessionMeta>> {
+    let mut ids: Vec<&String> = running
+        .iter()
+        .filter(|id| page.before.as_deref().is_none_or(|b| id.as_str() < b))
+        .collect();
+    ids.sort_unstable_by(|a, b| b.cmp(a));
+    let mut metas = Vec::new();
+    for id in ids {
+        if metas.len() >= limit {
+            break;
+        }
+        let Some(meta) = rt
+            .inner
+            .index
+            .get(id)
+            .await?
+            .as_deref()
+            .and_then(crate::meta::meta_of)
+        else {
+            continue;
+        };
+        let updated = meta.updated_at.as_deref().unwrap_or(&meta.created_at);
+        let wanted = !meta.parked
+            && principal.is_none_or(|p| meta.owner.principal_id == p)
+            && page.channel.as_deref().is_none_or(|c| meta.channel == c)
+            && page
+                .since
+                .as_deref()
+                .is_none_or(|s| meta.created_at.as_str() >= s)
+            && page.updated_since.as_deref().is_none_or(|s| updated >= s);
+        if wanted {
+            metas.push(meta);
+        }
+    }
+    Ok(metas)
 }
 
 /// The first `limit` of `stored` (which holds up to one more), and the

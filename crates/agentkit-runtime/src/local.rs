@@ -55,7 +55,11 @@ impl LocalIndex {
                 match crate::meta::load(&path).ok().filter(|m| m.id == id) {
                     Some(meta) => {
                         self.db.put_session_detached(&meta);
-                        Some(crate::meta::row_of(&meta)?.meta)
+                        let at = meta
+                            .updated_at
+                            .clone()
+                            .unwrap_or_else(|| meta.created_at.clone());
+                        Some(crate::meta::row_at(&meta, at)?.meta)
                     }
                     None => None,
                 }
@@ -117,19 +121,31 @@ impl SharedIndex for LocalIndex {
     }
 
     fn page<'a>(&'a self, query: PageQuery<'a>) -> StoreFuture<'a, Vec<String>> {
-        let (principal, channel, before, since, limit) = (
-            query.principal.map(str::to_owned),
-            query.channel.map(str::to_owned),
-            query.before.map(str::to_owned),
-            query.since.map(str::to_owned),
-            query.limit,
+        if query.activity == Some(agentkit_store::Activity::Running) {
+            // One host's index has no leases: its runtime knows which
+            // turns run.
+            return std::future::ready(Err(SharedError::Failed {
+                message: "the local session index cannot tell which sessions run".to_owned(),
+            }))
+            .boxed();
+        }
+        let owned = |s: Option<&str>| s.map(str::to_owned);
+        let (principal, channel, before, since, updated_since) = (
+            owned(query.principal),
+            owned(query.channel),
+            owned(query.before),
+            owned(query.since),
+            owned(query.updated_since),
         );
+        let (activity, limit) = (query.activity, query.limit);
         self.blocking("listing sessions", move |db, dir| {
             let rows = db.sessions_page(&PageQuery {
                 principal: principal.as_deref(),
                 channel: channel.as_deref(),
                 before: before.as_deref(),
                 since: since.as_deref(),
+                updated_since: updated_since.as_deref(),
+                activity,
                 limit,
             })?;
             // A folder deleted by hand deletes its session.

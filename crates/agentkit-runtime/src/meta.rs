@@ -104,6 +104,11 @@ pub struct SessionMeta {
     /// A turn's cost was unknown (a model with no price): the total is too.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cost_unknown: bool,
+    /// The session's last activity (RFC 3339, UTC, milliseconds): stamped
+    /// by every write of its index row (see [`row_of`]); absent in
+    /// metadata written before it was kept (its creation stands in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<String>,
 }
 
 impl SessionMeta {
@@ -132,17 +137,31 @@ pub(crate) fn load(path: &Path) -> Result<SessionMeta> {
     })
 }
 
-/// The session index row of `meta` (the shared store's).
+/// The session index row of `meta` (the shared store's), written now: its
+/// last activity is this instant. The runtime writes a session's row when
+/// it is created or forked, when an HTTP follow-up rotates its token, when
+/// a tool call parks for approval or the last parked one is decided, and
+/// at the end of each turn (completed, failed or interrupted).
 pub(crate) fn row_of(meta: &SessionMeta) -> Result<agentkit_store::SessionRow> {
+    row_at(meta, crate::util::now())
+}
+
+/// The session index row of `meta`, last active at `updated_at`.
+pub(crate) fn row_at(meta: &SessionMeta, updated_at: String) -> Result<agentkit_store::SessionRow> {
+    let stamped = SessionMeta {
+        updated_at: Some(updated_at.clone()),
+        ..meta.clone()
+    };
     Ok(agentkit_store::SessionRow {
         id: meta.id.clone(),
         channel: meta.channel.clone(),
         continuation: meta.continuation_token.clone(),
         principal_id: meta.owner.principal_id.clone(),
         parked: meta.parked,
-        meta: serde_json::to_string(meta).map_err(|e| Error::BadRequest {
+        meta: serde_json::to_string(&stamped).map_err(|e| Error::BadRequest {
             message: format!("cannot encode session metadata: {e}"),
         })?,
+        updated_at,
     })
 }
 

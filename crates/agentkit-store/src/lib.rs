@@ -136,6 +136,22 @@ pub struct SessionRow {
     pub principal_id: String,
     pub parked: bool,
     pub meta: String,
+    /// The session's last activity (RFC 3339, UTC, milliseconds): when
+    /// this row was last written.
+    pub updated_at: String,
+}
+
+/// What a listed session is doing, as the index answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    /// A live host holds the session's lease (a turn runs, or is about
+    /// to) and no tool call waits for approval.
+    Running,
+    /// A tool call waits for a human's decision (the parked flag), while
+    /// its turn waits live or after it ended.
+    WaitingApproval,
+    /// Neither.
+    Idle,
 }
 
 /// Which rows a page of the index holds: newest first (by id, which
@@ -147,6 +163,13 @@ pub struct PageQuery<'a> {
     pub before: Option<&'a str>,
     /// Only sessions created at or after this RFC 3339 time.
     pub since: Option<&'a str>,
+    /// Only sessions whose row was written at or after this RFC 3339 time
+    /// (UTC, milliseconds, as [`SessionRow::updated_at`]).
+    pub updated_since: Option<&'a str>,
+    /// Only sessions doing this. The index of one host has no leases: it
+    /// answers [`Activity::Running`] with an error, and the others from
+    /// the parked flag alone (its runtime knows which turns run).
+    pub activity: Option<Activity>,
     pub limit: i64,
 }
 

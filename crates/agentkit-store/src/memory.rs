@@ -14,10 +14,10 @@ use agentkit_protocol::{Event, SessionId};
 use tokio::sync::{Notify, broadcast};
 
 use crate::{
-    AbFeedback, AbTotals, AbTurn, AgentStores, KvRow, Mail, MailSignal, MailState, PageQuery,
-    ReminderRecord, Result, SessionRow, SharedAb, SharedBackend, SharedError, SharedFollow,
-    SharedIndex, SharedKv, SharedLeases, SharedLog, SharedMailbox, SharedReminders, SharedTicks,
-    StoreFuture,
+    AbFeedback, AbTotals, AbTurn, Activity, AgentStores, KvRow, Mail, MailSignal, MailState,
+    PageQuery, ReminderRecord, Result, SessionRow, SharedAb, SharedBackend, SharedError,
+    SharedFollow, SharedIndex, SharedKv, SharedLeases, SharedLog, SharedMailbox, SharedReminders,
+    SharedTicks, StoreFuture,
 };
 
 /// One host's handle on an in-memory shared store. Cheap to clone.
@@ -411,6 +411,18 @@ impl SharedIndex for Part {
                     && q.before.is_none_or(|b| id.as_str() < b)
                     && q.since
                         .is_none_or(|s| created_at(&r.meta).is_some_and(|at| at.as_str() >= s))
+                    && q.updated_since.is_none_or(|s| r.updated_at.as_str() >= s)
+                    && q.activity.is_none_or(|a| {
+                        let running = data
+                            .leases
+                            .get(&(agent.clone(), id.clone()))
+                            .is_some_and(|l| l.held && !data.dead.contains(&l.owner));
+                        match a {
+                            Activity::Running => running && !r.parked,
+                            Activity::WaitingApproval => r.parked,
+                            Activity::Idle => !running && !r.parked,
+                        }
+                    })
             })
             .take(usize::try_from(q.limit).unwrap_or(0))
             .map(|(_, r)| r.meta.clone())
@@ -1080,6 +1092,79 @@ mod tests {
             turn_id: None,
             data: json!({"text": "hi"}),
         }
+    }
+
+    /// Pages by last activity and by what each session does: a live lease
+    /// is running, a parked flag waits for approval (held or not), a dead
+    /// host's lease counts for nothing.
+    #[tokio::test]
+    async fn pages_filter_by_last_activity_and_status() {
+        let store = MemoryBackend::new();
+        let (a, b) = (store.agent("bot", 8), store.host("host-2").agent("bot", 8));
+        for (id, parked, at) in [
+            ("ses_1", false, "2020-01-01T00:00:00.000Z"),
+            ("ses_2", true, "2021-01-01T00:00:00.000Z"),
+            ("ses_3", false, "2022-01-01T00:00:00.000Z"),
+            ("ses_4", true, "2023-01-01T00:00:00.000Z"),
+            ("ses_5", false, "2024-01-01T00:00:00.000Z"),
+        ] {
+            a.index
+                .put(&SessionRow {
+                    id: id.into(),
+                    channel: "http".into(),
+                    continuation: id.into(),
+                    principal_id: "p".into(),
+                    parked,
+                    meta: json!({"id": id}).to_string(),
+                    updated_at: at.into(),
+                })
+                .await
+                .unwrap();
+        }
+        a.leases.hold("ses_3").await.unwrap();
+        a.leases.hold("ses_4").await.unwrap();
+        b.leases.hold("ses_5").await.unwrap();
+        let ids = |metas: Vec<String>| -> Vec<String> {
+            metas
+                .iter()
+                .map(|m| {
+                    serde_json::from_str::<serde_json::Value>(m).unwrap()["id"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned()
+                })
+                .collect()
+        };
+        let page = |activity, updated_since| {
+            let index = b.index.clone();
+            async move {
+                ids(index
+                    .page(PageQuery {
+                        activity,
+                        updated_since,
+                        limit: 10,
+                        ..PageQuery::default()
+                    })
+                    .await
+                    .unwrap())
+            }
+        };
+        assert_eq!(
+            page(Some(Activity::Running), None).await,
+            ["ses_5", "ses_3"]
+        );
+        assert_eq!(
+            page(Some(Activity::WaitingApproval), None).await,
+            ["ses_4", "ses_2"]
+        );
+        assert_eq!(page(Some(Activity::Idle), None).await, ["ses_1"]);
+        assert_eq!(
+            page(None, Some("2022-01-01T00:00:00.000Z")).await,
+            ["ses_5", "ses_4", "ses_3"]
+        );
+        store.stop_host("host-2");
+        assert_eq!(page(Some(Activity::Running), None).await, ["ses_3"]);
+        assert_eq!(page(Some(Activity::Idle), None).await, ["ses_5", "ses_1"]);
     }
 
     #[tokio::test]

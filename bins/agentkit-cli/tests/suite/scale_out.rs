@@ -960,3 +960,103 @@ fn a_cron_tick_fires_once_across_hosts_started_at_arbitrary_sub_second_offsets()
     );
     drop(hosts);
 }
+
+/// The ids `GET /bot/v1/sessions?{query}` on `addr` lists, once they are
+/// `want` (the index rows are written behind the events; at most 10 s).
+fn await_listed(addr: SocketAddr, query: &str, want: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = Request::get(&format!("/bot/v1/sessions?{query}"))
+            .send(addr)
+            .unwrap();
+        assert_eq!(r.status, 200, "{query}: {}", r.body);
+        let got: Vec<String> = r.json()["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["sessionId"].as_str().unwrap().to_owned())
+            .collect();
+        if got == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{query} on {addr}: listed {got:?}, not {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn every_host_lists_sessions_by_status_and_last_activity_whichever_runs_them() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    project(tmp.path(), json!([{"steps": [{"text": "ok"}]}]));
+    std::fs::write(
+        tmp.path().join("bot/agent/tools/guarded.toml"),
+        "description = \"Needs a human\"\ncommand = [\"sh\", \"-c\", \"echo stamped\"]\nneeds_approval = true\n\n[input_schema]\ntype = \"object\"\n",
+    )
+    .unwrap();
+    // Every turn plays the script as it is when the turn starts.
+    let set_turn = |turn: Value| {
+        std::fs::write(
+            tmp.path().join("bot/agent/script.json"),
+            serde_json::to_string(&json!({ "turns": [turn] })).unwrap(),
+        )
+        .unwrap();
+    };
+    let a = host(tmp.path(), "a", &db);
+    let b = host(tmp.path(), "b", &db);
+    let until = |id: &str, t: &str| {
+        Request::get(&format!("/bot/v1/session/{id}/stream"))
+            .stream(b.addr)
+            .unwrap()
+            .until(t)
+            .unwrap();
+    };
+
+    // Idle, made on A.
+    let (idle, _) = create(a.addr);
+    until(&idle, "session.waiting");
+    std::thread::sleep(Duration::from_millis(20));
+    let after_idle = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    std::thread::sleep(Duration::from_millis(20));
+    // Waiting for approval, in a turn on B.
+    set_turn(json!({"steps": [
+        {"toolCalls": [{"name": "guarded", "input": {}}]},
+        {"text": "Stamped."}
+    ]}));
+    let (waiting, _) = create(b.addr);
+    until(&waiting, "action.approval_requested");
+    // Running on A.
+    set_turn(json!({"steps": [{"text": "a long turn", "delayMs": 60000}]}));
+    let (running, _) = create(a.addr);
+    until(&running, "turn.started");
+
+    // Both hosts answer alike: the index and the leases are shared.
+    for addr in [a.addr, b.addr] {
+        await_listed(addr, "status=running", &[running.as_str()]);
+        await_listed(addr, "status=waiting_approval", &[waiting.as_str()]);
+        await_listed(addr, "status=idle", &[idle.as_str()]);
+        await_listed(
+            addr,
+            &format!("updatedSince={}", after_idle.replace(':', "%3A")),
+            &[running.as_str(), waiting.as_str()],
+        );
+        await_listed(
+            addr,
+            &format!(
+                "status=idle&updatedSince={}",
+                after_idle.replace(':', "%3A")
+            ),
+            &[],
+        );
+    }
+    let r = Request::get("/bot/v1/sessions?status=asleep")
+        .send(b.addr)
+        .unwrap();
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("`status`"), "{}", r.body);
+}

@@ -292,7 +292,8 @@ pub(crate) async fn events(
     Ok(ndjson(Body::from(body)))
 }
 
-/// `GET /v1/sessions?limit&cursor&channel&since`: one page, newest first.
+/// `GET /v1/sessions?limit&cursor&channel&since&updatedSince&status`: one
+/// page, newest first.
 pub(crate) async fn list(
     State(state): State<AgentState>,
     uri: axum::http::Uri,
@@ -326,9 +327,34 @@ fn session_page(uri: &axum::http::Uri) -> ApiResult<agentkit_runtime::SessionPag
             "invalid `cursor`: pass the `nextCursor` of the previous page as it is",
         ));
     }
-    let since = q
-        .since
+    let since = instant("since", q.since.as_deref())?;
+    let updated_since = instant("updatedSince", q.updated_since.as_deref())?;
+    let status = q
+        .status
         .as_deref()
+        .map(|s| match s {
+            "running" => Ok(agentkit_runtime::SessionStatus::Running),
+            "waiting_approval" => Ok(agentkit_runtime::SessionStatus::WaitingApproval),
+            "idle" => Ok(agentkit_runtime::SessionStatus::Idle),
+            other => Err(ApiError::bad_request(format!(
+                "`status` must be one of `running`, `waiting_approval`, `idle`, not `{other}`"
+            ))),
+        })
+        .transpose()?;
+    Ok(agentkit_runtime::SessionPage {
+        limit: page.limit,
+        before: page.after,
+        channel: q.channel.filter(|c| !c.is_empty()),
+        since,
+        updated_since,
+        status,
+    })
+}
+
+/// Query parameter `name`'s instant, as session metadata stores one (RFC
+/// 3339, UTC, milliseconds); `400` naming it when it is not one.
+fn instant(name: &str, value: Option<&str>) -> ApiResult<Option<String>> {
+    value
         .map(|s| {
             chrono::DateTime::parse_from_rfc3339(s)
                 .map(|t| {
@@ -337,17 +363,11 @@ fn session_page(uri: &axum::http::Uri) -> ApiResult<agentkit_runtime::SessionPag
                 })
                 .map_err(|_| {
                     ApiError::bad_request(format!(
-                        "`since` must be an RFC 3339 instant (2026-01-31T12:00:00Z), not `{s}`"
+                        "`{name}` must be an RFC 3339 instant (2026-01-31T12:00:00Z), not `{s}`"
                     ))
                 })
         })
-        .transpose()?;
-    Ok(agentkit_runtime::SessionPage {
-        limit: page.limit,
-        before: page.after,
-        channel: q.channel.filter(|c| !c.is_empty()),
-        since,
-    })
+        .transpose()
 }
 
 /// The kind of `GET /v1/sessions`'s cursors (a session id after it).

@@ -102,6 +102,10 @@ impl Host {
         self.start();
     }
 
+    pub(super) fn addr(&self) -> std::net::SocketAddr {
+        self.handle.as_ref().unwrap().local_addr()
+    }
+
     pub(super) fn send(&self, req: Request) -> Response {
         req.send(self.handle.as_ref().unwrap().local_addr())
             .unwrap()
