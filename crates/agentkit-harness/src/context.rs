@@ -180,7 +180,7 @@ pub(crate) fn fixed_tokens(
 
 /// One message as the estimate counts it.
 /// The estimated tokens of the system prompt and of the tool catalog
-/// (together [`fixed_tokens`] but for rounding), for a step's breakdown.
+/// (together `fixed_tokens` but for rounding), for a step's breakdown.
 pub fn fixed_breakdown(
     agent: &Agent,
     extra: &[std::sync::Arc<dyn crate::DynTool>],

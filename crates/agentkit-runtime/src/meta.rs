@@ -105,7 +105,7 @@ pub struct SessionMeta {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cost_unknown: bool,
     /// The session's last activity (RFC 3339, UTC, milliseconds): stamped
-    /// by every write of its index row (see [`row_of`]); absent in
+    /// by every write of its index row (see `row_of`); absent in
     /// metadata written before it was kept (its creation stands in).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_at: Option<String>,
