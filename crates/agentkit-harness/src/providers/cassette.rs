@@ -317,19 +317,82 @@ pub(crate) struct TurnDigests {
     tools: String,
 }
 
+/// A turn's shared digests, kept for the next turns of the same agent,
+/// tools, instant and model: the agent and tools are held weakly, so an
+/// entry matches only while they live (their addresses cannot be reused
+/// meanwhile), and an agent reloaded from disk is a new one.
+struct CachedDigests {
+    agent: std::sync::Weak<agentkit_manifest::Agent>,
+    tools: Vec<std::sync::Weak<dyn crate::DynTool>>,
+    as_of: Option<String>,
+    model: String,
+    params: String,
+    digests: TurnDigests,
+}
+
+/// The most turns' digests kept.
+const CACHED_DIGESTS: usize = 64;
+
+static DIGESTS: std::sync::Mutex<Vec<CachedDigests>> = std::sync::Mutex::new(Vec::new());
+
 impl TurnDigests {
+    /// The shared digests of a turn of `agent` with `tools` at `as_of` on
+    /// `spec`: from the cache when an earlier turn had the same (the
+    /// system prompt and the tools' schemas are neither rebuilt nor
+    /// serialised again), else computed and kept.
     pub(crate) fn new(
         spec: &ModelSpec,
-        agent: &agentkit_manifest::Agent,
+        agent: &std::sync::Arc<agentkit_manifest::Agent>,
         tools: &[std::sync::Arc<dyn crate::DynTool>],
         as_of: Option<&str>,
     ) -> TurnDigests {
-        TurnDigests {
-            model: model_label(spec),
+        use std::sync::{Arc, Weak};
+        let model = model_label(spec);
+        let params = serde_json::to_string(&spec.params).unwrap_or_default();
+        let same = |c: &CachedDigests| {
+            c.model == model
+                && c.params == params
+                && c.as_of.as_deref() == as_of
+                && std::ptr::eq(c.agent.as_ptr(), Arc::as_ptr(agent))
+                && c.tools.len() == tools.len()
+                && c.tools
+                    .iter()
+                    .zip(tools)
+                    .all(|(w, t)| Weak::ptr_eq(w, &Arc::downgrade(t)))
+        };
+        {
+            let mut cache = DIGESTS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(at) = cache.iter().position(same) {
+                let hit = cache.remove(at);
+                let digests = hit.digests.clone();
+                cache.push(hit);
+                return digests;
+            }
+        }
+        let digests = TurnDigests {
+            model: model.clone(),
             params: part_digest(&json!(spec.params)),
             system: part_digest(&Value::String(super::system_prompt(agent, as_of))),
             tools: part_digest(&tools_doc(agent, tools)),
+        };
+        let mut cache = DIGESTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cache.retain(|c| c.agent.strong_count() > 0);
+        if cache.len() >= CACHED_DIGESTS {
+            cache.remove(0);
         }
+        cache.push(CachedDigests {
+            agent: Arc::downgrade(agent),
+            tools: tools.iter().map(Arc::downgrade).collect(),
+            as_of: as_of.map(str::to_owned),
+            model,
+            params,
+            digests: digests.clone(),
+        });
+        digests
     }
 
     /// The digests of the step whose conversation is `conversation`.
@@ -696,6 +759,12 @@ mod tests {
         ];
         let cancel = tokio_util::sync::CancellationToken::new();
         let turn = TurnDigests::new(&spec, &agent, &[], Some("2025-01-01T00:00:00Z"));
+        // A later turn of the same agent takes them from the cache; one at
+        // another instant does not.
+        let again = TurnDigests::new(&spec, &agent, &[], Some("2025-01-01T00:00:00Z"));
+        assert_eq!(again.of(&conversation), turn.of(&conversation));
+        let other = TurnDigests::new(&spec, &agent, &[], Some("2026-01-01T00:00:00Z"));
+        assert_ne!(other.system, turn.system);
         for n in 1..=conversation.len() {
             let request = StepRequest {
                 agent: &agent,
