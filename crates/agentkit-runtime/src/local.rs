@@ -139,26 +139,35 @@ impl SharedIndex for LocalIndex {
         );
         let (activity, limit) = (query.activity, query.limit);
         self.blocking("listing sessions", move |db, dir| {
-            let rows = db.sessions_page(&PageQuery {
-                principal: principal.as_deref(),
-                channel: channel.as_deref(),
-                before: before.as_deref(),
-                since: since.as_deref(),
-                updated_since: updated_since.as_deref(),
-                activity,
-                limit,
-            })?;
-            // A folder deleted by hand deletes its session.
-            Ok(rows
-                .into_iter()
-                .filter_map(|(id, meta)| {
-                    let here = Self::has_folder(dir, &id);
-                    if !here {
+            // A folder deleted by hand deletes its session; the page is
+            // filled from the rows after it, so it stays full and the
+            // caller's cursor stays right.
+            let mut out = Vec::new();
+            let mut before = before;
+            loop {
+                let wanted = limit - i64::try_from(out.len()).unwrap_or(limit);
+                let rows = db.sessions_page(&PageQuery {
+                    principal: principal.as_deref(),
+                    channel: channel.as_deref(),
+                    before: before.as_deref(),
+                    since: since.as_deref(),
+                    updated_since: updated_since.as_deref(),
+                    activity,
+                    limit: wanted,
+                })?;
+                let last = i64::try_from(rows.len()).unwrap_or(0) < wanted;
+                before = rows.last().map(|(id, _)| id.clone());
+                for (id, meta) in rows {
+                    if Self::has_folder(dir, &id) {
+                        out.push(meta);
+                    } else {
                         db.delete_session(&id);
                     }
-                    here.then_some(meta)
-                })
-                .collect())
+                }
+                if last || before.is_none() || i64::try_from(out.len()).unwrap_or(limit) >= limit {
+                    return Ok(out);
+                }
+            }
         })
     }
 

@@ -377,3 +377,39 @@ async fn a_principal_sticky_experiment_keeps_each_callers_variant() {
         assert_eq!(v.sessions, per_variant[&v.id], "{}", v.id);
     }
 }
+
+/// A folder deleted by hand in the middle of a page does not cut the
+/// listing short: the page is filled from the sessions after it, and the
+/// cursor leads on to the rest.
+#[tokio::test]
+async fn pages_stay_full_across_a_deleted_folder() {
+    let f = fixture(REPLIES).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let s = f.runtime.send(new_session("hi")).await.unwrap();
+        until(&f.runtime, &s.session_id, EventType::SessionWaiting, 1).await;
+        while f.runtime.is_active(&s.session_id) {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        ids.push(s.session_id);
+    }
+    let sessions = f.dir.path().join("state/sessions");
+    std::fs::remove_dir_all(sessions.join(&ids[1])).unwrap();
+
+    let mut seen = Vec::new();
+    let mut page = agentkit_runtime::SessionPage {
+        limit: 1,
+        ..super::page()
+    };
+    loop {
+        let (listed, next) = f.runtime.list_page(&owner("alice"), &page).await.unwrap();
+        assert!(listed.len() <= 1);
+        seen.extend(listed.into_iter().map(|s| s.session_id));
+        match next {
+            Some(cursor) => page.before = Some(cursor),
+            None => break,
+        }
+    }
+    // Newest first, the deleted one left out, none lost.
+    assert_eq!(seen, [ids[2].clone(), ids[0].clone()]);
+}
