@@ -21,10 +21,7 @@ pub(crate) async fn day_cost(rt: &AgentRuntime, agent: &Agent, day: &str) -> Res
     if agent.config.harness.max_cost_usd_per_day.is_none() {
         return Ok(0.0);
     }
-    let nano = match &rt.inner.shared {
-        Some(shared) => shared.ticks.day_cost(day).await?,
-        None => rt.inner.db.day_cost(day)?,
-    };
+    let nano = rt.inner.ticks.day_cost(day).await?;
     Ok(nano as f64 / 1e9)
 }
 
@@ -52,13 +49,8 @@ pub(crate) async fn turn_ended(rt: &AgentRuntime, session: &Arc<Session>, outcom
     {
         let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
         let nano = (c * 1e9).round() as i64;
-        match &rt.inner.shared {
-            Some(shared) => {
-                if let Err(e) = shared.ticks.add_day_cost(&day, nano).await {
-                    tracing::warn!(session = %session.id, error = %e, "cannot count the turn's cost in the day's");
-                }
-            }
-            None => rt.inner.db.add_day_cost(day, nano),
+        if let Err(e) = rt.inner.ticks.add_day_cost(&day, nano).await {
+            tracing::warn!(session = %session.id, error = %e, "cannot count the turn's cost in the day's");
         }
     }
     // The session's total: its stored one plus this turn's, or, the first

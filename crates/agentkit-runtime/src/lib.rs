@@ -52,6 +52,7 @@ mod meta;
 mod registry;
 mod reminder_types;
 mod reminders;
+mod reminders_local;
 mod requests;
 mod runtime;
 mod schedule_handlers;

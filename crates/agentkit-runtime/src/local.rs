@@ -287,3 +287,67 @@ impl agentkit_store::SharedKv for LocalKv {
         .boxed()
     }
 }
+
+/// This host's once-only records and daily totals, in `agentkit.sqlite`:
+/// the same trait as a shared store's, so budgets read and count one way
+/// whichever store the runtime runs on. Counting waits for nothing (the
+/// one writer queues it); reads are primary-key reads on the caller.
+#[derive(Debug)]
+pub(crate) struct LocalTicks {
+    db: Arc<Db>,
+}
+
+impl LocalTicks {
+    pub(crate) fn new(db: Arc<Db>) -> LocalTicks {
+        LocalTicks { db }
+    }
+}
+
+impl agentkit_store::SharedTicks for LocalTicks {
+    /// One host: the tick is this host's if its record is older.
+    fn claim_tick<'a>(
+        &'a self,
+        schedule: &'a str,
+        tick_ms: i64,
+        _host: &'a str,
+    ) -> StoreFuture<'a, bool> {
+        async move {
+            self.db
+                .claim_tick(schedule, tick_ms, tick_ms)
+                .await
+                .map_err(|e| failed(&e))
+        }
+        .boxed()
+    }
+
+    fn day_usage<'a>(&'a self, day: &'a str) -> StoreFuture<'a, (i64, i64)> {
+        let read = self.db.day_usage(day).map(|u| {
+            (
+                i64::try_from(u.input_tokens).unwrap_or(i64::MAX),
+                i64::try_from(u.output_tokens).unwrap_or(i64::MAX),
+            )
+        });
+        std::future::ready(read.map_err(|e| failed(&e))).boxed()
+    }
+
+    fn add_day_usage<'a>(&'a self, day: &'a str, input: i64, output: i64) -> StoreFuture<'a, ()> {
+        self.db.add_day_usage(
+            day.to_owned(),
+            agentkit_protocol::Usage {
+                input_tokens: u64::try_from(input).unwrap_or(0),
+                output_tokens: u64::try_from(output).unwrap_or(0),
+                ..Default::default()
+            },
+        );
+        std::future::ready(Ok(())).boxed()
+    }
+
+    fn day_cost<'a>(&'a self, day: &'a str) -> StoreFuture<'a, i64> {
+        std::future::ready(self.db.day_cost(day).map_err(|e| failed(&e))).boxed()
+    }
+
+    fn add_day_cost<'a>(&'a self, day: &'a str, nano_usd: i64) -> StoreFuture<'a, ()> {
+        self.db.add_day_cost(day.to_owned(), nano_usd);
+        std::future::ready(Ok(())).boxed()
+    }
+}

@@ -4,7 +4,7 @@
 //! index kept in memory. Plain data: the operations are the `Reminders`
 //! part (`reminders.rs`).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -421,13 +421,14 @@ pub struct ReminderFired {
     pub reminder: Reminder,
 }
 
-/// The armed reminders in memory, by next fire time.
+/// The reminders part's state on this host: its handlers and counters
+/// (the armed rows are the store's).
 #[derive(Default)]
 pub(crate) struct ReminderState {
     /// Reminders fired and their summed lateness in ms (for `/metrics`).
     pub(crate) fired: std::sync::atomic::AtomicU64,
     pub(crate) late_ms: std::sync::atomic::AtomicU64,
-    pub(crate) index: Mutex<Index>,
+    /// Unnamed run handlers, by reminder id (this process only).
     pub(crate) handlers: Mutex<HashMap<String, Arc<dyn ReminderHandler>>>,
     /// Handlers by name, for [`ReminderAction::Named`].
     pub(crate) named: Mutex<HashMap<String, Arc<dyn ReminderHandler>>>,
@@ -437,35 +438,9 @@ pub(crate) struct ReminderState {
 
 impl std::fmt::Debug for ReminderState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let index = lock(&self.index);
         f.debug_struct("ReminderState")
-            .field("armed", &index.rows.len())
-            .field("firing", &index.firing.len())
+            .field("handlers", &lock(&self.handlers).len())
             .finish()
-    }
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct Index {
-    pub(crate) due: BTreeSet<(i64, String)>,
-    pub(crate) rows: HashMap<String, ReminderRow>,
-    pub(crate) firing: HashSet<String>,
-}
-
-impl Index {
-    pub(crate) fn arm(&mut self, row: ReminderRow) {
-        if let Some(at) = row.next_fire_at_ms {
-            self.due.insert((at, row.id.clone()));
-        }
-        self.rows.insert(row.id.clone(), row);
-    }
-
-    pub(crate) fn remove(&mut self, id: &str) -> Option<ReminderRow> {
-        let row = self.rows.remove(id)?;
-        if let Some(at) = row.next_fire_at_ms {
-            self.due.remove(&(at, row.id.clone()));
-        }
-        Some(row)
     }
 }
 
@@ -510,4 +485,52 @@ pub(crate) fn humanize(d: Duration) -> String {
         parts.push(format!("{s}s"));
     }
     parts.join(" ")
+}
+
+/// `r` as a store's row.
+pub(crate) fn to_record(r: &ReminderRow) -> agentkit_store::ReminderRecord {
+    agentkit_store::ReminderRecord {
+        id: r.id.clone(),
+        purpose: r.purpose.clone(),
+        channel_id: r.channel_id.clone(),
+        continuation_token: r.continuation_token.clone(),
+        session_id: r.session_id.clone(),
+        kind: r.cadence.kind().to_owned(),
+        spec: r.cadence.spec(),
+        prompt: r.prompt.clone(),
+        until_condition: r.until.clone(),
+        status: r.status.as_str().to_owned(),
+        reason: r.reason.clone(),
+        next_fire_at_ms: r.next_fire_at_ms,
+        fire_count: i64::try_from(r.fire_count).unwrap_or(i64::MAX),
+        created_at_ms: r.created_at_ms,
+        last_fired_at_ms: r.last_fired_at_ms,
+        handler: r.handler.clone(),
+    }
+}
+
+/// A store's row as a reminder. The run form is the one without a
+/// prompt (named, or an unnamed handler of this process).
+pub(crate) fn from_record(r: agentkit_store::ReminderRecord) -> Result<ReminderRow> {
+    let bad = |e: String| Error::BadRequest {
+        message: format!("reminder `{}` in the state database: {e}", r.id),
+    };
+    Ok(ReminderRow {
+        cadence: Cadence::parse(&r.kind, &r.spec).map_err(bad)?,
+        status: ReminderStatus::parse(&r.status).map_err(bad)?,
+        run_form: r.handler.is_some() || r.prompt.is_none(),
+        id: r.id,
+        purpose: r.purpose,
+        channel_id: r.channel_id,
+        continuation_token: r.continuation_token,
+        session_id: r.session_id,
+        prompt: r.prompt,
+        until: r.until_condition,
+        handler: r.handler,
+        reason: r.reason,
+        next_fire_at_ms: r.next_fire_at_ms,
+        fire_count: u64::try_from(r.fire_count).unwrap_or(0),
+        created_at_ms: r.created_at_ms,
+        last_fired_at_ms: r.last_fired_at_ms,
+    })
 }

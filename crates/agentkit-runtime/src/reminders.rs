@@ -1,9 +1,11 @@
 //! Reminders: durable wakes bound to one channel conversation, created at
 //! run time (by embedders, tools, the `remind_me` built-in).
 //!
-//! Each reminder is a row of `agentkit.sqlite` (see `db.rs`); the armed ones
-//! are also kept in memory, ordered by their next fire time, and
-//! [`Reminders::run`] fires them on the runtime's clock.
+//! Each reminder is a row of the store's reminders table: this host's
+//! (`reminders_local.rs`: `agentkit.sqlite`, with the armed ones in memory
+//! by next fire time) or the shared database's. One path serves both:
+//! [`Reminders::run`] claims what is due on the runtime's clock, fires it
+//! and writes it back, which lets the claim go.
 //! A firing of the **prompt form** sends the prompt (with its `until`
 //! condition) into the bound conversation as a follow-up admitted with
 //! `coalesce`, so it never interrupts a turn in flight. The **run form**
@@ -35,7 +37,7 @@ use crate::meta::{Owner, SessionMode};
 use crate::reminder_types::{
     Cadence, Followup, FollowupTarget, HANDLER_LOST_ON_RESTART, NewReminder, Reminder,
     ReminderAction, ReminderFired, ReminderHandler, ReminderHandlers, ReminderOutcome, ReminderRow,
-    ReminderStatus, ReminderTick, parse_when,
+    ReminderStatus, ReminderTick, from_record, parse_when, to_record,
 };
 use crate::requests::{Accepted, SendRequest};
 use crate::runtime::{AgentRuntime, HTTP_CHANNEL};
@@ -186,24 +188,16 @@ impl Reminders<'_> {
     pub async fn create(&self, req: NewReminder) -> Result<Reminder> {
         self.check_here(&req)?;
         let row = self.new_row(&req).await?;
-        if let Some(table) = self.shared() {
-            table.insert(&[to_record(&row)]).await?;
-            self.rt.inner.reminders.changed.notify_one();
-            return Ok(Reminder::from(&row));
-        }
-        self.rt.inner.db.insert_reminder(&row).await?;
-        let handler = match req.action {
-            ReminderAction::Run(handler) => Some(handler),
-            ReminderAction::Named(name) => Some(self.named_handler(&name)?),
-            ReminderAction::Prompt { .. } => None,
-        };
-        if let Some(handler) = handler {
+        // An unnamed handler lives in this process, found by the id.
+        if let ReminderAction::Run(handler) = req.action {
             lock(&self.rt.inner.reminders.handlers).insert(row.id.clone(), handler);
         }
-        let view = Reminder::from(&row);
-        lock(&self.rt.inner.reminders.index).arm(row);
+        if let Err(e) = self.table().insert(&[to_record(&row)]).await {
+            lock(&self.rt.inner.reminders.handlers).remove(&row.id);
+            return Err(e.into());
+        }
         self.rt.inner.reminders.changed.notify_one();
-        Ok(view)
+        Ok(Reminder::from(&row))
     }
 
     /// Creates many prompt-form reminders in one transaction (bulk
@@ -216,75 +210,34 @@ impl Reminders<'_> {
                     message: "bulk creation takes prompt-form reminders only".into(),
                 });
             }
-            rows.push(self.new_row(req).await?);
+            rows.push(to_record(&self.new_row(req).await?));
         }
-        if let Some(table) = self.shared() {
-            let pg: Vec<_> = rows.iter().map(to_record).collect();
-            table.insert(&pg).await?;
-            self.rt.inner.reminders.changed.notify_one();
-            return Ok(rows.len());
-        }
-        self.rt.inner.db.insert_reminders(rows.clone()).await?;
-        let n = rows.len();
-        let mut index = lock(&self.rt.inner.reminders.index);
-        for row in rows {
-            index.arm(row);
-        }
-        drop(index);
+        self.table().insert(&rows).await?;
         self.rt.inner.reminders.changed.notify_one();
-        Ok(n)
+        Ok(rows.len())
     }
 
     /// Cancels a reminder. Answers it as stored (already ended reminders
     /// are answered unchanged).
     pub async fn cancel(&self, id: &str) -> Result<Reminder> {
-        if let Some(table) = self.shared() {
-            let stored = table.get(id).await?.ok_or_else(|| Error::NotFound {
-                what: "reminder",
-                id: id.to_owned(),
-            })?;
-            let mut row = from_record(stored)?;
-            if row.status == ReminderStatus::Armed {
-                row.status = ReminderStatus::Cancelled;
-                row.reason = Some("cancelled".to_owned());
-                row.next_fire_at_ms = None;
-                table.update(&to_record(&row), None).await?;
-            }
-            return Ok(Reminder::from(&row));
+        let mut row = self.row(id).await?;
+        if row.status == ReminderStatus::Armed {
+            row.status = ReminderStatus::Cancelled;
+            row.reason = Some("cancelled".to_owned());
+            row.next_fire_at_ms = None;
+            self.table().update(&to_record(&row), None).await?;
+            lock(&self.rt.inner.reminders.handlers).remove(id);
+            self.rt.inner.reminders.changed.notify_one();
         }
-        let removed = lock(&self.rt.inner.reminders.index).remove(id);
-        lock(&self.rt.inner.reminders.handlers).remove(id);
-        let mut row = match removed {
-            Some(row) => row,
-            None => return Ok(Reminder::from(&self.row(id).await?)),
-        };
-        row.status = ReminderStatus::Cancelled;
-        row.reason = Some("cancelled".to_owned());
-        row.next_fire_at_ms = None;
-        self.rt.inner.db.update_reminder(&row).await?;
-        self.rt.inner.reminders.changed.notify_one();
         Ok(Reminder::from(&row))
     }
 
     pub(crate) async fn row(&self, id: &str) -> Result<ReminderRow> {
-        if let Some(table) = self.shared() {
-            let stored = table.get(id).await?;
-            return from_record(stored.ok_or_else(|| Error::NotFound {
-                what: "reminder",
-                id: id.to_owned(),
-            })?);
-        }
-        if let Some(row) = lock(&self.rt.inner.reminders.index).rows.get(id) {
-            return Ok(row.clone());
-        }
-        self.rt
-            .inner
-            .db
-            .reminder(id)?
-            .ok_or_else(|| Error::NotFound {
-                what: "reminder",
-                id: id.to_owned(),
-            })
+        let stored = self.table().get(id).await?;
+        from_record(stored.ok_or_else(|| Error::NotFound {
+            what: "reminder",
+            id: id.to_owned(),
+        })?)
     }
 
     /// One reminder.
@@ -294,146 +247,91 @@ impl Reminders<'_> {
 
     /// Reminders, newest first: armed and ended (at most 1000).
     pub async fn list(&self) -> Result<Vec<Reminder>> {
-        if let Some(table) = self.shared() {
-            let rows = table.list(1000).await?;
-            return rows
-                .into_iter()
-                .map(|r| from_record(r).map(|row| Reminder::from(&row)))
-                .collect();
-        }
-        Ok(self
-            .rt
-            .inner
-            .db
-            .all_reminders(1000)?
-            .iter()
-            .map(|r| {
-                // The in-memory row is the fresher one while armed.
-                lock(&self.rt.inner.reminders.index)
-                    .rows
-                    .get(&r.id)
-                    .map_or_else(|| Reminder::from(r), Reminder::from)
-            })
-            .collect())
+        self.table()
+            .list(1000)
+            .await?
+            .into_iter()
+            .map(|r| from_record(r).map(|row| Reminder::from(&row)))
+            .collect()
     }
 
     /// How many reminders are armed.
     pub async fn armed(&self) -> usize {
-        if let Some(table) = self.shared() {
-            return table
-                .armed()
-                .await
-                .map_or(0, |n| usize::try_from(n).unwrap_or(0));
-        }
-        lock(&self.rt.inner.reminders.index).rows.len()
-    }
-
-    /// Loads armed reminders at open; disarms run-form ones (their
-    /// handlers died with the previous process).
-    pub(crate) fn load(&self) -> Result<usize> {
-        if self.rt.inner.shared.is_some() {
-            // They stay in the database; `run_shared_reminders` claims them.
-            return Ok(0);
-        }
-        let db = &self.rt.inner.db;
-        let lost = db.disarm_run_form(HANDLER_LOST_ON_RESTART)?;
-        if lost > 0 {
-            tracing::warn!(
-                count = lost,
-                "run-form reminders disarmed: their handlers are gone after the restart (handler_lost_on_restart); re-arm them from the code that created them"
-            );
-        }
-        let rows = db.armed_reminders()?;
-        let n = rows.len();
-        let mut index = lock(&self.rt.inner.reminders.index);
-        for row in rows {
-            index.arm(row);
-        }
-        Ok(n)
+        self.table()
+            .armed()
+            .await
+            .map_or(0, |n| usize::try_from(n).unwrap_or(0))
     }
 
     /// Fires reminder `id` now, whatever its time (the dev route,
     /// `ServeHandle::dispatch_reminder`), through the same path as the
-    /// timers.
+    /// timers: claimed first, so no timer (or host) fires it meanwhile.
     pub async fn dispatch(&self, id: &str) -> Result<ReminderFired> {
-        if let (Some(table), Some(shared)) = (self.shared(), &self.rt.inner.shared) {
-            let Some(stored) = table
-                .claim_one(id, shared.leases.owner(), CLAIM_SECS)
-                .await?
-            else {
-                let stored = self.row(id).await?;
-                if stored.status == ReminderStatus::Armed {
-                    // Another host is firing it right now.
-                    return Err(Error::SessionBusy { id: id.to_owned() });
-                }
-                return Err(not_armed(id, &stored));
-            };
-            return self.fire_inner(from_record(stored)?).await;
-        }
-        let armed = {
-            let mut index = lock(&self.rt.inner.reminders.index);
-            match index.rows.get(id).cloned() {
-                Some(_) if !index.firing.insert(id.to_owned()) => {
-                    return Err(Error::SessionBusy { id: id.to_owned() });
-                }
-                armed => armed,
-            }
-        };
-        let Some(row) = armed else {
+        let Some(stored) = self
+            .table()
+            .claim_one(id, self.claimant(), CLAIM_SECS)
+            .await?
+        else {
             let stored = self.row(id).await?;
+            if stored.status == ReminderStatus::Armed {
+                // Being fired right now (a timer, or another host).
+                return Err(Error::SessionBusy { id: id.to_owned() });
+            }
             return Err(not_armed(id, &stored));
         };
-        self.fire(row).await
+        self.fire(from_record(stored)?).await
     }
 
-    /// Fires due reminders on the clock until `cancel`.
+    /// Fires due reminders until `cancel`: claims what is due (on a
+    /// shared store every host claims, `FOR UPDATE SKIP LOCKED`, so no two
+    /// fire one), then sleeps until the next is due, a creation, or (for
+    /// another host's creations and expired claims) a second.
     pub async fn run(&self, cancel: CancellationToken) {
-        if self.rt.inner.shared.is_some() {
-            return self.run_shared(cancel).await;
-        }
         let clock = self.rt.clock().clone();
+        let table = self.table();
         loop {
             let changed = self.rt.inner.reminders.changed.notified();
-            let now_ms = self.now_ms();
-            let (due, next) = {
-                let mut index = lock(&self.rt.inner.reminders.index);
-                let mut due = Vec::new();
-                let mut skipped = Vec::new();
-                while let Some((at, id)) = index.due.first().cloned() {
-                    if at > now_ms {
-                        break;
+            let claimed = table
+                .claim_due(self.now_ms(), 64, self.claimant(), CLAIM_SECS)
+                .await;
+            let n = match claimed {
+                Ok(rows) => {
+                    let n = rows.len();
+                    for stored in rows {
+                        let runtime = self.rt.clone();
+                        self.rt.inner.tasks.spawn(async move {
+                            let id = stored.id.clone();
+                            let fired = match from_record(stored) {
+                                Ok(row) => runtime.reminders().fire(row).await.map(|_| ()),
+                                Err(e) => Err(e),
+                            };
+                            if let Err(e) = fired {
+                                tracing::warn!(reminder = %id, error = %e, "reminder firing failed (it is retried once its claim expires)");
+                            }
+                        });
                     }
-                    index.due.pop_first();
-                    if index.firing.insert(id.clone()) {
-                        if let Some(row) = index.rows.get(&id) {
-                            due.push(row.clone());
-                        }
-                    } else {
-                        skipped.push((at, id));
-                    }
+                    n
                 }
-                // Busy ones (a manual dispatch) come back after it.
-                for s in skipped {
-                    index.due.insert(s);
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot claim due reminders");
+                    0
                 }
-                (due, index.due.first().map(|(at, _)| *at))
             };
-            for row in due {
-                let runtime = self.rt.clone();
-                self.rt.inner.tasks.spawn(async move {
-                    let id = row.id.clone();
-                    if let Err(e) = runtime.reminders().fire(row).await {
-                        tracing::warn!(reminder = %id, error = %e, "reminder firing failed");
-                    }
-                });
+            if n > 0 {
+                continue;
             }
+            let next = table.next_due().await.ok().flatten();
+            let poll = clock.now() + chrono::Duration::seconds(1);
             let deadline = next
                 .and_then(DateTime::<Utc>::from_timestamp_millis)
-                .unwrap_or_else(|| clock.now() + chrono::Duration::hours(1));
+                .map_or(poll, |at| at.min(poll));
             tokio::select! {
                 () = cancel.cancelled() => return,
                 () = changed => {}
                 () = clock.sleep_until(deadline) => {}
+                // Another host's creation, or the database's time moving
+                // on: look again a second later whatever this clock says.
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
             }
         }
     }
@@ -497,17 +395,9 @@ impl Reminders<'_> {
         Ok((accepted, id))
     }
 
-    /// Fires a claimed reminder (it is in `firing`), then re-arms or ends
-    /// it.
-    async fn fire(&self, row: ReminderRow) -> Result<ReminderFired> {
-        let id = row.id.clone();
-        let result = self.fire_inner(row).await;
-        lock(&self.rt.inner.reminders.index).firing.remove(&id);
-        self.rt.inner.reminders.changed.notify_one();
-        result
-    }
-
-    async fn fire_inner(&self, mut row: ReminderRow) -> Result<ReminderFired> {
+    /// Fires a claimed reminder, then re-arms or ends it (the write-back
+    /// lets the claim go).
+    async fn fire(&self, mut row: ReminderRow) -> Result<ReminderFired> {
         let now_ms = self.now_ms();
         {
             use std::sync::atomic::Ordering;
@@ -565,17 +455,10 @@ impl Reminders<'_> {
             }
         };
         // A follow-up sent by a handler may have bound the session.
-        if self.rt.inner.shared.is_none() || row.run_form {
-            let stored = match self.shared() {
-                Some(table) => match table.get(&row.id).await {
-                    Ok(stored) => stored.map(from_record).transpose(),
-                    Err(e) => Err(e.into()),
-                },
-                None => self.row(&row.id).await.map(Some),
-            };
-            if let Ok(Some(stored)) = stored {
-                row.session_id = stored.session_id.or(row.session_id);
-            }
+        if row.run_form
+            && let Ok(stored) = self.row(&row.id).await
+        {
+            row.session_id = stored.session_id.or(row.session_id);
         }
         if let Some(sid) = &session_id {
             row.session_id = Some(sid.clone());
@@ -589,51 +472,33 @@ impl Reminders<'_> {
         } else {
             Reminders::next_fire(&row, now_ms, false)?
         };
-        if let (Some(table), Some(shared)) = (self.shared(), &self.rt.inner.shared) {
-            row.next_fire_at_ms = next;
-            row.status = if next.is_some() {
-                ReminderStatus::Armed
-            } else {
-                ReminderStatus::Done
-            };
-            if outcome == ReminderOutcome::Stop && row.reason.is_none() {
-                row.reason = Some("stopped".to_owned());
-            }
-            let written = table
-                .update(&to_record(&row), Some(shared.leases.owner()))
-                .await?;
-            if !written {
-                tracing::warn!(reminder = %row.id, "reminder fired, but it was cancelled or its claim expired meanwhile");
-            }
-            tracing::info!(reminder = %row.id, outcome = ?outcome, status = row.status.as_str(), "reminder fired");
-            return Ok(ReminderFired {
-                reminder_id: row.id.clone(),
-                outcome,
-                session_id,
-                reminder: Reminder::from(&row),
-            });
+        row.next_fire_at_ms = next;
+        row.status = if next.is_some() {
+            ReminderStatus::Armed
+        } else {
+            ReminderStatus::Done
+        };
+        if outcome == ReminderOutcome::Stop && row.reason.is_none() {
+            row.reason = Some("stopped".to_owned());
         }
-        {
-            let mut index = lock(&self.rt.inner.reminders.index);
-            let still_armed = index.remove(&row.id).is_some();
-            row.next_fire_at_ms = next.filter(|_| still_armed);
-            if row.next_fire_at_ms.is_some() {
-                row.status = ReminderStatus::Armed;
-                index.arm(row.clone());
-            } else if still_armed {
-                row.status = ReminderStatus::Done;
-                if outcome == ReminderOutcome::Stop && row.reason.is_none() {
-                    row.reason = Some("stopped".to_owned());
-                }
-            } else {
-                // Cancelled while firing.
-                row.status = ReminderStatus::Cancelled;
+        let written = self
+            .table()
+            .update(&to_record(&row), Some(self.claimant()))
+            .await?;
+        if !written {
+            // Cancelled while firing (or the claim lapsed): the stored
+            // row stands.
+            tracing::warn!(reminder = %row.id, "reminder fired, but it was cancelled or its claim expired meanwhile");
+            if let Ok(stored) = self.row(&row.id).await {
+                row.status = stored.status;
+                row.reason = stored.reason;
+                row.next_fire_at_ms = stored.next_fire_at_ms;
             }
         }
         if row.status != ReminderStatus::Armed {
             lock(&self.rt.inner.reminders.handlers).remove(&row.id);
         }
-        self.rt.inner.db.update_reminder(&row).await?;
+        self.rt.inner.reminders.changed.notify_one();
         tracing::info!(reminder = %row.id, outcome = ?outcome, status = row.status.as_str(), "reminder fired");
         Ok(ReminderFired {
             reminder_id: row.id.clone(),
@@ -710,21 +575,9 @@ impl agentkit_harness::ReminderHost for SessionReminders {
 impl Reminders<'_> {
     /// Binds an armed reminder to a session id.
     async fn bind(&self, id: &str, session_id: &str) -> Result<()> {
-        if let Some(table) = self.shared() {
-            // Only the binding: a run handler binds while its host holds
-            // the claim, which the firing's write-back checks.
-            table.bind(id, session_id).await?;
-            return Ok(());
-        }
-        let row = {
-            let mut index = lock(&self.rt.inner.reminders.index);
-            let Some(row) = index.rows.get_mut(id) else {
-                return Ok(());
-            };
-            row.session_id = Some(session_id.to_owned());
-            row.clone()
-        };
-        self.rt.inner.db.update_reminder(&row).await
+        // Only the binding: a run handler binds while its host holds the
+        // claim, which the firing's write-back checks.
+        Ok(self.table().bind(id, session_id).await?)
     }
 }
 
@@ -775,65 +628,19 @@ impl Reminders<'_> {
         })
     }
 
-    /// The shared reminders table, on a shared database.
-    fn shared(&self) -> Option<&dyn agentkit_store::SharedReminders> {
-        self.rt.inner.shared.as_ref().map(|s| s.reminders.as_ref())
+    /// The reminders' store: this host's or the shared one.
+    fn table(&self) -> &dyn agentkit_store::SharedReminders {
+        self.rt.inner.reminder_store.as_ref()
     }
 
-    /// Fires due reminders claimed from the shared database until
-    /// `cancel`: every host claims what is due (`FOR UPDATE SKIP LOCKED`,
-    /// so no two hosts fire one), polling at most a second apart.
-    async fn run_shared(&self, cancel: CancellationToken) {
-        let Some(shared) = self.rt.inner.shared.clone() else {
-            return;
-        };
-        let clock = self.rt.clock().clone();
-        loop {
-            let changed = self.rt.inner.reminders.changed.notified();
-            let claimed = shared
-                .reminders
-                .claim_due(self.now_ms(), 64, shared.leases.owner(), CLAIM_SECS)
-                .await;
-            let n = match claimed {
-                Ok(rows) => {
-                    let n = rows.len();
-                    for stored in rows {
-                        let runtime = self.rt.clone();
-                        self.rt.inner.tasks.spawn(async move {
-                            let id = stored.id.clone();
-                            let fired = match from_record(stored) {
-                                Ok(row) => runtime.reminders().fire_inner(row).await.map(|_| ()),
-                                Err(e) => Err(e),
-                            };
-                            if let Err(e) = fired {
-                                tracing::warn!(reminder = %id, error = %e, "reminder firing failed (it is retried once its claim expires)");
-                            }
-                        });
-                    }
-                    n
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot claim due reminders");
-                    0
-                }
-            };
-            if n > 0 {
-                continue;
-            }
-            let next = shared.reminders.next_due().await.ok().flatten();
-            let poll = clock.now() + chrono::Duration::seconds(1);
-            let deadline = next
-                .and_then(DateTime::<Utc>::from_timestamp_millis)
-                .map_or(poll, |at| at.min(poll));
-            tokio::select! {
-                () = cancel.cancelled() => return,
-                () = changed => {}
-                () = clock.sleep_until(deadline) => {}
-                // Another host's creation, or the database's time moving
-                // on: look again a second later whatever this clock says.
-                () = tokio::time::sleep(Duration::from_secs(1)) => {}
-            }
-        }
+    /// Who claims a firing: this host, by its lease owner's name on a
+    /// shared store.
+    fn claimant(&self) -> &str {
+        self.rt
+            .inner
+            .shared
+            .as_ref()
+            .map_or("local", |s| s.leases.owner())
     }
 }
 
@@ -855,48 +662,3 @@ fn not_armed(id: &str, stored: &ReminderRow) -> Error {
 /// How long a host's claim on a firing reminder stands before another
 /// host may fire it again (its host died mid-firing).
 const CLAIM_SECS: f64 = 60.0;
-
-fn to_record(r: &ReminderRow) -> agentkit_store::ReminderRecord {
-    agentkit_store::ReminderRecord {
-        id: r.id.clone(),
-        purpose: r.purpose.clone(),
-        channel_id: r.channel_id.clone(),
-        continuation_token: r.continuation_token.clone(),
-        session_id: r.session_id.clone(),
-        kind: r.cadence.kind().to_owned(),
-        spec: r.cadence.spec(),
-        prompt: r.prompt.clone(),
-        until_condition: r.until.clone(),
-        status: r.status.as_str().to_owned(),
-        reason: r.reason.clone(),
-        next_fire_at_ms: r.next_fire_at_ms,
-        fire_count: i64::try_from(r.fire_count).unwrap_or(i64::MAX),
-        created_at_ms: r.created_at_ms,
-        last_fired_at_ms: r.last_fired_at_ms,
-        handler: r.handler.clone(),
-    }
-}
-
-fn from_record(r: agentkit_store::ReminderRecord) -> Result<ReminderRow> {
-    let bad = |e: String| Error::BadRequest {
-        message: format!("reminder `{}` in the shared database: {e}", r.id),
-    };
-    Ok(ReminderRow {
-        cadence: Cadence::parse(&r.kind, &r.spec).map_err(bad)?,
-        status: ReminderStatus::parse(&r.status).map_err(bad)?,
-        id: r.id,
-        purpose: r.purpose,
-        channel_id: r.channel_id,
-        continuation_token: r.continuation_token,
-        session_id: r.session_id,
-        prompt: r.prompt,
-        until: r.until_condition,
-        run_form: r.handler.is_some(),
-        handler: r.handler,
-        reason: r.reason,
-        next_fire_at_ms: r.next_fire_at_ms,
-        fire_count: u64::try_from(r.fire_count).unwrap_or(0),
-        created_at_ms: r.created_at_ms,
-        last_fired_at_ms: r.last_fired_at_ms,
-    })
-}

@@ -105,6 +105,15 @@ impl AgentRuntime {
     }
 }
 
+/// The stores the parts read and write through: this host's, or the
+/// shared backend's.
+struct Seams {
+    index: Arc<dyn agentkit_store::SharedIndex>,
+    ab: Arc<dyn agentkit_store::SharedAb>,
+    ticks: Arc<dyn agentkit_store::SharedTicks>,
+    reminders: Arc<dyn agentkit_store::SharedReminders>,
+}
+
 #[derive(Debug)]
 pub(crate) struct Inner {
     pub(crate) agent: Arc<Agent>,
@@ -123,6 +132,12 @@ pub(crate) struct Inner {
     pub(crate) index: Arc<dyn agentkit_store::SharedIndex>,
     /// The A/B rows: this host's (in `db`) or the shared store's.
     pub(crate) ab: Arc<dyn agentkit_store::SharedAb>,
+    /// Once-only ticks and the day's usage and cost: this host's (in
+    /// `db`) or the shared store's.
+    pub(crate) ticks: Arc<dyn agentkit_store::SharedTicks>,
+    /// The reminders: this host's (in `db`, the armed ones in memory) or
+    /// the shared store's.
+    pub(crate) reminder_store: Arc<dyn agentkit_store::SharedReminders>,
     pub(crate) schedules: crate::schedule_state::ScheduleState,
     pub(crate) reminders: crate::reminder_types::ReminderState,
     /// Calls parked in running turns.
@@ -194,18 +209,31 @@ impl AgentRuntime {
                 .await
                 .map_err(|e| Error::task("opening the state database", e))??
         };
-        let (index, ab): (
-            Arc<dyn agentkit_store::SharedIndex>,
-            Arc<dyn agentkit_store::SharedAb>,
-        ) = match &shared {
-            Some(stores) => (stores.index.clone(), stores.ab.clone()),
-            None => (
-                Arc::new(crate::local::LocalIndex::new(
-                    db.clone(),
-                    &options.state_dir,
-                )),
-                Arc::new(crate::ab_local::LocalAb::new(db.clone())),
-            ),
+        let seams = match &shared {
+            Some(stores) => Seams {
+                index: stores.index.clone(),
+                ab: stores.ab.clone(),
+                ticks: stores.ticks.clone(),
+                reminders: stores.reminders.clone(),
+            },
+            None => {
+                // The armed reminders are loaded into memory at open.
+                let loading = db.clone();
+                let reminders = tokio::task::spawn_blocking(move || {
+                    crate::reminders_local::LocalReminders::open(loading)
+                })
+                .await
+                .map_err(|e| Error::task("loading reminders", e))??;
+                Seams {
+                    index: Arc::new(crate::local::LocalIndex::new(
+                        db.clone(),
+                        &options.state_dir,
+                    )),
+                    ab: Arc::new(crate::ab_local::LocalAb::new(db.clone())),
+                    ticks: Arc::new(crate::local::LocalTicks::new(db.clone())),
+                    reminders: Arc::new(reminders),
+                }
+            }
         };
         let runtime = AgentRuntime {
             inner: Arc::new(Inner {
@@ -213,8 +241,10 @@ impl AgentRuntime {
                 options,
                 store,
                 shared,
-                index,
-                ab,
+                index: seams.index,
+                ab: seams.ab,
+                ticks: seams.ticks,
+                reminder_store: seams.reminders,
                 registry: Registry::default(),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
@@ -257,11 +287,10 @@ impl AgentRuntime {
         }
         runtime.commands().start_sweeper();
         runtime.commands().start_mailbox();
-        let loader = runtime.clone();
-        let armed = tokio::task::spawn_blocking(move || loader.reminders().load())
-            .await
-            .map_err(|e| Error::task("loading reminders", e))??;
-        tracing::debug!(armed, "reminders loaded");
+        tracing::debug!(
+            armed = runtime.reminders().armed().await,
+            "reminders loaded"
+        );
         // Loudly, when the shell and server tools would run unsandboxed.
         agentkit_harness::log_sandbox_status(&runtime.inner.agent);
         Ok(runtime)

@@ -676,18 +676,16 @@ impl Turns<'_> {
         };
         let dry_run = session.meta().dry_run;
         let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
-        let day_usage = match &self.rt.inner.shared {
-            _ if agent.config.harness.max_tokens_per_day.is_none() => Default::default(),
-            // Every host's turns of the day count.
-            Some(shared) => {
-                let (input, output) = shared.ticks.day_usage(&today).await?;
-                agentkit_protocol::Usage {
-                    input_tokens: u64::try_from(input).unwrap_or(0),
-                    output_tokens: u64::try_from(output).unwrap_or(0),
-                    ..Default::default()
-                }
+        // Every host's turns of the day count, on a shared store.
+        let day_usage = if agent.config.harness.max_tokens_per_day.is_none() {
+            Default::default()
+        } else {
+            let (input, output) = self.rt.inner.ticks.day_usage(&today).await?;
+            agentkit_protocol::Usage {
+                input_tokens: u64::try_from(input).unwrap_or(0),
+                output_tokens: u64::try_from(output).unwrap_or(0),
+                ..Default::default()
             }
-            None => self.rt.inner.db.day_usage(&today)?,
         };
         let day_cost_usd = crate::cost::day_cost(self.rt, &agent, &today).await?;
         // Read before the literal: its other fields hold the meta lock.
@@ -775,21 +773,18 @@ impl Turns<'_> {
                 if daily =>
             {
                 let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
-                match &self.rt.inner.shared {
-                    Some(shared) => {
-                        let added = shared
-                            .ticks
-                            .add_day_usage(
-                                &day,
-                                i64::try_from(usage.input_tokens).unwrap_or(i64::MAX),
-                                i64::try_from(usage.output_tokens).unwrap_or(i64::MAX),
-                            )
-                            .await;
-                        if let Err(e) = added {
-                            tracing::warn!(session = %session.id, error = %e, "cannot count the turn's tokens in the day's usage");
-                        }
-                    }
-                    None => self.rt.inner.db.add_day_usage(day, *usage),
+                let added = self
+                    .rt
+                    .inner
+                    .ticks
+                    .add_day_usage(
+                        &day,
+                        i64::try_from(usage.input_tokens).unwrap_or(i64::MAX),
+                        i64::try_from(usage.output_tokens).unwrap_or(i64::MAX),
+                    )
+                    .await;
+                if let Err(e) = added {
+                    tracing::warn!(session = %session.id, error = %e, "cannot count the turn's tokens in the day's usage");
                 }
             }
             _ => {}
