@@ -319,7 +319,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         )
         .body(json!({"type": "object"}))
         .answer(Answer::Sse),
-        op("get", "/a2a/tasks", "a2a", "A2A ListTasks (answers unsupported)"),
+        op("get", "/a2a/tasks", "a2a", "A2A ListTasks: the caller's tasks, newest first, in pages"),
         op("get", "/a2a/tasks/{id}", "a2a", "A2A GetTask"),
         op(
             "post",

@@ -700,3 +700,119 @@ impl Drop for Killed {
         let _ = self.0.wait();
     }
 }
+
+#[test]
+fn tasks_are_listed_newest_first_in_pages_of_their_principal_with_filters() {
+    const TEXT: &str = r#"{"turns": [
+  {"steps": [{"text": "first"}]},
+  {"steps": [{"text": "second"}]},
+  {"steps": [{"text": "third"}]}
+]}"#;
+    let http = "kind = \"http\"\nauth = [{ bearer = { tokens = { alice = \"token-a\", bob = \"token-b\" } } }]\n";
+    let h = host(
+        &[("bot", &bot_with(TEXT, &[("channels/http.toml", http)]))],
+        ServeOptions::default(),
+    );
+    let send = |text: &str, context: Option<&str>, token: &str| {
+        let r = rpc(
+            &h,
+            "/bot/a2a",
+            "SendMessage",
+            json!({"message": user_message(text, context)}),
+            Some(token),
+        );
+        let task = r.json()["result"]["task"].clone();
+        assert_eq!(state(&task), "TASK_STATE_COMPLETED", "{}", r.body);
+        (
+            task["id"].as_str().unwrap().to_owned(),
+            task["contextId"].as_str().unwrap().to_owned(),
+        )
+    };
+    let (t1, c1) = send("one", None, "token-a");
+    let (t2, _) = send("two", Some(&c1), "token-a");
+    let (t3, _) = send("three", None, "token-a");
+    let (tb, _) = send("bob's", None, "token-b");
+    let list = |params: Value, token: &str| {
+        let r = rpc(&h, "/bot/a2a", "ListTasks", params, Some(token));
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()
+    };
+    let ids = |v: &Value| -> Vec<String> {
+        v["result"]["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // Two pages of two, the second going on from the first's token.
+    let first = list(json!({"pageSize": 2}), "token-a");
+    assert_eq!(first["result"]["totalSize"], 3, "{first}");
+    assert_eq!(first["result"]["pageSize"], 2);
+    let token = first["result"]["nextPageToken"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!token.is_empty(), "{first}");
+    let second = list(json!({"pageSize": 2, "pageToken": token}), "token-a");
+    assert_eq!(second["result"]["nextPageToken"], "", "{second}");
+    let mut all = ids(&first);
+    all.extend(ids(&second));
+    assert_eq!(all.len(), 3, "{all:?}");
+    for t in [&t1, &t2, &t3] {
+        assert!(all.contains(t), "{t} missing from {all:?}");
+    }
+    assert!(!all.contains(&tb), "bob's task listed for alice");
+    // One context: its tasks, the later message first, with history and
+    // without artifacts unless asked for.
+    let one = list(json!({"contextId": c1}), "token-a");
+    assert_eq!(ids(&one), vec![t2.clone(), t1.clone()], "{one}");
+    let task = &one["result"]["tasks"][0];
+    assert_eq!(task["contextId"], c1.as_str());
+    assert!(
+        task["artifacts"].as_array().is_none_or(Vec::is_empty),
+        "{task}"
+    );
+    assert_eq!(text_of(&task["history"][0]), "two");
+    let with = list(
+        json!({"contextId": c1, "includeArtifacts": true}),
+        "token-a",
+    );
+    let reply = &with["result"]["tasks"][0]["artifacts"][0];
+    assert!(text_of(reply).contains("second"), "{with}");
+    // The state and time filters.
+    let done = list(json!({"status": "TASK_STATE_COMPLETED"}), "token-a");
+    assert_eq!(done["result"]["totalSize"], 3);
+    let working = list(json!({"status": "TASK_STATE_WORKING"}), "token-a");
+    assert_eq!(ids(&working), Vec::<String>::new());
+    let later = list(
+        json!({"statusTimestampAfter": "2999-01-01T00:00:00Z"}),
+        "token-a",
+    );
+    assert_eq!(later["result"]["totalSize"], 0);
+    // Bob sees his own, and nothing of alice's context.
+    assert_eq!(ids(&list(json!({}), "token-b")), vec![tb]);
+    assert_eq!(
+        list(json!({"contextId": c1}), "token-b")["result"]["totalSize"],
+        0
+    );
+    // Bad pages are invalid params.
+    for bad in [
+        json!({"pageSize": 500}),
+        json!({"pageToken": "not a token"}),
+        json!({"statusTimestampAfter": "yesterday"}),
+    ] {
+        let r = list(bad.clone(), "token-a");
+        assert_eq!(r["error"]["code"], -32602, "{bad}: {r}");
+    }
+    // The HTTP+JSON binding takes the same in its query.
+    let r = h
+        .send(Request::get(&format!("/bot/a2a/tasks?contextId={c1}&pageSize=1")).bearer("token-a"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["tasks"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["tasks"][0]["id"], t2.as_str());
+    assert_eq!(v["nextPageToken"], t2.as_str());
+    let r = h.send(Request::get("/bot/a2a/tasks?pageSize=x").bearer("token-a"));
+    assert_eq!(r.status, 400, "{}", r.body);
+}

@@ -115,7 +115,11 @@ pub(crate) async fn handle(
                 Err(e) => error(&id, e),
             };
         }
-        "ListTasks" | "GetExtendedAgentCard" => Err(A2aError::unsupported(format!(
+        "ListTasks" => match params(params_value) {
+            Ok(req) => caller.list_tasks(req).await,
+            Err(e) => Err(e),
+        },
+        "GetExtendedAgentCard" => Err(A2aError::unsupported(format!(
             "`{method}` is not supported by this server"
         ))),
         "CreateTaskPushNotificationConfig"

@@ -22,7 +22,9 @@ use super::super::agent::Mounted;
 use super::super::edge::TurnGate;
 use super::super::http::ApiError;
 use super::task::{TaskFold, TaskId};
-use super::wire::{self, Message, SendMessageRequest, StreamResponse, TaskRequest, TaskState};
+use super::wire::{
+    self, ListTasksRequest, Message, SendMessageRequest, StreamResponse, TaskRequest, TaskState,
+};
 
 /// The channel A2A sessions live on.
 pub(crate) const A2A_CHANNEL: &str = "a2a";
@@ -31,6 +33,14 @@ pub(crate) const A2A_CHANNEL: &str = "a2a";
 /// for input before it answers the task as it is (still working; the
 /// client then polls `GetTask` or subscribes).
 const BLOCKING_WAIT: Duration = Duration::from_secs(300);
+
+/// `ListTasks`' page size when none is asked for, and the most.
+const LIST_PAGE_DEFAULT: usize = 50;
+const LIST_PAGE_MAX: usize = 100;
+
+/// The most A2A sessions (the caller's newest) `ListTasks` reads for one
+/// answer without a `contextId`: its `totalSize` counts their tasks.
+const LIST_SESSIONS_MAX: usize = 1_000;
 
 /// How long `CancelTask` waits for the stop to be recorded.
 const CANCEL_WAIT: Duration = Duration::from_secs(10);
@@ -596,6 +606,136 @@ impl Caller {
         let id = self.task_id(&req.id)?;
         let (fold, _) = self.snapshot(&id).await?;
         to_value(&fold.task(req.history_length))
+    }
+
+    /// `ListTasks`: the caller's tasks (of one context, or of its newest
+    /// A2A sessions), newest first (by context, then by message), with
+    /// the state and time filters, one page at a time. A page token is
+    /// the last task of the page before, so a page goes on from there
+    /// whatever started since.
+    pub(crate) async fn list_tasks(&self, req: ListTasksRequest) -> A2aResult<Value> {
+        let size = match req.page_size {
+            None | Some(0) => LIST_PAGE_DEFAULT,
+            Some(n) if (1..=LIST_PAGE_MAX as i64).contains(&n) => n as usize,
+            Some(n) => {
+                return Err(A2aError::invalid_params(format!(
+                    "`pageSize` must be 1 to {LIST_PAGE_MAX} (got {n})"
+                )));
+            }
+        };
+        let after = match req.page_token.as_deref().filter(|t| !t.is_empty()) {
+            None => None,
+            Some(t) => Some(TaskId::parse(t).ok_or_else(|| {
+                A2aError::invalid_params(format!(
+                    "`pageToken` `{t}` is not one this server gave (pass the previous answer's `nextPageToken`)"
+                ))
+            })?),
+        };
+        let since = match req.status_timestamp_after.as_deref() {
+            None => None,
+            Some(t) => Some(chrono::DateTime::parse_from_rfc3339(t).map_err(|e| {
+                A2aError::invalid_params(format!(
+                    "`statusTimestampAfter` `{t}` is not an RFC 3339 time: {e}"
+                ))
+            })?),
+        };
+        let sessions = match &req.context_id {
+            Some(context) if !context.is_empty() => vec![context.clone()],
+            _ => self.a2a_sessions().await?,
+        };
+        let mut tasks: Vec<TaskFold> = Vec::new();
+        for session in sessions {
+            let events = match self.runtime().events_stored(&session, &self.owner, 0).await {
+                Ok(events) => events,
+                // Another principal's or a deleted context: none of yours.
+                Err(e) => match A2aError::on_task(&session, e) {
+                    A2aError::Protocol {
+                        reason: "TASK_NOT_FOUND",
+                        ..
+                    } => continue,
+                    other => return Err(other),
+                },
+            };
+            let mut folds: Vec<TaskFold> = Vec::new();
+            for e in &events {
+                if e.event_type == agentkit_protocol::EventType::MessageReceived {
+                    folds.push(TaskFold::new(TaskId {
+                        session: session.clone(),
+                        start: e.index,
+                    }));
+                }
+                for fold in &mut folds {
+                    fold.observe(e);
+                }
+            }
+            tasks.extend(folds.into_iter().filter(|f| {
+                req.status.is_none_or(|s| f.state() == s)
+                    && since.is_none_or(|since| {
+                        f.updated_at()
+                            .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
+                            .is_some_and(|at| at >= since)
+                    })
+            }));
+        }
+        let key = |f: &TaskFold| (f.id().session.clone(), f.id().start);
+        tasks.sort_by_key(|f| std::cmp::Reverse(key(f)));
+        let total = tasks.len();
+        let from = after.map_or(0, |t| {
+            let token = (t.session, t.start);
+            tasks.partition_point(|f| key(f) >= token)
+        });
+        let page: Vec<&TaskFold> = tasks.iter().skip(from).take(size).collect();
+        let next = if from + page.len() < total {
+            page.last().map(|f| f.id().to_string()).unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let include_artifacts = req.include_artifacts.unwrap_or(false);
+        let listed = page
+            .iter()
+            .map(|f| {
+                let mut task = f.task(req.history_length);
+                if !include_artifacts {
+                    task.artifacts.clear();
+                }
+                task
+            })
+            .collect::<Vec<_>>();
+        Ok(serde_json::json!({
+            "tasks": listed,
+            "nextPageToken": next,
+            "pageSize": size,
+            "totalSize": total,
+        }))
+    }
+
+    /// The caller's A2A sessions, newest first, at most
+    /// `LIST_SESSIONS_MAX`.
+    async fn a2a_sessions(&self) -> A2aResult<Vec<String>> {
+        let mut ids = Vec::new();
+        let mut before = None;
+        while ids.len() < LIST_SESSIONS_MAX {
+            let page = agentkit_runtime::SessionPage {
+                limit: 100,
+                before: before.take(),
+                channel: Some(A2A_CHANNEL.to_owned()),
+                since: None,
+                updated_since: None,
+                status: None,
+            };
+            let (sessions, next) = self
+                .runtime()
+                .list_page(&self.owner, &page)
+                .await
+                .map_err(|e| A2aError::from(ApiError::from(e)))?;
+            ids.extend(sessions.into_iter().map(|s| s.session_id));
+            match next {
+                Some(n) => before = Some(n),
+                None => break,
+            }
+        }
+        ids.truncate(LIST_SESSIONS_MAX);
+        Ok(ids)
     }
 
     /// `CancelTask`: stops the task's turn (and whatever is queued in its

@@ -163,11 +163,26 @@ pub(crate) async fn post(
     answer(run.await)
 }
 
-/// `GET /a2a/tasks` (ListTasks): not served.
-pub(crate) async fn list(_auth: Authed) -> Response {
-    error(A2aError::unsupported(
-        "ListTasks is not supported by this server: list sessions with GET /v1/sessions?channel=a2a",
-    ))
+/// `GET /a2a/tasks` (ListTasks): its filters and page in the query
+/// (`contextId`, `status`, `pageSize`, `pageToken`, `historyLength`,
+/// `statusTimestampAfter`, `includeArtifacts`).
+pub(crate) async fn list(
+    State(state): State<AgentState>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    Authed { owner, .. }: Authed,
+) -> Response {
+    if let Err(e) = super::check_version(&headers) {
+        return error(e);
+    }
+    let caller = caller(&state, None, owner, &headers);
+    let run = async {
+        let axum::extract::Query(req) =
+            axum::extract::Query::<super::wire::ListTasksRequest>::try_from_uri(&uri)
+                .map_err(|e| A2aError::invalid_params(format!("the query: {}", e.body_text())))?;
+        caller.list_tasks(req).await
+    };
+    answer(run.await)
 }
 
 /// The push notification configuration routes: not served.

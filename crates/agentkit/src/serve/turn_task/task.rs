@@ -120,6 +120,11 @@ impl TaskFold {
         self.outcome.as_deref()
     }
 
+    /// The task's address.
+    pub(crate) fn id(&self) -> &TaskId {
+        &self.id
+    }
+
     /// The text of the message that started the task.
     pub(crate) fn user_text(&self) -> Option<&str> {
         self.user_text.as_deref()

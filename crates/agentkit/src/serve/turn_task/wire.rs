@@ -228,6 +228,22 @@ pub(crate) struct TaskRequest {
     pub(crate) metadata: Option<Map<String, Value>>,
 }
 
+/// `ListTasksRequest`: filters and a page.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct ListTasksRequest {
+    pub(crate) tenant: String,
+    pub(crate) context_id: Option<String>,
+    pub(crate) status: Option<TaskState>,
+    pub(crate) page_size: Option<i64>,
+    pub(crate) page_token: Option<String>,
+    pub(crate) history_length: Option<u32>,
+    /// RFC 3339: only tasks whose state changed at or after it.
+    pub(crate) status_timestamp_after: Option<String>,
+    pub(crate) include_artifacts: Option<bool>,
+    pub(crate) metadata: Option<Map<String, Value>>,
+}
+
 /// The `google.rpc.ErrorInfo` detail A2A errors carry (its `reason`,
 /// such as `TASK_NOT_FOUND`).
 pub(crate) fn error_info(reason: &str, metadata: Map<String, Value>) -> Value {
