@@ -567,3 +567,104 @@ fn past_the_turn_bound_a_turn_is_answered_503_at_once_with_retry_after() {
         "no turn was admitted after the running ones settled"
     );
 }
+
+/// The samples of metric `name` (without labels) summed, from a scrape.
+fn metric(s: &Server, name: &str) -> Option<f64> {
+    let body = Request::get("/metrics").send(s.addr()).unwrap().body;
+    let mut found = None;
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        let Some(rest) = line.strip_prefix(name) else {
+            continue;
+        };
+        if !(rest.starts_with(' ') || rest.starts_with('{')) {
+            continue;
+        }
+        let value: f64 = rest.rsplit(' ').next().unwrap().parse().unwrap();
+        *found.get_or_insert(0.0) += value;
+    }
+    found
+}
+
+#[test]
+fn past_saturation_the_excess_is_shed_with_503_and_admitted_turns_complete() {
+    let s = server_with_turn(
+        EdgeOptions {
+            max_turns: Some(4),
+            ..EdgeOptions::default()
+        },
+        r#"{"steps": [{"text": "ok", "delayMs": 150}]}"#,
+    );
+    let addr = s.addr();
+    let until = Instant::now() + Duration::from_secs(4);
+    // Sixteen clients in a closed loop against a bound of four turns.
+    let clients: Vec<_> = (0..16)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let (mut admitted, mut shed, mut failed) = (0, 0, Vec::new());
+                while Instant::now() < until {
+                    let started = Instant::now();
+                    let r = Request::post("/v1/session")
+                        .json(&json!({"message": "hi"}))
+                        .send(addr)
+                        .unwrap();
+                    match r.status {
+                        200 => {
+                            admitted += 1;
+                            let url = r.json()["streamUrl"].as_str().unwrap().to_owned();
+                            let events = Request::get(&url)
+                                .stream(addr)
+                                .unwrap()
+                                .until("session.waiting");
+                            match events {
+                                Ok(events)
+                                    if !events.iter().any(|e| e["type"] == "turn.failed") => {}
+                                other => failed.push(format!("{other:?}")),
+                            }
+                        }
+                        503 => {
+                            shed += 1;
+                            assert_eq!(r.error_code(), "overloaded", "{}", r.body);
+                            assert_eq!(r.header("retry-after"), Some("1"));
+                            // At once, never queued behind the running turns
+                            // (generous: a shared machine).
+                            let took = started.elapsed();
+                            assert!(took < Duration::from_secs(2), "shed after {took:?}");
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        other => failed.push(format!("{other}: {}", r.body)),
+                    }
+                }
+                (admitted, shed, failed)
+            })
+        })
+        .collect();
+    let (mut admitted, mut shed, mut failed) = (0, 0, Vec::new());
+    for c in clients {
+        let (a, s, f) = c.join().unwrap();
+        admitted += a;
+        shed += s;
+        failed.extend(f);
+    }
+    assert!(failed.is_empty(), "admitted turns failed: {failed:?}");
+    assert!(admitted >= 4, "{admitted} turns admitted");
+    assert!(shed > 0, "nothing was shed ({admitted} admitted)");
+    // The sheds are counted, and the queues drain once the load stops.
+    assert!(
+        metric(&s, "agentkit_turns_shed_total").unwrap() >= f64::from(shed),
+        "shed {shed}"
+    );
+    assert!(metric(&s, "agentkit_tasks_alive").unwrap() > 0.0);
+    assert!(
+        eventually(Duration::from_secs(30), || {
+            metric(&s, "agentkit_turns_in_flight") == Some(0.0)
+                && metric(&s, "agentkit_index_writes_queued") == Some(0.0)
+        }),
+        "the turn slots or the index writer's queue did not drain"
+    );
+    // The sessions served stay loaded (fewer than the 512 kept idle).
+    let loaded = metric(&s, "agentkit_sessions_loaded").unwrap();
+    assert!(
+        loaded >= 1.0 && loaded <= f64::from(admitted),
+        "{loaded} loaded after {admitted} sessions"
+    );
+}
