@@ -135,7 +135,7 @@ pub(crate) struct Db {
     conn: Mutex<Connection>,
     /// The writer thread's queue; it ends when this is dropped.
     writes: Mutex<mpsc::Sender<Job>>,
-    /// Jobs queued and not yet run (for `/metrics`).
+    /// Jobs queued still waiting to run (for `/metrics`).
     queued: Arc<AtomicUsize>,
 }
 
@@ -479,7 +479,7 @@ impl Db {
         self.write_detached(move |conn| upsert_session(conn, &meta));
     }
 
-    /// Writes queued for the writer thread and not yet run.
+    /// Writes queued for the writer thread still waiting to run.
     pub(crate) fn queued(&self) -> usize {
         self.queued.load(Ordering::Relaxed)
     }

@@ -80,7 +80,7 @@ pub struct RuntimeStats {
     /// and those in use.
     pub loaded_sessions: u64,
     /// Writes (index rows, bookkeeping) queued for the state database's
-    /// writer thread and not yet run.
+    /// writer thread still waiting to run.
     pub index_writes_queued: u64,
 }
 

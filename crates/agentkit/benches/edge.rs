@@ -26,12 +26,15 @@
 //!   the server's queue gauges from `/metrics`, then the RSS 30 s after
 //!   the load stops.
 //!
+//! `--post-only` offers turns as `POST`s alone (an open loop: the server
+//! holds every admitted turn until it settles, up to `--max-turns`).
+//!
 //! The attack lasts 30 s (`--quick`: 15 s); each saturation level 600 s
 //! (`--quick`: 60 s; `--minutes N` sets it). The bench reports and does
 //! not judge.
 //!
 //! `cargo bench -p agentkit --bench edge -- [--quick] [--only NAME]
-//! [--attackers N] [--minutes N] [--nofile N]`.
+//! [--attackers N] [--minutes N] [--nofile N] [--post-only]`.
 
 #![allow(
     clippy::unwrap_used,
@@ -59,6 +62,8 @@ struct Args {
     attackers: usize,
     minutes: Option<f64>,
     nofile: u64,
+    /// Offered turns are `POST`s alone: their streams are not read.
+    post_only: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -68,6 +73,7 @@ fn parse_args() -> Result<Args, String> {
         attackers: 1_100,
         minutes: None,
         nofile: 1024,
+        post_only: false,
     };
     let mut it = std::env::args().skip(1);
     let number = |it: &mut std::iter::Skip<std::env::Args>, flag: &str| -> Result<f64, String> {
@@ -78,6 +84,7 @@ fn parse_args() -> Result<Args, String> {
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--quick" => args.quick = true,
+            "--post-only" => args.post_only = true,
             "--only" => {
                 let name = it.next().ok_or("--only takes a section name")?;
                 if !SECTIONS.contains(&name.as_str()) {
@@ -179,7 +186,14 @@ async fn run(bin: &Path, args: &Args) {
         let minutes = args.minutes.unwrap_or(if args.quick { 1.0 } else { 10.0 });
         let state = tempfile::tempdir().unwrap();
         let text = match Server::start(bin, project.path(), state.path(), args.nofile).await {
-            Ok(server) => saturation(&server, Duration::from_secs_f64(minutes * 60.0)).await,
+            Ok(server) => {
+                saturation(
+                    &server,
+                    Duration::from_secs_f64(minutes * 60.0),
+                    args.post_only,
+                )
+                .await
+            }
             Err(e) => format!("== saturation: cannot start the server: {e}\n"),
         };
         println!("{text}");
@@ -517,7 +531,7 @@ async fn slowloris(server: &Server, attackers: usize, bodies: bool, length: Dura
     for t in tasks {
         t.abort();
     }
-    let answers = answers.lock().unwrap();
+    let answers = std::mem::take(&mut *answers.lock().unwrap());
     let _ = writeln!(out, "{}", summary("health probes", &answers.probes));
     let _ = writeln!(
         out,
@@ -529,7 +543,7 @@ async fn slowloris(server: &Server, attackers: usize, bodies: bool, length: Dura
         turn_errors.dedup();
         let _ = writeln!(out, "turn errors: {}", turn_errors.join("; "));
     }
-    let lifetimes = seen.lifetimes.lock().unwrap();
+    let lifetimes = seen.lifetimes.lock().unwrap().clone();
     let _ = writeln!(
         out,
         "attacking connections: {} opened, {} closed by the server (lived p50 {:.1} s, max {:.1} s), {} connects failed",
@@ -594,7 +608,7 @@ struct Offered {
 }
 
 /// One offered turn: the `POST`, and the stream when admitted.
-async fn offer(http: reqwest::Client, base: String, counts: Arc<Offered>) {
+async fn offer(http: reqwest::Client, base: String, counts: Arc<Offered>, post_only: bool) {
     let t0 = Instant::now();
     let r = http
         .post(format!("{base}/{SLUG}/v1/session"))
@@ -635,6 +649,11 @@ async fn offer(http: reqwest::Client, base: String, counts: Arc<Offered>) {
         }
     }
     counts.admitted.fetch_add(1, Ordering::Relaxed);
+    if post_only {
+        let _ = r.bytes().await;
+        counts.admitted_ms.lock().unwrap().push(ms(t0.elapsed()));
+        return;
+    }
     let body: Value = match r.json().await {
         Ok(b) => b,
         Err(e) => {
@@ -698,7 +717,7 @@ async fn closed_loop(server: &Server, concurrency: usize, length: Duration) -> f
             let (http, base, counts) = (http.clone(), server.base.clone(), counts.clone());
             tokio::spawn(async move {
                 while started.elapsed() < length {
-                    offer(http.clone(), base.clone(), counts.clone()).await;
+                    offer(http.clone(), base.clone(), counts.clone(), false).await;
                 }
             })
         })
@@ -711,8 +730,15 @@ async fn closed_loop(server: &Server, concurrency: usize, length: Duration) -> f
     done as f64 / started.elapsed().as_secs_f64()
 }
 
-async fn saturation(server: &Server, length: Duration) -> String {
-    let mut out = String::from("== saturation\n");
+async fn saturation(server: &Server, length: Duration, post_only: bool) -> String {
+    let mut out = format!(
+        "== saturation{}\n",
+        if post_only {
+            " (offered turns are POSTs alone; their streams are not read)"
+        } else {
+            ""
+        }
+    );
     let idle = server.rss_kib();
     let rate = closed_loop(server, 64, Duration::from_secs(15)).await;
     let _ = writeln!(
@@ -752,7 +778,7 @@ async fn saturation(server: &Server, length: Duration) -> String {
                         let (http, base, counts) =
                             (http.clone(), server.base.clone(), counts.clone());
                         tokio::spawn(async move {
-                            offer(http, base, counts).await;
+                            offer(http, base, counts, post_only).await;
                             drop(permit);
                         });
                     }

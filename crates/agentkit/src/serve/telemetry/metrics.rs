@@ -242,7 +242,7 @@ impl Metrics {
         );
         registry.register(
             "index_writes_queued",
-            "Writes queued for the state database's writer thread and not yet run (index rows, bookkeeping), by agent",
+            "Writes queued for the state database's writer thread still waiting to run (index rows, bookkeeping), by agent",
             m.index_writes_queued.clone(),
         );
         registry.register(
