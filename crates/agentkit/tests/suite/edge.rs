@@ -2,8 +2,10 @@
 //! dropped after the write-stall bound, a request whose body never
 //! arrives (or trickles in) is answered `408`, a half-sent request head is
 //! closed after the header-read timeout, at the connection cap a new
-//! connection closes the oldest incomplete one (then the longest idle,
-//! never a busy one), and a normal client is served through a slowloris.
+//! connection closes the oldest incomplete one, as old as its accept (then the longest idle,
+//! never a busy one), a normal client is served through a slowloris, and
+//! past saturation the excess turns are shed with `503` while admitted ones
+//! complete.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -303,6 +305,33 @@ fn at_the_connection_cap_a_new_connection_closes_the_oldest_incomplete_one() {
         "{}",
         metrics.body
     );
+}
+
+#[test]
+fn at_the_cap_a_connection_is_as_old_as_its_accept_not_its_head() {
+    let s = server(EdgeOptions {
+        header_read_timeout: Duration::from_secs(60),
+        body_read_timeout: Duration::from_secs(60),
+        max_connections: Some(2),
+        ..EdgeOptions::default()
+    });
+    // Accepted first, silent for a while.
+    let mut first = TcpStream::connect(s.addr()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let second = TcpStream::connect(s.addr()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // Then a quick head and a body that trickles: no younger for it.
+    first
+        .write_all(b"POST /v1/session HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let r = Request::get("/v1/health").send(s.addr()).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        eventually(Duration::from_secs(5), || is_closed(&first)),
+        "the connection accepted first was kept"
+    );
+    assert!(!is_closed(&second), "the younger connection was closed");
 }
 
 #[test]
