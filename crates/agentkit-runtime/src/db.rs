@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak, mpsc};
 use std::time::Duration;
 
@@ -134,6 +135,8 @@ pub(crate) struct Db {
     conn: Mutex<Connection>,
     /// The writer thread's queue; it ends when this is dropped.
     writes: Mutex<mpsc::Sender<Job>>,
+    /// Jobs queued still waiting to run (for `/metrics`).
+    queued: Arc<AtomicUsize>,
 }
 
 /// What the writer thread calls after the batch holding a job committed
@@ -221,7 +224,7 @@ pub(crate) fn upsert_row(
 }
 
 /// The writer thread: batches whatever is queued into one transaction.
-fn writer_loop(conn: Connection, jobs: mpsc::Receiver<Job>) {
+fn writer_loop(conn: Connection, jobs: mpsc::Receiver<Job>, queued: Arc<AtomicUsize>) {
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -230,6 +233,7 @@ fn writer_loop(conn: Connection, jobs: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
+        queued.fetch_sub(batch.len(), Ordering::Relaxed);
         // Without a transaction (BEGIN failed), each job's savepoint is
         // a transaction of its own.
         // Cached statements: parsing BEGIN and COMMIT anew for every batch
@@ -329,14 +333,19 @@ impl Db {
         add_updated_at(&conn).map_err(err)?;
         let writer = open_conn(&path).map_err(err)?;
         let (tx, rx) = mpsc::channel();
+        let queued = Arc::new(AtomicUsize::new(0));
         std::thread::Builder::new()
             .name("agentkit-sqlite-writer".into())
-            .spawn(move || writer_loop(writer, rx))
+            .spawn({
+                let queued = queued.clone();
+                move || writer_loop(writer, rx, queued)
+            })
             .map_err(|e| Error::io("start the writer thread for", &path, e))?;
         Ok(Db {
             path: path.clone(),
             conn: Mutex::new(conn),
             writes: Mutex::new(tx),
+            queued,
         })
     }
 
@@ -373,11 +382,15 @@ impl Db {
                 let _ = tx.send(answer);
             })
         });
+        self.queued.fetch_add(1, Ordering::Relaxed);
         let sent = self
             .writes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .send(job);
+            .send(job)
+            .inspect_err(|_| {
+                self.queued.fetch_sub(1, Ordering::Relaxed);
+            });
         let path = self.path.clone();
         let err = move |source| Error::Db {
             path: path.clone(),
@@ -418,11 +431,15 @@ impl Db {
             }
             Box::new(|_| {})
         });
+        self.queued.fetch_add(1, Ordering::Relaxed);
         let _ = self
             .writes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .send(job);
+            .send(job)
+            .inspect_err(|_| {
+                self.queued.fetch_sub(1, Ordering::Relaxed);
+            });
     }
 
     /// Imports the `session.json` of every session folder once, so state
@@ -462,6 +479,11 @@ impl Db {
     pub(crate) fn put_session_detached(&self, meta: &SessionMeta) {
         let meta = meta.clone();
         self.write_detached(move |conn| upsert_session(conn, &meta));
+    }
+
+    /// Writes queued for the writer thread still waiting to run.
+    pub(crate) fn queued(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
     }
 
     /// Waits until every write queued before this call is committed (the

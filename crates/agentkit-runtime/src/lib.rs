@@ -91,8 +91,8 @@ pub use reminder_types::{
 pub use reminders::Reminders;
 pub use requests::{ResolvedApproval, ToolCallOutcome};
 pub use runtime::{
-    Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, RuntimeOptions, SendRequest, SessionSummary,
-    TimerStats, WeakRuntime,
+    Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, RuntimeOptions, RuntimeStats, SendRequest,
+    SessionSummary, WeakRuntime,
 };
 pub use schedule_handlers::{
     Receive, ScheduleError, ScheduleHandler, ScheduleHandlers, ScheduleRun,

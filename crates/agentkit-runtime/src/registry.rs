@@ -21,6 +21,10 @@ pub(crate) type ChannelKey = (String, String);
 /// How many sessions stay loaded (with their fold cache) while idle.
 pub(crate) const LOADED_SESSIONS: usize = 512;
 
+/// How many of the least recently used sessions one touch looks at for
+/// unloading.
+const EVICT_LOOKS: usize = 16;
+
 type KeyLocks = Mutex<HashMap<ChannelKey, Arc<tokio::sync::Mutex<()>>>>;
 
 #[derive(Debug, Default)]
@@ -90,20 +94,26 @@ impl Registry {
     /// Removes `session` if it is loaded and nobody but the registry holds
     /// it (`extra` references allowed: the caller's own). The idle check
     /// runs under the table's lock, so no lookup can take it meanwhile.
-    fn remove_unused(&self, session: &Arc<Session>, extra: usize) -> bool {
+    fn remove_unused(&self, session: &Arc<Session>, extra: usize) -> Unload {
         let mut sessions = lock(&self.sessions);
-        if session.state().is_active() || Arc::strong_count(session) > 1 + extra {
-            return false;
-        }
         let ours = sessions
             .get(session.id.as_str())
             .is_some_and(|s| Arc::ptr_eq(s, session));
-        if ours {
-            sessions.remove(session.id.as_str());
-            drop(sessions);
-            self.drop_key(session);
+        if !ours {
+            return Unload::NotLoaded;
         }
-        ours
+        if session.state().is_active() || Arc::strong_count(session) > 1 + extra {
+            return Unload::InUse;
+        }
+        sessions.remove(session.id.as_str());
+        drop(sessions);
+        self.drop_key(session);
+        Unload::Removed
+    }
+
+    /// How many sessions are loaded (for `/metrics`).
+    pub(crate) fn loaded_count(&self) -> usize {
+        lock(&self.sessions).len()
     }
 
     /// The loaded session a key maps to.
@@ -148,23 +158,43 @@ impl Registry {
                 hot.insert(key, session.clone());
             }
             let mut out = Vec::new();
-            let mut kept = 0;
-            while hot.len() > LOADED_SESSIONS && kept < hot.len() {
+            // A few looks a touch, so a touch stays O(1) however many of
+            // the oldest are busy; the excess goes over the next touches.
+            let mut looks = 0;
+            while hot.len() > LOADED_SESSIONS && looks < EVICT_LOOKS {
+                looks += 1;
                 let Some((key, oldest)) = hot.pop_front() else {
                     break;
                 };
                 if oldest.state().is_active() || oldest.meta().parked {
                     hot.insert(key, oldest);
-                    kept += 1;
                 } else {
                     out.push(oldest);
                 }
             }
             out
         };
+        // A session still held (a stream being written, a worker letting
+        // go of it) goes back to the end of the order rather than out of
+        // it: dropped from the order but kept in the table, it would stay
+        // loaded for good (past saturation, most sessions at the front
+        // are still held, and the table grew with every session served).
+        let mut held = Vec::new();
         for session in evict {
-            // The `evict` vector's reference is the extra one.
-            self.remove_unused(&session, 1);
+            // The `evict` vector's reference (the order's, popped) is the
+            // extra one.
+            if self.remove_unused(&session, 1) == Unload::InUse {
+                held.push(session);
+            }
+        }
+        if !held.is_empty() {
+            let mut hot = lock(&self.hot);
+            for session in held {
+                let key = slot(&session);
+                if hot.get(&key).is_none() {
+                    hot.insert(key, session);
+                }
+            }
         }
     }
 
@@ -180,6 +210,16 @@ impl Registry {
             _guard: Some(guard),
         }
     }
+}
+
+/// What [`Registry::remove_unused`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unload {
+    Removed,
+    /// Active, or held besides the registry: kept.
+    InUse,
+    /// Not the session loaded under its id (already unloaded).
+    NotLoaded,
 }
 
 /// A loaded session's key in the LRU order: the address of its `Arc`,
@@ -204,5 +244,62 @@ impl Drop for KeyGuard {
         if Arc::strong_count(&self.mutex) <= 2 {
             locks.remove(&self.slot);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::meta::SessionMeta;
+    use agentkit_protocol::SessionId;
+
+    fn session(n: usize) -> Arc<Session> {
+        let id = format!("ses_{n:06}");
+        let meta: SessionMeta = serde_json::from_value(serde_json::json!({
+            "id": id,
+            "channel": "http",
+            "mode": "chat",
+            "owner": {"principalId": "alice", "principalType": "user", "authenticator": "test"},
+            "continuationToken": format!("http:{n}"),
+            "createdAt": "2026-12-01T00:00:00.000Z",
+        }))
+        .unwrap();
+        Arc::new(Session::new(
+            SessionId::parse(&id).unwrap(),
+            meta,
+            std::path::PathBuf::from("/nonexistent"),
+            false,
+        ))
+    }
+
+    fn load(registry: &Registry, n: usize) -> Arc<Session> {
+        let s = registry.insert(session(n));
+        registry.touch(&s);
+        s
+    }
+
+    #[test]
+    fn a_session_still_held_when_it_leaves_the_lru_is_unloaded_once_let_go() {
+        let registry = Registry::default();
+        // Past saturation the oldest sessions are still held (a stream
+        // being written) when newer ones push them out of the order.
+        let held: Vec<Arc<Session>> = (0..200).map(|n| load(&registry, n)).collect();
+        for n in 200..LOADED_SESSIONS + 200 {
+            load(&registry, n);
+        }
+        assert!(registry.peek("ses_000000").is_some());
+        drop(held);
+        for n in LOADED_SESSIONS + 200..2 * LOADED_SESSIONS + 400 {
+            load(&registry, n);
+        }
+        assert!(
+            registry.loaded_count() <= LOADED_SESSIONS + 1,
+            "{} sessions loaded",
+            registry.loaded_count()
+        );
+        assert!(registry.peek("ses_000000").is_none());
+        assert!(lock(&registry.keys).len() <= LOADED_SESSIONS + 1);
     }
 }

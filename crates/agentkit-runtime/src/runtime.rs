@@ -66,14 +66,22 @@ pub struct RuntimeOptions {
 
 /// Cron ticks fired (their lateness summed: the tick's time to its firing)
 /// and skipped (the previous run was still going), and reminders fired
-/// (lateness: the due time to the firing), since the runtime opened.
+/// (lateness: the due time to the firing), since the runtime opened; and
+/// what the runtime holds now: its loaded sessions and the writes queued
+/// for its state database (for `/metrics`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TimerStats {
+pub struct RuntimeStats {
     pub schedule_ticks_fired: u64,
     pub schedule_ticks_skipped: u64,
     pub schedule_lateness_ms: u64,
     pub reminders_fired: u64,
     pub reminder_lateness_ms: u64,
+    /// Sessions loaded in memory: the 512 most recently used idle ones,
+    /// and those in use.
+    pub loaded_sessions: u64,
+    /// Writes (index rows, bookkeeping) queued for the state database's
+    /// writer thread still waiting to run.
+    pub index_writes_queued: u64,
 }
 
 /// A session as `GET /v1/sessions` lists it.
@@ -300,16 +308,19 @@ impl AgentRuntime {
         &self.inner.agent
     }
 
-    /// What the timers did since the runtime opened (for `/metrics`).
-    pub fn timer_stats(&self) -> TimerStats {
+    /// What the timers did since the runtime opened, and what it holds
+    /// now (for `/metrics`).
+    pub fn stats(&self) -> RuntimeStats {
         use std::sync::atomic::Ordering;
         let (s, r) = (&self.inner.schedules, &self.inner.reminders);
-        TimerStats {
+        RuntimeStats {
             schedule_ticks_fired: s.fired.load(Ordering::Relaxed),
             schedule_ticks_skipped: s.skipped.load(Ordering::Relaxed),
             schedule_lateness_ms: s.late_ms.load(Ordering::Relaxed),
             reminders_fired: r.fired.load(Ordering::Relaxed),
             reminder_lateness_ms: r.late_ms.load(Ordering::Relaxed),
+            loaded_sessions: self.inner.registry.loaded_count() as u64,
+            index_writes_queued: self.inner.db.queued() as u64,
         }
     }
 

@@ -779,14 +779,23 @@ impl Slot {
     }
 
     /// A request's head arrived; `has_body`: its body is still to come.
+    /// A connection incomplete since it was accepted stays as old as it
+    /// is: were its age reset when its head arrives, an attacker's
+    /// connection that sent a quick head and then trickles its body would
+    /// look younger than a normal client's connection accepted before it
+    /// whose head the server has not read yet, and outlive it at the cap.
     fn request_started(&self, has_body: bool) {
         self.body_timed_out.store(false, Ordering::Relaxed);
         self.body_received.store(0, Ordering::Relaxed);
-        self.set(if has_body {
-            Phase::Incomplete
+        if has_body {
+            if let Ok(mut p) = self.phase.lock()
+                && p.0 != Phase::Incomplete
+            {
+                *p = (Phase::Incomplete, Instant::now());
+            }
         } else {
-            Phase::Busy
-        });
+            self.set(Phase::Busy);
+        }
     }
 }
 

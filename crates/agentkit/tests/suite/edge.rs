@@ -2,8 +2,10 @@
 //! dropped after the write-stall bound, a request whose body never
 //! arrives (or trickles in) is answered `408`, a half-sent request head is
 //! closed after the header-read timeout, at the connection cap a new
-//! connection closes the oldest incomplete one (then the longest idle,
-//! never a busy one), and a normal client is served through a slowloris.
+//! connection closes the oldest incomplete one, as old as its accept (then the longest idle,
+//! never a busy one), a normal client is served through a slowloris, and
+//! past saturation the excess turns are shed with `503` while admitted ones
+//! complete.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -306,6 +308,33 @@ fn at_the_connection_cap_a_new_connection_closes_the_oldest_incomplete_one() {
 }
 
 #[test]
+fn at_the_cap_a_connection_is_as_old_as_its_accept_not_its_head() {
+    let s = server(EdgeOptions {
+        header_read_timeout: Duration::from_secs(60),
+        body_read_timeout: Duration::from_secs(60),
+        max_connections: Some(2),
+        ..EdgeOptions::default()
+    });
+    // Accepted first, silent for a while.
+    let mut first = TcpStream::connect(s.addr()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let second = TcpStream::connect(s.addr()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // Then a quick head and a body that trickles: no younger for it.
+    first
+        .write_all(b"POST /v1/session HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let r = Request::get("/v1/health").send(s.addr()).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        eventually(Duration::from_secs(5), || is_closed(&first)),
+        "the connection accepted first was kept"
+    );
+    assert!(!is_closed(&second), "the younger connection was closed");
+}
+
+#[test]
 fn at_the_cap_idle_connections_go_after_incomplete_ones_and_busy_ones_stay() {
     let s = server(EdgeOptions {
         header_read_timeout: Duration::from_secs(60),
@@ -565,5 +594,106 @@ fn past_the_turn_bound_a_turn_is_answered_503_at_once_with_retry_after() {
     assert!(
         eventually(Duration::from_secs(60), || start(s.addr()).status == 200),
         "no turn was admitted after the running ones settled"
+    );
+}
+
+/// The samples of metric `name` (without labels) summed, from a scrape.
+fn metric(s: &Server, name: &str) -> Option<f64> {
+    let body = Request::get("/metrics").send(s.addr()).unwrap().body;
+    let mut found = None;
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        let Some(rest) = line.strip_prefix(name) else {
+            continue;
+        };
+        if !(rest.starts_with(' ') || rest.starts_with('{')) {
+            continue;
+        }
+        let value: f64 = rest.rsplit(' ').next().unwrap().parse().unwrap();
+        *found.get_or_insert(0.0) += value;
+    }
+    found
+}
+
+#[test]
+fn past_saturation_the_excess_is_shed_with_503_and_admitted_turns_complete() {
+    let s = server_with_turn(
+        EdgeOptions {
+            max_turns: Some(4),
+            ..EdgeOptions::default()
+        },
+        r#"{"steps": [{"text": "ok", "delayMs": 150}]}"#,
+    );
+    let addr = s.addr();
+    let until = Instant::now() + Duration::from_secs(4);
+    // Sixteen clients in a closed loop against a bound of four turns.
+    let clients: Vec<_> = (0..16)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let (mut admitted, mut shed, mut failed) = (0, 0, Vec::new());
+                while Instant::now() < until {
+                    let started = Instant::now();
+                    let r = Request::post("/v1/session")
+                        .json(&json!({"message": "hi"}))
+                        .send(addr)
+                        .unwrap();
+                    match r.status {
+                        200 => {
+                            admitted += 1;
+                            let url = r.json()["streamUrl"].as_str().unwrap().to_owned();
+                            let events = Request::get(&url)
+                                .stream(addr)
+                                .unwrap()
+                                .until("session.waiting");
+                            match events {
+                                Ok(events)
+                                    if !events.iter().any(|e| e["type"] == "turn.failed") => {}
+                                other => failed.push(format!("{other:?}")),
+                            }
+                        }
+                        503 => {
+                            shed += 1;
+                            assert_eq!(r.error_code(), "overloaded", "{}", r.body);
+                            assert_eq!(r.header("retry-after"), Some("1"));
+                            // At once, never queued behind the running turns
+                            // (generous: a shared machine).
+                            let took = started.elapsed();
+                            assert!(took < Duration::from_secs(2), "shed after {took:?}");
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        other => failed.push(format!("{other}: {}", r.body)),
+                    }
+                }
+                (admitted, shed, failed)
+            })
+        })
+        .collect();
+    let (mut admitted, mut shed, mut failed) = (0, 0, Vec::new());
+    for c in clients {
+        let (a, s, f) = c.join().unwrap();
+        admitted += a;
+        shed += s;
+        failed.extend(f);
+    }
+    assert!(failed.is_empty(), "admitted turns failed: {failed:?}");
+    assert!(admitted >= 4, "{admitted} turns admitted");
+    assert!(shed > 0, "nothing was shed ({admitted} admitted)");
+    // The sheds are counted, and the queues drain once the load stops.
+    assert!(
+        metric(&s, "agentkit_turns_shed_total").unwrap() >= f64::from(shed),
+        "shed {shed}"
+    );
+    assert!(metric(&s, "agentkit_tasks_alive").unwrap() > 0.0);
+    assert!(
+        eventually(Duration::from_secs(30), || {
+            metric(&s, "agentkit_turns_in_flight") == Some(0.0)
+                && metric(&s, "agentkit_index_writes_queued") == Some(0.0)
+        }),
+        "the turn slots or the index writer's queue did not drain"
+    );
+    // The sessions served stay loaded (fewer than the 512 kept idle).
+    let loaded = metric(&s, "agentkit_sessions_loaded").unwrap();
+    assert!(
+        loaded >= 1.0 && loaded <= f64::from(admitted),
+        "{loaded} loaded after {admitted} sessions"
     );
 }

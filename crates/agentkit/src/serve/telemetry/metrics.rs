@@ -74,6 +74,8 @@ pub(crate) struct Metrics {
     sessions_active: Family<Labels, Gauge>,
     sessions_stored: Family<Labels, Gauge>,
     open_logs: Family<Labels, Gauge>,
+    sessions_loaded: Family<Labels, Gauge>,
+    index_writes_queued: Family<Labels, Gauge>,
     mcp_connections: Family<Labels, Gauge>,
     appends: Family<Labels, Counter>,
     append_seconds: Family<Labels, Counter<f64>>,
@@ -100,6 +102,7 @@ pub(crate) struct Metrics {
     open_fds: Gauge,
     max_fds: Gauge,
     turns_shed_fds: Counter,
+    tasks_alive: Gauge,
     /// Per agent: open turns (start time), parked calls (park time), and
     /// sessions with a turn running. Bounded by what is in flight.
     state: Mutex<HashMap<String, Flight>>,
@@ -130,6 +133,8 @@ impl Metrics {
             sessions_active: Family::default(),
             sessions_stored: Family::default(),
             open_logs: Family::default(),
+            sessions_loaded: Family::default(),
+            index_writes_queued: Family::default(),
             mcp_connections: Family::default(),
             appends: Family::default(),
             append_seconds: Family::default(),
@@ -156,6 +161,7 @@ impl Metrics {
             open_fds: Gauge::default(),
             max_fds: Gauge::default(),
             turns_shed_fds: Counter::default(),
+            tasks_alive: Gauge::default(),
             state: Mutex::default(),
             registry: Registry::default(),
         };
@@ -228,6 +234,16 @@ impl Metrics {
             "open_log_handles",
             "Session logs the event store holds open, by agent",
             m.open_logs.clone(),
+        );
+        registry.register(
+            "sessions_loaded",
+            "Sessions held in memory, by agent: the most recently used idle ones (512 at most) and those in use",
+            m.sessions_loaded.clone(),
+        );
+        registry.register(
+            "index_writes_queued",
+            "Writes queued for the state database's writer thread still waiting to run (index rows, bookkeeping), by agent",
+            m.index_writes_queued.clone(),
         );
         registry.register(
             "mcp_connections",
@@ -355,6 +371,11 @@ impl Metrics {
             m.turns_shed_fds.clone(),
         );
         registry.register(
+            "tasks_alive",
+            "Tasks alive on the server's async runtime (connections, turns, streams, timers)",
+            m.tasks_alive.clone(),
+        );
+        registry.register(
             "requests_limited",
             "Requests answered 429 rate_limited past a fair share, by what was limited (principal, address and channel: a request rate; turns: a principal's turns in flight)",
             m.requests_limited.clone(),
@@ -399,6 +420,10 @@ impl Metrics {
                 .requests_limited
                 .get_or_create(&labels(&[("scope", scope)]));
             c.inc_by(total.saturating_sub(c.get()));
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            self.tasks_alive
+                .set(i64::try_from(rt.metrics().num_alive_tasks()).unwrap_or(i64::MAX));
         }
         let total = edge.body_timeouts.load(Relaxed);
         self.body_timeouts
@@ -551,7 +576,7 @@ impl Metrics {
         agent: &str,
         stored: Option<u64>,
         log: &agentkit_runtime::EventLog,
-        timers: agentkit_runtime::TimerStats,
+        stats: agentkit_runtime::RuntimeStats,
         connections: &[agentkit_mcp::ConnectionStatus],
     ) {
         const STATES: &[&str] = &[
@@ -597,18 +622,24 @@ impl Metrics {
         catch_up(&self.sync_batches, syncs.batches);
         catch_up(&self.journaled_syncs, syncs.journaled);
         catch_up(&self.journal_checkpoints, syncs.checkpoints);
-        catch_up(&self.schedule_fired, timers.schedule_ticks_fired);
-        catch_up(&self.schedule_skipped, timers.schedule_ticks_skipped);
-        catch_up(&self.reminder_fired, timers.reminders_fired);
+        catch_up(&self.schedule_fired, stats.schedule_ticks_fired);
+        catch_up(&self.schedule_skipped, stats.schedule_ticks_skipped);
+        catch_up(&self.reminder_fired, stats.reminders_fired);
         let catch_up_seconds = |c: &Family<Labels, Counter<f64>>, ms: u64| {
             let c = c.get_or_create(&a);
             c.inc_by((ms as f64 / 1000.0 - c.get()).max(0.0));
         };
-        catch_up_seconds(&self.schedule_late, timers.schedule_lateness_ms);
-        catch_up_seconds(&self.reminder_late, timers.reminder_lateness_ms);
+        catch_up_seconds(&self.schedule_late, stats.schedule_lateness_ms);
+        catch_up_seconds(&self.reminder_late, stats.reminder_lateness_ms);
         self.open_logs
             .get_or_create(&a)
             .set(i64::try_from(open_logs).unwrap_or(i64::MAX));
+        self.sessions_loaded
+            .get_or_create(&a)
+            .set(i64::try_from(stats.loaded_sessions).unwrap_or(i64::MAX));
+        self.index_writes_queued
+            .get_or_create(&a)
+            .set(i64::try_from(stats.index_writes_queued).unwrap_or(i64::MAX));
     }
 
     /// The OpenMetrics text of every family.

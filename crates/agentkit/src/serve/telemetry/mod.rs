@@ -373,7 +373,7 @@ impl Telemetry {
                 &slug,
                 stored,
                 runtime.store(),
-                runtime.timer_stats(),
+                runtime.stats(),
                 &connections.status(),
             );
         }
