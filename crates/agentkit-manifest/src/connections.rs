@@ -258,7 +258,7 @@ pub(crate) fn read_connection(ctx: &mut Ctx, path: &Path, name: &str) -> Option<
                 ctx,
                 Code::ConflictingFields,
                 "auth",
-                "`auth = \"agent-identity\"` is for `url` and `a2a` connections (a peer on this host is already trusted)".into(),
+                "`auth = \"agent-identity\"` is for `url` and `a2a` connections (a stdio child or a peer on this host needs no token)".into(),
             );
         }
         (Some(other), _) => {
