@@ -153,6 +153,18 @@ pub struct ServeArgs {
     /// trusted network); otherwise it runs the host's auth chain.
     #[arg(long)]
     metrics_public: bool,
+    /// The secret provider for `${secret:NAME}` references: a program and
+    /// its arguments (split on whitespace, no shell) that prints the
+    /// secret named by its last argument; run once per secret at start.
+    #[arg(long, env = "AGENTKIT_SECRET_COMMAND", value_name = "COMMAND")]
+    secret_command: Option<String>,
+    /// A host variable the secret command also receives (repeatable);
+    /// nothing else of the environment but PATH, HOME and the locale.
+    #[arg(long = "secret-command-env", value_name = "NAME")]
+    secret_command_env: Vec<String>,
+    /// How long the secret command may take for one secret.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    secret_command_timeout: Duration,
 }
 
 impl ServeArgs {
@@ -278,6 +290,15 @@ fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
             .ok()
             .filter(|m| !m.is_empty()),
         env: agentkit::EnvLookup::process(),
+        secret_command: args
+            .secret_command
+            .as_deref()
+            .and_then(agentkit::secrets::SecretCommand::parse)
+            .map(|command| agentkit::secrets::SecretCommand {
+                pass_env: args.secret_command_env.clone(),
+                timeout: args.secret_command_timeout,
+                ..command
+            }),
         providers,
         edge: agentkit::EdgeOptions {
             header_read_timeout: args.header_timeout,

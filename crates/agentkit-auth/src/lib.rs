@@ -13,7 +13,9 @@
 //! It also says who is an operator ([`Operators`]: the operator token's
 //! holder, the loopback caller under `--dev`), verifies JSON Web Tokens
 //! against an identity provider's keys ([`JwtPolicy`]) and takes policies
-//! written in Rust ([`Verifier`], [`CustomPolicy`]).
+//! written in Rust ([`Verifier`], [`CustomPolicy`]). It signs the host's
+//! agent-identity tokens ([`IdentityIssuer`]: Ed25519 keys, rotated, the
+//! public ones as a JWKS) for the servers an agent calls.
 //!
 //! It is not an HTTP layer: no framework types cross its API, and it does
 //! no IO (the JWKS is fetched through the caller's [`JwksFetcher`]). It does not read project files or the environment either: the
@@ -26,6 +28,7 @@ mod chain;
 mod context;
 mod credential;
 mod error;
+mod identity;
 mod jwt;
 mod local;
 mod operator;
@@ -39,6 +42,7 @@ pub use crate::{
     chain::{Chain, Surface},
     context::{AuthContext, PrincipalType},
     error::{Denied, Error, Refusal, Result},
+    identity::{IdentityClaims, IdentityConfig, IdentityError, IdentityIssuer, MintedToken},
     jwt::{JwksFetcher, JwksFuture, JwtAlgorithm, JwtConfig, JwtPolicy},
     operator::{OPERATOR_PRINCIPAL, Operators},
     policy::{BearerToken, Policy},

@@ -42,6 +42,21 @@ impl Env {
         Env::new(|_| None)
     }
 
+    /// This lookup with secrets by reference resolved: `values` answers the
+    /// keys of `${file:…}` and `${secret:…}` references (`file:/path`,
+    /// `secret:name`); any other key with a `:` (never a variable's name)
+    /// reads as unset rather than reaching this lookup.
+    pub fn with_resolved(self, values: std::collections::HashMap<String, String>) -> Env {
+        let vars = self.0;
+        Env::new(move |name| {
+            if name.contains(':') {
+                values.get(name).cloned()
+            } else {
+                vars(name)
+            }
+        })
+    }
+
     /// The value of `name`; `None` when it is unset or empty.
     pub fn get(&self, name: &str) -> Option<String> {
         (self.0)(name).filter(|v| !v.is_empty())
@@ -79,5 +94,18 @@ mod tests {
         assert_eq!(env.resolve("Bearer ${A}-${EMPTY}-${B}"), "Bearer x--");
         assert_eq!(env.resolve("${A"), "${A");
         assert_eq!(env.resolve("${EMPTY:-d}/${B:-}/${A:-no}"), "d//x");
+    }
+
+    #[test]
+    fn resolved_secrets_answer_their_keys_only() {
+        let env = Env::new(|name| Some(format!("var {name}"))).with_resolved(
+            [("file:/run/secrets/db".to_owned(), "pw".to_owned())]
+                .into_iter()
+                .collect(),
+        );
+        assert_eq!(
+            env.resolve("${A}|${file:/run/secrets/db}|${file:/other:-d}|${secret:x}"),
+            "var A|pw|d|"
+        );
     }
 }

@@ -333,6 +333,7 @@ pub(crate) fn scan_env_refs(src: &SourceText) -> Vec<EnvRef> {
                 Fallback::Required(m) => (None, Some(m.trim().to_owned())),
             };
             EnvRef {
+                kind: r.kind,
                 name: r.name.to_owned(),
                 path: src.rel.clone(),
                 line,

@@ -34,6 +34,10 @@ struct RawConnection {
     oauth_client_secret: Option<String>,
     /// This client's metadata document (an HTTPS URL used as its client id).
     oauth_client_metadata_url: Option<String>,
+    /// `"agent-identity"`: each request carries a token the host signs.
+    auth: Option<String>,
+    /// The `aud` of those tokens (default: the connection's URL).
+    audience: Option<String>,
 }
 
 pub(crate) fn read_connection(ctx: &mut Ctx, path: &Path, name: &str) -> Option<Connection> {
@@ -214,12 +218,69 @@ pub(crate) fn read_connection(ctx: &mut Ctx, path: &Path, name: &str) -> Option<
             ),
         );
     }
+    let agent_identity = match (raw.auth.as_deref(), &transport) {
+        (None, _) => {
+            if raw.audience.is_some() {
+                return fail(
+                    ctx,
+                    Code::ConflictingFields,
+                    "audience",
+                    "`audience` is for connections with `auth = \"agent-identity\"`".into(),
+                );
+            }
+            None
+        }
+        (Some("agent-identity"), Transport::Http { url, headers })
+        | (Some("agent-identity"), Transport::A2a { card: url, headers }) => {
+            if raw.oauth {
+                return fail(
+                    ctx,
+                    Code::ConflictingFields,
+                    "auth",
+                    "`auth = \"agent-identity\"` and `oauth = true` both authorize the connection; keep one".into(),
+                );
+            }
+            if headers
+                .keys()
+                .any(|k| k.eq_ignore_ascii_case("authorization"))
+            {
+                return fail(
+                    ctx,
+                    Code::ConflictingFields,
+                    "auth",
+                    "`auth = \"agent-identity\"` and an `Authorization` header both authorize the connection; keep one".into(),
+                );
+            }
+            Some(raw.audience.clone().unwrap_or_else(|| url.clone()))
+        }
+        (Some("agent-identity"), _) => {
+            return fail(
+                ctx,
+                Code::ConflictingFields,
+                "auth",
+                "`auth = \"agent-identity\"` is for `url` and `a2a` connections (a stdio child or a peer on this host needs no token)".into(),
+            );
+        }
+        (Some(other), _) => {
+            ctx.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    src.rel.clone(),
+                    format!("`auth` must be \"agent-identity\", not `{other}`"),
+                )
+                .at(src.key_pos("auth"))
+                .with_hint("`auth = \"agent-identity\"` sends a short-lived token the host signs (see the auth reference); static credentials go in `headers`"),
+            );
+            return None;
+        }
+    };
     Some(Connection {
         name: name.to_owned(),
         path: src.rel.clone(),
         description: raw.description,
         transport,
         oauth: raw.oauth,
+        agent_identity,
         oauth_client: crate::model::OAuthClientSettings {
             client_id: raw.oauth_client_id,
             client_secret: raw.oauth_client_secret,

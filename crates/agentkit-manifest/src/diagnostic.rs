@@ -98,6 +98,7 @@ codes! {
     SandboxUnreadable => "sandbox-unreadable", "A sandboxed tool's command needs a file its sandbox cannot read, after the interpreter installs granted automatically (reported by `validate`).";
     EnvUnset => "env-unset", "A `${VAR}` reference names an environment variable that is not set (reported by `validate`).";
     EnvRequired => "env-required", "A `${VAR:?message}` reference names an environment variable that is not set: `validate` fails and `serve` does not start.";
+    SecretUnavailable => "secret-unavailable", "A `${file:…}` or `${secret:…}` reference could not be resolved (the file unreadable, the secret command missing, failing or silent): `serve` does not start.";
 }
 
 impl fmt::Display for Code {

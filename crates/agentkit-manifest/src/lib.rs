@@ -70,7 +70,7 @@ pub use model::{
 };
 pub use names::{RESERVED_SLUGS, did_you_mean, is_valid_slug, is_valid_tool_name};
 pub use tools::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TOOL_TIMEOUT};
-pub use vars::{MissingVariable, try_expand_env};
+pub use vars::{MissingVariable, RefKind, try_expand_env};
 
 /// Replaces every `${NAME}` in `s` with `lookup(NAME)`, `${NAME:-default}`
 /// with `default` when the variable is unset or empty, and anything else
@@ -95,7 +95,8 @@ pub fn expand_env(s: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
 /// is missing, one per variable and file: a warning (`env-unset`) for a
 /// plain `${VAR}`, an error (`env-required`) with the reference's message
 /// for `${VAR:?message}`, nothing for `${VAR:-default}`. `serve` refuses
-/// to start on the errors; `validate` reports both.
+/// to start on the errors; `validate` reports both. Secrets by reference
+/// (`${file:…}`, `${secret:…}`) are the host's to check.
 pub fn unset_env_refs(host: &Host, is_set: impl Fn(&str) -> bool) -> Vec<Diagnostic> {
     let mut out: Vec<Diagnostic> = Vec::new();
     // (file, variable, required): one diagnostic of each kind per file.
@@ -103,7 +104,11 @@ pub fn unset_env_refs(host: &Host, is_set: impl Fn(&str) -> bool) -> Vec<Diagnos
     for p in &host.agents {
         for r in &p.agent.env_refs {
             let key = (r.path.as_str(), r.name.as_str(), r.required.is_some());
-            if r.default.is_some() || seen.contains(&key) || is_set(&r.name) {
+            if r.kind != RefKind::Env
+                || r.default.is_some()
+                || seen.contains(&key)
+                || is_set(&r.name)
+            {
                 continue;
             }
             seen.push(key);

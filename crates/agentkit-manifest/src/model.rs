@@ -558,6 +558,11 @@ pub struct Connection {
     /// `agentkit mcp login` obtained and the host refreshes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub oauth: bool,
+    /// `auth = "agent-identity"` (HTTP and A2A): each request carries a
+    /// short-lived token the host signs, with this audience (`audience`,
+    /// else the connection's URL; `${VAR}` kept).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_identity: Option<String>,
     /// How `agentkit mcp login` identifies itself to the authorization
     /// server when dynamic registration is not what it wants. Never
     /// serialized: the secret stays in the file.
@@ -1290,10 +1295,19 @@ fn yes() -> bool {
     true
 }
 
-/// A `${VAR}` reference in a definition file (outside comments).
+fn is_env_kind(kind: &crate::vars::RefKind) -> bool {
+    *kind == crate::vars::RefKind::Env
+}
+
+/// A `${VAR}` reference in a definition file (outside comments), or a
+/// secret by reference (`${file:/path}`, `${secret:name}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvRef {
+    /// `env`, `file` or `secret` (left out for `env`).
+    #[serde(skip_serializing_if = "is_env_kind")]
+    pub kind: crate::vars::RefKind,
+    /// The variable's name; a file's path; a secret's name.
     pub name: String,
     pub path: String,
     pub line: u32,

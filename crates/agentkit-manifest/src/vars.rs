@@ -1,6 +1,11 @@
 //! `${VAR}`, `${VAR:-default}` and `${VAR:?message}`: the one reference
 //! syntax, parsed here for both discovery's scan and the host's expansion,
-//! so what `validate` reports is what `serve` resolves.
+//! so what `validate` reports is what `serve` resolves. Secrets by
+//! reference share it: `${file:/run/secrets/name}` (a file's contents) and
+//! `${secret:name}` (what the host's secret command prints for `name`),
+//! with the same fallbacks. The lookup sees them by their key
+//! (`file:/run/secrets/name`, `secret:name`, [`Reference::key`]); only the
+//! host resolves them.
 //!
 //! A variable that is unset or empty counts as unset (the host's rule, see
 //! `agentkit_channels::Env`): `${VAR:-default}` then reads `default` (which
@@ -19,21 +24,84 @@ pub(crate) enum Fallback<'a> {
     Required(&'a str),
 }
 
-/// One reference: the variable's name and its fallback.
+/// Where a reference's value comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RefKind {
+    /// `${VAR}`: an environment variable.
+    Env,
+    /// `${file:/path}`: the contents of a file (one trailing line end
+    /// dropped).
+    File,
+    /// `${secret:name}`: what the host's secret command prints for `name`.
+    Secret,
+}
+
+impl RefKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefKind::Env => "env",
+            RefKind::File => "file",
+            RefKind::Secret => "secret",
+        }
+    }
+
+    /// The key a lookup sees for `name` of this kind: the name itself for
+    /// a variable, `file:<path>` or `secret:<name>` otherwise (never a
+    /// variable's name, which has no `:`).
+    pub fn key(self, name: &str) -> std::borrow::Cow<'_, str> {
+        match self {
+            RefKind::Env => std::borrow::Cow::Borrowed(name),
+            other => std::borrow::Cow::Owned(format!("{}:{name}", other.as_str())),
+        }
+    }
+}
+
+/// One reference: its kind, the variable's name (a file's path, a
+/// secret's name) and its fallback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Reference<'a> {
+    pub(crate) kind: RefKind,
     pub(crate) name: &'a str,
     pub(crate) fallback: Fallback<'a>,
 }
 
+impl Reference<'_> {
+    /// What the lookup is asked for ([`RefKind::key`]).
+    pub(crate) fn key(&self) -> std::borrow::Cow<'_, str> {
+        self.kind.key(self.name)
+    }
+}
+
 /// Parses the text between `${` and `}`; `None` when it is not a
-/// reference. A name is ASCII letters, digits and `_`.
+/// reference. A name is ASCII letters, digits and `_`; after `file:`, a
+/// path (any text up to a fallback); after `secret:`, ASCII letters,
+/// digits and `_ - . /`.
 pub(crate) fn parse_reference(inner: &str) -> Option<Reference<'_>> {
+    if let Some(rest) = inner.strip_prefix("file:") {
+        let end = [rest.find(":-"), rest.find(":?")]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(rest.len());
+        return with_fallback(RefKind::File, rest.split_at(end));
+    }
+    if let Some(rest) = inner.strip_prefix("secret:") {
+        let end = rest
+            .bytes()
+            .position(|b| !(b.is_ascii_alphanumeric() || b"_-./".contains(&b)))
+            .unwrap_or(rest.len());
+        return with_fallback(RefKind::Secret, rest.split_at(end));
+    }
     let end = inner
         .bytes()
         .position(|b| !(b.is_ascii_alphanumeric() || b == b'_'))
         .unwrap_or(inner.len());
-    let (name, rest) = inner.split_at(end);
+    with_fallback(RefKind::Env, inner.split_at(end))
+}
+
+/// A reference of `kind` named `name`, whose fallback is `rest`.
+fn with_fallback<'a>(kind: RefKind, (name, rest): (&'a str, &'a str)) -> Option<Reference<'a>> {
     if name.is_empty() {
         return None;
     }
@@ -46,7 +114,11 @@ pub(crate) fn parse_reference(inner: &str) -> Option<Reference<'_>> {
     } else {
         return None;
     };
-    Some(Reference { name, fallback })
+    Some(Reference {
+        kind,
+        name,
+        fallback,
+    })
 }
 
 /// Every `${…}` in `s`: the byte range of the whole `${…}` and what it
@@ -69,6 +141,7 @@ pub(crate) fn references(
 /// A `${VAR:?message}` whose variable is unset or empty.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MissingVariable {
+    /// The variable's name, or a secret's key (`file:/path`, `secret:name`).
     pub name: String,
     /// The reference's own message; empty when it gave none.
     pub message: String,
@@ -117,7 +190,7 @@ pub(crate) fn expand(
         let Some(r) = reference else { continue };
         out.push_str(&s[copied..range.start]);
         copied = range.end;
-        match lookup(r.name).filter(|v| !v.is_empty()) {
+        match lookup(&r.key()).filter(|v| !v.is_empty()) {
             Some(value) => out.push_str(&value),
             None => match r.fallback {
                 Fallback::Empty => {}
@@ -125,7 +198,7 @@ pub(crate) fn expand(
                 Fallback::Required(_) if !strict => {}
                 Fallback::Required(message) => {
                     return Err(MissingVariable {
-                        name: r.name.to_owned(),
+                        name: r.key().into_owned(),
                         message: message.trim().to_owned(),
                     });
                 }
@@ -236,7 +309,26 @@ mod tests {
     #[test]
     fn references_parse_their_fallback() {
         let r = |s| parse_reference(s).map(|r| (r.name, r.fallback));
+        let kind = |s| parse_reference(s).map(|r| r.kind);
         assert_eq!(r("A"), Some(("A", Fallback::Empty)));
+        assert_eq!(kind("A"), Some(RefKind::Env));
+        assert_eq!(
+            r("file:/run/secrets/db"),
+            Some(("/run/secrets/db", Fallback::Empty))
+        );
+        assert_eq!(kind("file:/run/secrets/db"), Some(RefKind::File));
+        assert_eq!(
+            r("file:/a b/c:-dev"),
+            Some(("/a b/c", Fallback::Default("dev")))
+        );
+        assert_eq!(
+            r("secret:kv/prod.db-token:?ask ops"),
+            Some(("kv/prod.db-token", Fallback::Required("ask ops")))
+        );
+        assert_eq!(kind("secret:x"), Some(RefKind::Secret));
+        assert_eq!(r("file:"), None);
+        assert_eq!(r("secret:"), None);
+        assert_eq!(r("secret:a b"), None);
         assert_eq!(r("A:-b c"), Some(("A", Fallback::Default("b c"))));
         assert_eq!(r("A:-"), Some(("A", Fallback::Default(""))));
         assert_eq!(r("A:?need A"), Some(("A", Fallback::Required("need A"))));
@@ -270,6 +362,24 @@ mod tests {
         assert_eq!(
             x("${B:?}").map_err(|e| e.to_string()),
             Err("`B` must be set".to_owned())
+        );
+        // Secrets by reference reach the lookup by their key.
+        let secrets = |n: &str| match n {
+            "file:/run/secrets/db" => Some("pw".to_owned()),
+            "secret:api" => Some("k".to_owned()),
+            _ => None,
+        };
+        assert_eq!(
+            try_expand_env(
+                "${file:/run/secrets/db}|${secret:api}|${file:/x:-d}",
+                secrets
+            )
+            .as_deref(),
+            Ok("pw|k|d")
+        );
+        assert_eq!(
+            try_expand_env("${secret:gone:?ask ops}", secrets).map_err(|e| e.to_string()),
+            Err("`secret:gone` must be set: ask ops".to_owned())
         );
         // Not references: left as written.
         assert_eq!(x("${bad-name} ${} $A").as_deref(), Ok("${bad-name} ${} $A"));

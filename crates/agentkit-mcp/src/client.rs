@@ -31,6 +31,23 @@ use agentkit_harness::{ChildSpec, LiveChild, spawn_child};
 
 use crate::server::HOPS_HEADER;
 
+/// Mints the bearer of an `auth = "agent-identity"` connection (the
+/// facade signs it): a token for calls made in `session` (`None`: outside
+/// any session), and how long it may be sent before a fresh one is due.
+pub trait IdentitySource: Send + Sync {
+    fn token(&self, session: Option<&str>) -> IdentityFuture<'_>;
+}
+
+/// What [`IdentitySource::token`] answers: the token and how long to use
+/// it, or why there is none (a message without the token).
+pub type IdentityFuture<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<(String, Duration), String>> + Send + 'a>,
+>;
+
+/// The most clients an agent-identity connection keeps open (one per
+/// session and depth); the stalest goes first.
+const MAX_IDENTITY_CLIENTS: usize = 64;
+
 /// How a connection reaches its server, with every `${VAR}` resolved.
 #[derive(Clone)]
 pub enum Target {
@@ -43,6 +60,9 @@ pub enum Target {
         /// `oauth = true`: the file `agentkit mcp login` stores the
         /// connection's tokens in; each request carries its access token.
         oauth: Option<PathBuf>,
+        /// `auth = "agent-identity"`: each client carries a token minted
+        /// for the session it serves, renewed before it goes stale.
+        identity: Option<Arc<dyn IdentitySource>>,
     },
     /// A child process speaking MCP on stdin/stdout.
     Stdio {
@@ -282,8 +302,10 @@ type Client = RunningService<RoleClient, ()>;
 #[derive(Default)]
 struct Open {
     /// Keyed by delegation depth (always 0 except for peers, whose
-    /// requests carry it in a header fixed per client).
-    clients: HashMap<u32, Client>,
+    /// requests carry it in a header fixed per client) and, on
+    /// agent-identity connections, the session (whose token the client
+    /// carries), with the instant that token is due for renewal.
+    clients: HashMap<(u32, String), (Client, Option<Instant>)>,
     /// The OAuth access token the open clients send.
     token: Option<String>,
     failures: u32,
@@ -443,13 +465,24 @@ impl Connections {
 
     /// The tools of connection `name` (opening it if needed).
     pub async fn list_tools(&self, name: &str, hops: u32) -> Result<Vec<McpTool>, ClientError> {
+        self.list_tools_in(name, hops, None).await
+    }
+
+    /// [`Connections::list_tools`] for a turn of `session`: an
+    /// agent-identity connection sends a token naming it.
+    pub async fn list_tools_in(
+        &self,
+        name: &str,
+        hops: u32,
+        session: Option<&str>,
+    ) -> Result<Vec<McpTool>, ClientError> {
         let conn = self.conn(name)?;
-        let peer = self.peer(conn, hops).await?;
+        let peer = self.peer(conn, hops, session).await?;
         let mut listed = peer.list_all_tools().await;
         if let Err(e) = &listed
             && self.refreshed_after_refusal(conn, &e.to_string()).await
         {
-            listed = self.peer(conn, hops).await?.list_all_tools().await;
+            listed = self.peer(conn, hops, session).await?.list_all_tools().await;
         }
         let tools = listed.map_err(|e| {
             if let Some(scope) = insufficient_scope(&e) {
@@ -493,6 +526,19 @@ impl Connections {
         args: Value,
         hops: u32,
     ) -> Result<McpCallResult, ClientError> {
+        self.call_tool_in(name, tool, args, hops, None).await
+    }
+
+    /// [`Connections::call_tool`] for a turn of `session`: an
+    /// agent-identity connection sends a token naming it.
+    pub async fn call_tool_in(
+        &self,
+        name: &str,
+        tool: &str,
+        args: Value,
+        hops: u32,
+        session: Option<&str>,
+    ) -> Result<McpCallResult, ClientError> {
         let conn = self.conn(name)?;
         let arguments = match args {
             Value::Object(map) => Some(map),
@@ -505,7 +551,7 @@ impl Connections {
                 });
             }
         };
-        let mut peer = self.peer(conn, hops).await?;
+        let mut peer = self.peer(conn, hops, session).await?;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
         // The calling span (the turn's `execute_tool`), while tracing is on.
@@ -518,7 +564,7 @@ impl Connections {
         if let Err(e) = &called
             && self.refreshed_after_refusal(conn, &e.to_string()).await
         {
-            peer = self.peer(conn, hops).await?;
+            peer = self.peer(conn, hops, session).await?;
             called = call_rounds(&peer, params).await;
         }
         let call_error = |message: String| ClientError::Call {
@@ -584,10 +630,15 @@ impl Connections {
     }
 
     /// A live client of `conn`, opened (or reopened) if needed.
-    async fn peer(&self, conn: &Conn, hops: u32) -> Result<Peer<RoleClient>, ClientError> {
+    async fn peer(
+        &self,
+        conn: &Conn,
+        hops: u32,
+        session: Option<&str>,
+    ) -> Result<Peer<RoleClient>, ClientError> {
         match &conn.child {
             Some(supervisor) => self.child_peer(conn, supervisor).await,
-            None => self.http_peer(conn, hops).await,
+            None => self.http_peer(conn, hops, session).await,
         }
     }
 
@@ -649,11 +700,32 @@ impl Connections {
         }
     }
 
-    async fn http_peer(&self, conn: &Conn, hops: u32) -> Result<Peer<RoleClient>, ClientError> {
-        let key = match conn.spec.target {
+    async fn http_peer(
+        &self,
+        conn: &Conn,
+        hops: u32,
+        session: Option<&str>,
+    ) -> Result<Peer<RoleClient>, ClientError> {
+        let depth = match conn.spec.target {
             Target::Http { peer: true, .. } => hops.saturating_add(1),
             _ => 0,
         };
+        let identity = match &conn.spec.target {
+            Target::Http {
+                identity: Some(identity),
+                ..
+            } => Some(identity),
+            _ => None,
+        };
+        // Clients of an agent-identity connection carry their session's
+        // token: one client per session.
+        let key = (
+            depth,
+            match identity {
+                Some(_) => session.unwrap_or_default().to_owned(),
+                None => String::new(),
+            },
+        );
         let mut open = conn.open.lock().await;
         // An OAuth connection's token, refreshed when it nears expiry; a
         // new token means new clients.
@@ -678,13 +750,16 @@ impl Connections {
             open.clients.clear();
             open.token = token.clone();
         }
-        if let Some(client) = open.clients.get(&key) {
-            if !client.is_closed() && !client.peer().is_transport_closed() {
+        if let Some((client, renew_at)) = open.clients.get(&key) {
+            let fresh = renew_at.is_none_or(|at| Instant::now() < at);
+            if fresh && !client.is_closed() && !client.peer().is_transport_closed() {
                 return Ok(client.peer().clone());
             }
-            tracing::warn!(connection = %conn.spec.name, "MCP connection closed; reopening");
-            if let Some(dead) = open.clients.remove(&key) {
-                drop(dead);
+            if fresh {
+                tracing::warn!(connection = %conn.spec.name, "MCP connection closed; reopening");
+            }
+            if let Some((stale, _)) = open.clients.remove(&key) {
+                let _ = stale.cancel().await;
             }
         }
         if let Some(at) = open.retry_at
@@ -706,9 +781,24 @@ impl Connections {
                 message: "the server is shutting down".into(),
             });
         }
+        // An agent-identity connection's token for this session, fresh.
+        let minted = match identity {
+            Some(identity) => match identity.token(session).await {
+                Ok((token, fresh_for)) => Some((token, Instant::now() + fresh_for)),
+                Err(message) => {
+                    return Err(ClientError::Unavailable {
+                        name: conn.spec.name.clone(),
+                        message,
+                    });
+                }
+            },
+            None => None,
+        };
+        let renew_at = minted.as_ref().map(|(_, at)| *at);
+        let bearer = minted.map(|(token, _)| token).or_else(|| token.clone());
         let mut opened = match tokio::time::timeout(
             self.options.open_timeout,
-            connect_http(&conn.spec, key, token.as_deref()),
+            connect_http(&conn.spec, depth, bearer.as_deref()),
         )
         .await
         {
@@ -726,7 +816,7 @@ impl Connections {
             open.token = Some(fresh.clone());
             opened = match tokio::time::timeout(
                 self.options.open_timeout,
-                connect_http(&conn.spec, key, Some(&fresh)),
+                connect_http(&conn.spec, depth, Some(&fresh)),
             )
             .await
             {
@@ -737,7 +827,17 @@ impl Connections {
         match opened {
             Ok(client) => {
                 let peer = client.peer().clone();
-                open.clients.insert(key, client);
+                if open.clients.len() >= MAX_IDENTITY_CLIENTS
+                    && let Some(stalest) = open
+                        .clients
+                        .iter()
+                        .min_by_key(|(_, (_, at))| *at)
+                        .map(|(k, _)| k.clone())
+                    && let Some((gone, _)) = open.clients.remove(&stalest)
+                {
+                    let _ = gone.cancel().await;
+                }
+                open.clients.insert(key, (client, renew_at));
                 open.failures = 0;
                 open.retry_at = None;
                 open.last_error = None;
@@ -789,7 +889,7 @@ impl Connections {
             }
             let clients: Vec<Client> = {
                 let mut open = conn.open.lock().await;
-                open.clients.drain().map(|(_, c)| c).collect()
+                open.clients.drain().map(|(_, (c, _))| c).collect()
             };
             for client in clients {
                 let _ = client.cancel().await;

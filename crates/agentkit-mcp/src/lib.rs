@@ -18,8 +18,8 @@ mod server;
 mod tasks;
 
 pub use client::{
-    ClientError, ClientOptions, ConnectionSpec, ConnectionStatus, Connections, McpCallResult,
-    McpTool, Target,
+    ClientError, ClientOptions, ConnectionSpec, ConnectionStatus, Connections, IdentityFuture,
+    IdentitySource, McpCallResult, McpTool, Target,
 };
 pub use oauth::{
     LoginOptions, OAuthClient, OAuthError, REFRESH_MARGIN, StoredTokens, TokenSource, TokenState,

@@ -42,6 +42,7 @@ pub mod init;
 pub mod logs;
 pub mod mcp_oauth;
 pub mod replay;
+pub mod secrets;
 mod serve;
 pub mod slack;
 pub mod webhooks;

@@ -240,6 +240,7 @@ pub async fn headless_check(
             headers: Vec::new(),
             peer: false,
             oauth: Some(file),
+            identity: None,
         },
     };
     // A `403 insufficient_scope` asks for a token with more scopes: log in
@@ -333,6 +334,7 @@ pub async fn plain_check(url: &str) -> Result<Vec<String>> {
             headers: Vec::new(),
             peer: false,
             oauth: None,
+            identity: None,
         },
     };
     let connections =

@@ -3,6 +3,7 @@
 mod chat;
 mod commands;
 mod core;
+mod deploy;
 mod edge;
 mod eval;
 mod github;

@@ -225,6 +225,69 @@ fn oauth_is_for_url_connections_without_an_authorization_header() {
 }
 
 #[test]
+fn agent_identity_is_for_url_and_a2a_connections_with_no_other_credential() {
+    let (_t, d) = project(&[
+        (
+            "agent/mcp-connections/billing.toml",
+            "url = \"https://billing.example/mcp\"\nauth = \"agent-identity\"\naudience = \"${BILLING_AUD:-billing}\"\n",
+        ),
+        (
+            "agent/mcp-connections/plain.toml",
+            "url = \"https://plain.example/mcp\"\nauth = \"agent-identity\"\n",
+        ),
+        (
+            "agent/mcp-connections/peer.toml",
+            "a2a = \"https://peer.example/.well-known/agent-card.json\"\nauth = \"agent-identity\"\n",
+        ),
+        (
+            "agent/mcp-connections/stdio.toml",
+            "command = \"server\"\nauth = \"agent-identity\"\n",
+        ),
+        (
+            "agent/mcp-connections/both.toml",
+            "url = \"https://x.example/mcp\"\nauth = \"agent-identity\"\nheaders = { Authorization = \"Bearer ${X}\" }\n",
+        ),
+        (
+            "agent/mcp-connections/oauth.toml",
+            "url = \"https://x.example/mcp\"\nauth = \"agent-identity\"\noauth = true\n",
+        ),
+        (
+            "agent/mcp-connections/basic.toml",
+            "url = \"https://x.example/mcp\"\nauth = \"basic\"\n",
+        ),
+        (
+            "agent/mcp-connections/stray.toml",
+            "url = \"https://x.example/mcp\"\naudience = \"x\"\n",
+        ),
+    ]);
+    expect![[r#"
+        agent/mcp-connections/basic.toml:2:1: error[invalid-value]: `auth` must be "agent-identity", not `basic` (hint: `auth = "agent-identity"` sends a short-lived token the host signs (see the auth reference); static credentials go in `headers`)
+        agent/mcp-connections/both.toml:2:1: error[conflicting-fields]: `auth = "agent-identity"` and an `Authorization` header both authorize the connection; keep one
+        agent/mcp-connections/oauth.toml:2:1: error[conflicting-fields]: `auth = "agent-identity"` and `oauth = true` both authorize the connection; keep one
+        agent/mcp-connections/stdio.toml:2:1: error[conflicting-fields]: `auth = "agent-identity"` is for `url` and `a2a` connections (a stdio child or a peer on this host needs no token)
+        agent/mcp-connections/stray.toml:2:1: error[conflicting-fields]: `audience` is for connections with `auth = "agent-identity"`
+    "#]]
+    .assert_eq(&render(&d));
+    let conns = &d.host.agents[0].agent.mcp_connections;
+    let mut identities: Vec<(&str, Option<&str>)> = conns
+        .iter()
+        .map(|c| (c.name.as_str(), c.agent_identity.as_deref()))
+        .collect();
+    identities.sort_unstable();
+    assert_eq!(
+        identities,
+        [
+            ("billing", Some("${BILLING_AUD:-billing}")),
+            (
+                "peer",
+                Some("https://peer.example/.well-known/agent-card.json")
+            ),
+            ("plain", Some("https://plain.example/mcp")),
+        ]
+    );
+}
+
+#[test]
 fn oauth_clients_are_pre_registered_or_metadata_documents() {
     let (_t, d) = project(&[
         (

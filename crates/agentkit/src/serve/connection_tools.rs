@@ -52,7 +52,11 @@ impl agentkit_harness::ExtraTools for ConnectionTools {
             let hops = self.depths.get(session_id);
             let mut out = Vec::new();
             for conn in self.connections.names() {
-                let tools = match self.connections.list_tools(&conn, hops).await {
+                let tools = match self
+                    .connections
+                    .list_tools_in(&conn, hops, Some(session_id))
+                    .await
+                {
                     Ok(t) => t,
                     Err(e) => {
                         tracing::warn!(connection = %conn, error = %e, "MCP connection tools left out of the turn");
@@ -95,9 +99,13 @@ impl agentkit_harness::ExtraTools for ConnectionTools {
                 return agentkit_harness::ToolOutput::error(format!("unknown tool `{name}`"));
             };
             let hops = self.depths.get(&ctx.session_id);
-            let call = self
-                .connections
-                .call_tool(&conn, &tool, input.clone(), hops);
+            let call = self.connections.call_tool_in(
+                &conn,
+                &tool,
+                input.clone(),
+                hops,
+                Some(&ctx.session_id),
+            );
             tokio::select! {
                 _ = ctx.cancel.cancelled() => agentkit_harness::ToolOutput::error("tool call cancelled"),
                 r = call => match r {

@@ -40,6 +40,7 @@ mod edge;
 mod evals;
 mod handle;
 mod http;
+mod identity;
 mod jwks;
 mod limits;
 mod mcp;
@@ -94,7 +95,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         });
     }
     timers::check_handlers(&found.host, &options.schedule_handlers)?;
-    let parts = options.into_parts()?;
+    let mut parts = options.into_parts()?;
     // `${VAR:?message}` left unset: refuse to start, naming file and message.
     let required = agentkit_manifest::unset_env_refs(&found.host, |n| parts.env.is_set(n));
     if required
@@ -109,6 +110,11 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         );
         return Err(Error::Invalid { diagnostics });
     }
+    // `${file:…}` and `${secret:…}`: read once, before anything expands.
+    let secrets = crate::secrets::resolve(&found.host, parts.secret_command.as_ref())
+        .await
+        .map_err(|diagnostics| Error::Invalid { diagnostics })?;
+    parts.env = parts.env.clone().with_resolved(secrets);
     let state_root = parts
         .state_root
         .clone()
@@ -124,12 +130,22 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         .public_url
         .clone()
         .unwrap_or_else(|| format!("http://{}", loopback_of(addr)));
+    let issuer = Arc::new(
+        agentkit_auth::IdentityIssuer::new(
+            agentkit_auth::IdentityConfig::new(peer_base.clone()),
+            identity::now_secs(),
+        )
+        .map_err(|e| Error::Config {
+            message: e.to_string(),
+        })?,
+    );
     let resolved = resolve::host(
         &found.host,
         &parts.env,
         &parts.auth,
         &peer_base,
         &state_root,
+        &resolve::Identity { issuer: &issuer },
     );
     let shutdown = CancellationToken::new();
     let telemetry = telemetry::Telemetry::start(&parts.telemetry);
@@ -194,6 +210,11 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             .route_layer(axum::middleware::from_fn(http::limit_by_address)),
     )
     .merge(telemetry::routes(telemetry.clone()))
+    .merge(
+        identity::routes(issuer)
+            // Public, as a JWKS is: each client address has its share.
+            .route_layer(axum::middleware::from_fn(http::limit_by_address)),
+    )
     .layer(axum::middleware::from_fn_with_state(
         telemetry.clone(),
         telemetry::layer,

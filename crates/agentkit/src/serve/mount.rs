@@ -132,6 +132,7 @@ pub(crate) async fn mount(
         .telemetry
         .watch(slug, &runtime, &connections, shared.models.default.as_ref());
     host_services.attach(&runtime);
+    let _ = resolved.runtime.set(runtime.downgrade());
     runtime
         .schedules()
         .set_handlers(shared.extensions.schedule_handlers.clone());

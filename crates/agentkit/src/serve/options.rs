@@ -70,6 +70,9 @@ pub struct ServeOptions {
     pub shutdown_grace: Duration,
     /// Environment lookup for `${VAR}` references in auth chains.
     pub env: EnvLookup,
+    /// The secret provider for `${secret:name}` references
+    /// (`--secret-command`), run once per secret at start.
+    pub secret_command: Option<crate::secrets::SecretCommand>,
     /// Endpoints and keys of the remote model providers (the binary fills
     /// them from flags and the environment).
     pub providers: agentkit_harness::ProviderConfig,
@@ -181,6 +184,7 @@ impl Default for ServeOptions {
             body_limit: 1024 * 1024,
             shutdown_grace: Duration::from_secs(10),
             env: EnvLookup::empty(),
+            secret_command: None,
             providers: agentkit_harness::ProviderConfig::default(),
             mcp_max_wait: agentkit_mcp::DEFAULT_MAX_WAIT,
             max_hops: agentkit_mcp::DEFAULT_MAX_HOPS,
@@ -217,6 +221,8 @@ pub(crate) struct Parts {
     pub(crate) dev: bool,
     /// The one `${VAR}` lookup, read once per agent by `resolve`.
     pub(crate) env: EnvLookup,
+    /// `ServeOptions::secret_command`.
+    pub(crate) secret_command: Option<crate::secrets::SecretCommand>,
     pub(crate) extensions: Extensions,
     /// Serve the playground (`ServeOptions::playground`).
     pub(crate) playground: bool,
@@ -358,6 +364,7 @@ impl ServeOptions {
             telemetry: self.telemetry,
             database_url: self.database_url,
             env: self.env,
+            secret_command: self.secret_command,
             extensions: Extensions {
                 channels: self.channels,
                 hooks: self.hooks,

@@ -34,6 +34,14 @@ pub(crate) struct ResolvedAgent {
     pub(crate) github: HostGithub,
     /// Slack clients with the bot tokens of the agent's slack channels.
     pub(crate) slack: HostSlack,
+    /// Where its agent-identity connections find its runtime, once open.
+    pub(crate) runtime: super::identity::RuntimeCell,
+}
+
+/// What the agent-identity connections of every agent sign with.
+#[derive(Debug, Clone)]
+pub(crate) struct Identity<'a> {
+    pub(crate) issuer: &'a std::sync::Arc<agentkit_auth::IdentityIssuer>,
 }
 
 /// Resolves every agent of `host`, in its order. `peer_base` is where
@@ -45,10 +53,11 @@ pub(crate) fn host(
     auth: &AuthDefaults,
     peer_base: &str,
     state_root: &std::path::Path,
+    identity: &Identity<'_>,
 ) -> Vec<ResolvedAgent> {
     host.agents
         .iter()
-        .map(|project| agent(project, env, auth, peer_base, state_root))
+        .map(|project| agent(project, env, auth, peer_base, state_root, identity))
         .collect()
 }
 
@@ -58,8 +67,21 @@ fn agent(
     auth: &AuthDefaults,
     peer_base: &str,
     state_root: &std::path::Path,
+    identity: &Identity<'_>,
 ) -> ResolvedAgent {
     let channels = &project.agent.channels;
+    let runtime = super::identity::RuntimeCell::default();
+    // The bearer of a connection with `auth = "agent-identity"`.
+    let signer = |c: &agentkit_manifest::Connection| {
+        c.agent_identity.as_ref().map(|audience| {
+            std::sync::Arc::new(super::identity::AgentIdentity {
+                issuer: identity.issuer.clone(),
+                agent: project.slug.clone(),
+                audience: env.resolve(audience),
+                runtime: runtime.clone(),
+            })
+        })
+    };
     ResolvedAgent {
         http_auth: channels
             .iter()
@@ -72,10 +94,11 @@ fn agent(
             .filter_map(|c| Some((c.id.clone(), policies(c.auth.as_deref()?, env))))
             .collect(),
         hooks: hooks(project, env),
-        mcp: connections(project, env, auth, peer_base, state_root),
-        a2a: remote_agents(project, env),
+        mcp: connections(project, env, auth, peer_base, state_root, &signer),
+        a2a: remote_agents(project, env, &signer),
         github: HostGithub::of(project, env),
         slack: HostSlack::of(project, env),
+        runtime,
     }
 }
 
@@ -216,6 +239,9 @@ fn connections(
     auth: &AuthDefaults,
     base: &str,
     state_root: &std::path::Path,
+    signer: &dyn Fn(
+        &agentkit_manifest::Connection,
+    ) -> Option<std::sync::Arc<super::identity::AgentIdentity>>,
 ) -> Vec<ConnectionSpec> {
     let resolve = |s: &str| env.resolve(s);
     let agent_dir = &project.agent.dir;
@@ -235,6 +261,8 @@ fn connections(
                     oauth: c
                         .oauth
                         .then(|| crate::mcp_oauth::token_file(state_root, &project.slug, &c.name)),
+                    identity: signer(c)
+                        .map(|s| s as std::sync::Arc<dyn agentkit_mcp::IdentitySource>),
                 },
                 Transport::Stdio {
                     command,
@@ -273,6 +301,7 @@ fn connections(
                         headers,
                         peer: true,
                         oauth: None,
+                        identity: None,
                     }
                 }
             };
@@ -287,7 +316,13 @@ fn connections(
 
 /// The agent's remote A2A agents (`a2a = "<card URL>"` connections),
 /// their `${VAR}`s resolved.
-fn remote_agents(project: &Project, env: &EnvLookup) -> Vec<super::a2a::RemoteAgent> {
+fn remote_agents(
+    project: &Project,
+    env: &EnvLookup,
+    signer: &dyn Fn(
+        &agentkit_manifest::Connection,
+    ) -> Option<std::sync::Arc<super::identity::AgentIdentity>>,
+) -> Vec<super::a2a::RemoteAgent> {
     let resolve = |s: &str| env.resolve(s);
     project
         .agent
@@ -302,6 +337,7 @@ fn remote_agents(project: &Project, env: &EnvLookup) -> Vec<super::a2a::RemoteAg
                     .iter()
                     .map(|(k, v)| (k.clone(), resolve(v)))
                     .collect(),
+                identity: signer(c),
             }),
             _ => None,
         })

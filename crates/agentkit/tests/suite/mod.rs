@@ -15,6 +15,7 @@ mod fork;
 mod github_app;
 mod hooks;
 mod http;
+mod identity;
 mod jwt;
 mod limits;
 mod mcp;

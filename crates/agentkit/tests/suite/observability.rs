@@ -857,7 +857,7 @@ fn metrics_public_skips_the_chain() {
 }
 
 /// The log ring is the process's: the test binary installs the layer once.
-fn install_log_layer() {
+pub(crate) fn install_log_layer() {
     use tracing_subscriber::prelude::*;
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {

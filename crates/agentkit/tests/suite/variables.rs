@@ -226,3 +226,237 @@ fn a_required_variable_left_unset_keeps_the_host_from_starting() {
     let handle = serve(set).unwrap();
     rt.block_on(handle.close());
 }
+
+/// The host's secret command in the tests: prints the secret named by its
+/// last argument, fails, or hangs.
+const SECRET_COMMAND: &str = r#"import os, sys, time
+name = sys.argv[-1]
+if name == "hook-token":
+    print("cmd-token-9f2")
+elif name == "env-names":
+    print("-".join(sorted(k for k in os.environ if not k.startswith(("LC_", "LANG")))))
+elif name == "leaky":
+    sys.stdout.write("leaked-value-77")
+    sys.stderr.write("vault: permission denied\n")
+    sys.exit(3)
+elif name == "slow":
+    time.sleep(30)
+else:
+    sys.exit(1)
+"#;
+
+fn secret_command(dir: &std::path::Path) -> agentkit::secrets::SecretCommand {
+    let script = dir.join("secret-command.py");
+    std::fs::write(&script, SECRET_COMMAND).unwrap();
+    // The interpreter itself, not a shim on PATH that would add variables
+    // of its own to what the command sees.
+    let python = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
+    let python = String::from_utf8(python.stdout).unwrap().trim().to_owned();
+    agentkit::secrets::SecretCommand {
+        program: python.into(),
+        args: vec![script.display().to_string()],
+        pass_env: vec!["CARGO_PKG_NAME".to_owned()],
+        timeout: Duration::from_secs(10),
+    }
+}
+
+fn note_channel(token: &str, principal: &str) -> String {
+    format!(
+        r#"auth = [{{ bearer = {{ token = "{token}", principal = "{principal}" }} }}]
+[[routes]]
+method = "POST"
+path = "/note"
+body_schema = {{ type = "object" }}
+[routes.send]
+message = "{{{{ body.text }}}}"
+wait = true
+"#
+    )
+}
+
+/// Every file under `dir`, read as bytes.
+fn every_file(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                out.push((path, bytes));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn secret_files_and_the_secret_command_feed_every_expansion_and_never_leak() {
+    super::observability::install_log_layer();
+    let secrets = tempfile::tempdir().unwrap();
+    let token_file = secrets.path().join("intake-token");
+    // A Kubernetes secret file ends with a line end; the value does not.
+    std::fs::write(&token_file, "file-token-3c1\n").unwrap();
+    let command = secret_command(secrets.path());
+    // What the command sees: the runner's few variables and the one
+    // passed through, nothing else of this process's environment.
+    let mut seen: Vec<&str> = agentkit_harness::PASSED_ENV
+        .iter()
+        .copied()
+        .chain(["CARGO_PKG_NAME"])
+        .filter(|n| std::env::var_os(n).is_some())
+        .filter(|n| !n.starts_with("LC_") && !n.starts_with("LANG"))
+        .collect();
+    seen.sort_unstable();
+    let env_names = seen.join("-");
+    assert!(env_names.contains("PATH"), "{env_names}");
+
+    let intake = note_channel(&format!("${{file:{}}}", token_file.display()), "intake");
+    let ops = note_channel("${secret:hook-token}", "ops");
+    let envs = note_channel("${secret:env-names}", "envs");
+    let defaulted = note_channel("${file:/nonexistent/agentkit-secret:-dev-token}", "dev");
+    let host = host(
+        &[(
+            "desk",
+            &[
+                ("agent.toml", "model = \"scripted:script.json\"\n"),
+                (
+                    "script.json",
+                    r#"{"turns": [{"steps": [{"text": "noted"}]}, {"steps": [{"text": "noted"}]}, {"steps": [{"text": "noted"}]}, {"steps": [{"text": "noted"}]}]}"#,
+                ),
+                ("instructions.md", "Desk.\n"),
+                ("channels/intake.toml", &intake),
+                ("channels/ops.toml", &ops),
+                ("channels/envs.toml", &envs),
+                ("channels/defaulted.toml", &defaulted),
+            ],
+        )],
+        ServeOptions {
+            env: nothing_set(),
+            secret_command: Some(command),
+            ..ServeOptions::default()
+        },
+    );
+    let post = |channel: &str, token: &str| {
+        host.send(
+            Request::post(&format!("/desk/v1/channels/{channel}/note"))
+                .bearer(token)
+                .json(&json!({"text": "hi"})),
+        )
+    };
+    assert_eq!(post("intake", "file-token-3c1").status, 200);
+    assert_eq!(post("ops", "cmd-token-9f2").status, 200);
+    assert_eq!(post("ops", "file-token-3c1").status, 401);
+    let r = post("envs", &env_names);
+    assert_eq!(r.status, 200, "the command saw other variables: {}", r.body);
+    assert_eq!(post("defaulted", "dev-token").status, 200);
+
+    // No value in what the host shows or keeps: info (served and
+    // discovered), the log ring, the state root's files.
+    let values = ["file-token-3c1", "cmd-token-9f2", &env_names];
+    let info = host.send(Request::get("/desk/v1/info"));
+    let logs = host.send(Request::get("/v1/logs?limit=1000"));
+    assert_eq!(logs.status, 200, "{}", logs.body);
+    let found = agentkit::discover(&host.dir.path().join("agents")).unwrap();
+    let discovered = agentkit::info::info_json(&found, chrono::Utc::now()).to_string();
+    assert!(
+        discovered.contains(r#""kind":"secret""#) && discovered.contains("hook-token"),
+        "{discovered}"
+    );
+    for value in values {
+        for (what, text) in [
+            ("info", &info.body),
+            ("logs", &logs.body),
+            ("agentkit info", &discovered),
+        ] {
+            assert!(!text.contains(value), "{what} shows a secret: {text}");
+        }
+        for (path, bytes) in every_file(&host.dir.path().join("state")) {
+            assert!(
+                !bytes.windows(value.len()).any(|w| w == value.as_bytes()),
+                "{} holds a secret",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_secret_that_cannot_be_resolved_keeps_the_host_from_starting_without_showing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("agents/desk/agent");
+    super::mcp::write(&agent.join("instructions.md"), "Desk.\n");
+    super::mcp::write(
+        &agent.join("mcp-connections/vault.toml"),
+        "url = \"${file:/nonexistent/agentkit-url:-https://mcp.example.com/mcp}\"\n\
+         headers = { Authorization = \"Bearer ${secret:leaky}\", X-Slow = \"${secret:slow}\", \
+         X-File = \"${file:/nonexistent/agentkit-secret}\", X-Rel = \"${file:relative/token}\" }\n\
+         \n\
+         # ${secret:in-a-comment}\n",
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let serve = |command: Option<agentkit::secrets::SecretCommand>| {
+        rt.block_on(agentkit::serve(
+            &dir.path().join("agents"),
+            ServeOptions {
+                port: 0,
+                state_root: Some(dir.path().join("state")),
+                env: nothing_set(),
+                secret_command: command,
+                ..ServeOptions::default()
+            },
+        ))
+    };
+    let mut command = secret_command(dir.path());
+    command.timeout = Duration::from_secs(1);
+    let program = command.program.display().to_string();
+    let Err(agentkit::Error::Invalid { diagnostics }) = serve(Some(command)) else {
+        panic!("served with unresolvable secrets");
+    };
+    let lines: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+    let file = "desk/agent/mcp-connections/vault.toml:2:1: error[secret-unavailable]";
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "{file}: `${{file:/nonexistent/agentkit-secret}}`: cannot read `/nonexistent/agentkit-secret`: No such file or directory (os error 2) (hint: mount the file where the host runs (readable by its user); `${{file:/nonexistent/agentkit-secret:-default}}` gives it a default)"
+            ),
+            format!(
+                "{file}: `${{file:relative/token}}`: `relative/token` is not an absolute path (hint: mount the file where the host runs (readable by its user); `${{file:relative/token:-default}}` gives it a default)"
+            ),
+            format!(
+                "{file}: `${{secret:leaky}}`: the secret command `{program}` exited with status 3: vault: permission denied (hint: check that the secret command prints `leaky`; `${{secret:leaky:-default}}` gives it a default)"
+            ),
+            format!(
+                "{file}: `${{secret:slow}}`: the secret command `{program}` did not answer within 1s (hint: check that the secret command prints `slow`; `${{secret:slow:-default}}` gives it a default)"
+            ),
+        ]
+    );
+    for line in &lines {
+        assert!(!line.contains("leaked-value-77"), "{line}");
+    }
+    // Without a secret command, the hint says how to give one.
+    let Err(agentkit::Error::Invalid { diagnostics }) = serve(None) else {
+        panic!("served with unresolvable secrets");
+    };
+    let hints: Vec<String> = diagnostics
+        .iter()
+        .filter(|d| d.message.contains("secret:"))
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(hints.len(), 2, "{hints:?}");
+    assert!(
+        hints
+            .iter()
+            .all(|h| h.contains("no secret command is configured")
+                && h.contains("--secret-command PROGRAM")),
+        "{hints:?}"
+    );
+}

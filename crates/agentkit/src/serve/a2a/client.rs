@@ -23,6 +23,17 @@ pub(crate) struct RemoteAgent {
     pub(crate) description: Option<String>,
     pub(crate) card: String,
     pub(crate) headers: Vec<(String, String)>,
+    /// `auth = "agent-identity"`: each request carries a token the host
+    /// signs for the calling session.
+    pub(crate) identity: Option<std::sync::Arc<super::super::identity::AgentIdentity>>,
+}
+
+/// Where a request is made from: the delegation depth it carries and the
+/// session whose turn makes it (named by an agent-identity token).
+#[derive(Debug, Clone, Copy)]
+struct At<'a> {
+    hops: u32,
+    session: Option<&'a str>,
 }
 
 /// What a fetched card says the client needs.
@@ -62,31 +73,35 @@ impl RemoteAgents {
             .find(|a| super::super::connection_tools::model_tool_name(&a.name, "a2a") == tool)
     }
 
-    fn request(
+    async fn request(
         &self,
         agent: &RemoteAgent,
         method: reqwest::Method,
         url: &str,
-        hops: u32,
+        at: At<'_>,
     ) -> Result<reqwest::RequestBuilder, String> {
         let http = agentkit_harness::http_client().map_err(|e| e.to_string())?;
         let mut req = http
             .request(method, url)
             .header("a2a-version", super::card::PROTOCOL_VERSION)
-            .header(agentkit_mcp::HOPS_HEADER, hops.to_string());
+            .header(agentkit_mcp::HOPS_HEADER, at.hops.to_string());
         for (k, v) in &agent.headers {
             req = req.header(k, v);
+        }
+        if let Some(identity) = &agent.identity {
+            req = req.bearer_auth(identity.mint(at.session).await?.token);
         }
         Ok(req)
     }
 
     /// The remote agent's card (fetched once).
-    async fn card(&self, agent: &RemoteAgent, hops: u32) -> Result<Card, String> {
+    async fn card(&self, agent: &RemoteAgent, at: At<'_>) -> Result<Card, String> {
         if let Some(card) = self.lock().get(&agent.name) {
             return Ok(card.clone());
         }
         let resp = self
-            .request(agent, reqwest::Method::GET, &agent.card, hops)?
+            .request(agent, reqwest::Method::GET, &agent.card, at)
+            .await?
             .timeout(Duration::from_secs(30))
             .send()
             .await
@@ -120,13 +135,14 @@ impl RemoteAgents {
         &self,
         agent: &RemoteAgent,
         card: &Card,
-        hops: u32,
+        at: At<'_>,
         method: &str,
         params: Value,
     ) -> Result<Value, String> {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let resp = self
-            .request(agent, reqwest::Method::POST, &card.url, hops)?
+            .request(agent, reqwest::Method::POST, &card.url, at)
+            .await?
             .timeout(CALL_WAIT + Duration::from_secs(30))
             .json(&body)
             .send()
@@ -153,11 +169,11 @@ impl RemoteAgents {
     }
 
     /// Sends the model's message and waits for the remote task.
-    async fn send(&self, agent: &RemoteAgent, input: &Value, hops: u32) -> Result<Value, String> {
+    async fn send(&self, agent: &RemoteAgent, input: &Value, at: At<'_>) -> Result<Value, String> {
         let Some(text) = input["message"].as_str().filter(|t| !t.trim().is_empty()) else {
             return Err("`message` (a non-empty string) is required".to_owned());
         };
-        let card = self.card(agent, hops).await?;
+        let card = self.card(agent, at).await?;
         let mut message = json!({
             "messageId": uuid::Uuid::new_v4().to_string(),
             "role": "ROLE_USER",
@@ -169,13 +185,7 @@ impl RemoteAgents {
             }
         }
         let result = self
-            .rpc(
-                agent,
-                &card,
-                hops,
-                "SendMessage",
-                json!({"message": message}),
-            )
+            .rpc(agent, &card, at, "SendMessage", json!({"message": message}))
             .await?;
         let mut task = match result.get("task") {
             Some(task) => task.clone(),
@@ -194,7 +204,7 @@ impl RemoteAgents {
         {
             tokio::time::sleep(Duration::from_millis(500)).await;
             task = self
-                .rpc(agent, &card, hops, "GetTask", json!({"id": task["id"]}))
+                .rpc(agent, &card, at, "GetTask", json!({"id": task["id"]}))
                 .await?;
         }
         Ok(outcome(&task))
@@ -278,10 +288,13 @@ impl agentkit_harness::ExtraTools for RemoteAgents {
         session_id: &'a str,
     ) -> agentkit_harness::BoxFuture<'a, Vec<agentkit_harness::ExtraTool>> {
         Box::pin(async move {
-            let hops = self.depths.get(session_id) + 1;
+            let at = At {
+                hops: self.depths.get(session_id) + 1,
+                session: Some(session_id),
+            };
             let mut out = Vec::new();
             for agent in &self.agents {
-                let about = match self.card(agent, hops).await {
+                let about = match self.card(agent, at).await {
                     Ok(card) => card.about,
                     Err(e) => {
                         tracing::warn!(connection = %agent.name, error = %e, "A2A agent left out of the turn");
@@ -334,7 +347,7 @@ impl agentkit_harness::ExtraTools for RemoteAgents {
             }
             tokio::select! {
                 _ = ctx.cancel.cancelled() => agentkit_harness::ToolOutput::error("tool call cancelled"),
-                r = self.send(agent, input, hops) => match r {
+                r = self.send(agent, input, At { hops, session: Some(&ctx.session_id) }) => match r {
                     Ok(out) => {
                         let is_error = matches!(out["state"].as_str(), Some("failed" | "canceled" | "rejected"));
                         agentkit_harness::ToolOutput { output: out, is_error }
