@@ -32,6 +32,8 @@ mod ab_stats;
 mod admission;
 mod approval_gate;
 mod approvals;
+mod artifacts;
+mod artifacts_local;
 mod clock;
 mod command;
 mod context;
@@ -72,6 +74,10 @@ pub use ab_metrics::{EVAL_LABEL, Experiments};
 pub use agentkit_harness::{CallOrigin, CallPrincipal, Decision, DynTool, RustTool, ToolSource};
 pub use agentkit_store::{SharedBackend, memory::MemoryBackend};
 pub use approvals::{Approvals, PendingApproval};
+pub use artifacts::{
+    ArtifactFilter, ArtifactPage, Artifacts, DEFAULT_KIND as DEFAULT_ARTIFACT_KIND,
+    MAX_ARTIFACT_BYTES, MAX_ARTIFACT_KEY_BYTES, TAG_TOOL, TagRequest,
+};
 pub use clock::{BoxFuture, Clock, ManualClock, SystemClock};
 pub use command::CommandOutcome;
 pub use error::{Error, InputError, Result};

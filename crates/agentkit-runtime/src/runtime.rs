@@ -530,6 +530,7 @@ impl AgentRuntime {
                 }
             }
         }
+        out.extend(self.artifacts().tool());
         out
     }
 

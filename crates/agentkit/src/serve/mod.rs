@@ -28,6 +28,7 @@ mod ab;
 mod agent;
 mod agui;
 mod api;
+mod artifacts;
 mod auth;
 mod bridge;
 mod channels;
@@ -62,7 +63,8 @@ pub use handle::ServeHandle;
 pub use limits::Rate;
 pub use options::{EnvFn, EnvLookup, Mode, ServeOptions};
 pub use services::{
-    HostGithub, HostMcp, HostReminders, HostSend, HostSent, HostServices, HostSessions, HostSlack,
+    HostArtifacts, HostGithub, HostMcp, HostReminders, HostSend, HostSent, HostServices,
+    HostSessions, HostSlack,
 };
 pub use telemetry::{OtlpProtocol, TelemetryOptions};
 
