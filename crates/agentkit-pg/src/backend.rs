@@ -157,6 +157,10 @@ impl SharedFollow for PgSubscription {
 }
 
 impl SharedIndex for SessionIndex {
+    fn delete<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        seam(SessionIndex::delete(self, id))
+    }
+
     fn put_detached(&self, row: SessionRow) {
         let index = self.clone();
         tokio::spawn(async move {

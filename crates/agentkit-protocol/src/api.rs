@@ -496,6 +496,15 @@ pub struct ArtifactListQuery {
     pub cursor: Option<String>,
 }
 
+/// `DELETE /v1/session/:id`: the session and everything it kept are gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SessionDeleted {
+    pub ok: bool,
+    pub session_id: String,
+}
+
 /// What host code tags (the host bridge's `POST /v1/artifacts`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

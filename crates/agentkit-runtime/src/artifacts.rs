@@ -1,7 +1,7 @@
 //! Artifacts: records an agent keeps beyond its conversation (a finding
 //! it posted, a journal entry), tagged by the model's `tag_artifact`
 //! built-in or by host code, each in a session, listed by kind and
-//! session. A part (`runtime.artifacts()`): its rows live behind
+//! session. Reached as `runtime.retention().artifacts()`: its rows live behind
 //! `agentkit_store::SharedArtifacts` (this host's `agentkit.sqlite`,
 //! `artifacts_local.rs`, or the shared store); every tag also records an
 //! `artifact.tagged` event in the session's log.
@@ -70,10 +70,10 @@ pub struct Artifacts<'a> {
     rt: &'a AgentRuntime,
 }
 
-impl AgentRuntime {
+impl<'a> crate::deletion::Retention<'a> {
     /// The agent's artifacts.
-    pub fn artifacts(&self) -> Artifacts<'_> {
-        Artifacts { rt: self }
+    pub fn artifacts(&self) -> Artifacts<'a> {
+        Artifacts::of(self.runtime())
     }
 }
 
@@ -97,6 +97,10 @@ fn artifact_of(row: ArtifactRow) -> Artifact {
 }
 
 impl<'a> Artifacts<'a> {
+    pub(crate) fn of(rt: &'a AgentRuntime) -> Artifacts<'a> {
+        Artifacts { rt }
+    }
+
     fn table(&self) -> Result<Arc<dyn SharedArtifacts>> {
         match &self.rt.inner.shared {
             Some(stores) => Ok(stores.artifacts.clone()),
@@ -398,8 +402,7 @@ impl DynTool for TagTool {
                 key: input.get("key").and_then(Value::as_str).map(str::to_owned),
                 data: input.get("data").cloned().unwrap_or(Value::Null),
             };
-            match runtime
-                .artifacts()
+            match Artifacts::of(&runtime)
                 .tag_as(&ctx.session_id, req, Some(&ctx.call_id))
                 .await
             {

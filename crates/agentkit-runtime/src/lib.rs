@@ -39,6 +39,7 @@ mod command;
 mod context;
 mod cost;
 mod db;
+mod deletion;
 mod dispatch;
 mod emit;
 mod error;
@@ -80,6 +81,7 @@ pub use artifacts::{
 };
 pub use clock::{BoxFuture, Clock, ManualClock, SystemClock};
 pub use command::CommandOutcome;
+pub use deletion::Retention;
 pub use error::{Error, InputError, Result};
 pub use fold::conversation;
 pub use fork::Forks;

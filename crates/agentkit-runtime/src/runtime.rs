@@ -530,7 +530,7 @@ impl AgentRuntime {
                 }
             }
         }
-        out.extend(self.artifacts().tool());
+        out.extend(self.retention().artifacts().tool());
         out
     }
 

@@ -194,6 +194,14 @@ pub trait SharedIndex: Send + Sync + Debug {
     fn count(&self) -> StoreFuture<'_, u64>;
     /// The metadata of every parked session.
     fn parked(&self) -> StoreFuture<'_, Vec<String>>;
+    /// Deletes session `id` from the store, in one transaction: its row,
+    /// its log and its lease. True when it had a row. A host's own index
+    /// (whose logs are files the runtime deletes) need not implement it.
+    fn delete<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(std::future::ready(Err(SharedError::Failed {
+            message: format!("this session index cannot delete session `{id}`"),
+        })))
+    }
 }
 
 /// One writer per session: the host holding a session's lease is the

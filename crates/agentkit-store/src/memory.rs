@@ -356,6 +356,14 @@ fn created_at(meta: &str) -> Option<String> {
 }
 
 impl SharedIndex for Part {
+    fn delete<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        let k = self.key(id);
+        let mut data = self.data();
+        data.logs.remove(&k);
+        data.leases.remove(&k);
+        ready(Ok(data.sessions.remove(&k).is_some()))
+    }
+
     fn put_detached(&self, row: SessionRow) {
         if let Err(e) = futures_util::FutureExt::now_or_never(self.put(&row)).unwrap_or(Ok(())) {
             tracing::warn!(error = %e, "cannot update the session index");

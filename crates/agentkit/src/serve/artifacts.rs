@@ -53,7 +53,15 @@ async fn list(
     Authed { owner, .. }: Authed,
 ) -> ApiResult {
     let filter = filter(&uri)?;
-    answer(state.agent.runtime.artifacts().list(&owner, filter).await?)
+    answer(
+        state
+            .agent
+            .runtime
+            .retention()
+            .artifacts()
+            .list(&owner, filter)
+            .await?,
+    )
 }
 
 async fn of_session(
@@ -67,6 +75,7 @@ async fn of_session(
         state
             .agent
             .runtime
+            .retention()
             .artifacts()
             .of_session(&id, &owner, filter)
             .await?,

@@ -34,6 +34,7 @@ mod bridge;
 mod channels;
 mod connection_tools;
 mod context;
+mod deletion;
 mod depths;
 mod dev;
 mod dev_evals;

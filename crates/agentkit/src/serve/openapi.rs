@@ -185,6 +185,13 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         op("get", "/v1/session/{sessionId}", "sessions", "The session's metadata")
             .answer(Answer::Json(schema_of::<SessionInfo>(g))),
         op(
+            "delete",
+            "/v1/session/{sessionId}",
+            "sessions",
+            "Delete the session: stop its turn, then remove its log, workspace, index row and artifacts",
+        )
+        .answer(Answer::Json(schema_of::<agentkit_protocol::api::SessionDeleted>(g))),
+        op(
             "post",
             "/v1/session/{sessionId}/stop",
             "sessions",

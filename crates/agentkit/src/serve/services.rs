@@ -318,7 +318,11 @@ impl HostArtifacts {
         session_id: &str,
         req: agentkit_runtime::TagRequest,
     ) -> std::result::Result<agentkit_protocol::api::Artifact, agentkit_runtime::Error> {
-        self.runtime()?.artifacts().tag(session_id, req).await
+        self.runtime()?
+            .retention()
+            .artifacts()
+            .tag(session_id, req)
+            .await
     }
 
     /// One page of the agent's artifacts, newest first.
@@ -326,7 +330,11 @@ impl HostArtifacts {
         &self,
         filter: agentkit_runtime::ArtifactFilter,
     ) -> std::result::Result<agentkit_runtime::ArtifactPage, agentkit_runtime::Error> {
-        self.runtime()?.artifacts().list_all(filter).await
+        self.runtime()?
+            .retention()
+            .artifacts()
+            .list_all(filter)
+            .await
     }
 }
 

@@ -407,3 +407,136 @@ fn artifacts_are_shared_across_hosts_on_postgresql() {
         .unwrap();
     assert_eq!(tagged, 2);
 }
+
+/// Tags a finding, then holds the turn until it is stopped.
+const SLOW_SCRIPT: &str = r#"{"turns": [{"steps": [
+  {"toolCalls": [{"name": "tag_artifact", "input": {"kind": "finding", "data": {"file": "a", "line": 1, "severity": "low"}}}]},
+  {"text": "slow", "delayMs": 60000}
+]}]}"#;
+
+/// Starts a session whose turn tagged a finding and still runs.
+fn running_session(h: &Host) -> String {
+    let r = h.send(
+        Request::post("/bot/v1/session")
+            .bearer("token-a")
+            .json(&json!({"message": "review"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    wait_until("the tag", || {
+        let r = h.send(Request::get(&format!("/bot/v1/session/{id}/events")).bearer("token-a"));
+        r.body.contains("artifact.tagged")
+    });
+    id
+}
+
+/// After `DELETE`, every route answers 404 for the session.
+fn gone_everywhere(h: &Host, id: &str) {
+    for path in [
+        format!("/bot/v1/session/{id}"),
+        format!("/bot/v1/session/{id}/events"),
+        format!("/bot/v1/session/{id}/artifacts"),
+        format!("/bot/v1/session/{id}/approvals"),
+    ] {
+        let r = h.send(Request::get(&path).bearer("token-a"));
+        assert_eq!(r.status, 404, "{path}: {}", r.body);
+    }
+    let r = h.send(
+        Request::post(&format!("/bot/v1/session/{id}"))
+            .bearer("token-a")
+            .json(&json!({"message": "still there?", "continuationToken": "x"})),
+    );
+    assert_eq!(r.status, 404, "{}", r.body);
+    let r = h.send(Request::new("DELETE", &format!("/bot/v1/session/{id}")).bearer("token-a"));
+    assert_eq!(r.status, 404, "{}", r.body);
+    let r = h.send(Request::get("/bot/v1/artifacts").bearer("token-a"));
+    assert_eq!(r.json()["artifacts"], json!([]));
+    let r = h.send(Request::get("/bot/v1/sessions").bearer("token-a"));
+    assert_eq!(r.json()["sessions"], json!([]), "{}", r.body);
+}
+
+#[test]
+fn deleting_a_running_session_stops_it_and_leaves_nothing_behind() {
+    let mut h = Host::new(SLOW_SCRIPT, &files(), at(12, 0, 0));
+    h.start(ServeOptions {
+        operator_token: Some("op-token".into()),
+        ..ServeOptions::default()
+    });
+    let id = running_session(&h);
+    assert!(h.session_ids().contains(&id));
+    // Not bob's to delete.
+    let r = h.send(Request::new("DELETE", &format!("/bot/v1/session/{id}")).bearer("token-b"));
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = h.send(Request::new("DELETE", &format!("/bot/v1/session/{id}")).bearer("token-a"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json(), json!({"ok": true, "sessionId": id}));
+    gone_everywhere(&h, &id);
+    // Nothing on disk: no folder, no index row, no artifact row.
+    assert!(!h.session_ids().contains(&id), "{:?}", h.session_ids());
+    let db = rusqlite::Connection::open(h.dir.path().join("state/bot/agentkit.sqlite")).unwrap();
+    let count = |sql: &str| -> i64 { db.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(count("SELECT count(*) FROM sessions"), 0);
+    assert_eq!(count("SELECT count(*) FROM artifacts"), 0);
+
+    // An operator deletes another's idle session; a restart finds nothing.
+    let r = h.send(
+        Request::post("/bot/v1/session")
+            .bearer("token-b")
+            .json(&json!({"message": "mine"})),
+    );
+    let second = r.json()["sessionId"].as_str().unwrap().to_owned();
+    wait_until("the tag", || {
+        let r = h.send(Request::get(&format!("/bot/v1/session/{second}/events")).bearer("token-b"));
+        r.body.contains("artifact.tagged")
+    });
+    let r = h.send(Request::post(&format!("/bot/v1/session/{second}/stop")).bearer("token-b"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = h.send(Request::new("DELETE", &format!("/bot/v1/session/{second}")).bearer("op-token"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    h.stop();
+    h.start(ServeOptions::default());
+    gone_everywhere(&h, &id);
+    let r = h.send(Request::get(&format!("/bot/v1/session/{second}")).bearer("token-b"));
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert!(h.session_ids().is_empty(), "{:?}", h.session_ids());
+}
+
+/// On PostgreSQL, a session running on one host is deleted through the
+/// other: the turn is stopped where it runs, and no row of it is left.
+#[test]
+fn deleting_a_session_on_postgresql_leaves_no_row() {
+    let Some(db) = agentkit_test_support::pg::throwaway_database() else {
+        return;
+    };
+    let mut hosts: Vec<Host> = (0..2)
+        .map(|_| Host::new(SLOW_SCRIPT, &files(), at(12, 0, 0)))
+        .collect();
+    for h in &mut hosts {
+        h.start(ServeOptions {
+            database_url: Some(db.url.clone()),
+            ..ServeOptions::default()
+        });
+    }
+    let id = running_session(&hosts[0]);
+    let r =
+        hosts[1].send(Request::new("DELETE", &format!("/bot/v1/session/{id}")).bearer("token-a"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    for h in &hosts {
+        let r = h.send(Request::get(&format!("/bot/v1/session/{id}")).bearer("token-a"));
+        assert_eq!(r.status, 404, "{}", r.body);
+    }
+    gone_everywhere(&hosts[1], &id);
+    for table in [
+        "agentkit_sessions WHERE id",
+        "agentkit_events WHERE session_id",
+        "agentkit_logs WHERE session_id",
+        "agentkit_leases WHERE session_id",
+        "agentkit_artifacts WHERE session_id",
+    ] {
+        let n: u32 = db
+            .query(&format!("SELECT count(*) FROM {table} = '{id}'"))
+            .parse()
+            .unwrap();
+        assert_eq!(n, 0, "{table}");
+    }
+}
