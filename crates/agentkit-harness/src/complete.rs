@@ -52,6 +52,7 @@ pub async fn complete(
         hooks: Vec::new(),
         schedules: Vec::new(),
         experiments: Vec::new(),
+        artifacts: None,
         sandbox_files: Vec::new(),
         env_refs: Vec::new(),
     });

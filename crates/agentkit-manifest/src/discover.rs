@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::ab::read_experiment;
+use crate::artifacts::read_artifacts;
 use crate::channels::read_channel;
 use crate::config::read_agent_config;
 use crate::connections::read_connection;
@@ -172,6 +173,7 @@ const AGENT_ENTRIES: &[&str] = &[
     "schedules",
     "ab.toml",
     "ab",
+    "artifacts.toml",
     "sandbox",
     "lib",
 ];
@@ -187,7 +189,6 @@ const UNSUPPORTED_ENTRIES: &[(&str, &str)] = &[
         "reminders",
         "file-defined reminders are not supported; reminders are created at runtime",
     ),
-    ("artifacts.ts", "artifact kinds are not supported"),
     (
         "storage.ts",
         "custom storage backends are not supported; state lives under the state root",
@@ -219,6 +220,7 @@ fn read_agent(ctx: &mut Ctx, dir: &Path) -> Agent {
         hooks: Vec::new(),
         schedules: Vec::new(),
         experiments: Vec::new(),
+        artifacts: None,
         sandbox_files: Vec::new(),
         env_refs: Vec::new(),
     };
@@ -280,6 +282,7 @@ fn read_agent(ctx: &mut Ctx, dir: &Path) -> Agent {
                     }
                 }
             }
+            ("artifacts.toml", false) => agent.artifacts = read_artifacts(ctx, &e.path),
             ("sandbox", true) => read_sandbox(ctx, &e, &mut agent),
             _ => unclaimed.push(e),
         }
@@ -595,6 +598,7 @@ const SUBAGENT_IGNORED: &[&str] = &[
     "sandbox",
     "ab",
     "ab.toml",
+    "artifacts.toml",
     "host-connections",
     "extensions",
     "reminders",
@@ -750,6 +754,10 @@ fn report_unknown_agent_entry(ctx: &mut Ctx, e: &Entry) {
         "agent.ts" | "agent.js" => Some((
             "write `agent/agent.toml` (model, runtime, harness)",
             parent.join("agent.toml").is_file(),
+        )),
+        "artifacts.ts" | "artifacts.js" => Some((
+            "write `agent/artifacts.toml` with `[kinds.<name>]`",
+            parent.join("artifacts.toml").is_file(),
         )),
         "ab.ts" | "ab.js" => Some((
             "write `agent/ab.toml` with `[[variants]]`",

@@ -38,6 +38,7 @@ mod events;
 mod walk;
 
 mod ab;
+mod artifacts;
 mod channels;
 mod config;
 mod connections;
@@ -59,14 +60,15 @@ pub use discover::{Discovery, discover};
 pub use error::{Error, Result};
 pub use evals::MAX_EVAL_CONCURRENCY;
 pub use model::{
-    Admission, Agent, AgentConfig, Approval, AuthPolicy, BUILTIN_TOOLS, BearerToken,
-    CallToolAction, CalledTool, Channel, ChannelKind, Command, Connection, DEFAULT_JUDGE_THRESHOLD,
-    Delivery, EnvRef, EvalCase, EvalFile, EvalTurn, Evals, EvalsConfig, Execution, Expect,
-    Experiment, Expose, FileExpect, HarnessConfig, Hook, HookAction, Host, Instructions, Judge,
-    Layout, LocalConfig, MAX_WORKER_CONCURRENCY, Method, ModelSpec, OAuthClientSettings, Pricing,
-    Project, Provider, Route, RouteAction, RouteHandler, RouteResponse, Runtime, Sandbox,
-    SandboxLimits, SandboxMode, Schedule, ScheduleAction, SendAction, Skill, Sticky, Subagent,
-    TextMatch, Tool, ToolAnnotations, Transport, Variant, Worker,
+    Admission, Agent, AgentConfig, Approval, ArtifactKind, Artifacts, AuthPolicy, BUILTIN_TOOLS,
+    BearerToken, CallToolAction, CalledTool, Channel, ChannelKind, Command, Connection,
+    DEFAULT_JUDGE_THRESHOLD, Delivery, EnvRef, EvalCase, EvalFile, EvalTurn, Evals, EvalsConfig,
+    Execution, Expect, Experiment, Expose, FileExpect, HarnessConfig, Hook, HookAction, Host,
+    Instructions, Judge, Layout, LocalConfig, MAX_WORKER_CONCURRENCY, Method, ModelSpec,
+    OAuthClientSettings, Pricing, Project, Provider, Route, RouteAction, RouteHandler,
+    RouteResponse, Runtime, Sandbox, SandboxLimits, SandboxMode, Schedule, ScheduleAction,
+    SendAction, Skill, Sticky, Subagent, TextMatch, Tool, ToolAnnotations, Transport, Variant,
+    Worker,
 };
 pub use names::{RESERVED_SLUGS, did_you_mean, is_valid_slug, is_valid_tool_name};
 pub use tools::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TOOL_TIMEOUT};

@@ -86,6 +86,10 @@ pub struct Agent {
     pub hooks: Vec<Hook>,
     pub schedules: Vec<Schedule>,
     pub experiments: Vec<Experiment>,
+    /// `artifacts.toml`: the kinds of records the agent keeps; `None`
+    /// when the file is absent (kinds are then free-form).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifacts: Option<Artifacts>,
     /// Files seeded into every session workspace, relative to
     /// `sandbox/workspace/`.
     pub sandbox_files: Vec<String>,
@@ -1040,6 +1044,37 @@ pub enum ScheduleAction {
     /// (`ServeOptions::schedule_handler`); serving without it is a
     /// startup error.
     Handler { name: String },
+}
+
+/// `artifacts.toml`: the kinds of artifacts an agent keeps.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Artifacts {
+    pub path: String,
+    /// Offer the model the built-in `tag_artifact` tool.
+    pub agent_tool: bool,
+    /// Keep at most this many (the least recently updated go first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max: Option<u64>,
+    /// The declared kinds, by name; tagging another kind is refused.
+    pub kinds: Vec<ArtifactKind>,
+}
+
+impl Artifacts {
+    pub fn kind(&self, name: &str) -> Option<&ArtifactKind> {
+        self.kinds.iter().find(|k| k.name == name)
+    }
+}
+
+/// One `[kinds.<name>]` of `artifacts.toml`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactKind {
+    pub name: String,
+    pub description: String,
+    /// The JSON Schema (draft 2020-12) its data must match.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema: Option<serde_json::Value>,
 }
 
 /// An A/B experiment: `ab.toml` (id `ab`) or `ab/<id>.toml`.

@@ -6,17 +6,18 @@ use std::sync::Arc;
 use agentkit_events::NewEvent;
 use agentkit_protocol::{Event, SessionId};
 use agentkit_store::{
-    AbFeedback, AbTotals, AbTurn, AgentStores, KvRow, Mail, MailSignal, MailState, PageQuery,
-    ReminderRecord, SessionRow, SharedAb, SharedBackend, SharedError, SharedFollow, SharedIndex,
-    SharedKv, SharedLeases, SharedLog, SharedMailbox, SharedReminders, SharedTicks, StoreFuture,
+    AbFeedback, AbTotals, AbTurn, AgentStores, ArtifactQuery, ArtifactRow, KvRow, Mail, MailSignal,
+    MailState, PageQuery, ReminderRecord, SessionRow, SharedAb, SharedArtifacts, SharedBackend,
+    SharedError, SharedFollow, SharedIndex, SharedKv, SharedLeases, SharedLog, SharedMailbox,
+    SharedReminders, SharedTicks, StoreFuture, Tagged,
 };
 use futures_util::FutureExt;
 use tokio::sync::broadcast;
 
 use crate::error::Error;
 use crate::{
-    AbTable, Database, KvTable, Leases, Mailbox, PgEventStore, PgSubscription, ReminderTable,
-    SessionIndex,
+    AbTable, ArtifactTable, Database, KvTable, Leases, Mailbox, PgEventStore, PgSubscription,
+    ReminderTable, SessionIndex,
 };
 
 impl From<Error> for SharedError {
@@ -95,6 +96,7 @@ impl SharedBackend for PgBackend {
             }),
             ab: Arc::new(AbTable::new(db.clone(), slug)),
             kv: Arc::new(KvTable::new(db.clone(), slug)),
+            artifacts: Arc::new(ArtifactTable::new(db.clone(), slug)),
         }
     }
 }
@@ -155,6 +157,10 @@ impl SharedFollow for PgSubscription {
 }
 
 impl SharedIndex for SessionIndex {
+    fn delete<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        seam(SessionIndex::delete(self, id))
+    }
+
     fn put_detached(&self, row: SessionRow) {
         let index = self.clone();
         tokio::spawn(async move {
@@ -464,5 +470,23 @@ impl SharedKv for KvTable {
 
     fn list<'a>(&'a self, prefix: &'a str, limit: i64, now: i64) -> StoreFuture<'a, Vec<KvRow>> {
         seam(KvTable::list(self, prefix, limit, now))
+    }
+}
+
+impl SharedArtifacts for ArtifactTable {
+    fn tag<'a>(&'a self, row: &'a ArtifactRow, max: Option<i64>) -> StoreFuture<'a, Tagged> {
+        seam(ArtifactTable::tag(self, row, max))
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<ArtifactRow>> {
+        seam(ArtifactTable::get(self, id))
+    }
+
+    fn page<'a>(&'a self, query: ArtifactQuery<'a>) -> StoreFuture<'a, Vec<ArtifactRow>> {
+        seam(ArtifactTable::page(self, query))
+    }
+
+    fn delete_session<'a>(&'a self, session: &'a str) -> StoreFuture<'a, u64> {
+        seam(ArtifactTable::delete_session(self, session))
     }
 }

@@ -62,6 +62,7 @@ WHERE agentkit_leases.owner = EXCLUDED.owner
 }
 
 mod ab;
+mod artifacts;
 mod backend;
 mod database;
 mod error;
@@ -81,6 +82,7 @@ pub use ab::AbTable;
 pub use agentkit_store::{
     AbTotals, AbTurn, KvRow, Mail, MailSignal, MailState, ReminderRecord, SessionRow,
 };
+pub use artifacts::ArtifactTable;
 pub use backend::PgBackend;
 pub use database::{Database, redacted};
 pub use error::{Error, Result};

@@ -81,6 +81,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "session_updated_at",
         sql: include_str!("../migrations/0013_session_updated_at.sql"),
     },
+    Migration {
+        version: 14,
+        name: "artifacts",
+        sql: include_str!("../migrations/0014_artifacts.sql"),
+    },
 ];
 
 /// The advisory lock every migrating host takes (`agentkit` migrations).

@@ -86,19 +86,6 @@ impl SessionIndex {
         }
     }
 
-    /// Removes session `id`.
-    pub async fn delete(&self, id: &str) -> Result<()> {
-        let client = self.db.client().await?;
-        client
-            .execute(
-                "DELETE FROM agentkit_sessions WHERE agent = $1 AND id = $2",
-                &[&self.agent, &id],
-            )
-            .await
-            .map_err(Error::query("delete a session"))?;
-        Ok(())
-    }
-
     /// The metadata of session `id`.
     pub async fn get(&self, id: &str) -> Result<Option<String>> {
         let client = self.db.client().await?;
@@ -164,6 +151,35 @@ impl SessionIndex {
         args.push(&q.limit);
         sql.push_str(&format!(" ORDER BY s.id DESC LIMIT ${}", args.len()));
         self.metas(&sql, &args).await
+    }
+
+    /// Deletes session `id`: its row, its log (events and length) and its
+    /// lease, in one transaction. True when it had a row.
+    pub async fn delete(&self, id: &str) -> Result<bool> {
+        let mut client = self.db.client().await?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(Error::query("begin deleting a session"))?;
+        for table in ["agentkit_events", "agentkit_logs", "agentkit_leases"] {
+            tx.execute(
+                &format!("DELETE FROM {table} WHERE agent = $1 AND session_id = $2"),
+                &[&self.agent, &id],
+            )
+            .await
+            .map_err(Error::query("delete a session's log"))?;
+        }
+        let rows = tx
+            .execute(
+                "DELETE FROM agentkit_sessions WHERE agent = $1 AND id = $2",
+                &[&self.agent, &id],
+            )
+            .await
+            .map_err(Error::query("delete a session"))?;
+        tx.commit()
+            .await
+            .map_err(Error::query("commit deleting a session"))?;
+        Ok(rows > 0)
     }
 
     /// How many sessions of the agent the database holds.

@@ -438,6 +438,92 @@ pub struct PageQuery {
     pub cursor: Option<String>,
 }
 
+/// One artifact: a record the agent keeps beyond its conversation,
+/// tagged by the model (`tag_artifact`) or by host code.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Artifact {
+    pub id: String,
+    pub kind: String,
+    /// Tagging the same kind and key again updates this artifact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    pub data: Value,
+    pub session_id: String,
+    /// The turn that tagged it (or the session's last, for host code).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// RFC 3339, UTC, milliseconds.
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// `GET /v1/artifacts` and `GET /v1/session/:id/artifacts`: one page,
+/// newest first (by creation).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ArtifactList {
+    pub ok: bool,
+    pub artifacts: Vec<Artifact>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(
+        default,
+        rename = "nextCursor",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub next_cursor: Option<String>,
+}
+
+/// The query of `GET /v1/artifacts` (a session's list takes `kind`,
+/// `limit` and `cursor`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactListQuery {
+    /// Only artifacts of this kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Only artifacts of this session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// How many (at most): [`SESSION_PAGE_DEFAULT`] when absent, at most
+    /// [`SESSION_PAGE_MAX`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// The previous page's `nextCursor` (opaque).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+/// `DELETE /v1/session/:id`: the session and everything it kept are gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SessionDeleted {
+    pub ok: bool,
+    pub session_id: String,
+}
+
+/// What host code tags (the host bridge's `POST /v1/artifacts`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TagArtifact {
+    /// The session it belongs to; the calling tool's session when absent
+    /// (a call credential's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// A declared kind (`artifacts.toml`), or any kind when none are
+    /// declared (`artifact` when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Tagging the same kind and key again updates that artifact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    pub data: Value,
+}
+
 /// The page size of `GET /v1/sessions` (and of every list) when the query
 /// sets none.
 pub const SESSION_PAGE_DEFAULT: u32 = 100;

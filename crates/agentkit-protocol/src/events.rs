@@ -66,6 +66,7 @@ event_types! {
     SubagentCompleted => "subagent.completed", "A subagent finished its delegated work.";
     SubagentStep => "subagent.step", "A subagent's model step ended: its model, duration, usage and finish reason.";
     ContextCompacted => "context.compacted", "Older turns were summarised so later requests fit the model's context window.";
+    ArtifactTagged => "artifact.tagged", "An artifact was tagged (created, or updated by its kind and key) by the model or by host code.";
 }
 
 impl fmt::Display for EventType {
@@ -119,6 +120,6 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), len);
-        assert_eq!(len, 25);
+        assert_eq!(len, 26);
     }
 }

@@ -207,6 +207,25 @@ pub struct ContextCompacted {
     pub cost_usd: Option<f64>,
 }
 
+/// `artifact.tagged`: an artifact was created, or updated (`updated`) as
+/// the one of its `kind` and `key`, by the model's `tag_artifact` call
+/// (`callId`) or by host code.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ArtifactTagged {
+    pub artifact_id: String,
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    pub data: Value,
+    /// True when an artifact of this kind and key existed and was replaced.
+    #[serde(skip_serializing_if = "is_false")]
+    pub updated: bool,
+    /// The `tag_artifact` call that tagged it, when the model did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+}
+
 /// `reasoning.appended`, and `message.appended` (whose `text` is the
 /// message so far, rebuilt by the store when read).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -382,6 +401,7 @@ pub enum EventData {
     SubagentCompleted(SubagentCompleted),
     SubagentStep(SubagentStep),
     ContextCompacted(ContextCompacted),
+    ArtifactTagged(ArtifactTagged),
     /// A payload that does not fit its type, kept as it was.
     Unknown {
         event_type: EventType,
@@ -441,6 +461,7 @@ impl EventData {
             EventType::SubagentCompleted => read(t, data, EventData::SubagentCompleted),
             EventType::SubagentStep => read(t, data, EventData::SubagentStep),
             EventType::ContextCompacted => read(t, data, EventData::ContextCompacted),
+            EventType::ArtifactTagged => read(t, data, EventData::ArtifactTagged),
         }
     }
 
@@ -472,6 +493,7 @@ impl EventData {
             EventData::SubagentCompleted(_) => EventType::SubagentCompleted,
             EventData::SubagentStep(_) => EventType::SubagentStep,
             EventData::ContextCompacted(_) => EventType::ContextCompacted,
+            EventData::ArtifactTagged(_) => EventType::ArtifactTagged,
             EventData::Unknown { event_type, .. } => *event_type,
         }
     }
@@ -509,6 +531,7 @@ impl EventData {
             EventData::SubagentCompleted(p) => value(p),
             EventData::SubagentStep(p) => value(p),
             EventData::ContextCompacted(p) => value(p),
+            EventData::ArtifactTagged(p) => value(p),
             EventData::Unknown { data, .. } => data.clone(),
         }
     }

@@ -32,11 +32,14 @@ mod ab_stats;
 mod admission;
 mod approval_gate;
 mod approvals;
+mod artifacts;
+mod artifacts_local;
 mod clock;
 mod command;
 mod context;
 mod cost;
 mod db;
+mod deletion;
 mod dispatch;
 mod emit;
 mod error;
@@ -73,8 +76,13 @@ pub use ab_metrics::{EVAL_LABEL, Experiments};
 pub use agentkit_harness::{CallOrigin, CallPrincipal, Decision, DynTool, RustTool, ToolSource};
 pub use agentkit_store::{SharedBackend, memory::MemoryBackend};
 pub use approvals::{Approvals, PendingApproval};
+pub use artifacts::{
+    ArtifactFilter, ArtifactPage, Artifacts, DEFAULT_KIND as DEFAULT_ARTIFACT_KIND,
+    MAX_ARTIFACT_BYTES, MAX_ARTIFACT_KEY_BYTES, TAG_TOOL, TagRequest,
+};
 pub use clock::{BoxFuture, Clock, ManualClock, SystemClock};
 pub use command::CommandOutcome;
+pub use deletion::Retention;
 pub use error::{Error, InputError, Result};
 pub use fold::conversation;
 pub use fork::Forks;

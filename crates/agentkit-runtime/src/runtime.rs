@@ -570,6 +570,7 @@ impl AgentRuntime {
                 }
             }
         }
+        out.extend(self.retention().artifacts().tool());
         out
     }
 

@@ -9,8 +9,8 @@
 //! ([`SharedIndex`]), one writer per session ([`SharedLeases`]), requests
 //! routed to the host holding a session ([`SharedMailbox`]), reminders
 //! ([`SharedReminders`]), once-only records and the day's usage
-//! ([`SharedTicks`]), A/B rows ([`SharedAb`]) and the host bridge's kv
-//! ([`SharedKv`]).
+//! ([`SharedTicks`]), A/B rows ([`SharedAb`]), the host bridge's kv
+//! ([`SharedKv`]) and the agent's artifacts ([`SharedArtifacts`]).
 //!
 //! Two backends implement them: PostgreSQL (`agentkit-pg`, wired by the
 //! facade) and [`memory::MemoryBackend`], which keeps everything in this
@@ -82,6 +82,7 @@ pub struct AgentStores {
     pub ticks: Arc<dyn SharedTicks>,
     pub ab: Arc<dyn SharedAb>,
     pub kv: Arc<dyn SharedKv>,
+    pub artifacts: Arc<dyn SharedArtifacts>,
 }
 
 /// The agent's session logs: contiguous indices per session, appended
@@ -193,6 +194,14 @@ pub trait SharedIndex: Send + Sync + Debug {
     fn count(&self) -> StoreFuture<'_, u64>;
     /// The metadata of every parked session.
     fn parked(&self) -> StoreFuture<'_, Vec<String>>;
+    /// Deletes session `id` from the store, in one transaction: its row,
+    /// its log and its lease. True when it had a row. A host's own index
+    /// (whose logs are files the runtime deletes) need not implement it.
+    fn delete<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(std::future::ready(Err(SharedError::Failed {
+            message: format!("this session index cannot delete session `{id}`"),
+        })))
+    }
 }
 
 /// One writer per session: the host holding a session's lease is the
@@ -483,4 +492,59 @@ pub trait SharedKv: Send + Sync + Debug {
     fn delete<'a>(&'a self, key: &'a str, now: i64) -> StoreFuture<'a, bool>;
     /// Live entries under `prefix`, in key order.
     fn list<'a>(&'a self, prefix: &'a str, limit: i64, now: i64) -> StoreFuture<'a, Vec<KvRow>>;
+}
+
+/// One artifact's row. `data` is JSON text; `principal_id` is the
+/// principal owning the session that tagged it last (who may list it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactRow {
+    pub id: String,
+    pub kind: String,
+    pub key: Option<String>,
+    pub data: String,
+    pub session_id: String,
+    pub principal_id: String,
+    pub turn_id: Option<String>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+/// Which artifacts a page holds: newest first by id (ids sort by
+/// creation time), before the `before` id.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ArtifactQuery<'a> {
+    pub principal: Option<&'a str>,
+    pub session: Option<&'a str>,
+    pub kind: Option<&'a str>,
+    pub before: Option<&'a str>,
+    pub limit: i64,
+}
+
+/// What [`SharedArtifacts::tag`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tagged {
+    /// The stored row: the given one, or the existing artifact of its kind
+    /// and key with the given data, session, turn and update time (its id
+    /// and creation time kept).
+    pub row: ArtifactRow,
+    /// An artifact of this kind and key existed and was replaced.
+    pub updated: bool,
+    /// How many of the least recently updated artifacts went to keep
+    /// `max`.
+    pub evicted: u64,
+}
+
+/// The agent's artifacts: records its sessions keep beyond their logs.
+pub trait SharedArtifacts: Send + Sync + Debug {
+    /// Stores `row`; with a `key`, the artifact of the same kind and key
+    /// is updated instead of a new one made. With `max`, the least
+    /// recently updated artifacts beyond it are deleted in the same
+    /// transaction.
+    fn tag<'a>(&'a self, row: &'a ArtifactRow, max: Option<i64>) -> StoreFuture<'a, Tagged>;
+    /// One artifact by id.
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<ArtifactRow>>;
+    /// A page, newest first.
+    fn page<'a>(&'a self, query: ArtifactQuery<'a>) -> StoreFuture<'a, Vec<ArtifactRow>>;
+    /// Deletes every artifact of `session`; how many.
+    fn delete_session<'a>(&'a self, session: &'a str) -> StoreFuture<'a, u64>;
 }

@@ -14,10 +14,10 @@ use agentkit_protocol::{Event, SessionId};
 use tokio::sync::{Notify, broadcast};
 
 use crate::{
-    AbFeedback, AbTotals, AbTurn, Activity, AgentStores, KvRow, Mail, MailSignal, MailState,
-    PageQuery, ReminderRecord, Result, SessionRow, SharedAb, SharedBackend, SharedError,
-    SharedFollow, SharedIndex, SharedKv, SharedLeases, SharedLog, SharedMailbox, SharedReminders,
-    SharedTicks, StoreFuture,
+    AbFeedback, AbTotals, AbTurn, Activity, AgentStores, ArtifactQuery, ArtifactRow, KvRow, Mail,
+    MailSignal, MailState, PageQuery, ReminderRecord, Result, SessionRow, SharedAb,
+    SharedArtifacts, SharedBackend, SharedError, SharedFollow, SharedIndex, SharedKv, SharedLeases,
+    SharedLog, SharedMailbox, SharedReminders, SharedTicks, StoreFuture, Tagged,
 };
 
 /// One host's handle on an in-memory shared store. Cheap to clone.
@@ -53,6 +53,8 @@ struct Data {
     turns: HashMap<(String, String, String), AbTurn>,
     feedback: Vec<Feedback>,
     kv: BTreeMap<Key, (String, Option<i64>)>,
+    /// By (agent, id).
+    artifacts: BTreeMap<Key, ArtifactRow>,
 }
 
 #[derive(Debug, Clone)]
@@ -164,7 +166,8 @@ impl SharedBackend for MemoryBackend {
             reminders: part.clone(),
             ticks: part.clone(),
             ab: part.clone(),
-            kv: part,
+            kv: part.clone(),
+            artifacts: part,
         }
     }
 }
@@ -353,6 +356,14 @@ fn created_at(meta: &str) -> Option<String> {
 }
 
 impl SharedIndex for Part {
+    fn delete<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        let k = self.key(id);
+        let mut data = self.data();
+        data.logs.remove(&k);
+        data.leases.remove(&k);
+        ready(Ok(data.sessions.remove(&k).is_some()))
+    }
+
     fn put_detached(&self, row: SessionRow) {
         if let Err(e) = futures_util::FutureExt::now_or_never(self.put(&row)).unwrap_or(Ok(())) {
             tracing::warn!(error = %e, "cannot update the session index");
@@ -905,6 +916,84 @@ impl Part {
             })
             .map(|a| (a.session.clone(), a.purpose.as_deref() == Some("eval")))
             .collect()
+    }
+}
+
+impl SharedArtifacts for Part {
+    fn tag<'a>(&'a self, row: &'a ArtifactRow, max: Option<i64>) -> StoreFuture<'a, Tagged> {
+        let mut data = self.data();
+        let agent = self.agent.clone();
+        let existing = row.key.as_ref().and_then(|k| {
+            data.artifacts
+                .iter()
+                .find(|((a, _), r)| *a == agent && r.kind == row.kind && r.key.as_ref() == Some(k))
+                .map(|(_, r)| r.clone())
+        });
+        let (stored, updated) = match existing {
+            Some(old) => (
+                ArtifactRow {
+                    id: old.id,
+                    created_at_ms: old.created_at_ms,
+                    ..row.clone()
+                },
+                true,
+            ),
+            None => (row.clone(), false),
+        };
+        data.artifacts
+            .insert(key(&agent, &stored.id), stored.clone());
+        let mut evicted = 0;
+        if let Some(max) = max {
+            let mut mine: Vec<(i64, String)> = data
+                .artifacts
+                .iter()
+                .filter(|((a, _), _)| *a == agent)
+                .map(|((_, id), r)| (r.updated_at_ms, id.clone()))
+                .collect();
+            let over = mine.len().saturating_sub(usize::try_from(max).unwrap_or(0));
+            mine.sort();
+            for (_, id) in mine.into_iter().take(over) {
+                data.artifacts.remove(&key(&agent, &id));
+                evicted += 1;
+            }
+        }
+        ready(Ok(Tagged {
+            row: stored,
+            updated,
+            evicted,
+        }))
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<ArtifactRow>> {
+        ready(Ok(self.data().artifacts.get(&self.key(id)).cloned()))
+    }
+
+    fn page<'a>(&'a self, q: ArtifactQuery<'a>) -> StoreFuture<'a, Vec<ArtifactRow>> {
+        let data = self.data();
+        let rows = data
+            .artifacts
+            .iter()
+            .rev()
+            .filter(|((a, id), r)| {
+                *a == self.agent
+                    && q.before.is_none_or(|b| id.as_str() < b)
+                    && q.principal.is_none_or(|p| r.principal_id == p)
+                    && q.session.is_none_or(|s| r.session_id == s)
+                    && q.kind.is_none_or(|k| r.kind == k)
+            })
+            .take(usize::try_from(q.limit).unwrap_or(0))
+            .map(|(_, r)| r.clone())
+            .collect();
+        ready(Ok(rows))
+    }
+
+    fn delete_session<'a>(&'a self, session: &'a str) -> StoreFuture<'a, u64> {
+        let mut data = self.data();
+        let before = data.artifacts.len();
+        let agent = self.agent.clone();
+        data.artifacts
+            .retain(|(a, _), r| *a != agent || r.session_id != session);
+        ready(Ok((before - data.artifacts.len()) as u64))
     }
 }
 

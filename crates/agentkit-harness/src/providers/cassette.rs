@@ -736,6 +736,7 @@ mod tests {
             hooks: Vec::new(),
             schedules: Vec::new(),
             experiments: Vec::new(),
+            artifacts: None,
             sandbox_files: Vec::new(),
             env_refs: Vec::new(),
         });

@@ -9,6 +9,7 @@ use super::*;
 /// Every folder under `fixtures/invalid/` that the tests discover.
 pub(crate) const INVALID_AREAS: &[&str] = &[
     "ab",
+    "artifacts",
     "channels",
     "config",
     "connections",

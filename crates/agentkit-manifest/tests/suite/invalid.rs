@@ -58,16 +58,16 @@ fn layout_unknown() {
     check(
         "layout/unknown",
         expect![[r#"
-        agent/channels/README.md: warning[unknown-entry]: `README.md` is not a channel definition; it is ignored (hint: channels are channels/<id>.toml with `[[routes]]`, or `kind = "github"`)
-        agent/evals: warning[unknown-entry]: `agent/evals/` is ignored: evals live in the project's `evals/` folder, beside `agent/` (hint: move it up one level)
-        agent/notes.txt: warning[unknown-entry]: unknown file `notes.txt`; agentkit does not discover it (hint: known here: agent.toml, instructions.md, instructions, tools, skills, mcp-connections, subagents, channels, hooks, schedules, ab.toml, ab, sandbox, lib; put shared files in `lib/`)
-        agent/reminders: warning[unsupported]: `reminders`: file-defined reminders are not supported; reminders are created at runtime
-        agent/sandbox/data.csv: warning[unknown-entry]: unknown file `data.csv`; agentkit does not discover it (hint: known here: workspace; put shared files in `lib/`)
-        agent/schedules/notes.txt: warning[unknown-entry]: `notes.txt` is not a schedule; it is ignored (hint: schedules are `<id>.md` with `cron:` frontmatter or `<id>.toml`)
-        agent/skills/notes.txt: warning[unknown-entry]: `notes.txt` is not a skill; skills are `<name>.md` files or `<name>/SKILL.md` folders
-        agent/subagents/notes.md: warning[unknown-entry]: `notes.md` is not a subagent; subagents are folders (hint: create `subagents/notes/agent.toml` with `description`, and `instructions.md`)
-        agent/tool: warning[unknown-entry]: unknown folder `tool`; agentkit does not discover it (hint: did you mean `tools`?)
-    "#]],
+            agent/channels/README.md: warning[unknown-entry]: `README.md` is not a channel definition; it is ignored (hint: channels are channels/<id>.toml with `[[routes]]`, or `kind = "github"`)
+            agent/evals: warning[unknown-entry]: `agent/evals/` is ignored: evals live in the project's `evals/` folder, beside `agent/` (hint: move it up one level)
+            agent/notes.txt: warning[unknown-entry]: unknown file `notes.txt`; agentkit does not discover it (hint: known here: agent.toml, instructions.md, instructions, tools, skills, mcp-connections, subagents, channels, hooks, schedules, ab.toml, ab, artifacts.toml, sandbox, lib; put shared files in `lib/`)
+            agent/reminders: warning[unsupported]: `reminders`: file-defined reminders are not supported; reminders are created at runtime
+            agent/sandbox/data.csv: warning[unknown-entry]: unknown file `data.csv`; agentkit does not discover it (hint: known here: workspace; put shared files in `lib/`)
+            agent/schedules/notes.txt: warning[unknown-entry]: `notes.txt` is not a schedule; it is ignored (hint: schedules are `<id>.md` with `cron:` frontmatter or `<id>.toml`)
+            agent/skills/notes.txt: warning[unknown-entry]: `notes.txt` is not a skill; skills are `<name>.md` files or `<name>/SKILL.md` folders
+            agent/subagents/notes.md: warning[unknown-entry]: `notes.md` is not a subagent; subagents are folders (hint: create `subagents/notes/agent.toml` with `description`, and `instructions.md`)
+            agent/tool: warning[unknown-entry]: unknown folder `tool`; agentkit does not discover it (hint: did you mean `tools`?)
+        "#]],
     );
 }
 
@@ -278,6 +278,26 @@ fn ab() {
             variants/agent/ab/traffic.toml:1:1: error[invalid-experiment]: `traffic` is 1.5; it is the enrolled fraction, from 0 to 1 (hint: an experiment has `traffic` (0–1) and two or more `[[variants]]` with unique `id` and positive `weight`)
             variants/agent/ab/traffic.toml:4:1: error[invalid-experiment]: variant id `a` appears twice (hint: an experiment has `traffic` (0–1) and two or more `[[variants]]` with unique `id` and positive `weight`)
         "#]],
+    );
+}
+
+/// `artifacts.toml`: a schema that does not compile or is not a table,
+/// a kind without a description, `agent_tool` without kinds, a bad `max`
+/// and kind name, and an unknown field; `fine` has nothing to report.
+#[test]
+fn artifacts() {
+    check(
+        "artifacts",
+        expect![[r#"
+        bad-schema/agent/artifacts.toml:5:1: error[invalid-schema]: artifact kind `finding`: `schema` is not a valid JSON Schema: "integr" is not valid under any of the schemas listed in the 'anyOf' keyword at `/properties/line/type` (hint: `schema` is a JSON Schema (draft 2020-12) written as a table, e.g. schema = { type = "object", required = ["file"] })
+        bad-schema/agent/artifacts.toml:9:1: error[invalid-schema]: artifact kind `note`: `schema` must be a table (a JSON Schema object) (hint: `schema` is a JSON Schema (draft 2020-12) written as a table, e.g. schema = { type = "object", required = ["file"] })
+        bad-values/agent/artifacts.toml:1:1: error[invalid-value]: `max` is 0; it is how many artifacts to keep, at least 1 (hint: leave `max` out to keep every artifact)
+        bad-values/agent/artifacts.toml:3:1: error[invalid-name]: artifact kind `bad kind` is not a valid name (hint: a kind is letters, digits, `_` and `-`, starting with a letter or digit, at most 64 characters)
+        no-description/agent/artifacts.toml:1:1: error[missing-description]: artifact kind `finding` has no description (hint: say what one such record is, e.g. description = "A review finding posted on a pull request"; the model reads it)
+        no-description/agent/artifacts.toml:5:1: error[missing-description]: artifact kind `journal` has no description (hint: say what one such record is, e.g. description = "A review finding posted on a pull request"; the model reads it)
+        tool-without-kinds/agent/artifacts.toml:2:1: error[missing-field]: `agent_tool = true` offers the model `tag_artifact`, which needs at least one kind (hint: declare a kind: [kinds.finding] with `description` (and an optional `schema`))
+        unknown-field/agent/artifacts.toml:1:1: error[unknown-field]: unknown field `retention` (hint: known fields: agent_tool, max, kinds)
+    "#]],
     );
 }
 

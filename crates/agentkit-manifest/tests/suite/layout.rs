@@ -113,6 +113,6 @@ fn scripted_model_files_are_not_unknown_entries() {
     let d = discover_ok(&t.path().join("bot"));
     assert_eq!(
         render(&d),
-        "agent/stray.json: warning[unknown-entry]: unknown file `stray.json`; agentkit does not discover it (hint: known here: agent.toml, instructions.md, instructions, tools, skills, mcp-connections, subagents, channels, hooks, schedules, ab.toml, ab, sandbox, lib; put shared files in `lib/`)\n"
+        "agent/stray.json: warning[unknown-entry]: unknown file `stray.json`; agentkit does not discover it (hint: known here: agent.toml, instructions.md, instructions, tools, skills, mcp-connections, subagents, channels, hooks, schedules, ab.toml, ab, artifacts.toml, sandbox, lib; put shared files in `lib/`)\n"
     );
 }

@@ -31,6 +31,8 @@
 //! | POST | `/v1/reminders` | a prompt-form reminder (`ReminderRequest` JSON) |
 //! | DELETE | `/v1/reminders/{id}` | cancels one |
 //! | POST | `/v1/github` | one GitHub REST call with a github channel's credentials |
+//! | GET | `/v1/artifacts?kind=&session=&limit=&cursor=` | the agent's artifacts, newest first; `nextCursor` |
+//! | POST | `/v1/artifacts` | `{sessionId?, kind?, key?, data}` tags one (the calling session's by default) |
 //! | POST | `/v1/send` | `HostSend` JSON: create or continue a session; `{sessionId, continuationToken, isNew}` |
 //! | GET | `/v1/sessions/{id}` | a session's channel, key, owner, title, busy |
 //! | POST | `/v1/sessions/{id}/messages` | `{text}` appends an assistant message (no model turn) |
@@ -205,6 +207,7 @@ pub(crate) fn spawn(
         .route("/v1/reminders/{id}", delete(reminders_cancel))
         .route("/v1/github", post(github_request))
         .route("/v1/slack", post(slack_request))
+        .route("/v1/artifacts", get(artifacts_list).post(artifacts_tag))
         .route("/v1/send", post(send))
         .route("/v1/sessions/{id}", get(session_get))
         .route("/v1/sessions/{id}/messages", post(session_emit))
@@ -501,6 +504,72 @@ async fn mcp_call(
         .await
         .map_err(mcp_failed)?;
     ok("result", result.to_json())
+}
+
+/// The cursor kind of the bridge's artifact pages (the public route's).
+const ARTIFACT_CURSOR: &str = "r1";
+
+/// `GET /v1/artifacts?kind=&session=&limit=&cursor=`: every artifact of
+/// the agent (host code sees all sessions'), newest first.
+async fn artifacts_list(caller: Caller, uri: axum::http::Uri) -> Reply {
+    let Query(q) =
+        Query::<agentkit_protocol::api::ArtifactListQuery>::try_from_uri(&uri).map_err(|e| {
+            error(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::BadRequest,
+                format!("invalid query: {}", e.body_text()),
+            )
+        })?;
+    let page = super::paging::page_query(ARTIFACT_CURSOR, q.limit, q.cursor.as_deref())?;
+    let filter = agentkit_runtime::ArtifactFilter {
+        kind: q.kind.filter(|k| !k.is_empty()),
+        session: q.session.filter(|s| !s.is_empty()),
+        limit: page.limit,
+        after: page.after,
+    };
+    let page = caller.services.artifacts.list(filter).await?;
+    let list = agentkit_protocol::api::ArtifactList {
+        ok: true,
+        artifacts: page.artifacts,
+        next_cursor: page
+            .next
+            .as_deref()
+            .map(|id| super::paging::cursor_of(ARTIFACT_CURSOR, id)),
+    };
+    Ok(axum::Json(list).into_response())
+}
+
+/// `POST /v1/artifacts` `{sessionId?, kind?, key?, data}`: tags an
+/// artifact in the named session, else the calling tool's; `{ok,
+/// artifact}`. A kind not declared, or data not matching its schema, is
+/// `400` naming why.
+async fn artifacts_tag(caller: Caller, bytes: Bytes) -> Reply {
+    let req: agentkit_protocol::api::TagArtifact =
+        body(&bytes, "{\"sessionId\"?, \"kind\"?, \"key\"?, \"data\"}")?;
+    let session = match req.session_id {
+        Some(id) => id,
+        None if !caller.session.is_empty() => caller.session.clone(),
+        None => {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::BadRequest,
+                "`sessionId` is required outside a session's tool call",
+            ));
+        }
+    };
+    let tagged = caller
+        .services
+        .artifacts
+        .tag(
+            &session,
+            agentkit_runtime::TagRequest {
+                kind: req.kind,
+                key: req.key,
+                data: req.data,
+            },
+        )
+        .await?;
+    ok("artifact", tagged)
 }
 
 async fn reminders_list(caller: Caller) -> Reply {

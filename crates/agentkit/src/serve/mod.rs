@@ -28,11 +28,13 @@ mod ab;
 mod agent;
 mod agui;
 mod api;
+mod artifacts;
 mod auth;
 mod bridge;
 mod channels;
 mod connection_tools;
 mod context;
+mod deletion;
 mod depths;
 mod dev;
 mod dev_evals;
@@ -63,7 +65,8 @@ pub use handle::ServeHandle;
 pub use limits::Rate;
 pub use options::{EnvFn, EnvLookup, Mode, ServeOptions};
 pub use services::{
-    HostGithub, HostMcp, HostReminders, HostSend, HostSent, HostServices, HostSessions, HostSlack,
+    HostArtifacts, HostGithub, HostMcp, HostReminders, HostSend, HostSent, HostServices,
+    HostSessions, HostSlack,
 };
 pub use telemetry::{OtlpProtocol, TelemetryOptions};
 

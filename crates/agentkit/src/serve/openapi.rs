@@ -185,6 +185,13 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         op("get", "/v1/session/{sessionId}", "sessions", "The session's metadata")
             .answer(Answer::Json(schema_of::<SessionInfo>(g))),
         op(
+            "delete",
+            "/v1/session/{sessionId}",
+            "sessions",
+            "Delete the session: stop its turn, then remove its log, workspace, index row and artifacts",
+        )
+        .answer(Answer::Json(schema_of::<agentkit_protocol::api::SessionDeleted>(g))),
+        op(
             "post",
             "/v1/session/{sessionId}/stop",
             "sessions",
@@ -284,6 +291,22 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         .answer(Answer::Json(schema_of::<FeedbackRecorded>(g))),
         op("get", "/v1/ab", "ab", "Every experiment's per-variant metrics")
             .answer(Answer::Json(schema_of::<AbReport>(g))),
+        op(
+            "get",
+            "/v1/artifacts",
+            "artifacts",
+            "The caller's artifacts (every one for an operator), newest first",
+        )
+        .query(query_of::<agentkit_protocol::api::ArtifactListQuery>(g))
+        .answer(Answer::Json(schema_of::<agentkit_protocol::api::ArtifactList>(g))),
+        op(
+            "get",
+            "/v1/session/{sessionId}/artifacts",
+            "artifacts",
+            "One session's artifacts, newest first",
+        )
+        .query(query_of::<agentkit_protocol::api::ArtifactListQuery>(g))
+        .answer(Answer::Json(schema_of::<agentkit_protocol::api::ArtifactList>(g))),
         op("get", "/v1/health", "agent", "The agent is up and the caller admitted")
             .answer(Answer::Json(schema_of::<Health>(g))),
         op("get", "/v1/info", "agent", "The agent's discovered project")

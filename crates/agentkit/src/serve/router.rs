@@ -87,7 +87,9 @@ fn agent_router(agent: Mounted, health_auth: Health, shutdown: CancellationToken
         .route("/v1/session", post(api::create))
         .route(
             "/v1/session/{id}",
-            post(api::follow_up).get(api::session_info),
+            post(api::follow_up)
+                .get(api::session_info)
+                .delete(super::deletion::delete),
         )
         .route("/v1/session/{id}/stop", post(api::stop))
         .route("/v1/session/{id}/fork", post(api::fork))
@@ -106,6 +108,7 @@ fn agent_router(agent: Mounted, health_auth: Health, shutdown: CancellationToken
         .merge(dev::routes())
         .merge(super::context::routes())
         .merge(super::ab::routes())
+        .merge(super::artifacts::routes())
         .merge(super::evals::routes())
         .merge(super::a2a::routes())
         .merge(super::openai::routes())

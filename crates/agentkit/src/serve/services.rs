@@ -45,6 +45,8 @@ pub struct HostServices {
     /// Slack Web API access with the bot tokens of the agent's
     /// `kind = "slack"` channels.
     pub slack: HostSlack,
+    /// The agent's artifacts: tag one in a session, list them.
+    pub artifacts: HostArtifacts,
 }
 
 impl HostServices {
@@ -69,6 +71,7 @@ impl HostServices {
             github,
             sessions: HostSessions::default(),
             slack: HostSlack::default(),
+            artifacts: HostArtifacts::default(),
         }
     }
 
@@ -83,6 +86,7 @@ impl HostServices {
     pub(crate) fn attach(&self, runtime: &AgentRuntime) {
         let _ = self.reminders.runtime.set(runtime.downgrade());
         let _ = self.sessions.runtime.set(runtime.downgrade());
+        let _ = self.artifacts.runtime.set(runtime.downgrade());
     }
 
     /// Binds the sessions to the agent's mounted channels (so a send into
@@ -285,6 +289,52 @@ impl HostSessions {
         text: &str,
     ) -> std::result::Result<String, agentkit_runtime::Error> {
         self.runtime()?.emit_assistant_message(id, text).await
+    }
+}
+
+/// `host.artifacts`: tag an artifact in a session (checked against
+/// `artifacts.toml` as the model's `tag_artifact` is), list them (every
+/// session's: host code is not a principal).
+#[derive(Debug, Clone, Default)]
+pub struct HostArtifacts {
+    runtime: Arc<OnceLock<WeakRuntime>>,
+}
+
+impl HostArtifacts {
+    fn runtime(&self) -> std::result::Result<AgentRuntime, agentkit_runtime::Error> {
+        self.runtime
+            .get()
+            .and_then(WeakRuntime::upgrade)
+            .ok_or_else(|| agentkit_runtime::Error::NotAvailable {
+                message: "the agent's runtime has stopped".into(),
+            })
+    }
+
+    /// Tags an artifact in session `session_id` (`400` for an undeclared
+    /// kind or data that does not match its schema); an `artifact.tagged`
+    /// event is recorded in the session's log.
+    pub async fn tag(
+        &self,
+        session_id: &str,
+        req: agentkit_runtime::TagRequest,
+    ) -> std::result::Result<agentkit_protocol::api::Artifact, agentkit_runtime::Error> {
+        self.runtime()?
+            .retention()
+            .artifacts()
+            .tag(session_id, req)
+            .await
+    }
+
+    /// One page of the agent's artifacts, newest first.
+    pub async fn list(
+        &self,
+        filter: agentkit_runtime::ArtifactFilter,
+    ) -> std::result::Result<agentkit_runtime::ArtifactPage, agentkit_runtime::Error> {
+        self.runtime()?
+            .retention()
+            .artifacts()
+            .list_all(filter)
+            .await
     }
 }
 

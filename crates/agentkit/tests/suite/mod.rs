@@ -4,6 +4,7 @@ mod a2a;
 mod ab;
 mod agui;
 mod approvals;
+mod artifacts;
 mod channel_api;
 mod channels;
 mod context;

@@ -153,6 +153,7 @@ fn every_route_of_the_agent_router_is_in_the_document_and_every_path_answers() {
             let req = match method.as_str() {
                 "get" => Request::get(&url),
                 "post" => Request::post(&url).header("content-type", "application/json"),
+                "delete" => Request::new("DELETE", &url),
                 other => panic!("unexpected method {other}"),
             };
             let r = h.send(req.bearer("sk-t"));
