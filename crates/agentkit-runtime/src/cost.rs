@@ -39,7 +39,7 @@ pub(crate) async fn turn_ended(rt: &AgentRuntime, session: &Arc<Session>, outcom
         } => (*usage, *cost_usd),
         // The row is written all the same: its last activity moves.
         TurnOutcome::Failed { .. } | TurnOutcome::Interrupted => {
-            rt.sessions().index_put_detached(&session.meta());
+            rt.sessions().index_touch(&session.meta());
             return;
         }
     };
@@ -61,7 +61,7 @@ pub(crate) async fn turn_ended(rt: &AgentRuntime, session: &Arc<Session>, outcom
         (meta.cost_usd, meta.cost_unknown)
     };
     if unknown {
-        rt.sessions().index_put_detached(&session.meta());
+        rt.sessions().index_touch(&session.meta());
         return;
     }
     let before = match stored {
@@ -71,7 +71,7 @@ pub(crate) async fn turn_ended(rt: &AgentRuntime, session: &Arc<Session>, outcom
             Ok((_, false)) => None,
             Err(e) => {
                 tracing::warn!(session = %session.id, error = %e, "cannot total the session's cost");
-                rt.sessions().index_put_detached(&session.meta());
+                rt.sessions().index_touch(&session.meta());
                 return;
             }
         },
@@ -85,5 +85,5 @@ pub(crate) async fn turn_ended(rt: &AgentRuntime, session: &Arc<Session>, outcom
     let mut meta = session.meta();
     meta.cost_usd = total.map(round);
     meta.cost_unknown = total.is_none();
-    rt.sessions().index_put_detached(&meta);
+    rt.sessions().index_touch(&meta);
 }

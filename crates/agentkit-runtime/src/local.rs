@@ -112,6 +112,21 @@ impl SharedIndex for LocalIndex {
             .write_detached(move |conn| crate::db::upsert_row(conn, &row));
     }
 
+    /// Only the metadata and the last activity are set, so of the index
+    /// table's indexes only the one on `updated_at` is written (an upsert
+    /// rewrites all five); a row not there yet is inserted whole.
+    fn put_activity(&self, row: SessionRow) {
+        self.db.write_detached(move |conn| {
+            let changed = conn
+                .prepare_cached("UPDATE sessions SET meta = ?2, updated_at = ?3 WHERE id = ?1")?
+                .execute(rusqlite::params![row.id, row.meta, row.updated_at])?;
+            if changed == 0 {
+                crate::db::upsert_row(conn, &row)?;
+            }
+            Ok(())
+        });
+    }
+
     fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<String>> {
         std::future::ready(self.lookup(id).map_err(|e| failed(&e))).boxed()
     }

@@ -145,6 +145,16 @@ impl Sessions<'_> {
         }
     }
 
+    /// [`index_put_detached`](Self::index_put_detached) at the end of a
+    /// turn: the row's keys are unchanged, its metadata and last activity
+    /// move.
+    pub(crate) fn index_touch(&self, meta: &SessionMeta) {
+        match crate::meta::row_of(meta) {
+            Ok(row) => self.rt.inner.index.put_activity(row),
+            Err(e) => tracing::warn!(error = %e, "cannot update the session index"),
+        }
+    }
+
     /// The loaded session `id`, if it is loaded (no index lookup).
     pub(crate) fn peek(&self, id: &str) -> Option<Arc<Session>> {
         self.rt.inner.registry.peek(id)

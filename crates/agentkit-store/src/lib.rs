@@ -184,6 +184,13 @@ pub trait SharedIndex: Send + Sync + Debug {
     /// call order where the backend can keep it (the local index: one
     /// writer queue).
     fn put_detached(&self, row: SessionRow);
+    /// [`put_detached`](Self::put_detached) of a row whose keys (channel,
+    /// continuation, owner, parked flag) have not changed since its last
+    /// put: only its metadata and last activity are new (the end of a
+    /// turn). A backend may write less for it.
+    fn put_activity(&self, row: SessionRow) {
+        self.put_detached(row);
+    }
     /// A session's metadata.
     fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<String>>;
     /// The id of the session a channel key continues.
