@@ -10,6 +10,7 @@ use crate::checks;
 use crate::diagnostic::{Code, Diagnostic};
 use crate::model::{
     AgentConfig, BUILTIN_TOOLS, HarnessConfig, LocalConfig, ModelSpec, Pricing, Provider,
+    SessionsConfig,
 };
 use crate::names;
 use crate::source::{Ctx, SourceText};
@@ -24,6 +25,7 @@ struct RawAgent {
     harness: Option<RawHarness>,
     output_schema: Option<toml::Value>,
     local: Option<RawLocal>,
+    sessions: Option<RawSessions>,
     /// Accepted from TypeScript-era projects; only the host reads it.
     cloud: Option<toml::Value>,
     /// Cursor-only settings, read so they warn instead of failing.
@@ -81,6 +83,14 @@ struct RawBudget {
 #[serde(deny_unknown_fields)]
 struct RawLocal {
     cwd: Option<String>,
+}
+
+/// `[sessions]`: how long settled sessions are kept.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSessions {
+    retention: Option<String>,
+    max_sessions: Option<u64>,
 }
 
 /// Reads `agent.toml` in `agent_dir`, if present. Returns the defaults
@@ -155,6 +165,9 @@ pub(crate) fn read_agent_config(ctx: &mut Ctx, agent_dir: &Path) -> (AgentConfig
         let project_dir = agent_dir.parent().unwrap_or(agent_dir);
         config.harness = read_harness(ctx, &src, h, project_dir);
     }
+    if let Some(sessions) = raw.sessions {
+        config.sessions = read_sessions(ctx, &src, sessions);
+    }
     if let Some(local) = raw.local
         && let Some(cwd) = local.cwd
     {
@@ -175,6 +188,46 @@ pub(crate) fn read_agent_config(ctx: &mut Ctx, agent_dir: &Path) -> (AgentConfig
         }
     }
     (config, true)
+}
+
+fn read_sessions(ctx: &mut Ctx, src: &SourceText, raw: RawSessions) -> SessionsConfig {
+    let mut out = SessionsConfig::default();
+    if let Some(t) = raw.retention {
+        match checks::parse_duration(&t) {
+            Ok(d) if d < std::time::Duration::from_secs(1) => ctx.push(
+                Diagnostic::error(
+                    Code::InvalidDuration,
+                    src.rel.clone(),
+                    format!("`sessions.retention` is `{t}`; it is at least one second"),
+                )
+                .at(src.key_pos("retention"))
+                .with_hint("write e.g. `30d`, or leave it out to keep sessions until deleted"),
+            ),
+            Ok(d) => out.retention = Some(d),
+            Err(e) => ctx.push(
+                Diagnostic::error(
+                    Code::InvalidDuration,
+                    src.rel.clone(),
+                    format!("`sessions.retention`: {e}"),
+                )
+                .at(src.key_pos("retention"))
+                .with_hint("write e.g. `30d`, or leave it out to keep sessions until deleted"),
+            ),
+        }
+    }
+    match raw.max_sessions {
+        Some(0) => ctx.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                src.rel.clone(),
+                "`sessions.max_sessions` must be at least 1",
+            )
+            .at(src.key_pos("max_sessions"))
+            .with_hint("leave it out to keep any number"),
+        ),
+        n => out.max_sessions = n,
+    }
+    out
 }
 
 fn read_harness(

@@ -121,6 +121,8 @@ pub struct AgentConfig {
     pub runtime: Runtime,
     pub harness: HarnessConfig,
     pub local: LocalConfig,
+    /// `[sessions]`: how long settled sessions are kept.
+    pub sessions: SessionsConfig,
     /// `output_schema`: the final reply of every turn is a JSON value
     /// valid against this schema (`turn.completed.data.output`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -360,6 +362,29 @@ impl Default for HarnessConfig {
             max_cost_usd_per_session: None,
             max_cost_usd_per_day: None,
         }
+    }
+}
+
+/// `[sessions]`: settled sessions past `retention` (since their last
+/// activity), and the least recently active beyond `max_sessions`, are
+/// deleted with everything they kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionsConfig {
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "ser_opt_ms",
+        rename = "retentionMs"
+    )]
+    pub retention: Option<Duration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_sessions: Option<u64>,
+}
+
+impl SessionsConfig {
+    /// Whether anything is ever deleted by age or count.
+    pub fn deletes(&self) -> bool {
+        self.retention.is_some() || self.max_sessions.is_some()
     }
 }
 

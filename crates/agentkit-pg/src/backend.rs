@@ -193,6 +193,14 @@ impl SharedIndex for SessionIndex {
     fn parked(&self) -> StoreFuture<'_, Vec<String>> {
         seam(SessionIndex::parked(self))
     }
+
+    fn stale<'a>(
+        &'a self,
+        which: agentkit_store::Stale<'a>,
+        limit: i64,
+    ) -> StoreFuture<'a, Vec<String>> {
+        seam(SessionIndex::stale(self, which, limit))
+    }
 }
 
 /// One agent's view of this host's leases.

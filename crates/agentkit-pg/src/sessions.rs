@@ -153,6 +153,37 @@ impl SessionIndex {
         self.metas(&sql, &args).await
     }
 
+    /// The ids of up to `limit` unparked sessions past what `[sessions]`
+    /// keeps, least recently written first.
+    pub async fn stale(&self, which: agentkit_store::Stale<'_>, limit: i64) -> Result<Vec<String>> {
+        use agentkit_store::Stale;
+        let client = self.db.client().await?;
+        let rows = match which {
+            Stale::UpdatedBefore(at) => {
+                client
+                    .query(
+                        "SELECT id FROM agentkit_sessions WHERE agent = $1 AND updated_at < $2 \
+                         AND NOT parked ORDER BY updated_at, id LIMIT $3",
+                        &[&self.agent, &at, &limit],
+                    )
+                    .await
+            }
+            Stale::Beyond(keep) => {
+                let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+                client
+                    .query(
+                        "SELECT id FROM (SELECT id, parked, updated_at FROM agentkit_sessions \
+                         WHERE agent = $1 ORDER BY updated_at DESC, id DESC OFFSET $2) s \
+                         WHERE NOT parked ORDER BY updated_at, id LIMIT $3",
+                        &[&self.agent, &keep, &limit],
+                    )
+                    .await
+            }
+        }
+        .map_err(Error::query("list sessions past their retention"))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
     /// Deletes session `id`: its row, its log (events and length) and its
     /// lease, in one transaction. True when it had a row.
     pub async fn delete(&self, id: &str) -> Result<bool> {

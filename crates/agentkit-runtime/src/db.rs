@@ -593,6 +593,37 @@ impl Db {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
+    /// The ids of up to `limit` unparked sessions past what `[sessions]`
+    /// keeps, least recently written first.
+    pub(crate) fn stale_sessions(
+        &self,
+        which: agentkit_store::Stale<'_>,
+        limit: i64,
+    ) -> Result<Vec<String>> {
+        use agentkit_store::Stale;
+        let conn = self.conn();
+        let (sql, arg) = match which {
+            Stale::UpdatedBefore(at) => (
+                "SELECT id FROM sessions WHERE updated_at < ?1 AND parked = 0 \
+                 ORDER BY updated_at, id LIMIT ?2",
+                rusqlite::types::Value::Text(at.to_owned()),
+            ),
+            Stale::Beyond(keep) => (
+                "SELECT id FROM (SELECT id, parked, updated_at FROM sessions \
+                 ORDER BY updated_at DESC, id DESC LIMIT -1 OFFSET ?1) \
+                 WHERE parked = 0 ORDER BY updated_at, id LIMIT ?2",
+                rusqlite::types::Value::Integer(i64::try_from(keep).unwrap_or(i64::MAX)),
+            ),
+        };
+        let mut stmt = conn.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let ids = stmt
+            .query_map(params![arg, limit], |r| r.get::<_, String>(0))
+            .map_err(|e| self.err(e))?
+            .collect::<rusqlite::Result<Vec<String>>>()
+            .map_err(|e| self.err(e))?;
+        Ok(ids)
+    }
+
     /// The sessions that may have a call waiting for approval.
     pub(crate) fn parked_sessions(&self) -> Result<Vec<(String, String)>> {
         self.metas("SELECT id, meta FROM sessions WHERE parked = 1", params![])

@@ -63,6 +63,7 @@ mod schedule_state;
 mod schedules;
 mod session;
 mod session_command;
+mod session_counts;
 mod sessions;
 mod shared;
 mod steps;
@@ -82,7 +83,7 @@ pub use artifacts::{
 };
 pub use clock::{BoxFuture, Clock, ManualClock, SystemClock};
 pub use command::CommandOutcome;
-pub use deletion::Retention;
+pub use deletion::{Retention, Swept};
 pub use error::{Error, InputError, Result};
 pub use fold::conversation;
 pub use fork::Forks;
@@ -107,6 +108,7 @@ pub use schedule_handlers::{
 };
 pub use schedule_state::ScheduleLastRun;
 pub use schedules::{SCHEDULE_CHANNEL, ScheduleStatus, Schedules, schedule_owner};
+pub use session_counts::{DeleteReason, SessionsDeleted};
 pub use steps::Steps;
 pub use tool_call::ToolCalls;
 pub use workspace::{materialize, safe_join};

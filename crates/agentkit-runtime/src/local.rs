@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentkit_protocol::SessionId;
-use agentkit_store::{PageQuery, SessionRow, SharedError, SharedIndex, StoreFuture};
+use agentkit_store::{PageQuery, SessionRow, SharedError, SharedIndex, Stale, StoreFuture};
 use futures_util::FutureExt;
 
 use crate::db::Db;
@@ -91,6 +91,12 @@ impl LocalIndex {
         }
         .boxed()
     }
+}
+
+/// [`Stale`] carried to the blocking pool.
+enum OwnedStale {
+    UpdatedBefore(String),
+    Beyond(u64),
 }
 
 /// A local failure as the trait reports it (a `500`).
@@ -188,6 +194,32 @@ impl SharedIndex for LocalIndex {
 
     fn count(&self) -> StoreFuture<'_, u64> {
         self.blocking("counting sessions", |db, _| db.count_sessions())
+    }
+
+    fn stale<'a>(&'a self, which: Stale<'a>, limit: i64) -> StoreFuture<'a, Vec<String>> {
+        let which = match which {
+            Stale::UpdatedBefore(at) => OwnedStale::UpdatedBefore(at.to_owned()),
+            Stale::Beyond(keep) => OwnedStale::Beyond(keep),
+        };
+        self.blocking("listing sessions past their retention", move |db, _| {
+            let which = match &which {
+                OwnedStale::UpdatedBefore(at) => Stale::UpdatedBefore(at),
+                OwnedStale::Beyond(keep) => Stale::Beyond(*keep),
+            };
+            db.stale_sessions(which, limit)
+        })
+    }
+
+    /// Deletes the session's row; its folder (its log, snapshot and
+    /// workspace) is the runtime's to delete.
+    fn delete<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        let had = self.db.session(id).map(|m| m.is_some());
+        self.db.delete_session(id);
+        async move {
+            self.db.flush().await.map_err(|e| failed(&e))?;
+            had.map_err(|e| failed(&e))
+        }
+        .boxed()
     }
 
     fn parked(&self) -> StoreFuture<'_, Vec<String>> {

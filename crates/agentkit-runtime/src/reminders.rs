@@ -306,7 +306,11 @@ impl Reminders<'_> {
                                 Err(e) => Err(e),
                             };
                             if let Err(e) = fired {
-                                tracing::warn!(reminder = %id, error = %e, "reminder firing failed (it is retried once its claim expires)");
+                                tracing::warn!(reminder = %id, error = %e, "reminder firing failed (it is retried once its claim lapses)");
+                                let reminders = runtime.reminders();
+                                if let Err(e) = reminders.table().claim_failed(&id, reminders.claimant(), CLAIM_SECS).await {
+                                    tracing::warn!(reminder = %id, error = %e, "cannot mark the failed firing's claim to lapse");
+                                }
                             }
                         });
                     }

@@ -5,8 +5,11 @@
 //!
 //! The armed rows are also kept in memory, ordered by their next fire
 //! time, so finding what is due reads no table. A claim is this process's
-//! mark that a firing is under way; it lapses after its time as a shared
-//! store's does, so a firing that failed before writing back fires again.
+//! mark that a firing is under way. Unlike a shared store's it does not
+//! lapse while the firing runs: the one process that could fire the
+//! reminder again is the one firing it, and a handler may run for longer
+//! than any claim time. A firing that failed before writing back turns its
+//! claim into one that lapses (`claim_failed`), so it is retried later.
 //! Every change is written before it is answered, so the table is the
 //! truth for reads of ended reminders and after a restart.
 
@@ -35,8 +38,8 @@ pub(crate) struct LocalReminders {
 struct Armed {
     due: BTreeSet<(i64, String)>,
     rows: HashMap<String, ReminderRow>,
-    /// Firings under way: until when each claim stands.
-    claims: HashMap<String, Instant>,
+    /// Firings under way (no end), or failed (until when they stand).
+    claims: HashMap<String, Option<Instant>>,
 }
 
 impl Armed {
@@ -56,8 +59,10 @@ impl Armed {
         Some(row)
     }
 
-    fn claimed(&self, id: &str, now: Instant) -> bool {
-        self.claims.get(id).is_some_and(|until| *until >= now)
+    fn claimed(&self, id: &str) -> bool {
+        self.claims
+            .get(id)
+            .is_some_and(|until| until.is_none_or(|t| t >= Instant::now()))
     }
 }
 
@@ -88,11 +93,9 @@ impl LocalReminders {
         })
     }
 
-    fn claim(armed: &mut Armed, id: &str, claim_secs: f64) -> Option<ReminderRecord> {
-        let row = armed.rows.get(id)?;
-        let record = to_record(row);
-        let until = Instant::now() + Duration::from_secs_f64(claim_secs.max(0.0));
-        armed.claims.insert(id.to_owned(), until);
+    fn claim(armed: &mut Armed, id: &str) -> Option<ReminderRecord> {
+        let record = to_record(armed.rows.get(id)?);
+        armed.claims.insert(id.to_owned(), None);
         Some(record)
     }
 }
@@ -133,7 +136,8 @@ impl SharedReminders for LocalReminders {
                 // A firing writes back only while its claim stands on a
                 // reminder still armed (not cancelled meanwhile).
                 if claimed_by.is_some()
-                    && (!armed.rows.contains_key(&row.id) || !armed.claims.contains_key(&row.id))
+                    && (!armed.rows.contains_key(&row.id)
+                        || armed.claims.get(&row.id) != Some(&None))
                 {
                     return Ok(false);
                 }
@@ -205,21 +209,20 @@ impl SharedReminders for LocalReminders {
         now_ms: i64,
         limit: i64,
         _host: &'a str,
-        claim_secs: f64,
+        _claim_secs: f64,
     ) -> StoreFuture<'a, Vec<ReminderRecord>> {
-        let now = Instant::now();
         let mut armed = lock(&self.armed);
         let due: Vec<String> = armed
             .due
             .iter()
             .take_while(|(at, _)| *at <= now_ms)
-            .filter(|(_, id)| !armed.claimed(id, now))
+            .filter(|(_, id)| !armed.claimed(id))
             .take(usize::try_from(limit).unwrap_or(0))
             .map(|(_, id)| id.clone())
             .collect();
         let claimed = due
             .iter()
-            .filter_map(|id| LocalReminders::claim(&mut armed, id, claim_secs))
+            .filter_map(|id| LocalReminders::claim(&mut armed, id))
             .collect();
         std::future::ready(Ok(claimed)).boxed()
     }
@@ -228,25 +231,119 @@ impl SharedReminders for LocalReminders {
         &'a self,
         id: &'a str,
         _host: &'a str,
-        claim_secs: f64,
+        _claim_secs: f64,
     ) -> StoreFuture<'a, Option<ReminderRecord>> {
         let mut armed = lock(&self.armed);
-        let claimed = if armed.claimed(id, Instant::now()) {
+        let claimed = if armed.claimed(id) {
             None
         } else {
-            LocalReminders::claim(&mut armed, id, claim_secs)
+            LocalReminders::claim(&mut armed, id)
         };
         std::future::ready(Ok(claimed)).boxed()
     }
 
+    fn claim_failed<'a>(
+        &'a self,
+        id: &'a str,
+        _host: &'a str,
+        retry_secs: f64,
+    ) -> StoreFuture<'a, ()> {
+        let until = Instant::now() + Duration::from_secs_f64(retry_secs.max(0.0));
+        if let Some(claim) = lock(&self.armed).claims.get_mut(id) {
+            *claim = Some(until);
+        }
+        std::future::ready(Ok(())).boxed()
+    }
+
     fn next_due(&self) -> StoreFuture<'_, Option<i64>> {
-        let now = Instant::now();
         let armed = lock(&self.armed);
         let next = armed
             .due
             .iter()
-            .find(|(_, id)| !armed.claimed(id, now))
+            .find(|(_, id)| !armed.claimed(id))
             .map(|(at, _)| *at);
         std::future::ready(Ok(next)).boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn record(id: &str) -> ReminderRecord {
+        ReminderRecord {
+            id: id.to_owned(),
+            purpose: "p".to_owned(),
+            channel_id: "http".to_owned(),
+            continuation_token: "c".to_owned(),
+            session_id: None,
+            kind: "every".to_owned(),
+            spec: "1h".to_owned(),
+            prompt: Some("wake".to_owned()),
+            until_condition: None,
+            status: "armed".to_owned(),
+            reason: None,
+            next_fire_at_ms: Some(1_000),
+            fire_count: 0,
+            created_at_ms: 0,
+            last_fired_at_ms: None,
+            handler: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_claim_stands_while_its_firing_runs_and_lapses_only_once_the_firing_failed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = LocalReminders::open(Db::open_shared(dir.path()).expect("db")).expect("open");
+        store.insert(&[record("r1")]).await.expect("insert");
+
+        let claimed = store.claim_due(2_000, 10, "h", 0.0).await.expect("claim");
+        assert_eq!(claimed.len(), 1, "the due reminder is claimed");
+        // A claim time of zero would have lapsed at once: a firing under
+        // way is not fired twice however long it runs.
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(
+            store
+                .claim_due(2_000, 10, "h", 0.0)
+                .await
+                .expect("claim")
+                .is_empty()
+        );
+        assert!(
+            store
+                .claim_one("r1", "h", 0.0)
+                .await
+                .expect("claim")
+                .is_none()
+        );
+        assert_eq!(store.next_due().await.expect("next"), None);
+
+        // The firing failed before writing back: retried once the lapse is
+        // over, not before.
+        store
+            .claim_failed("r1", "h", 3_600.0)
+            .await
+            .expect("failed");
+        assert!(
+            store
+                .claim_due(2_000, 10, "h", 0.0)
+                .await
+                .expect("claim")
+                .is_empty()
+        );
+        store.claim_failed("r1", "h", 0.0).await.expect("failed");
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(store.next_due().await.expect("next"), Some(1_000));
+        let again = store.claim_due(2_000, 10, "h", 0.0).await.expect("claim");
+        assert_eq!(again.len(), 1, "the failed firing is claimed again");
+
+        // The firing writes back once; its claim goes with the row.
+        let mut done = again.into_iter().next().expect("row");
+        done.status = "done".to_owned();
+        done.next_fire_at_ms = None;
+        assert!(store.update(&done, Some("h")).await.expect("update"));
+        assert!(!store.update(&done, Some("h")).await.expect("update"));
     }
 }

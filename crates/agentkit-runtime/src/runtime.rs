@@ -82,6 +82,8 @@ pub struct RuntimeStats {
     /// Writes (index rows, bookkeeping) queued for the state database's
     /// writer thread still waiting to run.
     pub index_writes_queued: u64,
+    /// Sessions deleted by this process, by reason.
+    pub sessions_deleted: crate::session_counts::SessionsDeleted,
 }
 
 /// A session as `GET /v1/sessions` lists it.
@@ -148,6 +150,8 @@ pub(crate) struct Inner {
     pub(crate) reminder_store: Arc<dyn agentkit_store::SharedReminders>,
     pub(crate) schedules: crate::schedule_state::ScheduleState,
     pub(crate) reminders: crate::reminder_types::ReminderState,
+    /// Sessions deleted, by reason.
+    pub(crate) deleted: crate::session_counts::DeletedCounts,
     /// Calls parked in running turns.
     waiters: Arc<crate::approval_gate::Waiters>,
 }
@@ -259,6 +263,7 @@ impl AgentRuntime {
                 db,
                 schedules: Default::default(),
                 reminders: Default::default(),
+                deleted: Default::default(),
                 waiters: Arc::default(),
             }),
         };
@@ -321,6 +326,7 @@ impl AgentRuntime {
             reminder_lateness_ms: r.late_ms.load(Ordering::Relaxed),
             loaded_sessions: self.inner.registry.loaded_count() as u64,
             index_writes_queued: self.inner.db.queued() as u64,
+            sessions_deleted: self.inner.deleted.totals(),
         }
     }
 
@@ -417,14 +423,14 @@ impl AgentRuntime {
 
     /// Replay from `start_index`, then live events.
     pub async fn subscribe(&self, id: &str, owner: &Owner, start_index: u64) -> Result<Follow> {
-        let session = self.sessions().owned_for_reading(id, owner).await?;
+        let session = self.sessions().owned(id, owner).await?;
         self.turns().ready(&session).await?;
         self.inner.store.subscribe(&session.id, start_index).await
     }
 
     /// Every stored event from `start_index`.
     pub async fn events(&self, id: &str, owner: &Owner, start_index: u64) -> Result<Vec<Event>> {
-        let session = self.sessions().owned_for_reading(id, owner).await?;
+        let session = self.sessions().owned(id, owner).await?;
         self.turns().ready(&session).await?;
         self.inner.store.read(&session.id, start_index).await
     }
@@ -437,7 +443,7 @@ impl AgentRuntime {
         owner: &Owner,
         start_index: u64,
     ) -> Result<Vec<Event>> {
-        let session = self.sessions().owned_for_reading(id, owner).await?;
+        let session = self.sessions().owned(id, owner).await?;
         self.turns().ready(&session).await?;
         self.inner.store.read_stored(&session.id, start_index).await
     }
@@ -450,7 +456,7 @@ impl AgentRuntime {
         id: &str,
         owner: &Owner,
     ) -> Result<Vec<agentkit_protocol::Message>> {
-        let session = self.sessions().owned_for_reading(id, owner).await?;
+        let session = self.sessions().owned(id, owner).await?;
         self.turns().ready(&session).await?;
         self.turns()
             .with_history(&session, |events| {
@@ -479,7 +485,7 @@ impl AgentRuntime {
         id: &str,
         owner: &Owner,
     ) -> Result<(agentkit_protocol::Usage, Option<f64>)> {
-        let session = self.sessions().owned_for_reading(id, owner).await?;
+        let session = self.sessions().owned(id, owner).await?;
         self.turns().ready(&session).await?;
         self.turns()
             .with_history(&session, |events| {

@@ -59,29 +59,18 @@ impl Sessions<'_> {
 
     /// The session `id`, loaded from the index if this host has not yet.
     /// A loaded session is current unless another host may have moved it
-    /// on (a shared store, no turn running here, no lease held): then its
-    /// metadata is read again (a rotated token, a new title). Its fold
-    /// cache stays (the log only grows).
+    /// on or deleted it (a shared store, no turn running here, no lease
+    /// held): then its metadata is read again (a rotated token, a new
+    /// title), and a session gone from the index is forgotten here and
+    /// answers `404`. Its fold cache stays (the log only grows).
     pub(crate) async fn get(&self, id: &str) -> Result<Arc<Session>> {
-        self.lookup(id, false).await
-    }
-
-    /// [`get`](Self::get) for reading the session's log: a loaded session
-    /// is used as it is, with no index read on a shared store (its owner
-    /// never changes and its log is read from the store, which only
-    /// grows).
-    pub(crate) async fn get_for_reading(&self, id: &str) -> Result<Arc<Session>> {
-        self.lookup(id, true).await
-    }
-
-    async fn lookup(&self, id: &str, reading: bool) -> Result<Arc<Session>> {
         let id = SessionId::parse(id)?;
         let not_found = || Error::SessionNotFound {
             id: id.as_str().to_owned(),
         };
         let loaded = self.rt.inner.registry.peek(id.as_str());
         if let Some(session) = &loaded
-            && (reading || self.current(session))
+            && self.current(session)
         {
             if self.deleted(session) {
                 return Err(not_found());
@@ -89,11 +78,18 @@ impl Sessions<'_> {
             return Ok(session.clone());
         }
         let stored = self.rt.inner.index.get(id.as_str()).await?;
-        let meta = stored
+        let Some(meta) = stored
             .as_deref()
             .and_then(crate::meta::meta_of)
             .filter(|m| m.id == id.as_str())
-            .ok_or_else(not_found)?;
+        else {
+            // Deleted on another host.
+            if let Some(session) = &loaded {
+                self.rt.inner.registry.remove(session);
+                self.rt.inner.store.close(&session.id);
+            }
+            return Err(not_found());
+        };
         match loaded {
             Some(session) => {
                 let old = {
@@ -192,13 +188,6 @@ impl Sessions<'_> {
     /// approval's `by`, a message's `from`) and its reach logged.
     pub(crate) async fn owned(&self, id: &str, owner: &Owner) -> Result<Arc<Session>> {
         let session = self.get(id).await?;
-        self.check_owner(session, id, owner)
-    }
-
-    /// [`owned`](Self::owned), for reading the session's log (see
-    /// [`get_for_reading`](Self::get_for_reading)).
-    pub(crate) async fn owned_for_reading(&self, id: &str, owner: &Owner) -> Result<Arc<Session>> {
-        let session = self.get_for_reading(id).await?;
         self.check_owner(session, id, owner)
     }
 

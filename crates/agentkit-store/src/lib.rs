@@ -174,6 +174,16 @@ pub struct PageQuery<'a> {
     pub limit: i64,
 }
 
+/// Which sessions are past what `[sessions]` keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stale<'a> {
+    /// Whose row was last written before this RFC 3339 time (UTC,
+    /// milliseconds, as [`SessionRow::updated_at`]).
+    UpdatedBefore(&'a str),
+    /// Beyond the newest this many, by last write.
+    Beyond(u64),
+}
+
 /// The agent's session index.
 pub trait SharedIndex: Send + Sync + Debug {
     /// Inserts or replaces a row ([`SharedError::KeyTaken`] when another
@@ -201,6 +211,10 @@ pub trait SharedIndex: Send + Sync + Debug {
     fn count(&self) -> StoreFuture<'_, u64>;
     /// The metadata of every parked session.
     fn parked(&self) -> StoreFuture<'_, Vec<String>>;
+    /// The ids of up to `limit` sessions `which` names, least recently
+    /// written first. Parked sessions (a call waits for a decision) are
+    /// never among them; whether one runs a turn is the caller's to check.
+    fn stale<'a>(&'a self, which: Stale<'a>, limit: i64) -> StoreFuture<'a, Vec<String>>;
     /// Deletes session `id` from the store, in one transaction: its row,
     /// its log and its lease. True when it had a row. A host's own index
     /// (whose logs are files the runtime deletes) need not implement it.
@@ -375,6 +389,18 @@ pub trait SharedReminders: Send + Sync + Debug {
     ) -> StoreFuture<'a, Option<ReminderRecord>>;
     /// When the next armed reminder is due.
     fn next_due(&self) -> StoreFuture<'_, Option<i64>>;
+    /// Turns `host`'s claim on `id`, after a firing that failed before
+    /// writing back, into one that lapses in `retry_secs`, so the reminder
+    /// fires again then. A store whose claims always lapse leaves it be
+    /// (the default).
+    fn claim_failed<'a>(
+        &'a self,
+        _id: &'a str,
+        _host: &'a str,
+        _retry_secs: f64,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 /// Records made once across hosts, and the agent's daily usage.

@@ -17,7 +17,7 @@ use crate::{
     AbFeedback, AbTotals, AbTurn, Activity, AgentStores, ArtifactQuery, ArtifactRow, KvRow, Mail,
     MailSignal, MailState, PageQuery, ReminderRecord, Result, SessionRow, SharedAb,
     SharedArtifacts, SharedBackend, SharedError, SharedFollow, SharedIndex, SharedKv, SharedLeases,
-    SharedLog, SharedMailbox, SharedReminders, SharedTicks, StoreFuture, Tagged,
+    SharedLog, SharedMailbox, SharedReminders, SharedTicks, Stale, StoreFuture, Tagged,
 };
 
 /// One host's handle on an in-memory shared store. Cheap to clone.
@@ -460,6 +460,36 @@ impl SharedIndex for Part {
             .map(|(_, r)| r.meta.clone())
             .collect();
         ready(Ok(metas))
+    }
+
+    fn stale<'a>(&'a self, which: Stale<'a>, limit: i64) -> StoreFuture<'a, Vec<String>> {
+        let data = self.data();
+        // Newest first, as `Beyond` counts them.
+        let mut rows: Vec<&SessionRow> = data
+            .sessions
+            .iter()
+            .filter(|((agent, _), _)| *agent == self.agent)
+            .map(|(_, r)| r)
+            .collect();
+        rows.sort_by(|a, b| (&b.updated_at, &b.id).cmp(&(&a.updated_at, &a.id)));
+        let picked: Vec<&SessionRow> = match which {
+            Stale::UpdatedBefore(at) => rows
+                .into_iter()
+                .filter(|r| r.updated_at.as_str() < at)
+                .collect(),
+            Stale::Beyond(keep) => rows
+                .into_iter()
+                .skip(usize::try_from(keep).unwrap_or(usize::MAX))
+                .collect(),
+        };
+        let ids = picked
+            .into_iter()
+            .rev()
+            .filter(|r| !r.parked)
+            .take(usize::try_from(limit).unwrap_or(0))
+            .map(|r| r.id.clone())
+            .collect();
+        ready(Ok(ids))
     }
 }
 

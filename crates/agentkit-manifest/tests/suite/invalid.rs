@@ -98,6 +98,9 @@ fn config() {
             runtime-cloud/agent/agent.toml:4:1: warning[unsupported]: `[cloud]` settings are not supported by this host and are ignored
             sandbox-off/agent/agent.toml:4:1: warning[sandbox-off]: `[harness.sandbox] mode = "off"` runs the `shell` built-in and every server tool unsandboxed (hint: without the sandbox, what the model runs (and what a prompt injected through a channel talks it into) can read the host's stored provider keys, every session's workspace and the project's files, and reach any address; keep the sandbox on and widen it with `read`, `write` or `network` instead (docs/reference/sandbox.md))
             scripted-missing/agent/agent.toml:2:1: error[missing-file]: model script `scripts/missing.json` does not exist (hint: scripted model paths are relative to the `agent/` folder)
+            sessions-short/agent/agent.toml:4:1: error[invalid-duration]: `sessions.retention` is `500ms`; it is at least one second (hint: write e.g. `30d`, or leave it out to keep sessions until deleted)
+            sessions/agent/agent.toml:4:1: error[invalid-duration]: `sessions.retention`: `a month` is not a duration (expected number at 0); write e.g. `30s`, `10m` or `2h` (hint: write e.g. `30d`, or leave it out to keep sessions until deleted)
+            sessions/agent/agent.toml:5:1: error[invalid-value]: `sessions.max_sessions` must be at least 1 (hint: leave it out to keep any number)
             toml-syntax/agent/agent.toml:2:29: error[toml-invalid]: invalid basic string, expected `"`
             unknown-field/agent/agent.toml:4:1: error[unknown-field]: unknown field `max_stpes` (hint: did you mean `max_steps`?)
         "#]],

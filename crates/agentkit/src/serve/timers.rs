@@ -1,5 +1,5 @@
 //! Time and observers on the facade: each agent's schedule and reminder
-//! timers, the check that every schedule's Rust handler is registered,
+//! timers and its retention sweep, the check that every schedule's Rust handler is registered,
 //! and the agent's hooks.
 
 use agentkit_runtime::{AgentRuntime, HookSpec, ScheduleHandlers};
@@ -21,6 +21,16 @@ pub(crate) fn start(runtime: &AgentRuntime, timers: &Timers, dev: bool) {
     if timers.reminders {
         let r = runtime.clone();
         tokio::spawn(async move { r.reminders().run(r.shutdown_token()).await });
+    }
+    // `[sessions]` retention: a data policy, so it runs on the wall clock
+    // whatever the timers' clock.
+    if let Some(period) = runtime.retention().sweep_period() {
+        tracing::info!(
+            period_ms = u64::try_from(period.as_millis()).unwrap_or(u64::MAX),
+            "sessions past [sessions] retention are swept"
+        );
+        let r = runtime.clone();
+        tokio::spawn(async move { r.retention().run(r.shutdown_token()).await });
     }
 }
 

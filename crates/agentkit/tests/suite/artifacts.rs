@@ -540,3 +540,142 @@ fn deleting_a_session_on_postgresql_leaves_no_row() {
         assert_eq!(n, 0, "{table}");
     }
 }
+
+/// Tags a finding, then takes a few seconds to answer.
+const STEADY_SCRIPT: &str = r#"{"turns": [{"steps": [
+  {"toolCalls": [{"name": "tag_artifact", "input": {"kind": "finding", "data": {"file": "a", "line": 1, "severity": "low"}}}]},
+  {"text": "done", "delayMs": 5000}
+]}]}"#;
+
+/// The value of `agentkit_sessions_deleted_total` for `reason`.
+fn deleted_total(h: &Host, reason: &str) -> u64 {
+    let text = h.send(Request::get("/metrics")).body;
+    let prefix = format!("agentkit_sessions_deleted_total{{agent=\"bot\",reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0, |v| v.trim().parse::<f64>().unwrap() as u64)
+}
+
+/// `[sessions]`: the least recently active session beyond `max_sessions`
+/// is deleted once its turn has settled (not while it runs), then the
+/// others once idle past `retention`; with their folders, index rows and
+/// artifacts, each counted by reason.
+#[test]
+fn sessions_beyond_max_sessions_and_idle_past_their_retention_are_deleted_once_settled() {
+    let mut files = files();
+    files.push((
+        "agent.toml",
+        "model = \"scripted:script.json\"\n\n[sessions]\nretention = \"3s\"\nmax_sessions = 2\n",
+    ));
+    let mut h = Host::new(STEADY_SCRIPT, &files, at(12, 0, 0));
+    h.start(ServeOptions::default());
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let r = h.send(
+            Request::post("/bot/v1/session")
+                .bearer("token-a")
+                .json(&json!({"message": format!("review {n}")})),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        ids.push(r.json()["sessionId"].as_str().unwrap().to_owned());
+    }
+    // The oldest is beyond `max_sessions` at once, but runs: it stays
+    // while its turn does (sweeps every second).
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    for id in &ids {
+        let r = h.send(Request::get(&format!("/bot/v1/session/{id}")).bearer("token-a"));
+        assert_eq!(r.status, 200, "{id} is deleted while it runs: {}", r.body);
+    }
+    assert_eq!(deleted_total(&h, "max_sessions"), 0);
+    wait_until("the oldest session to be deleted", || {
+        h.send(Request::get(&format!("/bot/v1/session/{}", ids[0])).bearer("token-a"))
+            .status
+            == 404
+    });
+    assert_eq!(deleted_total(&h, "max_sessions"), 1);
+    wait_until("the other two to be deleted past their retention", || {
+        deleted_total(&h, "retention") == 2
+    });
+    for id in &ids {
+        gone_everywhere(&h, id);
+    }
+    assert!(h.session_ids().is_empty(), "{:?}", h.session_ids());
+    let db = rusqlite::Connection::open(h.dir.path().join("state/bot/agentkit.sqlite")).unwrap();
+    let count = |sql: &str| -> i64 { db.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(count("SELECT count(*) FROM sessions"), 0);
+    assert_eq!(count("SELECT count(*) FROM artifacts"), 0);
+    assert_eq!(deleted_total(&h, "request"), 0);
+}
+
+/// On PostgreSQL, each period is swept by one host: a session past its
+/// retention is deleted once, whichever host swept, and leaves no row.
+#[test]
+fn retention_on_postgresql_deletes_each_session_once_across_hosts() {
+    let Some(db) = agentkit_test_support::pg::throwaway_database() else {
+        return;
+    };
+    let mut files = files();
+    files.push((
+        "agent.toml",
+        "model = \"scripted:script.json\"\n\n[sessions]\nretention = \"2s\"\n",
+    ));
+    let mut hosts: Vec<Host> = (0..2)
+        .map(|_| Host::new(SCRIPT, &files, at(12, 0, 0)))
+        .collect();
+    for h in &mut hosts {
+        h.start(ServeOptions {
+            database_url: Some(db.url.clone()),
+            ..ServeOptions::default()
+        });
+    }
+    let mut ids = Vec::new();
+    for h in &hosts {
+        let r = h.send(
+            Request::post("/bot/v1/session")
+                .bearer("token-a")
+                .json(&json!({"message": "review"})),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+        wait_until("the turn to settle", || {
+            let r = h.send(Request::get(&format!("/bot/v1/session/{id}/events")).bearer("token-a"));
+            r.body.contains("session.waiting")
+        });
+        ids.push(id);
+    }
+    wait_until("both sessions to be deleted", || {
+        hosts
+            .iter()
+            .map(|h| deleted_total(h, "retention"))
+            .sum::<u64>()
+            >= 2
+    });
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let total: u64 = hosts.iter().map(|h| deleted_total(h, "retention")).sum();
+    assert_eq!(total, 2, "a session was deleted twice");
+    // Gone on every host, the one that created it (and has it loaded)
+    // included, its log too.
+    for h in &hosts {
+        for id in &ids {
+            for path in [
+                format!("/bot/v1/session/{id}"),
+                format!("/bot/v1/session/{id}/events"),
+            ] {
+                let r = h.send(Request::get(&path).bearer("token-a"));
+                assert_eq!(r.status, 404, "{path}: {}", r.body);
+            }
+        }
+    }
+    for table in [
+        "agentkit_sessions",
+        "agentkit_events",
+        "agentkit_logs",
+        "agentkit_artifacts",
+    ] {
+        let n: u32 = db
+            .query(&format!("SELECT count(*) FROM {table}"))
+            .parse()
+            .unwrap();
+        assert_eq!(n, 0, "{table}");
+    }
+}

@@ -88,6 +88,7 @@ pub(crate) struct Metrics {
     schedule_skipped: Family<Labels, Counter>,
     schedule_late: Family<Labels, Counter<f64>>,
     reminder_fired: Family<Labels, Counter>,
+    sessions_deleted: Family<Labels, Counter>,
     reminder_late: Family<Labels, Counter<f64>>,
     deliveries: Family<Labels, Counter>,
     duplicates: Family<Labels, Counter>,
@@ -147,6 +148,7 @@ impl Metrics {
             schedule_skipped: Family::default(),
             schedule_late: Family::default(),
             reminder_fired: Family::default(),
+            sessions_deleted: Family::default(),
             reminder_late: Family::default(),
             deliveries: Family::default(),
             duplicates: Family::default(),
@@ -304,6 +306,11 @@ impl Metrics {
             "reminders_fired",
             "Reminders fired, by agent",
             m.reminder_fired.clone(),
+        );
+        registry.register(
+            "sessions_deleted",
+            "Sessions deleted, by agent and reason (request, retention, max_sessions)",
+            m.sessions_deleted.clone(),
         );
         registry.register(
             "reminder_lateness_seconds",
@@ -625,6 +632,12 @@ impl Metrics {
         catch_up(&self.schedule_fired, stats.schedule_ticks_fired);
         catch_up(&self.schedule_skipped, stats.schedule_ticks_skipped);
         catch_up(&self.reminder_fired, stats.reminders_fired);
+        for (reason, n) in stats.sessions_deleted.by_reason() {
+            let c = self
+                .sessions_deleted
+                .get_or_create(&labels(&[("agent", agent), ("reason", reason.as_str())]));
+            c.inc_by(n.saturating_sub(c.get()));
+        }
         let catch_up_seconds = |c: &Family<Labels, Counter<f64>>, ms: u64| {
             let c = c.get_or_create(&a);
             c.inc_by((ms as f64 / 1000.0 - c.get()).max(0.0));
