@@ -70,6 +70,11 @@ pub struct ServeArgs {
     /// is not reachable from where turns run (default: the bound address).
     #[arg(long, env = "AGENTKIT_PUBLIC_URL", value_name = "URL")]
     public_url: Option<String>,
+    /// Let A2A push notifications (webhooks a client registers for its
+    /// tasks) go to loopback, private and link-local addresses; by default
+    /// only public addresses are called.
+    #[arg(long)]
+    a2a_push_private_networks: bool,
     /// Mount agents under /SLUG (multi) or the only agent at the root.
     #[arg(long, value_enum, default_value_t = MountMode::Multi)]
     mode: MountMode,
@@ -283,6 +288,7 @@ fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
         allow_anonymous: args.allow_anonymous,
         operator_token: args.operator_token.clone(),
         public_url: args.public_url.clone(),
+        a2a_push_private_networks: args.a2a_push_private_networks,
         schedules: !args.no_schedules,
         playground: !args.no_playground,
         database_url: args.database_url.clone(),

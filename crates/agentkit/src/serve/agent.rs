@@ -41,6 +41,8 @@ pub(crate) struct Mounted {
     /// limit past which a request is refused.
     pub(crate) depths: Depths,
     pub(crate) max_hops: u32,
+    /// The A2A push notification webhooks and the tasks followed for them.
+    pub(crate) pushes: Arc<super::turn_task::push::Pushes>,
 }
 
 /// The state of one agent's routes.

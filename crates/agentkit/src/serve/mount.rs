@@ -105,7 +105,7 @@ pub(crate) async fn mount(
     let runtime = AgentRuntime::open(
         Arc::new(agent),
         RuntimeOptions {
-            state_dir,
+            state_dir: state_dir.clone(),
             default_model: shared.models.default.clone(),
             store: Default::default(),
             providers: shared.models.providers.clone(),
@@ -203,7 +203,15 @@ pub(crate) async fn mount(
         Some(database) => evals.shared(database, slug),
         None => evals,
     });
+    let pushes = Arc::new(super::turn_task::push::Pushes::new(
+        &state_dir,
+        slug,
+        shared.database,
+        shared.mcp.push_private_networks,
+    )?);
+    pushes.resume(runtime.clone(), shared.shutdown.clone());
     let mounted = Mounted {
+        pushes,
         depths,
         max_hops: shared.mcp.max_hops,
         evals,

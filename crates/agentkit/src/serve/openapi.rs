@@ -354,13 +354,26 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             "post",
             "/a2a/tasks/{id}/pushNotificationConfigs",
             "a2a",
-            "A2A push notification configs (answers unsupported)",
+            "A2A CreateTaskPushNotificationConfig: a webhook for the task's changes",
+        )
+        .body(json!({"type": "object"})),
+        op(
+            "get",
+            "/a2a/tasks/{id}/pushNotificationConfigs",
+            "a2a",
+            "A2A ListTaskPushNotificationConfigs",
         ),
         op(
             "get",
             "/a2a/tasks/{id}/pushNotificationConfigs/{config}",
             "a2a",
-            "A2A push notification config (answers unsupported)",
+            "A2A GetTaskPushNotificationConfig",
+        ),
+        op(
+            "delete",
+            "/a2a/tasks/{id}/pushNotificationConfigs/{config}",
+            "a2a",
+            "A2A DeleteTaskPushNotificationConfig",
         ),
         op(
             "get",

@@ -83,6 +83,10 @@ pub struct ServeOptions {
     /// The longest agent-to-agent delegation chain an MCP request may
     /// arrive through; deeper requests are refused.
     pub max_hops: u32,
+    /// Let A2A push notifications go to loopback, private, link-local and
+    /// other non-public addresses (`--a2a-push-private-networks`). Off by
+    /// default: a client names the URL the server calls.
+    pub a2a_push_private_networks: bool,
     /// How MCP client connections open and how their stdio children are
     /// restarted (backoff, its bound, the stable period).
     pub mcp_clients: agentkit_mcp::ClientOptions,
@@ -188,6 +192,7 @@ impl Default for ServeOptions {
             providers: agentkit_harness::ProviderConfig::default(),
             mcp_max_wait: agentkit_mcp::DEFAULT_MAX_WAIT,
             max_hops: agentkit_mcp::DEFAULT_MAX_HOPS,
+            a2a_push_private_networks: false,
             mcp_clients: agentkit_mcp::ClientOptions::default(),
             public_url: None,
             channels: Vec::new(),
@@ -277,6 +282,8 @@ pub(crate) struct Mcp {
     pub(crate) max_wait: Duration,
     pub(crate) max_hops: u32,
     pub(crate) clients: agentkit_mcp::ClientOptions,
+    /// A2A push notifications may reach non-public addresses.
+    pub(crate) push_private_networks: bool,
 }
 
 /// Which timers run, on which clock.
@@ -353,6 +360,7 @@ impl ServeOptions {
                 max_wait: self.mcp_max_wait,
                 max_hops: self.max_hops,
                 clients: self.mcp_clients,
+                push_private_networks: self.a2a_push_private_networks,
             },
             timers: Timers {
                 schedules: self.schedules && !self.dev,

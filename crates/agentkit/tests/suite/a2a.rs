@@ -382,7 +382,7 @@ fn malformed_requests_and_unknown_methods_get_json_rpc_errors() {
         json!({}),
         None,
     );
-    assert_eq!(code(&push), -32003);
+    assert_eq!(code(&push), -32001, "{}", push.body);
     let old = h.send(
         Request::post("/bot/a2a")
             .header("a2a-version", "0.3")
@@ -815,4 +815,195 @@ fn tasks_are_listed_newest_first_in_pages_of_their_principal_with_filters() {
     assert_eq!(v["nextPageToken"], t2.as_str());
     let r = h.send(Request::get("/bot/a2a/tasks?pageSize=x").bearer("token-a"));
     assert_eq!(r.status, 400, "{}", r.body);
+}
+
+/// Push notifications with the official Python SDK over both bindings:
+/// a webhook registered with a message and one created on a parked task,
+/// each called with its token and credentials, with bodies the SDK parses
+/// as `StreamResponse` (the task, then its status updates to completed);
+/// configs got, listed and deleted.
+#[test]
+fn the_official_python_sdk_registers_webhooks_that_receive_the_tasks_changes() {
+    let Some(bin) = a2a_python() else { return };
+    let h = host(
+        &[("bot", &bot(&[]))],
+        ServeOptions {
+            a2a_push_private_networks: true,
+            ..ServeOptions::default()
+        },
+    );
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/a2a_push.py");
+    for binding in ["JSONRPC", "HTTP+JSON"] {
+        let base = format!("http://{}/bot", h.addr());
+        let out = std::process::Command::new(bin.join("python"))
+            .arg(&script)
+            .arg(&base)
+            .arg(binding)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "python push client ({binding}) failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["pushCapability"], true);
+
+        // The first webhook: the task as registered, then completed, each
+        // with the token and the credentials.
+        let first = v["first"].as_array().unwrap();
+        assert_eq!(first[0]["event"]["task"]["id"], v["firstId"], "{first:?}");
+        for call in first {
+            assert_eq!(call["token"], "tok-first");
+            assert_eq!(call["authorization"], "Bearer s3cret");
+        }
+        // The turn may have ended before the webhook was registered: then
+        // the task as registered is the completed one.
+        let last = &first.last().unwrap()["event"];
+        assert_eq!(pushed_state(last), "TASK_STATE_COMPLETED", "{first:?}");
+        let reply = first
+            .iter()
+            .find_map(|c| {
+                let e = &c["event"];
+                if e["artifactUpdate"]["lastChunk"] == true {
+                    Some(text_of(&e["artifactUpdate"]["artifact"]))
+                } else {
+                    e["task"]["artifacts"]
+                        .get(0)
+                        .filter(|_| pushed_state(e) == "TASK_STATE_COMPLETED")
+                        .map(text_of)
+                }
+            })
+            .unwrap();
+        assert_eq!(reply, "Hello over A2A.");
+        // Pieces of the reply are not pushed.
+        assert!(
+            first
+                .iter()
+                .all(|c| c["event"]["artifactUpdate"]["append"] != true),
+            "{first:?}"
+        );
+
+        // The webhook created on a parked task: the task as it waits,
+        // then its end after the approval; no credentials were given.
+        assert_eq!(v["parkedState"], "TASK_STATE_INPUT_REQUIRED");
+        assert_eq!(v["created"]["id"], "later");
+        assert_eq!(v["got"]["url"], v["created"]["url"]);
+        assert_eq!(v["got"]["token"], "tok-later");
+        assert_eq!(v["listed"]["configs"].as_array().unwrap().len(), 1);
+        let later = v["later"].as_array().unwrap();
+        assert_eq!(
+            later[0]["event"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+            "{later:?}"
+        );
+        assert!(later.iter().all(|c| c["authorization"].is_null()));
+        assert_eq!(
+            later.last().unwrap()["event"]["statusUpdate"]["status"]["state"],
+            "TASK_STATE_COMPLETED",
+            "{later:?}"
+        );
+        assert!(
+            later.len() >= 2,
+            "the completion came as an update: {later:?}"
+        );
+        assert_eq!(v["afterDelete"], "TaskNotFoundError", "{binding}");
+        assert_eq!(v["unknownTask"], "TaskNotFoundError", "{binding}");
+    }
+}
+
+/// The state a pushed `StreamResponse` carries (a task or a status
+/// update), or "".
+fn pushed_state(event: &Value) -> &str {
+    event["task"]["status"]["state"]
+        .as_str()
+        .or_else(|| event["statusUpdate"]["status"]["state"].as_str())
+        .unwrap_or_default()
+}
+
+/// Without `--a2a-push-private-networks` a webhook on loopback, a private
+/// address or a name resolving only to one is refused; another
+/// principal's task takes no webhook; bad configs are refused.
+#[test]
+fn webhooks_are_refused_on_private_addresses_others_tasks_and_bad_configs() {
+    let http = "kind = \"http\"\nauth = [{ bearer = { tokens = { alice = \"token-a\", bob = \"token-b\" } } }]\n";
+    let h = host(
+        &[("bot", &bot(&[("channels/http.toml", http)]))],
+        ServeOptions::default(),
+    );
+    let sent = rpc(
+        &h,
+        "/bot/a2a",
+        "SendMessage",
+        json!({"message": user_message("hello", None)}),
+        Some("token-a"),
+    );
+    let task = sent.json()["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let create = |url: &str, token: &str| {
+        rpc(
+            &h,
+            "/bot/a2a",
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": task, "url": url}),
+            Some(token),
+        )
+        .json()
+    };
+    for url in [
+        "http://127.0.0.1:9/hook",
+        "http://10.0.0.8/hook",
+        "http://169.254.169.254/latest/meta-data",
+        "http://[::1]:9/hook",
+        "http://localhost:9/hook",
+    ] {
+        let r = create(url, "token-a");
+        assert_eq!(r["error"]["code"], -32602, "{url}: {r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("public address"),
+            "{r}"
+        );
+    }
+    for (url, why) in [
+        ("ftp://example.com/x", "http or https"),
+        ("http://user:pw@example.com/x", "credentials"),
+        ("nonsense", "not a URL"),
+    ] {
+        let r = create(url, "token-a");
+        assert!(
+            r["error"]["message"].as_str().unwrap().contains(why),
+            "{url}: {r}"
+        );
+    }
+    // Bob cannot register on alice's task (whatever the URL), nor read
+    // its configs.
+    let r = create("http://127.0.0.1:9/hook", "token-b");
+    assert_eq!(r["error"]["code"], -32001, "{r}");
+    let r = rpc(
+        &h,
+        "/bot/a2a",
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": task}),
+        Some("token-b"),
+    )
+    .json();
+    assert_eq!(r["error"]["code"], -32001, "{r}");
+    // A message's own webhook is checked before any turn starts.
+    let r = rpc(
+        &h,
+        "/bot/a2a",
+        "SendMessage",
+        json!({"message": user_message("again", None), "configuration": {"taskPushNotificationConfig": {"url": "http://127.0.0.1:1/x"}}}),
+        Some("token-a"),
+    )
+    .json();
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let listed = h
+        .send(Request::get("/bot/v1/sessions?channel=a2a").bearer("token-a"))
+        .json();
+    assert_eq!(listed["sessions"].as_array().unwrap().len(), 1, "{listed}");
 }

@@ -51,7 +51,7 @@ pub(crate) fn card(agent: &Mounted, base: &str) -> Value {
         "provider": {"organization": "agentkit", "url": base},
         "version": env!("CARGO_PKG_VERSION"),
         "documentationUrl": format!("{base}/docs/reference/a2a"),
-        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false},
+        "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": false},
         "securitySchemes": schemes,
         "securityRequirements": requirements,
         "defaultInputModes": MODES,

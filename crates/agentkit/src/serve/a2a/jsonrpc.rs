@@ -122,10 +122,22 @@ pub(crate) async fn handle(
         "GetExtendedAgentCard" => Err(A2aError::unsupported(format!(
             "`{method}` is not supported by this server"
         ))),
-        "CreateTaskPushNotificationConfig"
-        | "GetTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => Err(A2aError::push_not_supported()),
+        "CreateTaskPushNotificationConfig" => match params(params_value) {
+            Ok(req) => caller.create_push(req).await,
+            Err(e) => Err(e),
+        },
+        "GetTaskPushNotificationConfig" => match params(params_value) {
+            Ok(req) => caller.get_push(req).await,
+            Err(e) => Err(e),
+        },
+        "ListTaskPushNotificationConfigs" => match params(params_value) {
+            Ok(req) => caller.list_push(req).await,
+            Err(e) => Err(e),
+        },
+        "DeleteTaskPushNotificationConfig" => match params(params_value) {
+            Ok(req) => caller.delete_push(req).await,
+            Err(e) => Err(e),
+        },
         other => Err(A2aError::method_not_found(format!("no method `{other}`"))),
     };
     match answer {

@@ -15,7 +15,7 @@ mod ops;
 mod rest;
 // The task fold and the wire shapes live in the leaf `turn_task/`, which
 // the MCP tasks share; here under their old names.
-use super::turn_task::{task, wire};
+use super::turn_task::{push, task, wire};
 
 use std::convert::Infallible;
 
@@ -46,11 +46,11 @@ pub(crate) fn routes() -> Router<AgentState> {
         .route("/a2a/tasks/{id}", get(rest::get).post(rest::post))
         .route(
             "/a2a/tasks/{id}/pushNotificationConfigs",
-            axum::routing::any(rest::push),
+            post(rest::push_create).get(rest::push_list),
         )
         .route(
             "/a2a/tasks/{id}/pushNotificationConfigs/{config}",
-            axum::routing::any(rest::push),
+            get(rest::push_get).delete(rest::push_delete),
         )
         .route("/a2a/extendedAgentCard", get(rest::extended_card))
 }

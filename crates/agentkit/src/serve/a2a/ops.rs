@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::super::agent::Mounted;
 use super::super::edge::TurnGate;
 use super::super::http::ApiError;
+use super::push::{ConfigRequest, ListConfigsRequest, PushConfig, PushError};
 use super::task::{TaskFold, TaskId};
 use super::wire::{
     self, ListTasksRequest, Message, SendMessageRequest, StreamResponse, TaskRequest, TaskState,
@@ -107,12 +108,23 @@ impl A2aError {
         )
     }
 
-    fn internal(message: impl Into<String>) -> A2aError {
+    pub(crate) fn internal(message: impl Into<String>) -> A2aError {
         A2aError::protocol(
             -32603,
             "INTERNAL",
             StatusCode::INTERNAL_SERVER_ERROR,
             message.into(),
+        )
+    }
+
+    /// Something of a task that is not there (a push config), as a task
+    /// not found.
+    pub(crate) fn not_found(message: &str) -> A2aError {
+        A2aError::protocol(
+            -32001,
+            "TASK_NOT_FOUND",
+            StatusCode::NOT_FOUND,
+            message.to_owned(),
         )
     }
 
@@ -131,15 +143,6 @@ impl A2aError {
             "TASK_NOT_CANCELABLE",
             StatusCode::BAD_REQUEST,
             format!("task `{id}` has ended ({state:?}) and cannot be canceled"),
-        )
-    }
-
-    pub(crate) fn push_not_supported() -> A2aError {
-        A2aError::protocol(
-            -32003,
-            "PUSH_NOTIFICATION_NOT_SUPPORTED",
-            StatusCode::BAD_REQUEST,
-            "push notifications are not supported: stream (SendStreamingMessage, SubscribeToTask) or poll GetTask".to_owned(),
         )
     }
 
@@ -217,6 +220,20 @@ impl From<ApiError> for A2aError {
             status,
             message: api.message,
             metadata,
+        }
+    }
+}
+
+impl From<PushError> for A2aError {
+    fn from(e: PushError) -> A2aError {
+        match e {
+            PushError::Invalid(m) => A2aError::invalid_params(m),
+            PushError::NotFound(m) => A2aError::not_found(&m),
+            PushError::Unsupported(m) => A2aError::unsupported(m),
+            PushError::Internal(m) => {
+                tracing::warn!(error = %m, "an A2A push notification request failed");
+                A2aError::internal("the push notification store failed; see the server log")
+            }
         }
     }
 }
@@ -372,13 +389,6 @@ impl Caller {
                     self.hops, self.agent.max_hops
                 ),
             )));
-        }
-        if req
-            .configuration
-            .as_ref()
-            .is_some_and(|c| c.task_push_notification_config.is_some())
-        {
-            return Err(A2aError::push_not_supported());
         }
         if let Some(task) = message.task_id.as_deref().filter(|t| !t.is_empty()) {
             let id = self.task_id(task)?;
@@ -543,7 +553,9 @@ impl Caller {
     /// `SendMessage`: the task, once it ends or needs input (at once with
     /// `returnImmediately`).
     pub(crate) async fn send_message(&self, req: SendMessageRequest) -> A2aResult<Value> {
+        let push = self.push_config(&req).await?;
         let id = self.start(&req).await?;
+        self.register_push(&id, push).await?;
         let config = req.configuration.unwrap_or_default();
         let (mut fold, next) = self.snapshot(&id).await?;
         if !config.return_immediately {
@@ -582,7 +594,7 @@ impl Caller {
             match event {
                 Err(_) if tokio::time::Instant::now() >= deadline => return Ok(next),
                 Err(_) => {
-                    if dropped(self.runtime(), fold) {
+                    if super::task::dropped(self.runtime(), fold) {
                         fold.dropped();
                     }
                 }
@@ -761,8 +773,77 @@ impl Caller {
         &self,
         req: SendMessageRequest,
     ) -> A2aResult<impl Stream<Item = StreamResponse> + Send + use<>> {
+        let push = self.push_config(&req).await?;
         let id = self.start(&req).await?;
+        self.register_push(&id, push).await?;
         self.stream(id).await
+    }
+
+    /// The webhook a message's `configuration` registers for its task.
+    async fn push_config(&self, req: &SendMessageRequest) -> A2aResult<Option<PushConfig>> {
+        let Some(value) = req
+            .configuration
+            .as_ref()
+            .and_then(|c| c.task_push_notification_config.clone())
+        else {
+            return Ok(None);
+        };
+        let config: PushConfig = serde_json::from_value(value)
+            .map_err(|e| A2aError::invalid_params(format!("`taskPushNotificationConfig`: {e}")))?;
+        if config.url.is_empty() {
+            return Err(A2aError::invalid_params(
+                "`taskPushNotificationConfig` needs a `url`",
+            ));
+        }
+        self.agent.pushes.check(&config).await?;
+        Ok(Some(config))
+    }
+
+    async fn register_push(&self, id: &TaskId, config: Option<PushConfig>) -> A2aResult<()> {
+        let Some(mut config) = config else {
+            return Ok(());
+        };
+        config.task_id = id.to_string();
+        let (fold, _) = self.snapshot(id).await?;
+        self.agent
+            .pushes
+            .create(self.runtime(), &self.owner, &fold, config, &self.shutdown)
+            .await?;
+        Ok(())
+    }
+
+    /// `CreateTaskPushNotificationConfig`.
+    pub(crate) async fn create_push(&self, config: PushConfig) -> A2aResult<Value> {
+        let id = self.task_id(&config.task_id)?;
+        let (fold, _) = self.snapshot(&id).await?;
+        let created = self
+            .agent
+            .pushes
+            .create(self.runtime(), &self.owner, &fold, config, &self.shutdown)
+            .await?;
+        to_value(&created)
+    }
+
+    /// `GetTaskPushNotificationConfig`.
+    pub(crate) async fn get_push(&self, req: ConfigRequest) -> A2aResult<Value> {
+        let id = self.task_id(&req.task_id)?;
+        self.snapshot(&id).await?;
+        to_value(&self.agent.pushes.get(&id, &req.id).await?)
+    }
+
+    /// `ListTaskPushNotificationConfigs`.
+    pub(crate) async fn list_push(&self, req: ListConfigsRequest) -> A2aResult<Value> {
+        let id = self.task_id(&req.task_id)?;
+        self.snapshot(&id).await?;
+        Ok(self.agent.pushes.list(&id, &req).await?)
+    }
+
+    /// `DeleteTaskPushNotificationConfig`.
+    pub(crate) async fn delete_push(&self, req: ConfigRequest) -> A2aResult<Value> {
+        let id = self.task_id(&req.task_id)?;
+        self.snapshot(&id).await?;
+        self.agent.pushes.delete(&id, &req.id).await?;
+        Ok(Value::Object(Map::new()))
     }
 
     /// `SubscribeToTask`: as a stream does, for a task not yet over.
@@ -815,7 +896,7 @@ impl Caller {
                         tracing::warn!(task = %fold.id, error = %e, "A2A stream ended by a store error");
                         return;
                     }
-                    Err(_) if dropped(&runtime, &fold) => {
+                    Err(_) if super::task::dropped(&runtime, &fold) => {
                         fold.dropped();
                         Some(super::task::Change::Status)
                     }
@@ -842,16 +923,6 @@ impl Caller {
 
 /// How often a wait looks whether a message no turn took was dropped.
 const IDLE_CHECK: Duration = Duration::from_millis(250);
-
-/// A stop dropped the task's message before a turn took it: the log
-/// records no such drop, but the session is idle with the message
-/// unanswered. Only this host's log says so (on a shared store another
-/// host may be about to start the turn).
-fn dropped(runtime: &agentkit_runtime::AgentRuntime, fold: &TaskFold) -> bool {
-    fold.state() == TaskState::Submitted
-        && matches!(runtime.store(), agentkit_runtime::EventLog::File(_))
-        && !runtime.is_active(&fold.id.session)
-}
 
 fn to_value(v: &impl serde::Serialize) -> A2aResult<Value> {
     serde_json::to_value(v)

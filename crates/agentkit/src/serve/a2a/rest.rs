@@ -185,9 +185,82 @@ pub(crate) async fn list(
     answer(run.await)
 }
 
-/// The push notification configuration routes: not served.
-pub(crate) async fn push(_auth: Authed) -> Response {
-    error(A2aError::push_not_supported())
+/// `POST /a2a/tasks/{id}/pushNotificationConfigs`: the body is the
+/// config (its `taskId` may be left out).
+pub(crate) async fn push_create(
+    State(state): State<AgentState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Authed { owner, body: bytes }: Authed,
+) -> Response {
+    let run = async {
+        super::check_version(&headers)?;
+        let mut config: super::push::PushConfig = body(&bytes)?;
+        if config.task_id.is_empty() {
+            config.task_id = id.clone();
+        } else if config.task_id != id {
+            return Err(A2aError::invalid_params(format!(
+                "the body's `taskId` `{}` is not the path's `{id}`",
+                config.task_id
+            )));
+        }
+        caller(&state, None, owner, &headers)
+            .create_push(config)
+            .await
+    };
+    answer(run.await)
+}
+
+/// `GET /a2a/tasks/{id}/pushNotificationConfigs` (`pageSize`,
+/// `pageToken` in the query).
+pub(crate) async fn push_list(
+    State(state): State<AgentState>,
+    Path(id): Path<String>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    Authed { owner, .. }: Authed,
+) -> Response {
+    let run = async {
+        super::check_version(&headers)?;
+        let axum::extract::Query(mut req) =
+            axum::extract::Query::<super::push::ListConfigsRequest>::try_from_uri(&uri)
+                .map_err(|e| A2aError::invalid_params(format!("the query: {}", e.body_text())))?;
+        req.task_id = id;
+        caller(&state, None, owner, &headers).list_push(req).await
+    };
+    answer(run.await)
+}
+
+/// `GET /a2a/tasks/{id}/pushNotificationConfigs/{config}`.
+pub(crate) async fn push_get(
+    State(state): State<AgentState>,
+    Path((task_id, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    Authed { owner, .. }: Authed,
+) -> Response {
+    let run = async {
+        super::check_version(&headers)?;
+        caller(&state, None, owner, &headers)
+            .get_push(super::push::ConfigRequest { task_id, id })
+            .await
+    };
+    answer(run.await)
+}
+
+/// `DELETE /a2a/tasks/{id}/pushNotificationConfigs/{config}`.
+pub(crate) async fn push_delete(
+    State(state): State<AgentState>,
+    Path((task_id, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    Authed { owner, .. }: Authed,
+) -> Response {
+    let run = async {
+        super::check_version(&headers)?;
+        caller(&state, None, owner, &headers)
+            .delete_push(super::push::ConfigRequest { task_id, id })
+            .await
+    };
+    answer(run.await)
 }
 
 /// `GET /a2a/extendedAgentCard`: not served (the public card is all).
@@ -209,10 +282,9 @@ fn answer(result: Result<Value, A2aError>) -> Response {
 fn grpc_status(reason: &str) -> &'static str {
     match reason {
         "TASK_NOT_FOUND" | "METHOD_NOT_FOUND" => "NOT_FOUND",
-        "TASK_NOT_CANCELABLE"
-        | "PUSH_NOTIFICATION_NOT_SUPPORTED"
-        | "UNSUPPORTED_OPERATION"
-        | "VERSION_NOT_SUPPORTED" => "FAILED_PRECONDITION",
+        "TASK_NOT_CANCELABLE" | "UNSUPPORTED_OPERATION" | "VERSION_NOT_SUPPORTED" => {
+            "FAILED_PRECONDITION"
+        }
         "INTERNAL" => "INTERNAL",
         _ => "INVALID_ARGUMENT",
     }

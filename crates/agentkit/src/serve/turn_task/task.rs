@@ -417,6 +417,16 @@ impl TaskFold {
     }
 }
 
+/// A stop dropped the task's message before a turn took it: the log
+/// records no such drop, but the session is idle with the message
+/// unanswered. Only this host's log says so (on a shared store another
+/// host may be about to start the turn).
+pub(crate) fn dropped(runtime: &agentkit_runtime::AgentRuntime, fold: &TaskFold) -> bool {
+    fold.state() == TaskState::Submitted
+        && matches!(runtime.store(), agentkit_runtime::EventLog::File(_))
+        && !runtime.is_active(&fold.id.session)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
