@@ -49,6 +49,7 @@ event_types! {
     SessionFailed => "session.failed", "A task session ended with a failure.";
     AgentBound => "agent.bound", "The session was bound to its agent runtime.";
     MessageReceived => "message.received", "A user message was accepted.";
+    MessageDropped => "message.dropped", "A stop dropped queued user messages before any turn took them.";
     TurnStarted => "turn.started", "A turn began.";
     TurnCompleted => "turn.completed", "A turn ended with a result and token usage.";
     TurnFailed => "turn.failed", "A turn ended with an error or was interrupted.";
@@ -120,6 +121,6 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), len);
-        assert_eq!(len, 26);
+        assert_eq!(len, 27);
     }
 }

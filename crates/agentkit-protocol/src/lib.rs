@@ -24,7 +24,7 @@ pub use envelope::{Event, InvalidSessionId, SessionId};
 pub use events::{EventType, UnknownEventType};
 pub use payload::{
     AbAssigned, ActionResult, ActionsRequested, Appended, ApprovalRequested, ApprovalResolved,
-    ArtifactTagged, ContextCompacted, EventData, MessageCompleted, MessageReceived,
+    ArtifactTagged, ContextCompacted, EventData, MessageCompleted, MessageDropped, MessageReceived,
     ReasoningCompleted, RequestDigest, SessionFailed, SessionForked, SessionStarted, StepCompleted,
     StepStarted, SubagentCalled, SubagentCompleted, SubagentStep, TurnCompleted, TurnFailed,
     TurnStarted,

@@ -207,6 +207,17 @@ pub struct ContextCompacted {
     pub cost_usd: Option<f64>,
 }
 
+/// `message.dropped`: a stop dropped queued messages (by the indices of
+/// their `message.received`) before any turn took them.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MessageDropped {
+    pub received: Vec<u64>,
+    /// The operator who stopped, when not the session's owner.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
 /// `artifact.tagged`: an artifact was created, or updated (`updated`) as
 /// the one of its `kind` and `key`, by the model's `tag_artifact` call
 /// (`callId`) or by host code.
@@ -384,6 +395,7 @@ pub enum EventData {
     SessionFailed(SessionFailed),
     AgentBound,
     MessageReceived(MessageReceived),
+    MessageDropped(MessageDropped),
     TurnStarted(TurnStarted),
     TurnCompleted(TurnCompleted),
     TurnFailed(TurnFailed),
@@ -444,6 +456,7 @@ impl EventData {
             EventType::SessionFailed => read(t, data, EventData::SessionFailed),
             EventType::AgentBound => EventData::AgentBound,
             EventType::MessageReceived => read(t, data, EventData::MessageReceived),
+            EventType::MessageDropped => read(t, data, EventData::MessageDropped),
             EventType::TurnStarted => read(t, data, EventData::TurnStarted),
             EventType::TurnCompleted => read(t, data, EventData::TurnCompleted),
             EventType::TurnFailed => read(t, data, EventData::TurnFailed),
@@ -476,6 +489,7 @@ impl EventData {
             EventData::SessionFailed(_) => EventType::SessionFailed,
             EventData::AgentBound => EventType::AgentBound,
             EventData::MessageReceived(_) => EventType::MessageReceived,
+            EventData::MessageDropped(_) => EventType::MessageDropped,
             EventData::TurnStarted(_) => EventType::TurnStarted,
             EventData::TurnCompleted(_) => EventType::TurnCompleted,
             EventData::TurnFailed(_) => EventType::TurnFailed,
@@ -515,6 +529,7 @@ impl EventData {
             }
             EventData::SessionFailed(p) => value(p),
             EventData::MessageReceived(p) => value(p),
+            EventData::MessageDropped(p) => value(p),
             EventData::TurnStarted(p) => value(p),
             EventData::TurnCompleted(p) => value(p),
             EventData::TurnFailed(p) => value(p),

@@ -91,6 +91,8 @@ pub struct TurnFold {
     lenient: bool,
     saw_message: bool,
     received_ours: bool,
+    /// The index of our `message.received`, once seen.
+    our_index: Option<u64>,
     turn_id: Option<String>,
     started: bool,
     ended: Option<TurnEnd>,
@@ -116,6 +118,7 @@ impl TurnFold {
             lenient: false,
             saw_message: false,
             received_ours: false,
+            our_index: None,
             turn_id: None,
             started: false,
             ended: None,
@@ -145,8 +148,29 @@ impl TurnFold {
                         EventData::MessageReceived(m) if m.text.trim() == text
                     ),
                 };
+                if ours && !self.received_ours {
+                    self.our_index = Some(event.index);
+                }
                 self.received_ours |= ours;
                 Seen::Nothing
+            }
+            // A stop dropped our message before any turn took it: no turn
+            // will answer it.
+            EventType::MessageDropped
+                if !self.started
+                    && self.ended.is_none()
+                    && matches!(
+                        (event.payload(), self.our_index),
+                        (EventData::MessageDropped(d), Some(ours)) if d.received.contains(&ours)
+                    ) =>
+            {
+                let end = TurnEnd {
+                    ok: false,
+                    text: "the message was dropped by a stop before a turn took it".to_owned(),
+                    output: None,
+                };
+                self.ended = Some(end.clone());
+                Seen::Ended(end)
             }
             EventType::TurnStarted
                 if !self.started && (self.received_ours || (self.lenient && !self.saw_message)) =>
@@ -201,6 +225,30 @@ mod tests {
 
     fn plain(kind: EventType, turn: Option<&str>) -> Event {
         ev(kind, turn, json!({}))
+    }
+
+    #[test]
+    fn a_dropped_message_ends_its_fold_and_another_one_does_not() {
+        use EventType::*;
+        let mut ours = TurnFold::answering("second");
+        let mut other = TurnFold::answering("third");
+        let received = |text: &str, index: u64| {
+            let mut e = ev(MessageReceived, None, json!({ "text": text }));
+            e.index = index;
+            e
+        };
+        let seq = [received("second", 4), received("third", 9)];
+        for e in &seq {
+            assert_eq!(ours.observe(e), Seen::Nothing);
+            assert_eq!(other.observe(e), Seen::Nothing);
+        }
+        let dropped = ev(MessageDropped, None, json!({"received": [4]}));
+        match ours.observe(&dropped) {
+            Seen::Ended(end) => assert!(!end.ok && end.text.contains("dropped")),
+            seen => panic!("{seen:?}"),
+        }
+        assert_eq!(other.observe(&dropped), Seen::Nothing);
+        assert_eq!(ours.observe(&plain(SessionWaiting, None)), Seen::Settled);
     }
 
     #[test]

@@ -164,6 +164,11 @@ pub(crate) struct TurnState {
     /// Who stopped the running turn, when an operator did it on a session
     /// it does not own (recorded on `turn.failed` as `by`).
     stopped_by: Option<String>,
+    /// The `message.received` indices of queued messages a stop dropped,
+    /// and who stopped, until the worker records them
+    /// (`message.dropped`) as it settles.
+    dropped: Vec<u64>,
+    dropped_by: Option<String>,
 }
 
 impl TurnState {
@@ -180,11 +185,23 @@ impl TurnState {
     /// Anything at all holds the session (a worker settling included):
     /// such a session is not unloaded, forgotten or claimed.
     pub(crate) fn is_active(&self) -> bool {
-        !matches!(self.phase, Phase::Idle) || self.has_work()
+        !matches!(self.phase, Phase::Idle) || self.has_work() || !self.dropped.is_empty()
     }
 
     fn has_work(&self) -> bool {
         !self.queue.is_empty() || self.resume.is_some()
+    }
+
+    /// A worker still has something to do: a turn to run, or dropped
+    /// messages to record.
+    fn holds_worker(&self) -> bool {
+        self.has_work() || !self.dropped.is_empty()
+    }
+
+    /// The indices of the messages a stop dropped, and who stopped, to
+    /// record (once).
+    pub(crate) fn take_dropped(&mut self) -> (Vec<u64>, Option<String>) {
+        (std::mem::take(&mut self.dropped), self.dropped_by.take())
     }
 
     /// The cancellation of what runs now.
@@ -248,7 +265,7 @@ impl TurnState {
     /// The worker lets go unless work arrived meanwhile. Returns whether
     /// it let go.
     pub(crate) fn release(&mut self) -> bool {
-        if self.has_work() {
+        if self.holds_worker() {
             return false;
         }
         self.phase = Phase::Idle;
@@ -272,7 +289,7 @@ impl TurnState {
     /// Ends a call. Returns whether messages (or a resume) arrived during
     /// it, so a worker must run them (the session stays held for it).
     pub(crate) fn release_call(&mut self) -> bool {
-        if self.has_work() {
+        if self.holds_worker() {
             self.phase = Phase::Between;
             true
         } else {
@@ -288,15 +305,19 @@ impl TurnState {
 
     /// Drops queued messages and cancels what runs. Returns whether
     /// something ran.
+    #[cfg(test)]
     pub(crate) fn stop(&mut self) -> bool {
-        self.queue.clear();
-        self.cancel(Interrupt::Stopped)
+        self.stop_by(None)
     }
 
     /// [`stop`](Self::stop), remembering `by` for the `turn.failed` it
-    /// causes.
+    /// causes and the `message.dropped` of the queued messages.
     pub(crate) fn stop_by(&mut self, by: Option<String>) -> bool {
-        let stopped = self.stop();
+        if !self.queue.is_empty() {
+            self.dropped.extend(self.queue.drain(..).map(|q| q.index));
+            self.dropped_by = by.clone();
+        }
+        let stopped = self.cancel(Interrupt::Stopped);
         if stopped {
             self.stopped_by = by;
         }

@@ -563,6 +563,16 @@ impl Turns<'_> {
             SessionMode::Task => session_failed("the turn failed"),
         };
         let mut events: Vec<NewEvent> = end.into_iter().collect();
+        let (dropped, by) = session.state().take_dropped();
+        if !dropped.is_empty() {
+            events.push(NewEvent::new(
+                None,
+                EventData::MessageDropped(agentkit_protocol::MessageDropped {
+                    received: dropped,
+                    by,
+                }),
+            ));
+        }
         events.push(NewEvent::new(None, data));
         let settled = self.append_all(session, events).await;
         if let Err(e) = settled.and(self.rt.inner.store.sync(&session.id).await) {

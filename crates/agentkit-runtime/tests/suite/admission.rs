@@ -154,6 +154,25 @@ async fn stop_interrupts_and_clears_the_queue() {
         .filter(|k| k.starts_with("turn."))
         .collect();
     assert_eq!(turns, ["turn.started", "turn.failed(stopped)"]);
+    // The drop is recorded, naming the queued message, before the session
+    // settles.
+    let dropped: Vec<&agentkit_protocol::Event> = events
+        .iter()
+        .filter(|e| e.event_type == EventType::MessageDropped)
+        .collect();
+    assert_eq!(dropped.len(), 1, "{:?}", types(&events));
+    assert_eq!(
+        dropped[0].data["received"],
+        serde_json::json!([b.start_index])
+    );
+    let last_two: Vec<EventType> = events[events.len() - 2..]
+        .iter()
+        .map(|e| e.event_type)
+        .collect();
+    assert_eq!(
+        last_two,
+        [EventType::MessageDropped, EventType::SessionWaiting]
+    );
     assert!(!f.runtime.is_busy(&a.session_id));
     assert!(
         !f.runtime

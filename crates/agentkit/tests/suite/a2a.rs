@@ -1007,3 +1007,66 @@ fn webhooks_are_refused_on_private_addresses_others_tasks_and_bad_configs() {
         .json();
     assert_eq!(listed["sessions"].as_array().unwrap().len(), 1, "{listed}");
 }
+
+/// A message queued behind a running turn and dropped by a stop is
+/// recorded as dropped (`message.dropped`), so the task it started is
+/// canceled at once for `GetTask` (on any host), not submitted until some
+/// later turn starts. (A2A messages preempt; the queue is reached through
+/// the session API's `coalesce`.)
+#[test]
+fn a_message_dropped_by_a_stop_is_recorded_and_its_task_is_canceled() {
+    const SLOW: &str = r#"{"turns": [
+      {"steps": [{"text": "slow", "delayMs": 30000}]},
+      {"steps": [{"text": "never"}]}
+    ]}"#;
+    let h = host(&[("bot", &bot_with(SLOW, &[]))], ServeOptions::default());
+    let created = h
+        .send(Request::post("/bot/v1/session").json(&json!({"message": "take your time"})))
+        .json();
+    let (id, token) = (
+        created["sessionId"].as_str().unwrap().to_owned(),
+        created["continuationToken"].as_str().unwrap().to_owned(),
+    );
+    let queued = h
+        .send(Request::post(&format!("/bot/v1/session/{id}")).json(
+            &json!({"message": "and then this", "continuationToken": token, "admission": "coalesce"}),
+        ))
+        .json();
+    assert_eq!(queued["coalesced"], true, "{queued}");
+    let events = || -> Vec<Value> {
+        h.send(Request::get(&format!("/bot/v1/session/{id}/events")))
+            .body
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect()
+    };
+    let queued_index = events()
+        .iter()
+        .rfind(|e| e["type"] == "message.received")
+        .and_then(|e| e["index"].as_u64())
+        .unwrap();
+    let r = h.send(Request::post(&format!("/bot/v1/session/{id}/stop")));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut log = events();
+    let start = std::time::Instant::now();
+    while !log.iter().any(|e| e["type"] == "session.waiting") {
+        assert!(start.elapsed().as_secs() < 30, "never settled: {log:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        log = events();
+    }
+    let dropped: Vec<&Value> = log
+        .iter()
+        .filter(|e| e["type"] == "message.dropped")
+        .collect();
+    assert_eq!(dropped.len(), 1, "{log:?}");
+    assert_eq!(dropped[0]["data"]["received"], json!([queued_index]));
+    let got = rpc(
+        &h,
+        "/bot/a2a",
+        "GetTask",
+        json!({"id": format!("{id}.{queued_index}")}),
+        None,
+    )
+    .json();
+    assert_eq!(state(&got["result"]), "TASK_STATE_CANCELED", "{got}");
+}

@@ -135,8 +135,9 @@ impl TaskFold {
         self.at.as_deref()
     }
 
-    /// A stop dropped the task's message before a turn took it (the log
-    /// records no such drop: the caller saw the session go idle).
+    /// A stop dropped the task's message before a turn took it, and the
+    /// log does not say so (written before `message.dropped` existed):
+    /// the caller saw the session go idle.
     pub(crate) fn dropped(&mut self) {
         if self.state == TaskState::Submitted {
             self.state = TaskState::Canceled;
@@ -159,6 +160,16 @@ impl TaskFold {
             if let EventData::MessageReceived(m) = e.payload() {
                 self.user_text = Some(m.text);
                 self.at = Some(e.at.clone());
+            }
+            return None;
+        }
+        if e.event_type == EventType::MessageDropped {
+            if let EventData::MessageDropped(dropped) = e.payload()
+                && dropped.received.contains(&self.id.start)
+                && self.state == TaskState::Submitted
+            {
+                self.outcome = Some(DROPPED.to_owned());
+                return self.set(TaskState::Canceled, e);
             }
             return None;
         }
