@@ -476,8 +476,14 @@ impl SharedKv for KvTable {
         seam(KvTable::delete(self, key, now))
     }
 
-    fn list<'a>(&'a self, prefix: &'a str, limit: i64, now: i64) -> StoreFuture<'a, Vec<KvRow>> {
-        seam(KvTable::list(self, prefix, limit, now))
+    fn list<'a>(
+        &'a self,
+        prefix: &'a str,
+        after: &'a str,
+        limit: i64,
+        now: i64,
+    ) -> StoreFuture<'a, Vec<KvRow>> {
+        seam(KvTable::list(self, prefix, after, limit, now))
     }
 }
 

@@ -80,7 +80,13 @@ impl KvTable {
     }
 
     /// Live entries whose key starts with `prefix`, in key order.
-    pub async fn list(&self, prefix: &str, limit: i64, now: i64) -> Result<Vec<KvRow>> {
+    pub async fn list(
+        &self,
+        prefix: &str,
+        after: &str,
+        limit: i64,
+        now: i64,
+    ) -> Result<Vec<KvRow>> {
         let client = self.db.client().await?;
         client
             .execute(
@@ -93,8 +99,9 @@ impl KvTable {
         let rows = client
             .query(
                 "SELECT key, value, expires_at FROM agentkit_kv
-                 WHERE agent = $1 AND left(key, length($2)) = $2 ORDER BY key COLLATE \"C\" LIMIT $3",
-                &[&self.agent, &prefix, &limit],
+                 WHERE agent = $1 AND left(key, length($2)) = $2 AND key COLLATE \"C\" > $4
+                 ORDER BY key COLLATE \"C\" LIMIT $3",
+                &[&self.agent, &prefix, &limit, &after],
             )
             .await
             .map_err(Error::query("list keys"))?;

@@ -119,8 +119,22 @@ impl KvStore {
     /// Live entries whose key starts with `prefix`, in key order, at most
     /// `limit`.
     pub async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<KvEntry>> {
+        self.list_after(prefix, "", limit).await
+    }
+
+    /// [`list`](Self::list) from the first key after `after` (byte order):
+    /// the next page after a page whose last key was `after`.
+    pub async fn list_after(
+        &self,
+        prefix: &str,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<KvEntry>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = self.table.list(prefix, limit, (self.clock)()).await?;
+        let rows = self
+            .table
+            .list(prefix, after, limit, (self.clock)())
+            .await?;
         Ok(rows.into_iter().map(entry).collect())
     }
 }

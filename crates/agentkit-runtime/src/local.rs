@@ -316,6 +316,7 @@ impl agentkit_store::SharedKv for LocalKv {
     fn list<'a>(
         &'a self,
         prefix: &'a str,
+        after: &'a str,
         limit: i64,
         now: i64,
     ) -> StoreFuture<'a, Vec<agentkit_store::KvRow>> {
@@ -324,9 +325,10 @@ impl agentkit_store::SharedKv for LocalKv {
             let mut stmt = c.prepare_cached(
                 "SELECT key, value, expires_at FROM kv
                  WHERE substr(key, 1, length(?1)) = ?1 AND (expires_at IS NULL OR expires_at > ?2)
+                   AND key > ?4
                  ORDER BY key LIMIT ?3",
             )?;
-            let rows = stmt.query_map(rusqlite::params![prefix, now, limit], |r| {
+            let rows = stmt.query_map(rusqlite::params![prefix, now, limit, after], |r| {
                 Ok((r.get(0)?, r.get(1)?, r.get(2)?))
             })?;
             rows.collect()

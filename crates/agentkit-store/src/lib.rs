@@ -523,8 +523,15 @@ pub trait SharedKv: Send + Sync + Debug {
     ) -> StoreFuture<'a, ()>;
     /// True when a live entry was deleted.
     fn delete<'a>(&'a self, key: &'a str, now: i64) -> StoreFuture<'a, bool>;
-    /// Live entries under `prefix`, in key order.
-    fn list<'a>(&'a self, prefix: &'a str, limit: i64, now: i64) -> StoreFuture<'a, Vec<KvRow>>;
+    /// Live entries under `prefix` whose key sorts after `after` (byte
+    /// order; `""`: from the first), in key order.
+    fn list<'a>(
+        &'a self,
+        prefix: &'a str,
+        after: &'a str,
+        limit: i64,
+        now: i64,
+    ) -> StoreFuture<'a, Vec<KvRow>>;
 }
 
 /// One artifact's row. `data` is JSON text; `principal_id` is the

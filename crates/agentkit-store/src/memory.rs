@@ -1182,12 +1182,19 @@ impl SharedKv for Part {
         })))
     }
 
-    fn list<'a>(&'a self, prefix: &'a str, limit: i64, now: i64) -> StoreFuture<'a, Vec<KvRow>> {
+    fn list<'a>(
+        &'a self,
+        prefix: &'a str,
+        after: &'a str,
+        limit: i64,
+        now: i64,
+    ) -> StoreFuture<'a, Vec<KvRow>> {
         let data = self.data();
         let rows = data
             .kv
             .range(self.key(prefix)..)
             .take_while(|((agent, k), _)| *agent == self.agent && k.starts_with(prefix))
+            .filter(|((_, k), _)| k.as_bytes() > after.as_bytes())
             .filter(|(_, (_, expires))| expires.is_none_or(|at| at > now))
             .take(usize::try_from(limit).unwrap_or(0))
             .map(|((_, k), (value, expires))| (k.clone(), value.clone(), *expires))

@@ -20,14 +20,14 @@
 //!
 //! | method | path | does |
 //! |---|---|---|
-//! | GET | `/v1/kv?prefix=P&limit=N` | live entries by key prefix |
+//! | GET | `/v1/kv?prefix=P&limit=N&cursor=C` | live entries by key prefix, in key order; `nextCursor` |
 //! | GET | `/v1/kv/{key}` | one entry (404 `not_found`) |
 //! | PUT | `/v1/kv/{key}` | `{value, ttlSeconds?}` stores it |
 //! | DELETE | `/v1/kv/{key}` | removes it |
 //! | GET | `/v1/mcp` | the agent's connections and their status |
 //! | GET | `/v1/mcp/{conn}/tools` | a connection's tools |
 //! | POST | `/v1/mcp/{conn}/tools/{tool}` | `{arguments}` calls a tool |
-//! | GET | `/v1/reminders` | the agent's reminders, newest first |
+//! | GET | `/v1/reminders?limit=N&cursor=C` | the agent's reminders, newest first; `nextCursor` |
 //! | POST | `/v1/reminders` | a prompt-form reminder (`ReminderRequest` JSON) |
 //! | DELETE | `/v1/reminders/{id}` | cancels one |
 //! | POST | `/v1/github` | one GitHub REST call with a github channel's credentials |
@@ -383,13 +383,39 @@ struct ListQuery {
     #[serde(default)]
     prefix: String,
     #[serde(default)]
-    limit: Option<usize>,
+    limit: Option<u32>,
+    #[serde(default)]
+    cursor: Option<String>,
 }
 
+/// The cursor kinds of the bridge's kv and reminder pages.
+const KV_CURSOR: &str = "k1";
+const REMINDER_CURSOR: &str = "m1";
+
+/// `GET /v1/kv?prefix=&limit=&cursor=`: live entries in key order, a page
+/// at a time (`limit` 100 by default, at most 1,000); `nextCursor` while
+/// more remain.
 async fn kv_list(caller: Caller, Query(q): Query<ListQuery>) -> Reply {
-    let limit = q.limit.unwrap_or(100).min(1000);
-    let entries = caller.services.kv.list(&q.prefix, limit).await;
-    ok("entries", entries?)
+    let page = super::paging::page_query(KV_CURSOR, q.limit, q.cursor.as_deref())?;
+    let after = page.after.unwrap_or_default();
+    let mut entries = caller
+        .services
+        .kv
+        .list_after(&q.prefix, &after, page.limit + 1)
+        .await?;
+    let next = if entries.len() > page.limit {
+        entries.truncate(page.limit);
+        entries
+            .last()
+            .map(|e| super::paging::cursor_of(KV_CURSOR, &e.key))
+    } else {
+        None
+    };
+    let mut doc = json!({"ok": true, "entries": entries});
+    if let Some(next) = next {
+        doc["nextCursor"] = next.into();
+    }
+    Ok(axum::Json(doc).into_response())
 }
 
 async fn kv_get(caller: Caller, Path(key): Path<String>) -> Reply {
@@ -572,8 +598,19 @@ async fn artifacts_tag(caller: Caller, bytes: Bytes) -> Reply {
     ok("artifact", tagged)
 }
 
-async fn reminders_list(caller: Caller) -> Reply {
-    ok("reminders", caller.runtime.reminders().list().await?)
+/// `GET /v1/reminders?limit=&cursor=`: the agent's reminders, newest
+/// first, a page at a time; `nextCursor` while more remain.
+async fn reminders_list(caller: Caller, Query(q): Query<ListQuery>) -> Reply {
+    let page = super::paging::page_query(REMINDER_CURSOR, q.limit, q.cursor.as_deref())?;
+    let mut reminders = caller.runtime.reminders().list().await?;
+    let key = |r: &agentkit_runtime::Reminder| format!("{}\n{}", r.created_at, r.id);
+    reminders.sort_by_cached_key(|r| std::cmp::Reverse(key(r)));
+    let (reminders, next) = super::paging::page(reminders, REMINDER_CURSOR, &page, key);
+    let mut doc = json!({"ok": true, "reminders": reminders});
+    if let Some(next) = next {
+        doc["nextCursor"] = next.into();
+    }
+    Ok(axum::Json(doc).into_response())
 }
 
 async fn reminders_create(caller: Caller, bytes: Bytes) -> Reply {

@@ -43,6 +43,21 @@ elif op == "forget":
     status, out = host("DELETE", "/v1/kv/" + args["key"])
 elif op == "list":
     status, out = host("GET", "/v1/kv?prefix=" + args.get("prefix", ""))
+elif op == "list_pages":
+    # Follows `nextCursor` page by page; answers the keys of each page.
+    pages, cursor, status = [], None, 200
+    path = args.get("path", "/v1/kv") + "?limit=%d" % args["limit"]
+    while status == 200 and len(pages) < 20:
+        status, page = host("GET", path + ("&cursor=" + cursor if cursor else ""))
+        if status != 200:
+            out = page
+            break
+        items = page.get("entries", page.get("reminders", []))
+        pages.append([i.get("key", i.get("id")) for i in items])
+        cursor = page.get("nextCursor")
+        if not cursor:
+            out = {"pages": pages}
+            break
 elif op == "mcp":
     status, out = host(
         "POST",

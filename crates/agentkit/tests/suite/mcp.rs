@@ -772,6 +772,13 @@ fn server_tools_use_the_host_bridge() {
         .collect();
     assert_eq!(keys, ["notes/1", "notes/2"]);
     assert!(listed["body"]["entries"][1]["expiresAt"].is_i64());
+    // In pages that follow the cursor, in key order, none twice.
+    let paged = call(&h, "a", json!({"op": "list_pages", "limit": 2}));
+    assert_eq!(
+        paged["body"]["pages"],
+        json!([["notes/1", "notes/2"], ["other"]]),
+        "{paged}"
+    );
     // Agent b has its own store.
     let other = call(&h, "b", json!({"op": "recall", "key": "notes/1"}));
     assert_eq!(
@@ -798,6 +805,23 @@ fn server_tools_use_the_host_bridge() {
     assert_eq!(
         listed["body"]["reminders"][0]["id"],
         created["body"]["reminder"]["id"]
+    );
+    call(
+        &h,
+        "a",
+        json!({"op": "reminders", "reminder": {"purpose": "ci_recheck", "channelId": "intake",
+            "continuationToken": "pr:2", "delay": "30m", "prompt": "Re-check CI again"}}),
+    );
+    let paged = call(
+        &h,
+        "a",
+        json!({"op": "list_pages", "limit": 1, "path": "/v1/reminders"}),
+    );
+    let pages = paged["body"]["pages"].as_array().unwrap();
+    assert_eq!(pages.len(), 2, "{paged}");
+    assert_eq!(
+        pages[1][0], created["body"]["reminder"]["id"],
+        "oldest last"
     );
     // Agent b sees none of a's reminders.
     let other = call(&h, "b", json!({"op": "reminders_list"}));
