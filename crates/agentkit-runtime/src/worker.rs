@@ -53,7 +53,11 @@ impl agentkit_harness::PrepareWorkspace for PrepareSession {
                 .turns()
                 .ensure_workspace(&self.session)
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?;
+            if let Some(journal) = &self.runtime.inner.journal {
+                journal.offer(&self.session.workspace).await;
+            }
+            Ok(())
         })
     }
 }
@@ -720,6 +724,12 @@ impl Turns<'_> {
             day_cost_usd,
             prior_sizing,
         };
+        let journaled: Option<String> = self
+            .rt
+            .inner
+            .journal
+            .as_ref()
+            .map(|_| input.user_messages.join("\n\n"));
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
         let harness = match trace {
             Some(tp) => tokio::spawn(agentkit_harness::trace::with_current(
@@ -808,6 +818,26 @@ impl Turns<'_> {
                     tool_calls,
                     tool_errors,
                     ended_at_ms: chrono::Utc::now().timestamp_millis(),
+                })
+                .await;
+        }
+        if let (Some(journal), Some(message)) = (&self.rt.inner.journal, journaled) {
+            let (outcome, reply) = match &outcome {
+                TurnOutcome::Completed { result, .. } => ("completed", result.clone()),
+                TurnOutcome::Interrupted => ("interrupted", String::new()),
+                _ => ("failed", String::new()),
+            };
+            let principal = session.meta().owner.principal_id.clone();
+            journal
+                .record(&crate::journal::JournalLine {
+                    timestamp: chrono::Utc::now()
+                        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                    session_id: id.as_str().to_owned(),
+                    turn_id: turn_id.clone(),
+                    principal,
+                    message,
+                    reply,
+                    outcome,
                 })
                 .await;
         }
