@@ -52,6 +52,8 @@ mod listing;
 mod local;
 mod log;
 mod mailbox;
+mod memory;
+mod memory_local;
 mod meta;
 mod registry;
 mod reminder_types;
@@ -93,6 +95,10 @@ pub use journal::{JOURNAL_IN_WORKSPACE, JOURNAL_KEEP, journal_path};
 pub use kv::{Clock as KvClock, KvEntry, KvStore, MAX_KEY_BYTES};
 pub use listing::{SessionPage, SessionStatus};
 pub use log::{EventLog, Follow};
+pub use memory::{
+    MAX_MEMORY_BYTES, MEMORY_TOOLS, Memories, MemoryPage, PRINCIPAL_SCOPE, RECALL_MAX,
+    RECALL_WINDOW,
+};
 pub use meta::{Owner, SessionMeta, SessionMode};
 pub use reminder_types::{
     Followup, HANDLER_LOST_ON_RESTART, NewReminder, Reminder, ReminderAction, ReminderFired,

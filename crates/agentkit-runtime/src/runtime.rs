@@ -590,6 +590,7 @@ impl AgentRuntime {
             }
         }
         out.extend(self.retention().artifacts().tool());
+        out.extend(self.memory().tools());
         out
     }
 
