@@ -3,7 +3,7 @@
 //! (`[harness] builtin_tools`), each with its provenance (session, turn,
 //! the index of its `memory.remembered` event, principal) and a scope:
 //! `principal` (only that principal's sessions see it) or `agent` (every
-//! session does). Reached as `runtime.memory()`: rows live behind
+//! session does). Reached as `runtime.retention().memory()`: rows live behind
 //! `agentkit_store::SharedMemories` (this host's `agentkit.sqlite`,
 //! `memory_local.rs`, or the shared store), listed, read, edited and
 //! deleted over `/v1/memory` by their principal or an operator.
@@ -57,10 +57,10 @@ pub struct Memories<'a> {
     rt: &'a AgentRuntime,
 }
 
-impl AgentRuntime {
+impl<'a> crate::deletion::Retention<'a> {
     /// The agent's governed memories (`remember` / `recall` / `forget`).
-    pub fn memory(&self) -> Memories<'_> {
-        Memories { rt: self }
+    pub fn memory(&self) -> Memories<'a> {
+        Memories { rt: self.runtime() }
     }
 }
 
@@ -396,7 +396,7 @@ impl DynTool for MemoryTool {
                     "`{name}` works in a session; this call has none"
                 ));
             }
-            let memory = runtime.memory();
+            let memory = runtime.retention().memory();
             let text = |k: &str| input.get(k).and_then(Value::as_str).unwrap_or_default();
             let answer = match name.as_str() {
                 "remember" => {

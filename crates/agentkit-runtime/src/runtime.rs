@@ -590,7 +590,7 @@ impl AgentRuntime {
             }
         }
         out.extend(self.retention().artifacts().tool());
-        out.extend(self.memory().tools());
+        out.extend(self.retention().memory().tools());
         out
     }
 

@@ -34,6 +34,7 @@ async fn list(
     let got = state
         .agent
         .runtime
+        .retention()
         .memory()
         .list(&owner, page.limit, page.after.as_deref())
         .await?;
@@ -52,7 +53,13 @@ async fn read(
     Path(id): Path<String>,
     Authed { owner, .. }: Authed,
 ) -> ApiResult {
-    let memory = state.agent.runtime.memory().get(&id, &owner).await?;
+    let memory = state
+        .agent
+        .runtime
+        .retention()
+        .memory()
+        .get(&id, &owner)
+        .await?;
     Ok(json_ok(MemoryAnswer { ok: true, memory }))
 }
 
@@ -65,6 +72,7 @@ async fn edit(
     let memory = state
         .agent
         .runtime
+        .retention()
         .memory()
         .edit(&id, &owner, &req.text)
         .await?;
@@ -76,7 +84,13 @@ async fn delete(
     Path(id): Path<String>,
     Authed { owner, .. }: Authed,
 ) -> ApiResult {
-    state.agent.runtime.memory().delete(&id, &owner).await?;
+    state
+        .agent
+        .runtime
+        .retention()
+        .memory()
+        .delete(&id, &owner)
+        .await?;
     Ok(json_ok(MemoryDeleted {
         ok: true,
         memory_id: id,
