@@ -44,6 +44,8 @@ fn feed(session: &Session, appended: &[Event]) {
 struct PrepareSession {
     runtime: AgentRuntime,
     session: Arc<Session>,
+    /// The journal's copy was made for this turn.
+    journal_offered: std::sync::atomic::AtomicBool,
 }
 
 impl agentkit_harness::PrepareWorkspace for PrepareSession {
@@ -54,7 +56,12 @@ impl agentkit_harness::PrepareWorkspace for PrepareSession {
                 .ensure_workspace(&self.session)
                 .await
                 .map_err(|e| e.to_string())?;
-            if let Some(journal) = &self.runtime.inner.journal {
+            // Once per turn (this is asked before every step's calls).
+            if let Some(journal) = &self.runtime.inner.journal
+                && !self
+                    .journal_offered
+                    .swap(true, std::sync::atomic::Ordering::AcqRel)
+            {
                 journal.offer(&self.session.workspace).await;
             }
             Ok(())
@@ -703,6 +710,7 @@ impl Turns<'_> {
             prepare_workspace: Some(Arc::new(PrepareSession {
                 runtime: self.rt.clone(),
                 session: session.clone(),
+                journal_offered: Default::default(),
             })),
             session_id: id.as_str().to_owned(),
             turn_id: turn_id.clone(),
