@@ -9,8 +9,8 @@ use serde_json::Value;
 use crate::checks;
 use crate::diagnostic::{Code, Diagnostic};
 use crate::model::{
-    AgentConfig, BUILTIN_TOOLS, HarnessConfig, LocalConfig, ModelSpec, Pricing, Provider,
-    SessionsConfig,
+    AgentConfig, BUILTIN_TOOLS, HarnessConfig, LocalConfig, MemoryConfig, ModelSpec, Pricing,
+    Provider, SessionsConfig,
 };
 use crate::names;
 use crate::source::{Ctx, SourceText};
@@ -26,6 +26,7 @@ struct RawAgent {
     output_schema: Option<toml::Value>,
     local: Option<RawLocal>,
     sessions: Option<RawSessions>,
+    memory: Option<RawMemory>,
     /// Accepted from TypeScript-era projects; only the host reads it.
     cloud: Option<toml::Value>,
     /// Cursor-only settings, read so they warn instead of failing.
@@ -91,6 +92,14 @@ struct RawLocal {
 struct RawSessions {
     retention: Option<String>,
     max_sessions: Option<u64>,
+}
+
+/// `[memory]`: the shared journal.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMemory {
+    journal: Option<bool>,
+    journal_max_bytes: Option<u64>,
 }
 
 /// Reads `agent.toml` in `agent_dir`, if present. Returns the defaults
@@ -168,6 +177,9 @@ pub(crate) fn read_agent_config(ctx: &mut Ctx, agent_dir: &Path) -> (AgentConfig
     if let Some(sessions) = raw.sessions {
         config.sessions = read_sessions(ctx, &src, sessions);
     }
+    if let Some(memory) = raw.memory {
+        config.memory = read_memory(ctx, &src, memory);
+    }
     if let Some(local) = raw.local
         && let Some(cwd) = local.cwd
     {
@@ -188,6 +200,30 @@ pub(crate) fn read_agent_config(ctx: &mut Ctx, agent_dir: &Path) -> (AgentConfig
         }
     }
     (config, true)
+}
+
+/// The smallest `journal_max_bytes`: one line fits.
+const JOURNAL_MIN_BYTES: u64 = 256;
+
+fn read_memory(ctx: &mut Ctx, src: &SourceText, raw: RawMemory) -> MemoryConfig {
+    let mut out = MemoryConfig {
+        journal: raw.journal.unwrap_or(false),
+        ..MemoryConfig::default()
+    };
+    match raw.journal_max_bytes {
+        Some(n) if n < JOURNAL_MIN_BYTES => ctx.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                src.rel.clone(),
+                format!("`memory.journal_max_bytes` is {n}; it is at least {JOURNAL_MIN_BYTES}"),
+            )
+            .at(src.key_pos("journal_max_bytes"))
+            .with_hint("leave it out for 1 MiB per file (docs/reference/memory.md)"),
+        ),
+        Some(n) => out.journal_max_bytes = n,
+        None => {}
+    }
+    out
 }
 
 fn read_sessions(ctx: &mut Ctx, src: &SourceText, raw: RawSessions) -> SessionsConfig {

@@ -123,6 +123,8 @@ pub struct AgentConfig {
     pub local: LocalConfig,
     /// `[sessions]`: how long settled sessions are kept.
     pub sessions: SessionsConfig,
+    /// `[memory]`: the shared journal of settled turns.
+    pub memory: MemoryConfig,
     /// `output_schema`: the final reply of every turn is a JSON value
     /// valid against this schema (`turn.completed.data.output`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -341,6 +343,9 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     "glob",
     "shell",
     "remind_me",
+    "remember",
+    "recall",
+    "forget",
 ];
 
 impl Default for HarnessConfig {
@@ -385,6 +390,28 @@ impl SessionsConfig {
     /// Whether anything is ever deleted by age or count.
     pub fn deletes(&self) -> bool {
         self.retention.is_some() || self.max_sessions.is_some()
+    }
+}
+
+/// `[memory]`: with `journal`, one JSON line per settled turn is
+/// appended to the agent's `memory/journal.jsonl` (under its state
+/// folder), rotated past `journal_max_bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryConfig {
+    pub journal: bool,
+    pub journal_max_bytes: u64,
+}
+
+/// The journal's default size before it is rotated: 1 MiB.
+pub const JOURNAL_MAX_BYTES: u64 = 1024 * 1024;
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            journal: false,
+            journal_max_bytes: JOURNAL_MAX_BYTES,
+        }
     }
 }
 

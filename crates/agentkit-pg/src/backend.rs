@@ -7,17 +7,17 @@ use agentkit_events::NewEvent;
 use agentkit_protocol::{Event, SessionId};
 use agentkit_store::{
     AbFeedback, AbTotals, AbTurn, AgentStores, ArtifactQuery, ArtifactRow, KvRow, Mail, MailSignal,
-    MailState, PageQuery, ReminderRecord, SessionRow, SharedAb, SharedArtifacts, SharedBackend,
-    SharedError, SharedFollow, SharedIndex, SharedKv, SharedLeases, SharedLog, SharedMailbox,
-    SharedReminders, SharedTicks, StoreFuture, Tagged,
+    MailState, MemoryQuery, MemoryRow, PageQuery, ReminderRecord, SessionRow, SharedAb,
+    SharedArtifacts, SharedBackend, SharedError, SharedFollow, SharedIndex, SharedKv, SharedLeases,
+    SharedLog, SharedMailbox, SharedMemories, SharedReminders, SharedTicks, StoreFuture, Tagged,
 };
 use futures_util::FutureExt;
 use tokio::sync::broadcast;
 
 use crate::error::Error;
 use crate::{
-    AbTable, ArtifactTable, Database, KvTable, Leases, Mailbox, PgEventStore, PgSubscription,
-    ReminderTable, SessionIndex,
+    AbTable, ArtifactTable, Database, KvTable, Leases, Mailbox, MemoryTable, PgEventStore,
+    PgSubscription, ReminderTable, SessionIndex,
 };
 
 impl From<Error> for SharedError {
@@ -97,6 +97,7 @@ impl SharedBackend for PgBackend {
             ab: Arc::new(AbTable::new(db.clone(), slug)),
             kv: Arc::new(KvTable::new(db.clone(), slug)),
             artifacts: Arc::new(ArtifactTable::new(db.clone(), slug)),
+            memories: Arc::new(MemoryTable::new(db.clone(), slug)),
         }
     }
 }
@@ -502,5 +503,32 @@ impl SharedArtifacts for ArtifactTable {
 
     fn delete_session<'a>(&'a self, session: &'a str) -> StoreFuture<'a, u64> {
         seam(ArtifactTable::delete_session(self, session))
+    }
+}
+
+impl SharedMemories for MemoryTable {
+    fn insert<'a>(&'a self, row: &'a MemoryRow) -> StoreFuture<'a, ()> {
+        seam(MemoryTable::insert(self, row))
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<MemoryRow>> {
+        seam(MemoryTable::get(self, id))
+    }
+
+    fn edit<'a>(
+        &'a self,
+        id: &'a str,
+        text: &'a str,
+        updated_at_ms: i64,
+    ) -> StoreFuture<'a, Option<MemoryRow>> {
+        seam(MemoryTable::edit(self, id, text, updated_at_ms))
+    }
+
+    fn delete<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        seam(MemoryTable::delete(self, id))
+    }
+
+    fn page<'a>(&'a self, query: MemoryQuery<'a>) -> StoreFuture<'a, Vec<MemoryRow>> {
+        seam(MemoryTable::page(self, query))
     }
 }

@@ -86,6 +86,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "artifacts",
         sql: include_str!("../migrations/0014_artifacts.sql"),
     },
+    Migration {
+        version: 15,
+        name: "memories",
+        sql: include_str!("../migrations/0015_memories.sql"),
+    },
 ];
 
 /// The advisory lock every migrating host takes (`agentkit` migrations).

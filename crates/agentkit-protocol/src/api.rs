@@ -505,6 +505,77 @@ pub struct SessionDeleted {
     pub session_id: String,
 }
 
+/// Where a memory came from: the session, turn and event (`memory.remembered`)
+/// of the `remember` call, and the principal owning that session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryProvenance {
+    pub session_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// The index of the `memory.remembered` event in the session's log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_index: Option<u64>,
+    pub principal: String,
+}
+
+/// One governed memory (`remember`): a short text kept for a principal's
+/// sessions (`scope: "principal"`) or every session (`"agent"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Memory {
+    pub id: String,
+    pub text: String,
+    /// `principal` or `agent`.
+    pub scope: String,
+    pub provenance: MemoryProvenance,
+    /// RFC 3339, UTC, milliseconds.
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// `GET /v1/memory`: one page, newest first (by creation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct MemoryList {
+    pub ok: bool,
+    pub memories: Vec<Memory>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(
+        default,
+        rename = "nextCursor",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub next_cursor: Option<String>,
+}
+
+/// `GET`, `PUT /v1/memory/:id`: the memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct MemoryAnswer {
+    pub ok: bool,
+    pub memory: Memory,
+}
+
+/// The body of `PUT /v1/memory/:id`: the memory's new text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EditMemory {
+    pub text: String,
+}
+
+/// `DELETE /v1/memory/:id`: the memory is gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryDeleted {
+    pub ok: bool,
+    pub memory_id: String,
+}
+
 /// What host code tags (the host bridge's `POST /v1/artifacts`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

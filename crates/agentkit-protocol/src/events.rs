@@ -68,6 +68,8 @@ event_types! {
     SubagentStep => "subagent.step", "A subagent's model step ended: its model, duration, usage and finish reason.";
     ContextCompacted => "context.compacted", "Older turns were summarised so later requests fit the model's context window.";
     ArtifactTagged => "artifact.tagged", "An artifact was tagged (created, or updated by its kind and key) by the model or by host code.";
+    MemoryRemembered => "memory.remembered", "The model kept a memory (`remember`): its id, scope and text.";
+    MemoryForgotten => "memory.forgotten", "The model deleted a memory (`forget`).";
 }
 
 impl fmt::Display for EventType {
@@ -121,6 +123,6 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), len);
-        assert_eq!(len, 27);
+        assert_eq!(len, 29);
     }
 }

@@ -237,6 +237,29 @@ pub struct ArtifactTagged {
     pub call_id: Option<String>,
 }
 
+/// `memory.remembered`: the model's `remember` call (`callId`) kept
+/// memory `memoryId`; this event's index is the memory's `eventIndex`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MemoryRemembered {
+    pub memory_id: String,
+    /// `principal` or `agent`.
+    pub scope: String,
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+}
+
+/// `memory.forgotten`: the model's `forget` call (`callId`) deleted
+/// memory `memoryId`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MemoryForgotten {
+    pub memory_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+}
+
 /// `reasoning.appended`, and `message.appended` (whose `text` is the
 /// message so far, rebuilt by the store when read).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -414,6 +437,8 @@ pub enum EventData {
     SubagentStep(SubagentStep),
     ContextCompacted(ContextCompacted),
     ArtifactTagged(ArtifactTagged),
+    MemoryRemembered(MemoryRemembered),
+    MemoryForgotten(MemoryForgotten),
     /// A payload that does not fit its type, kept as it was.
     Unknown {
         event_type: EventType,
@@ -475,6 +500,8 @@ impl EventData {
             EventType::SubagentStep => read(t, data, EventData::SubagentStep),
             EventType::ContextCompacted => read(t, data, EventData::ContextCompacted),
             EventType::ArtifactTagged => read(t, data, EventData::ArtifactTagged),
+            EventType::MemoryRemembered => read(t, data, EventData::MemoryRemembered),
+            EventType::MemoryForgotten => read(t, data, EventData::MemoryForgotten),
         }
     }
 
@@ -508,6 +535,8 @@ impl EventData {
             EventData::SubagentStep(_) => EventType::SubagentStep,
             EventData::ContextCompacted(_) => EventType::ContextCompacted,
             EventData::ArtifactTagged(_) => EventType::ArtifactTagged,
+            EventData::MemoryRemembered(_) => EventType::MemoryRemembered,
+            EventData::MemoryForgotten(_) => EventType::MemoryForgotten,
             EventData::Unknown { event_type, .. } => *event_type,
         }
     }
@@ -547,6 +576,8 @@ impl EventData {
             EventData::SubagentStep(p) => value(p),
             EventData::ContextCompacted(p) => value(p),
             EventData::ArtifactTagged(p) => value(p),
+            EventData::MemoryRemembered(p) => value(p),
+            EventData::MemoryForgotten(p) => value(p),
             EventData::Unknown { data, .. } => data.clone(),
         }
     }

@@ -361,7 +361,7 @@ impl<'a> Artifacts<'a> {
 
 /// The turn an artifact belongs to: the open turn while one runs, else
 /// the session's last.
-fn last_turn(events: &[agentkit_protocol::Event], running: bool) -> Option<String> {
+pub(crate) fn last_turn(events: &[agentkit_protocol::Event], running: bool) -> Option<String> {
     events
         .iter()
         .rev()

@@ -38,6 +38,8 @@ pub enum Error {
     },
     #[error("no {what} `{id}`")]
     NotFound { what: &'static str, id: String },
+    #[error("{what} `{id}` belongs to another principal")]
+    NotOwned { what: &'static str, id: String },
     #[error("{message}")]
     NotAvailable { message: String },
     #[error("no call `{call_id}` waits for approval in this session")]
@@ -89,7 +91,7 @@ impl Error {
         match self {
             Error::InvalidSessionId(_) => ErrorCode::InvalidSessionId,
             Error::SessionNotFound { .. } => ErrorCode::SessionNotFound,
-            Error::Forbidden { .. } => ErrorCode::Forbidden,
+            Error::Forbidden { .. } | Error::NotOwned { .. } => ErrorCode::Forbidden,
             Error::StaleContinuation => ErrorCode::StaleContinuation,
             Error::TaskSession { .. } => ErrorCode::TaskSession,
             Error::SessionBusy { .. } => ErrorCode::SessionBusy,
@@ -127,7 +129,7 @@ impl Error {
             | Error::NotFound { .. }
             | Error::ApprovalNotFound { .. } => 404,
             Error::NotAvailable { .. } => 501,
-            Error::Forbidden { .. } => 403,
+            Error::Forbidden { .. } | Error::NotOwned { .. } => 403,
             Error::StaleContinuation
             | Error::TaskSession { .. }
             | Error::SessionBusy { .. }

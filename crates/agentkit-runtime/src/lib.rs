@@ -46,11 +46,14 @@ mod error;
 mod fold;
 mod fork;
 mod hooks;
+mod journal;
 mod kv;
 mod listing;
 mod local;
 mod log;
 mod mailbox;
+mod memory;
+mod memory_local;
 mod meta;
 mod registry;
 mod reminder_types;
@@ -88,9 +91,14 @@ pub use error::{Error, InputError, Result};
 pub use fold::conversation;
 pub use fork::Forks;
 pub use hooks::{HOOK_QUEUE, HookFn, HookSpec, HookStats, HookTarget, Hooks, SIGNATURE_HEADER};
+pub use journal::{JOURNAL_IN_WORKSPACE, JOURNAL_KEEP, journal_path};
 pub use kv::{Clock as KvClock, KvEntry, KvStore, MAX_KEY_BYTES};
 pub use listing::{SessionPage, SessionStatus};
 pub use log::{EventLog, Follow};
+pub use memory::{
+    MAX_MEMORY_BYTES, MEMORY_TOOLS, Memories, MemoryPage, PRINCIPAL_SCOPE, RECALL_MAX,
+    RECALL_WINDOW,
+};
 pub use meta::{Owner, SessionMeta, SessionMode};
 pub use reminder_types::{
     Followup, HANDLER_LOST_ON_RESTART, NewReminder, Reminder, ReminderAction, ReminderFired,

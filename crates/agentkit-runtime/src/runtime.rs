@@ -152,6 +152,8 @@ pub(crate) struct Inner {
     pub(crate) reminders: crate::reminder_types::ReminderState,
     /// Sessions deleted, by reason.
     pub(crate) deleted: crate::session_counts::DeletedCounts,
+    /// The journal's writer (`[memory] journal = true`).
+    pub(crate) journal: Option<crate::journal::Journal>,
     /// Calls parked in running turns.
     waiters: Arc<crate::approval_gate::Waiters>,
 }
@@ -247,8 +249,15 @@ impl AgentRuntime {
                 }
             }
         };
+        let journal = agent.config.memory.journal.then(|| {
+            crate::journal::Journal::start(
+                &options.state_dir,
+                agent.config.memory.journal_max_bytes,
+            )
+        });
         let runtime = AgentRuntime {
             inner: Arc::new(Inner {
+                journal,
                 agent,
                 options,
                 store,
@@ -558,6 +567,10 @@ impl AgentRuntime {
                 tracing::warn!(session = %s.id, error = %e, "cannot sync on shutdown");
             }
         }
+        // The journal's queued lines reach its file.
+        if let Some(journal) = &self.inner.journal {
+            journal.flush().await;
+        }
         // Bookkeeping written without waiting (a session's parked flag,
         // which a restart needs to re-arm approval timeouts) is committed
         // before shutdown returns.
@@ -577,6 +590,7 @@ impl AgentRuntime {
             }
         }
         out.extend(self.retention().artifacts().tool());
+        out.extend(self.retention().memory().tools());
         out
     }
 

@@ -44,6 +44,8 @@ fn feed(session: &Session, appended: &[Event]) {
 struct PrepareSession {
     runtime: AgentRuntime,
     session: Arc<Session>,
+    /// The journal's copy was made for this turn.
+    journal_offered: std::sync::atomic::AtomicBool,
 }
 
 impl agentkit_harness::PrepareWorkspace for PrepareSession {
@@ -53,7 +55,16 @@ impl agentkit_harness::PrepareWorkspace for PrepareSession {
                 .turns()
                 .ensure_workspace(&self.session)
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?;
+            // Once per turn (this is asked before every step's calls).
+            if let Some(journal) = &self.runtime.inner.journal
+                && !self
+                    .journal_offered
+                    .swap(true, std::sync::atomic::Ordering::AcqRel)
+            {
+                journal.offer(&self.session.workspace).await;
+            }
+            Ok(())
         })
     }
 }
@@ -709,6 +720,7 @@ impl Turns<'_> {
             prepare_workspace: Some(Arc::new(PrepareSession {
                 runtime: self.rt.clone(),
                 session: session.clone(),
+                journal_offered: Default::default(),
             })),
             session_id: id.as_str().to_owned(),
             turn_id: turn_id.clone(),
@@ -730,6 +742,12 @@ impl Turns<'_> {
             day_cost_usd,
             prior_sizing,
         };
+        let journaled: Option<String> = self
+            .rt
+            .inner
+            .journal
+            .as_ref()
+            .map(|_| input.user_messages.join("\n\n"));
         let (tx, mut rx) = tokio::sync::mpsc::channel(256);
         let harness = match trace {
             Some(tp) => tokio::spawn(agentkit_harness::trace::with_current(
@@ -818,6 +836,26 @@ impl Turns<'_> {
                     tool_calls,
                     tool_errors,
                     ended_at_ms: chrono::Utc::now().timestamp_millis(),
+                })
+                .await;
+        }
+        if let (Some(journal), Some(message)) = (&self.rt.inner.journal, journaled) {
+            let (outcome, reply) = match &outcome {
+                TurnOutcome::Completed { result, .. } => ("completed", result.clone()),
+                TurnOutcome::Interrupted => ("interrupted", String::new()),
+                _ => ("failed", String::new()),
+            };
+            let principal = session.meta().owner.principal_id.clone();
+            journal
+                .record(&crate::journal::JournalLine {
+                    timestamp: chrono::Utc::now()
+                        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                    session_id: id.as_str().to_owned(),
+                    turn_id: turn_id.clone(),
+                    principal,
+                    message,
+                    reply,
+                    outcome,
                 })
                 .await;
         }

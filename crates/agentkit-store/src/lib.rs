@@ -10,7 +10,8 @@
 //! routed to the host holding a session ([`SharedMailbox`]), reminders
 //! ([`SharedReminders`]), once-only records and the day's usage
 //! ([`SharedTicks`]), A/B rows ([`SharedAb`]), the host bridge's kv
-//! ([`SharedKv`]) and the agent's artifacts ([`SharedArtifacts`]).
+//! ([`SharedKv`]), the agent's artifacts ([`SharedArtifacts`]) and its
+//! governed memories ([`SharedMemories`]).
 //!
 //! Two backends implement them: PostgreSQL (`agentkit-pg`, wired by the
 //! facade) and [`memory::MemoryBackend`], which keeps everything in this
@@ -83,6 +84,7 @@ pub struct AgentStores {
     pub ab: Arc<dyn SharedAb>,
     pub kv: Arc<dyn SharedKv>,
     pub artifacts: Arc<dyn SharedArtifacts>,
+    pub memories: Arc<dyn SharedMemories>,
 }
 
 /// The agent's session logs: contiguous indices per session, appended
@@ -587,4 +589,53 @@ pub trait SharedArtifacts: Send + Sync + Debug {
     fn page<'a>(&'a self, query: ArtifactQuery<'a>) -> StoreFuture<'a, Vec<ArtifactRow>>;
     /// Deletes every artifact of `session`; how many.
     fn delete_session<'a>(&'a self, session: &'a str) -> StoreFuture<'a, u64>;
+}
+
+/// One governed memory's row. `scope` is `principal` (only
+/// `principal_id`'s sessions see it) or `agent` (every session does);
+/// `principal_id`, `session_id`, `turn_id` and `event_index` are where it
+/// was remembered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryRow {
+    pub id: String,
+    pub text: String,
+    pub scope: String,
+    pub principal_id: String,
+    pub session_id: String,
+    pub turn_id: Option<String>,
+    pub event_index: Option<i64>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+/// The scope of a memory every session of the agent sees.
+pub const AGENT_SCOPE: &str = "agent";
+
+/// Which memories a page holds: newest first by id (ids sort by creation
+/// time), before the `before` id. With `principal`, only those that
+/// principal's sessions see (its own principal-scoped ones and every
+/// agent-scoped one).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MemoryQuery<'a> {
+    pub principal: Option<&'a str>,
+    pub before: Option<&'a str>,
+    pub limit: i64,
+}
+
+/// The agent's governed memories.
+pub trait SharedMemories: Send + Sync + Debug {
+    fn insert<'a>(&'a self, row: &'a MemoryRow) -> StoreFuture<'a, ()>;
+    /// One memory by id.
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<MemoryRow>>;
+    /// Replaces a memory's text; the updated row, `None` when it is gone.
+    fn edit<'a>(
+        &'a self,
+        id: &'a str,
+        text: &'a str,
+        updated_at_ms: i64,
+    ) -> StoreFuture<'a, Option<MemoryRow>>;
+    /// True when a memory was deleted.
+    fn delete<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool>;
+    /// A page, newest first.
+    fn page<'a>(&'a self, query: MemoryQuery<'a>) -> StoreFuture<'a, Vec<MemoryRow>>;
 }

@@ -15,9 +15,10 @@ use tokio::sync::{Notify, broadcast};
 
 use crate::{
     AbFeedback, AbTotals, AbTurn, Activity, AgentStores, ArtifactQuery, ArtifactRow, KvRow, Mail,
-    MailSignal, MailState, PageQuery, ReminderRecord, Result, SessionRow, SharedAb,
-    SharedArtifacts, SharedBackend, SharedError, SharedFollow, SharedIndex, SharedKv, SharedLeases,
-    SharedLog, SharedMailbox, SharedReminders, SharedTicks, Stale, StoreFuture, Tagged,
+    MailSignal, MailState, MemoryQuery, MemoryRow, PageQuery, ReminderRecord, Result, SessionRow,
+    SharedAb, SharedArtifacts, SharedBackend, SharedError, SharedFollow, SharedIndex, SharedKv,
+    SharedLeases, SharedLog, SharedMailbox, SharedMemories, SharedReminders, SharedTicks, Stale,
+    StoreFuture, Tagged,
 };
 
 /// One host's handle on an in-memory shared store. Cheap to clone.
@@ -55,6 +56,8 @@ struct Data {
     kv: BTreeMap<Key, (String, Option<i64>)>,
     /// By (agent, id).
     artifacts: BTreeMap<Key, ArtifactRow>,
+    /// By (agent, id).
+    memories: BTreeMap<Key, MemoryRow>,
 }
 
 #[derive(Debug, Clone)]
@@ -167,7 +170,8 @@ impl SharedBackend for MemoryBackend {
             ticks: part.clone(),
             ab: part.clone(),
             kv: part.clone(),
-            artifacts: part,
+            artifacts: part.clone(),
+            memories: part,
         }
     }
 }
@@ -1024,6 +1028,54 @@ impl SharedArtifacts for Part {
         data.artifacts
             .retain(|(a, _), r| *a != agent || r.session_id != session);
         ready(Ok((before - data.artifacts.len()) as u64))
+    }
+}
+
+impl SharedMemories for Part {
+    fn insert<'a>(&'a self, row: &'a MemoryRow) -> StoreFuture<'a, ()> {
+        self.data().memories.insert(self.key(&row.id), row.clone());
+        ready(Ok(()))
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<MemoryRow>> {
+        ready(Ok(self.data().memories.get(&self.key(id)).cloned()))
+    }
+
+    fn edit<'a>(
+        &'a self,
+        id: &'a str,
+        text: &'a str,
+        updated_at_ms: i64,
+    ) -> StoreFuture<'a, Option<MemoryRow>> {
+        let mut data = self.data();
+        let row = data.memories.get_mut(&self.key(id)).map(|r| {
+            r.text = text.to_owned();
+            r.updated_at_ms = updated_at_ms;
+            r.clone()
+        });
+        ready(Ok(row))
+    }
+
+    fn delete<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        ready(Ok(self.data().memories.remove(&self.key(id)).is_some()))
+    }
+
+    fn page<'a>(&'a self, q: MemoryQuery<'a>) -> StoreFuture<'a, Vec<MemoryRow>> {
+        let data = self.data();
+        let rows = data
+            .memories
+            .iter()
+            .rev()
+            .filter(|((a, id), r)| {
+                *a == self.agent
+                    && q.before.is_none_or(|b| id.as_str() < b)
+                    && q.principal
+                        .is_none_or(|p| r.scope == crate::AGENT_SCOPE || r.principal_id == p)
+            })
+            .take(usize::try_from(q.limit).unwrap_or(0))
+            .map(|(_, r)| r.clone())
+            .collect();
+        ready(Ok(rows))
     }
 }
 

@@ -87,6 +87,8 @@ fn config() {
             context/agent/agent.toml:11:1: error[invalid-value]: `compaction_threshold` is 1.5; it is a fraction of the window, between 0 and 1
             context/agent/agent.toml:12:1: error[invalid-value]: `max_tokens_per_session` must be at least 1 (leave it out for no limit)
             context/agent/agent.toml:14:1: error[invalid-schema]: `output_schema` is not a valid JSON Schema: "nonsense" is not valid under any of the schemas listed in the 'anyOf' keyword (hint: `output_schema` is a JSON Schema (draft 2020-12) written as a table, e.g. type = "object" and [output_schema.properties])
+            memory-unknown/agent/agent.toml:4:1: error[unknown-field]: unknown field `jornal` (hint: did you mean `journal`?)
+            memory/agent/agent.toml:5:1: error[invalid-value]: `memory.journal_max_bytes` is 10; it is at least 256 (hint: leave it out for 1 MiB per file (docs/reference/memory.md))
             model-table/agent/agent.toml:3:1: error[invalid-model]: `[model]` needs `provider` (hint: e.g. provider = "openai")
             pricing/agent/agent.toml:7:1: error[invalid-value]: `[model.pricing]` needs `output` (hint: prices are US dollars per million tokens: `input`, `output`, `cache_read`, `cache_write` (the cache prices default to `input`))
             pricing/agent/agent.toml:8:1: error[invalid-value]: `model.pricing.input` is -1.5; a price is a number of US dollars, 0 or more (hint: prices are US dollars per million tokens: `input`, `output`, `cache_read`, `cache_write` (the cache prices default to `input`))

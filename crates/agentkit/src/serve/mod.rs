@@ -46,6 +46,7 @@ mod identity;
 mod jwks;
 mod limits;
 mod mcp;
+mod memory;
 mod mount;
 mod openai;
 mod openapi;

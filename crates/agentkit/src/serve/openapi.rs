@@ -307,6 +307,31 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         )
         .query(query_of::<agentkit_protocol::api::ArtifactListQuery>(g))
         .answer(Answer::Json(schema_of::<agentkit_protocol::api::ArtifactList>(g))),
+        op(
+            "get",
+            "/v1/memory",
+            "memory",
+            "The memories the caller's sessions see (every one for an operator), newest first",
+        )
+        .query(query_of::<PageQuery>(g))
+        .answer(Answer::Json(schema_of::<agentkit_protocol::api::MemoryList>(g))),
+        op("get", "/v1/memory/{memoryId}", "memory", "One memory")
+            .answer(Answer::Json(schema_of::<agentkit_protocol::api::MemoryAnswer>(g))),
+        op(
+            "put",
+            "/v1/memory/{memoryId}",
+            "memory",
+            "Replace a memory's text (its principal or an operator)",
+        )
+        .body(schema_of::<agentkit_protocol::api::EditMemory>(g))
+        .answer(Answer::Json(schema_of::<agentkit_protocol::api::MemoryAnswer>(g))),
+        op(
+            "delete",
+            "/v1/memory/{memoryId}",
+            "memory",
+            "Delete a memory (its principal or an operator)",
+        )
+        .answer(Answer::Json(schema_of::<agentkit_protocol::api::MemoryDeleted>(g))),
         op("get", "/v1/health", "agent", "The agent is up and the caller admitted")
             .answer(Answer::Json(schema_of::<Health>(g))),
         op("get", "/v1/info", "agent", "The agent's discovered project")

@@ -24,6 +24,7 @@ mod mcp_conformance;
 mod mcp_oauth;
 mod mcp_revisions;
 mod mcp_tasks;
+mod memory;
 mod observability;
 mod openai;
 mod openapi;
