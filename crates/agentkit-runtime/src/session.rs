@@ -389,6 +389,9 @@ mod tests {
         assert!(s.stop());
         assert_eq!(s.interrupt(), Interrupt::Stopped);
         s.end_turn();
+        // The worker records the drop (as it settles) before it lets go.
+        assert!(!s.release(), "b's drop is not recorded yet");
+        assert_eq!(s.take_dropped(), (vec![2], None));
         assert!(s.release(), "stop dropped b");
     }
 
