@@ -40,6 +40,7 @@ mod dev;
 mod dev_evals;
 mod edge;
 mod evals;
+mod files;
 mod handle;
 mod http;
 mod identity;

@@ -37,6 +37,8 @@ enum Body {
     /// A JSON body of this schema; `required: false` for a route that
     /// reads an empty body as `{}`.
     Json(Value, bool),
+    /// Raw bytes of any content type (a file).
+    Bytes,
 }
 
 /// What a route answers with `200`.
@@ -50,6 +52,8 @@ enum Answer {
     Sse,
     /// JSON of a shape the route's own feature documents.
     AnyJson,
+    /// A file's bytes, of the content type its extension names.
+    Bytes,
 }
 
 /// Which error body a route answers with.
@@ -93,6 +97,11 @@ impl Op {
 
     fn optional_body(mut self, schema: Value) -> Op {
         self.body = Body::Json(schema, false);
+        self
+    }
+
+    fn bytes_body(mut self) -> Op {
+        self.body = Body::Bytes;
         self
     }
 
@@ -307,6 +316,29 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         )
         .query(query_of::<agentkit_protocol::api::ArtifactListQuery>(g))
         .answer(Answer::Json(schema_of::<agentkit_protocol::api::ArtifactList>(g))),
+        op(
+            "get",
+            "/v1/session/{sessionId}/files",
+            "files",
+            "One page of the session's workspace entries, depth first",
+        )
+        .query(query_of::<agentkit_protocol::api::PageQuery>(g))
+        .answer(Answer::Json(schema_of::<agentkit_protocol::api::WorkspaceList>(g))),
+        op(
+            "get",
+            "/v1/session/{sessionId}/files/{path}",
+            "files",
+            "Download a workspace file",
+        )
+        .answer(Answer::Bytes),
+        op(
+            "put",
+            "/v1/session/{sessionId}/files/{path}",
+            "files",
+            "Write a workspace file (the body, at most 8 MiB)",
+        )
+        .bytes_body()
+        .answer(Answer::Json(schema_of::<agentkit_protocol::api::FileWritten>(g))),
         op("get", "/v1/health", "agent", "The agent is up and the caller admitted")
             .answer(Answer::Json(schema_of::<Health>(g))),
         op("get", "/v1/info", "agent", "The agent's discovered project")
@@ -458,11 +490,20 @@ fn operation(op: &Op, errors: &Map<String, Value>, session_id: &Value) -> Value 
     if !params.is_empty() {
         o["parameters"] = Value::Array(params);
     }
-    if let Body::Json(schema, required) = &op.body {
-        o["requestBody"] = json!({
-            "required": required,
-            "content": {"application/json": {"schema": schema}},
-        });
+    match &op.body {
+        Body::Json(schema, required) => {
+            o["requestBody"] = json!({
+                "required": required,
+                "content": {"application/json": {"schema": schema}},
+            });
+        }
+        Body::Bytes => {
+            o["requestBody"] = json!({
+                "required": true,
+                "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+            });
+        }
+        Body::None => {}
     }
     let ok = match &op.answer {
         Answer::Json(s) => {
@@ -486,6 +527,10 @@ fn operation(op: &Op, errors: &Map<String, Value>, session_id: &Value) -> Value 
         Answer::AnyJson => {
             json!({"description": "OK", "content": {"application/json": {"schema": {}}}})
         }
+        Answer::Bytes => json!({
+            "description": "The file, of the content type its extension names",
+            "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+        }),
     };
     let error = match op.errors {
         Errors::Agentkit => "AgentkitError",

@@ -109,6 +109,7 @@ fn agent_router(agent: Mounted, health_auth: Health, shutdown: CancellationToken
         .merge(super::context::routes())
         .merge(super::ab::routes())
         .merge(super::artifacts::routes())
+        .merge(super::files::routes())
         .merge(super::evals::routes())
         .merge(super::a2a::routes())
         .merge(super::openai::routes())

@@ -154,6 +154,7 @@ fn every_route_of_the_agent_router_is_in_the_document_and_every_path_answers() {
                 "get" => Request::get(&url),
                 "post" => Request::post(&url).header("content-type", "application/json"),
                 "delete" => Request::new("DELETE", &url),
+                "put" => Request::new("PUT", &url),
                 other => panic!("unexpected method {other}"),
             };
             let r = h.send(req.bearer("sk-t"));

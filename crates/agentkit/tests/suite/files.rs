@@ -1,0 +1,206 @@
+//! A session's workspace over HTTP against a real server: listed in
+//! pages, downloaded with its content type, written with `PUT` (the cap
+//! answered `413` naming it; `..`, absolute paths and a symbolic link out
+//! refused with `400`; another principal `403`, no session `404`); sent
+//! as `multipart/form-data` with a message, the files read by the
+//! scripted model's `read` call; and read, written and listed by a route
+//! handler through the host bridge.
+
+use agentkit::ServeOptions;
+use agentkit_test_support::http::Request;
+use serde_json::{Value, json};
+
+use super::time::{Host, at, wait_until};
+
+const SCRIPT: &str = r#"{"turns": [
+  {"steps": [{"text": "first"}]},
+  {"steps": [{"toolCalls": [{"name": "read", "input": {"path": "uploads/brief.txt"}}]}, {"text": "read it"}]},
+  {"steps": [{"toolCalls": [{"name": "read", "input": {"path": "more/second.txt"}}]}, {"text": "read again"}]}
+]}"#;
+
+const HTTP: &str = "kind = \"http\"\nauth = [{ bearer = { tokens = { alice = \"token-a\", bob = \"token-b\" } } }]\n";
+
+fn settled(h: &Host, id: &str, waits: usize) {
+    wait_until("the session to settle", || {
+        h.types(id)
+            .iter()
+            .filter(|t| *t == "session.waiting")
+            .count()
+            >= waits
+    });
+}
+
+fn host() -> Host {
+    let mut h = Host::new(SCRIPT, &[("channels/http.toml", HTTP)], at(12, 0, 0));
+    h.start(ServeOptions {
+        operator_token: Some("op-token".into()),
+        ..ServeOptions::default()
+    });
+    h
+}
+
+fn put(path: &str, token: &str, body: &[u8]) -> Request {
+    Request::new("PUT", path)
+        .bearer(token)
+        .header("content-type", "application/octet-stream")
+        .raw_body(body)
+}
+
+/// Every entry `GET …/files` lists, page by page of `limit`.
+fn list_all(h: &Host, id: &str, limit: u32) -> (Vec<Value>, usize) {
+    let mut all = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let url = match &cursor {
+            None => format!("/bot/v1/session/{id}/files?limit={limit}"),
+            Some(c) => format!("/bot/v1/session/{id}/files?limit={limit}&cursor={c}"),
+        };
+        let r = h.send(Request::get(&url).bearer("token-a"));
+        assert_eq!(r.status, 200, "{}", r.body);
+        let body = r.json();
+        pages += 1;
+        all.extend(body["files"].as_array().unwrap().iter().cloned());
+        match body["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return (all, pages),
+        }
+    }
+}
+
+#[test]
+fn a_workspace_is_listed_downloaded_and_written_by_its_owner_only() {
+    let h = host();
+    let r = h.send(
+        Request::post("/bot/v1/session")
+            .bearer("token-a")
+            .json(&json!({"message": "hi", "workspaceFiles": {"notes/a.txt": "hello"}})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    settled(&h, &id, 1);
+    let base = format!("/bot/v1/session/{id}/files");
+
+    // The listing: depth first, relative paths, sizes, types, times.
+    let r = h.send(Request::get(&base).bearer("token-a"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let files = r.json()["files"].as_array().unwrap().clone();
+    let paths: Vec<&str> = files.iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert!(paths.contains(&"AGENTS.md"), "{paths:?}");
+    let notes = paths.iter().position(|p| *p == "notes").unwrap();
+    assert_eq!(paths[notes + 1], "notes/a.txt", "{paths:?}");
+    let a = &files[notes + 1];
+    assert_eq!(a["type"], "file");
+    assert_eq!(a["size"], 5);
+    assert!(a["modifiedAt"].as_str().unwrap().ends_with('Z'), "{a}");
+    assert_eq!(files[notes]["type"], "dir");
+    assert!(r.json()["nextCursor"].is_null());
+    // In pages of one, the same entries in the same order.
+    let (paged, pages) = list_all(&h, &id, 1);
+    assert_eq!(paged, files);
+    assert_eq!(pages, files.len());
+    let r = h.send(Request::get(&format!("{base}?cursor=zz")).bearer("token-a"));
+    assert_eq!(r.status, 400, "{}", r.body);
+
+    // Download: the bytes and a content type from the extension.
+    let r = h.send(Request::get(&format!("{base}/notes/a.txt")).bearer("token-a"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body, "hello");
+    assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+    assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+    let r = h.send(Request::get(&format!("{base}/notes/missing.txt")).bearer("token-a"));
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (404, "not_found"),
+        "{}",
+        r.body
+    );
+    let r = h.send(Request::get(&format!("{base}/notes")).bearer("token-a"));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("folder"), "{}", r.body);
+
+    // Upload: parents created, answered with its size, then downloadable
+    // (a name without a known extension is `application/octet-stream`).
+    let r = h.send(put(
+        &format!("{base}/out/deep/data.bin"),
+        "token-a",
+        b"\x01\x02abc",
+    ));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["size"], 5);
+    assert_eq!(r.json()["path"], "out/deep/data.bin");
+    let r = h.send(Request::get(&format!("{base}/out/deep/data.bin")).bearer("token-a"));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/octet-stream"));
+    assert_eq!(r.body.as_bytes(), b"\x01\x02abc");
+    let on_disk = h
+        .dir
+        .path()
+        .join(format!("state/bot/sessions/{id}/workspace"));
+    assert_eq!(
+        std::fs::read(on_disk.join("out/deep/data.bin")).unwrap(),
+        b"\x01\x02abc"
+    );
+    // Overwritten in place.
+    let r = h.send(put(&format!("{base}/notes/a.txt"), "token-a", b"changed"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        std::fs::read_to_string(on_disk.join("notes/a.txt")).unwrap(),
+        "changed"
+    );
+
+    // Refusals: over the cap (413 naming it), out of the workspace (400),
+    // onto a folder (400).
+    let big = vec![b'x'; agentkit_runtime::MAX_FILE_BYTES + 1];
+    let r = h.send(put(&format!("{base}/big.txt"), "token-a", &big));
+    assert_eq!(r.status, 413, "{}", r.body);
+    assert_eq!(r.error_code(), "payload_too_large");
+    assert!(r.body.contains("8388608"), "{}", r.body);
+    assert!(!on_disk.join("big.txt").exists());
+    let exact = vec![b'x'; agentkit_runtime::MAX_FILE_BYTES];
+    let r = h.send(put(&format!("{base}/exact.txt"), "token-a", &exact));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let outside = tempfile::tempdir().unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(outside.path(), on_disk.join("link")).unwrap();
+    for bad in [
+        "../escape.txt",
+        "notes/../../escape.txt",
+        "%2e%2e/escape.txt",
+        "/etc/passwd-copy",
+        "link/x.txt",
+    ] {
+        let r = h.send(put(&format!("{base}/{bad}"), "token-a", b"no"));
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+        assert_eq!(r.error_code(), "bad_request", "{bad}");
+    }
+    assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
+    assert!(!on_disk.parent().unwrap().join("escape.txt").exists());
+    let r = h.send(Request::get(&format!("{base}/link/x.txt")).bearer("token-a"));
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = h.send(put(&format!("{base}/notes"), "token-a", b"no"));
+    assert_eq!(r.status, 400, "{}", r.body);
+
+    // Ownership as for the session: bob is refused, the operator is not,
+    // an unknown session is 404.
+    for req in [
+        Request::get(&base),
+        Request::get(&format!("{base}/notes/a.txt")),
+        Request::new("PUT", &format!("{base}/bob.txt")).raw_body(b"bob"),
+    ] {
+        let r = h.send(req.bearer("token-b"));
+        assert_eq!(r.status, 403, "{}", r.body);
+    }
+    assert!(!on_disk.join("bob.txt").exists());
+    let r = h.send(Request::get(&format!("{base}/notes/a.txt")).bearer("op-token"));
+    assert_eq!((r.status, r.body.as_str()), (200, "changed"));
+    let r = h.send(put(&format!("{base}/op.txt"), "op-token", b"op"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let unknown = "/bot/v1/session/01ARZ3NDEKTSV4RRFFQ69G5FAV/files";
+    let r = h.send(Request::get(unknown).bearer("token-a"));
+    assert_eq!(r.status, 404, "{}", r.body);
+    let r = h.send(put(&format!("{unknown}/x.txt"), "token-a", b"x"));
+    assert_eq!(r.status, 404, "{}", r.body);
+    let r = h.send(Request::get(&base));
+    assert_eq!(r.status, 401, "{}", r.body);
+}
