@@ -370,7 +370,7 @@ impl Turns<'_> {
         session: &Arc<Session>,
         text: String,
         admission: Admission,
-        files: Vec<(String, String)>,
+        files: Vec<(String, Vec<u8>)>,
     ) -> Result<(bool, u64)> {
         self.accept_from(session, text, admission, files, None)
             .await
@@ -383,7 +383,7 @@ impl Turns<'_> {
         session: &Arc<Session>,
         text: String,
         admission: Admission,
-        files: Vec<(String, String)>,
+        files: Vec<(String, Vec<u8>)>,
         from: Option<String>,
     ) -> Result<(bool, u64)> {
         self.admit(session, Vec::new(), text, admission, files, from)
@@ -400,7 +400,7 @@ impl Turns<'_> {
         opening: Vec<NewEvent>,
         text: String,
         admission: Admission,
-        files: Vec<(String, String)>,
+        files: Vec<(String, Vec<u8>)>,
     ) -> Result<(bool, u64)> {
         self.admit(session, opening, text, admission, files, None)
             .await
@@ -412,7 +412,7 @@ impl Turns<'_> {
         opening: Vec<NewEvent>,
         text: String,
         admission: Admission,
-        files: Vec<(String, String)>,
+        files: Vec<(String, Vec<u8>)>,
         from: Option<String>,
     ) -> Result<(bool, u64)> {
         if let Err(e) = self.prepare_admission(session, admission, &files).await {
@@ -472,7 +472,7 @@ impl Turns<'_> {
         &self,
         session: &Arc<Session>,
         admission: Admission,
-        files: &[(String, String)],
+        files: &[(String, Vec<u8>)],
     ) -> Result<()> {
         self.ready(session).await?;
         if admission == Admission::Reject && session.state().is_busy() {

@@ -98,7 +98,11 @@ impl SessionHost for RuntimeHost {
                     title: o.title,
                     purpose: o.purpose,
                     admission: o.admission,
-                    workspace_files: o.workspace_files,
+                    workspace_files: o
+                        .workspace_files
+                        .into_iter()
+                        .map(|(p, t)| (p, t.into_bytes()))
+                        .collect(),
                     dry_run: o.dry_run,
                     as_of: o.as_of,
                     output_schema: o.output_schema,

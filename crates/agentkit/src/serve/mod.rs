@@ -60,6 +60,7 @@ mod services;
 mod telemetry;
 mod timers;
 mod turn_task;
+mod uploads;
 
 pub use edge::{EdgeOptions, FdLimit, raise_fd_limit};
 pub use handle::ServeHandle;

@@ -212,7 +212,11 @@ impl HostSessions {
                     title: req.title,
                     purpose: req.purpose,
                     admission: req.admission.unwrap_or_default(),
-                    workspace_files: req.workspace_files.into_iter().collect(),
+                    workspace_files: req
+                        .workspace_files
+                        .into_iter()
+                        .map(|(p, t)| (p, t.into_bytes()))
+                        .collect(),
                     dry_run: req.dry_run,
                     as_of: None,
                     output_schema: None,

@@ -12,8 +12,10 @@ use serde_json::{Value, json};
 
 use super::time::{Host, at, wait_until};
 
-const SCRIPT: &str = r#"{"turns": [
-  {"steps": [{"text": "first"}]},
+const SCRIPT: &str = r#"{"turns": [{"steps": [{"text": "first"}]}]}"#;
+
+/// Turn 0 reads the uploaded brief, turn 1 the follow-up's file.
+const READER: &str = r#"{"turns": [
   {"steps": [{"toolCalls": [{"name": "read", "input": {"path": "uploads/brief.txt"}}]}, {"text": "read it"}]},
   {"steps": [{"toolCalls": [{"name": "read", "input": {"path": "more/second.txt"}}]}, {"text": "read again"}]}
 ]}"#;
@@ -31,7 +33,11 @@ fn settled(h: &Host, id: &str, waits: usize) {
 }
 
 fn host() -> Host {
-    let mut h = Host::new(SCRIPT, &[("channels/http.toml", HTTP)], at(12, 0, 0));
+    host_with(SCRIPT)
+}
+
+fn host_with(script: &str) -> Host {
+    let mut h = Host::new(script, &[("channels/http.toml", HTTP)], at(12, 0, 0));
     h.start(ServeOptions {
         operator_token: Some("op-token".into()),
         ..ServeOptions::default()
@@ -203,4 +209,191 @@ fn a_workspace_is_listed_downloaded_and_written_by_its_owner_only() {
     assert_eq!(r.status, 404, "{}", r.body);
     let r = h.send(Request::get(&base));
     assert_eq!(r.status, 401, "{}", r.body);
+}
+
+const BOUNDARY: &str = "agentkit-test-boundary";
+
+/// A `multipart/form-data` body: `(name, file name, bytes)` per part.
+fn multipart(parts: &[(&str, Option<&str>, &[u8])]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (name, file, data) in parts {
+        body.extend_from_slice(format!("--{BOUNDARY}\r\n").as_bytes());
+        let disposition = match file {
+            Some(f) => format!("form-data; name=\"{name}\"; filename=\"{f}\""),
+            None => format!("form-data; name=\"{name}\""),
+        };
+        body.extend_from_slice(format!("content-disposition: {disposition}\r\n").as_bytes());
+        if file.is_some() {
+            body.extend_from_slice(b"content-type: application/octet-stream\r\n");
+        }
+        body.extend_from_slice(b"\r\n");
+        body.extend_from_slice(data);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{BOUNDARY}--\r\n").as_bytes());
+    body
+}
+
+fn post_form(path: &str, token: &str, body: &[u8]) -> Request {
+    Request::post(path)
+        .bearer(token)
+        .header(
+            "content-type",
+            &format!("multipart/form-data; boundary={BOUNDARY}"),
+        )
+        .raw_body(body)
+}
+
+/// The output of the session's `read` calls, in order.
+fn read_results(h: &Host, id: &str) -> Vec<String> {
+    h.events(id)
+        .iter()
+        .filter(|e| e["type"] == "action.result")
+        .map(|e| e["data"]["output"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_multipart_message_brings_files_the_turn_reads() {
+    let h = host_with(READER);
+    let body = multipart(&[
+        ("message", None, b"please read the brief"),
+        (
+            "json",
+            None,
+            br#"{"title": "with files", "workspaceFiles": {"notes/n.txt": "from json"}}"#,
+        ),
+        ("file", Some("uploads/brief.txt"), b"the brief says 42"),
+        ("file", Some("shot.png"), b"\x89PNG\r\n\x1a\n\x00\x01"),
+    ]);
+    let r = h.send(post_form("/bot/v1/session", "token-a", &body));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    settled(&h, &id, 1);
+    // The model's `read` of the upload saw its content.
+    assert_eq!(read_results(&h, &id), ["the brief says 42"]);
+    let received = h
+        .events(&id)
+        .into_iter()
+        .find(|e| e["type"] == "message.received")
+        .unwrap();
+    assert_eq!(received["data"]["text"], "please read the brief");
+    let r = h.send(Request::get(&format!("/bot/v1/session/{id}")).bearer("token-a"));
+    assert_eq!(r.json()["title"], "with files");
+    let ws = h
+        .dir
+        .path()
+        .join(format!("state/bot/sessions/{id}/workspace"));
+    assert_eq!(
+        std::fs::read(ws.join("shot.png")).unwrap(),
+        b"\x89PNG\r\n\x1a\n\x00\x01"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes/n.txt")).unwrap(),
+        "from json"
+    );
+    let r = h.send(Request::get(&format!("/bot/v1/session/{id}/files/shot.png")).bearer("token-a"));
+    assert_eq!(r.header("content-type"), Some("image/png"));
+
+    // A follow-up: the token as a plain field, one file.
+    let body = multipart(&[
+        ("message", None, b"and this one"),
+        ("continuationToken", None, token.as_bytes()),
+        ("upload", Some("more/second.txt"), b"second file"),
+    ]);
+    let r = h.send(post_form(
+        &format!("/bot/v1/session/{id}"),
+        "token-a",
+        &body,
+    ));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    settled(&h, &id, 2);
+    assert_eq!(read_results(&h, &id), ["the brief says 42", "second file"]);
+
+    // Refusals, before anything is written: a path out of the workspace,
+    // a file over the cap, a body over the multipart cap, no message, a
+    // path sent twice, a `json` part that is not an object.
+    let before = h.types(&id).len();
+    let big = vec![b'x'; agentkit_runtime::MAX_FILE_BYTES + 1];
+    let huge = vec![b'x'; 16 * 1024 * 1024 + 1];
+    let cases: Vec<(Vec<u8>, u16, &str)> = vec![
+        (
+            multipart(&[
+                ("message", None, b"x"),
+                ("continuationToken", None, token.as_bytes()),
+                ("file", Some("../escape.txt"), b"no"),
+            ]),
+            400,
+            "workspace",
+        ),
+        (
+            multipart(&[
+                ("message", None, b"x"),
+                ("continuationToken", None, token.as_bytes()),
+                ("file", Some("big.txt"), &big),
+            ]),
+            413,
+            "8388608",
+        ),
+        (
+            multipart(&[("message", None, b"x"), ("file", Some("huge.txt"), &huge)]),
+            413,
+            "16777216",
+        ),
+        (
+            multipart(&[
+                ("continuationToken", None, token.as_bytes()),
+                ("file", Some("a.txt"), b"a"),
+            ]),
+            400,
+            "message",
+        ),
+        (
+            multipart(&[
+                ("message", None, b"x"),
+                ("continuationToken", None, token.as_bytes()),
+                ("json", None, br#"{"workspaceFiles": {"a.txt": "1"}}"#),
+                ("file", Some("a.txt"), b"2"),
+            ]),
+            400,
+            "twice",
+        ),
+        (
+            multipart(&[("message", None, b"x"), ("json", None, b"[1]")]),
+            400,
+            "JSON object",
+        ),
+    ];
+    for (body, status, says) in cases {
+        let r = h.send(post_form(
+            &format!("/bot/v1/session/{id}"),
+            "token-a",
+            &body,
+        ));
+        assert_eq!(r.status, status, "{}", r.body);
+        assert!(r.body.contains(says), "{says}: {}", r.body);
+    }
+    assert_eq!(h.types(&id).len(), before);
+    assert!(!ws.join("big.txt").exists());
+    assert!(!ws.parent().unwrap().join("escape.txt").exists());
+    // A JSON message keeps the server's body limit (1 MiB), named.
+    let long = "x".repeat(1024 * 1024 + 10);
+    let r = h.send(
+        Request::post("/bot/v1/session")
+            .bearer("token-a")
+            .json(&json!({"message": long})),
+    );
+    assert_eq!(r.status, 413, "{}", r.body);
+    assert!(r.body.contains("1048576"), "{}", r.body);
+    // Another principal's session is refused, its files unwritten.
+    let body = multipart(&[("message", None, b"x"), ("file", Some("bob.txt"), b"b")]);
+    let r = h.send(post_form(
+        &format!("/bot/v1/session/{id}"),
+        "token-b",
+        &body,
+    ));
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(!ws.join("bob.txt").exists());
 }
