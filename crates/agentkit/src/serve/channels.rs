@@ -98,11 +98,7 @@ impl SessionHost for RuntimeHost {
                     title: o.title,
                     purpose: o.purpose,
                     admission: o.admission,
-                    workspace_files: o
-                        .workspace_files
-                        .into_iter()
-                        .map(|(p, t)| (p, t.into_bytes()))
-                        .collect(),
+                    workspace_files: o.workspace_files,
                     dry_run: o.dry_run,
                     as_of: o.as_of,
                     output_schema: o.output_schema,

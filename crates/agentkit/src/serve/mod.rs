@@ -67,7 +67,7 @@ pub use handle::ServeHandle;
 pub use limits::Rate;
 pub use options::{EnvFn, EnvLookup, Mode, ServeOptions};
 pub use services::{
-    HostArtifacts, HostGithub, HostMcp, HostReminders, HostSend, HostSent, HostServices,
+    HostArtifacts, HostFiles, HostGithub, HostMcp, HostReminders, HostSend, HostSent, HostServices,
     HostSessions, HostSlack,
 };
 pub use telemetry::{OtlpProtocol, TelemetryOptions};

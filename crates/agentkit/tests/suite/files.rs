@@ -397,3 +397,125 @@ fn a_multipart_message_brings_files_the_turn_reads() {
     assert_eq!(r.status, 403, "{}", r.body);
     assert!(!ws.join("bob.txt").exists());
 }
+
+/// A desk whose handler works on a session's workspace through the
+/// bridge and starts a session seeded from a host folder.
+const DESK: &str = r#"kind = "webhook"
+auth = [{ bearer = { token = "desk-token", principal = "desk" } }]
+[[routes]]
+method = "POST"
+path = "/files/:session"
+[routes.body_schema]
+type = "object"
+required = ["seed"]
+[routes.handler]
+command = ["python3", "lib/files.py"]
+"#;
+
+const FILES_PY: &str = r#"import json, os, sys, urllib.request, urllib.error
+def call(method, path, body=None, raw=None):
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    req = urllib.request.Request(os.environ["AGENTKIT_HOST_URL"] + path, method=method, data=data,
+        headers={"authorization": "Bearer " + os.environ["AGENTKIT_HOST_TOKEN"], "content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.headers.get("content-type"), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("content-type"), e.read()
+req = json.load(sys.stdin)
+sid = req["params"]["session"]
+base = "/v1/sessions/" + sid + "/files"
+wrote = call("PUT", base + "/reports/r.txt", raw=b"from the handler")
+status, ctype, body = call("GET", base + "/notes/a.txt")
+listed = json.loads(call("GET", base + "?limit=100")[2])
+escape = call("PUT", base + "/../x.txt", raw=b"no")
+missing = call("GET", base + "/nope.txt")
+sent = json.loads(call("POST", "/v1/send", {"message": "seeded", "workspaceDir": req["body"]["seed"],
+    "workspaceFiles": {"extra.txt": "explicit"}})[2])
+relative = call("POST", "/v1/send", {"message": "seeded", "workspaceDir": "relative/dir"})
+print(json.dumps({"wrote": [wrote[0], json.loads(wrote[2])],
+    "read": [status, ctype, body.decode()],
+    "listed": [f["path"] for f in listed["files"]],
+    "escape": escape[0], "missing": missing[0],
+    "sent": sent.get("sessionId"), "relative": [relative[0], json.loads(relative[2])["error"]["message"]]}))
+"#;
+
+#[test]
+fn a_route_handler_reads_writes_and_lists_a_workspace_and_seeds_a_send_from_a_folder() {
+    let mut h = Host::new(
+        SCRIPT,
+        &[
+            ("channels/http.toml", HTTP),
+            ("channels/desk.toml", DESK),
+            ("lib/files.py", FILES_PY),
+        ],
+        at(12, 0, 0),
+    );
+    h.start(ServeOptions::default());
+    let r = h.send(
+        Request::post("/bot/v1/session")
+            .bearer("token-a")
+            .json(&json!({"message": "hi", "workspaceFiles": {"notes/a.txt": "alice's note"}})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    settled(&h, &id, 1);
+
+    let seed = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(seed.path().join("docs/deep")).unwrap();
+    std::fs::write(seed.path().join("docs/deep/spec.md"), "# spec").unwrap();
+    std::fs::write(seed.path().join("extra.txt"), "from the folder").unwrap();
+    std::fs::write(seed.path().join("blob.bin"), b"\x00\xff\x01").unwrap();
+    let r = h.send(
+        Request::post(&format!("/bot/v1/channels/desk/files/{id}"))
+            .bearer("desk-token")
+            .json(&json!({"seed": seed.path()})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let out = r.json();
+    assert_eq!(out["wrote"][0], 200, "{out}");
+    assert_eq!(out["wrote"][1]["size"], 16, "{out}");
+    assert_eq!(
+        out["read"],
+        json!([200, "text/plain; charset=utf-8", "alice's note"])
+    );
+    let listed: Vec<&str> = out["listed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert!(listed.contains(&"reports/r.txt"), "{out}");
+    assert!(listed.contains(&"notes/a.txt"), "{out}");
+    assert_eq!(out["escape"], 400, "{out}");
+    assert_eq!(out["missing"], 404, "{out}");
+    assert_eq!(out["relative"][0], 400, "{out}");
+    assert!(
+        out["relative"][1].as_str().unwrap().contains("absolute"),
+        "{out}"
+    );
+
+    // The handler's write is in the session's workspace, as its owner
+    // downloads it.
+    let r = h
+        .send(Request::get(&format!("/bot/v1/session/{id}/files/reports/r.txt")).bearer("token-a"));
+    assert_eq!((r.status, r.body.as_str()), (200, "from the handler"));
+
+    // The send copied the folder in before its turn; the explicit file
+    // won over the folder's.
+    let sent = out["sent"].as_str().unwrap().to_owned();
+    settled(&h, &sent, 1);
+    let ws = h
+        .dir
+        .path()
+        .join(format!("state/bot/sessions/{sent}/workspace"));
+    assert_eq!(
+        std::fs::read_to_string(ws.join("docs/deep/spec.md")).unwrap(),
+        "# spec"
+    );
+    assert_eq!(std::fs::read(ws.join("blob.bin")).unwrap(), b"\x00\xff\x01");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("extra.txt")).unwrap(),
+        "explicit"
+    );
+}
