@@ -74,6 +74,8 @@ struct Op {
     body: Body,
     answer: Answer,
     errors: Errors,
+    /// The JSON body may come as `multipart/form-data` with files.
+    multipart: bool,
 }
 
 fn op(method: &'static str, path: &'static str, tag: &'static str, summary: &'static str) -> Op {
@@ -86,6 +88,7 @@ fn op(method: &'static str, path: &'static str, tag: &'static str, summary: &'st
         body: Body::None,
         answer: Answer::AnyJson,
         errors: Errors::Agentkit,
+        multipart: false,
     }
 }
 
@@ -97,6 +100,11 @@ impl Op {
 
     fn optional_body(mut self, schema: Value) -> Op {
         self.body = Body::Json(schema, false);
+        self
+    }
+
+    fn with_files(mut self) -> Op {
+        self.multipart = true;
         self
     }
 
@@ -187,9 +195,11 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
     let mut ops = vec![
         op("post", "/v1/session", "sessions", "Start a session with its first message")
             .body(schema_of::<SendMessage>(g))
+            .with_files()
             .answer(Answer::Json(schema_of::<Accepted>(g))),
         op("post", "/v1/session/{sessionId}", "sessions", "Send a follow-up")
             .body(schema_of::<SendMessage>(g))
+            .with_files()
             .answer(Answer::Json(schema_of::<Accepted>(g))),
         op("get", "/v1/session/{sessionId}", "sessions", "The session's metadata")
             .answer(Answer::Json(schema_of::<SessionInfo>(g))),
@@ -496,6 +506,21 @@ fn operation(op: &Op, errors: &Map<String, Value>, session_id: &Value) -> Value 
                 "required": required,
                 "content": {"application/json": {"schema": schema}},
             });
+            if op.multipart {
+                // `message` and the other string fields as parts, the
+                // rest as a `json` part; a part with a file name is a
+                // workspace file (docs/reference/files.md).
+                o["requestBody"]["content"]["multipart/form-data"] = json!({"schema": {
+                    "type": "object",
+                    "required": ["message"],
+                    "properties": {
+                        "message": {"type": "string"},
+                        "continuationToken": {"type": "string"},
+                        "json": {"type": "string", "description": "a JSON object of the message's other fields"},
+                        "file": {"type": "array", "items": {"type": "string", "format": "binary"}, "description": "files, each written at its file name"},
+                    },
+                }});
+            }
         }
         Body::Bytes => {
             o["requestBody"] = json!({
