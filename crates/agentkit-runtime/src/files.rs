@@ -71,6 +71,13 @@ pub struct OpenedFile {
 }
 
 impl Files<'_> {
+    /// Where the session's workspace is (`[local] cwd`, else beside its
+    /// log), for `owner`. It may not exist yet: it is made when a turn or
+    /// a call first needs it.
+    pub async fn dir(&self, id: &str, owner: &Owner) -> Result<PathBuf> {
+        Ok(self.rt.sessions().owned(id, owner).await?.workspace.clone())
+    }
+
     async fn session(&self, id: &str, caller: FilesCaller<'_>) -> Result<Arc<Session>> {
         let session = match caller {
             FilesCaller::Principal(owner) => self.rt.sessions().owned(id, owner).await?,
