@@ -519,3 +519,86 @@ fn a_route_handler_reads_writes_and_lists_a_workspace_and_seeds_a_send_from_a_fo
         "explicit"
     );
 }
+
+/// Turn 0 holds for a few seconds; turn 1 reads the follow-up's file.
+const HELD: &str = r#"{"turns": [
+  {"steps": [{"text": "held", "delayMs": 3000}]},
+  {"steps": [{"toolCalls": [{"name": "read", "input": {"path": "more/second.txt"}}]}, {"text": "read it"}]}
+]}"#;
+
+/// On PostgreSQL, a multipart follow-up sent to the host that does not
+/// run the session is routed to the one that does, its files with it
+/// (binary ones too); the file routes answer each host's own copy.
+#[test]
+fn a_multipart_follow_up_to_another_host_brings_its_files_to_the_running_one() {
+    let Some(db) = agentkit_test_support::pg::throwaway_database() else {
+        return;
+    };
+    let mut hosts: Vec<Host> = (0..2)
+        .map(|_| Host::new(HELD, &[("channels/http.toml", HTTP)], at(12, 0, 0)))
+        .collect();
+    for h in &mut hosts {
+        h.start(ServeOptions {
+            database_url: Some(db.url.clone()),
+            ..ServeOptions::default()
+        });
+    }
+    let r = hosts[0].send(
+        Request::post("/bot/v1/session")
+            .bearer("token-a")
+            .json(&json!({"message": "hold on"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    let body = multipart(&[
+        ("message", None, b"and this"),
+        ("continuationToken", None, token.as_bytes()),
+        ("admission", None, b"coalesce"),
+        ("file", Some("more/second.txt"), b"second file"),
+        ("file", Some("more/bin.dat"), b"\x00\x9f\xff"),
+    ]);
+    let r = hosts[1].send(post_form(
+        &format!("/bot/v1/session/{id}"),
+        "token-a",
+        &body,
+    ));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let events = |h: &Host| -> Vec<Value> {
+        h.send(Request::get(&format!("/bot/v1/session/{id}/events")).bearer("token-a"))
+            .body
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    wait_until("both turns", || {
+        events(&hosts[1])
+            .iter()
+            .filter(|e| e["type"] == "turn.completed")
+            .count()
+            == 2
+    });
+    let read: Vec<Value> = events(&hosts[1])
+        .into_iter()
+        .filter(|e| e["type"] == "action.result")
+        .map(|e| e["data"]["output"].clone())
+        .collect();
+    assert_eq!(read, [json!("second file")]);
+    let ws = hosts[0]
+        .dir
+        .path()
+        .join(format!("state/bot/sessions/{id}/workspace"));
+    assert_eq!(
+        std::fs::read(ws.join("more/bin.dat")).unwrap(),
+        b"\x00\x9f\xff"
+    );
+    let r = hosts[0].send(
+        Request::get(&format!("/bot/v1/session/{id}/files/more/second.txt")).bearer("token-a"),
+    );
+    assert_eq!((r.status, r.body.as_str()), (200, "second file"));
+    // The other host's copy of the workspace is its own.
+    let r = hosts[1].send(
+        Request::get(&format!("/bot/v1/session/{id}/files/more/second.txt")).bearer("token-a"),
+    );
+    assert_eq!(r.status, 404, "{}", r.body);
+}
