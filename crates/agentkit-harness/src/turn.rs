@@ -410,9 +410,13 @@ async fn run_steps(
             };
         }
         let started = Instant::now();
+        let sent = trimmed.as_deref().unwrap_or(&conversation);
+        // Images the tools returned, read back from the workspace for
+        // this request only.
+        let hydrated = crate::images::hydrate(&input.workspace, sent);
         let request = StepRequest {
             agent: &input.agent,
-            conversation: trimmed.as_deref().unwrap_or(&conversation),
+            conversation: hydrated.as_deref().unwrap_or(sent),
             step,
             turn_id: &input.turn_id,
             cancel: &input.cancel,
@@ -769,10 +773,19 @@ async fn run_calls(
             }
         })
         .await;
-        let Some((i, out, duration_ms)) = next else {
+        let Some((i, mut out, duration_ms)) = next else {
             break;
         };
         if let Some(call) = calls.get(i) {
+            // Inline image bytes go into the workspace; the log and the
+            // conversation keep a reference.
+            if crate::images::has_images(&out.output) {
+                out.output = crate::images::stash(
+                    &input.workspace,
+                    &call.call_id,
+                    std::mem::take(&mut out.output),
+                );
+            }
             emit_result(events, call, &out, duration_ms).await;
         }
         if let Some(slot) = outputs.get_mut(i) {
