@@ -1,6 +1,7 @@
 //! Images a tool returns, to the model and into the log by reference.
 //!
-//! A tool's output may be a list of content items (as MCP's are), some of
+//! A user message may carry images (uploaded files that are images, by
+//! workspace path). A tool's output may be a list of content items (as MCP's are), some of
 //! them images: `{"type": "image", "mediaType", "data"}` (base64), or
 //! `{"type": "image", "path"}` naming a workspace file. [`stash`] writes
 //! inline bytes into the workspace (`.agentkit/images/<callId>-<n>.<ext>`)
@@ -117,9 +118,11 @@ pub(crate) fn stash(workspace: &Path, call_id: &str, output: Value) -> Value {
 /// images they reference (`data`, base64), for a provider request; `None`
 /// when no output has an image.
 pub(crate) fn hydrate(workspace: &Path, conversation: &[Message]) -> Option<Vec<Message>> {
-    let any = conversation
-        .iter()
-        .any(|m| matches!(m, Message::Tool { output, .. } if has_images(output)));
+    let any = conversation.iter().any(|m| match m {
+        Message::Tool { output, .. } => has_images(output),
+        Message::User { images, .. } => !images.is_empty(),
+        Message::Assistant { .. } => false,
+    });
     if !any {
         return None;
     }
@@ -138,6 +141,22 @@ pub(crate) fn hydrate(workspace: &Path, conversation: &[Message]) -> Option<Vec<
                     output: load(workspace, output),
                     is_error: *is_error,
                 },
+                Message::User { text, images } if !images.is_empty() => {
+                    let loaded = load(workspace, &Value::Array(images.clone()));
+                    // An image that cannot be sent becomes a note in the text.
+                    let (images, notes): (Vec<Value>, Vec<Value>) = loaded
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                        .into_iter()
+                        .partition(is_image);
+                    let mut text = text.clone();
+                    for note in notes {
+                        text.push_str("\n");
+                        text.push_str(note.get("text").and_then(Value::as_str).unwrap_or_default());
+                    }
+                    Message::User { text, images }
+                }
                 other => other.clone(),
             })
             .collect(),

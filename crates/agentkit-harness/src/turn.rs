@@ -34,6 +34,9 @@ pub struct TurnInput {
     /// This turn's message(s); several coalesced messages become one user
     /// message, joined by blank lines.
     pub user_messages: Vec<String>,
+    /// Images attached to this turn's message(s) (workspace paths, see
+    /// `MessageReceived::images`).
+    pub user_images: Vec<Value>,
     /// The session workspace. It exists once `prepare_workspace` ran (or
     /// from the start, when there is none).
     pub workspace: PathBuf,
@@ -243,7 +246,10 @@ async fn run_steps(
 
     let mut conversation = input.history.clone();
     if !input.user_messages.is_empty() {
-        conversation.push(Message::user(input.user_messages.join("\n\n")));
+        conversation.push(Message::User {
+            text: input.user_messages.join("\n\n"),
+            images: input.user_images.clone(),
+        });
     }
     let mut usage = Usage::default();
     let pricing = crate::pricing::price(&input.model);
@@ -892,6 +898,7 @@ async fn run_subagent(
         model,
         history: Vec::new(),
         user_messages: vec![prompt.clone()],
+        user_images: Vec::new(),
         workspace: input.workspace.clone(),
         prepare_workspace: input.prepare_workspace.clone(),
         session_id: input.session_id.clone(),

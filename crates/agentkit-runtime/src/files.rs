@@ -172,6 +172,29 @@ impl Files<'_> {
     }
 }
 
+/// The per-send files that are images (by their first bytes: PNG, JPEG,
+/// GIF, WebP), as the items a user message attaches:
+/// `{"type": "image", "mediaType", "path"}`.
+pub(crate) fn attached_images(files: &[(String, Vec<u8>)]) -> Vec<serde_json::Value> {
+    files
+        .iter()
+        .filter_map(|(path, bytes)| {
+            let media_type = if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+                "image/png"
+            } else if bytes.starts_with(b"\xff\xd8\xff") {
+                "image/jpeg"
+            } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+                "image/gif"
+            } else if bytes.len() > 12 && bytes.starts_with(b"RIFF") && &bytes[8..12] == b"WEBP" {
+                "image/webp"
+            } else {
+                return None;
+            };
+            Some(serde_json::json!({"type": "image", "mediaType": media_type, "path": path}))
+        })
+        .collect()
+}
+
 /// `413` naming the cap when `len` is over it.
 pub fn check_size(path: &str, len: usize) -> Result<()> {
     if len > MAX_FILE_BYTES {

@@ -433,8 +433,10 @@ impl Turns<'_> {
         } else {
             None
         };
+        let images = crate::files::attached_images(&files);
         let data = EventData::MessageReceived(MessageReceived {
             text: text.to_owned(),
+            images: images.clone(),
             from,
             traceparent: traceparent.as_ref().map(ToString::to_string),
         });
@@ -452,6 +454,7 @@ impl Turns<'_> {
         })?;
         let queued = Queued {
             text,
+            images,
             index: received.index,
             traceparent,
         };
@@ -694,6 +697,7 @@ impl Turns<'_> {
             agent,
             model,
             history,
+            user_images: batch.iter().flat_map(|q| q.images.clone()).collect(),
             user_messages: batch.into_iter().map(|q| q.text).collect(),
             workspace: session.workspace.clone(),
             prepare_workspace: Some(Arc::new(PrepareSession {

@@ -480,7 +480,17 @@ fn map_messages(conversation: &[Message], thinking: &HashMap<String, Vec<Value>>
     };
     for message in conversation {
         match message {
-            Message::User { text } => push("user", vec![json!({"type": "text", "text": text})]),
+            Message::User { text, images } => {
+                let mut blocks = vec![json!({"type": "text", "text": text})];
+                blocks.extend(
+                    crate::images::inline_images(&Value::Array(images.clone()))
+                        .into_iter()
+                        .map(|(media_type, data)| {
+                            json!({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}})
+                        }),
+                );
+                push("user", blocks)
+            }
             Message::Assistant { text, tool_calls } => {
                 let mut blocks = Vec::new();
                 if let Some(kept) = tool_calls.first().and_then(|c| thinking.get(&c.call_id)) {

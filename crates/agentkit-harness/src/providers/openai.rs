@@ -274,7 +274,18 @@ fn images_message(parts: Vec<Value>) -> Value {
 
 fn wire_message(message: &Message) -> Value {
     match message {
-        Message::User { text } => json!({"role": "user", "content": text}),
+        Message::User { text, images } => {
+            let attached = crate::images::inline_images(&Value::Array(images.clone()));
+            if attached.is_empty() {
+                json!({"role": "user", "content": text})
+            } else {
+                let mut parts = vec![json!({"type": "text", "text": text})];
+                parts.extend(attached.into_iter().map(|(media_type, data)| {
+                    json!({"type": "image_url", "image_url": {"url": format!("data:{media_type};base64,{data}")}})
+                }));
+                json!({"role": "user", "content": parts})
+            }
+        }
         Message::Assistant { text, tool_calls } => {
             let content = if text.is_empty() && !tool_calls.is_empty() {
                 Value::Null

@@ -214,7 +214,7 @@ fn a_workspace_is_listed_downloaded_and_written_by_its_owner_only() {
 const BOUNDARY: &str = "agentkit-test-boundary";
 
 /// A `multipart/form-data` body: `(name, file name, bytes)` per part.
-fn multipart(parts: &[(&str, Option<&str>, &[u8])]) -> Vec<u8> {
+pub(super) fn multipart(parts: &[(&str, Option<&str>, &[u8])]) -> Vec<u8> {
     let mut body = Vec::new();
     for (name, file, data) in parts {
         body.extend_from_slice(format!("--{BOUNDARY}\r\n").as_bytes());
@@ -234,14 +234,19 @@ fn multipart(parts: &[(&str, Option<&str>, &[u8])]) -> Vec<u8> {
     body
 }
 
-fn post_form(path: &str, token: &str, body: &[u8]) -> Request {
-    Request::post(path)
-        .bearer(token)
-        .header(
-            "content-type",
-            &format!("multipart/form-data; boundary={BOUNDARY}"),
-        )
-        .raw_body(body)
+/// A multipart POST, with `token` as its bearer (none when empty).
+pub(super) fn post_form(path: &str, token: &str, body: &[u8]) -> Request {
+    let req = Request::post(path);
+    let req = if token.is_empty() {
+        req
+    } else {
+        req.bearer(token)
+    };
+    req.header(
+        "content-type",
+        &format!("multipart/form-data; boundary={BOUNDARY}"),
+    )
+    .raw_body(body)
 }
 
 /// The output of the session's `read` calls, in order.

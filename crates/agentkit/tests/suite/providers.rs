@@ -556,3 +556,74 @@ fn openai_receives_an_image_a_tool_returned() {
 fn anthropic_receives_an_image_a_tool_returned() {
     an_image_from_a_tool(Wire::Anthropic);
 }
+
+/// A PNG image, as its first bytes are all a provider check here needs.
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\nIMAGE";
+
+/// An image uploaded with a message reaches the model with it, in the
+/// provider's wire format; `message.received` names it by path.
+fn an_uploaded_image(wire: Wire) {
+    let mock = MockProvider::start(vec![Step::text("A screenshot.").tokens(20, 3, 0, 0).into()]);
+    let h = serve(wire, &mock);
+    let body = super::files::multipart(&[
+        ("message", None, b"What is in the picture?"),
+        ("file", Some("shots/screen.png"), PNG),
+        ("file", Some("notes.txt"), b"not an image"),
+    ]);
+    let r = h.send(super::files::post_form("/bot/v1/session", "", &body));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(h.addr())
+        .unwrap();
+    let events = lines.until("session.waiting").unwrap();
+    let received = of_type(&events, "message.received");
+    assert_eq!(
+        received[0]["data"]["images"],
+        json!([{"type": "image", "mediaType": "image/png", "path": "shots/screen.png"}])
+    );
+    let data = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, PNG);
+    let stored = h
+        .send(Request::get(&format!("/bot/v1/session/{id}/events")))
+        .body;
+    assert!(!stored.contains(&data), "the log holds the image's bytes");
+    let bodies = mock.bodies();
+    let user = bodies[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|m| m["role"] == "user")
+        .unwrap()
+        .clone();
+    match wire {
+        Wire::OpenAi => assert_eq!(
+            user["content"],
+            json!([
+                {"type": "text", "text": "What is in the picture?"},
+                {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}},
+            ])
+        ),
+        Wire::Anthropic => {
+            // The last block also carries the prompt cache's breakpoint.
+            let mut content = user["content"].clone();
+            content[1].as_object_mut().unwrap().remove("cache_control");
+            assert_eq!(
+                content,
+                json!([
+                    {"type": "text", "text": "What is in the picture?"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}},
+                ])
+            );
+        }
+    }
+}
+
+#[test]
+fn openai_receives_an_uploaded_image() {
+    an_uploaded_image(Wire::OpenAi);
+}
+
+#[test]
+fn anthropic_receives_an_uploaded_image() {
+    an_uploaded_image(Wire::Anthropic);
+}
