@@ -172,9 +172,13 @@ impl Files<'_> {
     }
 }
 
+/// The most images one message attaches.
+pub(crate) const MAX_ATTACHED_IMAGES: usize = 8;
+
 /// The per-send files that are images (by their first bytes: PNG, JPEG,
 /// GIF, WebP), as the items a user message attaches:
-/// `{"type": "image", "mediaType", "path"}`.
+/// `{"type": "image", "mediaType", "path"}`; the first
+/// [`MAX_ATTACHED_IMAGES`] of them.
 pub(crate) fn attached_images(files: &[(String, Vec<u8>)]) -> Vec<serde_json::Value> {
     files
         .iter()
@@ -192,6 +196,7 @@ pub(crate) fn attached_images(files: &[(String, Vec<u8>)]) -> Vec<serde_json::Va
             };
             Some(serde_json::json!({"type": "image", "mediaType": media_type, "path": path}))
         })
+        .take(MAX_ATTACHED_IMAGES)
         .collect()
 }
 
