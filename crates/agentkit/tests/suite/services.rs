@@ -181,6 +181,12 @@ fn a_rust_tool_reads_writes_and_lists_its_sessions_workspace() {
     let created = h.send(Request::post("/bot/v1/session").json(&json!({"message": "remind me"})));
     assert_eq!(created.status, 200, "{}", created.body);
     let id = created.json()["sessionId"].as_str().unwrap().to_owned();
+    // A call in the session waits for its first turn to settle.
+    Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(h.addr())
+        .unwrap()
+        .until("session.waiting")
+        .unwrap();
     let r = h.send(
         Request::post("/bot/v1/tools/probe")
             .json(&json!({"sessionId": id, "input": {"op": "files", "key": "out/rust.txt"}})),
