@@ -152,7 +152,7 @@ pub(crate) fn hydrate(workspace: &Path, conversation: &[Message]) -> Option<Vec<
                         .partition(is_image);
                     let mut text = text.clone();
                     for note in notes {
-                        text.push_str("\n");
+                        text.push('\n');
                         text.push_str(note.get("text").and_then(Value::as_str).unwrap_or_default());
                     }
                     Message::User { text, images }
