@@ -167,8 +167,8 @@ pub struct SendOptions {
     /// The channel-local conversation key; `None` starts a new session.
     pub continuation_token: Option<String>,
     pub admission: Admission,
-    /// Relative path → content, written before the turn.
-    pub workspace_files: Vec<(String, String)>,
+    /// Relative path → bytes, written before the turn.
+    pub workspace_files: Vec<(String, Vec<u8>)>,
     /// The principal of a new session (defaults to the request's).
     pub auth: Option<AuthContext>,
     /// Starting channel state of a new session (defaults to the channel's).

@@ -188,7 +188,10 @@ async fn send(s: &SendAction, args: &HandlerArgs, ctx: &Value) -> Result<(u16, V
     let message = render("send.message", &s.message, ctx)?;
     let mut files = Vec::new();
     for (path, t) in &s.workspace_files {
-        files.push((path.clone(), render("send.workspace_files", t, ctx)?));
+        files.push((
+            path.clone(),
+            render("send.workspace_files", t, ctx)?.into_bytes(),
+        ));
     }
     let options = SendOptions {
         continuation_token: opt("send.continuation", &s.continuation, ctx)?,

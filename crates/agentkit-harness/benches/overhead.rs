@@ -66,6 +66,7 @@ fn main() {
             model: model.clone(),
             history: Vec::new(),
             user_messages: vec!["go".into()],
+            user_images: Vec::new(),
             workspace: tmp.path().to_path_buf(),
             prepare_workspace: None,
             session_id: "bench".into(),

@@ -251,7 +251,7 @@ pub(crate) fn transcript(messages: &[Message]) -> String {
     );
     for m in messages {
         let line = match m {
-            Message::User { text } => format!("USER: {text}"),
+            Message::User { text, .. } => format!("USER: {text}"),
             Message::Assistant { text, tool_calls } => {
                 let mut line = format!("AGENT: {text}");
                 for c in tool_calls {

@@ -44,6 +44,7 @@ mod complete;
 mod context;
 mod credentials;
 mod dynamic;
+mod images;
 mod output;
 pub mod pricing;
 mod providers;

@@ -34,6 +34,9 @@ pub struct TurnInput {
     /// This turn's message(s); several coalesced messages become one user
     /// message, joined by blank lines.
     pub user_messages: Vec<String>,
+    /// Images attached to this turn's message(s) (workspace paths, see
+    /// `MessageReceived::images`).
+    pub user_images: Vec<Value>,
     /// The session workspace. It exists once `prepare_workspace` ran (or
     /// from the start, when there is none).
     pub workspace: PathBuf,
@@ -243,7 +246,10 @@ async fn run_steps(
 
     let mut conversation = input.history.clone();
     if !input.user_messages.is_empty() {
-        conversation.push(Message::user(input.user_messages.join("\n\n")));
+        conversation.push(Message::User {
+            text: input.user_messages.join("\n\n"),
+            images: input.user_images.clone(),
+        });
     }
     let mut usage = Usage::default();
     let pricing = crate::pricing::price(&input.model);
@@ -410,9 +416,13 @@ async fn run_steps(
             };
         }
         let started = Instant::now();
+        let sent = trimmed.as_deref().unwrap_or(&conversation);
+        // Images the tools returned, read back from the workspace for
+        // this request only.
+        let hydrated = crate::images::hydrate(&input.workspace, sent);
         let request = StepRequest {
             agent: &input.agent,
-            conversation: trimmed.as_deref().unwrap_or(&conversation),
+            conversation: hydrated.as_deref().unwrap_or(sent),
             step,
             turn_id: &input.turn_id,
             cancel: &input.cancel,
@@ -769,10 +779,19 @@ async fn run_calls(
             }
         })
         .await;
-        let Some((i, out, duration_ms)) = next else {
+        let Some((i, mut out, duration_ms)) = next else {
             break;
         };
         if let Some(call) = calls.get(i) {
+            // Inline image bytes go into the workspace; the log and the
+            // conversation keep a reference.
+            if crate::images::has_images(&out.output) {
+                out.output = crate::images::stash(
+                    &input.workspace,
+                    &call.call_id,
+                    std::mem::take(&mut out.output),
+                );
+            }
             emit_result(events, call, &out, duration_ms).await;
         }
         if let Some(slot) = outputs.get_mut(i) {
@@ -879,6 +898,7 @@ async fn run_subagent(
         model,
         history: Vec::new(),
         user_messages: vec![prompt.clone()],
+        user_images: Vec::new(),
         workspace: input.workspace.clone(),
         prepare_workspace: input.prepare_workspace.clone(),
         session_id: input.session_id.clone(),

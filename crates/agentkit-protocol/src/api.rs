@@ -576,6 +576,48 @@ pub struct MemoryDeleted {
     pub memory_id: String,
 }
 
+/// One entry of a session's workspace (`GET /v1/session/:id/files`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceEntry {
+    /// Relative to the workspace, `/`-separated.
+    pub path: String,
+    /// `file`, `dir` or `symlink` (a link is listed, never followed).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Bytes (0 for a folder).
+    pub size: u64,
+    /// Last modified, RFC 3339 UTC (milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified_at: Option<String>,
+}
+
+/// `GET /v1/session/:id/files`: one page of the workspace's entries,
+/// depth first, names in byte order within a folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceList {
+    pub ok: bool,
+    pub session_id: String,
+    pub files: Vec<WorkspaceEntry>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// `PUT /v1/session/:id/files/*path`: the file is written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct FileWritten {
+    pub ok: bool,
+    pub session_id: String,
+    pub path: String,
+    pub size: u64,
+}
+
 /// What host code tags (the host bridge's `POST /v1/artifacts`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

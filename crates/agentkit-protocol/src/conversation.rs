@@ -30,8 +30,15 @@ pub struct ToolCall {
     rename_all_fields = "camelCase"
 )]
 pub enum Message {
-    /// What the user said (coalesced follow-ups are joined into one).
-    User { text: String },
+    /// What the user said (coalesced follow-ups are joined into one), and
+    /// the images attached to it: `{"type": "image", "mediaType", "path"}`
+    /// items naming workspace files (with `data`, base64, only in a
+    /// provider request).
+    User {
+        text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Value>,
+    },
     /// One model step: its text and the tool calls it made.
     Assistant {
         text: String,
@@ -51,7 +58,10 @@ pub enum Message {
 impl Message {
     /// A user message.
     pub fn user(text: impl Into<String>) -> Message {
-        Message::User { text: text.into() }
+        Message::User {
+            text: text.into(),
+            images: Vec::new(),
+        }
     }
 }
 

@@ -42,6 +42,9 @@ pub enum Error {
     NotOwned { what: &'static str, id: String },
     #[error("{message}")]
     NotAvailable { message: String },
+    /// Over a size cap (the message names it).
+    #[error("{message}")]
+    TooLarge { message: String },
     #[error("no call `{call_id}` waits for approval in this session")]
     ApprovalNotFound { call_id: String },
     #[error("call `{call_id}` was already approved or denied")]
@@ -101,6 +104,7 @@ impl Error {
             Error::InvalidInput { .. } => ErrorCode::InvalidInput,
             Error::NotFound { .. } => ErrorCode::NotFound,
             Error::NotAvailable { .. } => ErrorCode::NotAvailable,
+            Error::TooLarge { .. } => ErrorCode::PayloadTooLarge,
             Error::ApprovalNotFound { .. } => ErrorCode::ApprovalNotFound,
             Error::ApprovalResolved { .. } => ErrorCode::ApprovalResolved,
             Error::ScheduleFailed { .. } => ErrorCode::ScheduleFailed,
@@ -129,6 +133,7 @@ impl Error {
             | Error::NotFound { .. }
             | Error::ApprovalNotFound { .. } => 404,
             Error::NotAvailable { .. } => 501,
+            Error::TooLarge { .. } => 413,
             Error::Forbidden { .. } | Error::NotOwned { .. } => 403,
             Error::StaleContinuation
             | Error::TaskSession { .. }

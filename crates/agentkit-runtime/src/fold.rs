@@ -84,7 +84,10 @@ impl FoldState {
             let in_completed_turn = e.turn_id.as_deref().filter(|t| completed.contains(*t));
             match (e.payload(), in_completed_turn) {
                 (EventData::MessageReceived(m), _) if !exclude.contains(&e.index) => {
-                    out.push(Message::User { text: m.text });
+                    out.push(Message::User {
+                        text: m.text,
+                        images: m.images,
+                    });
                 }
                 (EventData::MessageCompleted(m), Some(turn)) => {
                     if m.is_invalid_output() {

@@ -43,6 +43,7 @@ mod deletion;
 mod dispatch;
 mod emit;
 mod error;
+mod files;
 mod fold;
 mod fork;
 mod hooks;
@@ -88,6 +89,10 @@ pub use clock::{BoxFuture, Clock, ManualClock, SystemClock};
 pub use command::CommandOutcome;
 pub use deletion::{Retention, Swept};
 pub use error::{Error, InputError, Result};
+pub use files::{
+    FilePage, Files, FilesCaller, MAX_FILE_BYTES, OpenedFile, check_size as check_file_size,
+    content_type,
+};
 pub use fold::conversation;
 pub use fork::Forks;
 pub use hooks::{HOOK_QUEUE, HookFn, HookSpec, HookStats, HookTarget, Hooks, SIGNATURE_HEADER};

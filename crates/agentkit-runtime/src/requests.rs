@@ -22,7 +22,8 @@ pub struct SendRequest {
     pub title: Option<String>,
     pub purpose: Option<String>,
     pub admission: Admission,
-    pub workspace_files: Vec<(String, String)>,
+    /// Relative path → bytes, written into the workspace before the turn.
+    pub workspace_files: Vec<(String, Vec<u8>)>,
     /// A dry-run session: tools not annotated `read_only` answer stubs.
     pub dry_run: bool,
     /// Freeze the session at this instant: ISO-8601 with a time zone
@@ -43,7 +44,8 @@ pub struct FollowUp {
     /// Required on the built-in HTTP channel: the current token.
     pub continuation_token: Option<String>,
     pub admission: Admission,
-    pub workspace_files: Vec<(String, String)>,
+    /// Relative path → bytes, written into the workspace before the turn.
+    pub workspace_files: Vec<(String, Vec<u8>)>,
 }
 
 /// What accepting a message answers.

@@ -474,13 +474,6 @@ impl AgentRuntime {
             .await
     }
 
-    /// Where the session's workspace is (`[local] cwd`, else beside its
-    /// log), for `owner`. It may not exist yet: it is made when a turn or
-    /// a call first needs it.
-    pub async fn workspace(&self, id: &str, owner: &Owner) -> Result<PathBuf> {
-        Ok(self.sessions().owned(id, owner).await?.workspace.clone())
-    }
-
     /// The metadata of a session `owner` may see.
     pub async fn session(&self, id: &str, owner: &Owner) -> Result<SessionMeta> {
         Ok(lock(&self.sessions().owned(id, owner).await?.meta).clone())

@@ -126,6 +126,8 @@ pub(crate) enum Phase {
 #[derive(Debug, Clone)]
 pub(crate) struct Queued {
     pub(crate) text: String,
+    /// Images attached to it (`MessageReceived::images`).
+    pub(crate) images: Vec<serde_json::Value>,
     /// The index of its `message.received`.
     pub(crate) index: u64,
     /// The request it came with, while tracing is on.
@@ -352,6 +354,7 @@ mod tests {
 
     fn msg(text: &str, index: u64) -> Queued {
         Queued {
+            images: Vec::new(),
             text: text.to_owned(),
             index,
             traceparent: None,

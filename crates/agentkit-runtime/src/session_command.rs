@@ -25,7 +25,8 @@ pub(crate) enum SessionCommand {
         message: String,
         continuation_token: Option<String>,
         admission: Admission,
-        workspace_files: Vec<(String, String)>,
+        #[serde(with = "crate::util::b64_files")]
+        workspace_files: Vec<(String, Vec<u8>)>,
     },
     #[serde(rename_all = "camelCase")]
     Stop { owner: Owner },
@@ -287,7 +288,7 @@ mod tests {
             message: "and then?".into(),
             continuation_token: Some("http:1".into()),
             admission: Admission::Preempt,
-            workspace_files: vec![("a.txt".into(), "hi".into())],
+            workspace_files: vec![("a.txt".into(), b"hi\xff".to_vec())],
         };
         let text = serde_json::to_string(&request).unwrap();
         assert!(text.contains(r#""kind":"message""#), "{text}");

@@ -24,3 +24,36 @@ pub(crate) fn now() -> String {
 pub(crate) fn mint_token() -> String {
     format!("http:{}", uuid::Uuid::new_v4().simple())
 }
+
+/// Per-send workspace files as a routed mailbox row stores them: path and
+/// base64 bytes (a file may be binary, an upload's image).
+pub(crate) mod b64_files {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(
+        files: &[(String, Vec<u8>)],
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        files
+            .iter()
+            .map(|(p, b)| (p.as_str(), STANDARD.encode(b)))
+            .collect::<Vec<_>>()
+            .serialize(s)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<(String, Vec<u8>)>, D::Error> {
+        Vec::<(String, String)>::deserialize(d)?
+            .into_iter()
+            .map(|(p, b)| {
+                STANDARD
+                    .decode(b)
+                    .map(|bytes| (p, bytes))
+                    .map_err(serde::de::Error::custom)
+            })
+            .collect()
+    }
+}

@@ -381,7 +381,7 @@ impl Turns<'_> {
         session: &Arc<Session>,
         text: String,
         admission: Admission,
-        files: Vec<(String, String)>,
+        files: Vec<(String, Vec<u8>)>,
     ) -> Result<(bool, u64)> {
         self.accept_from(session, text, admission, files, None)
             .await
@@ -394,7 +394,7 @@ impl Turns<'_> {
         session: &Arc<Session>,
         text: String,
         admission: Admission,
-        files: Vec<(String, String)>,
+        files: Vec<(String, Vec<u8>)>,
         from: Option<String>,
     ) -> Result<(bool, u64)> {
         self.admit(session, Vec::new(), text, admission, files, from)
@@ -411,7 +411,7 @@ impl Turns<'_> {
         opening: Vec<NewEvent>,
         text: String,
         admission: Admission,
-        files: Vec<(String, String)>,
+        files: Vec<(String, Vec<u8>)>,
     ) -> Result<(bool, u64)> {
         self.admit(session, opening, text, admission, files, None)
             .await
@@ -423,7 +423,7 @@ impl Turns<'_> {
         opening: Vec<NewEvent>,
         text: String,
         admission: Admission,
-        files: Vec<(String, String)>,
+        files: Vec<(String, Vec<u8>)>,
         from: Option<String>,
     ) -> Result<(bool, u64)> {
         if let Err(e) = self.prepare_admission(session, admission, &files).await {
@@ -444,8 +444,10 @@ impl Turns<'_> {
         } else {
             None
         };
+        let images = crate::files::attached_images(&files);
         let data = EventData::MessageReceived(MessageReceived {
             text: text.to_owned(),
+            images: images.clone(),
             from,
             traceparent: traceparent.as_ref().map(ToString::to_string),
         });
@@ -463,6 +465,7 @@ impl Turns<'_> {
         })?;
         let queued = Queued {
             text,
+            images,
             index: received.index,
             traceparent,
         };
@@ -483,7 +486,7 @@ impl Turns<'_> {
         &self,
         session: &Arc<Session>,
         admission: Admission,
-        files: &[(String, String)],
+        files: &[(String, Vec<u8>)],
     ) -> Result<()> {
         self.ready(session).await?;
         if admission == Admission::Reject && session.state().is_busy() {
@@ -715,6 +718,7 @@ impl Turns<'_> {
             agent,
             model,
             history,
+            user_images: batch.iter().flat_map(|q| q.images.clone()).collect(),
             user_messages: batch.into_iter().map(|q| q.text).collect(),
             workspace: session.workspace.clone(),
             prepare_workspace: Some(Arc::new(PrepareSession {

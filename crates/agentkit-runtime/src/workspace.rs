@@ -74,13 +74,13 @@ pub fn materialize(agent: &Agent, dir: &Path) -> Result<()> {
 
 /// Writes per-send files. Paths come from requests, so each must be a
 /// relative path that stays inside the workspace.
-pub(crate) fn write_files(dir: &Path, files: &[(String, String)]) -> Result<()> {
+pub(crate) fn write_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
     // Check every path before writing any, so a bad one writes nothing.
     for (rel, _) in files {
         safe_join(dir, rel)?;
     }
     for (rel, content) in files {
-        write(dir, rel, content.as_bytes())?;
+        write(dir, rel, content)?;
     }
     Ok(())
 }
@@ -88,7 +88,7 @@ pub(crate) fn write_files(dir: &Path, files: &[(String, String)]) -> Result<()> 
 /// Checks request-supplied paths without touching the disk: each must be
 /// relative and stay inside the workspace (the harness's one guard;
 /// symbolic links are checked again when the files are written).
-pub(crate) fn check_relative_paths(files: &[(String, String)]) -> Result<()> {
+pub(crate) fn check_relative_paths(files: &[(String, Vec<u8>)]) -> Result<()> {
     for (rel, _) in files {
         agentkit_harness::check_relative_path(rel).map_err(path_error)?;
     }

@@ -85,9 +85,9 @@ pub use agentkit_runtime::{
 };
 pub use error::{Error, Result};
 pub use serve::{
-    EdgeOptions, EnvFn, EnvLookup, FdLimit, HostArtifacts, HostGithub, HostMcp, HostReminders,
-    HostSend, HostSent, HostServices, HostSessions, HostSlack, Mode, OtlpProtocol, Rate,
-    ServeHandle, ServeOptions, TelemetryOptions, raise_fd_limit, serve, shutdown_signal,
+    EdgeOptions, EnvFn, EnvLookup, FdLimit, HostArtifacts, HostFiles, HostGithub, HostMcp,
+    HostReminders, HostSend, HostSent, HostServices, HostSessions, HostSlack, Mode, OtlpProtocol,
+    Rate, ServeHandle, ServeOptions, TelemetryOptions, raise_fd_limit, serve, shutdown_signal,
 };
 
 /// The project format: discovery, the manifest types and diagnostics.

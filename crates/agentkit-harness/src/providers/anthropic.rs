@@ -437,6 +437,35 @@ fn cache_last_block(messages: &mut [Value]) {
 /// role neighbours merge), every `tool_use` is answered by a `tool_result`
 /// in the next user message (an interrupted turn's missing results are
 /// filled in as errors), and empty assistant messages are dropped.
+/// A tool result with images as Anthropic's content blocks: text, and
+/// each image with its bytes as a base64 source.
+fn tool_result_blocks(output: &Value) -> Value {
+    let items = output.as_array().cloned().unwrap_or_default();
+    Value::Array(
+        items
+            .iter()
+            .map(|item| {
+                let kind = item.get("type").and_then(Value::as_str);
+                match (kind, item.get("data").and_then(Value::as_str)) {
+                    (Some("image"), Some(data)) => json!({
+                        "type": "image",
+                        "source": {
+                            "type": "base64",
+                            "media_type": item.get("mediaType").and_then(Value::as_str).unwrap_or("image/png"),
+                            "data": data,
+                        },
+                    }),
+                    (Some("text"), _) => json!({
+                        "type": "text",
+                        "text": item.get("text").and_then(Value::as_str).unwrap_or_default(),
+                    }),
+                    _ => json!({"type": "text", "text": crate::images::text_of(&Value::Array(vec![item.clone()]))}),
+                }
+            })
+            .collect(),
+    )
+}
+
 fn map_messages(conversation: &[Message], thinking: &HashMap<String, Vec<Value>>) -> Vec<Value> {
     // (role, content blocks); a lone user text stays a plain string below.
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
@@ -451,7 +480,17 @@ fn map_messages(conversation: &[Message], thinking: &HashMap<String, Vec<Value>>
     };
     for message in conversation {
         match message {
-            Message::User { text } => push("user", vec![json!({"type": "text", "text": text})]),
+            Message::User { text, images } => {
+                let mut blocks = vec![json!({"type": "text", "text": text})];
+                blocks.extend(
+                    crate::images::inline_images(&Value::Array(images.clone()))
+                        .into_iter()
+                        .map(|(media_type, data)| {
+                            json!({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}})
+                        }),
+                );
+                push("user", blocks)
+            }
             Message::Assistant { text, tool_calls } => {
                 let mut blocks = Vec::new();
                 if let Some(kept) = tool_calls.first().and_then(|c| thinking.get(&c.call_id)) {
@@ -480,9 +519,13 @@ fn map_messages(conversation: &[Message], thinking: &HashMap<String, Vec<Value>>
                 is_error,
                 ..
             } => {
-                let content = match output {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
+                let content = if crate::images::has_images(output) {
+                    tool_result_blocks(output)
+                } else {
+                    match output {
+                        Value::String(s) => Value::String(s.clone()),
+                        other => Value::String(other.to_string()),
+                    }
                 };
                 push(
                     "user",

@@ -258,7 +258,7 @@ fn messages_doc(conversation: &[Message]) -> Value {
         conversation
             .iter()
             .map(|m| match m {
-                Message::User { text } => json!({"role": "user", "text": text}),
+                Message::User { text, .. } => json!({"role": "user", "text": text}),
                 Message::Assistant { text, tool_calls } => json!({
                     "role": "assistant",
                     "text": text,
@@ -742,7 +742,7 @@ mod tests {
         });
         let spec = agentkit_manifest::parse_model_string("openai:gpt-4.1").unwrap();
         let conversation = [
-            Message::User { text: "hi".into() },
+            Message::user("hi"),
             Message::Assistant {
                 text: String::new(),
                 tool_calls: vec![ToolCall {

@@ -154,7 +154,7 @@ impl StepRequest<'_> {
             .iter()
             .rev()
             .find_map(|m| match m {
-                Message::User { text } => Some(text.as_str()),
+                Message::User { text, .. } => Some(text.as_str()),
                 _ => None,
             })
             .unwrap_or("")

@@ -200,7 +200,32 @@ pub(super) fn request_body(
     if let Some(system) = system_prompt(agent, as_of) {
         messages.push(json!({"role": "system", "content": system}));
     }
-    messages.extend(conversation.iter().map(wire_message));
+    // A tool message takes text only: the images tools returned follow
+    // the step's tool messages as one user message of image parts.
+    let mut images: Vec<Value> = Vec::new();
+    for message in conversation {
+        if !matches!(message, Message::Tool { .. }) && !images.is_empty() {
+            messages.push(images_message(std::mem::take(&mut images)));
+        }
+        if let Message::Tool {
+            call_id, output, ..
+        } = message
+        {
+            for (media_type, data) in crate::images::inline_images(output) {
+                if images.is_empty() {
+                    images.push(json!({"type": "text", "text": format!("The images returned by tool call {call_id}:")}));
+                }
+                images.push(json!({
+                    "type": "image_url",
+                    "image_url": {"url": format!("data:{media_type};base64,{data}")},
+                }));
+            }
+        }
+        messages.push(wire_message(message));
+    }
+    if !images.is_empty() {
+        messages.push(images_message(images));
+    }
 
     let tools: Vec<Value> = super::tool_defs(agent, extra)
         .into_iter()
@@ -243,9 +268,24 @@ fn system_prompt(agent: &Agent, as_of: Option<&str>) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
+fn images_message(parts: Vec<Value>) -> Value {
+    json!({"role": "user", "content": parts})
+}
+
 fn wire_message(message: &Message) -> Value {
     match message {
-        Message::User { text } => json!({"role": "user", "content": text}),
+        Message::User { text, images } => {
+            let attached = crate::images::inline_images(&Value::Array(images.clone()));
+            if attached.is_empty() {
+                json!({"role": "user", "content": text})
+            } else {
+                let mut parts = vec![json!({"type": "text", "text": text})];
+                parts.extend(attached.into_iter().map(|(media_type, data)| {
+                    json!({"type": "image_url", "image_url": {"url": format!("data:{media_type};base64,{data}")}})
+                }));
+                json!({"role": "user", "content": parts})
+            }
+        }
         Message::Assistant { text, tool_calls } => {
             let content = if text.is_empty() && !tool_calls.is_empty() {
                 Value::Null
@@ -270,9 +310,13 @@ fn wire_message(message: &Message) -> Value {
         Message::Tool {
             call_id, output, ..
         } => {
-            let content = match output {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
+            let content = if crate::images::has_images(output) {
+                crate::images::text_of(output)
+            } else {
+                match output {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                }
             };
             json!({"role": "tool", "tool_call_id": call_id, "content": content})
         }

@@ -118,6 +118,7 @@ pub(crate) fn turn_input(
         model,
         history: Vec::new(),
         user_messages: vec![message.to_owned()],
+        user_images: Vec::new(),
         workspace: workspace.to_path_buf(),
         prepare_workspace: None,
         session_id: "sess-1".into(),

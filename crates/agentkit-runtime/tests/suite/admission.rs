@@ -225,7 +225,7 @@ async fn a_refused_follow_up_keeps_the_token_valid() {
     let f = fixture(SLOW_THEN_FAST).await;
     let a = f.runtime.send(new_session("one")).await.unwrap();
     let mut bad = follow("two", &a.continuation_token, Admission::Coalesce);
-    bad.workspace_files = vec![("../../etc/x".to_owned(), "no".to_owned())];
+    bad.workspace_files = vec![("../../etc/x".to_owned(), b"no".to_vec())];
     assert!(matches!(
         f.runtime.follow_up(&a.session_id, bad).await,
         Err(Error::BadRequest { .. })

@@ -187,7 +187,7 @@ async fn channel_keys_map_to_one_session() {
 async fn workspaces_are_materialised_and_request_paths_stay_inside() {
     let f = fixture(TWO_TURNS).await;
     let mut req = new_session("hi");
-    req.workspace_files = vec![("notes/todo.md".to_owned(), "- one\n".to_owned())];
+    req.workspace_files = vec![("notes/todo.md".to_owned(), b"- one\n".to_vec())];
     let a = f.runtime.send(req).await.unwrap();
     let ws = f
         .dir
@@ -215,7 +215,7 @@ async fn workspaces_are_materialised_and_request_paths_stay_inside() {
         "- one\n"
     );
     let mut bad = follow("x", &a.continuation_token);
-    bad.workspace_files = vec![("../escape.txt".to_owned(), "no".to_owned())];
+    bad.workspace_files = vec![("../escape.txt".to_owned(), b"no".to_vec())];
     assert!(matches!(
         f.runtime.follow_up(&a.session_id, bad).await,
         Err(Error::BadRequest { .. })

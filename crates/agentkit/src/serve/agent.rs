@@ -52,6 +52,8 @@ pub(crate) struct AgentState {
     pub(crate) agent: Arc<Mounted>,
     /// Ends open streams when the server stops.
     pub(crate) shutdown: CancellationToken,
+    /// The request body limit (a multipart message has its own).
+    pub(crate) body_limit: usize,
 }
 
 impl Guarded for AgentState {

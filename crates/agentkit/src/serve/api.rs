@@ -9,7 +9,7 @@ use std::sync::Arc;
 use agentkit_manifest::Execution;
 use agentkit_protocol::api::{
     self, AgentEntry, ApprovalDecision, ApprovalList, ApprovalResolved, CallTool, Health, Info,
-    McpInfo, RemindersInfo, SendMessage, SessionInfo, SessionList, Stopped,
+    McpInfo, RemindersInfo, SessionInfo, SessionList, Stopped,
 };
 use agentkit_runtime::{FollowUp, HTTP_CHANNEL, SendRequest, SessionMode};
 use axum::body::{Body, Bytes};
@@ -50,9 +50,9 @@ fn accepted(agent: &Mounted, accepted: agentkit_runtime::Accepted) -> api::Accep
 pub(crate) async fn create(
     State(state): State<AgentState>,
     gate: Option<axum::Extension<Arc<TurnGate>>>,
-    Authed { owner, body }: Authed,
+    request: Request,
 ) -> ApiResult {
-    let req: SendMessage = parse_json(&body)?;
+    let (owner, req, files) = super::uploads::message(&state, request).await?;
     let slot = match &gate {
         Some(axum::Extension(gate)) => Some(gate.admit(&state.agent.slug, &owner)?),
         None => None,
@@ -74,7 +74,7 @@ pub(crate) async fn create(
             title: req.title,
             purpose: req.purpose,
             admission: req.admission.unwrap_or_default(),
-            workspace_files: req.workspace_files.into_iter().collect(),
+            workspace_files: files,
             dry_run: req.dry_run,
             as_of: None,
             output_schema: req.output_schema,
@@ -91,9 +91,9 @@ pub(crate) async fn follow_up(
     State(state): State<AgentState>,
     Path(id): Path<String>,
     gate: Option<axum::Extension<Arc<TurnGate>>>,
-    Authed { owner, body }: Authed,
+    request: Request,
 ) -> ApiResult {
-    let req: SendMessage = parse_json(&body)?;
+    let (owner, req, files) = super::uploads::message(&state, request).await?;
     let slot = match &gate {
         Some(axum::Extension(gate)) => Some(gate.admit(&state.agent.slug, &owner)?),
         None => None,
@@ -113,7 +113,7 @@ pub(crate) async fn follow_up(
                 message: req.message,
                 continuation_token: req.continuation_token,
                 admission: req.admission.unwrap_or_default(),
-                workspace_files: req.workspace_files.into_iter().collect(),
+                workspace_files: files,
             },
         )
         .await?;

@@ -36,6 +36,9 @@
 //! | POST | `/v1/send` | `HostSend` JSON: create or continue a session; `{sessionId, continuationToken, isNew}` |
 //! | GET | `/v1/sessions/{id}` | a session's channel, key, owner, title, busy |
 //! | POST | `/v1/sessions/{id}/messages` | `{text}` appends an assistant message (no model turn) |
+//! | GET | `/v1/sessions/{id}/files?limit=&cursor=` | a page of the session's workspace entries; `nextCursor` |
+//! | GET | `/v1/sessions/{id}/files/{path}` | a workspace file's bytes, with its content type |
+//! | PUT | `/v1/sessions/{id}/files/{path}` | the body written as the file (at most 8 MiB); `{path, size}` |
 //! | POST | `/v1/tools/{name}` | `{input}` runs a server tool (host-only ones too); its envelope |
 //!
 //! A call credential also carries who the call acts for (`CallOrigin`):
@@ -211,6 +214,15 @@ pub(crate) fn spawn(
         .route("/v1/send", post(send))
         .route("/v1/sessions/{id}", get(session_get))
         .route("/v1/sessions/{id}/messages", post(session_emit))
+        .route("/v1/sessions/{id}/files", get(files_list))
+        .route(
+            "/v1/sessions/{id}/files/{*path}",
+            get(files_read)
+                .put(files_write)
+                .layer(axum::extract::DefaultBodyLimit::max(
+                    super::files::UPLOAD_BODY_LIMIT,
+                )),
+        )
         .route("/v1/tools/{name}", post(tool_call))
         .fallback(|| async {
             error(
@@ -771,7 +783,7 @@ impl Caller {
 async fn send(caller: Caller, bytes: Bytes) -> Reply {
     let mut req: HostSend = body(
         &bytes,
-        "{\"message\", \"channel\"?, \"continuation\"?, \"admission\"?, \"title\"?, \"purpose\"?, \"workspaceFiles\"?, \"dryRun\"?}",
+        "{\"message\", \"channel\"?, \"continuation\"?, \"admission\"?, \"title\"?, \"purpose\"?, \"workspaceFiles\"?, \"workspaceDir\"?, \"dryRun\"?}",
     )?;
     if req.purpose.is_none() {
         req.purpose = caller.origin.as_ref().and_then(|o| o.purpose.clone());
@@ -814,6 +826,60 @@ async fn session_get(caller: Caller, Path(id): Path<String>) -> Reply {
         }
     }
     ok("session", session)
+}
+
+/// The cursor kind of the bridge's workspace pages (the public route's).
+const FILE_CURSOR: &str = "f1";
+
+/// `GET /v1/sessions/{id}/files?limit=&cursor=`: `{ok, sessionId, files,
+/// nextCursor?}`, any session of the agent.
+async fn files_list(caller: Caller, Path(id): Path<String>, uri: axum::http::Uri) -> Reply {
+    let page = super::http::list_query(&uri, FILE_CURSOR)?;
+    let listed = caller
+        .services
+        .files
+        .list(&id, page.limit, page.after)
+        .await?;
+    let list = agentkit_protocol::api::WorkspaceList {
+        ok: true,
+        session_id: id,
+        files: listed.files,
+        next_cursor: listed
+            .next
+            .as_deref()
+            .map(|p| super::paging::cursor_of(FILE_CURSOR, p)),
+    };
+    Ok(axum::Json(list).into_response())
+}
+
+/// `GET /v1/sessions/{id}/files/{path}`: the file's bytes.
+async fn files_read(caller: Caller, Path((id, path)): Path<(String, String)>) -> Reply {
+    let opened = caller.services.files.open(&id, &path).await?;
+    Ok(super::files::file_response(opened))
+}
+
+/// `PUT /v1/sessions/{id}/files/{path}`: writes the body; `{ok,
+/// sessionId, path, size}`.
+async fn files_write(
+    caller: Caller,
+    Path((id, path)): Path<(String, String)>,
+    bytes: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Reply {
+    let bytes = bytes
+        .map_err(super::http::body_error)
+        .map_err(super::files::over_cap)?;
+    let size = caller
+        .services
+        .files
+        .write(&id, &path, bytes.to_vec())
+        .await?;
+    Ok(axum::Json(agentkit_protocol::api::FileWritten {
+        ok: true,
+        session_id: id,
+        path,
+        size,
+    })
+    .into_response())
 }
 
 #[derive(Debug, Deserialize)]

@@ -50,7 +50,7 @@ async fn workspace_file(
     Authed { owner, .. }: Authed,
 ) -> ApiResult {
     dev_only(&state)?;
-    let root = state.agent.runtime.workspace(&id, &owner).await?;
+    let root = state.agent.runtime.files().dir(&id, &owner).await?;
     let missing = || {
         ApiError::new(
             StatusCode::NOT_FOUND,

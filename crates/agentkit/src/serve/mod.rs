@@ -40,6 +40,7 @@ mod dev;
 mod dev_evals;
 mod edge;
 mod evals;
+mod files;
 mod handle;
 mod http;
 mod identity;
@@ -60,13 +61,14 @@ mod services;
 mod telemetry;
 mod timers;
 mod turn_task;
+mod uploads;
 
 pub use edge::{EdgeOptions, FdLimit, raise_fd_limit};
 pub use handle::ServeHandle;
 pub use limits::Rate;
 pub use options::{EnvFn, EnvLookup, Mode, ServeOptions};
 pub use services::{
-    HostArtifacts, HostGithub, HostMcp, HostReminders, HostSend, HostSent, HostServices,
+    HostArtifacts, HostFiles, HostGithub, HostMcp, HostReminders, HostSend, HostSent, HostServices,
     HostSessions, HostSlack,
 };
 pub use telemetry::{OtlpProtocol, TelemetryOptions};

@@ -37,6 +37,8 @@ enum Body {
     /// A JSON body of this schema; `required: false` for a route that
     /// reads an empty body as `{}`.
     Json(Value, bool),
+    /// Raw bytes of any content type (a file).
+    Bytes,
 }
 
 /// What a route answers with `200`.
@@ -50,6 +52,8 @@ enum Answer {
     Sse,
     /// JSON of a shape the route's own feature documents.
     AnyJson,
+    /// A file's bytes, of the content type its extension names.
+    Bytes,
 }
 
 /// Which error body a route answers with.
@@ -70,6 +74,8 @@ struct Op {
     body: Body,
     answer: Answer,
     errors: Errors,
+    /// The JSON body may come as `multipart/form-data` with files.
+    multipart: bool,
 }
 
 fn op(method: &'static str, path: &'static str, tag: &'static str, summary: &'static str) -> Op {
@@ -82,6 +88,7 @@ fn op(method: &'static str, path: &'static str, tag: &'static str, summary: &'st
         body: Body::None,
         answer: Answer::AnyJson,
         errors: Errors::Agentkit,
+        multipart: false,
     }
 }
 
@@ -93,6 +100,16 @@ impl Op {
 
     fn optional_body(mut self, schema: Value) -> Op {
         self.body = Body::Json(schema, false);
+        self
+    }
+
+    fn with_files(mut self) -> Op {
+        self.multipart = true;
+        self
+    }
+
+    fn bytes_body(mut self) -> Op {
+        self.body = Body::Bytes;
         self
     }
 
@@ -178,9 +195,11 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
     let mut ops = vec![
         op("post", "/v1/session", "sessions", "Start a session with its first message")
             .body(schema_of::<SendMessage>(g))
+            .with_files()
             .answer(Answer::Json(schema_of::<Accepted>(g))),
         op("post", "/v1/session/{sessionId}", "sessions", "Send a follow-up")
             .body(schema_of::<SendMessage>(g))
+            .with_files()
             .answer(Answer::Json(schema_of::<Accepted>(g))),
         op("get", "/v1/session/{sessionId}", "sessions", "The session's metadata")
             .answer(Answer::Json(schema_of::<SessionInfo>(g))),
@@ -332,6 +351,29 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             "Delete a memory (its principal or an operator)",
         )
         .answer(Answer::Json(schema_of::<agentkit_protocol::api::MemoryDeleted>(g))),
+        op(
+            "get",
+            "/v1/session/{sessionId}/files",
+            "files",
+            "One page of the session's workspace entries, depth first",
+        )
+        .query(query_of::<agentkit_protocol::api::PageQuery>(g))
+        .answer(Answer::Json(schema_of::<agentkit_protocol::api::WorkspaceList>(g))),
+        op(
+            "get",
+            "/v1/session/{sessionId}/files/{path}",
+            "files",
+            "Download a workspace file",
+        )
+        .answer(Answer::Bytes),
+        op(
+            "put",
+            "/v1/session/{sessionId}/files/{path}",
+            "files",
+            "Write a workspace file (the body, at most 8 MiB)",
+        )
+        .bytes_body()
+        .answer(Answer::Json(schema_of::<agentkit_protocol::api::FileWritten>(g))),
         op("get", "/v1/health", "agent", "The agent is up and the caller admitted")
             .answer(Answer::Json(schema_of::<Health>(g))),
         op("get", "/v1/info", "agent", "The agent's discovered project")
@@ -496,11 +538,35 @@ fn operation(op: &Op, errors: &Map<String, Value>, session_id: &Value) -> Value 
     if !params.is_empty() {
         o["parameters"] = Value::Array(params);
     }
-    if let Body::Json(schema, required) = &op.body {
-        o["requestBody"] = json!({
-            "required": required,
-            "content": {"application/json": {"schema": schema}},
-        });
+    match &op.body {
+        Body::Json(schema, required) => {
+            o["requestBody"] = json!({
+                "required": required,
+                "content": {"application/json": {"schema": schema}},
+            });
+            if op.multipart {
+                // `message` and the other string fields as parts, the
+                // rest as a `json` part; a part with a file name is a
+                // workspace file (docs/reference/files.md).
+                o["requestBody"]["content"]["multipart/form-data"] = json!({"schema": {
+                    "type": "object",
+                    "required": ["message"],
+                    "properties": {
+                        "message": {"type": "string"},
+                        "continuationToken": {"type": "string"},
+                        "json": {"type": "string", "description": "a JSON object of the message's other fields"},
+                        "file": {"type": "array", "items": {"type": "string", "format": "binary"}, "description": "files, each written at its file name"},
+                    },
+                }});
+            }
+        }
+        Body::Bytes => {
+            o["requestBody"] = json!({
+                "required": true,
+                "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+            });
+        }
+        Body::None => {}
     }
     let ok = match &op.answer {
         Answer::Json(s) => {
@@ -524,6 +590,10 @@ fn operation(op: &Op, errors: &Map<String, Value>, session_id: &Value) -> Value 
         Answer::AnyJson => {
             json!({"description": "OK", "content": {"application/json": {"schema": {}}}})
         }
+        Answer::Bytes => json!({
+            "description": "The file, of the content type its extension names",
+            "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+        }),
     };
     let error = match op.errors {
         Errors::Agentkit => "AgentkitError",

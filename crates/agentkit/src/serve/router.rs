@@ -24,7 +24,12 @@ pub(crate) fn router(
     match mode {
         Mode::Single => {
             if let Some(a) = agents.first() {
-                app = app.merge(agent_router(a.clone(), Health::Public, shutdown.clone()));
+                app = app.merge(agent_router(
+                    a.clone(),
+                    Health::Public,
+                    shutdown.clone(),
+                    body_limit,
+                ));
             }
         }
         Mode::Multi => {
@@ -52,7 +57,12 @@ pub(crate) fn router(
             for a in agents {
                 app = app.nest(
                     &format!("/{}", a.slug),
-                    agent_router(a.clone(), Health::Authenticated, shutdown.clone()),
+                    agent_router(
+                        a.clone(),
+                        Health::Authenticated,
+                        shutdown.clone(),
+                        body_limit,
+                    ),
                 );
             }
         }
@@ -71,12 +81,21 @@ enum Health {
     Authenticated,
 }
 
-fn agent_router(agent: Mounted, health_auth: Health, shutdown: CancellationToken) -> Router {
+fn agent_router(
+    agent: Mounted,
+    health_auth: Health,
+    shutdown: CancellationToken,
+    body_limit: usize,
+) -> Router {
     let channels = channels::router(&agent.slug, agent.channels.clone());
     let state = AgentState {
         agent: std::sync::Arc::new(agent),
         shutdown,
+        body_limit,
     };
+    // A message may be multipart with files (`uploads.rs` applies the
+    // server's limit to a JSON one).
+    let message_limit = DefaultBodyLimit::max(super::uploads::MAX_MULTIPART_BYTES.max(body_limit));
     let health_route = match health_auth {
         Health::Public => {
             get(api::public_health).route_layer(axum::middleware::from_fn(limit_by_address))
@@ -84,10 +103,11 @@ fn agent_router(agent: Mounted, health_auth: Health, shutdown: CancellationToken
         Health::Authenticated => get(api::health),
     };
     Router::new()
-        .route("/v1/session", post(api::create))
+        .route("/v1/session", post(api::create).layer(message_limit))
         .route(
             "/v1/session/{id}",
             post(api::follow_up)
+                .layer(message_limit)
                 .get(api::session_info)
                 .delete(super::deletion::delete),
         )
@@ -110,6 +130,7 @@ fn agent_router(agent: Mounted, health_auth: Health, shutdown: CancellationToken
         .merge(super::ab::routes())
         .merge(super::artifacts::routes())
         .merge(super::memory::routes())
+        .merge(super::files::routes())
         .merge(super::evals::routes())
         .merge(super::a2a::routes())
         .merge(super::openai::routes())

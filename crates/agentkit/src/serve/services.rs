@@ -47,6 +47,8 @@ pub struct HostServices {
     pub slack: HostSlack,
     /// The agent's artifacts: tag one in a session, list them.
     pub artifacts: HostArtifacts,
+    /// A session's workspace: read, write and list its files.
+    pub files: HostFiles,
 }
 
 impl HostServices {
@@ -72,6 +74,7 @@ impl HostServices {
             sessions: HostSessions::default(),
             slack: HostSlack::default(),
             artifacts: HostArtifacts::default(),
+            files: HostFiles::default(),
         }
     }
 
@@ -87,6 +90,7 @@ impl HostServices {
         let _ = self.reminders.runtime.set(runtime.downgrade());
         let _ = self.sessions.runtime.set(runtime.downgrade());
         let _ = self.artifacts.runtime.set(runtime.downgrade());
+        let _ = self.files.runtime.set(runtime.downgrade());
     }
 
     /// Binds the sessions to the agent's mounted channels (so a send into
@@ -120,6 +124,13 @@ pub struct HostSend {
     /// Relative path → content, written before the turn.
     #[serde(default)]
     pub workspace_files: std::collections::BTreeMap<String, String>,
+    /// An absolute folder on the host, copied into the workspace before
+    /// the turn (its regular files, recursively; symbolic links are
+    /// skipped). `workspace_files` win over its files of the same path.
+    /// At most 10,000 files and 64 MiB, each file at most
+    /// [`agentkit_runtime::MAX_FILE_BYTES`].
+    #[serde(default)]
+    pub workspace_dir: Option<std::path::PathBuf>,
     #[serde(default)]
     pub dry_run: bool,
 }
@@ -190,6 +201,9 @@ impl HostSessions {
         owner: &agentkit_runtime::Owner,
     ) -> std::result::Result<HostSent, agentkit_channels::Error> {
         let runtime = self.runtime().map_err(super::channels::channel_error)?;
+        let files = send_files(&req)
+            .await
+            .map_err(super::channels::channel_error)?;
         let channel = req
             .channel
             .clone()
@@ -212,7 +226,7 @@ impl HostSessions {
                     title: req.title,
                     purpose: req.purpose,
                     admission: req.admission.unwrap_or_default(),
-                    workspace_files: req.workspace_files.into_iter().collect(),
+                    workspace_files: files,
                     dry_run: req.dry_run,
                     as_of: None,
                     output_schema: None,
@@ -252,7 +266,7 @@ impl HostSessions {
         let options = agentkit_channels::SendOptions {
             continuation_token: req.continuation,
             admission: req.admission.unwrap_or_default(),
-            workspace_files: req.workspace_files.into_iter().collect(),
+            workspace_files: files,
             title: req.title,
             purpose: req.purpose,
             dry_run: req.dry_run,
@@ -334,6 +348,181 @@ impl HostArtifacts {
             .retention()
             .artifacts()
             .list_all(filter)
+            .await
+    }
+}
+
+/// The most files a send's `workspace_dir` copies in.
+pub(crate) const MAX_DIR_FILES: usize = 10_000;
+
+/// The most bytes a send's `workspace_dir` copies in (64 MiB).
+pub(crate) const MAX_DIR_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The files a send writes before its turn: the `workspace_dir` folder's,
+/// then `workspace_files` (which win on the same path).
+async fn send_files(
+    req: &HostSend,
+) -> std::result::Result<Vec<(String, Vec<u8>)>, agentkit_runtime::Error> {
+    let mut files = match req.workspace_dir.clone() {
+        Some(dir) => tokio::task::spawn_blocking(move || copy_in(&dir))
+            .await
+            .map_err(|e| agentkit_runtime::Error::Task {
+                what: "workspaceDir copy",
+                message: e.to_string(),
+            })??,
+        None => Vec::new(),
+    };
+    for (path, text) in &req.workspace_files {
+        files.retain(|(p, _)| p != path);
+        files.push((path.clone(), text.clone().into_bytes()));
+    }
+    Ok(files)
+}
+
+/// Every regular file under `dir` (an absolute folder), as workspace
+/// paths and bytes, within the caps.
+fn copy_in(
+    dir: &std::path::Path,
+) -> std::result::Result<Vec<(String, Vec<u8>)>, agentkit_runtime::Error> {
+    use agentkit_runtime::Error as E;
+    let bad = |message: String| E::BadRequest { message };
+    if !dir.is_absolute() {
+        return Err(bad(format!(
+            "`workspaceDir` must be an absolute folder on the host, not `{}`",
+            dir.display()
+        )));
+    }
+    if !dir.is_dir() {
+        return Err(bad(format!(
+            "`workspaceDir` `{}` is not a folder",
+            dir.display()
+        )));
+    }
+    let mut out = Vec::new();
+    let mut total = 0u64;
+    let mut stack = vec![(dir.to_path_buf(), String::new())];
+    while let Some((folder, prefix)) = stack.pop() {
+        let read = std::fs::read_dir(&folder).map_err(|e| io_bad("list", &folder, e))?;
+        for entry in read {
+            let entry = entry.map_err(|e| io_bad("list", &folder, e))?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            let rel = if prefix.is_empty() {
+                name
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let kind = entry.file_type().map_err(|e| io_bad("list", &folder, e))?;
+            if kind.is_dir() {
+                stack.push((entry.path(), rel));
+            } else if kind.is_file() {
+                if out.len() == MAX_DIR_FILES {
+                    return Err(E::TooLarge {
+                        message: format!("`workspaceDir` has more than {MAX_DIR_FILES} files"),
+                    });
+                }
+                let bytes =
+                    std::fs::read(entry.path()).map_err(|e| io_bad("read", &entry.path(), e))?;
+                agentkit_runtime::check_file_size(&rel, bytes.len())?;
+                total += bytes.len() as u64;
+                if total > MAX_DIR_BYTES {
+                    return Err(E::TooLarge {
+                        message: format!(
+                            "`workspaceDir` holds more than {MAX_DIR_BYTES} bytes (64 MiB)"
+                        ),
+                    });
+                }
+                out.push((rel, bytes));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// A `workspaceDir` the host cannot read is the caller's to fix.
+fn io_bad(action: &str, path: &std::path::Path, e: std::io::Error) -> agentkit_runtime::Error {
+    agentkit_runtime::Error::BadRequest {
+        message: format!("`workspaceDir`: cannot {action} `{}`: {e}", path.display()),
+    }
+}
+
+/// `host.files`: a session's workspace for host code (any session of the
+/// agent: host code is not a principal). Paths go through the one
+/// workspace guard; a write is at most
+/// [`agentkit_runtime::MAX_FILE_BYTES`]. On a shared store, this host's
+/// copy of the workspace.
+#[derive(Debug, Clone, Default)]
+pub struct HostFiles {
+    runtime: Arc<OnceLock<WeakRuntime>>,
+}
+
+impl HostFiles {
+    fn runtime(&self) -> std::result::Result<AgentRuntime, agentkit_runtime::Error> {
+        self.runtime
+            .get()
+            .and_then(WeakRuntime::upgrade)
+            .ok_or_else(|| agentkit_runtime::Error::NotAvailable {
+                message: "the agent's runtime has stopped".into(),
+            })
+    }
+
+    /// The whole of file `path` of session `session_id`'s workspace
+    /// (`404` when there is none, `400` for a folder or a path out).
+    pub async fn read(
+        &self,
+        session_id: &str,
+        path: &str,
+    ) -> std::result::Result<Vec<u8>, agentkit_runtime::Error> {
+        self.runtime()?
+            .files()
+            .read(session_id, agentkit_runtime::FilesCaller::Host, path)
+            .await
+    }
+
+    /// Opens file `path` for streaming (the bridge's download).
+    pub async fn open(
+        &self,
+        session_id: &str,
+        path: &str,
+    ) -> std::result::Result<agentkit_runtime::OpenedFile, agentkit_runtime::Error> {
+        self.runtime()?
+            .files()
+            .open(session_id, agentkit_runtime::FilesCaller::Host, path)
+            .await
+    }
+
+    /// Writes `bytes` as file `path`, creating its folders; the size
+    /// written.
+    pub async fn write(
+        &self,
+        session_id: &str,
+        path: &str,
+        bytes: Vec<u8>,
+    ) -> std::result::Result<u64, agentkit_runtime::Error> {
+        self.runtime()?
+            .files()
+            .write(session_id, agentkit_runtime::FilesCaller::Host, path, bytes)
+            .await
+    }
+
+    /// One page of the workspace's entries after path `after`, depth
+    /// first.
+    pub async fn list(
+        &self,
+        session_id: &str,
+        limit: usize,
+        after: Option<String>,
+    ) -> std::result::Result<agentkit_runtime::FilePage, agentkit_runtime::Error> {
+        self.runtime()?
+            .files()
+            .list(
+                session_id,
+                agentkit_runtime::FilesCaller::Host,
+                limit,
+                after,
+            )
             .await
     }
 }

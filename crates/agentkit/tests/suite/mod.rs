@@ -11,6 +11,7 @@ mod context;
 mod cost;
 mod docs;
 mod edge;
+mod files;
 mod fixtures;
 mod fork;
 mod github_app;

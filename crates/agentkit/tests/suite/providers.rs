@@ -457,3 +457,173 @@ fn the_rebuilt_step_context_is_what_the_provider_was_sent() {
         }
     }
 }
+
+const SHOT_TOOL: &str = r#"description = "Take a screenshot"
+command = ["python3", "-c", "import base64,json,sys; json.load(sys.stdin); print(json.dumps([{'type': 'text', 'text': 'the chart'}, {'type': 'image', 'mediaType': 'image/png', 'data': base64.b64encode(b'PNGBYTES').decode()}]))"]
+[input_schema]
+type = "object"
+"#;
+
+/// `PNGBYTES` in base64.
+const PNG_B64: &str = "UE5HQllURVM=";
+
+/// An image a tool returns reaches the model in the provider's wire
+/// format, while the log and the conversation keep only its workspace
+/// path (the bytes are a file of the session's workspace).
+fn an_image_from_a_tool(wire: Wire) {
+    let mock = MockProvider::start(vec![
+        Step::new()
+            .call("call_img", "shot", &json!({}))
+            .tokens(10, 2, 0, 0)
+            .into(),
+        Step::text("A bar chart.").tokens(20, 3, 0, 0).into(),
+    ]);
+    let agent_toml = format!(
+        "model = \"{}\"\n[harness]\nbuiltin_tools = []\n",
+        wire.model()
+    );
+    let files: Vec<(&str, &str)> = vec![
+        ("agent.toml", &agent_toml),
+        ("instructions.md", "You look at screenshots.\n"),
+        ("tools/shot.toml", SHOT_TOOL),
+    ];
+    let mut providers = agentkit::ProviderConfig::default();
+    providers.openai.base_url = mock.openai_base_url();
+    providers.openai.api_key = Some(KEY.into());
+    providers.anthropic.base_url = mock.anthropic_base_url();
+    providers.anthropic.api_key = Some(KEY.into());
+    let h = host(
+        &[("bot", &files)],
+        ServeOptions {
+            providers,
+            ..ServeOptions::default()
+        },
+    );
+    let events = turn(&h, "What does the screen show?");
+    let path = ".agentkit/images/call_img-1.png";
+    let results = of_type(&events, "action.result");
+    assert_eq!(results.len(), 1, "{events:#?}");
+    assert_eq!(
+        results[0]["data"]["output"],
+        json!([{"type": "text", "text": "the chart"}, {"type": "image", "mediaType": "image/png", "path": path}])
+    );
+    let id = events[0]["sessionId"].as_str().unwrap().to_owned();
+    let stored = h
+        .send(Request::get(&format!("/bot/v1/session/{id}/events")))
+        .body;
+    assert!(!stored.contains(PNG_B64), "the log holds the image's bytes");
+    let r = h.send(Request::get(&format!("/bot/v1/session/{id}/files/{path}")));
+    assert_eq!((r.status, r.body.as_str()), (200, "PNGBYTES"));
+    assert_eq!(r.header("content-type"), Some("image/png"));
+
+    let bodies = mock.bodies();
+    assert_eq!(bodies.len(), 2);
+    let messages = bodies[1]["messages"].as_array().unwrap();
+    match wire {
+        Wire::OpenAi => {
+            let tool = messages.iter().find(|m| m["role"] == "tool").unwrap();
+            assert_eq!(tool["content"], format!("the chart\n[image {path}]"));
+            let last = messages.last().unwrap();
+            assert_eq!(last["role"], "user", "{messages:#?}");
+            assert_eq!(
+                last["content"][1],
+                json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG_B64}")}})
+            );
+        }
+        Wire::Anthropic => {
+            let result = messages
+                .iter()
+                .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+                .find(|b| b["type"] == "tool_result")
+                .unwrap();
+            assert_eq!(
+                result["content"],
+                json!([
+                    {"type": "text", "text": "the chart"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64}},
+                ])
+            );
+        }
+    }
+}
+
+#[test]
+fn openai_receives_an_image_a_tool_returned() {
+    an_image_from_a_tool(Wire::OpenAi);
+}
+
+#[test]
+fn anthropic_receives_an_image_a_tool_returned() {
+    an_image_from_a_tool(Wire::Anthropic);
+}
+
+/// A PNG image, as its first bytes are all a provider check here needs.
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\nIMAGE";
+
+/// An image uploaded with a message reaches the model with it, in the
+/// provider's wire format; `message.received` names it by path.
+fn an_uploaded_image(wire: Wire) {
+    let mock = MockProvider::start(vec![Step::text("A screenshot.").tokens(20, 3, 0, 0).into()]);
+    let h = serve(wire, &mock);
+    let body = super::files::multipart(&[
+        ("message", None, b"What is in the picture?"),
+        ("file", Some("shots/screen.png"), PNG),
+        ("file", Some("notes.txt"), b"not an image"),
+    ]);
+    let r = h.send(super::files::post_form("/bot/v1/session", "", &body));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(h.addr())
+        .unwrap();
+    let events = lines.until("session.waiting").unwrap();
+    let received = of_type(&events, "message.received");
+    assert_eq!(
+        received[0]["data"]["images"],
+        json!([{"type": "image", "mediaType": "image/png", "path": "shots/screen.png"}])
+    );
+    let data = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, PNG);
+    let stored = h
+        .send(Request::get(&format!("/bot/v1/session/{id}/events")))
+        .body;
+    assert!(!stored.contains(&data), "the log holds the image's bytes");
+    let bodies = mock.bodies();
+    let user = bodies[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|m| m["role"] == "user")
+        .unwrap()
+        .clone();
+    match wire {
+        Wire::OpenAi => assert_eq!(
+            user["content"],
+            json!([
+                {"type": "text", "text": "What is in the picture?"},
+                {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}},
+            ])
+        ),
+        Wire::Anthropic => {
+            // The last block also carries the prompt cache's breakpoint.
+            let mut content = user["content"].clone();
+            content[1].as_object_mut().unwrap().remove("cache_control");
+            assert_eq!(
+                content,
+                json!([
+                    {"type": "text", "text": "What is in the picture?"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}},
+                ])
+            );
+        }
+    }
+}
+
+#[test]
+fn openai_receives_an_uploaded_image() {
+    an_uploaded_image(Wire::OpenAi);
+}
+
+#[test]
+fn anthropic_receives_an_uploaded_image() {
+    an_uploaded_image(Wire::Anthropic);
+}

@@ -55,6 +55,31 @@ async fn probe(input: Probe, ctx: ToolContext) -> Result<Value, String> {
             Ok(json!({"reminderId": reminder.id}))
         }
         "names" => Ok(json!({"names": host.mcp.names()})),
+        "files" => {
+            let files = &host.files;
+            let size = files
+                .write(&ctx.session_id, &key(), b"from rust".to_vec())
+                .await
+                .map_err(|e| e.to_string())?;
+            let back = files
+                .read(&ctx.session_id, &key())
+                .await
+                .map_err(|e| e.to_string())?;
+            let page = files
+                .list(&ctx.session_id, 1000, None)
+                .await
+                .map_err(|e| e.to_string())?;
+            let escape = files
+                .write(&ctx.session_id, "../out.txt", b"no".to_vec())
+                .await
+                .map_err(|e| e.status());
+            Ok(json!({
+                "size": size,
+                "read": String::from_utf8_lossy(&back),
+                "listed": page.files.iter().map(|f| f.path.clone()).collect::<Vec<_>>(),
+                "escape": escape.err(),
+            }))
+        }
         "time" => {
             let result = host
                 .mcp
@@ -146,6 +171,43 @@ fn a_rust_tool_creates_a_reminder_for_its_session() {
     assert_eq!(reminder.purpose, "probe");
     assert_eq!(reminder.status, "armed");
     assert_eq!(reminder.prompt.as_deref(), Some("check again"));
+}
+
+/// `host.files` reads, writes and lists the calling session's
+/// workspace, under the one path guard.
+#[test]
+fn a_rust_tool_reads_writes_and_lists_its_sessions_workspace() {
+    let h = host(&[("bot", &bot())], options());
+    let created = h.send(Request::post("/bot/v1/session").json(&json!({"message": "remind me"})));
+    assert_eq!(created.status, 200, "{}", created.body);
+    let id = created.json()["sessionId"].as_str().unwrap().to_owned();
+    // A call in the session waits for its first turn to settle.
+    Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(h.addr())
+        .unwrap()
+        .until("session.waiting")
+        .unwrap();
+    let r = h.send(
+        Request::post("/bot/v1/tools/probe")
+            .json(&json!({"sessionId": id, "input": {"op": "files", "key": "out/rust.txt"}})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let out = r.json()["result"].clone();
+    assert_eq!(out["size"], 9, "{out}");
+    assert_eq!(out["read"], "from rust", "{out}");
+    let listed: Vec<&str> = out["listed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert!(listed.contains(&"out/rust.txt"), "{out}");
+    assert!(listed.contains(&"AGENTS.md"), "{out}");
+    assert_eq!(out["escape"], 400, "{out}");
+    let r = h.send(Request::get(&format!(
+        "/bot/v1/session/{id}/files/out/rust.txt"
+    )));
+    assert_eq!((r.status, r.body.as_str()), (200, "from rust"));
 }
 
 /// `host.mcp` reaches the agent's connections, here the real
