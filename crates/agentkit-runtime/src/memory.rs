@@ -186,6 +186,16 @@ impl<'a> Memories<'a> {
         Ok(memory_of(row))
     }
 
+    /// [`remember`](Self::remember) by host code (no tool call).
+    pub async fn remember_for_host(
+        &self,
+        session_id: &str,
+        text: &str,
+        scope: &str,
+    ) -> Result<Memory> {
+        self.remember(session_id, text, scope, None).await
+    }
+
     /// The memories `principal`'s sessions see that match `query`, best
     /// first (see the module's note), at most `limit`.
     pub async fn recall(&self, principal: &str, query: &str, limit: usize) -> Result<Vec<Memory>> {

@@ -32,6 +32,10 @@
 //! | DELETE | `/v1/reminders/{id}` | cancels one |
 //! | POST | `/v1/github` | one GitHub REST call with a github channel's credentials |
 //! | GET | `/v1/artifacts?kind=&session=&limit=&cursor=` | the agent's artifacts, newest first; `nextCursor` |
+//! | GET | `/v1/memory?limit=&cursor=` | every memory of the agent, newest first; `nextCursor` |
+//! | GET | `/v1/memory?principal=P&q=words&limit=N` | what `recall` finds for principal P |
+//! | POST | `/v1/memory` | `{sessionId?, text, scope?}` remembers (the calling session's by default) |
+//! | GET, PUT, DELETE | `/v1/memory/{id}` | one memory; `{text}` replaces its text; deletes it |
 //! | POST | `/v1/artifacts` | `{sessionId?, kind?, key?, data}` tags one (the calling session's by default) |
 //! | POST | `/v1/send` | `HostSend` JSON: create or continue a session; `{sessionId, continuationToken, isNew}` |
 //! | GET | `/v1/sessions/{id}` | a session's channel, key, owner, title, busy |
@@ -211,6 +215,11 @@ pub(crate) fn spawn(
         .route("/v1/github", post(github_request))
         .route("/v1/slack", post(slack_request))
         .route("/v1/artifacts", get(artifacts_list).post(artifacts_tag))
+        .route("/v1/memory", get(memory_list).post(memory_remember))
+        .route(
+            "/v1/memory/{id}",
+            get(memory_get).put(memory_edit).delete(memory_delete),
+        )
         .route("/v1/send", post(send))
         .route("/v1/sessions/{id}", get(session_get))
         .route("/v1/sessions/{id}/messages", post(session_emit))
@@ -402,7 +411,9 @@ struct ListQuery {
 
 /// The cursor kinds of the bridge's kv and reminder pages.
 const KV_CURSOR: &str = "k1";
-const REMINDER_CURSOR: &str = "m1";
+const REMINDER_CURSOR: &str = "t1";
+/// The cursor kind of the bridge's memory pages (the public route's).
+const MEMORY_CURSOR: &str = "m1";
 
 /// `GET /v1/kv?prefix=&limit=&cursor=`: live entries in key order, a page
 /// at a time (`limit` 100 by default, at most 1,000); `nextCursor` while
@@ -575,6 +586,96 @@ async fn artifacts_list(caller: Caller, uri: axum::http::Uri) -> Reply {
             .map(|id| super::paging::cursor_of(ARTIFACT_CURSOR, id)),
     };
     Ok(axum::Json(list).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct MemoryQuery {
+    #[serde(default)]
+    limit: Option<u32>,
+    #[serde(default)]
+    cursor: Option<String>,
+    /// With `q`: recall as this principal's sessions would.
+    #[serde(default)]
+    principal: Option<String>,
+    #[serde(default)]
+    q: Option<String>,
+}
+
+/// `GET /v1/memory`: every memory of the agent in pages (host code sees
+/// all principals'), or with `q` what `recall` finds for `principal`.
+async fn memory_list(caller: Caller, Query(q): Query<MemoryQuery>) -> Reply {
+    let memory = &caller.services.memory;
+    if let Some(query) = q.q {
+        let Some(principal) = q.principal.filter(|p| !p.is_empty()) else {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::BadRequest,
+                "`q` needs `principal`: recall answers what that principal's sessions see",
+            ));
+        };
+        let limit = q.limit.map_or(5, |n| n as usize);
+        return ok("memories", memory.recall(&principal, &query, limit).await?);
+    }
+    let page = super::paging::page_query(MEMORY_CURSOR, q.limit, q.cursor.as_deref())?;
+    let found = memory.list(page.limit, page.after.as_deref()).await?;
+    let mut doc = json!({"ok": true, "memories": found.memories});
+    if let Some(next) = found.next {
+        doc["nextCursor"] = super::paging::cursor_of(MEMORY_CURSOR, &next).into();
+    }
+    Ok(axum::Json(doc).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Remember {
+    #[serde(default)]
+    session_id: Option<String>,
+    text: String,
+    #[serde(default)]
+    scope: Option<String>,
+}
+
+/// `POST /v1/memory` `{sessionId?, text, scope?}`: a memory of the named
+/// session, else the calling tool's (`scope` `principal` by default).
+async fn memory_remember(caller: Caller, bytes: Bytes) -> Reply {
+    let req: Remember = body(&bytes, "{\"sessionId\"?, \"text\", \"scope\"?}")?;
+    let session = match req.session_id {
+        Some(id) => id,
+        None if !caller.session.is_empty() => caller.session.clone(),
+        None => {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::BadRequest,
+                "`sessionId` is required outside a session's tool call",
+            ));
+        }
+    };
+    let scope = req
+        .scope
+        .as_deref()
+        .unwrap_or(agentkit_runtime::PRINCIPAL_SCOPE);
+    ok(
+        "memory",
+        caller
+            .services
+            .memory
+            .remember(&session, &req.text, scope)
+            .await?,
+    )
+}
+
+async fn memory_get(caller: Caller, Path(id): Path<String>) -> Reply {
+    ok("memory", caller.services.memory.get(&id).await?)
+}
+
+async fn memory_edit(caller: Caller, Path(id): Path<String>, bytes: Bytes) -> Reply {
+    let req: agentkit_protocol::api::EditMemory = body(&bytes, "{\"text\"}")?;
+    ok("memory", caller.services.memory.edit(&id, &req.text).await?)
+}
+
+async fn memory_delete(caller: Caller, Path(id): Path<String>) -> Reply {
+    caller.services.memory.delete(&id).await?;
+    ok("deleted", true)
 }
 
 /// `POST /v1/artifacts` `{sessionId?, kind?, key?, data}`: tags an

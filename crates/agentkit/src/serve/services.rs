@@ -49,6 +49,8 @@ pub struct HostServices {
     pub artifacts: HostArtifacts,
     /// A session's workspace: read, write and list its files.
     pub files: HostFiles,
+    /// The agent's governed memories, as an operator sees them.
+    pub memory: HostMemory,
 }
 
 impl HostServices {
@@ -75,6 +77,7 @@ impl HostServices {
             slack: HostSlack::default(),
             artifacts: HostArtifacts::default(),
             files: HostFiles::default(),
+            memory: HostMemory::default(),
         }
     }
 
@@ -91,6 +94,7 @@ impl HostServices {
         let _ = self.sessions.runtime.set(runtime.downgrade());
         let _ = self.artifacts.runtime.set(runtime.downgrade());
         let _ = self.files.runtime.set(runtime.downgrade());
+        let _ = self.memory.runtime.set(runtime.downgrade());
     }
 
     /// Binds the sessions to the agent's mounted channels (so a send into
@@ -523,6 +527,112 @@ impl HostFiles {
                 limit,
                 after,
             )
+            .await
+    }
+}
+
+/// `host.memory`: the agent's governed memories (`remember` / `recall` /
+/// `forget`), every principal's: host code is not a principal, so it
+/// sees and changes them as an operator does.
+#[derive(Debug, Clone, Default)]
+pub struct HostMemory {
+    runtime: Arc<OnceLock<WeakRuntime>>,
+}
+
+/// Who host code is when it reads or changes memories.
+fn host_operator() -> agentkit_runtime::Owner {
+    agentkit_runtime::Owner {
+        principal_id: "host".to_owned(),
+        principal_type: "operator".to_owned(),
+        authenticator: "host".to_owned(),
+    }
+}
+
+impl HostMemory {
+    fn runtime(&self) -> std::result::Result<AgentRuntime, agentkit_runtime::Error> {
+        self.runtime
+            .get()
+            .and_then(WeakRuntime::upgrade)
+            .ok_or_else(|| agentkit_runtime::Error::NotAvailable {
+                message: "the agent's runtime has stopped".into(),
+            })
+    }
+
+    /// Keeps `text` as a memory of session `session_id`: its principal's
+    /// (`scope` `"principal"`), or every session's (`"agent"`); a
+    /// `memory.remembered` event is recorded in the session's log.
+    pub async fn remember(
+        &self,
+        session_id: &str,
+        text: &str,
+        scope: &str,
+    ) -> std::result::Result<agentkit_protocol::api::Memory, agentkit_runtime::Error> {
+        self.runtime()?
+            .retention()
+            .memory()
+            .remember_for_host(session_id, text, scope)
+            .await
+    }
+
+    /// The memories `principal`'s sessions see that match `query` (any
+    /// of its words), best first, at most `limit` (1 to 20).
+    pub async fn recall(
+        &self,
+        principal: &str,
+        query: &str,
+        limit: usize,
+    ) -> std::result::Result<Vec<agentkit_protocol::api::Memory>, agentkit_runtime::Error> {
+        self.runtime()?
+            .retention()
+            .memory()
+            .recall(principal, query, limit)
+            .await
+    }
+
+    /// One page of every memory, newest first, after memory id `after`.
+    pub async fn list(
+        &self,
+        limit: usize,
+        after: Option<&str>,
+    ) -> std::result::Result<agentkit_runtime::MemoryPage, agentkit_runtime::Error> {
+        self.runtime()?
+            .retention()
+            .memory()
+            .list(&host_operator(), limit, after)
+            .await
+    }
+
+    /// Memory `id`.
+    pub async fn get(
+        &self,
+        id: &str,
+    ) -> std::result::Result<agentkit_protocol::api::Memory, agentkit_runtime::Error> {
+        self.runtime()?
+            .retention()
+            .memory()
+            .get(id, &host_operator())
+            .await
+    }
+
+    /// Replaces memory `id`'s text.
+    pub async fn edit(
+        &self,
+        id: &str,
+        text: &str,
+    ) -> std::result::Result<agentkit_protocol::api::Memory, agentkit_runtime::Error> {
+        self.runtime()?
+            .retention()
+            .memory()
+            .edit(id, &host_operator(), text)
+            .await
+    }
+
+    /// Deletes memory `id`.
+    pub async fn delete(&self, id: &str) -> std::result::Result<(), agentkit_runtime::Error> {
+        self.runtime()?
+            .retention()
+            .memory()
+            .delete(id, &host_operator())
             .await
     }
 }

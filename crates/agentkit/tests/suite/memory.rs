@@ -462,3 +462,112 @@ fn memories_are_shared_across_hosts_on_postgresql() {
     assert_eq!(delete(&hosts[0], "token-a", &mine).status, 200);
     assert_eq!(listed(&hosts[1], "token-a"), ["the office closes at six"]);
 }
+
+/// A desk whose handler keeps and reads memories through the bridge.
+const DESK: &str = r#"kind = "webhook"
+auth = [{ bearer = { token = "desk-token", principal = "desk" } }]
+[[routes]]
+method = "POST"
+path = "/memo/:session"
+[routes.body_schema]
+type = "object"
+[routes.handler]
+command = ["python3", "lib/memo.py"]
+"#;
+
+/// Remembers two memories in the session (one the principal's, one the
+/// agent's), recalls as alice and as bob, pages the list, edits, deletes.
+const MEMO_PY: &str = r#"import json, os, sys, urllib.request, urllib.error
+def call(method, path, body=None):
+    req = urllib.request.Request(os.environ["AGENTKIT_HOST_URL"] + path, method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"authorization": "Bearer " + os.environ["AGENTKIT_HOST_TOKEN"], "content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+sid = json.load(sys.stdin)["params"]["session"]
+out = {}
+s, tea = call("POST", "/v1/memory", {"sessionId": sid, "text": "alice likes green tea"})
+s2, office = call("POST", "/v1/memory", {"sessionId": sid, "text": "the office closes at six", "scope": "agent"})
+out["remembered"] = [s, tea["memory"]["scope"], tea["memory"]["provenance"]["principal"], s2, office["memory"]["scope"]]
+out["alice"] = [m["text"] for m in call("GET", "/v1/memory?principal=alice&q=tea+office")[1]["memories"]]
+out["bob"] = [m["text"] for m in call("GET", "/v1/memory?principal=bob&q=tea+office")[1]["memories"]]
+pages, cursor = [], None
+while True:
+    s, page = call("GET", "/v1/memory?limit=1" + ("&cursor=" + cursor if cursor else ""))
+    pages.append([m["text"] for m in page["memories"]])
+    cursor = page.get("nextCursor")
+    if not cursor:
+        break
+out["pages"] = pages
+s, edited = call("PUT", "/v1/memory/" + tea["memory"]["id"], {"text": "alice likes black tea"})
+out["edited"] = [s, edited["memory"]["text"]]
+out["deleted"] = call("DELETE", "/v1/memory/" + office["memory"]["id"])[0]
+out["gone"] = call("GET", "/v1/memory/" + office["memory"]["id"])[0]
+out["noSession"] = call("POST", "/v1/memory", {"text": "where?"})[0]
+out["noPrincipal"] = call("GET", "/v1/memory?q=tea")[0]
+out["teaId"] = tea["memory"]["id"]
+print(json.dumps(out))
+"#;
+
+/// Host code keeps, recalls, pages, edits and deletes memories through
+/// the host bridge, seeing every principal's; what it keeps is the
+/// session principal's, as the `remember` tool's is.
+#[test]
+fn host_code_keeps_and_reads_memories_through_the_bridge() {
+    let mut files = memory_files();
+    files.push(("channels/desk.toml", DESK));
+    files.push(("lib/memo.py", MEMO_PY));
+    let mut h = Host::new(
+        r#"{"turns": [{"steps": [{"text": "hi"}]}]}"#,
+        &files,
+        at(12, 0, 0),
+    );
+    h.start(ServeOptions::default());
+    let (sid, _) = start_session(&h, "token-a", "hello");
+    settled(&h, &sid, 1);
+    let r = h.send(
+        Request::post(&format!("/bot/v1/channels/desk/memo/{sid}"))
+            .bearer("desk-token")
+            .json(&json!({})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v: Value = r.json();
+    let v = if v.get("remembered").is_some() {
+        v
+    } else {
+        v["body"].clone()
+    };
+    assert_eq!(
+        v["remembered"],
+        json!([200, "principal", "alice", 200, "agent"]),
+        "{v}"
+    );
+    assert_eq!(
+        v["alice"],
+        json!(["the office closes at six", "alice likes green tea"]),
+        "{v}"
+    );
+    assert_eq!(v["bob"], json!(["the office closes at six"]), "{v}");
+    assert_eq!(
+        v["pages"],
+        json!([["the office closes at six"], ["alice likes green tea"]]),
+        "{v}"
+    );
+    assert_eq!(v["edited"], json!([200, "alice likes black tea"]));
+    assert_eq!(v["deleted"], 200);
+    assert_eq!(v["gone"], 404);
+    assert_eq!(v["noSession"], 400);
+    assert_eq!(v["noPrincipal"], 400);
+    // Alice sees the edit through the public API; the log has both
+    // remembered events.
+    assert_eq!(listed(&h, "token-a"), ["alice likes black tea"]);
+    let remembered = h
+        .types(&sid)
+        .iter()
+        .filter(|t| *t == "memory.remembered")
+        .count();
+    assert_eq!(remembered, 2);
+}
