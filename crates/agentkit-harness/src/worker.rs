@@ -20,7 +20,10 @@
 //! that no session's workspace is granted (it serves every session; a
 //! call's workspace is named in its context). It lives until agentkit
 //! exits (its stdin then closes: the helpers exit at end of input; the
-//! group is killed when the host drops it) or until it fails: a worker
+//! group is killed when the host drops it), until it has had no call in
+//! flight for the tool's `idle_timeout` (10 minutes by default: its stdin
+//! is closed and its group killed a moment later; the next call starts a
+//! new one), or until it fails: a worker
 //! that exits, writes a line that is not an answer to a call in flight,
 //! writes an answer past the tool's `max_output_bytes`, leaves a call
 //! unanswered past the tool's `timeout`, or has a call cancelled, is
@@ -60,13 +63,14 @@ fn pool() -> &'static Pool {
 /// The key of one tool's worker: what makes two tools the same worker.
 fn key_of(tool: &Tool, worker: Worker) -> String {
     format!(
-        "{}\u{0}{}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{}",
+        "{}\u{0}{}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{}\u{0}{:?}",
         tool.cwd.display(),
         tool.name,
         tool.command,
         tool.env,
         tool.sandbox,
-        worker.concurrency
+        worker.concurrency,
+        worker.idle_timeout
     )
 }
 
@@ -94,9 +98,45 @@ struct Process {
 struct State {
     pending: HashMap<u64, oneshot::Sender<Result<ToolOutput, String>>>,
     child: Option<LiveChild>,
+    /// Since when no call has been in flight (`None` while one is).
+    idle_since: Option<std::time::Instant>,
 }
 
 impl Process {
+    /// Stops the worker if it has had no call in flight for `idle`:
+    /// closes its stdin (the helpers exit at end of input), then kills its
+    /// group a moment later. True when it stopped (or was dead already).
+    async fn stop_if_idle(&self, idle: Duration) -> bool {
+        let child = {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            if self.dead.load(Ordering::SeqCst) {
+                return true;
+            }
+            match state.idle_since {
+                Some(since) if since.elapsed() >= idle && state.pending.is_empty() => {}
+                _ => return false,
+            }
+            // A call taking this worker now sees it dead and starts another.
+            self.dead.store(true, Ordering::SeqCst);
+            state.child.take()
+        };
+        *self.stdin.lock().await = None;
+        if let Some(child) = child {
+            child.close(Duration::from_secs(2)).await;
+        }
+        tracing::debug!("a tool worker idle for {idle:?} was stopped");
+        true
+    }
+
+    /// How long until the worker may be idle for `idle`, from now.
+    fn idle_wait(&self, idle: Duration) -> Duration {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match state.idle_since {
+            Some(since) => idle.saturating_sub(since.elapsed()),
+            None => idle,
+        }
+    }
+
     /// Kills the worker's group and fails every call in flight with
     /// `reason`; the next call starts a new worker.
     fn kill(&self, reason: &str) {
@@ -178,12 +218,14 @@ impl Process {
                     return;
                 }
             };
-            let waiting = self
-                .state
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .pending
-                .remove(&answer.id);
+            let waiting = {
+                let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+                let waiting = state.pending.remove(&answer.id);
+                if state.pending.is_empty() {
+                    state.idle_since = Some(std::time::Instant::now());
+                }
+                waiting
+            };
             let Some(tx) = waiting else {
                 self.kill(&format!(
                     "the worker answered call {}, which is not in flight",
@@ -299,6 +341,7 @@ impl WorkerSlot {
     async fn process(
         &self,
         tool: &Tool,
+        worker: Worker,
         program: &Path,
         args: &[String],
     ) -> Result<Arc<Process>, String> {
@@ -337,6 +380,7 @@ impl WorkerSlot {
             state: Mutex::new(State {
                 pending: HashMap::new(),
                 child: Some(child),
+                idle_since: Some(std::time::Instant::now()),
             }),
             dead: AtomicBool::new(false),
             stderr: Arc::new(Mutex::new(Vec::new())),
@@ -350,6 +394,7 @@ impl WorkerSlot {
         ));
         let cap = usize::try_from(tool.max_output_bytes).unwrap_or(usize::MAX);
         tokio::spawn(process.clone().read_answers(stdout, cap));
+        tokio::spawn(idle_watch(Arc::downgrade(&process), worker.idle_timeout));
         tracing::debug!(tool = %tool.name, "tool worker started");
         *current = Some(process.clone());
         Ok(process)
@@ -401,9 +446,30 @@ pub(crate) async fn call(
             worker.concurrency
         )),
     };
-    let process = match slot.process(tool, program, args).await {
-        Ok(process) => process,
-        Err(message) => return ToolOutput::error(message),
+    // Twice at most: a worker stopped for idleness between being handed
+    // out and taking the call is replaced once.
+    let mut attempt = 0;
+    let (process, id, rx) = loop {
+        let process = match slot.process(tool, worker, program, args).await {
+            Ok(process) => process,
+            Err(message) => return ToolOutput::error(message),
+        };
+        let id = slot.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut state = process.state.lock().unwrap_or_else(PoisonError::into_inner);
+            if !process.dead.load(Ordering::SeqCst) {
+                state.pending.insert(id, tx);
+                state.idle_since = None;
+                break (process.clone(), id, rx);
+            }
+        }
+        attempt += 1;
+        if attempt >= 2 {
+            return ToolOutput::error(
+                "the tool's worker stopped before the call was sent; try again",
+            );
+        }
     };
 
     // Lives until the call is over (or its future dropped): revoked then.
@@ -411,17 +477,6 @@ pub(crate) async fn call(
         .host
         .as_ref()
         .map(|host| host.credential_for(&ctx.session_id, &ctx.call_id, &ctx.origin));
-    let id = slot.next_id.fetch_add(1, Ordering::Relaxed);
-    let (tx, rx) = oneshot::channel();
-    {
-        let mut state = process.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if process.dead.load(Ordering::SeqCst) {
-            return ToolOutput::error(
-                "the tool's worker stopped before the call was sent; try again",
-            );
-        }
-        state.pending.insert(id, tx);
-    }
     // Killed with the worker when this call ends in any other way than
     // its answer (a timeout, a cancel, the call's future dropped).
     let mut guard = KillOnDrop {
@@ -473,6 +528,22 @@ pub(crate) async fn call(
         Ok(Ok(output)) => output,
         Ok(Err(reason)) => ToolOutput::error(format!("tool `{}` failed: {reason}", tool.name)),
         Err(_) => ToolOutput::error(format!("tool `{}` failed: its worker stopped", tool.name)),
+    }
+}
+
+/// Stops the worker once it has been idle for `idle` (see
+/// [`Process::stop_if_idle`]); ends with the worker.
+async fn idle_watch(process: std::sync::Weak<Process>, idle: Duration) {
+    loop {
+        let wait = match process.upgrade() {
+            Some(p) if !p.dead.load(Ordering::SeqCst) => p.idle_wait(idle),
+            _ => return,
+        };
+        tokio::time::sleep(wait.max(Duration::from_millis(50))).await;
+        let Some(p) = process.upgrade() else { return };
+        if p.stop_if_idle(idle).await {
+            return;
+        }
     }
 }
 

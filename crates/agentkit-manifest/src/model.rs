@@ -484,14 +484,24 @@ pub struct Worker {
     /// Calls one worker process has in flight at most (1 to
     /// [`MAX_WORKER_CONCURRENCY`]); more wait their turn, in order.
     pub concurrency: u32,
+    /// A worker with no call in flight for this long is stopped; the next
+    /// call starts a new one.
+    #[serde(serialize_with = "ser_ms", rename = "idleTimeoutMs")]
+    pub idle_timeout: Duration,
 }
+
+/// How long a worker may sit idle by default.
+pub const DEFAULT_WORKER_IDLE: Duration = Duration::from_secs(600);
 
 /// The highest `[worker] concurrency` a tool may ask for.
 pub const MAX_WORKER_CONCURRENCY: u32 = 64;
 
 impl Default for Worker {
     fn default() -> Worker {
-        Worker { concurrency: 1 }
+        Worker {
+            concurrency: 1,
+            idle_timeout: DEFAULT_WORKER_IDLE,
+        }
     }
 }
 

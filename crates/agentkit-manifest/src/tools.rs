@@ -303,7 +303,8 @@ pub(crate) fn read_tool(ctx: &mut Ctx, path: &Path, name: &str, sandbox: &Sandbo
 }
 
 /// `worker = true | false` or a `[worker]` table (`concurrency`, 1 to
-/// [`MAX_WORKER_CONCURRENCY`]); server tools only. Problems go to
+/// [`MAX_WORKER_CONCURRENCY`]; `idle_timeout`, at least a second);
+/// server tools only. Problems go to
 /// `report(code, message, hint)`.
 fn read_worker(
     value: Option<toml::Value>,
@@ -331,10 +332,38 @@ fn read_worker(
                             "how many calls one worker process takes at once; more wait their turn",
                         ),
                     ),
+                    ("idle_timeout", toml::Value::String(text)) => {
+                        match crate::checks::parse_duration(&text) {
+                            Ok(d) if d >= std::time::Duration::from_secs(1) => {
+                                worker.idle_timeout = d;
+                            }
+                            Ok(_) => report(
+                                Code::InvalidDuration,
+                                format!(
+                                    "`worker.idle_timeout` is `{text}`; it is at least one second"
+                                ),
+                                Some(
+                                    "how long a worker with no call in flight lives, e.g. `10m` (the default)",
+                                ),
+                            ),
+                            Err(e) => report(
+                                Code::InvalidDuration,
+                                format!("`worker.idle_timeout`: {e}"),
+                                Some(
+                                    "how long a worker with no call in flight lives, e.g. `10m` (the default)",
+                                ),
+                            ),
+                        }
+                    }
+                    ("idle_timeout", other) => report(
+                        Code::InvalidDuration,
+                        format!("`worker.idle_timeout` must be a duration string, not {other}"),
+                        Some("e.g. `idle_timeout = \"10m\"`"),
+                    ),
                     (other, _) => report(
                         Code::InvalidValue,
                         format!("`worker` has no field `{other}`"),
-                        Some("the `[worker]` table takes `concurrency`"),
+                        Some("the `[worker]` table takes `concurrency` and `idle_timeout`"),
                     ),
                 }
             }

@@ -184,10 +184,7 @@ mod tests {
         assert!(found.diagnostics.is_empty(), "{:?}", found.diagnostics);
         let echo = &found.host.agents[0].agent.tools[0];
         assert_eq!(echo.name, "echo");
-        assert_eq!(
-            echo.worker,
-            Some(agentkit_manifest::Worker { concurrency: 1 })
-        );
+        assert_eq!(echo.worker, Some(agentkit_manifest::Worker::default()));
 
         fs::write(dir.join("agent/instructions.md"), "mine")?;
         let err = init(&dir).err().map(|e| e.to_string()).unwrap_or_default();

@@ -46,7 +46,10 @@ fn worker_tool(dir: &Path, command: &[&str], concurrency: u32) -> Tool {
             ..Default::default()
         },
         expose: Default::default(),
-        worker: Some(Worker { concurrency }),
+        worker: Some(Worker {
+            concurrency,
+            ..Worker::default()
+        }),
     }
 }
 
@@ -157,6 +160,46 @@ async fn a_python_worker_answers_every_call_from_one_process_with_its_context() 
         pid_of(&call(&t, json!({}), dir.path()).await),
         pid_of(&first)
     );
+}
+
+/// A worker with no call in flight for its `idle_timeout` is stopped
+/// (its process ends); the next call starts a new one. A call in flight
+/// keeps it, however long it takes.
+#[tokio::test]
+async fn a_worker_idle_past_its_idle_timeout_is_stopped_and_the_next_call_starts_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = py_worker(dir.path(), Duration::from_secs(10));
+    t.worker = Some(Worker {
+        concurrency: 1,
+        idle_timeout: Duration::from_millis(1_000),
+    });
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    t.sandbox.write.push(scratch.clone());
+    let first = pid_of(&call(&t, json!({}), dir.path()).await);
+    // Calls closer together than the timeout keep it.
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(pid_of(&call(&t, json!({}), dir.path()).await), first);
+    }
+    // A call that runs longer than the timeout is not cut short.
+    let pid_file = scratch.join("slow.pid");
+    let slow = call(
+        &t,
+        json!({"op": "sleep", "pidFile": pid_file, "seconds": 1.5}),
+        dir.path(),
+    )
+    .await;
+    assert_eq!(pid_of(&slow), first, "{slow:?}");
+    // Idle past it: the process ends by itself.
+    assert!(
+        gone(first).await || {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            gone(first).await
+        }
+    );
+    let next = pid_of(&call(&t, json!({}), dir.path()).await);
+    assert_ne!(next, first);
 }
 
 #[tokio::test]
