@@ -284,12 +284,29 @@ pub(crate) async fn events(
 ) -> ApiResult {
     let start = start_index(query.as_deref())?;
     let text = wants_text(query.as_deref())?;
-    let events = state.agent.runtime.events(&id, &owner, start).await?;
-    let mut body = Vec::new();
-    for e in &events {
-        body.extend_from_slice(&line(e, text));
-    }
-    Ok(ndjson(Body::from(body)))
+    let runtime = &state.agent.runtime;
+    // The events as stored (deltas without their text so far), written
+    // one line at a time as the client reads: a long reply's cumulative
+    // texts (the square of its length on the wire) are never all held in
+    // memory. From index 0 the text is rebuilt line by line; from further
+    // on, the store completes the first message's text.
+    let (events, rebuild) = if !text {
+        (runtime.events_stored(&id, &owner, start).await?, None)
+    } else if start == 0 {
+        (
+            runtime.events_stored(&id, &owner, 0).await?,
+            Some(agentkit_events::Rebuild::at_start()),
+        )
+    } else {
+        (runtime.events(&id, &owner, start).await?, None)
+    };
+    let lines = events.into_iter().scan(rebuild, move |rebuild, mut e| {
+        if let Some(rebuild) = rebuild {
+            rebuild.apply(&mut e);
+        }
+        Some(Ok::<_, std::convert::Infallible>(line(&e, text)))
+    });
+    Ok(ndjson(Body::from_stream(futures_util::stream::iter(lines))))
 }
 
 /// `GET /v1/sessions?limit&cursor&channel&since&updatedSince&status`: one
