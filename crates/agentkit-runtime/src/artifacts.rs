@@ -102,12 +102,7 @@ impl<'a> Artifacts<'a> {
     }
 
     fn table(&self) -> Result<Arc<dyn SharedArtifacts>> {
-        match &self.rt.inner.shared {
-            Some(stores) => Ok(stores.artifacts.clone()),
-            None => Ok(crate::artifacts_local::LocalArtifacts::of(
-                &self.rt.inner.db,
-            )?),
-        }
+        Ok(self.rt.inner.artifacts.clone())
     }
 
     /// The kind `kind` names, checked against `artifacts.toml`, and

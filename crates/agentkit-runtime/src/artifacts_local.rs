@@ -5,18 +5,14 @@
 //! insert, then the eviction beyond `max`); reads run on a reader
 //! connection of their own, on the blocking pool.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::sync::Arc;
 
-use agentkit_store::{
-    ArtifactQuery, ArtifactRow, SharedArtifacts, SharedError, StoreFuture, Tagged,
-};
+use agentkit_store::{ArtifactQuery, ArtifactRow, SharedArtifacts, StoreFuture, Tagged};
 use futures_util::FutureExt;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::db::Db;
-use crate::error::{Error, Result};
+use crate::db::{Db, store_failed as failed};
+use crate::error::Result;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS artifacts (
@@ -40,9 +36,6 @@ const COLUMNS: &str =
     "id, kind, key, data, session_id, principal_id, turn_id, created_at_ms, updated_at_ms";
 
 /// The table of each open database, made once per database.
-static OPEN: LazyLock<Mutex<HashMap<PathBuf, Weak<LocalArtifacts>>>> =
-    LazyLock::new(Mutex::default);
-
 /// This host's artifacts.
 #[derive(Debug)]
 pub(crate) struct LocalArtifacts {
@@ -63,31 +56,11 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<ArtifactRow> {
     })
 }
 
-fn failed(e: &Error) -> SharedError {
-    SharedError::Failed {
-        message: e.to_string(),
-    }
-}
-
 impl LocalArtifacts {
-    /// The table of `db`, its schema made on first use in this process.
-    pub(crate) fn of(db: &Arc<Db>) -> Result<Arc<LocalArtifacts>> {
-        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(table) = open.get(db.path()).and_then(Weak::upgrade)
-            && Arc::ptr_eq(&table.db, db)
-        {
-            return Ok(table);
-        }
-        db.conn()
-            .execute_batch(SCHEMA)
-            .map_err(|source| Error::Db {
-                path: db.path().to_owned(),
-                source,
-            })?;
-        let table = Arc::new(LocalArtifacts { db: db.clone() });
-        open.retain(|_, t| t.strong_count() > 0);
-        open.insert(db.path().to_owned(), Arc::downgrade(&table));
-        Ok(table)
+    /// The table of `db`, its schema made (at the runtime's open).
+    pub(crate) fn open(db: Arc<Db>) -> Result<LocalArtifacts> {
+        db.make_schema(SCHEMA)?;
+        Ok(LocalArtifacts { db })
     }
 
     /// Runs `f` on a reader connection, on the blocking pool.
@@ -95,20 +68,7 @@ impl LocalArtifacts {
         &'a self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> StoreFuture<'a, T> {
-        let path: PathBuf = self.db.path().to_owned();
-        async move {
-            let read = path.clone();
-            let answer = tokio::task::spawn_blocking(move || {
-                let conn = Db::open_reader(&read)?;
-                f(&conn)
-            })
-            .await
-            .map_err(|e| SharedError::Failed {
-                message: format!("the artifact read did not finish: {e}"),
-            })?;
-            answer.map_err(|source| failed(&Error::Db { path, source }))
-        }
-        .boxed()
+        self.db.read_off("artifact", f)
     }
 }
 

@@ -297,6 +297,13 @@ fn reminder_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ReminderRow> {
     })
 }
 
+/// A local failure as a store trait reports it (a `500`).
+pub(crate) fn store_failed(e: &Error) -> agentkit_store::SharedError {
+    agentkit_store::SharedError::Failed {
+        message: e.to_string(),
+    }
+}
+
 /// The databases open in this process, by file: one [`Db`] (one writer
 /// thread) per file, whoever opens it (the runtime, the kv store).
 static OPEN: LazyLock<Mutex<HashMap<PathBuf, Weak<Db>>>> = LazyLock::new(Mutex::default);
@@ -347,6 +354,47 @@ impl Db {
             writes: Mutex::new(tx),
             queued,
         })
+    }
+
+    /// Runs `f` on a reader connection of this database, on the blocking
+    /// pool, as a store trait answers (`what` names the read in an error).
+    pub(crate) fn read_off<'a, T: Send + 'static>(
+        &self,
+        what: &'static str,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> agentkit_store::StoreFuture<'a, T> {
+        let path = self.path.clone();
+        Box::pin(async move {
+            let read = path.clone();
+            let answer = tokio::task::spawn_blocking(move || {
+                let conn = Db::open_reader(&read)?;
+                f(&conn)
+            })
+            .await
+            .map_err(|e| agentkit_store::SharedError::Failed {
+                message: format!("the {what} read did not finish: {e}"),
+            })?;
+            answer.map_err(|source| store_failed(&Error::Db { path, source }))
+        })
+    }
+
+    /// [`queue`](Self::queue) as a store trait answers.
+    pub(crate) fn write_queued<'a, T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> agentkit_store::StoreFuture<'a, T> {
+        let write = self.queue(f);
+        Box::pin(async move { write.await.map_err(|e| store_failed(&e)) })
+    }
+
+    /// Makes `schema` (`CREATE … IF NOT EXISTS` statements) at open.
+    pub(crate) fn make_schema(&self, schema: &str) -> Result<()> {
+        self.conn()
+            .execute_batch(schema)
+            .map_err(|source| Error::Db {
+                path: self.path.clone(),
+                source,
+            })
     }
 
     /// Runs `f` on the writer thread, in the next batch, and answers once

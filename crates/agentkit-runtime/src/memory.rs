@@ -110,10 +110,7 @@ fn matches(text: &str, words: &[String]) -> usize {
 
 impl<'a> Memories<'a> {
     fn table(&self) -> Result<Arc<dyn SharedMemories>> {
-        match &self.rt.inner.shared {
-            Some(stores) => Ok(stores.memories.clone()),
-            None => Ok(crate::memory_local::LocalMemories::of(&self.rt.inner.db)?),
-        }
+        Ok(self.rt.inner.memories.clone())
     }
 
     /// Keeps `text` as a memory of session `session_id` (its principal's,

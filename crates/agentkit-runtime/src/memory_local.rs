@@ -4,18 +4,13 @@
 //! one writer; reads run on a reader connection of their own, on the
 //! blocking pool.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::sync::Arc;
 
-use agentkit_store::{
-    AGENT_SCOPE, MemoryQuery, MemoryRow, SharedError, SharedMemories, StoreFuture,
-};
-use futures_util::FutureExt;
+use agentkit_store::{AGENT_SCOPE, MemoryQuery, MemoryRow, SharedMemories, StoreFuture};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::db::Db;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS memories (
@@ -37,8 +32,6 @@ const COLUMNS: &str =
     "id, text, scope, principal_id, session_id, turn_id, event_index, created_at_ms, updated_at_ms";
 
 /// The table of each open database, made once per database.
-static OPEN: LazyLock<Mutex<HashMap<PathBuf, Weak<LocalMemories>>>> = LazyLock::new(Mutex::default);
-
 /// This host's memories.
 #[derive(Debug)]
 pub(crate) struct LocalMemories {
@@ -59,31 +52,11 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<MemoryRow> {
     })
 }
 
-fn failed(e: &Error) -> SharedError {
-    SharedError::Failed {
-        message: e.to_string(),
-    }
-}
-
 impl LocalMemories {
-    /// The table of `db`, its schema made on first use in this process.
-    pub(crate) fn of(db: &Arc<Db>) -> Result<Arc<LocalMemories>> {
-        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(table) = open.get(db.path()).and_then(Weak::upgrade)
-            && Arc::ptr_eq(&table.db, db)
-        {
-            return Ok(table);
-        }
-        db.conn()
-            .execute_batch(SCHEMA)
-            .map_err(|source| Error::Db {
-                path: db.path().to_owned(),
-                source,
-            })?;
-        let table = Arc::new(LocalMemories { db: db.clone() });
-        open.retain(|_, t| t.strong_count() > 0);
-        open.insert(db.path().to_owned(), Arc::downgrade(&table));
-        Ok(table)
+    /// The table of `db`, its schema made (at the runtime's open).
+    pub(crate) fn open(db: Arc<Db>) -> Result<LocalMemories> {
+        db.make_schema(SCHEMA)?;
+        Ok(LocalMemories { db })
     }
 
     /// Runs `f` on a reader connection, on the blocking pool.
@@ -91,28 +64,14 @@ impl LocalMemories {
         &'a self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> StoreFuture<'a, T> {
-        let path: PathBuf = self.db.path().to_owned();
-        async move {
-            let read = path.clone();
-            let answer = tokio::task::spawn_blocking(move || {
-                let conn = Db::open_reader(&read)?;
-                f(&conn)
-            })
-            .await
-            .map_err(|e| SharedError::Failed {
-                message: format!("the memory read did not finish: {e}"),
-            })?;
-            answer.map_err(|source| failed(&Error::Db { path, source }))
-        }
-        .boxed()
+        self.db.read_off("memory", f)
     }
 
     fn write<'a, T: Send + 'static>(
         &'a self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> StoreFuture<'a, T> {
-        let write = self.db.queue(f);
-        async move { write.await.map_err(|e| failed(&e)) }.boxed()
+        self.db.write_queued(f)
     }
 }
 

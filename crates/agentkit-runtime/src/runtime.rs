@@ -122,6 +122,8 @@ struct Seams {
     ab: Arc<dyn agentkit_store::SharedAb>,
     ticks: Arc<dyn agentkit_store::SharedTicks>,
     reminders: Arc<dyn agentkit_store::SharedReminders>,
+    artifacts: Arc<dyn agentkit_store::SharedArtifacts>,
+    memories: Arc<dyn agentkit_store::SharedMemories>,
 }
 
 #[derive(Debug)]
@@ -148,6 +150,10 @@ pub(crate) struct Inner {
     /// The reminders: this host's (in `db`, the armed ones in memory) or
     /// the shared store's.
     pub(crate) reminder_store: Arc<dyn agentkit_store::SharedReminders>,
+    /// The artifacts and governed memories: this host's (in `db`) or the
+    /// shared store's.
+    pub(crate) artifacts: Arc<dyn agentkit_store::SharedArtifacts>,
+    pub(crate) memories: Arc<dyn agentkit_store::SharedMemories>,
     pub(crate) schedules: crate::schedule_state::ScheduleState,
     pub(crate) reminders: crate::reminder_types::ReminderState,
     /// Sessions deleted, by reason.
@@ -229,6 +235,8 @@ impl AgentRuntime {
                 ab: stores.ab.clone(),
                 ticks: stores.ticks.clone(),
                 reminders: stores.reminders.clone(),
+                artifacts: stores.artifacts.clone(),
+                memories: stores.memories.clone(),
             },
             None => {
                 // The armed reminders are loaded into memory at open.
@@ -238,6 +246,8 @@ impl AgentRuntime {
                 })
                 .await
                 .map_err(|e| Error::task("loading reminders", e))??;
+                let artifacts = crate::artifacts_local::LocalArtifacts::open(db.clone())?;
+                let memories = crate::memory_local::LocalMemories::open(db.clone())?;
                 Seams {
                     index: Arc::new(crate::local::LocalIndex::new(
                         db.clone(),
@@ -246,6 +256,8 @@ impl AgentRuntime {
                     ab: Arc::new(crate::ab_local::LocalAb::new(db.clone())),
                     ticks: Arc::new(crate::local::LocalTicks::new(db.clone())),
                     reminders: Arc::new(reminders),
+                    artifacts: Arc::new(artifacts),
+                    memories: Arc::new(memories),
                 }
             }
         };
@@ -266,6 +278,8 @@ impl AgentRuntime {
                 ab: seams.ab,
                 ticks: seams.ticks,
                 reminder_store: seams.reminders,
+                artifacts: seams.artifacts,
+                memories: seams.memories,
                 registry: Registry::default(),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),

@@ -53,6 +53,25 @@ pub struct HostServices {
     pub memory: HostMemory,
 }
 
+/// The agent's runtime, bound once it is open and held weakly (the
+/// runtime holds these services).
+#[derive(Debug, Clone, Default)]
+struct Attached(Arc<OnceLock<WeakRuntime>>);
+
+impl Attached {
+    fn set(&self, runtime: &AgentRuntime) {
+        let _ = self.0.set(runtime.downgrade());
+    }
+
+    fn get(&self) -> std::result::Result<AgentRuntime, agentkit_runtime::Error> {
+        self.0.get().and_then(WeakRuntime::upgrade).ok_or_else(|| {
+            agentkit_runtime::Error::NotAvailable {
+                message: "the agent's runtime has stopped".into(),
+            }
+        })
+    }
+}
+
 impl HostServices {
     pub(crate) fn new(
         slug: &str,
@@ -70,7 +89,7 @@ impl HostServices {
                 session: None,
             },
             reminders: HostReminders {
-                runtime: Arc::new(OnceLock::new()),
+                runtime: Attached::default(),
             },
             github,
             sessions: HostSessions::default(),
@@ -90,11 +109,11 @@ impl HostServices {
     /// Binds the reminders and sessions to the runtime once it is open
     /// (the runtime holds these services, so they hold it weakly).
     pub(crate) fn attach(&self, runtime: &AgentRuntime) {
-        let _ = self.reminders.runtime.set(runtime.downgrade());
-        let _ = self.sessions.runtime.set(runtime.downgrade());
-        let _ = self.artifacts.runtime.set(runtime.downgrade());
-        let _ = self.files.runtime.set(runtime.downgrade());
-        let _ = self.memory.runtime.set(runtime.downgrade());
+        self.reminders.runtime.set(runtime);
+        self.sessions.runtime.set(runtime);
+        self.artifacts.runtime.set(runtime);
+        self.files.runtime.set(runtime);
+        self.memory.runtime.set(runtime);
     }
 
     /// Binds the sessions to the agent's mounted channels (so a send into
@@ -181,18 +200,13 @@ pub(crate) fn host_owner() -> agentkit_runtime::Owner {
 /// reading a session and appending an assistant message to one.
 #[derive(Debug, Clone, Default)]
 pub struct HostSessions {
-    runtime: Arc<OnceLock<WeakRuntime>>,
+    runtime: Attached,
     channels: Arc<OnceLock<agentkit_channels::ChannelHost>>,
 }
 
 impl HostSessions {
     fn runtime(&self) -> std::result::Result<AgentRuntime, agentkit_runtime::Error> {
-        self.runtime
-            .get()
-            .and_then(WeakRuntime::upgrade)
-            .ok_or_else(|| agentkit_runtime::Error::NotAvailable {
-                message: "the agent's runtime has stopped".into(),
-            })
+        self.runtime.get()
     }
 
     /// Sends `req` as `owner` (the principal of a new session; a session
@@ -315,17 +329,12 @@ impl HostSessions {
 /// session's: host code is not a principal).
 #[derive(Debug, Clone, Default)]
 pub struct HostArtifacts {
-    runtime: Arc<OnceLock<WeakRuntime>>,
+    runtime: Attached,
 }
 
 impl HostArtifacts {
     fn runtime(&self) -> std::result::Result<AgentRuntime, agentkit_runtime::Error> {
-        self.runtime
-            .get()
-            .and_then(WeakRuntime::upgrade)
-            .ok_or_else(|| agentkit_runtime::Error::NotAvailable {
-                message: "the agent's runtime has stopped".into(),
-            })
+        self.runtime.get()
     }
 
     /// Tags an artifact in session `session_id` (`400` for an undeclared
@@ -459,17 +468,12 @@ fn io_bad(action: &str, path: &std::path::Path, e: std::io::Error) -> agentkit_r
 /// copy of the workspace.
 #[derive(Debug, Clone, Default)]
 pub struct HostFiles {
-    runtime: Arc<OnceLock<WeakRuntime>>,
+    runtime: Attached,
 }
 
 impl HostFiles {
     fn runtime(&self) -> std::result::Result<AgentRuntime, agentkit_runtime::Error> {
-        self.runtime
-            .get()
-            .and_then(WeakRuntime::upgrade)
-            .ok_or_else(|| agentkit_runtime::Error::NotAvailable {
-                message: "the agent's runtime has stopped".into(),
-            })
+        self.runtime.get()
     }
 
     /// The whole of file `path` of session `session_id`'s workspace
@@ -536,7 +540,7 @@ impl HostFiles {
 /// sees and changes them as an operator does.
 #[derive(Debug, Clone, Default)]
 pub struct HostMemory {
-    runtime: Arc<OnceLock<WeakRuntime>>,
+    runtime: Attached,
 }
 
 /// Who host code is when it reads or changes memories.
@@ -550,12 +554,7 @@ fn host_operator() -> agentkit_runtime::Owner {
 
 impl HostMemory {
     fn runtime(&self) -> std::result::Result<AgentRuntime, agentkit_runtime::Error> {
-        self.runtime
-            .get()
-            .and_then(WeakRuntime::upgrade)
-            .ok_or_else(|| agentkit_runtime::Error::NotAvailable {
-                message: "the agent's runtime has stopped".into(),
-            })
+        self.runtime.get()
     }
 
     /// Keeps `text` as a memory of session `session_id`: its principal's
@@ -694,17 +693,14 @@ impl HostMcp {
 /// [`ServeHandle::create_reminder`](crate::ServeHandle::create_reminder).
 #[derive(Debug, Clone)]
 pub struct HostReminders {
-    runtime: Arc<OnceLock<WeakRuntime>>,
+    runtime: Attached,
 }
 
 impl HostReminders {
     fn runtime(&self) -> Result<AgentRuntime> {
-        self.runtime
-            .get()
-            .and_then(WeakRuntime::upgrade)
-            .ok_or_else(|| Error::Config {
-                message: "the agent's runtime has stopped".into(),
-            })
+        self.runtime.get().map_err(|_| Error::Config {
+            message: "the agent's runtime has stopped".into(),
+        })
     }
 
     /// Creates a reminder, on disk before this returns.
