@@ -80,6 +80,53 @@ export interface PendingApproval {
   live: boolean;
 }
 
+/** A record kept by the agent (docs/reference/artifacts.md). */
+export interface Artifact {
+  id: string;
+  kind: string;
+  key?: string;
+  data: unknown;
+  sessionId: string;
+  turnId?: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** A governed memory (docs/reference/memory.md). */
+export interface Memory {
+  id: string;
+  text: string;
+  scope: string;
+  provenance?: { sessionId?: string; turnId?: string; eventIndex?: number; principal?: string };
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** One entry of a session's workspace (docs/reference/files.md). */
+export interface WorkspaceEntry {
+  path: string;
+  type: "file" | "dir" | "symlink";
+  size: number;
+  modifiedAt: string;
+}
+
+/** One page of a listing: its items and the cursor of the next page, if any. */
+export interface Page<T> {
+  items: T[];
+  nextCursor?: string;
+}
+
+/** `path` with `?`/`&` and the cursor appended when there is one. */
+function paged(path: string, cursor?: string): string {
+  if (!cursor) return path;
+  return `${path}${path.includes("?") ? "&" : "?"}cursor=${encodeURIComponent(cursor)}`;
+}
+
+/** A workspace path, each segment encoded, the slashes kept. */
+export function encodePath(path: string): string {
+  return path.split("/").map(encodeURIComponent).join("/");
+}
+
 /** Continuation tokens by session id, kept so that a reload can follow up. */
 const TOKENS_KEY = "agentkit.playground.tokens";
 
@@ -90,6 +137,20 @@ function tokensOf(base: string): Record<string, string> {
   } catch {
     return {};
   }
+}
+
+/** The API's error object of a failed answer, as an `ApiError`. */
+async function errorOf(resp: Response): Promise<ApiError> {
+  let code = "error";
+  let message = `${resp.status}`;
+  try {
+    const doc = await resp.json();
+    code = doc.error?.code ?? code;
+    message = doc.error?.message ?? message;
+  } catch {
+    // not JSON
+  }
+  return new ApiError(resp.status, code, message);
 }
 
 export class Api {
@@ -202,6 +263,65 @@ export class Api {
     return this.request<{ logs: LogLine[] }>("GET", `/v1/logs?${q}`, undefined, true).then((d) => d.logs);
   }
 
+  /** One page of artifacts: the agent's (as the caller sees them) or one session's. */
+  async artifacts(sessionId?: string, cursor?: string): Promise<Page<Artifact>> {
+    const path = sessionId ? `/v1/session/${sessionId}/artifacts` : "/v1/artifacts";
+    const page = await this.request<{ artifacts: Artifact[]; nextCursor?: string }>("GET", paged(path, cursor));
+    return { items: page.artifacts, nextCursor: page.nextCursor };
+  }
+
+  /** One page of the memories the caller's sessions see (every one for an operator). */
+  async memories(cursor?: string): Promise<Page<Memory>> {
+    const page = await this.request<{ memories: Memory[]; nextCursor?: string }>("GET", paged("/v1/memory", cursor));
+    return { items: page.memories, nextCursor: page.nextCursor };
+  }
+
+  editMemory(id: string, text: string) {
+    return this.request<{ memory: Memory }>("PUT", `/v1/memory/${encodeURIComponent(id)}`, { text }).then((d) => d.memory);
+  }
+
+  deleteMemory(id: string) {
+    return this.request("DELETE", `/v1/memory/${encodeURIComponent(id)}`);
+  }
+
+  /** One page of a session's workspace entries. */
+  async files(sessionId: string, cursor?: string): Promise<Page<WorkspaceEntry>> {
+    const page = await this.request<{ files: WorkspaceEntry[]; nextCursor?: string }>(
+      "GET",
+      paged(`/v1/session/${sessionId}/files`, cursor),
+    );
+    return { items: page.files, nextCursor: page.nextCursor };
+  }
+
+  /** Where a workspace file downloads from (the bearer token, if any, goes in a header: see `fileBlob`). */
+  fileUrl(sessionId: string, path: string): string {
+    return `${this.base}/v1/session/${sessionId}/files/${encodePath(path)}`;
+  }
+
+  /** A workspace file's bytes, fetched with the bearer token. */
+  async fileBlob(sessionId: string, path: string): Promise<Blob> {
+    let resp: Response;
+    try {
+      resp = await fetch(this.fileUrl(sessionId, path), { headers: this.headers(false) });
+    } catch (e) {
+      throw new ApiError(0, "network", `cannot reach the server: ${String(e)}`);
+    }
+    if (!resp.ok) throw await errorOf(resp);
+    return resp.blob();
+  }
+
+  /** Writes `body` as the workspace file `path` (PUT …/files/*path). */
+  async upload(sessionId: string, path: string, body: Blob): Promise<{ path: string; size: number }> {
+    let resp: Response;
+    try {
+      resp = await fetch(this.fileUrl(sessionId, path), { method: "PUT", headers: this.headers(false), body });
+    } catch (e) {
+      throw new ApiError(0, "network", `cannot reach the server: ${String(e)}`);
+    }
+    if (!resp.ok) throw await errorOf(resp);
+    return resp.json();
+  }
+
   dispatchSchedule(id: string) {
     return this.request("POST", `/v1/dev/schedules/${encodeURIComponent(id)}`, {});
   }
@@ -236,18 +356,7 @@ export class Api {
       headers: this.headers(false),
       signal,
     });
-    if (!resp.ok || !resp.body) {
-      let code = "error";
-      let message = `${resp.status}`;
-      try {
-        const doc = await resp.json();
-        code = doc.error?.code ?? code;
-        message = doc.error?.message ?? message;
-      } catch {
-        // not JSON
-      }
-      throw new ApiError(resp.status, code, message);
-    }
+    if (!resp.ok || !resp.body) throw await errorOf(resp);
     const splitter = new NdjsonSplitter();
     const reader = resp.body.getReader();
     for (;;) {

@@ -5,7 +5,20 @@
 
 import { render } from "preact";
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { Api, ApiError, bearerToken, setBearerToken, type Caller, type PendingApproval, type SessionSummary } from "./api";
+import {
+  Api,
+  ApiError,
+  bearerToken,
+  setBearerToken,
+  type Artifact,
+  type Caller,
+  type Memory,
+  type Page,
+  type PendingApproval,
+  type SessionSummary,
+  type WorkspaceEntry,
+} from "./api";
+import { appendPage, bytes, isImage, times, uploadPath } from "./kept";
 import { messageLine, shares, sizeLine, type StepContext } from "./context";
 import { levelClass, logText, type LogLine } from "./logs";
 import { renderMarkdown } from "./markdown";
@@ -695,12 +708,362 @@ function LogsPane({ sessionId }: { sessionId: string }) {
   );
 }
 
+/** A listing followed page by page: the first page on mount, the next with `more`. */
+function usePaged<T extends { id?: string; path?: string }>(load: (cursor?: string) => Promise<Page<T>>) {
+  const [items, setItems] = useState<T[] | null>(null);
+  const [next, setNext] = useState<string | undefined>(undefined);
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const reload = useCallback(() => {
+    setError(null);
+    setBusy(true);
+    load().then(
+      (page) => {
+        setItems(page.items);
+        setNext(page.nextCursor);
+        setBusy(false);
+      },
+      (e: unknown) => {
+        setError(errorText(e));
+        setBusy(false);
+      },
+    );
+  }, [load]);
+  useEffect(reload, [reload]);
+  const more = () => {
+    if (!next) return;
+    setBusy(true);
+    load(next).then(
+      (page) => {
+        setItems((listed) => appendPage(listed ?? [], page.items));
+        setNext(page.nextCursor);
+        setBusy(false);
+      },
+      (e: unknown) => {
+        setError(errorText(e));
+        setBusy(false);
+      },
+    );
+  };
+  return { items, setItems, next, error, busy, reload, more };
+}
+
+function MoreButton({ next, busy, onMore }: { next?: string; busy: boolean; onMore: () => void }) {
+  if (!next) return null;
+  return (
+    <button class="more" data-role="more" disabled={busy} onClick={onMore}>
+      more
+    </button>
+  );
+}
+
+/** Artifacts (docs/reference/artifacts.md): one session's, or the agent's as the caller sees them. */
+function ArtifactsPane({ sessionId, onOpen }: { sessionId?: string; onOpen?: (id: string) => void }) {
+  const load = useCallback((cursor?: string) => api.artifacts(sessionId, cursor), [sessionId]);
+  const { items, next, error, busy, reload, more } = usePaged<Artifact>(load);
+  return (
+    <div class="kept" data-role="artifacts">
+      <div class="kept-bar">
+        <button onClick={reload} data-role="artifacts-refresh">
+          refresh
+        </button>
+        {docsLink("artifacts", "artifacts reference")}
+      </div>
+      {error && <div class="error">{error}</div>}
+      {items && items.length === 0 && (
+        <p class="muted">{sessionId ? "This session has tagged no artifact." : "No artifact yet."}</p>
+      )}
+      {items && items.length > 0 && (
+        <ul class="kept-list">
+          {items.map((a) => (
+            <li key={a.id} data-role="artifact" data-kind={a.kind} data-artifact={a.id}>
+              <div class="kept-head">
+                <span class="badge">{a.kind}</span>
+                {a.key !== undefined && <code data-role="artifact-key">{a.key}</code>}
+                <span class="spacer" />
+                {!sessionId && onOpen && (
+                  <button class="link" data-role="artifact-session" onClick={() => onOpen(a.sessionId)}>
+                    {a.sessionId}
+                  </button>
+                )}
+              </div>
+              <pre class="json" data-role="artifact-data">
+                {json(a.data)}
+              </pre>
+              <div class="muted small">{times(a.createdAt, a.updatedAt)}</div>
+            </li>
+          ))}
+        </ul>
+      )}
+      <MoreButton next={next} busy={busy} onMore={more} />
+    </div>
+  );
+}
+
+function MemoryItem({
+  memory,
+  onOpen,
+  onChanged,
+  onDeleted,
+}: {
+  memory: Memory;
+  onOpen: (id: string) => void;
+  onChanged: (m: Memory) => void;
+  onDeleted: () => void;
+}) {
+  const [editing, setEditing] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const save = async () => {
+    if (editing === null) return;
+    setBusy(true);
+    setError(null);
+    try {
+      onChanged(await api.editMemory(memory.id, editing));
+      setEditing(null);
+    } catch (e) {
+      setError(errorText(e));
+    }
+    setBusy(false);
+  };
+  const remove = async () => {
+    if (!window.confirm(`Delete the memory "${memory.text.slice(0, 80)}"?`)) return;
+    setBusy(true);
+    setError(null);
+    try {
+      await api.deleteMemory(memory.id);
+      onDeleted();
+    } catch (e) {
+      setError(errorText(e));
+      setBusy(false);
+    }
+  };
+  const prov = memory.provenance ?? {};
+  return (
+    <li data-role="memory" data-memory={memory.id} data-scope={memory.scope}>
+      <div class="kept-head">
+        <span class="badge">{memory.scope}</span>
+        {prov.principal && <span class="muted">kept by {prov.principal}</span>}
+        <span class="spacer" />
+        {prov.sessionId && (
+          <button class="link" data-role="memory-session" onClick={() => onOpen(prov.sessionId as string)}>
+            {prov.sessionId}
+            {prov.eventIndex !== undefined ? ` · event ${prov.eventIndex}` : ""}
+          </button>
+        )}
+      </div>
+      {editing === null ? (
+        <p class="memory-text" data-role="memory-text">
+          {memory.text}
+        </p>
+      ) : (
+        <textarea
+          name="memory-text"
+          rows={3}
+          value={editing}
+          onInput={(e) => setEditing((e.target as HTMLTextAreaElement).value)}
+        />
+      )}
+      <div class="kept-actions">
+        {editing === null ? (
+          <button data-role="memory-edit" disabled={busy} onClick={() => setEditing(memory.text)}>
+            edit
+          </button>
+        ) : (
+          <>
+            <button data-role="memory-save" disabled={busy} onClick={() => void save()}>
+              save
+            </button>
+            <button class="link" disabled={busy} onClick={() => setEditing(null)}>
+              cancel
+            </button>
+          </>
+        )}
+        <button class="deny" data-role="memory-delete" disabled={busy} onClick={() => void remove()}>
+          delete
+        </button>
+        <span class="spacer" />
+        <span class="muted small">{times(memory.createdAt, memory.updatedAt)}</span>
+      </div>
+      {error && (
+        <div class="error" data-role="memory-error">
+          {error}
+        </div>
+      )}
+    </li>
+  );
+}
+
+/** Governed memories (docs/reference/memory.md): those the caller's sessions see; every one for an operator. */
+function MemoryView({ onOpen }: { onOpen: (id: string) => void }) {
+  const load = useCallback((cursor?: string) => api.memories(cursor), []);
+  const { items, setItems, next, error, busy, reload, more } = usePaged<Memory>(load);
+  return (
+    <section class="page memory-view" data-role="memories">
+      <h2>Memory</h2>
+      <p class="muted">
+        What the model kept with <code>remember</code>: its own principal's notes and the agent-wide ones (every note for
+        an operator). Edit or delete them here; {docsLink("memory", "memory reference")}.
+      </p>
+      <div class="kept-bar">
+        <button onClick={reload} data-role="memory-refresh">
+          refresh
+        </button>
+      </div>
+      {error && <div class="error">{error}</div>}
+      {items && items.length === 0 && <p class="muted">No memory yet.</p>}
+      {items && items.length > 0 && (
+        <ul class="kept-list">
+          {items.map((m) => (
+            <MemoryItem
+              key={m.id}
+              memory={m}
+              onOpen={onOpen}
+              onChanged={(changed) => setItems((all) => (all ?? []).map((x) => (x.id === changed.id ? changed : x)))}
+              onDeleted={() => setItems((all) => (all ?? []).filter((x) => x.id !== m.id))}
+            />
+          ))}
+        </ul>
+      )}
+      <MoreButton next={next} busy={busy} onMore={more} />
+    </section>
+  );
+}
+
+/** An image of the workspace: straight from its download URL, or as a blob when a bearer token is needed. */
+function FilePreview({ sessionId, path }: { sessionId: string; path: string }) {
+  const token = bearerToken();
+  const [src, setSrc] = useState<string | null>(token ? null : api.fileUrl(sessionId, path));
+  useEffect(() => {
+    if (!token) return;
+    let url: string | null = null;
+    api.fileBlob(sessionId, path).then(
+      (blob) => {
+        url = URL.createObjectURL(blob);
+        setSrc(url);
+      },
+      () => setSrc(null),
+    );
+    return () => {
+      if (url) URL.revokeObjectURL(url);
+    };
+  }, [sessionId, path, token]);
+  return src ? <img class="file-preview" data-role="file-preview" src={src} alt={path} loading="lazy" /> : null;
+}
+
+/** A download link: the URL itself, or (with a bearer token) a fetch saved from a blob. */
+function DownloadLink({ sessionId, path }: { sessionId: string; path: string }) {
+  const url = api.fileUrl(sessionId, path);
+  const name = path.split("/").pop() ?? path;
+  const [error, setError] = useState<string | null>(null);
+  const withToken = async (e: MouseEvent) => {
+    if (!bearerToken()) return;
+    e.preventDefault();
+    try {
+      const blob = await api.fileBlob(sessionId, path);
+      const a = document.createElement("a");
+      a.href = URL.createObjectURL(blob);
+      a.download = name;
+      a.click();
+      setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  return (
+    <>
+      <a href={url} download={name} data-role="file-download" onClick={(e) => void withToken(e as MouseEvent)}>
+        {path}
+      </a>
+      {error && <span class="error">{error}</span>}
+    </>
+  );
+}
+
+/** A session's workspace (docs/reference/files.md): listed, downloaded, images shown, files uploaded. */
+function FilesPane({ sessionId }: { sessionId: string }) {
+  const load = useCallback((cursor?: string) => api.files(sessionId, cursor), [sessionId]);
+  const { items, next, error, busy, reload, more } = usePaged<WorkspaceEntry>(load);
+  const [folder, setFolder] = useState("");
+  const [uploadNote, setUploadNote] = useState<{ text: string; ok: boolean } | null>(null);
+  const fileInput = useRef<HTMLInputElement>(null);
+  const upload = async () => {
+    const files = Array.from(fileInput.current?.files ?? []);
+    if (files.length === 0) {
+      setUploadNote({ text: "choose a file first", ok: false });
+      return;
+    }
+    const done: string[] = [];
+    try {
+      for (const f of files) {
+        const written = await api.upload(sessionId, uploadPath(folder, f.name), f);
+        done.push(`${written.path} (${bytes(written.size)})`);
+      }
+      setUploadNote({ text: `uploaded ${done.join(", ")}`, ok: true });
+      if (fileInput.current) fileInput.current.value = "";
+    } catch (e) {
+      setUploadNote({ text: errorText(e), ok: false });
+    }
+    reload();
+  };
+  return (
+    <div class="kept" data-role="files">
+      <div class="kept-bar">
+        <button onClick={reload} data-role="files-refresh">
+          refresh
+        </button>
+        {docsLink("files", "files reference")}
+      </div>
+      <form
+        class="upload"
+        data-role="upload"
+        onSubmit={(e) => {
+          e.preventDefault();
+          void upload();
+        }}
+      >
+        <input type="file" name="file" multiple ref={fileInput} />
+        <input
+          name="folder"
+          placeholder="folder (optional)"
+          value={folder}
+          onInput={(e) => setFolder((e.target as HTMLInputElement).value)}
+        />
+        <button type="submit">upload</button>
+      </form>
+      {uploadNote && (
+        <div class={uploadNote.ok ? "muted" : "error"} data-role="upload-note">
+          {uploadNote.text}
+        </div>
+      )}
+      {error && <div class="error">{error}</div>}
+      {items && items.length === 0 && <p class="muted">The workspace is empty.</p>}
+      {items && items.length > 0 && (
+        <ul class="kept-list files">
+          {items.map((f) => (
+            <li key={f.path} data-role="file" data-path={f.path} data-type={f.type}>
+              <div class="kept-head">
+                {f.type === "file" ? <DownloadLink sessionId={sessionId} path={f.path} /> : <code>{f.path}/</code>}
+                <span class="spacer" />
+                {f.type === "file" && <span class="muted small">{bytes(f.size)}</span>}
+                {f.type === "symlink" && <span class="badge">link</span>}
+              </div>
+              {f.type === "file" && isImage(f.path) && <FilePreview sessionId={sessionId} path={f.path} />}
+            </li>
+          ))}
+        </ul>
+      )}
+      <MoreButton next={next} busy={busy} onMore={more} />
+    </div>
+  );
+}
+
 function Inspector({ open, onOpen }: { open: Open | null; onOpen: (id: string) => void }) {
-  const [tab, setTab] = useState<"events" | "raw" | "trace" | "logs">("events");
+  const [tab, setTab] = useState<"events" | "raw" | "trace" | "logs" | "artifacts" | "files">("events");
   return (
     <aside class="inspector">
       <nav class="tabs">
-        {(["events", "raw", "trace", "logs"] as const).map((t) => (
+        {(["events", "raw", "trace", "logs", "artifacts", "files"] as const).map((t) => (
           <button class={tab === t ? "active" : ""} onClick={() => setTab(t)} data-tab={t}>
             {t === "raw" ? "raw NDJSON" : t}
           </button>
@@ -715,6 +1078,8 @@ function Inspector({ open, onOpen }: { open: Open | null; onOpen: (id: string) =
       )}
       {open && tab === "trace" && <TracePane view={open.view} sessionId={open.sessionId} />}
       {open && tab === "logs" && <LogsPane sessionId={open.sessionId} />}
+      {open && tab === "artifacts" && <ArtifactsPane key={open.sessionId} sessionId={open.sessionId} />}
+      {open && tab === "files" && <FilesPane key={open.sessionId} sessionId={open.sessionId} />}
     </aside>
   );
 }
@@ -1275,7 +1640,7 @@ function CallerBadge({ caller }: { caller?: Caller }) {
   );
 }
 
-type View = "chat" | "inbox" | "agent";
+type View = "chat" | "inbox" | "artifacts" | "memory" | "agent";
 
 function App() {
   const [view, setView] = useState<View>("chat");
@@ -1332,7 +1697,7 @@ function App() {
         </a>
         <span class="slug">{SLUG}</span>
         <nav class="views">
-          {(["chat", "inbox", "agent"] as const).map((v) => (
+          {(["chat", "inbox", "artifacts", "memory", "agent"] as const).map((v) => (
             <button class={view === v ? "active" : ""} onClick={() => setView(v)} data-view={v}>
               {v}
               {v === "chat" && pending > 0 ? <span class="count">{pending}</span> : null}
@@ -1390,6 +1755,28 @@ function App() {
           <Inbox
             sessions={sessions}
             refresh={reload}
+            onOpen={(id) => {
+              setView("chat");
+              openSession(id);
+            }}
+          />
+        )}
+        {view === "artifacts" && (
+          <section class="page" data-role="agent-artifacts">
+            <h2>Artifacts</h2>
+            <p class="muted">
+              What the agent tagged, newest first: the artifacts of the caller's sessions (every one for an operator).
+            </p>
+            <ArtifactsPane
+              onOpen={(id) => {
+                setView("chat");
+                openSession(id);
+              }}
+            />
+          </section>
+        )}
+        {view === "memory" && (
+          <MemoryView
             onOpen={(id) => {
               setView("chat");
               openSession(id);
