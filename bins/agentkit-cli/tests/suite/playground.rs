@@ -52,6 +52,51 @@ fn missing() -> Vec<String> {
 /// Serves the weather fixture with `extra` flags; returns the server and
 /// its banner (the lines printed before it was healthy).
 fn serve(state: &Path, extra: &[&str]) -> (ServerProcess, String) {
+    serve_dir(state, &super::fixtures().join("agents/weather-agent"), extra)
+}
+
+/// How many artifacts, memories and note files the keeper's one turn
+/// makes: more than one page of the playground's views (50).
+const KEPT: usize = 55;
+
+/// A project at `root/keeper` whose scripted model, in its one turn, tags
+/// `KEPT` artifacts, remembers `KEPT` notes and writes `KEPT` files: what
+/// the playground's Artifacts, Memory and Files views show, page by page.
+fn keeper(root: &Path) -> PathBuf {
+    let dir = root.join("keeper");
+    let agent = dir.join("agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(
+        agent.join("agent.toml"),
+        "description = \"Keeps findings, notes and files\"\nmodel = \"scripted:script.json\"\n\n\
+         [harness]\nbuiltin_tools = [\"write\", \"remember\", \"recall\", \"forget\"]\n",
+    )
+    .unwrap();
+    std::fs::write(agent.join("instructions.md"), "Keep what you find.\n").unwrap();
+    std::fs::write(
+        agent.join("artifacts.toml"),
+        "agent_tool = true\n\n[kinds.finding]\ndescription = \"A finding\"\n\
+         schema = { type = \"object\", required = [\"file\", \"line\", \"severity\"], properties = { \
+         file = { type = \"string\" }, line = { type = \"integer\" }, severity = { enum = [\"low\", \"high\"] } } }\n",
+    )
+    .unwrap();
+    let calls = |f: &dyn Fn(usize) -> serde_json::Value| -> Vec<serde_json::Value> { (0..KEPT).map(f).collect() };
+    let script = serde_json::json!({"turns": [{"steps": [
+        {"toolCalls": calls(&|i| serde_json::json!({"name": "tag_artifact", "input": {
+            "kind": "finding", "key": format!("src/f{i:02}.rs"),
+            "data": {"file": format!("src/f{i:02}.rs"), "line": i, "severity": if i % 2 == 0 { "high" } else { "low" }}}}))},
+        {"toolCalls": calls(&|i| serde_json::json!({"name": "remember", "input": {
+            "text": format!("note {i:02}: prefers answers in French"), "scope": if i == 0 { "agent" } else { "principal" }}}))},
+        {"toolCalls": calls(&|i| serde_json::json!({"name": "write", "input": {
+            "path": format!("notes/n{i:02}.txt"), "content": format!("note {i}")}}))},
+        {"text": "Kept them all."}
+    ]}]});
+    std::fs::write(agent.join("script.json"), script.to_string()).unwrap();
+    dir
+}
+
+/// Serves the project at `dir` with `extra` flags, as `serve` does.
+fn serve_dir(state: &Path, dir: &Path, extra: &[&str]) -> (ServerProcess, String) {
     let port = free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_agentkit"))
         .args([
@@ -63,7 +108,7 @@ fn serve(state: &Path, extra: &[&str]) -> (ServerProcess, String) {
         ])
         .arg(state)
         .arg("--dir")
-        .arg(super::fixtures().join("agents/weather-agent"))
+        .arg(dir)
         .args(extra)
         .env("NO_COLOR", "1")
         .env("ALERTS_TOKEN", "test-token")
@@ -137,12 +182,17 @@ fn the_playground_works_in_a_real_browser() {
         401
     );
 
+    // The views of what an agent keeps, against a scripted model.
+    let (kept, _) = serve_dir(&tmp.path().join("kept"), &keeper(tmp.path()), &[]);
+
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("playground-screenshots");
     let out = Command::new("node")
         .arg("e2e/playground.mjs")
         .args(["--url", &url, "--slug", "weather-agent"])
         .args(["--bearer-url", &format!("http://{}", locked.addr)])
         .args(["--token", token, "--chromium", CHROMIUM])
+        .args(["--keeper-url", &format!("http://{}", kept.addr)])
+        .args(["--kept", &KEPT.to_string()])
         .arg("--shots")
         .arg(&shots)
         .current_dir(web_dir())
@@ -155,6 +205,7 @@ fn the_playground_works_in_a_real_browser() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    drop(kept);
     drop(locked);
     drop(server);
 }

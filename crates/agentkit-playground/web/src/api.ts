@@ -110,6 +110,9 @@ export interface WorkspaceEntry {
   modifiedAt: string;
 }
 
+/** How many artifacts, memories or files one page of a view lists; "more" asks for the next. */
+export const PAGE = 50;
+
 /** One page of a listing: its items and the cursor of the next page, if any. */
 export interface Page<T> {
   items: T[];
@@ -264,15 +267,18 @@ export class Api {
   }
 
   /** One page of artifacts: the agent's (as the caller sees them) or one session's. */
-  async artifacts(sessionId?: string, cursor?: string): Promise<Page<Artifact>> {
-    const path = sessionId ? `/v1/session/${sessionId}/artifacts` : "/v1/artifacts";
+  async artifacts(sessionId?: string, cursor?: string, limit = PAGE): Promise<Page<Artifact>> {
+    const path = `${sessionId ? `/v1/session/${sessionId}/artifacts` : "/v1/artifacts"}?limit=${limit}`;
     const page = await this.request<{ artifacts: Artifact[]; nextCursor?: string }>("GET", paged(path, cursor));
     return { items: page.artifacts, nextCursor: page.nextCursor };
   }
 
   /** One page of the memories the caller's sessions see (every one for an operator). */
-  async memories(cursor?: string): Promise<Page<Memory>> {
-    const page = await this.request<{ memories: Memory[]; nextCursor?: string }>("GET", paged("/v1/memory", cursor));
+  async memories(cursor?: string, limit = PAGE): Promise<Page<Memory>> {
+    const page = await this.request<{ memories: Memory[]; nextCursor?: string }>(
+      "GET",
+      paged(`/v1/memory?limit=${limit}`, cursor),
+    );
     return { items: page.memories, nextCursor: page.nextCursor };
   }
 
@@ -285,10 +291,10 @@ export class Api {
   }
 
   /** One page of a session's workspace entries. */
-  async files(sessionId: string, cursor?: string): Promise<Page<WorkspaceEntry>> {
+  async files(sessionId: string, cursor?: string, limit = PAGE): Promise<Page<WorkspaceEntry>> {
     const page = await this.request<{ files: WorkspaceEntry[]; nextCursor?: string }>(
       "GET",
-      paged(`/v1/session/${sessionId}/files`, cursor),
+      paged(`/v1/session/${sessionId}/files?limit=${limit}`, cursor),
     );
     return { items: page.files, nextCursor: page.nextCursor };
   }

@@ -714,15 +714,24 @@ function usePaged<T extends { id?: string; path?: string }>(load: (cursor?: stri
   const [next, setNext] = useState<string | undefined>(undefined);
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  // How many items are shown: a reload fetches as many pages again, so
+  // that what was listed stays listed (an upload lands on a later page).
+  const shown = useRef(0);
   const reload = useCallback(() => {
     setError(null);
     setBusy(true);
-    load().then(
-      (page) => {
-        setItems(page.items);
-        setNext(page.nextCursor);
-        setBusy(false);
-      },
+    (async () => {
+      let page = await load();
+      let all = page.items;
+      while (page.nextCursor && all.length < shown.current) {
+        page = await load(page.nextCursor);
+        all = appendPage(all, page.items);
+      }
+      shown.current = all.length;
+      setItems(all);
+      setNext(page.nextCursor);
+    })().then(
+      () => setBusy(false),
       (e: unknown) => {
         setError(errorText(e));
         setBusy(false);
@@ -735,7 +744,11 @@ function usePaged<T extends { id?: string; path?: string }>(load: (cursor?: stri
     setBusy(true);
     load(next).then(
       (page) => {
-        setItems((listed) => appendPage(listed ?? [], page.items));
+        setItems((listed) => {
+          const all = appendPage(listed ?? [], page.items);
+          shown.current = all.length;
+          return all;
+        });
         setNext(page.nextCursor);
         setBusy(false);
       },

@@ -18,9 +18,17 @@ export function bytes(n: number): string {
   return `${(n / (1024 * 1024)).toFixed(1)} MiB`;
 }
 
-/** The path an upload lands at: `folder/name`, without leading or doubled slashes. */
+/**
+ * The path an upload lands at: `folder/name`, without leading or doubled
+ * slashes. A `.` or `..` segment throws: a browser resolves dot segments of
+ * a URL before sending it, so the file would land elsewhere than asked (the
+ * server refuses a path leaving the workspace in any case).
+ */
 export function uploadPath(folder: string, name: string): string {
   const parts = [...folder.split("/"), name].map((p) => p.trim()).filter((p) => p !== "");
+  if (parts.some((p) => p === "." || p === "..")) {
+    throw new Error(`bad_request: ${parts.join("/")} has a . or .. segment; give a path inside the workspace`);
+  }
   return parts.join("/");
 }
 

@@ -19,6 +19,8 @@ describe("kept", () => {
   it("joins an upload's folder and name", () => {
     expect(uploadPath("", "a.png")).toBe("a.png");
     expect(uploadPath("/inbox//shots/", "a.png")).toBe("inbox/shots/a.png");
+    expect(() => uploadPath("..", "a.png")).toThrow(/inside the workspace/);
+    expect(() => uploadPath("a/./b", "a.png")).toThrow(/\. or \.\./);
   });
 
   it("appends a page without duplicates", () => {
