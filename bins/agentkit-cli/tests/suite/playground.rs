@@ -62,13 +62,16 @@ const KEPT: usize = 55;
 /// A project at `root/keeper` whose scripted model, in its one turn, tags
 /// `KEPT` artifacts, remembers `KEPT` notes and writes `KEPT` files: what
 /// the playground's Artifacts, Memory and Files views show, page by page.
+/// The model has a price, so its steps and turn carry costs.
 fn keeper(root: &Path) -> PathBuf {
     let dir = root.join("keeper");
     let agent = dir.join("agent");
     std::fs::create_dir_all(&agent).unwrap();
     std::fs::write(
         agent.join("agent.toml"),
-        "description = \"Keeps findings, notes and files\"\nmodel = \"scripted:script.json\"\n\n\
+        "description = \"Keeps findings, notes and files\"\n\n\
+         [model]\nprovider = \"scripted\"\nid = \"script.json\"\n\
+         [model.pricing]\ninput = 2.0\noutput = 8.0\n\n\
          [harness]\nbuiltin_tools = [\"write\", \"remember\", \"recall\", \"forget\"]\n",
     )
     .unwrap();

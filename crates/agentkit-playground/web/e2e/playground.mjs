@@ -88,6 +88,19 @@ async function keeper(browser, keeperUrl, kept) {
   const sessionId = new URL(page.url()).hash.slice(1);
   check(/^ses_/.test(sessionId), `no session id in the URL: ${page.url()}`);
 
+  step = "the turn's cost, each step's and the session's total are shown";
+  const turnCost = await page.locator("[data-role=turn][data-status=completed] [data-role=cost]").innerText();
+  check(/^\$\d+\.\d+$/.test(turnCost), `no turn cost: ${turnCost}`);
+  const session = await (await page.request.get(`${keeperUrl}/keeper/v1/session/${sessionId}`)).json();
+  check(typeof session.costUsd === "number" && session.costUsd > 0, `the session's cost is ${session.costUsd}`);
+  const sessionCost = await page.locator("[data-role=session-cost]").innerText();
+  check(sessionCost === turnCost, `the session total ${sessionCost} is not the one turn's ${turnCost}`);
+  await page.click("button[data-tab=trace]");
+  await page.waitForSelector("[data-role=step-cost][data-step='4']");
+  const stepCosts = await page.locator("[data-role=step-cost]").allInnerTexts();
+  check(stepCosts.length === 4 && stepCosts.every((c) => /^\$\d/.test(c.trim())), `step costs: ${stepCosts}`);
+  await shot(page, "costs");
+
   step = "the session's Artifacts tab lists them page by page";
   await page.click("button[data-tab=artifacts]");
   const artifacts = page.locator("[data-role=artifacts] [data-role=artifact]");
@@ -240,6 +253,8 @@ async function main() {
     );
     const usage = await page.locator("[data-role=turn][data-status=completed] [data-role=usage]").first().innerText();
     check(/in \d+ · out \d+ · cache read \d+ · cache write \d+/.test(usage), `no usage footer: ${usage}`);
+    // The offline test model has no price: its cost is unknown, never $0.
+    check(usage.includes("cost unknown"), `no unknown cost in the footer: ${usage}`);
     await shot(page, "chat-completed");
 
     step = "the raw pane shows the NDJSON wire events";

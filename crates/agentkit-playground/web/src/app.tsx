@@ -29,7 +29,10 @@ import {
   failureText,
   fold,
   pendingApprovals,
+  sumCost,
+  sumUsage,
   turnDuration,
+  usd,
   type Line,
   type Part,
   type SessionView,
@@ -158,6 +161,11 @@ function UsageFooter({ turn }: { turn: Turn }) {
       {u && (
         <span>
           in {u.inputTokens} · out {u.outputTokens} · cache read {u.cacheReadTokens} · cache write {u.cacheWriteTokens}
+        </span>
+      )}
+      {turn.costUsd !== undefined && (
+        <span data-role="cost" title={turn.costUsd === null ? "the model has no price: see the pricing reference" : "what this turn cost"}>
+          {usd(turn.costUsd)}
         </span>
       )}
       {d !== undefined && <span>{seconds(d)}</span>}
@@ -294,7 +302,24 @@ function Transcript({ view, sessionId }: { view: SessionView; sessionId: string 
           </div>
         ),
       )}
+      <SessionTotal view={view} />
     </>
+  );
+}
+
+/** The session's ended turns, summed: tokens and cost (what `GET /v1/session/:id` reports). */
+function SessionTotal({ view }: { view: SessionView }) {
+  const ended = view.entries.filter((e): e is Turn => e.kind === "turn" && e.status !== "running");
+  if (ended.length === 0) return null;
+  const u = sumUsage(ended);
+  const cost = sumCost(ended);
+  return (
+    <div class="usage session-total" data-role="session-total">
+      <span>
+        session: {ended.length} turn{ended.length === 1 ? "" : "s"} · in {u.inputTokens} · out {u.outputTokens}
+      </span>
+      {cost !== undefined && <span data-role="session-cost">{usd(cost)}</span>}
+    </div>
   );
 }
 
@@ -618,6 +643,7 @@ function TracePane({ view, sessionId }: { view: SessionView; sessionId: string }
                   · {t.usage.inputTokens} in / {t.usage.outputTokens} out
                 </span>
               )}
+              {t.costUsd !== undefined && <span class="muted"> · {usd(t.costUsd)}</span>}
             </div>
             {t.steps.map((s) => {
               const key = `${t.turnId}#${s.step}`;
@@ -628,6 +654,11 @@ function TracePane({ view, sessionId }: { view: SessionView; sessionId: string }
                     <span class="track">{bar(s.startedAt, s.durationMs)}</span>
                     <span class="muted">
                       {seconds(s.durationMs)} {s.finishReason ?? ""}{" "}
+                      {s.costUsd !== undefined && (
+                        <span data-role="step-cost" data-step={s.step}>
+                          {usd(s.costUsd)}{" "}
+                        </span>
+                      )}
                       <button
                         class="link"
                         data-role="open-context"
