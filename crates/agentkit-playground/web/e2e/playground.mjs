@@ -95,6 +95,7 @@ async function keeper(browser, keeperUrl, kept) {
   check(typeof session.costUsd === "number" && session.costUsd > 0, `the session's cost is ${session.costUsd}`);
   const sessionCost = await page.locator("[data-role=session-cost]").innerText();
   check(sessionCost === turnCost, `the session total ${sessionCost} is not the one turn's ${turnCost}`);
+  await page.locator(`button.session[data-session="${sessionId}"]`).filter({ hasText: turnCost }).waitFor();
   await page.click("button[data-tab=trace]");
   await page.waitForSelector("[data-role=step-cost][data-step='4']");
   const stepCosts = await page.locator("[data-role=step-cost]").allInnerTexts();

@@ -61,6 +61,8 @@ export interface SessionSummary {
   busy: boolean;
   /** The owner; listed only to an operator, who sees every principal's sessions. */
   principalId?: string;
+  /** What the session's ended turns cost in US dollars; `null` when a price was unknown. */
+  costUsd?: number | null;
 }
 
 /** `caller` of GET /v1/info: who the page talks to the server as. */

@@ -1168,6 +1168,7 @@ function SessionList({
               <span class="muted" data-owner={s.principalId}>
                 {s.channel} · {s.mode} · {s.createdAt.slice(0, 16).replace("T", " ")}
                 {s.principalId ? ` · ${s.principalId}` : ""}
+                {typeof s.costUsd === "number" ? ` · ${usd(s.costUsd)}` : ""}
                 {(s.sessionId === current ? currentBusy : s.busy) ? " · busy" : ""}
               </span>
             </button>
