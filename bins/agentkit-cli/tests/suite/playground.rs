@@ -52,7 +52,11 @@ fn missing() -> Vec<String> {
 /// Serves the weather fixture with `extra` flags; returns the server and
 /// its banner (the lines printed before it was healthy).
 fn serve(state: &Path, extra: &[&str]) -> (ServerProcess, String) {
-    serve_dir(state, &super::fixtures().join("agents/weather-agent"), extra)
+    serve_dir(
+        state,
+        &super::fixtures().join("agents/weather-agent"),
+        extra,
+    )
 }
 
 /// How many artifacts, memories and note files the keeper's one turn
@@ -83,7 +87,9 @@ fn keeper(root: &Path) -> PathBuf {
          file = { type = \"string\" }, line = { type = \"integer\" }, severity = { enum = [\"low\", \"high\"] } } }\n",
     )
     .unwrap();
-    let calls = |f: &dyn Fn(usize) -> serde_json::Value| -> Vec<serde_json::Value> { (0..KEPT).map(f).collect() };
+    let calls = |f: &dyn Fn(usize) -> serde_json::Value| -> Vec<serde_json::Value> {
+        (0..KEPT).map(f).collect()
+    };
     let script = serde_json::json!({"turns": [{"steps": [
         {"toolCalls": calls(&|i| serde_json::json!({"name": "tag_artifact", "input": {
             "kind": "finding", "key": format!("src/f{i:02}.rs"),
