@@ -83,8 +83,11 @@ async function keeper(browser, keeperUrl, kept) {
   const playground = `${keeperUrl}/keeper/playground`;
   step = "the keeper's turn tags artifacts, remembers notes and writes files";
   await page.goto(playground);
+  // The artifacts tab, open while the turn runs, follows the session's tags.
+  await page.click("button[data-tab=artifacts]");
   await send(page, "Keep what you find");
   await page.waitForSelector("[data-role=turn][data-status=completed]", { timeout: 60000 });
+  await page.waitForFunction(() => document.querySelectorAll("[data-role=artifacts] [data-role=artifact]").length === 50);
   const sessionId = new URL(page.url()).hash.slice(1);
   check(/^ses_/.test(sessionId), `no session id in the URL: ${page.url()}`);
 
@@ -478,6 +481,28 @@ async function main() {
       await p2.locator("[data-role=tool-call].parked button.approve").first().click();
       await p2.waitForSelector("[data-role=turn][data-status=completed]");
       check(!p2.url().includes(opts.token), "the token is in the URL");
+
+      step = "with a token, files upload, previews and downloads carry it";
+      await p2.click("button[data-tab=files]");
+      await p2.waitForSelector("[data-role=files] [data-role=file]");
+      await p2.setInputFiles("[data-role=upload] input[type=file]", { name: "dot.png", mimeType: "image/png", buffer: PNG });
+      await p2.click("[data-role=upload] button[type=submit]");
+      await p2.locator("[data-role=upload-note]").filter({ hasText: "uploaded dot.png" }).waitFor();
+      const tokenPreview = p2.locator('[data-role=file][data-path="dot.png"] img[data-role=file-preview]');
+      await tokenPreview.waitFor();
+      await tokenPreview.scrollIntoViewIfNeeded();
+      check((await tokenPreview.getAttribute("src")).startsWith("data:image/png"), "the preview is not fetched with the token");
+      await p2.waitForFunction(
+        () => document.querySelector('[data-path="dot.png"] img[data-role=file-preview]')?.naturalWidth === 2,
+      );
+      const [download] = await Promise.all([
+        p2.waitForEvent("download"),
+        p2.locator('[data-role=file][data-path="dot.png"] [data-role=file-download]').click(),
+      ]);
+      const saved = await download.createReadStream();
+      const chunks = [];
+      for await (const c of saved) chunks.push(c);
+      check(Buffer.concat(chunks).equals(PNG), "the download is not the uploaded file");
       check(consoleErrors.length === errorsBefore, "errors after the token was set");
       await shot(p2, "bearer");
       await p2.close();

@@ -740,7 +740,7 @@ function LogsPane({ sessionId }: { sessionId: string }) {
 }
 
 /** A listing followed page by page: the first page on mount, the next with `more`. */
-function usePaged<T extends { id?: string; path?: string }>(load: (cursor?: string) => Promise<Page<T>>) {
+function usePaged<T extends { id?: string; path?: string }>(load: (cursor?: string) => Promise<Page<T>>, version = 0) {
   const [items, setItems] = useState<T[] | null>(null);
   const [next, setNext] = useState<string | undefined>(undefined);
   const [error, setError] = useState<string | null>(null);
@@ -748,7 +748,11 @@ function usePaged<T extends { id?: string; path?: string }>(load: (cursor?: stri
   // How many items are shown: a reload fetches as many pages again, so
   // that what was listed stays listed (an upload lands on a later page).
   const shown = useRef(0);
+  // Reloads may overlap (a session tagging many artifacts at once): only
+  // the latest one's answer is shown.
+  const latest = useRef(0);
   const reload = useCallback(() => {
+    const mine = ++latest.current;
     setError(null);
     setBusy(true);
     (async () => {
@@ -758,18 +762,18 @@ function usePaged<T extends { id?: string; path?: string }>(load: (cursor?: stri
         page = await load(page.nextCursor);
         all = appendPage(all, page.items);
       }
+      if (mine !== latest.current) return;
       shown.current = all.length;
       setItems(all);
       setNext(page.nextCursor);
-    })().then(
-      () => setBusy(false),
-      (e: unknown) => {
-        setError(errorText(e));
-        setBusy(false);
-      },
-    );
+      setBusy(false);
+    })().catch((e: unknown) => {
+      if (mine !== latest.current) return;
+      setError(errorText(e));
+      setBusy(false);
+    });
   }, [load]);
-  useEffect(reload, [reload]);
+  useEffect(reload, [reload, version]);
   const more = () => {
     if (!next) return;
     setBusy(true);
@@ -802,9 +806,18 @@ function MoreButton({ next, busy, onMore }: { next?: string; busy: boolean; onMo
 }
 
 /** Artifacts (docs/reference/artifacts.md): one session's, or the agent's as the caller sees them. */
-function ArtifactsPane({ sessionId, onOpen }: { sessionId?: string; onOpen?: (id: string) => void }) {
+function ArtifactsPane({
+  sessionId,
+  onOpen,
+  version,
+}: {
+  sessionId?: string;
+  onOpen?: (id: string) => void;
+  /** Changes when the session tags another: the list reloads. */
+  version?: number;
+}) {
   const load = useCallback((cursor?: string) => api.artifacts(sessionId, cursor), [sessionId]);
-  const { items, next, error, busy, reload, more } = usePaged<Artifact>(load);
+  const { items, next, error, busy, reload, more } = usePaged<Artifact>(load, version);
   return (
     <div class="kept" data-role="artifacts">
       <div class="kept-bar">
@@ -974,22 +987,34 @@ function MemoryView({ onOpen }: { onOpen: (id: string) => void }) {
   );
 }
 
-/** An image of the workspace: straight from its download URL, or as a blob when a bearer token is needed. */
+/**
+ * An image of the workspace: straight from its download URL, or, when a
+ * bearer token is needed, fetched with it and shown as a `data:` URL (the
+ * page's Content-Security-Policy allows `img-src 'self' data:`, not `blob:`).
+ */
 function FilePreview({ sessionId, path }: { sessionId: string; path: string }) {
   const token = bearerToken();
   const [src, setSrc] = useState<string | null>(token ? null : api.fileUrl(sessionId, path));
   useEffect(() => {
     if (!token) return;
-    let url: string | null = null;
-    api.fileBlob(sessionId, path).then(
-      (blob) => {
-        url = URL.createObjectURL(blob);
-        setSrc(url);
-      },
-      () => setSrc(null),
-    );
+    let live = true;
+    api
+      .fileBlob(sessionId, path)
+      .then(
+        (blob) =>
+          new Promise<string>((resolve, reject) => {
+            const reader = new FileReader();
+            reader.onload = () => resolve(String(reader.result));
+            reader.onerror = () => reject(reader.error);
+            reader.readAsDataURL(blob);
+          }),
+      )
+      .then(
+        (url) => live && setSrc(url),
+        () => live && setSrc(null),
+      );
     return () => {
-      if (url) URL.revokeObjectURL(url);
+      live = false;
     };
   }, [sessionId, path, token]);
   return src ? <img class="file-preview" data-role="file-preview" src={src} alt={path} loading="lazy" /> : null;
@@ -1025,9 +1050,9 @@ function DownloadLink({ sessionId, path }: { sessionId: string; path: string }) 
 }
 
 /** A session's workspace (docs/reference/files.md): listed, downloaded, images shown, files uploaded. */
-function FilesPane({ sessionId }: { sessionId: string }) {
+function FilesPane({ sessionId, version }: { sessionId: string; /** Changes when a turn settles: the list reloads. */ version?: number }) {
   const load = useCallback((cursor?: string) => api.files(sessionId, cursor), [sessionId]);
-  const { items, next, error, busy, reload, more } = usePaged<WorkspaceEntry>(load);
+  const { items, next, error, busy, reload, more } = usePaged<WorkspaceEntry>(load, version);
   const [folder, setFolder] = useState("");
   const [uploadNote, setUploadNote] = useState<{ text: string; ok: boolean } | null>(null);
   const fileInput = useRef<HTMLInputElement>(null);
@@ -1102,6 +1127,11 @@ function FilesPane({ sessionId }: { sessionId: string }) {
   );
 }
 
+/** How many of `lines` are events of one of `types`. */
+function countOf(lines: Line[], types: string[]): number {
+  return lines.reduce((n, l) => (types.includes(l.event.type) ? n + 1 : n), 0);
+}
+
 function Inspector({ open, onOpen }: { open: Open | null; onOpen: (id: string) => void }) {
   const [tab, setTab] = useState<"events" | "raw" | "trace" | "logs" | "artifacts" | "files">("events");
   return (
@@ -1122,8 +1152,16 @@ function Inspector({ open, onOpen }: { open: Open | null; onOpen: (id: string) =
       )}
       {open && tab === "trace" && <TracePane view={open.view} sessionId={open.sessionId} />}
       {open && tab === "logs" && <LogsPane sessionId={open.sessionId} />}
-      {open && tab === "artifacts" && <ArtifactsPane key={open.sessionId} sessionId={open.sessionId} />}
-      {open && tab === "files" && <FilesPane key={open.sessionId} sessionId={open.sessionId} />}
+      {open && tab === "artifacts" && (
+        <ArtifactsPane key={open.sessionId} sessionId={open.sessionId} version={countOf(open.lines, ["artifact.tagged"])} />
+      )}
+      {open && tab === "files" && (
+        <FilesPane
+          key={open.sessionId}
+          sessionId={open.sessionId}
+          version={countOf(open.lines, ["turn.completed", "turn.failed"])}
+        />
+      )}
     </aside>
   );
 }
