@@ -59,13 +59,18 @@ fn serve(state: &Path, extra: &[&str]) -> (ServerProcess, String) {
     )
 }
 
-/// How many artifacts, memories and note files the keeper's one turn
+/// A 2×2 red PNG, as the keeper's `snapshot` tool returns it.
+const PNG_BASE64: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR4nGP4z8AARAwQCgAf7gP9i18U1AAAAABJRU5ErkJggg==";
+
+/// How many artifacts, memories and note files the keeper's first turn
 /// makes: more than one page of the playground's views (50).
 const KEPT: usize = 55;
 
-/// A project at `root/keeper` whose scripted model, in its one turn, tags
+/// A project at `root/keeper` whose scripted model, in its first turn, tags
 /// `KEPT` artifacts, remembers `KEPT` notes and writes `KEPT` files: what
 /// the playground's Artifacts, Memory and Files views show, page by page.
+/// Its second turn calls `snapshot`, a tool returning an image.
 /// The model has a price, so its steps and turn carry costs.
 fn keeper(root: &Path) -> PathBuf {
     let dir = root.join("keeper");
@@ -99,7 +104,26 @@ fn keeper(root: &Path) -> PathBuf {
         {"toolCalls": calls(&|i| serde_json::json!({"name": "write", "input": {
             "path": format!("notes/n{i:02}.txt"), "content": format!("note {i}")}}))},
         {"text": "Kept them all."}
+    ]}, {"steps": [
+        {"toolCalls": [{"name": "snapshot", "input": {}}]},
+        {"text": "Here is a snapshot."}
     ]}]});
+    // A tool returning an image inline, as a content item.
+    std::fs::create_dir_all(agent.join("tools")).unwrap();
+    std::fs::write(
+        agent.join("tools/snapshot.toml"),
+        "description = \"Takes a snapshot\"\ncommand = [\"python3\", \"snapshot.py\"]\n\
+         timeout = \"10s\"\n\n[input_schema]\ntype = \"object\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        agent.join("tools/snapshot.py"),
+        format!(
+            "import json\nprint(json.dumps([{{\"type\": \"text\", \"text\": \"a red dot\"}}, \
+             {{\"type\": \"image\", \"mediaType\": \"image/png\", \"data\": \"{PNG_BASE64}\"}}]))\n"
+        ),
+    )
+    .unwrap();
     std::fs::write(agent.join("script.json"), script.to_string()).unwrap();
     dir
 }

@@ -207,6 +207,31 @@ async function keeper(browser, keeperUrl, kept) {
   await memories.first().locator("[data-role=memory-session]").click();
   await page.waitForSelector("button[data-tab=events]");
   check(new URL(page.url()).hash.slice(1) === sessionId, "the memory's session did not open");
+
+  step = "an image attached to a message and one a tool returned show in the chat";
+  await page.setInputFiles("input[name=attach]", { name: "dot.png", mimeType: "image/png", buffer: PNG });
+  await page.locator("[data-role=attached] [data-file='dot.png']").waitFor();
+  await send(page, "What does this show?");
+  await page.waitForFunction(() => document.querySelectorAll("[data-role=turn][data-status=completed]").length === 2);
+  check((await page.locator("[data-role=attached]").count()) === 0, "the attachment stays after sending");
+  const received = await (await page.request.get(`${keeperUrl}/keeper/v1/session/${sessionId}/events`)).text();
+  const withImage = received
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l))
+    .find((ev) => ev.type === "message.received" && ev.data.images?.some((i) => i.path === "dot.png"));
+  check(withImage, "the image is not on the message");
+  for (const role of ["message-image", "tool-image"]) {
+    const img = page.locator(`img[data-role=${role}]`).last();
+    await img.waitFor();
+    await img.scrollIntoViewIfNeeded();
+    await page.waitForFunction((r) => [...document.querySelectorAll(`img[data-role=${r}]`)].some((i) => i.naturalWidth === 2), role);
+  }
+  check(
+    (await page.locator("img[data-role=tool-image]").last().getAttribute("data-path")).startsWith(".agentkit/images/"),
+    "the tool's image is not shown from the workspace",
+  );
+  await shot(page, "images");
   await page.close();
 }
 

@@ -175,8 +175,9 @@ export class Api {
     try {
       resp = await fetch((host ? "" : this.base) + path, {
         method,
-        headers: this.headers(body !== undefined),
-        body: body === undefined ? undefined : JSON.stringify(body),
+        // A FormData body goes as multipart/form-data (the browser sets its boundary).
+        headers: this.headers(body !== undefined && !(body instanceof FormData)),
+        body: body === undefined ? undefined : body instanceof FormData ? body : JSON.stringify(body),
       });
     } catch (e) {
       throw new ApiError(0, "network", `cannot reach the server: ${String(e)}`);
@@ -211,7 +212,23 @@ export class Api {
     return all;
   }
 
-  async send(sessionId: string | undefined, message: string): Promise<Accepted> {
+  /**
+   * Sends a message: as JSON, or with `files` as multipart/form-data, each
+   * file written into the session's workspace at its name before the turn
+   * (docs/reference/files.md).
+   */
+  async send(sessionId: string | undefined, message: string, files: File[] = []): Promise<Accepted> {
+    if (files.length > 0) {
+      const form = new FormData();
+      form.append("message", message);
+      const token = sessionId ? this.continuation(sessionId) : undefined;
+      if (token) form.append("continuationToken", token);
+      if (!sessionId) form.append("title", message.slice(0, 60));
+      for (const f of files) form.append("file", f, f.name);
+      const accepted = await this.request<Accepted>("POST", sessionId ? `/v1/session/${sessionId}` : "/v1/session", form);
+      this.remember(accepted.sessionId, accepted.continuationToken);
+      return accepted;
+    }
     const accepted = sessionId
       ? await this.request<Accepted>("POST", `/v1/session/${sessionId}`, {
           message,

@@ -28,6 +28,7 @@ import {
   emptySession,
   failureText,
   fold,
+  imagesOf,
   pendingApprovals,
   sumCost,
   sumUsage,
@@ -212,8 +213,15 @@ function Decide({ sessionId, call, onDone }: { sessionId: string; call: { callId
 
 function ToolCallCard({ call, sessionId }: { call: ToolCall; sessionId: string }) {
   const state = call.approval?.state === "pending" ? "parked" : call.isError ? "error" : call.status;
+  // Images a tool returned are shown (the card opens for them).
+  const images = call.status === "done" ? imagesOf(call.output) : [];
   return (
-    <details class={`tool ${state}`} data-role="tool-call" data-tool={call.toolName} open={state === "parked"}>
+    <details
+      class={`tool ${state}`}
+      data-role="tool-call"
+      data-tool={call.toolName}
+      open={state === "parked" || images.length > 0}
+    >
       <summary>
         <span class="tool-name">{call.toolName}</span>
         <span class={`badge ${state}`}>
@@ -237,6 +245,9 @@ function ToolCallCard({ call, sessionId }: { call: ToolCall; sessionId: string }
             <pre class={`json ${call.isError ? "error" : ""}`} data-role="tool-output">
               {json(call.output)}
             </pre>
+            {images.map((img) => (
+              <FilePreview key={img.path} sessionId={sessionId} path={img.path} role="tool-image" />
+            ))}
           </>
         )}
         {call.approval?.state === "pending" && <Decide sessionId={sessionId} call={call} />}
@@ -291,6 +302,9 @@ function Transcript({ view, sessionId }: { view: SessionView; sessionId: string 
         e.kind === "user" ? (
           <div class="user" data-role="user" key={`u${e.index}`}>
             {e.text}
+            {e.images?.map((img) => (
+              <FilePreview key={img.path} sessionId={sessionId} path={img.path} role="message-image" />
+            ))}
           </div>
         ) : (
           <div class="turn" key={e.turnId} data-role="turn" data-status={e.status}>
@@ -341,6 +355,7 @@ function Chat({
   const completions = complete(commands, text);
   const [error, setError] = useState("");
   const [sending, setSending] = useState(false);
+  const [attached, setAttached] = useState<File[]>([]);
   const scroller = useRef<HTMLDivElement>(null);
   const view = open?.view;
   const running = view?.state === "running";
@@ -390,15 +405,16 @@ function Chat({
   const send = async () => {
     const message = text.trim();
     if (!message) return;
-    if (message.startsWith("/")) {
+    if (message.startsWith("/") && attached.length === 0) {
       await runCommand(message);
       return;
     }
     setSending(true);
     setError("");
     try {
-      const accepted = await api.send(open?.sessionId, message);
+      const accepted = await api.send(open?.sessionId, message, attached);
       setText("");
+      setAttached([]);
       if (accepted.coalesced) setError("queued behind the running turn (coalesced)");
       onSent(accepted.sessionId);
     } catch (e) {
@@ -416,6 +432,7 @@ function Chat({
     }
   };
   const missingToken = open && !api.continuation(open.sessionId);
+  const attach = useRef<HTMLInputElement>(null);
 
   return (
     <section class="chat">
@@ -456,6 +473,23 @@ function Chat({
             : "This browser holds no continuation token for this session (it was started elsewhere): it can be inspected and its approvals decided, but not followed up from here."}
         </div>
       )}
+      {attached.length > 0 && (
+        <div class="attached" data-role="attached">
+          {attached.map((f) => (
+            <span class="badge" key={f.name} data-file={f.name}>
+              {f.name} ({bytes(f.size)}){" "}
+              <button
+                type="button"
+                class="link"
+                title="remove"
+                onClick={() => setAttached((had) => had.filter((x) => x !== f))}
+              >
+                ×
+              </button>
+            </span>
+          ))}
+        </div>
+      )}
       <form
         class="composer"
         onSubmit={(e) => {
@@ -480,6 +514,27 @@ function Chat({
           }}
         />
         <div class="composer-buttons">
+          <input
+            type="file"
+            name="attach"
+            multiple
+            hidden
+            ref={attach}
+            onChange={(e) => {
+              const input = e.target as HTMLInputElement;
+              const picked = Array.from(input.files ?? []);
+              setAttached((had) => [...had.filter((f) => !picked.some((p) => p.name === f.name)), ...picked]);
+              input.value = "";
+            }}
+          />
+          <button
+            type="button"
+            data-role="attach"
+            title="Attach files: written into the session's workspace with the message; images reach the model"
+            onClick={() => attach.current?.click()}
+          >
+            Attach
+          </button>
           <button type="submit" class="primary" disabled={sending || !text.trim()}>
             {running ? "Send (preempts)" : "Send"}
           </button>
@@ -992,7 +1047,7 @@ function MemoryView({ onOpen }: { onOpen: (id: string) => void }) {
  * bearer token is needed, fetched with it and shown as a `data:` URL (the
  * page's Content-Security-Policy allows `img-src 'self' data:`, not `blob:`).
  */
-function FilePreview({ sessionId, path }: { sessionId: string; path: string }) {
+function FilePreview({ sessionId, path, role = "file-preview" }: { sessionId: string; path: string; role?: string }) {
   const token = bearerToken();
   const [src, setSrc] = useState<string | null>(token ? null : api.fileUrl(sessionId, path));
   useEffect(() => {
@@ -1017,7 +1072,7 @@ function FilePreview({ sessionId, path }: { sessionId: string; path: string }) {
       live = false;
     };
   }, [sessionId, path, token]);
-  return src ? <img class="file-preview" data-role="file-preview" src={src} alt={path} loading="lazy" /> : null;
+  return src ? <img class="file-preview" data-role={role} data-path={path} src={src} alt={path} title={path} loading="lazy" /> : null;
 }
 
 /** A download link: the URL itself, or (with a bearer token) a fetch saved from a blob. */

@@ -149,6 +149,31 @@ export interface UserMessage {
   text: string;
   at: string;
   index: number;
+  /** The images attached to the message, by workspace path (`message.received`'s `images`). */
+  images?: ImageRef[];
+}
+
+/** An image in the log: recorded by its workspace path, never its bytes. */
+export interface ImageRef {
+  path: string;
+  mediaType?: string;
+}
+
+/**
+ * The images by path among content items: `message.received`'s `images`,
+ * or a tool's output when it is a list of content items
+ * (`{"type": "image", "mediaType", "path"}`; inline data is written into
+ * the workspace before the result is recorded).
+ */
+export function imagesOf(items: unknown): ImageRef[] {
+  if (!Array.isArray(items)) return [];
+  const out: ImageRef[] = [];
+  for (const item of items) {
+    if (item && typeof item === "object" && item.type === "image" && typeof item.path === "string") {
+      out.push({ path: item.path, ...(typeof item.mediaType === "string" ? { mediaType: item.mediaType } : {}) });
+    }
+  }
+  return out;
 }
 
 export type Entry = UserMessage | Turn;
@@ -277,9 +302,17 @@ function apply(view: SessionView, event: WireEvent): void {
       view.principalId = data.principalId;
       view.title = data.title;
       return;
-    case "message.received":
-      view.entries.push({ kind: "user", text: String(data.text ?? ""), at: event.at, index: event.index });
+    case "message.received": {
+      const images = imagesOf(data.images);
+      view.entries.push({
+        kind: "user",
+        text: String(data.text ?? ""),
+        at: event.at,
+        index: event.index,
+        ...(images.length > 0 ? { images } : {}),
+      });
       return;
+    }
     case "turn.started": {
       const turn = turnOf(view, event);
       if (!turn) return;

@@ -8,6 +8,7 @@ import {
   emptySession,
   failureText,
   fold,
+  imagesOf,
   pendingApprovals,
   sumCost,
   sumUsage,
@@ -238,6 +239,29 @@ describe("markdown", () => {
     expect(html).toContain('<a href="https://a.b"');
     expect(html).toContain("<h1>T</h1>");
     expect(renderMarkdown("```rust\nfn main() {}\n```")).toContain('<span class="hljs-keyword">fn</span>');
+  });
+});
+
+describe("images", () => {
+  it("keeps the image items by path, of a message or a tool's output", () => {
+    expect(
+      imagesOf([
+        { type: "text", text: "the dashboard" },
+        { type: "image", mediaType: "image/png", path: ".agentkit/images/c1-0.png" },
+        { type: "image", path: "shots/a.png" },
+        { type: "image", mediaType: "image/png", data: "iVBOR" },
+      ]),
+    ).toEqual([{ path: ".agentkit/images/c1-0.png", mediaType: "image/png" }, { path: "shots/a.png" }]);
+    expect(imagesOf({ type: "image", path: "a.png" })).toEqual([]);
+    expect(imagesOf(undefined)).toEqual([]);
+  });
+
+  it("attaches a message's images to its entry", () => {
+    const view = fold(
+      emptySession(),
+      session([["message.received", { text: "look", images: [{ type: "image", mediaType: "image/png", path: "dot.png" }] }]]),
+    );
+    expect(view.entries[0]).toMatchObject({ kind: "user", text: "look", images: [{ path: "dot.png", mediaType: "image/png" }] });
   });
 });
 
