@@ -326,6 +326,24 @@ async function main() {
       "step 2's conversation lacks the get_weather result",
     );
     await shot(page, "step-context");
+
+    step = "the step view shows a step's request: tokens by part and the diff to the step before";
+    await page.locator("[data-role=open-request][data-step='2']").first().click();
+    const request = page.locator("[data-role=step-request][data-step='2']").first();
+    await request.waitFor();
+    check((await request.locator("[data-role=token-bars] .token-bar").count()) === 5, "no token bars");
+    const toolResults = await request.locator(".token-bar[data-part=toolResults]").innerText();
+    check(!/\b0$/.test(toolResults.trim()), `step 2 has no tool results: ${toolResults}`);
+    const diff = await request.locator("[data-role=diff]").innerText();
+    check(/added/.test(diff), `step 2's diff shows nothing added: ${diff}`);
+    await request.locator("[data-role=request-body] summary").click();
+    check(
+      (await request.locator("[data-role=request-body]").innerText()).includes("offline model"),
+      "the test model's request body is not explained",
+    );
+    await page.locator("[data-role=open-request][data-step='1']").first().click();
+    await page.locator("[data-role=step-request][data-step='1'] [data-role=diff]").filter({ hasText: "first step" }).waitFor();
+    await shot(page, "step-request");
     await page.click("button[data-tab=events]");
 
     step = "a follow-up rotates the token; a deny records the reason";

@@ -3,7 +3,7 @@
 // The bearer token, when one is set, lives in localStorage and goes in the
 // Authorization header: never in a URL.
 
-import type { StepContext } from "./context";
+import type { SessionStep, StepContext, StepRequest } from "./context";
 import type { LogLine } from "./logs";
 import { NdjsonSplitter, type Line } from "./stream";
 
@@ -277,6 +277,16 @@ export class Api {
   stepContext(sessionId: string, turnId: string, step: number) {
     const q = `turnId=${encodeURIComponent(turnId)}&step=${step}`;
     return this.request<StepContext>("GET", `/v1/session/${sessionId}/context?${q}`);
+  }
+
+  /** The session's model steps, numbered from 1 (`GET /v1/session/:id/steps`). */
+  steps(sessionId: string) {
+    return this.request<{ steps: SessionStep[] }>("GET", `/v1/session/${sessionId}/steps`).then((d) => d.steps);
+  }
+
+  /** A step's provider request as it was sent, its tokens by part and the diff to the step before. */
+  stepRequest(sessionId: string, step: number) {
+    return this.request<StepRequest>("GET", `/v1/session/${sessionId}/steps/${step}/request`);
   }
 
   /** Recent host log lines about a session (`GET /v1/logs`, host-level). */

@@ -19,7 +19,16 @@ import {
   type WorkspaceEntry,
 } from "./api";
 import { appendPage, bytes, isImage, times, uploadPath } from "./kept";
-import { messageLine, shares, sizeLine, type StepContext } from "./context";
+import {
+  compact,
+  messageLine,
+  sessionStepOf,
+  shares,
+  sizeLine,
+  tokenBars,
+  type StepContext,
+  type StepRequest,
+} from "./context";
 import { levelClass, logText, type LogLine } from "./logs";
 import { renderMarkdown } from "./markdown";
 import { commandsOf, complete, helpText, parse as parseCommand } from "./commands";
@@ -617,6 +626,90 @@ function EventsPane({ lines, sessionId, onForked }: { lines: Line[]; sessionId: 
   );
 }
 
+/**
+ * A step's provider request as it was sent (`GET …/steps/:step/request`):
+ * its tokens by part as bars, the provider's counts, the diff to the
+ * session's previous step, and the body itself.
+ */
+function StepRequestView({ sessionId, turnId, step }: { sessionId: string; turnId: string; step: number }) {
+  const [req, setReq] = useState<StepRequest | null>(null);
+  const [error, setError] = useState("");
+  useEffect(() => {
+    let live = true;
+    (async () => {
+      const n = sessionStepOf(await api.steps(sessionId), turnId, step);
+      if (n === undefined) throw new Error(`step ${step} of ${turnId} is not among the session's steps`);
+      return api.stepRequest(sessionId, n);
+    })().then(
+      (r) => live && setReq(r),
+      (e: unknown) =>
+        live &&
+        setError(
+          e instanceof ApiError && e.status === 403
+            ? "a step's request shows the agent's instructions: it needs --dev or an operator"
+            : errorText(e),
+        ),
+    );
+    return () => {
+      live = false;
+    };
+  }, [sessionId, turnId, step]);
+  if (error) return <div class="error step-request">{error}</div>;
+  if (!req) return <div class="muted step-request">loading…</div>;
+  const t = req.tokens;
+  const counted = [
+    t.countedInput !== null ? `input ${t.countedInput}` : null,
+    t.countedCacheRead !== null ? `cache read ${t.countedCacheRead}` : null,
+    t.countedCacheWrite !== null ? `cache write ${t.countedCacheWrite}` : null,
+  ].filter(Boolean);
+  return (
+    <div class="step-request" data-role="step-request" data-step={step}>
+      <div class="muted">
+        session step {req.step} · {req.model ?? "model unknown"}
+        {req.costUsd !== undefined ? ` · ${usd(req.costUsd)}` : ""}
+      </div>
+      <div class="label">tokens (estimated ~{compact(t.estimatedTotal)}{t.trimmed ? ", older tool results trimmed" : ""})</div>
+      <div class="token-bars" data-role="token-bars">
+        {tokenBars(t).map((b) => (
+          <div class="token-bar" key={b.part} data-part={b.part}>
+            <span class="token-label">{b.label}</span>
+            <span class="track">
+              <span class="bar" style={{ left: "0%", width: `${b.pct}%` }} />
+            </span>
+            <span class="muted">{compact(b.tokens)}</span>
+          </div>
+        ))}
+      </div>
+      {counted.length > 0 && <div class="muted" data-role="counted">provider counted: {counted.join(" · ")}</div>}
+      <div class="label">changes since the previous step</div>
+      {req.diff === null ? (
+        <div class="muted" data-role="diff">the session's first step</div>
+      ) : req.diff.length === 0 ? (
+        <div class="muted" data-role="diff">no change</div>
+      ) : (
+        <ul class="diff" data-role="diff">
+          {req.diff.map((d, i) => (
+            <li key={i} class={`diff-${d.op}`}>
+              <code>{d.path}</code> {d.op}
+              {d.before !== undefined && <pre class="json">- {d.before}</pre>}
+              {d.after !== undefined && <pre class="json">+ {d.after}</pre>}
+            </li>
+          ))}
+          {req.diffTruncated && <li class="muted">… more changes not shown</li>}
+        </ul>
+      )}
+      <details data-role="request-body">
+        <summary>request body</summary>
+        {req.body === null ? (
+          <p class="muted">An offline model (test, scripted) sends no provider request: the diff compares the conversations.</p>
+        ) : (
+          <pre class="json">{json(req.body)}</pre>
+        )}
+      </details>
+    </div>
+  );
+}
+
 /** What the model saw at one step: fetched when opened. */
 function StepContextView({ sessionId, turnId, step }: { sessionId: string; turnId: string; step: number }) {
   const [ctx, setCtx] = useState<StepContext | null>(null);
@@ -721,10 +814,19 @@ function TracePane({ view, sessionId }: { view: SessionView; sessionId: string }
                         onClick={() => setOpened(opened === key ? null : key)}
                       >
                         {opened === key ? "hide context" : "context"}
+                      </button>{" "}
+                      <button
+                        class="link"
+                        data-role="open-request"
+                        data-step={s.step}
+                        onClick={() => setOpened(opened === `${key}/request` ? null : `${key}/request`)}
+                      >
+                        {opened === `${key}/request` ? "hide request" : "request"}
                       </button>
                     </span>
                   </div>
                   {opened === key && <StepContextView sessionId={sessionId} turnId={t.turnId} step={s.step} />}
+                  {opened === `${key}/request` && <StepRequestView sessionId={sessionId} turnId={t.turnId} step={s.step} />}
                 </div>
               );
             })}
