@@ -60,8 +60,7 @@ fn serve(state: &Path, extra: &[&str]) -> (ServerProcess, String) {
 }
 
 /// A 2×2 red PNG, as the keeper's `snapshot` tool returns it.
-const PNG_BASE64: &str =
-    "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR4nGP4z8AARAwQCgAf7gP9i18U1AAAAABJRU5ErkJggg==";
+const PNG_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR4nGP4z8AARAwQCgAf7gP9i18U1AAAAABJRU5ErkJggg==";
 
 /// How many artifacts, memories and note files the keeper's first turn
 /// makes: more than one page of the playground's views (50).
