@@ -4,7 +4,10 @@
 //! (`crates/agentkit-playground/web/e2e/playground.mjs`): load, send,
 //! stream, approve, deny, reload and replay, the inbox, a deterministic
 //! tool call, a schedule dispatch, `/docs`, and a `--bearer-token` host
-//! used through the token field.
+//! used through the token field (files uploaded, previewed and downloaded
+//! with the token). A third server runs the `keeper` project (a priced
+//! scripted model) for the views of what an agent keeps: costs, the
+//! Artifacts, Files and Memory views page by page, attachments and images.
 //!
 //! Under `CI=true` a missing browser or Node package fails the test (`.ci/run`
 //! installs them); elsewhere the test says what is missing and passes.
