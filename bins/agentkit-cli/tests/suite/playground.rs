@@ -4,7 +4,10 @@
 //! (`crates/agentkit-playground/web/e2e/playground.mjs`): load, send,
 //! stream, approve, deny, reload and replay, the inbox, a deterministic
 //! tool call, a schedule dispatch, `/docs`, and a `--bearer-token` host
-//! used through the token field.
+//! used through the token field (files uploaded, previewed and downloaded
+//! with the token). A third server runs the `keeper` project (a priced
+//! scripted model) for the views of what an agent keeps: costs, the
+//! Artifacts, Files and Memory views page by page, attachments and images.
 //!
 //! Under `CI=true` a missing browser or Node package fails the test (`.ci/run`
 //! installs them); elsewhere the test says what is missing and passes.
@@ -52,6 +55,83 @@ fn missing() -> Vec<String> {
 /// Serves the weather fixture with `extra` flags; returns the server and
 /// its banner (the lines printed before it was healthy).
 fn serve(state: &Path, extra: &[&str]) -> (ServerProcess, String) {
+    serve_dir(
+        state,
+        &super::fixtures().join("agents/weather-agent"),
+        extra,
+    )
+}
+
+/// A 2×2 red PNG, as the keeper's `snapshot` tool returns it.
+const PNG_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR4nGP4z8AARAwQCgAf7gP9i18U1AAAAABJRU5ErkJggg==";
+
+/// How many artifacts, memories and note files the keeper's first turn
+/// makes: more than one page of the playground's views (50).
+const KEPT: usize = 55;
+
+/// A project at `root/keeper` whose scripted model, in its first turn, tags
+/// `KEPT` artifacts, remembers `KEPT` notes and writes `KEPT` files: what
+/// the playground's Artifacts, Memory and Files views show, page by page.
+/// Its second turn calls `snapshot`, a tool returning an image.
+/// The model has a price, so its steps and turn carry costs.
+fn keeper(root: &Path) -> PathBuf {
+    let dir = root.join("keeper");
+    let agent = dir.join("agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(
+        agent.join("agent.toml"),
+        "description = \"Keeps findings, notes and files\"\n\n\
+         [model]\nprovider = \"scripted\"\nid = \"script.json\"\n\
+         [model.pricing]\ninput = 2.0\noutput = 8.0\n\n\
+         [harness]\nbuiltin_tools = [\"write\", \"remember\", \"recall\", \"forget\"]\n",
+    )
+    .unwrap();
+    std::fs::write(agent.join("instructions.md"), "Keep what you find.\n").unwrap();
+    std::fs::write(
+        agent.join("artifacts.toml"),
+        "agent_tool = true\n\n[kinds.finding]\ndescription = \"A finding\"\n\
+         schema = { type = \"object\", required = [\"file\", \"line\", \"severity\"], properties = { \
+         file = { type = \"string\" }, line = { type = \"integer\" }, severity = { enum = [\"low\", \"high\"] } } }\n",
+    )
+    .unwrap();
+    let calls = |f: &dyn Fn(usize) -> serde_json::Value| -> Vec<serde_json::Value> {
+        (0..KEPT).map(f).collect()
+    };
+    let script = serde_json::json!({"turns": [{"steps": [
+        {"toolCalls": calls(&|i| serde_json::json!({"name": "tag_artifact", "input": {
+            "kind": "finding", "key": format!("src/f{i:02}.rs"),
+            "data": {"file": format!("src/f{i:02}.rs"), "line": i, "severity": if i % 2 == 0 { "high" } else { "low" }}}}))},
+        {"toolCalls": calls(&|i| serde_json::json!({"name": "remember", "input": {
+            "text": format!("note {i:02}: prefers answers in French"), "scope": if i == 0 { "agent" } else { "principal" }}}))},
+        {"toolCalls": calls(&|i| serde_json::json!({"name": "write", "input": {
+            "path": format!("notes/n{i:02}.txt"), "content": format!("note {i}")}}))},
+        {"text": "Kept them all."}
+    ]}, {"steps": [
+        {"toolCalls": [{"name": "snapshot", "input": {}}]},
+        {"text": "Here is a snapshot."}
+    ]}]});
+    // A tool returning an image inline, as a content item.
+    std::fs::create_dir_all(agent.join("tools")).unwrap();
+    std::fs::write(
+        agent.join("tools/snapshot.toml"),
+        "description = \"Takes a snapshot\"\ncommand = [\"python3\", \"snapshot.py\"]\n\
+         timeout = \"10s\"\n\n[input_schema]\ntype = \"object\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        agent.join("tools/snapshot.py"),
+        format!(
+            "import json\nprint(json.dumps([{{\"type\": \"text\", \"text\": \"a red dot\"}}, \
+             {{\"type\": \"image\", \"mediaType\": \"image/png\", \"data\": \"{PNG_BASE64}\"}}]))\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(agent.join("script.json"), script.to_string()).unwrap();
+    dir
+}
+
+/// Serves the project at `dir` with `extra` flags, as `serve` does.
+fn serve_dir(state: &Path, dir: &Path, extra: &[&str]) -> (ServerProcess, String) {
     let port = free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_agentkit"))
         .args([
@@ -63,7 +143,7 @@ fn serve(state: &Path, extra: &[&str]) -> (ServerProcess, String) {
         ])
         .arg(state)
         .arg("--dir")
-        .arg(super::fixtures().join("agents/weather-agent"))
+        .arg(dir)
         .args(extra)
         .env("NO_COLOR", "1")
         .env("ALERTS_TOKEN", "test-token")
@@ -137,12 +217,17 @@ fn the_playground_works_in_a_real_browser() {
         401
     );
 
+    // The views of what an agent keeps, against a scripted model.
+    let (kept, _) = serve_dir(&tmp.path().join("kept"), &keeper(tmp.path()), &[]);
+
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("playground-screenshots");
     let out = Command::new("node")
         .arg("e2e/playground.mjs")
         .args(["--url", &url, "--slug", "weather-agent"])
         .args(["--bearer-url", &format!("http://{}", locked.addr)])
         .args(["--token", token, "--chromium", CHROMIUM])
+        .args(["--keeper-url", &format!("http://{}", kept.addr)])
+        .args(["--kept", &KEPT.to_string()])
         .arg("--shots")
         .arg(&shots)
         .current_dir(web_dir())
@@ -155,6 +240,7 @@ fn the_playground_works_in_a_real_browser() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    drop(kept);
     drop(locked);
     drop(server);
 }

@@ -6,6 +6,11 @@
 //
 //   node e2e/playground.mjs --url http://127.0.0.1:PORT --slug weather-agent \
 //     [--bearer-url http://127.0.0.1:PORT2 --token T] [--shots DIR]
+//     [--keeper-url http://127.0.0.1:PORT3 --kept N]
+//
+// --keeper-url serves the `keeper` project, whose scripted model tags N
+// artifacts, remembers N notes and writes N files in one turn: the
+// Artifacts, Memory and Files views are checked against it, page by page.
 //
 // It exits 0 when every step passed, 1 with the failing step otherwise.
 // Screenshots of the main views go to --shots (test artifacts, not committed).
@@ -60,6 +65,176 @@ async function send(page, text) {
   await page.press("textarea[name=message]", "Enter");
 }
 
+// A 2×2 red PNG.
+const PNG = Buffer.from(
+  "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR4nGP4z8AARAwQCgAf7gP9i18U1AAAAABJRU5ErkJggg==",
+  "base64",
+);
+
+/** Drops the console errors of `step` that are the expected failed answer `status`. */
+function expectFailed(status) {
+  for (let i = consoleErrors.length - 1; i >= 0; i--) {
+    if (consoleErrors[i].startsWith(step) && consoleErrors[i].includes(`${status}`)) consoleErrors.splice(i, 1);
+  }
+}
+
+async function keeper(browser, keeperUrl, kept) {
+  const page = await newPage(browser);
+  const playground = `${keeperUrl}/keeper/playground`;
+  step = "the keeper's turn tags artifacts, remembers notes and writes files";
+  await page.goto(playground);
+  // The artifacts tab, open while the turn runs, follows the session's tags.
+  await page.click("button[data-tab=artifacts]");
+  await send(page, "Keep what you find");
+  await page.waitForSelector("[data-role=turn][data-status=completed]", { timeout: 60000 });
+  await page.waitForFunction(() => document.querySelectorAll("[data-role=artifacts] [data-role=artifact]").length === 50);
+  const sessionId = new URL(page.url()).hash.slice(1);
+  check(/^ses_/.test(sessionId), `no session id in the URL: ${page.url()}`);
+
+  step = "the turn's cost, each step's and the session's total are shown";
+  const turnCost = await page.locator("[data-role=turn][data-status=completed] [data-role=cost]").innerText();
+  check(/^\$\d+\.\d+$/.test(turnCost), `no turn cost: ${turnCost}`);
+  const session = await (await page.request.get(`${keeperUrl}/keeper/v1/session/${sessionId}`)).json();
+  check(typeof session.costUsd === "number" && session.costUsd > 0, `the session's cost is ${session.costUsd}`);
+  const sessionCost = await page.locator("[data-role=session-cost]").innerText();
+  check(sessionCost === turnCost, `the session total ${sessionCost} is not the one turn's ${turnCost}`);
+  await page.locator(`button.session[data-session="${sessionId}"]`).filter({ hasText: turnCost }).waitFor();
+  await page.click("button[data-tab=trace]");
+  await page.waitForSelector("[data-role=step-cost][data-step='4']");
+  const stepCosts = await page.locator("[data-role=step-cost]").allInnerTexts();
+  check(stepCosts.length === 4 && stepCosts.every((c) => /^\$\d/.test(c.trim())), `step costs: ${stepCosts}`);
+  await shot(page, "costs");
+
+  step = "the session's Artifacts tab lists them page by page";
+  await page.click("button[data-tab=artifacts]");
+  const artifacts = page.locator("[data-role=artifacts] [data-role=artifact]");
+  await page.waitForFunction(() => document.querySelectorAll("[data-role=artifact]").length === 50);
+  await page.click("[data-role=artifacts] [data-role=more]");
+  await page.waitForFunction((n) => document.querySelectorAll("[data-role=artifact]").length === n, kept);
+  check((await page.locator("[data-role=artifacts] [data-role=more]").count()) === 0, "a more control after the last page");
+  // Newest first: the first tagged is last.
+  const first = artifacts.last();
+  check((await first.getAttribute("data-kind")) === "finding", "the artifact's kind is not shown");
+  check((await first.locator("[data-role=artifact-key]").innerText()) === "src/f00.rs", "the artifact's key is not shown");
+  const data = await first.locator("[data-role=artifact-data]").innerText();
+  check(data.includes('"severity": "high"') && data.includes("\n"), `the data is not pretty JSON: ${data}`);
+  check((await first.innerText()).includes("created "), "no times on the artifact");
+  await shot(page, "artifacts");
+
+  step = "the Files tab lists the workspace page by page, uploads an image and shows it";
+  await page.click("button[data-tab=files]");
+  await page.waitForSelector("[data-role=files] [data-role=file]");
+  while ((await page.locator("[data-role=files] [data-role=more]").count()) > 0) {
+    const before = await page.locator("[data-role=files] [data-role=file]").count();
+    await page.click("[data-role=files] [data-role=more]");
+    await page.waitForFunction((n) => document.querySelectorAll("[data-role=files] [data-role=file]").length > n, before);
+  }
+  await page.waitForSelector(`[data-role=file][data-path="notes/n${String(kept - 1).padStart(2, "0")}.txt"]`);
+  const note = page.locator('[data-role=file][data-path="notes/n03.txt"] [data-role=file-download]');
+  const href = await note.getAttribute("href");
+  check(href.endsWith(`/v1/session/${sessionId}/files/notes/n03.txt`), `the download link is ${href}`);
+  const downloaded = await page.evaluate(async (h) => (await fetch(h)).text(), href);
+  check(downloaded === "note 3", `the download answered ${downloaded}`);
+  await page.setInputFiles("[data-role=upload] input[type=file]", { name: "dot.png", mimeType: "image/png", buffer: PNG });
+  await page.fill("[data-role=upload] input[name=folder]", "shots");
+  await page.click("[data-role=upload] button[type=submit]");
+  await page.locator("[data-role=upload-note]").filter({ hasText: "uploaded shots/dot.png" }).waitFor();
+  const preview = page.locator('[data-role=file][data-path="shots/dot.png"] img[data-role=file-preview]');
+  await preview.waitFor();
+  await preview.scrollIntoViewIfNeeded(); // previews load lazily
+  await page.waitForFunction(
+    () => document.querySelector('[data-path="shots/dot.png"] img[data-role=file-preview]')?.naturalWidth === 2,
+  );
+  // A path out of the workspace is refused before anything is sent.
+  await page.setInputFiles("[data-role=upload] input[type=file]", { name: "x.txt", mimeType: "text/plain", buffer: Buffer.from("x") });
+  await page.fill("[data-role=upload] input[name=folder]", "..");
+  await page.click("[data-role=upload] button[type=submit]");
+  let refusal = await page.locator("[data-role=upload-note].error").innerText();
+  check(/inside the workspace/.test(refusal), `no refusal shown: ${refusal}`);
+  // A file over the server's 8 MiB cap is refused by the server, and the refusal shown.
+  await page.fill("[data-role=upload] input[name=folder]", "");
+  await page.setInputFiles("[data-role=upload] input[type=file]", {
+    name: "big.bin",
+    mimeType: "application/octet-stream",
+    buffer: Buffer.alloc(8 * 1024 * 1024 + 1),
+  });
+  await page.click("[data-role=upload] button[type=submit]");
+  await page.locator("[data-role=upload-note].error").filter({ hasText: "payload_too_large" }).waitFor();
+  expectFailed(413);
+  await shot(page, "files");
+
+  step = "the agent's Artifacts view links each to its session";
+  await page.click("button[data-view=artifacts]");
+  await page.waitForFunction(() => document.querySelectorAll("[data-role=artifact]").length === 50);
+  await page.locator("[data-role=artifact-session]").first().click();
+  await page.waitForSelector("button[data-tab=events]");
+  check(new URL(page.url()).hash.slice(1) === sessionId, "the artifact's session did not open");
+
+  step = "the Memory view lists, edits and deletes memories";
+  await page.click("button[data-view=memory]");
+  const memories = page.locator("[data-role=memories] [data-role=memory]");
+  await page.waitForFunction(() => document.querySelectorAll("[data-role=memory]").length === 50);
+  await page.click("[data-role=memories] [data-role=more]");
+  await page.waitForFunction((n) => document.querySelectorAll("[data-role=memory]").length === n, kept);
+  const agentWide = page.locator("[data-role=memory][data-scope=agent]");
+  check((await agentWide.count()) === 1, "the agent-wide memory is not marked");
+  check((await agentWide.innerText()).includes("kept by local"), `no provenance: ${await agentWide.innerText()}`);
+  const mem = memories.first();
+  const memId = await mem.getAttribute("data-memory");
+  await mem.locator("[data-role=memory-edit]").click();
+  await mem.locator("textarea").fill("prefers answers in Norwegian");
+  await mem.locator("[data-role=memory-save]").click();
+  await mem.locator("[data-role=memory-text]").filter({ hasText: "prefers answers in Norwegian" }).waitFor();
+  const stored = await page.evaluate(
+    async (id) => (await (await fetch(`/keeper/v1/memory/${id}`)).json()).memory.text,
+    memId,
+  );
+  check(stored === "prefers answers in Norwegian", `the edit is not stored: ${stored}`);
+  // A blank text is refused by the API, and the page says why.
+  await mem.locator("[data-role=memory-edit]").click();
+  await mem.locator("textarea").fill("   ");
+  await mem.locator("[data-role=memory-save]").click();
+  await mem.locator("[data-role=memory-error]").waitFor();
+  expectFailed(400);
+  await mem.locator("button", { hasText: "cancel" }).click();
+  page.once("dialog", (d) => d.accept());
+  await mem.locator("[data-role=memory-delete]").click();
+  await page.waitForFunction((n) => document.querySelectorAll("[data-role=memory]").length === n, kept - 1);
+  const gone = await page.evaluate(async (id) => (await fetch(`/keeper/v1/memory/${id}`)).status, memId);
+  check(gone === 404, `the deleted memory answers ${gone}`);
+  expectFailed(404);
+  await shot(page, "memory");
+  await memories.first().locator("[data-role=memory-session]").click();
+  await page.waitForSelector("button[data-tab=events]");
+  check(new URL(page.url()).hash.slice(1) === sessionId, "the memory's session did not open");
+
+  step = "an image attached to a message and one a tool returned show in the chat";
+  await page.setInputFiles("input[name=attach]", { name: "dot.png", mimeType: "image/png", buffer: PNG });
+  await page.locator("[data-role=attached] [data-file='dot.png']").waitFor();
+  await send(page, "What does this show?");
+  await page.waitForFunction(() => document.querySelectorAll("[data-role=turn][data-status=completed]").length === 2);
+  check((await page.locator("[data-role=attached]").count()) === 0, "the attachment stays after sending");
+  const received = await (await page.request.get(`${keeperUrl}/keeper/v1/session/${sessionId}/events`)).text();
+  const withImage = received
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l))
+    .find((ev) => ev.type === "message.received" && ev.data.images?.some((i) => i.path === "dot.png"));
+  check(withImage, "the image is not on the message");
+  for (const role of ["message-image", "tool-image"]) {
+    const img = page.locator(`img[data-role=${role}]`).last();
+    await img.waitFor();
+    await img.scrollIntoViewIfNeeded();
+    await page.waitForFunction((r) => [...document.querySelectorAll(`img[data-role=${r}]`)].some((i) => i.naturalWidth === 2), role);
+  }
+  check(
+    (await page.locator("img[data-role=tool-image]").last().getAttribute("data-path")).startsWith(".agentkit/images/"),
+    "the tool's image is not shown from the workspace",
+  );
+  await shot(page, "images");
+  await page.close();
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath,
@@ -107,6 +282,8 @@ async function main() {
     );
     const usage = await page.locator("[data-role=turn][data-status=completed] [data-role=usage]").first().innerText();
     check(/in \d+ · out \d+ · cache read \d+ · cache write \d+/.test(usage), `no usage footer: ${usage}`);
+    // The offline test model has no price: its cost is unknown, never $0.
+    check(usage.includes("cost unknown"), `no unknown cost in the footer: ${usage}`);
     await shot(page, "chat-completed");
 
     step = "the raw pane shows the NDJSON wire events";
@@ -149,6 +326,24 @@ async function main() {
       "step 2's conversation lacks the get_weather result",
     );
     await shot(page, "step-context");
+
+    step = "the step view shows a step's request: tokens by part and the diff to the step before";
+    await page.locator("[data-role=open-request][data-step='2']").first().click();
+    const request = page.locator("[data-role=step-request][data-step='2']").first();
+    await request.waitFor();
+    check((await request.locator("[data-role=token-bars] .token-bar").count()) === 5, "no token bars");
+    const toolResults = await request.locator(".token-bar[data-part=toolResults]").innerText();
+    check(!/\b0$/.test(toolResults.trim()), `step 2 has no tool results: ${toolResults}`);
+    const diff = await request.locator("[data-role=diff]").innerText();
+    check(/added/.test(diff), `step 2's diff shows nothing added: ${diff}`);
+    await request.locator("[data-role=request-body] summary").click();
+    check(
+      (await request.locator("[data-role=request-body]").innerText()).includes("offline model"),
+      "the test model's request body is not explained",
+    );
+    await page.locator("[data-role=open-request][data-step='1']").first().click();
+    await page.locator("[data-role=step-request][data-step='1'] [data-role=diff]").filter({ hasText: "first step" }).waitFor();
+    await shot(page, "step-request");
     await page.click("button[data-tab=events]");
 
     step = "a follow-up rotates the token; a deny records the reason";
@@ -329,10 +524,34 @@ async function main() {
       await p2.locator("[data-role=tool-call].parked button.approve").first().click();
       await p2.waitForSelector("[data-role=turn][data-status=completed]");
       check(!p2.url().includes(opts.token), "the token is in the URL");
+
+      step = "with a token, files upload, previews and downloads carry it";
+      await p2.click("button[data-tab=files]");
+      await p2.waitForSelector("[data-role=files] [data-role=file]");
+      await p2.setInputFiles("[data-role=upload] input[type=file]", { name: "dot.png", mimeType: "image/png", buffer: PNG });
+      await p2.click("[data-role=upload] button[type=submit]");
+      await p2.locator("[data-role=upload-note]").filter({ hasText: "uploaded dot.png" }).waitFor();
+      const tokenPreview = p2.locator('[data-role=file][data-path="dot.png"] img[data-role=file-preview]');
+      await tokenPreview.waitFor();
+      await tokenPreview.scrollIntoViewIfNeeded();
+      check((await tokenPreview.getAttribute("src")).startsWith("data:image/png"), "the preview is not fetched with the token");
+      await p2.waitForFunction(
+        () => document.querySelector('[data-path="dot.png"] img[data-role=file-preview]')?.naturalWidth === 2,
+      );
+      const [download] = await Promise.all([
+        p2.waitForEvent("download"),
+        p2.locator('[data-role=file][data-path="dot.png"] [data-role=file-download]').click(),
+      ]);
+      const saved = await download.createReadStream();
+      const chunks = [];
+      for await (const c of saved) chunks.push(c);
+      check(Buffer.concat(chunks).equals(PNG), "the download is not the uploaded file");
       check(consoleErrors.length === errorsBefore, "errors after the token was set");
       await shot(p2, "bearer");
       await p2.close();
     }
+
+    if (opts["keeper-url"]) await keeper(browser, opts["keeper-url"], Number(opts.kept ?? 55));
 
     step = "no console error";
     check(consoleErrors.length === 0, `console errors:\n${consoleErrors.join("\n")}`);

@@ -5,8 +5,30 @@
 
 import { render } from "preact";
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { Api, ApiError, bearerToken, setBearerToken, type Caller, type PendingApproval, type SessionSummary } from "./api";
-import { messageLine, shares, sizeLine, type StepContext } from "./context";
+import {
+  Api,
+  ApiError,
+  bearerToken,
+  setBearerToken,
+  type Artifact,
+  type Caller,
+  type Memory,
+  type Page,
+  type PendingApproval,
+  type SessionSummary,
+  type WorkspaceEntry,
+} from "./api";
+import { appendPage, bytes, isImage, times, uploadPath } from "./kept";
+import {
+  compact,
+  messageLine,
+  sessionStepOf,
+  shares,
+  sizeLine,
+  tokenBars,
+  type StepContext,
+  type StepRequest,
+} from "./context";
 import { levelClass, logText, type LogLine } from "./logs";
 import { renderMarkdown } from "./markdown";
 import { commandsOf, complete, helpText, parse as parseCommand } from "./commands";
@@ -15,8 +37,12 @@ import {
   emptySession,
   failureText,
   fold,
+  imagesOf,
   pendingApprovals,
+  sumCost,
+  sumUsage,
   turnDuration,
+  usd,
   type Line,
   type Part,
   type SessionView,
@@ -147,6 +173,11 @@ function UsageFooter({ turn }: { turn: Turn }) {
           in {u.inputTokens} · out {u.outputTokens} · cache read {u.cacheReadTokens} · cache write {u.cacheWriteTokens}
         </span>
       )}
+      {turn.costUsd !== undefined && (
+        <span data-role="cost" title={turn.costUsd === null ? "the model has no price: see the pricing reference" : "what this turn cost"}>
+          {usd(turn.costUsd)}
+        </span>
+      )}
       {d !== undefined && <span>{seconds(d)}</span>}
       {turn.resumes && <span>resumes {turn.resumes}</span>}
       {(turn.messages ?? 1) > 1 && <span>answers {turn.messages} messages (coalesced)</span>}
@@ -191,8 +222,15 @@ function Decide({ sessionId, call, onDone }: { sessionId: string; call: { callId
 
 function ToolCallCard({ call, sessionId }: { call: ToolCall; sessionId: string }) {
   const state = call.approval?.state === "pending" ? "parked" : call.isError ? "error" : call.status;
+  // Images a tool returned are shown (the card opens for them).
+  const images = call.status === "done" ? imagesOf(call.output) : [];
   return (
-    <details class={`tool ${state}`} data-role="tool-call" data-tool={call.toolName} open={state === "parked"}>
+    <details
+      class={`tool ${state}`}
+      data-role="tool-call"
+      data-tool={call.toolName}
+      open={state === "parked" || images.length > 0}
+    >
       <summary>
         <span class="tool-name">{call.toolName}</span>
         <span class={`badge ${state}`}>
@@ -216,6 +254,9 @@ function ToolCallCard({ call, sessionId }: { call: ToolCall; sessionId: string }
             <pre class={`json ${call.isError ? "error" : ""}`} data-role="tool-output">
               {json(call.output)}
             </pre>
+            {images.map((img) => (
+              <FilePreview key={img.path} sessionId={sessionId} path={img.path} role="tool-image" />
+            ))}
           </>
         )}
         {call.approval?.state === "pending" && <Decide sessionId={sessionId} call={call} />}
@@ -270,6 +311,9 @@ function Transcript({ view, sessionId }: { view: SessionView; sessionId: string 
         e.kind === "user" ? (
           <div class="user" data-role="user" key={`u${e.index}`}>
             {e.text}
+            {e.images?.map((img) => (
+              <FilePreview key={img.path} sessionId={sessionId} path={img.path} role="message-image" />
+            ))}
           </div>
         ) : (
           <div class="turn" key={e.turnId} data-role="turn" data-status={e.status}>
@@ -281,7 +325,24 @@ function Transcript({ view, sessionId }: { view: SessionView; sessionId: string 
           </div>
         ),
       )}
+      <SessionTotal view={view} />
     </>
+  );
+}
+
+/** The session's ended turns, summed: tokens and cost (what `GET /v1/session/:id` reports). */
+function SessionTotal({ view }: { view: SessionView }) {
+  const ended = view.entries.filter((e): e is Turn => e.kind === "turn" && e.status !== "running");
+  if (ended.length === 0) return null;
+  const u = sumUsage(ended);
+  const cost = sumCost(ended);
+  return (
+    <div class="usage session-total" data-role="session-total">
+      <span>
+        session: {ended.length} turn{ended.length === 1 ? "" : "s"} · in {u.inputTokens} · out {u.outputTokens}
+      </span>
+      {cost !== undefined && <span data-role="session-cost">{usd(cost)}</span>}
+    </div>
   );
 }
 
@@ -303,6 +364,7 @@ function Chat({
   const completions = complete(commands, text);
   const [error, setError] = useState("");
   const [sending, setSending] = useState(false);
+  const [attached, setAttached] = useState<File[]>([]);
   const scroller = useRef<HTMLDivElement>(null);
   const view = open?.view;
   const running = view?.state === "running";
@@ -352,15 +414,16 @@ function Chat({
   const send = async () => {
     const message = text.trim();
     if (!message) return;
-    if (message.startsWith("/")) {
+    if (message.startsWith("/") && attached.length === 0) {
       await runCommand(message);
       return;
     }
     setSending(true);
     setError("");
     try {
-      const accepted = await api.send(open?.sessionId, message);
+      const accepted = await api.send(open?.sessionId, message, attached);
       setText("");
+      setAttached([]);
       if (accepted.coalesced) setError("queued behind the running turn (coalesced)");
       onSent(accepted.sessionId);
     } catch (e) {
@@ -378,6 +441,7 @@ function Chat({
     }
   };
   const missingToken = open && !api.continuation(open.sessionId);
+  const attach = useRef<HTMLInputElement>(null);
 
   return (
     <section class="chat">
@@ -418,6 +482,23 @@ function Chat({
             : "This browser holds no continuation token for this session (it was started elsewhere): it can be inspected and its approvals decided, but not followed up from here."}
         </div>
       )}
+      {attached.length > 0 && (
+        <div class="attached" data-role="attached">
+          {attached.map((f) => (
+            <span class="badge" key={f.name} data-file={f.name}>
+              {f.name} ({bytes(f.size)}){" "}
+              <button
+                type="button"
+                class="link"
+                title="remove"
+                onClick={() => setAttached((had) => had.filter((x) => x !== f))}
+              >
+                ×
+              </button>
+            </span>
+          ))}
+        </div>
+      )}
       <form
         class="composer"
         onSubmit={(e) => {
@@ -442,6 +523,27 @@ function Chat({
           }}
         />
         <div class="composer-buttons">
+          <input
+            type="file"
+            name="attach"
+            multiple
+            hidden
+            ref={attach}
+            onChange={(e) => {
+              const input = e.target as HTMLInputElement;
+              const picked = Array.from(input.files ?? []);
+              setAttached((had) => [...had.filter((f) => !picked.some((p) => p.name === f.name)), ...picked]);
+              input.value = "";
+            }}
+          />
+          <button
+            type="button"
+            data-role="attach"
+            title="Attach files: written into the session's workspace with the message; images reach the model"
+            onClick={() => attach.current?.click()}
+          >
+            Attach
+          </button>
           <button type="submit" class="primary" disabled={sending || !text.trim()}>
             {running ? "Send (preempts)" : "Send"}
           </button>
@@ -520,6 +622,90 @@ function EventsPane({ lines, sessionId, onForked }: { lines: Line[]; sessionId: 
           </li>
         ))}
       </ol>
+    </div>
+  );
+}
+
+/**
+ * A step's provider request as it was sent (`GET …/steps/:step/request`):
+ * its tokens by part as bars, the provider's counts, the diff to the
+ * session's previous step, and the body itself.
+ */
+function StepRequestView({ sessionId, turnId, step }: { sessionId: string; turnId: string; step: number }) {
+  const [req, setReq] = useState<StepRequest | null>(null);
+  const [error, setError] = useState("");
+  useEffect(() => {
+    let live = true;
+    (async () => {
+      const n = sessionStepOf(await api.steps(sessionId), turnId, step);
+      if (n === undefined) throw new Error(`step ${step} of ${turnId} is not among the session's steps`);
+      return api.stepRequest(sessionId, n);
+    })().then(
+      (r) => live && setReq(r),
+      (e: unknown) =>
+        live &&
+        setError(
+          e instanceof ApiError && e.status === 403
+            ? "a step's request shows the agent's instructions: it needs --dev or an operator"
+            : errorText(e),
+        ),
+    );
+    return () => {
+      live = false;
+    };
+  }, [sessionId, turnId, step]);
+  if (error) return <div class="error step-request">{error}</div>;
+  if (!req) return <div class="muted step-request">loading…</div>;
+  const t = req.tokens;
+  const counted = [
+    t.countedInput !== null ? `input ${t.countedInput}` : null,
+    t.countedCacheRead !== null ? `cache read ${t.countedCacheRead}` : null,
+    t.countedCacheWrite !== null ? `cache write ${t.countedCacheWrite}` : null,
+  ].filter(Boolean);
+  return (
+    <div class="step-request" data-role="step-request" data-step={step}>
+      <div class="muted">
+        session step {req.step} · {req.model ?? "model unknown"}
+        {req.costUsd !== undefined ? ` · ${usd(req.costUsd)}` : ""}
+      </div>
+      <div class="label">tokens (estimated ~{compact(t.estimatedTotal)}{t.trimmed ? ", older tool results trimmed" : ""})</div>
+      <div class="token-bars" data-role="token-bars">
+        {tokenBars(t).map((b) => (
+          <div class="token-bar" key={b.part} data-part={b.part}>
+            <span class="token-label">{b.label}</span>
+            <span class="track">
+              <span class="bar" style={{ left: "0%", width: `${b.pct}%` }} />
+            </span>
+            <span class="muted">{compact(b.tokens)}</span>
+          </div>
+        ))}
+      </div>
+      {counted.length > 0 && <div class="muted" data-role="counted">provider counted: {counted.join(" · ")}</div>}
+      <div class="label">changes since the previous step</div>
+      {req.diff === null ? (
+        <div class="muted" data-role="diff">the session's first step</div>
+      ) : req.diff.length === 0 ? (
+        <div class="muted" data-role="diff">no change</div>
+      ) : (
+        <ul class="diff" data-role="diff">
+          {req.diff.map((d, i) => (
+            <li key={i} class={`diff-${d.op}`}>
+              <code>{d.path}</code> {d.op}
+              {d.before !== undefined && <pre class="json">- {d.before}</pre>}
+              {d.after !== undefined && <pre class="json">+ {d.after}</pre>}
+            </li>
+          ))}
+          {req.diffTruncated && <li class="muted">… more changes not shown</li>}
+        </ul>
+      )}
+      <details data-role="request-body">
+        <summary>request body</summary>
+        {req.body === null ? (
+          <p class="muted">An offline model (test, scripted) sends no provider request: the diff compares the conversations.</p>
+        ) : (
+          <pre class="json">{json(req.body)}</pre>
+        )}
+      </details>
     </div>
   );
 }
@@ -605,6 +791,7 @@ function TracePane({ view, sessionId }: { view: SessionView; sessionId: string }
                   · {t.usage.inputTokens} in / {t.usage.outputTokens} out
                 </span>
               )}
+              {t.costUsd !== undefined && <span class="muted"> · {usd(t.costUsd)}</span>}
             </div>
             {t.steps.map((s) => {
               const key = `${t.turnId}#${s.step}`;
@@ -615,6 +802,11 @@ function TracePane({ view, sessionId }: { view: SessionView; sessionId: string }
                     <span class="track">{bar(s.startedAt, s.durationMs)}</span>
                     <span class="muted">
                       {seconds(s.durationMs)} {s.finishReason ?? ""}{" "}
+                      {s.costUsd !== undefined && (
+                        <span data-role="step-cost" data-step={s.step}>
+                          {usd(s.costUsd)}{" "}
+                        </span>
+                      )}
                       <button
                         class="link"
                         data-role="open-context"
@@ -622,10 +814,19 @@ function TracePane({ view, sessionId }: { view: SessionView; sessionId: string }
                         onClick={() => setOpened(opened === key ? null : key)}
                       >
                         {opened === key ? "hide context" : "context"}
+                      </button>{" "}
+                      <button
+                        class="link"
+                        data-role="open-request"
+                        data-step={s.step}
+                        onClick={() => setOpened(opened === `${key}/request` ? null : `${key}/request`)}
+                      >
+                        {opened === `${key}/request` ? "hide request" : "request"}
                       </button>
                     </span>
                   </div>
                   {opened === key && <StepContextView sessionId={sessionId} turnId={t.turnId} step={s.step} />}
+                  {opened === `${key}/request` && <StepRequestView sessionId={sessionId} turnId={t.turnId} step={s.step} />}
                 </div>
               );
             })}
@@ -695,12 +896,405 @@ function LogsPane({ sessionId }: { sessionId: string }) {
   );
 }
 
+/** A listing followed page by page: the first page on mount, the next with `more`. */
+function usePaged<T extends { id?: string; path?: string }>(load: (cursor?: string) => Promise<Page<T>>, version = 0) {
+  const [items, setItems] = useState<T[] | null>(null);
+  const [next, setNext] = useState<string | undefined>(undefined);
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  // How many items are shown: a reload fetches as many pages again, so
+  // that what was listed stays listed (an upload lands on a later page).
+  const shown = useRef(0);
+  // Reloads may overlap (a session tagging many artifacts at once): only
+  // the latest one's answer is shown.
+  const latest = useRef(0);
+  const reload = useCallback(() => {
+    const mine = ++latest.current;
+    setError(null);
+    setBusy(true);
+    (async () => {
+      let page = await load();
+      let all = page.items;
+      while (page.nextCursor && all.length < shown.current) {
+        page = await load(page.nextCursor);
+        all = appendPage(all, page.items);
+      }
+      if (mine !== latest.current) return;
+      shown.current = all.length;
+      setItems(all);
+      setNext(page.nextCursor);
+      setBusy(false);
+    })().catch((e: unknown) => {
+      if (mine !== latest.current) return;
+      setError(errorText(e));
+      setBusy(false);
+    });
+  }, [load]);
+  useEffect(reload, [reload, version]);
+  const more = () => {
+    if (!next) return;
+    setBusy(true);
+    load(next).then(
+      (page) => {
+        setItems((listed) => {
+          const all = appendPage(listed ?? [], page.items);
+          shown.current = all.length;
+          return all;
+        });
+        setNext(page.nextCursor);
+        setBusy(false);
+      },
+      (e: unknown) => {
+        setError(errorText(e));
+        setBusy(false);
+      },
+    );
+  };
+  return { items, setItems, next, error, busy, reload, more };
+}
+
+function MoreButton({ next, busy, onMore }: { next?: string; busy: boolean; onMore: () => void }) {
+  if (!next) return null;
+  return (
+    <button class="more" data-role="more" disabled={busy} onClick={onMore}>
+      more
+    </button>
+  );
+}
+
+/** Artifacts (docs/reference/artifacts.md): one session's, or the agent's as the caller sees them. */
+function ArtifactsPane({
+  sessionId,
+  onOpen,
+  version,
+}: {
+  sessionId?: string;
+  onOpen?: (id: string) => void;
+  /** Changes when the session tags another: the list reloads. */
+  version?: number;
+}) {
+  const load = useCallback((cursor?: string) => api.artifacts(sessionId, cursor), [sessionId]);
+  const { items, next, error, busy, reload, more } = usePaged<Artifact>(load, version);
+  return (
+    <div class="kept" data-role="artifacts">
+      <div class="kept-bar">
+        <button onClick={reload} data-role="artifacts-refresh">
+          refresh
+        </button>
+        {docsLink("artifacts", "artifacts reference")}
+      </div>
+      {error && <div class="error">{error}</div>}
+      {items && items.length === 0 && (
+        <p class="muted">{sessionId ? "This session has tagged no artifact." : "No artifact yet."}</p>
+      )}
+      {items && items.length > 0 && (
+        <ul class="kept-list">
+          {items.map((a) => (
+            <li key={a.id} data-role="artifact" data-kind={a.kind} data-artifact={a.id}>
+              <div class="kept-head">
+                <span class="badge">{a.kind}</span>
+                {a.key !== undefined && <code data-role="artifact-key">{a.key}</code>}
+                <span class="spacer" />
+                {!sessionId && onOpen && (
+                  <button class="link" data-role="artifact-session" onClick={() => onOpen(a.sessionId)}>
+                    {a.sessionId}
+                  </button>
+                )}
+              </div>
+              <pre class="json" data-role="artifact-data">
+                {json(a.data)}
+              </pre>
+              <div class="muted small">{times(a.createdAt, a.updatedAt)}</div>
+            </li>
+          ))}
+        </ul>
+      )}
+      <MoreButton next={next} busy={busy} onMore={more} />
+    </div>
+  );
+}
+
+function MemoryItem({
+  memory,
+  onOpen,
+  onChanged,
+  onDeleted,
+}: {
+  memory: Memory;
+  onOpen: (id: string) => void;
+  onChanged: (m: Memory) => void;
+  onDeleted: () => void;
+}) {
+  const [editing, setEditing] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const save = async () => {
+    if (editing === null) return;
+    setBusy(true);
+    setError(null);
+    try {
+      onChanged(await api.editMemory(memory.id, editing));
+      setEditing(null);
+    } catch (e) {
+      setError(errorText(e));
+    }
+    setBusy(false);
+  };
+  const remove = async () => {
+    if (!window.confirm(`Delete the memory "${memory.text.slice(0, 80)}"?`)) return;
+    setBusy(true);
+    setError(null);
+    try {
+      await api.deleteMemory(memory.id);
+      onDeleted();
+    } catch (e) {
+      setError(errorText(e));
+      setBusy(false);
+    }
+  };
+  const prov = memory.provenance ?? {};
+  return (
+    <li data-role="memory" data-memory={memory.id} data-scope={memory.scope}>
+      <div class="kept-head">
+        <span class="badge">{memory.scope}</span>
+        {prov.principal && <span class="muted">kept by {prov.principal}</span>}
+        <span class="spacer" />
+        {prov.sessionId && (
+          <button class="link" data-role="memory-session" onClick={() => onOpen(prov.sessionId as string)}>
+            {prov.sessionId}
+            {prov.eventIndex !== undefined ? ` · event ${prov.eventIndex}` : ""}
+          </button>
+        )}
+      </div>
+      {editing === null ? (
+        <p class="memory-text" data-role="memory-text">
+          {memory.text}
+        </p>
+      ) : (
+        <textarea
+          name="memory-text"
+          rows={3}
+          value={editing}
+          onInput={(e) => setEditing((e.target as HTMLTextAreaElement).value)}
+        />
+      )}
+      <div class="kept-actions">
+        {editing === null ? (
+          <button data-role="memory-edit" disabled={busy} onClick={() => setEditing(memory.text)}>
+            edit
+          </button>
+        ) : (
+          <>
+            <button data-role="memory-save" disabled={busy} onClick={() => void save()}>
+              save
+            </button>
+            <button class="link" disabled={busy} onClick={() => setEditing(null)}>
+              cancel
+            </button>
+          </>
+        )}
+        <button class="deny" data-role="memory-delete" disabled={busy} onClick={() => void remove()}>
+          delete
+        </button>
+        <span class="spacer" />
+        <span class="muted small">{times(memory.createdAt, memory.updatedAt)}</span>
+      </div>
+      {error && (
+        <div class="error" data-role="memory-error">
+          {error}
+        </div>
+      )}
+    </li>
+  );
+}
+
+/** Governed memories (docs/reference/memory.md): those the caller's sessions see; every one for an operator. */
+function MemoryView({ onOpen }: { onOpen: (id: string) => void }) {
+  const load = useCallback((cursor?: string) => api.memories(cursor), []);
+  const { items, setItems, next, error, busy, reload, more } = usePaged<Memory>(load);
+  return (
+    <section class="page memory-view" data-role="memories">
+      <h2>Memory</h2>
+      <p class="muted">
+        What the model kept with <code>remember</code>: its own principal's notes and the agent-wide ones (every note for
+        an operator). Edit or delete them here; {docsLink("memory", "memory reference")}.
+      </p>
+      <div class="kept-bar">
+        <button onClick={reload} data-role="memory-refresh">
+          refresh
+        </button>
+      </div>
+      {error && <div class="error">{error}</div>}
+      {items && items.length === 0 && <p class="muted">No memory yet.</p>}
+      {items && items.length > 0 && (
+        <ul class="kept-list">
+          {items.map((m) => (
+            <MemoryItem
+              key={m.id}
+              memory={m}
+              onOpen={onOpen}
+              onChanged={(changed) => setItems((all) => (all ?? []).map((x) => (x.id === changed.id ? changed : x)))}
+              onDeleted={() => setItems((all) => (all ?? []).filter((x) => x.id !== m.id))}
+            />
+          ))}
+        </ul>
+      )}
+      <MoreButton next={next} busy={busy} onMore={more} />
+    </section>
+  );
+}
+
+/**
+ * An image of the workspace: straight from its download URL, or, when a
+ * bearer token is needed, fetched with it and shown as a `data:` URL (the
+ * page's Content-Security-Policy allows `img-src 'self' data:`, not `blob:`).
+ */
+function FilePreview({ sessionId, path, role = "file-preview" }: { sessionId: string; path: string; role?: string }) {
+  const token = bearerToken();
+  const [src, setSrc] = useState<string | null>(token ? null : api.fileUrl(sessionId, path));
+  useEffect(() => {
+    if (!token) return;
+    let live = true;
+    api
+      .fileBlob(sessionId, path)
+      .then(
+        (blob) =>
+          new Promise<string>((resolve, reject) => {
+            const reader = new FileReader();
+            reader.onload = () => resolve(String(reader.result));
+            reader.onerror = () => reject(reader.error);
+            reader.readAsDataURL(blob);
+          }),
+      )
+      .then(
+        (url) => live && setSrc(url),
+        () => live && setSrc(null),
+      );
+    return () => {
+      live = false;
+    };
+  }, [sessionId, path, token]);
+  return src ? <img class="file-preview" data-role={role} data-path={path} src={src} alt={path} title={path} loading="lazy" /> : null;
+}
+
+/** A download link: the URL itself, or (with a bearer token) a fetch saved from a blob. */
+function DownloadLink({ sessionId, path }: { sessionId: string; path: string }) {
+  const url = api.fileUrl(sessionId, path);
+  const name = path.split("/").pop() ?? path;
+  const [error, setError] = useState<string | null>(null);
+  const withToken = async (e: MouseEvent) => {
+    if (!bearerToken()) return;
+    e.preventDefault();
+    try {
+      const blob = await api.fileBlob(sessionId, path);
+      const a = document.createElement("a");
+      a.href = URL.createObjectURL(blob);
+      a.download = name;
+      a.click();
+      setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  return (
+    <>
+      <a href={url} download={name} data-role="file-download" onClick={(e) => void withToken(e as MouseEvent)}>
+        {path}
+      </a>
+      {error && <span class="error">{error}</span>}
+    </>
+  );
+}
+
+/** A session's workspace (docs/reference/files.md): listed, downloaded, images shown, files uploaded. */
+function FilesPane({ sessionId, version }: { sessionId: string; /** Changes when a turn settles: the list reloads. */ version?: number }) {
+  const load = useCallback((cursor?: string) => api.files(sessionId, cursor), [sessionId]);
+  const { items, next, error, busy, reload, more } = usePaged<WorkspaceEntry>(load, version);
+  const [folder, setFolder] = useState("");
+  const [uploadNote, setUploadNote] = useState<{ text: string; ok: boolean } | null>(null);
+  const fileInput = useRef<HTMLInputElement>(null);
+  const upload = async () => {
+    const files = Array.from(fileInput.current?.files ?? []);
+    if (files.length === 0) {
+      setUploadNote({ text: "choose a file first", ok: false });
+      return;
+    }
+    const done: string[] = [];
+    try {
+      for (const f of files) {
+        const written = await api.upload(sessionId, uploadPath(folder, f.name), f);
+        done.push(`${written.path} (${bytes(written.size)})`);
+      }
+      setUploadNote({ text: `uploaded ${done.join(", ")}`, ok: true });
+      if (fileInput.current) fileInput.current.value = "";
+    } catch (e) {
+      setUploadNote({ text: errorText(e), ok: false });
+    }
+    reload();
+  };
+  return (
+    <div class="kept" data-role="files">
+      <div class="kept-bar">
+        <button onClick={reload} data-role="files-refresh">
+          refresh
+        </button>
+        {docsLink("files", "files reference")}
+      </div>
+      <form
+        class="upload"
+        data-role="upload"
+        onSubmit={(e) => {
+          e.preventDefault();
+          void upload();
+        }}
+      >
+        <input type="file" name="file" multiple ref={fileInput} />
+        <input
+          name="folder"
+          placeholder="folder (optional)"
+          value={folder}
+          onInput={(e) => setFolder((e.target as HTMLInputElement).value)}
+        />
+        <button type="submit">upload</button>
+      </form>
+      {uploadNote && (
+        <div class={uploadNote.ok ? "muted" : "error"} data-role="upload-note">
+          {uploadNote.text}
+        </div>
+      )}
+      {error && <div class="error">{error}</div>}
+      {items && items.length === 0 && <p class="muted">The workspace is empty.</p>}
+      {items && items.length > 0 && (
+        <ul class="kept-list files">
+          {items.map((f) => (
+            <li key={f.path} data-role="file" data-path={f.path} data-type={f.type}>
+              <div class="kept-head">
+                {f.type === "file" ? <DownloadLink sessionId={sessionId} path={f.path} /> : <code>{f.path}/</code>}
+                <span class="spacer" />
+                {f.type === "file" && <span class="muted small">{bytes(f.size)}</span>}
+                {f.type === "symlink" && <span class="badge">link</span>}
+              </div>
+              {f.type === "file" && isImage(f.path) && <FilePreview sessionId={sessionId} path={f.path} />}
+            </li>
+          ))}
+        </ul>
+      )}
+      <MoreButton next={next} busy={busy} onMore={more} />
+    </div>
+  );
+}
+
+/** How many of `lines` are events of one of `types`. */
+function countOf(lines: Line[], types: string[]): number {
+  return lines.reduce((n, l) => (types.includes(l.event.type) ? n + 1 : n), 0);
+}
+
 function Inspector({ open, onOpen }: { open: Open | null; onOpen: (id: string) => void }) {
-  const [tab, setTab] = useState<"events" | "raw" | "trace" | "logs">("events");
+  const [tab, setTab] = useState<"events" | "raw" | "trace" | "logs" | "artifacts" | "files">("events");
   return (
     <aside class="inspector">
       <nav class="tabs">
-        {(["events", "raw", "trace", "logs"] as const).map((t) => (
+        {(["events", "raw", "trace", "logs", "artifacts", "files"] as const).map((t) => (
           <button class={tab === t ? "active" : ""} onClick={() => setTab(t)} data-tab={t}>
             {t === "raw" ? "raw NDJSON" : t}
           </button>
@@ -715,6 +1309,16 @@ function Inspector({ open, onOpen }: { open: Open | null; onOpen: (id: string) =
       )}
       {open && tab === "trace" && <TracePane view={open.view} sessionId={open.sessionId} />}
       {open && tab === "logs" && <LogsPane sessionId={open.sessionId} />}
+      {open && tab === "artifacts" && (
+        <ArtifactsPane key={open.sessionId} sessionId={open.sessionId} version={countOf(open.lines, ["artifact.tagged"])} />
+      )}
+      {open && tab === "files" && (
+        <FilesPane
+          key={open.sessionId}
+          sessionId={open.sessionId}
+          version={countOf(open.lines, ["turn.completed", "turn.failed"])}
+        />
+      )}
     </aside>
   );
 }
@@ -759,6 +1363,7 @@ function SessionList({
               <span class="muted" data-owner={s.principalId}>
                 {s.channel} · {s.mode} · {s.createdAt.slice(0, 16).replace("T", " ")}
                 {s.principalId ? ` · ${s.principalId}` : ""}
+                {typeof s.costUsd === "number" ? ` · ${usd(s.costUsd)}` : ""}
                 {(s.sessionId === current ? currentBusy : s.busy) ? " · busy" : ""}
               </span>
             </button>
@@ -1275,7 +1880,7 @@ function CallerBadge({ caller }: { caller?: Caller }) {
   );
 }
 
-type View = "chat" | "inbox" | "agent";
+type View = "chat" | "inbox" | "artifacts" | "memory" | "agent";
 
 function App() {
   const [view, setView] = useState<View>("chat");
@@ -1332,7 +1937,7 @@ function App() {
         </a>
         <span class="slug">{SLUG}</span>
         <nav class="views">
-          {(["chat", "inbox", "agent"] as const).map((v) => (
+          {(["chat", "inbox", "artifacts", "memory", "agent"] as const).map((v) => (
             <button class={view === v ? "active" : ""} onClick={() => setView(v)} data-view={v}>
               {v}
               {v === "chat" && pending > 0 ? <span class="count">{pending}</span> : null}
@@ -1390,6 +1995,28 @@ function App() {
           <Inbox
             sessions={sessions}
             refresh={reload}
+            onOpen={(id) => {
+              setView("chat");
+              openSession(id);
+            }}
+          />
+        )}
+        {view === "artifacts" && (
+          <section class="page" data-role="agent-artifacts">
+            <h2>Artifacts</h2>
+            <p class="muted">
+              What the agent tagged, newest first: the artifacts of the caller's sessions (every one for an operator).
+            </p>
+            <ArtifactsPane
+              onOpen={(id) => {
+                setView("chat");
+                openSession(id);
+              }}
+            />
+          </section>
+        )}
+        {view === "memory" && (
+          <MemoryView
             onOpen={(id) => {
               setView("chat");
               openSession(id);

@@ -72,3 +72,71 @@ export function messageLine(m: ContextMessage): { label: string; text: string } 
       };
   }
 }
+
+/** One model step of `GET /v1/session/:id/steps`. */
+export interface SessionStep {
+  step: number;
+  turnId: string;
+  turnStep: number;
+  index: number;
+  model: string | null;
+  costUsd: number | null;
+}
+
+/** A step's tokens by part, as `GET …/steps/:step/request` answers them. */
+export interface RequestTokens {
+  system: number;
+  tools: number;
+  history: number;
+  toolResults: number;
+  newMessage: number;
+  estimatedTotal: number;
+  countedInput: number | null;
+  countedCacheRead: number | null;
+  countedCacheWrite: number | null;
+  trimmed: boolean;
+}
+
+export interface RequestDiff {
+  path: string;
+  op: string;
+  before?: string;
+  after?: string;
+}
+
+/** `GET /v1/session/:id/steps/:step/request`: the provider request as it was sent. */
+export interface StepRequest {
+  step: number;
+  turnId: string;
+  turnStep: number;
+  model: string | null;
+  requestModel?: string | null;
+  costUsd: number | null;
+  body: unknown;
+  tokens: RequestTokens;
+  diff: RequestDiff[] | null;
+  diffTruncated?: boolean;
+}
+
+/** The request's estimated parts, each with its share of their sum (in percent, for bars). */
+export function tokenBars(t: RequestTokens): { part: string; label: string; tokens: number; pct: number }[] {
+  const parts: [string, string, number][] = [
+    ["system", "system prompt", t.system],
+    ["tools", "tools", t.tools],
+    ["history", "history", t.history],
+    ["toolResults", "tool results", t.toolResults],
+    ["newMessage", "new message", t.newMessage],
+  ];
+  const total = parts.reduce((n, [, , v]) => n + v, 0);
+  return parts.map(([part, label, tokens]) => ({
+    part,
+    label,
+    tokens,
+    pct: total === 0 ? 0 : Math.round((tokens / total) * 1000) / 10,
+  }));
+}
+
+/** The session step (as `/steps` numbers them) of a turn's step, if listed. */
+export function sessionStepOf(steps: SessionStep[], turnId: string, turnStep: number): number | undefined {
+  return steps.find((s) => s.turnId === turnId && s.turnStep === turnStep)?.step;
+}

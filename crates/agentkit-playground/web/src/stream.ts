@@ -115,6 +115,8 @@ export interface Step {
   step: number;
   startedAt: string;
   durationMs?: number;
+  /** `step.completed`'s cost in US dollars; `null` when the model has no price. */
+  costUsd?: number | null;
   finishReason?: string;
 }
 
@@ -127,6 +129,8 @@ export interface Turn {
   /** `turn.failed`: why, and `reason` for interrupts (`preempted`, `stopped`, …). */
   failure?: { message: string; reason?: string };
   usage?: Usage;
+  /** `turn.completed`'s (or a budget failure's) cost in US dollars; `null` when a price is unknown. */
+  costUsd?: number | null;
   result?: string;
   /** How many queued messages the turn answers (more than 1 after coalescing). */
   messages?: number;
@@ -145,6 +149,31 @@ export interface UserMessage {
   text: string;
   at: string;
   index: number;
+  /** The images attached to the message, by workspace path (`message.received`'s `images`). */
+  images?: ImageRef[];
+}
+
+/** An image in the log: recorded by its workspace path, never its bytes. */
+export interface ImageRef {
+  path: string;
+  mediaType?: string;
+}
+
+/**
+ * The images by path among content items: `message.received`'s `images`,
+ * or a tool's output when it is a list of content items
+ * (`{"type": "image", "mediaType", "path"}`; inline data is written into
+ * the workspace before the result is recorded).
+ */
+export function imagesOf(items: unknown): ImageRef[] {
+  if (!Array.isArray(items)) return [];
+  const out: ImageRef[] = [];
+  for (const item of items) {
+    if (item && typeof item === "object" && item.type === "image" && typeof item.path === "string") {
+      out.push({ path: item.path, ...(typeof item.mediaType === "string" ? { mediaType: item.mediaType } : {}) });
+    }
+  }
+  return out;
 }
 
 export type Entry = UserMessage | Turn;
@@ -273,9 +302,17 @@ function apply(view: SessionView, event: WireEvent): void {
       view.principalId = data.principalId;
       view.title = data.title;
       return;
-    case "message.received":
-      view.entries.push({ kind: "user", text: String(data.text ?? ""), at: event.at, index: event.index });
+    case "message.received": {
+      const images = imagesOf(data.images);
+      view.entries.push({
+        kind: "user",
+        text: String(data.text ?? ""),
+        at: event.at,
+        index: event.index,
+        ...(images.length > 0 ? { images } : {}),
+      });
       return;
+    }
     case "turn.started": {
       const turn = turnOf(view, event);
       if (!turn) return;
@@ -295,7 +332,10 @@ function apply(view: SessionView, event: WireEvent): void {
     case "step.completed": {
       const turn = turnOf(view, event);
       const step = turn?.steps.find((s) => s.step === data.step);
-      if (step) step.durationMs = data.durationMs;
+      if (step) {
+        step.durationMs = data.durationMs;
+        if ("costUsd" in data) step.costUsd = data.costUsd ?? null;
+      }
       return;
     }
     case "reasoning.appended": {
@@ -404,6 +444,7 @@ function apply(view: SessionView, event: WireEvent): void {
       if (!turn) return;
       turn.status = "completed";
       turn.usage = data.usage;
+      if ("costUsd" in data) turn.costUsd = data.costUsd ?? null;
       turn.result = data.result;
       closeTurn(view, turn, event.at);
       return;
@@ -413,6 +454,8 @@ function apply(view: SessionView, event: WireEvent): void {
       if (!turn) return;
       turn.status = "failed";
       turn.failure = { message: String(data.message ?? "turn failed"), reason: data.reason };
+      if (data.usage) turn.usage = data.usage;
+      if ("costUsd" in data) turn.costUsd = data.costUsd ?? null;
       // A withdrawn call is resolved by its own event; one a shutdown left
       // parked stays pending (it can still be decided).
       closeTurn(view, turn, event.at);
@@ -461,4 +504,27 @@ export function sumUsage(turns: Turn[]): Usage {
     total.cacheWriteTokens += t.usage.cacheWriteTokens ?? 0;
   }
   return total;
+}
+
+/**
+ * What a session's ended turns cost, as `GET /v1/session/:id` sums it:
+ * `null` when a turn's price was unknown, `undefined` when no turn reports
+ * a cost (events from before costs were recorded).
+ */
+export function sumCost(turns: Turn[]): number | null | undefined {
+  let total: number | undefined;
+  for (const t of turns) {
+    if (t.costUsd === undefined) continue;
+    if (t.costUsd === null) return null;
+    total = (total ?? 0) + t.costUsd;
+  }
+  return total === undefined ? undefined : Math.round(total * 1e9) / 1e9;
+}
+
+/** A cost in US dollars for people: `$0.0123`, `$0.000042`; `null` is an unknown price. */
+export function usd(cost: number | null): string {
+  if (cost === null) return "cost unknown";
+  if (cost === 0) return "$0";
+  const digits = cost >= 0.01 ? 4 : Math.min(9, 1 - Math.floor(Math.log10(cost)));
+  return `$${cost.toFixed(digits)}`;
 }

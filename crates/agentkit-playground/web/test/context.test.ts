@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { compact, messageLine, shares, sizeLine, type ContextSize } from "../src/context";
+import { compact, messageLine, sessionStepOf, shares, sizeLine, tokenBars, type ContextSize } from "../src/context";
 
 const size: ContextSize = { systemChars: 200, toolsChars: 600, conversationChars: 1200, messages: 3, approxTokens: 500 };
 
@@ -35,5 +35,39 @@ describe("step context summary", () => {
       label: "tool echo (error)",
       text: '{"echo":"hi"}',
     });
+  });
+});
+
+describe("step requests", () => {
+  it("splits the estimated tokens into bars", () => {
+    const bars = tokenBars({
+      system: 50,
+      tools: 150,
+      history: 0,
+      toolResults: 25,
+      newMessage: 25,
+      estimatedTotal: 260,
+      countedInput: null,
+      countedCacheRead: null,
+      countedCacheWrite: null,
+      trimmed: false,
+    });
+    expect(bars.map((b) => [b.part, b.pct])).toEqual([
+      ["system", 20],
+      ["tools", 60],
+      ["history", 0],
+      ["toolResults", 10],
+      ["newMessage", 10],
+    ]);
+  });
+
+  it("finds a turn's step among the session's", () => {
+    const steps = [
+      { step: 1, turnId: "t1", turnStep: 1, index: 3, model: null, costUsd: null },
+      { step: 2, turnId: "t1", turnStep: 2, index: 9, model: null, costUsd: null },
+      { step: 3, turnId: "t2", turnStep: 1, index: 14, model: null, costUsd: null },
+    ];
+    expect(sessionStepOf(steps, "t2", 1)).toBe(3);
+    expect(sessionStepOf(steps, "t2", 2)).toBeUndefined();
   });
 });

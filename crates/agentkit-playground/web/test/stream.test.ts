@@ -8,9 +8,12 @@ import {
   emptySession,
   failureText,
   fold,
+  imagesOf,
   pendingApprovals,
+  sumCost,
   sumUsage,
   turnDuration,
+  usd,
   type Turn,
   type WireEvent,
 } from "../src/stream";
@@ -236,5 +239,73 @@ describe("markdown", () => {
     expect(html).toContain('<a href="https://a.b"');
     expect(html).toContain("<h1>T</h1>");
     expect(renderMarkdown("```rust\nfn main() {}\n```")).toContain('<span class="hljs-keyword">fn</span>');
+  });
+});
+
+describe("images", () => {
+  it("keeps the image items by path, of a message or a tool's output", () => {
+    expect(
+      imagesOf([
+        { type: "text", text: "the dashboard" },
+        { type: "image", mediaType: "image/png", path: ".agentkit/images/c1-0.png" },
+        { type: "image", path: "shots/a.png" },
+        { type: "image", mediaType: "image/png", data: "iVBOR" },
+      ]),
+    ).toEqual([{ path: ".agentkit/images/c1-0.png", mediaType: "image/png" }, { path: "shots/a.png" }]);
+    expect(imagesOf({ type: "image", path: "a.png" })).toEqual([]);
+    expect(imagesOf(undefined)).toEqual([]);
+  });
+
+  it("attaches a message's images to its entry", () => {
+    const view = fold(
+      emptySession(),
+      session([["message.received", { text: "look", images: [{ type: "image", mediaType: "image/png", path: "dot.png" }] }]]),
+    );
+    expect(view.entries[0]).toMatchObject({ kind: "user", text: "look", images: [{ path: "dot.png", mediaType: "image/png" }] });
+  });
+});
+
+describe("costs", () => {
+  it("reads each step's and turn's costUsd from the events", () => {
+    const view = fold(
+      emptySession(),
+      session([
+        ["message.received", { text: "first" }],
+        ["turn.started", { messages: 1 }, "t1"],
+        ["step.started", { step: 1 }, "t1"],
+        ["step.completed", { step: 1, durationMs: 5, costUsd: 0.00125 }, "t1"],
+        ["step.started", { step: 2 }, "t1"],
+        ["step.completed", { step: 2, durationMs: 5, costUsd: null }, "t1"],
+        ["turn.completed", { result: "ok", costUsd: null }, "t1"],
+        ["message.received", { text: "second" }],
+        ["turn.started", { messages: 1 }, "t2"],
+        ["step.started", { step: 1 }, "t2"],
+        ["step.completed", { step: 1, durationMs: 5 }, "t2"],
+        ["turn.completed", { result: "ok" }, "t2"],
+      ]),
+    );
+    const [t1, t2] = view.entries.filter((e): e is Turn => e.kind === "turn");
+    expect(t1.steps.map((s) => s.costUsd)).toEqual([0.00125, null]);
+    expect(t1.costUsd).toBeNull();
+    expect(t2.steps[0].costUsd).toBeUndefined();
+    expect(t2.costUsd).toBeUndefined();
+    expect(sumCost([t1, t2])).toBeNull();
+  });
+
+  const turn = (costUsd?: number | null) => ({ costUsd }) as unknown as Turn;
+
+  it("sums the ended turns' costs; one unknown price makes the total unknown", () => {
+    expect(sumCost([turn(0.001), turn(0.0025)])).toBe(0.0035);
+    expect(sumCost([turn(0.001), turn(null)])).toBeNull();
+    expect(sumCost([turn(), turn()])).toBeUndefined();
+    expect(sumCost([turn(), turn(0.5)])).toBe(0.5);
+  });
+
+  it("formats dollars with the digits a small cost needs", () => {
+    expect(usd(null)).toBe("cost unknown");
+    expect(usd(0)).toBe("$0");
+    expect(usd(1.23456)).toBe("$1.2346");
+    expect(usd(0.000042)).toBe("$0.000042");
+    expect(usd(0.0035)).toBe("$0.0035");
   });
 });
