@@ -183,7 +183,9 @@ impl<'a> Memories<'a> {
         Ok(memory_of(row))
     }
 
-    /// [`remember`](Self::remember) by host code (no tool call).
+    /// Keeps `text` as a memory of session `session_id`, as the `remember`
+    /// tool does but for host code (no tool call): the session principal's
+    /// (`scope` `"principal"`) or every session's (`"agent"`).
     pub async fn remember_for_host(
         &self,
         session_id: &str,
