@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use crate::error::{Error, Result};
 use crate::meta::Owner;
 use crate::runtime::{AgentRuntime, WeakRuntime};
+use crate::session::Session;
 use crate::tool_call::Release;
 use crate::util::new_id;
 
@@ -62,6 +63,66 @@ pub struct ArtifactPage {
     pub artifacts: Vec<Artifact>,
     /// The id to continue after, when more remain.
     pub next: Option<String>,
+}
+
+/// A session held for a record made outside the model's steps (an
+/// artifact tagged, a memory kept). Inside a running turn the record
+/// joins that turn; outside one the session is claimed idle for it (as an
+/// emitted message is) until [`finish`](Held::finish), which makes the
+/// record durable.
+pub(crate) struct Held<'a> {
+    pub(crate) session: Arc<Session>,
+    /// The running turn, else the session's last one.
+    pub(crate) turn: Option<String>,
+    running: bool,
+    rt: &'a AgentRuntime,
+    guard: Option<Release<'a>>,
+}
+
+impl<'a> Held<'a> {
+    pub(crate) async fn of(rt: &'a AgentRuntime, session_id: &str) -> Result<Held<'a>> {
+        let session = rt.sessions().get(session_id).await?;
+        rt.turns().ready(&session).await?;
+        let running = session.state().is_running();
+        let guard = if running {
+            None
+        } else {
+            Some(Release {
+                runtime: rt,
+                session: rt.turns().claim_idle(&session).await?,
+            })
+        };
+        let turn = rt
+            .turns()
+            .with_history(&session, |events| last_turn(events, running))
+            .await?;
+        Ok(Held {
+            session,
+            turn,
+            running,
+            rt,
+            guard,
+        })
+    }
+
+    /// Appends the record's event: the running turn's, else no turn's.
+    pub(crate) async fn append(&self, data: EventData) -> Result<agentkit_protocol::Event> {
+        let turn = if self.running {
+            self.turn.as_deref()
+        } else {
+            None
+        };
+        self.rt.turns().append(&self.session.id, turn, data).await
+    }
+
+    /// Makes the record durable when the session was claimed for it, and
+    /// lets the session go.
+    pub(crate) async fn finish(self) -> Result<()> {
+        if self.guard.is_some() {
+            self.rt.store().sync(&self.session.id).await?;
+        }
+        Ok(())
+    }
 }
 
 /// The artifacts of one agent.
@@ -177,24 +238,8 @@ impl<'a> Artifacts<'a> {
         call_id: Option<&str>,
     ) -> Result<Artifact> {
         let kind = self.check(req.kind.as_deref(), req.key.as_deref(), &req.data)?;
-        let session = self.rt.sessions().get(session_id).await?;
-        self.rt.turns().ready(&session).await?;
-        let running = session.state().is_running();
-        // Outside a turn, the session is held for the append (as an
-        // emitted message is); inside one, the event joins the turn's.
-        let guard = if running {
-            None
-        } else {
-            Some(Release {
-                runtime: self.rt,
-                session: self.rt.turns().claim_idle(&session).await?,
-            })
-        };
-        let turn = self
-            .rt
-            .turns()
-            .with_history(&session, |events| last_turn(events, running))
-            .await?;
+        let held = Held::of(self.rt, session_id).await?;
+        let (session, turn) = (held.session.clone(), held.turn.clone());
         let now = chrono::Utc::now().timestamp_millis();
         let row = ArtifactRow {
             id: new_id("art"),
@@ -230,16 +275,8 @@ impl<'a> Artifacts<'a> {
             updated: tagged.updated,
             call_id: call_id.map(str::to_owned),
         });
-        // Inside a turn the event belongs to it; outside, to none.
-        let event_turn = if running { turn.as_deref() } else { None };
-        self.rt
-            .turns()
-            .append(&session.id, event_turn, data)
-            .await?;
-        if guard.is_some() {
-            self.rt.store().sync(&session.id).await?;
-        }
-        drop(guard);
+        held.append(data).await?;
+        held.finish().await?;
         Ok(artifact_of(tagged.row))
     }
 

@@ -24,7 +24,6 @@ use serde_json::{Value, json};
 use crate::error::{Error, Result};
 use crate::meta::Owner;
 use crate::runtime::{AgentRuntime, WeakRuntime};
-use crate::tool_call::Release;
 use crate::util::new_id;
 
 /// The longest memory text, in bytes.
@@ -129,39 +128,16 @@ impl<'a> Memories<'a> {
                 message: format!("a memory's scope is `principal` or `agent`, not `{scope}`"),
             });
         }
-        let session = self.rt.sessions().get(session_id).await?;
-        self.rt.turns().ready(&session).await?;
-        let running = session.state().is_running();
-        let guard = if running {
-            None
-        } else {
-            Some(Release {
-                runtime: self.rt,
-                session: self.rt.turns().claim_idle(&session).await?,
-            })
-        };
-        let turn = self
-            .rt
-            .turns()
-            .with_history(&session, |events| {
-                crate::artifacts::last_turn(events, running)
-            })
-            .await?;
+        let held = crate::artifacts::Held::of(self.rt, session_id).await?;
+        let (session, turn) = (held.session.clone(), held.turn.clone());
         let id = new_id("mem");
-        let event_turn = if running { turn.as_deref() } else { None };
-        let event = self
-            .rt
-            .turns()
-            .append(
-                &session.id,
-                event_turn,
-                EventData::MemoryRemembered(MemoryRemembered {
-                    memory_id: id.clone(),
-                    scope: scope.to_owned(),
-                    text: text.to_owned(),
-                    call_id: call_id.map(str::to_owned),
-                }),
-            )
+        let event = held
+            .append(EventData::MemoryRemembered(MemoryRemembered {
+                memory_id: id.clone(),
+                scope: scope.to_owned(),
+                text: text.to_owned(),
+                call_id: call_id.map(str::to_owned),
+            }))
             .await?;
         let now = chrono::Utc::now().timestamp_millis();
         let row = MemoryRow {
@@ -176,10 +152,7 @@ impl<'a> Memories<'a> {
             updated_at_ms: now,
         };
         self.table()?.insert(&row).await?;
-        if guard.is_some() {
-            self.rt.store().sync(&session.id).await?;
-        }
-        drop(guard);
+        held.finish().await?;
         Ok(memory_of(row))
     }
 
