@@ -92,6 +92,27 @@ fn a2a_python() -> Option<PathBuf> {
     }
 }
 
+/// Runs `tests/python/<script>` (an SDK client) against agent `bot` of
+/// `h` over `binding`; what it printed.
+fn run_python_client(bin: &std::path::Path, script: &str, h: &Host, binding: &str) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(script);
+    let out = std::process::Command::new(bin.join("python"))
+        .arg(&script)
+        .arg(format!("http://{}/bot", h.addr()))
+        .arg(binding)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{} ({binding}) failed: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 fn state(v: &Value) -> &str {
     v["status"]["state"].as_str().unwrap_or_default()
 }
@@ -109,21 +130,8 @@ fn text_of(message: &Value) -> String {
 fn the_official_python_sdk_sends_streams_approves_cancels_and_gets_over_both_bindings() {
     let Some(bin) = a2a_python() else { return };
     let h = host(&[("bot", &bot(&[]))], ServeOptions::default());
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/a2a_client.py");
     for binding in ["JSONRPC", "HTTP+JSON"] {
-        let base = format!("http://{}/bot", h.addr());
-        let out = std::process::Command::new(bin.join("python"))
-            .arg(&script)
-            .arg(&base)
-            .arg(binding)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "python client ({binding}) failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = run_python_client(&bin, "a2a_client.py", &h, binding);
 
         assert_eq!(v["card"]["name"], "bot");
         assert_eq!(v["card"]["capabilities"]["streaming"], true);
@@ -832,21 +840,8 @@ fn the_official_python_sdk_registers_webhooks_that_receive_the_tasks_changes() {
             ..ServeOptions::default()
         },
     );
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/a2a_push.py");
     for binding in ["JSONRPC", "HTTP+JSON"] {
-        let base = format!("http://{}/bot", h.addr());
-        let out = std::process::Command::new(bin.join("python"))
-            .arg(&script)
-            .arg(&base)
-            .arg(binding)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "python push client ({binding}) failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = run_python_client(&bin, "a2a_push.py", &h, binding);
         assert_eq!(v["pushCapability"], true);
 
         // The first webhook: the task as registered, then completed, each
