@@ -358,15 +358,7 @@ fn artifacts_are_shared_across_hosts_on_postgresql() {
     let Some(db) = agentkit_test_support::pg::throwaway_database() else {
         return;
     };
-    let mut hosts: Vec<Host> = (0..2)
-        .map(|_| Host::new(SCRIPT, &files(), at(12, 0, 0)))
-        .collect();
-    for h in &mut hosts {
-        h.start(ServeOptions {
-            database_url: Some(db.url.clone()),
-            ..ServeOptions::default()
-        });
-    }
+    let hosts = Host::on_database(2, SCRIPT, &files(), &db.url);
     let r = hosts[0].send(
         Request::post("/bot/v1/session")
             .bearer("token-a")
@@ -508,15 +500,7 @@ fn deleting_a_session_on_postgresql_leaves_no_row() {
     let Some(db) = agentkit_test_support::pg::throwaway_database() else {
         return;
     };
-    let mut hosts: Vec<Host> = (0..2)
-        .map(|_| Host::new(SLOW_SCRIPT, &files(), at(12, 0, 0)))
-        .collect();
-    for h in &mut hosts {
-        h.start(ServeOptions {
-            database_url: Some(db.url.clone()),
-            ..ServeOptions::default()
-        });
-    }
+    let hosts = Host::on_database(2, SLOW_SCRIPT, &files(), &db.url);
     let id = running_session(&hosts[0]);
     let r =
         hosts[1].send(Request::new("DELETE", &format!("/bot/v1/session/{id}")).bearer("token-a"));
@@ -619,15 +603,7 @@ fn retention_on_postgresql_deletes_each_session_once_across_hosts() {
         "agent.toml",
         "model = \"scripted:script.json\"\n\n[sessions]\nretention = \"2s\"\n",
     ));
-    let mut hosts: Vec<Host> = (0..2)
-        .map(|_| Host::new(SCRIPT, &files, at(12, 0, 0)))
-        .collect();
-    for h in &mut hosts {
-        h.start(ServeOptions {
-            database_url: Some(db.url.clone()),
-            ..ServeOptions::default()
-        });
-    }
+    let hosts = Host::on_database(2, SCRIPT, &files, &db.url);
     let mut ids = Vec::new();
     for h in &hosts {
         let r = h.send(

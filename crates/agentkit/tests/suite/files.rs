@@ -539,15 +539,7 @@ fn a_multipart_follow_up_to_another_host_brings_its_files_to_the_running_one() {
     let Some(db) = agentkit_test_support::pg::throwaway_database() else {
         return;
     };
-    let mut hosts: Vec<Host> = (0..2)
-        .map(|_| Host::new(HELD, &[("channels/http.toml", HTTP)], at(12, 0, 0)))
-        .collect();
-    for h in &mut hosts {
-        h.start(ServeOptions {
-            database_url: Some(db.url.clone()),
-            ..ServeOptions::default()
-        });
-    }
+    let hosts = Host::on_database(2, HELD, &[("channels/http.toml", HTTP)], &db.url);
     let r = hosts[0].send(
         Request::post("/bot/v1/session")
             .bearer("token-a")

@@ -62,6 +62,25 @@ impl Host {
         }
     }
 
+    /// `n` hosts of the same project, each started on database `url`.
+    pub(crate) fn on_database(
+        n: usize,
+        script: &str,
+        files: &[(&str, &str)],
+        url: &str,
+    ) -> Vec<Host> {
+        (0..n)
+            .map(|_| {
+                let mut h = Host::new(script, files, at(12, 0, 0));
+                h.start(ServeOptions {
+                    database_url: Some(url.to_owned()),
+                    ..ServeOptions::default()
+                });
+                h
+            })
+            .collect()
+    }
+
     pub(crate) fn agent_dir(&self) -> PathBuf {
         self.dir.path().join("agents/bot/agent")
     }
