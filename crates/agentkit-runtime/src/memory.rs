@@ -151,7 +151,16 @@ impl<'a> Memories<'a> {
             created_at_ms: now,
             updated_at_ms: now,
         };
-        self.table()?.insert(&row).await?;
+        if let Err(e) = self.table()?.insert(&row).await {
+            // The log said it was kept: it says now that it is not.
+            held.append(EventData::MemoryForgotten(MemoryForgotten {
+                memory_id: row.id.clone(),
+                call_id: call_id.map(str::to_owned),
+            }))
+            .await?;
+            held.finish().await?;
+            return Err(e.into());
+        }
         held.finish().await?;
         Ok(memory_of(row))
     }
