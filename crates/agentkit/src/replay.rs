@@ -437,19 +437,7 @@ pub async fn add_eval_case(
     project: &Path,
 ) -> Result<EvalCaseAdded> {
     let bad = |message: String| Error::Config { message };
-    if name.is_empty()
-        || name.split('/').any(|part| {
-            part.is_empty()
-                || part.starts_with('.')
-                || !part
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        })
-    {
-        return Err(bad(format!(
-            "`{name}` is not an eval id: use letters, digits, `-`, `_` and `/` between parts"
-        )));
-    }
+    check_case_name(name)?;
     let events = client
         .events(session_id)
         .await
@@ -459,7 +447,42 @@ pub async fn add_eval_case(
             "reading the recordings of session {session_id}: {e}"
         ))
     })?;
-    let turns = turns_of(&events)?;
+    write_eval_case(&events, &cassette, session_id, name, project)
+}
+
+/// An eval id: letters, digits, `-`, `_` and `.` in parts between `/`,
+/// none empty or starting with `.` (it names a file under `evals/`).
+fn check_case_name(name: &str) -> Result<()> {
+    if name.is_empty()
+        || name.split('/').any(|part| {
+            part.is_empty()
+                || part.starts_with('.')
+                || !part
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        })
+    {
+        return Err(Error::Config {
+            message: format!(
+                "`{name}` is not an eval id: use letters, digits, `-`, `_` and `/` between parts"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// [`add_eval_case`] from a session's events and recordings already read
+/// (the dev route `POST /v1/dev/evals/cases` reads them in process).
+pub(crate) fn write_eval_case(
+    events: &[agentkit_protocol::Event],
+    cassette: &agentkit_protocol::api::SessionCassette,
+    session_id: &str,
+    name: &str,
+    project: &Path,
+) -> Result<EvalCaseAdded> {
+    let bad = |message: String| Error::Config { message };
+    check_case_name(name)?;
+    let turns = turns_of(events)?;
     if turns.is_empty() {
         return Err(bad(format!("session {session_id} has no turn")));
     }
@@ -470,7 +493,7 @@ pub async fn add_eval_case(
             paths: vec![case_file],
         });
     }
-    let text = case_toml(session_id, &events, &turns);
+    let text = case_toml(session_id, events, &turns);
     let write = |path: &Path, text: &str| -> Result<()> {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|source| Error::Write {
@@ -501,7 +524,7 @@ pub async fn add_eval_case(
             cassette.compactions
         ));
     }
-    if let Some(why) = cassette.unsupported {
+    if let Some(why) = cassette.unsupported.clone() {
         warnings.push(why);
     }
     if events

@@ -231,6 +231,23 @@ fn a_stored_session_replays_and_becomes_an_eval_case() {
     let run = eval(root);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
 
+    // The same from the dev route (the playground's "save as eval case"):
+    // the same case and recordings, a second time refused, a bad name too.
+    let add = |name: &str| {
+        Request::post("/proj/v1/dev/evals/cases")
+            .json(&json!({"sessionId": id, "name": name}))
+            .send(server.addr)
+            .unwrap()
+    };
+    let r = add("kept-http");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["recordings"], 3, "{}", r.body);
+    let over_http = std::fs::read_to_string(root.join("proj/evals/kept-http.eval.toml")).unwrap();
+    assert_eq!(over_http, case);
+    assert_eq!(add("kept-http").status, 409);
+    assert_eq!(add("../escape").status, 400);
+    assert!(!root.join("proj/escape.eval.toml").exists());
+
     // The instructions change: the replay diverges at the first step's
     // request, and the eval case no longer replays.
     write(root, "proj/agent/instructions.md", "You answer in haiku.\n");

@@ -18,6 +18,7 @@ pub(crate) fn routes() -> Router<AgentState> {
         .route("/v1/dev/schedules/{id}", post(dispatch_schedule))
         .route("/v1/dev/reminders", get(list_reminders))
         .route("/v1/dev/reminders/{id}", post(dispatch_reminder))
+        .route("/v1/dev/evals/cases", post(add_eval_case))
 }
 
 fn dev_only(state: &AgentState) -> ApiResult<()> {
@@ -123,6 +124,65 @@ async fn list_reminders(
         doc["nextCursor"] = next.into();
     }
     Ok(json_ok(doc))
+}
+
+/// The body of `POST /v1/dev/evals/cases`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AddCase {
+    session_id: String,
+    name: String,
+}
+
+/// `POST /v1/dev/evals/cases` `{sessionId, name}`: writes the session
+/// into the served project as eval case `name` (its turns, each turn's
+/// tools, its recordings under `evals/cassettes`), as `agentkit eval add`
+/// does; `{ok, id, caseFile, recordings, warnings}`. `409` when the case
+/// exists. Under `--dev` only: it writes into the project.
+async fn add_eval_case(
+    State(state): State<AgentState>,
+    Authed { owner, body }: Authed,
+) -> ApiResult {
+    dev_only(&state)?;
+    let req: AddCase = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("expected {{\"sessionId\", \"name\"}}: {e}")))?;
+    let runtime = &state.agent.runtime;
+    let events = runtime.events(&req.session_id, &owner, 0).await?;
+    let cassette = runtime.steps().cassette(&req.session_id, &owner).await?;
+    let project = state.agent.project.dir.clone();
+    let written = tokio::task::spawn_blocking(move || {
+        crate::replay::write_eval_case(&events, &cassette, &req.session_id, &req.name, &project)
+    })
+    .await
+    .map_err(|e| {
+        ApiError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            agentkit_protocol::ErrorCode::Internal,
+            format!("writing the eval case did not finish: {e}"),
+        )
+    })?;
+    let added = written.map_err(|e| match e {
+        crate::error::Error::WouldOverwrite { paths } => ApiError::new(
+            axum::http::StatusCode::CONFLICT,
+            agentkit_protocol::ErrorCode::BadRequest,
+            format!(
+                "the eval case exists ({}): pick another name",
+                paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
+        other => ApiError::bad_request(other.to_string()),
+    })?;
+    Ok(json_ok(json!({
+        "ok": true,
+        "id": added.id,
+        "caseFile": added.case_file,
+        "recordings": added.recordings,
+        "warnings": added.warnings,
+    })))
 }
 
 async fn dispatch_reminder(

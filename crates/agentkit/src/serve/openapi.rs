@@ -506,6 +506,13 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         op("get", "/v1/dev/evals", "dev", "--dev only: the eval runs"),
         op("post", "/v1/dev/evals", "dev", "--dev only: start an eval run"),
         op("get", "/v1/dev/evals/{run}", "dev", "--dev only: one eval run"),
+        op(
+            "post",
+            "/v1/dev/evals/cases",
+            "dev",
+            "--dev only: write a session into the project as an eval case",
+        )
+        .body(json!({"type": "object"})),
     ];
     ops.sort_by_key(|o| (o.path, o.method));
     ops
