@@ -218,7 +218,8 @@ fn the_playground_works_in_a_real_browser() {
     );
 
     // The views of what an agent keeps, against a scripted model.
-    let (kept, _) = serve_dir(&tmp.path().join("kept"), &keeper(tmp.path()), &[]);
+    let keeper_dir = keeper(tmp.path());
+    let (kept, _) = serve_dir(&tmp.path().join("kept"), &keeper_dir, &[]);
 
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("playground-screenshots");
     let out = Command::new("node")
@@ -240,6 +241,12 @@ fn the_playground_works_in_a_real_browser() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    // The page's "save as eval case" wrote the keeper's session into its
+    // project.
+    let case = std::fs::read_to_string(keeper_dir.join("evals/from-playground.eval.toml"))
+        .expect("the eval case the page saved");
+    assert!(case.contains("Keep what you find"), "{case}");
+    assert!(keeper_dir.join("evals/cassettes").is_dir());
     drop(kept);
     drop(locked);
     drop(server);

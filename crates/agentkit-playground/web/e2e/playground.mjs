@@ -232,6 +232,13 @@ async function keeper(browser, keeperUrl, kept) {
     "the tool's image is not shown from the workspace",
   );
   await shot(page, "images");
+
+  step = "the session is saved as an eval case of the project";
+  await page.click("button[data-tab=events]");
+  page.once("dialog", (d) => d.accept("from-playground"));
+  await page.click("[data-role=save-eval]");
+  const saved = await page.locator("[data-role=saved-eval]").innerText();
+  check(/from-playground\.eval\.toml/.test(saved) && /recording/.test(saved), `not saved: ${saved}`);
   await page.close();
 }
 

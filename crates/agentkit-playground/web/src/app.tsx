@@ -575,9 +575,42 @@ function EventsPane({ lines, sessionId, onForked }: { lines: Line[]; sessionId: 
       (e) => setForkError(errorText(e)),
     );
   };
+  const [saved, setSaved] = useState("");
+  const [saveError, setSaveError] = useState("");
+  // The session as an eval case of the project (`POST
+  // /v1/dev/evals/cases`, under --dev), named at a prompt.
+  const saveEval = () => {
+    const name = window.prompt("Save this session as the eval case named:", "");
+    if (!name) return;
+    setSaved("");
+    setSaveError("");
+    api
+      .request<{ caseFile: string; recordings: number; warnings: string[] }>("POST", "/v1/dev/evals/cases", {
+        sessionId,
+        name,
+      })
+      .then(
+        (r) =>
+          setSaved(
+            `saved ${r.caseFile} (${r.recordings} recording(s))${r.warnings.length ? `; ${r.warnings.join("; ")}` : ""}`,
+          ),
+        (e) => setSaveError(errorText(e)),
+      );
+  };
   const shown = filter ? lines.filter((l) => l.event.type.includes(filter)) : lines;
   return (
     <div class="events">
+      <div class="event-actions">
+        <button class="link" data-role="save-eval" onClick={saveEval}>
+          save as eval case
+        </button>
+        {saved && <span data-role="saved-eval">{saved}</span>}
+        {saveError && (
+          <span class="error" data-role="save-eval-error">
+            {saveError}
+          </span>
+        )}
+      </div>
       <input
         class="filter"
         placeholder="filter by type (turn., action.…)"
