@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use agentkit_protocol::Message;
+use agentkit_protocol::{ImageRef, Message};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
@@ -106,7 +106,11 @@ pub(crate) fn stash(workspace: &Path, call_id: &str, output: Value) -> Value {
                     std::fs::write(&full, &bytes).map_err(|e| e.to_string())
                 });
             match written {
-                Ok(()) => json!({"type": "image", "mediaType": media_type, "path": rel}),
+                Ok(()) => image_value(ImageRef {
+                    media_type,
+                    path: rel,
+                    data: None,
+                }),
                 Err(e) => json!({"type": "text", "text": format!("(an image that could not be kept: {e})")}),
             }
         })
@@ -142,20 +146,22 @@ pub(crate) fn hydrate(workspace: &Path, conversation: &[Message]) -> Option<Vec<
                     is_error: *is_error,
                 },
                 Message::User { text, images } if !images.is_empty() => {
-                    let loaded = load(workspace, &Value::Array(images.clone()));
                     // An image that cannot be sent becomes a note in the text.
-                    let (images, notes): (Vec<Value>, Vec<Value>) = loaded
-                        .as_array()
-                        .cloned()
-                        .unwrap_or_default()
-                        .into_iter()
-                        .partition(is_image);
                     let mut text = text.clone();
-                    for note in notes {
-                        text.push('\n');
-                        text.push_str(note.get("text").and_then(Value::as_str).unwrap_or_default());
+                    let mut loaded = Vec::new();
+                    for image in images {
+                        match read(workspace, image) {
+                            Ok(image) => loaded.push(image),
+                            Err(note) => {
+                                text.push('\n');
+                                text.push_str(&note);
+                            }
+                        }
                     }
-                    Message::User { text, images }
+                    Message::User {
+                        text,
+                        images: loaded,
+                    }
                 }
                 other => other.clone(),
             })
@@ -181,22 +187,43 @@ fn load(workspace: &Path, output: &Value) -> Value {
                 .and_then(Value::as_str)
                 .unwrap_or_else(|| media_type_of(rel))
                 .to_owned();
-            let read = crate::confine_path(workspace, rel)
-                .map_err(|e| e.to_string())
-                .and_then(|full| std::fs::read(full).map_err(|e| e.to_string()));
-            match read {
-                Ok(bytes) if bytes.len() <= MAX_IMAGE_BYTES => json!({
-                    "type": "image",
-                    "mediaType": media_type,
-                    "path": rel,
-                    "data": STANDARD.encode(bytes),
-                }),
-                Ok(bytes) => json!({"type": "text", "text": format!("(image `{rel}` is {} bytes, over the {MAX_IMAGE_BYTES} bytes sent to a model)", bytes.len())}),
-                Err(e) => json!({"type": "text", "text": format!("(image `{rel}` cannot be read: {e})")}),
+            let image = ImageRef {
+                media_type,
+                path: rel.to_owned(),
+                data: None,
+            };
+            match read(workspace, &image) {
+                Ok(image) => image_value(image),
+                Err(note) => json!({"type": "text", "text": note}),
             }
         })
         .collect();
     Value::Array(items)
+}
+
+/// `image` with its bytes read from `workspace` (base64), or why it
+/// cannot be sent (a note for the model).
+fn read(workspace: &Path, image: &ImageRef) -> Result<ImageRef, String> {
+    let rel = &image.path;
+    let bytes = crate::confine_path(workspace, rel)
+        .map_err(|e| e.to_string())
+        .and_then(|full| std::fs::read(full).map_err(|e| e.to_string()))
+        .map_err(|e| format!("(image `{rel}` cannot be read: {e})"))?;
+    if bytes.len() > MAX_IMAGE_BYTES {
+        return Err(format!(
+            "(image `{rel}` is {} bytes, over the {MAX_IMAGE_BYTES} bytes sent to a model)",
+            bytes.len()
+        ));
+    }
+    Ok(ImageRef {
+        data: Some(STANDARD.encode(bytes)),
+        ..image.clone()
+    })
+}
+
+/// An image as a tool output's item.
+fn image_value(image: ImageRef) -> Value {
+    serde_json::to_value(image).unwrap_or_default()
 }
 
 /// The image items of a tool output that carry their bytes:

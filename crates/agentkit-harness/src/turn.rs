@@ -36,7 +36,7 @@ pub struct TurnInput {
     pub user_messages: Vec<String>,
     /// Images attached to this turn's message(s) (workspace paths, see
     /// `MessageReceived::images`).
-    pub user_images: Vec<Value>,
+    pub user_images: Vec<agentkit_protocol::ImageRef>,
     /// The session workspace. It exists once `prepare_workspace` ran (or
     /// from the start, when there is none).
     pub workspace: PathBuf,

@@ -10,6 +10,20 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One tool call the model asked for.
+/// An image kept in the session's workspace, as a message or a tool's
+/// output names it: `{"type": "image", "mediaType", "path"}`; in a
+/// provider request only, with its bytes (`data`, base64).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(tag = "type", rename = "image", rename_all = "camelCase")]
+pub struct ImageRef {
+    pub media_type: String,
+    /// Relative to the workspace.
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
@@ -31,13 +45,11 @@ pub struct ToolCall {
 )]
 pub enum Message {
     /// What the user said (coalesced follow-ups are joined into one), and
-    /// the images attached to it: `{"type": "image", "mediaType", "path"}`
-    /// items naming workspace files (with `data`, base64, only in a
-    /// provider request).
+    /// the images attached to it.
     User {
         text: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        images: Vec<Value>,
+        images: Vec<ImageRef>,
     },
     /// One model step: its text and the tool calls it made.
     Assistant {

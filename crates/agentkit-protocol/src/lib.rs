@@ -19,7 +19,7 @@ pub mod trace;
 pub mod worker;
 
 pub use api::{Admission, ErrorBody, ErrorCode, SessionMode};
-pub use conversation::{Message, Sizing, ToolCall, Usage};
+pub use conversation::{ImageRef, Message, Sizing, ToolCall, Usage};
 pub use envelope::{Event, InvalidSessionId, SessionId};
 pub use events::{EventType, UnknownEventType};
 pub use payload::{

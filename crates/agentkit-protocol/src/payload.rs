@@ -62,11 +62,10 @@ pub struct SessionFailed {
 #[serde(rename_all = "camelCase", default)]
 pub struct MessageReceived {
     pub text: String,
-    /// Images attached to the message (uploaded files that are images):
-    /// `{"type": "image", "mediaType", "path"}`, the bytes in the
-    /// workspace.
+    /// Images attached to the message (uploaded files that are images),
+    /// the bytes in the workspace.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub images: Vec<Value>,
+    pub images: Vec<crate::ImageRef>,
     /// Who sent it when that is not the session's owner: an operator, as
     /// `operator:<principalId>`.
     #[serde(skip_serializing_if = "Option::is_none")]

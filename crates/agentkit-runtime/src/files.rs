@@ -179,7 +179,7 @@ pub(crate) const MAX_ATTACHED_IMAGES: usize = 8;
 /// GIF, WebP), as the items a user message attaches:
 /// `{"type": "image", "mediaType", "path"}`; the first
 /// [`MAX_ATTACHED_IMAGES`] of them.
-pub(crate) fn attached_images(files: &[(String, Vec<u8>)]) -> Vec<serde_json::Value> {
+pub(crate) fn attached_images(files: &[(String, Vec<u8>)]) -> Vec<agentkit_protocol::ImageRef> {
     files
         .iter()
         .filter_map(|(path, bytes)| {
@@ -194,7 +194,11 @@ pub(crate) fn attached_images(files: &[(String, Vec<u8>)]) -> Vec<serde_json::Va
             } else {
                 return None;
             };
-            Some(serde_json::json!({"type": "image", "mediaType": media_type, "path": path}))
+            Some(agentkit_protocol::ImageRef {
+                media_type: media_type.to_owned(),
+                path: path.clone(),
+                data: None,
+            })
         })
         .take(MAX_ATTACHED_IMAGES)
         .collect()

@@ -127,7 +127,7 @@ pub(crate) enum Phase {
 pub(crate) struct Queued {
     pub(crate) text: String,
     /// Images attached to it (`MessageReceived::images`).
-    pub(crate) images: Vec<serde_json::Value>,
+    pub(crate) images: Vec<agentkit_protocol::ImageRef>,
     /// The index of its `message.received`.
     pub(crate) index: u64,
     /// The request it came with, while tracing is on.

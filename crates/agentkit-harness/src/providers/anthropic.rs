@@ -482,13 +482,10 @@ fn map_messages(conversation: &[Message], thinking: &HashMap<String, Vec<Value>>
         match message {
             Message::User { text, images } => {
                 let mut blocks = vec![json!({"type": "text", "text": text})];
-                blocks.extend(
-                    crate::images::inline_images(&Value::Array(images.clone()))
-                        .into_iter()
-                        .map(|(media_type, data)| {
-                            json!({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}})
-                        }),
-                );
+                blocks.extend(images.iter().filter_map(|i| {
+                    let data = i.data.as_ref()?;
+                    Some(json!({"type": "image", "source": {"type": "base64", "media_type": i.media_type, "data": data}}))
+                }));
                 push("user", blocks)
             }
             Message::Assistant { text, tool_calls } => {

@@ -275,14 +275,18 @@ fn images_message(parts: Vec<Value>) -> Value {
 fn wire_message(message: &Message) -> Value {
     match message {
         Message::User { text, images } => {
-            let attached = crate::images::inline_images(&Value::Array(images.clone()));
+            let attached: Vec<Value> = images
+                .iter()
+                .filter_map(|i| {
+                    let data = i.data.as_ref()?;
+                    Some(json!({"type": "image_url", "image_url": {"url": format!("data:{};base64,{data}", i.media_type)}}))
+                })
+                .collect();
             if attached.is_empty() {
                 json!({"role": "user", "content": text})
             } else {
                 let mut parts = vec![json!({"type": "text", "text": text})];
-                parts.extend(attached.into_iter().map(|(media_type, data)| {
-                    json!({"type": "image_url", "image_url": {"url": format!("data:{media_type};base64,{data}")}})
-                }));
+                parts.extend(attached);
                 json!({"role": "user", "content": parts})
             }
         }
