@@ -177,13 +177,22 @@ impl Journal {
 
     /// Copies the journal, as it is now, into `workspace` at
     /// [`JOURNAL_IN_WORKSPACE`], read-only (the session's `read` tool
-    /// reaches it; edits never reach the journal).
+    /// reaches it; edits never reach the journal), unless the copy there
+    /// is already current.
     pub(crate) async fn offer(&self, workspace: &Path) {
         self.flush().await;
         let from = self.path.clone();
         let to = workspace.join(JOURNAL_IN_WORKSPACE);
         let copied = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            if !from.is_file() {
+            let Ok(journal) = std::fs::metadata(&from) else {
+                return Ok(());
+            };
+            // Unchanged since the last copy (the journal only grows, and
+            // a rotation writes it anew): nothing to copy.
+            if let Ok(copy) = std::fs::metadata(&to)
+                && copy.len() == journal.len()
+                && matches!((copy.modified(), journal.modified()), (Ok(c), Ok(j)) if c >= j)
+            {
                 return Ok(());
             }
             if let Some(dir) = to.parent() {

@@ -50,7 +50,7 @@ pub(crate) fn routes() -> Router<AgentState> {
         )
         .route(
             "/a2a/tasks/{id}/pushNotificationConfigs/{config}",
-            get(rest::push_get).delete(rest::push_delete),
+            get(rest::push_one).delete(rest::push_one),
         )
         .route("/a2a/extendedAgentCard", get(rest::extended_card))
 }

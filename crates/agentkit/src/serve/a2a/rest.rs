@@ -231,34 +231,23 @@ pub(crate) async fn push_list(
     answer(run.await)
 }
 
-/// `GET /a2a/tasks/{id}/pushNotificationConfigs/{config}`.
-pub(crate) async fn push_get(
+/// `GET` and `DELETE /a2a/tasks/{id}/pushNotificationConfigs/{config}`.
+pub(crate) async fn push_one(
     State(state): State<AgentState>,
     Path((task_id, id)): Path<(String, String)>,
+    method: axum::http::Method,
     headers: HeaderMap,
     Authed { owner, .. }: Authed,
 ) -> Response {
     let run = async {
         super::check_version(&headers)?;
-        caller(&state, None, owner, &headers)
-            .get_push(super::push::ConfigRequest { task_id, id })
-            .await
-    };
-    answer(run.await)
-}
-
-/// `DELETE /a2a/tasks/{id}/pushNotificationConfigs/{config}`.
-pub(crate) async fn push_delete(
-    State(state): State<AgentState>,
-    Path((task_id, id)): Path<(String, String)>,
-    headers: HeaderMap,
-    Authed { owner, .. }: Authed,
-) -> Response {
-    let run = async {
-        super::check_version(&headers)?;
-        caller(&state, None, owner, &headers)
-            .delete_push(super::push::ConfigRequest { task_id, id })
-            .await
+        let caller = caller(&state, None, owner, &headers);
+        let req = super::push::ConfigRequest { task_id, id };
+        if method == axum::http::Method::DELETE {
+            caller.delete_push(req).await
+        } else {
+            caller.get_push(req).await
+        }
     };
     answer(run.await)
 }
