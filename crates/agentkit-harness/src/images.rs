@@ -44,17 +44,10 @@ fn extension(media_type: &str) -> &'static str {
 }
 
 fn media_type_of(path: &str) -> &'static str {
-    let lower = path.to_ascii_lowercase();
-    if lower.ends_with(".png") {
-        "image/png"
-    } else if lower.ends_with(".jpg") || lower.ends_with(".jpeg") {
-        "image/jpeg"
-    } else if lower.ends_with(".gif") {
-        "image/gif"
-    } else if lower.ends_with(".webp") {
-        "image/webp"
-    } else {
-        "application/octet-stream"
+    // The image types the providers take.
+    match agentkit_plumbing::content_type(path) {
+        t @ ("image/png" | "image/jpeg" | "image/gif" | "image/webp") => t,
+        _ => "application/octet-stream",
     }
 }
 

@@ -96,3 +96,6 @@ pub(crate) fn boxed_turn(
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = TurnOutcome> + Send>> {
     Box::pin(run_turn(input, events))
 }
+
+/// The content type of a file by its extension (the plumbing's).
+pub use agentkit_plumbing::content_type;

@@ -17,6 +17,7 @@
 //! configuration and implements [`Confinement`]), providers, and anything
 //! of agentkit's own vocabulary. It depends on no agentkit crate.
 
+mod content_type;
 mod http;
 mod process;
 mod redact;
@@ -24,6 +25,7 @@ mod redact;
 mod spawn;
 mod workspace_path;
 
+pub use content_type::content_type;
 pub use http::{
     Backoff, CONNECT_TIMEOUT, HttpClientError, RetryPolicy, http_client, http_error_text,
     retry_after_header,
