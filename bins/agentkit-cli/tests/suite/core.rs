@@ -75,10 +75,25 @@ fn open_fds(pid: u32) -> usize {
 
 /// One whole turn: POST, then the stream until the session waits.
 fn turn(addr: SocketAddr) -> Result<String, String> {
-    let r = Request::post("/bot/v1/session")
-        .json(&json!({"message": "hi"}))
-        .send(addr)
-        .map_err(|e| format!("post: {e}"))?;
+    turn_counting(addr, &AtomicUsize::new(0))
+}
+
+/// [`turn`], honouring a `503 overloaded` with its `Retry-After` (at most
+/// five times) as a client should, and counting those answers in `shed`.
+fn turn_counting(addr: SocketAddr, shed: &AtomicUsize) -> Result<String, String> {
+    let mut tries = 0;
+    let r = loop {
+        let r = Request::post("/bot/v1/session")
+            .json(&json!({"message": "hi"}))
+            .send(addr)
+            .map_err(|e| format!("post: {e}"))?;
+        if r.status != 503 || tries == 5 {
+            break r;
+        }
+        tries += 1;
+        shed.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    };
     if r.status != 200 {
         return Err(format!("post {}: {}", r.status, r.body));
     }
@@ -122,14 +137,18 @@ fn thousands_of_sessions_under_a_limit_of_1024_descriptors() {
     );
 
     let next = Arc::new(AtomicUsize::new(0));
+    // Turns shed with `503` and retried: a few when the machine is loaded
+    // (a turn's slot is let go a moment after `session.waiting`), never
+    // many.
+    let shed = Arc::new(AtomicUsize::new(0));
     let addr = server.addr;
     let workers: Vec<_> = (0..CLIENTS)
         .map(|_| {
-            let next = next.clone();
+            let (next, shed) = (next.clone(), shed.clone());
             std::thread::spawn(move || {
                 let mut errors = Vec::new();
                 while next.fetch_add(1, Ordering::SeqCst) < SESSIONS {
-                    if let Err(e) = turn(addr) {
+                    if let Err(e) = turn_counting(addr, &shed) {
                         errors.push(e);
                     }
                 }
@@ -147,6 +166,8 @@ fn thousands_of_sessions_under_a_limit_of_1024_descriptors() {
         errors.len(),
         errors.first()
     );
+    let shed = shed.load(Ordering::SeqCst);
+    assert!(shed * 20 < SESSIONS, "{shed} of {SESSIONS} turns were shed");
     let stored = std::fs::read_dir(tmp.path().join("state/bot/sessions"))
         .unwrap()
         .count();
