@@ -111,10 +111,12 @@ pub(crate) fn stash(workspace: &Path, call_id: &str, output: Value) -> Value {
     Value::Array(items)
 }
 
-/// A copy of `conversation` whose tool outputs carry the bytes of the
-/// images they reference (`data`, base64), for a provider request; `None`
-/// when no output has an image.
-pub(crate) fn hydrate(workspace: &Path, conversation: &[Message]) -> Option<Vec<Message>> {
+/// A copy of `conversation` whose messages and tool outputs carry the
+/// bytes of the images they reference (`data`, base64, read from
+/// `workspace` under its path guard), for a provider request; `None` when
+/// nothing has an image. An image that cannot be read becomes a note in
+/// its message's text.
+pub fn hydrate(workspace: &Path, conversation: &[Message]) -> Option<Vec<Message>> {
     let any = conversation.iter().any(|m| match m {
         Message::Tool { output, .. } => has_images(output),
         Message::User { images, .. } => !images.is_empty(),

@@ -70,6 +70,7 @@ pub use context::{
 };
 pub use credentials::{Endpoint, ProviderConfig};
 pub use dynamic::{DynTool, RustTool, ToolFuture, ToolSource, ToolSpec, ToolsFuture};
+pub use images::hydrate as hydrate_images;
 pub use providers::{
     Cassette, LoggedAnswer, OfferedTool, RecordedAnswer, RecordedLog, RecordedResult,
     RecordedSession, RecordedToolCall, recorded_exchange, recorded_log, request_context,

@@ -26,6 +26,9 @@ pub(crate) struct Rebuilt {
     pub(crate) conversation: Vec<agentkit_protocol::Message>,
     pub(crate) estimate: u64,
     pub(crate) trimmed: bool,
+    /// The session's workspace on this host, where the images the
+    /// conversation names are read back from for the wire body.
+    pub(crate) workspace: std::path::PathBuf,
 }
 
 /// Step `step` of turn `turn_id` of `events` (session `id`), rebuilt as
@@ -57,14 +60,16 @@ pub(crate) async fn rebuild(
         .map(|i| started + i)
         .ok_or_else(|| not_found("step", format!("{turn_id}#{step}")))?;
     let received = answered(events, started);
-    let user: Vec<String> = events[..started]
+    let (mut user, mut user_images) = (Vec::new(), Vec::new());
+    for e in events[..started]
         .iter()
         .filter(|e| received.contains(&e.index))
-        .filter_map(|e| match e.payload() {
-            EventData::MessageReceived(m) => Some(m.text),
-            _ => None,
-        })
-        .collect();
+    {
+        if let EventData::MessageReceived(m) = e.payload() {
+            user.push(m.text);
+            user_images.extend(m.images);
+        }
+    }
     let mut exclude = received;
     exclude.extend(
         events[started..step_started]
@@ -75,6 +80,7 @@ pub(crate) async fn rebuild(
     let open = OpenTurn {
         turn_id,
         user_text: (!user.is_empty()).then(|| user.join("\n\n")),
+        user_images,
     };
     let conversation = conversation_with(&events[..step_started], &exclude, Some(&open));
     let mut agent = crate::ab::agent_for(rt.agent(), &crate::ab::recorded(events));
@@ -85,6 +91,7 @@ pub(crate) async fn rebuild(
         agent = std::sync::Arc::new(own);
     }
     let tools = rt.dynamic_tools(id).await;
+    let workspace = rt.sessions().get(id).await?.workspace.clone();
     let model = agent
         .config
         .model
@@ -106,6 +113,7 @@ pub(crate) async fn rebuild(
         conversation,
         estimate,
         trimmed,
+        workspace,
     })
 }
 

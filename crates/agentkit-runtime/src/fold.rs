@@ -21,6 +21,8 @@ pub fn conversation(events: &[Event], exclude: &BTreeSet<u64>) -> Vec<Message> {
 pub(crate) struct OpenTurn<'a> {
     pub(crate) turn_id: &'a str,
     pub(crate) user_text: Option<String>,
+    /// The images of the messages the turn answers, in their order.
+    pub(crate) user_images: Vec<agentkit_protocol::ImageRef>,
 }
 
 /// [`conversation`] as a later step of `open` was sent it.
@@ -79,7 +81,10 @@ impl FoldState {
                 && e.turn_id.as_deref() == Some(open.turn_id)
                 && let Some(text) = &open.user_text
             {
-                out.push(Message::user(text.clone()));
+                out.push(Message::User {
+                    text: text.clone(),
+                    images: open.user_images.clone(),
+                });
             }
             let in_completed_turn = e.turn_id.as_deref().filter(|t| completed.contains(*t));
             match (e.payload(), in_completed_turn) {

@@ -525,11 +525,16 @@ impl AgentRuntime {
             .is_some_and(|s| s.state().is_active())
     }
 
-    /// Is a turn running in this session?
+    /// Is a turn (or deterministic call) running in this session, or a
+    /// message waiting for the next one? A session whose last turn ended
+    /// is not busy while its worker records the settle and makes the log
+    /// durable ([`is_active`](Self::is_active) still says so): what the
+    /// HTTP turn gate counts, so a slot is free as soon as a client can
+    /// see `session.waiting`.
     pub fn is_busy(&self, id: &str) -> bool {
         self.sessions()
             .peek(id)
-            .is_some_and(|s| s.state().is_running())
+            .is_some_and(|s| s.state().is_busy())
     }
 
     /// The metadata of any session, without an ownership check: for

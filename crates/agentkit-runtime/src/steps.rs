@@ -200,16 +200,18 @@ pub(crate) fn summaries(events: &[Event]) -> Vec<StepSummary> {
 }
 
 /// The provider's body for a rebuilt step (`None` for a model that
-/// sends none).
+/// sends none), with the images its messages and tool results name read
+/// back from the workspace as the turn read them.
 fn wire_body(step: &Rebuilt) -> Result<Option<serde_json::Value>> {
     let Some(model) = &step.model else {
         return Ok(None);
     };
+    let hydrated = agentkit_harness::hydrate_images(&step.workspace, &step.conversation);
     agentkit_harness::wire_request(
         model,
         &step.agent,
         &step.tools,
-        &step.conversation,
+        hydrated.as_deref().unwrap_or(&step.conversation),
         step.as_of.as_deref(),
     )
     .map_err(|message| Error::BadRequest {

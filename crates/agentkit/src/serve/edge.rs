@@ -219,7 +219,7 @@ pub(crate) fn turn_cap(options: &EdgeOptions) -> usize {
 /// is read and before the runtime admits the turn (so a burst cannot pass
 /// the check together), then turns the reservation into the admitted
 /// session, which holds the slot until the runtime says it is no longer
-/// active (a reaper looks every 20 ms); a request that admits nothing
+/// busy (a reaper looks every 20 ms); a request that admits nothing
 /// gives it back.
 #[derive(Debug)]
 pub(crate) struct TurnGate {
@@ -368,7 +368,7 @@ impl TurnGate {
         )
     }
 
-    /// Lets go of the sessions that are no longer active, until `shutdown`.
+    /// Lets go of the sessions that are no longer busy, until `shutdown`.
     pub(crate) async fn reap(self: Arc<Self>, shutdown: CancellationToken) {
         loop {
             tokio::select! {
@@ -383,8 +383,8 @@ impl TurnGate {
         }
     }
 
-    /// Gives back the slots of the admitted sessions that are no longer
-    /// active.
+    /// Gives back the slots of the admitted sessions whose turns ended
+    /// (no turn running or waiting to run).
     fn reap_settled(&self, state: &mut GateState) {
         let GateState {
             admitted,
@@ -392,7 +392,10 @@ impl TurnGate {
             ..
         } = state;
         admitted.retain(|a| {
-            let active = a.runtime.is_active(&a.id);
+            // Busy, not active: a session whose turn ended holds no slot
+            // while its worker makes the settled log durable (its client
+            // has seen `session.waiting` and may start the next turn).
+            let active = a.runtime.is_busy(&a.id);
             if !active {
                 release(by_principal, a.principal.as_ref());
             }
@@ -416,7 +419,7 @@ struct SlotInner {
 
 impl TurnSlot {
     /// The turn was admitted into session `id`: it holds the slot while
-    /// the session is active (a session already holding one gives this
+    /// a turn of the session runs or waits to run (a session already holding one gives this
     /// one back).
     pub(crate) fn admitted(&self, runtime: &agentkit_runtime::AgentRuntime, id: &str) {
         if !self.0.held.swap(false, Ordering::AcqRel) {

@@ -597,6 +597,41 @@ fn past_the_turn_bound_a_turn_is_answered_503_at_once_with_retry_after() {
     );
 }
 
+/// A client that starts its next turn the moment it sees
+/// `session.waiting` finds the slot free: the gate counts running turns,
+/// not the worker that then makes the settled log durable.
+#[test]
+fn a_turns_slot_is_free_once_its_client_sees_session_waiting() {
+    let s = server_with_turn(
+        EdgeOptions {
+            max_turns: Some(1),
+            ..EdgeOptions::default()
+        },
+        r#"{"steps": [{"text": "ok"}]}"#,
+    );
+    let mut shed = 0;
+    for _ in 0..60 {
+        let r = Request::post("/v1/session")
+            .json(&json!({"message": "hi"}))
+            .send(s.addr())
+            .unwrap();
+        if r.status == 503 {
+            shed += 1;
+            // Let the previous session settle before the next try.
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        assert_eq!(r.status, 200, "{}", r.body);
+        let url = r.json()["streamUrl"].as_str().unwrap().to_owned();
+        Request::get(&url)
+            .stream(s.addr())
+            .unwrap()
+            .until("session.waiting")
+            .unwrap();
+    }
+    assert_eq!(shed, 0, "turns shed right after the previous one settled");
+}
+
 /// The samples of metric `name` (without labels) summed, from a scrape.
 fn metric(s: &Server, name: &str) -> Option<f64> {
     let body = Request::get("/metrics").send(s.addr()).unwrap().body;

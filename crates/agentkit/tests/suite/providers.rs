@@ -47,6 +47,13 @@ impl Wire {
 }
 
 fn serve(wire: Wire, mock: &MockProvider) -> Host {
+    serve_with(wire, mock, ServeOptions::default())
+}
+
+/// The operator token of the hosts that show step requests.
+const OPERATOR: &str = "op-providers";
+
+fn serve_with(wire: Wire, mock: &MockProvider, options: ServeOptions) -> Host {
     let agent_toml = format!(
         "model = \"{}\"\n[harness]\nbuiltin_tools = []\n",
         wire.model()
@@ -65,7 +72,7 @@ fn serve(wire: Wire, mock: &MockProvider) -> Host {
         &[("bot", &files)],
         ServeOptions {
             providers,
-            ..ServeOptions::default()
+            ..options
         },
     )
 }
@@ -564,7 +571,14 @@ const PNG: &[u8] = b"\x89PNG\r\n\x1a\nIMAGE";
 /// provider's wire format; `message.received` names it by path.
 fn an_uploaded_image(wire: Wire) {
     let mock = MockProvider::start(vec![Step::text("A screenshot.").tokens(20, 3, 0, 0).into()]);
-    let h = serve(wire, &mock);
+    let h = serve_with(
+        wire,
+        &mock,
+        ServeOptions {
+            operator_token: Some(OPERATOR.into()),
+            ..ServeOptions::default()
+        },
+    );
     let body = super::files::multipart(&[
         ("message", None, b"What is in the picture?"),
         ("file", Some("shots/screen.png"), PNG),
@@ -616,6 +630,12 @@ fn an_uploaded_image(wire: Wire) {
             );
         }
     }
+    // The step view rebuilds the same body, the image read back from the
+    // workspace as the turn read it.
+    let view = h
+        .send(Request::get(&format!("/bot/v1/session/{id}/steps/1/request")).bearer(OPERATOR))
+        .json();
+    assert_eq!(view["body"], bodies[0], "{view}");
 }
 
 #[test]
