@@ -198,8 +198,20 @@ pub fn fixed_breakdown(
 
 /// The estimated tokens of one message of the conversation.
 pub fn message_tokens(m: &Message) -> u64 {
-    approx_tokens(serde_json::to_string(m).map_or(0, |s| s.len()))
+    let images = match m {
+        Message::User { images, .. } => images.len(),
+        Message::Tool { output, .. } => crate::images::count(output),
+        Message::Assistant { .. } => 0,
+    };
+    approx_tokens(serde_json::to_string(m).map_or(0, |s| s.len())) + IMAGE_TOKENS * images as u64
 }
+
+/// What one image a message or tool result names is estimated at: the
+/// log holds its path, not its bytes, and providers charge by its size in
+/// pixels. This is about what Anthropic charges for an image at its
+/// default size limit (1.15 megapixels, about 1,600 tokens; OpenAI's
+/// high-detail 1024×1024 image is 765), so the estimate errs high.
+pub const IMAGE_TOKENS: u64 = 1_600;
 
 pub(crate) fn conversation_tokens(conversation: &[Message]) -> u64 {
     conversation.iter().map(message_tokens).sum()
@@ -329,6 +341,42 @@ mod tests {
             text: t.to_owned(),
             tool_calls: Vec::new(),
         }
+    }
+
+    #[test]
+    fn each_image_a_message_or_tool_result_names_is_counted() {
+        let image = agentkit_protocol::ImageRef {
+            media_type: "image/png".to_owned(),
+            path: "shot.png".to_owned(),
+            data: None,
+        };
+        let plain = message_tokens(&user("look"));
+        let with_two = Message::User {
+            text: "look".to_owned(),
+            images: vec![image.clone(), image],
+        };
+        let extra = message_tokens(&with_two) - plain;
+        assert!(
+            (2 * IMAGE_TOKENS..2 * IMAGE_TOKENS + 40).contains(&extra),
+            "{extra}"
+        );
+        let tool = |output: serde_json::Value| Message::Tool {
+            call_id: "c".to_owned(),
+            tool_name: "shot".to_owned(),
+            output,
+            is_error: false,
+        };
+        let text_only = message_tokens(&tool(
+            serde_json::json!([{"type": "text", "text": "a chart"}]),
+        ));
+        let with_image = message_tokens(&tool(serde_json::json!([
+            {"type": "text", "text": "a chart"},
+            {"type": "image", "mediaType": "image/png", "path": ".agentkit/images/c-1.png"},
+        ])));
+        assert!(
+            with_image - text_only >= IMAGE_TOKENS,
+            "{with_image} vs {text_only}"
+        );
     }
 
     #[test]

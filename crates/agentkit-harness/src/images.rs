@@ -33,6 +33,13 @@ pub(crate) fn has_images(output: &Value) -> bool {
         .is_some_and(|items| items.iter().any(is_image))
 }
 
+/// How many image items `output` holds.
+pub(crate) fn count(output: &Value) -> usize {
+    output
+        .as_array()
+        .map_or(0, |items| items.iter().filter(|i| is_image(i)).count())
+}
+
 fn extension(media_type: &str) -> &'static str {
     match media_type {
         "image/png" => "png",
