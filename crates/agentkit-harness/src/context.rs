@@ -211,7 +211,7 @@ pub fn message_tokens(m: &Message) -> u64 {
 /// pixels. This is about what Anthropic charges for an image at its
 /// default size limit (1.15 megapixels, about 1,600 tokens; OpenAI's
 /// high-detail 1024×1024 image is 765), so the estimate errs high.
-pub const IMAGE_TOKENS: u64 = 1_600;
+pub(crate) const IMAGE_TOKENS: u64 = 1_600;
 
 pub(crate) fn conversation_tokens(conversation: &[Message]) -> u64 {
     conversation.iter().map(message_tokens).sum()
