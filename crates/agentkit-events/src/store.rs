@@ -260,6 +260,21 @@ impl FileEventStore {
         appended
     }
 
+    /// Appends a copy of events as they are stored (a `message.appended`
+    /// with its `delta` only, as [`read_stored`](Self::read_stored) gives
+    /// them), for a fork's copied prefix. Unlike
+    /// [`append_batch`](Self::append_batch) nothing is published: no
+    /// subscriber or [`tap`](Self::tap) receiver gets the copies (they
+    /// happened in the original, and hooks saw them there), and no
+    /// delta's cumulative text is built. Returns the log's length after.
+    pub async fn append_copy(&self, session: &SessionId, events: Vec<NewEvent>) -> Result<u64> {
+        let began = std::time::Instant::now();
+        let appended = self.log(session, true).await?.append_copy(events);
+        let l = &self.inner.latency;
+        record(&l.appends, &l.append_nanos, began);
+        appended
+    }
+
     /// How long appends and syncs took (see [`StoreLatency`]).
     pub fn latency(&self) -> StoreLatency {
         use std::sync::atomic::Ordering;
@@ -660,6 +675,47 @@ impl SessionLog {
             }
         }
         Ok(events)
+    }
+
+    /// [`FileEventStore::append_copy`] proper: encodes `batch` as given,
+    /// writes it under the lock and publishes nothing. The recent events
+    /// kept for subscribers are let go, so what they hold stays one run
+    /// that ends at the log's end (a subscriber reads the copies from the
+    /// file).
+    fn append_copy(&self, batch: Vec<NewEvent>) -> Result<u64> {
+        let mut state = lock(&self.state);
+        // What other appenders buffered goes (and is published) first.
+        self.flush_locked(&mut state)?;
+        let at = Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true);
+        let mut starts = Vec::with_capacity(batch.len());
+        state.scratch.clear();
+        let count = batch.len() as u64;
+        for (i, new) in batch.into_iter().enumerate() {
+            let event = Event {
+                event_type: new.event_type,
+                index: state.len + i as u64,
+                session_id: self.session.clone(),
+                turn_id: new.turn_id,
+                at: at.clone(),
+                data: new.data,
+            };
+            starts.push(state.end + state.scratch.len() as u64);
+            serde_json::to_writer(&mut state.scratch, &event).map_err(|source| Error::Encode {
+                session: self.session.clone(),
+                source,
+            })?;
+            state.scratch.push(b'\n');
+        }
+        let scratch = std::mem::take(&mut state.scratch);
+        state.buffer.extend_from_slice(&scratch);
+        state.end += scratch.len() as u64;
+        state.scratch = scratch;
+        state.len += count;
+        state.offsets.extend(starts);
+        self.flush_locked(&mut state)?;
+        state.recent.clear();
+        state.recent_bytes = 0;
+        Ok(state.len)
     }
 
     /// Encodes and buffers `batch`; flushes if no other append is waiting.

@@ -55,9 +55,10 @@ impl Forks<'_> {
         let original = self.rt.sessions().owned(id, owner).await?;
         // A crash's interrupted turn is recorded before the log is read.
         self.rt.turns().ready(&original).await?;
-        // The wire shape (deltas with their text so far), as a live
-        // follower of the fork expects; the store keeps only the deltas.
-        let events = self.rt.store().read(&original.id, 0).await?;
+        // As stored (deltas without their text so far): copied as they
+        // are, so a long reply's deltas cost their own size, not the
+        // square of the reply's.
+        let events = self.rt.store().read_stored(&original.id, 0).await?;
         let len = u64::try_from(events.len()).unwrap_or(u64::MAX);
         if at_index == 0 || at_index > len {
             return Err(Error::BadRequest {
@@ -112,17 +113,25 @@ impl Forks<'_> {
             .sessions()
             .register(fork_id.clone(), meta.clone(), false);
         copy_workspace(&original.workspace, &session.workspace).await?;
-        let mut copied: Vec<NewEvent> = prefix.iter().map(NewEvent::copy_of).collect();
-        copied.push(NewEvent::new(
-            None,
-            EventData::SessionForked(SessionForked {
-                from_session_id: forked_from.session_id.clone(),
-                at_index,
-            }),
-        ));
+        let copied: Vec<NewEvent> = prefix.iter().map(NewEvent::copy_of).collect();
         // Not fed to the fork's fold cache: its first turn folds the log
-        // once, so an idle fork holds none of the copy in memory.
-        self.rt.store().append_batch(&fork_id, copied).await?;
+        // once, so an idle fork holds none of the copy in memory. Not
+        // published either: hooks saw these events in the original.
+        self.rt.store().append_copy(&fork_id, copied).await?;
+        // The fork's own first event is published as any.
+        self.rt
+            .store()
+            .append_batch(
+                &fork_id,
+                vec![NewEvent::new(
+                    None,
+                    EventData::SessionForked(SessionForked {
+                        from_session_id: forked_from.session_id.clone(),
+                        at_index,
+                    }),
+                )],
+            )
+            .await?;
         self.rt
             .ab()
             .record_assignments(

@@ -93,6 +93,22 @@ impl EventLog {
         })
     }
 
+    /// Appends copies of stored events (a fork's prefix, read with
+    /// [`read_stored`](Self::read_stored)): the files publish none of them
+    /// and build no delta's text; the shared database appends them as a
+    /// batch (its subscribers get them as stored).
+    pub async fn append_copy(&self, session: &SessionId, events: Vec<NewEvent>) -> Result<()> {
+        match self {
+            EventLog::File(s) => {
+                s.append_copy(session, events).await?;
+            }
+            EventLog::Shared(s) => {
+                s.append_batch(session, events).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// A durable point. PostgreSQL commits every append, so only the
     /// files need it.
     pub async fn sync(&self, session: &SessionId) -> Result<()> {

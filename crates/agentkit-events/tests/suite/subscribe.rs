@@ -166,3 +166,73 @@ async fn the_tap_sees_every_session_in_order_and_counts_what_it_missed() {
         other => panic!("expected a lag report, got {other:?}"),
     }
 }
+
+/// A copy of stored events (a fork's prefix) reaches no subscriber or tap
+/// receiver, yet reads and later subscriptions see it in the wire shape,
+/// each delta with its text so far; what is appended after it is
+/// published as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_of_stored_events_is_read_back_whole_and_published_to_nobody() {
+    let (_dir, store) = store(StoreOptions::default());
+    let original = id("copy-from");
+    store
+        .append(&original, EventType::TurnStarted, Some("t1"), json!({}))
+        .await
+        .unwrap();
+    for word in ["one ", "two ", "three"] {
+        store
+            .append(
+                &original,
+                EventType::MessageAppended,
+                Some("t1"),
+                json!({"delta": word, "text": "ignored: the writer keeps deltas only"}),
+            )
+            .await
+            .unwrap();
+    }
+    let stored = store.read_stored(&original, 0).await.unwrap();
+    assert!(
+        stored.iter().all(|e| e.data.get("text").is_none()),
+        "{stored:?}"
+    );
+
+    let fork = id("copy-to");
+    let mut tap = store.tap();
+    let copies = stored
+        .iter()
+        .map(agentkit_events::NewEvent::copy_of)
+        .collect();
+    assert_eq!(store.append_copy(&fork, copies).await.unwrap(), 4);
+    store
+        .append(&fork, EventType::SessionWaiting, None, json!({}))
+        .await
+        .unwrap();
+    // The tap's first event is the one appended after the copy.
+    let first = tokio::time::timeout(Duration::from_secs(5), tap.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((first.session_id.as_str(), first.index), (fork.as_str(), 4));
+
+    let read = store.read(&fork, 0).await.unwrap();
+    let texts: Vec<&str> = read
+        .iter()
+        .filter_map(|e| e.data.get("text").and_then(|t| t.as_str()))
+        .collect();
+    assert_eq!(texts, ["one ", "one two ", "one two three"]);
+    assert!(read.iter().all(|e| e.session_id == fork));
+    let mut sub = store.subscribe(&fork, 2).await.unwrap();
+    let mut seen = Vec::new();
+    for _ in 2..5 {
+        let e = sub.next().await.unwrap();
+        seen.push((e.index, e.data.get("text").cloned()));
+    }
+    assert_eq!(
+        seen,
+        [
+            (2, Some(json!("one two "))),
+            (3, Some(json!("one two three"))),
+            (4, None)
+        ]
+    );
+}
