@@ -35,8 +35,11 @@ impl DynTool for Declared {
 }
 
 /// The turn's dynamic tools followed by the client's, as the model is
-/// offered them.
-pub(crate) fn offered(tools: &[Arc<dyn DynTool>], client: &[ClientTool]) -> Vec<Arc<dyn DynTool>> {
+/// offered them (what a step's request carries, for rebuilding it).
+pub fn with_client_tools(
+    tools: &[Arc<dyn DynTool>],
+    client: &[ClientTool],
+) -> Vec<Arc<dyn DynTool>> {
     let mut out = tools.to_vec();
     for t in client {
         out.push(Arc::new(Declared {

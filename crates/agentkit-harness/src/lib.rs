@@ -64,6 +64,7 @@ pub use agentkit_plumbing::{
     signal_of, spawn_child,
 };
 pub use approvals::{ApprovalGate, ClientResultFuture, Decision, DecisionFuture};
+pub use client_tools::with_client_tools;
 pub use complete::{Completion, complete};
 pub use context::{
     CALIBRATE_AFTER, MAX_CALIBRATION, SUMMARY_PREFIX, SUMMARY_PROMPT, Window, as_sent, calibration,

@@ -274,7 +274,7 @@ async fn run_steps(
         || harness.max_tokens_per_day.is_some()
         || harness.max_input_tokens_per_turn.is_some();
     // The tools offered: the turn's dynamic ones, then the client's.
-    let offered = crate::client_tools::offered(&input.tools, &input.client_tools);
+    let offered = crate::client_tools::with_client_tools(&input.tools, &input.client_tools);
     let fixed = if sized {
         crate::context::fixed_tokens(&input.agent, &offered, input.as_of.as_deref())
     } else {

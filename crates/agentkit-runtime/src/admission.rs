@@ -38,19 +38,20 @@ impl Turns<'_> {
         self.rt.follow_up(id, follow).await
     }
 
-    /// Refuses client tools a turn could not offer: a name the agent's
-    /// tools (its files, built-ins, Rust and MCP tools) already use, a
-    /// name twice, or parameters that are not a JSON Schema object.
+    /// Refuses client tools a turn of session `id` could not offer: a
+    /// name the agent's tools (its files, built-ins, Rust and MCP tools)
+    /// already use, a name twice, or parameters that are not a JSON
+    /// Schema object.
     pub(crate) async fn check_client_tools(
         &self,
-        session: &Session,
+        id: &str,
         tools: &[agentkit_protocol::ClientTool],
     ) -> Result<()> {
         if tools.is_empty() {
             return Ok(());
         }
         let agent = &self.rt.inner.agent;
-        let dynamic = self.rt.dynamic_tools(session.id.as_str()).await;
+        let dynamic = self.rt.dynamic_tools(id).await;
         let (_, offered) = agentkit_harness::request_context(agent, &dynamic, None);
         let bad = |message: String| Err(Error::BadRequest { message });
         for (i, tool) in tools.iter().enumerate() {
@@ -92,6 +93,9 @@ impl Turns<'_> {
         as_of: Option<String>,
     ) -> Result<Accepted> {
         let id = SessionId::parse(&new_id("ses"))?;
+        // Refused before the session exists.
+        self.check_client_tools(id.as_str(), &req.client_tools)
+            .await?;
         let token = req.continuation.clone().unwrap_or_else(mint_token);
         let workspace_dir = self
             .rt

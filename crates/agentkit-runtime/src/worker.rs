@@ -432,7 +432,15 @@ impl Turns<'_> {
         from: Option<String>,
     ) -> Result<(bool, u64)> {
         let Incoming { text, client_tools } = message;
-        let checked = match self.check_client_tools(session, &client_tools).await {
+        // A new session's first message had its tools checked before
+        // the session was made.
+        let checked = if opening.is_empty() {
+            self.check_client_tools(session.id.as_str(), &client_tools)
+                .await
+        } else {
+            Ok(())
+        };
+        let checked = match checked {
             Ok(()) => self.prepare_admission(session, admission, &files).await,
             Err(e) => Err(e),
         };

@@ -273,6 +273,8 @@ fn a_front_end_tool_call_ends_the_run_and_the_next_runs_tool_message_answers_it(
         )],
         ServeOptions {
             bearer_token: Some("sk-agui".to_owned()),
+            // For the step's rebuilt context.
+            dev: true,
             ..ServeOptions::default()
         },
     );
@@ -365,6 +367,35 @@ fn a_front_end_tool_call_ends_the_run_and_the_next_runs_tool_message_answers_it(
     assert_eq!(results[0]["data"]["output"], "Paris");
     assert_eq!(results[0]["data"]["isError"], false);
     assert_eq!(of("turn.completed").len(), 1);
+    // The step that saw the result, rebuilt: the client's tool was
+    // offered beside the agent's, and its result is in the conversation.
+    let turn = of("turn.started")[0]["turnId"].as_str().unwrap();
+    let context = h.send(
+        Request::get(&format!(
+            "/front/v1/session/{session}/context?turnId={turn}&step=2"
+        ))
+        .bearer("sk-agui"),
+    );
+    assert_eq!(context.status, 200, "{}", context.body);
+    let context = context.json();
+    let offered: Vec<&str> = context["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        offered.contains(&"echo") && offered.contains(&"pick_city"),
+        "{offered:?}"
+    );
+    let last = context["conversation"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["role"], "tool", "{last}");
+    assert_eq!(last["output"], "Paris", "{last}");
 
     // Answering again: nothing waits, and the run has no user message.
     let again = run(serde_json::json!({
