@@ -5,8 +5,9 @@
 //! ends the run with an `interrupt` outcome, and the next run's `resume`
 //! decides it. The run's front-end `tools` are the turn's client tools: a
 //! call of one ends the run (`RUN_FINISHED`), and the next run's `tool`
-//! messages are its results, which resume the turn. The turn's events are read by the OpenAI front's fold and
-//! written as AG-UI events over server-sent events.
+//! messages are its results, which resume the turn. The turn's events are
+//! read by the OpenAI front's fold and written as AG-UI events over
+//! server-sent events.
 
 use std::collections::HashSet;
 use std::convert::Infallible;

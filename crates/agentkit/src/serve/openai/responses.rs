@@ -5,9 +5,9 @@
 //! the turn the previous response left waiting. The request's `function`
 //! tools are the turn's client tools: a call of one ends the response
 //! (its `function_call` item), and `function_call_output` items with
-//! `previous_response_id` answer it and resume the turn. Streamed, the turn's
-//! events become Responses events as they happen; otherwise the request
-//! waits for the turn and answers the whole response object.
+//! `previous_response_id` answer it and resume the turn. Streamed, the
+//! turn's events become Responses events as they happen; otherwise the
+//! request waits for the turn and answers the whole response object.
 
 use std::convert::Infallible;
 use std::sync::Arc;
