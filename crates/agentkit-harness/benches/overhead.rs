@@ -77,6 +77,7 @@ fn main() {
             host: None,
             reminders: None,
             tools: Vec::new(),
+            client_tools: Vec::new(),
             services: None,
             approvals: None,
             as_of: None,

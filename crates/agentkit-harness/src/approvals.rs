@@ -43,9 +43,23 @@ impl Decision {
 /// A boxed decision.
 pub type DecisionFuture = Pin<Box<dyn Future<Output = Decision> + Send>>;
 
-/// Where parked calls wait for their decision.
+/// A client's result for a call of one of its tools; `None` when the
+/// wait was withdrawn (or the host takes no client results).
+pub type ClientResultFuture = Pin<Box<dyn Future<Output = Option<crate::ToolOutput>> + Send>>;
+
+/// Where parked calls wait: for a person's decision, or for the result of
+/// a tool the client declared (`TurnInput::client_tools`).
 pub trait ApprovalGate: Send + Sync + fmt::Debug {
     /// Registers `call_id` of `turn_id` as parked and returns the future of
     /// its decision. Dropping the future (an interrupted turn) unparks it.
     fn park(&self, turn_id: &str, call_id: &str) -> DecisionFuture;
+
+    /// Registers `call_id` of `turn_id`, a call of a client tool, as
+    /// waiting for the client's result and returns the future of it.
+    /// Dropping the future unparks it. A gate that takes no client
+    /// results answers `None` at once.
+    fn park_client(&self, turn_id: &str, call_id: &str) -> ClientResultFuture {
+        let _ = (turn_id, call_id);
+        Box::pin(async { None })
+    }
 }

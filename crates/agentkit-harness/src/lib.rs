@@ -40,6 +40,7 @@
 
 mod approvals;
 mod builtins;
+mod client_tools;
 mod complete;
 mod context;
 mod credentials;
@@ -62,7 +63,8 @@ pub use agentkit_plumbing::{
     confine_path, http_client, http_error_text, redact_credentials, retry_after_header, run_child,
     signal_of, spawn_child,
 };
-pub use approvals::{ApprovalGate, Decision, DecisionFuture};
+pub use approvals::{ApprovalGate, ClientResultFuture, Decision, DecisionFuture};
+pub use client_tools::with_client_tools;
 pub use complete::{Completion, complete};
 pub use context::{
     CALIBRATE_AFTER, MAX_CALIBRATION, SUMMARY_PREFIX, SUMMARY_PROMPT, Window, as_sent, calibration,

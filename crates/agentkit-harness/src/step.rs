@@ -3,8 +3,9 @@
 
 use agentkit_protocol::{
     ActionResult, ActionsRequested, Appended, ApprovalRequested, ApprovalResolved,
-    ContextCompacted, EventData, EventType, MessageCompleted, ReasoningCompleted, StepCompleted,
-    StepStarted, SubagentCalled, SubagentCompleted, SubagentStep, ToolCall,
+    ClientActionsRequested, ContextCompacted, EventData, EventType, MessageCompleted,
+    ReasoningCompleted, StepCompleted, StepStarted, SubagentCalled, SubagentCompleted,
+    SubagentStep, ToolCall,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -95,6 +96,11 @@ pub enum StepEvent {
         tool_name: String,
         input: Value,
     },
+    /// Calls of the client's tools: the turn waits for the client's
+    /// results.
+    ClientActionsRequested {
+        calls: Vec<ToolCall>,
+    },
     /// The decision on a parked call.
     ApprovalResolved {
         call_id: String,
@@ -144,6 +150,7 @@ impl StepEvent {
             StepEvent::ContextCompacted { .. } => EventType::ContextCompacted,
             StepEvent::ApprovalRequested { .. } => EventType::ActionApprovalRequested,
             StepEvent::ApprovalResolved { .. } => EventType::ActionApprovalResolved,
+            StepEvent::ClientActionsRequested { .. } => EventType::ActionsClientRequested,
             StepEvent::SubagentCalled { .. } => EventType::SubagentCalled,
             StepEvent::SubagentCompleted { .. } => EventType::SubagentCompleted,
             StepEvent::SubagentStep { .. } => EventType::SubagentStep,
@@ -236,6 +243,9 @@ impl StepEvent {
                 tool_name,
                 input,
             }),
+            StepEvent::ClientActionsRequested { calls } => {
+                EventData::ClientActionsRequested(ClientActionsRequested { calls })
+            }
             StepEvent::ApprovalResolved {
                 call_id,
                 tool_name,

@@ -61,6 +61,11 @@ pub struct TurnInput {
     /// Tools beyond the agent's files: Rust tools and MCP tools. A name
     /// the agent's files or the built-ins already use is ignored.
     pub tools: Vec<Arc<dyn DynTool>>,
+    /// Tools the client declared for this turn (an AG-UI front-end's):
+    /// offered beside the agent's own; a call of one waits for the
+    /// client's result at `approvals` (`ApprovalGate::park_client`). The
+    /// host refuses names the agent's tools already use.
+    pub client_tools: Vec<agentkit_protocol::ClientTool>,
     /// Handed to every tool call (`ToolContext::services`).
     pub services: Option<HostHandle>,
     /// Where calls that need approval wait. `None`: such calls are denied
@@ -268,8 +273,10 @@ async fn run_steps(
         || harness.max_tokens_per_session.is_some()
         || harness.max_tokens_per_day.is_some()
         || harness.max_input_tokens_per_turn.is_some();
+    // The tools offered: the turn's dynamic ones, then the client's.
+    let offered = crate::client_tools::with_client_tools(&input.tools, &input.client_tools);
     let fixed = if sized {
-        crate::context::fixed_tokens(&input.agent, &input.tools, input.as_of.as_deref())
+        crate::context::fixed_tokens(&input.agent, &offered, input.as_of.as_deref())
     } else {
         0
     };
@@ -287,7 +294,7 @@ async fn run_steps(
     let digests = crate::providers::TurnDigests::new(
         &input.model,
         &input.agent,
-        &input.tools,
+        &offered,
         input.as_of.as_deref(),
     );
 
@@ -426,7 +433,7 @@ async fn run_steps(
             step,
             turn_id: &input.turn_id,
             cancel: &input.cancel,
-            tools: &input.tools,
+            tools: &offered,
             as_of: input.as_of.as_deref(),
         };
         send(
@@ -643,6 +650,9 @@ async fn run_calls(
     let delegated_ref = &delegated;
     let mut outputs: Vec<Option<ToolOutput>> = vec![None; calls.len()];
     let mut pending: Vec<Option<CallFuture<'_>>> = Vec::new();
+    // Calls of the client's tools: they wait for the client once the
+    // server's calls of the step are done.
+    let mut client: Vec<(usize, &ToolCall)> = Vec::new();
     let prepared = match &input.prepare_workspace {
         Some(prep) if !calls.is_empty() => prep.prepare().await,
         _ => Ok(()),
@@ -660,6 +670,7 @@ async fn run_calls(
                 emit_result(events, call, &out, 0).await;
                 outputs[i] = Some(out);
             }
+            Ok((Callable::Client, _)) => client.push((i, call)),
             Ok((callable, _)) if input.dry_run && !callable.read_only() => {
                 let out = ToolOutput {
                     output: serde_json::json!({
@@ -749,6 +760,9 @@ async fn run_calls(
                             Callable::Builtin(name) => {
                                 builtins::run(&input.agent, name, &call.input, &ctx).await
                             }
+                            Callable::Client => {
+                                ToolOutput::error("a client tool's call waits for the client")
+                            }
                         };
                         (i, out, millis(started))
                     },
@@ -796,6 +810,16 @@ async fn run_calls(
         }
         if let Some(slot) = outputs.get_mut(i) {
             *slot = Some(out);
+        }
+    }
+    if !client.is_empty() {
+        let calls: Vec<&ToolCall> = client.iter().map(|(_, c)| *c).collect();
+        let results = await_client(input, &calls, events, clock).await;
+        for ((i, call), out) in client.into_iter().zip(results) {
+            emit_result(events, call, &out, 0).await;
+            if let Some(slot) = outputs.get_mut(i) {
+                *slot = Some(out);
+            }
         }
     }
     let outputs = outputs
@@ -851,6 +875,61 @@ async fn await_approval(
     )
     .await;
     decision
+}
+
+/// Waits for the client's results of calls of its tools, recording
+/// `actions.client_requested` once they are parked. The turn's own timeout
+/// does not run meanwhile; `approval_timeout` bounds the wait.
+async fn await_client(
+    input: &TurnInput,
+    calls: &[&ToolCall],
+    events: &mpsc::Sender<StepEvent>,
+    clock: &TurnClock,
+) -> Vec<ToolOutput> {
+    let Some(gate) = &input.approvals else {
+        return calls
+            .iter()
+            .map(|_| ToolOutput::error("this host cannot wait for a client's results"))
+            .collect();
+    };
+    // Park before recording the request, so that no result can arrive
+    // before the call waits.
+    let waits: Vec<_> = calls
+        .iter()
+        .map(|c| gate.park_client(&input.turn_id, &c.call_id))
+        .collect();
+    send(
+        events,
+        StepEvent::ClientActionsRequested {
+            calls: calls.iter().map(|c| (*c).clone()).collect(),
+        },
+    )
+    .await;
+    let parked = clock.park();
+    let limit = input.agent.config.harness.approval_timeout;
+    let deadline = limit.map(|l| tokio::time::Instant::now() + l);
+    let mut out = Vec::new();
+    for wait in waits {
+        let got = match deadline {
+            Some(at) => tokio::time::timeout_at(at, wait).await.map_err(|_| {
+                ToolOutput::error(format!(
+                    "the client did not answer within approval_timeout ({})",
+                    limit
+                        .map(humantime::format_duration)
+                        .map(|d| d.to_string())
+                        .unwrap_or_default()
+                ))
+            }),
+            None => Ok(wait.await),
+        };
+        out.push(match got {
+            Ok(Some(result)) => result,
+            Ok(None) => ToolOutput::error("the wait for the client's result was withdrawn"),
+            Err(timed_out) => timed_out,
+        });
+    }
+    drop(parked);
+    out
 }
 
 /// The built-in `task` tool: runs the subagent's own loop on the prompt,
@@ -909,6 +988,8 @@ async fn run_subagent(
         host: input.host.clone(),
         reminders: input.reminders.clone(),
         tools: input.tools.clone(),
+        // The client's tools are the parent turn's.
+        client_tools: Vec::new(),
         services: input.services.clone(),
         approvals: input.approvals.clone(),
         as_of: input.as_of.clone(),
@@ -1046,6 +1127,8 @@ enum Callable<'a> {
     Server(&'a Tool),
     Builtin(&'static str),
     Dynamic(&'a Arc<dyn DynTool>),
+    /// A tool the client declared: the client runs it.
+    Client,
 }
 
 impl Callable<'_> {
@@ -1054,6 +1137,7 @@ impl Callable<'_> {
         match self {
             Callable::Server(tool) => tool.annotations.read_only,
             Callable::Dynamic(tool) => tool.spec().read_only,
+            Callable::Client => false,
             Callable::Builtin(name) => {
                 matches!(
                     *name,
@@ -1075,6 +1159,10 @@ fn check_call<'a>(input: &'a TurnInput, call: &ToolCall) -> Result<(Callable<'a>
         {
             check_schema(&b.schema, b.name, &call.input)?;
             return Ok((Callable::Builtin(b.name), false));
+        }
+        if let Some(tool) = input.client_tools.iter().find(|t| t.name == call.tool_name) {
+            check_schema(&tool.parameters, &tool.name, &call.input)?;
+            return Ok((Callable::Client, false));
         }
         if let Some(tool) = input.tools.iter().find(|t| t.spec().name == call.tool_name) {
             let spec = tool.spec();

@@ -21,11 +21,13 @@ pub struct RunAgentInput {
     /// The conversation so far; a continued thread sends its session only
     /// the user text after the last assistant message.
     pub messages: Vec<Value>,
-    /// Front-end tools: refused when not empty (the agent's tools run on
-    /// the server).
-    pub tools: Vec<Value>,
-    /// Ambient information: refused when not empty.
-    pub context: Vec<Value>,
+    /// Front-end tools: offered to the model for this run beside the
+    /// agent's own; a call of one ends the run, and the client answers it
+    /// with a `tool` message on the next run.
+    pub tools: Vec<Tool>,
+    /// Ambient information, given to the model with this run's user
+    /// message.
+    pub context: Vec<Context>,
     /// Ignored: an agentkit session keeps no client state.
     pub state: Option<Value>,
     /// Ignored.
@@ -33,6 +35,26 @@ pub struct RunAgentInput {
     /// Answers to the interrupts (parked calls) that ended the previous
     /// run.
     pub resume: Vec<ResumeEntry>,
+}
+
+/// A front-end tool: the client runs it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", default)]
+pub struct Tool {
+    pub name: String,
+    pub description: String,
+    /// A JSON Schema object for the call's arguments (none: any object).
+    pub parameters: Option<Value>,
+}
+
+/// One item of ambient information.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", default)]
+pub struct Context {
+    pub description: String,
+    pub value: String,
 }
 
 /// An answer to one interrupt.

@@ -62,6 +62,7 @@ event_types! {
     ActionsRequested => "actions.requested", "The model requested one or more tool calls, with validated arguments.";
     ActionApprovalRequested => "action.approval_requested", "A tool call is parked until a human approves or denies it.";
     ActionApprovalResolved => "action.approval_resolved", "A parked tool call was approved or denied.";
+    ActionsClientRequested => "actions.client_requested", "The model called tools the client declared: the session waits for the client's results.";
     ActionResult => "action.result", "A tool call finished, with its output or error.";
     SubagentCalled => "subagent.called", "The model delegated work to a subagent.";
     SubagentCompleted => "subagent.completed", "A subagent finished its delegated work.";
@@ -123,6 +124,6 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), len);
-        assert_eq!(len, 29);
+        assert_eq!(len, 30);
     }
 }

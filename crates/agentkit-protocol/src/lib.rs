@@ -24,9 +24,10 @@ pub use envelope::{Event, InvalidSessionId, SessionId};
 pub use events::{EventType, UnknownEventType};
 pub use payload::{
     AbAssigned, ActionResult, ActionsRequested, Appended, ApprovalRequested, ApprovalResolved,
-    ArtifactTagged, ContextCompacted, EventData, MemoryForgotten, MemoryRemembered,
-    MessageCompleted, MessageDropped, MessageReceived, ReasoningCompleted, RequestDigest,
-    SessionFailed, SessionForked, SessionStarted, StepCompleted, StepStarted, SubagentCalled,
-    SubagentCompleted, SubagentStep, TurnCompleted, TurnFailed, TurnStarted,
+    ArtifactTagged, ClientActionsRequested, ClientTool, ContextCompacted, EventData,
+    MemoryForgotten, MemoryRemembered, MessageCompleted, MessageDropped, MessageReceived,
+    ReasoningCompleted, RequestDigest, SessionFailed, SessionForked, SessionStarted, StepCompleted,
+    StepStarted, SubagentCalled, SubagentCompleted, SubagentStep, TurnCompleted, TurnFailed,
+    TurnStarted,
 };
 pub use settle::{Seen, TurnEnd, TurnFold};

@@ -74,6 +74,31 @@ pub struct MessageReceived {
     /// (kept only while tracing is on).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// Tools the client declared for the turn that answers this message
+    /// (an AG-UI front-end's tools): offered to the model beside the
+    /// agent's own, run by the client.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub client_tools: Vec<ClientTool>,
+}
+
+/// A tool a client declares for one turn: the model may call it, the
+/// client runs it and sends the result back
+/// (`actions.client_requested`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ClientTool {
+    pub name: String,
+    pub description: String,
+    /// A JSON Schema object for the call's arguments.
+    pub parameters: Value,
+}
+
+/// `actions.client_requested`: calls of client tools, waiting for the
+/// client's results (each becomes an `action.result`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ClientActionsRequested {
+    pub calls: Vec<ToolCall>,
 }
 
 /// `turn.started`.
@@ -435,6 +460,7 @@ pub enum EventData {
     ActionsRequested(ActionsRequested),
     ApprovalRequested(ApprovalRequested),
     ApprovalResolved(ApprovalResolved),
+    ClientActionsRequested(ClientActionsRequested),
     ActionResult(ActionResult),
     SubagentCalled(SubagentCalled),
     SubagentCompleted(SubagentCompleted),
@@ -498,6 +524,7 @@ impl EventData {
             EventType::ActionsRequested => read(t, data, EventData::ActionsRequested),
             EventType::ActionApprovalRequested => read(t, data, EventData::ApprovalRequested),
             EventType::ActionApprovalResolved => read(t, data, EventData::ApprovalResolved),
+            EventType::ActionsClientRequested => read(t, data, EventData::ClientActionsRequested),
             EventType::ActionResult => read(t, data, EventData::ActionResult),
             EventType::SubagentCalled => read(t, data, EventData::SubagentCalled),
             EventType::SubagentCompleted => read(t, data, EventData::SubagentCompleted),
@@ -533,6 +560,7 @@ impl EventData {
             EventData::ActionsRequested(_) => EventType::ActionsRequested,
             EventData::ApprovalRequested(_) => EventType::ActionApprovalRequested,
             EventData::ApprovalResolved(_) => EventType::ActionApprovalResolved,
+            EventData::ClientActionsRequested(_) => EventType::ActionsClientRequested,
             EventData::ActionResult(_) => EventType::ActionResult,
             EventData::SubagentCalled(_) => EventType::SubagentCalled,
             EventData::SubagentCompleted(_) => EventType::SubagentCompleted,
@@ -574,6 +602,7 @@ impl EventData {
             EventData::ActionsRequested(p) => value(p),
             EventData::ApprovalRequested(p) => value(p),
             EventData::ApprovalResolved(p) => value(p),
+            EventData::ClientActionsRequested(p) => value(p),
             EventData::ActionResult(p) => value(p),
             EventData::SubagentCalled(p) => value(p),
             EventData::SubagentCompleted(p) => value(p),

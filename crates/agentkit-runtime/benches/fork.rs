@@ -97,6 +97,7 @@ fn main() {
         for &length in &lengths {
             let accepted = runtime
                 .send(SendRequest {
+                    client_tools: Vec::new(),
                     channel: "http".into(),
                     mode: SessionMode::Chat,
                     owner: owner.clone(),
@@ -121,6 +122,7 @@ fn main() {
                     .follow_up(
                         &id,
                         FollowUp {
+                            client_tools: Vec::new(),
                             owner: owner.clone(),
                             message: format!("more {turns}"),
                             continuation_token: Some(token.clone()),

@@ -129,6 +129,7 @@ fn main() {
         };
         runtime
             .send(SendRequest {
+                client_tools: Vec::new(),
                 channel: "bench".into(),
                 mode: SessionMode::Chat,
                 owner,

@@ -33,8 +33,57 @@ impl Turns<'_> {
             continuation_token: Some(key),
             admission: req.admission,
             workspace_files: req.workspace_files,
+            client_tools: req.client_tools,
         };
         self.rt.follow_up(id, follow).await
+    }
+
+    /// Refuses client tools a turn of session `id` could not offer: a
+    /// name the agent's tools (its files, built-ins, Rust and MCP tools)
+    /// already use, a name twice, or parameters that are not a JSON
+    /// Schema object.
+    pub(crate) async fn check_client_tools(
+        &self,
+        id: &str,
+        tools: &[agentkit_protocol::ClientTool],
+    ) -> Result<()> {
+        if tools.is_empty() {
+            return Ok(());
+        }
+        let agent = &self.rt.inner.agent;
+        let dynamic = self.rt.dynamic_tools(id).await;
+        let (_, offered) = agentkit_harness::request_context(agent, &dynamic, None);
+        let bad = |message: String| Err(Error::BadRequest { message });
+        for (i, tool) in tools.iter().enumerate() {
+            let name = tool.name.as_str();
+            let well_formed = !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !well_formed {
+                return bad(format!(
+                    "client tool name `{name}` must be 1 to 64 ASCII letters, digits, `_` or `-`"
+                ));
+            }
+            if agent.tool(name).is_some() || offered.iter().any(|o| o.name == name) {
+                return bad(format!(
+                    "client tool `{name}` clashes with the agent's own tool of that name: rename the client's tool"
+                ));
+            }
+            if tools[..i].iter().any(|t| t.name == name) {
+                return bad(format!("client tool `{name}` is declared twice"));
+            }
+            let usable = tool.parameters.is_object()
+                && agentkit_manifest::schema_errors(&tool.parameters, &serde_json::Value::Null)
+                    .is_ok();
+            if !usable {
+                return bad(format!(
+                    "the parameters of client tool `{name}` must be a JSON Schema object (draft 2020-12) that compiles"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// A new session for `req` (its key, if any, is free).
@@ -44,6 +93,9 @@ impl Turns<'_> {
         as_of: Option<String>,
     ) -> Result<Accepted> {
         let id = SessionId::parse(&new_id("ses"))?;
+        // Refused before the session exists.
+        self.check_client_tools(id.as_str(), &req.client_tools)
+            .await?;
         let token = req.continuation.clone().unwrap_or_else(mint_token);
         let workspace_dir = self
             .rt
@@ -133,7 +185,10 @@ impl Turns<'_> {
             .accept_first(
                 &session,
                 opening,
-                req.message,
+                crate::requests::Incoming {
+                    text: req.message,
+                    client_tools: req.client_tools,
+                },
                 req.admission,
                 req.workspace_files,
             )
@@ -220,7 +275,10 @@ impl Turns<'_> {
             .turns()
             .accept_from(
                 session,
-                req.message,
+                crate::requests::Incoming {
+                    text: req.message,
+                    client_tools: req.client_tools,
+                },
                 req.admission,
                 req.workspace_files,
                 from,

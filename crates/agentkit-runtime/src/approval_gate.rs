@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use agentkit_harness::{ApprovalGate, Decision, DecisionFuture};
+use agentkit_harness::{ApprovalGate, ClientResultFuture, Decision, DecisionFuture, ToolOutput};
 use tokio::sync::oneshot;
 
 use crate::util::lock;
@@ -14,6 +14,8 @@ use crate::util::lock;
 #[derive(Debug, Default)]
 pub(crate) struct Waiters {
     pub(crate) map: Mutex<HashMap<(String, String), oneshot::Sender<Decision>>>,
+    /// Calls of client tools waiting for the client's result.
+    pub(crate) clients: Mutex<HashMap<(String, String), oneshot::Sender<ToolOutput>>>,
 }
 
 /// The gate one turn parks its calls at.
@@ -27,11 +29,16 @@ pub(crate) struct SessionGate {
 struct Unpark {
     waiters: Arc<Waiters>,
     key: (String, String),
+    client: bool,
 }
 
 impl Drop for Unpark {
     fn drop(&mut self) {
-        lock(&self.waiters.map).remove(&self.key);
+        if self.client {
+            lock(&self.waiters.clients).remove(&self.key);
+        } else {
+            lock(&self.waiters.map).remove(&self.key);
+        }
     }
 }
 
@@ -43,6 +50,7 @@ impl ApprovalGate for SessionGate {
         let guard = Unpark {
             waiters: self.waiters.clone(),
             key,
+            client: false,
         };
         Box::pin(async move {
             let decision = rx
@@ -50,6 +58,22 @@ impl ApprovalGate for SessionGate {
                 .unwrap_or_else(|_| Decision::deny("the approval was withdrawn", "system"));
             drop(guard);
             decision
+        })
+    }
+
+    fn park_client(&self, _turn_id: &str, call_id: &str) -> ClientResultFuture {
+        let (tx, rx) = oneshot::channel();
+        let key = (self.session.clone(), call_id.to_owned());
+        lock(&self.waiters.clients).insert(key.clone(), tx);
+        let guard = Unpark {
+            waiters: self.waiters.clone(),
+            key,
+            client: true,
+        };
+        Box::pin(async move {
+            let result = rx.await.ok();
+            drop(guard);
+            result
         })
     }
 }

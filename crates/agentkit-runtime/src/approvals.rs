@@ -355,6 +355,42 @@ impl Approvals<'_> {
         }
     }
 
+    /// Hands the client's results to the calls of its tools that wait in
+    /// session `id`'s running turn; results for calls that do not wait
+    /// (answered already, or another run's) are left out. Answers the ids
+    /// of the calls it answered. `owner` must own the session.
+    pub async fn answer_client(
+        &self,
+        id: &str,
+        owner: &Owner,
+        results: Vec<(String, ToolOutput)>,
+    ) -> Result<Vec<String>> {
+        self.rt.sessions().owned(id, owner).await?;
+        let mut answered = Vec::new();
+        for (call_id, output) in results {
+            let key = (id.to_owned(), call_id);
+            let waiter = lock(&self.rt.inner.waiters().clients).remove(&key);
+            if let Some(tx) = waiter
+                && tx.send(output).is_ok()
+            {
+                answered.push(key.1);
+            }
+        }
+        Ok(answered)
+    }
+
+    /// The calls of client tools that wait for the client in session
+    /// `id` (on this host).
+    pub fn awaiting_client(&self, id: &str) -> Vec<String> {
+        let mut calls: Vec<String> = lock(&self.rt.inner.waiters().clients)
+            .keys()
+            .filter(|(session, _)| session == id)
+            .map(|(_, call)| call.clone())
+            .collect();
+        calls.sort();
+        calls
+    }
+
     /// After an interrupted turn (preempted or stopped, not a shutdown),
     /// its parked calls are withdrawn: they no longer wait for anyone.
     pub(crate) async fn withdraw_parked(&self, id: &SessionId, turn: &str) -> Result<()> {

@@ -60,16 +60,24 @@ pub(crate) async fn rebuild(
         .map(|i| started + i)
         .ok_or_else(|| not_found("step", format!("{turn_id}#{step}")))?;
     let received = answered(events, started);
-    let (mut user, mut user_images) = (Vec::new(), Vec::new());
-    for e in events[..started]
+    let messages: Vec<agentkit_protocol::MessageReceived> = events[..started]
         .iter()
         .filter(|e| received.contains(&e.index))
-    {
-        if let EventData::MessageReceived(m) = e.payload() {
-            user.push(m.text);
-            user_images.extend(m.images);
-        }
+        .filter_map(|e| match e.payload() {
+            EventData::MessageReceived(m) => Some(m),
+            _ => None,
+        })
+        .collect();
+    // The client's tools of the turn's messages, as the turn offered them
+    // (a later message's declaration of a name wins).
+    let mut client_tools: Vec<agentkit_protocol::ClientTool> = Vec::new();
+    for tool in messages.iter().flat_map(|m| m.client_tools.iter()) {
+        client_tools.retain(|t| t.name != tool.name);
+        client_tools.push(tool.clone());
     }
+    let user_images: Vec<agentkit_protocol::ImageRef> =
+        messages.iter().flat_map(|m| m.images.clone()).collect();
+    let user: Vec<String> = messages.into_iter().map(|m| m.text).collect();
     let mut exclude = received;
     exclude.extend(
         events[started..step_started]
@@ -90,7 +98,7 @@ pub(crate) async fn rebuild(
         own.config.output_schema = Some(schema);
         agent = std::sync::Arc::new(own);
     }
-    let tools = rt.dynamic_tools(id).await;
+    let tools = agentkit_harness::with_client_tools(&rt.dynamic_tools(id).await, &client_tools);
     let workspace = rt.sessions().get(id).await?.workspace.clone();
     let model = agent
         .config

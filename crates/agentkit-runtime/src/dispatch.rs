@@ -53,6 +53,7 @@ impl Commands<'_> {
                 continuation_token,
                 admission,
                 workspace_files,
+                client_tools,
             } => {
                 let follow = FollowUp {
                     owner,
@@ -60,6 +61,7 @@ impl Commands<'_> {
                     continuation_token,
                     admission,
                     workspace_files,
+                    client_tools,
                 };
                 self.rt
                     .turns()

@@ -153,6 +153,7 @@ impl Forks<'_> {
                     .follow_up(
                         fork_id.as_str(),
                         FollowUp {
+                            client_tools: Vec::new(),
                             owner: owner.clone(),
                             message,
                             continuation_token: Some(token),

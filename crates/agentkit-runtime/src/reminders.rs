@@ -381,6 +381,7 @@ impl Reminders<'_> {
         let accepted = self
             .rt
             .send(SendRequest {
+                client_tools: Vec::new(),
                 channel: row.channel_id.clone(),
                 mode: SessionMode::Chat,
                 owner: reminder_owner(&row.purpose),

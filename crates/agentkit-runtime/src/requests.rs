@@ -34,6 +34,20 @@ pub struct SendRequest {
     /// A JSON Schema this session's final replies must match, instead of
     /// the agent's `output_schema` (checked by [`crate::AgentRuntime::send`]).
     pub output_schema: Option<serde_json::Value>,
+    /// Tools the client declares for the turn that answers this message
+    /// (an AG-UI front-end's): offered to the model beside the agent's
+    /// own; a call of one waits for the client's result
+    /// ([`crate::Approvals::answer_client`]). A name the agent's tools use
+    /// is refused.
+    pub client_tools: Vec<agentkit_protocol::ClientTool>,
+}
+
+/// A message as a session admits it: its text and the tools its client
+/// declared for the turn that answers it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Incoming {
+    pub(crate) text: String,
+    pub(crate) client_tools: Vec<agentkit_protocol::ClientTool>,
 }
 
 /// A follow-up message to an existing session.
@@ -46,6 +60,8 @@ pub struct FollowUp {
     pub admission: Admission,
     /// Relative path → bytes, written into the workspace before the turn.
     pub workspace_files: Vec<(String, Vec<u8>)>,
+    /// As [`SendRequest::client_tools`].
+    pub client_tools: Vec<agentkit_protocol::ClientTool>,
 }
 
 /// What accepting a message answers.

@@ -211,6 +211,7 @@ impl ScheduleRun {
         let accepted = self
             .runtime
             .send(SendRequest {
+                client_tools: Vec::new(),
                 channel,
                 mode: SessionMode::Chat,
                 owner: r.auth.unwrap_or_else(|| self.app_auth.clone()),

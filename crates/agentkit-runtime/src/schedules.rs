@@ -329,6 +329,7 @@ impl Schedules<'_> {
                 let accepted = self
                     .rt
                     .send(SendRequest {
+                        client_tools: Vec::new(),
                         channel: SCHEDULE_CHANNEL.to_owned(),
                         mode: SessionMode::Task,
                         owner,
@@ -353,6 +354,7 @@ impl Schedules<'_> {
                 let accepted = self
                     .rt
                     .send(SendRequest {
+                        client_tools: Vec::new(),
                         channel,
                         mode: SessionMode::Chat,
                         owner,

@@ -132,6 +132,9 @@ pub(crate) struct Queued {
     pub(crate) index: u64,
     /// The request it came with, while tracing is on.
     pub(crate) traceparent: Option<agentkit_protocol::trace::TraceParent>,
+    /// Tools the client declared for the turn that answers it
+    /// (`MessageReceived::client_tools`).
+    pub(crate) client_tools: Vec<agentkit_protocol::ClientTool>,
 }
 
 /// The next turn the worker runs.
@@ -358,6 +361,7 @@ mod tests {
             text: text.to_owned(),
             index,
             traceparent: None,
+            client_tools: Vec::new(),
         }
     }
 

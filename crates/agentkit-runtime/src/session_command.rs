@@ -27,6 +27,8 @@ pub(crate) enum SessionCommand {
         admission: Admission,
         #[serde(with = "crate::util::b64_files")]
         workspace_files: Vec<(String, Vec<u8>)>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        client_tools: Vec<agentkit_protocol::ClientTool>,
     },
     #[serde(rename_all = "camelCase")]
     Stop { owner: Owner },
@@ -138,6 +140,7 @@ impl SessionCommand {
             continuation_token: req.continuation_token,
             admission: req.admission,
             workspace_files: req.workspace_files,
+            client_tools: req.client_tools,
         }
     }
 }
@@ -284,6 +287,7 @@ mod tests {
             authenticator: "bearer".into(),
         };
         let request = SessionCommand::Message {
+            client_tools: Vec::new(),
             owner,
             message: "and then?".into(),
             continuation_token: Some("http:1".into()),

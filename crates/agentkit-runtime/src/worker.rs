@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Error, Result};
 use crate::fold;
 use crate::meta::{Owner, SessionMode};
+use crate::requests::Incoming;
 use crate::runtime::AgentRuntime;
 use crate::session::{Claim, Interrupt, NextTurn, Queued, Session};
 use crate::util::new_id;
@@ -383,7 +384,11 @@ impl Turns<'_> {
         admission: Admission,
         files: Vec<(String, Vec<u8>)>,
     ) -> Result<(bool, u64)> {
-        self.accept_from(session, text, admission, files, None)
+        let message = Incoming {
+            text,
+            client_tools: Vec::new(),
+        };
+        self.accept_from(session, message, admission, files, None)
             .await
     }
 
@@ -392,7 +397,7 @@ impl Turns<'_> {
     pub(crate) async fn accept_from(
         &self,
         session: &Arc<Session>,
-        text: String,
+        text: Incoming,
         admission: Admission,
         files: Vec<(String, Vec<u8>)>,
         from: Option<String>,
@@ -409,7 +414,7 @@ impl Turns<'_> {
         &self,
         session: &Arc<Session>,
         opening: Vec<NewEvent>,
-        text: String,
+        text: Incoming,
         admission: Admission,
         files: Vec<(String, Vec<u8>)>,
     ) -> Result<(bool, u64)> {
@@ -421,12 +426,25 @@ impl Turns<'_> {
         &self,
         session: &Arc<Session>,
         opening: Vec<NewEvent>,
-        text: String,
+        message: Incoming,
         admission: Admission,
         files: Vec<(String, Vec<u8>)>,
         from: Option<String>,
     ) -> Result<(bool, u64)> {
-        if let Err(e) = self.prepare_admission(session, admission, &files).await {
+        let Incoming { text, client_tools } = message;
+        // A new session's first message had its tools checked before
+        // the session was made.
+        let checked = if opening.is_empty() {
+            self.check_client_tools(session.id.as_str(), &client_tools)
+                .await
+        } else {
+            Ok(())
+        };
+        let checked = match checked {
+            Ok(()) => self.prepare_admission(session, admission, &files).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = checked {
             // The session exists even though its message was refused.
             if !opening.is_empty() {
                 let appended = self
@@ -450,6 +468,7 @@ impl Turns<'_> {
             images: images.clone(),
             from,
             traceparent: traceparent.as_ref().map(ToString::to_string),
+            client_tools: client_tools.clone(),
         });
         let mut events = opening;
         events.push(NewEvent::new(None, data));
@@ -468,6 +487,7 @@ impl Turns<'_> {
             images,
             index: received.index,
             traceparent,
+            client_tools,
         };
         let (start_worker, coalesced) = session.state().enqueue(queued, admission);
         if start_worker {
@@ -714,6 +734,13 @@ impl Turns<'_> {
         let day_cost_usd = crate::cost::day_cost(self.rt, &agent, &today).await?;
         // Read before the literal: its other fields hold the meta lock.
         let origin = session.meta().call_origin();
+        // The client's tools of the turn's messages (a later message's
+        // declaration of a name wins).
+        let mut client_tools: Vec<agentkit_protocol::ClientTool> = Vec::new();
+        for tool in batch.iter().flat_map(|q| q.client_tools.iter()) {
+            client_tools.retain(|t| t.name != tool.name);
+            client_tools.push(tool.clone());
+        }
         let input = TurnInput {
             agent,
             model,
@@ -736,6 +763,7 @@ impl Turns<'_> {
                 runtime: self.rt.clone(),
             })),
             tools: self.rt.dynamic_tools(id.as_str()).await,
+            client_tools,
             services: self.rt.inner.options.services.clone(),
             approvals: Some(self.rt.approvals().gate(id)),
             as_of: session.meta().as_of.clone(),

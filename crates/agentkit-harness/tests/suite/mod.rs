@@ -129,6 +129,7 @@ pub(crate) fn turn_input(
         host: None,
         reminders: None,
         tools: Vec::new(),
+        client_tools: Vec::new(),
         services: None,
         approvals: None,
         as_of: None,

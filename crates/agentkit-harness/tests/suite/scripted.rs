@@ -423,3 +423,99 @@ async fn rust_tools_reach_the_model_validated_and_typed() {
         "{message}"
     );
 }
+
+/// A gate where calls of client tools get `answer`'s result (or wait
+/// forever).
+#[derive(Debug)]
+struct ClientGate {
+    answer: Option<fn(&str) -> agentkit_harness::ToolOutput>,
+}
+
+impl agentkit_harness::ApprovalGate for ClientGate {
+    fn park(&self, _turn: &str, _call_id: &str) -> agentkit_harness::DecisionFuture {
+        Box::pin(std::future::pending())
+    }
+
+    fn park_client(&self, _turn: &str, call_id: &str) -> agentkit_harness::ClientResultFuture {
+        match self.answer {
+            Some(answer) => {
+                let out = answer(call_id);
+                Box::pin(async move { Some(out) })
+            }
+            None => Box::pin(std::future::pending()),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_client_tools_call_waits_for_the_client_whose_result_the_model_sees() {
+    let script = json!({"turns": [{"steps": [
+        {"toolCalls": [
+            {"name": "pick", "input": {"q": "which city?"}},
+            {"name": "pick", "input": {"q": 1}}
+        ]},
+        {"text": "done"}
+    ]}]});
+    let project = TestProject::new(&[
+        ("s.json", &script.to_string()),
+        (
+            "agent.toml",
+            "model = \"scripted:s.json\"\n[harness]\napproval_timeout = \"300ms\"\n",
+        ),
+    ]);
+    let pick = agentkit_protocol::ClientTool {
+        name: "pick".into(),
+        description: "Ask the user.".into(),
+        parameters: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+    };
+    let mut input = project.input(scripted("s.json"), "go");
+    input.client_tools = vec![pick.clone()];
+    input.approvals = Some(std::sync::Arc::new(ClientGate {
+        answer: Some(|_| agentkit_harness::ToolOutput {
+            output: json!("Paris"),
+            is_error: false,
+        }),
+    }));
+    let (outcome, events) = run(input).await;
+    assert_eq!(completed(&outcome), "done");
+    // Only the valid call waited for the client; the other got the
+    // schema's error without reaching it.
+    let waited: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            StepEvent::ClientActionsRequested { calls } => Some(calls.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(waited.len(), 1);
+    assert_eq!(waited[0].len(), 1);
+    assert_eq!(waited[0][0].input, json!({"q": "which city?"}));
+    let found = results(&events);
+    assert_eq!(found.len(), 2);
+    assert!(found[0].2, "{found:?}");
+    assert!(
+        found[0]
+            .1
+            .as_str()
+            .unwrap()
+            .starts_with("invalid input for `pick`"),
+        "{found:?}"
+    );
+    assert_eq!(found[1], ("pick".into(), json!("Paris"), false));
+
+    // A client that never answers: `approval_timeout` ends the wait.
+    let mut input = project.input(scripted("s.json"), "go");
+    input.client_tools = vec![pick];
+    input.approvals = Some(std::sync::Arc::new(ClientGate { answer: None }));
+    let (outcome, events) = run(input).await;
+    assert_eq!(completed(&outcome), "done");
+    let found = results(&events);
+    assert_eq!(
+        found[1],
+        (
+            "pick".into(),
+            json!("the client did not answer within approval_timeout (300ms)"),
+            true
+        )
+    );
+}

@@ -12,6 +12,7 @@ const SLOW_THEN_FAST: &str = r#"{"turns": [{"steps": [{"text": "slow", "delayMs"
 
 fn follow(message: &str, token: &str, admission: Admission) -> FollowUp {
     FollowUp {
+        client_tools: Vec::new(),
         owner: owner("alice"),
         message: message.to_owned(),
         continuation_token: Some(token.to_owned()),

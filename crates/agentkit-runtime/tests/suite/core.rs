@@ -127,6 +127,7 @@ async fn the_workspace_is_made_when_something_needs_it_not_at_create() {
         .follow_up(
             &a.session_id,
             agentkit_runtime::FollowUp {
+                client_tools: Vec::new(),
                 workspace_files: vec![("seed.txt".into(), b"from the message\n".to_vec())],
                 ..follow("again", &a.continuation_token)
             },

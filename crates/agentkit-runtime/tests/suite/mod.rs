@@ -85,6 +85,7 @@ pub(crate) fn owner(id: &str) -> Owner {
 /// A follow-up from alice with the session's current token.
 pub(crate) fn follow(message: &str, token: &str) -> agentkit_runtime::FollowUp {
     agentkit_runtime::FollowUp {
+        client_tools: Vec::new(),
         owner: owner("alice"),
         message: message.to_owned(),
         continuation_token: Some(token.to_owned()),
@@ -95,6 +96,7 @@ pub(crate) fn follow(message: &str, token: &str) -> agentkit_runtime::FollowUp {
 
 pub(crate) fn new_session(message: &str) -> SendRequest {
     SendRequest {
+        client_tools: Vec::new(),
         channel: "http".to_owned(),
         mode: SessionMode::Chat,
         owner: owner("alice"),

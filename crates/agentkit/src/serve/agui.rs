@@ -3,8 +3,11 @@
 //! one session on the `ag-ui` channel per principal (keyed by
 //! `<principal>:<threadId>`), a run one turn; a call parked for approval
 //! ends the run with an `interrupt` outcome, and the next run's `resume`
-//! decides it. The turn's events are read by the OpenAI front's fold and
-//! written as AG-UI events over server-sent events.
+//! decides it. The run's front-end `tools` are the turn's client tools: a
+//! call of one ends the run (`RUN_FINISHED`), and the next run's `tool`
+//! messages are its results, which resume the turn. The turn's events are
+//! read by the OpenAI front's fold and written as AG-UI events over
+//! server-sent events.
 
 use std::collections::HashSet;
 use std::convert::Infallible;
@@ -13,7 +16,7 @@ use std::sync::Arc;
 use agentkit_protocol::agui::{
     AguiEvent, Interrupt, Outcome, PROTOCOL_VERSION, RunAgentInput, TokenUsage,
 };
-use agentkit_protocol::{Admission, SessionMode};
+use agentkit_protocol::{Admission, ClientTool, ErrorCode, SessionMode};
 use agentkit_runtime::{Owner, SendRequest};
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -43,16 +46,6 @@ async fn run(
     if input.thread_id.is_empty() || input.run_id.is_empty() {
         return Err(ApiError::bad_request("`threadId` and `runId` are required"));
     }
-    if !input.tools.is_empty() {
-        return Err(ApiError::bad_request(
-            "front-end tools are not supported: the agent's own tools run on the server; send `tools: []`",
-        ));
-    }
-    if !input.context.is_empty() {
-        return Err(ApiError::bad_request(
-            "`context` is not supported: the agent's instructions are its own; send the text in a user message",
-        ));
-    }
     let runtime = &state.agent.runtime;
     // One thread per principal: another principal's thread of the same
     // name is another session.
@@ -61,7 +54,54 @@ async fn run(
     if let Some(id) = &existing {
         runtime.session(id, &owner).await?;
     }
-    let anchor = if input.resume.is_empty() {
+    // The calls of front-end tools the thread's turn waits on, and the
+    // results this run brings for them.
+    let awaiting = existing
+        .as_deref()
+        .map(|id| runtime.approvals().awaiting_client(id))
+        .unwrap_or_default();
+    let (results, text_after) = tool_results(&input.messages, &awaiting)?;
+    let mut answered = HashSet::new();
+    let answering = existing.clone().filter(|_| !results.is_empty());
+    let anchor = if let Some(session) = answering {
+        if text_after {
+            return Err(ApiError::bad_request(
+                "a run that answers front-end tool calls takes no new user message: send the `tool` messages first, then the message in the next run",
+            ));
+        }
+        let missing: Vec<&str> = awaiting
+            .iter()
+            .filter(|a| !results.iter().any(|(call, _)| call == *a))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "the run answers some of the thread's front-end tool calls but not {}: send a `tool` message for each",
+                missing.join(", ")
+            )));
+        }
+        let next = runtime.events_stored(&session, &owner, 0).await?.len() as u64;
+        answered.extend(
+            runtime
+                .approvals()
+                .answer_client(&session, &owner, results)
+                .await?,
+        );
+        Anchor {
+            session,
+            index: next,
+        }
+    } else if !awaiting.is_empty() && input.resume.is_empty() {
+        return Err(ApiError::new(
+            axum::http::StatusCode::CONFLICT,
+            ErrorCode::SessionBusy,
+            format!(
+                "thread `{}` waits for the results of front-end tool calls ({}): send each as a `tool` message with its `toolCallId`",
+                input.thread_id,
+                awaiting.join(", ")
+            ),
+        ));
+    } else if input.resume.is_empty() {
         let mut history = Vec::new();
         for m in &input.messages {
             let who = m.get("role").and_then(Value::as_str).unwrap_or("");
@@ -75,7 +115,22 @@ async fn run(
                 history.push(Said { role, text });
             }
         }
-        let message = compose(&history, existing.is_some(), "messages")?;
+        let message = with_context(
+            compose(&history, existing.is_some(), "messages")?,
+            &input.context,
+        );
+        let client_tools = input
+            .tools
+            .iter()
+            .map(|t| ClientTool {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                parameters: t
+                    .parameters
+                    .clone()
+                    .unwrap_or_else(|| json!({"type": "object"})),
+            })
+            .collect();
         let slot = gate
             .as_deref()
             .map(|g| g.admit(&state.agent.slug, &owner))
@@ -94,6 +149,7 @@ async fn run(
                 dry_run: false,
                 as_of: None,
                 output_schema: None,
+                client_tools,
             })
             .await?;
         if let Some(slot) = slot {
@@ -128,8 +184,71 @@ async fn run(
         open_message: None,
         steps: HashSet::new(),
         calls: HashSet::new(),
+        answered,
     };
     Ok(sse(Body::from_stream(stream(follower, render))))
+}
+
+/// The results `messages` brings for the calls in `awaiting`: its `tool`
+/// messages (after the last assistant message) whose `toolCallId` names
+/// one; an `error` makes the result an error. Also whether user text
+/// follows them.
+fn tool_results(
+    messages: &[Value],
+    awaiting: &[String],
+) -> ApiResult<(Vec<(String, agentkit_harness::ToolOutput)>, bool)> {
+    let tail_from = messages
+        .iter()
+        .rposition(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        .map_or(0, |i| i + 1);
+    let mut results = Vec::new();
+    let mut text_after = false;
+    for m in &messages[tail_from..] {
+        match m.get("role").and_then(Value::as_str) {
+            Some("tool") => {
+                let Some(call) = m.get("toolCallId").and_then(Value::as_str) else {
+                    continue;
+                };
+                if !awaiting.iter().any(|a| a == call) {
+                    continue;
+                }
+                let text = content_text(m.get("content").unwrap_or(&Value::Null), "messages")?;
+                let output = match m.get("error").and_then(Value::as_str) {
+                    Some(error) => agentkit_harness::ToolOutput::error(error),
+                    None => agentkit_harness::ToolOutput {
+                        output: Value::String(text),
+                        is_error: false,
+                    },
+                };
+                results.push((call.to_owned(), output));
+            }
+            Some("user") => {
+                let text = content_text(m.get("content").unwrap_or(&Value::Null), "messages")?;
+                text_after |= !results.is_empty() && !text.trim().is_empty();
+            }
+            _ => {}
+        }
+    }
+    Ok((results, text_after))
+}
+
+/// The run's user message with its `context` items before it: the model
+/// reads them as part of what the user sent.
+fn with_context(message: String, context: &[agentkit_protocol::agui::Context]) -> String {
+    if context.is_empty() {
+        return message;
+    }
+    let mut text = String::from("Context from the application:\n");
+    for item in context {
+        text.push_str(&format!(
+            "- {}: {}\n",
+            item.description.trim(),
+            item.value.trim()
+        ));
+    }
+    text.push('\n');
+    text.push_str(&message);
+    text
 }
 
 /// Decides the parked calls the resume entries answer.
@@ -178,6 +297,9 @@ struct Render {
     steps: HashSet<u32>,
     /// Calls started in this run.
     calls: HashSet<String>,
+    /// Calls of front-end tools this run brought the results of: the
+    /// client has them, so no `TOOL_CALL_RESULT` repeats them.
+    answered: HashSet<String>,
 }
 
 impl Render {
@@ -253,6 +375,7 @@ impl Render {
                     });
                 }
             }
+            Piece::CallDone { call_id, .. } if self.answered.contains(&call_id) => {}
             Piece::CallDone {
                 call_id, output, ..
             } => {
@@ -268,6 +391,19 @@ impl Render {
                 });
             }
             Piece::Parked(_) => {}
+            // Calls of front-end tools (already streamed as
+            // `TOOL_CALL_*`): the run ends, the client runs them and
+            // answers on the next run.
+            Piece::AwaitingClient(_, usage) => {
+                self.close_steps(&mut out);
+                out.push(AguiEvent::RunFinished {
+                    thread_id: self.thread_id.clone(),
+                    run_id: self.run_id.clone(),
+                    result: None,
+                    outcome: Outcome::Success,
+                    usage: vec![TokenUsage::from(usage)],
+                });
+            }
             Piece::Waiting(parked, usage) => {
                 self.close_steps(&mut out);
                 let interrupts = parked

@@ -66,6 +66,7 @@ pub(crate) async fn create(
         .agent
         .runtime
         .send(SendRequest {
+            client_tools: Vec::new(),
             channel: HTTP_CHANNEL.to_owned(),
             mode: SessionMode::Chat,
             owner,
@@ -109,6 +110,7 @@ pub(crate) async fn follow_up(
         .follow_up(
             &id,
             FollowUp {
+                client_tools: Vec::new(),
                 owner,
                 message: req.message,
                 continuation_token: req.continuation_token,

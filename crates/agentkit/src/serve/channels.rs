@@ -90,6 +90,7 @@ impl SessionHost for RuntimeHost {
             let accepted = self
                 .runtime
                 .send(agentkit_runtime::SendRequest {
+                    client_tools: Vec::new(),
                     channel: channel.clone(),
                     mode: SessionMode::Chat,
                     owner: Owner::from_auth(&req.auth),

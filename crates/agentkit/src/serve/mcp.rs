@@ -187,6 +187,7 @@ impl RuntimeBackend {
                 let accepted = self
                     .runtime
                     .send(SendRequest {
+                        client_tools: Vec::new(),
                         channel: MCP_CHANNEL.to_owned(),
                         mode: SessionMode::Chat,
                         owner: owner.clone(),
@@ -221,6 +222,7 @@ impl RuntimeBackend {
                     .follow_up(
                         id,
                         FollowUp {
+                            client_tools: Vec::new(),
                             owner: owner.clone(),
                             message: req.message.clone(),
                             continuation_token: None,

@@ -236,6 +236,7 @@ impl HostSessions {
             }
             let accepted = runtime
                 .send(agentkit_runtime::SendRequest {
+                    client_tools: Vec::new(),
                     channel,
                     mode: agentkit_runtime::SessionMode::Chat,
                     owner: owner.clone(),

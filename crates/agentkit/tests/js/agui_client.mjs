@@ -62,4 +62,27 @@ out.resumed = await run(guard, {
     payload: { approved: true },
   })),
 });
+// A front-end tool: the run ends at its call, the client answers it
+// with a tool message on the next run, and the turn goes on.
+const front = new HttpAgent({ url: botUrl, headers, threadId: "thread-f" });
+const pickCity = {
+  name: "pick_city",
+  description: "Ask the user to pick a city.",
+  parameters: {
+    type: "object",
+    properties: { question: { type: "string" } },
+    required: ["question"],
+  },
+};
+front.addMessage({ id: "f1", role: "user", content: "which city?" });
+out.frontCalled = await run(front, {
+  runId: "run-f1",
+  tools: [pickCity],
+  context: [{ description: "page", value: "checkout" }],
+});
+const call = out.frontCalled.events.find(
+  (e) => e.type === "TOOL_CALL_START" && e.toolCallName === "pick_city",
+);
+front.addMessage({ id: "f2", role: "tool", toolCallId: call.toolCallId, content: "Paris" });
+out.frontAnswered = await run(front, { runId: "run-f2", tools: [pickCity] });
 console.log(JSON.stringify(out));

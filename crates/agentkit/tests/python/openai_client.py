@@ -9,6 +9,8 @@ Phases:
   main BASE_URL KEY OTHER_KEY    responses and chat completions, streaming
                                  and not, continuation, errors, ownership
   approval BASE_URL KEY          an approval the turn waits on, answered
+  function BASE_URL KEY          a client function tool's call, answered by
+                                 a function_call_output
   after_restart BASE_URL KEY ID  retrieve ID and continue from it
 """
 
@@ -185,7 +187,7 @@ def main_phase(base, key, other_key):
             lambda: client.responses.create(
                 model="bot",
                 input="x",
-                tools=[{"type": "function", "name": "f", "parameters": {"type": "object"}}],
+                tools=[{"type": "web_search"}],
             )
         ),
         "chat_tools": error(
@@ -246,6 +248,54 @@ def approval_phase(base, key):
     return out
 
 
+def function_phase(base, key):
+    client = OpenAI(base_url=base, api_key=key, max_retries=0)
+    out = {}
+    tools = [
+        {
+            "type": "function",
+            "name": "get_weather",
+            "description": "The weather in a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        }
+    ]
+    first = client.responses.create(model="desk", input="weather please", tools=tools)
+    out["first"] = response(first)
+    calls = [i for i in first.output if i.type == "function_call"]
+    out["calls"] = [c.name for c in calls]
+    with client.responses.create(
+        model="desk",
+        previous_response_id=first.id,
+        tools=tools,
+        input=[
+            {"type": "function_call_output", "call_id": c.call_id, "output": "sunny, 21 C"}
+            for c in calls
+        ],
+        stream=True,
+    ) as stream:
+        out["answered_events"], out["answered"] = stream_events(stream)
+    out["again"] = error(
+        lambda: client.responses.create(
+            model="desk",
+            previous_response_id=first.id,
+            input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": "rain"}],
+        )
+    )
+    bot = OpenAI(base_url=base.replace("/desk/", "/bot/"), api_key=key, max_retries=0)
+    out["clash"] = error(
+        lambda: bot.responses.create(
+            model="bot",
+            input="x",
+            tools=[{"type": "function", "name": "echo", "parameters": {"type": "object"}}],
+        )
+    )
+    return out
+
+
 def after_restart_phase(base, key, rid):
     client = OpenAI(base_url=base, api_key=key, max_retries=0)
     out = {"retrieved": response(client.responses.retrieve(rid))}
@@ -261,6 +311,8 @@ if __name__ == "__main__":
         result = main_phase(*sys.argv[2:5])
     elif phase == "approval":
         result = approval_phase(*sys.argv[2:4])
+    elif phase == "function":
+        result = function_phase(*sys.argv[2:4])
     else:
         result = after_restart_phase(*sys.argv[2:5])
     print(json.dumps(result, indent=1))

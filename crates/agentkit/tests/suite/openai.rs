@@ -57,6 +57,17 @@ fn agents() -> Host {
                     ("channels/http.toml", HTTP_CHANNEL),
                 ],
             ),
+            (
+                "desk",
+                &[
+                    ("agent.toml", "model = \"test\"\n"),
+                    (
+                        "instructions.md",
+                        "You are a desk agent with no tools of its own.\n",
+                    ),
+                    ("channels/http.toml", HTTP_CHANNEL),
+                ],
+            ),
         ],
         ServeOptions::default(),
     )
@@ -230,7 +241,7 @@ fn the_official_python_sdk_drives_responses_and_chat_completions() {
     // Errors in OpenAI's shape, as the SDK raised them.
     expect_test::expect![[r#"
         model: {"class":"NotFoundError","status":404,"code":"model_not_found","type":"not_found_error","param":"model","message":"the model `nope` does not exist here: this endpoint serves the agent `bot`, whose slug is its model name"}
-        tools: {"class":"BadRequestError","status":400,"code":"unsupported_tools","type":"invalid_request_error","param":"tools","message":"client-declared tools (function) are not supported: the agent's own tools run on the server; send no `tools`"}
+        tools: {"class":"BadRequestError","status":400,"code":"unsupported_tools","type":"invalid_request_error","param":"tools","message":"`web_search` tools are not supported: declare `function` tools (with a `name`), which the client runs; the agent's own tools run on the server"}
         chat_tools: {"class":"BadRequestError","status":400,"code":"unsupported_tools","type":"invalid_request_error","param":"tools","message":"client-declared tools (function) are not supported: the agent's own tools run on the server; send no `tools`"}
         instructions: {"class":"BadRequestError","status":400,"code":"bad_request","type":"invalid_request_error","param":"instructions","message":"`instructions` is not supported: the agent's instructions are its own (instructions.md)"}
         system: {"class":"BadRequestError","status":400,"code":"bad_request","type":"invalid_request_error","param":"messages","message":"a `system` message is not supported: the agent's instructions are its own (instructions.md); send the text as a user message"}
@@ -323,6 +334,65 @@ fn an_approval_the_turn_waits_on_is_an_mcp_approval_request_answered_by_the_next
     let again = &v["again"];
     assert_eq!(again["status"], 409, "{again}");
     assert_eq!(again["class"], "ConflictError");
+}
+
+#[test]
+fn a_client_function_tool_ends_the_response_and_a_function_call_output_resumes_it() {
+    let h = agents();
+    let base = format!("http://{}/desk/v1", h.addr());
+    let Some(v) = sdk(&["function", &base, "sk-alice"]) else {
+        return;
+    };
+    // The `test` model calls the client's tool: the response ends at it.
+    let first = &v["first"];
+    assert_eq!(first["status"], "completed", "{first}");
+    assert_eq!(
+        first["output"],
+        json!([{"type": "function_call", "name": "get_weather", "arguments": {"city": "example"}, "status": "completed"}])
+    );
+    assert_eq!(v["calls"], json!(["get_weather"]));
+    // Its output resumes the turn in the same session: the model saw it.
+    let answered = &v["answered"];
+    let session = session_of(first["id"].as_str().unwrap());
+    assert_eq!(session_of(answered["id"].as_str().unwrap()), session);
+    assert_eq!(answered["status"], "completed", "{answered}");
+    assert_eq!(answered["previous_response_id"], first["id"]);
+    assert_eq!(
+        answered["output_text"],
+        "You said: weather please\nI called get_weather({\"city\":\"example\"}) → sunny, 21 C"
+    );
+    let types: Vec<&str> = v["answered_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types.first(), Some(&"response.created"));
+    assert_eq!(types.last(), Some(&"response.completed"));
+    assert!(
+        !types.contains(&"response.function_call_arguments.delta"),
+        "{types:?}"
+    );
+    // Answered already: nothing waits for it.
+    let again = &v["again"];
+    assert_eq!(again["status"], 400, "{again}");
+    assert!(
+        again["message"]
+            .as_str()
+            .unwrap()
+            .contains("waits for its output"),
+        "{again}"
+    );
+    // A function named as one of the agent's own tools is refused.
+    let clash = &v["clash"];
+    assert_eq!(clash["status"], 400, "{clash}");
+    assert!(
+        clash["message"]
+            .as_str()
+            .unwrap()
+            .contains("client tool `echo` clashes with the agent's own tool"),
+        "{clash}"
+    );
 }
 
 /// The Python examples of `docs/reference/openai-compatible.md`, run in

@@ -438,6 +438,7 @@ impl Caller {
         let accepted = self
             .runtime()
             .send(SendRequest {
+                client_tools: Vec::new(),
                 channel: A2A_CHANNEL.to_owned(),
                 mode: SessionMode::Chat,
                 owner: self.owner.clone(),
@@ -488,6 +489,7 @@ impl Caller {
             .follow_up(
                 context,
                 FollowUp {
+                    client_tools: Vec::new(),
                     owner: self.owner.clone(),
                     message: text,
                     continuation_token: None,

@@ -75,7 +75,7 @@ pub(super) async fn create(
                 ));
             }
             let message = compose(&history, true, "messages")?;
-            follow_up(&state, gate, &owner, &session, message).await?
+            follow_up(&state, gate, &owner, &session, message, Vec::new()).await?
         }
         (None, key) => {
             // A `user` value keys one conversation per principal.
@@ -131,6 +131,7 @@ async fn send(
         .agent
         .runtime
         .send(SendRequest {
+            client_tools: Vec::new(),
             channel: OPENAI_CHANNEL.to_owned(),
             mode: SessionMode::Chat,
             owner: owner.clone(),
@@ -210,6 +211,12 @@ impl Render {
                 }
                 self.end = Some(Finish::Done(usage));
                 Some(note)
+            }
+            // Client tools are AG-UI's (a completion's turn declares
+            // none): the reply ends at such a wait.
+            Piece::AwaitingClient(_, usage) => {
+                self.end = Some(Finish::Done(usage));
+                None
             }
             Piece::Ended(end) => {
                 self.end = Some(if end.ok {

@@ -12,7 +12,7 @@ use super::OaiError;
 
 /// Where a response starts in its session's log: the index of its
 /// `message.received`, or the log's length before the approval decision
-/// that resumed a turn.
+/// or the client's tool results that resumed a turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Anchor {
     pub(crate) session: String,
@@ -87,6 +87,9 @@ pub(crate) enum Piece {
     /// The turn waits for these decisions (its steps used so much so
     /// far): the response ends here.
     Waiting(Vec<Parked>, Usage),
+    /// The turn waits for the client's results of these calls of its
+    /// tools: the response ends here.
+    AwaitingClient(Vec<ToolCall>, Usage),
     /// The turn ended: the response ends here.
     Ended(End),
 }
@@ -163,6 +166,14 @@ impl Fold {
                 return Vec::new();
             }
             (EventData::ApprovalResolved(_), None) => {
+                self.kind = Some(Kind::Decision);
+                self.turn = e.turn_id.clone();
+                self.started_at = Some(e.at.clone());
+                return Vec::new();
+            }
+            // A client's result for a call of its tool resumed the turn
+            // (the client has it: it is not repeated).
+            (EventData::ActionResult(_), None) => {
                 self.kind = Some(Kind::Decision);
                 self.turn = e.turn_id.clone();
                 self.started_at = Some(e.at.clone());
@@ -254,6 +265,10 @@ impl Fold {
                 self.parked.push(parked.clone());
                 vec![Piece::Parked(parked)]
             }
+            EventData::ClientActionsRequested(c) => {
+                self.done = true;
+                vec![Piece::AwaitingClient(c.calls, self.usage)]
+            }
             // A decision after our calls parked: this response ended at
             // the wait (the decision starts the next one).
             EventData::ApprovalResolved(_) if !self.parked.is_empty() => {
@@ -326,11 +341,13 @@ pub(crate) async fn still_waiting(
     waiting
 }
 
-/// The response before the one at `anchor`: the latest message, or the
-/// first decision after calls parked, before it in the log.
+/// The response before the one at `anchor`: the latest message, the
+/// first decision after calls parked, or the first client output after
+/// calls of its tools, before it in the log.
 pub(crate) fn previous(events: &[Event], anchor: u64) -> Option<u64> {
     let mut previous = None;
     let mut parked = false;
+    let mut client = false;
     for e in events.iter().take_while(|e| e.index < anchor) {
         match e.event_type {
             EventType::MessageReceived => {
@@ -341,6 +358,11 @@ pub(crate) fn previous(events: &[Event], anchor: u64) -> Option<u64> {
             EventType::ActionApprovalResolved if parked => {
                 previous = Some(e.index);
                 parked = false;
+            }
+            EventType::ActionsClientRequested => client = true,
+            EventType::ActionResult if client => {
+                previous = Some(e.index);
+                client = false;
             }
             _ => {}
         }
@@ -603,5 +625,62 @@ mod tests {
                 TextDone("done")
                 Ended(End { ok: true, text: "done", reason: None, usage: Usage { input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0 } })"#]],
         );
+    }
+
+    #[test]
+    fn a_call_of_a_client_tool_ends_the_response_and_its_result_starts_the_next() {
+        use EventType::*;
+        let call = json!({"callId": "c1", "toolName": "pick", "input": {}});
+        let events = [
+            ev(1, MessageReceived, None, json!({"text": "hi"})),
+            ev(
+                2,
+                TurnStarted,
+                Some("t1"),
+                json!({"messages": 1, "received": [1]}),
+            ),
+            ev(3, ActionsRequested, Some("t1"), json!({"calls": [call]})),
+            ev(
+                4,
+                ActionsClientRequested,
+                Some("t1"),
+                json!({"calls": [call]}),
+            ),
+            ev(
+                5,
+                ActionResult,
+                Some("t1"),
+                json!({"callId": "c1", "toolName": "pick", "output": "Paris", "isError": false, "durationMs": 0}),
+            ),
+            ev(
+                6,
+                MessageCompleted,
+                Some("t1"),
+                json!({"text": "Paris it is"}),
+            ),
+            ev(
+                7,
+                TurnCompleted,
+                Some("t1"),
+                json!({"result": "Paris it is"}),
+            ),
+        ];
+        check(
+            1,
+            &events,
+            expect_test::expect![[r#"
+            Calls([ToolCall { call_id: "c1", tool_name: "pick", input: Object {} }])
+            AwaitingClient([ToolCall { call_id: "c1", tool_name: "pick", input: Object {} }], Usage { input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0 })"#]],
+        );
+        check(
+            5,
+            &events,
+            expect_test::expect![[r#"
+            TextStarted
+            Text("Paris it is")
+            TextDone("Paris it is")
+            Ended(End { ok: true, text: "Paris it is", reason: None, usage: Usage { input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0 } })"#]],
+        );
+        assert_eq!(previous(&events, 8), Some(5));
     }
 }

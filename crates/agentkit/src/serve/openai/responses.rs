@@ -2,9 +2,12 @@
 //! API over a session. A response is one turn: its message starts it (a
 //! new session, or with `previous_response_id` a follow-up of that
 //! response's session), or an `mcp_approval_response` decision resumes
-//! the turn the previous response left waiting. Streamed, the turn's
-//! events become Responses events as they happen; otherwise the request
-//! waits for the turn and answers the whole response object.
+//! the turn the previous response left waiting. The request's `function`
+//! tools are the turn's client tools: a call of one ends the response
+//! (its `function_call` item), and `function_call_output` items with
+//! `previous_response_id` answer it and resume the turn. Streamed, the
+//! turn's events become Responses events as they happen; otherwise the
+//! request waits for the turn and answers the whole response object.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -13,7 +16,7 @@ use agentkit_protocol::openai::{
     CreateResponse, OutputContent, OutputItem, Response as ResponseObject, ResponseError,
     ResponseEvent, ResponseInput, ResponseStreamEvent,
 };
-use agentkit_protocol::{Admission, EventType};
+use agentkit_protocol::{Admission, ClientTool, EventType};
 use agentkit_runtime::{FollowUp, Owner, SendRequest, SessionMode};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
@@ -23,7 +26,7 @@ use serde_json::Value;
 use super::fold::{Anchor, End, Follower, Parked, Piece, replay};
 use super::{
     OPENAI_CHANNEL, OaiError, OaiResult, Role, Said, check_model, compose, content_text,
-    parse_body, refuse_tools, role, sse, unix_time, with_session,
+    parse_body, role, sse, unix_time, with_session,
 };
 use crate::serve::agent::AgentState;
 use crate::serve::edge::TurnGate;
@@ -39,6 +42,43 @@ enum Input {
     Messages(Vec<Said>),
     /// Decisions on parked calls: `(callId, approve, reason)`.
     Decisions(Vec<(String, bool, Option<String>)>),
+    /// The client's outputs of calls of its function tools.
+    Outputs(Vec<(String, agentkit_harness::ToolOutput)>),
+}
+
+/// The request's `function` tools, as the turn's client tools; other
+/// kinds of tools are refused.
+fn client_tools(tools: &[Value]) -> OaiResult<Vec<ClientTool>> {
+    let mut out = Vec::new();
+    for tool in tools {
+        let kind = tool.get("type").and_then(Value::as_str).unwrap_or("?");
+        let name = tool.get("name").and_then(Value::as_str);
+        let (true, Some(name)) = (kind == "function", name) else {
+            return Err(OaiError {
+                code: "unsupported_tools".to_owned(),
+                ..OaiError::invalid(
+                    "tools",
+                    format!(
+                        "`{kind}` tools are not supported: declare `function` tools (with a `name`), which the client runs; the agent's own tools run on the server"
+                    ),
+                )
+            });
+        };
+        out.push(ClientTool {
+            name: name.to_owned(),
+            description: tool
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            parameters: tool
+                .get("parameters")
+                .filter(|p| !p.is_null())
+                .cloned()
+                .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+        });
+    }
+    Ok(out)
 }
 
 fn read_input(input: Option<ResponseInput>) -> OaiResult<Input> {
@@ -54,6 +94,7 @@ fn read_input(input: Option<ResponseInput>) -> OaiResult<Input> {
     };
     let mut messages = Vec::new();
     let mut decisions = Vec::new();
+    let mut outputs = Vec::new();
     for item in &items {
         let kind = item
             .get("type")
@@ -96,17 +137,25 @@ fn read_input(input: Option<ResponseInput>) -> OaiResult<Input> {
                     .map(str::to_owned);
                 decisions.push((call.to_owned(), approve, reason));
             }
-            "function_call_output" | "function_call" => {
-                return Err(OaiError {
-                    code: "unsupported_tools".to_owned(),
-                    ..OaiError::invalid(
-                        "input",
-                        format!(
-                            "a `{kind}` item is not supported: the agent's tools run on the server, and their calls are not the client's to answer"
-                        ),
-                    )
-                });
+            "function_call_output" => {
+                let call = item.get("call_id").and_then(Value::as_str).ok_or_else(|| {
+                    OaiError::invalid("input", "a `function_call_output` needs its `call_id`")
+                })?;
+                let output = match item.get("output") {
+                    Some(Value::String(s)) => Value::String(s.clone()),
+                    Some(other) => Value::String(content_text(other, "input")?),
+                    None => Value::String(String::new()),
+                };
+                outputs.push((
+                    call.to_owned(),
+                    agentkit_harness::ToolOutput {
+                        output,
+                        is_error: false,
+                    },
+                ));
             }
+            // The response's own call, echoed back beside its output.
+            "function_call" => {}
             other => {
                 return Err(OaiError::invalid(
                     "input",
@@ -116,6 +165,15 @@ fn read_input(input: Option<ResponseInput>) -> OaiResult<Input> {
                 ));
             }
         }
+    }
+    if !outputs.is_empty() {
+        if !messages.is_empty() || !decisions.is_empty() {
+            return Err(OaiError::invalid(
+                "input",
+                "send `function_call_output` items alone: messages and decisions go in separate requests",
+            ));
+        }
+        return Ok(Input::Outputs(outputs));
     }
     match (messages.is_empty(), decisions.is_empty()) {
         (false, true) => Ok(Input::Messages(messages)),
@@ -148,7 +206,7 @@ pub(super) async fn create(
             "`instructions` is not supported: the agent's instructions are its own (instructions.md)",
         ));
     }
-    refuse_tools(&req.tools)?;
+    let tools = client_tools(&req.tools)?;
     match &req.tool_choice {
         None | Some(Value::Null) => {}
         Some(Value::String(s)) if s == "auto" => {}
@@ -168,18 +226,33 @@ pub(super) async fn create(
             let Input::Messages(history) = input else {
                 return Err(OaiError::invalid(
                     "input",
-                    "an `mcp_approval_response` answers a previous response: give `previous_response_id`",
+                    "an `mcp_approval_response` or a `function_call_output` answers a previous response: give `previous_response_id`",
                 ));
             };
             let message = compose(&history, false, "input")?;
-            start(&state, gate.as_deref(), &owner, message).await?
+            start(&state, gate.as_deref(), &owner, message, tools).await?
         }
         Some(id) => {
             let (prev, next) = latest_of(&state, &owner, id).await?;
             match input {
                 Input::Messages(history) => {
                     let message = compose(&history, true, "input")?;
-                    follow_up(&state, gate.as_deref(), &owner, &prev.session, message).await?
+                    follow_up(
+                        &state,
+                        gate.as_deref(),
+                        &owner,
+                        &prev.session,
+                        message,
+                        tools,
+                    )
+                    .await?
+                }
+                Input::Outputs(outputs) => {
+                    answer(&state, &owner, &prev.session, outputs).await?;
+                    Anchor {
+                        session: prev.session,
+                        index: next,
+                    }
                 }
                 Input::Decisions(decisions) => {
                     decide(&state, &owner, &prev.session, decisions).await?;
@@ -271,9 +344,12 @@ async fn latest_of(state: &AgentState, owner: &Owner, id: &str) -> OaiResult<(An
         .runtime
         .events_stored(&anchor.session, owner, anchor.index)
         .await?;
+    // A response starts at its message, at a decision, or (when the
+    // client's outputs resumed its turn) at the first of them.
     let starts = |e: &&agentkit_protocol::Event| {
         e.event_type == EventType::MessageReceived
             || e.event_type == EventType::ActionApprovalResolved
+            || (e.index == anchor.index && e.event_type == EventType::ActionResult)
     };
     let Some(first) = events.iter().find(starts) else {
         return Err(OaiError {
@@ -308,6 +384,7 @@ async fn start(
     gate: Option<&Arc<TurnGate>>,
     owner: &Owner,
     message: String,
+    client_tools: Vec<ClientTool>,
 ) -> OaiResult<Anchor> {
     let slot = gate
         .map(|g| g.admit(&state.agent.slug, owner))
@@ -316,6 +393,7 @@ async fn start(
         .agent
         .runtime
         .send(SendRequest {
+            client_tools,
             channel: OPENAI_CHANNEL.to_owned(),
             mode: SessionMode::Chat,
             owner: owner.clone(),
@@ -347,6 +425,7 @@ pub(super) async fn follow_up(
     owner: &Owner,
     session: &str,
     message: String,
+    client_tools: Vec<ClientTool>,
 ) -> OaiResult<Anchor> {
     let slot = gate
         .map(|g| g.admit(&state.agent.slug, owner))
@@ -357,6 +436,7 @@ pub(super) async fn follow_up(
         .follow_up(
             session,
             FollowUp {
+                client_tools,
                 owner: owner.clone(),
                 message,
                 continuation_token: None,
@@ -372,6 +452,49 @@ pub(super) async fn follow_up(
         session: accepted.session_id,
         index: accepted.start_index,
     })
+}
+
+/// Hands the client's outputs to the calls of its tools the session's
+/// turn waits on: every waiting call must be answered, and every output
+/// must answer a waiting call.
+async fn answer(
+    state: &AgentState,
+    owner: &Owner,
+    session: &str,
+    outputs: Vec<(String, agentkit_harness::ToolOutput)>,
+) -> OaiResult<()> {
+    let approvals = state.agent.runtime.approvals();
+    let awaiting = approvals.awaiting_client(session);
+    let stray: Vec<&str> = outputs
+        .iter()
+        .map(|(call, _)| call.as_str())
+        .filter(|call| !awaiting.iter().any(|a| a == call))
+        .collect();
+    let missing: Vec<&str> = awaiting
+        .iter()
+        .map(String::as_str)
+        .filter(|a| !outputs.iter().any(|(call, _)| call == a))
+        .collect();
+    if !stray.is_empty() {
+        return Err(OaiError::invalid(
+            "input",
+            format!(
+                "no function call `{}` of this response waits for its output (answered already, or its turn ended)",
+                stray.join("`, `")
+            ),
+        ));
+    }
+    if !missing.is_empty() {
+        return Err(OaiError::invalid(
+            "input",
+            format!(
+                "the response waits for the outputs of every call of your tools: `{}` has none",
+                missing.join("`, `")
+            ),
+        ));
+    }
+    approvals.answer_client(session, owner, outputs).await?;
+    Ok(())
 }
 
 /// Decides parked calls, as `POST /v1/session/:id/approvals/:callId`
@@ -607,6 +730,31 @@ impl Render {
                         output_index: index,
                         item,
                     });
+                }
+                self.response.status = "completed".to_owned();
+                self.response.usage = Some(usage.into());
+                out.push(ResponseEvent::Completed {
+                    response: self.snapshot(),
+                });
+            }
+            // Calls of the client's function tools: their items are
+            // complete (the client runs them and answers with
+            // `function_call_output`); the response ends here.
+            Piece::AwaitingClient(calls, usage) => {
+                for call in calls {
+                    let found = self.response.output.iter().position(|item| {
+                        matches!(item, OutputItem::FunctionCall { call_id: c, .. } if *c == call.call_id)
+                    });
+                    if let Some(index) = found
+                        && let OutputItem::FunctionCall { status, .. } =
+                            &mut self.response.output[index]
+                    {
+                        *status = "completed".to_owned();
+                        out.push(ResponseEvent::OutputItemDone {
+                            output_index: index,
+                            item: self.response.output[index].clone(),
+                        });
+                    }
                 }
                 self.response.status = "completed".to_owned();
                 self.response.usage = Some(usage.into());
