@@ -1,0 +1,574 @@
+//! OIDC sign-in against a provider stand-in written here that speaks the
+//! documented protocol: discovery (`/.well-known/openid-configuration`),
+//! a JWKS, an authorization endpoint that redirects back with a code, and
+//! a token endpoint that checks the client's Basic credentials, the
+//! redirect URI, single use of the code and the PKCE S256 verifier
+//! (RFC 7636) before it signs an ID token with the nonce. Over HTTP: the
+//! playground sends a browser without a session to `/login`, the redirect
+//! flow sets the session cookie, the cookie authenticates reads and, with
+//! CSRF proof only, changes; the provider's access tokens are bearer
+//! tokens on the API; roles come from the provider's groups; and the
+//! client secret, the cookies and the tokens stay out of `/v1/info`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use agentkit::channels::Env;
+use agentkit::{OidcOptions, ServeOptions};
+use agentkit_test_support::http::{Request, Response};
+use agentkit_test_support::jwt::{TestKey, jwks, now};
+use agentkit_test_support::mock::{MockResponse, MockServer, Recorded};
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::http::{Server, server};
+
+const CLIENT_ID: &str = "agentkit-web";
+const CLIENT_SECRET: &str = "s3cret-never-shown";
+
+/// An authorization request the provider granted, by its code.
+struct Grant {
+    challenge: String,
+    nonce: String,
+    redirect_uri: String,
+}
+
+#[derive(Default)]
+struct ProviderState {
+    grants: HashMap<String, Grant>,
+    /// Who signs in at the authorization endpoint, and their extra claims.
+    user: (String, Value),
+    /// Token requests refused, with why.
+    refusals: Vec<String>,
+    codes: u64,
+}
+
+/// The provider stand-in.
+struct Provider {
+    server: MockServer,
+    state: Arc<Mutex<ProviderState>>,
+    key: Arc<TestKey>,
+}
+
+fn form(text: &str) -> HashMap<String, String> {
+    text.split('&')
+        .filter_map(|p| p.split_once('='))
+        .map(|(k, v)| (decode(k), decode(v)))
+        .collect()
+}
+
+fn decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).unwrap());
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).unwrap()
+}
+
+impl Provider {
+    fn start() -> Provider {
+        let key = Arc::new(TestKey::rsa("idp-1"));
+        let state = Arc::new(Mutex::new(ProviderState {
+            user: ("alice".into(), json!({})),
+            ..ProviderState::default()
+        }));
+        let base: Arc<OnceLock<String>> = Arc::new(OnceLock::new());
+        let (k, st, b) = (key.clone(), state.clone(), base.clone());
+        let server = MockServer::start(move |req: &Recorded| {
+            let base = b.get().unwrap().clone();
+            match (req.method.as_str(), req.path.as_str()) {
+                ("GET", "/.well-known/openid-configuration") => MockResponse::json(
+                    200,
+                    &json!({
+                        "issuer": base,
+                        "authorization_endpoint": format!("{base}/authorize"),
+                        "token_endpoint": format!("{base}/token"),
+                        "jwks_uri": format!("{base}/jwks"),
+                        "response_types_supported": ["code"],
+                        "subject_types_supported": ["public"],
+                        "id_token_signing_alg_values_supported": ["RS256"],
+                        "code_challenge_methods_supported": ["S256"],
+                    }),
+                ),
+                ("GET", "/jwks") => MockResponse::json(200, &jwks(&[&k])),
+                ("GET", "/authorize") => {
+                    let q = form(req.query.as_deref().unwrap_or(""));
+                    let ok = q.get("response_type").map(String::as_str) == Some("code")
+                        && q.get("client_id").map(String::as_str) == Some(CLIENT_ID)
+                        && q.get("code_challenge_method").map(String::as_str) == Some("S256")
+                        && q.get("scope")
+                            .is_some_and(|s| s.split(' ').any(|x| x == "openid"))
+                        && q.contains_key("code_challenge")
+                        && q.contains_key("state")
+                        && q.contains_key("nonce");
+                    if !ok {
+                        return MockResponse::text(400, "invalid_request");
+                    }
+                    let mut st = st.lock().unwrap();
+                    st.codes += 1;
+                    let code = format!("code-{}", st.codes);
+                    st.grants.insert(
+                        code.clone(),
+                        Grant {
+                            challenge: q["code_challenge"].clone(),
+                            nonce: q["nonce"].clone(),
+                            redirect_uri: q["redirect_uri"].clone(),
+                        },
+                    );
+                    let to = format!(
+                        "{}?code={code}&state={}",
+                        q["redirect_uri"],
+                        agentkit::auth::form_encode(&q["state"])
+                    );
+                    MockResponse::text(302, "").header("location", &to)
+                }
+                ("POST", "/token") => {
+                    let f = form(&req.text());
+                    let mut st = st.lock().unwrap();
+                    let basic = format!(
+                        "Basic {}",
+                        STANDARD.encode(format!("{CLIENT_ID}:{CLIENT_SECRET}"))
+                    );
+                    let refuse = |st: &mut ProviderState, why: &str| {
+                        st.refusals.push(why.to_owned());
+                        MockResponse::json(400, &json!({"error": "invalid_grant"}))
+                    };
+                    if req.header("authorization") != Some(basic.as_str()) {
+                        return refuse(&mut st, "client authentication");
+                    }
+                    if f.get("grant_type").map(String::as_str) != Some("authorization_code") {
+                        return refuse(&mut st, "grant_type");
+                    }
+                    // A code is good once.
+                    let Some(grant) = f.get("code").and_then(|c| st.grants.remove(c)) else {
+                        return refuse(&mut st, "unknown or used code");
+                    };
+                    if f.get("redirect_uri") != Some(&grant.redirect_uri) {
+                        return refuse(&mut st, "redirect_uri");
+                    }
+                    let verifier = f.get("code_verifier").cloned().unwrap_or_default();
+                    if URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
+                        != grant.challenge
+                    {
+                        return refuse(&mut st, "PKCE verifier");
+                    }
+                    let (sub, extra) = st.user.clone();
+                    let mut id = json!({"iss": base, "aud": CLIENT_ID, "sub": sub, "nonce": grant.nonce,
+                                        "iat": now(), "exp": now() + 300, "email": format!("{sub}@example.test")});
+                    id.as_object_mut()
+                        .unwrap()
+                        .extend(extra.as_object().unwrap().clone());
+                    MockResponse::json(
+                        200,
+                        &json!({
+                            "access_token": k.sign(&json!({"iss": base, "aud": "agentkit-api", "sub": sub, "iat": now(), "exp": now() + 300})),
+                            "id_token": k.sign(&id),
+                            "token_type": "Bearer",
+                            "expires_in": 300,
+                        }),
+                    )
+                }
+                _ => MockResponse::text(404, "not found"),
+            }
+        });
+        base.set(server.url()).unwrap();
+        Provider { server, state, key }
+    }
+
+    fn issuer(&self) -> String {
+        self.server.url()
+    }
+
+    fn sign_in_as(&self, sub: &str, claims: Value) {
+        self.state.lock().unwrap().user = (sub.to_owned(), claims);
+    }
+
+    fn refusals(&self) -> Vec<String> {
+        self.state.lock().unwrap().refusals.clone()
+    }
+}
+
+const AGENT_TOML: &str = r#"model = "scripted:script.json"
+[auth.roles]
+operator = ["groups:agents-ops"]
+"#;
+
+fn host(idp: &Provider) -> Server {
+    let mut oidc = OidcOptions::new(idp.issuer(), CLIENT_ID);
+    oidc.client_secret = Some("${OIDC_CLIENT_SECRET}".into());
+    oidc.audiences = vec!["agentkit-api".into()];
+    server(
+        &[("agent.toml", AGENT_TOML)],
+        ServeOptions {
+            oidc: Some(oidc),
+            env: Env::new(|name| (name == "OIDC_CLIENT_SECRET").then(|| CLIENT_SECRET.to_owned())),
+            ..ServeOptions::default()
+        },
+    )
+}
+
+/// A request from a browser elsewhere (never the loopback developer).
+fn remote(method: &str, path: &str) -> Request {
+    Request::new(method, path)
+        .host("agents.example")
+        .header("x-forwarded-for", "203.0.113.9")
+}
+
+fn set_cookies(r: &Response) -> Vec<String> {
+    r.headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
+        .map(|(_, v)| v.clone())
+        .collect()
+}
+
+/// `name=value` of the cookie `name` a response sets.
+fn cookie(r: &Response, name: &str) -> String {
+    set_cookies(r)
+        .into_iter()
+        .find(|c| c.starts_with(&format!("{name}=")))
+        .map(|c| c.split(';').next().unwrap().to_owned())
+        .unwrap_or_else(|| panic!("no {name} cookie in {:?}", r.headers))
+}
+
+/// Path and query of an absolute URL.
+fn path_of(url: &str) -> String {
+    let rest = url.split_once("://").unwrap().1;
+    format!("/{}", rest.split_once('/').unwrap().1)
+}
+
+/// The whole redirect flow as a browser runs it; answers the cookies of
+/// the session (`agentkit_session=…; agentkit_csrf=…`) and the CSRF token.
+fn sign_in(s: &Server, idp: &Provider, next: &str) -> (String, String, Response) {
+    let login = remote(
+        "GET",
+        &format!("/login?next={}", agentkit::auth::form_encode(next)),
+    )
+    .send(s.addr())
+    .unwrap();
+    assert_eq!(login.status, 303, "{}", login.body);
+    let pending = cookie(&login, "agentkit_login");
+    let authorize = login.header("location").unwrap().to_owned();
+    assert!(
+        authorize.starts_with(&format!("{}/authorize?", idp.issuer())),
+        "{authorize}"
+    );
+    assert!(
+        authorize.contains("code_challenge_method=S256"),
+        "{authorize}"
+    );
+    let at_idp = Request::get(&path_of(&authorize))
+        .send(idp.server.addr())
+        .unwrap();
+    assert_eq!(at_idp.status, 302, "{}", at_idp.body);
+    let back = at_idp.header("location").unwrap().to_owned();
+    assert!(back.contains("/login/callback?code="), "{back}");
+    let done = remote("GET", &path_of(&back))
+        .header("cookie", &pending)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(done.status, 303, "{}", done.body);
+    assert_eq!(done.header("location"), Some(next));
+    let session = cookie(&done, "agentkit_session");
+    let csrf = cookie(&done, "agentkit_csrf");
+    (
+        format!("{session}; {csrf}"),
+        csrf.split_once('=').unwrap().1.to_owned(),
+        done,
+    )
+}
+
+#[test]
+fn a_person_signs_in_with_pkce_and_the_cookie_authenticates() {
+    let idp = Provider::start();
+    let s = host(&idp);
+
+    // The playground sends a browser without a session to sign in.
+    let page = remote("GET", "/bot/playground").send(s.addr()).unwrap();
+    assert_eq!(page.status, 303, "{}", page.body);
+    assert_eq!(
+        page.header("location"),
+        Some("/login?next=%2Fbot%2Fplayground")
+    );
+    // The loopback developer is not sent away.
+    assert_eq!(
+        Request::get("/bot/playground")
+            .send(s.addr())
+            .unwrap()
+            .status,
+        200
+    );
+    // Without a session the API refuses.
+    assert_eq!(
+        remote("GET", "/bot/v1/info").send(s.addr()).unwrap().status,
+        401
+    );
+
+    let (cookies, csrf, done) = sign_in(&s, &idp, "/bot/playground");
+    assert!(idp.refusals().is_empty(), "{:?}", idp.refusals());
+    for c in set_cookies(&done) {
+        assert!(c.contains("SameSite=Lax") && c.contains("Path=/"), "{c}");
+        if !c.starts_with("agentkit_csrf=") {
+            assert!(c.contains("HttpOnly"), "{c}");
+        }
+        // Served over plain http (no https public URL): not Secure.
+        assert!(!c.contains("Secure"), "{c}");
+    }
+    let max_age = set_cookies(&done)
+        .into_iter()
+        .find(|c| c.starts_with("agentkit_session="))
+        .unwrap();
+    assert!(
+        max_age.contains("Max-Age=28800"),
+        "bounded lifetime: {max_age}"
+    );
+
+    // The page now loads, and the cookie reads the API.
+    let page = remote("GET", "/bot/playground")
+        .header("cookie", &cookies)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(page.status, 200);
+    let info = remote("GET", "/bot/v1/info")
+        .header("cookie", &cookies)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(info.status, 200, "{}", info.body);
+    let caller = &info.json()["caller"];
+    assert_eq!(caller["principalId"], "oidc:alice");
+    assert_eq!(caller["authenticator"], "oidcSession");
+    assert_eq!(caller["role"], "user");
+    // No secret reaches /v1/info: not the client secret, not the cookie.
+    let session_value = cookies
+        .split(';')
+        .next()
+        .unwrap()
+        .split_once('=')
+        .unwrap()
+        .1;
+    for secret in [CLIENT_SECRET, session_value, csrf.as_str()] {
+        assert!(!info.body.contains(secret), "a secret in /v1/info");
+    }
+
+    // A change needs CSRF proof: the header, or this host's Origin.
+    let post = |extra: &[(&str, &str)]| {
+        let mut r = remote("POST", "/bot/v1/session")
+            .header("cookie", &cookies)
+            .json(&json!({"message": "hi"}));
+        for (n, v) in extra {
+            r = r.header(n, v);
+        }
+        r.send(s.addr()).unwrap()
+    };
+    assert_eq!(post(&[]).status, 401, "no CSRF proof");
+    assert_eq!(post(&[("origin", "https://evil.example")]).status, 401);
+    assert_eq!(post(&[("x-agentkit-csrf", "forged")]).status, 401);
+    let ok = post(&[("x-agentkit-csrf", &csrf)]);
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    assert_eq!(post(&[("origin", "http://agents.example")]).status, 200);
+    let id = ok.json()["sessionId"].as_str().unwrap().to_owned();
+    let meta = remote("GET", &format!("/bot/v1/session/{id}"))
+        .header("cookie", &cookies)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(meta.json()["principalId"], "oidc:alice");
+
+    // A tampered or foreign cookie is nobody.
+    let tampered = cookies.replacen("agentkit_session=", "agentkit_session=x", 1);
+    let r = remote("GET", "/bot/v1/info")
+        .header("cookie", &tampered)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(r.status, 401);
+
+    // Logout clears the cookies.
+    let out = remote("GET", "/logout")
+        .header("cookie", &cookies)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(out.status, 303);
+    for c in set_cookies(&out) {
+        assert!(c.contains("Max-Age=0"), "{c}");
+    }
+}
+
+#[test]
+fn the_providers_groups_make_roles_and_its_access_tokens_are_bearer_tokens() {
+    let idp = Provider::start();
+    let s = host(&idp);
+    let alice = sign_in(&s, &idp, "/").0;
+    let started = remote("POST", "/bot/v1/session")
+        .header("cookie", &alice)
+        .header("origin", "http://agents.example")
+        .json(&json!({"message": "hi"}))
+        .send(s.addr())
+        .unwrap();
+    let id = started.json()["sessionId"].as_str().unwrap().to_owned();
+
+    // Bob is in agents-ops: an operator, who reads Alice's session.
+    idp.sign_in_as("bob", json!({"groups": ["staff", "agents-ops"]}));
+    let bob = sign_in(&s, &idp, "/").0;
+    let info = remote("GET", "/bot/v1/info")
+        .header("cookie", &bob)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(info.json()["caller"]["role"], "operator", "{}", info.body);
+    let r = remote("GET", &format!("/bot/v1/session/{id}/events"))
+        .header("cookie", &bob)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Carol is not: Alice's session is not hers.
+    idp.sign_in_as("carol", json!({"groups": ["staff"]}));
+    let carol = sign_in(&s, &idp, "/").0;
+    let r = remote("GET", &format!("/bot/v1/session/{id}/events"))
+        .header("cookie", &carol)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(r.status, 403, "{}", r.body);
+
+    // The provider's access token (aud = the API) is a bearer token.
+    let base = idp.issuer();
+    let access = |aud: &str, sub: &str| {
+        idp.key
+            .sign(&json!({"iss": base, "aud": aud, "sub": sub, "iat": now(), "exp": now() + 300}))
+    };
+    let r = remote("GET", &format!("/bot/v1/session/{id}"))
+        .bearer(&access("agentkit-api", "alice"))
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = remote("GET", "/bot/v1/info")
+        .bearer(&access("agentkit-api", "alice"))
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(r.json()["caller"]["authenticator"], "oidc");
+    // Another audience, another issuer, another key: refused.
+    let other_key = TestKey::rsa("idp-1");
+    for bad in [
+        access("someone-else", "alice"),
+        idp.key.sign(&json!({"iss": "https://evil.example", "aud": "agentkit-api", "sub": "alice", "exp": now() + 300})),
+        other_key.sign(&json!({"iss": base, "aud": "agentkit-api", "sub": "alice", "exp": now() + 300})),
+        idp.key.sign(&json!({"iss": base, "aud": "agentkit-api", "sub": "alice", "exp": now() - 3600})),
+    ] {
+        let r = remote("GET", "/bot/v1/info").bearer(&bad).send(s.addr()).unwrap();
+        assert_eq!(r.status, 401, "{}", r.body);
+    }
+    // A bearer token needs no CSRF proof (a browser never sends one by itself).
+    let r = remote("POST", "/bot/v1/session")
+        .bearer(&access("agentkit-api", "alice"))
+        .json(&json!({"message": "hi"}))
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+#[test]
+fn a_callback_needs_its_own_pending_login_and_a_fresh_code() {
+    let idp = Provider::start();
+    let s = host(&idp);
+    let login = remote("GET", "/login?next=https://evil.example/")
+        .send(s.addr())
+        .unwrap();
+    let pending = cookie(&login, "agentkit_login");
+    let authorize = login.header("location").unwrap().to_owned();
+    let back = Request::get(&path_of(&authorize))
+        .send(idp.server.addr())
+        .unwrap();
+    let callback = path_of(back.header("location").unwrap());
+
+    // Without the pending-login cookie (another browser): refused.
+    let r = remote("GET", &callback).send(s.addr()).unwrap();
+    assert_eq!(r.status, 400);
+    assert!(set_cookies(&r).is_empty());
+    // Another state: refused.
+    let forged = callback.replace("state=", "state=x");
+    let r = remote("GET", &forged)
+        .header("cookie", &pending)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(r.status, 400);
+    // The real one signs in, and an outside `next` becomes `/`.
+    let r = remote("GET", &callback)
+        .header("cookie", &pending)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_eq!(r.header("location"), Some("/"));
+    // The same code again: the provider refuses it, so does the host.
+    let r = remote("GET", &callback)
+        .header("cookie", &pending)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(r.status, 400);
+    assert_eq!(idp.refusals(), ["unknown or used code"]);
+    // The provider's error is shown as a failure, nothing set.
+    let r = remote("GET", "/login/callback?error=access_denied&state=x")
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(r.status, 400);
+    assert!(!r.body.contains(CLIENT_SECRET));
+}
+
+#[test]
+fn the_host_refuses_to_start_without_a_usable_provider_or_secret() {
+    let idp = Provider::start();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("bot/agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(agent.join("instructions.md"), "You are a test agent.\n").unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let start = |oidc: OidcOptions| {
+        rt.block_on(agentkit::serve(
+            dir.path(),
+            ServeOptions {
+                port: 0,
+                state_root: Some(dir.path().join("state")),
+                dev: true,
+                oidc: Some(oidc),
+                ..ServeOptions::default()
+            },
+        ))
+        .map(|_| ())
+        .unwrap_err()
+        .to_string()
+    };
+    // A literal secret is refused: it must be a reference.
+    let mut o = OidcOptions::new(idp.issuer(), CLIENT_ID);
+    o.client_secret = Some(CLIENT_SECRET.into());
+    let e = start(o);
+    assert!(
+        e.contains("must be a reference") && !e.contains(CLIENT_SECRET),
+        "{e}"
+    );
+    // An unset variable.
+    let mut o = OidcOptions::new(idp.issuer(), CLIENT_ID);
+    o.client_secret = Some("${NOPE}".into());
+    assert!(start(o).contains("empty or unset"));
+    // An issuer whose discovery names another issuer.
+    let o = OidcOptions::new(format!("{}/", idp.issuer()), CLIENT_ID);
+    assert!(
+        start(o).contains("names the issuer"),
+        "trailing slash is another issuer"
+    );
+    // Nothing listening.
+    let o = OidcOptions::new("http://127.0.0.1:9", CLIENT_ID);
+    assert!(start(o).contains("discovery"));
+}
