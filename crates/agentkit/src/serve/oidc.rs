@@ -21,8 +21,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
 
-use agentkit_channels::Env as EnvLookup;
 use crate::error::{Error, Result};
+use agentkit_channels::Env as EnvLookup;
 
 /// How one fetch from the provider may take at most.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
