@@ -382,6 +382,34 @@ fn the_host_refuses_to_start_without_a_usable_provider_or_secret() {
         start(o).contains("names the issuer"),
         "trailing slash is another issuer"
     );
+    // A missing secret file.
+    let mut o = OidcOptions::new(idp.issuer(), CLIENT_ID);
+    o.client_secret = Some("${file:/nonexistent/oidc-secret}".into());
+    assert!(start(o).contains("cannot read"));
+    // A clock skew past five minutes.
+    let mut o = OidcOptions::new(idp.issuer(), CLIENT_ID);
+    o.clock_skew = std::time::Duration::from_secs(3600);
+    assert!(start(o).contains("at most 300 seconds"));
+    // A secret from a file (the Docker and Kubernetes convention) starts it.
+    let file = dir.path().join("oidc-secret");
+    std::fs::write(&file, format!("{CLIENT_SECRET}\n")).unwrap();
+    let mut o = OidcOptions::new(idp.issuer(), CLIENT_ID);
+    o.client_secret = Some(format!("${{file:{}}}", file.display()));
+    let handle = rt
+        .block_on(agentkit::serve(
+            dir.path(),
+            ServeOptions {
+                port: 0,
+                state_root: Some(dir.path().join("state")),
+                dev: true,
+                oidc: Some(o),
+                ..ServeOptions::default()
+            },
+        ))
+        .unwrap();
+    let login = Request::get("/login").send(handle.local_addr()).unwrap();
+    assert_eq!(login.status, 303);
+    rt.block_on(handle.close());
     // Nothing listening.
     let o = OidcOptions::new("http://127.0.0.1:9", CLIENT_ID);
     assert!(start(o).contains("discovery"));
