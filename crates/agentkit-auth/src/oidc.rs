@@ -495,7 +495,7 @@ impl Oidc {
             .next()
             .and_then(|o| std::str::from_utf8(o).ok());
         let expected = match (&self.inner.config.public_origin, req.host) {
-            (Some(o), _) => Some(o.trim_end_matches('/').to_owned()),
+            (Some(o), _) => Some(origin_of(o).to_owned()),
             (None, Some(host)) => Some(format!("http://{host}")),
             (None, None) => None,
         };
@@ -567,6 +567,15 @@ impl Verifier for OidcVerifier {
 
     fn verify<'a>(&'a self, req: &'a RequestParts<'a>) -> Verdict<'a> {
         Box::pin(self.0.admit(req))
+    }
+}
+
+/// `scheme://host[:port]` of a URL (what a browser sends as `Origin`).
+fn origin_of(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    match url[after_scheme..].find('/') {
+        Some(i) => &url[..after_scheme + i],
+        None => url,
     }
 }
 
@@ -657,6 +666,16 @@ mod tests {
         assert!(
             OidcMetadata::parse(doc("https://i", r#"["plain"]"#).as_bytes(), "https://i").is_err()
         );
+    }
+
+    #[test]
+    fn the_origin_of_a_public_url_drops_its_path() {
+        assert_eq!(origin_of("https://a.example/agents/"), "https://a.example");
+        assert_eq!(
+            origin_of("https://a.example:8443"),
+            "https://a.example:8443"
+        );
+        assert_eq!(origin_of("http://a.example/"), "http://a.example");
     }
 
     #[test]

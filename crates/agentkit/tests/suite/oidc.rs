@@ -414,3 +414,62 @@ fn the_host_refuses_to_start_without_a_usable_provider_or_secret() {
     let o = OidcOptions::new("http://127.0.0.1:9", CLIENT_ID);
     assert!(start(o).contains("discovery"));
 }
+
+#[test]
+fn behind_an_https_public_url_the_cookies_are_secure_and_origin_is_that_url() {
+    let idp = Provider::start();
+    let mut oidc = OidcOptions::new(idp.issuer(), CLIENT_ID);
+    oidc.client_secret = Some("${OIDC_CLIENT_SECRET}".into());
+    let s = server(
+        &[],
+        ServeOptions {
+            oidc: Some(oidc),
+            public_url: Some("https://agents.example.com".into()),
+            env: Env::new(|name| (name == "OIDC_CLIENT_SECRET").then(|| CLIENT_SECRET.to_owned())),
+            ..ServeOptions::default()
+        },
+    );
+    let login = remote("GET", "/login").send(s.addr()).unwrap();
+    let pending = cookie(&login, "agentkit_login");
+    let authorize = login.header("location").unwrap().to_owned();
+    assert!(
+        authorize.contains("redirect_uri=https%3A%2F%2Fagents.example.com%2Flogin%2Fcallback"),
+        "{authorize}"
+    );
+    let back = Request::get(&path_of(&authorize))
+        .send(idp.server.addr())
+        .unwrap();
+    let to = back.header("location").unwrap().to_owned();
+    assert!(
+        to.starts_with("https://agents.example.com/login/callback?"),
+        "{to}"
+    );
+    // The proxy forwards the callback to the host.
+    let done = remote("GET", &path_of(&to))
+        .header("cookie", &pending)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(done.status, 303, "{}", done.body);
+    let all = set_cookies(&done);
+    assert!(!all.is_empty());
+    for c in &all {
+        assert!(c.contains("; Secure"), "{c}");
+    }
+    let cookies = format!(
+        "{}; {}",
+        cookie(&done, "agentkit_session"),
+        cookie(&done, "agentkit_csrf")
+    );
+    let post = |origin: &str| {
+        remote("POST", "/bot/v1/session")
+            .header("cookie", &cookies)
+            .header("origin", origin)
+            .json(&json!({"message": "hi"}))
+            .send(s.addr())
+            .unwrap()
+            .status
+    };
+    assert_eq!(post("https://agents.example.com"), 200);
+    // The request's own Host does not count when a public URL is set.
+    assert_eq!(post("http://agents.example"), 401);
+}
