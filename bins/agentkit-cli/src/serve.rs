@@ -170,6 +170,43 @@ pub struct ServeArgs {
     /// How long the secret command may take for one secret.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     secret_command_timeout: Duration,
+    /// OIDC sign-in: the provider's issuer URL (its discovery document is
+    /// fetched at start). People sign in at /login; the provider's
+    /// access tokens are bearer tokens on the API (docs/guides/sso.md).
+    #[arg(
+        long,
+        env = "AGENTKIT_OIDC_ISSUER",
+        value_name = "URL",
+        requires = "oidc_client_id"
+    )]
+    oidc_issuer: Option<String>,
+    /// The client id registered at the provider.
+    #[arg(long, env = "AGENTKIT_OIDC_CLIENT_ID", value_name = "ID")]
+    oidc_client_id: Option<String>,
+    /// The client secret BY REFERENCE: `${VAR}`, `${file:/run/secrets/x}`
+    /// or `${secret:name}` (left out: a public client, PKCE only).
+    #[arg(long, env = "AGENTKIT_OIDC_CLIENT_SECRET", value_name = "REF")]
+    oidc_client_secret: Option<String>,
+    /// Scopes besides `openid` (comma-separated; default `profile,email`).
+    #[arg(
+        long,
+        env = "AGENTKIT_OIDC_SCOPES",
+        value_delimiter = ',',
+        value_name = "SCOPES"
+    )]
+    oidc_scopes: Vec<String>,
+    /// Accepted audiences of the provider's access tokens sent as bearer
+    /// tokens, besides the client id (comma-separated).
+    #[arg(
+        long,
+        env = "AGENTKIT_OIDC_AUDIENCES",
+        value_delimiter = ',',
+        value_name = "AUD"
+    )]
+    oidc_audiences: Vec<String>,
+    /// How long a sign-in lasts (the session cookie's lifetime).
+    #[arg(long, value_name = "DURATION", default_value = "8h", value_parser = humantime::parse_duration)]
+    oidc_session_ttl: Duration,
 }
 
 impl ServeArgs {
@@ -305,6 +342,19 @@ fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
                 timeout: args.secret_command_timeout,
                 ..command
             }),
+        oidc: args.oidc_issuer.as_ref().map(|issuer| {
+            let mut o = agentkit::OidcOptions::new(
+                issuer.clone(),
+                args.oidc_client_id.clone().unwrap_or_default(),
+            );
+            o.client_secret = args.oidc_client_secret.clone();
+            if !args.oidc_scopes.is_empty() {
+                o.scopes = args.oidc_scopes.clone();
+            }
+            o.audiences = args.oidc_audiences.clone();
+            o.session_ttl = args.oidc_session_ttl;
+            o
+        }),
         providers,
         edge: agentkit::EdgeOptions {
             header_read_timeout: args.header_timeout,
@@ -330,7 +380,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let options = options(&args)?;
     let warnings = Warnings {
         dev_fallback: options.dev && options.default_model.is_none(),
-        exposed: !args.host.is_loopback() && options.bearer_token.is_none(),
+        exposed: !args.host.is_loopback()
+            && options.bearer_token.is_none()
+            && options.oidc.is_none(),
         anonymous: !args.host.is_loopback() && options.allow_anonymous,
     };
     let handle = match agentkit::serve(&args.dir, options).await {

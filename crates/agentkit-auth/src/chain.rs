@@ -1,6 +1,8 @@
 //! The ordered list of policies a route runs: the first to admit wins.
 
-use crate::{AuthContext, BearerToken, Denied, Error, Operators, Policy, RequestParts, Secret};
+use crate::{
+    AuthContext, BearerToken, Denied, Error, Operators, Policy, RequestParts, Role, RoleMap, Secret,
+};
 
 /// Which kind of route a chain guards. `publicEndpoint` opens custom
 /// channel routes only, never the built-in session and tool API.
@@ -20,6 +22,9 @@ pub struct Chain {
     /// Who is an operator on this chain (nobody unless set with
     /// [`Chain::with_operators`]).
     pub operators: Operators,
+    /// The role of each principal a policy admits (the agent's
+    /// `[auth.roles]`; everyone is a `user` by default).
+    pub roles: RoleMap,
 }
 
 /// The principal `--bearer-token` authenticates.
@@ -31,7 +36,14 @@ impl Chain {
             policies,
             surface,
             operators: Operators::none(),
+            roles: RoleMap::default(),
         }
+    }
+
+    /// The chain with `roles` applied to the principals it admits.
+    pub fn with_roles(mut self, roles: RoleMap) -> Self {
+        self.roles = roles;
+        self
     }
 
     /// The chain with `operators` recognised: the operator token admits
@@ -68,7 +80,16 @@ impl Chain {
         let mut refusals = Vec::with_capacity(self.policies.len());
         for policy in &self.policies {
             match policy.admit(req, self.surface).await {
-                Ok(ctx) => return Ok(self.operators.promote(req, ctx)),
+                Ok(ctx) => {
+                    let mapped = self.roles.role_of(&ctx);
+                    // A verifier that answers an operator stays one.
+                    let role = if ctx.is_operator() {
+                        mapped.max(Role::Operator)
+                    } else {
+                        mapped
+                    };
+                    return Ok(self.operators.promote(req, ctx.with_role(role)));
+                }
                 Err(refusal) => refusals.push((policy.name(), refusal)),
             }
         }

@@ -1,8 +1,12 @@
 //! The principal a policy admits a request as; it travels with the request.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::Role;
 
 /// Who made an admitted request, and which policy vouched for them.
 ///
@@ -19,6 +23,15 @@ pub struct AuthContext {
     /// Extra facts from the policy, for example the header it checked.
     #[serde(default)]
     pub attributes: BTreeMap<String, String>,
+    /// The role the chain gave the principal (`None` until a chain
+    /// admits: then [`AuthContext::role`] derives it from the type).
+    /// Not part of the JSON shape (`/v1/info` names it separately).
+    #[serde(skip)]
+    pub role: Option<Role>,
+    /// The verified token's claims (the `jwt` policy, OIDC), which role
+    /// rules read. Never serialised: a token's claims stay in memory.
+    #[serde(skip)]
+    pub claims: Option<Arc<Map<String, Value>>>,
 }
 
 /// The kind of principal.
@@ -50,7 +63,29 @@ impl AuthContext {
             principal_id: principal_id.into(),
             principal_type,
             attributes: BTreeMap::new(),
+            role: None,
+            claims: None,
         }
+    }
+
+    /// The caller's role: the one the chain gave, else `operator` for an
+    /// operator and `user` for anyone else.
+    pub fn role(&self) -> Role {
+        self.role.unwrap_or(if self.is_operator() {
+            Role::Operator
+        } else {
+            Role::User
+        })
+    }
+
+    /// The context with `role`; an operator or admin role makes the
+    /// principal an operator (past the ownership checks).
+    pub fn with_role(mut self, role: Role) -> Self {
+        self.role = Some(role);
+        if role.is_operator() {
+            self.principal_type = PrincipalType::Operator;
+        }
+        self
     }
 
     /// Whether the caller is an operator.

@@ -336,6 +336,7 @@ impl JwtPolicy {
                 ctx = ctx.with_attribute(attribute.clone(), text);
             }
         }
+        ctx.claims = Some(Arc::new(claims.clone()));
         Ok(ctx)
     }
 

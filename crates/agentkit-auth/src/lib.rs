@@ -31,9 +31,11 @@ mod error;
 mod identity;
 mod jwt;
 mod local;
+mod oidc;
 mod operator;
 mod policy;
 mod request;
+mod role;
 mod secret;
 mod sign;
 mod verifier;
@@ -44,9 +46,14 @@ pub use crate::{
     error::{Denied, Error, Refusal, Result},
     identity::{IdentityClaims, IdentityConfig, IdentityError, IdentityIssuer, MintedToken},
     jwt::{JwksFetcher, JwksFuture, JwtAlgorithm, JwtConfig, JwtPolicy},
+    oidc::{
+        CSRF_COOKIE, CSRF_HEADER, LOGIN_COOKIE, LoginStart, Oidc, OidcConfig, OidcMetadata,
+        PendingLogin, SESSION_COOKIE, SignedIn, cookie_value, form_encode,
+    },
     operator::{OPERATOR_PRINCIPAL, Operators},
     policy::{BearerToken, Policy},
     request::{FORWARDING_HEADERS, RequestParts},
+    role::{Role, RoleMap, RoleRule},
     secret::Secret,
     sign::{
         SLACK_MAX_AGE_SECS, sign_body, sign_bridge_call, sign_slack, verify_body,

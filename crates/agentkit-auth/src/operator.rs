@@ -4,11 +4,12 @@
 //! time), and, when serving with `--dev`, the direct loopback caller (the
 //! `localDevStrict` checks: loopback peer, loopback `Host`, no forwarding
 //! headers). The chain marks them with [`PrincipalType::Operator`]; the
-//! runtime lets that type past its ownership checks.
+//! runtime lets that type past its ownership checks. Both are `admin`
+//! (see [`Role`]): the token and `--dev` reach every agent of the host.
 
 use crate::credential::admit_bearer;
 use crate::local::{LoopbackCheck, admit_loopback};
-use crate::{AuthContext, BearerToken, PrincipalType, RequestParts, Secret};
+use crate::{AuthContext, BearerToken, PrincipalType, RequestParts, Role, Secret};
 
 /// The principal the operator token authenticates.
 pub const OPERATOR_PRINCIPAL: &str = "operator";
@@ -42,15 +43,16 @@ impl Operators {
         let tokens = [BearerToken::new(token.clone(), OPERATOR_PRINCIPAL)];
         let mut ctx = admit_bearer(OPERATOR_TOKEN, &tokens, req).ok()?;
         ctx.principal_type = PrincipalType::Operator;
-        Some(ctx)
+        Some(ctx.with_role(Role::Admin))
     }
 
     /// `ctx` (what the chain admitted) raised to an operator when the
     /// caller is strictly local and loopback operators are on.
     pub(crate) fn promote(&self, req: &RequestParts<'_>, mut ctx: AuthContext) -> AuthContext {
         if self.loopback && admit_loopback("", LoopbackCheck::Strict, req).is_ok() {
-            ctx.principal_type = PrincipalType::Operator;
-            ctx = ctx.with_attribute("operator", "loopback");
+            ctx = ctx
+                .with_role(Role::Admin)
+                .with_attribute("operator", "loopback");
         }
         ctx
     }

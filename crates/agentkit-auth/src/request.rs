@@ -31,6 +31,9 @@ pub struct RequestParts<'a> {
     pub headers: Vec<(&'a str, &'a [u8])>,
     /// The raw body exactly as received, before any parsing.
     pub body: &'a [u8],
+    /// The HTTP method (`GET`, `POST`, …); `None` when unknown, which a
+    /// CSRF check treats as state-changing.
+    pub method: Option<&'a str>,
 }
 
 impl<'a> RequestParts<'a> {
@@ -54,6 +57,12 @@ impl<'a> RequestParts<'a> {
         V: AsRef<[u8]> + ?Sized,
     {
         self.headers.push((name, value.as_ref()));
+        self
+    }
+
+    /// Sets the method.
+    pub fn with_method(mut self, method: &'a str) -> Self {
+        self.method = Some(method);
         self
     }
 

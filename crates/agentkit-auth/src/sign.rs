@@ -10,7 +10,7 @@ use sha2::Sha256;
 const BRIDGE_CALL_DOMAIN: &[u8] = b"agentkit-bridge-call";
 
 /// An HMAC-SHA256 keyed with `key`.
-fn keyed(key: &[u8]) -> Hmac<Sha256> {
+pub(crate) fn keyed(key: &[u8]) -> Hmac<Sha256> {
     // HMAC takes a key of any length (longer keys are hashed first), so
     // this never fails.
     <Hmac<Sha256> as KeyInit>::new_from_slice(key)

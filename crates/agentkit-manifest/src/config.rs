@@ -9,8 +9,8 @@ use serde_json::Value;
 use crate::checks;
 use crate::diagnostic::{Code, Diagnostic};
 use crate::model::{
-    AgentConfig, BUILTIN_TOOLS, HarnessConfig, LocalConfig, MemoryConfig, ModelSpec, Pricing,
-    Provider, SessionsConfig,
+    AgentConfig, AuthConfig, BUILTIN_TOOLS, HarnessConfig, LocalConfig, MemoryConfig, ModelSpec,
+    Pricing, Provider, SessionsConfig,
 };
 use crate::names;
 use crate::source::{Ctx, SourceText};
@@ -27,6 +27,7 @@ struct RawAgent {
     local: Option<RawLocal>,
     sessions: Option<RawSessions>,
     memory: Option<RawMemory>,
+    auth: Option<RawAuth>,
     /// Accepted from TypeScript-era projects; only the host reads it.
     cloud: Option<toml::Value>,
     /// Cursor-only settings, read so they warn instead of failing.
@@ -100,6 +101,17 @@ struct RawSessions {
 struct RawMemory {
     journal: Option<bool>,
     journal_max_bytes: Option<u64>,
+}
+
+/// `[auth]`: roles from token claims.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAuth {
+    /// The role of a principal no rule names (`user`).
+    default_role: Option<String>,
+    /// `[auth.roles]`: role → rules (`"groups:agents-ops"`).
+    #[serde(default)]
+    roles: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// Reads `agent.toml` in `agent_dir`, if present. Returns the defaults
@@ -180,6 +192,9 @@ pub(crate) fn read_agent_config(ctx: &mut Ctx, agent_dir: &Path) -> (AgentConfig
     if let Some(memory) = raw.memory {
         config.memory = read_memory(ctx, &src, memory);
     }
+    if let Some(auth) = raw.auth {
+        config.auth = read_auth(ctx, &src, auth);
+    }
     if let Some(local) = raw.local
         && let Some(cwd) = local.cwd
     {
@@ -200,6 +215,57 @@ pub(crate) fn read_agent_config(ctx: &mut Ctx, agent_dir: &Path) -> (AgentConfig
         }
     }
     (config, true)
+}
+
+/// The role names `[auth.roles]` and `default_role` take.
+const ROLES: [&str; 4] = ["viewer", "user", "operator", "admin"];
+
+fn read_auth(ctx: &mut Ctx, src: &SourceText, raw: RawAuth) -> AuthConfig {
+    let mut out = AuthConfig::default();
+    let bad_role = |ctx: &mut Ctx, key: &str, name: &str| {
+        ctx.push(
+            Diagnostic::error(
+                Code::InvalidAuth,
+                src.rel.clone(),
+                format!(
+                    "`{key}` names the role `{name}`; roles are viewer, user, operator and admin"
+                ),
+            )
+            .at(src.key_pos(key))
+            .with_hint("see docs/reference/auth.md#roles"),
+        );
+    };
+    if let Some(role) = raw.default_role {
+        if ROLES.contains(&role.as_str()) {
+            out.default_role = Some(role);
+        } else {
+            bad_role(ctx, "default_role", &role);
+        }
+    }
+    for (role, rules) in raw.roles {
+        if !ROLES.contains(&role.as_str()) {
+            bad_role(ctx, "roles", &role);
+            continue;
+        }
+        for rule in &rules {
+            let shaped = rule
+                .split_once(':')
+                .is_some_and(|(c, v)| !c.is_empty() && !v.is_empty());
+            if !shaped {
+                ctx.push(
+                    Diagnostic::error(
+                        Code::InvalidAuth,
+                        src.rel.clone(),
+                        format!("`auth.roles.{role}`: `{rule}` is not `<claim>:<value>`"),
+                    )
+                    .at(src.key_pos(&role))
+                    .with_hint("for example `groups:agents-ops`, `realm_access.roles:ops` or `principal:jwt:alice`"),
+                );
+            }
+        }
+        out.roles.push((role, rules));
+    }
+    out
 }
 
 /// The smallest `journal_max_bytes`: one line fits.

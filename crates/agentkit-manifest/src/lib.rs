@@ -60,11 +60,11 @@ pub use discover::{Discovery, discover};
 pub use error::{Error, Result};
 pub use evals::MAX_EVAL_CONCURRENCY;
 pub use model::{
-    Admission, Agent, AgentConfig, Approval, ArtifactKind, Artifacts, AuthPolicy, BUILTIN_TOOLS,
-    BearerToken, CallToolAction, CalledTool, Channel, ChannelKind, Command, Connection,
-    DEFAULT_JUDGE_THRESHOLD, DEFAULT_WORKER_IDLE, Delivery, EnvRef, EvalCase, EvalFile, EvalTurn,
-    Evals, EvalsConfig, Execution, Expect, Experiment, Expose, FileExpect, HarnessConfig, Hook,
-    HookAction, Host, Instructions, JOURNAL_MAX_BYTES, Judge, Layout, LocalConfig,
+    Admission, Agent, AgentConfig, Approval, ArtifactKind, Artifacts, AuthConfig, AuthPolicy,
+    BUILTIN_TOOLS, BearerToken, CallToolAction, CalledTool, Channel, ChannelKind, Command,
+    Connection, DEFAULT_JUDGE_THRESHOLD, DEFAULT_WORKER_IDLE, Delivery, EnvRef, EvalCase, EvalFile,
+    EvalTurn, Evals, EvalsConfig, Execution, Expect, Experiment, Expose, FileExpect, HarnessConfig,
+    Hook, HookAction, Host, Instructions, JOURNAL_MAX_BYTES, Judge, Layout, LocalConfig,
     MAX_WORKER_CONCURRENCY, MemoryConfig, Method, ModelSpec, OAuthClientSettings, Pricing, Project,
     Provider, Route, RouteAction, RouteHandler, RouteResponse, Runtime, Sandbox, SandboxLimits,
     SandboxMode, Schedule, ScheduleAction, SendAction, Skill, Sticky, Subagent, TextMatch, Tool,

@@ -125,6 +125,9 @@ pub struct AgentConfig {
     pub sessions: SessionsConfig,
     /// `[memory]`: the shared journal of settled turns.
     pub memory: MemoryConfig,
+    /// `[auth]`: the roles of the principals the agent's chain admits.
+    #[serde(skip_serializing_if = "AuthConfig::is_empty")]
+    pub auth: AuthConfig,
     /// `output_schema`: the final reply of every turn is a JSON value
     /// valid against this schema (`turn.completed.data.output`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -401,6 +404,25 @@ impl SessionsConfig {
 pub struct MemoryConfig {
     pub journal: bool,
     pub journal_max_bytes: u64,
+}
+
+/// `[auth]` of `agent.toml`: `default_role` and `[auth.roles]`, checked
+/// (known role names, `<claim>:<value>` rules); the facade turns them
+/// into the chain's role map.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthConfig {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_role: Option<String>,
+    /// Role → rules, in file order of roles (sorted by name).
+    pub roles: Vec<(String, Vec<String>)>,
+}
+
+impl AuthConfig {
+    /// Nothing configured (every principal a `user`).
+    pub fn is_empty(&self) -> bool {
+        self.default_role.is_none() && self.roles.is_empty()
+    }
 }
 
 /// The journal's default size before it is rotated: 1 MiB.

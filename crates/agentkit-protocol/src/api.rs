@@ -954,6 +954,10 @@ pub struct Caller {
     pub authenticator: String,
     /// May act on every session of the agent, whoever owns it.
     pub operator: bool,
+    /// `viewer`, `user`, `operator` or `admin` (the agent's
+    /// `[auth.roles]`); absent from servers that predate roles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
 }
 
 /// `GET /v1/session/:id/context?turnId=…&step=…`: what the model was sent

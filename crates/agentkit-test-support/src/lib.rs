@@ -4,7 +4,8 @@
 //! provider speaking the OpenAI and Anthropic streaming formats
 //! ([`provider`]), the Python environment of the third-party MCP
 //! peers, the official MCP conformance suite ([`conformance`]), an
-//! identity provider's keys, tokens and JWKS server ([`jwt`]), re-running
+//! identity provider's keys, tokens and JWKS server ([`jwt`]), an OpenID
+//! provider stand-in ([`oidc`]), re-running
 //! a test with a secret in its parent's environment ([`rerun`]), a
 //! mock Slack (Web API and Socket Mode, [`slack`]), and a real OTLP/HTTP
 //! trace receiver ([`otlp`]).
@@ -14,6 +15,7 @@ pub mod http;
 pub mod jwt;
 pub mod migrate_node;
 pub mod mock;
+pub mod oidc;
 pub mod otlp;
 pub mod pg;
 pub mod process;

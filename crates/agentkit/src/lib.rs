@@ -86,8 +86,9 @@ pub use agentkit_runtime::{
 pub use error::{Error, Result};
 pub use serve::{
     EdgeOptions, EnvFn, EnvLookup, FdLimit, HostArtifacts, HostFiles, HostGithub, HostMcp,
-    HostReminders, HostSend, HostSent, HostServices, HostSessions, HostSlack, Mode, OtlpProtocol,
-    Rate, ServeHandle, ServeOptions, TelemetryOptions, raise_fd_limit, serve, shutdown_signal,
+    HostReminders, HostSend, HostSent, HostServices, HostSessions, HostSlack, Mode, OidcOptions,
+    OtlpProtocol, Rate, ServeHandle, ServeOptions, TelemetryOptions, raise_fd_limit,
+    role_table_markdown, serve, shutdown_signal,
 };
 
 /// The project format: discovery, the manifest types and diagnostics.

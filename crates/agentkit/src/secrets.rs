@@ -55,7 +55,7 @@ impl SecretCommand {
 
     /// Runs the command for `name`: its trimmed output, `Ok(None)` when
     /// it printed nothing, or why it failed (never its output).
-    async fn fetch(&self, name: &str) -> Result<Option<String>, String> {
+    pub(crate) async fn fetch(&self, name: &str) -> Result<Option<String>, String> {
         let spec = ChildSpec::new(&self.program)
             .args(&self.args)
             .arg(name)
@@ -118,7 +118,7 @@ fn trim_line_end(mut text: String) -> String {
 
 /// Reads `path` for `${file:…}`: its contents, `Ok(None)` when empty, or
 /// why it cannot (never its contents).
-fn read_file(path: &str) -> Result<Option<String>, String> {
+pub(crate) fn read_file(path: &str) -> Result<Option<String>, String> {
     if !Path::new(path).is_absolute() {
         return Err(format!("`{path}` is not an absolute path"));
     }

@@ -21,6 +21,7 @@ mod run;
 mod scale_out;
 mod serve;
 mod slack;
+mod sso;
 mod trajectory;
 mod validate;
 mod variables;

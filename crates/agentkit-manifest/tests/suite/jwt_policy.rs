@@ -115,3 +115,58 @@ fn bad_settings_are_diagnosed() {
         "#]],
     );
 }
+
+/// `[auth]` of `agent.toml` (roles from claims): read in file order,
+/// each unknown role and shapeless rule a diagnostic.
+fn discover_roles(auth: &str) -> (agentkit_manifest::AuthConfig, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("bot");
+    write(
+        &root.join("agent/agent.toml"),
+        format!("model = \"test\"\n{auth}"),
+    );
+    write(&root.join("agent/instructions.md"), "Test.\n");
+    let d = discover_ok(&root);
+    let config = d
+        .host
+        .agents
+        .first()
+        .map(|p| p.agent.config.auth.clone())
+        .unwrap_or_default();
+    (config, render(&d))
+}
+
+#[test]
+fn roles_are_read_and_checked() {
+    let (auth, diagnostics) = discover_roles(
+        "[auth]\ndefault_role = \"viewer\"\n[auth.roles]\noperator = [\"groups:agents-ops\", \"principal:jwt:ops\"]\nuser = [\"realm_access.roles:staff\"]\n",
+    );
+    assert_eq!(diagnostics, "");
+    assert_eq!(auth.default_role.as_deref(), Some("viewer"));
+    assert_eq!(
+        auth.roles,
+        [
+            (
+                "operator".to_owned(),
+                vec![
+                    "groups:agents-ops".to_owned(),
+                    "principal:jwt:ops".to_owned()
+                ]
+            ),
+            (
+                "user".to_owned(),
+                vec!["realm_access.roles:staff".to_owned()]
+            ),
+        ]
+    );
+    let (_, diagnostics) = discover_roles(
+        "[auth]\ndefault_role = \"root\"\n[auth.roles]\nowner = [\"groups:x\"]\noperator = [\"agents-ops\"]\n",
+    );
+    for expected in [
+        "error[invalid-auth]: `default_role` names the role `root`",
+        "error[invalid-auth]: `roles` names the role `owner`",
+        "error[invalid-auth]: `auth.roles.operator`: `agents-ops` is not `<claim>:<value>`",
+    ] {
+        assert!(diagnostics.contains(expected), "{diagnostics}");
+    }
+}

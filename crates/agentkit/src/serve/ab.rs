@@ -21,7 +21,7 @@ pub(crate) fn routes() -> Router<AgentState> {
 async fn feedback(
     State(state): State<AgentState>,
     Path(id): Path<String>,
-    Authed { owner, body }: Authed,
+    Authed { owner, body, .. }: Authed,
 ) -> ApiResult {
     let feedback: Feedback = parse_json(&body)?;
     let recorded = state

@@ -64,4 +64,12 @@ impl Guarded for AgentState {
     fn agent(&self) -> &str {
         &self.agent.slug
     }
+
+    fn prefix(&self) -> &str {
+        &self.agent.prefix
+    }
+
+    fn dev(&self) -> bool {
+        self.agent.dev
+    }
 }

@@ -40,7 +40,7 @@ pub(crate) fn routes() -> Router<AgentState> {
 async fn run(
     State(state): State<AgentState>,
     gate: Option<axum::Extension<Arc<TurnGate>>>,
-    Authed { owner, body }: Authed,
+    Authed { owner, body, .. }: Authed,
 ) -> ApiResult {
     let input: RunAgentInput = parse_json(&body)?;
     if input.thread_id.is_empty() || input.run_id.is_empty() {

@@ -146,7 +146,7 @@ pub(crate) async fn fork(
     State(state): State<AgentState>,
     Path(id): Path<String>,
     gate: Option<axum::Extension<Arc<TurnGate>>>,
-    Authed { owner, body }: Authed,
+    Authed { owner, body, .. }: Authed,
 ) -> ApiResult {
     let req: agentkit_protocol::api::ForkRequest = parse_json(&body)?;
     let slot = match (&gate, &req.message) {
@@ -419,7 +419,7 @@ pub(crate) fn agent_entry(agent: &Mounted) -> AgentEntry {
 
 pub(crate) async fn info(
     State(state): State<AgentState>,
-    Authed { owner, .. }: Authed,
+    Authed { owner, role, .. }: Authed,
 ) -> ApiResult {
     let agent = &state.agent;
     let value = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
@@ -442,6 +442,7 @@ pub(crate) async fn info(
             principal_id: owner.principal_id,
             principal_type: owner.principal_type,
             authenticator: owner.authenticator,
+            role: Some(role.to_string()),
         }),
     }))
 }
@@ -450,7 +451,7 @@ pub(crate) async fn info(
 pub(crate) async fn call_tool(
     State(state): State<AgentState>,
     Path(name): Path<String>,
-    Authed { owner, body }: Authed,
+    Authed { owner, body, .. }: Authed,
 ) -> ApiResult {
     let req: CallTool = if is_blank(&body) {
         CallTool::default()
@@ -498,7 +499,7 @@ pub(crate) async fn approvals(
 pub(crate) async fn resolve_approval(
     State(state): State<AgentState>,
     Path((id, call)): Path<(String, String)>,
-    Authed { owner, body }: Authed,
+    Authed { owner, body, .. }: Authed,
 ) -> ApiResult {
     let req: ApprovalDecision = parse_json(&body)?;
     let approved = req.approved().map_err(ApiError::bad_request)?;
@@ -528,13 +529,7 @@ pub(crate) async fn resolve_approval(
 pub(crate) async fn mcp(State(state): State<AgentState>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let head = parts.clone();
-    let (owner, bytes) = match read_authenticated(
-        Request::from_parts(parts, body),
-        &state.agent.chain,
-        &state.agent.slug,
-    )
-    .await
-    {
+    let (owner, bytes) = match read_authenticated(Request::from_parts(parts, body), &state).await {
         Ok(admitted) => admitted,
         Err(e) => return e.into_response(),
     };

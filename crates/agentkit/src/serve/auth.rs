@@ -2,9 +2,10 @@
 //! already resolved) wins; otherwise `--bearer-token` or
 //! `--allow-anonymous` replace the `local_dev_strict` default. Who is an
 //! operator on the built-in API: the `--operator-token` holder, and the
-//! direct loopback caller under `--dev`.
+//! direct loopback caller under `--dev`. The role of everyone else: the
+//! agent's `[auth.roles]`.
 
-use agentkit_auth::{Chain, Operators, Policy, Secret, Surface};
+use agentkit_auth::{Chain, Operators, Policy, Role, RoleMap, RoleRule, Secret, Surface};
 
 use super::options::AuthDefaults;
 use crate::error::{Error, Result};
@@ -16,10 +17,11 @@ pub(crate) fn http_chain(
     authored: Option<Vec<Policy>>,
     defaults: &AuthDefaults,
 ) -> Result<Chain> {
-    let chain = match authored {
+    let mut chain = match authored {
         Some(policies) => Chain::new(policies, Surface::BuiltinApi),
         None => default_chain(defaults, Surface::BuiltinApi),
     };
+    with_oidc(&mut chain, defaults);
     // A secret from an unset `${VAR}` disables its policy (it never admits;
     // `validate` warns about the variable); other problems are errors.
     let disabled = chain.check_for_serving().map_err(|message| Error::Config {
@@ -60,5 +62,34 @@ pub(crate) fn operators(defaults: &AuthDefaults, dev: bool) -> Operators {
 /// The chain of the host routes (`/metrics`, `/v1/logs`): the default
 /// chain of channels that author none, with the operators.
 pub(crate) fn host_chain(auth: &AuthDefaults, dev: bool) -> Chain {
-    default_chain(auth, Surface::BuiltinApi).with_operators(operators(auth, dev))
+    let mut chain = default_chain(auth, Surface::BuiltinApi);
+    with_oidc(&mut chain, auth);
+    chain.with_operators(operators(auth, dev))
+}
+
+/// The OIDC client's policy (its bearer tokens, its session cookie)
+/// before the chain's own, when sign-in is configured.
+fn with_oidc(chain: &mut Chain, defaults: &AuthDefaults) {
+    if let Some(oidc) = &defaults.oidc {
+        chain.policies.insert(0, oidc.policy());
+    }
+}
+
+/// Agent `slug`'s `[auth]` (checked by the manifest) as the chain's role
+/// map.
+pub(crate) fn role_map(slug: &str, config: &agentkit_manifest::AuthConfig) -> Result<RoleMap> {
+    let bad = |message: String| Error::Config {
+        message: format!("/{slug}: agent.toml [auth]: {message}"),
+    };
+    let mut map = RoleMap::default();
+    if let Some(name) = &config.default_role {
+        map.default = Role::parse(name).ok_or_else(|| bad(format!("unknown role `{name}`")))?;
+    }
+    for (name, rules) in &config.roles {
+        let role = Role::parse(name).ok_or_else(|| bad(format!("unknown role `{name}`")))?;
+        for rule in rules {
+            map.rules.push((role, RoleRule::parse(rule).map_err(bad)?));
+        }
+    }
+    Ok(map)
 }

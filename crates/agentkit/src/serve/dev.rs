@@ -141,7 +141,7 @@ struct AddCase {
 /// exists. Under `--dev` only: it writes into the project.
 async fn add_eval_case(
     State(state): State<AgentState>,
-    Authed { owner, body }: Authed,
+    Authed { owner, body, .. }: Authed,
 ) -> ApiResult {
     dev_only(&state)?;
     let req: AddCase = serde_json::from_slice(&body)

@@ -131,9 +131,7 @@ async fn upload(
     Path((id, path)): Path<(String, String)>,
     req: axum::extract::Request,
 ) -> ApiResult {
-    let (owner, body) = read_authenticated(req, &state.agent.chain, &state.agent.slug)
-        .await
-        .map_err(over_cap)?;
+    let (owner, body) = read_authenticated(req, &state).await.map_err(over_cap)?;
     let size = state
         .agent
         .runtime

@@ -5,17 +5,19 @@
 
 use std::net::SocketAddr;
 
-use agentkit_auth::{Chain, RequestParts};
+use agentkit_auth::{Chain, RequestParts, Role};
 use agentkit_protocol::api::ToolCalled;
 use agentkit_protocol::{ErrorBody, ErrorCode};
 use agentkit_runtime::Owner;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{ConnectInfo, FromRequest};
+use axum::extract::{ConnectInfo, FromRequest, MatchedPath};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+use super::roles::Need;
 
 /// An error answer: a status and the protocol's [`ErrorBody`],
 /// `{"ok": false, "error": {"code", "message", ...}}`.
@@ -154,6 +156,12 @@ pub(crate) trait Guarded: Send + Sync {
     fn chain(&self) -> &Chain;
     /// The agent whose chain it is: principals are counted per agent.
     fn agent(&self) -> &str;
+    /// The agent's path prefix (`/<slug>`, empty in single mode): what
+    /// the role table's paths are relative to.
+    fn prefix(&self) -> &str;
+    /// Serving with `--dev`: off it, the dev routes answer `404` to
+    /// everyone the chain admits, whatever their role.
+    fn dev(&self) -> bool;
 }
 
 /// A request that the state's auth chain admitted: the caller's principal
@@ -161,26 +169,35 @@ pub(crate) trait Guarded: Send + Sync {
 pub(crate) struct Authed {
     pub(crate) owner: Owner,
     pub(crate) body: Bytes,
+    /// The caller's role (already checked against the route's).
+    pub(crate) role: Role,
 }
 
 impl<S: Guarded> FromRequest<S> for Authed {
     type Rejection = ApiError;
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
-        let (owner, body) = read_authenticated(req, state.chain(), state.agent()).await?;
-        Ok(Authed { owner, body })
+        admit_request(req, state).await
     }
 }
 
-/// Reads the whole body and runs `chain` (agent `agent`'s) over the
-/// request, raw body included, then counts the admitted principal against
-/// its fair share (`429` past it); answers the principal and the body.
+/// Reads the whole body and runs the state's chain over the request, raw
+/// body included, checks the admitted principal's role against the
+/// route's row of the role table (`403` below it), then counts the
+/// principal against its fair share (`429` past it); answers the
+/// principal and the body.
 pub(crate) async fn read_authenticated(
     req: axum::extract::Request,
-    chain: &Chain,
-    agent: &str,
+    state: &impl Guarded,
 ) -> ApiResult<(Owner, Bytes)> {
+    let Authed { owner, body, .. } = admit_request(req, state).await?;
+    Ok((owner, body))
+}
+
+async fn admit_request(req: axum::extract::Request, state: &impl Guarded) -> ApiResult<Authed> {
+    let (chain, agent) = (state.chain(), state.agent());
     let (parts, body) = req.into_parts();
+    let need = route_need(&parts, state.prefix());
     let peer = parts
         .extensions
         .get::<ConnectInfo<SocketAddr>>()
@@ -190,25 +207,69 @@ pub(crate) async fn read_authenticated(
         .get::<std::sync::Arc<super::limits::FairShares>>()
         .cloned();
     let headers = parts.headers.clone();
+    let method = parts.method.clone();
     let body = Bytes::from_request(axum::extract::Request::from_parts(parts, body), &())
         .await
         .map_err(body_error)?;
-    let owner = authenticate(chain, peer, &headers, &body).await?;
+    let (owner, role) = authenticate(chain, peer, method.as_str(), &headers, &body).await?;
+    let (need, dev_route) = need?;
+    if dev_route && !state.dev() {
+        return Err(ApiError::not_found("dev routes are served only with --dev"));
+    }
+    require(role, need)?;
     if let Some(shares) = shares {
         shares.principal(agent, &owner)?;
     }
-    Ok((owner, body))
+    Ok(Authed { owner, body, role })
 }
 
-/// Runs `chain` on the request, raw body included.
+/// The role an agent route needs, by its row in the role table, and
+/// whether it is a dev route. A route the table lacks is refused (and
+/// logged as the bug it is).
+fn route_need(parts: &axum::http::request::Parts, prefix: &str) -> ApiResult<(Role, bool)> {
+    let matched = parts
+        .extensions
+        .get::<MatchedPath>()
+        .map(MatchedPath::as_str)
+        .unwrap_or_default();
+    let path = matched.strip_prefix(prefix).unwrap_or(matched);
+    let dev_route = path.starts_with("/v1/dev/");
+    match super::roles::agent_need(parts.method.as_str(), path) {
+        Some(Need::Role(role)) => Ok((role, dev_route)),
+        // A public route that reads the chain anyway: anyone it admits.
+        Some(Need::Public) => Ok((Role::Viewer, dev_route)),
+        None => {
+            tracing::error!(method = %parts.method, route = %matched, "the route has no row in the role table (serve/roles.rs): refused");
+            Err(forbidden("this route states no role"))
+        }
+    }
+}
+
+/// `403` unless `role` reaches `need`.
+pub(crate) fn require(role: Role, need: Role) -> ApiResult<()> {
+    if role >= need {
+        return Ok(());
+    }
+    Err(forbidden(format!(
+        "this route needs the role `{need}`; the caller is a `{role}`"
+    )))
+}
+
+fn forbidden(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message)
+}
+
+/// Runs `chain` on the request, raw body included: the caller and its
+/// role.
 pub(crate) async fn authenticate(
     chain: &Chain,
     peer: Option<std::net::IpAddr>,
+    method: &str,
     headers: &HeaderMap,
     body: &[u8],
-) -> ApiResult<Owner> {
+) -> ApiResult<(Owner, Role)> {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    let mut parts = RequestParts::new(peer).with_body(body);
+    let mut parts = RequestParts::new(peer).with_body(body).with_method(method);
     if let Some(host) = host {
         parts = parts.with_host(host);
     }
@@ -216,7 +277,7 @@ pub(crate) async fn authenticate(
         parts.headers.push((name.as_str(), value.as_bytes()));
     }
     match chain.admit(&parts).await {
-        Ok(ctx) => Ok(Owner::from_auth(&ctx)),
+        Ok(ctx) => Ok((Owner::from_auth(&ctx), ctx.role())),
         Err(denied) => {
             tracing::info!(peer = ?peer, reasons = ?denied.refusals(), "request denied");
             Err(ApiError::new(

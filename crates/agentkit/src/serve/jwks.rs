@@ -51,3 +51,8 @@ impl JwksFetcher for HttpJwks {
 pub(crate) fn jwt_policy(config: JwtConfig) -> Policy {
     Policy::Jwt(JwtPolicy::new(config, Arc::new(HttpJwks)))
 }
+
+/// The HTTP key fetcher, for the OIDC client's keys.
+pub(crate) fn fetcher() -> Arc<dyn JwksFetcher> {
+    Arc::new(HttpJwks)
+}

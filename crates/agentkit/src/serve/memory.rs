@@ -66,7 +66,7 @@ async fn read(
 async fn edit(
     State(state): State<AgentState>,
     Path(id): Path<String>,
-    Authed { owner, body }: Authed,
+    Authed { owner, body, .. }: Authed,
 ) -> ApiResult {
     let req: EditMemory = parse_json(&body)?;
     let memory = state

@@ -49,12 +49,14 @@ mod limits;
 mod mcp;
 mod memory;
 mod mount;
+mod oidc;
 mod openai;
 mod openapi;
 mod options;
 mod paging;
 mod playground;
 mod resolve;
+mod roles;
 mod router;
 mod scale;
 mod services;
@@ -66,7 +68,11 @@ mod uploads;
 pub use edge::{EdgeOptions, FdLimit, raise_fd_limit};
 pub use handle::ServeHandle;
 pub use limits::Rate;
+pub use oidc::OidcOptions;
 pub use options::{EnvFn, EnvLookup, Mode, ServeOptions};
+/// The role table of `docs/reference/auth.md#roles` (for its docs test).
+#[doc(hidden)]
+pub use roles::markdown_table as role_table_markdown;
 pub use services::{
     HostArtifacts, HostFiles, HostGithub, HostMcp, HostReminders, HostSend, HostSent, HostServices,
     HostSessions, HostSlack,
@@ -145,6 +151,25 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             message: e.to_string(),
         })?,
     );
+    if let Some(options) = parts.auth.oidc_options.clone() {
+        let keep_claims = found
+            .host
+            .agents
+            .iter()
+            .flat_map(|p| p.agent.config.auth.roles.iter())
+            .flat_map(|(_, rules)| rules.iter())
+            .filter_map(|r| r.split_once(':').map(|(c, _)| c))
+            .map(|c| c.split('.').next().unwrap_or(c).to_owned())
+            .collect();
+        let start = oidc::Start {
+            env: &parts.env,
+            secret_command: parts.secret_command.as_ref(),
+            origin: &peer_base,
+            keep_claims,
+            public: parts.listen.public_url.is_some(),
+        };
+        parts.auth.oidc = Some(oidc::start(&options, start).await?);
+    }
     let resolved = resolve::host(
         &found.host,
         &parts.env,
@@ -211,10 +236,20 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         shutdown.clone(),
     )
     .merge(
-        playground::router(&agents, parts.listen.mode, parts.playground)
-            // No auth chain here: each client address has its share.
-            .route_layer(axum::middleware::from_fn(http::limit_by_address)),
+        playground::router(
+            &agents,
+            parts.listen.mode,
+            parts.playground,
+            parts.auth.oidc.clone(),
+        )
+        // No auth chain here: each client address has its share.
+        .route_layer(axum::middleware::from_fn(http::limit_by_address)),
     )
+    .merge(match &parts.auth.oidc {
+        Some(client) => oidc::routes(client.clone(), &peer_base)
+            .route_layer(axum::middleware::from_fn(http::limit_by_address)),
+        None => axum::Router::new(),
+    })
     .merge(telemetry::routes(telemetry.clone()))
     .merge(
         identity::routes(issuer)

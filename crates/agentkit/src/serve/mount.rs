@@ -141,7 +141,8 @@ pub(crate) async fn mount(
         .set_handlers(&shared.extensions.reminder_handlers);
     timers::start(&runtime, shared.timers, shared.dev);
     let chain = auth::http_chain(slug, resolved.http_auth, shared.auth)?
-        .with_operators(auth::operators(shared.auth, shared.dev));
+        .with_operators(auth::operators(shared.auth, shared.dev))
+        .with_roles(auth::role_map(slug, &project.agent.config.auth)?);
     let prefix = match shared.mode {
         Mode::Multi => format!("/{slug}"),
         Mode::Single => String::new(),

@@ -58,6 +58,11 @@ pub struct ServeOptions {
     /// default on channels that author none; it wins over
     /// `bearer_token` and `allow_anonymous`.
     pub auth: Option<Vec<agentkit_auth::Policy>>,
+    /// OIDC sign-in for people (`--oidc-issuer` …): `/login` at the host,
+    /// a session cookie for the playground and the API, and the
+    /// provider's access tokens as bearer tokens on every agent's
+    /// built-in API. See `docs/guides/sso.md`.
+    pub oidc: Option<super::oidc::OidcOptions>,
     /// The model for agents that name none (`AGENTKIT_MODEL`); the binary
     /// reads the environment, the library does not.
     pub default_model: Option<String>,
@@ -183,6 +188,7 @@ impl Default for ServeOptions {
             allow_anonymous: false,
             operator_token: None,
             auth: None,
+            oidc: None,
             default_model: None,
             model: None,
             body_limit: 1024 * 1024,
@@ -263,6 +269,11 @@ pub(crate) struct AuthDefaults {
     pub(crate) operator_token: Option<String>,
     /// The embedder's chain (`ServeOptions::auth`), first of all.
     pub(crate) policies: Option<Vec<agentkit_auth::Policy>>,
+    /// `ServeOptions::oidc`, as given.
+    pub(crate) oidc_options: Option<super::oidc::OidcOptions>,
+    /// The started OIDC client (set once discovery answered): its policy
+    /// goes first in every built-in chain.
+    pub(crate) oidc: Option<agentkit_auth::Oidc>,
 }
 
 /// The models agents run on, checked at startup.
@@ -349,6 +360,8 @@ impl ServeOptions {
                 allow_anonymous: self.allow_anonymous,
                 operator_token: self.operator_token,
                 policies: self.auth,
+                oidc_options: self.oidc,
+                oidc: None,
             },
             state_root: self.state_root,
             models: Models {

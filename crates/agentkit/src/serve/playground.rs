@@ -34,7 +34,12 @@ enum Cache {
 }
 
 /// The playground's and the docs' routes, to merge into the host router.
-pub(crate) fn router(agents: &[Mounted], mode: Mode, playground: bool) -> Router {
+pub(crate) fn router(
+    agents: &[Mounted],
+    mode: Mode,
+    playground: bool,
+    oidc: Option<agentkit_auth::Oidc>,
+) -> Router {
     let mut app = Router::new()
         .route("/docs", get(|| async { Redirect::permanent(docs::ROOT) }))
         .route(
@@ -54,11 +59,16 @@ pub(crate) fn router(agents: &[Mounted], mode: Mode, playground: bool) -> Router
     for agent in agents {
         let page = page_for(&agent.prefix, &agent.slug);
         let path = format!("{}/playground", agent.prefix);
-        let again = page.clone();
-        app = app
-            .route(
-                &path,
-                get(move |h: HeaderMap| async move {
+        for route in [path.clone(), format!("{path}/")] {
+            let page = page.clone();
+            let oidc = oidc.clone();
+            let here = path.clone();
+            app = app.route(
+                &route,
+                get(move |peer: Peer, h: HeaderMap| async move {
+                    if let Some(to) = sign_in_first(oidc.as_ref(), peer.0, &h, &here) {
+                        return Redirect::to(&to).into_response();
+                    }
                     respond(
                         &h,
                         "text/html; charset=utf-8",
@@ -66,24 +76,61 @@ pub(crate) fn router(agents: &[Mounted], mode: Mode, playground: bool) -> Router
                         Cache::Revalidate,
                     )
                 }),
-            )
-            .route(
-                &format!("{path}/"),
-                get(move |h: HeaderMap| async move {
-                    respond(
-                        &h,
-                        "text/html; charset=utf-8",
-                        again.into_bytes(),
-                        Cache::Revalidate,
-                    )
-                }),
             );
+        }
     }
     if mode == Mode::Multi {
         // The host's index links every agent's playground.
         app = app.route("/playground", get(|| async { Redirect::temporary("/") }));
     }
     app
+}
+
+/// The client's address, when known.
+struct Peer(Option<std::net::IpAddr>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Peer {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Peer, Self::Rejection> {
+        Ok(Peer(
+            parts
+                .extensions
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                .map(|c| c.0.ip()),
+        ))
+    }
+}
+
+/// With OIDC sign-in, a browser without a session goes to `/login` first
+/// (and comes back here); the direct loopback caller does not (the
+/// developer on their own machine, whom the default chain admits).
+fn sign_in_first(
+    oidc: Option<&agentkit_auth::Oidc>,
+    peer: Option<std::net::IpAddr>,
+    headers: &HeaderMap,
+    here: &str,
+) -> Option<String> {
+    let oidc = oidc?;
+    let cookies = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join("; ");
+    if oidc.signed_in(&cookies).is_some() {
+        return None;
+    }
+    let forwarded = agentkit_auth::FORWARDING_HEADERS
+        .iter()
+        .any(|h| headers.contains_key(*h));
+    if peer.is_some_and(|p| p.is_loopback()) && !forwarded {
+        return None;
+    }
+    Some(format!("/login?next={}", agentkit_auth::form_encode(here)))
 }
 
 /// The playground page of one agent: the bundle's `index.html` with the

@@ -67,19 +67,15 @@ pub(crate) async fn message(
     } else {
         state.body_limit
     };
-    let (owner, bytes) = read_authenticated(
-        Request::from_parts(parts, body),
-        &state.agent.chain,
-        &state.agent.slug,
-    )
-    .await
-    .map_err(|e| {
-        if e.code == ErrorCode::PayloadTooLarge {
-            too_large("the request body", limit)
-        } else {
-            e
-        }
-    })?;
+    let (owner, bytes) = read_authenticated(Request::from_parts(parts, body), state)
+        .await
+        .map_err(|e| {
+            if e.code == ErrorCode::PayloadTooLarge {
+                too_large("the request body", limit)
+            } else {
+                e
+            }
+        })?;
     if bytes.len() > limit {
         return Err(too_large("the request body", limit));
     }

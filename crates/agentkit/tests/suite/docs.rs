@@ -72,3 +72,26 @@ fn every_docs_link_resolves() {
     }
     assert!(broken.is_empty(), "broken links: {broken:#?}");
 }
+
+/// The role table of `docs/reference/auth.md#roles` is the one the server
+/// checks (`serve/roles.rs`), between its markers. `AGENTKIT_BLESS=1`
+/// writes it.
+#[test]
+fn auth_reference_role_table_is_the_codes() {
+    let (begin, end) = ("<!-- role-table:begin -->\n", "<!-- role-table:end -->");
+    let page = read("reference/auth.md");
+    let (Some(b), Some(e)) = (page.find(begin), page.find(end)) else {
+        panic!("docs/reference/auth.md lacks the role-table markers");
+    };
+    let want = agentkit::role_table_markdown();
+    let have = &page[b + begin.len()..e];
+    if have != want && std::env::var_os("AGENTKIT_BLESS").is_some() {
+        let page = format!("{}{want}{}", &page[..b + begin.len()], &page[e..]);
+        std::fs::write(docs().join("reference/auth.md"), page).unwrap();
+        return;
+    }
+    assert_eq!(
+        have, want,
+        "docs/reference/auth.md's role table differs from serve/roles.rs (AGENTKIT_BLESS=1 rewrites it)"
+    );
+}

@@ -249,7 +249,7 @@ fn the_operator_token_holder_acts_on_an_anonymous_session() {
     assert_eq!(
         info["caller"],
         json!({"principalId": "operator", "principalType": "operator",
-               "authenticator": "operatorToken", "operator": true})
+               "authenticator": "operatorToken", "operator": true, "role": "admin"})
     );
     let info = send(&s, Request::get("/bot/v1/info")).json();
     assert_eq!(info["caller"]["operator"], false);

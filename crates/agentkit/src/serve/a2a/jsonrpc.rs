@@ -24,7 +24,7 @@ pub(crate) async fn handle(
     State(state): State<AgentState>,
     gate: Option<axum::Extension<Arc<TurnGate>>>,
     headers: HeaderMap,
-    Authed { owner, body }: Authed,
+    Authed { owner, body, .. }: Authed,
 ) -> Response {
     let request: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,

@@ -46,7 +46,9 @@ pub(crate) async fn send(
     State(state): State<AgentState>,
     gate: Option<axum::Extension<Arc<TurnGate>>>,
     headers: HeaderMap,
-    Authed { owner, body: bytes }: Authed,
+    Authed {
+        owner, body: bytes, ..
+    }: Authed,
 ) -> Response {
     let run = async {
         super::check_version(&headers)?;
@@ -63,7 +65,9 @@ pub(crate) async fn stream(
     State(state): State<AgentState>,
     gate: Option<axum::Extension<Arc<TurnGate>>>,
     headers: HeaderMap,
-    Authed { owner, body: bytes }: Authed,
+    Authed {
+        owner, body: bytes, ..
+    }: Authed,
 ) -> Response {
     let run = async {
         super::check_version(&headers)?;
@@ -191,7 +195,9 @@ pub(crate) async fn push_create(
     State(state): State<AgentState>,
     Path(id): Path<String>,
     headers: HeaderMap,
-    Authed { owner, body: bytes }: Authed,
+    Authed {
+        owner, body: bytes, ..
+    }: Authed,
 ) -> Response {
     let run = async {
         super::check_version(&headers)?;

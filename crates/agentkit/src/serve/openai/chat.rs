@@ -38,7 +38,7 @@ pub(super) async fn create(
     headers: HeaderMap,
     authed: Result<Authed, ApiError>,
 ) -> Result<Response, OaiError> {
-    let Authed { owner, body } = authed?;
+    let Authed { owner, body, .. } = authed?;
     let req: CreateChatCompletion = parse_body(&body)?;
     let agent = &state.agent;
     check_model(req.model.as_deref(), &agent.slug)?;

@@ -192,7 +192,7 @@ pub(super) async fn create(
     gate: Option<axum::Extension<Arc<TurnGate>>>,
     authed: Result<Authed, ApiError>,
 ) -> Result<Response, OaiError> {
-    let Authed { owner, body } = authed?;
+    let Authed { owner, body, .. } = authed?;
     let req: CreateResponse = parse_body(&body)?;
     let agent = &state.agent;
     check_model(req.model.as_deref(), &agent.slug)?;

@@ -28,7 +28,7 @@ use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use super::http::{ApiError, authenticate};
+use super::http::{ApiError, authenticate, require};
 use crate::error::{Error, Result};
 
 /// How traces are exported and who may read `/metrics`: what
@@ -625,6 +625,7 @@ fn caller(req: Request) -> (Option<std::net::IpAddr>, HeaderMap) {
 
 async fn admit(
     telemetry: &Telemetry,
+    route: &str,
     peer: Option<std::net::IpAddr>,
     headers: &HeaderMap,
 ) -> std::result::Result<(), ApiError> {
@@ -635,13 +636,17 @@ async fn admit(
             "no auth chain guards this route",
         ));
     };
-    authenticate(chain, peer, headers, b"").await.map(|_| ())
+    let (_, role) = authenticate(chain, peer, "GET", headers, b"").await?;
+    match super::roles::host_need(route) {
+        Some(super::roles::Need::Role(need)) => require(role, need),
+        _ => Ok(()),
+    }
 }
 
 async fn metrics_route(State(telemetry): State<Telemetry>, req: Request) -> Response {
     let (peer, headers) = caller(req);
     if !telemetry.inner.metrics_public
-        && let Err(e) = admit(&telemetry, peer, &headers).await
+        && let Err(e) = admit(&telemetry, "/metrics", peer, &headers).await
     {
         return e.into_response();
     }
@@ -710,7 +715,7 @@ async fn logs_route(
     req: Request,
 ) -> Response {
     let (peer, headers) = caller(req);
-    if let Err(e) = admit(&telemetry, peer, &headers).await {
+    if let Err(e) = admit(&telemetry, "/v1/logs", peer, &headers).await {
         return e.into_response();
     }
     let page = match super::paging::page_query(LOG_CURSOR, q.limit, q.cursor.as_deref()) {
