@@ -239,10 +239,6 @@ impl Spares {
 
     /// Makes one spare: a new folder under `spare/` and its empty log.
     fn make(&self) -> Result<Spare> {
-        if !self.dir.is_dir() {
-            std::fs::create_dir_all(&self.dir)
-                .map_err(|e| Error::io("create directory", &self.dir, e))?;
-        }
         let mut tries = 0;
         let dir = loop {
             let dir = self
@@ -250,6 +246,12 @@ impl Spares {
                 .join(format!("{:08}", self.next.fetch_add(1, Ordering::Relaxed)));
             match std::fs::create_dir(&dir) {
                 Ok(()) => break dir,
+                // The first spare of this store makes `spare/` itself.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries == 0 => {
+                    tries += 1;
+                    std::fs::create_dir_all(&self.dir)
+                        .map_err(|e| Error::io("create directory", &self.dir, e))?;
+                }
                 // Left by an earlier process (kept aside by `recover`).
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 64 => {
                     tries += 1;
