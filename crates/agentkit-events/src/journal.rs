@@ -149,6 +149,9 @@ impl Journal {
                 }
             }
         }
+        // The spares a stop left hold lines that reached the OS; moved
+        // first, so the replay finds their logs where they belong.
+        crate::spare::recover(root, sessions_dir)?;
         let (last_seq, segments) = replay(&dir, sessions_dir)?;
         let checkpointing = Arc::new(AtomicBool::new(false));
         if !segments.is_empty() {
@@ -274,6 +277,26 @@ impl Journal {
             len: MAGIC.len() as u64,
             opened: Instant::now(),
         })
+    }
+}
+
+/// For a store opened without its journal: moves the logs a journaled
+/// start left in spare folders to `sessions/`, under the journal's lock
+/// (a store that holds it is using its spares: they are left alone).
+pub(crate) fn recover_spares(root: &Path, sessions_dir: &Path) -> Result<()> {
+    if cfg!(not(target_os = "linux")) || !root.join(crate::spare::SPARE_DIR).is_dir() {
+        return Ok(());
+    }
+    let lock_path = root.join(JOURNAL_DIR).join("LOCK");
+    let lock = match File::open(&lock_path) {
+        Ok(lock) => lock,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("open", &lock_path, e)),
+    };
+    match lock.try_lock() {
+        Ok(()) => crate::spare::recover(root, sessions_dir).map(|_| ()),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(()),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", &lock_path, e)),
     }
 }
 

@@ -30,6 +30,12 @@
 //! a second, and a start after a power cut replays what is left into the
 //! logs before anything reads them. [`StoreOptions::journal`] turns it off.
 //!
+//! With the journal, a new session ([`FileEventStore::create`]) costs no
+//! `mkdir` or `create` on its request: it takes a spare log made in the
+//! background (`<root>/spare/<n>/events.ndjson`, see `spare.rs`), whose
+//! folder is moved to `sessions/<id>` a moment later; every reader finds
+//! the session meanwhile, and a start moves what a stop left in a spare.
+//!
 //! So a **process crash loses nothing** whose append returned, and a
 //! **power cut can lose the events after the last sync** (the file then ends
 //! earlier, or in a torn line). On first use after a start, a log is
@@ -64,6 +70,7 @@
 mod error;
 mod journal;
 mod recovery;
+mod spare;
 mod store;
 mod subscription;
 mod sync;

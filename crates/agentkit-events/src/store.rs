@@ -3,7 +3,8 @@
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -17,6 +18,7 @@ use tokio::sync::{OnceCell, broadcast, watch};
 use crate::error::{Error, Result};
 use crate::journal::Journal;
 use crate::recovery::{Recovered, parse_lines, recover};
+use crate::spare::Spares;
 use crate::subscription::Subscription;
 use crate::sync::{SyncJob, SyncStats, Syncer};
 use crate::text::{self, Rebuild};
@@ -48,6 +50,13 @@ pub struct StoreOptions {
     /// the segment is deleted). Bounds what a start after a power cut
     /// replays.
     pub journal_checkpoint: std::time::Duration,
+    /// How long a new session's log stays in its spare folder before the
+    /// background moves it to `sessions/<id>` (see
+    /// [`FileEventStore::create`]). Zero (the default): as soon as the
+    /// background runs. Readers find the session either way; a longer
+    /// delay batches the moves (and lets a test stop a server before
+    /// one).
+    pub spare_move_after: std::time::Duration,
 }
 
 impl Default for StoreOptions {
@@ -58,6 +67,7 @@ impl Default for StoreOptions {
             tap_capacity: 4096,
             journal: true,
             journal_checkpoint: std::time::Duration::from_secs(1),
+            spare_move_after: std::time::Duration::ZERO,
         }
     }
 }
@@ -208,11 +218,19 @@ impl FileEventStore {
         let journal = if options.journal {
             Journal::open(root, &sessions_dir, options.journal_checkpoint)?
         } else {
+            // Spares an earlier, journaled start left behind are moved in
+            // place all the same (see `spare.rs`).
+            crate::journal::recover_spares(root, &sessions_dir)?;
             None
         };
+        // Spares only with the journal: a new session's first sync must
+        // not need its folder (the journal's record at offset 0 makes it).
+        let spares = journal
+            .is_some()
+            .then(|| Spares::new(root, &sessions_dir, options.spare_move_after));
         Ok(FileEventStore {
             inner: Arc::new(Inner {
-                syncer: Syncer::new(sessions_dir.clone(), journal),
+                syncer: Syncer::new(sessions_dir.clone(), journal, spares),
                 sessions_dir,
                 tap: broadcast::channel(options.tap_capacity.max(1)).0,
                 options,
@@ -273,6 +291,85 @@ impl FileEventStore {
         let l = &self.inner.latency;
         record(&l.appends, &l.append_nanos, began);
         appended
+    }
+
+    /// [`append_batch`](Self::append_batch) of the first events of a
+    /// session whose id was just made (the caller knows no log of it
+    /// exists): with the journal on, the log is a spare made in the
+    /// background, so this touches no file system metadata (no `stat`,
+    /// `mkdir` or `create`) and needs no trip to the blocking pool. Its
+    /// folder is moved to `sessions/<id>` in the background; until then
+    /// [`has_log`](Self::has_log) says it exists and every read works.
+    pub async fn create(&self, session: &SessionId, events: Vec<NewEvent>) -> Result<Vec<Event>> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let began = std::time::Instant::now();
+        let log = match self.spare_log(session) {
+            Some(log) => log,
+            None => self.log(session, true).await?,
+        };
+        let appended = log.append(events).await;
+        let l = &self.inner.latency;
+        record(&l.appends, &l.append_nanos, began);
+        appended
+    }
+
+    /// A new log for `session` on a spare, registered as open, if one is
+    /// ready and `session` has no open log.
+    fn spare_log(&self, session: &SessionId) -> Option<Arc<SessionLog>> {
+        let spares = self.inner.syncer.spares()?;
+        let mut logs = lock(&self.inner.logs);
+        if logs.slots.contains_key(session) {
+            return None;
+        }
+        let file = spares.take(session)?;
+        let log = Arc::new(SessionLog::new(&self.inner, session.clone(), file, None));
+        logs.slots.insert(
+            session.clone(),
+            Slot {
+                cell: Arc::new(OnceCell::from(Arc::clone(&log))),
+            },
+        );
+        logs.close_idle(self.inner.options.max_open_logs.max(1));
+        Some(log)
+    }
+
+    /// Whether `session` has a log: its folder, or a spare not yet moved
+    /// there (see [`create`](Self::create)). A `stat` unless it is a
+    /// spare.
+    pub fn has_log(&self, session: &SessionId) -> bool {
+        // The spare first: once it is no longer held, its folder is there.
+        self.inner
+            .syncer
+            .spares()
+            .is_some_and(|spares| spares.holds(session))
+            || self
+                .inner
+                .sessions_dir
+                .join(session.as_str())
+                .join(LOG_FILE)
+                .is_file()
+    }
+
+    /// Makes sure `session`'s folder is `sessions/<id>` (moves it there
+    /// now if it is still a spare): for whoever writes into the folder
+    /// itself (a workspace, a snapshot) or deletes it.
+    pub async fn make_folder(&self, session: &SessionId) -> Result<()> {
+        let Some(spares) = self.inner.syncer.spares() else {
+            return Ok(());
+        };
+        if !spares.holds(session) {
+            return Ok(());
+        }
+        let (spares, session) = (Arc::clone(spares), session.clone());
+        blocking(move || spares.settle(&session)).await
+    }
+
+    /// New sessions' folders moved from a spare since the store opened
+    /// (the rest are still spares, or made by the request itself).
+    pub fn spares_moved(&self) -> u64 {
+        self.inner.syncer.spares().map_or(0, |s| s.moved())
     }
 
     /// How long appends and syncs took (see [`StoreLatency`]).
@@ -348,10 +445,16 @@ impl FileEventStore {
             .join(LOG_FILE);
         let opened = {
             let path = path.clone();
-            blocking(move || match File::open(&path) {
-                Ok(file) => Ok(Some(file)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(Error::io("open", &path, e)),
+            let (spares, session) = (self.inner.syncer.spares().cloned(), session.clone());
+            blocking(move || {
+                if let Some(spares) = spares {
+                    spares.settle(&session)?;
+                }
+                match File::open(&path) {
+                    Ok(file) => Ok(Some(file)),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(Error::io("open", &path, e)),
+                }
             })
             .await?
         };
@@ -469,6 +572,14 @@ impl FileEventStore {
     /// is not a valid session id are skipped.
     pub async fn sessions(&self) -> Result<Vec<SessionId>> {
         let dir = self.inner.sessions_dir.clone();
+        // Before the listing: a folder moved meanwhile is in one or the
+        // other.
+        let held = self
+            .inner
+            .syncer
+            .spares()
+            .map(|s| s.held())
+            .unwrap_or_default();
         blocking(move || {
             let entries =
                 std::fs::read_dir(&dir).map_err(|e| Error::io("read directory", &dir, e))?;
@@ -486,7 +597,9 @@ impl FileEventStore {
                     ids.push(id);
                 }
             }
+            ids.extend(held);
             ids.sort();
+            ids.dedup();
             Ok(ids)
         })
         .await
@@ -594,6 +707,10 @@ struct LogState {
 
 impl SessionLog {
     fn open(inner: &Inner, session: SessionId, create: bool) -> Result<SessionLog> {
+        // A log closed while its folder was still a spare: move it first.
+        if let Some(spares) = inner.syncer.spares() {
+            spares.settle(&session)?;
+        }
         let dir = inner.sessions_dir.join(session.as_str());
         let path = dir.join(LOG_FILE);
         let exists = path.is_file();
@@ -612,20 +729,35 @@ impl SessionLog {
             .map_err(|e| Error::io("open", &path, e))?;
         // A log this call made is empty: nothing to check.
         let recovered = if exists {
-            recover(&path, &session)?
+            Some(recover(&path, &session)?)
         } else {
-            Recovered {
-                offsets: Vec::new(),
-                end: 0,
-            }
+            None
         };
+        Ok(SessionLog::new(inner, session, file, recovered))
+    }
+
+    /// The log of `session` over `file`, opened for reading and appending:
+    /// `recovered` from a file that existed, or `None` for a new, empty
+    /// one (whose folder and entry the first sync makes durable).
+    fn new(
+        inner: &Inner,
+        session: SessionId,
+        file: File,
+        recovered: Option<Recovered>,
+    ) -> SessionLog {
+        let exists = recovered.is_some();
+        let recovered = recovered.unwrap_or(Recovered {
+            offsets: Vec::new(),
+            end: 0,
+        });
+        let path = inner.sessions_dir.join(session.as_str()).join(LOG_FILE);
         let len = recovered.offsets.len() as u64;
         let (sender, _) = broadcast::channel(inner.options.broadcast_capacity.max(1));
         let (flushed, _) = watch::channel(Flushed {
             published: len,
             failed: false,
         });
-        Ok(SessionLog {
+        SessionLog {
             session,
             path,
             state: Mutex::new(LogState {
@@ -649,7 +781,7 @@ impl SessionLog {
             file: Arc::new(file),
             new_entry: std::sync::atomic::AtomicBool::new(!exists),
             syncer: Arc::clone(&inner.syncer),
-        })
+        }
     }
 
     pub(crate) fn published(&self) -> u64 {
@@ -942,13 +1074,12 @@ impl SessionLog {
             };
             (from, to)
         };
-        let path = self.path.clone();
+        // Through the log's own descriptor: no `open`, and a log whose
+        // folder is still a spare reads the same.
+        let (path, file) = (self.path.clone(), Arc::clone(&self.file));
         blocking(move || {
-            let mut file = File::open(&path).map_err(|e| Error::io("open", &path, e))?;
-            file.seek(SeekFrom::Start(from))
-                .map_err(|e| Error::io("seek", &path, e))?;
             let mut bytes = vec![0; as_usize(to - from)];
-            file.read_exact(&mut bytes)
+            file.read_exact_at(&mut bytes, from)
                 .map_err(|e| Error::io("read", &path, e))?;
             parse_lines(&path, &bytes, start)
         })

@@ -22,6 +22,7 @@ use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
 use crate::journal::{Journal, Span};
+use crate::spare::Spares;
 
 /// One log to make durable.
 #[derive(Debug)]
@@ -49,14 +50,28 @@ impl SyncJob {
         matches!(self, SyncJob::File { new_dir: true, .. })
     }
 
-    /// The same log, synced by itself (when the journal failed).
-    fn into_direct(self) -> SyncJob {
+    /// The same log, synced by itself (when the journal failed). A log
+    /// still in a spare folder is moved to its own first, so the folder
+    /// synced beside it is the one that names it.
+    fn into_direct(self, spares: Option<&Arc<Spares>>) -> SyncJob {
         match self {
-            SyncJob::Journal { file, path, .. } => SyncJob::File {
+            SyncJob::Journal {
                 file,
                 path,
-                new_dir: true,
-            },
+                session,
+                ..
+            } => {
+                if let Some(spares) = spares
+                    && let Err(error) = spares.settle(&session)
+                {
+                    tracing::warn!(%session, %error, "could not move a new session's folder before syncing it");
+                }
+                SyncJob::File {
+                    file,
+                    path,
+                    new_dir: true,
+                }
+            }
             job => job,
         }
     }
@@ -75,6 +90,8 @@ pub(crate) struct Syncer {
     queue: Mutex<Queue>,
     /// Taken only by the drain task (one at a time).
     journal: Option<Mutex<Journal>>,
+    /// The spare logs new sessions take (with the journal only).
+    spares: Option<Arc<Spares>>,
     /// Requests taken, and the batches they were synced in.
     requests: AtomicU64,
     batches: AtomicU64,
@@ -98,7 +115,11 @@ pub struct SyncStats {
 }
 
 impl Syncer {
-    pub(crate) fn new(sessions_dir: PathBuf, journal: Option<Journal>) -> Arc<Syncer> {
+    pub(crate) fn new(
+        sessions_dir: PathBuf,
+        journal: Option<Journal>,
+        spares: Option<Arc<Spares>>,
+    ) -> Arc<Syncer> {
         let checkpoints = journal
             .as_ref()
             .map(Journal::checkpoints)
@@ -107,11 +128,17 @@ impl Syncer {
             sessions_dir,
             queue: Mutex::default(),
             journal: journal.map(Mutex::new),
+            spares,
             requests: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             journaled: AtomicU64::new(0),
             checkpoints,
         })
+    }
+
+    /// The spare logs, when new sessions may take one.
+    pub(crate) fn spares(&self) -> Option<&Arc<Spares>> {
+        self.spares.as_ref()
     }
 
     /// Syncs can go through the journal.
@@ -193,7 +220,7 @@ impl Syncer {
             direct.extend(
                 journaled
                     .into_iter()
-                    .map(|(job, tx)| (job.into_direct(), tx)),
+                    .map(|(job, tx)| (job.into_direct(self.spares.as_ref()), tx)),
             );
             return (Vec::new(), direct);
         };
@@ -229,7 +256,7 @@ impl Syncer {
                         // Its bytes could not be read back: sync the log.
                         Some(error) => {
                             tracing::warn!(%error, "could not journal a log; syncing it directly");
-                            direct.push((job.into_direct(), tx));
+                            direct.push((job.into_direct(self.spares.as_ref()), tx));
                         }
                     }
                 }
@@ -240,7 +267,7 @@ impl Syncer {
                 direct.extend(
                     journaled
                         .into_iter()
-                        .map(|(job, tx)| (job.into_direct(), tx)),
+                        .map(|(job, tx)| (job.into_direct(self.spares.as_ref()), tx)),
                 );
                 (Vec::new(), direct)
             }

@@ -89,6 +89,9 @@ pub use tools::{
     run_server_tool, sandbox_gaps,
 };
 pub use turn::{PrepareWorkspace, TurnInput, TurnOutcome, run_turn};
+/// How many session-scoped tool workers (`[worker] scope = "session"`) this
+/// process keeps a slot for (each ends with its worker).
+pub use worker::session_worker_slots;
 
 /// [`run_turn`] behind a box, for the `task` tool's nested loop: the
 /// recursion needs a named future type, and it must live outside `turn`

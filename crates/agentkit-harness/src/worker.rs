@@ -18,7 +18,11 @@
 //! command, variables and sandbox), started on the tool's first call,
 //! confined like a spawned call of the tool (`crate::sandbox`), except
 //! that no session's workspace is granted (it serves every session; a
-//! call's workspace is named in its context). It lives until agentkit
+//! call's workspace is named in its context). With `scope = "session"`,
+//! one worker per session instead (the session is part of its key),
+//! confined exactly like a spawned call of that session (its workspace
+//! granted), so it may keep the session's state; its pool entry goes
+//! when it ends, so the pool does not grow with the sessions served. It lives until agentkit
 //! exits (its stdin then closes: the helpers exit at end of input; the
 //! group is killed when the host drops it), until it has had no call in
 //! flight for the tool's `idle_timeout` (10 minutes by default: its stdin
@@ -40,7 +44,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use agentkit_manifest::{Tool, Worker};
+use agentkit_manifest::{Tool, Worker, WorkerScope};
 use agentkit_plumbing::{ChildSpec, LiveChild, spawn_child};
 use agentkit_protocol::worker::{WorkerAnswer, WorkerCall, WorkerContext};
 use serde_json::Value;
@@ -60,9 +64,10 @@ fn pool() -> &'static Pool {
     POOL.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// The key of one tool's worker: what makes two tools the same worker.
-fn key_of(tool: &Tool, worker: Worker) -> String {
-    format!(
+/// The key of one tool's worker: what makes two tools the same worker
+/// (and, with `scope = "session"`, the session and its workspace).
+fn key_of(tool: &Tool, worker: Worker, ctx: &ToolContext) -> String {
+    let mut key = format!(
         "{}\u{0}{}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{}\u{0}{:?}",
         tool.cwd.display(),
         tool.name,
@@ -71,7 +76,44 @@ fn key_of(tool: &Tool, worker: Worker) -> String {
         tool.sandbox,
         worker.concurrency,
         worker.idle_timeout
-    )
+    );
+    if worker.scope == WorkerScope::Session {
+        key.push_str(&format!(
+            "\u{0}session\u{0}{}\u{0}{}",
+            ctx.session_id,
+            ctx.workspace_dir.display()
+        ));
+    }
+    key
+}
+
+/// Drops the pool's entry `key` if it is still `slot` and nobody but the
+/// pool holds it: a session's worker slot goes with its worker, so the
+/// pool does not grow with every session ever served. A call holds its
+/// slot from the pool's lock on, so one that took it keeps it.
+fn forget(key: &str, slot: &std::sync::Weak<WorkerSlot>) {
+    let mut pool = pool().lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(held) = pool.get(key) else {
+        return;
+    };
+    // A new worker started in the slot meanwhile keeps it.
+    let ended = held
+        .process
+        .try_lock()
+        .is_ok_and(|p| p.as_ref().is_none_or(|p| p.dead.load(Ordering::SeqCst)));
+    if std::ptr::eq(Arc::as_ptr(held), slot.as_ptr()) && Arc::strong_count(held) == 1 && ended {
+        pool.remove(key);
+    }
+}
+
+/// How many session-scoped worker slots the pool holds (for tests).
+pub fn session_worker_slots() -> usize {
+    pool()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .keys()
+        .filter(|k| k.contains("\u{0}session\u{0}"))
+        .count()
 }
 
 /// One tool's worker: its bound on calls in flight and its current
@@ -338,12 +380,15 @@ async fn keep_stderr(
 
 impl WorkerSlot {
     /// The running worker, started when there is none (or it failed).
+    /// `workspace`: the session's, granted to a session's worker.
     async fn process(
-        &self,
+        self: &Arc<Self>,
+        key: &str,
         tool: &Tool,
         worker: Worker,
         program: &Path,
         args: &[String],
+        workspace: Option<&Path>,
     ) -> Result<Arc<Process>, String> {
         let mut current = self.process.lock().await;
         if let Some(process) = &*current
@@ -351,7 +396,10 @@ impl WorkerSlot {
         {
             return Ok(process.clone());
         }
-        let sandbox = crate::sandbox::for_worker(tool)?;
+        let sandbox = match workspace {
+            Some(workspace) => crate::sandbox::for_tool(tool, workspace)?,
+            None => crate::sandbox::for_worker(tool)?,
+        };
         let mut spec = ChildSpec::new(program)
             .args(args)
             .cwd(&tool.cwd)
@@ -394,7 +442,14 @@ impl WorkerSlot {
         ));
         let cap = usize::try_from(tool.max_output_bytes).unwrap_or(usize::MAX);
         tokio::spawn(process.clone().read_answers(stdout, cap));
-        tokio::spawn(idle_watch(Arc::downgrade(&process), worker.idle_timeout));
+        // A session's worker takes its slot with it when it ends.
+        let slot =
+            (worker.scope == WorkerScope::Session).then(|| (key.to_owned(), Arc::downgrade(self)));
+        tokio::spawn(idle_watch(
+            Arc::downgrade(&process),
+            worker.idle_timeout,
+            slot,
+        ));
         tracing::debug!(tool = %tool.name, "tool worker started");
         *current = Some(process.clone());
         Ok(process)
@@ -411,9 +466,11 @@ pub(crate) async fn call(
     input: &Value,
     ctx: &ToolContext,
 ) -> ToolOutput {
+    let key = key_of(tool, worker, ctx);
+    let workspace = (worker.scope == WorkerScope::Session).then_some(ctx.workspace_dir.as_path());
     let slot = {
         let mut pool = pool().lock().unwrap_or_else(PoisonError::into_inner);
-        pool.entry(key_of(tool, worker))
+        pool.entry(key.clone())
             .or_insert_with(|| {
                 Arc::new(WorkerSlot {
                     slots: Semaphore::new(worker.concurrency.max(1) as usize),
@@ -450,7 +507,10 @@ pub(crate) async fn call(
     // out and taking the call is replaced once.
     let mut attempt = 0;
     let (process, id, rx) = loop {
-        let process = match slot.process(tool, worker, program, args).await {
+        let process = match slot
+            .process(&key, tool, worker, program, args, workspace)
+            .await
+        {
             Ok(process) => process,
             Err(message) => return ToolOutput::error(message),
         };
@@ -532,18 +592,26 @@ pub(crate) async fn call(
 }
 
 /// Stops the worker once it has been idle for `idle` (see
-/// [`Process::stop_if_idle`]); ends with the worker.
-async fn idle_watch(process: std::sync::Weak<Process>, idle: Duration) {
+/// [`Process::stop_if_idle`]); ends with the worker, then drops a
+/// session's worker slot from the pool (`slot`: its key and slot).
+async fn idle_watch(
+    process: std::sync::Weak<Process>,
+    idle: Duration,
+    slot: Option<(String, std::sync::Weak<WorkerSlot>)>,
+) {
     loop {
         let wait = match process.upgrade() {
             Some(p) if !p.dead.load(Ordering::SeqCst) => p.idle_wait(idle),
-            _ => return,
+            _ => break,
         };
         tokio::time::sleep(wait.max(Duration::from_millis(50))).await;
-        let Some(p) = process.upgrade() else { return };
+        let Some(p) = process.upgrade() else { break };
         if p.stop_if_idle(idle).await {
-            return;
+            break;
         }
+    }
+    if let Some((key, slot)) = slot {
+        forget(&key, &slot);
     }
 }
 

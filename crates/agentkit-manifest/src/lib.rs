@@ -68,7 +68,7 @@ pub use model::{
     MAX_WORKER_CONCURRENCY, MemoryConfig, Method, ModelSpec, OAuthClientSettings, Pricing, Project,
     Provider, Route, RouteAction, RouteHandler, RouteResponse, Runtime, Sandbox, SandboxLimits,
     SandboxMode, Schedule, ScheduleAction, SendAction, Skill, Sticky, Subagent, TextMatch, Tool,
-    ToolAnnotations, Transport, Variant, Worker,
+    ToolAnnotations, Transport, Variant, Worker, WorkerScope,
 };
 pub use names::{RESERVED_SLUGS, did_you_mean, is_valid_slug, is_valid_tool_name};
 pub use tools::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TOOL_TIMEOUT};

@@ -510,6 +510,21 @@ pub struct Worker {
     /// call starts a new one.
     #[serde(serialize_with = "ser_ms", rename = "idleTimeoutMs")]
     pub idle_timeout: Duration,
+    /// Which calls share one worker process.
+    pub scope: WorkerScope,
+}
+
+/// `[worker] scope`: which calls one worker process serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkerScope {
+    /// One worker per tool of the agent, for every session (the default).
+    #[default]
+    Agent,
+    /// One worker per session: it may keep the session's state between
+    /// calls, and is confined like a spawned call of that session (its
+    /// workspace writable).
+    Session,
 }
 
 /// How long a worker may sit idle by default.
@@ -523,6 +538,7 @@ impl Default for Worker {
         Worker {
             concurrency: 1,
             idle_timeout: DEFAULT_WORKER_IDLE,
+            scope: WorkerScope::Agent,
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::checks;
 use crate::diagnostic::{Code, Diagnostic};
 use crate::model::{
     Approval, Execution, Expose, MAX_WORKER_CONCURRENCY, Sandbox, Tool, ToolAnnotations, Worker,
+    WorkerScope,
 };
 use crate::source::{Ctx, SourceText};
 
@@ -303,7 +304,8 @@ pub(crate) fn read_tool(ctx: &mut Ctx, path: &Path, name: &str, sandbox: &Sandbo
 }
 
 /// `worker = true | false` or a `[worker]` table (`concurrency`, 1 to
-/// [`MAX_WORKER_CONCURRENCY`]; `idle_timeout`, at least a second);
+/// [`MAX_WORKER_CONCURRENCY`]; `idle_timeout`, at least a second;
+/// `scope`, `"agent"` or `"session"`);
 /// server tools only. Problems go to
 /// `report(code, message, hint)`.
 fn read_worker(
@@ -355,6 +357,22 @@ fn read_worker(
                             ),
                         }
                     }
+                    ("scope", toml::Value::String(text))
+                        if text == "agent" || text == "session" =>
+                    {
+                        worker.scope = if text == "session" {
+                            WorkerScope::Session
+                        } else {
+                            WorkerScope::Agent
+                        };
+                    }
+                    ("scope", other) => report(
+                        Code::InvalidValue,
+                        format!("`worker.scope` must be \"agent\" or \"session\", not {other}"),
+                        Some(
+                            "\"agent\" (the default): one worker for every session; \"session\": one per session, which may keep its state",
+                        ),
+                    ),
                     ("idle_timeout", other) => report(
                         Code::InvalidDuration,
                         format!("`worker.idle_timeout` must be a duration string, not {other}"),
@@ -363,7 +381,9 @@ fn read_worker(
                     (other, _) => report(
                         Code::InvalidValue,
                         format!("`worker` has no field `{other}`"),
-                        Some("the `[worker]` table takes `concurrency` and `idle_timeout`"),
+                        Some(
+                            "the `[worker]` table takes `concurrency`, `idle_timeout` and `scope`",
+                        ),
                     ),
                 }
             }

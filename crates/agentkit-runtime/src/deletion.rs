@@ -105,6 +105,8 @@ impl<'a> Retention<'a> {
     async fn remove(&self, session: &Arc<Session>, reason: DeleteReason, by: &str) -> Result<()> {
         let id = session.id.as_str();
         let artifacts = self.artifacts().delete_session(id).await?;
+        // A new session's folder may still be a spare: in place first.
+        self.rt.inner.store.make_folder(&session.id).await?;
         let dir = self.rt.sessions().session_dir(&session.id);
         self.rt.inner.registry.remove(session);
         self.rt.inner.store.close(&session.id);

@@ -13,6 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use agentkit_events::FileEventStore;
 use agentkit_protocol::SessionId;
 use agentkit_store::{PageQuery, SessionRow, SharedError, SharedIndex, Stale, StoreFuture};
 use futures_util::FutureExt;
@@ -24,22 +25,39 @@ use crate::error::Error;
 #[derive(Debug)]
 pub(crate) struct LocalIndex {
     db: Arc<Db>,
+    folders: Folders,
+}
+
+/// Where this host's session folders are.
+#[derive(Debug, Clone)]
+struct Folders {
     /// `<state>/sessions`: one folder per session.
     sessions_dir: PathBuf,
+    /// The log store, which knows the new sessions whose folder is still
+    /// a spare (`agentkit_events::FileEventStore::create`).
+    store: Option<FileEventStore>,
+}
+
+impl Folders {
+    /// Is the session's folder there (or its spare, for a new session)?
+    /// An id that cannot name a folder has none.
+    fn has(&self, id: &str) -> bool {
+        SessionId::parse(id).is_ok_and(|id| {
+            self.store.as_ref().is_some_and(|s| s.has_log(&id))
+                || self.sessions_dir.join(id.as_str()).exists()
+        })
+    }
 }
 
 impl LocalIndex {
-    pub(crate) fn new(db: Arc<Db>, state_dir: &Path) -> LocalIndex {
+    pub(crate) fn new(db: Arc<Db>, state_dir: &Path, store: Option<FileEventStore>) -> LocalIndex {
         LocalIndex {
             db,
-            sessions_dir: state_dir.join("sessions"),
+            folders: Folders {
+                sessions_dir: state_dir.join("sessions"),
+                store,
+            },
         }
-    }
-
-    /// Is the session's folder there? An id that cannot name a folder has
-    /// none.
-    fn has_folder(sessions_dir: &Path, id: &str) -> bool {
-        SessionId::parse(id).is_ok_and(|id| sessions_dir.join(id.as_str()).exists())
     }
 
     /// The row's metadata, or the `session.json` of a folder the index
@@ -51,7 +69,11 @@ impl LocalIndex {
                 let Ok(parsed) = SessionId::parse(id) else {
                     return Ok(None);
                 };
-                let path = self.sessions_dir.join(parsed.as_str()).join("session.json");
+                let path = self
+                    .folders
+                    .sessions_dir
+                    .join(parsed.as_str())
+                    .join("session.json");
                 match crate::meta::load(&path).ok().filter(|m| m.id == id) {
                     Some(meta) => {
                         self.db.put_session_detached(&meta);
@@ -65,7 +87,7 @@ impl LocalIndex {
                 }
             }
         };
-        if stored.is_some() && !Self::has_folder(&self.sessions_dir, id) {
+        if stored.is_some() && !self.folders.has(id) {
             // Someone deleted the folder: the session is gone.
             self.db.delete_session(id);
             return Ok(None);
@@ -77,10 +99,10 @@ impl LocalIndex {
     fn blocking<'a, T: Send + 'static>(
         &'a self,
         what: &'static str,
-        f: impl FnOnce(&Db, &Path) -> Result<T, Error> + Send + 'static,
+        f: impl FnOnce(&Db, &Folders) -> Result<T, Error> + Send + 'static,
     ) -> StoreFuture<'a, T> {
         let db = self.db.clone();
-        let dir = self.sessions_dir.clone();
+        let dir = self.folders.clone();
         async move {
             tokio::task::spawn_blocking(move || f(&db, &dir))
                 .await
@@ -179,7 +201,7 @@ impl SharedIndex for LocalIndex {
                 let last = i64::try_from(rows.len()).unwrap_or(0) < wanted;
                 before = rows.last().map(|(id, _)| id.clone());
                 for (id, meta) in rows {
-                    if Self::has_folder(dir, &id) {
+                    if dir.has(&id) {
                         out.push(meta);
                     } else {
                         db.delete_session(&id);

@@ -109,6 +109,36 @@ impl EventLog {
         Ok(())
     }
 
+    /// [`append_batch`](Self::append_batch) of the first events of a
+    /// session whose id was just made: on files its log needs no folder
+    /// made on the request (`FileEventStore::create`).
+    pub async fn create(&self, session: &SessionId, events: Vec<NewEvent>) -> Result<Vec<Event>> {
+        Ok(match self {
+            EventLog::File(s) => s.create(session, events).await?,
+            EventLog::Shared(s) => s.append_batch(session, events).await?,
+        })
+    }
+
+    /// Whether the session's log is on this host's files (its folder, or
+    /// the spare it starts in; see `FileEventStore::has_log`). Always
+    /// `true` on a shared store, where a folder is only a local copy.
+    pub fn has_log(&self, session: &SessionId) -> bool {
+        match self {
+            EventLog::File(s) => s.has_log(session),
+            EventLog::Shared(_) => true,
+        }
+    }
+
+    /// Makes sure the session's folder exists as `sessions/<id>` before
+    /// something is written into it or it is deleted (a new session's
+    /// starts as a spare moved there in the background).
+    pub async fn make_folder(&self, session: &SessionId) -> Result<()> {
+        match self {
+            EventLog::File(s) => Ok(s.make_folder(session).await?),
+            EventLog::Shared(_) => Ok(()),
+        }
+    }
+
     /// A durable point. PostgreSQL commits every append, so only the
     /// files need it.
     pub async fn sync(&self, session: &SessionId) -> Result<()> {

@@ -252,6 +252,10 @@ impl AgentRuntime {
                     index: Arc::new(crate::local::LocalIndex::new(
                         db.clone(),
                         &options.state_dir,
+                        match &store {
+                            EventLog::File(files) => Some(files.clone()),
+                            EventLog::Shared(_) => None,
+                        },
                     )),
                     ab: Arc::new(crate::ab_local::LocalAb::new(db.clone())),
                     ticks: Arc::new(crate::local::LocalTicks::new(db.clone())),

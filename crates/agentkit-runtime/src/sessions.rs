@@ -163,7 +163,10 @@ impl Sessions<'_> {
     pub(crate) fn deleted(&self, session: &Arc<Session>) -> bool {
         // On a shared database a session's folder is only this host's
         // copy of its workspace: its absence deletes nothing.
-        if self.rt.inner.shared.is_some() || self.session_dir(&session.id).exists() {
+        if self.rt.inner.shared.is_some()
+            || self.rt.inner.store.has_log(&session.id)
+            || self.session_dir(&session.id).exists()
+        {
             return false;
         }
         if session.state().is_active() {

@@ -333,6 +333,10 @@ impl Turns<'_> {
                 return;
             }
         };
+        if let Err(e) = self.rt.inner.store.make_folder(&session.id).await {
+            tracing::warn!(session = %session.id, error = %e, "cannot write the fold snapshot");
+            return;
+        }
         let dir = self.rt.sessions().session_dir(&session.id);
         // On a shared database no log file made the folder on this host.
         let make_dir = self.rt.inner.shared.is_some();
@@ -362,6 +366,9 @@ impl Turns<'_> {
         if session.workspace_ready.load(Ordering::Acquire) {
             return Ok(());
         }
+        // The workspace is inside the session's folder (unless `[local]
+        // cwd` puts it elsewhere): a new session's must be in place.
+        self.rt.inner.store.make_folder(&session.id).await?;
         let agent = self.rt.inner.agent.clone();
         let dir = session.workspace.clone();
         let fresh = !dir.exists();
@@ -447,12 +454,12 @@ impl Turns<'_> {
         if let Err(e) = checked {
             // The session exists even though its message was refused.
             if !opening.is_empty() {
-                let appended = self
-                    .rt
-                    .inner
-                    .store
-                    .append_batch(&session.id, opening)
-                    .await?;
+                let store = &self.rt.inner.store;
+                let appended = if files.is_empty() {
+                    store.create(&session.id, opening).await?
+                } else {
+                    store.append_batch(&session.id, opening).await?
+                };
                 feed(session, &appended);
             }
             return Err(e);
@@ -470,14 +477,17 @@ impl Turns<'_> {
             traceparent: traceparent.as_ref().map(ToString::to_string),
             client_tools: client_tools.clone(),
         });
+        // A new session's log needs no folder made here, unless the
+        // message's files made the folder already.
+        let new_log = !opening.is_empty() && files.is_empty();
         let mut events = opening;
         events.push(NewEvent::new(None, data));
-        let appended = self
-            .rt
-            .inner
-            .store
-            .append_batch(&session.id, events)
-            .await?;
+        let store = &self.rt.inner.store;
+        let appended = if new_log {
+            store.create(&session.id, events).await?
+        } else {
+            store.append_batch(&session.id, events).await?
+        };
         feed(session, &appended);
         let received = appended.last().ok_or_else(|| Error::BadRequest {
             message: "an append recorded no event".to_owned(),

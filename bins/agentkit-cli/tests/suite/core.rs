@@ -36,6 +36,11 @@ fn project(root: &Path, reply: &str) {
 /// `agentkit serve` on `root`, with the descriptor limit (soft and hard)
 /// set to `nofile` when given.
 fn start(root: &Path, port: u16, nofile: Option<u32>) -> ServerProcess {
+    start_with(root, port, nofile, &[])
+}
+
+/// [`start`] with more environment variables.
+fn start_with(root: &Path, port: u16, nofile: Option<u32>, env: &[(&str, &str)]) -> ServerProcess {
     let bin = env!("CARGO_BIN_EXE_agentkit");
     let mut cmd = match nofile {
         Some(n) => {
@@ -59,6 +64,7 @@ fn start(root: &Path, port: u16, nofile: Option<u32>) -> ServerProcess {
         ])
         .current_dir(root)
         .env("NO_COLOR", "1")
+        .envs(env.iter().copied())
         .env_remove("AGENTKIT_LOG")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -168,9 +174,21 @@ fn thousands_of_sessions_under_a_limit_of_1024_descriptors() {
     );
     let shed = shed.load(Ordering::SeqCst);
     assert!(shed * 20 < SESSIONS, "{shed} of {SESSIONS} turns were shed");
-    let stored = std::fs::read_dir(tmp.path().join("state/bot/sessions"))
-        .unwrap()
-        .count();
+    // A new session's folder is moved into `sessions/` in the background
+    // (it starts as a spare): the last few may be a moment behind.
+    let folders = || {
+        std::fs::read_dir(tmp.path().join("state/bot/sessions"))
+            .unwrap()
+            .count()
+    };
+    let mut stored = folders();
+    for _ in 0..100 {
+        if stored == SESSIONS {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        stored = folders();
+    }
     assert_eq!(stored, SESSIONS);
     let fds = open_fds(server.child.id());
     if fds > 256 {
@@ -391,6 +409,90 @@ fn a_kill_during_a_long_reply_loses_nothing_a_client_saw() {
         assert_eq!(&line[..], *expected, "replayed event {i}");
     }
     // And the session goes on.
+    let r = Request::post(&format!("/bot/v1/session/{id}"))
+        .json(&json!({"message": "again", "continuationToken": token}))
+        .send(server.addr)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// A new session's log starts in a spare folder, moved to
+/// `sessions/<id>` off the request path: a kill -9 right after its first
+/// turn is acknowledged, before the folder exists, loses nothing, and the
+/// restarted server finds the session complete.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_kill_9_before_a_new_sessions_folder_exists_loses_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    project(tmp.path(), "A short and complete reply.");
+    let port = free_port();
+    // The moves wait ten minutes: the kill comes first.
+    let never = [("AGENTKIT_SPARE_MOVE_AFTER_MS", "600000")];
+    let mut server = start_with(tmp.path(), port, None, &never);
+    let (sessions, spare) = (
+        tmp.path().join("state/bot/sessions"),
+        tmp.path().join("state/bot/spare"),
+    );
+    // The agent's first new session makes its own folder, and the spares.
+    let first = turn(server.addr).unwrap();
+    assert!(sessions.join(&first).join("events.ndjson").is_file());
+    let ready = || std::fs::read_dir(&spare).map_or(0, |d| d.count());
+    for _ in 0..200 {
+        if ready() >= 16 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(ready() >= 16, "{} spares made", ready());
+
+    let r = Request::post("/bot/v1/session")
+        .json(&json!({"message": "remember me"}))
+        .send(server.addr)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+    let seen = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(server.addr)
+        .unwrap()
+        .until("session.waiting")
+        .unwrap();
+    assert!(
+        seen.iter().any(|e| e["type"] == "turn.completed"),
+        "{seen:?}"
+    );
+    // Every reader finds it, though its folder does not exist yet.
+    assert!(!sessions.join(&id).exists(), "the folder was made");
+    let before = Request::get(&format!("/bot/v1/session/{id}/events"))
+        .send(server.addr)
+        .unwrap();
+    assert_eq!(before.status, 200, "{}", before.body);
+    let listed = Request::get("/bot/v1/sessions").send(server.addr).unwrap();
+    assert!(listed.body.contains(&id), "{}", listed.body);
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    drop(server);
+
+    let server = start(tmp.path(), port, None);
+    assert!(sessions.join(&id).join("events.ndjson").is_file());
+    let after = Request::get(&format!("/bot/v1/session/{id}/events"))
+        .send(server.addr)
+        .unwrap();
+    assert_eq!(after.status, 200, "{}", after.body);
+    assert_eq!(after.body, before.body);
+    let events: Vec<Value> = after
+        .body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.len(), seen.len());
+    assert_eq!(events[0]["type"], "session.started");
+    assert_eq!(events.last().unwrap()["type"], "session.waiting");
+    let listed = Request::get("/bot/v1/sessions").send(server.addr).unwrap();
+    assert!(listed.body.contains(&id), "{}", listed.body);
+    // The spares left unused were deleted at the start.
+    assert_eq!(ready(), 0);
+    // And the conversation goes on.
     let r = Request::post(&format!("/bot/v1/session/{id}"))
         .json(&json!({"message": "again", "continuationToken": token}))
         .send(server.addr)

@@ -4,6 +4,7 @@ mod append;
 mod compact;
 mod journal;
 mod recovery;
+mod spare;
 mod subscribe;
 
 use agentkit_events::{FileEventStore, StoreOptions};

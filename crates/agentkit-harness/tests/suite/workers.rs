@@ -10,8 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentkit_harness::{ToolContext, ToolOutput, run_server_tool, sandbox_status};
-use agentkit_manifest::{Approval, Execution, Tool, ToolAnnotations, Worker};
+use agentkit_harness::{
+    ToolContext, ToolOutput, run_server_tool, sandbox_status, session_worker_slots,
+};
+use agentkit_manifest::{Approval, Execution, Tool, ToolAnnotations, Worker, WorkerScope};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -172,6 +174,7 @@ async fn a_worker_idle_past_its_idle_timeout_is_stopped_and_the_next_call_starts
     t.worker = Some(Worker {
         concurrency: 1,
         idle_timeout: Duration::from_millis(1_000),
+        scope: WorkerScope::Agent,
     });
     let scratch = dir.path().join("scratch");
     std::fs::create_dir_all(&scratch).unwrap();
@@ -464,4 +467,118 @@ async fn a_worker_under_the_sandbox_cannot_read_what_a_spawned_call_cannot() {
             );
         }
     }
+}
+
+/// A worker that keeps state: how many calls it had, and a note written
+/// into its session's workspace.
+const SESSION_WORKER: &str = r#"
+import os
+from agentkit_worker import serve
+
+count = 0
+
+def handle(input, context):
+    global count
+    count += 1
+    if input.get("op") == "note":
+        with open(os.path.join(context["workspaceDir"], "note.txt"), "w") as f:
+            f.write(context["sessionId"])
+    if input.get("op") == "read":
+        with open(input["path"]) as f:
+            return {"read": f.read()}
+    return {"pid": os.getpid(), "count": count, "session": context["sessionId"]}
+
+serve(handle)
+"#;
+
+/// `scope = "session"`: one worker per session, which keeps that
+/// session's state between calls and writes its workspace (granted as to
+/// a spawned call of the session) but reads no other session's; it is
+/// stopped after its idle timeout, its slot goes with it, and the
+/// session's next call starts afresh.
+#[tokio::test]
+#[allow(clippy::print_stderr)]
+async fn a_session_scoped_worker_keeps_one_sessions_state_and_ends_when_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("agent/tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    write(&tools.join("counter.py"), SESSION_WORKER);
+    let mut t = worker_tool(&tools, &["python3", "counter.py"], 1);
+    t.name = "counter".into();
+    t.worker = Some(Worker {
+        concurrency: 1,
+        idle_timeout: Duration::from_millis(1_000),
+        scope: WorkerScope::Session,
+    });
+    let (ws_a, ws_b) = (
+        dir.path().join("state/sessions/a/workspace"),
+        dir.path().join("state/sessions/b/workspace"),
+    );
+    std::fs::create_dir_all(&ws_a).unwrap();
+    write(&ws_b.join("secret.txt"), "B-ONLY\n");
+    let run = |session: &'static str, ws: &Path, input: Value| {
+        let ctx = ToolContext {
+            session_id: session.into(),
+            ..ctx(ws)
+        };
+        let t = t.clone();
+        async move { run_server_tool(&t, &input, &ctx).await }
+    };
+    let a1 = run("a", &ws_a, json!({})).await;
+    let a2 = run("a", &ws_a, json!({"op": "note"})).await;
+    let b1 = run("b", &ws_b, json!({})).await;
+    assert_eq!(
+        (a1.output["count"].clone(), a2.output["count"].clone()),
+        (json!(1), json!(2)),
+        "{a1:?} {a2:?}"
+    );
+    assert_eq!(b1.output["count"], 1, "{b1:?}");
+    let (pid_a, pid_b) = (pid_of(&a1), pid_of(&b1));
+    assert_eq!(pid_of(&a2), pid_a);
+    assert_ne!(pid_a, pid_b);
+    assert_eq!(a2.output["session"], "a");
+    assert_eq!(std::fs::read_to_string(ws_a.join("note.txt")).unwrap(), "a");
+    assert!(session_worker_slots() >= 2);
+
+    let status = sandbox_status();
+    if status.available {
+        let out = run(
+            "a",
+            &ws_a,
+            json!({"op": "read", "path": ws_b.join("secret.txt")}),
+        )
+        .await;
+        assert!(
+            out.is_error,
+            "session a's worker read b's workspace: {out:?}"
+        );
+        assert!(!out.output.to_string().contains("B-ONLY"), "{out:?}");
+    } else {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+        assert!(!ci, "this CI host cannot sandbox: {status:?}");
+        eprintln!("sandbox part skipped: {status:?}");
+    }
+
+    // Idle past the timeout: both end, and their slots with them.
+    for pid in [pid_a, pid_b] {
+        assert!(
+            gone(pid).await || {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                gone(pid).await
+            },
+            "worker {pid} still runs"
+        );
+    }
+    let mut slots = session_worker_slots();
+    for _ in 0..100 {
+        if slots == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        slots = session_worker_slots();
+    }
+    assert_eq!(slots, 0);
+    let again = run("a", &ws_a, json!({})).await;
+    assert_eq!(again.output["count"], 1, "{again:?}");
+    assert_ne!(pid_of(&again), pid_a);
 }

@@ -216,3 +216,38 @@ fn agent_tool_script_runs_in_a_workspace() {
         "- NYC: sunny, 74°F\n"
     );
 }
+
+/// `[worker] scope` of a tool file: `"session"` gives one worker per session, the default one per agent.
+#[test]
+fn a_worker_scope_is_read_from_the_tool_file() {
+    use agentkit_manifest::WorkerScope;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("bot");
+    write(&root.join("agent/agent.toml"), "model = \"test\"\n");
+    write(&root.join("agent/instructions.md"), "Test.\n");
+    for (name, table) in [
+        ("per_session", "[worker]\nscope = \"session\"\n"),
+        ("per_agent", "worker = true\n"),
+    ] {
+        write(
+            &root.join(format!("agent/tools/{name}.py")),
+            "print('{}')\n",
+        );
+        write(
+            &root.join(format!("agent/tools/{name}.toml")),
+            format!("description = \"d\"\ncommand = [\"python3\", \"{name}.py\"]\n{table}"),
+        );
+    }
+    let d = discover_ok(&root);
+    assert_eq!(render(&d), "");
+    let tools = &d.host.agents[0].agent.tools;
+    let scope = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t.name == name)
+            .and_then(|t| t.worker)
+            .map(|w| w.scope)
+    };
+    assert_eq!(scope("per_session"), Some(WorkerScope::Session));
+    assert_eq!(scope("per_agent"), Some(WorkerScope::Agent));
+}

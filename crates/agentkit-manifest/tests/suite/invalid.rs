@@ -128,7 +128,8 @@ fn tools() {
             agent/tools/bad_schema_file.json:3:18: error[invalid-schema]: not valid JSON: key must be a string
             agent/tools/bad_timeout.toml:3:1: error[invalid-duration]: `timeout`: `30` is not a duration (time unit needed, for example 30sec or 30ms); write e.g. `30s`, `10m` or `2h`
             agent/tools/bad_worker.toml:3:1: error[invalid-value]: `worker.concurrency` must be a whole number from 1 to 64, not 0 (hint: how many calls one worker process takes at once; more wait their turn)
-            agent/tools/bad_worker.toml:3:1: error[invalid-value]: `worker` has no field `queue` (hint: the `[worker]` table takes `concurrency` and `idle_timeout`)
+            agent/tools/bad_worker.toml:3:1: error[invalid-value]: `worker.scope` must be "agent" or "session", not "tenant" (hint: "agent" (the default): one worker for every session; "session": one per session, which may keep its state)
+            agent/tools/bad_worker.toml:3:1: error[invalid-value]: `worker` has no field `queue` (hint: the `[worker]` table takes `concurrency`, `idle_timeout` and `scope`)
             agent/tools/bad_worker.toml:3:1: error[invalid-duration]: `worker.idle_timeout` is `500ms`; it is at least one second (hint: how long a worker with no call in flight lives, e.g. `10m` (the default))
             agent/tools/both_schemas.toml:3:1: error[conflicting-fields]: set `input_schema` or `input_schema_file`, not both
             agent/tools/empty_command.toml:2:1: error[invalid-value]: `command` must name a program

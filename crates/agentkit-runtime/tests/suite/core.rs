@@ -44,10 +44,7 @@ async fn two_first_deliveries_with_one_new_key_make_one_session() {
             .count();
         assert_eq!(received, 2, "round {round}");
     }
-    let sessions = std::fs::read_dir(f.dir.path().join("state/sessions"))
-        .unwrap()
-        .count();
-    assert_eq!(sessions, 20);
+    assert_eq!(super::folders(&f.dir.path().join("state"), 20).await, 20);
 
     // A key continues its session whoever sends, as the session's owner.
     let mut from_bob = new_session("from bob");
@@ -88,6 +85,7 @@ async fn a_deleted_folder_deletes_the_session_without_a_restart() {
     }
 
     let sessions = f.dir.path().join("state/sessions");
+    super::folders(&f.dir.path().join("state"), 2).await;
     std::fs::remove_dir_all(sessions.join(&a.session_id)).unwrap();
     std::fs::remove_dir_all(sessions.join(&k.session_id)).unwrap();
 
@@ -395,6 +393,7 @@ async fn pages_stay_full_across_a_deleted_folder() {
         ids.push(s.session_id);
     }
     let sessions = f.dir.path().join("state/sessions");
+    super::folders(&f.dir.path().join("state"), 3).await;
     std::fs::remove_dir_all(sessions.join(&ids[1])).unwrap();
 
     let mut seen = Vec::new();

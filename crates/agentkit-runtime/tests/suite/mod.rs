@@ -163,3 +163,16 @@ fn page() -> agentkit_runtime::SessionPage {
         ..Default::default()
     }
 }
+
+/// Waits until `state/sessions` holds `n` folders: a new session's folder
+/// is moved there from its spare in the background (at most 5 s).
+pub(crate) async fn folders(state: &std::path::Path, n: usize) -> usize {
+    let count = || std::fs::read_dir(state.join("sessions")).map_or(0, |d| d.count());
+    for _ in 0..500 {
+        if count() >= n {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    count()
+}

@@ -107,7 +107,7 @@ pub(crate) async fn mount(
         RuntimeOptions {
             state_dir: state_dir.clone(),
             default_model: shared.models.default.clone(),
-            store: Default::default(),
+            store: store_options(),
             providers: shared.models.providers.clone(),
             host_bridge: Some(agentkit_harness::HostBridge {
                 url: shared.bridge_url.to_owned(),
@@ -229,4 +229,20 @@ pub(crate) async fn mount(
         dev: shared.dev,
     };
     Ok((mounted, bridged))
+}
+
+/// The event store's options: the defaults, but for
+/// `AGENTKIT_SPARE_MOVE_AFTER_MS`, how long a new session's log waits in
+/// its spare folder before it is moved to `sessions/<id>` (default 0: at
+/// once, in the background). Crash tests set it to stop a server before a
+/// move; nothing else needs it.
+fn store_options() -> agentkit_events::StoreOptions {
+    let mut options = agentkit_events::StoreOptions::default();
+    if let Some(ms) = std::env::var("AGENTKIT_SPARE_MOVE_AFTER_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        options.spare_move_after = std::time::Duration::from_millis(ms);
+    }
+    options
 }

@@ -1,0 +1,359 @@
+//! New sessions without a new folder on the request path.
+//!
+//! Making a session's log costs a `stat`, a `mkdir` and a `create` of its
+//! `sessions/<id>/events.ndjson`, and a trip to the blocking pool to do
+//! them. With the journal on, a store keeps a few **spare** logs ready
+//! instead, made in the background: `<root>/spare/<n>/events.ndjson`,
+//! created and held open. A new session
+//! ([`FileEventStore::create`](crate::FileEventStore::create)) takes one
+//! (no system call), appends to it as to any log, and the background
+//! moves the folder to `sessions/<id>` (one `rename`) a moment later.
+//!
+//! Nothing changes for a reader: until the folder is moved, the store
+//! says the session exists ([`Spares::holds`]), reads go through the
+//! log's open descriptor, and whoever needs the folder itself (a
+//! workspace, a snapshot, a deletion, a log reopened after being closed)
+//! moves it first ([`Spares::settle`], idempotent, one mover per folder).
+//!
+//! Durability is the journal's, as for every log: a sync journals the
+//! bytes the log gained, so an acknowledged event survives a power cut
+//! whether or not the folder was moved (the journal's replay makes the
+//! folder of a record at offset 0). A kill -9 loses nothing that reached
+//! the OS either: every line of a log starts with its session's id, so a
+//! start moves each spare whose first line is whole to
+//! `sessions/<id>` ([`recover`], before the journal is replayed) and
+//! deletes the empty ones. A checkpoint's `syncfs` covers the spare
+//! folders as it covers `sessions/`.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use agentkit_protocol::SessionId;
+
+use crate::error::{Error, Result};
+use crate::store::LOG_FILE;
+
+/// The spares' folder, inside the store's root.
+pub(crate) const SPARE_DIR: &str = "spare";
+/// How many spares the background keeps ready (each holds a descriptor;
+/// none are made before an agent's first new session).
+const READY: usize = 16;
+/// Below this many, a taken spare wakes the background to make more (so
+/// spares are made in batches, not one per session).
+const LOW: usize = READY / 2;
+/// The longest first line [`recover`] reads to find a spare's session.
+const FIRST_LINE_MAX: u64 = 1024 * 1024;
+
+/// A ready spare: its folder and its open, empty log.
+#[derive(Debug)]
+struct Spare {
+    dir: PathBuf,
+    file: File,
+}
+
+/// A session whose folder is still a spare: `Some(spare folder)` until it
+/// is moved. Its lock makes one mover per folder.
+type Moving = Arc<Mutex<Option<PathBuf>>>;
+
+#[derive(Debug, Default)]
+struct Queue {
+    ready: Vec<Spare>,
+    /// Sessions whose folder the background is to move.
+    to_move: Vec<SessionId>,
+    /// The background task is running (it takes everything queued before
+    /// it ends).
+    working: bool,
+    /// A wake-up for the queued moves is armed (with a move delay).
+    armed: bool,
+    /// Making a spare failed: no more are made until one is taken again
+    /// (new sessions make their folder themselves meanwhile).
+    failing: bool,
+}
+
+/// The spare logs of one store (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Spares {
+    dir: PathBuf,
+    sessions_dir: PathBuf,
+    queue: Mutex<Queue>,
+    moving: Mutex<HashMap<SessionId, Moving>>,
+    next: AtomicU64,
+    /// Folders moved into `sessions/` (for tests).
+    moved: AtomicU64,
+    /// How long a taken spare waits before the background moves it
+    /// (`StoreOptions::spare_move_after`).
+    move_after: Duration,
+}
+
+impl Spares {
+    pub(crate) fn new(root: &Path, sessions_dir: &Path, move_after: Duration) -> Arc<Spares> {
+        Arc::new(Spares {
+            dir: root.join(SPARE_DIR),
+            sessions_dir: sessions_dir.to_owned(),
+            queue: Mutex::default(),
+            moving: Mutex::default(),
+            next: AtomicU64::new(0),
+            moved: AtomicU64::new(0),
+            move_after,
+        })
+    }
+
+    /// A ready log for the new session `session`, if there is one; from
+    /// now on `session` [`holds`](Self::holds) and its folder is moved in
+    /// the background. `None` (no spare ready, or no tokio runtime to
+    /// make more on): the caller makes the folder itself.
+    pub(crate) fn take(self: &Arc<Self>, session: &SessionId) -> Option<File> {
+        let handle = tokio::runtime::Handle::try_current().ok()?;
+        let (spare, start, arm) = {
+            let mut queue = lock(&self.queue);
+            let spare = queue.ready.pop();
+            if let Some(spare) = &spare {
+                lock(&self.moving).insert(
+                    session.clone(),
+                    Arc::new(Mutex::new(Some(spare.dir.clone()))),
+                );
+                queue.to_move.push(session.clone());
+            }
+            let low = queue.ready.len() < LOW;
+            if low {
+                // Try again, even after a failure: the disk may have room.
+                queue.failing = false;
+            }
+            let now = !queue.to_move.is_empty() && self.move_after.is_zero();
+            let start = (low || now) && !std::mem::replace(&mut queue.working, true);
+            let arm = !queue.to_move.is_empty()
+                && !self.move_after.is_zero()
+                && !std::mem::replace(&mut queue.armed, true);
+            (spare, start, arm)
+        };
+        if start {
+            let spares = Arc::clone(self);
+            handle.spawn_blocking(move || spares.work());
+        }
+        if arm {
+            let spares = Arc::clone(self);
+            let after = self.move_after;
+            handle.spawn(async move {
+                tokio::time::sleep(after).await;
+                let start = {
+                    let mut queue = lock(&spares.queue);
+                    queue.armed = false;
+                    !std::mem::replace(&mut queue.working, true)
+                };
+                if start {
+                    // Detached: it ends when the queue is empty.
+                    drop(tokio::task::spawn_blocking(move || spares.work()));
+                }
+            });
+        }
+        spare.map(|s| s.file)
+    }
+
+    /// Whether `session`'s folder is still a spare (the session exists,
+    /// though `sessions/<id>` may not yet).
+    pub(crate) fn holds(&self, session: &SessionId) -> bool {
+        lock(&self.moving).contains_key(session)
+    }
+
+    /// The sessions whose folder is still a spare.
+    pub(crate) fn held(&self) -> Vec<SessionId> {
+        lock(&self.moving).keys().cloned().collect()
+    }
+
+    /// Folders moved into `sessions/` since the store opened.
+    pub(crate) fn moved(&self) -> u64 {
+        self.moved.load(Ordering::Relaxed)
+    }
+
+    /// Moves `session`'s folder to `sessions/<id>` now if it is still a
+    /// spare (blocking: one `rename`). Returns once it is there; nothing
+    /// to do for any other session.
+    pub(crate) fn settle(&self, session: &SessionId) -> Result<()> {
+        let Some(entry) = lock(&self.moving).get(session).cloned() else {
+            return Ok(());
+        };
+        let mut slot = lock(&entry);
+        if let Some(from) = slot.take() {
+            let to = self.sessions_dir.join(session.as_str());
+            if let Err(e) = move_folder(&from, &to) {
+                *slot = Some(from);
+                return Err(e);
+            }
+            self.moved.fetch_add(1, Ordering::Relaxed);
+        }
+        drop(slot);
+        let mut moving = lock(&self.moving);
+        if moving.get(session).is_some_and(|e| Arc::ptr_eq(e, &entry)) {
+            moving.remove(session);
+        }
+        Ok(())
+    }
+
+    /// The background: moves the queued folders and refills the spares,
+    /// until nothing is left to do.
+    fn work(&self) {
+        loop {
+            let (moves, refill) = {
+                let mut queue = lock(&self.queue);
+                let moves = std::mem::take(&mut queue.to_move);
+                let refill = if queue.ready.len() < LOW && !queue.failing {
+                    READY - queue.ready.len()
+                } else {
+                    0
+                };
+                if moves.is_empty() && refill == 0 {
+                    queue.working = false;
+                    return;
+                }
+                (moves, refill)
+            };
+            for session in moves {
+                if let Err(error) = self.settle(&session) {
+                    // It stays a spare: the next reader that needs the
+                    // folder tries again, and a start moves it.
+                    tracing::warn!(%session, %error, "could not move a new session's folder");
+                }
+            }
+            let mut made = Vec::with_capacity(refill);
+            let mut failed = false;
+            for _ in 0..refill {
+                match self.make() {
+                    Ok(spare) => made.push(spare),
+                    Err(error) => {
+                        tracing::warn!(%error, "could not make a spare session log; new sessions make their own folder");
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            let mut queue = lock(&self.queue);
+            queue.ready.extend(made);
+            queue.failing |= failed;
+        }
+    }
+
+    /// Makes one spare: a new folder under `spare/` and its empty log.
+    fn make(&self) -> Result<Spare> {
+        let mut tries = 0;
+        let dir = loop {
+            let dir = self
+                .dir
+                .join(format!("{:08}", self.next.fetch_add(1, Ordering::Relaxed)));
+            match std::fs::create_dir(&dir) {
+                Ok(()) => break dir,
+                // The first spare of this store makes `spare/` itself.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries == 0 => {
+                    tries += 1;
+                    std::fs::create_dir_all(&self.dir)
+                        .map_err(|e| Error::io("create directory", &self.dir, e))?;
+                }
+                // Left by an earlier process (kept aside by `recover`).
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 64 => {
+                    tries += 1;
+                }
+                Err(e) => return Err(Error::io("create directory", &dir, e)),
+            }
+        };
+        let path = dir.join(LOG_FILE);
+        // Readable too: the journal reads back what a sync covers.
+        let file = OpenOptions::new()
+            .create_new(true)
+            .read(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::io("create", &path, e))?;
+        Ok(Spare { dir, file })
+    }
+}
+
+/// What a start found among the spares.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Recovered {
+    /// Logs moved to `sessions/<id>` (a kill -9 came before their move).
+    pub(crate) moved: usize,
+    /// Unused spares deleted.
+    pub(crate) deleted: usize,
+}
+
+/// At start, before the journal is replayed: moves every spare that holds
+/// a session's lines to `sessions/<id>`, and deletes the rest (never
+/// taken, or taken and never written: nothing in them was acknowledged).
+/// A spare whose session already has a folder is left where it is, with a
+/// warning (its lines are the journal's to restore if they were acknowledged).
+pub(crate) fn recover(root: &Path, sessions_dir: &Path) -> Result<Recovered> {
+    let dir = root.join(SPARE_DIR);
+    let mut found = Recovered::default();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(found),
+        Err(e) => return Err(Error::io("read directory", &dir, e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("read directory", &dir, e))?;
+        let spare = entry.path();
+        if !spare.is_dir() {
+            continue;
+        }
+        match first_session(&spare.join(LOG_FILE)) {
+            Some(session) => {
+                let to = sessions_dir.join(session.as_str());
+                if to.join(LOG_FILE).exists() {
+                    tracing::warn!(spare = %spare.display(), %session, "a spare log names a session that has a log already; left where it is");
+                    continue;
+                }
+                move_folder(&spare, &to)?;
+                found.moved += 1;
+            }
+            None => {
+                std::fs::remove_dir_all(&spare).map_err(|e| Error::io("delete", &spare, e))?;
+                found.deleted += 1;
+            }
+        }
+    }
+    if found.moved > 0 {
+        tracing::info!(
+            moved = found.moved,
+            "moved the logs of new sessions a stop left in spare folders"
+        );
+    }
+    Ok(found)
+}
+
+/// Moves the spare folder `from` to be the session folder `to`: one
+/// `rename`, or, when `to` exists already (something was written into it
+/// first), the log alone into it and the empty spare folder deleted.
+fn move_folder(from: &Path, to: &Path) -> Result<()> {
+    let Err(e) = std::fs::rename(from, to) else {
+        return Ok(());
+    };
+    if !to.is_dir() || to.join(LOG_FILE).exists() {
+        return Err(Error::io("move a new session's folder to", to, e));
+    }
+    let log = to.join(LOG_FILE);
+    std::fs::rename(from.join(LOG_FILE), &log)
+        .map_err(|e| Error::io("move a new session's log to", &log, e))?;
+    std::fs::remove_dir(from).map_err(|e| Error::io("delete", from, e))
+}
+
+/// The session a log's first whole line names, if it has one.
+fn first_session(log: &Path) -> Option<SessionId> {
+    let file = File::open(log).ok()?;
+    let mut line = Vec::new();
+    BufReader::new(file.take(FIRST_LINE_MAX))
+        .read_until(b'\n', &mut line)
+        .ok()?;
+    if line.last() != Some(&b'\n') {
+        return None;
+    }
+    let first: serde_json::Value = serde_json::from_slice(&line).ok()?;
+    SessionId::parse(first.get("sessionId")?.as_str()?).ok()
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
