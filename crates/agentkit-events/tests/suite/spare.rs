@@ -27,6 +27,7 @@ fn said(text: &str) -> NewEvent {
             images: Vec::new(),
             from: None,
             traceparent: None,
+            client_tools: Vec::new(),
         }),
     )
 }
