@@ -818,32 +818,7 @@ impl SessionLog {
         let mut state = lock(&self.state);
         // What other appenders buffered goes (and is published) first.
         self.flush_locked(&mut state)?;
-        let at = Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true);
-        let mut starts = Vec::with_capacity(batch.len());
-        state.scratch.clear();
-        let count = batch.len() as u64;
-        for (i, new) in batch.into_iter().enumerate() {
-            let event = Event {
-                event_type: new.event_type,
-                index: state.len + i as u64,
-                session_id: self.session.clone(),
-                turn_id: new.turn_id,
-                at: at.clone(),
-                data: new.data,
-            };
-            starts.push(state.end + state.scratch.len() as u64);
-            serde_json::to_writer(&mut state.scratch, &event).map_err(|source| Error::Encode {
-                session: self.session.clone(),
-                source,
-            })?;
-            state.scratch.push(b'\n');
-        }
-        let scratch = std::mem::take(&mut state.scratch);
-        state.buffer.extend_from_slice(&scratch);
-        state.end += scratch.len() as u64;
-        state.scratch = scratch;
-        state.len += count;
-        state.offsets.extend(starts);
+        self.encode_locked(&mut state, batch, false, drop)?;
         self.flush_locked(&mut state)?;
         state.recent.clear();
         state.recent_bytes = 0;
@@ -872,11 +847,29 @@ impl SessionLog {
         if state.failed.is_some() {
             return Err(self.failed_error(state));
         }
-        let at = Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true);
         let mut events = Vec::with_capacity(batch.len());
+        self.encode_locked(state, batch, true, |event| events.push(event))?;
+        state
+            .unpublished
+            .extend(events.iter().cloned().map(Arc::new));
+        Ok(events)
+    }
+
+    /// Encodes `batch` as the log's next lines into its buffer, the whole
+    /// batch before any of it is buffered (an encoding error leaves the
+    /// log untouched), and hands each event to `each` in the wire shape.
+    /// With `strip`, a delta's line keeps only its delta (see
+    /// [`text::strip`]); a copy of stored events is written as it is.
+    fn encode_locked(
+        &self,
+        state: &mut LogState,
+        batch: Vec<NewEvent>,
+        strip: bool,
+        mut each: impl FnMut(Event),
+    ) -> Result<()> {
+        let at = Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true);
+        let count = batch.len() as u64;
         let mut starts = Vec::with_capacity(batch.len());
-        // Encode the whole batch before writing any of it, so an encoding
-        // error leaves the log untouched.
         state.scratch.clear();
         for (i, new) in batch.into_iter().enumerate() {
             let mut event = Event {
@@ -888,9 +881,7 @@ impl SessionLog {
                 data: new.data,
             };
             starts.push(state.end + state.scratch.len() as u64);
-            // The line keeps only the delta; the event handed back (and
-            // published) keeps the wire shape.
-            let cumulative = text::strip(&mut event);
+            let cumulative = if strip { text::strip(&mut event) } else { None };
             let encoded = serde_json::to_writer(&mut state.scratch, &event);
             text::unstrip(&mut event, cumulative);
             encoded.map_err(|source| Error::Encode {
@@ -898,18 +889,15 @@ impl SessionLog {
                 source,
             })?;
             state.scratch.push(b'\n');
-            events.push(event);
+            each(event);
         }
         let scratch = std::mem::take(&mut state.scratch);
         state.buffer.extend_from_slice(&scratch);
+        state.end += scratch.len() as u64;
         state.scratch = scratch;
-        state.len += events.len() as u64;
-        state.end += state.scratch.len() as u64;
+        state.len += count;
         state.offsets.extend(starts);
-        state
-            .unpublished
-            .extend(events.iter().cloned().map(Arc::new));
-        Ok(events)
+        Ok(())
     }
 
     /// Pushes buffered lines to the OS, then sends them to subscribers.
