@@ -49,6 +49,8 @@ pub(crate) struct TmpRoot {
 impl TmpRoot {
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn create() -> std::io::Result<TmpRoot> {
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| sweep_stale(&std::env::temp_dir()));
         Ok(TmpRoot {
             path: unique_dir(&std::env::temp_dir(), "agentkit-sandboxes-")?,
         })
@@ -64,6 +66,46 @@ impl Drop for TmpRoot {
     fn drop(&mut self) {
         remove(std::mem::take(&mut self.path));
     }
+}
+
+/// The prefixes of the folders [`unique_dir`] makes in the host's
+/// temporary folder; the process id follows each.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+const PREFIXES: [&str; 2] = ["agentkit-sandboxes-", "agentkit-sandbox-"];
+
+/// Removes the temporary folders that processes no longer running left in
+/// `base`: a configuration's root lives as long as its cached ruleset,
+/// which a process holds until it exits (statics are not dropped), and a
+/// `kill -9` leaves whatever its children had. Once per process, before
+/// its first root; a folder whose process still runs (or whose name says
+/// no process) is left alone.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn sweep_stale(base: &Path) {
+    // Without /proc nothing says a process is gone.
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    let me = std::process::id();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(stale_pid) else {
+            continue;
+        };
+        if pid == me || Path::new("/proc").join(pid.to_string()).exists() {
+            continue;
+        }
+        let _ = std::fs::remove_dir_all(entry.path());
+    }
+}
+
+/// The process id in the name of a folder [`unique_dir`] made.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn stale_pid(name: &str) -> Option<u32> {
+    let rest = PREFIXES.iter().find_map(|p| name.strip_prefix(p))?;
+    rest.split('-').next()?.parse().ok()
 }
 
 /// Removes `path`: at once when it is empty (what most children leave),
@@ -109,5 +151,32 @@ fn unique_dir(base: &Path, prefix: &str) -> std::io::Result<PathBuf> {
                 ));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn folders_of_processes_gone_are_swept_and_the_others_kept() {
+        let base = tempfile::tempdir().unwrap();
+        // A process id that no process has: above the kernel's maximum.
+        let gone = base.path().join("agentkit-sandboxes-4294967-0-1f");
+        std::fs::create_dir_all(gone.join("agentkit-sandbox-4294967-1-2f")).unwrap();
+        let loose = base.path().join("agentkit-sandbox-4294967-3-4f");
+        std::fs::create_dir(&loose).unwrap();
+        let mine = base
+            .path()
+            .join(format!("agentkit-sandboxes-{}-0-1f", std::process::id()));
+        std::fs::create_dir(&mine).unwrap();
+        let other = base.path().join("something-else-4294967");
+        std::fs::create_dir(&other).unwrap();
+        sweep_stale(base.path());
+        assert!(!gone.exists() && !loose.exists());
+        assert!(mine.exists() && other.exists());
+        assert_eq!(stale_pid("agentkit-sandboxes-12-0-ff"), Some(12));
+        assert_eq!(stale_pid("agentkit-sandbox-x-0-ff"), None);
     }
 }
