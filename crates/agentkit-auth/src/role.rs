@@ -205,6 +205,18 @@ mod tests {
     }
 
     #[test]
+    fn a_tenant_is_a_non_empty_string_or_a_number() {
+        let c = ctx(json!({"org_id": "acme", "org": {"id": 42}, "empty": "", "list": ["a"]}));
+        assert_eq!(tenant_of(&c, "org_id").as_deref(), Some("acme"));
+        assert_eq!(tenant_of(&c, "org.id").as_deref(), Some("42"));
+        for none in ["empty", "list", "missing", "org.missing"] {
+            assert_eq!(tenant_of(&c, none), None, "{none}");
+        }
+        let plain = AuthContext::new("bearer", "ops-bot", PrincipalType::User);
+        assert_eq!(tenant_of(&plain, "org_id"), None);
+    }
+
+    #[test]
     fn rules_need_a_claim_and_a_value() {
         for bad in ["groups", ":x", "groups:", ""] {
             assert!(RoleRule::parse(bad).is_err(), "{bad}");

@@ -28,8 +28,11 @@ pub struct Owner {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
     /// The principal is `admin` (the operator token, `--dev`'s loopback
-    /// caller, `[auth.roles] admin`): it crosses tenants. Never stored.
-    #[serde(skip)]
+    /// caller, `[auth.roles] admin`): it crosses tenants. Serialised for
+    /// a command routed to another host, like `principalType`; never in
+    /// a session's metadata ([`as_session_owner`](Owner::as_session_owner)
+    /// clears it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub admin: bool,
 }
 

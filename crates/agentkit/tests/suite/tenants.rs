@@ -5,6 +5,7 @@
 //! stopping, deleting) answer `404` to every principal of another, the
 //! operator included, and work within it; only the admin crosses.
 
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use agentkit::ServeOptions;
@@ -62,7 +63,7 @@ const SCRIPT: &str = r#"{"turns": [
   {"steps": [{"text": "again"}]}
 ]}"#;
 
-fn host(idp: &JwksServer) -> Server {
+fn host(idp: &JwksServer, database_url: Option<&str>) -> Server {
     let url = idp.url();
     server(
         &[
@@ -75,6 +76,7 @@ fn host(idp: &JwksServer) -> Server {
         ],
         ServeOptions {
             env: Env::new(move |name| (name == "IDP_JWKS").then(|| url.clone())),
+            database_url: database_url.map(str::to_owned),
             ..ServeOptions::default()
         },
     )
@@ -90,7 +92,7 @@ fn token(key: &TestKey, sub: &str, org: Option<&str>, groups: &[&str]) -> String
     key.sign(&claims)
 }
 
-fn send(s: &Server, method: &str, path: &str, token: &str, body: Option<Value>) -> Response {
+fn send(s: SocketAddr, method: &str, path: &str, token: &str, body: Option<Value>) -> Response {
     let mut r = Request::new(method, path)
         .host("agents.example")
         .header("x-forwarded-for", "203.0.113.9")
@@ -98,25 +100,25 @@ fn send(s: &Server, method: &str, path: &str, token: &str, body: Option<Value>) 
     if let Some(b) = body {
         r = r.json(&b);
     }
-    r.send(s.addr()).unwrap()
+    r.send(s).unwrap()
 }
 
-fn get(s: &Server, path: &str, token: &str) -> Response {
+fn get(s: SocketAddr, path: &str, token: &str) -> Response {
     send(s, "GET", path, token, None)
 }
 
 /// The status of a stream's head (the stream itself never ends).
-fn stream_status(s: &Server, id: &str, token: &str) -> u16 {
+fn stream_status(s: SocketAddr, id: &str, token: &str) -> u16 {
     Request::get(&format!("/bot/v1/session/{id}/stream?startIndex=0"))
         .host("agents.example")
         .header("x-forwarded-for", "203.0.113.9")
         .bearer(token)
-        .stream(s.addr())
+        .stream(s)
         .unwrap()
         .status
 }
 
-fn start_session(s: &Server, token: &str) -> String {
+fn start_session(s: SocketAddr, token: &str) -> String {
     let r = send(
         s,
         "POST",
@@ -129,7 +131,7 @@ fn start_session(s: &Server, token: &str) -> String {
 }
 
 /// The parked call of session `id`, as its owner sees it.
-fn parked_call(s: &Server, id: &str, token: &str) -> String {
+fn parked_call(s: SocketAddr, id: &str, token: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let r = get(s, &format!("/bot/v1/session/{id}/approvals"), token);
@@ -142,7 +144,7 @@ fn parked_call(s: &Server, id: &str, token: &str) -> String {
     }
 }
 
-fn listed(s: &Server, token: &str) -> Vec<String> {
+fn listed(s: SocketAddr, token: &str) -> Vec<String> {
     let r = get(s, "/bot/v1/sessions?limit=100", token);
     assert_eq!(r.status, 200, "{}", r.body);
     let mut ids: Vec<String> = r.json()["sessions"]
@@ -156,7 +158,7 @@ fn listed(s: &Server, token: &str) -> Vec<String> {
 }
 
 /// Every way of reaching session `id` answers `want` to `token`.
-fn reach(s: &Server, id: &str, call: &str, token: &str, want: u16, who: &str) {
+fn reach(s: SocketAddr, id: &str, call: &str, token: &str, want: u16, who: &str) {
     let base = format!("/bot/v1/session/{id}");
     for path in [
         base.clone(),
@@ -192,7 +194,7 @@ fn reach(s: &Server, id: &str, call: &str, token: &str, want: u16, who: &str) {
 }
 
 /// The ids of `/v1/artifacts` or `/v1/memory` (`key`) for `token`.
-fn ids_of(s: &Server, path: &str, key: &str, token: &str) -> Vec<String> {
+fn ids_of(s: SocketAddr, path: &str, key: &str, token: &str) -> Vec<String> {
     let r = get(s, path, token);
     assert_eq!(r.status, 200, "{}", r.body);
     r.json()[key]
@@ -207,42 +209,63 @@ fn ids_of(s: &Server, path: &str, key: &str, token: &str) -> Vec<String> {
 fn a_tenant_s_sessions_are_invisible_to_other_tenants_operators_included() {
     let key = TestKey::rsa("k1");
     let idp = JwksServer::start(&[&key]);
-    let s = host(&idp);
-    let user_a = token(&key, "ann", Some("acme"), &[]);
-    let user_a2 = token(&key, "abe", Some("acme"), &[]);
-    let ops_a = token(&key, "otto", Some("acme"), &["agents-ops"]);
-    let user_b = token(&key, "bob", Some("globex"), &[]);
-    let ops_b = token(&key, "olga", Some("globex"), &["agents-ops"]);
-    let user_none = token(&key, "nina", None, &[]);
-    let ops_none = token(&key, "ned", None, &["agents-ops"]);
-    let admin = token(&key, "ada", None, &["platform"]);
+    let s = host(&idp, None);
+    walk(&key, s.addr(), s.addr());
+}
 
-    let a = start_session(&s, &user_a);
-    let b = start_session(&s, &user_b);
-    let none = start_session(&s, &user_none);
-    let call_a = parked_call(&s, &a, &user_a);
-    let call_b = parked_call(&s, &b, &user_b);
-    let call_none = parked_call(&s, &none, &user_none);
+/// Two hosts on one PostgreSQL database: sessions started on one are
+/// scoped on the other exactly as on one host (the tenant travels in the
+/// shared index's metadata).
+#[test]
+fn tenants_hold_across_two_hosts_on_postgres() {
+    let Some(db) = agentkit_test_support::pg::throwaway_database() else {
+        return;
+    };
+    let key = TestKey::rsa("k1");
+    let idp = JwksServer::start(&[&key]);
+    let a = host(&idp, Some(&db.url));
+    let b = host(&idp, Some(&db.url));
+    walk(&key, a.addr(), b.addr());
+}
+
+/// Starts the sessions on host `made`, then checks every boundary on
+/// host `s`.
+fn walk(key: &TestKey, made: SocketAddr, s: SocketAddr) {
+    let user_a = token(key, "ann", Some("acme"), &[]);
+    let user_a2 = token(key, "abe", Some("acme"), &[]);
+    let ops_a = token(key, "otto", Some("acme"), &["agents-ops"]);
+    let user_b = token(key, "bob", Some("globex"), &[]);
+    let ops_b = token(key, "olga", Some("globex"), &["agents-ops"]);
+    let user_none = token(key, "nina", None, &[]);
+    let ops_none = token(key, "ned", None, &["agents-ops"]);
+    let admin = token(key, "ada", None, &["platform"]);
+
+    let a = start_session(made, &user_a);
+    let b = start_session(made, &user_b);
+    let none = start_session(made, &user_none);
+    let call_a = parked_call(s, &a, &user_a);
+    let call_b = parked_call(s, &b, &user_b);
+    let call_none = parked_call(s, &none, &user_none);
 
     // Listings: each operator its own tenant's, the admin every one.
-    assert_eq!(listed(&s, &ops_a), vec![a.clone()]);
-    assert_eq!(listed(&s, &ops_b), vec![b.clone()]);
-    assert_eq!(listed(&s, &ops_none), vec![none.clone()]);
-    assert_eq!(listed(&s, &user_a2), Vec::<String>::new());
+    assert_eq!(listed(s, &ops_a), vec![a.clone()]);
+    assert_eq!(listed(s, &ops_b), vec![b.clone()]);
+    assert_eq!(listed(s, &ops_none), vec![none.clone()]);
+    assert_eq!(listed(s, &user_a2), Vec::<String>::new());
     let mut all = vec![a.clone(), b.clone(), none.clone()];
     all.sort();
-    assert_eq!(listed(&s, &admin), all);
+    assert_eq!(listed(s, &admin), all);
     // The status filter's path (running sessions, from memory) too.
     for t in [&ops_b, &user_b, &user_none] {
-        let r = get(&s, "/bot/v1/sessions?status=waiting_approval", t);
+        let r = get(s, "/bot/v1/sessions?status=waiting_approval", t);
         assert_eq!(r.status, 200, "{}", r.body);
         assert!(!r.body.contains(&a), "{}", r.body);
     }
 
     // Artifacts and memories: one of each per session, seen within its
     // tenant only.
-    let artifacts = |t: &str| ids_of(&s, "/bot/v1/artifacts", "artifacts", t);
-    let memories = |t: &str| ids_of(&s, "/bot/v1/memory", "memories", t);
+    let artifacts = |t: &str| ids_of(s, "/bot/v1/artifacts", "artifacts", t);
+    let memories = |t: &str| ids_of(s, "/bot/v1/memory", "memories", t);
     let art_a = artifacts(&user_a);
     let mem_a = memories(&user_a);
     assert_eq!((art_a.len(), mem_a.len()), (1, 1), "{art_a:?} {mem_a:?}");
@@ -267,14 +290,14 @@ fn a_tenant_s_sessions_are_invisible_to_other_tenants_operators_included() {
         ("tenant-less user", &user_none),
     ] {
         let path = format!("/bot/v1/memory/{}", mem_a[0]);
-        let r = get(&s, &path, t);
+        let r = get(s, &path, t);
         assert_eq!(r.status, 404, "{who} GET {path}: {}", r.body);
-        let r = send(&s, "PUT", &path, t, Some(json!({"text": "changed"})));
+        let r = send(s, "PUT", &path, t, Some(json!({"text": "changed"})));
         assert_eq!(r.status, 404, "{who} PUT {path}: {}", r.body);
-        let r = send(&s, "DELETE", &path, t, None);
+        let r = send(s, "DELETE", &path, t, None);
         assert_eq!(r.status, 404, "{who} DELETE {path}: {}", r.body);
     }
-    let r = get(&s, &format!("/bot/v1/memory/{}", mem_a[0]), &ops_a);
+    let r = get(s, &format!("/bot/v1/memory/{}", mem_a[0]), &ops_a);
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(
         r.json()["memory"]["text"],
@@ -291,22 +314,22 @@ fn a_tenant_s_sessions_are_invisible_to_other_tenants_operators_included() {
         ("tenant-less user", &user_none),
         ("tenant-less operator", &ops_none),
     ] {
-        reach(&s, &a, &call_a, t, 404, who);
+        reach(s, &a, &call_a, t, 404, who);
     }
-    reach(&s, &b, &call_b, &ops_a, 404, "acme operator");
-    reach(&s, &none, &call_none, &ops_a, 404, "acme operator");
+    reach(s, &b, &call_b, &ops_a, 404, "acme operator");
+    reach(s, &none, &call_none, &ops_a, 404, "acme operator");
     // Within: another user of the tenant is refused as before (403), its
     // operator acts.
-    let r = get(&s, &format!("/bot/v1/session/{a}"), &user_a2);
+    let r = get(s, &format!("/bot/v1/session/{a}"), &user_a2);
     assert_eq!(r.status, 403, "{}", r.body);
-    reach(&s, &a, &call_a, &ops_a, 200, "acme operator");
-    reach(&s, &a, &call_a, &user_a, 200, "acme owner");
-    reach(&s, &b, &call_b, &admin, 200, "admin");
+    reach(s, &a, &call_a, &ops_a, 200, "acme operator");
+    reach(s, &a, &call_a, &user_a, 200, "acme owner");
+    reach(s, &b, &call_b, &admin, 200, "admin");
 
     // The approvals are still parked: the refused decisions did nothing.
     let approve = |id: &str, call: &str, t: &str| {
         send(
-            &s,
+            s,
             "POST",
             &format!("/bot/v1/session/{id}/approvals/{call}"),
             t,
