@@ -211,22 +211,31 @@ impl Sessions<'_> {
 
     /// The owner of session `id` as the index (or memory) holds it,
     /// without loading the session; `None` when it is gone.
-    pub(crate) async fn stored_owner(&self, id: &str) -> Option<Owner> {
+    pub(crate) async fn stored_owner(&self, id: &str) -> Result<Option<Owner>> {
         if let Some(s) = self.peek(id) {
-            return Some(s.meta().owner.clone());
+            return Ok(Some(s.meta().owner.clone()));
         }
-        let row = self.rt.inner.index.get(id).await.ok()??;
-        crate::meta::meta_of(&row).map(|m| m.owner)
+        let row = self.rt.inner.index.get(id).await?;
+        Ok(row
+            .as_deref()
+            .and_then(crate::meta::meta_of)
+            .map(|m| m.owner))
     }
 
     /// Whether `owner` sees the tenant of session `id` (a session gone
-    /// counts as tenant-less).
+    /// counts as tenant-less; an index that cannot answer hides it from
+    /// all but an admin).
     pub(crate) async fn sees_tenant(&self, id: &str, owner: &Owner) -> bool {
         if owner.admin {
             return true;
         }
-        let tenant = self.stored_owner(id).await.and_then(|o| o.tenant);
-        owner.tenant == tenant
+        match self.stored_owner(id).await {
+            Ok(stored) => owner.tenant == stored.and_then(|o| o.tenant),
+            Err(e) => {
+                tracing::warn!(session = %id, error = %e, "cannot read a session's tenant");
+                false
+            }
+        }
     }
 
     /// The session a key maps to in the session index.
