@@ -25,6 +25,10 @@ pub struct Chain {
     /// The role of each principal a policy admits (the agent's
     /// `[auth.roles]`; everyone is a `user` by default).
     pub roles: RoleMap,
+    /// The claim naming the tenant of each principal a policy admits
+    /// (`[auth] tenant_claim`; none by default: every principal is
+    /// tenant-less).
+    pub tenant_claim: Option<String>,
 }
 
 /// The principal `--bearer-token` authenticates.
@@ -37,7 +41,14 @@ impl Chain {
             surface,
             operators: Operators::none(),
             roles: RoleMap::default(),
+            tenant_claim: None,
         }
+    }
+
+    /// The chain with each admitted principal's tenant read from `claim`.
+    pub fn with_tenant_claim(mut self, claim: Option<String>) -> Self {
+        self.tenant_claim = claim;
+        self
     }
 
     /// The chain with `roles` applied to the principals it admits.
@@ -80,7 +91,11 @@ impl Chain {
         let mut refusals = Vec::with_capacity(self.policies.len());
         for policy in &self.policies {
             match policy.admit(req, self.surface).await {
-                Ok(ctx) => {
+                Ok(mut ctx) => {
+                    ctx.tenant = self
+                        .tenant_claim
+                        .as_deref()
+                        .and_then(|claim| crate::role::tenant_of(&ctx, claim));
                     let mapped = self.roles.role_of(&ctx);
                     // A verifier that answers an operator stays one.
                     let role = if ctx.is_operator() {

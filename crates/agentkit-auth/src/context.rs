@@ -32,6 +32,11 @@ pub struct AuthContext {
     /// rules read. Never serialised: a token's claims stay in memory.
     #[serde(skip)]
     pub claims: Option<Arc<Map<String, Value>>>,
+    /// The tenant the chain's tenant claim names (`[auth] tenant_claim`):
+    /// the principal sees the sessions of this tenant only (`None`: the
+    /// tenant-less ones), unless it is `admin`. Not part of the JSON shape.
+    #[serde(skip)]
+    pub tenant: Option<String>,
 }
 
 /// The kind of principal.
@@ -65,6 +70,7 @@ impl AuthContext {
             attributes: BTreeMap::new(),
             role: None,
             claims: None,
+            tenant: None,
         }
     }
 

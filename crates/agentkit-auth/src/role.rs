@@ -88,18 +88,7 @@ impl RoleRule {
         if self.claim == "principal" {
             return ctx.principal_id == self.value;
         }
-        let Some(claims) = ctx.claims.as_deref() else {
-            return false;
-        };
-        let mut path = self.claim.split('.');
-        let Some(first) = path.next() else {
-            return false;
-        };
-        let mut at = claims.get(first);
-        for part in path {
-            at = at.and_then(|v| v.get(part));
-        }
-        match at {
+        match claim_at(ctx, &self.claim) {
             Some(Value::String(s)) => *s == self.value,
             Some(Value::Array(items)) => items
                 .iter()
@@ -108,6 +97,27 @@ impl RoleRule {
             Some(Value::Number(n)) => n.to_string() == self.value,
             _ => false,
         }
+    }
+}
+
+/// The value of a token's claim by its dotted path into nested objects
+/// (`realm_access.roles`), when the admitted principal has claims.
+pub(crate) fn claim_at<'a>(ctx: &'a AuthContext, path: &str) -> Option<&'a Value> {
+    let claims = ctx.claims.as_deref()?;
+    let mut parts = path.split('.');
+    let mut at = claims.get(parts.next()?);
+    for part in parts {
+        at = at.and_then(|v| v.get(part));
+    }
+    at
+}
+
+/// The tenant a claim names: a non-empty string or a number.
+pub(crate) fn tenant_of(ctx: &AuthContext, claim: &str) -> Option<String> {
+    match claim_at(ctx, claim)? {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
     }
 }
 
@@ -192,6 +202,18 @@ mod tests {
         assert_eq!(m.role_of(&plain), Role::Operator);
         plain.principal_id = "other".into();
         assert_eq!(m.role_of(&plain), Role::User);
+    }
+
+    #[test]
+    fn a_tenant_is_a_non_empty_string_or_a_number() {
+        let c = ctx(json!({"org_id": "acme", "org": {"id": 42}, "empty": "", "list": ["a"]}));
+        assert_eq!(tenant_of(&c, "org_id").as_deref(), Some("acme"));
+        assert_eq!(tenant_of(&c, "org.id").as_deref(), Some("42"));
+        for none in ["empty", "list", "missing", "org.missing"] {
+            assert_eq!(tenant_of(&c, none), None, "{none}");
+        }
+        let plain = AuthContext::new("bearer", "ops-bot", PrincipalType::User);
+        assert_eq!(tenant_of(&plain, "org_id"), None);
     }
 
     #[test]

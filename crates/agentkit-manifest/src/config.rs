@@ -112,6 +112,8 @@ struct RawAuth {
     /// `[auth.roles]`: role → rules (`"groups:agents-ops"`).
     #[serde(default)]
     roles: std::collections::BTreeMap<String, Vec<String>>,
+    /// The claim that names a principal's tenant (`org_id`).
+    tenant_claim: Option<String>,
 }
 
 /// Reads `agent.toml` in `agent_dir`, if present. Returns the defaults
@@ -222,6 +224,20 @@ const ROLES: [&str; 4] = ["viewer", "user", "operator", "admin"];
 
 fn read_auth(ctx: &mut Ctx, src: &SourceText, raw: RawAuth) -> AuthConfig {
     let mut out = AuthConfig::default();
+    match raw.tenant_claim {
+        Some(claim) if claim.is_empty() || claim.split('.').any(str::is_empty) => ctx.push(
+            Diagnostic::error(
+                Code::InvalidAuth,
+                src.rel.clone(),
+                format!("`auth.tenant_claim` is `{claim}`, not a claim name"),
+            )
+            .at(src.key_pos("tenant_claim"))
+            .with_hint(
+                "for example `org_id` or `organization.id` (docs/reference/auth.md#tenants)",
+            ),
+        ),
+        claim => out.tenant_claim = claim,
+    }
     let bad_role = |ctx: &mut Ctx, key: &str, name: &str| {
         ctx.push(
             Diagnostic::error(

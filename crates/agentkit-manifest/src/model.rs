@@ -406,9 +406,9 @@ pub struct MemoryConfig {
     pub journal_max_bytes: u64,
 }
 
-/// `[auth]` of `agent.toml`: `default_role` and `[auth.roles]`, checked
-/// (known role names, `<claim>:<value>` rules); the facade turns them
-/// into the chain's role map.
+/// `[auth]` of `agent.toml`: `default_role`, `[auth.roles]` and
+/// `tenant_claim`, checked (known role names, `<claim>:<value>` rules);
+/// the facade turns them into the chain's role map.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuthConfig {
@@ -416,12 +416,15 @@ pub struct AuthConfig {
     pub default_role: Option<String>,
     /// Role → rules, in file order of roles (sorted by name).
     pub roles: Vec<(String, Vec<String>)>,
+    /// The token claim (a dotted path) that names a principal's tenant.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant_claim: Option<String>,
 }
 
 impl AuthConfig {
     /// Nothing configured (every principal a `user`).
     pub fn is_empty(&self) -> bool {
-        self.default_role.is_none() && self.roles.is_empty()
+        self.default_role.is_none() && self.roles.is_empty() && self.tenant_claim.is_none()
     }
 }
 

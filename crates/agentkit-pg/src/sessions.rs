@@ -139,6 +139,17 @@ impl SessionIndex {
                 sql.push_str(&format!(" AND {clause} ${}", args.len()));
             }
         }
+        match &q.tenant {
+            Some(Some(tenant)) => {
+                args.push(tenant);
+                sql.push_str(&format!(
+                    " AND (s.meta::jsonb -> 'owner' ->> 'tenant') = ${}",
+                    args.len()
+                ));
+            }
+            Some(None) => sql.push_str(" AND (s.meta::jsonb -> 'owner' ->> 'tenant') IS NULL"),
+            None => {}
+        }
         if let Some(activity) = q.activity {
             let running = "EXISTS (SELECT 1 FROM agentkit_leases l WHERE l.agent = s.agent \
                 AND l.session_id = s.id AND l.held AND l.expires_at > now())";

@@ -88,6 +88,7 @@ fn main() {
         principal_id: "bench".into(),
         principal_type: "user".into(),
         authenticator: "bench".into(),
+        ..Default::default()
     };
 
     rt.block_on(async {

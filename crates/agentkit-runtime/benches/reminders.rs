@@ -126,6 +126,7 @@ fn main() {
             principal_id: "bench".into(),
             principal_type: "app".into(),
             authenticator: "bench".into(),
+            ..Default::default()
         };
         runtime
             .send(SendRequest {

@@ -288,7 +288,49 @@ impl<'a> Artifacts<'a> {
             self.rt.sessions().owned(session, owner).await?;
         }
         let principal = (!owner.is_operator()).then(|| owner.principal_id.clone());
-        self.page(principal.as_deref(), filter).await
+        if owner.admin {
+            return self.page(principal.as_deref(), filter).await;
+        }
+        self.page_of_tenant(principal.as_deref(), owner, filter)
+            .await
+    }
+
+    /// A page of the artifacts of sessions in `owner`'s tenant: the rows
+    /// have no tenant, so each is checked against its session's, and
+    /// pages are read until this one is full or the rows run out.
+    async fn page_of_tenant(
+        &self,
+        principal: Option<&str>,
+        owner: &Owner,
+        mut filter: ArtifactFilter,
+    ) -> Result<ArtifactPage> {
+        let limit = filter.limit.max(1);
+        let mut sight = crate::sessions::TenantSight::new(owner);
+        let mut out = Vec::new();
+        loop {
+            let page = self.page(principal, filter.clone()).await?;
+            for a in page.artifacts {
+                if sight.sees(self.rt, &a.session_id).await {
+                    out.push(a);
+                }
+                if out.len() == limit {
+                    let next = out.last().map(|a| a.id.clone());
+                    return Ok(ArtifactPage {
+                        artifacts: out,
+                        next,
+                    });
+                }
+            }
+            match page.next {
+                Some(next) => filter.after = Some(next),
+                None => {
+                    return Ok(ArtifactPage {
+                        artifacts: out,
+                        next: None,
+                    });
+                }
+            }
+        }
     }
 
     /// Every artifact, whoever's session tagged it (host code: route
@@ -339,6 +381,9 @@ impl<'a> Artifacts<'a> {
         };
         let row = self.table()?.get(id).await?.ok_or_else(not_found)?;
         if !owner.is_operator() && row.principal_id != owner.principal_id {
+            return Err(not_found());
+        }
+        if !self.rt.sessions().sees_tenant(&row.session_id, owner).await {
             return Err(not_found());
         }
         Ok(artifact_of(row))

@@ -620,6 +620,11 @@ impl Db {
         add("id <", page.before);
         add("json_extract(meta, '$.createdAt') >=", page.since);
         add("updated_at >=", page.updated_since);
+        match page.tenant {
+            Some(Some(tenant)) => add("json_extract(meta, '$.owner.tenant') =", Some(tenant)),
+            Some(None) => sql.push_str(" AND json_extract(meta, '$.owner.tenant') IS NULL"),
+            None => {}
+        }
         // Running is the runtime's to know (its turns are in memory): it
         // drops them from the idle ones.
         match page.activity {

@@ -90,7 +90,11 @@ impl Forks<'_> {
             id: fork_id.as_str().to_owned(),
             channel: HTTP_CHANNEL.to_owned(),
             mode: from.mode,
-            owner: owner.as_session_owner(),
+            // The fork stays in the original's tenant (an admin's too).
+            owner: Owner {
+                tenant: original.meta().owner.tenant.clone(),
+                ..owner.as_session_owner()
+            },
             continuation_token: mint_token(),
             created_at: now(),
             title: from.title.clone(),

@@ -60,7 +60,7 @@ impl AgentRuntime {
         // One more than the page, to know whether another follows.
         let stored = match (&running, page.status) {
             (Some(running), Some(SessionStatus::Running)) => {
-                running_metas(self, running, principal, page, limit + 1).await?
+                running_metas(self, running, owner, page, limit + 1).await?
             }
             _ => {
                 let extra = running.as_ref().map_or(0, Vec::len);
@@ -68,6 +68,7 @@ impl AgentRuntime {
                     .index
                     .page(agentkit_store::PageQuery {
                         principal,
+                        tenant: owner.tenant_scope(),
                         channel: page.channel.as_deref(),
                         before: page.before.as_deref(),
                         since: page.since.as_deref(),
@@ -130,10 +131,11 @@ fn running_ids(rt: &AgentRuntime) -> Vec<String> {
 async fn running_metas(
     rt: &AgentRuntime,
     running: &[String],
-    principal: Option<&str>,
+    owner: &Owner,
     page: &SessionPage,
     limit: usize,
 ) -> Result<Vec<SessionMeta>> {
+    let principal = (!owner.is_operator()).then_some(owner.principal_id.as_str());
     let mut ids: Vec<&String> = running
         .iter()
         .filter(|id| page.before.as_deref().is_none_or(|b| id.as_str() < b))
@@ -157,6 +159,7 @@ async fn running_metas(
         let updated = meta.updated_at.as_deref().unwrap_or(&meta.created_at);
         let wanted = !meta.parked
             && principal.is_none_or(|p| meta.owner.principal_id == p)
+            && owner.sees_tenant_of(&meta.owner)
             && page.channel.as_deref().is_none_or(|c| meta.channel == c)
             && page
                 .since

@@ -181,6 +181,7 @@ impl SharedIndex for LocalIndex {
             owned(query.updated_since),
         );
         let (activity, limit) = (query.activity, query.limit);
+        let tenant = query.tenant.map(owned);
         self.blocking("listing sessions", move |db, dir| {
             // A folder deleted by hand deletes its session; the page is
             // filled from the rows after it, so it stays full and the
@@ -191,6 +192,7 @@ impl SharedIndex for LocalIndex {
                 let wanted = limit - i64::try_from(out.len()).unwrap_or(limit);
                 let rows = db.sessions_page(&PageQuery {
                     principal: principal.as_deref(),
+                    tenant: tenant.as_ref().map(Option::as_deref),
                     channel: channel.as_deref(),
                     before: before.as_deref(),
                     since: since.as_deref(),

@@ -180,6 +180,18 @@ impl<'a> Memories<'a> {
     /// The memories `principal`'s sessions see that match `query`, best
     /// first (see the module's note), at most `limit`.
     pub async fn recall(&self, principal: &str, query: &str, limit: usize) -> Result<Vec<Memory>> {
+        self.recall_in(principal, None, query, limit).await
+    }
+
+    /// [`recall`](Self::recall) for a session's owner: only the memories
+    /// of sessions in its tenant.
+    pub(crate) async fn recall_in(
+        &self,
+        principal: &str,
+        owner: Option<&Owner>,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<Memory>> {
         let words: Vec<String> = query
             .split_whitespace()
             .map(str::to_lowercase)
@@ -193,6 +205,10 @@ impl<'a> Memories<'a> {
                 limit: i64::try_from(RECALL_WINDOW).unwrap_or(i64::MAX),
             })
             .await?;
+        let rows = match owner {
+            Some(owner) => self.of_tenant(rows, owner).await,
+            None => rows,
+        };
         let mut hits: Vec<(usize, MemoryRow)> = rows
             .into_iter()
             .map(|r| (matches(&r.text, &words), r))
@@ -210,8 +226,21 @@ impl<'a> Memories<'a> {
             .collect())
     }
 
+    /// The rows of `rows` that come from sessions of `owner`'s tenant.
+    async fn of_tenant(&self, rows: Vec<MemoryRow>, owner: &Owner) -> Vec<MemoryRow> {
+        let mut sight = crate::sessions::TenantSight::new(owner);
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            if sight.sees(self.rt, &row.session_id).await {
+                out.push(row);
+            }
+        }
+        out
+    }
+
     /// The memories `owner` sees (its principal-scoped ones and every
-    /// agent-scoped one; all of them for an operator), newest first.
+    /// agent-scoped one; all of them for an operator), from sessions of
+    /// its tenant (every tenant for an admin), newest first.
     pub async fn list(
         &self,
         owner: &Owner,
@@ -220,14 +249,27 @@ impl<'a> Memories<'a> {
     ) -> Result<MemoryPage> {
         let limit = limit.max(1);
         let principal = (!owner.is_operator()).then(|| owner.principal_id.clone());
-        let mut rows = self
-            .table()?
-            .page(MemoryQuery {
-                principal: principal.as_deref(),
-                before: after,
-                limit: i64::try_from(limit + 1).unwrap_or(i64::MAX),
-            })
-            .await?;
+        let mut rows = Vec::new();
+        let mut before = after.map(str::to_owned);
+        // The rows carry no tenant: pages are read until this one is full
+        // of rows from sessions of `owner`'s tenant, or the rows run out.
+        loop {
+            let want = limit + 1 - rows.len();
+            let page = self
+                .table()?
+                .page(MemoryQuery {
+                    principal: principal.as_deref(),
+                    before: before.as_deref(),
+                    limit: i64::try_from(want).unwrap_or(i64::MAX),
+                })
+                .await?;
+            let last = page.len() < want;
+            before = page.last().map(|r| r.id.clone());
+            rows.extend(self.of_tenant(page, owner).await);
+            if last || rows.len() > limit {
+                break;
+            }
+        }
         let more = rows.len() > limit;
         rows.truncate(limit);
         let next = more.then(|| rows.last().map(|r| r.id.clone())).flatten();
@@ -246,7 +288,7 @@ impl<'a> Memories<'a> {
             id: id.to_owned(),
         };
         let row = self.table()?.get(id).await?.ok_or_else(not_found)?;
-        if !visible(&row, owner) {
+        if !visible(&row, owner) || !self.rt.sessions().sees_tenant(&row.session_id, owner).await {
             return Err(not_found());
         }
         if change && !owner.is_operator() && row.principal_id != owner.principal_id {
@@ -407,9 +449,9 @@ impl DynTool for MemoryTool {
                         .map_or(RECALL_DEFAULT, |l| usize::try_from(l).unwrap_or(RECALL_MAX));
                     match runtime.sessions().get(&ctx.session_id).await {
                         Ok(session) => {
-                            let principal = session.meta().owner.principal_id.clone();
+                            let owner = session.meta().owner.clone();
                             memory
-                                .recall(&principal, text("query"), limit)
+                                .recall_in(&owner.principal_id, Some(&owner), text("query"), limit)
                                 .await
                                 .map(|found| {
                                     json!({"memories": found.iter().map(|m| json!({

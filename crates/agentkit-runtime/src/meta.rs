@@ -16,12 +16,24 @@ pub const HTTP_CHANNEL: &str = "http";
 pub use agentkit_protocol::SessionMode;
 
 /// The principal that owns a session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Owner {
     pub principal_id: String,
     pub principal_type: String,
     pub authenticator: String,
+    /// The principal's tenant (`[auth] tenant_claim`): a session records
+    /// its creator's, and only principals of the same tenant (or none,
+    /// for a tenant-less session) see it, unless they are [`admin`](Owner::admin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// The principal is `admin` (the operator token, `--dev`'s loopback
+    /// caller, `[auth.roles] admin`): it crosses tenants. Serialised for
+    /// a command routed to another host, like `principalType`; never in
+    /// a session's metadata ([`as_session_owner`](Owner::as_session_owner)
+    /// clears it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub admin: bool,
 }
 
 impl Owner {
@@ -40,7 +52,23 @@ impl Owner {
         if owner.is_operator() {
             owner.principal_type = "user".to_owned();
         }
+        owner.admin = false;
         owner
+    }
+
+    /// Whether this principal may see anything of a session `session`
+    /// owns: an admin any, anyone else the sessions of its own tenant
+    /// (the tenant-less ones when it has none). Past this, the ownership
+    /// check applies; a session of another tenant is answered as absent,
+    /// so its id does not leak.
+    pub fn sees_tenant_of(&self, session: &Owner) -> bool {
+        self.admin || self.tenant == session.tenant
+    }
+
+    /// Which tenant's rows this principal may list: `None` for an admin
+    /// (every tenant), else its own (`Some(None)`: the tenant-less rows).
+    pub fn tenant_scope(&self) -> Option<Option<&str>> {
+        (!self.admin).then_some(self.tenant.as_deref())
     }
 
     /// How an operator's actions are recorded (`by` of an approval
@@ -58,6 +86,8 @@ impl Owner {
             principal_id: auth.principal_id.clone(),
             principal_type,
             authenticator: auth.authenticator.clone(),
+            tenant: auth.tenant.clone(),
+            admin: auth.role() == agentkit_auth::Role::Admin,
         }
     }
 }

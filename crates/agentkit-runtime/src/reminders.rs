@@ -50,6 +50,7 @@ fn reminder_owner(purpose: &str) -> Owner {
         principal_id: format!("reminder:{purpose}"),
         principal_type: "app".to_owned(),
         authenticator: "reminder".to_owned(),
+        ..Default::default()
     }
 }
 

@@ -62,6 +62,7 @@ pub fn schedule_owner(id: &str) -> Owner {
         principal_id: format!("schedule:{id}"),
         principal_type: "app".to_owned(),
         authenticator: "schedule".to_owned(),
+        ..Default::default()
     }
 }
 

@@ -285,6 +285,7 @@ mod tests {
             principal_id: "alice".into(),
             principal_type: "user".into(),
             authenticator: "bearer".into(),
+            ..Default::default()
         };
         let request = SessionCommand::Message {
             client_tools: Vec::new(),

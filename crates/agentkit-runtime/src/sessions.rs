@@ -187,7 +187,8 @@ impl Sessions<'_> {
     }
 
     /// The session, if `owner` may use it.
-    /// An operator may use every session; what it does is recorded (an
+    /// An operator may use every session of its tenant (an admin every
+    /// session); what it does is recorded (an
     /// approval's `by`, a message's `from`) and its reach logged.
     pub(crate) async fn owned(&self, id: &str, owner: &Owner) -> Result<Arc<Session>> {
         let session = self.get(id).await?;
@@ -195,6 +196,10 @@ impl Sessions<'_> {
     }
 
     fn check_owner(&self, session: Arc<Session>, id: &str, owner: &Owner) -> Result<Arc<Session>> {
+        // Another tenant's session does not exist for this principal.
+        if !owner.sees_tenant_of(&session.meta().owner) {
+            return Err(Error::SessionNotFound { id: id.to_owned() });
+        }
         if session.meta().owner.principal_id != owner.principal_id {
             if !owner.is_operator() {
                 return Err(Error::Forbidden { id: id.to_owned() });
@@ -204,8 +209,66 @@ impl Sessions<'_> {
         Ok(session)
     }
 
+    /// The owner of session `id` as the index (or memory) holds it,
+    /// without loading the session; `None` when it is gone.
+    pub(crate) async fn stored_owner(&self, id: &str) -> Result<Option<Owner>> {
+        if let Some(s) = self.peek(id) {
+            return Ok(Some(s.meta().owner.clone()));
+        }
+        let row = self.rt.inner.index.get(id).await?;
+        Ok(row
+            .as_deref()
+            .and_then(crate::meta::meta_of)
+            .map(|m| m.owner))
+    }
+
+    /// Whether `owner` sees the tenant of session `id` (a session gone
+    /// counts as tenant-less; an index that cannot answer hides it from
+    /// all but an admin).
+    pub(crate) async fn sees_tenant(&self, id: &str, owner: &Owner) -> bool {
+        if owner.admin {
+            return true;
+        }
+        match self.stored_owner(id).await {
+            Ok(stored) => owner.tenant == stored.and_then(|o| o.tenant),
+            Err(e) => {
+                tracing::warn!(session = %id, error = %e, "cannot read a session's tenant");
+                false
+            }
+        }
+    }
+
     /// The session a key maps to in the session index.
     pub(crate) async fn index_by_key(&self, channel: &str, key: &str) -> Result<Option<String>> {
         Ok(self.rt.inner.index.by_key(channel, key).await?)
+    }
+}
+
+/// Whether an owner sees the tenants of the sessions that rows
+/// (artifacts, memories) come from: those rows carry no tenant, so each
+/// session is asked once, by the index.
+pub(crate) struct TenantSight<'o> {
+    owner: &'o Owner,
+    seen: std::collections::HashMap<String, bool>,
+}
+
+impl<'o> TenantSight<'o> {
+    pub(crate) fn new(owner: &'o Owner) -> Self {
+        TenantSight {
+            owner,
+            seen: std::collections::HashMap::new(),
+        }
+    }
+
+    pub(crate) async fn sees(&mut self, rt: &crate::runtime::AgentRuntime, session: &str) -> bool {
+        if self.owner.admin {
+            return true;
+        }
+        if let Some(v) = self.seen.get(session) {
+            return *v;
+        }
+        let v = rt.sessions().sees_tenant(session, self.owner).await;
+        self.seen.insert(session.to_owned(), v);
+        v
     }
 }

@@ -162,6 +162,9 @@ pub enum Activity {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PageQuery<'a> {
     pub principal: Option<&'a str>,
+    /// Only the sessions of this tenant (the `tenant` of the metadata's
+    /// owner): `Some(None)` the tenant-less ones, `None` every tenant.
+    pub tenant: Option<Option<&'a str>>,
     pub channel: Option<&'a str>,
     pub before: Option<&'a str>,
     /// Only sessions created at or after this RFC 3339 time.

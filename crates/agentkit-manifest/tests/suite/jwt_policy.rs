@@ -170,3 +170,21 @@ fn roles_are_read_and_checked() {
         assert!(diagnostics.contains(expected), "{diagnostics}");
     }
 }
+
+#[test]
+fn the_tenant_claim_is_read_and_checked() {
+    let (auth, diagnostics) = discover_roles("[auth]\ntenant_claim = \"organization.id\"\n");
+    assert_eq!(diagnostics, "");
+    assert_eq!(auth.tenant_claim.as_deref(), Some("organization.id"));
+    assert!(!auth.is_empty());
+    for bad in ["", "org..id", ".org"] {
+        let (auth, diagnostics) = discover_roles(&format!("[auth]\ntenant_claim = \"{bad}\"\n"));
+        assert_eq!(auth.tenant_claim, None, "{bad}");
+        assert!(
+            diagnostics.contains(&format!(
+                "error[invalid-auth]: `auth.tenant_claim` is `{bad}`, not a claim name"
+            )),
+            "{diagnostics}"
+        );
+    }
+}

@@ -79,6 +79,7 @@ pub(crate) fn owner(id: &str) -> Owner {
         principal_id: id.to_owned(),
         principal_type: "user".to_owned(),
         authenticator: "test".to_owned(),
+        ..Default::default()
     }
 }
 

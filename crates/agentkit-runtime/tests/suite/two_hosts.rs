@@ -369,6 +369,7 @@ async fn timers_fire_once(kind: Kind) {
             principal_id: "ops".to_owned(),
             principal_type: "operator".to_owned(),
             authenticator: "test".to_owned(),
+            ..Default::default()
         };
         let page = agentkit_runtime::SessionPage {
             limit: 100,

@@ -862,16 +862,22 @@ impl Caller {
     /// Who a send acts as: the call's principal (a route's admitted one, a
     /// schedule's), else the calling session's owner, else the host.
     async fn owner(&self) -> agentkit_runtime::Owner {
+        let session = if self.session.is_empty() {
+            None
+        } else {
+            self.runtime.session_meta(&self.session).await.ok()
+        };
         if let Some(p) = self.origin.as_ref().and_then(|o| o.principal.as_ref()) {
+            // A call from a session stays in the session's tenant.
             return agentkit_runtime::Owner {
                 principal_id: p.id.clone(),
                 principal_type: p.kind.clone(),
                 authenticator: p.authenticator.clone(),
+                tenant: session.and_then(|m| m.owner.tenant),
+                admin: false,
             };
         }
-        if !self.session.is_empty()
-            && let Ok(meta) = self.runtime.session_meta(&self.session).await
-        {
+        if let Some(meta) = session {
             return meta.owner;
         }
         host_owner()

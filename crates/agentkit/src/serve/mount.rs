@@ -142,7 +142,8 @@ pub(crate) async fn mount(
     timers::start(&runtime, shared.timers, shared.dev);
     let chain = auth::http_chain(slug, resolved.http_auth, shared.auth)?
         .with_operators(auth::operators(shared.auth, shared.dev))
-        .with_roles(auth::role_map(slug, &project.agent.config.auth)?);
+        .with_roles(auth::role_map(slug, &project.agent.config.auth)?)
+        .with_tenant_claim(project.agent.config.auth.tenant_claim.clone());
     let prefix = match shared.mode {
         Mode::Multi => format!("/{slug}"),
         Mode::Single => String::new(),

@@ -192,6 +192,7 @@ pub(crate) fn host_owner() -> agentkit_runtime::Owner {
         principal_id: "host".to_owned(),
         principal_type: "app".to_owned(),
         authenticator: "host_bridge".to_owned(),
+        ..Default::default()
     }
 }
 
@@ -550,6 +551,8 @@ fn host_operator() -> agentkit_runtime::Owner {
         principal_id: "host".to_owned(),
         principal_type: "operator".to_owned(),
         authenticator: "host".to_owned(),
+        admin: true,
+        ..Default::default()
     }
 }
 

@@ -44,6 +44,7 @@ mod sessions_list;
 mod slack;
 mod step_context;
 mod steps;
+mod tenants;
 mod time;
 mod triage;
 mod variables;
