@@ -21,30 +21,39 @@ impl JwksFetcher for HttpJwks {
     fn fetch<'a>(&'a self, url: &'a str) -> JwksFuture<'a> {
         Box::pin(async move {
             let client = agentkit_harness::http_client().map_err(|e| e.to_string())?;
-            let mut resp = client
+            let resp = client
                 .get(url)
                 .header("accept", "application/json")
                 .timeout(FETCH_TIMEOUT)
                 .send()
                 .await
                 .map_err(|e| format!("request failed: {}", e.without_url()))?;
-            if resp.status() != reqwest::StatusCode::OK {
-                return Err(format!("answered {}", resp.status()));
-            }
-            let mut body = Vec::new();
-            while let Some(chunk) = resp
-                .chunk()
-                .await
-                .map_err(|e| format!("reading failed: {}", e.without_url()))?
-            {
-                if body.len() + chunk.len() > MAX_JWKS_BYTES {
-                    return Err(format!("larger than {MAX_JWKS_BYTES} bytes"));
-                }
-                body.extend_from_slice(&chunk);
-            }
-            Ok(body)
+            read_capped(resp, MAX_JWKS_BYTES).await
         })
     }
+}
+
+/// The body of a `200` answer, at most `cap` bytes; an error names the
+/// status or the failure (never the URL, which may carry a credential).
+pub(crate) async fn read_capped(
+    mut resp: reqwest::Response,
+    cap: usize,
+) -> std::result::Result<Vec<u8>, String> {
+    if resp.status() != reqwest::StatusCode::OK {
+        return Err(format!("answered {}", resp.status()));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| format!("reading failed: {}", e.without_url()))?
+    {
+        if body.len() + chunk.len() > cap {
+            return Err(format!("larger than {cap} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// A `jwt` policy fetching its keys over HTTP.

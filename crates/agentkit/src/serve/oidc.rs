@@ -156,25 +156,7 @@ async fn fetch(url: &str) -> std::result::Result<Vec<u8>, String> {
         .send()
         .await
         .map_err(|e| format!("request failed: {}", e.without_url()))?;
-    read_capped(resp).await
-}
-
-async fn read_capped(mut resp: reqwest::Response) -> std::result::Result<Vec<u8>, String> {
-    if resp.status() != reqwest::StatusCode::OK {
-        return Err(format!("answered {}", resp.status()));
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = resp
-        .chunk()
-        .await
-        .map_err(|e| format!("reading failed: {}", e.without_url()))?
-    {
-        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
-            return Err(format!("larger than {MAX_RESPONSE_BYTES} bytes"));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
+    super::jwks::read_capped(resp, MAX_RESPONSE_BYTES).await
 }
 
 #[derive(Clone)]
@@ -297,7 +279,7 @@ async fn exchange(
         .send()
         .await
         .map_err(|e| format!("request failed: {}", e.without_url()))?;
-    let bytes = read_capped(resp).await?;
+    let bytes = super::jwks::read_capped(resp, MAX_RESPONSE_BYTES).await?;
     let parsed: TokenResponse =
         serde_json::from_slice(&bytes).map_err(|_| "the token response is not JSON".to_owned())?;
     parsed
