@@ -78,11 +78,16 @@ pub(crate) async fn rebuild(
     let user_images: Vec<agentkit_protocol::ImageRef> =
         messages.iter().flat_map(|m| m.images.clone()).collect();
     let user: Vec<String> = messages.into_iter().map(|m| m.text).collect();
+    // What the turn left out of its history: its own messages, those
+    // recorded after its newest one (waiting for the next turn, as the
+    // worker leaves them out) and those that came while it ran.
+    let newest = received.last().copied();
     let mut exclude = received;
     exclude.extend(
-        events[started..step_started]
+        events[..step_started]
             .iter()
             .filter(|e| e.event_type == EventType::MessageReceived)
+            .filter(|e| newest.is_some_and(|n| e.index > n) || e.index > events[started].index)
             .map(|e| e.index),
     );
     let open = OpenTurn {

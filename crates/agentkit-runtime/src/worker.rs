@@ -669,7 +669,8 @@ impl Turns<'_> {
         };
         self.append(id, Some(&turn_id), EventData::TurnStarted(started))
             .await?;
-        let exclude: BTreeSet<u64> = batch.iter().map(|q| q.index).collect();
+        let mut exclude: BTreeSet<u64> = batch.iter().map(|q| q.index).collect();
+        let newest_answered = exclude.last().copied();
         // The session's usage is summed only for a budget that needs it.
         let budgeted = self
             .rt
@@ -689,6 +690,20 @@ impl Turns<'_> {
             .is_some();
         let (history, assignments, prior_usage, prior_sizing, prior_cost) = self
             .with_fold(session, |cache| {
+                // A message recorded after this batch's newest is waiting
+                // for the next turn (it was logged while this batch was
+                // taken): not history yet.
+                if let Some(newest) = newest_answered {
+                    exclude.extend(
+                        cache
+                            .events()
+                            .iter()
+                            .filter(|e| {
+                                e.index > newest && e.event_type == EventType::MessageReceived
+                            })
+                            .map(|e| e.index),
+                    );
+                }
                 let history = cache.conversation(&exclude);
                 let events = cache.events();
                 (
