@@ -40,12 +40,29 @@ use crate::store::LOG_FILE;
 
 /// The spares' folder, inside the store's root.
 pub(crate) const SPARE_DIR: &str = "spare";
-/// How many spares the background keeps ready (each holds a descriptor;
-/// none are made before an agent's first new session).
-const READY: usize = 16;
+/// How many spares the background keeps ready at most (each holds a
+/// descriptor; none are made before an agent's first new session).
+const READY_MAX: usize = 16;
+
+/// How many spares the background keeps ready: [`READY_MAX`], or one per
+/// 128 descriptors of the soft limit when that is fewer (at least 2), so
+/// a refill near a low limit cannot be what runs the process out of
+/// descriptors.
+fn ready() -> usize {
+    static READY: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *READY.get_or_init(|| {
+        let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .ok()
+            .map_or(u64::MAX, |(soft, _)| soft);
+        usize::try_from(limit / 128).map_or(READY_MAX, |n| n.clamp(2, READY_MAX))
+    })
+}
+
 /// Below this many, a taken spare wakes the background to make more (so
 /// spares are made in batches, not one per session).
-const LOW: usize = READY / 2;
+fn low() -> usize {
+    ready() / 2
+}
 /// The longest first line [`recover`] reads to find a spare's session.
 const FIRST_LINE_MAX: u64 = 1024 * 1024;
 
@@ -119,7 +136,7 @@ impl Spares {
                 );
                 queue.to_move.push(session.clone());
             }
-            let low = queue.ready.len() < LOW;
+            let low = queue.ready.len() < low();
             if low {
                 // Try again, even after a failure: the disk may have room.
                 queue.failing = false;
@@ -201,8 +218,8 @@ impl Spares {
             let (moves, refill) = {
                 let mut queue = lock(&self.queue);
                 let moves = std::mem::take(&mut queue.to_move);
-                let refill = if queue.ready.len() < LOW && !queue.failing {
-                    READY - queue.ready.len()
+                let refill = if queue.ready.len() < low() && !queue.failing {
+                    ready() - queue.ready.len()
                 } else {
                     0
                 };
