@@ -19,18 +19,26 @@ struct HttpJwks;
 
 impl JwksFetcher for HttpJwks {
     fn fetch<'a>(&'a self, url: &'a str) -> JwksFuture<'a> {
-        Box::pin(async move {
-            let client = agentkit_harness::http_client().map_err(|e| e.to_string())?;
-            let resp = client
-                .get(url)
-                .header("accept", "application/json")
-                .timeout(FETCH_TIMEOUT)
-                .send()
-                .await
-                .map_err(|e| format!("request failed: {}", e.without_url()))?;
-            read_capped(resp, MAX_JWKS_BYTES).await
-        })
+        Box::pin(get_json_capped(url, FETCH_TIMEOUT, MAX_JWKS_BYTES))
     }
+}
+
+/// GETs JSON at `url` over the process's one HTTP client: `200` only,
+/// within `timeout`, at most `cap` bytes (the JWKS here, OIDC discovery).
+pub(crate) async fn get_json_capped(
+    url: &str,
+    timeout: Duration,
+    cap: usize,
+) -> std::result::Result<Vec<u8>, String> {
+    let client = agentkit_harness::http_client().map_err(|e| e.to_string())?;
+    let resp = client
+        .get(url)
+        .header("accept", "application/json")
+        .timeout(timeout)
+        .send()
+        .await
+        .map_err(|e| format!("request failed: {}", e.without_url()))?;
+    read_capped(resp, cap).await
 }
 
 /// The body of a `200` answer, at most `cap` bytes; an error names the

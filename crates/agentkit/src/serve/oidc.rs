@@ -148,15 +148,7 @@ async fn resolve_secret(reference: &str, start: &Start<'_>) -> std::result::Resu
 
 /// GETs `url` (200 only, capped, with a timeout).
 async fn fetch(url: &str) -> std::result::Result<Vec<u8>, String> {
-    let client = agentkit_harness::http_client().map_err(|e| e.to_string())?;
-    let resp = client
-        .get(url)
-        .header("accept", "application/json")
-        .timeout(FETCH_TIMEOUT)
-        .send()
-        .await
-        .map_err(|e| format!("request failed: {}", e.without_url()))?;
-    super::jwks::read_capped(resp, MAX_RESPONSE_BYTES).await
+    super::jwks::get_json_capped(url, FETCH_TIMEOUT, MAX_RESPONSE_BYTES).await
 }
 
 #[derive(Clone)]
