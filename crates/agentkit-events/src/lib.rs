@@ -44,6 +44,13 @@
 //! index that is not its line number, is [`Error::Corrupt`] rather than a
 //! guess.
 //!
+//! # Forks
+//!
+//! [`FileEventStore::fork`] starts a session with another's first events
+//! without copying them: the fork's folder holds hard links to the files
+//! holding them and `base.json`, which names how much of each it takes;
+//! its own `events.ndjson` starts at the next index (see `base.rs`).
+//!
 //! If a write or flush fails (disk full), the session's log turns read-only
 //! and every later append returns [`Error::SessionFailed`] until the store is
 //! reopened, which recovers the file.
@@ -67,6 +74,7 @@
 //! index from its prefix and parses only the last line, so its cost is a
 //! scan of the file, not a parse of every event.
 
+mod base;
 mod error;
 mod journal;
 mod recovery;

@@ -12,7 +12,7 @@
 use std::fs::OpenOptions;
 use std::path::Path;
 
-use agentkit_protocol::{Event, SessionId};
+use agentkit_protocol::{Event, EventType, SessionId};
 
 use crate::error::{Error, Result};
 
@@ -25,11 +25,13 @@ pub(crate) struct Recovered {
     pub(crate) end: u64,
 }
 
-/// Reads `path`, checks that line `i` is event `i` of `session`, and
-/// truncates a torn tail: bytes after the last newline, or a last line that
-/// does not parse as an event. Any other bad line (unparseable before the
-/// last, or a wrong index or session anywhere) is [`Error::Corrupt`].
-pub(crate) fn recover(path: &Path, session: &SessionId) -> Result<Recovered> {
+/// Reads `path`, checks that line `i` is event `first + i` of `session`
+/// (`first` is 0 but for a fork's own file, which follows its shared
+/// prefix: see `base.rs`), and truncates a torn tail: bytes after the
+/// last newline, or a last line that does not parse as an event. Any
+/// other bad line (unparseable before the last, or a wrong index or
+/// session anywhere) is [`Error::Corrupt`].
+pub(crate) fn recover(path: &Path, session: &SessionId, first: u64) -> Result<Recovered> {
     let bytes = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
     let mut offsets = Vec::new();
     let mut start = 0usize;
@@ -41,7 +43,7 @@ pub(crate) fn recover(path: &Path, session: &SessionId) -> Result<Recovered> {
         };
         let line_end = start + newline + 1;
         let is_last = line_end == bytes.len();
-        let expected = offsets.len() as u64;
+        let expected = first + offsets.len() as u64;
         let line = &bytes[start..start + newline];
         let checked = if !is_last && quick_check(line, expected, session) {
             Ok(())
@@ -57,7 +59,7 @@ pub(crate) fn recover(path: &Path, session: &SessionId) -> Result<Recovered> {
             Err(BadLine::Unreadable(reason) | BadLine::Wrong(reason)) => {
                 return Err(Error::Corrupt {
                     path: path.to_owned(),
-                    line: expected + 1,
+                    line: offsets.len() as u64 + 1,
                     reason,
                 });
             }
@@ -140,12 +142,60 @@ fn check_line(line: &[u8], expected_index: u64, session: &SessionId) -> Result<(
     Ok(())
 }
 
+/// Which events a read keeps: all, or those of some types only, whose
+/// other lines are skipped without a parse when they begin the way this
+/// store writes them (`{"type":"…",`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Only {
+    /// The kept types' names as JSON strings; `None` keeps every event.
+    names: Option<Vec<Vec<u8>>>,
+    types: Vec<EventType>,
+}
+
+impl Only {
+    pub(crate) fn types(types: &[EventType]) -> Only {
+        let names = types
+            .iter()
+            .filter_map(|t| serde_json::to_vec(t).ok())
+            .collect();
+        Only {
+            names: Some(names),
+            types: types.to_vec(),
+        }
+    }
+
+    /// Whether `line` is surely of a type not kept.
+    fn skips(&self, line: &[u8]) -> bool {
+        let Some(names) = &self.names else {
+            return false;
+        };
+        let Some(rest) = line.strip_prefix(br#"{"type":"#) else {
+            return false;
+        };
+        let Some(close) = rest.iter().skip(1).position(|&b| b == b'"') else {
+            return false;
+        };
+        let name = &rest[..close + 2];
+        !names.iter().any(|n| n.as_slice() == name)
+    }
+
+    fn keeps(&self, event: &Event) -> bool {
+        self.names.is_none() || self.types.contains(&event.event_type)
+    }
+}
+
 /// Parses the lines of a byte range that recovery or the writer already
-/// validated; `first` is the index of the first line.
-pub(crate) fn parse_lines(path: &Path, bytes: &[u8], first: u64) -> Result<Vec<Event>> {
+/// validated (`first` is the index of the first line), keeping only the
+/// events `only` keeps.
+pub(crate) fn parse_lines_of(
+    path: &Path,
+    bytes: &[u8],
+    first: u64,
+    only: &Only,
+) -> Result<Vec<Event>> {
     let mut events = Vec::new();
     for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
-        if line.is_empty() {
+        if line.is_empty() || only.skips(line) {
             continue;
         }
         let index = first + i as u64;
@@ -161,7 +211,9 @@ pub(crate) fn parse_lines(path: &Path, bytes: &[u8], first: u64) -> Result<Vec<E
                 reason: format!("index {} where {index} was expected", event.index),
             });
         }
-        events.push(event);
+        if only.keeps(&event) {
+            events.push(event);
+        }
     }
     Ok(events)
 }

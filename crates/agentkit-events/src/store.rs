@@ -15,9 +15,10 @@ use hashlink::LinkedHashMap;
 use serde_json::Value;
 use tokio::sync::{OnceCell, broadcast, watch};
 
+use crate::base::{self, Base, Piece};
 use crate::error::{Error, Result};
 use crate::journal::Journal;
-use crate::recovery::{Recovered, parse_lines, recover};
+use crate::recovery::{Only, Recovered, parse_lines_of, recover};
 use crate::spare::Spares;
 use crate::subscription::Subscription;
 use crate::sync::{SyncJob, SyncStats, Syncer};
@@ -278,19 +279,24 @@ impl FileEventStore {
         appended
     }
 
-    /// Appends a copy of events as they are stored (a `message.appended`
-    /// with its `delta` only, as [`read_stored`](Self::read_stored) gives
-    /// them), for a fork's copied prefix. Unlike
-    /// [`append_batch`](Self::append_batch) nothing is published: no
-    /// subscriber or [`tap`](Self::tap) receiver gets the copies (they
-    /// happened in the original, and hooks saw them there), and no
-    /// delta's cumulative text is built. Returns the log's length after.
-    pub async fn append_copy(&self, session: &SessionId, events: Vec<NewEvent>) -> Result<u64> {
+    /// Makes `to` a fork of `from` before its event `at` (`1..=len`):
+    /// `to`'s log starts with `from`'s events `0..at` (their session id
+    /// is `to`'s when read), shared, not copied: a few hard links and one
+    /// small file, whatever `at` (see `base.rs`). `to` must have no log.
+    /// Nothing is published: the events happened in the original. The
+    /// next append to `to` gets index `at`.
+    pub async fn fork(&self, from: &SessionId, at: u64, to: &SessionId) -> Result<()> {
         let began = std::time::Instant::now();
-        let appended = self.log(session, true).await?.append_copy(events);
+        // The original's own file must be where its name says.
+        self.make_folder(from).await?;
+        let log = self.log(from, false).await?;
+        let pieces = log.fork_pieces(at).await?;
+        drop(log);
+        let (dir, from, to) = (self.inner.sessions_dir.clone(), from.clone(), to.clone());
+        blocking(move || base::make(&dir, &from, at, &to, &pieces)).await?;
         let l = &self.inner.latency;
         record(&l.appends, &l.append_nanos, began);
-        appended
+        Ok(())
     }
 
     /// [`append_batch`](Self::append_batch) of the first events of a
@@ -489,6 +495,20 @@ impl FileEventStore {
         log.read_range(start_index, end).await
     }
 
+    /// The events of `session` before `end_index` whose type is one of
+    /// `types`, as stored (like [`read_stored`](Self::read_stored)). The
+    /// other lines are skipped without being parsed: the cheap way to
+    /// fold a long log over a few kinds of event (a fork's checks).
+    pub async fn read_stored_of(
+        &self,
+        session: &SessionId,
+        end_index: u64,
+        types: &[EventType],
+    ) -> Result<Vec<Event>> {
+        let log = self.log(session, false).await?;
+        log.read_range_of(0, end_index, Only::types(types)).await
+    }
+
     /// The events of `session` in `start_index..end_index` (clamped to what
     /// is stored), like [`read`](Self::read).
     pub async fn read_range(
@@ -658,6 +678,9 @@ pub(crate) struct SessionLog {
     /// The log, opened for appending: one descriptor, written under the
     /// state lock and synced outside it.
     file: Arc<File>,
+    /// A fork's first events, in its original's files (see `base.rs`);
+    /// empty for any other log. The file above holds the events after.
+    base: Arc<Base>,
     /// The log's folder is new: the first sync makes its entries durable
     /// too (not the create, so no fsync sits on the path of a request).
     new_entry: std::sync::atomic::AtomicBool,
@@ -679,7 +702,9 @@ struct LogState {
     len: u64,
     /// Events that reached the OS and were sent to subscribers.
     published: u64,
-    /// `offsets[i]`: where the line of event `i` starts.
+    /// The index of the file's first event: 0, or a fork's prefix length.
+    first: u64,
+    /// `offsets[i]`: where the line of event `first + i` starts.
     offsets: Vec<u64>,
     /// The logical file length, buffered bytes included.
     end: u64,
@@ -720,6 +745,11 @@ impl SessionLog {
         if !exists {
             std::fs::create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
         }
+        let base = if exists {
+            Base::load(&dir)?
+        } else {
+            Base::default()
+        };
         // Readable too: the journal reads back what a sync covers.
         let file = OpenOptions::new()
             .create(true)
@@ -729,11 +759,28 @@ impl SessionLog {
             .map_err(|e| Error::io("open", &path, e))?;
         // A log this call made is empty: nothing to check.
         let recovered = if exists {
-            Some(recover(&path, &session)?)
+            Some(recover(&path, &session, base.len())?)
         } else {
             None
         };
-        Ok(SessionLog::new(inner, session, file, recovered))
+        let mut log = SessionLog::new(inner, session, file, recovered);
+        log.rest_on(base);
+        Ok(log)
+    }
+
+    /// Puts this new log after a fork's prefix `base`.
+    fn rest_on(&mut self, base: Base) {
+        let first = base.len();
+        if first == 0 {
+            return;
+        }
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        state.first = first;
+        state.len += first;
+        state.published += first;
+        let published = state.published;
+        self.flushed.send_modify(|f| f.published = published);
+        self.base = Arc::new(base);
     }
 
     /// The log of `session` over `file`, opened for reading and appending:
@@ -764,6 +811,7 @@ impl SessionLog {
                 buffer: Vec::new(),
                 len,
                 published: len,
+                first: 0,
                 offsets: recovered.offsets,
                 end: recovered.end,
                 unpublished: Vec::new(),
@@ -779,6 +827,7 @@ impl SessionLog {
             tap: inner.tap.clone(),
             flushed,
             file: Arc::new(file),
+            base: Arc::default(),
             new_entry: std::sync::atomic::AtomicBool::new(!exists),
             syncer: Arc::clone(&inner.syncer),
         }
@@ -809,22 +858,6 @@ impl SessionLog {
         Ok(events)
     }
 
-    /// [`FileEventStore::append_copy`] proper: encodes `batch` as given,
-    /// writes it under the lock and publishes nothing. The recent events
-    /// kept for subscribers are let go, so what they hold stays one run
-    /// that ends at the log's end (a subscriber reads the copies from the
-    /// file).
-    fn append_copy(&self, batch: Vec<NewEvent>) -> Result<u64> {
-        let mut state = lock(&self.state);
-        // What other appenders buffered goes (and is published) first.
-        self.flush_locked(&mut state)?;
-        self.encode_locked(&mut state, batch, false, drop)?;
-        self.flush_locked(&mut state)?;
-        state.recent.clear();
-        state.recent_bytes = 0;
-        Ok(state.len)
-    }
-
     /// Encodes and buffers `batch`; flushes if no other append is waiting.
     /// Returns the events and whether this call flushed them.
     fn write_batch(&self, batch: Vec<NewEvent>) -> Result<(Vec<Event>, bool)> {
@@ -848,7 +881,7 @@ impl SessionLog {
             return Err(self.failed_error(state));
         }
         let mut events = Vec::with_capacity(batch.len());
-        self.encode_locked(state, batch, true, |event| events.push(event))?;
+        self.encode_locked(state, batch, |event| events.push(event))?;
         state
             .unpublished
             .extend(events.iter().cloned().map(Arc::new));
@@ -858,13 +891,11 @@ impl SessionLog {
     /// Encodes `batch` as the log's next lines into its buffer, the whole
     /// batch before any of it is buffered (an encoding error leaves the
     /// log untouched), and hands each event to `each` in the wire shape.
-    /// With `strip`, a delta's line keeps only its delta (see
-    /// [`text::strip`]); a copy of stored events is written as it is.
+    /// A delta's line keeps only its delta (see [`text::strip`]).
     fn encode_locked(
         &self,
         state: &mut LogState,
         batch: Vec<NewEvent>,
-        strip: bool,
         mut each: impl FnMut(Event),
     ) -> Result<()> {
         let at = Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true);
@@ -881,7 +912,7 @@ impl SessionLog {
                 data: new.data,
             };
             starts.push(state.end + state.scratch.len() as u64);
-            let cumulative = if strip { text::strip(&mut event) } else { None };
+            let cumulative = text::strip(&mut event);
             let encoded = serde_json::to_writer(&mut state.scratch, &event);
             text::unstrip(&mut event, cumulative);
             encoded.map_err(|source| Error::Encode {
@@ -1048,30 +1079,88 @@ impl SessionLog {
     /// Events `start..end` (clamped to what is published), from the file,
     /// as stored (deltas without their cumulative text).
     pub(crate) async fn read_range(&self, start: u64, end: u64) -> Result<Vec<Event>> {
-        let (from, to) = {
+        self.read_range_of(start, end, Only::default()).await
+    }
+
+    /// [`read_range`](Self::read_range), keeping only what `only` keeps.
+    async fn read_range_of(&self, start: u64, end: u64, only: Only) -> Result<Vec<Event>> {
+        let (own, own_start, base_end) = {
             let state = lock(&self.state);
             let end = end.min(state.published);
             if start >= end {
                 return Ok(Vec::new());
             }
-            let from = state.offsets[as_usize(start)];
-            let to = if end < state.len {
-                state.offsets[as_usize(end)]
-            } else {
-                state.end
-            };
-            (from, to)
+            let own_start = start.max(state.first);
+            let own = (own_start < end).then(|| {
+                let from = state.offsets[as_usize(own_start - state.first)];
+                let to = if end < state.len {
+                    state.offsets[as_usize(end - state.first)]
+                } else {
+                    state.end
+                };
+                (from, to)
+            });
+            (own, own_start, end.min(state.first))
         };
         // Through the log's own descriptor: no `open`, and a log whose
         // folder is still a spare reads the same.
         let (path, file) = (self.path.clone(), Arc::clone(&self.file));
+        let (base, session) = (Arc::clone(&self.base), self.session.clone());
         blocking(move || {
-            let mut bytes = vec![0; as_usize(to - from)];
-            file.read_exact_at(&mut bytes, from)
-                .map_err(|e| Error::io("read", &path, e))?;
-            parse_lines(&path, &bytes, start)
+            let mut events = if start < base_end {
+                base.read(&session, start, base_end, &only)?
+            } else {
+                Vec::new()
+            };
+            if let Some((from, to)) = own {
+                let mut bytes = vec![0; as_usize(to - from)];
+                file.read_exact_at(&mut bytes, from)
+                    .map_err(|e| Error::io("read", &path, e))?;
+                events.append(&mut parse_lines_of(&path, &bytes, own_start, &only)?);
+            }
+            Ok(events)
         })
         .await
+    }
+
+    /// What a fork before event `at` shares of this log: the pieces of
+    /// its own prefix, then its own file's first lines, made durable
+    /// first. `at` must be at most the published length.
+    async fn fork_pieces(&self, at: u64) -> Result<Vec<Piece>> {
+        let (own, published) = {
+            let mut state = lock(&self.state);
+            self.flush_locked(&mut state)?;
+            let own = (at > state.first).then(|| {
+                let events = at - state.first;
+                let bytes = state
+                    .offsets
+                    .get(as_usize(events))
+                    .copied()
+                    .unwrap_or(state.end);
+                Piece {
+                    path: self.path.clone(),
+                    first: state.first,
+                    events,
+                    bytes,
+                }
+            });
+            (own, state.published)
+        };
+        if at > published {
+            return Err(Error::Task(format!(
+                "cannot fork `{}` before event {at}: it has {published}",
+                self.session
+            )));
+        }
+        let mut pieces = self.base.pieces(at);
+        if let Some(own) = own {
+            // The fork names these bytes: they must outlive a power cut
+            // before it does (the journal may not have them yet).
+            let (path, file) = (self.path.clone(), Arc::clone(&self.file));
+            blocking(move || file.sync_data().map_err(|e| Error::io("sync", &path, e))).await?;
+            pieces.push(own);
+        }
+        Ok(pieces)
     }
 }
 
@@ -1102,9 +1191,13 @@ fn remember(state: &mut LogState, event: Arc<Event>) {
     }
 }
 
-/// The bytes of event `index`'s line, from the offsets.
+/// The bytes of event `index`'s line, from the offsets (0 for a fork's
+/// prefix, which is never among the recent events).
 fn line_size(state: &LogState, index: u64) -> u64 {
-    let i = as_usize(index);
+    let Some(i) = index.checked_sub(state.first) else {
+        return 0;
+    };
+    let i = as_usize(i);
     let start = state.offsets.get(i).copied().unwrap_or(state.end);
     let end = state.offsets.get(i + 1).copied().unwrap_or(state.end);
     end.saturating_sub(start)

@@ -111,6 +111,10 @@ impl SharedLog for PgEventStore {
         seam(PgEventStore::append_batch(self, session, events))
     }
 
+    fn fork<'a>(&'a self, from: &'a SessionId, at: u64, to: &'a SessionId) -> StoreFuture<'a, ()> {
+        seam(PgEventStore::fork(self, from, at, to))
+    }
+
     fn read<'a>(&'a self, session: &'a SessionId, start: u64) -> StoreFuture<'a, Vec<Event>> {
         seam(PgEventStore::read(self, session, start))
     }

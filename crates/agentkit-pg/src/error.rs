@@ -36,6 +36,9 @@ pub enum Error {
         "the database schema is at version {found}, this binary needs {known}: run `agentkit db migrate`"
     )]
     SchemaTooOld { found: i32, known: i32 },
+    /// A row the request needs is not there (deleted meanwhile, say).
+    #[error("PostgreSQL: {what}")]
+    Missing { what: String },
     /// A stored row is not what it should be.
     #[error("PostgreSQL: corrupt row in {table}: {reason}")]
     Corrupt { table: &'static str, reason: String },

@@ -84,6 +84,23 @@ SELECT counter.len, pg_notify('agentkit_events', $1 || ' ' || $2 || ' ' || count
 FROM counter, lease"
 );
 
+// A fork's log: the new session's counter and a copy of the original's
+// first `$4` rows, in one statement inside the database. Nothing when the
+// original holds fewer (the counter's row is then not made either).
+const FORK: &str = "
+WITH source AS (
+    SELECT len FROM agentkit_logs WHERE agent = $1 AND session_id = $2 AND len >= $4
+), counter AS (
+    INSERT INTO agentkit_logs (agent, session_id, len)
+    SELECT $1, $3, $4 FROM source
+    RETURNING len
+), copied AS (
+    INSERT INTO agentkit_events (agent, session_id, idx, type, turn_id, at, data)
+    SELECT agent, $3, idx, type, turn_id, at, data FROM agentkit_events
+    WHERE agent = $1 AND session_id = $2 AND idx < $4 AND EXISTS (SELECT 1 FROM counter)
+)
+SELECT len FROM counter";
+
 const READ: &str = "SELECT idx, type, turn_id, at, data FROM agentkit_events
     WHERE agent = $1 AND session_id = $2 AND idx >= $3 AND idx < $4 ORDER BY idx LIMIT $5";
 
@@ -269,6 +286,31 @@ impl PgEventStore {
                 Arc::new(params),
             )
             .await
+    }
+
+    /// Starts `to`'s log with `from`'s events `0..at`, copied inside the
+    /// database in one statement: no event passes through this host and
+    /// none is announced (see [`FORK`]). `to` must be a new session.
+    pub async fn fork(&self, from: &SessionId, at: u64, to: &SessionId) -> Result<()> {
+        let client = self.inner.db.client().await?;
+        let statement = client
+            .prepare_cached(FORK)
+            .await
+            .map_err(Error::query("prepare a fork"))?;
+        let at_i = i64::try_from(at).unwrap_or(i64::MAX);
+        let row = client
+            .query_opt(
+                &statement,
+                &[&self.inner.agent, &from.as_str(), &to.as_str(), &at_i],
+            )
+            .await
+            .map_err(Error::query("fork a log"))?;
+        if row.is_none() {
+            return Err(Error::Missing {
+                what: format!("cannot fork `{from}` before event {at}: it has fewer events"),
+            });
+        }
+        Ok(())
     }
 
     /// The log's length as this host's own appends left it, while it

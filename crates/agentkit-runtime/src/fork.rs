@@ -55,11 +55,7 @@ impl Forks<'_> {
         let original = self.rt.sessions().owned(id, owner).await?;
         // A crash's interrupted turn is recorded before the log is read.
         self.rt.turns().ready(&original).await?;
-        // As stored (deltas without their text so far): copied as they
-        // are, so a long reply's deltas cost their own size, not the
-        // square of the reply's.
-        let events = self.rt.store().read_stored(&original.id, 0).await?;
-        let len = u64::try_from(events.len()).unwrap_or(u64::MAX);
+        let len = self.rt.store().len(&original.id).await?;
         if at_index == 0 || at_index > len {
             return Err(Error::BadRequest {
                 message: format!(
@@ -67,9 +63,21 @@ impl Forks<'_> {
                 ),
             });
         }
-        let cut = usize::try_from(at_index).unwrap_or(usize::MAX);
-        check_cut(&events, cut)?;
-        let prefix = &events[..cut];
+        // Only what the checks and the carried-over state need: turn
+        // boundaries, costs, approvals, A/B variants. On files the other
+        // lines (a reply's deltas, tool results) are skipped unparsed, and
+        // the log itself is shared, not copied.
+        let prefix = self
+            .rt
+            .store()
+            .read_stored_of(&original.id, len, KEPT)
+            .await?;
+        check_cut(&prefix, at_index, len)?;
+        let prefix: Vec<Event> = prefix
+            .into_iter()
+            .take_while(|e| e.index < at_index)
+            .collect();
+        let prefix = prefix.as_slice();
         let from = original.meta().clone();
         let fork_id = SessionId::parse(&new_id("ses"))?;
         let workspace_dir = self
@@ -116,12 +124,16 @@ impl Forks<'_> {
             .rt
             .sessions()
             .register(fork_id.clone(), meta.clone(), false);
+        // Shared with the original on files, not copied. Not fed to the
+        // fork's fold cache: its first turn folds the log once, so an idle
+        // fork holds none of it in memory. Not published either: hooks saw
+        // these events in the original.
+        self.rt
+            .store()
+            .fork(&original.id, at_index, &fork_id)
+            .await?;
+        // After the log: on files the fork's folder is made whole by it.
         copy_workspace(&original.workspace, &session.workspace).await?;
-        let copied: Vec<NewEvent> = prefix.iter().map(NewEvent::copy_of).collect();
-        // Not fed to the fork's fold cache: its first turn folds the log
-        // once, so an idle fork holds none of the copy in memory. Not
-        // published either: hooks saw these events in the original.
-        self.rt.store().append_copy(&fork_id, copied).await?;
         // The fork's own first event is published as any.
         self.rt
             .store()
@@ -181,27 +193,51 @@ impl Forks<'_> {
     }
 }
 
+/// The kinds of event a fork reads of its prefix: the turn boundaries
+/// (for the cut), what ended turns cost, approvals and A/B variants.
+const KEPT: &[EventType] = &[
+    EventType::MessageReceived,
+    EventType::TurnStarted,
+    EventType::TurnCompleted,
+    EventType::TurnFailed,
+    EventType::ActionApprovalRequested,
+    EventType::ActionApprovalResolved,
+    EventType::AbAssigned,
+];
+
 /// Refuses a cut before event `at` that falls inside a turn: after a
 /// message that no turn has taken yet, or a turn that has not ended.
-fn check_cut(events: &[Event], at: usize) -> Result<()> {
-    let cuts = cut_points(events);
-    if cuts.contains(&at) {
+/// `events` are the log's events of the [`KEPT`] kinds, in index order;
+/// `len` is the log's length.
+fn check_cut(events: &[Event], at: u64, len: u64) -> Result<()> {
+    let spans = idle_spans(events, len);
+    if spans.iter().any(|(lo, hi)| (*lo..=*hi).contains(&at)) {
         return Ok(());
     }
-    let to_u64 = |i: usize| u64::try_from(i).unwrap_or(u64::MAX);
     Err(Error::InsideTurn {
-        at: to_u64(at),
-        before: cuts.iter().rev().find(|c| **c < at).copied().map(to_u64),
-        after: cuts.iter().find(|c| **c > at).copied().map(to_u64),
+        at,
+        // A run that starts before `at` ends before it, or `at` would be in it.
+        before: spans
+            .iter()
+            .rev()
+            .find(|(lo, _)| *lo < at)
+            .map(|(_, hi)| *hi),
+        after: spans.iter().find(|(lo, _)| *lo > at).map(|(lo, _)| *lo),
     })
 }
 
-/// The indices a fork may cut before (`1..=events.len()`), ascending: no
-/// turn open, no message waiting for one.
-fn cut_points(events: &[Event]) -> Vec<usize> {
+/// The runs of indices a fork may cut before (within `1..=len`), as
+/// inclusive `(first, last)` pairs, ascending: no turn open, no message
+/// waiting for one. Only the kinds in [`KEPT`] move that state, so the
+/// events of other kinds may be left out of `events`.
+fn idle_spans(events: &[Event], len: u64) -> Vec<(u64, u64)> {
     let (mut turn_open, mut waiting) = (false, false);
-    let mut cuts = Vec::new();
-    for (i, e) in events.iter().enumerate() {
+    let mut spans: Vec<(u64, u64)> = Vec::new();
+    // The idle run open since this cut, if any (the log's first event,
+    // `session.started`, leaves the session idle).
+    let mut idle_from: Option<u64> = Some(1);
+    for e in events {
+        let was_idle = !turn_open && !waiting;
         match e.event_type {
             EventType::MessageReceived => waiting = true,
             EventType::TurnStarted => {
@@ -211,11 +247,26 @@ fn cut_points(events: &[Event]) -> Vec<usize> {
             EventType::TurnCompleted | EventType::TurnFailed => turn_open = false,
             _ => {}
         }
-        if !turn_open && !waiting {
-            cuts.push(i + 1);
+        let idle = !turn_open && !waiting;
+        match (was_idle, idle) {
+            // The cut before this event is the run's last.
+            (true, false) => {
+                if let Some(from) = idle_from.take()
+                    && from <= e.index
+                {
+                    spans.push((from, e.index));
+                }
+            }
+            (false, true) => idle_from = Some(e.index + 1),
+            _ => {}
         }
     }
-    cuts
+    if let Some(from) = idle_from
+        && from <= len
+    {
+        spans.push((from, len));
+    }
+    spans
 }
 
 /// The A/B variants the copied events assigned, recorded for the fork
@@ -309,16 +360,24 @@ mod tests {
             .enumerate()
             .map(|(i, t)| event(i as u64, *t))
             .collect();
-        assert_eq!(cut_points(&events), vec![1, 5, 6, 12]);
-        assert!(check_cut(&events, 5).is_ok());
-        match check_cut(&events, 3) {
+        assert_eq!(idle_spans(&events, 12), vec![(1, 1), (5, 6), (12, 12)]);
+        assert!(check_cut(&events, 5, 12).is_ok());
+        assert!(check_cut(&events, 6, 12).is_ok());
+        match check_cut(&events, 3, 12) {
             Err(Error::InsideTurn { at, before, after }) => {
                 assert_eq!((at, before, after), (3, Some(1), Some(5)));
             }
             other => panic!("{other:?}"),
         }
+        // Events of other kinds may be left out: the same answers.
+        let kept: Vec<Event> = events
+            .iter()
+            .filter(|e| KEPT.contains(&e.event_type))
+            .cloned()
+            .collect();
+        assert_eq!(idle_spans(&kept, 12), idle_spans(&events, 12));
         let open = &events[..8];
-        match check_cut(open, 8) {
+        match check_cut(open, 8, 8) {
             Err(e @ Error::InsideTurn { .. }) => {
                 assert_eq!(e.status(), 409);
                 assert!(e.to_string().contains("atIndex 6"), "{e}");

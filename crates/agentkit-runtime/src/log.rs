@@ -93,18 +93,15 @@ impl EventLog {
         })
     }
 
-    /// Appends copies of stored events (a fork's prefix, read with
-    /// [`read_stored`](Self::read_stored)): the files publish none of them
-    /// and build no delta's text; the shared database appends them as a
-    /// batch (its subscribers get them as stored).
-    pub async fn append_copy(&self, session: &SessionId, events: Vec<NewEvent>) -> Result<()> {
+    /// Starts `to`'s log with `from`'s events `0..at`: on files the
+    /// prefix is shared, not copied (hard links to the original's files;
+    /// see `agentkit_events`'s `base.rs`); the shared database copies the
+    /// rows inside itself, in one statement. Nothing is published either
+    /// way: the events happened in the original.
+    pub async fn fork(&self, from: &SessionId, at: u64, to: &SessionId) -> Result<()> {
         match self {
-            EventLog::File(s) => {
-                s.append_copy(session, events).await?;
-            }
-            EventLog::Shared(s) => {
-                s.append_batch(session, events).await?;
-            }
+            EventLog::File(s) => s.fork(from, at, to).await?,
+            EventLog::Shared(s) => s.fork(from, at, to).await?,
         }
         Ok(())
     }
@@ -161,6 +158,25 @@ impl EventLog {
         Ok(match self {
             EventLog::File(s) => s.read_stored(session, start).await?,
             EventLog::Shared(s) => s.read_stored(session, start).await?,
+        })
+    }
+
+    /// The events before `end` whose type is one of `types`, as stored:
+    /// the files skip the other lines unparsed (see
+    /// `FileEventStore::read_stored_of`).
+    pub async fn read_stored_of(
+        &self,
+        session: &SessionId,
+        end: u64,
+        types: &[agentkit_protocol::EventType],
+    ) -> Result<Vec<Event>> {
+        Ok(match self {
+            EventLog::File(s) => s.read_stored_of(session, end, types).await?,
+            EventLog::Shared(s) => {
+                let mut events = s.read_stored(session, 0).await?;
+                events.retain(|e| e.index < end && types.contains(&e.event_type));
+                events
+            }
         })
     }
 

@@ -99,6 +99,11 @@ pub trait SharedLog: Send + Sync + Debug {
         session: &'a SessionId,
         events: Vec<NewEvent>,
     ) -> StoreFuture<'a, Vec<Event>>;
+    /// Starts the new session `to`'s log with `from`'s events `0..at`
+    /// (`at` at most `from`'s length), as stored, inside the store: no
+    /// event passes through the host, none is published, and no lease
+    /// is taken (nobody else knows `to` yet; its next append takes it).
+    fn fork<'a>(&'a self, from: &'a SessionId, at: u64, to: &'a SessionId) -> StoreFuture<'a, ()>;
     /// Every event from `start`, in the wire shape.
     fn read<'a>(&'a self, session: &'a SessionId, start: u64) -> StoreFuture<'a, Vec<Event>>;
     /// Every event from `start`, as stored (a backend may leave out what

@@ -273,6 +273,32 @@ impl SharedLog for Part {
         ready(appended)
     }
 
+    fn fork<'a>(&'a self, from: &'a SessionId, at: u64, to: &'a SessionId) -> StoreFuture<'a, ()> {
+        let mut data = self.data();
+        let prefix: Vec<Event> = data
+            .logs
+            .get(&self.key(from.as_str()))
+            .map(|log| log.iter().take(at as usize).cloned().collect())
+            .unwrap_or_default();
+        if (prefix.len() as u64) < at {
+            return ready(Err(SharedError::Failed {
+                message: format!(
+                    "cannot fork `{from}` before event {at}: it has {}",
+                    prefix.len()
+                ),
+            }));
+        }
+        let copies = prefix
+            .into_iter()
+            .map(|e| Event {
+                session_id: to.clone(),
+                ..e
+            })
+            .collect();
+        data.logs.insert(self.key(to.as_str()), copies);
+        ready(Ok(()))
+    }
+
     fn read<'a>(&'a self, session: &'a SessionId, start: u64) -> StoreFuture<'a, Vec<Event>> {
         let data = self.data();
         let events = data

@@ -2,6 +2,7 @@
 
 mod append;
 mod compact;
+mod fork;
 mod journal;
 mod recovery;
 mod spare;
