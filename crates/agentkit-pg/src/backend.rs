@@ -14,6 +14,7 @@ use agentkit_store::{
 use futures_util::FutureExt;
 use tokio::sync::broadcast;
 
+use crate::JournalTable;
 use crate::error::Error;
 use crate::{
     AbTable, ArtifactTable, Database, KvTable, Leases, Mailbox, MemoryTable, PgEventStore,
@@ -98,6 +99,7 @@ impl SharedBackend for PgBackend {
             kv: Arc::new(KvTable::new(db.clone(), slug)),
             artifacts: Arc::new(ArtifactTable::new(db.clone(), slug)),
             memories: Arc::new(MemoryTable::new(db.clone(), slug)),
+            journal: Arc::new(JournalTable::new(db.clone(), slug)),
         }
     }
 }
@@ -534,5 +536,15 @@ impl SharedMemories for MemoryTable {
 
     fn page<'a>(&'a self, query: MemoryQuery<'a>) -> StoreFuture<'a, Vec<MemoryRow>> {
         seam(MemoryTable::page(self, query))
+    }
+}
+
+impl agentkit_store::SharedJournal for JournalTable {
+    fn append<'a>(&'a self, lines: Vec<String>, keep_bytes: Option<u64>) -> StoreFuture<'a, ()> {
+        seam(JournalTable::append(self, lines, keep_bytes))
+    }
+
+    fn recent<'a>(&'a self, max_bytes: u64) -> StoreFuture<'a, Vec<String>> {
+        seam(JournalTable::recent(self, max_bytes))
     }
 }

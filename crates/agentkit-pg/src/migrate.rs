@@ -91,6 +91,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "memories",
         sql: include_str!("../migrations/0015_memories.sql"),
     },
+    Migration {
+        version: 16,
+        name: "memory journal",
+        sql: include_str!("../migrations/0016_memory_journal.sql"),
+    },
 ];
 
 /// The advisory lock every migrating host takes (`agentkit` migrations).

@@ -2,6 +2,11 @@
 //! turn (`timestamp`, `sessionId`, `turnId`, `principal`, `message`,
 //! `reply`, `outcome`) appended to the agent's `memory/journal.jsonl`
 //! under its state folder, shared by all of its sessions on this host.
+//! With a shared store (`--database-url`) the lines go to the store
+//! instead (`agentkit_store::SharedJournal`), so every host's sessions
+//! share one journal: the store keeps the newest `JOURNAL_KEEP + 1`
+//! times `journal_max_bytes`, and a session's copy holds the newest
+//! `journal_max_bytes` of it (what `journal.jsonl` holds on files).
 //!
 //! A turn never waits on the file: its line goes into a bounded queue
 //! (a full queue makes the turn's end wait for room, nothing is dropped)
@@ -15,6 +20,9 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
+use agentkit_store::SharedJournal;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
@@ -46,12 +54,19 @@ enum Job {
     Flush(oneshot::Sender<()>),
 }
 
-/// The agent's journal on this host: the queue of its writer.
+/// The agent's journal: the queue of its writer.
 #[derive(Debug)]
 pub(crate) struct Journal {
     path: PathBuf,
+    /// The store several hosts share, if any (else the file at `path`).
+    shared: Option<Arc<dyn SharedJournal>>,
+    max_bytes: u64,
     tx: mpsc::Sender<Job>,
 }
+
+/// How many lines a shared journal takes between two trims to its
+/// budget (a trim reads the kept lines' sizes).
+const TRIM_EVERY: usize = 256;
 
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -116,12 +131,19 @@ fn rotate(path: &Path) -> std::io::Result<()> {
 }
 
 impl Journal {
-    /// Starts the writer of `state_dir`'s journal (on the current Tokio
-    /// runtime).
-    pub(crate) fn start(state_dir: &Path, max_bytes: u64) -> Journal {
+    /// Starts the writer of the journal (on the current Tokio runtime):
+    /// `state_dir`'s file, or `shared`.
+    pub(crate) fn start(
+        state_dir: &Path,
+        max_bytes: u64,
+        shared: Option<Arc<dyn SharedJournal>>,
+    ) -> Journal {
         let path = journal_path(state_dir);
         let (tx, mut rx) = mpsc::channel::<Job>(QUEUE);
         let file = path.clone();
+        let sink = shared.clone();
+        let keep = max_bytes.saturating_mul(JOURNAL_KEEP as u64 + 1);
+        let mut since_trim = TRIM_EVERY;
         tokio::spawn(async move {
             while let Some(first) = rx.recv().await {
                 let mut lines = Vec::new();
@@ -134,7 +156,17 @@ impl Journal {
                     }
                     next = rx.try_recv().ok();
                 }
-                if !lines.is_empty() {
+                if let (Some(sink), false) = (&sink, lines.is_empty()) {
+                    let count = lines.len();
+                    since_trim += count;
+                    let trim = (since_trim >= TRIM_EVERY).then_some(keep);
+                    if trim.is_some() {
+                        since_trim = 0;
+                    }
+                    if let Err(e) = sink.append(lines, trim).await {
+                        tracing::warn!(error = %e, lines = count, "cannot append to the shared journal");
+                    }
+                } else if !lines.is_empty() {
                     let path = file.clone();
                     let count = lines.len();
                     let wrote =
@@ -154,7 +186,12 @@ impl Journal {
                 }
             }
         });
-        Journal { path, tx }
+        Journal {
+            path,
+            shared,
+            max_bytes,
+            tx,
+        }
     }
 
     /// Queues `line`; waits only while the queue is full.
@@ -181,8 +218,22 @@ impl Journal {
     /// is already current.
     pub(crate) async fn offer(&self, workspace: &Path) {
         self.flush().await;
-        let from = self.path.clone();
         let to = workspace.join(JOURNAL_IN_WORKSPACE);
+        if let Some(shared) = &self.shared {
+            let lines = match shared.recent(self.max_bytes).await {
+                Ok(lines) => lines,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the shared journal");
+                    return;
+                }
+            };
+            let copied = tokio::task::spawn_blocking(move || write_copy(&to, &lines)).await;
+            if let Ok(Err(e)) = copied {
+                tracing::warn!(error = %e, "cannot copy the journal into the workspace");
+            }
+            return;
+        }
+        let from = self.path.clone();
         let copied = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
             let Ok(journal) = std::fs::metadata(&from) else {
                 return Ok(());
@@ -214,6 +265,30 @@ impl Journal {
             tracing::warn!(error = %e, "cannot copy the journal into the workspace");
         }
     }
+}
+
+/// Writes `lines` as the read-only copy at `to`, unless it holds them.
+fn write_copy(to: &Path, lines: &[String]) -> std::io::Result<()> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let mut text = lines.join("\n");
+    text.push('\n');
+    if std::fs::read_to_string(to).is_ok_and(|old| old == text) {
+        return Ok(());
+    }
+    if let Some(dir) = to.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    match std::fs::remove_file(to) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    std::fs::write(to, text)?;
+    let mut perms = std::fs::metadata(to)?.permissions();
+    perms.set_readonly(true);
+    std::fs::set_permissions(to, perms)
 }
 
 #[cfg(test)]

@@ -269,6 +269,7 @@ impl AgentRuntime {
             crate::journal::Journal::start(
                 &options.state_dir,
                 agent.config.memory.journal_max_bytes,
+                shared.as_ref().map(|stores| stores.journal.clone()),
             )
         });
         let runtime = AgentRuntime {

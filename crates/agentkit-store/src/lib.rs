@@ -85,6 +85,35 @@ pub struct AgentStores {
     pub kv: Arc<dyn SharedKv>,
     pub artifacts: Arc<dyn SharedArtifacts>,
     pub memories: Arc<dyn SharedMemories>,
+    pub journal: Arc<dyn SharedJournal>,
+}
+
+/// The agent's journal (`[memory] journal = true`) as its hosts share
+/// it: lines in the order appended, the oldest let go past a budget.
+pub trait SharedJournal: Send + Sync + Debug {
+    /// Appends `lines` in order; with `keep_bytes`, then lets go of the
+    /// oldest lines past that many bytes in all (each line counted with
+    /// its newline; the newest is always kept).
+    fn append<'a>(&'a self, lines: Vec<String>, keep_bytes: Option<u64>) -> StoreFuture<'a, ()>;
+    /// The newest lines, oldest first, whose bytes (each with its
+    /// newline) add up to at most `max_bytes`; the newest one always.
+    fn recent<'a>(&'a self, max_bytes: u64) -> StoreFuture<'a, Vec<String>>;
+}
+
+/// The newest of `lines` (oldest first) that fit in `max_bytes`, each
+/// counted with its newline; the newest one always: how every store
+/// answers [`SharedJournal::recent`] and trims to `keep_bytes`.
+pub fn newest_within(lines: &[String], max_bytes: u64) -> usize {
+    let mut total = 0u64;
+    let mut kept = 0;
+    for line in lines.iter().rev() {
+        total += line.len() as u64 + 1;
+        if kept > 0 && total > max_bytes {
+            break;
+        }
+        kept += 1;
+    }
+    kept
 }
 
 /// The agent's session logs: contiguous indices per session, appended

@@ -58,6 +58,8 @@ struct Data {
     artifacts: BTreeMap<Key, ArtifactRow>,
     /// By (agent, id).
     memories: BTreeMap<Key, MemoryRow>,
+    /// By agent, oldest first.
+    journal: HashMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -171,7 +173,8 @@ impl SharedBackend for MemoryBackend {
             ab: part.clone(),
             kv: part.clone(),
             artifacts: part.clone(),
-            memories: part,
+            memories: part.clone(),
+            journal: part,
         }
     }
 }
@@ -1278,6 +1281,31 @@ impl SharedKv for Part {
             .map(|((_, k), (value, expires))| (k.clone(), value.clone(), *expires))
             .collect();
         ready(Ok(rows))
+    }
+}
+
+impl crate::SharedJournal for Part {
+    fn append<'a>(&'a self, lines: Vec<String>, keep_bytes: Option<u64>) -> StoreFuture<'a, ()> {
+        let mut data = self.data();
+        let journal = data.journal.entry(self.agent.clone()).or_default();
+        journal.extend(lines);
+        if let Some(keep) = keep_bytes {
+            let kept = crate::newest_within(journal, keep);
+            journal.drain(..journal.len() - kept);
+        }
+        ready(Ok(()))
+    }
+
+    fn recent<'a>(&'a self, max_bytes: u64) -> StoreFuture<'a, Vec<String>> {
+        let data = self.data();
+        let lines = data
+            .journal
+            .get(&self.agent)
+            .map_or_else(Vec::new, |journal| {
+                let kept = crate::newest_within(journal, max_bytes);
+                journal[journal.len() - kept..].to_vec()
+            });
+        ready(Ok(lines))
     }
 }
 

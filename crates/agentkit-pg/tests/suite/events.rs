@@ -271,3 +271,43 @@ async fn a_stream_opened_on_the_appending_host_replays_its_tail_without_a_read()
     let e = waiting.await.unwrap();
     assert_eq!((e.index, e.data["text"].as_str()), (2, Some("hello")));
 }
+
+/// A fork's log is the original's first events, copied inside the
+/// database: the next append goes on at the cut, the original is
+/// untouched, and a cut past the end is refused and makes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_copies_the_prefix_inside_the_database() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let store = host(&db.url).await;
+    let original = SessionId::parse("ses_pg_fork_from").unwrap();
+    store
+        .append_batch(
+            &original,
+            vec![delta("a", "a"), delta("ab", "b"), delta("abc", "c")],
+        )
+        .await
+        .unwrap();
+    let fork = SessionId::parse("ses_pg_fork_to").unwrap();
+    store.fork(&original, 2, &fork).await.unwrap();
+    assert_eq!(store.len(&fork).await.unwrap(), 2);
+    let appended = store
+        .append_batch(&fork, vec![delta("abx", "x")])
+        .await
+        .unwrap();
+    assert_eq!(appended[0].index, 2);
+    // Read from another host: the prefix's text rebuilt, the fork's id.
+    let other = host(&db.url).await;
+    let read = other.read(&fork, 0).await.unwrap();
+    let texts: Vec<&str> = read
+        .iter()
+        .map(|e| e.data["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["a", "ab", "abx"]);
+    assert!(read.iter().all(|e| e.session_id == fork));
+    assert_eq!(other.len(&original).await.unwrap(), 3);
+    let too_far = SessionId::parse("ses_pg_fork_far").unwrap();
+    assert!(store.fork(&original, 4, &too_far).await.is_err());
+    assert!(!other.exists(&too_far).await.unwrap());
+}

@@ -1,6 +1,7 @@
 //! The suites of `agentkit-pg`.
 
 mod events;
+mod journal;
 mod leases;
 mod mailbox;
 mod migrations;

@@ -148,6 +148,71 @@ fn the_journal_gets_a_line_per_settled_turn_shared_by_every_session() {
     assert!(std::fs::metadata(copy).unwrap().permissions().readonly());
 }
 
+/// A session's events read over HTTP (the hosts keep no log file on
+/// PostgreSQL).
+fn events_over_http(h: &Host, token: &str, id: &str) -> Vec<Value> {
+    let r = h.send(Request::get(&format!("/bot/v1/session/{id}/events")).bearer(token));
+    r.body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn settled_over_http(h: &Host, token: &str, id: &str, waits: usize) {
+    wait_until("the session to settle", || {
+        events_over_http(h, token, id)
+            .iter()
+            .filter(|e| e["type"] == "session.waiting")
+            .count()
+            >= waits
+    });
+}
+
+/// With `--database-url` the journal is the hosts' one: a session on the
+/// second host reads the lines of turns the first host ran, and no host
+/// keeps a file of its own.
+#[test]
+fn the_journal_is_shared_across_hosts_on_postgresql() {
+    let Some(db) = agentkit_test_support::pg::throwaway_database() else {
+        return;
+    };
+    let toml = journal_toml("");
+    let files = [("agent.toml", toml.as_str()), ("channels/http.toml", HTTP)];
+    let mut hosts: Vec<Host> = (0..2)
+        .map(|_| Host::new(JOURNAL_SCRIPT, &files, at(12, 0, 0)))
+        .collect();
+    for h in &mut hosts {
+        h.start(ServeOptions {
+            database_url: Some(db.url.clone()),
+            ..ServeOptions::default()
+        });
+    }
+    let (a, cont) = start_session(&hosts[0], "token-a", "first from alice");
+    settled_over_http(&hosts[0], "token-a", &a, 1);
+    follow_up(&hosts[0], "token-a", &a, &cont, "second from alice");
+    settled_over_http(&hosts[0], "token-a", &a, 2);
+    let (b, _) = start_session(&hosts[1], "token-b", "first from bob");
+    settled_over_http(&hosts[1], "token-b", &b, 1);
+    let events = events_over_http(&hosts[1], "token-b", &b);
+    let read = events
+        .iter()
+        .find(|e| e["type"] == "action.result")
+        .unwrap();
+    assert_eq!(read["data"]["isError"], false, "{read}");
+    let seen = read["data"]["output"].to_string();
+    assert!(
+        seen.contains("first from alice") && seen.contains("second from alice"),
+        "{seen}"
+    );
+    assert!(!seen.contains("first from bob"), "{seen}");
+    for h in &hosts {
+        assert!(
+            !h.dir.path().join("state/bot/memory/journal.jsonl").exists(),
+            "a host kept a journal file of its own"
+        );
+    }
+}
+
 #[test]
 fn the_journal_rotates_past_its_cap() {
     let toml = journal_toml("journal_max_bytes = 256\n");
