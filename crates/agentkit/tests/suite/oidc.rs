@@ -111,7 +111,8 @@ fn sign_in(s: &Server, idp: &Provider, next: &str) -> (String, String, Response)
 
 #[test]
 fn a_person_signs_in_with_pkce_and_the_cookie_authenticates() {
-    let idp = Provider::start();
+    // A provider without an end-session endpoint: logout stays local.
+    let idp = Provider::start_with(false);
     let s = host(&idp);
 
     // The playground sends a browser without a session to sign in.
@@ -212,15 +213,95 @@ fn a_person_signs_in_with_pkce_and_the_cookie_authenticates() {
         .unwrap();
     assert_eq!(r.status, 401);
 
-    // Logout clears the cookies.
+    // Logout clears the cookies; without an end-session endpoint it
+    // stays here, and no ID token was kept for it.
+    assert!(
+        !set_cookies(&done)
+            .iter()
+            .any(|c| c.starts_with("agentkit_idt=")),
+        "{:?}",
+        set_cookies(&done)
+    );
     let out = remote("GET", "/logout")
         .header("cookie", &cookies)
         .send(s.addr())
         .unwrap();
     assert_eq!(out.status, 303);
+    assert_eq!(out.header("location"), Some("/"));
     for c in set_cookies(&out) {
         assert!(c.contains("Max-Age=0"), "{c}");
     }
+}
+
+#[test]
+fn logout_ends_the_session_at_the_provider_when_it_has_an_end_session_endpoint() {
+    let idp = Provider::start();
+    let s = host(&idp);
+    let (cookies, _, done) = sign_in(&s, &idp, "/bot/playground");
+    let kept = set_cookies(&done)
+        .into_iter()
+        .find(|c| c.starts_with("agentkit_idt="))
+        .expect("the ID token kept for the logout");
+    assert!(kept.contains("HttpOnly"), "{kept}");
+    let cookies = format!("{cookies}; {}", cookie(&done, "agentkit_idt"));
+
+    let out = remote("GET", "/logout?next=%2Fbot%2Fplayground")
+        .header("cookie", &cookies)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(out.status, 303, "{}", out.body);
+    let to = out.header("location").unwrap().to_owned();
+    assert!(to.starts_with(&format!("{}/logout?", idp.issuer())), "{to}");
+    // The local session ends at once, whatever the provider does.
+    for name in ["agentkit_session", "agentkit_csrf", "agentkit_idt"] {
+        let c = set_cookies(&out)
+            .into_iter()
+            .find(|c| c.starts_with(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("{name} is not cleared"));
+        assert!(c.contains("Max-Age=0"), "{c}");
+    }
+    let pending = cookie(&out, "agentkit_logout");
+
+    let at_idp = Request::get(&path_of(&to)).send(idp.server.addr()).unwrap();
+    assert_eq!(at_idp.status, 302, "{}", at_idp.body);
+    let calls = idp.logouts();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let call = &calls[0];
+    assert_eq!(call["client_id"], CLIENT_ID);
+    assert_eq!(
+        call["post_logout_redirect_uri"],
+        format!("http://{}/logout/callback", s.addr())
+    );
+    assert!(
+        idp.issued().contains(&call["id_token_hint"]),
+        "the hint is the ID token the provider issued"
+    );
+    assert!(call["state"].len() >= 32, "{call:?}");
+
+    // Back from the provider: on to where the logout started.
+    let back = at_idp.header("location").unwrap().to_owned();
+    let done = remote("GET", &path_of(&back))
+        .header("cookie", &pending)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(done.status, 303, "{}", done.body);
+    assert_eq!(done.header("location"), Some("/bot/playground"));
+    assert!(cookie(&done, "agentkit_logout").ends_with('='));
+    // A forged state goes nowhere in particular.
+    let forged = remote("GET", "/logout/callback?state=forged")
+        .header("cookie", &pending)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(forged.header("location"), Some("/"));
+
+    // Without the kept ID token (an older sign-in) the provider is still
+    // asked, without a hint.
+    let out = remote("GET", "/logout").send(s.addr()).unwrap();
+    let to = out.header("location").unwrap();
+    assert!(
+        to.contains("client_id=") && !to.contains("id_token_hint"),
+        "{to}"
+    );
 }
 
 #[test]
