@@ -180,7 +180,16 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
     );
     let shutdown = CancellationToken::new();
     let telemetry = telemetry::Telemetry::start(&parts.telemetry);
-    telemetry.set_chain(auth::host_chain(&parts.auth, parts.dev));
+    let agent_roles = found
+        .host
+        .agents
+        .iter()
+        .map(|p| auth::role_map(&p.slug, &p.agent.config.auth))
+        .collect::<Result<Vec<_>>>()?;
+    telemetry.set_chain(roles::HostGuard {
+        chain: auth::host_chain(&parts.auth, parts.dev),
+        agents: agent_roles,
+    });
     let shared = mount::Shared {
         telemetry: &telemetry,
         state_root: &state_root,

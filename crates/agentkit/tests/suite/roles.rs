@@ -1,10 +1,12 @@
 //! Roles over HTTP: an agent whose `jwt` chain maps token groups to
 //! roles (`[auth.roles]` in `agent.toml`); every route of the code's role
 //! table is called by every role, and each answers `401`/`403` exactly
-//! when the table says the role falls short. A viewer reads its own
+//! when the table says the role falls short (the host's `/metrics` and
+//! `/v1/logs` too, with the agent's roles as the host's). A viewer reads its own
 //! sessions only; `/v1/info` names the caller's role.
 
 use agentkit::ServeOptions;
+use agentkit::auth::{AuthContext, CustomPolicy, Policy, PrincipalType};
 use agentkit::channels::Env;
 use agentkit_test_support::http::Request;
 use agentkit_test_support::jwt::{JwksServer, TestKey, now};
@@ -35,9 +37,30 @@ fn host(idp: &JwksServer) -> Server {
         ServeOptions {
             dev: true,
             env: Env::new(move |name| (name == "IDP_JWKS").then(|| url.clone())),
+            // The host routes run the host chain: here one that reads the
+            // same tokens' claims (their signatures are the agent
+            // chain's to check), so the agent's roles apply there too.
+            auth: Some(vec![Policy::Custom(claims_of_token())]),
             ..ServeOptions::default()
         },
     )
+}
+
+/// A verifier that admits any JWT-shaped bearer token as `jwt:<sub>`
+/// with its claims.
+fn claims_of_token() -> CustomPolicy {
+    use base64::Engine;
+    CustomPolicy::bearer("claims", |token: String| async move {
+        let payload = token.split('.').nth(1)?;
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(payload)
+            .ok()?;
+        let claims: serde_json::Map<String, Value> = serde_json::from_slice(&bytes).ok()?;
+        let sub = claims.get("sub")?.as_str()?.to_owned();
+        let mut ctx = AuthContext::new("claims", format!("jwt:{sub}"), PrincipalType::User);
+        ctx.claims = Some(std::sync::Arc::new(claims));
+        Some(ctx)
+    })
 }
 
 fn token(key: &TestKey, sub: &str, extra: Value) -> String {
@@ -141,6 +164,20 @@ fn every_route_answers_every_role_as_the_table_says() {
     let mut walked = 0;
     for (method, path, need) in &rows {
         let Some(rest) = path.strip_prefix("/<slug>") else {
+            // A host route (the agent prefix does not apply).
+            if need == "public" {
+                continue;
+            }
+            for (role, t) in &tokens {
+                let status = call(&s, method, path, Some(t));
+                if rank(role) >= rank(need) {
+                    assert_eq!(status, 200, "{role} {method} {path}: the table says {need}");
+                } else {
+                    assert_eq!(status, 403, "{role} {method} {path}: the table says {need}");
+                }
+                walked += 1;
+            }
+            assert_eq!(call(&s, method, path, None), 401, "anonymous {path}");
             continue;
         };
         let method = if method == "any" {
