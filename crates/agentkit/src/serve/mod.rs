@@ -42,6 +42,7 @@ mod edge;
 mod evals;
 mod files;
 mod handle;
+mod host_config;
 mod http;
 mod identity;
 mod jwks;
@@ -67,6 +68,7 @@ mod uploads;
 
 pub use edge::{EdgeOptions, FdLimit, raise_fd_limit};
 pub use handle::ServeHandle;
+pub use host_config::{apply_host_config, read_host_config};
 pub use limits::Rate;
 pub use oidc::OidcOptions;
 pub use options::{EnvFn, EnvLookup, Mode, ServeOptions};
