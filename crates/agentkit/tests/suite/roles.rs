@@ -74,6 +74,10 @@ fn token(key: &TestKey, sub: &str, extra: Value) -> String {
 
 /// A request from afar (never the `--dev` loopback operator).
 fn call(s: &Server, method: &str, path: &str, token: Option<&str>) -> u16 {
+    call_at(s.addr(), method, path, token)
+}
+
+fn call_at(addr: std::net::SocketAddr, method: &str, path: &str, token: Option<&str>) -> u16 {
     let mut r = Request::new(method, path)
         .host("agents.example")
         .header("x-forwarded-for", "203.0.113.9");
@@ -84,7 +88,7 @@ fn call(s: &Server, method: &str, path: &str, token: Option<&str>) -> u16 {
         r = r.json(&json!({}));
     }
     // The head is enough (a stream never ends by itself).
-    r.stream(s.addr()).unwrap().status
+    r.stream(addr).unwrap().status
 }
 
 fn start_session(s: &Server, token: &str) -> String {
@@ -274,4 +278,50 @@ fn a_viewer_reads_only_its_own_sessions() {
         .send(s.addr())
         .unwrap();
     assert_eq!(r.status, 200, "an operator by principal: {}", r.body);
+}
+
+/// On a host of several agents the host's figures need the role on every
+/// agent: an operator of one agent only is no operator of the host.
+#[test]
+fn the_host_routes_need_the_role_on_every_agent() {
+    let key = TestKey::rsa("k1");
+    let ops_everywhere = r#"model = "scripted:script.json"
+[auth.roles]
+operator = ["groups:agents-ops"]
+admin = ["groups:platform"]
+"#;
+    let ops_on_billing_only = r#"model = "scripted:script.json"
+[auth.roles]
+operator = ["groups:agents-ops", "groups:billing-ops"]
+admin = ["groups:platform"]
+"#;
+    let agent = |toml: &'static str| -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("agent.toml", toml),
+            ("script.json", r#"{"turns": []}"#),
+            ("instructions.md", "A test agent.\n"),
+        ]
+    };
+    let (billing, support) = (agent(ops_on_billing_only), agent(ops_everywhere));
+    let h = super::mcp::host(
+        &[("billing", &billing), ("support", &support)],
+        ServeOptions {
+            auth: Some(vec![Policy::Custom(claims_of_token())]),
+            ..ServeOptions::default()
+        },
+    );
+    let status = |path: &str, groups: &[&str]| {
+        let t = token(&key, "pat", json!({ "groups": groups }));
+        call_at(h.addr(), "GET", path, Some(&t))
+    };
+    // An operator of billing only: a user of the host.
+    assert_eq!(status("/metrics", &["billing-ops"]), 403);
+    assert_eq!(status("/metrics", &["agents-ops"]), 200);
+    assert_eq!(status("/v1/logs", &["agents-ops"]), 403);
+    assert_eq!(status("/v1/logs", &["platform"]), 200);
+    // The operator token (the suite's scraper) is admin everywhere.
+    assert_eq!(
+        call_at(h.addr(), "GET", "/v1/logs", Some(super::http::SCRAPER)),
+        200
+    );
 }
