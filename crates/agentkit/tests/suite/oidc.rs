@@ -554,3 +554,89 @@ fn behind_an_https_public_url_the_cookies_are_secure_and_origin_is_that_url() {
     // The request's own Host does not count when a public URL is set.
     assert_eq!(post("http://agents.example"), 401);
 }
+
+/// The host configuration file fills `ServeOptions`: its secrets by
+/// reference resolved (a file, a variable, the secret command), the
+/// OIDC client secret kept as a reference for sign-in to resolve; one it
+/// cannot resolve is an error at its line that holds no value.
+#[test]
+fn the_host_configuration_file_fills_the_options_with_its_secrets_resolved() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("database-url"),
+        "postgres://agentkit@db/agentkit\n",
+    )
+    .unwrap();
+    let path = dir.path().join("agentkit.toml");
+    let text = format!(
+        r#"[server]
+listen = "0.0.0.0:8080"
+public_url = "https://agents.example.com"
+state_root = "state"
+database_url = "${{file:{dir}/database-url}}"
+metrics_public = true
+
+[auth]
+operator_token = "${{secret:ops-token}}"
+bearer_token = "${{BEARER}}"
+
+[auth.oidc]
+issuer = "https://login.example.com/realms/acme"
+client_id = "agentkit"
+client_secret = "${{file:/run/secrets/oidc-client-secret}}"
+clock_skew = "30s"
+"#,
+        dir = dir.path().display()
+    );
+    std::fs::write(&path, &text).unwrap();
+    let config = agentkit::read_host_config(&path).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let options = |bearer: Option<&'static str>| ServeOptions {
+        env: Env::new(move |name| {
+            (name == "BEARER")
+                .then(|| bearer.map(str::to_owned))
+                .flatten()
+        }),
+        // Prints the secret's name: `${secret:ops-token}` is `ops-token`.
+        secret_command: agentkit::secrets::SecretCommand::parse("echo"),
+        ..ServeOptions::default()
+    };
+    let mut o = options(Some("b-token"));
+    rt.block_on(agentkit::apply_host_config(&config, &mut o))
+        .unwrap();
+    assert_eq!((o.host.to_string(), o.port), ("0.0.0.0".to_owned(), 8080));
+    assert_eq!(o.public_url.as_deref(), Some("https://agents.example.com"));
+    assert_eq!(o.state_root, Some(dir.path().join("state")));
+    assert_eq!(
+        o.database_url.as_deref(),
+        Some("postgres://agentkit@db/agentkit")
+    );
+    assert!(o.telemetry.metrics_public);
+    assert_eq!(o.operator_token.as_deref(), Some("ops-token"));
+    assert_eq!(o.bearer_token.as_deref(), Some("b-token"));
+    let oidc = o.oidc.unwrap();
+    assert_eq!(
+        oidc.client_secret.as_deref(),
+        Some("${file:/run/secrets/oidc-client-secret}")
+    );
+    assert_eq!(oidc.clock_skew, std::time::Duration::from_secs(30));
+    assert_eq!(oidc.scopes, ["profile", "email"]);
+
+    // An unset variable: the file, the line, the field.
+    let mut o = options(None);
+    let e = rt
+        .block_on(agentkit::apply_host_config(&config, &mut o))
+        .unwrap_err();
+    let agentkit::Error::HostConfig { diagnostics, .. } = e else {
+        panic!("{e}");
+    };
+    let shown: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(
+        shown[0].starts_with(&format!(
+            "{}:10:16: error[secret-unavailable]: `auth.bearer_token`",
+            path.display()
+        )),
+        "{shown:?}"
+    );
+}
