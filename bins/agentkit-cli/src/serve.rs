@@ -31,13 +31,19 @@ pub struct ServeArgs {
     /// The project, or a folder of projects.
     #[arg(long, default_value = ".", value_name = "PATH")]
     dir: PathBuf,
-    /// The port to listen on (0 picks a free one).
-    #[arg(long, default_value_t = 3000)]
-    port: u16,
-    /// The address to listen on. Anything but loopback is reachable from
-    /// the network: configure auth (--bearer-token) first.
-    #[arg(long, default_value = "127.0.0.1")]
-    host: IpAddr,
+    /// The host configuration file (TOML): `[server]`, `[auth]` and
+    /// `[auth.oidc]`, secrets by reference only (docs/reference/cli.md).
+    /// A flag, or its environment variable, wins over the file.
+    #[arg(long, env = "AGENTKIT_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The port to listen on (0 picks a free one) [default: 3000].
+    #[arg(long)]
+    port: Option<u16>,
+    /// The address to listen on [default: 127.0.0.1]. Anything but
+    /// loopback is reachable from the network: configure auth
+    /// (--bearer-token, OIDC) first.
+    #[arg(long)]
+    host: Option<IpAddr>,
     /// Development mode: the offline `test` model when none is configured.
     #[arg(long)]
     dev: bool,
@@ -204,9 +210,10 @@ pub struct ServeArgs {
         value_name = "AUD"
     )]
     oidc_audiences: Vec<String>,
-    /// How long a sign-in lasts (the session cookie's lifetime).
-    #[arg(long, value_name = "DURATION", default_value = "8h", value_parser = humantime::parse_duration)]
-    oidc_session_ttl: Duration,
+    /// How long a sign-in lasts (the session cookie's lifetime)
+    /// [default: 8h].
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    oidc_session_ttl: Option<Duration>,
 }
 
 impl ServeArgs {
@@ -306,29 +313,23 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(serve(args))
 }
 
-fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
+/// The options: the defaults, then the host configuration file, then the
+/// flags (and their environment variables) over both.
+async fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
     let mut providers = agentkit::credentials::resolve_providers(|k| std::env::var(k).ok());
     agentkit::credentials::apply_api_keys(&mut providers, &args.api_key)?;
-    let mut telemetry = agentkit::TelemetryOptions::from_env(|k| std::env::var(k).ok())?;
-    telemetry.metrics_public = args.metrics_public;
-    Ok(agentkit::ServeOptions {
+    let telemetry = agentkit::TelemetryOptions::from_env(|k| std::env::var(k).ok())?;
+    let mut options = agentkit::ServeOptions {
         telemetry,
-        host: args.host,
-        port: args.port,
-        state_root: args.state_root.clone(),
         dev: args.dev,
         mode: match args.mode {
             MountMode::Multi => agentkit::Mode::Multi,
             MountMode::Single => agentkit::Mode::Single,
         },
-        bearer_token: args.bearer_token.clone(),
         allow_anonymous: args.allow_anonymous,
-        operator_token: args.operator_token.clone(),
-        public_url: args.public_url.clone(),
         a2a_push_private_networks: args.a2a_push_private_networks,
         schedules: !args.no_schedules,
         playground: !args.no_playground,
-        database_url: args.database_url.clone(),
         default_model: std::env::var("AGENTKIT_MODEL")
             .ok()
             .filter(|m| !m.is_empty()),
@@ -342,19 +343,6 @@ fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
                 timeout: args.secret_command_timeout,
                 ..command
             }),
-        oidc: args.oidc_issuer.as_ref().map(|issuer| {
-            let mut o = agentkit::OidcOptions::new(
-                issuer.clone(),
-                args.oidc_client_id.clone().unwrap_or_default(),
-            );
-            o.client_secret = args.oidc_client_secret.clone();
-            if !args.oidc_scopes.is_empty() {
-                o.scopes = args.oidc_scopes.clone();
-            }
-            o.audiences = args.oidc_audiences.clone();
-            o.session_ttl = args.oidc_session_ttl;
-            o
-        }),
         providers,
         edge: agentkit::EdgeOptions {
             header_read_timeout: args.header_timeout,
@@ -370,20 +358,82 @@ fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
             fd_headroom: args.fd_headroom,
         },
         ..agentkit::ServeOptions::default()
-    })
+    };
+    if let Some(path) = &args.config {
+        let config = agentkit::read_host_config(path)?;
+        agentkit::apply_host_config(&config, &mut options).await?;
+    }
+    override_with_flags(args, &mut options);
+    Ok(options)
+}
+
+/// What the command line names, over the file's values.
+fn override_with_flags(args: &ServeArgs, options: &mut agentkit::ServeOptions) {
+    fn set<T: Clone>(target: &mut T, flag: &Option<T>) {
+        if let Some(value) = flag {
+            *target = value.clone();
+        }
+    }
+    fn set_some<T: Clone>(target: &mut Option<T>, flag: &Option<T>) {
+        if flag.is_some() {
+            target.clone_from(flag);
+        }
+    }
+    set(&mut options.host, &args.host);
+    set(&mut options.port, &args.port);
+    set_some(&mut options.state_root, &args.state_root);
+    set_some(&mut options.bearer_token, &args.bearer_token);
+    set_some(&mut options.operator_token, &args.operator_token);
+    set_some(&mut options.public_url, &args.public_url);
+    set_some(&mut options.database_url, &args.database_url);
+    if args.metrics_public {
+        options.telemetry.metrics_public = true;
+    }
+    if args.allow_anonymous {
+        // It conflicts with `--bearer-token`, not with the file's token:
+        // the flag wins.
+        options.bearer_token = None;
+    }
+    if let Some(issuer) = &args.oidc_issuer {
+        let oidc = options
+            .oidc
+            .get_or_insert_with(|| agentkit::OidcOptions::new(issuer.clone(), String::new()));
+        oidc.issuer.clone_from(issuer);
+    }
+    if let Some(oidc) = options.oidc.as_mut() {
+        set(&mut oidc.client_id, &args.oidc_client_id);
+        set_some(&mut oidc.client_secret, &args.oidc_client_secret);
+        if !args.oidc_scopes.is_empty() {
+            oidc.scopes = args.oidc_scopes.clone();
+        }
+        if !args.oidc_audiences.is_empty() {
+            oidc.audiences = args.oidc_audiences.clone();
+        }
+        set(&mut oidc.session_ttl, &args.oidc_session_ttl);
+    }
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // Before the server answers anything: a SIGTERM sent as soon as it is
     // healthy shuts it down gracefully instead of killing it.
     let stop = agentkit::shutdown_signal();
-    let options = options(&args)?;
+    let options = match options(&args).await {
+        Ok(options) => options,
+        Err(e) => {
+            if let Some(agentkit::Error::HostConfig { diagnostics, .. }) = e.downcast_ref() {
+                for d in diagnostics {
+                    writeln!(anstream::stderr(), "{d}")?;
+                }
+            }
+            return Err(e.context("not serving"));
+        }
+    };
     let warnings = Warnings {
         dev_fallback: options.dev && options.default_model.is_none(),
-        exposed: !args.host.is_loopback()
+        exposed: !options.host.is_loopback()
             && options.bearer_token.is_none()
             && options.oidc.is_none(),
-        anonymous: !args.host.is_loopback() && options.allow_anonymous,
+        anonymous: !options.host.is_loopback() && options.allow_anonymous,
     };
     let handle = match agentkit::serve(&args.dir, options).await {
         Ok(h) => h,

@@ -47,8 +47,9 @@ pub use crate::{
     identity::{IdentityClaims, IdentityConfig, IdentityError, IdentityIssuer, MintedToken},
     jwt::{JwksFetcher, JwksFuture, JwtAlgorithm, JwtConfig, JwtPolicy},
     oidc::{
-        CSRF_COOKIE, CSRF_HEADER, LOGIN_COOKIE, LoginStart, Oidc, OidcConfig, OidcMetadata,
-        PendingLogin, SESSION_COOKIE, SignedIn, cookie_value, form_encode,
+        CSRF_COOKIE, CSRF_HEADER, ID_TOKEN_COOKIE, LOGIN_COOKIE, LOGOUT_COOKIE, LoginStart,
+        LogoutStart, Oidc, OidcConfig, OidcMetadata, PendingLogin, SESSION_COOKIE, SignedIn,
+        cookie_value, form_encode,
     },
     operator::{OPERATOR_PRINCIPAL, Operators},
     policy::{BearerToken, Policy},

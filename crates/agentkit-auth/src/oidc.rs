@@ -15,7 +15,17 @@
 //! agentkit_login    HttpOnly, SameSite=Lax, 10 min: state, nonce, PKCE verifier, where to go next
 //! agentkit_session  HttpOnly, SameSite=Lax, session_ttl: principal, the claims roles read, expiry, CSRF token
 //! agentkit_csrf     readable by the page, SameSite=Lax: the same CSRF token, for `X-Agentkit-Csrf`
+//! agentkit_idt      HttpOnly, SameSite=Lax, session_ttl: the ID token, for `id_token_hint` at logout
+//!                   (only when the provider has an `end_session_endpoint`)
+//! agentkit_logout   HttpOnly, SameSite=Lax, 10 min: the logout's state and where to go next
 //! ```
+//!
+//! Logout is local (the cookies cleared) and, when discovery names an
+//! `end_session_endpoint`, RP-initiated at the provider too (OpenID
+//! Connect RP-Initiated Logout 1.0): [`Oidc::begin_logout`] sends the
+//! browser there with `id_token_hint`, `client_id`,
+//! `post_logout_redirect_uri` and a `state` that
+//! [`Oidc::finish_logout`] checks when it comes back.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -42,6 +52,10 @@ pub const SESSION_COOKIE: &str = "agentkit_session";
 pub const CSRF_COOKIE: &str = "agentkit_csrf";
 /// The pending-login cookie (between `/login` and its callback).
 pub const LOGIN_COOKIE: &str = "agentkit_login";
+/// The ID token kept for `id_token_hint` (with an end-session endpoint).
+pub const ID_TOKEN_COOKIE: &str = "agentkit_idt";
+/// The pending-logout cookie (between `/logout` and its callback).
+pub const LOGOUT_COOKIE: &str = "agentkit_logout";
 /// The header a cookie-authenticated state-changing request carries.
 pub const CSRF_HEADER: &str = "x-agentkit-csrf";
 
@@ -224,6 +238,27 @@ struct LoginPayload {
     n: String,
     next: String,
     exp: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct IdTokenPayload {
+    t: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct LogoutPayload {
+    s: String,
+    next: String,
+    exp: u64,
+}
+
+/// What `/logout` answers when the provider ends its session too: where
+/// to send the browser (the provider's end-session endpoint) and the
+/// `Set-Cookie` values (the session's cleared, the pending logout set).
+#[derive(Debug)]
+pub struct LogoutStart {
+    pub location: String,
+    pub set_cookies: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -420,14 +455,103 @@ impl Oidc {
                     .to_owned(),
             );
         }
-        Ok((
-            vec![
-                self.cookie(SESSION_COOKIE, &sealed, config.session_ttl, true),
-                self.cookie(CSRF_COOKIE, &csrf, config.session_ttl, false),
-                self.clear(LOGIN_COOKIE, true),
-            ],
-            ctx.principal_id,
-        ))
+        let mut cookies = vec![
+            self.cookie(SESSION_COOKIE, &sealed, config.session_ttl, true),
+            self.cookie(CSRF_COOKIE, &csrf, config.session_ttl, false),
+            self.clear(LOGIN_COOKIE, true),
+        ];
+        if self.inner.metadata.end_session_endpoint.is_some() {
+            let kept = self.seal(
+                ID_TOKEN_COOKIE,
+                &IdTokenPayload {
+                    t: id_token.to_owned(),
+                },
+            )?;
+            // A token too large for a cookie: logout goes without the hint.
+            if kept.len() <= 3800 {
+                cookies.push(self.cookie(ID_TOKEN_COOKIE, &kept, config.session_ttl, true));
+            }
+        }
+        Ok((cookies, ctx.principal_id))
+    }
+
+    /// Starts a logout at the provider when discovery named an
+    /// `end_session_endpoint` (`None`: logout stays local): the local
+    /// cookies cleared, a fresh `state` sealed with `next` in the
+    /// pending-logout cookie, and the endpoint with `id_token_hint` (the
+    /// kept ID token, when the request carries it), `client_id`,
+    /// `post_logout_redirect_uri` and `state`.
+    pub fn begin_logout(
+        &self,
+        cookie_header: &str,
+        post_logout_redirect_uri: &str,
+        next: &str,
+    ) -> Result<Option<LogoutStart>, String> {
+        let Some(endpoint) = &self.inner.metadata.end_session_endpoint else {
+            return Ok(None);
+        };
+        let hint = cookie_value(cookie_header, ID_TOKEN_COOKIE)
+            .and_then(|sealed| self.open::<IdTokenPayload>(ID_TOKEN_COOKIE, sealed).ok())
+            .map(|p| p.t);
+        let state = random_token()?;
+        let payload = LogoutPayload {
+            s: state.clone(),
+            next: safe_next(next).to_owned(),
+            exp: unix_now() + LOGIN_TTL.as_secs(),
+        };
+        let mut query = Vec::new();
+        if let Some(hint) = &hint {
+            query.push(("id_token_hint", hint.as_str()));
+        }
+        query.extend([
+            ("client_id", self.inner.config.client_id.as_str()),
+            ("post_logout_redirect_uri", post_logout_redirect_uri),
+            ("state", state.as_str()),
+        ]);
+        let query = query
+            .iter()
+            .map(|(k, v)| format!("{k}={}", form_encode(v)))
+            .collect::<Vec<_>>()
+            .join("&");
+        let sep = if endpoint.contains('?') { '&' } else { '?' };
+        let mut set_cookies = self.logout_cookies();
+        set_cookies.push(self.cookie(
+            LOGOUT_COOKIE,
+            &self.seal(LOGOUT_COOKIE, &payload)?,
+            LOGIN_TTL,
+            true,
+        ));
+        Ok(Some(LogoutStart {
+            location: format!("{endpoint}{sep}{query}"),
+            set_cookies,
+        }))
+    }
+
+    /// The provider sent the browser back from its end-session endpoint:
+    /// where to go next when `state` matches the pending logout (why
+    /// not, in words for the log), and the cookie that clears it.
+    pub fn finish_logout(
+        &self,
+        cookie_header: &str,
+        state: &str,
+    ) -> (Result<String, String>, String) {
+        let clear = self.clear(LOGOUT_COOKIE, true);
+        let next = cookie_value(cookie_header, LOGOUT_COOKIE)
+            .ok_or_else(|| "no pending logout (the logout cookie is missing)".to_owned())
+            .and_then(|sealed| self.open::<LogoutPayload>(LOGOUT_COOKIE, sealed))
+            .and_then(|p| {
+                if p.exp < unix_now() {
+                    Err("the logout took too long".to_owned())
+                } else if bool::from(subtle::ConstantTimeEq::ct_eq(
+                    p.s.as_bytes(),
+                    state.as_bytes(),
+                )) {
+                    Ok(p.next)
+                } else {
+                    Err("the state does not match the pending logout".to_owned())
+                }
+            });
+        (next, clear)
     }
 
     /// The `Set-Cookie` values that end a session.
@@ -436,6 +560,7 @@ impl Oidc {
             self.clear(SESSION_COOKIE, true),
             self.clear(CSRF_COOKIE, false),
             self.clear(LOGIN_COOKIE, true),
+            self.clear(ID_TOKEN_COOKIE, true),
         ]
     }
 

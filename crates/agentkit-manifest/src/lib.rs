@@ -44,6 +44,7 @@ mod config;
 mod connections;
 mod evals;
 mod hooks;
+mod host_config;
 mod sandbox;
 mod schedules;
 mod skills;
@@ -59,6 +60,7 @@ pub use diagnostic::{Code, Diagnostic, Diagnostics, Position, Severity};
 pub use discover::{Discovery, discover};
 pub use error::{Error, Result};
 pub use evals::MAX_EVAL_CONCURRENCY;
+pub use host_config::{HostAuth, HostConfig, HostOidc, HostServer, SecretRef, read_host_config};
 pub use model::{
     Admission, Agent, AgentConfig, Approval, ArtifactKind, Artifacts, AuthConfig, AuthPolicy,
     BUILTIN_TOOLS, BearerToken, CallToolAction, CalledTool, Channel, ChannelKind, Command,

@@ -5,7 +5,9 @@
 //! `nonce` and an S256 `code_challenge`), and a token endpoint that checks
 //! the client's Basic credentials, the redirect URI, single use of the
 //! code and the PKCE verifier before it signs an ID token (with the nonce)
-//! and an access token (`aud` = `agentkit-api`).
+//! and an access token (`aud` = `agentkit-api`), and an end-session
+//! endpoint (RP-Initiated Logout 1.0) that records each call and sends
+//! the browser back to its `post_logout_redirect_uri` with the `state`.
 
 // A test's stand-in: a broken invariant here should fail the test loudly.
 #![allow(clippy::expect_used)]
@@ -40,6 +42,8 @@ struct ProviderState {
     /// Every code and token handed out.
     issued: Vec<String>,
     codes: u64,
+    /// The query of each call to the end-session endpoint.
+    logouts: Vec<HashMap<String, String>>,
 }
 
 /// The provider stand-in.
@@ -89,8 +93,15 @@ pub fn decode(s: &str) -> String {
 }
 
 impl Provider {
-    /// Starts the provider on loopback; `alice` signs in until told otherwise.
+    /// Starts the provider on loopback, with an end-session endpoint;
+    /// `alice` signs in until told otherwise.
     pub fn start() -> Provider {
+        Provider::start_with(true)
+    }
+
+    /// Starts the provider; `end_session`: discovery names the
+    /// end-session endpoint (`/logout`).
+    pub fn start_with(end_session: bool) -> Provider {
         let key = Arc::new(TestKey::rsa("idp-1"));
         let state = Arc::new(Mutex::new(ProviderState {
             user: ("alice".into(), json!({})),
@@ -101,9 +112,8 @@ impl Provider {
         let server = MockServer::start(move |req: &Recorded| {
             let base = b.get().expect("the provider stand-in").clone();
             match (req.method.as_str(), req.path.as_str()) {
-                ("GET", "/.well-known/openid-configuration") => MockResponse::json(
-                    200,
-                    &json!({
+                ("GET", "/.well-known/openid-configuration") => {
+                    let mut doc = json!({
                         "issuer": base,
                         "authorization_endpoint": format!("{base}/authorize"),
                         "token_endpoint": format!("{base}/token"),
@@ -112,8 +122,27 @@ impl Provider {
                         "subject_types_supported": ["public"],
                         "id_token_signing_alg_values_supported": ["RS256"],
                         "code_challenge_methods_supported": ["S256"],
-                    }),
-                ),
+                    });
+                    if end_session {
+                        doc["end_session_endpoint"] = json!(format!("{base}/logout"));
+                    }
+                    MockResponse::json(200, &doc)
+                }
+                ("GET", "/logout") if end_session => {
+                    let q = form(req.query.as_deref().unwrap_or(""));
+                    let mut st = st.lock().expect("the provider stand-in");
+                    st.logouts.push(q.clone());
+                    // A hint must be an ID token this provider issued.
+                    let hint_ok = q.get("id_token_hint").is_none_or(|h| st.issued.contains(h));
+                    match q.get("post_logout_redirect_uri") {
+                        Some(to) if hint_ok => {
+                            let state = q.get("state").map(|s| encode(s)).unwrap_or_default();
+                            MockResponse::text(302, "")
+                                .header("location", &format!("{to}?state={state}"))
+                        }
+                        _ => MockResponse::text(200, "signed out at the provider"),
+                    }
+                }
                 ("GET", "/jwks") => MockResponse::json(200, &jwks(&[&k])),
                 ("GET", "/authorize") => {
                     let q = form(req.query.as_deref().unwrap_or(""));
@@ -222,6 +251,15 @@ impl Provider {
             .lock()
             .expect("the provider stand-in")
             .issued
+            .clone()
+    }
+
+    /// The query of each call to the end-session endpoint so far.
+    pub fn logouts(&self) -> Vec<HashMap<String, String>> {
+        self.state
+            .lock()
+            .expect("the provider stand-in")
+            .logouts
             .clone()
     }
 

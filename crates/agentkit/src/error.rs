@@ -11,6 +11,12 @@ pub enum Error {
     Invalid {
         diagnostics: agentkit_manifest::Diagnostics,
     },
+    /// The host configuration file (`--config`) has errors.
+    #[error("the host configuration `{path}` has {} error(s)", .diagnostics.error_count())]
+    HostConfig {
+        path: String,
+        diagnostics: agentkit_manifest::Diagnostics,
+    },
     #[error("{message}")]
     Config { message: String },
     /// An `agentkit mcp login` step failed.

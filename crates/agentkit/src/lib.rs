@@ -87,8 +87,8 @@ pub use error::{Error, Result};
 pub use serve::{
     EdgeOptions, EnvFn, EnvLookup, FdLimit, HostArtifacts, HostFiles, HostGithub, HostMcp,
     HostReminders, HostSend, HostSent, HostServices, HostSessions, HostSlack, Mode, OidcOptions,
-    OtlpProtocol, Rate, ServeHandle, ServeOptions, TelemetryOptions, raise_fd_limit,
-    role_table_markdown, serve, shutdown_signal,
+    OtlpProtocol, Rate, ServeHandle, ServeOptions, TelemetryOptions, apply_host_config,
+    raise_fd_limit, read_host_config, role_table_markdown, serve, shutdown_signal,
 };
 
 /// The project format: discovery, the manifest types and diagnostics.

@@ -116,6 +116,33 @@ fn trim_line_end(mut text: String) -> String {
     text
 }
 
+/// One secret's reference from the host's own configuration (a flag,
+/// the host configuration file) resolved: `${VAR}` from `env`,
+/// `${file:/path}`, `${secret:name}` from `command`. A bare value is
+/// refused (it would sit in a process list or a file); no message
+/// carries a value.
+pub(crate) async fn resolve_reference(
+    reference: &str,
+    env: &crate::EnvLookup,
+    command: Option<&SecretCommand>,
+) -> Result<String, String> {
+    let inner = reference
+        .strip_prefix("${")
+        .and_then(|r| r.strip_suffix('}'))
+        .ok_or("it must be a reference: `${VAR}`, `${file:/path}` or `${secret:name}`")?;
+    let value = if let Some(path) = inner.strip_prefix("file:") {
+        read_file(path)?
+    } else if let Some(name) = inner.strip_prefix("secret:") {
+        match command {
+            Some(command) => command.fetch(name).await?,
+            None => return Err("`${secret:…}` needs `--secret-command`".to_owned()),
+        }
+    } else {
+        env.get(inner)
+    };
+    value.ok_or_else(|| format!("`{reference}` is empty or unset"))
+}
+
 /// Reads `path` for `${file:…}`: its contents, `Ok(None)` when empty, or
 /// why it cannot (never its contents).
 pub(crate) fn read_file(path: &str) -> Result<Option<String>, String> {

@@ -23,6 +23,7 @@ fn the_guide_shows_the_deploy_files_as_they_are() {
     for rel in [
         "deploy/Dockerfile",
         "deploy/agentkit.service",
+        "deploy/agentkit.toml",
         "deploy/kubernetes/agentkit.yaml",
     ] {
         assert!(
@@ -30,6 +31,70 @@ fn the_guide_shows_the_deploy_files_as_they_are() {
             "docs/guides/deploy.md does not show {rel} as it is"
         );
     }
+}
+
+/// The host configuration file each recipe's `--config` names: the
+/// systemd unit's `deploy/agentkit.toml`, the Kubernetes ConfigMap's
+/// `agentkit.toml`.
+fn config_of(what: &str) -> Option<String> {
+    match what {
+        "systemd unit" => Some(read("deploy/agentkit.toml")),
+        "Kubernetes" => {
+            let manifest = read("deploy/kubernetes/agentkit.yaml");
+            let at = manifest
+                .find("  agentkit.toml: |\n")
+                .expect("the ConfigMap's file");
+            let text: Vec<&str> = manifest[at..]
+                .lines()
+                .skip(1)
+                .take_while(|l| *l != "---")
+                .map(|l| l.strip_prefix("    ").unwrap_or(l))
+                .collect();
+            Some(text.join("\n") + "\n")
+        }
+        _ => None,
+    }
+}
+
+/// `text` made local to this test: its secrets files under `secrets`
+/// (written here), its state root `state`, its port `port`; the shared
+/// database a throwaway one (its line dropped when no PostgreSQL is
+/// reachable outside CI).
+fn local_config(
+    text: &str,
+    dir: &Path,
+    state: &Path,
+    port: &str,
+) -> (PathBuf, Option<agentkit_test_support::pg::PgDatabase>) {
+    let secrets = dir.join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    std::fs::write(secrets.join("operator-token"), "ops-token\n").unwrap();
+    let mut text = text
+        .replace(
+            "/run/credentials/agentkit.service/",
+            &format!("{}/", secrets.display()),
+        )
+        .replace("/run/secrets/agentkit/", &format!("{}/", secrets.display()))
+        .replace("/var/lib/agentkit", &state.display().to_string())
+        .replace("0.0.0.0:3000", &format!("127.0.0.1:{port}"))
+        .replace("127.0.0.1:3000", &format!("127.0.0.1:{port}"));
+    let mut database = None;
+    if text.contains("database-url") {
+        database = agentkit_test_support::pg::throwaway_database();
+        match &database {
+            Some(db) => std::fs::write(secrets.join("database-url"), &db.url).unwrap(),
+            None => {
+                text = text
+                    .lines()
+                    .filter(|l| !l.starts_with("database_url"))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+            }
+        }
+    }
+    let path = dir.join("agentkit.toml");
+    std::fs::write(&path, text).unwrap();
+    (path, database)
 }
 
 /// The server arguments of each recipe (after `agentkit`).
@@ -73,11 +138,26 @@ fn each_recipe_command_serves_the_probe_path_and_stops_on_sigterm() {
         let state = tempfile::tempdir().unwrap();
         let port = agentkit_test_support::process::free_port().to_string();
         let agents = super::fixtures().join("agents");
+        let etc = tempfile::tempdir().unwrap();
+        let config = match config_of(what) {
+            Some(text) => {
+                assert!(
+                    args.iter().any(|a| a == "--config"),
+                    "{what} names its file"
+                );
+                Some(local_config(&text, etc.path(), state.path(), &port))
+            }
+            None => None,
+        };
         // The recipe's paths and address, made local to this test.
         let local: Vec<String> = args
             .iter()
             .map(|a| match a.as_str() {
                 "/srv/agents" => agents.display().to_string(),
+                "/etc/agentkit/agentkit.toml" => match &config {
+                    Some((path, _)) => path.display().to_string(),
+                    None => a.clone(),
+                },
                 "/var/lib/agentkit" => state.path().display().to_string(),
                 "0.0.0.0" => "127.0.0.1".to_owned(),
                 "3000" => port.clone(),
@@ -98,6 +178,11 @@ fn each_recipe_command_serves_the_probe_path_and_stops_on_sigterm() {
             Duration::from_secs(30),
         );
         assert!(status.success(), "{what}: {local:?} exited with {status}");
+        // The file's state root was used.
+        assert!(
+            std::fs::read_dir(state.path()).unwrap().next().is_some(),
+            "{what}: nothing under the state root"
+        );
     }
 }
 

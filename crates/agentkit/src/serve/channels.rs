@@ -372,9 +372,17 @@ pub(crate) async fn start(
         }
     }
     // Every channel reads bodies within a known limit, so a 413 can name
-    // it (and `GET /v1/info` shows it).
+    // it (and `GET /v1/info` shows it). A chain that yields claims (`jwt`,
+    // OIDC, a verifier's) names its principal's tenant as the agent's
+    // other chains do, so the sessions its routes make carry it.
+    let tenant_claim = &project.agent.config.auth.tenant_claim;
     for def in &mut defs {
         def.max_body.get_or_insert(setup.body_limit);
+        if let Some(chain) = &mut def.auth
+            && chain.tenant_claim.is_none()
+        {
+            chain.tenant_claim.clone_from(tenant_claim);
+        }
     }
     let host: Arc<dyn SessionHost> = Arc::new(RuntimeHost {
         runtime: runtime.clone(),
@@ -386,7 +394,8 @@ pub(crate) async fn start(
         ChannelHostOptions {
             state_dir,
             prefix: setup.prefix.to_owned(),
-            default_chain: default_chain(setup.auth, Surface::CustomChannel),
+            default_chain: default_chain(setup.auth, Surface::CustomChannel)
+                .with_tenant_claim(tenant_claim.clone()),
             states: setup.states.clone(),
         },
     )

@@ -268,6 +268,18 @@ pub(crate) async fn authenticate(
     headers: &HeaderMap,
     body: &[u8],
 ) -> ApiResult<(Owner, Role)> {
+    let ctx = admit_context(chain, peer, method, headers, body).await?;
+    Ok((Owner::from_auth(&ctx), ctx.role()))
+}
+
+/// Runs `chain` over the request: the admitted context, or `401`.
+pub(crate) async fn admit_context(
+    chain: &Chain,
+    peer: Option<std::net::IpAddr>,
+    method: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> ApiResult<agentkit_auth::AuthContext> {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     let mut parts = RequestParts::new(peer).with_body(body).with_method(method);
     if let Some(host) = host {
@@ -277,7 +289,7 @@ pub(crate) async fn authenticate(
         parts.headers.push((name.as_str(), value.as_bytes()));
     }
     match chain.admit(&parts).await {
-        Ok(ctx) => Ok((Owner::from_auth(&ctx), ctx.role())),
+        Ok(ctx) => Ok(ctx),
         Err(denied) => {
             tracing::info!(peer = ?peer, reasons = ?denied.refusals(), "request denied");
             Err(ApiError::new(

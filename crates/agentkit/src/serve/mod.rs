@@ -42,6 +42,7 @@ mod edge;
 mod evals;
 mod files;
 mod handle;
+mod host_config;
 mod http;
 mod identity;
 mod jwks;
@@ -67,6 +68,7 @@ mod uploads;
 
 pub use edge::{EdgeOptions, FdLimit, raise_fd_limit};
 pub use handle::ServeHandle;
+pub use host_config::{apply_host_config, read_host_config};
 pub use limits::Rate;
 pub use oidc::OidcOptions;
 pub use options::{EnvFn, EnvLookup, Mode, ServeOptions};
@@ -180,7 +182,16 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
     );
     let shutdown = CancellationToken::new();
     let telemetry = telemetry::Telemetry::start(&parts.telemetry);
-    telemetry.set_chain(auth::host_chain(&parts.auth, parts.dev));
+    let agent_roles = found
+        .host
+        .agents
+        .iter()
+        .map(|p| auth::role_map(&p.slug, &p.agent.config.auth))
+        .collect::<Result<Vec<_>>>()?;
+    telemetry.set_chain(roles::HostGuard {
+        chain: auth::host_chain(&parts.auth, parts.dev),
+        agents: agent_roles,
+    });
     let shared = mount::Shared {
         telemetry: &telemetry,
         state_root: &state_root,

@@ -3,7 +3,9 @@
 //! `jwt` policy's fetcher, and the routes of the authorization-code flow
 //! with PKCE: `GET /login?next=…` (to the provider), `GET
 //! /login/callback` (the code exchanged at the token endpoint, the ID
-//! token checked, the session cookie set) and `GET|POST /logout`. Every
+//! token checked, the session cookie set), `GET|POST /logout` (the
+//! cookies cleared; on to the provider's end-session endpoint when it
+//! has one) and `GET /logout/callback` (back from there). Every
 //! fetch has a timeout and a size cap; no message carries the client
 //! secret, a code, a token or a cookie. The cookie and token checks are
 //! `agentkit_auth::Oidc`'s; every agent's built-in chain takes its policy
@@ -94,9 +96,9 @@ pub(crate) async fn start(options: &OidcOptions, start: Start<'_>) -> Result<Oid
     }
     let secret = match &options.client_secret {
         Some(reference) => Some(
-            resolve_secret(reference, &start)
+            crate::secrets::resolve_reference(reference, start.env, start.secret_command)
                 .await
-                .map_err(config_error)?,
+                .map_err(|e| config_error(format!("the client secret: {e}")))?,
         ),
         None => None,
     };
@@ -123,29 +125,6 @@ pub(crate) async fn start(options: &OidcOptions, start: Start<'_>) -> Result<Oid
     Ok(oidc)
 }
 
-/// The client secret's reference, resolved: `${VAR}`, `${file:/path}`,
-/// `${secret:name}`. A bare value is refused (it would sit in a process
-/// list or a file).
-async fn resolve_secret(reference: &str, start: &Start<'_>) -> std::result::Result<String, String> {
-    let inner = reference
-        .strip_prefix("${")
-        .and_then(|r| r.strip_suffix('}'))
-        .ok_or(
-            "the client secret must be a reference: `${VAR}`, `${file:/path}` or `${secret:name}`",
-        )?;
-    let value = if let Some(path) = inner.strip_prefix("file:") {
-        crate::secrets::read_file(path)?
-    } else if let Some(name) = inner.strip_prefix("secret:") {
-        match start.secret_command {
-            Some(command) => command.fetch(name).await?,
-            None => return Err("`${secret:…}` needs `--secret-command`".to_owned()),
-        }
-    } else {
-        start.env.get(inner)
-    };
-    value.ok_or_else(|| format!("the client secret `{reference}` is empty or unset"))
-}
-
 /// GETs `url` (200 only, capped, with a timeout).
 async fn fetch(url: &str) -> std::result::Result<Vec<u8>, String> {
     super::jwks::get_json_capped(url, FETCH_TIMEOUT, MAX_RESPONSE_BYTES).await
@@ -156,18 +135,24 @@ struct Login {
     oidc: Oidc,
     /// `<origin>/login/callback`, registered at the provider.
     redirect_uri: Arc<str>,
+    /// `<origin>/logout/callback`, registered at the provider as the
+    /// post-logout redirect URI (when it has an end-session endpoint).
+    post_logout_uri: Arc<str>,
 }
 
 /// The sign-in routes, at the host's root.
 pub(crate) fn routes(oidc: Oidc, origin: &str) -> Router {
+    let origin = origin.trim_end_matches('/');
     let state = Login {
         oidc,
-        redirect_uri: format!("{}/login/callback", origin.trim_end_matches('/')).into(),
+        redirect_uri: format!("{origin}/login/callback").into(),
+        post_logout_uri: format!("{origin}/logout/callback").into(),
     };
     Router::new()
         .route("/login", get(login))
         .route("/login/callback", get(callback))
         .route("/logout", get(logout).post(logout))
+        .route("/logout/callback", get(logout_callback))
         .with_state(state)
 }
 
@@ -208,13 +193,7 @@ async fn callback(
     let (Some(code), Some(state)) = (q.code, q.state) else {
         return failed("the callback has no code or state");
     };
-    let cookies = headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect::<Vec<_>>()
-        .join("; ");
-    let pending = match login.oidc.pending_login(&cookies, &state) {
+    let pending = match login.oidc.pending_login(&cookie_header(&headers), &state) {
         Ok(p) => p,
         Err(e) => return failed(&e),
     };
@@ -279,12 +258,59 @@ async fn exchange(
         .ok_or_else(|| "the token response has no id_token".to_owned())
 }
 
-async fn logout(State(login): State<Login>, Query(q): Query<Next>) -> Response {
+/// The request's `Cookie` headers, as one.
+fn cookie_header(headers: &HeaderMap) -> String {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Clears the local cookies; with an end-session endpoint, sends the
+/// browser on to the provider (RP-initiated logout), else to `next`.
+async fn logout(State(login): State<Login>, Query(q): Query<Next>, headers: HeaderMap) -> Response {
     let next = q
         .next
         .filter(|n| n.starts_with('/') && !n.starts_with("//"))
         .unwrap_or_else(|| "/".to_owned());
-    redirect(&next, &login.oidc.logout_cookies())
+    match login
+        .oidc
+        .begin_logout(&cookie_header(&headers), &login.post_logout_uri, &next)
+    {
+        Ok(Some(start)) => {
+            tracing::info!("signed out here; on to the provider's end-session endpoint");
+            redirect(&start.location, &start.set_cookies)
+        }
+        Ok(None) => redirect(&next, &login.oidc.logout_cookies()),
+        Err(e) => {
+            // The local session ends either way.
+            tracing::warn!("logout at the provider cannot start: {e}");
+            redirect(&next, &login.oidc.logout_cookies())
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct LogoutCallback {
+    state: Option<String>,
+}
+
+/// Back from the provider's end-session endpoint: on to where the logout
+/// started when its `state` matches, else to `/`.
+async fn logout_callback(
+    State(login): State<Login>,
+    Query(q): Query<LogoutCallback>,
+    headers: HeaderMap,
+) -> Response {
+    let state = q.state.unwrap_or_default();
+    let (next, clear) = login.oidc.finish_logout(&cookie_header(&headers), &state);
+    let next = next.unwrap_or_else(|e| {
+        tracing::warn!("the logout callback: {e}");
+        "/".to_owned()
+    });
+    redirect(&next, &[clear])
 }
 
 fn redirect(location: &str, cookies: &[String]) -> Response {

@@ -4,7 +4,8 @@
 //! from the table is refused, so a new route cannot ship without a
 //! role), the role walk test calls every row, and
 //! `docs/reference/auth.md#roles` is generated from it
-//! ([`markdown_table`]; a test fails when the two differ).
+//! ([`markdown_table`]; a test fails when the two differ). [`HostGuard`]
+//! gives a caller its role on the host's own routes.
 
 use agentkit_auth::Role;
 
@@ -50,7 +51,7 @@ const fn public(method: &'static str, path: &'static str, note: &'static str) ->
     }
 }
 
-use Role::{Operator, User, Viewer};
+use Role::{Admin, Operator, User, Viewer};
 
 const OWN: &str = "own sessions; an operator any";
 const DEV: &str = "under `--dev` only: `404` to everyone otherwise";
@@ -146,7 +147,7 @@ pub(crate) const AGENT_ROUTES: &[RouteNeed] = &[
         "GET",
         "/v1/ab",
         Viewer,
-        "the agent's experiment report (totals, no content)",
+        "the agent's experiment report (totals, no content); `admin` on an agent with tenants",
     ),
     row(
         "*",
@@ -248,18 +249,60 @@ pub(crate) const HOST_ROUTES: &[RouteNeed] = &[
     public(
         "GET",
         "/logout",
-        "with OIDC: ends the session (also `POST`)",
+        "with OIDC: ends the session (also `POST`), and at the provider when it has an end-session endpoint",
+    ),
+    public(
+        "GET",
+        "/logout/callback",
+        "with OIDC: back from the provider's end-session endpoint",
     ),
     public("GET", "/playground/assets/{file}", "static files"),
     public("GET", "/docs/{*rest}", "static files"),
     row(
         "GET",
         "/metrics",
-        User,
-        "the host chain (the default chain of channels that author none); public with `--metrics-public`",
+        Operator,
+        "the host chain (the default chain of channels that author none), the caller's lowest role on the host's agents; public with `--metrics-public`",
     ),
-    row("GET", "/v1/logs", User, "the host chain"),
+    row(
+        "GET",
+        "/v1/logs",
+        Admin,
+        "the host chain; its lines name sessions and principals of every agent and tenant",
+    ),
 ];
+
+/// Who is who on the host routes: the host chain, and every agent's
+/// `[auth.roles]`. Host-wide figures name every agent, so a caller's
+/// role on the host is the lowest it holds on the host's agents: an
+/// operator of one agent only is not one of the host. The operator
+/// token's holder and the `--dev` loopback caller are `admin`.
+#[derive(Debug, Clone)]
+pub(crate) struct HostGuard {
+    pub(crate) chain: agentkit_auth::Chain,
+    pub(crate) agents: Vec<agentkit_auth::RoleMap>,
+}
+
+impl HostGuard {
+    /// The role on the host of a principal its chain admitted.
+    pub(crate) fn role_of(&self, ctx: &agentkit_auth::AuthContext) -> Role {
+        // The host chain maps no roles of its own: `admin` here comes
+        // from the operators (the token, the loopback caller).
+        if ctx.role() == Role::Admin {
+            return Role::Admin;
+        }
+        let floor = if ctx.is_operator() {
+            Role::Operator
+        } else {
+            Role::Viewer
+        };
+        self.agents
+            .iter()
+            .map(|map| map.role_of(ctx).max(floor))
+            .min()
+            .unwrap_or_else(|| ctx.role())
+    }
+}
 
 /// The need of an agent route by its method and matched path (without
 /// the agent's prefix); `None` for a route the table lacks.

@@ -533,7 +533,9 @@ const STEADY_SCRIPT: &str = r#"{"turns": [{"steps": [
 
 /// The value of `agentkit_sessions_deleted_total` for `reason`.
 fn deleted_total(h: &Host, reason: &str) -> u64 {
-    let text = h.send(Request::get("/metrics")).body;
+    let text = h
+        .send(Request::get("/metrics").bearer(super::http::SCRAPER))
+        .body;
     let prefix = format!("agentkit_sessions_deleted_total{{agent=\"bot\",reason=\"{reason}\"}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(&prefix))

@@ -111,12 +111,12 @@ fn env(vars: &[(&str, String)]) -> EnvLookup {
 fn serve(rt: &tokio::runtime::Runtime, dir: &Path, state: &Path, env: EnvLookup) -> ServeHandle {
     rt.block_on(agentkit::serve(
         dir,
-        ServeOptions {
+        super::http::with_scraper(ServeOptions {
             port: 0,
             state_root: Some(state.to_path_buf()),
             env,
             ..ServeOptions::default()
-        },
+        }),
     ))
     .unwrap()
 }
@@ -719,10 +719,7 @@ fn gitlab_merge_request_hooks_run_a_turn_and_post_the_reply_as_a_note() {
         .unwrap();
     assert_eq!(dup.json()["duplicate"], true);
     // `/metrics` counts the deliveries and the duplicate.
-    let metrics = agentkit_test_support::http::Request::get("/metrics")
-        .send(addr)
-        .unwrap()
-        .body;
+    let metrics = super::http::scrape(addr).body;
     for line in [
         "agentkit_channel_deliveries_total{agent=\"mr-bot\",channel=\"gitlab\",kind=\"gitlab\"} 3",
         "agentkit_channel_duplicates_total{agent=\"mr-bot\",channel=\"gitlab\",kind=\"gitlab\"} 1",

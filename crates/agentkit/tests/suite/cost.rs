@@ -18,7 +18,9 @@ fn close(v: &Value, want: f64) -> bool {
 }
 
 fn cost_metric(h: &super::mcp::Host, model: &str) -> Option<f64> {
-    let text = h.send(Request::get("/metrics")).body;
+    let text = h
+        .send(Request::get("/metrics").bearer(super::http::SCRAPER))
+        .body;
     text.lines()
         .find(|l| {
             l.starts_with("agentkit_cost_usd_total{")

@@ -44,14 +44,14 @@ fn server_with_turn(edge: EdgeOptions, turn: &str) -> Server {
         .enable_all()
         .build()
         .unwrap();
-    let options = ServeOptions {
+    let options = super::http::with_scraper(ServeOptions {
         port: 0,
         mode: agentkit::Mode::Single,
         state_root: Some(dir.path().join("state")),
         body_limit: 4 * 1024 * 1024,
         edge,
         ..ServeOptions::default()
-    };
+    });
     let handle = rt
         .block_on(agentkit::serve(&dir.path().join("agents"), options))
         .unwrap();
@@ -258,7 +258,7 @@ fn a_lying_or_trickling_body_is_answered_408_at_the_body_timeout() {
         .send(s.addr())
         .unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
-    let metrics = Request::get("/metrics").send(s.addr()).unwrap();
+    let metrics = super::http::scrape(s.addr());
     assert!(
         metrics.body.contains("agentkit_http_body_timeouts_total 6"),
         "{}",
@@ -297,7 +297,7 @@ fn at_the_connection_cap_a_new_connection_closes_the_oldest_incomplete_one() {
         !is_closed(&held[1]),
         "the younger half-sent request was closed"
     );
-    let metrics = Request::get("/metrics").send(s.addr()).unwrap();
+    let metrics = super::http::scrape(s.addr());
     assert!(
         metrics
             .body
@@ -579,7 +579,7 @@ fn past_the_turn_bound_a_turn_is_answered_503_at_once_with_retry_after() {
     // Everything else is served meanwhile.
     let r = Request::get("/v1/health").send(s.addr()).unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
-    let metrics = Request::get("/metrics").send(s.addr()).unwrap();
+    let metrics = super::http::scrape(s.addr());
     assert!(
         metrics.body.contains("agentkit_turns_shed_total 10"),
         "{}",
@@ -634,7 +634,7 @@ fn a_turns_slot_is_free_once_its_client_sees_session_waiting() {
 
 /// The samples of metric `name` (without labels) summed, from a scrape.
 fn metric(s: &Server, name: &str) -> Option<f64> {
-    let body = Request::get("/metrics").send(s.addr()).unwrap().body;
+    let body = super::http::scrape(s.addr()).body;
     let mut found = None;
     for line in body.lines().filter(|l| !l.starts_with('#')) {
         let Some(rest) = line.strip_prefix(name) else {

@@ -42,6 +42,27 @@ impl Drop for Server {
     }
 }
 
+/// The operator token the suite's servers get unless a test sets its
+/// own: what a scrape of the host's `/metrics` (which needs an
+/// `operator`) and `/v1/logs` (an `admin`) sends.
+pub(crate) const SCRAPER: &str = "suite-operator-token";
+
+/// `options` with [`SCRAPER`] as the operator token, unless it names one.
+pub(crate) fn with_scraper(options: ServeOptions) -> ServeOptions {
+    ServeOptions {
+        operator_token: options
+            .operator_token
+            .clone()
+            .or_else(|| Some(SCRAPER.to_owned())),
+        ..options
+    }
+}
+
+/// `GET /metrics` as the suite's scraper (an operator).
+pub(crate) fn scrape(addr: std::net::SocketAddr) -> Response {
+    Request::get("/metrics").bearer(SCRAPER).send(addr).unwrap()
+}
+
 pub(crate) fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, text).unwrap();
@@ -70,11 +91,11 @@ pub(crate) fn server(extra: &[(&str, &str)], options: ServeOptions) -> Server {
         .enable_all()
         .build()
         .unwrap();
-    let options = ServeOptions {
+    let options = with_scraper(ServeOptions {
         port: 0,
         state_root: Some(dir.path().join("state")),
         ..options
-    };
+    });
     let handle = rt
         .block_on(agentkit::serve(&dir.path().join("agents"), options))
         .unwrap();

@@ -63,12 +63,12 @@ title = "alert"
         .enable_all()
         .build()
         .unwrap();
-    let options = ServeOptions {
+    let options = super::http::with_scraper(ServeOptions {
         port: 0,
         state_root: Some(dir.path().join("state")),
         edge,
         ..ServeOptions::default()
-    };
+    });
     let handle = rt
         .block_on(agentkit::serve(&dir.path().join("agents"), options))
         .unwrap();
@@ -91,7 +91,7 @@ fn assert_limited(r: &Response, max_wait: u64) {
 }
 
 fn metrics(s: &Server) -> String {
-    let r = Request::get("/metrics").send(s.addr()).unwrap();
+    let r = super::http::scrape(s.addr());
     assert_eq!(r.status, 200, "{}", r.body);
     r.body
 }

@@ -61,11 +61,11 @@ pub(crate) fn write(path: &Path, text: &str) {
 }
 
 fn boot(rt: &tokio::runtime::Runtime, dir: &Path, options: ServeOptions) -> ServeHandle {
-    let options = ServeOptions {
+    let options = super::http::with_scraper(ServeOptions {
         port: 0,
         state_root: Some(dir.join("state")),
         ..options
-    };
+    });
     rt.block_on(agentkit::serve(&dir.join("agents"), options))
         .unwrap()
 }

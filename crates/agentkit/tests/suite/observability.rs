@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use agentkit::{ServeHandle, ServeOptions, TelemetryOptions};
 use agentkit_test_support::http::{Request, Response};
+
+use super::http::SCRAPER;
 use agentkit_test_support::otlp::{OtlpReceiver, ReceivedSpan, render_tree};
 use expect_test::expect;
 use serde_json::{Value, json};
@@ -113,13 +115,13 @@ impl Host {
     }
 
     fn start(&mut self) {
-        let options = ServeOptions {
+        let options = super::http::with_scraper(ServeOptions {
             port: 0,
             state_root: Some(self.dir.path().join("state")),
             telemetry: self.telemetry.clone(),
             providers: self.providers.clone(),
             ..ServeOptions::default()
-        };
+        });
         let agents: PathBuf = self.dir.path().join("agents");
         let handle = self.rt.block_on(agentkit::serve(&agents, options)).unwrap();
         self.handle = Some(handle);
@@ -712,12 +714,15 @@ fn metrics_count_a_known_workload_and_parse_as_openmetrics() {
     // The default chain (loopback only) guards /metrics.
     let refused = host.send(Request::get("/metrics").header("x-forwarded-for", "10.0.0.1"));
     assert_eq!(refused.status, 401, "{}", refused.body);
+    // The loopback caller it admits is a `user`, not an operator.
+    let user = host.send(Request::get("/metrics"));
+    assert_eq!(user.status, 403, "{}", user.body);
     // The families follow the event store's tap: scrape until the last
     // turn is counted (bounded).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let m = loop {
         // Prometheus's own Accept header: OpenMetrics first.
-        let r = host.send(Request::get("/metrics").header(
+        let r = host.send(Request::get("/metrics").bearer(SCRAPER).header(
             "accept",
             "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
         ));
@@ -794,7 +799,7 @@ fn metrics_count_a_known_workload_and_parse_as_openmetrics() {
     // gets text 0.0.4, which the Python client's own text parser reads
     // with every family typed as in OpenMetrics and the same samples.
     for accept in [Some("text/plain; version=0.0.4"), None] {
-        let mut req = Request::get("/metrics");
+        let mut req = Request::get("/metrics").bearer(SCRAPER);
         if let Some(a) = accept {
             req = req.header("accept", a);
         }
@@ -878,7 +883,10 @@ fn the_logs_route_filters_by_session_and_limits() {
     host.wait_for(&a, "turn.completed", 1);
     let b = host.create(Request::post("/bot/v1/session").json(&json!({"message": "2"})));
     let events = host.wait_for(&b, "turn.completed", 1);
+    // Its lines name every tenant's ids: an admin's only.
     let r = host.send(Request::get(&format!("/v1/logs?session={a}")));
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = host.send(Request::get(&format!("/v1/logs?session={a}")).bearer(SCRAPER));
     assert_eq!(r.status, 200, "{}", r.body);
     let lines = r.json()["logs"].as_array().unwrap().clone();
     assert!(!lines.is_empty());
@@ -902,7 +910,7 @@ fn the_logs_route_filters_by_session_and_limits() {
         .count();
     assert_eq!(started, 1);
     assert_eq!(running["traceId"].as_str().map(str::len), Some(32));
-    let r = host.send(Request::get(&format!("/v1/logs?session={b}&limit=1")));
+    let r = host.send(Request::get(&format!("/v1/logs?session={b}&limit=1")).bearer(SCRAPER));
     let lines = r.json()["logs"].as_array().unwrap().clone();
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert_eq!(lines[0]["sessionId"], b.as_str());
@@ -920,7 +928,7 @@ fn the_logs_route_filters_by_session_and_limits() {
     let mut walked = Vec::new();
     let mut query = "/v1/logs?limit=1".to_owned();
     loop {
-        let page = host.send(Request::get(&query)).json();
+        let page = host.send(Request::get(&query).bearer(SCRAPER)).json();
         walked.extend(seqs(&page));
         match page["nextCursor"].as_str() {
             Some(c) => query = format!("/v1/logs?limit=1&cursor={c}"),
@@ -929,13 +937,17 @@ fn the_logs_route_filters_by_session_and_limits() {
     }
     walked.reverse();
     let newest = *walked.last().unwrap();
-    let all: Vec<u64> = seqs(&host.send(Request::get("/v1/logs?limit=1000")).json())
-        .into_iter()
-        .filter(|s| *s <= newest)
-        .collect();
+    let all: Vec<u64> = seqs(
+        &host
+            .send(Request::get("/v1/logs?limit=1000").bearer(SCRAPER))
+            .json(),
+    )
+    .into_iter()
+    .filter(|s| *s <= newest)
+    .collect();
     assert!(walked.len() > 1, "{walked:?}");
     assert_eq!(walked, all);
-    let r = host.send(Request::get("/v1/logs?cursor=nope"));
+    let r = host.send(Request::get("/v1/logs?cursor=nope").bearer(SCRAPER));
     assert_eq!(r.status, 400, "{}", r.body);
     // Another caller is refused.
     let r = host.send(Request::get("/v1/logs").header("x-forwarded-for", "10.0.0.1"));
@@ -983,7 +995,7 @@ fn a_peer_agent_call_continues_the_trace_through_mcp_meta() {
         .until("turn.completed")
         .unwrap();
     // The connection's health is a gauge per state.
-    let metrics = host.send(Request::get("/metrics")).body;
+    let metrics = host.send(Request::get("/metrics").bearer(SCRAPER)).body;
     assert!(
         metrics.contains(
             "agentkit_mcp_connections{agent=\"a\",connection=\"peer\",transport=\"peer\",state=\"connected\"} 1"
@@ -1051,7 +1063,7 @@ fn schedule_and_reminder_firings_are_counted_with_their_lateness() {
     // Due at 12:01:32; fired three seconds late, before the next tick
     // (a manual clock that jumps past a tick may skip it).
     h.clock.set(at(12, 1, 35));
-    let metrics = || h.send(Request::get("/metrics")).body;
+    let metrics = || h.send(Request::get("/metrics").bearer(SCRAPER)).body;
     wait_until("the reminder", || {
         sample(&metrics(), "agentkit_reminders_fired_total{agent=\"bot\"}") == Some(1.0)
     });

@@ -111,7 +111,8 @@ fn sign_in(s: &Server, idp: &Provider, next: &str) -> (String, String, Response)
 
 #[test]
 fn a_person_signs_in_with_pkce_and_the_cookie_authenticates() {
-    let idp = Provider::start();
+    // A provider without an end-session endpoint: logout stays local.
+    let idp = Provider::start_with(false);
     let s = host(&idp);
 
     // The playground sends a browser without a session to sign in.
@@ -212,15 +213,95 @@ fn a_person_signs_in_with_pkce_and_the_cookie_authenticates() {
         .unwrap();
     assert_eq!(r.status, 401);
 
-    // Logout clears the cookies.
+    // Logout clears the cookies; without an end-session endpoint it
+    // stays here, and no ID token was kept for it.
+    assert!(
+        !set_cookies(&done)
+            .iter()
+            .any(|c| c.starts_with("agentkit_idt=")),
+        "{:?}",
+        set_cookies(&done)
+    );
     let out = remote("GET", "/logout")
         .header("cookie", &cookies)
         .send(s.addr())
         .unwrap();
     assert_eq!(out.status, 303);
+    assert_eq!(out.header("location"), Some("/"));
     for c in set_cookies(&out) {
         assert!(c.contains("Max-Age=0"), "{c}");
     }
+}
+
+#[test]
+fn logout_ends_the_session_at_the_provider_when_it_has_an_end_session_endpoint() {
+    let idp = Provider::start();
+    let s = host(&idp);
+    let (cookies, _, done) = sign_in(&s, &idp, "/bot/playground");
+    let kept = set_cookies(&done)
+        .into_iter()
+        .find(|c| c.starts_with("agentkit_idt="))
+        .expect("the ID token kept for the logout");
+    assert!(kept.contains("HttpOnly"), "{kept}");
+    let cookies = format!("{cookies}; {}", cookie(&done, "agentkit_idt"));
+
+    let out = remote("GET", "/logout?next=%2Fbot%2Fplayground")
+        .header("cookie", &cookies)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(out.status, 303, "{}", out.body);
+    let to = out.header("location").unwrap().to_owned();
+    assert!(to.starts_with(&format!("{}/logout?", idp.issuer())), "{to}");
+    // The local session ends at once, whatever the provider does.
+    for name in ["agentkit_session", "agentkit_csrf", "agentkit_idt"] {
+        let c = set_cookies(&out)
+            .into_iter()
+            .find(|c| c.starts_with(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("{name} is not cleared"));
+        assert!(c.contains("Max-Age=0"), "{c}");
+    }
+    let pending = cookie(&out, "agentkit_logout");
+
+    let at_idp = Request::get(&path_of(&to)).send(idp.server.addr()).unwrap();
+    assert_eq!(at_idp.status, 302, "{}", at_idp.body);
+    let calls = idp.logouts();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let call = &calls[0];
+    assert_eq!(call["client_id"], CLIENT_ID);
+    assert_eq!(
+        call["post_logout_redirect_uri"],
+        format!("http://{}/logout/callback", s.addr())
+    );
+    assert!(
+        idp.issued().contains(&call["id_token_hint"]),
+        "the hint is the ID token the provider issued"
+    );
+    assert!(call["state"].len() >= 32, "{call:?}");
+
+    // Back from the provider: on to where the logout started.
+    let back = at_idp.header("location").unwrap().to_owned();
+    let done = remote("GET", &path_of(&back))
+        .header("cookie", &pending)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(done.status, 303, "{}", done.body);
+    assert_eq!(done.header("location"), Some("/bot/playground"));
+    assert!(cookie(&done, "agentkit_logout").ends_with('='));
+    // A forged state goes nowhere in particular.
+    let forged = remote("GET", "/logout/callback?state=forged")
+        .header("cookie", &pending)
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(forged.header("location"), Some("/"));
+
+    // Without the kept ID token (an older sign-in) the provider is still
+    // asked, without a hint.
+    let out = remote("GET", "/logout").send(s.addr()).unwrap();
+    let to = out.header("location").unwrap();
+    assert!(
+        to.contains("client_id=") && !to.contains("id_token_hint"),
+        "{to}"
+    );
 }
 
 #[test]
@@ -472,4 +553,90 @@ fn behind_an_https_public_url_the_cookies_are_secure_and_origin_is_that_url() {
     assert_eq!(post("https://agents.example.com"), 200);
     // The request's own Host does not count when a public URL is set.
     assert_eq!(post("http://agents.example"), 401);
+}
+
+/// The host configuration file fills `ServeOptions`: its secrets by
+/// reference resolved (a file, a variable, the secret command), the
+/// OIDC client secret kept as a reference for sign-in to resolve; one it
+/// cannot resolve is an error at its line that holds no value.
+#[test]
+fn the_host_configuration_file_fills_the_options_with_its_secrets_resolved() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("database-url"),
+        "postgres://agentkit@db/agentkit\n",
+    )
+    .unwrap();
+    let path = dir.path().join("agentkit.toml");
+    let text = format!(
+        r#"[server]
+listen = "0.0.0.0:8080"
+public_url = "https://agents.example.com"
+state_root = "state"
+database_url = "${{file:{dir}/database-url}}"
+metrics_public = true
+
+[auth]
+operator_token = "${{secret:ops-token}}"
+bearer_token = "${{BEARER}}"
+
+[auth.oidc]
+issuer = "https://login.example.com/realms/acme"
+client_id = "agentkit"
+client_secret = "${{file:/run/secrets/oidc-client-secret}}"
+clock_skew = "30s"
+"#,
+        dir = dir.path().display()
+    );
+    std::fs::write(&path, &text).unwrap();
+    let config = agentkit::read_host_config(&path).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let options = |bearer: Option<&'static str>| ServeOptions {
+        env: Env::new(move |name| {
+            (name == "BEARER")
+                .then(|| bearer.map(str::to_owned))
+                .flatten()
+        }),
+        // Prints the secret's name: `${secret:ops-token}` is `ops-token`.
+        secret_command: agentkit::secrets::SecretCommand::parse("echo"),
+        ..ServeOptions::default()
+    };
+    let mut o = options(Some("b-token"));
+    rt.block_on(agentkit::apply_host_config(&config, &mut o))
+        .unwrap();
+    assert_eq!((o.host.to_string(), o.port), ("0.0.0.0".to_owned(), 8080));
+    assert_eq!(o.public_url.as_deref(), Some("https://agents.example.com"));
+    assert_eq!(o.state_root, Some(dir.path().join("state")));
+    assert_eq!(
+        o.database_url.as_deref(),
+        Some("postgres://agentkit@db/agentkit")
+    );
+    assert!(o.telemetry.metrics_public);
+    assert_eq!(o.operator_token.as_deref(), Some("ops-token"));
+    assert_eq!(o.bearer_token.as_deref(), Some("b-token"));
+    let oidc = o.oidc.unwrap();
+    assert_eq!(
+        oidc.client_secret.as_deref(),
+        Some("${file:/run/secrets/oidc-client-secret}")
+    );
+    assert_eq!(oidc.clock_skew, std::time::Duration::from_secs(30));
+    assert_eq!(oidc.scopes, ["profile", "email"]);
+
+    // An unset variable: the file, the line, the field.
+    let mut o = options(None);
+    let e = rt
+        .block_on(agentkit::apply_host_config(&config, &mut o))
+        .unwrap_err();
+    let agentkit::Error::HostConfig { diagnostics, .. } = e else {
+        panic!("{e}");
+    };
+    let shown: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(
+        shown[0].starts_with(&format!(
+            "{}:10:16: error[secret-unavailable]: `auth.bearer_token`",
+            path.display()
+        )),
+        "{shown:?}"
+    );
 }

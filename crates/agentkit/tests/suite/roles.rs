@@ -1,10 +1,12 @@
 //! Roles over HTTP: an agent whose `jwt` chain maps token groups to
 //! roles (`[auth.roles]` in `agent.toml`); every route of the code's role
 //! table is called by every role, and each answers `401`/`403` exactly
-//! when the table says the role falls short. A viewer reads its own
+//! when the table says the role falls short (the host's `/metrics` and
+//! `/v1/logs` too, with the agent's roles as the host's). A viewer reads its own
 //! sessions only; `/v1/info` names the caller's role.
 
 use agentkit::ServeOptions;
+use agentkit::auth::{AuthContext, CustomPolicy, Policy, PrincipalType};
 use agentkit::channels::Env;
 use agentkit_test_support::http::Request;
 use agentkit_test_support::jwt::{JwksServer, TestKey, now};
@@ -35,9 +37,30 @@ fn host(idp: &JwksServer) -> Server {
         ServeOptions {
             dev: true,
             env: Env::new(move |name| (name == "IDP_JWKS").then(|| url.clone())),
+            // The host routes run the host chain: here one that reads the
+            // same tokens' claims (their signatures are the agent
+            // chain's to check), so the agent's roles apply there too.
+            auth: Some(vec![Policy::Custom(claims_of_token())]),
             ..ServeOptions::default()
         },
     )
+}
+
+/// A verifier that admits any JWT-shaped bearer token as `jwt:<sub>`
+/// with its claims.
+fn claims_of_token() -> CustomPolicy {
+    use base64::Engine;
+    CustomPolicy::bearer("claims", |token: String| async move {
+        let payload = token.split('.').nth(1)?;
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(payload)
+            .ok()?;
+        let claims: serde_json::Map<String, Value> = serde_json::from_slice(&bytes).ok()?;
+        let sub = claims.get("sub")?.as_str()?.to_owned();
+        let mut ctx = AuthContext::new("claims", format!("jwt:{sub}"), PrincipalType::User);
+        ctx.claims = Some(std::sync::Arc::new(claims));
+        Some(ctx)
+    })
 }
 
 fn token(key: &TestKey, sub: &str, extra: Value) -> String {
@@ -51,6 +74,10 @@ fn token(key: &TestKey, sub: &str, extra: Value) -> String {
 
 /// A request from afar (never the `--dev` loopback operator).
 fn call(s: &Server, method: &str, path: &str, token: Option<&str>) -> u16 {
+    call_at(s.addr(), method, path, token)
+}
+
+fn call_at(addr: std::net::SocketAddr, method: &str, path: &str, token: Option<&str>) -> u16 {
     let mut r = Request::new(method, path)
         .host("agents.example")
         .header("x-forwarded-for", "203.0.113.9");
@@ -61,7 +88,7 @@ fn call(s: &Server, method: &str, path: &str, token: Option<&str>) -> u16 {
         r = r.json(&json!({}));
     }
     // The head is enough (a stream never ends by itself).
-    r.stream(s.addr()).unwrap().status
+    r.stream(addr).unwrap().status
 }
 
 fn start_session(s: &Server, token: &str) -> String {
@@ -141,6 +168,20 @@ fn every_route_answers_every_role_as_the_table_says() {
     let mut walked = 0;
     for (method, path, need) in &rows {
         let Some(rest) = path.strip_prefix("/<slug>") else {
+            // A host route (the agent prefix does not apply).
+            if need == "public" {
+                continue;
+            }
+            for (role, t) in &tokens {
+                let status = call(&s, method, path, Some(t));
+                if rank(role) >= rank(need) {
+                    assert_eq!(status, 200, "{role} {method} {path}: the table says {need}");
+                } else {
+                    assert_eq!(status, 403, "{role} {method} {path}: the table says {need}");
+                }
+                walked += 1;
+            }
+            assert_eq!(call(&s, method, path, None), 401, "anonymous {path}");
             continue;
         };
         let method = if method == "any" {
@@ -237,4 +278,50 @@ fn a_viewer_reads_only_its_own_sessions() {
         .send(s.addr())
         .unwrap();
     assert_eq!(r.status, 200, "an operator by principal: {}", r.body);
+}
+
+/// On a host of several agents the host's figures need the role on every
+/// agent: an operator of one agent only is no operator of the host.
+#[test]
+fn the_host_routes_need_the_role_on_every_agent() {
+    let key = TestKey::rsa("k1");
+    let ops_everywhere = r#"model = "scripted:script.json"
+[auth.roles]
+operator = ["groups:agents-ops"]
+admin = ["groups:platform"]
+"#;
+    let ops_on_billing_only = r#"model = "scripted:script.json"
+[auth.roles]
+operator = ["groups:agents-ops", "groups:billing-ops"]
+admin = ["groups:platform"]
+"#;
+    let agent = |toml: &'static str| -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("agent.toml", toml),
+            ("script.json", r#"{"turns": []}"#),
+            ("instructions.md", "A test agent.\n"),
+        ]
+    };
+    let (billing, support) = (agent(ops_on_billing_only), agent(ops_everywhere));
+    let h = super::mcp::host(
+        &[("billing", &billing), ("support", &support)],
+        ServeOptions {
+            auth: Some(vec![Policy::Custom(claims_of_token())]),
+            ..ServeOptions::default()
+        },
+    );
+    let status = |path: &str, groups: &[&str]| {
+        let t = token(&key, "pat", json!({ "groups": groups }));
+        call_at(h.addr(), "GET", path, Some(&t))
+    };
+    // An operator of billing only: a user of the host.
+    assert_eq!(status("/metrics", &["billing-ops"]), 403);
+    assert_eq!(status("/metrics", &["agents-ops"]), 200);
+    assert_eq!(status("/v1/logs", &["agents-ops"]), 403);
+    assert_eq!(status("/v1/logs", &["platform"]), 200);
+    // The operator token (the suite's scraper) is admin everywhere.
+    assert_eq!(
+        call_at(h.addr(), "GET", "/v1/logs", Some(super::http::SCRAPER)),
+        200
+    );
 }

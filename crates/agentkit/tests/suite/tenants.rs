@@ -32,6 +32,19 @@ operator = ["groups:agents-ops"]
 admin = ["groups:platform"]
 "#;
 
+/// A custom channel whose route runs the same `jwt` chain.
+const INTAKE: &str = r#"kind = "webhook"
+auth = [{ jwt = { jwks_url = "${IDP_JWKS}", issuer = "https://idp.example.test/", audience = "agentkit", refetch_floor_seconds = 0 } }]
+
+[[routes]]
+method = "POST"
+path = "/ask"
+[routes.body_schema]
+type = "object"
+[routes.send]
+message = "from the intake"
+"#;
+
 const ECHO_TOOL: &str = r#"description = "Echo, after a human agrees"
 command = ["python3", "echo.py"]
 needs_approval = true
@@ -73,6 +86,7 @@ fn host(idp: &JwksServer, database_url: Option<&str>) -> Server {
             ("tools/echo.toml", ECHO_TOOL),
             ("tools/echo.py", ECHO_PY),
             ("artifacts.toml", ARTIFACTS),
+            ("channels/intake.toml", INTAKE),
         ],
         ServeOptions {
             env: Env::new(move |name| (name == "IDP_JWKS").then(|| url.clone())),
@@ -213,6 +227,37 @@ fn a_tenant_s_sessions_are_invisible_to_other_tenants_operators_included() {
     walk(&key, s.addr(), s.addr());
 }
 
+/// A session a custom channel's route starts belongs to the tenant of
+/// the principal its chain admitted.
+#[test]
+fn a_custom_channel_route_s_session_is_in_its_principal_s_tenant() {
+    let key = TestKey::rsa("k1");
+    let idp = JwksServer::start(&[&key]);
+    let s = host(&idp, None);
+    let user_a = token(&key, "ann", Some("acme"), &[]);
+    let r = send(
+        s.addr(),
+        "POST",
+        "/bot/v1/channels/intake/ask",
+        &user_a,
+        Some(json!({})),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let ops_a = token(&key, "otto", Some("acme"), &["agents-ops"]);
+    let ops_b = token(&key, "olga", Some("globex"), &["agents-ops"]);
+    let ops_none = token(&key, "ned", None, &["agents-ops"]);
+    let r = get(s.addr(), &format!("/bot/v1/session/{id}"), &ops_a);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["principalId"], "jwt:ann", "{}", r.body);
+    for t in [&ops_b, &ops_none] {
+        let r = get(s.addr(), &format!("/bot/v1/session/{id}"), t);
+        assert_eq!(r.status, 404, "{}", r.body);
+    }
+    assert_eq!(listed(s.addr(), &ops_a), vec![id.clone()]);
+    assert!(listed(s.addr(), &ops_b).is_empty());
+}
+
 /// Two hosts on one PostgreSQL database: sessions started on one are
 /// scoped on the other exactly as on one host (the tenant travels in the
 /// shared index's metadata).
@@ -325,6 +370,16 @@ fn walk(key: &TestKey, made: SocketAddr, s: SocketAddr) {
     reach(s, &a, &call_a, &ops_a, 200, "acme operator");
     reach(s, &a, &call_a, &user_a, 200, "acme owner");
     reach(s, &b, &call_b, &admin, 200, "admin");
+
+    // The A/B totals count every tenant's sessions (their rows carry no
+    // tenant): the admin's only on an agent with tenants.
+    for (who, t) in [("acme operator", &ops_a), ("acme user", &user_a)] {
+        let r = get(s, "/bot/v1/ab", t);
+        assert_eq!(r.status, 403, "{who}: {}", r.body);
+        assert!(r.body.contains("`admin`"), "{}", r.body);
+    }
+    let r = get(s, "/bot/v1/ab", &admin);
+    assert_eq!(r.status, 200, "{}", r.body);
 
     // The approvals are still parked: the refused decisions did nothing.
     let approve = |id: &str, call: &str, t: &str| {

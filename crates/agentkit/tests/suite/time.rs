@@ -86,12 +86,12 @@ impl Host {
     }
 
     pub(crate) fn start(&mut self, options: ServeOptions) {
-        let options = ServeOptions {
+        let options = super::http::with_scraper(ServeOptions {
             port: 0,
             state_root: Some(self.dir.path().join("state")),
             clock: Some(Arc::new(self.clock.clone())),
             ..options
-        };
+        });
         let handle = self
             .rt
             .block_on(agentkit::serve(&self.dir.path().join("agents"), options))

@@ -359,7 +359,7 @@ fn secret_files_and_the_secret_command_feed_every_expansion_and_never_leak() {
     // discovered), the log ring, the state root's files.
     let values = ["file-token-3c1", "cmd-token-9f2", &env_names];
     let info = host.send(Request::get("/desk/v1/info"));
-    let logs = host.send(Request::get("/v1/logs?limit=1000"));
+    let logs = host.send(Request::get("/v1/logs?limit=1000").bearer(super::http::SCRAPER));
     assert_eq!(logs.status, 200, "{}", logs.body);
     let found = agentkit::discover(&host.dir.path().join("agents")).unwrap();
     let discovered = agentkit::info::info_json(&found, chrono::Utc::now()).to_string();

@@ -15,7 +15,6 @@ mod spans;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentkit_auth::Chain;
 use agentkit_protocol::trace::TraceParent;
 use agentkit_runtime::AgentRuntime;
 use axum::Router;
@@ -28,7 +27,8 @@ use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use super::http::{ApiError, authenticate, require};
+use super::http::{ApiError, admit_context, require};
+use super::roles::HostGuard;
 use crate::error::{Error, Result};
 
 /// How traces are exported and who may read `/metrics`: what
@@ -263,8 +263,8 @@ struct Inner {
     capture: bool,
     metrics_public: bool,
     /// The chain `/metrics` and `/v1/logs` run (the host's default chain,
-    /// with its operators).
-    chain: std::sync::OnceLock<Chain>,
+    /// with its operators) and the agents' roles.
+    chain: std::sync::OnceLock<HostGuard>,
     /// Ends the watchers: they drain what their tap holds, then stop.
     closing: CancellationToken,
     watchers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -394,8 +394,8 @@ impl Telemetry {
     }
 
     /// Sets the chain of the host routes (once, at startup).
-    pub(crate) fn set_chain(&self, chain: Chain) {
-        let _ = self.inner.chain.set(chain);
+    pub(crate) fn set_chain(&self, guard: HostGuard) {
+        let _ = self.inner.chain.set(guard);
     }
 
     /// Follows `runtime`'s events from now on: spans and metrics.
@@ -629,14 +629,15 @@ async fn admit(
     peer: Option<std::net::IpAddr>,
     headers: &HeaderMap,
 ) -> std::result::Result<(), ApiError> {
-    let Some(chain) = telemetry.inner.chain.get() else {
+    let Some(guard) = telemetry.inner.chain.get() else {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             agentkit_protocol::ErrorCode::Unauthorized,
             "no auth chain guards this route",
         ));
     };
-    let (_, role) = authenticate(chain, peer, "GET", headers, b"").await?;
+    let ctx = admit_context(&guard.chain, peer, "GET", headers, b"").await?;
+    let role = guard.role_of(&ctx);
     match super::roles::host_need(route) {
         Some(super::roles::Need::Role(need)) => require(role, need),
         _ => Ok(()),
