@@ -182,6 +182,11 @@ impl Spares {
         lock(&self.moving).keys().cloned().collect()
     }
 
+    /// Spares made and ready to be taken.
+    pub(crate) fn ready_now(&self) -> usize {
+        lock(&self.queue).ready.len()
+    }
+
     /// Folders moved into `sessions/` since the store opened.
     pub(crate) fn moved(&self) -> u64 {
         self.moved.load(Ordering::Relaxed)

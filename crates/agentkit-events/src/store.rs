@@ -372,6 +372,11 @@ impl FileEventStore {
         blocking(move || spares.settle(&session)).await
     }
 
+    /// Spare logs ready for new sessions now (none without the journal).
+    pub fn spares_ready(&self) -> usize {
+        self.inner.syncer.spares().map_or(0, |s| s.ready_now())
+    }
+
     /// New sessions' folders moved from a spare since the store opened
     /// (the rest are still spares, or made by the request itself).
     pub fn spares_moved(&self) -> u64 {

@@ -43,7 +43,8 @@ async fn primed(root: &Path, options: StoreOptions) -> FileEventStore {
     store.create(&id("first"), vec![said("hi")]).await.unwrap();
     assert!(root.join("sessions/first/events.ndjson").is_file());
     for _ in 0..200 {
-        if spares(root) >= 16 {
+        // Made, and handed to the pool (a folder is made before that).
+        if spares(root) >= 16 && store.spares_ready() >= 16 {
             return store;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
