@@ -725,6 +725,69 @@ pub struct ApprovalResolved {
     pub resumed: bool,
 }
 
+/// A call of a tool the client declared, waiting for the client's
+/// result, as `GET /v1/session/:id/client-calls` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct WaitingClientCall {
+    pub call_id: String,
+    pub tool_name: String,
+    pub input: Value,
+    pub turn_id: String,
+    pub requested_at: String,
+    /// The turn that asked is still running and waits (otherwise a
+    /// restart cut it short, and the result resumes the conversation in
+    /// a new turn).
+    pub live: bool,
+}
+
+/// `GET /v1/session/:id/client-calls`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ClientCallList {
+    pub ok: bool,
+    pub session_id: String,
+    /// Oldest first.
+    pub calls: Vec<WaitingClientCall>,
+}
+
+/// One result the client sends for a call of its tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClientResult {
+    pub call_id: String,
+    /// What the model sees as the call's output (any JSON).
+    pub output: Value,
+    /// The call failed: the model sees an error result.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+}
+
+/// `POST /v1/session/:id/client-calls`: the client's results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ClientResults {
+    pub results: Vec<ClientResult>,
+}
+
+/// What answering calls of client tools answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ClientResultsAccepted {
+    pub ok: bool,
+    pub session_id: String,
+    /// The calls answered, in the order sent.
+    pub answered: Vec<String>,
+    /// A new turn resumes the conversation (the calls' turn had ended:
+    /// a restart or a shutdown cut it short).
+    pub resumed: bool,
+}
+
 /// `POST /v1/tools/:name`: a deterministic call, no model turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

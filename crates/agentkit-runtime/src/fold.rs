@@ -223,7 +223,13 @@ pub(crate) fn sizing(events: &[Event]) -> agentkit_protocol::Sizing {
     total
 }
 
-/// Does the fold (or the approvals list, or recovery) read events of this
+/// The snapshot format: its kept events are those [`keeps`] names. A
+/// snapshot of another version (one written before the kept set grew) is
+/// not read: the log is read instead, and the next snapshot replaces it.
+const SNAPSHOT_VERSION: u32 = 2;
+
+/// Does the fold (or the approvals list, the calls waiting for the
+/// client, or recovery) read events of this
 /// type? Deltas, step boundaries and subagent notes are left out of the
 /// cache: they are most of a log and none of the conversation.
 pub(crate) fn keeps(t: EventType) -> bool {
@@ -236,6 +242,7 @@ pub(crate) fn keeps(t: EventType) -> bool {
             | EventType::ActionResult
             | EventType::ActionApprovalRequested
             | EventType::ActionApprovalResolved
+            | EventType::ActionsClientRequested
             | EventType::TurnStarted
             | EventType::TurnCompleted
             | EventType::TurnFailed
@@ -273,7 +280,7 @@ pub(crate) const SNAPSHOT_EVERY: u64 = 256;
 /// The first line of a snapshot file.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct SnapshotHeader {
-    /// The format (1).
+    /// The format ([`SNAPSHOT_VERSION`]).
     snapshot: u32,
     session: String,
     /// The kept events of `0..upto` follow, one per line.
@@ -415,7 +422,7 @@ impl FoldCache {
     /// The snapshot file's bytes: a header line, then the kept events.
     pub(crate) fn encode(&self, session: &str) -> serde_json::Result<Vec<u8>> {
         let mut out = serde_json::to_vec(&SnapshotHeader {
-            snapshot: 1,
+            snapshot: SNAPSHOT_VERSION,
             session: session.to_owned(),
             upto: self.upto,
             events: self.events.len(),
@@ -438,7 +445,7 @@ impl FoldCache {
     pub(crate) fn decode(bytes: &[u8], session: &str) -> Option<(u64, Vec<Event>)> {
         let mut lines = bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty());
         let header: SnapshotHeader = serde_json::from_slice(lines.next()?).ok()?;
-        if header.snapshot != 1 || header.session != session {
+        if header.snapshot != SNAPSHOT_VERSION || header.session != session {
             return None;
         }
         let mut events = Vec::new();

@@ -111,7 +111,7 @@ pub use reminder_types::{
     ReminderWhen, parse_when,
 };
 pub use reminders::Reminders;
-pub use requests::{ResolvedApproval, ToolCallOutcome};
+pub use requests::{AnsweredClient, ResolvedApproval, ToolCallOutcome};
 pub use runtime::{
     Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, RuntimeOptions, RuntimeStats, SendRequest,
     SessionSummary, WeakRuntime,

@@ -669,6 +669,15 @@ impl Turns<'_> {
         };
         self.append(id, Some(&turn_id), EventData::TurnStarted(started))
             .await?;
+        // Calls of client tools a restart left waiting are answered by
+        // this newer message instead (as a follow-up preempts a waiting
+        // turn); a resumed turn goes on with them.
+        if resume.is_none() && session.meta().parked {
+            self.rt
+                .approvals()
+                .withdraw_client_calls(session, &turn_id)
+                .await?;
+        }
         let mut exclude: BTreeSet<u64> = batch.iter().map(|q| q.index).collect();
         let newest_answered = exclude.last().copied();
         // The session's usage is summed only for a budget that needs it.
@@ -762,7 +771,19 @@ impl Turns<'_> {
         // The client's tools of the turn's messages (a later message's
         // declaration of a name wins).
         let mut client_tools: Vec<agentkit_protocol::ClientTool> = Vec::new();
-        for tool in batch.iter().flat_map(|q| q.client_tools.iter()) {
+        // A resumed turn offers the tools of the messages the turn it
+        // resumes answered.
+        let resumed_tools = match (&resume, batch.is_empty()) {
+            (Some(turn), true) => {
+                self.with_history(session, |events| resumed_client_tools(events, turn))
+                    .await?
+            }
+            _ => Vec::new(),
+        };
+        for tool in resumed_tools
+            .iter()
+            .chain(batch.iter().flat_map(|q| q.client_tools.iter()))
+        {
             client_tools.retain(|t| t.name != tool.name);
             client_tools.push(tool.clone());
         }
@@ -820,10 +841,13 @@ impl Turns<'_> {
             while let Ok(more) = rx.try_recv() {
                 batch.push(more);
             }
-            if batch
-                .iter()
-                .any(|e| matches!(e, agentkit_harness::StepEvent::ApprovalRequested { .. }))
-            {
+            if batch.iter().any(|e| {
+                matches!(
+                    e,
+                    agentkit_harness::StepEvent::ApprovalRequested { .. }
+                        | agentkit_harness::StepEvent::ClientActionsRequested { .. }
+                )
+            }) {
                 self.mark_parked(session, true);
             }
             for e in &batch {
@@ -973,6 +997,7 @@ impl Turns<'_> {
             let none_pending = self
                 .with_history(session, |events| {
                     crate::approvals::pending(events).is_empty()
+                        && crate::approvals::waiting_client(events).is_empty()
                 })
                 .await;
             match none_pending {
@@ -1114,4 +1139,48 @@ fn session_failed(message: &str) -> EventData {
     EventData::SessionFailed(SessionFailed {
         message: Some(message.to_owned()),
     })
+}
+
+/// The client tools of the messages `turn` answered, following the
+/// turns it resumed back to the one a message started (a later
+/// message's declaration of a name wins).
+fn resumed_client_tools(events: &[Event], turn: &str) -> Vec<agentkit_protocol::ClientTool> {
+    let mut turn = turn.to_owned();
+    // A chain of resumes is short; the bound only guards a damaged log.
+    for _ in 0..64 {
+        let started = events.iter().find_map(|e| match e.event_type {
+            EventType::TurnStarted if e.turn_id.as_deref() == Some(turn.as_str()) => {
+                match e.payload() {
+                    EventData::TurnStarted(t) => Some(t),
+                    _ => None,
+                }
+            }
+            _ => None,
+        });
+        let Some(started) = started else {
+            return Vec::new();
+        };
+        if started.received.is_empty() {
+            match started.resumes {
+                Some(earlier) => {
+                    turn = earlier;
+                    continue;
+                }
+                None => return Vec::new(),
+            }
+        }
+        let mut tools: Vec<agentkit_protocol::ClientTool> = Vec::new();
+        for e in events.iter().filter(|e| {
+            e.event_type == EventType::MessageReceived && started.received.contains(&e.index)
+        }) {
+            if let EventData::MessageReceived(m) = e.payload() {
+                for tool in m.client_tools {
+                    tools.retain(|t| t.name != tool.name);
+                    tools.push(tool);
+                }
+            }
+        }
+        return tools;
+    }
+    Vec::new()
 }
