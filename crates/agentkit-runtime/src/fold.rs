@@ -473,6 +473,53 @@ impl FoldCache {
     }
 }
 
+/// The client tools of the messages `turn` answered, following the
+/// turns it resumed back to the one a message started (a later
+/// message's declaration of a name wins).
+pub(crate) fn resumed_client_tools(
+    events: &[Event],
+    turn: &str,
+) -> Vec<agentkit_protocol::ClientTool> {
+    let mut turn = turn.to_owned();
+    // A chain of resumes is short; the bound only guards a damaged log.
+    for _ in 0..64 {
+        let started = events.iter().find_map(|e| match e.event_type {
+            EventType::TurnStarted if e.turn_id.as_deref() == Some(turn.as_str()) => {
+                match e.payload() {
+                    EventData::TurnStarted(t) => Some(t),
+                    _ => None,
+                }
+            }
+            _ => None,
+        });
+        let Some(started) = started else {
+            return Vec::new();
+        };
+        if started.received.is_empty() {
+            match started.resumes {
+                Some(earlier) => {
+                    turn = earlier;
+                    continue;
+                }
+                None => return Vec::new(),
+            }
+        }
+        let mut tools: Vec<agentkit_protocol::ClientTool> = Vec::new();
+        for e in events.iter().filter(|e| {
+            e.event_type == EventType::MessageReceived && started.received.contains(&e.index)
+        }) {
+            if let EventData::MessageReceived(m) = e.payload() {
+                for tool in m.client_tools {
+                    tools.retain(|t| t.name != tool.name);
+                    tools.push(tool);
+                }
+            }
+        }
+        return tools;
+    }
+    Vec::new()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -565,6 +612,63 @@ mod tests {
                 json!({"text": "cut", "finishReason": "stop"}),
             ),
         ]
+    }
+
+    /// A resumed turn offers the client tools of the messages the turn it
+    /// resumes answered, through a chain of resumes; a later message's
+    /// declaration of a name wins.
+    #[test]
+    fn a_resumed_turn_offers_the_client_tools_of_the_turn_it_resumes() {
+        let tool = |name: &str, description: &str| json!({"name": name, "description": description, "parameters": {"type": "object"}});
+        let events = vec![
+            e(
+                0,
+                EventType::MessageReceived,
+                None,
+                json!({"text": "a", "clientTools": [tool("pick", "old"), tool("ask", "")]}),
+            ),
+            e(
+                1,
+                EventType::MessageReceived,
+                None,
+                json!({"text": "b", "clientTools": [tool("pick", "new")]}),
+            ),
+            e(
+                2,
+                EventType::TurnStarted,
+                Some("t1"),
+                json!({"received": [0, 1]}),
+            ),
+            e(
+                3,
+                EventType::TurnStarted,
+                Some("t2"),
+                json!({"resumes": "t1"}),
+            ),
+            e(
+                4,
+                EventType::TurnStarted,
+                Some("t3"),
+                json!({"resumes": "t2"}),
+            ),
+            e(5, EventType::MessageReceived, None, json!({"text": "c"})),
+            e(
+                6,
+                EventType::TurnStarted,
+                Some("t4"),
+                json!({"received": [5]}),
+            ),
+        ];
+        let names = |turn: &str| {
+            resumed_client_tools(&events, turn)
+                .into_iter()
+                .map(|t| format!("{}:{}", t.name, t.description))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names("t3"), ["ask:", "pick:new"]);
+        assert_eq!(names("t2"), names("t3"));
+        assert!(names("t4").is_empty());
+        assert!(names("unknown").is_empty());
     }
 
     #[test]

@@ -775,7 +775,7 @@ impl Turns<'_> {
         // resumes answered.
         let resumed_tools = match (&resume, batch.is_empty()) {
             (Some(turn), true) => {
-                self.with_history(session, |events| resumed_client_tools(events, turn))
+                self.with_history(session, |events| fold::resumed_client_tools(events, turn))
                     .await?
             }
             _ => Vec::new(),
@@ -1139,48 +1139,4 @@ fn session_failed(message: &str) -> EventData {
     EventData::SessionFailed(SessionFailed {
         message: Some(message.to_owned()),
     })
-}
-
-/// The client tools of the messages `turn` answered, following the
-/// turns it resumed back to the one a message started (a later
-/// message's declaration of a name wins).
-fn resumed_client_tools(events: &[Event], turn: &str) -> Vec<agentkit_protocol::ClientTool> {
-    let mut turn = turn.to_owned();
-    // A chain of resumes is short; the bound only guards a damaged log.
-    for _ in 0..64 {
-        let started = events.iter().find_map(|e| match e.event_type {
-            EventType::TurnStarted if e.turn_id.as_deref() == Some(turn.as_str()) => {
-                match e.payload() {
-                    EventData::TurnStarted(t) => Some(t),
-                    _ => None,
-                }
-            }
-            _ => None,
-        });
-        let Some(started) = started else {
-            return Vec::new();
-        };
-        if started.received.is_empty() {
-            match started.resumes {
-                Some(earlier) => {
-                    turn = earlier;
-                    continue;
-                }
-                None => return Vec::new(),
-            }
-        }
-        let mut tools: Vec<agentkit_protocol::ClientTool> = Vec::new();
-        for e in events.iter().filter(|e| {
-            e.event_type == EventType::MessageReceived && started.received.contains(&e.index)
-        }) {
-            if let EventData::MessageReceived(m) = e.payload() {
-                for tool in m.client_tools {
-                    tools.retain(|t| t.name != tool.name);
-                    tools.push(tool);
-                }
-            }
-        }
-        return tools;
-    }
-    Vec::new()
 }
