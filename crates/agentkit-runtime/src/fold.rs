@@ -528,15 +528,18 @@ mod tests {
     use agentkit_protocol::SessionId;
     use serde_json::json;
 
-    fn log() -> Vec<Event> {
-        let e = |index: u64, t: EventType, turn: Option<&str>, data: Value| Event {
+    fn e(index: u64, t: EventType, turn: Option<&str>, data: Value) -> Event {
+        Event {
             event_type: t,
             index,
             session_id: SessionId::parse("s").unwrap(),
             turn_id: turn.map(str::to_owned),
             at: String::new(),
             data,
-        };
+        }
+    }
+
+    fn log() -> Vec<Event> {
         vec![
             e(0, EventType::SessionStarted, None, json!({})),
             e(1, EventType::MessageReceived, None, json!({"text": "q1"})),
