@@ -167,9 +167,15 @@ impl Turns<'_> {
         {
             return Ok(None);
         }
-        let (open_turn, settled, trace) = self
+        let (open_turn, settled, trace, waits) = self
             .with_history(session, |events| {
-                if parked && arm {
+                // What waits is read from the log: the parked flag, written
+                // without waiting, may not have reached the index before a
+                // crash.
+                let waits = arm
+                    && (!crate::approvals::pending(events).is_empty()
+                        || !crate::approvals::waiting_client(events).is_empty());
+                if waits {
                     self.rt.approvals().arm_timeouts(&session.id, events);
                 }
                 let open_turn = events
@@ -199,9 +205,12 @@ impl Turns<'_> {
                 let trace = open_turn
                     .as_deref()
                     .and_then(|turn| crate::trace::recorded(events, turn));
-                (open_turn, settled, trace)
+                (open_turn, settled, trace, waits)
             })
             .await?;
+        if waits && !parked {
+            self.mark_parked(session, true);
+        }
         if open_turn.is_none() && settled {
             return Ok(None);
         }

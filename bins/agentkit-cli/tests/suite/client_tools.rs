@@ -376,3 +376,61 @@ fn a_new_message_after_a_kill_withdraws_the_call_left_waiting() {
         "{withdrawn}"
     );
 }
+
+/// `approval_timeout` bounds the wait across a crash: counted from the
+/// request, the call left waiting gets an error result, and a resumed
+/// turn tells the model.
+#[test]
+fn approval_timeout_answers_a_call_left_waiting_by_a_kill() {
+    let tmp = tempfile::tempdir().unwrap();
+    let agent = tmp.path().join("bot/agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(
+        agent.join("agent.toml"),
+        "model = \"scripted:script.json\"\n[harness]\napproval_timeout = \"2s\"\n",
+    )
+    .unwrap();
+    std::fs::write(agent.join("script.json"), SCRIPT).unwrap();
+    std::fs::write(agent.join("instructions.md"), "Test agent.\n").unwrap();
+    let mut server = start(tmp.path());
+    let waiting = respond(server.addr, json!("plan a trip"), None);
+    let id = waiting["session_id"].as_str().unwrap().to_owned();
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let server = start(tmp.path());
+    // Nobody answers: the restarted host times the call out by itself.
+    let events = stream_until(server.addr, &id, "turn.completed");
+    let results: Vec<(&str, &Value)> = events
+        .iter()
+        .filter(|e| e["type"] == "action.result")
+        .map(|e| (e["data"]["callId"].as_str().unwrap(), &e["data"]))
+        .collect();
+    assert_eq!(results.len(), 2, "{events:?}");
+    for (call, data) in &results {
+        assert_eq!(data["isError"], true, "{call}: {data}");
+        assert!(
+            data["output"]
+                .as_str()
+                .unwrap()
+                .contains("did not answer within approval_timeout"),
+            "{call}: {data}"
+        );
+    }
+    assert_eq!(results[0].0, "call-a");
+    assert_eq!(results[1].0, "call-b");
+    let resumed = events
+        .iter()
+        .find(|e| e["type"] == "turn.started" && e["data"]["resumes"].is_string())
+        .unwrap();
+    assert_eq!(resumed["data"]["resumes"], waiting_turn(&events));
+    assert_eq!(events.last().unwrap()["data"]["result"], "Off to both.");
+}
+
+/// The turn that asked the client first.
+fn waiting_turn(events: &[Value]) -> Value {
+    events
+        .iter()
+        .find(|e| e["type"] == "actions.client_requested")
+        .unwrap()["turnId"]
+        .clone()
+}
