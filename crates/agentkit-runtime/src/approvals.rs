@@ -12,6 +12,14 @@
 //! had never stopped. `approval_timeout` applies to such calls too: they
 //! are denied with reason "timed out" when it elapses, counted from the
 //! request.
+//!
+//! Calls of tools a client declared wait at the same gate, for the
+//! client's result (`actions.client_requested`), and are as durable: the
+//! waiting ones are read from the log (`waiting_client`), a result for
+//! one whose turn is gone is recorded under that turn and resumes the
+//! conversation in the same way, and `approval_timeout` answers them with
+//! an error result. A result reaches the host running the turn through
+//! the one command path (`SessionCommand::ClientResults`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
