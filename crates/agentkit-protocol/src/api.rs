@@ -241,6 +241,11 @@ pub struct SendMessage {
     /// (instead of the agent's `output_schema`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
+    /// Tools the client declares for the turn that answers this message:
+    /// offered to the model beside the agent's own; the client runs a
+    /// call of one and answers on `POST /v1/session/:id/client-calls`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_tools: Vec<crate::ClientTool>,
 }
 
 impl SendMessage {

@@ -1,8 +1,7 @@
 //! Calls of client-declared tools across a crash: `agentkit serve --dev`
 //! as a real child process, a turn of each front-end (AG-UI, Responses,
-//! and a Responses session answered through the native API) waiting for
-//! the client, the server killed (SIGKILL) and restarted on the same
-//! state root. Each call is still listed as waiting, and the client's
+//! and the session API) waiting for the client, the server killed
+//! (SIGKILL) and restarted on the same state root. Each call is still listed as waiting, and the client's
 //! answer (an AG-UI `tool` message, a `function_call_output`, `POST
 //! /v1/session/:id/client-calls`) resumes the turn: a new turn that offers
 //! the client's tools again, whose own call of one then waits live.
@@ -162,8 +161,8 @@ fn calls_waiting_for_the_client_survive_a_kill_and_each_front_ends_answer_resume
     let mut server = start(tmp.path());
     let user = json!({"id": "u1", "role": "user", "content": "plan a trip"});
 
-    // Three turns wait for the client: AG-UI's, and two of Responses (one
-    // to be answered by a `function_call_output`, one by the native API).
+    // Three turns wait for the client: AG-UI's, one of Responses and one
+    // of the session API (a message's `clientTools`).
     let first = agui(server.addr, "r1", json!([user]));
     assert_eq!(
         first,
@@ -178,8 +177,14 @@ fn calls_waiting_for_the_client_survive_a_kill_and_each_front_ends_answer_resume
     );
     let waiting = respond(server.addr, json!("plan a trip"), None);
     assert_eq!(function_calls(&waiting), ["call-a"], "{waiting}");
-    let native = respond(server.addr, json!("plan a trip"), None);
-    let native_id = native["session_id"].as_str().unwrap().to_owned();
+    let native = post(
+        server.addr,
+        "/bot/v1/session",
+        json!({"message": "plan a trip", "clientTools": [pick_city()]}),
+    );
+    assert_eq!(native.status, 200, "{}", native.body);
+    let native_id = native.json()["sessionId"].as_str().unwrap().to_owned();
+    stream_until(server.addr, &native_id, "actions.client_requested");
     let listed = client_calls(server.addr, &native_id);
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0]["callId"], "call-a");

@@ -68,7 +68,7 @@ pub(crate) async fn create(
         .agent
         .runtime
         .send(SendRequest {
-            client_tools: Vec::new(),
+            client_tools: req.client_tools,
             channel: HTTP_CHANNEL.to_owned(),
             mode: SessionMode::Chat,
             owner,
@@ -112,7 +112,7 @@ pub(crate) async fn follow_up(
         .follow_up(
             &id,
             FollowUp {
-                client_tools: Vec::new(),
+                client_tools: req.client_tools,
                 owner,
                 message: req.message,
                 continuation_token: req.continuation_token,
