@@ -241,6 +241,11 @@ pub struct SendMessage {
     /// (instead of the agent's `output_schema`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
+    /// Tools the client declares for the turn that answers this message:
+    /// offered to the model beside the agent's own; the client runs a
+    /// call of one and answers on `POST /v1/session/:id/client-calls`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_tools: Vec<crate::ClientTool>,
 }
 
 impl SendMessage {
@@ -722,6 +727,69 @@ pub struct ApprovalResolved {
     /// The principal that decided.
     pub by: String,
     /// A new turn resumes the conversation (the call's turn had ended).
+    pub resumed: bool,
+}
+
+/// A call of a tool the client declared, waiting for the client's
+/// result, as `GET /v1/session/:id/client-calls` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct WaitingClientCall {
+    pub call_id: String,
+    pub tool_name: String,
+    pub input: Value,
+    pub turn_id: String,
+    pub requested_at: String,
+    /// The turn that asked is still running and waits (otherwise a
+    /// restart cut it short, and the result resumes the conversation in
+    /// a new turn).
+    pub live: bool,
+}
+
+/// `GET /v1/session/:id/client-calls`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ClientCallList {
+    pub ok: bool,
+    pub session_id: String,
+    /// Oldest first.
+    pub calls: Vec<WaitingClientCall>,
+}
+
+/// One result the client sends for a call of its tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClientResult {
+    pub call_id: String,
+    /// What the model sees as the call's output (any JSON).
+    pub output: Value,
+    /// The call failed: the model sees an error result.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+}
+
+/// `POST /v1/session/:id/client-calls`: the client's results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ClientResults {
+    pub results: Vec<ClientResult>,
+}
+
+/// What answering calls of client tools answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ClientResultsAccepted {
+    pub ok: bool,
+    pub session_id: String,
+    /// The calls answered, in the order sent.
+    pub answered: Vec<String>,
+    /// A new turn resumes the conversation (the calls' turn had ended:
+    /// a restart or a shutdown cut it short).
     pub resumed: bool,
 }
 

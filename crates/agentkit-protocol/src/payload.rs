@@ -85,6 +85,7 @@ pub struct MessageReceived {
 /// client runs it and sends the result back
 /// (`actions.client_requested`).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct ClientTool {
     pub name: String,

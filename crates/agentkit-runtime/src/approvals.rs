@@ -12,17 +12,26 @@
 //! had never stopped. `approval_timeout` applies to such calls too: they
 //! are denied with reason "timed out" when it elapses, counted from the
 //! request.
+//!
+//! Calls of tools a client declared wait at the same gate, for the
+//! client's result (`actions.client_requested`), and are as durable: the
+//! waiting ones are read from the log (`waiting_client`), a result for
+//! one whose turn is gone is recorded under that turn and resumes the
+//! conversation in the same way, and `approval_timeout` answers them with
+//! an error result. A result reaches the host running the turn through
+//! the one command path (`SessionCommand::ClientResults`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use agentkit_harness::{ApprovalGate, Decision, ToolContext, ToolOutput};
+use agentkit_protocol::api::{ClientResult, WaitingClientCall};
 use agentkit_protocol::{ActionResult, ApprovalResolved, Event, EventData, EventType, SessionId};
 
 use crate::approval_gate::SessionGate;
 use crate::error::{Error, Result};
 use crate::meta::Owner;
-use crate::requests::ResolvedApproval;
+use crate::requests::{AnsweredClient, ResolvedApproval};
 use crate::runtime::AgentRuntime;
 use crate::util::lock;
 
@@ -61,6 +70,44 @@ pub(crate) fn pending(events: &[Event]) -> Vec<PendingApproval> {
             live: false,
         })
         .collect()
+}
+
+/// The calls of client tools in `events` whose result has not come,
+/// oldest first (`actions.client_requested` with no `action.result`).
+pub(crate) fn waiting_client(events: &[Event]) -> Vec<WaitingClientCall> {
+    let mut requested: Vec<WaitingClientCall> = Vec::new();
+    let mut turns: HashSet<&str> = HashSet::new();
+    for e in events
+        .iter()
+        .filter(|e| e.event_type == EventType::ActionsClientRequested)
+    {
+        if let EventData::ClientActionsRequested(r) = e.payload() {
+            turns.insert(e.turn_id.as_deref().unwrap_or_default());
+            requested.extend(r.calls.into_iter().map(|c| WaitingClientCall {
+                call_id: c.call_id,
+                tool_name: c.tool_name,
+                input: c.input,
+                turn_id: e.turn_id.clone().unwrap_or_default(),
+                requested_at: e.at.clone(),
+                live: false,
+            }));
+        }
+    }
+    if requested.is_empty() {
+        return requested;
+    }
+    // Parse only the results of turns that asked the client.
+    let mut answered: HashSet<String> = HashSet::new();
+    for e in events.iter().filter(|e| {
+        e.event_type == EventType::ActionResult
+            && turns.contains(e.turn_id.as_deref().unwrap_or_default())
+    }) {
+        if let EventData::ActionResult(r) = e.payload() {
+            answered.insert(r.call_id);
+        }
+    }
+    requested.retain(|c| !answered.contains(&c.call_id));
+    requested
 }
 
 /// Approvals, a part of the runtime: the calls parked in turns until a
@@ -248,22 +295,38 @@ impl Approvals<'_> {
                 }),
             )
             .await?;
-        // The conversation can go on once every call of that step has a
-        // result: calls a restart cut short get an error result; calls
-        // still parked keep it waiting.
-        let (still_parked, unanswered) = self
+        let resumed = self.resume_when_answered(&session, guard, turn).await?;
+        Ok(answer(resumed))
+    }
+
+    /// After a call of `turn` (a turn that has ended) got its result:
+    /// once no call of the turn waits any more (for a decision or for the
+    /// client), calls a restart cut short get an error result and a new
+    /// turn resumes the conversation when `guard` is released. Answers
+    /// whether it resumes.
+    async fn resume_when_answered(
+        &self,
+        session: &Arc<crate::session::Session>,
+        guard: crate::tool_call::Release<'_>,
+        turn: &str,
+    ) -> Result<bool> {
+        let (still_waiting, unanswered, any_waiting) = self
             .rt
             .turns()
-            .with_history(&session, |events| {
+            .with_history(session, |events| {
+                let parked = pending(events);
+                let client = waiting_client(events);
                 (
-                    pending(events).iter().any(|p| p.turn_id == turn),
+                    parked.iter().any(|p| p.turn_id == turn)
+                        || client.iter().any(|c| c.turn_id == turn),
                     unanswered_calls(events, turn),
+                    !parked.is_empty() || !client.is_empty(),
                 )
             })
             .await?;
-        if still_parked {
+        if still_waiting {
             self.rt.store().sync(&session.id).await?;
-            return Ok(answer(false));
+            return Ok(false);
         }
         for (call, tool) in unanswered {
             self.rt
@@ -281,11 +344,13 @@ impl Approvals<'_> {
                 )
                 .await?;
         }
-        self.rt.turns().mark_parked(&guard.session, false);
+        if !any_waiting {
+            self.rt.turns().mark_parked(&guard.session, false);
+        }
         self.rt.turns().set_resume(&guard.session, turn.to_owned());
         // Releasing starts the resuming turn.
         drop(guard);
-        Ok(answer(true))
+        Ok(true)
     }
 
     /// Runs an approved call whose turn is gone, in the session workspace.
@@ -327,15 +392,7 @@ impl Approvals<'_> {
             return;
         };
         for parked in pending(events) {
-            let waited = chrono::DateTime::parse_from_rfc3339(&parked.requested_at)
-                .ok()
-                .and_then(|at| {
-                    (chrono::Utc::now() - at.with_timezone(&chrono::Utc))
-                        .to_std()
-                        .ok()
-                })
-                .unwrap_or_default();
-            let left = limit.saturating_sub(waited);
+            let left = limit.saturating_sub(waited_since(&parked.requested_at));
             let runtime = self.rt.clone();
             let id = id.as_str().to_owned();
             self.rt.inner.spawn_task(async move {
@@ -353,51 +410,255 @@ impl Approvals<'_> {
                 Some(())
             });
         }
+        // Calls that waited for the client: the harness's own bound on
+        // the wait, kept across the restart.
+        for waiting in waiting_client(events) {
+            let left = limit.saturating_sub(waited_since(&waiting.requested_at));
+            let runtime = self.rt.clone();
+            let id = id.as_str().to_owned();
+            self.rt.inner.spawn_task(async move {
+                runtime.inner.sleep_or_shutdown(left).await?;
+                let out = ClientResult {
+                    call_id: waiting.call_id.clone(),
+                    output: format!(
+                        "the client did not answer within approval_timeout ({limit:?})"
+                    )
+                    .into(),
+                    is_error: true,
+                };
+                match runtime.approvals().apply_client_results(&id, vec![out]).await {
+                    Ok(_) | Err(Error::ClientCallNotWaiting { .. }) => {}
+                    Err(e) => {
+                        tracing::warn!(session = %id, call = %waiting.call_id, error = %e, "cannot time out a call waiting for the client");
+                    }
+                }
+                Some(())
+            });
+        }
     }
 
     /// Hands the client's results to the calls of its tools that wait in
-    /// session `id`'s running turn; results for calls that do not wait
-    /// (answered already, or another run's) are left out. Answers the ids
-    /// of the calls it answered. `owner` must own the session.
+    /// session `id`: to its running turn, or, when a restart (or a
+    /// shutdown) cut that turn short, under the turn that asked, and a
+    /// new turn resumes the conversation once none of its calls waits.
+    /// `owner` must own the session. A result for a call that does not
+    /// wait (answered already, withdrawn, or never asked) is refused and
+    /// nothing is answered.
+    ///
+    /// On a shared database, calls waiting in a turn another live host is
+    /// running are answered there: the results are routed through the
+    /// mailbox (`mailbox.rs`), as a decision is.
     pub async fn answer_client(
         &self,
         id: &str,
         owner: &Owner,
         results: Vec<(String, ToolOutput)>,
-    ) -> Result<Vec<String>> {
-        self.rt.sessions().owned(id, owner).await?;
-        let mut answered = Vec::new();
-        for (call_id, output) in results {
-            let key = (id.to_owned(), call_id);
-            let waiter = lock(&self.rt.inner.waiters().clients).remove(&key);
-            if let Some(tx) = waiter
-                && tx.send(output).is_ok()
-            {
-                answered.push(key.1);
+    ) -> Result<AnsweredClient> {
+        let results: Vec<ClientResult> = results
+            .into_iter()
+            .map(|(call_id, out)| ClientResult {
+                call_id,
+                output: out.output,
+                is_error: out.is_error,
+            })
+            .collect();
+        if self.rt.inner.shared.is_some() {
+            self.rt.sessions().owned(id, owner).await?;
+            let waits_here = {
+                let clients = lock(&self.rt.inner.waiters().clients);
+                results
+                    .iter()
+                    .any(|r| clients.contains_key(&(id.to_owned(), r.call_id.clone())))
+            };
+            let command = crate::session_command::SessionCommand::ClientResults {
+                owner: owner.clone(),
+                results: results.clone(),
+            };
+            if !waits_here && self.rt.commands().held_by_other(id).await?.is_some() {
+                return self.rt.commands().route(id, command).await?.into_answered();
             }
         }
-        Ok(answered)
+        let command = crate::session_command::SessionCommand::ClientResults {
+            owner: owner.clone(),
+            results,
+        };
+        self.rt
+            .commands()
+            .dispatch(id, command)
+            .await?
+            .into_answered()
+    }
+
+    /// [`answer_client`](Approvals::answer_client) on this host only (its
+    /// [`SessionCommand::ClientResults`](crate::session_command::SessionCommand)).
+    pub(crate) async fn answer_here(
+        &self,
+        id: &str,
+        owner: &Owner,
+        results: Vec<ClientResult>,
+    ) -> Result<AnsweredClient> {
+        self.rt.sessions().owned(id, owner).await?;
+        self.apply_client_results(id, results).await
+    }
+
+    async fn apply_client_results(
+        &self,
+        id: &str,
+        results: Vec<ClientResult>,
+    ) -> Result<AnsweredClient> {
+        let session = self.rt.sessions().get(id).await?;
+        self.rt.turns().ready(&session).await?;
+        let logged = self
+            .rt
+            .turns()
+            .with_history(&session, waiting_client)
+            .await?;
+        // Every result must answer a call that waits, live or in the log.
+        {
+            let clients = lock(&self.rt.inner.waiters().clients);
+            if let Some(stray) = results.iter().find(|r| {
+                !clients.contains_key(&(id.to_owned(), r.call_id.clone()))
+                    && !logged.iter().any(|c| c.call_id == r.call_id)
+            }) {
+                return Err(Error::ClientCallNotWaiting {
+                    call_id: stray.call_id.clone(),
+                });
+            }
+        }
+        let mut answered = Vec::new();
+        let mut rest = Vec::new();
+        for r in results {
+            let key = (id.to_owned(), r.call_id.clone());
+            let waiter = lock(&self.rt.inner.waiters().clients).remove(&key);
+            let out = ToolOutput {
+                output: r.output,
+                is_error: r.is_error,
+            };
+            match waiter.map(|tx| tx.send(out.clone())) {
+                Some(Ok(())) => answered.push(r.call_id),
+                _ => rest.push((r.call_id, out)),
+            }
+        }
+        if rest.is_empty() {
+            return Ok(AnsweredClient {
+                answered,
+                resumed: false,
+            });
+        }
+        // Their turn is gone: a restart (or shutdown) cut it short. The
+        // results go under the turn that asked.
+        let claimed = self.rt.turns().claim_idle(&session).await?;
+        let guard = crate::tool_call::Release {
+            runtime: self.rt,
+            session: claimed,
+        };
+        let mut turn = String::new();
+        for (call_id, out) in rest {
+            let Some(call) = logged.iter().find(|c| c.call_id == call_id) else {
+                continue;
+            };
+            turn.clone_from(&call.turn_id);
+            self.rt
+                .store()
+                .append(
+                    &session.id,
+                    Some(&call.turn_id),
+                    EventData::ActionResult(ActionResult {
+                        call_id: call_id.clone(),
+                        tool_name: call.tool_name.clone(),
+                        output: out.output,
+                        is_error: out.is_error,
+                        duration_ms: 0,
+                    }),
+                )
+                .await?;
+            answered.push(call_id);
+        }
+        let resumed = self.resume_when_answered(&session, guard, &turn).await?;
+        Ok(AnsweredClient { answered, resumed })
     }
 
     /// The calls of client tools that wait for the client in session
-    /// `id` (on this host).
-    pub fn awaiting_client(&self, id: &str) -> Vec<String> {
-        let mut calls: Vec<String> = lock(&self.rt.inner.waiters().clients)
-            .keys()
-            .filter(|(session, _)| session == id)
-            .map(|(_, call)| call.clone())
-            .collect();
-        calls.sort();
-        calls
+    /// `id` (in a turn running on any host, or left by a restart), oldest
+    /// first. `owner` must own the session.
+    pub async fn awaiting_client(&self, id: &str, owner: &Owner) -> Result<Vec<WaitingClientCall>> {
+        let session = self.rt.sessions().owned(id, owner).await?;
+        self.rt.turns().ready(&session).await?;
+        let mut calls = self
+            .rt
+            .turns()
+            .with_history(&session, waiting_client)
+            .await?;
+        let clients = lock(&self.rt.inner.waiters().clients);
+        for c in &mut calls {
+            c.live = clients.contains_key(&(id.to_owned(), c.call_id.clone()));
+        }
+        Ok(calls)
+    }
+
+    /// Withdraws the calls of client tools that a turn other than
+    /// `except` left waiting (a restart cut it short): a new message
+    /// answered them, as a follow-up preempts a waiting turn. Each gets an
+    /// error result under its turn.
+    pub(crate) async fn withdraw_client_calls(
+        &self,
+        session: &Arc<crate::session::Session>,
+        except: &str,
+    ) -> Result<()> {
+        let left = self
+            .rt
+            .turns()
+            .with_history(session, waiting_client)
+            .await?;
+        for call in left.into_iter().filter(|c| c.turn_id != except) {
+            self.rt
+                .turns()
+                .append(
+                    &session.id,
+                    Some(&call.turn_id),
+                    EventData::ActionResult(ActionResult {
+                        call_id: call.call_id,
+                        tool_name: call.tool_name,
+                        output: format!(
+                            "the client's result never came: turn `{except}` answered a newer message instead"
+                        )
+                        .into(),
+                        is_error: true,
+                        duration_ms: 0,
+                    }),
+                )
+                .await?;
+        }
+        Ok(())
     }
 
     /// After an interrupted turn (preempted or stopped, not a shutdown),
     /// its parked calls are withdrawn: they no longer wait for anyone.
     pub(crate) async fn withdraw_parked(&self, id: &SessionId, turn: &str) -> Result<()> {
         let session = self.rt.sessions().get(id.as_str()).await?;
-        let all = self.rt.turns().with_history(&session, pending).await?;
-        if all.iter().all(|p| p.turn_id == turn) {
+        let (all, client) = self
+            .rt
+            .turns()
+            .with_history(&session, |events| (pending(events), waiting_client(events)))
+            .await?;
+        if all.iter().all(|p| p.turn_id == turn) && client.iter().all(|c| c.turn_id == turn) {
             self.rt.turns().mark_parked(&session, false);
+        }
+        for call in client.into_iter().filter(|c| c.turn_id == turn) {
+            self.rt
+                .store()
+                .append(
+                    id,
+                    Some(turn),
+                    EventData::ActionResult(ActionResult {
+                        call_id: call.call_id,
+                        tool_name: call.tool_name,
+                        output: "the wait for the client's result was withdrawn: the turn was interrupted".into(),
+                        is_error: true,
+                        duration_ms: 0,
+                    }),
+                )
+                .await?;
         }
         for parked in all.into_iter().filter(|p| p.turn_id == turn) {
             self.rt
@@ -415,6 +676,18 @@ impl Approvals<'_> {
         }
         Ok(())
     }
+}
+
+/// How long ago `at` (RFC 3339) was; zero when it does not parse.
+fn waited_since(at: &str) -> std::time::Duration {
+    chrono::DateTime::parse_from_rfc3339(at)
+        .ok()
+        .and_then(|at| {
+            (chrono::Utc::now() - at.with_timezone(&chrono::Utc))
+                .to_std()
+                .ok()
+        })
+        .unwrap_or_default()
 }
 
 /// Calls of `turn`'s last `actions.requested` with no `action.result`.

@@ -70,7 +70,12 @@ pub(crate) async fn rebuild(
         .collect();
     // The client's tools of the turn's messages, as the turn offered them
     // (a later message's declaration of a name wins).
-    let mut client_tools: Vec<agentkit_protocol::ClientTool> = Vec::new();
+    // A resumed turn offered those of the turn it resumes.
+    let mut client_tools: Vec<agentkit_protocol::ClientTool> = if messages.is_empty() {
+        crate::fold::resumed_client_tools(events, turn_id)
+    } else {
+        Vec::new()
+    };
     for tool in messages.iter().flat_map(|m| m.client_tools.iter()) {
         client_tools.retain(|t| t.name != tool.name);
         client_tools.push(tool.clone());

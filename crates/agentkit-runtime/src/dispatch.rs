@@ -1,5 +1,6 @@
 //! One command path: every request to a session (a message, a stop, a
-//! reminder's wake, an approval decision, a deterministic tool call) is a
+//! reminder's wake, an approval decision, a client's tool results, a
+//! deterministic tool call) is a
 //! [`SessionCommand`]. [`AgentRuntime::dispatch`] applies it here, or, on
 //! a shared database when another live host holds the session, routes it
 //! there (`mailbox.rs`), whose mailbox loop reaches the same
@@ -94,6 +95,13 @@ impl Commands<'_> {
                     approved: r.decision == "approve",
                     by: r.by,
                     resumed: r.resumed,
+                })
+            }
+            SessionCommand::ClientResults { owner, results } => {
+                let answered = self.rt.approvals().answer_here(id, &owner, results).await;
+                answered.map(|a| Outcome::Answered {
+                    answered: a.answered,
+                    resumed: a.resumed,
                 })
             }
             SessionCommand::ToolCall {

@@ -49,6 +49,10 @@ pub enum Error {
     ApprovalNotFound { call_id: String },
     #[error("call `{call_id}` was already approved or denied")]
     ApprovalResolved { call_id: String },
+    #[error(
+        "no call `{call_id}` of a client tool waits for its result in this session (answered already, withdrawn, or never asked)"
+    )]
+    ClientCallNotWaiting { call_id: String },
     #[error("schedule `{id}`: the handler failed: {message}")]
     ScheduleFailed { id: String, message: String },
     #[error("event store")]
@@ -102,7 +106,7 @@ impl Error {
             Error::InsideTurn { .. } => ErrorCode::InsideTurn,
             Error::UnknownTool { .. } => ErrorCode::UnknownTool,
             Error::InvalidInput { .. } => ErrorCode::InvalidInput,
-            Error::NotFound { .. } => ErrorCode::NotFound,
+            Error::NotFound { .. } | Error::ClientCallNotWaiting { .. } => ErrorCode::NotFound,
             Error::NotAvailable { .. } => ErrorCode::NotAvailable,
             Error::TooLarge { .. } => ErrorCode::PayloadTooLarge,
             Error::ApprovalNotFound { .. } => ErrorCode::ApprovalNotFound,
@@ -131,6 +135,7 @@ impl Error {
             Error::SessionNotFound { .. }
             | Error::UnknownTool { .. }
             | Error::NotFound { .. }
+            | Error::ClientCallNotWaiting { .. }
             | Error::ApprovalNotFound { .. } => 404,
             Error::NotAvailable { .. } => 501,
             Error::TooLarge { .. } => 413,

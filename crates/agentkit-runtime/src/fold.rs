@@ -223,7 +223,13 @@ pub(crate) fn sizing(events: &[Event]) -> agentkit_protocol::Sizing {
     total
 }
 
-/// Does the fold (or the approvals list, or recovery) read events of this
+/// The snapshot format: its kept events are those [`keeps`] names. A
+/// snapshot of another version (one written before the kept set grew) is
+/// not read: the log is read instead, and the next snapshot replaces it.
+const SNAPSHOT_VERSION: u32 = 2;
+
+/// Does the fold (or the approvals list, the calls waiting for the
+/// client, or recovery) read events of this
 /// type? Deltas, step boundaries and subagent notes are left out of the
 /// cache: they are most of a log and none of the conversation.
 pub(crate) fn keeps(t: EventType) -> bool {
@@ -236,6 +242,7 @@ pub(crate) fn keeps(t: EventType) -> bool {
             | EventType::ActionResult
             | EventType::ActionApprovalRequested
             | EventType::ActionApprovalResolved
+            | EventType::ActionsClientRequested
             | EventType::TurnStarted
             | EventType::TurnCompleted
             | EventType::TurnFailed
@@ -273,7 +280,7 @@ pub(crate) const SNAPSHOT_EVERY: u64 = 256;
 /// The first line of a snapshot file.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct SnapshotHeader {
-    /// The format (1).
+    /// The format ([`SNAPSHOT_VERSION`]).
     snapshot: u32,
     session: String,
     /// The kept events of `0..upto` follow, one per line.
@@ -415,7 +422,7 @@ impl FoldCache {
     /// The snapshot file's bytes: a header line, then the kept events.
     pub(crate) fn encode(&self, session: &str) -> serde_json::Result<Vec<u8>> {
         let mut out = serde_json::to_vec(&SnapshotHeader {
-            snapshot: 1,
+            snapshot: SNAPSHOT_VERSION,
             session: session.to_owned(),
             upto: self.upto,
             events: self.events.len(),
@@ -438,7 +445,7 @@ impl FoldCache {
     pub(crate) fn decode(bytes: &[u8], session: &str) -> Option<(u64, Vec<Event>)> {
         let mut lines = bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty());
         let header: SnapshotHeader = serde_json::from_slice(lines.next()?).ok()?;
-        if header.snapshot != 1 || header.session != session {
+        if header.snapshot != SNAPSHOT_VERSION || header.session != session {
             return None;
         }
         let mut events = Vec::new();
@@ -466,6 +473,53 @@ impl FoldCache {
     }
 }
 
+/// The client tools of the messages `turn` answered, following the
+/// turns it resumed back to the one a message started (a later
+/// message's declaration of a name wins).
+pub(crate) fn resumed_client_tools(
+    events: &[Event],
+    turn: &str,
+) -> Vec<agentkit_protocol::ClientTool> {
+    let mut turn = turn.to_owned();
+    // A chain of resumes is short; the bound only guards a damaged log.
+    for _ in 0..64 {
+        let started = events.iter().find_map(|e| match e.event_type {
+            EventType::TurnStarted if e.turn_id.as_deref() == Some(turn.as_str()) => {
+                match e.payload() {
+                    EventData::TurnStarted(t) => Some(t),
+                    _ => None,
+                }
+            }
+            _ => None,
+        });
+        let Some(started) = started else {
+            return Vec::new();
+        };
+        if started.received.is_empty() {
+            match started.resumes {
+                Some(earlier) => {
+                    turn = earlier;
+                    continue;
+                }
+                None => return Vec::new(),
+            }
+        }
+        let mut tools: Vec<agentkit_protocol::ClientTool> = Vec::new();
+        for e in events.iter().filter(|e| {
+            e.event_type == EventType::MessageReceived && started.received.contains(&e.index)
+        }) {
+            if let EventData::MessageReceived(m) = e.payload() {
+                for tool in m.client_tools {
+                    tools.retain(|t| t.name != tool.name);
+                    tools.push(tool);
+                }
+            }
+        }
+        return tools;
+    }
+    Vec::new()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -474,15 +528,18 @@ mod tests {
     use agentkit_protocol::SessionId;
     use serde_json::json;
 
-    fn log() -> Vec<Event> {
-        let e = |index: u64, t: EventType, turn: Option<&str>, data: Value| Event {
+    fn e(index: u64, t: EventType, turn: Option<&str>, data: Value) -> Event {
+        Event {
             event_type: t,
             index,
             session_id: SessionId::parse("s").unwrap(),
             turn_id: turn.map(str::to_owned),
             at: String::new(),
             data,
-        };
+        }
+    }
+
+    fn log() -> Vec<Event> {
         vec![
             e(0, EventType::SessionStarted, None, json!({})),
             e(1, EventType::MessageReceived, None, json!({"text": "q1"})),
@@ -558,6 +615,63 @@ mod tests {
                 json!({"text": "cut", "finishReason": "stop"}),
             ),
         ]
+    }
+
+    /// A resumed turn offers the client tools of the messages the turn it
+    /// resumes answered, through a chain of resumes; a later message's
+    /// declaration of a name wins.
+    #[test]
+    fn a_resumed_turn_offers_the_client_tools_of_the_turn_it_resumes() {
+        let tool = |name: &str, description: &str| json!({"name": name, "description": description, "parameters": {"type": "object"}});
+        let events = vec![
+            e(
+                0,
+                EventType::MessageReceived,
+                None,
+                json!({"text": "a", "clientTools": [tool("pick", "old"), tool("ask", "")]}),
+            ),
+            e(
+                1,
+                EventType::MessageReceived,
+                None,
+                json!({"text": "b", "clientTools": [tool("pick", "new")]}),
+            ),
+            e(
+                2,
+                EventType::TurnStarted,
+                Some("t1"),
+                json!({"received": [0, 1]}),
+            ),
+            e(
+                3,
+                EventType::TurnStarted,
+                Some("t2"),
+                json!({"resumes": "t1"}),
+            ),
+            e(
+                4,
+                EventType::TurnStarted,
+                Some("t3"),
+                json!({"resumes": "t2"}),
+            ),
+            e(5, EventType::MessageReceived, None, json!({"text": "c"})),
+            e(
+                6,
+                EventType::TurnStarted,
+                Some("t4"),
+                json!({"received": [5]}),
+            ),
+        ];
+        let names = |turn: &str| {
+            resumed_client_tools(&events, turn)
+                .into_iter()
+                .map(|t| format!("{}:{}", t.name, t.description))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names("t3"), ["ask:", "pick:new"]);
+        assert_eq!(names("t2"), names("t3"));
+        assert!(names("t4").is_empty());
+        assert!(names("unknown").is_empty());
     }
 
     #[test]

@@ -18,7 +18,9 @@
 //!
 //! Calls that need approval park durably ([`AgentRuntime::approvals`],
 //! [`Approvals::resolve`]): a restart keeps them listed, and
-//! approving one afterwards resumes the conversation from the log.
+//! approving one afterwards resumes the conversation from the log. Calls
+//! of tools a client declared wait the same way for the client's result
+//! ([`Approvals::answer_client`]).
 //!
 //! A/B experiments enrol new sessions and pick the agent each turn runs as
 //! (`ab.rs`); per-variant metrics and feedback are not here yet. The
@@ -111,7 +113,7 @@ pub use reminder_types::{
     ReminderWhen, parse_when,
 };
 pub use reminders::Reminders;
-pub use requests::{ResolvedApproval, ToolCallOutcome};
+pub use requests::{AnsweredClient, ResolvedApproval, ToolCallOutcome};
 pub use runtime::{
     Accepted, AgentRuntime, FollowUp, HTTP_CHANNEL, RuntimeOptions, RuntimeStats, SendRequest,
     SessionSummary, WeakRuntime,

@@ -91,6 +91,16 @@ pub struct ResolvedApproval {
     pub resumed: bool,
 }
 
+/// What handing the client's results to calls of its tools answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnsweredClient {
+    /// The calls answered, in the order sent.
+    pub answered: Vec<String>,
+    /// A new turn resumes the conversation (the calls' turn had ended).
+    pub resumed: bool,
+}
+
 /// The envelope of a finished call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

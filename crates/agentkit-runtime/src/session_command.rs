@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::meta::Owner;
-use crate::requests::{Accepted, FollowUp, ResolvedApproval, ToolCallOutcome};
+use crate::requests::{Accepted, AnsweredClient, FollowUp, ResolvedApproval, ToolCallOutcome};
 
 /// A request to one session: what every entry point (HTTP, MCP,
 /// channels, schedules, reminders, the host bridge) asks of a session
@@ -40,6 +40,14 @@ pub(crate) enum SessionCommand {
         owner: Owner,
         call_id: String,
         decision: Decision,
+    },
+    /// The client's results for calls of its tools (AG-UI `tool`
+    /// messages, Responses `function_call_output` items,
+    /// `POST /v1/session/:id/client-calls`).
+    #[serde(rename_all = "camelCase")]
+    ClientResults {
+        owner: Owner,
+        results: Vec<agentkit_protocol::api::ClientResult>,
     },
     /// A deterministic tool call in the session (`POST /v1/tools/:name`
     /// with `sessionId`).
@@ -104,6 +112,7 @@ impl SessionCommand {
             SessionCommand::Stop { .. } => "stop",
             SessionCommand::Wake { .. } => "wake",
             SessionCommand::Decision { .. } => "decision",
+            SessionCommand::ClientResults { .. } => "client-results",
             SessionCommand::ToolCall { .. } => "tool",
         }
     }
@@ -114,6 +123,7 @@ impl SessionCommand {
             SessionCommand::Message { owner, .. }
             | SessionCommand::Stop { owner }
             | SessionCommand::Decision { owner, .. }
+            | SessionCommand::ClientResults { owner, .. }
             | SessionCommand::ToolCall { owner, .. } => &owner.principal_id,
             SessionCommand::Wake { .. } => "reminder",
         }
@@ -164,6 +174,11 @@ pub(crate) enum Outcome {
         call_id: String,
         approved: bool,
         by: String,
+        resumed: bool,
+    },
+    #[serde(rename_all = "camelCase")]
+    Answered {
+        answered: Vec<String>,
         resumed: bool,
     },
     #[serde(rename_all = "camelCase")]
@@ -243,6 +258,13 @@ impl Outcome {
     pub(crate) fn into_called(self) -> Result<ToolCallOutcome> {
         match self.or_failed()? {
             Outcome::Called { call } => Ok(call),
+            other => Err(other.unexpected()),
+        }
+    }
+
+    pub(crate) fn into_answered(self) -> Result<AnsweredClient> {
+        match self.or_failed()? {
+            Outcome::Answered { answered, resumed } => Ok(AnsweredClient { answered, resumed }),
             other => Err(other.unexpected()),
         }
     }

@@ -167,9 +167,15 @@ impl Turns<'_> {
         {
             return Ok(None);
         }
-        let (open_turn, settled, trace) = self
+        let (open_turn, settled, trace, waits) = self
             .with_history(session, |events| {
-                if parked && arm {
+                // What waits is read from the log: the parked flag, written
+                // without waiting, may not have reached the index before a
+                // crash.
+                let waits = arm
+                    && (!crate::approvals::pending(events).is_empty()
+                        || !crate::approvals::waiting_client(events).is_empty());
+                if waits {
                     self.rt.approvals().arm_timeouts(&session.id, events);
                 }
                 let open_turn = events
@@ -199,9 +205,12 @@ impl Turns<'_> {
                 let trace = open_turn
                     .as_deref()
                     .and_then(|turn| crate::trace::recorded(events, turn));
-                (open_turn, settled, trace)
+                (open_turn, settled, trace, waits)
             })
             .await?;
+        if waits && !parked {
+            self.mark_parked(session, true);
+        }
         if open_turn.is_none() && settled {
             return Ok(None);
         }
@@ -669,6 +678,15 @@ impl Turns<'_> {
         };
         self.append(id, Some(&turn_id), EventData::TurnStarted(started))
             .await?;
+        // Calls of client tools a restart left waiting are answered by
+        // this newer message instead (as a follow-up preempts a waiting
+        // turn); a resumed turn goes on with them.
+        if resume.is_none() && session.meta().parked {
+            self.rt
+                .approvals()
+                .withdraw_client_calls(session, &turn_id)
+                .await?;
+        }
         let mut exclude: BTreeSet<u64> = batch.iter().map(|q| q.index).collect();
         let newest_answered = exclude.last().copied();
         // The session's usage is summed only for a budget that needs it.
@@ -762,7 +780,19 @@ impl Turns<'_> {
         // The client's tools of the turn's messages (a later message's
         // declaration of a name wins).
         let mut client_tools: Vec<agentkit_protocol::ClientTool> = Vec::new();
-        for tool in batch.iter().flat_map(|q| q.client_tools.iter()) {
+        // A resumed turn offers the tools of the messages the turn it
+        // resumes answered.
+        let resumed_tools = match (&resume, batch.is_empty()) {
+            (Some(turn), true) => {
+                self.with_history(session, |events| fold::resumed_client_tools(events, turn))
+                    .await?
+            }
+            _ => Vec::new(),
+        };
+        for tool in resumed_tools
+            .iter()
+            .chain(batch.iter().flat_map(|q| q.client_tools.iter()))
+        {
             client_tools.retain(|t| t.name != tool.name);
             client_tools.push(tool.clone());
         }
@@ -820,10 +850,13 @@ impl Turns<'_> {
             while let Ok(more) = rx.try_recv() {
                 batch.push(more);
             }
-            if batch
-                .iter()
-                .any(|e| matches!(e, agentkit_harness::StepEvent::ApprovalRequested { .. }))
-            {
+            if batch.iter().any(|e| {
+                matches!(
+                    e,
+                    agentkit_harness::StepEvent::ApprovalRequested { .. }
+                        | agentkit_harness::StepEvent::ClientActionsRequested { .. }
+                )
+            }) {
                 self.mark_parked(session, true);
             }
             for e in &batch {
@@ -973,6 +1006,7 @@ impl Turns<'_> {
             let none_pending = self
                 .with_history(session, |events| {
                     crate::approvals::pending(events).is_empty()
+                        && crate::approvals::waiting_client(events).is_empty()
                 })
                 .await;
             match none_pending {

@@ -1,6 +1,7 @@
 //! Shared helpers: running the binary and capturing what it printed.
 
 mod chat;
+mod client_tools;
 mod commands;
 mod core;
 mod deploy;

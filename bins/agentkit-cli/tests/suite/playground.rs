@@ -3,7 +3,8 @@
 //! headless Chromium through playwright-core
 //! (`crates/agentkit-playground/web/e2e/playground.mjs`): load, send,
 //! stream, approve, deny, reload and replay, the inbox, a deterministic
-//! tool call, a schedule dispatch, `/docs`, and a `--bearer-token` host
+//! tool call, a schedule dispatch, the API view of the OpenAPI document,
+//! `/docs`, and a `--bearer-token` host
 //! used through the token field (files uploaded, previewed and downloaded
 //! with the token). A third server runs the `keeper` project (a priced
 //! scripted model) for the views of what an agent keeps: costs, the

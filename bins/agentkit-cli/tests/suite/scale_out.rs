@@ -1060,3 +1060,105 @@ fn every_host_lists_sessions_by_status_and_last_activity_whichever_runs_them() {
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.body.contains("`status`"), "{}", r.body);
 }
+
+/// A Responses request to `addr` with the client's `pick_city` function
+/// tool.
+fn respond_with_pick(addr: SocketAddr, input: Value, previous: Option<&str>) -> Value {
+    let mut body = json!({"model": "bot", "input": input, "tools": [{
+        "type": "function", "name": "pick_city", "description": "Ask the user to pick a city.",
+        "parameters": {"type": "object", "properties": {"question": {"type": "string"}}}}]});
+    if let Some(previous) = previous {
+        body["previous_response_id"] = json!(previous);
+    }
+    let r = Request::post("/bot/v1/responses")
+        .json(&body)
+        .send(addr)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()
+}
+
+#[test]
+fn a_client_tools_result_sent_to_b_reaches_the_turn_waiting_on_a_or_resumes_it_once_a_dies() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    project(
+        tmp.path(),
+        json!([
+            {"steps": [
+                {"text": "", "toolCalls": [{"id": "call-pick", "name": "pick_city", "input": {"question": "Which city?"}}]},
+                {"text": "Off to the city you picked."}
+            ]},
+            {"steps": [{"text": "Resumed on another host."}]}
+        ]),
+    );
+    let mut a = host(tmp.path(), "a", &db);
+    let b = host(tmp.path(), "b", &db);
+
+    // Live: the call waits in A's turn; the output sent to B is routed
+    // there and the turn goes on on A (no new turn).
+    let waiting = respond_with_pick(a.addr, json!("plan a trip"), None);
+    let id = waiting["session_id"].as_str().unwrap().to_owned();
+    assert_eq!(waiting["output"][0]["call_id"], "call-pick", "{waiting}");
+    let listed = Request::get(&format!("/bot/v1/session/{id}/client-calls"))
+        .send(b.addr)
+        .unwrap();
+    assert!(listed.body.contains("call-pick"), "{}", listed.body);
+    let done = respond_with_pick(
+        b.addr,
+        json!([{"type": "function_call_output", "call_id": "call-pick", "output": "Paris"}]),
+        Some(waiting["id"].as_str().unwrap()),
+    );
+    assert_eq!(done["status"], "completed", "{done}");
+    assert!(
+        done.to_string().contains("Off to the city you picked."),
+        "{done}"
+    );
+    let turns = count(
+        &db,
+        &format!(
+            "SELECT count(*) FROM agentkit_events WHERE session_id = '{id}' AND type = 'turn.started'"
+        ),
+    );
+    assert_eq!(turns, 1, "one turn, not a resumed one");
+    assert_eq!(lease_owner_pid(&db, &id), a.child.id().to_string());
+
+    // A dies while a call waits: B takes the session over and the
+    // native API's result, sent to B, resumes the turn there.
+    let waiting = respond_with_pick(a.addr, json!("plan another"), None);
+    let id = waiting["session_id"].as_str().unwrap().to_owned();
+    let mut stream = Request::get(&format!("/bot/v1/session/{id}/stream"))
+        .stream(b.addr)
+        .unwrap();
+    stream.until("actions.client_requested").unwrap();
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let failed = stream.until("turn.failed").unwrap();
+    assert_eq!(failed.last().unwrap()["data"]["reason"], "restart");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let r = loop {
+        let r = Request::post(&format!("/bot/v1/session/{id}/client-calls"))
+            .json(&json!({"results": [{"callId": "call-pick", "output": "Oslo"}]}))
+            .send(b.addr)
+            .unwrap();
+        if r.status != 409 || Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["resumed"], true, "{}", r.body);
+    let rest = stream.until("turn.completed").unwrap();
+    let started = rest
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "turn.started")
+        .unwrap();
+    assert!(started["data"]["resumes"].is_string(), "{started}");
+    assert_eq!(
+        rest.last().unwrap()["data"]["result"],
+        "Resumed on another host."
+    );
+}

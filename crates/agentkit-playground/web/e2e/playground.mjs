@@ -487,6 +487,35 @@ async function main() {
     );
     await shot(page, "agent");
 
+    step = "the API view renders the OpenAPI document: operations by tag, parameters, schemas";
+    await page.click("button[data-view=api]");
+    const apiView = page.locator("[data-role=openapi]");
+    await apiView.locator("section.api-group[data-tag=sessions]").waitFor();
+    check((await apiView.locator("section.api-group[data-tag='channel:alerts']").count()) === 1, "no group of the channel's routes");
+    const start = apiView.locator('details.api-op[data-op="POST /v1/session"]');
+    await start.locator("summary").click();
+    // Its JSON body and its multipart form both have a `message`.
+    await start.locator("[data-media='application/json'] [data-role=op-body] tr[data-field=message]").waitFor();
+    await start.locator("[data-media='multipart/form-data'] [data-role=op-body] tr[data-field=message]").waitFor();
+    check(
+      (await start.locator("[data-role=op-answer][data-status='200'] [data-role=op-answer-schema] tr[data-field=sessionId]").count()) === 1,
+      "the answer's schema has no sessionId field",
+    );
+    const events = apiView.locator('details.api-op[data-op="GET /v1/session/{sessionId}/events"]');
+    await events.locator("summary").click();
+    await events.locator("[data-role=op-params] tr[data-param=sessionId]").waitFor();
+    await page.fill("input[name=api-filter]", "client-calls");
+    await page.waitForFunction(() => document.querySelectorAll("details.api-op").length === 2);
+    check(
+      (await apiView.locator("details.api-op").evaluateAll((ops) => ops.map((o) => o.dataset.op))).join(",") ===
+        "GET /v1/session/{sessionId}/client-calls,POST /v1/session/{sessionId}/client-calls",
+      "the filter does not keep the client-calls operations",
+    );
+    const answer = apiView.locator('details.api-op[data-op="POST /v1/session/{sessionId}/client-calls"]');
+    await answer.locator("summary").click();
+    await answer.locator("[data-role=op-body] tr[data-field=callId]").waitFor();
+    await shot(page, "api");
+
     step = "slash commands complete and call a channel route";
     await page.click("button[data-view=chat]");
     await page.fill("textarea[name=message]", "/al");

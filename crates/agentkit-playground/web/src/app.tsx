@@ -33,6 +33,7 @@ import { levelClass, logText, type LogLine } from "./logs";
 import { renderMarkdown } from "./markdown";
 import { commandsOf, complete, helpText, parse as parseCommand } from "./commands";
 import { curlOf, exampleOf, fillPath, pathParams, queryString } from "./schema";
+import { filterGroups, groupOperations, schemaRows, typeOf, type Content, type Doc, type Operation } from "./openapi";
 import {
   emptySession,
   failureText,
@@ -1913,7 +1914,136 @@ function CallerBadge({ caller }: { caller?: Caller }) {
   );
 }
 
-type View = "chat" | "inbox" | "artifacts" | "memory" | "agent";
+/** A schema as a table of its fields (nested ones indented), or its type when it has none. */
+function SchemaTable({ doc, schema, role }: { doc: Doc; schema: Record<string, any>; role: string }) {
+  const rows = useMemo(() => schemaRows(doc, schema), [doc, schema]);
+  if (rows.length === 0) {
+    return (
+      <p class="muted" data-role={role}>
+        <code>{typeOf(doc, schema)}</code>
+      </p>
+    );
+  }
+  return (
+    <table class="api-schema" data-role={role} data-schema={typeOf(doc, schema)}>
+      <tbody>
+        {rows.map((r, i) => (
+          <tr key={i} data-field={r.name}>
+            <td style={{ paddingLeft: `${r.depth * 16 + 4}px` }}>
+              <code>{r.name}</code>
+              {r.required && <span class="required" title="required">*</span>}
+            </td>
+            <td>
+              <code>{r.type}</code>
+            </td>
+            <td class="muted">{r.description}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+function ContentList({ doc, content, role }: { doc: Doc; content: Content[]; role: string }) {
+  return (
+    <>
+      {content.map((c) => (
+        <div key={c.mediaType} data-media={c.mediaType}>
+          <span class="muted">{c.mediaType}</span> <code>{typeOf(doc, c.schema)}</code>
+          <SchemaTable doc={doc} schema={c.schema} role={role} />
+        </div>
+      ))}
+    </>
+  );
+}
+
+function OperationItem({ doc, op }: { doc: Doc; op: Operation }) {
+  return (
+    <details class="surface-item api-op" data-op={`${op.method} ${op.path}`}>
+      <summary>
+        <span class={`method method-${op.method.toLowerCase()}`}>{op.method}</span> <code>{op.path}</code>{" "}
+        <span class="muted">{op.summary}</span>
+      </summary>
+      {op.params.length > 0 && (
+        <>
+          <h4>Parameters</h4>
+          <table class="api-schema" data-role="op-params">
+            <tbody>
+              {op.params.map((p) => (
+                <tr key={`${p.in}:${p.name}`} data-param={p.name}>
+                  <td>
+                    <code>{p.name}</code>
+                    {p.required && <span class="required" title="required">*</span>}
+                  </td>
+                  <td class="muted">{p.in}</td>
+                  <td>
+                    <code>{p.type}</code>
+                  </td>
+                  <td class="muted">{p.description}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </>
+      )}
+      {op.body.length > 0 && (
+        <>
+          <h4>Request body{op.bodyRequired ? "" : " (optional)"}</h4>
+          <ContentList doc={doc} content={op.body} role="op-body" />
+        </>
+      )}
+      <h4>Answers</h4>
+      {op.answers.map((a) => (
+        <div key={a.status} data-role="op-answer" data-status={a.status}>
+          <strong>{a.status}</strong> <span class="muted">{a.description}</span>
+          <ContentList doc={doc} content={a.content} role="op-answer-schema" />
+        </div>
+      ))}
+    </details>
+  );
+}
+
+/** The agent's OpenAPI document (`GET /v1/openapi.json`), browsable: operations by tag, their parameters and schemas. */
+function ApiView() {
+  const [doc, setDoc] = useState<Doc | null>(null);
+  const [error, setError] = useState("");
+  const [filter, setFilter] = useState("");
+  useEffect(() => {
+    api.request<Doc>("GET", "/v1/openapi.json").then(setDoc, (e) => setError(errorText(e)));
+  }, []);
+  const groups = useMemo(() => (doc ? groupOperations(doc) : []), [doc]);
+  const shown = useMemo(() => filterGroups(groups, filter), [groups, filter]);
+  return (
+    <section class="page api-view" data-role="openapi">
+      <h2>API</h2>
+      <p class="muted">
+        The agent's HTTP API as its OpenAPI 3.1 document describes it (<a href={`${BASE}/v1/openapi.json`}>openapi.json</a>
+        {doc ? `, ${doc.info?.title ?? ""} ${doc.info?.version ?? ""}` : ""}), its channels' routes included;{" "}
+        {docsLink("http-api", "HTTP API reference")}.
+      </p>
+      <div class="kept-bar">
+        <input
+          name="api-filter"
+          placeholder="filter: a path, a method, a tag"
+          value={filter}
+          onInput={(e) => setFilter((e.target as HTMLInputElement).value)}
+        />
+      </div>
+      {error && <div class="error">{error}</div>}
+      {doc &&
+        shown.map((g) => (
+          <section key={g.tag} class="api-group" data-tag={g.tag}>
+            <h3>{g.tag}</h3>
+            {g.operations.map((op) => (
+              <OperationItem key={`${op.method} ${op.path}`} doc={doc} op={op} />
+            ))}
+          </section>
+        ))}
+    </section>
+  );
+}
+
+type View = "chat" | "inbox" | "artifacts" | "memory" | "agent" | "api";
 
 function App() {
   const [view, setView] = useState<View>("chat");
@@ -1970,7 +2100,7 @@ function App() {
         </a>
         <span class="slug">{SLUG}</span>
         <nav class="views">
-          {(["chat", "inbox", "artifacts", "memory", "agent"] as const).map((v) => (
+          {(["chat", "inbox", "artifacts", "memory", "agent", "api"] as const).map((v) => (
             <button class={view === v ? "active" : ""} onClick={() => setView(v)} data-view={v}>
               {v}
               {v === "chat" && pending > 0 ? <span class="count">{pending}</span> : null}
@@ -2056,6 +2186,7 @@ function App() {
             }}
           />
         )}
+        {view === "api" && <ApiView />}
         {view === "agent" && (
           <Surface
             info={info}

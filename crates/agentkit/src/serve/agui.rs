@@ -56,10 +56,16 @@ async fn run(
     }
     // The calls of front-end tools the thread's turn waits on, and the
     // results this run brings for them.
-    let awaiting = existing
-        .as_deref()
-        .map(|id| runtime.approvals().awaiting_client(id))
-        .unwrap_or_default();
+    let awaiting: Vec<String> = match existing.as_deref() {
+        Some(id) => runtime
+            .approvals()
+            .awaiting_client(id, &owner)
+            .await?
+            .into_iter()
+            .map(|c| c.call_id)
+            .collect(),
+        None => Vec::new(),
+    };
     let (results, text_after) = tool_results(&input.messages, &awaiting)?;
     let mut answered = HashSet::new();
     let answering = existing.clone().filter(|_| !results.is_empty());
@@ -85,7 +91,8 @@ async fn run(
             runtime
                 .approvals()
                 .answer_client(&session, &owner, results)
-                .await?,
+                .await?
+                .answered,
         );
         Anchor {
             session,

@@ -1,5 +1,6 @@
 //! Each agent's built-in HTTP channel: sessions, follow-ups, streams,
-//! stop, list, approvals, deterministic tool calls, health, info, and the
+//! stop, list, approvals, client tools' results, deterministic tool
+//! calls, health, info, and the
 //! MCP endpoint behind the same chain. Bodies are the protocol's types
 //! (`agentkit_protocol::api`).
 
@@ -8,8 +9,9 @@ use std::sync::Arc;
 
 use agentkit_manifest::Execution;
 use agentkit_protocol::api::{
-    self, AgentEntry, ApprovalDecision, ApprovalList, ApprovalResolved, CallTool, Health, Info,
-    McpInfo, RemindersInfo, SessionInfo, SessionList, Stopped,
+    self, AgentEntry, ApprovalDecision, ApprovalList, ApprovalResolved, CallTool, ClientCallList,
+    ClientResults, ClientResultsAccepted, Health, Info, McpInfo, RemindersInfo, SessionInfo,
+    SessionList, Stopped,
 };
 use agentkit_runtime::{FollowUp, HTTP_CHANNEL, SendRequest, SessionMode};
 use axum::body::{Body, Bytes};
@@ -66,7 +68,7 @@ pub(crate) async fn create(
         .agent
         .runtime
         .send(SendRequest {
-            client_tools: Vec::new(),
+            client_tools: req.client_tools,
             channel: HTTP_CHANNEL.to_owned(),
             mode: SessionMode::Chat,
             owner,
@@ -110,7 +112,7 @@ pub(crate) async fn follow_up(
         .follow_up(
             &id,
             FollowUp {
-                client_tools: Vec::new(),
+                client_tools: req.client_tools,
                 owner,
                 message: req.message,
                 continuation_token: req.continuation_token,
@@ -521,6 +523,68 @@ pub(crate) async fn resolve_approval(
         resumed: resolved.resumed,
         ok: true,
         session_id: id,
+    }))
+}
+
+/// `GET /v1/session/:id/client-calls`: the calls of tools the client
+/// declared that wait for its results (in a running turn, or left by a
+/// restart), oldest first.
+pub(crate) async fn client_calls(
+    State(state): State<AgentState>,
+    Path(id): Path<String>,
+    Authed { owner, .. }: Authed,
+) -> ApiResult {
+    let calls = state
+        .agent
+        .runtime
+        .approvals()
+        .awaiting_client(&id, &owner)
+        .await?;
+    Ok(json_ok(ClientCallList {
+        ok: true,
+        session_id: id,
+        calls,
+    }))
+}
+
+/// `POST /v1/session/:id/client-calls` with `{"results": [{"callId",
+/// "output", "isError"?}]}`: the client's results, each the output the
+/// model sees for its call.
+pub(crate) async fn answer_client_calls(
+    State(state): State<AgentState>,
+    Path(id): Path<String>,
+    Authed { owner, body, .. }: Authed,
+) -> ApiResult {
+    let req: ClientResults = parse_json(&body)?;
+    if req.results.is_empty() {
+        return Err(ApiError::bad_request(
+            "`results` is empty: send one result per waiting call",
+        ));
+    }
+    let results = req
+        .results
+        .into_iter()
+        .map(|r| {
+            (
+                r.call_id,
+                agentkit_harness::ToolOutput {
+                    output: r.output,
+                    is_error: r.is_error,
+                },
+            )
+        })
+        .collect();
+    let answered = state
+        .agent
+        .runtime
+        .approvals()
+        .answer_client(&id, &owner, results)
+        .await?;
+    Ok(json_ok(ClientResultsAccepted {
+        ok: true,
+        session_id: id,
+        answered: answered.answered,
+        resumed: answered.resumed,
     }))
 }
 

@@ -9,9 +9,9 @@
 use agentkit_protocol::Event;
 use agentkit_protocol::ab::{AbReport, Feedback, FeedbackRecorded};
 use agentkit_protocol::api::{
-    Accepted, ApprovalDecision, ApprovalList, ApprovalResolved, CallTool, ErrorBody, Health, Info,
-    PageQuery, SendMessage, SessionInfo, SessionList, SessionListQuery, StepContext, Stopped,
-    ToolCalled,
+    Accepted, ApprovalDecision, ApprovalList, ApprovalResolved, CallTool, ClientCallList,
+    ClientResults, ClientResultsAccepted, ErrorBody, Health, Info, PageQuery, SendMessage,
+    SessionInfo, SessionList, SessionListQuery, StepContext, Stopped, ToolCalled,
 };
 use agentkit_protocol::openai;
 use axum::Router;
@@ -292,6 +292,21 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         )
         .body(schema_of::<ApprovalDecision>(g))
         .answer(Answer::Json(schema_of::<ApprovalResolved>(g))),
+        op(
+            "get",
+            "/v1/session/{sessionId}/client-calls",
+            "client tools",
+            "The calls of tools the client declared that wait for the client's results",
+        )
+        .answer(Answer::Json(schema_of::<ClientCallList>(g))),
+        op(
+            "post",
+            "/v1/session/{sessionId}/client-calls",
+            "client tools",
+            "The client's results for calls of its tools: the waiting turn goes on (or, after a restart, a new turn resumes it)",
+        )
+        .body(schema_of::<ClientResults>(g))
+        .answer(Answer::Json(schema_of::<ClientResultsAccepted>(g))),
         op(
             "post",
             "/v1/tools/{toolName}",

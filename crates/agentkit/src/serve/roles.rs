@@ -69,6 +69,8 @@ pub(crate) const AGENT_ROUTES: &[RouteNeed] = &[
     row("GET", "/v1/session/{id}/events", Viewer, OWN),
     row("GET", "/v1/session/{id}/approvals", Viewer, OWN),
     row("POST", "/v1/session/{id}/approvals/{call}", User, OWN),
+    row("GET", "/v1/session/{id}/client-calls", Viewer, OWN),
+    row("POST", "/v1/session/{id}/client-calls", User, OWN),
     row("POST", "/v1/session/{id}/feedback", User, OWN),
     row("GET", "/v1/session/{id}/artifacts", Viewer, OWN),
     row("GET", "/v1/session/{id}/files", Viewer, OWN),

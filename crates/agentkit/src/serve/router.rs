@@ -120,6 +120,10 @@ fn agent_router(
             "/v1/session/{id}/approvals/{call}",
             post(api::resolve_approval),
         )
+        .route(
+            "/v1/session/{id}/client-calls",
+            get(api::client_calls).post(api::answer_client_calls),
+        )
         .route("/v1/tools/{name}", post(api::call_tool))
         .route("/v1/sessions", get(api::list))
         .route("/v1/health", health_route)

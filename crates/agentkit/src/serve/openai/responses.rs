@@ -464,7 +464,12 @@ async fn answer(
     outputs: Vec<(String, agentkit_harness::ToolOutput)>,
 ) -> OaiResult<()> {
     let approvals = state.agent.runtime.approvals();
-    let awaiting = approvals.awaiting_client(session);
+    let awaiting: Vec<String> = approvals
+        .awaiting_client(session, owner)
+        .await?
+        .into_iter()
+        .map(|c| c.call_id)
+        .collect();
     let stray: Vec<&str> = outputs
         .iter()
         .map(|(call, _)| call.as_str())
