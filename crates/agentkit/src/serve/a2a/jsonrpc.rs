@@ -80,7 +80,7 @@ pub(crate) async fn handle(
     };
     let mut params_value = request.remove("params");
     if legacy.is_some() {
-        params_value = super::legacy::params(params_value);
+        params_value = super::legacy::params(method, params_value);
     }
     let answer = match method {
         "SendMessage" => match params(params_value) {
@@ -119,9 +119,7 @@ pub(crate) async fn handle(
             Ok(req) => caller.list_tasks(req).await,
             Err(e) => Err(e),
         },
-        "GetExtendedAgentCard" => Err(A2aError::unsupported(format!(
-            "`{method}` is not supported by this server"
-        ))),
+        "GetExtendedAgentCard" => caller.extended_card(&super::card::base_url(&headers)),
         "CreateTaskPushNotificationConfig" => match params(params_value) {
             Ok(req) => caller.create_push(req).await,
             Err(e) => Err(e),

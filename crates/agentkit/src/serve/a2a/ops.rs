@@ -848,6 +848,25 @@ impl Caller {
         Ok(Value::Object(Map::new()))
     }
 
+    /// `GetExtendedAgentCard`: the extended card, for a caller the chain
+    /// authenticated (not one it admitted anonymously); `base` is where
+    /// the request came to.
+    pub(crate) fn extended_card(&self, base: &str) -> A2aResult<Value> {
+        if !super::card::extended_available(&self.agent.chain) {
+            return Err(A2aError::unsupported(
+                "this agent admits anyone anonymously and has no extended card: its card is /.well-known/agent-card.json",
+            ));
+        }
+        if self.owner.principal_type == "anonymous" {
+            return Err(A2aError::Http(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                ErrorCode::Unauthorized,
+                "the extended agent card is for authenticated callers: present a credential of the card's `securitySchemes` (a chain that admits anyone first, `allow_all`, admits you anonymously)",
+            )));
+        }
+        Ok(super::card::extended_card(&self.agent, base))
+    }
+
     /// `SubscribeToTask`: as a stream does, for a task not yet over.
     pub(crate) async fn subscribe(
         &self,
