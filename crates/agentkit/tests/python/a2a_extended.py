@@ -9,18 +9,24 @@ with the bearer token. With the SDK's A2A 0.3 JSON-RPC transport (the
 one it uses for 0.3 agents): reads the extended card by 0.3's
 `agent/getAuthenticatedExtendedCard`, then sets, gets, lists and deletes
 a push notification config of a task by 0.3's
-`tasks/pushNotificationConfig/*`. Prints what it saw as one JSON object.
+`tasks/pushNotificationConfig/*`; a receiver on loopback checks that the
+webhook set without an id gets 0.3's body (the task, validated as the
+SDK's 0.3 `Task`). Prints what it saw as one JSON object.
 """
 
 import asyncio
 import json
 import sys
+import threading
+import time
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 from google.protobuf.json_format import MessageToDict
 
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.compat.v0_3 import types as types_v03
 from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
 from a2a.types.a2a_pb2 import (
     AuthenticationInfo,
@@ -36,6 +42,29 @@ from a2a.types.a2a_pb2 import (
 )
 
 
+RECEIVED = []
+LOCK = threading.Lock()
+
+
+class Hook(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
+        with LOCK:
+            RECEIVED.append(
+                {
+                    "path": self.path,
+                    "token": self.headers.get("x-a2a-notification-token"),
+                    "authorization": self.headers.get("authorization"),
+                    "body": body,
+                }
+            )
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
 def d(proto):
     return MessageToDict(proto)
 
@@ -46,6 +75,9 @@ def skill_ids(card):
 
 async def main(base, binding, token):
     out = {}
+    hook = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    hook_url = f"http://127.0.0.1:{hook.server_address[1]}"
     auth = {"authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(timeout=60) as anonymous, httpx.AsyncClient(
         timeout=60, headers=auth
@@ -96,14 +128,14 @@ async def main(base, binding, token):
         created = await legacy.create_task_push_notification_config(
             TaskPushNotificationConfig(
                 task_id=task.id,
-                url="http://127.0.0.1:9/hook",
+                url=f"{hook_url}/hook",
                 token="tok-03",
                 authentication=AuthenticationInfo(scheme="Bearer", credentials="c-03"),
             )
         )
         out["created"] = d(created)
         named = await legacy.create_task_push_notification_config(
-            TaskPushNotificationConfig(task_id=task.id, id="second", url="http://127.0.0.1:9/two")
+            TaskPushNotificationConfig(task_id=task.id, id="second", url=f"{hook_url}/two")
         )
         out["named"] = d(named)
         got = await legacy.get_task_push_notification_config(
@@ -121,6 +153,25 @@ async def main(base, binding, token):
             ListTaskPushNotificationConfigsRequest(task_id=task.id)
         )
         out["afterDelete"] = sorted(c.id for c in listed.configs)
+
+        # The webhook set on the finished task got the task, in 0.3's shape.
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            with LOCK:
+                hooked = [r for r in RECEIVED if r["path"] == "/hook"]
+            if hooked:
+                break
+            await asyncio.sleep(0.1)
+        first = hooked[0]
+        pushed = types_v03.Task.model_validate(first["body"])
+        out["pushed"] = {
+            "kind": first["body"].get("kind"),
+            "id": pushed.id,
+            "state": pushed.status.state.value,
+            "token": first["token"],
+            "authorization": first["authorization"],
+        }
+    hook.shutdown()
     print(json.dumps(out))
 
 

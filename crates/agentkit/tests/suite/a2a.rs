@@ -376,8 +376,7 @@ fn the_extended_card_is_for_authenticated_callers_and_a2a_0_3_push_names_map_ont
                 ),
             ]),
         )],
-        // The configs name a loopback URL (nothing listens: only the
-        // methods are under test).
+        // The webhooks are on loopback (the test's receiver).
         ServeOptions {
             a2a_push_private_networks: true,
             ..ServeOptions::default()
@@ -465,12 +464,24 @@ fn the_extended_card_is_for_authenticated_callers_and_a2a_0_3_push_names_map_ont
         assert_eq!(created["token"], "tok-03");
         assert_eq!(created["authentication"]["scheme"], "Bearer");
         assert_eq!(v["named"]["id"], "second");
-        assert_eq!(v["got"]["url"], "http://127.0.0.1:9/two");
+        assert!(
+            v["got"]["url"].as_str().unwrap().ends_with("/two"),
+            "{}",
+            v["got"]
+        );
         let task = created["taskId"].as_str().unwrap();
         let mut both = vec![task, "second"];
         both.sort_unstable();
         assert_eq!(v["listed"], json!(both), "{binding}");
         assert_eq!(v["afterDelete"], json!([task]), "{binding}");
+        // Its webhook got 0.3's body: the task itself, with the token and
+        // the credentials.
+        assert_eq!(
+            v["pushed"],
+            json!({"kind": "task", "id": task, "state": "completed",
+                   "token": "tok-03", "authorization": "Bearer c-03"}),
+            "{binding}"
+        );
     }
     // The official JavaScript SDK's `Client.getAgentCard()` asks for it
     // too.

@@ -1,7 +1,8 @@
 //! The JSON-RPC 2.0 binding: `POST <prefix>/a2a` with `SendMessage`,
-//! `SendStreamingMessage`, `GetTask`, `CancelTask` and `SubscribeToTask`
-//! (streams as server-sent events, one JSON-RPC response per event), and
-//! A2A 0.3's names for them (`legacy.rs`).
+//! `SendStreamingMessage`, `GetTask`, `CancelTask`, `SubscribeToTask`
+//! (streams as server-sent events, one JSON-RPC response per event),
+//! `ListTasks`, the push notification config methods and
+//! `GetExtendedAgentCard`, and A2A 0.3's names for them (`legacy.rs`).
 //! Malformed bodies and unknown methods get JSON-RPC errors (with HTTP
 //! 200, as the binding says); a refused credential or a rate limit is
 //! answered as on every route (`401`, `429`).
@@ -77,6 +78,7 @@ pub(crate) async fn handle(
         gate: gate.map(|axum::Extension(g)| g),
         shutdown: state.shutdown.clone(),
         hops: super::ops::hops(&headers),
+        legacy: legacy.is_some(),
     };
     let mut params_value = request.remove("params");
     if legacy.is_some() {

@@ -9,6 +9,8 @@
 
 use serde_json::{Map, Value, json};
 
+use super::super::turn_task::wire_03::{artifact_03, status_03, task_03 as task};
+
 /// The 1.0 method a 0.3 method is.
 pub(crate) fn method(name: &str) -> Option<&'static str> {
     Some(match name {
@@ -55,10 +57,19 @@ pub(crate) fn params(method: &str, params: Option<Value>) -> Option<Value> {
     if let Some(Value::Object(m)) = p.get_mut("message") {
         upgrade_message(m);
     }
-    if let Some(Value::Object(c)) = p.get_mut("configuration")
-        && let Some(blocking) = c.remove("blocking").and_then(|b| b.as_bool())
-    {
-        c.insert("returnImmediately".to_owned(), Value::Bool(!blocking));
+    if let Some(Value::Object(c)) = p.get_mut("configuration") {
+        if let Some(blocking) = c.remove("blocking").and_then(|b| b.as_bool()) {
+            c.insert("returnImmediately".to_owned(), Value::Bool(!blocking));
+        }
+        // 0.3's webhook for the message's task, flat as 1.0's.
+        if let Some(push) = c.remove("pushNotificationConfig") {
+            let flat = push_config_10(
+                [("pushNotificationConfig".to_owned(), push)]
+                    .into_iter()
+                    .collect(),
+            );
+            c.insert("taskPushNotificationConfig".to_owned(), flat);
+        }
     }
     Some(Value::Object(p))
 }
@@ -96,14 +107,16 @@ fn upgrade_message(m: &mut Map<String, Value>) {
 /// {schemes, credentials}}}` as 1.0's flat config (the first scheme);
 /// a config without `id` is named after its task, as 0.3 servers do.
 fn push_config_10(mut p: Map<String, Value>) -> Value {
-    let task = p.remove("taskId").unwrap_or(Value::Null);
+    // None in a message's configuration: its task is not started yet.
+    let task = p.remove("taskId").filter(Value::is_string);
     let mut config = match p.remove("pushNotificationConfig") {
         Some(Value::Object(c)) => c,
         _ => Map::new(),
     };
-    if config
-        .get("id")
-        .is_none_or(|id| id.as_str().is_none_or(str::is_empty))
+    if let Some(task) = &task
+        && config
+            .get("id")
+            .is_none_or(|id| id.as_str().is_none_or(str::is_empty))
     {
         config.insert("id".to_owned(), task.clone());
     }
@@ -111,11 +124,13 @@ fn push_config_10(mut p: Map<String, Value>) -> Value {
         let scheme = auth
             .remove("schemes")
             .and_then(|s| s.get(0).cloned())
-            .unwrap_or(Value::Null);
+            .unwrap_or_else(|| json!(""));
         auth.insert("scheme".to_owned(), scheme);
         config.insert("authentication".to_owned(), Value::Object(auth));
     }
-    config.insert("taskId".to_owned(), task);
+    if let Some(task) = task {
+        config.insert("taskId".to_owned(), task);
+    }
     Value::Object(config)
 }
 
@@ -256,71 +271,6 @@ pub(crate) fn event(v: Value) -> Value {
     Value::Object(o)
 }
 
-fn task(v: Value) -> Value {
-    let Value::Object(mut t) = v else { return v };
-    t.insert("kind".to_owned(), json!("task"));
-    if let Some(status) = t.remove("status") {
-        t.insert("status".to_owned(), status_03(status));
-    }
-    for (key, f) in [
-        ("artifacts", artifact_03 as fn(Value) -> Value),
-        ("history", message_03),
-    ] {
-        if let Some(Value::Array(items)) = t.remove(key) {
-            t.insert(key.to_owned(), items.into_iter().map(f).collect());
-        }
-    }
-    Value::Object(t)
-}
-
-fn status_03(v: Value) -> Value {
-    let Value::Object(mut s) = v else { return v };
-    if let Some(state) = s.get("state").and_then(Value::as_str) {
-        let old = state
-            .trim_start_matches("TASK_STATE_")
-            .to_ascii_lowercase()
-            .replace('_', "-");
-        s.insert("state".to_owned(), json!(old));
-    }
-    if let Some(m) = s.remove("message") {
-        s.insert("message".to_owned(), message_03(m));
-    }
-    Value::Object(s)
-}
-
-fn message_03(v: Value) -> Value {
-    let Value::Object(mut m) = v else { return v };
-    m.insert("kind".to_owned(), json!("message"));
-    let role = match m.get("role").and_then(Value::as_str) {
-        Some("ROLE_AGENT") => "agent",
-        _ => "user",
-    };
-    m.insert("role".to_owned(), json!(role));
-    if let Some(Value::Array(parts)) = m.remove("parts") {
-        m.insert("parts".to_owned(), parts.into_iter().map(part_03).collect());
-    }
-    Value::Object(m)
-}
-
-fn artifact_03(v: Value) -> Value {
-    let Value::Object(mut a) = v else { return v };
-    if let Some(Value::Array(parts)) = a.remove("parts") {
-        a.insert("parts".to_owned(), parts.into_iter().map(part_03).collect());
-    }
-    Value::Object(a)
-}
-
-fn part_03(v: Value) -> Value {
-    let Value::Object(p) = v else { return v };
-    if let Some(text) = p.get("text") {
-        return json!({"kind": "text", "text": text});
-    }
-    if let Some(data) = p.get("data") {
-        return json!({"kind": "data", "data": data});
-    }
-    Value::Object(p)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -357,6 +307,31 @@ mod tests {
                 "status": {"state": "input-required",
                            "message": {"kind": "message", "messageId": "x", "role": "agent", "parts": [{"kind": "text", "text": "ok?"}]}}})
         );
+        // A message's webhook (its task not started yet), and a config
+        // set without an id: named after its task.
+        let p = params(
+            "SendMessage",
+            Some(json!({"message": {"parts": []}, "configuration": {"pushNotificationConfig":
+                {"url": "https://h/x", "authentication": {"schemes": ["Bearer"], "credentials": "c"}}}})),
+        )
+        .unwrap();
+        assert_eq!(
+            p["configuration"],
+            json!({"taskPushNotificationConfig": {"url": "https://h/x",
+                "authentication": {"scheme": "Bearer", "credentials": "c"}}})
+        );
+        let set = params(
+            "CreateTaskPushNotificationConfig",
+            Some(json!({"taskId": "t", "pushNotificationConfig": {"url": "https://h/x"}})),
+        )
+        .unwrap();
+        assert_eq!(set, json!({"taskId": "t", "id": "t", "url": "https://h/x"}));
+        assert_eq!(
+            result("CreateTaskPushNotificationConfig", set),
+            json!({"taskId": "t", "pushNotificationConfig": {"id": "t", "url": "https://h/x"}})
+        );
+        let get = params("GetTaskPushNotificationConfig", Some(json!({"id": "t"}))).unwrap();
+        assert_eq!(get, json!({"taskId": "t", "id": "t"}));
         let update = event(json!({"statusUpdate": {"taskId": "t", "contextId": "c",
             "status": {"state": "TASK_STATE_COMPLETED"}}}));
         assert_eq!(update["kind"], "status-update");

@@ -254,6 +254,9 @@ pub(crate) struct Caller {
     pub(crate) shutdown: CancellationToken,
     /// The delegation depth the request arrived at (`x-agentkit-hops`).
     pub(crate) hops: u32,
+    /// The request named an A2A 0.3 method: the webhooks it registers
+    /// are sent 0.3's bodies.
+    pub(crate) legacy: bool,
 }
 
 /// The delegation depth a request's `x-agentkit-hops` header says (0
@@ -790,8 +793,9 @@ impl Caller {
         else {
             return Ok(None);
         };
-        let config: PushConfig = serde_json::from_value(value)
+        let mut config: PushConfig = serde_json::from_value(value)
             .map_err(|e| A2aError::invalid_params(format!("`taskPushNotificationConfig`: {e}")))?;
+        config.legacy = self.legacy;
         if config.url.is_empty() {
             return Err(A2aError::invalid_params(
                 "`taskPushNotificationConfig` needs a `url`",
@@ -806,6 +810,10 @@ impl Caller {
             return Ok(());
         };
         config.task_id = id.to_string();
+        // 0.3 names a task's webhook after the task.
+        if config.legacy && config.id.is_empty() {
+            config.id = config.task_id.clone();
+        }
         let (fold, _) = self.snapshot(id).await?;
         self.agent
             .pushes
@@ -815,7 +823,8 @@ impl Caller {
     }
 
     /// `CreateTaskPushNotificationConfig`.
-    pub(crate) async fn create_push(&self, config: PushConfig) -> A2aResult<Value> {
+    pub(crate) async fn create_push(&self, mut config: PushConfig) -> A2aResult<Value> {
+        config.legacy = self.legacy;
         let id = self.task_id(&config.task_id)?;
         let (fold, _) = self.snapshot(&id).await?;
         let created = self

@@ -29,6 +29,7 @@ fn caller(
         gate: gate.map(|axum::Extension(g)| g),
         shutdown: state.shutdown.clone(),
         hops: super::ops::hops(headers),
+        legacy: false,
     }
 }
 
