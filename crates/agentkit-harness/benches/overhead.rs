@@ -105,6 +105,7 @@ fn main() {
 
     let tool = agent.tool("noop").unwrap().clone();
     let ctx = ToolContext {
+        progress: Default::default(),
         call_id: "c".into(),
         session_id: "bench".into(),
         workspace_dir: tmp.path().to_path_buf(),

@@ -163,6 +163,7 @@ async fn measure_input(
 ) -> Row {
     let one = || {
         let ctx = ToolContext {
+            progress: Default::default(),
             call_id: "c".into(),
             session_id: "bench".into(),
             workspace_dir: workspace.to_path_buf(),
@@ -235,6 +236,7 @@ async fn measure(tool: &Tool, workspace: &Path, calls: usize, concurrency: usize
 
 async fn call(tool: &Tool, workspace: &Path) {
     let ctx = ToolContext {
+        progress: Default::default(),
         call_id: "c".into(),
         session_id: "bench".into(),
         workspace_dir: workspace.to_path_buf(),

@@ -543,6 +543,7 @@ mod tests {
         assert_eq!(std::env::var(SECRET.0).as_deref(), Ok(SECRET.1));
         let ws = tempfile::tempdir().unwrap();
         let ctx = ToolContext {
+            progress: Default::default(),
             call_id: "c".into(),
             session_id: "s".into(),
             workspace_dir: ws.path().to_path_buf(),

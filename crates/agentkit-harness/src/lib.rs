@@ -85,7 +85,7 @@ pub use sandbox::{
 pub use step::{FinishReason, StepEvent, approval_resolved};
 pub use tools::{
     BoxFuture, BridgeCredentials, CallCredential, CallOrigin, CallPrincipal, ExtraTool, ExtraTools,
-    ExtraToolsSource, HostBridge, HostHandle, ReminderHost, ToolContext, ToolOutput,
+    ExtraToolsSource, HostBridge, HostHandle, Progress, ReminderHost, ToolContext, ToolOutput,
     run_server_tool, sandbox_gaps,
 };
 pub use turn::{PrepareWorkspace, TurnInput, TurnOutcome, run_turn};

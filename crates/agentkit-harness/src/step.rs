@@ -2,7 +2,7 @@
 //! event the runtime stores, with the typed payload of each.
 
 use agentkit_protocol::{
-    ActionResult, ActionsRequested, Appended, ApprovalRequested, ApprovalResolved,
+    ActionProgress, ActionResult, ActionsRequested, Appended, ApprovalRequested, ApprovalResolved,
     ClientActionsRequested, ContextCompacted, EventData, EventType, MessageCompleted,
     ReasoningCompleted, StepCompleted, StepStarted, SubagentCalled, SubagentCompleted,
     SubagentStep, ToolCall,
@@ -107,6 +107,13 @@ pub enum StepEvent {
         tool_name: String,
         decision: crate::Decision,
     },
+    /// A running call reported progress.
+    ActionProgress {
+        call_id: String,
+        tool_name: String,
+        status: Option<String>,
+        delta: Option<String>,
+    },
     /// The model delegated work to a subagent (the built-in `task` tool).
     SubagentCalled {
         call_id: String,
@@ -146,6 +153,7 @@ impl StepEvent {
             StepEvent::MessageCompleted { .. } => EventType::MessageCompleted,
             StepEvent::ActionsRequested { .. } => EventType::ActionsRequested,
             StepEvent::ActionResult { .. } => EventType::ActionResult,
+            StepEvent::ActionProgress { .. } => EventType::ActionProgress,
             StepEvent::StepCompleted { .. } => EventType::StepCompleted,
             StepEvent::ContextCompacted { .. } => EventType::ContextCompacted,
             StepEvent::ApprovalRequested { .. } => EventType::ActionApprovalRequested,
@@ -272,6 +280,17 @@ impl StepEvent {
                 is_error,
                 result,
                 usage,
+            }),
+            StepEvent::ActionProgress {
+                call_id,
+                tool_name,
+                status,
+                delta,
+            } => EventData::ActionProgress(ActionProgress {
+                call_id,
+                tool_name,
+                status,
+                delta,
             }),
             StepEvent::SubagentStep {
                 call_id,

@@ -48,6 +48,47 @@ pub struct ToolContext {
     /// route or schedule that runs it); subprocess tools get it in their
     /// environment, and the host bridge acts for it.
     pub origin: CallOrigin,
+    /// Where the call reports its progress (`action.progress` events of
+    /// a model's call; nowhere for the host's own calls).
+    pub progress: Progress,
+}
+
+/// Where a running call reports progress: the turn records each report as
+/// an `action.progress` event of the call. [`Progress::default`] drops
+/// them (a call outside a turn).
+#[derive(Debug, Clone, Default)]
+pub struct Progress {
+    to: Option<(tokio::sync::mpsc::Sender<crate::StepEvent>, String, String)>,
+}
+
+impl Progress {
+    /// Reports to the turn that `events` feeds, for call `call_id` of
+    /// tool `tool_name`.
+    pub fn to_turn(
+        events: tokio::sync::mpsc::Sender<crate::StepEvent>,
+        call_id: impl Into<String>,
+        tool_name: impl Into<String>,
+    ) -> Progress {
+        Progress {
+            to: Some((events, call_id.into(), tool_name.into())),
+        }
+    }
+
+    /// Reports what the call is doing now (`status`) and text it wrote
+    /// since its last report (`delta`). Waits while the turn's event
+    /// channel is full; a turn that is gone drops the report.
+    pub async fn report(&self, status: Option<String>, delta: Option<String>) {
+        let Some((events, call_id, tool_name)) = &self.to else {
+            return;
+        };
+        let event = crate::StepEvent::ActionProgress {
+            call_id: call_id.clone(),
+            tool_name: tool_name.clone(),
+            status,
+            delta,
+        };
+        let _ = events.send(event).await;
+    }
 }
 
 /// What a call knows about who asked for it. Subprocess children get

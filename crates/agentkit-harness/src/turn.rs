@@ -696,6 +696,11 @@ async fn run_calls(
                         model_turn: true,
                         ..input.origin.clone()
                     },
+                    progress: crate::tools::Progress::to_turn(
+                        events.clone(),
+                        &call.call_id,
+                        &call.tool_name,
+                    ),
                 };
                 let span_key = call.call_id.clone();
                 let fut: CallFuture<'_> = Box::pin(crate::trace::in_child(

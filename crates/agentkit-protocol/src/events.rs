@@ -63,6 +63,7 @@ event_types! {
     ActionApprovalRequested => "action.approval_requested", "A tool call is parked until a human approves or denies it.";
     ActionApprovalResolved => "action.approval_resolved", "A parked tool call was approved or denied.";
     ActionsClientRequested => "actions.client_requested", "The model called tools the client declared: the session waits for the client's results.";
+    ActionProgress => "action.progress", "A running tool call reported progress: what it is doing now, or text it has written so far.";
     ActionResult => "action.result", "A tool call finished, with its output or error.";
     SubagentCalled => "subagent.called", "The model delegated work to a subagent.";
     SubagentCompleted => "subagent.completed", "A subagent finished its delegated work.";
@@ -124,6 +125,6 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), len);
-        assert_eq!(len, 30);
+        assert_eq!(len, 31);
     }
 }

@@ -23,11 +23,11 @@ pub use conversation::{ImageRef, Message, Sizing, ToolCall, Usage};
 pub use envelope::{Event, InvalidSessionId, SessionId};
 pub use events::{EventType, UnknownEventType};
 pub use payload::{
-    AbAssigned, ActionResult, ActionsRequested, Appended, ApprovalRequested, ApprovalResolved,
-    ArtifactTagged, ClientActionsRequested, ClientTool, ContextCompacted, EventData,
-    MemoryForgotten, MemoryRemembered, MessageCompleted, MessageDropped, MessageReceived,
-    ReasoningCompleted, RequestDigest, SessionFailed, SessionForked, SessionStarted, StepCompleted,
-    StepStarted, SubagentCalled, SubagentCompleted, SubagentStep, TurnCompleted, TurnFailed,
-    TurnStarted,
+    AbAssigned, ActionProgress, ActionResult, ActionsRequested, Appended, ApprovalRequested,
+    ApprovalResolved, ArtifactTagged, ClientActionsRequested, ClientTool, ContextCompacted,
+    EventData, MemoryForgotten, MemoryRemembered, MessageCompleted, MessageDropped,
+    MessageReceived, ReasoningCompleted, RequestDigest, SessionFailed, SessionForked,
+    SessionStarted, StepCompleted, StepStarted, SubagentCalled, SubagentCompleted, SubagentStep,
+    TurnCompleted, TurnFailed, TurnStarted,
 };
 pub use settle::{Seen, TurnEnd, TurnFold};

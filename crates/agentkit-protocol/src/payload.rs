@@ -395,6 +395,25 @@ pub struct ActionResult {
     pub duration_ms: u64,
 }
 
+/// `action.progress`: a running call's progress (a remote A2A agent's
+/// status changes and the reply it streams). Between the call's
+/// `actions.requested` and its `action.result`, which alone carries the
+/// outcome.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ActionProgress {
+    pub call_id: String,
+    pub tool_name: String,
+    /// What the call is doing now, when that changed (a remote agent's
+    /// task state, and its status message).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Text the call wrote since its last progress (a piece of a remote
+    /// agent's reply).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delta: Option<String>,
+}
+
 /// `subagent.called`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -462,6 +481,7 @@ pub enum EventData {
     ApprovalRequested(ApprovalRequested),
     ApprovalResolved(ApprovalResolved),
     ClientActionsRequested(ClientActionsRequested),
+    ActionProgress(ActionProgress),
     ActionResult(ActionResult),
     SubagentCalled(SubagentCalled),
     SubagentCompleted(SubagentCompleted),
@@ -526,6 +546,7 @@ impl EventData {
             EventType::ActionApprovalRequested => read(t, data, EventData::ApprovalRequested),
             EventType::ActionApprovalResolved => read(t, data, EventData::ApprovalResolved),
             EventType::ActionsClientRequested => read(t, data, EventData::ClientActionsRequested),
+            EventType::ActionProgress => read(t, data, EventData::ActionProgress),
             EventType::ActionResult => read(t, data, EventData::ActionResult),
             EventType::SubagentCalled => read(t, data, EventData::SubagentCalled),
             EventType::SubagentCompleted => read(t, data, EventData::SubagentCompleted),
@@ -562,6 +583,7 @@ impl EventData {
             EventData::ApprovalRequested(_) => EventType::ActionApprovalRequested,
             EventData::ApprovalResolved(_) => EventType::ActionApprovalResolved,
             EventData::ClientActionsRequested(_) => EventType::ActionsClientRequested,
+            EventData::ActionProgress(_) => EventType::ActionProgress,
             EventData::ActionResult(_) => EventType::ActionResult,
             EventData::SubagentCalled(_) => EventType::SubagentCalled,
             EventData::SubagentCompleted(_) => EventType::SubagentCompleted,
@@ -604,6 +626,7 @@ impl EventData {
             EventData::ApprovalRequested(p) => value(p),
             EventData::ApprovalResolved(p) => value(p),
             EventData::ClientActionsRequested(p) => value(p),
+            EventData::ActionProgress(p) => value(p),
             EventData::ActionResult(p) => value(p),
             EventData::SubagentCalled(p) => value(p),
             EventData::SubagentCompleted(p) => value(p),

@@ -369,6 +369,7 @@ impl Approvals<'_> {
         }
         let meta = self.rt.session_meta(session.as_str()).await.ok();
         let ctx = ToolContext {
+            progress: Default::default(),
             call_id: parked.call_id.clone(),
             session_id: session.as_str().to_owned(),
             workspace_dir: guard.session.workspace.clone(),

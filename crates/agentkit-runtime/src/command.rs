@@ -78,6 +78,7 @@ impl AgentRuntime {
             worker: None,
         };
         let ctx = ToolContext {
+            progress: Default::default(),
             call_id,
             session_id: String::new(),
             workspace_dir: scratch.clone(),

@@ -321,6 +321,7 @@ async fn run(
     } = site;
     let started = Instant::now();
     let ctx = ToolContext {
+        progress: Default::default(),
         call_id: call_id.to_owned(),
         session_id: session_id.to_owned(),
         workspace_dir: workspace.to_path_buf(),

@@ -8,6 +8,8 @@
 //! - `SendMessage` starting a new context (a new session) per call;
 //! - `SendMessage` continuing the client's own context (a follow-up);
 //! - MCP `tools/call` of `ask` (a new session per call);
+//! - MCP `tools/call` of `check` on a finished session (no model, no
+//!   turn: the protocol's own cost, as a plain MCP server's tool call);
 //! - `GetTask` of a finished task (a read of its log);
 //!
 //! and prints messages/s, p50, p99, then the process's peak and current
@@ -138,6 +140,7 @@ async fn bench(n: usize) {
     let contexts = Arc::new(contexts);
     let done = rpc(&client, &a2a, &message("a task to read", None)).await;
     let task_id = completed(&done)["id"].as_str().unwrap().to_owned();
+    let session_id = completed(&done)["contextId"].as_str().unwrap().to_owned();
 
     let send_new = {
         let (client, url) = (client.clone(), a2a.clone());
@@ -170,6 +173,18 @@ async fn bench(n: usize) {
                     v["result"]["structuredContent"]["status"], "completed",
                     "{v}"
                 );
+            }
+        }
+    };
+    let check = {
+        let (client, url, id) = (client.clone(), mcp.clone(), session_id.clone());
+        move |_: usize| {
+            let (client, url, id) = (client.clone(), url.clone(), id.clone());
+            async move {
+                let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "check", "arguments": {"sessionId": id, "waitSeconds": 0}}});
+                let v = rpc(&client, &url, &body).await;
+                assert_eq!(v["result"]["isError"], false, "{v}");
             }
         }
     };
@@ -216,6 +231,11 @@ async fn bench(n: usize) {
             &label("MCP tools/call ask, new session"),
             n,
             measure(n, clients, ask.clone()).await,
+        );
+        print(
+            &label("MCP tools/call check, a finished session"),
+            n,
+            measure(n, clients, check.clone()).await,
         );
         print(
             &label("A2A GetTask"),

@@ -41,6 +41,7 @@ fn tool(dir: &Path, command: &[&str]) -> Tool {
 
 fn ctx(workspace: &Path) -> ToolContext {
     ToolContext {
+        progress: Default::default(),
         call_id: "call-1".into(),
         session_id: "sess-1".into(),
         workspace_dir: workspace.to_path_buf(),

@@ -57,6 +57,7 @@ fn worker_tool(dir: &Path, command: &[&str], concurrency: u32) -> Tool {
 
 fn ctx(workspace: &Path) -> ToolContext {
     ToolContext {
+        progress: Default::default(),
         call_id: "call-1".into(),
         session_id: "sess-1".into(),
         workspace_dir: workspace.to_path_buf(),
@@ -518,6 +519,7 @@ async fn a_session_scoped_worker_keeps_one_sessions_state_and_ends_when_idle() {
     write(&ws_b.join("secret.txt"), "B-ONLY\n");
     let run = |session: &'static str, ws: &Path, input: Value| {
         let ctx = ToolContext {
+            progress: Default::default(),
             session_id: session.into(),
             ..ctx(ws)
         };

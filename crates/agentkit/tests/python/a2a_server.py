@@ -1,12 +1,15 @@
 """An A2A server built with the official A2A Python SDK (a2a-sdk), for an
 agentkit agent to call as a remote A2A connection.
 
-Usage: a2a_server.py <port>
+Usage: a2a_server.py <port> [--no-streaming]
 
 Its one skill echoes: a message is answered `remote echo: <text>`; a
 message starting with `book` asks for input first (`which day?`), and the
 answer completes the task with `booked for <answer>`. Every request's
-`x-agentkit-hops` header is echoed too, so the test sees the depth.
+`x-agentkit-hops` header is echoed too, so the test sees the depth. The
+reply is written as an artifact in three appended pieces, which a
+streaming client sees one by one; the card says `streaming: true` unless
+`--no-streaming` is given.
 """
 
 import sys
@@ -50,8 +53,16 @@ class Echo(AgentExecutor):
             await updater.requires_input(updater.new_agent_message([Part(text="which day?")]))
             return
         hops = HOPS.get("last", "none")
-        reply = f"booked for {text}" if waiting else f"remote echo: {text}"
-        await updater.add_artifact([Part(text=f"{reply} (hops {hops})")], name="reply")
+        pieces = ["booked for ", text] if waiting else ["remote echo: ", text]
+        pieces.append(f" (hops {hops})")
+        for i, piece in enumerate(pieces):
+            await updater.add_artifact(
+                [Part(text=piece)],
+                artifact_id="reply",
+                name="reply",
+                append=i > 0,
+                last_chunk=i == len(pieces) - 1,
+            )
         await updater.complete()
 
     async def cancel(self, context, event_queue):
@@ -71,7 +82,7 @@ class RecordHops:
         await self.app(scope, receive, send)
 
 
-def main(port):
+def main(port, streaming):
     url = f"http://127.0.0.1:{port}/"
     card = AgentCard(
         name="remote-echo",
@@ -80,7 +91,7 @@ def main(port):
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
         ],
         version="1.0.0",
-        capabilities=AgentCapabilities(streaming=True),
+        capabilities=AgentCapabilities(streaming=streaming),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[
@@ -100,4 +111,4 @@ def main(port):
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), "--no-streaming" not in sys.argv[2:])

@@ -357,6 +357,189 @@ fn the_card_names_the_agent_its_bindings_skills_and_security() {
 }
 
 #[test]
+fn the_extended_card_is_for_authenticated_callers_and_a2a_0_3_push_names_map_onto_1_0() {
+    let Some(bin) = a2a_python() else { return };
+    let http = "kind = \"http\"\nauth = [{ bearer = { tokens = { alice = \"token-a\" } } }]\n";
+    let h = host(
+        &[(
+            "bot",
+            &bot(&[
+                ("channels/http.toml", http),
+                (
+                    "subagents/helper/agent.toml",
+                    "description = \"Explains things at length\"\n",
+                ),
+                ("subagents/helper/instructions.md", "You explain.\n"),
+                (
+                    "mcp-connections/files.toml",
+                    "command = \"files-server\"\ndescription = \"Reads the shared drive\"\n",
+                ),
+            ]),
+        )],
+        // The webhooks are on loopback (the test's receiver).
+        ServeOptions {
+            a2a_push_private_networks: true,
+            ..ServeOptions::default()
+        },
+    );
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/a2a_extended.py");
+    for binding in ["JSONRPC", "HTTP+JSON"] {
+        let out = std::process::Command::new(bin.join("python"))
+            .arg(&script)
+            .arg(format!("http://{}/bot", h.addr()))
+            .arg(binding)
+            .arg("token-a")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "a2a_extended.py ({binding}) failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        // The public card says there is more, and shows only the skills
+        // and tools.
+        assert_eq!(v["public"]["extendedAgentCard"], true);
+        assert_eq!(
+            v["public"]["skills"],
+            json!(["skill:greeting", "tool:echo"])
+        );
+        // Without a credential the chain refuses (HTTP 401).
+        let refused = v["withoutCredential"].as_str().unwrap();
+        assert!(refused.contains("401"), "{binding}: {refused}");
+        // With one: the subagent and the connection, and which tool waits
+        // for an approval.
+        let extended = &v["extended"];
+        let skills: Vec<(&str, Vec<&str>)> = extended["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                let tags = s["tags"].as_array().unwrap();
+                (
+                    s["id"].as_str().unwrap(),
+                    tags.iter().map(|t| t.as_str().unwrap()).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            skills,
+            [
+                ("skill:greeting", vec!["skill"]),
+                ("tool:echo", vec!["tool", "needs-approval"]),
+                ("subagent:helper", vec!["subagent"]),
+                ("connection:files", vec!["connection", "mcp"]),
+            ],
+            "{binding}"
+        );
+        assert_eq!(
+            extended["skills"][2]["description"],
+            "Explains things at length"
+        );
+        assert_eq!(
+            extended["skills"][3]["description"],
+            "Reads the shared drive"
+        );
+        assert_eq!(extended["capabilities"]["extendedAgentCard"], true);
+        // The same card by A2A 0.3's method, in 0.3's shape.
+        let legacy = &v["legacyExtended"];
+        assert_eq!(
+            legacy["skills"],
+            json!([
+                "skill:greeting",
+                "tool:echo",
+                "subagent:helper",
+                "connection:files"
+            ])
+        );
+        let url = format!("http://{}/bot/a2a", h.addr());
+        assert_eq!(legacy["interfaces"][0], json!(["JSONRPC", url]));
+        assert_eq!(legacy["securitySchemes"], json!(["bearer"]));
+
+        // A2A 0.3's push methods: a config without an id is named after
+        // its task; set, get, list, delete.
+        assert_eq!(v["taskState"], 3, "TASK_STATE_COMPLETED");
+        let created = &v["created"];
+        assert_eq!(created["id"], created["taskId"], "{created}");
+        assert_eq!(created["token"], "tok-03");
+        assert_eq!(created["authentication"]["scheme"], "Bearer");
+        assert_eq!(v["named"]["id"], "second");
+        assert!(
+            v["got"]["url"].as_str().unwrap().ends_with("/two"),
+            "{}",
+            v["got"]
+        );
+        let task = created["taskId"].as_str().unwrap();
+        let mut both = vec![task, "second"];
+        both.sort_unstable();
+        assert_eq!(v["listed"], json!(both), "{binding}");
+        assert_eq!(v["afterDelete"], json!([task]), "{binding}");
+        // Its webhook got 0.3's body: the task itself, with the token and
+        // the credentials.
+        assert_eq!(
+            v["pushed"],
+            json!({"kind": "task", "id": task, "state": "completed",
+                   "token": "tok-03", "authorization": "Bearer c-03"}),
+            "{binding}"
+        );
+    }
+    // The official JavaScript SDK's `Client.getAgentCard()` asks for it
+    // too.
+    if let Some(modules) = a2a_js() {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/js/a2a_extended.cjs");
+        for binding in ["JSONRPC", "HTTP+JSON"] {
+            let out = std::process::Command::new("node")
+                .arg(&script)
+                .arg(format!("http://{}/bot", h.addr()))
+                .arg(binding)
+                .arg("token-a")
+                .env("NODE_PATH", &modules)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "a2a_extended.cjs ({binding}) failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            // HTTP 401, as the SDK words it per binding.
+            let refused = v["withoutCredential"].as_str().unwrap_or_default();
+            assert!(
+                refused.contains("401") || refused.contains("no auth policy admitted"),
+                "{binding}: {v}"
+            );
+            assert_eq!(
+                v["skills"],
+                json!([
+                    ["skill:greeting", ["skill"]],
+                    ["tool:echo", ["tool", "needs-approval"]],
+                    ["subagent:helper", ["subagent"]],
+                    ["connection:files", ["connection", "mcp"]],
+                ]),
+                "{binding}"
+            );
+        }
+    }
+    // An agent that admits anyone has no extended card.
+    let open = host(
+        &[(
+            "bot",
+            &bot(&[(
+                "channels/http.toml",
+                "kind = \"http\"\nauth = [\"allow_all\"]\n",
+            )]),
+        )],
+        ServeOptions::default(),
+    );
+    let card = open
+        .send(Request::get("/bot/.well-known/agent-card.json"))
+        .json();
+    assert_eq!(card["capabilities"]["extendedAgentCard"], false);
+    let r = rpc(&open, "/bot/a2a", "GetExtendedAgentCard", json!({}), None);
+    assert_eq!(r.json()["error"]["code"], -32004, "{}", r.body);
+}
+
+#[test]
 fn malformed_requests_and_unknown_methods_get_json_rpc_errors() {
     let h = host(&[("bot", &bot(&[]))], ServeOptions::default());
     let code = |r: &Response| {
@@ -674,6 +857,20 @@ fn a_turn_calls_a_remote_a2a_agent_built_with_the_python_sdk() {
         first["output"]["reply"],
         "remote echo: hello there (hops 1)"
     );
+    // The card says the remote streams: its progress is the call's.
+    let progress = progress_of(&h, &sid);
+    assert_eq!(
+        progress,
+        [
+            "status submitted",
+            "status working",
+            "delta remote echo: ",
+            "delta hello there",
+            "delta  (hops 1)",
+            "status completed",
+        ],
+        "{progress:?}"
+    );
     let (_, second) = result(&h, "again", Some(&sid));
     assert_eq!(second["output"]["state"], "input-required", "{second}");
     assert_eq!(second["output"]["reply"], "which day?");
@@ -682,6 +879,53 @@ fn a_turn_calls_a_remote_a2a_agent_built_with_the_python_sdk() {
             .as_str()
             .is_some_and(|t| !t.is_empty())
     );
+    let progress = progress_of(&h, &sid);
+    assert_eq!(
+        progress.last().map(String::as_str),
+        Some("status input-required: which day?"),
+        "{progress:?}"
+    );
+
+    // A remote whose card does not say it streams gets `SendMessage`,
+    // with the same result and no progress.
+    let port = agentkit_test_support::process::free_port();
+    let script_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/a2a_server.py");
+    let _blocking = Killed(
+        std::process::Command::new(bin.join("python"))
+            .arg(&script_path)
+            .arg(port.to_string())
+            .arg("--no-streaming")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while Request::get("/.well-known/agent-card.json")
+        .send(addr)
+        .is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Python A2A server did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let blocking_connection: &'static str = Box::leak(
+        format!("a2a = \"http://127.0.0.1:{port}/.well-known/agent-card.json\"\n").into_boxed_str(),
+    );
+    let plain = host(
+        &[("bot", &files(script, blocking_connection))],
+        ServeOptions::default(),
+    );
+    let (sid, blocking) = result(&plain, "go", None);
+    assert_eq!(blocking["isError"], false, "{blocking}");
+    assert_eq!(
+        blocking["output"]["reply"],
+        "remote echo: hello there (hops 1)"
+    );
+    assert!(progress_of(&plain, &sid).is_empty());
 
     // Past the hop limit the call is refused before it leaves.
     let limited = host(
@@ -697,6 +941,26 @@ fn a_turn_calls_a_remote_a2a_agent_built_with_the_python_sdk() {
         refused["output"].to_string().contains("too deep"),
         "{refused}"
     );
+}
+
+/// The `action.progress` events of session `sid` of agent `bot`, as
+/// `status <status>` or `delta <text>` lines.
+fn progress_of(h: &Host, sid: &str) -> Vec<String> {
+    h.send(Request::get(&format!("/bot/v1/session/{sid}/events")))
+        .body
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "action.progress")
+        .map(|e| {
+            let d = &e["data"];
+            assert_eq!(d["toolName"], "remote__a2a", "{e}");
+            match (d["status"].as_str(), d["delta"].as_str()) {
+                (Some(s), None) => format!("status {s}"),
+                (None, Some(t)) => format!("delta {t}"),
+                _ => panic!("one of status and delta: {e}"),
+            }
+        })
+        .collect()
 }
 
 /// A child process killed (and reaped) when the test ends, however.

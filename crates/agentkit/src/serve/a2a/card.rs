@@ -1,9 +1,14 @@
 //! The agent card (`/.well-known/agent-card.json` under the agent's
 //! prefix): who the agent is, where its two A2A bindings answer, what it
 //! can do (its skills, and its tools' descriptions), and how to
-//! authenticate (the security schemes its HTTP auth chain admits).
+//! authenticate (the security schemes its HTTP auth chain admits). The
+//! extended card (`GetExtendedAgentCard`), for callers the chain
+//! authenticates, adds what the public card keeps to itself: the
+//! subagents and connections the agent delegates to, and which tools
+//! wait for an approval.
 
 use agentkit_auth::{Chain, Policy};
+use agentkit_manifest::{Approval, Transport};
 use axum::http::HeaderMap;
 use serde_json::{Map, Value, json};
 
@@ -51,13 +56,87 @@ pub(crate) fn card(agent: &Mounted, base: &str) -> Value {
         "provider": {"organization": "agentkit", "url": base},
         "version": env!("CARGO_PKG_VERSION"),
         "documentationUrl": format!("{base}/docs/reference/a2a"),
-        "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": false},
+        "capabilities": {
+            "streaming": true,
+            "pushNotifications": true,
+            "extendedAgentCard": extended_available(&agent.chain),
+        },
         "securitySchemes": schemes,
         "securityRequirements": requirements,
         "defaultInputModes": MODES,
         "defaultOutputModes": MODES,
         "skills": skills(agent),
     })
+}
+
+/// Whether the chain can authenticate anyone (a policy other than those
+/// that admit everyone anonymously): only then is there an extended card.
+pub(crate) fn extended_available(chain: &Chain) -> bool {
+    chain
+        .policies
+        .iter()
+        .any(|p| !matches!(p, Policy::AllowAll | Policy::PublicEndpoint))
+}
+
+/// The extended card of `agent`: the public card, its tools tagged
+/// `needs-approval` when a call may wait for one, and a skill per
+/// subagent (`subagent:<id>`) and per connection (`connection:<name>`,
+/// tagged `mcp`, `peer-agent` or `a2a`) the agent delegates to.
+pub(crate) fn extended_card(agent: &Mounted, base: &str) -> Value {
+    let mut card = card(agent, base);
+    let a = &agent.project.agent;
+    let mut skills: Vec<Value> = match card["skills"].take() {
+        Value::Array(skills) => skills,
+        _ => Vec::new(),
+    };
+    for skill in &mut skills {
+        let name = skill["id"]
+            .as_str()
+            .and_then(|id| id.strip_prefix("tool:"))
+            .map(str::to_owned);
+        if let Some(tool) = name.as_deref().and_then(|n| a.tool(n))
+            && tool.needs_approval != Approval::Never
+            && let Some(tags) = skill["tags"].as_array_mut()
+        {
+            tags.push(json!("needs-approval"));
+        }
+    }
+    let mut more: Vec<Value> = a
+        .subagents
+        .iter()
+        .map(|s| {
+            json!({
+                "id": format!("subagent:{}", s.id),
+                "name": s.id,
+                "description": s.description,
+                "tags": ["subagent"],
+            })
+        })
+        .collect();
+    more.extend(a.mcp_connections.iter().map(|c| {
+        let (tag, what) = match &c.transport {
+            Transport::Peer { agent } => {
+                ("peer-agent", format!("the agent `{agent}` of this host"))
+            }
+            Transport::A2a { .. } => ("a2a", format!("the remote A2A agent `{}`", c.name)),
+            Transport::Http { .. } | Transport::Stdio { .. } => {
+                ("mcp", format!("the tools of the MCP server `{}`", c.name))
+            }
+        };
+        json!({
+            "id": format!("connection:{}", c.name),
+            "name": c.name,
+            "description": c.description.clone().unwrap_or(what),
+            "tags": ["connection", tag],
+        })
+    }));
+    // The placeholder `chat` skill stands for nothing once there is more.
+    if !more.is_empty() && skills.len() == 1 && skills[0]["id"] == "chat" {
+        skills.clear();
+    }
+    skills.extend(more);
+    card["skills"] = Value::Array(skills);
+    card
 }
 
 /// The agent's skills, then the tools the model may call; a card with

@@ -1,11 +1,13 @@
 //! The A2A client: a remote A2A agent named by an `mcp-connections/`
 //! file (`a2a = "<agent card URL>"`) is one tool of the agent's turns,
 //! named after the connection. A call fetches the card once (its JSON-RPC
-//! interface), sends `SendMessage` and waits for the task; a task that
-//! needs input comes back to the model as `input-required` with its
-//! `taskId`, which the model passes again with its answer. Calls carry
-//! the delegation depth (`x-agentkit-hops`) and stop at the hop limit,
-//! as peer agents' do.
+//! interface), then sends `SendStreamingMessage` when the card says
+//! `streaming: true` (the remote's status changes and the reply it
+//! writes become the call's `action.progress` events) and `SendMessage`
+//! otherwise, and waits for the task; a task that needs input comes back
+//! to the model as `input-required` with its `taskId`, which the model
+//! passes again with its answer. Calls carry the delegation depth
+//! (`x-agentkit-hops`) and stop at the hop limit, as peer agents' do.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -42,6 +44,8 @@ struct Card {
     /// The JSON-RPC interface's URL.
     url: String,
     about: String,
+    /// `capabilities.streaming`: the call streams.
+    streaming: bool,
 }
 
 /// How long one call waits for the remote task before it reports it
@@ -156,11 +160,7 @@ impl RemoteAgents {
             )
         })?;
         if let Some(err) = v.get("error") {
-            return Err(format!(
-                "the remote agent refused `{method}`: {} ({})",
-                err["message"].as_str().unwrap_or("no message"),
-                err["code"]
-            ));
+            return Err(refused(method, err));
         }
         if !status.is_success() {
             return Err(format!("A2A `{method}` answered HTTP {status}: {v}"));
@@ -168,8 +168,16 @@ impl RemoteAgents {
         Ok(v["result"].clone())
     }
 
-    /// Sends the model's message and waits for the remote task.
-    async fn send(&self, agent: &RemoteAgent, input: &Value, at: At<'_>) -> Result<Value, String> {
+    /// Sends the model's message and waits for the remote task: streamed
+    /// when the card says the agent streams (its progress reported to
+    /// `progress`), else blocking.
+    async fn send(
+        &self,
+        agent: &RemoteAgent,
+        input: &Value,
+        at: At<'_>,
+        progress: &agentkit_harness::Progress,
+    ) -> Result<Value, String> {
         let Some(text) = input["message"].as_str().filter(|t| !t.trim().is_empty()) else {
             return Err("`message` (a non-empty string) is required".to_owned());
         };
@@ -184,14 +192,22 @@ impl RemoteAgents {
                 message[key] = json!(v);
             }
         }
-        let result = self
-            .rpc(agent, &card, at, "SendMessage", json!({"message": message}))
-            .await?;
-        let mut task = match result.get("task") {
-            Some(task) => task.clone(),
-            // A bare message is the whole answer.
-            None => {
-                return Ok(json!({"state": "message", "reply": text_of(&result["message"])}));
+        let params = json!({"message": message});
+        let mut task = if card.streaming {
+            match self.stream(agent, &card, at, params, progress).await? {
+                Streamed::Task(task) => task,
+                Streamed::Message(m) => {
+                    return Ok(json!({"state": "message", "reply": text_of(&m)}));
+                }
+            }
+        } else {
+            let result = self.rpc(agent, &card, at, "SendMessage", params).await?;
+            match result.get("task") {
+                Some(task) => task.clone(),
+                // A bare message is the whole answer.
+                None => {
+                    return Ok(json!({"state": "message", "reply": text_of(&result["message"])}));
+                }
             }
         };
         // A server whose blocking wait ended first: poll until the task
@@ -209,6 +225,243 @@ impl RemoteAgents {
         }
         Ok(outcome(&task))
     }
+}
+
+/// What a stream answered: the task as its last event left it, or a
+/// bare message.
+#[derive(Debug)]
+enum Streamed {
+    Task(Value),
+    Message(Value),
+}
+
+impl RemoteAgents {
+    /// `SendStreamingMessage`: folds the remote's events into its task
+    /// until the stream ends (after a terminal or input-required status),
+    /// reporting each status change and each piece of reply text to
+    /// `progress`.
+    async fn stream(
+        &self,
+        agent: &RemoteAgent,
+        card: &Card,
+        at: At<'_>,
+        params: Value,
+        progress: &agentkit_harness::Progress,
+    ) -> Result<Streamed, String> {
+        use futures_util::StreamExt;
+
+        let method = "SendStreamingMessage";
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let resp = self
+            .request(agent, reqwest::Method::POST, &card.url, at)
+            .await?
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .timeout(CALL_WAIT + Duration::from_secs(30))
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| format!("A2A `{method}` to {} failed: {e}", card.url))?;
+        let status = resp.status();
+        let is_sse = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !is_sse {
+            // An error answered as one JSON-RPC response (or an HTTP one).
+            let text = resp.text().await.unwrap_or_default();
+            let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            return Err(match v.get("error") {
+                Some(err) => refused(method, err),
+                None => format!(
+                    "A2A `{method}` to {} answered HTTP {status} without a stream: {}",
+                    card.url,
+                    text.chars().take(300).collect::<String>()
+                ),
+            });
+        }
+        let mut fold = StreamFold::default();
+        let mut frames = SseFrames::default();
+        let mut bytes = resp.bytes_stream();
+        while let Some(chunk) = bytes.next().await {
+            let chunk =
+                chunk.map_err(|e| format!("the A2A stream from {} broke: {e}", card.url))?;
+            for data in frames.push(&chunk) {
+                let Ok(v) = serde_json::from_str::<Value>(&data) else {
+                    continue;
+                };
+                if let Some(err) = v.get("error") {
+                    return Err(refused(method, err));
+                }
+                if let Some(message) = v["result"].get("message") {
+                    return Ok(Streamed::Message(message.clone()));
+                }
+                let (status, delta) = fold.observe(&v["result"]);
+                if status.is_some() || delta.is_some() {
+                    progress.report(status, delta).await;
+                }
+                if fold.ended() {
+                    return Ok(Streamed::Task(fold.task));
+                }
+            }
+        }
+        if fold.task.is_null() {
+            return Err(format!(
+                "the A2A stream from {} ended before it named a task",
+                card.url
+            ));
+        }
+        // The stream ended early: the caller polls the task.
+        Ok(Streamed::Task(fold.task))
+    }
+}
+
+/// A remote's JSON-RPC error, for the model.
+fn refused(method: &str, err: &Value) -> String {
+    format!(
+        "the remote agent refused `{method}`: {} ({})",
+        err["message"].as_str().unwrap_or("no message"),
+        err["code"]
+    )
+}
+
+/// Server-sent events split into their `data`, whatever the chunks.
+#[derive(Debug, Default)]
+struct SseFrames {
+    buf: Vec<u8>,
+}
+
+impl SseFrames {
+    /// The data of each event `chunk` completes (lines end in `\n` or
+    /// `\r\n`).
+    fn push(&mut self, chunk: &[u8]) -> Vec<String> {
+        self.buf
+            .extend(chunk.iter().copied().filter(|b| *b != b'\r'));
+        let mut out = Vec::new();
+        while let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
+            let event: Vec<u8> = self.buf.drain(..end + 2).collect();
+            let event = String::from_utf8_lossy(&event);
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            if !data.is_empty() {
+                out.push(data.join("\n"));
+            }
+        }
+        out
+    }
+}
+
+/// A remote task rebuilt from its stream's events.
+#[derive(Debug, Default)]
+struct StreamFold {
+    task: Value,
+    state: String,
+}
+
+impl StreamFold {
+    /// Folds one `StreamResponse` in; answers the progress it makes: the
+    /// new state (with its status message) when it changed, and the reply
+    /// text it adds.
+    fn observe(&mut self, event: &Value) -> (Option<String>, Option<String>) {
+        if let Some(task) = event.get("task") {
+            self.task = task.clone();
+            return (self.status_change(), None);
+        }
+        if let Some(update) = event.get("statusUpdate") {
+            self.ensure_task(update);
+            self.task["status"] = update["status"].clone();
+            return (self.status_change(), None);
+        }
+        if let Some(update) = event.get("artifactUpdate") {
+            self.ensure_task(update);
+            return (None, self.artifact(update));
+        }
+        (None, None)
+    }
+
+    /// A stream whose first event is an update: the task it is about.
+    fn ensure_task(&mut self, update: &Value) {
+        if self.task.is_null() {
+            self.task = json!({
+                "id": update["taskId"],
+                "contextId": update["contextId"],
+                "status": {"state": "TASK_STATE_WORKING"},
+            });
+        }
+    }
+
+    fn status_change(&mut self) -> Option<String> {
+        let state = state_name(&self.task);
+        let message = text_of(&self.task["status"]["message"]);
+        let line = if message.is_empty() {
+            state.clone()
+        } else {
+            format!("{state}: {message}")
+        };
+        if line == self.state {
+            return None;
+        }
+        self.state = line.clone();
+        Some(line)
+    }
+
+    /// Applies an artifact update; the text it adds to the reply.
+    fn artifact(&mut self, update: &Value) -> Option<String> {
+        let artifact = &update["artifact"];
+        let id = artifact["artifactId"].clone();
+        let append = update["append"].as_bool().unwrap_or(false);
+        if !self.task["artifacts"].is_array() {
+            self.task["artifacts"] = json!([]);
+        }
+        let artifacts = self.task["artifacts"].as_array_mut()?;
+        let text = artifact_text(artifact);
+        match artifacts.iter_mut().find(|a| a["artifactId"] == id) {
+            Some(existing) if append => {
+                if let (Some(parts), Some(more)) = (
+                    existing["parts"].as_array_mut(),
+                    artifact["parts"].as_array(),
+                ) {
+                    parts.extend(more.iter().cloned());
+                }
+                Some(text).filter(|t| !t.is_empty())
+            }
+            Some(existing) => {
+                // The whole artifact again (agentkit's last chunk): new
+                // text only if it grew past what was streamed.
+                let before = artifact_text(existing);
+                *existing = artifact.clone();
+                text.strip_prefix(before.as_str())
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_owned)
+            }
+            None => {
+                artifacts.push(artifact.clone());
+                Some(text).filter(|t| !t.is_empty())
+            }
+        }
+    }
+
+    /// Whether the task reached a state the stream ends at.
+    fn ended(&self) -> bool {
+        !self.task.is_null()
+            && !matches!(
+                self.task["status"]["state"].as_str(),
+                None | Some("TASK_STATE_SUBMITTED" | "TASK_STATE_WORKING")
+            )
+    }
+}
+
+/// A task's state by its short name (`working`, `input-required`, …).
+fn state_name(task: &Value) -> String {
+    task["status"]["state"]
+        .as_str()
+        .unwrap_or("TASK_STATE_UNSPECIFIED")
+        .trim_start_matches("TASK_STATE_")
+        .to_ascii_lowercase()
+        .replace('_', "-")
 }
 
 /// The JSON-RPC interface of A2A 1.x a card names.
@@ -233,7 +486,12 @@ fn parse_card(v: &Value) -> Option<Card> {
     if !skills.is_empty() {
         about.push_str(&format!(" (skills: {})", skills.join(", ")));
     }
-    Some(Card { url, about })
+    let streaming = v["capabilities"]["streaming"].as_bool().unwrap_or(false);
+    Some(Card {
+        url,
+        about,
+        streaming,
+    })
 }
 
 fn text_of(message: &Value) -> String {
@@ -246,20 +504,26 @@ fn text_of(message: &Value) -> String {
         .join("\n")
 }
 
+/// An artifact's text: its text parts as written (a streamed reply is
+/// appended in pieces, one part each).
+fn artifact_text(artifact: &Value) -> String {
+    artifact["parts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["text"].as_str())
+        .collect()
+}
+
 /// What the model reads of a task: its state, ids, and the reply (or
 /// what it waits for).
 fn outcome(task: &Value) -> Value {
-    let state = task["status"]["state"]
-        .as_str()
-        .unwrap_or("TASK_STATE_UNSPECIFIED")
-        .trim_start_matches("TASK_STATE_")
-        .to_ascii_lowercase()
-        .replace('_', "-");
+    let state = state_name(task);
     let artifacts: Vec<String> = task["artifacts"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(text_of)
+        .map(artifact_text)
         .filter(|t| !t.is_empty())
         .collect();
     let status = text_of(&task["status"]["message"]);
@@ -347,7 +611,7 @@ impl agentkit_harness::ExtraTools for RemoteAgents {
             }
             tokio::select! {
                 _ = ctx.cancel.cancelled() => agentkit_harness::ToolOutput::error("tool call cancelled"),
-                r = self.send(agent, input, At { hops, session: Some(&ctx.session_id) }) => match r {
+                r = self.send(agent, input, At { hops, session: Some(&ctx.session_id) }, &ctx.progress) => match r {
                     Ok(out) => {
                         let is_error = matches!(out["state"].as_str(), Some("failed" | "canceled" | "rejected"));
                         agentkit_harness::ToolOutput { output: out, is_error }
@@ -356,5 +620,60 @@ impl agentkit_harness::ExtraTools for RemoteAgents {
                 },
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn server_sent_events_are_split_whatever_the_chunks() {
+        let mut frames = SseFrames::default();
+        assert!(frames.push(b"data: {\"a\"").is_empty());
+        assert_eq!(frames.push(b": 1}\r\n\r\ndata: x\n"), vec!["{\"a\": 1}"]);
+        assert_eq!(frames.push(b"data: y\n\n: comment\n\n"), vec!["x\ny"]);
+        // A character cut in two by the chunks is whole again.
+        let text = "data: caf\u{e9}\n\n".as_bytes();
+        assert!(frames.push(&text[..9]).is_empty());
+        assert_eq!(frames.push(&text[9..]), vec!["caf\u{e9}"]);
+    }
+
+    #[test]
+    fn a_stream_folds_into_its_task_and_reports_its_progress() {
+        let mut fold = StreamFold::default();
+        let task = json!({"task": {"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_SUBMITTED"}}});
+        assert_eq!(fold.observe(&task), (Some("submitted".into()), None));
+        let working =
+            json!({"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_WORKING"}}});
+        assert_eq!(fold.observe(&working), (Some("working".into()), None));
+        // The same state again is no progress.
+        assert_eq!(fold.observe(&working), (None, None));
+        let piece = |text: &str, append: bool| {
+            json!({"artifactUpdate": {"taskId": "t", "append": append,
+                "artifact": {"artifactId": "reply", "parts": [{"text": text}]}}})
+        };
+        assert_eq!(
+            fold.observe(&piece("Hel", false)),
+            (None, Some("Hel".into()))
+        );
+        assert_eq!(fold.observe(&piece("lo", true)), (None, Some("lo".into())));
+        // The whole reply again (as agentkit ends a stream): only what is new.
+        assert_eq!(
+            fold.observe(&piece("Hello!", false)),
+            (None, Some("!".into()))
+        );
+        assert!(!fold.ended());
+        let done = json!({"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_COMPLETED",
+            "message": {"parts": [{"text": "done"}]}}}});
+        assert_eq!(fold.observe(&done), (Some("completed: done".into()), None));
+        assert!(fold.ended());
+        let out = outcome(&fold.task);
+        assert_eq!(
+            (out["state"].as_str(), out["reply"].as_str()),
+            (Some("completed"), Some("Hello!"))
+        );
     }
 }

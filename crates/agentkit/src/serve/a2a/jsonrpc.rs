@@ -1,7 +1,8 @@
 //! The JSON-RPC 2.0 binding: `POST <prefix>/a2a` with `SendMessage`,
-//! `SendStreamingMessage`, `GetTask`, `CancelTask` and `SubscribeToTask`
-//! (streams as server-sent events, one JSON-RPC response per event), and
-//! A2A 0.3's names for them (`legacy.rs`).
+//! `SendStreamingMessage`, `GetTask`, `CancelTask`, `SubscribeToTask`
+//! (streams as server-sent events, one JSON-RPC response per event),
+//! `ListTasks`, the push notification config methods and
+//! `GetExtendedAgentCard`, and A2A 0.3's names for them (`legacy.rs`).
 //! Malformed bodies and unknown methods get JSON-RPC errors (with HTTP
 //! 200, as the binding says); a refused credential or a rate limit is
 //! answered as on every route (`401`, `429`).
@@ -77,10 +78,11 @@ pub(crate) async fn handle(
         gate: gate.map(|axum::Extension(g)| g),
         shutdown: state.shutdown.clone(),
         hops: super::ops::hops(&headers),
+        legacy: legacy.is_some(),
     };
     let mut params_value = request.remove("params");
     if legacy.is_some() {
-        params_value = super::legacy::params(params_value);
+        params_value = super::legacy::params(method, params_value);
     }
     let answer = match method {
         "SendMessage" => match params(params_value) {
@@ -119,9 +121,7 @@ pub(crate) async fn handle(
             Ok(req) => caller.list_tasks(req).await,
             Err(e) => Err(e),
         },
-        "GetExtendedAgentCard" => Err(A2aError::unsupported(format!(
-            "`{method}` is not supported by this server"
-        ))),
+        "GetExtendedAgentCard" => caller.extended_card(&super::card::base_url(&headers)),
         "CreateTaskPushNotificationConfig" => match params(params_value) {
             Ok(req) => caller.create_push(req).await,
             Err(e) => Err(e),

@@ -254,6 +254,9 @@ pub(crate) struct Caller {
     pub(crate) shutdown: CancellationToken,
     /// The delegation depth the request arrived at (`x-agentkit-hops`).
     pub(crate) hops: u32,
+    /// The request named an A2A 0.3 method: the webhooks it registers
+    /// are sent 0.3's bodies.
+    pub(crate) legacy: bool,
 }
 
 /// The delegation depth a request's `x-agentkit-hops` header says (0
@@ -790,8 +793,9 @@ impl Caller {
         else {
             return Ok(None);
         };
-        let config: PushConfig = serde_json::from_value(value)
+        let mut config: PushConfig = serde_json::from_value(value)
             .map_err(|e| A2aError::invalid_params(format!("`taskPushNotificationConfig`: {e}")))?;
+        config.legacy = self.legacy;
         if config.url.is_empty() {
             return Err(A2aError::invalid_params(
                 "`taskPushNotificationConfig` needs a `url`",
@@ -806,6 +810,10 @@ impl Caller {
             return Ok(());
         };
         config.task_id = id.to_string();
+        // 0.3 names a task's webhook after the task.
+        if config.legacy && config.id.is_empty() {
+            config.id = config.task_id.clone();
+        }
         let (fold, _) = self.snapshot(id).await?;
         self.agent
             .pushes
@@ -815,7 +823,8 @@ impl Caller {
     }
 
     /// `CreateTaskPushNotificationConfig`.
-    pub(crate) async fn create_push(&self, config: PushConfig) -> A2aResult<Value> {
+    pub(crate) async fn create_push(&self, mut config: PushConfig) -> A2aResult<Value> {
+        config.legacy = self.legacy;
         let id = self.task_id(&config.task_id)?;
         let (fold, _) = self.snapshot(&id).await?;
         let created = self
@@ -846,6 +855,25 @@ impl Caller {
         self.snapshot(&id).await?;
         self.agent.pushes.delete(&id, &req.id).await?;
         Ok(Value::Object(Map::new()))
+    }
+
+    /// `GetExtendedAgentCard`: the extended card, for a caller the chain
+    /// authenticated (not one it admitted anonymously); `base` is where
+    /// the request came to.
+    pub(crate) fn extended_card(&self, base: &str) -> A2aResult<Value> {
+        if !super::card::extended_available(&self.agent.chain) {
+            return Err(A2aError::unsupported(
+                "this agent admits anyone anonymously and has no extended card: its card is /.well-known/agent-card.json",
+            ));
+        }
+        if self.owner.principal_type == "anonymous" {
+            return Err(A2aError::Http(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                ErrorCode::Unauthorized,
+                "the extended agent card is for authenticated callers: present a credential of the card's `securitySchemes` (a chain that admits anyone first, `allow_all`, admits you anonymously)",
+            )));
+        }
+        Ok(super::card::extended_card(&self.agent, base))
     }
 
     /// `SubscribeToTask`: as a stream does, for a task not yet over.

@@ -29,6 +29,7 @@ fn caller(
         gate: gate.map(|axum::Extension(g)| g),
         shutdown: state.shutdown.clone(),
         hops: super::ops::hops(headers),
+        legacy: false,
     }
 }
 
@@ -258,11 +259,18 @@ pub(crate) async fn push_one(
     answer(run.await)
 }
 
-/// `GET /a2a/extendedAgentCard`: not served (the public card is all).
-pub(crate) async fn extended_card(_auth: Authed) -> Response {
-    error(A2aError::unsupported(
-        "this agent has no extended card: its card is /.well-known/agent-card.json",
-    ))
+/// `GET /a2a/extendedAgentCard`: the extended card, for an
+/// authenticated caller.
+pub(crate) async fn extended_card(
+    State(state): State<AgentState>,
+    headers: HeaderMap,
+    Authed { owner, .. }: Authed,
+) -> Response {
+    let run = || {
+        super::check_version(&headers)?;
+        caller(&state, None, owner, &headers).extended_card(&super::card::base_url(&headers))
+    };
+    answer(run())
 }
 
 fn answer(result: Result<Value, A2aError>) -> Response {

@@ -101,6 +101,10 @@ pub(crate) struct PushConfig {
     pub(crate) token: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) authentication: Option<AuthenticationInfo>,
+    /// Registered through A2A 0.3's methods: the webhook is sent 0.3's
+    /// bodies (the task itself, at each change).
+    #[serde(skip)]
+    pub(crate) legacy: bool,
 }
 
 /// `GetTaskPushNotificationConfigRequest` and
@@ -127,6 +131,9 @@ pub(crate) struct ListConfigsRequest {
 struct Stored {
     config: PushConfig,
     owner: Owner,
+    /// The config's `legacy` (which its own serialization leaves out).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    legacy: bool,
 }
 
 /// One agent's webhooks and the tasks followed for them.
@@ -286,6 +293,7 @@ impl Pushes {
         let stored = Stored {
             config: config.clone(),
             owner: owner.clone(),
+            legacy: config.legacy,
         };
         let value = serde_json::to_value(&stored)
             .map_err(|e| PushError::Internal(format!("cannot encode the config: {e}")))?;
@@ -447,7 +455,8 @@ impl Pushes {
             next = e.index + 1;
         }
         if first || !fold.state().is_terminal() {
-            self.push(task, &StreamResponse::Task(fold.task(None)))
+            let now = fold.task(None);
+            self.push(task, &[StreamResponse::Task(now.clone())], &now)
                 .await;
         }
         if fold.state().is_terminal() {
@@ -473,9 +482,8 @@ impl Pushes {
                 Err(_) => None,
             };
             if change == Some(Change::Status) {
-                for out in fold.stream_events(&Change::Status) {
-                    self.push(task, &out).await;
-                }
+                let events = fold.stream_events(&Change::Status);
+                self.push(task, &events, &fold.task(None)).await;
             }
             if fold.state().is_terminal() {
                 return Ok(());
@@ -483,8 +491,10 @@ impl Pushes {
         }
     }
 
-    /// POSTs `payload` to every webhook of `task`, each with its own tries.
-    async fn push(&self, task: &TaskId, payload: &StreamResponse) {
+    /// POSTs a change of `task` to every webhook of it, each with its own
+    /// tries: `events` one by one (in order) to a 1.0 webhook, the task
+    /// `now` once to a webhook registered through A2A 0.3.
+    async fn push(&self, task: &TaskId, events: &[StreamResponse], now: &super::wire::Task) {
         let configs = match self.configs(&task.to_string()).await {
             Ok(c) => c,
             Err(e) => {
@@ -492,13 +502,24 @@ impl Pushes {
                 return;
             }
         };
-        let body = match serde_json::to_vec(payload) {
-            Ok(b) => b,
-            Err(_) => return,
-        };
-        let sends = configs
+        let bodies: Vec<Vec<u8>> = events
             .iter()
-            .map(|stored| self.post(task, &stored.config, &body));
+            .filter_map(|e| serde_json::to_vec(e).ok())
+            .collect();
+        let body_03 = serde_json::to_value(now)
+            .ok()
+            .map(super::wire_03::task_03)
+            .and_then(|v| serde_json::to_vec(&v).ok())
+            .unwrap_or_default();
+        let sends = configs.iter().map(|stored| async {
+            if stored.legacy {
+                self.post(task, &stored.config, &body_03).await;
+            } else {
+                for body in &bodies {
+                    self.post(task, &stored.config, body).await;
+                }
+            }
+        });
         futures_util::future::join_all(sends).await;
     }
 
