@@ -290,7 +290,7 @@ impl PgEventStore {
 
     /// Starts `to`'s log with `from`'s events `0..at`, copied inside the
     /// database in one statement: no event passes through this host and
-    /// none is announced (see [`FORK`]). `to` must be a new session.
+    /// none is announced. `to` must be a new session.
     pub async fn fork(&self, from: &SessionId, at: u64, to: &SessionId) -> Result<()> {
         let client = self.inner.db.client().await?;
         let statement = client
