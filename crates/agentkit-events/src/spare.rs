@@ -58,6 +58,24 @@ fn ready() -> usize {
     })
 }
 
+/// How many spares a refill may make when the process holds `open` of
+/// its `limit` descriptors: none past three quarters of the limit, so the
+/// pool never takes the descriptors the turn gate keeps for running
+/// turns (its headroom is a sixteenth of the limit, or more when set).
+fn room(open: u64, limit: u64) -> usize {
+    usize::try_from((limit / 4 * 3).saturating_sub(open)).unwrap_or(usize::MAX)
+}
+
+/// The process's soft descriptor limit and how many it holds now
+/// (`/proc/self/fd`, less the listing's own); `None` where either
+/// cannot be read.
+fn descriptors() -> Option<(u64, u64)> {
+    let (limit, _) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok()?;
+    let open = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
+    Some((open.saturating_sub(1), limit))
+}
+
 /// Below this many, a taken spare wakes the background to make more (so
 /// spares are made in batches, not one per session).
 fn low() -> usize {
@@ -228,6 +246,12 @@ impl Spares {
                 } else {
                     0
                 };
+                // Near the descriptor limit, only what leaves the turns
+                // their room (the listing runs here, in the background).
+                let refill = match (refill, descriptors()) {
+                    (0, _) | (_, None) => refill,
+                    (n, Some((open, limit))) => n.min(room(open, limit)),
+                };
                 if moves.is_empty() && refill == 0 {
                     queue.working = false;
                     return;
@@ -378,4 +402,20 @@ fn first_session(log: &Path) -> Option<SessionId> {
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::room;
+
+    #[test]
+    fn spares_are_made_only_below_three_quarters_of_the_descriptor_limit() {
+        assert_eq!(room(100, 1024), 668);
+        assert_eq!(room(760, 1024), 8);
+        assert_eq!(room(768, 1024), 0);
+        assert_eq!(room(1000, 1024), 0);
+        // At a limit of 256 the gate keeps 32 (a sixteenth, at least 32):
+        // a pool filled up to 192 leaves them free.
+        assert_eq!(room(180, 256), 12);
+    }
 }
