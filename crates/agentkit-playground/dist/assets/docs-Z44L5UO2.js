@@ -1,1 +1,0 @@
-import{b as e}from"./chunk-QIULC5F4.js";for(let t of document.querySelectorAll("pre > code")){let l=[...t.classList].find(n=>n.startsWith("language-"))?.slice(9);t.innerHTML=e(t.textContent??"",l),t.classList.add("hljs")}
