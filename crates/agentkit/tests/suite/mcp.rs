@@ -700,7 +700,9 @@ fn a_stdio_server_that_always_dies_backs_off() {
     // pauses of 50–100, 100–200, then 200–400 ms (a tight loop would make
     // hundreds of attempts).
     std::thread::sleep(Duration::from_secs(3));
-    let status = conn_status(&h);
+    // Read between two attempts (during one, no retry is scheduled: on a
+    // loaded machine starting `sh` takes a while).
+    let status = wait_status(&h, "a pause between attempts", |s| s["retryInMs"].is_u64());
     assert_eq!(status["state"], "restarting", "{status}");
     assert_eq!(status["opens"], 0, "{status}");
     let attempts = status["attempt"].as_u64().unwrap();
