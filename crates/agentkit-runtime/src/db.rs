@@ -255,6 +255,36 @@ fn writer_loop(conn: Connection, jobs: mpsc::Receiver<Job>, queued: Arc<AtomicUs
     }
 }
 
+/// How a queued job is kept from leaving half its changes in the batch's
+/// transaction when it fails.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// Any number of statements, inside a savepoint rolled back on error.
+    Several,
+    /// At most one statement that changes anything: a failed statement's
+    /// changes are undone by SQLite, so no savepoint is needed.
+    One,
+}
+
+impl Shape {
+    fn run<T>(
+        self,
+        conn: &Connection,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
+        match self {
+            Shape::One => f(conn),
+            Shape::Several => run_cached(conn, "SAVEPOINT job").and_then(|()| match f(conn) {
+                Ok(t) => run_cached(conn, "RELEASE job").map(|()| t),
+                Err(e) => {
+                    let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
+                    Err(e)
+                }
+            }),
+        }
+    }
+}
+
 /// Runs a statement without parameters from the connection's cache.
 fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
@@ -412,15 +442,29 @@ impl Db {
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> impl std::future::Future<Output = Result<T>> + Send + 'static {
+        self.queue_as(Shape::Several, f)
+    }
+
+    /// [`queue`](Self::queue) for a job that changes the database by at
+    /// most one statement: SQLite undoes a failed statement's changes by
+    /// itself, so the job needs no savepoint of its own (two statements
+    /// fewer on the writer thread; the index row's writes take this path
+    /// at every new session and every turn's end).
+    pub(crate) fn queue_one<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> impl std::future::Future<Output = Result<T>> + Send + 'static {
+        self.queue_as(Shape::One, f)
+    }
+
+    fn queue_as<T: Send + 'static>(
+        &self,
+        shape: Shape,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> impl std::future::Future<Output = Result<T>> + Send + 'static {
         let (tx, rx) = tokio::sync::oneshot::channel::<rusqlite::Result<T>>();
         let job: Job = Box::new(move |conn| {
-            let outcome = run_cached(conn, "SAVEPOINT job").and_then(|()| match f(conn) {
-                Ok(t) => run_cached(conn, "RELEASE job").map(|()| t),
-                Err(e) => {
-                    let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
-                    Err(e)
-                }
-            });
+            let outcome = shape.run(conn, f);
             Box::new(move |commit: Option<&rusqlite::Error>| {
                 let answer = match (outcome, commit) {
                     (Ok(t), None) => Ok(t),
@@ -469,12 +513,26 @@ impl Db {
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static,
     ) {
+        self.detached_as(Shape::Several, f);
+    }
+
+    /// [`write_detached`](Self::write_detached) for a job that changes
+    /// the database by at most one statement (see
+    /// [`queue_one`](Self::queue_one)).
+    pub(crate) fn write_detached_one(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static,
+    ) {
+        self.detached_as(Shape::One, f);
+    }
+
+    fn detached_as(
+        &self,
+        shape: Shape,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<()> + Send + 'static,
+    ) {
         let job: Job = Box::new(move |conn| {
-            if let Err(e) = run_cached(conn, "SAVEPOINT job").and_then(|()| {
-                f(conn)?;
-                run_cached(conn, "RELEASE job")
-            }) {
-                let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
+            if let Err(e) = shape.run(conn, f) {
                 tracing::warn!(error = %e, "state database: a bookkeeping write failed");
             }
             Box::new(|_| {})
@@ -1130,5 +1188,62 @@ mod tests {
         assert!(db.claim_tick("s", 60_000, 1).await.unwrap());
         assert!(!db.claim_tick("s", 60_000, 2).await.unwrap());
         assert_eq!(db.skip_tick("s", 120_000).await.unwrap(), 1);
+    }
+
+    /// A one-statement job has no savepoint: a statement that fails half
+    /// way (its first row inserted, its second refused) leaves nothing of
+    /// itself in the batch, and the batch's other jobs commit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_failed_one_statement_job_leaves_nothing_and_fails_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = std::sync::Arc::new(Db::open(dir.path()).unwrap());
+        db.make_schema("CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY)")
+            .unwrap();
+        db.queue_one(|conn| conn.execute("INSERT INTO t VALUES ('first')", []))
+            .await
+            .unwrap();
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..200 {
+            let db = db.clone();
+            tasks.spawn(async move {
+                let sql = if i == 100 {
+                    "INSERT INTO t VALUES ('half'), ('first')".to_owned()
+                } else {
+                    format!("INSERT INTO t VALUES ('k{i}')")
+                };
+                (i, db.queue_one(move |conn| conn.execute(&sql, [])).await)
+            });
+        }
+        let mut failed = Vec::new();
+        while let Some(done) = tasks.join_next().await {
+            let (i, result) = done.unwrap();
+            if result.is_err() {
+                failed.push(i);
+            }
+        }
+        assert_eq!(failed, [100]);
+        db.write_detached_one(|conn| {
+            conn.execute("INSERT INTO t VALUES ('late'), ('first')", [])
+                .map(|_| ())
+        });
+        db.write_detached_one(|conn| {
+            conn.execute("INSERT INTO t VALUES ('after')", [])
+                .map(|_| ())
+        });
+        db.flush().await.unwrap();
+        let fresh = Connection::open(dir.path().join("agentkit.sqlite")).unwrap();
+        let n: i64 = fresh
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        // `first`, 199 of the 200, and `after`.
+        assert_eq!(n, 201);
+        let stray: i64 = fresh
+            .query_row(
+                "SELECT count(*) FROM t WHERE k IN ('half', 'late')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(stray, 0);
     }
 }

@@ -131,20 +131,23 @@ fn failed(e: &Error) -> SharedError {
 impl SharedIndex for LocalIndex {
     fn put<'a>(&'a self, row: &'a SessionRow) -> StoreFuture<'a, ()> {
         let row = row.clone();
-        let written = self.db.queue(move |conn| crate::db::upsert_row(conn, &row));
+        let written = self
+            .db
+            .queue_one(move |conn| crate::db::upsert_row(conn, &row));
         async move { written.await.map_err(|e| failed(&e)) }.boxed()
     }
 
     fn put_detached(&self, row: SessionRow) {
         self.db
-            .write_detached(move |conn| crate::db::upsert_row(conn, &row));
+            .write_detached_one(move |conn| crate::db::upsert_row(conn, &row));
     }
 
     /// Only the metadata and the last activity are set, so of the index
     /// table's indexes only the one on `updated_at` is written (an upsert
-    /// rewrites all five); a row not there yet is inserted whole.
+    /// rewrites all five); a row not there yet is inserted whole. Of the
+    /// two statements at most one changes anything.
     fn put_activity(&self, row: SessionRow) {
-        self.db.write_detached(move |conn| {
+        self.db.write_detached_one(move |conn| {
             let changed = conn
                 .prepare_cached("UPDATE sessions SET meta = ?2, updated_at = ?3 WHERE id = ?1")?
                 .execute(rusqlite::params![row.id, row.meta, row.updated_at])?;
