@@ -86,6 +86,26 @@ pub struct AskRequest {
     pub hops: u32,
     /// A JSON Schema the fresh session's replies must match.
     pub output_schema: Option<serde_json::Value>,
+    /// Where the turn's progress goes while `ask` waits (the caller sent
+    /// a `progressToken`): each becomes a `notifications/progress`.
+    pub progress: Option<ProgressSink>,
+}
+
+/// The progress of a running `ask`, as lines of text; each is sent to
+/// the client as a `notifications/progress` before the call's result.
+/// Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ProgressSink(tokio::sync::mpsc::Sender<String>);
+
+/// Progress lines held for a slow client before more are dropped.
+const PROGRESS_BUFFER: usize = 256;
+
+impl ProgressSink {
+    /// Reports `text`; dropped when the client is this far behind (the
+    /// call's result is what counts).
+    pub fn report(&self, text: &str) {
+        let _ = self.0.try_send(text.to_owned());
+    }
 }
 
 /// A deterministic call through `call_tool`.
@@ -668,6 +688,7 @@ impl<B: AgentBackend> Handler<B> {
                         wait: self.options.max_wait,
                         hops,
                         output_schema: a.output_schema,
+                        progress: round.progress.clone(),
                     };
                     return self.ask(caller, req, round).await;
                 }
@@ -808,6 +829,8 @@ struct Round {
     input_requests: bool,
     input_responses: Option<InputResponses>,
     request_state: Option<String>,
+    /// The caller sent a `progressToken`.
+    progress: Option<ProgressSink>,
 }
 
 impl Round {
@@ -825,6 +848,7 @@ impl Round {
             input_requests: modern && form,
             input_responses: request.input_responses.clone(),
             request_state: request.request_state.clone(),
+            progress: None,
         }
     }
 }
@@ -946,13 +970,33 @@ impl<B: AgentBackend> ServerHandler for Handler<B> {
                     .and_then(|v| v.to_str().ok())
                     .and_then(agentkit_protocol::trace::TraceParent::parse)
             });
-        let round = Round::of(&request, &context);
+        let mut round = Round::of(&request, &context);
+        // A `progressToken`: the turn's progress goes to the client as
+        // progress notifications, all sent before the result.
+        let token = request
+            .meta
+            .as_ref()
+            .and_then(|m| m.get_progress_token())
+            .or_else(|| context.meta.get_progress_token());
+        let forward = token.map(|token| {
+            let (tx, rx) = tokio::sync::mpsc::channel(PROGRESS_BUFFER);
+            round.progress = Some(ProgressSink(tx));
+            forward_progress(context.peer.clone(), token, rx)
+        });
         let args = Value::Object(request.arguments.unwrap_or_default());
         // Boxed: moved into the trace scope, an inline future would be
         // held twice in this one (a stack overflow in debug builds).
         let run = Box::pin(self.dispatch(&caller, hops, &request.name, args, round));
-        match traceparent {
-            Some(tp) => agentkit_harness::trace::with_incoming(tp, run).await,
+        let run = async {
+            match traceparent {
+                Some(tp) => agentkit_harness::trace::with_incoming(tp, run).await,
+                None => run.await,
+            }
+        };
+        match forward {
+            // The forwarder ends once the call dropped its sink: every
+            // notification is out before the result.
+            Some(forward) => tokio::join!(run, forward).0,
             None => run.await,
         }
     }
@@ -1008,6 +1052,28 @@ impl<B: AgentBackend> ServerHandler for Handler<B> {
             .cancel_task(&caller, &request.task_id)
             .await
             .map_err(|e| task_error(&request.task_id, &e))
+    }
+}
+
+/// Sends each progress line of `rx` to the client as a
+/// `notifications/progress` on `token`, counting them, until every sink
+/// is dropped.
+async fn forward_progress(
+    peer: rmcp::Peer<RoleServer>,
+    token: rmcp::model::ProgressToken,
+    mut rx: tokio::sync::mpsc::Receiver<String>,
+) {
+    let mut sent = 0_u32;
+    while let Some(text) = rx.recv().await {
+        sent += 1;
+        let param = rmcp::model::ProgressNotificationParam::new(token.clone(), f64::from(sent))
+            .with_message(text);
+        if let Err(e) = peer.notify_progress(param).await {
+            tracing::debug!(error = %e, "a progress notification was not sent");
+            // Drain, so the call never waits on a full buffer.
+            while rx.recv().await.is_some() {}
+            return;
+        }
     }
 }
 

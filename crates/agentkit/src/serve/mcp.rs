@@ -403,6 +403,7 @@ fn report(fold: &TaskFold, created_at: String) -> TaskReport {
             })
             .collect(),
         message: fold.user_text().map(str::to_owned),
+        progress: fold.progress().map(|p| p.text().to_owned()),
         updated_at: fold
             .updated_at()
             .map_or_else(|| created_at.clone(), str::to_owned),
@@ -436,9 +437,19 @@ impl AgentBackend for RuntimeBackend {
         let mut fold = agentkit_protocol::TurnFold::answering(&req.message);
         let mut outcome = Outcome::default();
         let sid = session_id.clone();
+        let progress = req.progress.clone();
         self.follow(owner, &session_id, start, req.wait, move |e| {
             if fold.is_ours(e) {
                 outcome.see(e);
+                // A call's progress (a remote A2A agent's state, a piece
+                // of its reply), to a caller that sent a progress token.
+                if let Some(sink) = &progress
+                    && e.event_type == EventType::ActionProgress
+                    && let EventData::ActionProgress(p) = e.payload()
+                    && let Some(text) = p.delta.or(p.status).filter(|t| !t.is_empty())
+                {
+                    sink.report(&text);
+                }
             }
             (fold.observe(e) == agentkit_protocol::Seen::Settled)
                 .then(|| std::mem::take(&mut outcome).reply(&sid))

@@ -1,0 +1,58 @@
+"""The caller at the head of a chain A -> B -> C: the official A2A Python
+SDK (a2a-sdk) streams a message to agentkit agent B, whose turn calls a
+remote A2A agent C; then the official MCP Python SDK calls B's `ask`
+with a progress token. Both should see C's progress before B's answer.
+
+Usage: a2a_chain.py <agent base URL>
+
+Prints one JSON object: `stream` (the A2A stream's events, in order),
+`progress` (the MCP progress notifications' messages, in order) and
+`ask` (the MCP call's structured result).
+"""
+
+import asyncio
+import json
+import sys
+import uuid
+
+import httpx
+from google.protobuf.json_format import MessageToDict
+
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+
+async def main(base):
+    out = {}
+    async with httpx.AsyncClient(timeout=60) as http:
+        card = await A2ACardResolver(http, base).get_agent_card()
+        client = ClientFactory(
+            ClientConfig(streaming=True, httpx_client=http, supported_protocol_bindings=["JSONRPC"])
+        ).create(card)
+        message = Message(
+            message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text="relay this")]
+        )
+        out["stream"] = [
+            MessageToDict(e) async for e in client.send_message(SendMessageRequest(message=message))
+        ]
+
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append({"progress": value, "message": message})
+
+    async with streamable_http_client(f"{base}/v1/mcp") as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            result = await session.call_tool(
+                "ask", {"message": "relay this too"}, progress_callback=on_progress
+            )
+            out["ask"] = result.structured_content
+    out["progress"] = progress
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))
