@@ -186,12 +186,14 @@ pub trait AgentBackend: Send + Sync + 'static {
     ) -> impl Future<Output = Result<TaskReport, BackendError>> + Send;
 
     /// The task `task_id` (one `caller` may see), once it ends or needs
-    /// input, or as it is when `wait` passes (zero: at once).
+    /// input, or as it is when `wait` passes (zero: at once); the
+    /// progress of its turn's calls meanwhile goes to `progress`.
     fn task(
         &self,
         caller: &Self::Caller,
         task_id: &str,
         wait: Duration,
+        progress: Option<&ProgressSink>,
     ) -> impl Future<Output = Result<TaskReport, BackendError>> + Send;
 
     /// Decides parked calls of task `task_id` (answers naming a call that
@@ -757,7 +759,7 @@ impl<B: AgentBackend> Handler<B> {
             };
             let report = self
                 .backend
-                .task(caller, id, Duration::ZERO)
+                .task(caller, id, Duration::ZERO, None)
                 .await
                 .map_err(|e| protocol_error(&e))?;
             if report.message.as_deref() != Some(req.message.as_str()) {
@@ -774,7 +776,7 @@ impl<B: AgentBackend> Handler<B> {
                     .await
                     .map_err(|e| protocol_error(&e))?
             };
-            return Ok(self.rounds(caller, report).await);
+            return Ok(self.rounds(caller, report, req.progress).await);
         }
         if round.input_responses.is_some() {
             return Err(rmcp::ErrorData::invalid_params(
@@ -789,8 +791,9 @@ impl<B: AgentBackend> Handler<B> {
             });
         }
         if round.input_requests {
+            let progress = req.progress.clone();
             return Ok(match self.backend.start_task(caller, req).await {
-                Ok(report) => self.rounds(caller, report).await,
+                Ok(report) => self.rounds(caller, report, progress).await,
                 Err(e) => refusal(&e).into(),
             });
         }
@@ -799,11 +802,21 @@ impl<B: AgentBackend> Handler<B> {
 
     /// Waits (bounded) for a task to end or ask for input: its reply, or
     /// the input requests for its parked calls.
-    async fn rounds(&self, caller: &B::Caller, report: TaskReport) -> CallToolResponse {
+    async fn rounds(
+        &self,
+        caller: &B::Caller,
+        report: TaskReport,
+        progress: Option<ProgressSink>,
+    ) -> CallToolResponse {
         let report = if matches!(report.state, TaskState::Working) {
             match self
                 .backend
-                .task(caller, &report.task_id, self.options.max_wait)
+                .task(
+                    caller,
+                    &report.task_id,
+                    self.options.max_wait,
+                    progress.as_ref(),
+                )
                 .await
             {
                 Ok(r) => r,
@@ -1009,7 +1022,7 @@ impl<B: AgentBackend> ServerHandler for Handler<B> {
         let caller = caller_of::<B::Caller>(&context)?;
         let report = self
             .backend
-            .task(&caller, &request.task_id, Duration::ZERO)
+            .task(&caller, &request.task_id, Duration::ZERO, None)
             .await
             .map_err(|e| task_error(&request.task_id, &e))?;
         Ok(GetTaskResult::new(report.detailed()))
@@ -1025,7 +1038,7 @@ impl<B: AgentBackend> ServerHandler for Handler<B> {
             .map_err(|m| rmcp::ErrorData::invalid_params(m, None))?;
         let known = self
             .backend
-            .task(&caller, &request.task_id, Duration::ZERO)
+            .task(&caller, &request.task_id, Duration::ZERO, None)
             .await
             .map_err(|e| task_error(&request.task_id, &e))?;
         // Answers to requests that are not outstanding are ignored.

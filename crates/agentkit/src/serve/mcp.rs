@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use agentkit_manifest::Admission;
 use agentkit_mcp::{
-    AgentBackend, ApprovalAnswer, AskRequest, BackendError, PendingCall, Reply, ReplyStatus,
-    ServerToolInfo, TaskReport, ToolCallRequest,
+    AgentBackend, ApprovalAnswer, AskRequest, BackendError, PendingCall, ProgressSink, Reply,
+    ReplyStatus, ServerToolInfo, TaskReport, ToolCallRequest,
 };
 use agentkit_protocol::{ErrorCode, Event, EventData, EventType};
 use agentkit_runtime::{AgentRuntime, FollowUp, Owner, SendRequest, SessionMode};
@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::depths::{Depths, at_depth};
 use super::http::{ApiError, tool_called};
-use super::turn_task::task::{TaskFold, TaskId};
+use super::turn_task::task::{Change, TaskFold, TaskId};
 use super::turn_task::wire::TaskState;
 
 /// The channel MCP sessions live on.
@@ -330,13 +330,15 @@ impl RuntimeBackend {
     }
 
     /// Follows the task's session from `next` until `done` says so, or
-    /// `wait` passes.
+    /// `wait` passes; the progress of the turn's calls goes to
+    /// `progress`.
     async fn wait(
         &self,
         owner: &Owner,
         fold: &mut TaskFold,
         next: u64,
         wait: Duration,
+        progress: Option<&ProgressSink>,
         done: impl Fn(&TaskFold) -> bool + Send,
     ) -> Result<(), BackendError> {
         if done(fold) || wait.is_zero() {
@@ -371,7 +373,11 @@ impl RuntimeBackend {
                     ));
                 }
                 Ok(Ok(event)) => {
-                    fold.observe(&event);
+                    if fold.observe(&event) == Some(Change::Progress)
+                        && let (Some(sink), Some(p)) = (progress, fold.progress())
+                    {
+                        sink.report(p.text());
+                    }
                 }
             }
         }
@@ -535,10 +541,13 @@ impl AgentBackend for RuntimeBackend {
         owner: &Owner,
         task_id: &str,
         wait: Duration,
+        progress: Option<&ProgressSink>,
     ) -> Result<TaskReport, BackendError> {
         let (mut fold, created, next) = self.snapshot(owner, task_id).await?;
-        self.wait(owner, &mut fold, next, wait, |f| f.state().is_interrupted())
-            .await?;
+        self.wait(owner, &mut fold, next, wait, progress, |f| {
+            f.state().is_interrupted()
+        })
+        .await?;
         Ok(report(&fold, created))
     }
 
@@ -569,7 +578,7 @@ impl AgentBackend for RuntimeBackend {
         // A live turn records the decision itself, a moment later: what
         // the caller reads next starts after it.
         let (mut after, created, next) = self.snapshot(owner, task_id).await?;
-        self.wait(owner, &mut after, next, RECORD_WAIT, |f| {
+        self.wait(owner, &mut after, next, RECORD_WAIT, None, |f| {
             !f.parked.iter().any(|p| decided.contains(&p.call_id))
         })
         .await?;
@@ -585,7 +594,7 @@ impl AgentBackend for RuntimeBackend {
             .stop(&fold.id.session, owner)
             .await
             .map_err(refused)?;
-        self.wait(owner, &mut fold, next, RECORD_WAIT, |f| {
+        self.wait(owner, &mut fold, next, RECORD_WAIT, None, |f| {
             f.state().is_terminal()
         })
         .await

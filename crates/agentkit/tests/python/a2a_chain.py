@@ -7,7 +7,9 @@ Usage: a2a_chain.py <agent base URL>
 
 Prints one JSON object: `stream` (the A2A stream's events, in order),
 `progress` (the MCP progress notifications' messages, in order) and
-`ask` (the MCP call's structured result).
+`ask` (the MCP call's structured result); then `roundsProgress` and
+`roundsAsk`, the same from a 2026-07-28 client that takes input requests
+(an elicitation callback), whose `ask` the server waits for as a task.
 """
 
 import asyncio
@@ -20,7 +22,8 @@ from google.protobuf.json_format import MessageToDict
 
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest
-from mcp import ClientSession
+from mcp import Client, ClientSession
+from mcp.types import ElicitResult
 from mcp.client.streamable_http import streamable_http_client
 
 
@@ -51,6 +54,21 @@ async def main(base):
             )
             out["ask"] = result.structured_content
     out["progress"] = progress
+
+    rounds = []
+
+    async def on_rounds_progress(value, total, message):
+        rounds.append({"progress": value, "message": message})
+
+    async def decide(context, params):
+        return ElicitResult(action="accept", content={"decision": "approve"})
+
+    async with Client(f"{base}/v1/mcp", elicitation_callback=decide) as client:
+        result = await client.call_tool(
+            "ask", {"message": "relay in rounds"}, progress_callback=on_rounds_progress
+        )
+        out["roundsAsk"] = result.structured_content
+    out["roundsProgress"] = rounds
     print(json.dumps(out))
 
 

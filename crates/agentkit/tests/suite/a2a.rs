@@ -1442,20 +1442,24 @@ fn a_remote_agents_progress_is_passed_on_over_a2a_streams_and_mcp_progress() {
 
     // MCP: the same pieces as progress notifications, counting up,
     // before `ask` answers.
-    let notes = v["progress"].as_array().unwrap();
-    let messages: Vec<&str> = notes
-        .iter()
-        .map(|n| n["message"].as_str().unwrap())
-        .collect();
-    assert!(
-        messages.windows(3).any(|w| w == pieces),
-        "C's pieces in order: {messages:?}"
-    );
-    let counts: Vec<f64> = notes
-        .iter()
-        .map(|n| n["progress"].as_f64().unwrap())
-        .collect();
-    assert!(counts.windows(2).all(|w| w[0] < w[1]), "{counts:?}");
-    assert_eq!(v["ask"]["status"], "completed", "{v}");
-    assert_eq!(v["ask"]["reply"], "relayed", "{v}");
+    // A 2026-07-28 client that takes input requests, whose `ask` the
+    // server waits for as a task: the same.
+    for (notes, ask) in [("progress", "ask"), ("roundsProgress", "roundsAsk")] {
+        let notes = v[notes].as_array().unwrap();
+        let messages: Vec<&str> = notes
+            .iter()
+            .map(|n| n["message"].as_str().unwrap())
+            .collect();
+        assert!(
+            messages.windows(3).any(|w| w == pieces),
+            "C's pieces in order: {messages:?}"
+        );
+        let counts: Vec<f64> = notes
+            .iter()
+            .map(|n| n["progress"].as_f64().unwrap())
+            .collect();
+        assert!(counts.windows(2).all(|w| w[0] < w[1]), "{counts:?}");
+        assert_eq!(v[ask]["status"], "completed", "{v}");
+        assert_eq!(v[ask]["reply"], "relayed", "{v}");
+    }
 }
