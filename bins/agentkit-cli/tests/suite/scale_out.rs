@@ -1374,8 +1374,7 @@ fn a_push_webhook_registered_on_a_killed_host_is_delivered_by_another_once() {
     );
     let last = pushed.last().unwrap();
     assert_eq!(
-        last["statusUpdate"]["status"]["message"]["parts"][0]["text"],
-        "Stamped.",
+        last["statusUpdate"]["status"]["message"]["parts"][0]["text"], "Stamped.",
         "{pushed:?}"
     );
     assert_eq!(

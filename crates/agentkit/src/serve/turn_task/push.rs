@@ -655,20 +655,18 @@ impl Pushes {
             changed |= change == Some(Change::Status) && pushed.is_some_and(|p| e.index >= p);
             next = e.index + 1;
         }
-        match pushed {
-            // A follower died after pushing: only what changed since.
-            Some(p) if p > 0 && !first => {
-                if changed {
-                    let events = fold.stream_events(&Change::Status);
-                    self.push(task, &events, &fold.task(None)).await;
-                }
+        // A follower that died had pushed up to `p`: only what changed
+        // since is pushed.
+        let resumed = pushed.is_some_and(|p| p > 0) && !first;
+        if resumed {
+            if changed {
+                let events = fold.stream_events(&Change::Status);
+                self.push(task, &events, &fold.task(None)).await;
             }
-            _ if first || pushed.is_some() || !fold.state().is_terminal() => {
-                let now = fold.task(None);
-                self.push(task, &[StreamResponse::Task(now.clone())], &now)
-                    .await;
-            }
-            _ => {}
+        } else if first || pushed.is_some() || !fold.state().is_terminal() {
+            let now = fold.task(None);
+            self.push(task, &[StreamResponse::Task(now.clone())], &now)
+                .await;
         }
         if !self.record(task, next).await {
             return Ok(());

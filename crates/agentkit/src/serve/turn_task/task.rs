@@ -339,10 +339,8 @@ impl TaskFold {
     fn status_message(&self) -> Option<Message> {
         match self.state {
             TaskState::Working => self.progress.as_ref().map(|p| {
-                let mut message = self.agent_message(
-                    &format!("progress-{}", p.index),
-                    vec![Part::text(p.text())],
-                );
+                let mut message = self
+                    .agent_message(&format!("progress-{}", p.index), vec![Part::text(p.text())]);
                 let mut about = serde_json::Map::new();
                 about.insert("callId".to_owned(), json!(p.call_id));
                 about.insert("toolName".to_owned(), json!(p.tool_name));
@@ -646,7 +644,9 @@ mod tests {
         );
         // `GetTask` shows it while the task works; the completion clears it.
         assert_eq!(
-            fold.task(None).status.message.unwrap().parts[0].text.as_deref(),
+            fold.task(None).status.message.unwrap().parts[0]
+                .text
+                .as_deref(),
             Some("hello")
         );
         fold.observe(&ev(
