@@ -27,6 +27,7 @@ pub use oauth::{
 };
 pub use server::{
     AgentBackend, AskRequest, BackendError, DEFAULT_MAX_HOPS, DEFAULT_MAX_WAIT, HOPS_HEADER,
-    McpBody, McpHttp, McpServerOptions, Reply, ReplyStatus, ServerToolInfo, ToolCallRequest,
+    McpBody, McpHttp, McpServerOptions, ProgressSink, Reply, ReplyStatus, ServerToolInfo,
+    ToolCallRequest,
 };
 pub use tasks::{ApprovalAnswer, PendingCall, TaskReport, TaskState};

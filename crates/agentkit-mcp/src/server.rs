@@ -86,6 +86,26 @@ pub struct AskRequest {
     pub hops: u32,
     /// A JSON Schema the fresh session's replies must match.
     pub output_schema: Option<serde_json::Value>,
+    /// Where the turn's progress goes while `ask` waits (the caller sent
+    /// a `progressToken`): each becomes a `notifications/progress`.
+    pub progress: Option<ProgressSink>,
+}
+
+/// The progress of a running `ask`, as lines of text; each is sent to
+/// the client as a `notifications/progress` before the call's result.
+/// Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ProgressSink(tokio::sync::mpsc::Sender<String>);
+
+/// Progress lines held for a slow client before more are dropped.
+const PROGRESS_BUFFER: usize = 256;
+
+impl ProgressSink {
+    /// Reports `text`; dropped when the client is this far behind (the
+    /// call's result is what counts).
+    pub fn report(&self, text: &str) {
+        let _ = self.0.try_send(text.to_owned());
+    }
 }
 
 /// A deterministic call through `call_tool`.
@@ -166,12 +186,14 @@ pub trait AgentBackend: Send + Sync + 'static {
     ) -> impl Future<Output = Result<TaskReport, BackendError>> + Send;
 
     /// The task `task_id` (one `caller` may see), once it ends or needs
-    /// input, or as it is when `wait` passes (zero: at once).
+    /// input, or as it is when `wait` passes (zero: at once); the
+    /// progress of its turn's calls meanwhile goes to `progress`.
     fn task(
         &self,
         caller: &Self::Caller,
         task_id: &str,
         wait: Duration,
+        progress: Option<&ProgressSink>,
     ) -> impl Future<Output = Result<TaskReport, BackendError>> + Send;
 
     /// Decides parked calls of task `task_id` (answers naming a call that
@@ -668,6 +690,7 @@ impl<B: AgentBackend> Handler<B> {
                         wait: self.options.max_wait,
                         hops,
                         output_schema: a.output_schema,
+                        progress: round.progress.clone(),
                     };
                     return self.ask(caller, req, round).await;
                 }
@@ -736,7 +759,7 @@ impl<B: AgentBackend> Handler<B> {
             };
             let report = self
                 .backend
-                .task(caller, id, Duration::ZERO)
+                .task(caller, id, Duration::ZERO, None)
                 .await
                 .map_err(|e| protocol_error(&e))?;
             if report.message.as_deref() != Some(req.message.as_str()) {
@@ -753,7 +776,7 @@ impl<B: AgentBackend> Handler<B> {
                     .await
                     .map_err(|e| protocol_error(&e))?
             };
-            return Ok(self.rounds(caller, report).await);
+            return Ok(self.rounds(caller, report, req.progress).await);
         }
         if round.input_responses.is_some() {
             return Err(rmcp::ErrorData::invalid_params(
@@ -768,8 +791,9 @@ impl<B: AgentBackend> Handler<B> {
             });
         }
         if round.input_requests {
+            let progress = req.progress.clone();
             return Ok(match self.backend.start_task(caller, req).await {
-                Ok(report) => self.rounds(caller, report).await,
+                Ok(report) => self.rounds(caller, report, progress).await,
                 Err(e) => refusal(&e).into(),
             });
         }
@@ -778,11 +802,21 @@ impl<B: AgentBackend> Handler<B> {
 
     /// Waits (bounded) for a task to end or ask for input: its reply, or
     /// the input requests for its parked calls.
-    async fn rounds(&self, caller: &B::Caller, report: TaskReport) -> CallToolResponse {
+    async fn rounds(
+        &self,
+        caller: &B::Caller,
+        report: TaskReport,
+        progress: Option<ProgressSink>,
+    ) -> CallToolResponse {
         let report = if matches!(report.state, TaskState::Working) {
             match self
                 .backend
-                .task(caller, &report.task_id, self.options.max_wait)
+                .task(
+                    caller,
+                    &report.task_id,
+                    self.options.max_wait,
+                    progress.as_ref(),
+                )
                 .await
             {
                 Ok(r) => r,
@@ -808,6 +842,8 @@ struct Round {
     input_requests: bool,
     input_responses: Option<InputResponses>,
     request_state: Option<String>,
+    /// The caller sent a `progressToken`.
+    progress: Option<ProgressSink>,
 }
 
 impl Round {
@@ -825,6 +861,7 @@ impl Round {
             input_requests: modern && form,
             input_responses: request.input_responses.clone(),
             request_state: request.request_state.clone(),
+            progress: None,
         }
     }
 }
@@ -946,13 +983,33 @@ impl<B: AgentBackend> ServerHandler for Handler<B> {
                     .and_then(|v| v.to_str().ok())
                     .and_then(agentkit_protocol::trace::TraceParent::parse)
             });
-        let round = Round::of(&request, &context);
+        let mut round = Round::of(&request, &context);
+        // A `progressToken`: the turn's progress goes to the client as
+        // progress notifications, all sent before the result.
+        let token = request
+            .meta
+            .as_ref()
+            .and_then(|m| m.get_progress_token())
+            .or_else(|| context.meta.get_progress_token());
+        let forward = token.map(|token| {
+            let (tx, rx) = tokio::sync::mpsc::channel(PROGRESS_BUFFER);
+            round.progress = Some(ProgressSink(tx));
+            forward_progress(context.peer.clone(), token, rx)
+        });
         let args = Value::Object(request.arguments.unwrap_or_default());
         // Boxed: moved into the trace scope, an inline future would be
         // held twice in this one (a stack overflow in debug builds).
         let run = Box::pin(self.dispatch(&caller, hops, &request.name, args, round));
-        match traceparent {
-            Some(tp) => agentkit_harness::trace::with_incoming(tp, run).await,
+        let run = async {
+            match traceparent {
+                Some(tp) => agentkit_harness::trace::with_incoming(tp, run).await,
+                None => run.await,
+            }
+        };
+        match forward {
+            // The forwarder ends once the call dropped its sink: every
+            // notification is out before the result.
+            Some(forward) => tokio::join!(run, forward).0,
             None => run.await,
         }
     }
@@ -965,7 +1022,7 @@ impl<B: AgentBackend> ServerHandler for Handler<B> {
         let caller = caller_of::<B::Caller>(&context)?;
         let report = self
             .backend
-            .task(&caller, &request.task_id, Duration::ZERO)
+            .task(&caller, &request.task_id, Duration::ZERO, None)
             .await
             .map_err(|e| task_error(&request.task_id, &e))?;
         Ok(GetTaskResult::new(report.detailed()))
@@ -981,7 +1038,7 @@ impl<B: AgentBackend> ServerHandler for Handler<B> {
             .map_err(|m| rmcp::ErrorData::invalid_params(m, None))?;
         let known = self
             .backend
-            .task(&caller, &request.task_id, Duration::ZERO)
+            .task(&caller, &request.task_id, Duration::ZERO, None)
             .await
             .map_err(|e| task_error(&request.task_id, &e))?;
         // Answers to requests that are not outstanding are ignored.
@@ -1008,6 +1065,28 @@ impl<B: AgentBackend> ServerHandler for Handler<B> {
             .cancel_task(&caller, &request.task_id)
             .await
             .map_err(|e| task_error(&request.task_id, &e))
+    }
+}
+
+/// Sends each progress line of `rx` to the client as a
+/// `notifications/progress` on `token`, counting them, until every sink
+/// is dropped.
+async fn forward_progress(
+    peer: rmcp::Peer<RoleServer>,
+    token: rmcp::model::ProgressToken,
+    mut rx: tokio::sync::mpsc::Receiver<String>,
+) {
+    let mut sent = 0_u32;
+    while let Some(text) = rx.recv().await {
+        sent += 1;
+        let param = rmcp::model::ProgressNotificationParam::new(token.clone(), f64::from(sent))
+            .with_message(text);
+        if let Err(e) = peer.notify_progress(param).await {
+            tracing::debug!(error = %e, "a progress notification was not sent");
+            // Drain, so the call never waits on a full buffer.
+            while rx.recv().await.is_some() {}
+            return;
+        }
     }
 }
 

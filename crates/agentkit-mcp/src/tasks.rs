@@ -63,6 +63,10 @@ pub struct TaskReport {
     pub pending: Vec<PendingCall>,
     /// The message that started the task.
     pub message: Option<String>,
+    /// The latest progress a call of the working turn reported (a remote
+    /// agent's state or a piece of its reply): the working task's status
+    /// message.
+    pub progress: Option<String>,
     /// ISO 8601: when the message arrived, and when the state last changed.
     pub created_at: String,
     pub updated_at: String,
@@ -107,7 +111,11 @@ impl TaskReport {
         // A task lives as long as its session's log.
         task.ttl_ms = None;
         let message = match self.state {
-            TaskState::Working => Some("the agent's turn is running".to_owned()),
+            TaskState::Working => Some(
+                self.progress
+                    .clone()
+                    .unwrap_or_else(|| "the agent's turn is running".to_owned()),
+            ),
             TaskState::InputRequired => Some(format!(
                 "{} call(s) wait for a decision: answer the input requests with tasks/update",
                 self.pending.len()
@@ -317,9 +325,26 @@ mod tests {
                 input: json!({"text": "hi"}),
             }],
             message: Some("go".into()),
+            progress: None,
             created_at: "2026-01-01T00:00:00Z".into(),
             updated_at: "2026-01-01T00:00:01Z".into(),
         }
+    }
+
+    #[test]
+    fn a_working_tasks_status_message_is_its_latest_progress() {
+        let mut working = report(TaskState::Working);
+        let plain = serde_json::to_value(working.detailed()).unwrap();
+        assert_eq!(plain["statusMessage"], "the agent's turn is running");
+        working.progress = Some("hello there".into());
+        let got = serde_json::to_value(working.detailed()).unwrap();
+        assert_eq!(got["status"], "working");
+        assert_eq!(got["statusMessage"], "hello there");
+        // Once the turn answered, the progress is no status.
+        let mut done = report(TaskState::Completed);
+        done.progress = Some("stale".into());
+        let got = serde_json::to_value(done.detailed()).unwrap();
+        assert!(got.get("statusMessage").is_none(), "{got}");
     }
 
     #[test]

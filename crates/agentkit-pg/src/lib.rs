@@ -75,6 +75,7 @@ mod lease;
 mod mailbox;
 mod memories;
 mod migrate;
+mod push_follows;
 mod reminders;
 mod sessions;
 mod ticks;
@@ -96,6 +97,9 @@ pub use lease::{LEASE_TTL, Leases};
 pub use mailbox::Mailbox;
 pub use memories::MemoryTable;
 pub use migrate::{MIGRATIONS, Migration, MigrationStatus, SchemaStatus};
+pub use push_follows::{
+    claim_push_follow, end_push_follow, orphaned_push_follows, pushed_through, renew_push_follows,
+};
 pub use reminders::ReminderTable;
 pub use sessions::SessionIndex;
 pub use ticks::{

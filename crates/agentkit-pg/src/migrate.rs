@@ -96,6 +96,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "memory journal",
         sql: include_str!("../migrations/0016_memory_journal.sql"),
     },
+    Migration {
+        version: 17,
+        name: "a2a push follows",
+        sql: include_str!("../migrations/0017_a2a_push_follows.sql"),
+    },
 ];
 
 /// The advisory lock every migrating host takes (`agentkit` migrations).

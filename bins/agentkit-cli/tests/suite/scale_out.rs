@@ -4,7 +4,8 @@
 //! killed mid-turn has its session taken over by another within 5 s; a
 //! follow-up, a stop, an approval decision or a tool call in the session
 //! sent to a host that does not run the session is routed to the one that
-//! does (the mailbox).
+//! does (the mailbox); an A2A webhook registered on a host killed -9 is
+//! delivered by another, once.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -1160,5 +1161,228 @@ fn a_client_tools_result_sent_to_b_reaches_the_turn_waiting_on_a_or_resumes_it_o
     assert_eq!(
         rest.last().unwrap()["data"]["result"],
         "Resumed on another host."
+    );
+}
+
+/// A webhook receiver on loopback: every POST's JSON body, in order.
+fn webhook_receiver() -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = got.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                conn.set_read_timeout(Some(Duration::from_secs(10))).ok();
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                // Keep-alive: one request after another on the connection.
+                loop {
+                    let mut length = 0;
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let header = line.trim_end();
+                        if header.is_empty() {
+                            break;
+                        }
+                        if let Some((name, value)) = header.split_once(':')
+                            && name.eq_ignore_ascii_case("content-length")
+                        {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    if let Ok(v) = serde_json::from_slice::<Value>(&body) {
+                        seen.lock().unwrap().push(v);
+                    }
+                    if conn
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, got)
+}
+
+/// The task state a pushed `StreamResponse` carries, or "".
+fn pushed_state(event: &Value) -> &str {
+    event["task"]["status"]["state"]
+        .as_str()
+        .or_else(|| event["statusUpdate"]["status"]["state"].as_str())
+        .unwrap_or_default()
+}
+
+/// A2A push notifications outlive the host that registered them: a
+/// webhook registered on A for a task parked at an approval is followed
+/// by B once A is killed (-9), and the task's completion after the
+/// approval (decided on B) reaches the webhook exactly once.
+#[test]
+fn a_push_webhook_registered_on_a_killed_host_is_delivered_by_another_once() {
+    let Some(db) = throwaway_database() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    project(
+        tmp.path(),
+        // The turn that resumes after the approval is the script's second.
+        json!([
+            {"steps": [{"text": "Stamping.", "toolCalls": [{"name": "guarded", "input": {}}]}]},
+            {"steps": [{"text": "Stamped."}]}
+        ]),
+    );
+    std::fs::write(
+        tmp.path().join("bot/agent/tools/guarded.toml"),
+        "description = \"Needs a human\"\ncommand = [\"sh\", \"-c\", \"echo stamped\"]\nneeds_approval = true\n\n[input_schema]\ntype = \"object\"\n",
+    )
+    .unwrap();
+    let push_host = |name: &str| {
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_agentkit"))
+            .args(["serve", "--dir", "bot", "--port", &port.to_string()])
+            .args(["--state-root", &format!("state-{name}")])
+            .arg("--a2a-push-private-networks")
+            .current_dir(tmp.path())
+            .env("AGENTKIT_DATABASE_URL", &db.url)
+            .env("NO_COLOR", "1")
+            .env_remove("AGENTKIT_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        ServerProcess::healthy(child, port, Duration::from_secs(30))
+    };
+    let mut a = push_host("a");
+    let b = push_host("b");
+    let (receiver, got) = webhook_receiver();
+    let rpc = |addr, method: &str, params: Value| {
+        let r = Request::post("/bot/a2a")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+            .send(addr)
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        let v = r.json();
+        assert!(v["error"].is_null(), "{method}: {v}");
+        v["result"].clone()
+    };
+    // The task parks at the approval (a blocking send returns there).
+    let sent = rpc(
+        a.addr,
+        "SendMessage",
+        json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "stamp it"}]}}),
+    );
+    let task = &sent["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{task}"
+    );
+    let task_id = task["id"].as_str().unwrap().to_owned();
+    let session = task["contextId"].as_str().unwrap().to_owned();
+    let call = task["status"]["message"]["parts"][1]["data"]["approvals"][0]["callId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    rpc(
+        a.addr,
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": task_id, "id": "hook", "url": format!("http://{receiver}/hook"), "token": "tok"}),
+    );
+    // A pushes the task as registered.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while got.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "A pushed nothing");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        pushed_state(&got.lock().unwrap()[0]),
+        "TASK_STATE_INPUT_REQUIRED"
+    );
+    let follower = |db: &PgDatabase| {
+        db.query(&format!(
+            "SELECT split_part(holder, ':', 2) FROM agentkit_a2a_push_follows WHERE task_id = '{task_id}'"
+        ))
+    };
+    assert_eq!(follower(&db), a.child.id().to_string());
+
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    // B claims the task within 5 s (its next sweep, a second apart: A's
+    // liveness lock went with its connection).
+    let killed = Instant::now();
+    while follower(&db) != b.child.id().to_string() {
+        assert!(
+            killed.elapsed() < Duration::from_secs(5),
+            "B did not take the task over within 5 s: {}",
+            follower(&db)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The decision on B (once B holds the session: 409 until then).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let r = loop {
+        let r = Request::post(&format!("/bot/v1/session/{session}/approvals/{call}"))
+            .json(&json!({"decision": "approve"}))
+            .send(b.addr)
+            .unwrap();
+        if r.status != 409 || Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(r.status, 200, "{}", r.body);
+    let completed = || {
+        got.lock()
+            .unwrap()
+            .iter()
+            .filter(|e| pushed_state(e) == "TASK_STATE_COMPLETED")
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while completed() == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no completion pushed: {:?}",
+            got.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Nothing more arrives: the completion came once, and the row is gone.
+    std::thread::sleep(Duration::from_secs(3));
+    let pushed = got.lock().unwrap().clone();
+    assert_eq!(completed(), 1, "{pushed:?}");
+    assert_eq!(
+        pushed
+            .iter()
+            .filter(|e| pushed_state(e) == "TASK_STATE_INPUT_REQUIRED")
+            .count(),
+        1,
+        "the parked state was pushed once: {pushed:?}"
+    );
+    let last = pushed.last().unwrap();
+    assert_eq!(
+        last["statusUpdate"]["status"]["message"]["parts"][0]["text"], "Stamped.",
+        "{pushed:?}"
+    );
+    assert_eq!(
+        count(
+            &db,
+            &format!("SELECT count(*) FROM agentkit_a2a_push_follows WHERE task_id = '{task_id}'")
+        ),
+        0
     );
 }

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use agentkit_manifest::Admission;
 use agentkit_mcp::{
-    AgentBackend, ApprovalAnswer, AskRequest, BackendError, PendingCall, Reply, ReplyStatus,
-    ServerToolInfo, TaskReport, ToolCallRequest,
+    AgentBackend, ApprovalAnswer, AskRequest, BackendError, PendingCall, ProgressSink, Reply,
+    ReplyStatus, ServerToolInfo, TaskReport, ToolCallRequest,
 };
 use agentkit_protocol::{ErrorCode, Event, EventData, EventType};
 use agentkit_runtime::{AgentRuntime, FollowUp, Owner, SendRequest, SessionMode};
@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::depths::{Depths, at_depth};
 use super::http::{ApiError, tool_called};
-use super::turn_task::task::{TaskFold, TaskId};
+use super::turn_task::task::{Change, TaskFold, TaskId};
 use super::turn_task::wire::TaskState;
 
 /// The channel MCP sessions live on.
@@ -330,13 +330,15 @@ impl RuntimeBackend {
     }
 
     /// Follows the task's session from `next` until `done` says so, or
-    /// `wait` passes.
+    /// `wait` passes; the progress of the turn's calls goes to
+    /// `progress`.
     async fn wait(
         &self,
         owner: &Owner,
         fold: &mut TaskFold,
         next: u64,
         wait: Duration,
+        progress: Option<&ProgressSink>,
         done: impl Fn(&TaskFold) -> bool + Send,
     ) -> Result<(), BackendError> {
         if done(fold) || wait.is_zero() {
@@ -371,7 +373,11 @@ impl RuntimeBackend {
                     ));
                 }
                 Ok(Ok(event)) => {
-                    fold.observe(&event);
+                    if fold.observe(&event) == Some(Change::Progress)
+                        && let (Some(sink), Some(p)) = (progress, fold.progress())
+                    {
+                        sink.report(p.text());
+                    }
                 }
             }
         }
@@ -403,6 +409,7 @@ fn report(fold: &TaskFold, created_at: String) -> TaskReport {
             })
             .collect(),
         message: fold.user_text().map(str::to_owned),
+        progress: fold.progress().map(|p| p.text().to_owned()),
         updated_at: fold
             .updated_at()
             .map_or_else(|| created_at.clone(), str::to_owned),
@@ -436,9 +443,19 @@ impl AgentBackend for RuntimeBackend {
         let mut fold = agentkit_protocol::TurnFold::answering(&req.message);
         let mut outcome = Outcome::default();
         let sid = session_id.clone();
+        let progress = req.progress.clone();
         self.follow(owner, &session_id, start, req.wait, move |e| {
             if fold.is_ours(e) {
                 outcome.see(e);
+                // A call's progress (a remote A2A agent's state, a piece
+                // of its reply), to a caller that sent a progress token.
+                if let Some(sink) = &progress
+                    && e.event_type == EventType::ActionProgress
+                    && let EventData::ActionProgress(p) = e.payload()
+                    && let Some(text) = p.delta.or(p.status).filter(|t| !t.is_empty())
+                {
+                    sink.report(&text);
+                }
             }
             (fold.observe(e) == agentkit_protocol::Seen::Settled)
                 .then(|| std::mem::take(&mut outcome).reply(&sid))
@@ -524,10 +541,13 @@ impl AgentBackend for RuntimeBackend {
         owner: &Owner,
         task_id: &str,
         wait: Duration,
+        progress: Option<&ProgressSink>,
     ) -> Result<TaskReport, BackendError> {
         let (mut fold, created, next) = self.snapshot(owner, task_id).await?;
-        self.wait(owner, &mut fold, next, wait, |f| f.state().is_interrupted())
-            .await?;
+        self.wait(owner, &mut fold, next, wait, progress, |f| {
+            f.state().is_interrupted()
+        })
+        .await?;
         Ok(report(&fold, created))
     }
 
@@ -558,7 +578,7 @@ impl AgentBackend for RuntimeBackend {
         // A live turn records the decision itself, a moment later: what
         // the caller reads next starts after it.
         let (mut after, created, next) = self.snapshot(owner, task_id).await?;
-        self.wait(owner, &mut after, next, RECORD_WAIT, |f| {
+        self.wait(owner, &mut after, next, RECORD_WAIT, None, |f| {
             !f.parked.iter().any(|p| decided.contains(&p.call_id))
         })
         .await?;
@@ -574,7 +594,7 @@ impl AgentBackend for RuntimeBackend {
             .stop(&fold.id.session, owner)
             .await
             .map_err(refused)?;
-        self.wait(owner, &mut fold, next, RECORD_WAIT, |f| {
+        self.wait(owner, &mut fold, next, RECORD_WAIT, None, |f| {
             f.state().is_terminal()
         })
         .await

@@ -1329,3 +1329,137 @@ fn a_message_dropped_by_a_stop_is_recorded_and_its_task_is_canceled() {
     .json();
     assert_eq!(state(&got["result"]), "TASK_STATE_CANCELED", "{got}");
 }
+
+/// Starts the Python SDK's A2A server (`tests/python/a2a_server.py`) on a
+/// free port and waits for its card; the process and its card URL.
+fn python_a2a_server(bin: &std::path::Path) -> (Killed, String) {
+    let port = agentkit_test_support::process::free_port();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/a2a_server.py");
+    let server = Killed(
+        std::process::Command::new(bin.join("python"))
+            .arg(&script)
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while Request::get("/.well-known/agent-card.json")
+        .send(addr)
+        .is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Python A2A server did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    (
+        server,
+        format!("http://127.0.0.1:{port}/.well-known/agent-card.json"),
+    )
+}
+
+/// A chain A → B → C: A is the official Python SDKs (an A2A client that
+/// streams, then an MCP client with a progress token), B an agentkit
+/// agent whose turn calls C, a remote A2A agent built with the Python
+/// SDK that streams its reply in pieces. C's progress, recorded in B's
+/// session as `action.progress`, reaches A before B's answer: as
+/// `working` status updates on B's A2A stream, and as MCP progress
+/// notifications of B's `ask`.
+#[test]
+fn a_remote_agents_progress_is_passed_on_over_a2a_streams_and_mcp_progress() {
+    let Some(bin) = a2a_python() else { return };
+    let (_c, card) = python_a2a_server(&bin);
+    let connection: &'static str =
+        Box::leak(format!("a2a = \"{card}\"\ndescription = \"Echoes\"\n").into_boxed_str());
+    let script = r#"{"turns": [
+      {"steps": [{"toolCalls": [{"name": "remote__a2a", "input": {"message": "hello there"}}]}, {"text": "relayed"}]}
+    ]}"#;
+    let h = host(
+        &[(
+            "bot",
+            &[
+                ("agent.toml", "model = \"scripted:script.json\"\n"),
+                ("script.json", script),
+                ("instructions.md", "You relay.\n"),
+                ("mcp-connections/remote.toml", connection),
+            ][..],
+        )],
+        ServeOptions::default(),
+    );
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/a2a_chain.py");
+    let out = std::process::Command::new(bin.join("python"))
+        .arg(&script)
+        .arg(format!("http://{}/bot", h.addr()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "a2a_chain.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    // The A2A stream: C's pieces as `working` status updates whose
+    // message is the piece (the call named in its metadata), all before
+    // the reply and the completion.
+    let stream = v["stream"].as_array().unwrap();
+    let progress: Vec<(usize, String)> = stream
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e["statusUpdate"]["status"]["message"]["metadata"]["progress"].is_object())
+        .map(|(i, e)| {
+            let status = &e["statusUpdate"]["status"];
+            assert_eq!(status["state"], "TASK_STATE_WORKING", "{e}");
+            assert_eq!(
+                status["message"]["metadata"]["progress"]["toolName"], "remote__a2a",
+                "{e}"
+            );
+            (i, text_of(&status["message"]))
+        })
+        .collect();
+    let texts: Vec<&str> = progress.iter().map(|(_, t)| t.as_str()).collect();
+    let pieces = ["remote echo: ", "hello there", " (hops 1)"];
+    let at = texts
+        .windows(3)
+        .position(|w| w == pieces)
+        .unwrap_or_else(|| panic!("C's pieces in order: {texts:?}"));
+    assert_eq!(texts.first(), Some(&"submitted"), "{texts:?}");
+    assert_eq!(texts.last(), Some(&"completed"), "{texts:?}");
+    assert!(at > 0);
+    let done = stream
+        .iter()
+        .position(|e| e["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED")
+        .unwrap_or_else(|| panic!("no completion: {stream:?}"));
+    assert!(progress.iter().all(|(i, _)| *i < done), "{stream:?}");
+    assert_eq!(
+        text_of(&stream[done]["statusUpdate"]["status"]["message"]),
+        "relayed"
+    );
+
+    // MCP: the same pieces as progress notifications, counting up,
+    // before `ask` answers.
+    // A 2026-07-28 client that takes input requests, whose `ask` the
+    // server waits for as a task: the same.
+    for (notes, ask) in [("progress", "ask"), ("roundsProgress", "roundsAsk")] {
+        let notes = v[notes].as_array().unwrap();
+        let messages: Vec<&str> = notes
+            .iter()
+            .map(|n| n["message"].as_str().unwrap())
+            .collect();
+        assert!(
+            messages.windows(3).any(|w| w == pieces),
+            "C's pieces in order: {messages:?}"
+        );
+        let counts: Vec<f64> = notes
+            .iter()
+            .map(|n| n["progress"].as_f64().unwrap())
+            .collect();
+        assert!(counts.windows(2).all(|w| w[0] < w[1]), "{counts:?}");
+        assert_eq!(v[ask]["status"], "completed", "{v}");
+        assert_eq!(v[ask]["reply"], "relayed", "{v}");
+    }
+}

@@ -19,10 +19,13 @@
 //! state folder's `a2a-push/`, or its partition of the shared database),
 //! never in the key-value store tools reach, since they hold the client's
 //! credentials; those never reach a log line. The host that registered a
-//! webhook follows its task; after a restart a single host follows its
+//! webhook follows its task. On one host, after a restart, it follows its
 //! unfinished tasks again (a client may see the task's current state a
-//! second time). On a shared database a task whose registering host is
-//! gone is not followed: poll `GetTask` or register again.
+//! second time). On a shared database one host at a time follows a task,
+//! by a claim row (`agentkit_pg::claim_push_follow`) that also records
+//! how far the task's changes were pushed: when that host dies (a kill -9
+//! included) another host claims the task within a few seconds and
+//! pushes its changes from there, each once.
 
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
@@ -30,7 +33,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentkit_runtime::{AgentRuntime, KvStore, Owner};
+use agentkit_runtime::{AgentRuntime, KvStore, Owner, SharedBackend};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -78,6 +81,13 @@ const RETRY_WAITS: [Duration; 2] = [Duration::from_millis(500), Duration::from_s
 const IDLE_CHECK: Duration = Duration::from_millis(250);
 /// The longest URL accepted.
 const MAX_URL: usize = 2_048;
+/// How long a follower's claim on a task lasts without a renewal, and
+/// how often the claims are renewed and dead followers' tasks looked
+/// for (on a shared database).
+const CLAIM_TTL: Duration = Duration::from_secs(5);
+const CLAIM_SWEEP: Duration = Duration::from_secs(1);
+/// Tasks whose follower died claimed per sweep.
+const CLAIMS_PER_SWEEP: i64 = 64;
 
 /// `AuthenticationInfo`: how the webhook call authenticates.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -144,6 +154,16 @@ pub(crate) struct Pushes {
     client: reqwest::Client,
     private_ok: bool,
     watching: Mutex<HashSet<String>>,
+    /// On a shared database: who follows which task.
+    claims: Option<Claims>,
+}
+
+/// The claim rows of one agent's followed tasks on the shared database,
+/// and this host's name in them.
+struct Claims {
+    db: agentkit_pg::Database,
+    agent: String,
+    holder: String,
 }
 
 impl std::fmt::Debug for Pushes {
@@ -173,6 +193,11 @@ impl Pushes {
     ) -> crate::error::Result<Pushes> {
         let dir = state_dir.join("a2a-push");
         let store = tokio::sync::OnceCell::new();
+        let claims = database.map(|db| Claims {
+            db: db.database().clone(),
+            agent: slug.to_owned(),
+            holder: db.owner().to_owned(),
+        });
         let opener = match database {
             Some(db) => {
                 // Its own partition (no agent slug has a `/`).
@@ -197,6 +222,7 @@ impl Pushes {
             client,
             private_ok,
             watching: Mutex::default(),
+            claims,
         })
     }
 
@@ -301,7 +327,8 @@ impl Pushes {
             .await?
             .set(&format!("{task_id}/{}", config.id), &value, Some(KEEP))
             .await?;
-        self.follow(runtime, owner, task.id().clone(), true, shutdown)?;
+        self.follow(runtime, owner, task.id().clone(), true, shutdown)
+            .await?;
         Ok(config)
     }
 
@@ -362,9 +389,15 @@ impl Pushes {
         Ok(())
     }
 
-    /// Follows the unfinished tasks of the stored configs again (after a
-    /// restart, on one host).
+    /// Follows the unfinished tasks of the stored configs again: after a
+    /// restart on one host; on a shared database, from now on, every task
+    /// whose follower died.
     pub(crate) fn resume(self: &Arc<Self>, runtime: AgentRuntime, shutdown: CancellationToken) {
+        if self.claims.is_some() {
+            let pushes = self.clone();
+            tokio::spawn(async move { pushes.sweep(&runtime, &shutdown).await });
+            return;
+        }
         let Opener::Local(dir) = &self.opener else {
             return;
         };
@@ -387,7 +420,9 @@ impl Pushes {
                     continue;
                 };
                 if seen.insert(stored.config.task_id.clone())
-                    && let Err(e) = pushes.follow(&runtime, &stored.owner, id, false, &shutdown)
+                    && let Err(e) = pushes
+                        .follow(&runtime, &stored.owner, id, false, &shutdown)
+                        .await
                 {
                     tracing::warn!(task = %stored.config.task_id, error = ?e, "cannot follow a task for its push notifications");
                 }
@@ -395,10 +430,139 @@ impl Pushes {
         });
     }
 
-    /// Follows `task` (unless already followed here), pushing its changes
-    /// to its webhooks until it ends. `first`: push the task as it is now
-    /// even when it has ended (a new registration).
-    fn follow(
+    /// On a shared database, until shutdown: renews the claims on the
+    /// tasks this host follows and claims the tasks whose follower died.
+    async fn sweep(self: &Arc<Self>, runtime: &AgentRuntime, shutdown: &CancellationToken) {
+        let Some(claims) = &self.claims else { return };
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(CLAIM_SWEEP) => {}
+                () = shutdown.cancelled() => return,
+            }
+            let watched: Vec<String> = self
+                .watching
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .iter()
+                .cloned()
+                .collect();
+            if let Err(e) = agentkit_pg::renew_push_follows(
+                &claims.db,
+                &claims.agent,
+                &claims.holder,
+                &watched,
+                CLAIM_TTL,
+            )
+            .await
+            {
+                tracing::warn!(error = %e, "cannot renew the A2A tasks this host pushes");
+                continue;
+            }
+            let orphans = match agentkit_pg::orphaned_push_follows(
+                &claims.db,
+                &claims.agent,
+                CLAIMS_PER_SWEEP,
+            )
+            .await
+            {
+                Ok(o) => o,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot look for A2A tasks no host pushes");
+                    continue;
+                }
+            };
+            for task in orphans {
+                if let Err(e) = self.adopt(runtime, &task, shutdown).await {
+                    tracing::warn!(task = %task, error = ?e, "cannot follow a task whose follower died for its push notifications");
+                }
+            }
+        }
+    }
+
+    /// Follows `task`, whose follower died, for the webhooks it still has
+    /// (a task without any needs no follower).
+    async fn adopt(
+        self: &Arc<Self>,
+        runtime: &AgentRuntime,
+        task: &str,
+        shutdown: &CancellationToken,
+    ) -> PushResult<()> {
+        let Some(claims) = &self.claims else {
+            return Ok(());
+        };
+        if self.is_watching(task) {
+            return Ok(());
+        }
+        let configs = self.configs(task).await?;
+        let (Some(id), Some(stored)) = (TaskId::parse(task), configs.first()) else {
+            // No webhook left (deleted, or kept past its week): the row goes.
+            if agentkit_pg::claim_push_follow(
+                &claims.db,
+                &claims.agent,
+                task,
+                &claims.holder,
+                CLAIM_TTL,
+            )
+            .await
+            .map_err(|e| PushError::Internal(e.to_string()))?
+            .is_some()
+            {
+                self.end_claim(task).await;
+            }
+            return Ok(());
+        };
+        tracing::info!(task = %task, "following a task whose follower died for its push notifications");
+        self.follow(runtime, &stored.owner.clone(), id, false, shutdown)
+            .await
+    }
+
+    fn is_watching(&self, task: &str) -> bool {
+        self.watching
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(task)
+    }
+
+    /// Lets go of this host's claim on `task` (it needs no follower).
+    async fn end_claim(&self, task: &str) {
+        let Some(claims) = &self.claims else { return };
+        if let Err(e) =
+            agentkit_pg::end_push_follow(&claims.db, &claims.agent, task, &claims.holder).await
+        {
+            tracing::warn!(task = %task, error = %e, "cannot end following an A2A task");
+        }
+    }
+
+    /// Records that `task`'s changes were pushed up to `through`: false
+    /// when another host follows it now.
+    async fn record(&self, task: &TaskId, through: u64) -> bool {
+        let Some(claims) = &self.claims else {
+            return true;
+        };
+        match agentkit_pg::pushed_through(
+            &claims.db,
+            &claims.agent,
+            &task.to_string(),
+            &claims.holder,
+            through,
+        )
+        .await
+        {
+            Ok(ours) => ours,
+            Err(e) => {
+                // Kept following: the claim is renewed apart, and a
+                // recording that failed only risks a change pushed twice.
+                tracing::warn!(task = %task, error = %e, "cannot record how far an A2A task was pushed");
+                true
+            }
+        }
+    }
+
+    /// Follows `task` (unless already followed here or, on a shared
+    /// database, by another live host), pushing its changes to its
+    /// webhooks until it ends. `first`: push the task as it is now even
+    /// when it has ended (a new registration).
+    async fn follow(
         self: &Arc<Self>,
         runtime: &AgentRuntime,
         owner: &Owner,
@@ -422,10 +586,40 @@ impl Pushes {
             }
             watching.insert(key.clone());
         }
+        // On a shared database: how far a follower that died pushed, or
+        // nothing to do while another live host follows the task.
+        let pushed = match &self.claims {
+            None => None,
+            Some(claims) => {
+                let claimed = agentkit_pg::claim_push_follow(
+                    &claims.db,
+                    &claims.agent,
+                    &key,
+                    &claims.holder,
+                    CLAIM_TTL,
+                )
+                .await;
+                match claimed {
+                    Ok(Some(pushed)) => Some(pushed),
+                    Ok(None) | Err(_) => {
+                        self.watching
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .remove(&key);
+                        return claimed.map(|_| ()).map_err(|e| {
+                            PushError::Internal(format!("cannot claim the task to push: {e}"))
+                        });
+                    }
+                }
+            }
+        };
         let pushes = self.clone();
         let (runtime, owner, shutdown) = (runtime.clone(), owner.clone(), shutdown.clone());
         tokio::spawn(async move {
-            if let Err(e) = pushes.run(&runtime, &owner, &task, first, &shutdown).await {
+            if let Err(e) = pushes
+                .run(&runtime, &owner, &task, first, pushed, &shutdown)
+                .await
+            {
                 tracing::warn!(task = %key, error = ?e, "stopped following a task for its push notifications");
             }
             pushes
@@ -437,12 +631,16 @@ impl Pushes {
         Ok(())
     }
 
+    /// Pushes `task`'s changes until it ends. `pushed`, on a shared
+    /// database: the log index its changes were pushed up to (0: none),
+    /// from which this host pushes on.
     async fn run(
         &self,
         runtime: &AgentRuntime,
         owner: &Owner,
         task: &TaskId,
         first: bool,
+        pushed: Option<u64>,
         shutdown: &CancellationToken,
     ) -> PushResult<()> {
         let events = runtime
@@ -450,16 +648,31 @@ impl Pushes {
             .await?;
         let mut fold = TaskFold::new(task.clone());
         let mut next = task.start;
+        // The state changed after what was pushed.
+        let mut changed = false;
         for e in &events {
-            fold.observe(e);
+            let change = fold.observe(e);
+            changed |= change == Some(Change::Status) && pushed.is_some_and(|p| e.index >= p);
             next = e.index + 1;
         }
-        if first || !fold.state().is_terminal() {
+        // A follower that died had pushed up to `p`: only what changed
+        // since is pushed.
+        let resumed = pushed.is_some_and(|p| p > 0) && !first;
+        if resumed {
+            if changed {
+                let events = fold.stream_events(&Change::Status);
+                self.push(task, &events, &fold.task(None)).await;
+            }
+        } else if first || pushed.is_some() || !fold.state().is_terminal() {
             let now = fold.task(None);
             self.push(task, &[StreamResponse::Task(now.clone())], &now)
                 .await;
         }
+        if !self.record(task, next).await {
+            return Ok(());
+        }
         if fold.state().is_terminal() {
+            self.end_claim(&task.to_string()).await;
             return Ok(());
         }
         let mut sub = runtime.subscribe(&task.session, owner, next).await?;
@@ -469,7 +682,10 @@ impl Pushes {
                 () = shutdown.cancelled() => return Ok(()),
             };
             let change = match event {
-                Ok(Ok(event)) => fold.observe(&event),
+                Ok(Ok(event)) => {
+                    next = event.index + 1;
+                    fold.observe(&event)
+                }
                 Ok(Err(e)) => {
                     return Err(PushError::Internal(format!(
                         "cannot read the session's events: {e}"
@@ -484,8 +700,13 @@ impl Pushes {
             if change == Some(Change::Status) {
                 let events = fold.stream_events(&Change::Status);
                 self.push(task, &events, &fold.task(None)).await;
+                if !self.record(task, next).await {
+                    // Another host follows the task now.
+                    return Ok(());
+                }
             }
             if fold.state().is_terminal() {
+                self.end_claim(&task.to_string()).await;
                 return Ok(());
             }
         }

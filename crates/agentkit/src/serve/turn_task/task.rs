@@ -69,6 +69,34 @@ pub(crate) enum Change {
     Status,
     /// A piece of the reply.
     Delta(String),
+    /// A running call of the working turn reported progress (a remote
+    /// A2A agent's state or a piece of its reply): the task is still
+    /// working, with this as its status message.
+    Progress,
+}
+
+/// The latest progress of a call of the task's turn (`action.progress`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Progress {
+    /// The event's index in the session's log.
+    pub(crate) index: u64,
+    pub(crate) call_id: String,
+    pub(crate) tool_name: String,
+    /// What the call is doing now, when that changed.
+    pub(crate) status: Option<String>,
+    /// Text the call wrote since its last progress.
+    pub(crate) delta: Option<String>,
+}
+
+impl Progress {
+    /// The progress as one line of text: the text written, else the
+    /// status.
+    pub(crate) fn text(&self) -> &str {
+        self.delta
+            .as_deref()
+            .or(self.status.as_deref())
+            .unwrap_or_default()
+    }
 }
 
 /// A task's state folded from its session's events (from the task's own
@@ -90,6 +118,9 @@ pub(crate) struct TaskFold {
     /// The reply validated against the agent's output schema.
     output: Option<Value>,
     pub(crate) parked: Vec<Parked>,
+    /// The latest progress of a call, while the task works (cleared at
+    /// every change of state).
+    progress: Option<Progress>,
     /// When the state last changed.
     at: Option<String>,
 }
@@ -106,6 +137,7 @@ impl TaskFold {
             outcome: None,
             output: None,
             parked: Vec::new(),
+            progress: None,
             at: None,
         }
     }
@@ -130,6 +162,11 @@ impl TaskFold {
         self.user_text.as_deref()
     }
 
+    /// The latest progress of a call of the working turn.
+    pub(crate) fn progress(&self) -> Option<&Progress> {
+        self.progress.as_ref()
+    }
+
     /// When the state last changed (ISO 8601).
     pub(crate) fn updated_at(&self) -> Option<&str> {
         self.at.as_deref()
@@ -147,6 +184,7 @@ impl TaskFold {
 
     fn set(&mut self, state: TaskState, e: &Event) -> Option<Change> {
         self.state = state;
+        self.progress = None;
         self.at = Some(e.at.clone());
         Some(Change::Status)
     }
@@ -231,6 +269,18 @@ impl TaskFold {
                 self.reply.push_str(&a.delta);
                 Some(Change::Delta(a.delta))
             }
+            // Progress shows while the task works (a call parked beside
+            // the reporting one keeps the task asking for input).
+            EventData::ActionProgress(p) if self.state == TaskState::Working => {
+                self.progress = Some(Progress {
+                    index: e.index,
+                    call_id: p.call_id,
+                    tool_name: p.tool_name,
+                    status: p.status,
+                    delta: p.delta,
+                });
+                Some(Change::Progress)
+            }
             EventData::ApprovalRequested(r) => {
                 self.parked.push(Parked {
                     call_id: r.call_id,
@@ -284,10 +334,27 @@ impl TaskFold {
         }
     }
 
-    /// The status message: the reply, why it failed, or what the task
-    /// waits for.
+    /// The status message: the reply, why it failed, what the task waits
+    /// for, or the latest progress of a call while it works.
     fn status_message(&self) -> Option<Message> {
         match self.state {
+            TaskState::Working => self.progress.as_ref().map(|p| {
+                let mut message = self
+                    .agent_message(&format!("progress-{}", p.index), vec![Part::text(p.text())]);
+                let mut about = serde_json::Map::new();
+                about.insert("callId".to_owned(), json!(p.call_id));
+                about.insert("toolName".to_owned(), json!(p.tool_name));
+                if let Some(status) = &p.status {
+                    about.insert("status".to_owned(), json!(status));
+                }
+                if let Some(delta) = &p.delta {
+                    about.insert("delta".to_owned(), json!(delta));
+                }
+                let mut metadata = serde_json::Map::new();
+                metadata.insert("progress".to_owned(), Value::Object(about));
+                message.metadata = Some(metadata);
+                message
+            }),
             TaskState::Completed => {
                 let mut parts = vec![Part::text(self.outcome.clone().unwrap_or_default())];
                 if let Some(output) = &self.output {
@@ -386,9 +453,10 @@ impl TaskFold {
         }
     }
 
-    /// The stream events a change makes: a status update, or a piece of
-    /// the reply artifact (the whole reply, replacing the pieces, when
-    /// the turn completes).
+    /// The stream events a change makes: a status update (a `working`
+    /// one carrying a call's progress as its message), or a piece of the
+    /// reply artifact (the whole reply, replacing the pieces, when the
+    /// turn completes).
     pub(crate) fn stream_events(&self, change: &Change) -> Vec<StreamResponse> {
         let (task_id, context_id) = (self.id.to_string(), self.id.session.clone());
         match change {
@@ -403,6 +471,11 @@ impl TaskFold {
                 },
                 append: self.reply.len() > delta.len(),
                 last_chunk: false,
+            })],
+            Change::Progress => vec![StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+                task_id,
+                context_id,
+                status: self.status(),
             })],
             Change::Status => {
                 let mut out = Vec::new();
@@ -527,6 +600,62 @@ mod tests {
                 TaskState::Completed
             ]
         );
+    }
+
+    #[test]
+    fn a_calls_progress_is_a_working_status_update_until_the_state_changes() {
+        let mut fold = TaskFold::new(TaskId::parse("ses_1.1").unwrap());
+        let events = [
+            ev(1, EventType::MessageReceived, None, json!({"text": "go"})),
+            ev(
+                2,
+                EventType::TurnStarted,
+                Some("t1"),
+                json!({"received": [1]}),
+            ),
+            ev(
+                3,
+                EventType::ActionProgress,
+                Some("t1"),
+                json!({"callId": "c1", "toolName": "remote__a2a", "delta": "hello"}),
+            ),
+            // Another turn's progress is not ours.
+            ev(
+                4,
+                EventType::ActionProgress,
+                Some("t0"),
+                json!({"callId": "c0", "toolName": "remote__a2a", "status": "working"}),
+            ),
+        ];
+        let changes: Vec<Option<Change>> = events.iter().map(|e| fold.observe(e)).collect();
+        assert_eq!(
+            changes,
+            [None, Some(Change::Status), Some(Change::Progress), None]
+        );
+        assert_eq!(fold.progress().map(Progress::text), Some("hello"));
+        let out = serde_json::to_value(fold.stream_events(&Change::Progress)).unwrap();
+        let status = &out[0]["statusUpdate"]["status"];
+        assert_eq!(status["state"], "TASK_STATE_WORKING");
+        assert_eq!(status["message"]["parts"][0]["text"], "hello");
+        assert_eq!(status["message"]["messageId"], "ses_1.1-progress-3");
+        assert_eq!(
+            status["message"]["metadata"]["progress"],
+            json!({"callId": "c1", "toolName": "remote__a2a", "delta": "hello"})
+        );
+        // `GetTask` shows it while the task works; the completion clears it.
+        assert_eq!(
+            fold.task(None).status.message.unwrap().parts[0]
+                .text
+                .as_deref(),
+            Some("hello")
+        );
+        fold.observe(&ev(
+            5,
+            EventType::TurnCompleted,
+            Some("t1"),
+            json!({"result": "done"}),
+        ));
+        assert!(fold.progress().is_none());
     }
 
     #[test]
