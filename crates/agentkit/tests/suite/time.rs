@@ -137,8 +137,10 @@ impl Host {
             .dir
             .path()
             .join(format!("state/bot/sessions/{id}/events.ndjson"));
-        std::fs::read_to_string(path)
-            .unwrap_or_default()
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        // Whole lines only: the server may be writing the last one.
+        let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+        whole
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
