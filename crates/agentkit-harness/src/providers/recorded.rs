@@ -90,7 +90,7 @@ impl RecordedSession {
     /// The recorded result of a call of `tool` with `input`; `None` when
     /// tools run live. A call the log has no result for answers an error
     /// saying so (the replay then diverges there).
-    pub(crate) fn result(&self, tool: &str, input: &Value) -> Option<ToolOutput> {
+    pub fn result(&self, tool: &str, input: &Value) -> Option<ToolOutput> {
         let results = self.results.as_ref()?;
         let taken = results.lock().ok().and_then(|mut m| {
             m.get_mut(&(tool.to_owned(), input.to_string()))?
