@@ -65,7 +65,7 @@ pub use model::{
     Admission, Agent, AgentConfig, Approval, ArtifactKind, Artifacts, AuthConfig, AuthPolicy,
     BUILTIN_TOOLS, BearerToken, CallToolAction, CalledTool, Channel, ChannelKind, Command,
     Connection, DEFAULT_JUDGE_THRESHOLD, DEFAULT_WORKER_IDLE, Delivery, EnvRef, EvalCase, EvalFile,
-    EvalTurn, Evals, EvalsConfig, Execution, Expect, Experiment, Expose, FileExpect, HarnessConfig,
+    EvalApproval, EvalTurn, Evals, EvalsConfig, Execution, Expect, Experiment, Expose, FileExpect, HarnessConfig,
     Hook, HookAction, Host, Instructions, JOURNAL_MAX_BYTES, Judge, Layout, LocalConfig,
     MAX_WORKER_CONCURRENCY, MemoryConfig, Method, ModelSpec, OAuthClientSettings, Pricing, Project,
     Provider, Route, RouteAction, RouteHandler, RouteResponse, Runtime, Sandbox, SandboxLimits,

@@ -984,14 +984,6 @@ pub(crate) fn write_eval_case(
     if let Some(why) = cassette.unsupported.clone() {
         warnings.push(why);
     }
-    if events
-        .iter()
-        .any(|e| e.event_type == EventType::ActionApprovalRequested)
-    {
-        warnings.push(
-            "the session had calls parked for approval: an eval run denies them, so the case departs from the session there".to_owned(),
-        );
-    }
     Ok(EvalCaseAdded {
         id: name.to_owned(),
         case_file,
@@ -1009,9 +1001,24 @@ fn case_toml(session_id: &str, events: &[Event], turns: &[String]) -> String {
     let mut called: Vec<Vec<String>> = Vec::new();
     let mut ended: Vec<Option<bool>> = Vec::new();
     let mut replies: Vec<Option<String>> = Vec::new();
+    let mut decided: Vec<Vec<String>> = Vec::new();
     for e in events {
         match e.payload() {
+            EventData::ApprovalResolved(r) => {
+                if let Some(d) = decided.last_mut() {
+                    let reason = r
+                        .reason
+                        .map(|r| format!(", reason = {}", quote(&r)))
+                        .unwrap_or_default();
+                    d.push(format!(
+                        "{{ tool = {}, approve = {}{reason} }}",
+                        quote(&r.tool_name),
+                        r.decision == "approve"
+                    ));
+                }
+            }
             EventData::TurnStarted(_) => {
+                decided.push(Vec::new());
                 called.push(Vec::new());
                 ended.push(None);
                 replies.push(None);
@@ -1042,10 +1049,11 @@ fn case_toml(session_id: &str, events: &[Event], turns: &[String]) -> String {
         quote(&format!("session {session_id} as it ran"))
     );
     for (i, turn) in turns.iter().enumerate() {
-        out.push_str(&format!(
-            "\n[[turns]]\nsend = {}\n[turns.expect]\n",
-            quote(turn)
-        ));
+        out.push_str(&format!("\n[[turns]]\nsend = {}\n", quote(turn)));
+        if let Some(d) = decided.get(i).filter(|d| !d.is_empty()) {
+            out.push_str(&format!("approvals = [{}]\n", d.join(", ")));
+        }
+        out.push_str("[turns.expect]\n");
         if let Some(Some(ok)) = ended.get(i) {
             out.push_str(&format!("succeeded = {ok}\n"));
         }
