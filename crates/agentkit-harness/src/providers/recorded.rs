@@ -27,6 +27,10 @@ pub struct RecordedAnswer {
 pub struct RecordedToolCall {
     pub tool_name: String,
     pub input: Value,
+    /// The id the call had (a replay gives it again, so the requests
+    /// that carry it are as long as the recorded ones); `None`: a fresh
+    /// one.
+    pub call_id: Option<String>,
 }
 
 /// A tool call's recorded result.
@@ -125,7 +129,7 @@ impl RecordedSession {
                 .into_iter()
                 .enumerate()
                 .map(|(i, c)| ToolCall {
-                    call_id: request.call_id(i),
+                    call_id: c.call_id.unwrap_or_else(|| request.call_id(i)),
                     tool_name: c.tool_name,
                     input: c.input,
                 })
@@ -228,6 +232,7 @@ pub fn recorded_log(events: &[agentkit_protocol::Event]) -> RecordedLog {
                         .map(|c| RecordedToolCall {
                             tool_name: c.tool_name.clone(),
                             input: c.input.clone(),
+                            call_id: Some(c.call_id.clone()),
                         })
                         .collect();
                 }
