@@ -210,7 +210,10 @@ async fn run_case(
                             d.tool, r.tool_name
                         )),
                     ),
-                    None => (false, Some("no one approves calls during an eval".to_owned())),
+                    None => (
+                        false,
+                        Some("no one approves calls during an eval".to_owned()),
+                    ),
                 };
                 let client = decider.clone();
                 let session = e.session_id.to_string();

@@ -75,8 +75,8 @@ pub use dynamic::{DynTool, RustTool, ToolFuture, ToolSource, ToolSpec, ToolsFutu
 pub use images::hydrate as hydrate_images;
 pub use providers::{
     Asked, Cassette, LoggedAnswer, OfferedTool, RecordedAnswer, RecordedLog, RecordedResult,
-    RecordedSession, RecordedToolCall, recorded_exchange, recorded_log, recorded_summary, request_context,
-    wire_request,
+    RecordedSession, RecordedToolCall, recorded_exchange, recorded_log, recorded_summary,
+    request_context, wire_request,
 };
 pub use sandbox::{
     DEV_FILES, ETC_HIDDEN, SIMULATE_UNAVAILABLE_ENV, SYSTEM_READ, SandboxGap, SandboxSpec,

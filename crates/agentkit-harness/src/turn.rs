@@ -943,11 +943,7 @@ async fn await_client(
 /// The agent subagent `id` of `parent` runs as, and its model (the
 /// parent's `model` when it names none); `None` when there is no such
 /// subagent.
-pub fn subagent_agent(
-    parent: &Agent,
-    model: &ModelSpec,
-    id: &str,
-) -> Option<(Agent, ModelSpec)> {
+pub fn subagent_agent(parent: &Agent, model: &ModelSpec, id: &str) -> Option<(Agent, ModelSpec)> {
     let sub = parent.subagents.iter().find(|s| s.id == id)?;
     let model = sub.model.clone().unwrap_or_else(|| model.clone());
     let mut child = parent.clone();

@@ -12,10 +12,10 @@ use agentkit_protocol::api::{
 use agentkit_protocol::{Event, EventData, EventType, Message};
 
 use crate::context::{Rebuilt, before_compaction, rebuild};
-use agentkit_harness::Asked;
 use crate::error::{Error, Result};
 use crate::meta::Owner;
 use crate::runtime::AgentRuntime;
+use agentkit_harness::Asked;
 
 /// The step view of an agent's sessions. Reached through
 /// [`AgentRuntime::steps`].
@@ -177,19 +177,18 @@ impl Steps<'_> {
                     // The subagent runs as the parent's agent does at its
                     // turn's first step, with the parent's own tools.
                     let parent = rebuild(self.rt, id, owner, &events, turn_id, 1).await?;
-                    let child = parent.model.as_ref().and_then(|m| {
-                        agentkit_harness::subagent_agent(&parent.agent, m, subagent)
-                    });
+                    let child = parent
+                        .model
+                        .as_ref()
+                        .and_then(|m| agentkit_harness::subagent_agent(&parent.agent, m, subagent));
                     let Some((child, model)) = child else {
                         unsupported.get_or_insert_with(|| {
                             format!("subagent `{subagent}` is not in the project any more")
                         });
                         continue;
                     };
-                    let tools = agentkit_harness::with_client_tools(
-                        &self.rt.dynamic_tools(id).await,
-                        &[],
-                    );
+                    let tools =
+                        agentkit_harness::with_client_tools(&self.rt.dynamic_tools(id).await, &[]);
                     let (name, exchange) = agentkit_harness::recorded_exchange(
                         &model,
                         &std::sync::Arc::new(child),

@@ -102,8 +102,14 @@ enum TurnToRun {
 /// How a recorded call that waited was answered.
 #[derive(Debug, Clone, PartialEq)]
 enum Answer {
-    Approval { approve: bool, reason: Option<String> },
-    Client { output: Value, is_error: bool },
+    Approval {
+        approve: bool,
+        reason: Option<String>,
+    },
+    Client {
+        output: Value,
+        is_error: bool,
+    },
 }
 
 /// A waiting call's answer, and whether it came only after its turn was
@@ -755,7 +761,11 @@ fn turn_numbers(events: &[Event]) -> std::collections::HashMap<&str, usize> {
 /// An event as compared: its type and its data without the fields that
 /// differ between runs (`session.started` only by its mode); the turn a
 /// turn resumes by its number in the log (`turns`), its id differing.
-fn normalized(e: &Event, ignored: &[&str], turns: &std::collections::HashMap<&str, usize>) -> Value {
+fn normalized(
+    e: &Event,
+    ignored: &[&str],
+    turns: &std::collections::HashMap<&str, usize>,
+) -> Value {
     fn strip(v: &mut Value, ignored: &[&str]) {
         match v {
             Value::Object(map) => {
@@ -877,7 +887,8 @@ pub struct EvalCaseAdded {
     /// Where its recordings went (`evals/cassettes`).
     pub cassette_dir: PathBuf,
     pub recordings: usize,
-    /// What the case may not cover (compactions, subagents, approvals).
+    /// What the case may not cover (a subagent that took several steps,
+    /// a compaction whose turn can no longer be rebuilt).
     pub warnings: Vec<String>,
 }
 

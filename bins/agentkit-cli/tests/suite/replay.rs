@@ -403,7 +403,11 @@ fn emitted_and_restart_resumed_turns_replay() {
     ]);
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    write(root, "proj/agent/agent.toml", "model = \"openai:gpt-mock\"\n");
+    write(
+        root,
+        "proj/agent/agent.toml",
+        "model = \"openai:gpt-mock\"\n",
+    );
     write(root, "proj/agent/instructions.md", INSTRUCTIONS);
     write(root, "proj/agent/channels/desk.toml", DESK);
     write(root, "proj/agent/lib/say.py", SAY_PY);
@@ -611,7 +615,15 @@ fn eval_add_keeps_compactions_subagents_and_approvals() {
         let run = agentkit_with(
             root,
             &[
-                "eval", "add", "--url", &url, "--session", session, "--name", name, "--dir",
+                "eval",
+                "add",
+                "--url",
+                &url,
+                "--session",
+                session,
+                "--name",
+                name,
+                "--dir",
                 "proj",
             ],
             offline,
@@ -658,7 +670,11 @@ fn eval_add_keeps_compactions_subagents_and_approvals() {
         let run = eval(case);
         assert_eq!(run.code, 0, "{case}: {}\n{}", run.stdout, run.stderr);
     }
-    assert_eq!(mock.requests().len(), requests, "an eval called the provider");
+    assert_eq!(
+        mock.requests().len(),
+        requests,
+        "an eval called the provider"
+    );
 
     // A call denied where the session approved it departs from the
     // recordings.

@@ -30,8 +30,8 @@ use crate::step::StepEvent;
 pub(crate) use cassette::TurnDigests;
 pub use cassette::{Cassette, recorded_exchange, recorded_summary};
 pub use recorded::{
-    Asked, LoggedAnswer, RecordedAnswer, RecordedLog, RecordedResult, RecordedSession, RecordedToolCall,
-    recorded_log,
+    Asked, LoggedAnswer, RecordedAnswer, RecordedLog, RecordedResult, RecordedSession,
+    RecordedToolCall, recorded_log,
 };
 pub(crate) use scripted::Script;
 
