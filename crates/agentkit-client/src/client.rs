@@ -152,6 +152,34 @@ impl Client {
             .await
     }
 
+    /// [`Client::follow_up`] sending `message` as it is (its workspace
+    /// files and client tools), with the token set.
+    pub async fn follow_up_as(
+        &self,
+        session_id: &str,
+        continuation_token: &str,
+        message: &SendMessage,
+    ) -> Result<Accepted> {
+        let body = SendMessage {
+            continuation_token: Some(continuation_token.to_owned()),
+            ..message.clone()
+        };
+        self.post_json(&format!("/v1/session/{session_id}"), &body)
+            .await
+    }
+
+    /// `POST /v1/session/{id}/client-calls`: the results of calls of
+    /// tools the client declared.
+    pub async fn answer_client_calls(
+        &self,
+        session_id: &str,
+        results: Vec<agentkit_protocol::api::ClientResult>,
+    ) -> Result<agentkit_protocol::api::ClientResultsAccepted> {
+        let body = agentkit_protocol::api::ClientResults { results };
+        self.post_json(&format!("/v1/session/{session_id}/client-calls"), &body)
+            .await
+    }
+
     /// `POST /v1/session/{id}/stop`: interrupts the running turn.
     pub async fn stop(&self, session_id: &str) -> Result<Stopped> {
         self.post_json(

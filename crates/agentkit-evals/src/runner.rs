@@ -193,20 +193,36 @@ async fn run_case(
             output_schema: case.output_schema.clone(),
             ..SendMessage::new(turn.send.clone())
         };
-        let denier = client.clone();
+        let decider = client.clone();
+        // The turn's decisions, in the order its calls park; past them,
+        // calls are denied.
+        let mut decisions: std::collections::VecDeque<_> = turn.approvals.clone().into();
         let on_event = move |e: &agentkit_protocol::Event| {
             if e.event_type == EventType::ActionApprovalRequested
                 && let EventData::ApprovalRequested(r) = e.payload()
             {
-                let client = denier.clone();
+                let (approve, reason) = match decisions.pop_front() {
+                    Some(d) if d.tool == r.tool_name => (d.approve, d.reason),
+                    Some(d) => (
+                        false,
+                        Some(format!(
+                            "the case decides a call of `{}` here, not of `{}`",
+                            d.tool, r.tool_name
+                        )),
+                    ),
+                    None => (
+                        false,
+                        Some("no one approves calls during an eval".to_owned()),
+                    ),
+                };
+                let client = decider.clone();
                 let session = e.session_id.to_string();
                 tokio::spawn(async move {
-                    let reason = Some("no one approves calls during an eval");
                     if let Err(e) = client
-                        .resolve_approval(&session, &r.call_id, false, reason)
+                        .resolve_approval(&session, &r.call_id, approve, reason.as_deref())
                         .await
                     {
-                        tracing::warn!(error = %e, "cannot deny a parked call");
+                        tracing::warn!(error = %e, "cannot decide a parked call");
                     }
                 });
             }

@@ -83,6 +83,7 @@ mod tests {
             turns: vec![EvalTurn {
                 send: "hi".into(),
                 workspace_files: Default::default(),
+                approvals: Vec::new(),
                 expect: Default::default(),
             }],
         }

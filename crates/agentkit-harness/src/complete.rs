@@ -29,33 +29,7 @@ pub async fn complete(
     user: &str,
     providers: &ProviderConfig,
 ) -> Result<Completion, String> {
-    let agent = Arc::new(Agent {
-        dir: dir.to_path_buf(),
-        config: AgentConfig {
-            model: Some(spec.clone()),
-            harness: HarnessConfig {
-                builtin_tools: Vec::new(),
-                ..HarnessConfig::default()
-            },
-            ..AgentConfig::default()
-        },
-        instructions: Some(Instructions {
-            files: Vec::new(),
-            text: system.to_owned(),
-            bytes: system.len(),
-        }),
-        tools: Vec::new(),
-        skills: Vec::new(),
-        mcp_connections: Vec::new(),
-        subagents: Vec::new(),
-        channels: Vec::new(),
-        hooks: Vec::new(),
-        schedules: Vec::new(),
-        experiments: Vec::new(),
-        artifacts: None,
-        sandbox_files: Vec::new(),
-        env_refs: Vec::new(),
-    });
+    let agent = completion_agent(spec, dir, system);
     let model = Model::for_turn(spec, &agent, 0, providers).await?;
     let conversation = [Message::user(user)];
     let cancel = CancellationToken::new();
@@ -91,5 +65,37 @@ pub async fn complete(
     Ok(Completion {
         text,
         usage: reply.usage,
+    })
+}
+
+/// The agent a completion runs as: `system` as its instructions, no
+/// tools.
+pub(crate) fn completion_agent(spec: &ModelSpec, dir: &Path, system: &str) -> Arc<Agent> {
+    Arc::new(Agent {
+        dir: dir.to_path_buf(),
+        config: AgentConfig {
+            model: Some(spec.clone()),
+            harness: HarnessConfig {
+                builtin_tools: Vec::new(),
+                ..HarnessConfig::default()
+            },
+            ..AgentConfig::default()
+        },
+        instructions: Some(Instructions {
+            files: Vec::new(),
+            text: system.to_owned(),
+            bytes: system.len(),
+        }),
+        tools: Vec::new(),
+        skills: Vec::new(),
+        mcp_connections: Vec::new(),
+        subagents: Vec::new(),
+        channels: Vec::new(),
+        hooks: Vec::new(),
+        schedules: Vec::new(),
+        experiments: Vec::new(),
+        artifacts: None,
+        sandbox_files: Vec::new(),
+        env_refs: Vec::new(),
     })
 }

@@ -74,9 +74,9 @@ pub use credentials::{Endpoint, ProviderConfig};
 pub use dynamic::{DynTool, RustTool, ToolFuture, ToolSource, ToolSpec, ToolsFuture};
 pub use images::hydrate as hydrate_images;
 pub use providers::{
-    Cassette, LoggedAnswer, OfferedTool, RecordedAnswer, RecordedLog, RecordedResult,
-    RecordedSession, RecordedToolCall, recorded_exchange, recorded_log, request_context,
-    wire_request,
+    Asked, Cassette, LoggedAnswer, OfferedTool, RecordedAnswer, RecordedLog, RecordedResult,
+    RecordedSession, RecordedToolCall, recorded_exchange, recorded_log, recorded_summary,
+    request_context, wire_request,
 };
 pub use sandbox::{
     DEV_FILES, ETC_HIDDEN, SIMULATE_UNAVAILABLE_ENV, SYSTEM_READ, SandboxGap, SandboxSpec,
@@ -88,7 +88,7 @@ pub use tools::{
     ExtraToolsSource, HostBridge, HostHandle, Progress, ReminderHost, ToolContext, ToolOutput,
     run_server_tool, sandbox_gaps,
 };
-pub use turn::{PrepareWorkspace, TurnInput, TurnOutcome, run_turn};
+pub use turn::{PrepareWorkspace, TurnInput, TurnOutcome, run_turn, subagent_agent};
 /// How many session-scoped tool workers (`[worker] scope = "session"`) this
 /// process keeps a slot for (each ends with its worker).
 pub use worker::session_worker_slots;

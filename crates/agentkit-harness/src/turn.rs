@@ -720,8 +720,11 @@ async fn run_calls(
                             }
                         }
                         let started = Instant::now();
-                        // Replaying a stored session: its recorded result.
+                        // Replaying a stored session: its recorded result
+                        // (a delegation runs its subagent, answered from
+                        // the log too, so its events are compared).
                         if let Some(crate::Cassette::Session(session)) = &input.providers.cassette
+                            && !matches!(callable, Callable::Builtin("task"))
                             && let Some(out) = session.result(&call.tool_name, &call.input)
                         {
                             return (i, out, 0);
@@ -937,6 +940,25 @@ async fn await_client(
     out
 }
 
+/// The agent subagent `id` of `parent` runs as, and its model (the
+/// parent's `model` when it names none); `None` when there is no such
+/// subagent.
+pub fn subagent_agent(parent: &Agent, model: &ModelSpec, id: &str) -> Option<(Agent, ModelSpec)> {
+    let sub = parent.subagents.iter().find(|s| s.id == id)?;
+    let model = sub.model.clone().unwrap_or_else(|| model.clone());
+    let mut child = parent.clone();
+    // Paths in the subagent's own agent.toml (a scripted model) are
+    // relative to its folder.
+    child.dir = parent.dir.join("subagents").join(&sub.id);
+    child.instructions = sub.instructions.clone();
+    // Subagents do not delegate further.
+    child.subagents = Vec::new();
+    child.config.model = Some(model.clone());
+    // The parent's reply format is the parent's: a subagent answers text.
+    child.config.output_schema = None;
+    Some((child, model))
+}
+
 /// The built-in `task` tool: runs the subagent's own loop on the prompt,
 /// with its instructions and model (the parent's when it names none) and
 /// the parent's tools, and answers its final text. The child's steps are
@@ -959,24 +981,13 @@ async fn run_subagent(
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let Some(sub) = input.agent.subagents.iter().find(|s| s.id == id) else {
+    let Some((child, model)) = subagent_agent(&input.agent, &input.model, &id) else {
         return (
             ToolOutput::error(format!("no subagent `{id}`")),
             Usage::default(),
             Some(0.0),
         );
     };
-    let model = sub.model.clone().unwrap_or_else(|| input.model.clone());
-    let mut child = (*input.agent).clone();
-    // Paths in the subagent's own agent.toml (a scripted model) are
-    // relative to its folder.
-    child.dir = input.agent.dir.join("subagents").join(&sub.id);
-    child.instructions = sub.instructions.clone();
-    // Subagents do not delegate further.
-    child.subagents = Vec::new();
-    child.config.model = Some(model.clone());
-    // The parent's reply format is the parent's: a subagent answers text.
-    child.config.output_schema = None;
     let child_input = TurnInput {
         agent: Arc::new(child),
         model,

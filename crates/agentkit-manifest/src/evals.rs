@@ -311,6 +311,7 @@ fn turns_of(
         (Some(send), None) => Some(vec![EvalTurn {
             send,
             workspace_files,
+            approvals: Vec::new(),
             expect: expect.unwrap_or_default(),
         }]),
         (None, Some(turns))

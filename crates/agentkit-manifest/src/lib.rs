@@ -64,13 +64,14 @@ pub use host_config::{HostAuth, HostConfig, HostOidc, HostServer, SecretRef, rea
 pub use model::{
     Admission, Agent, AgentConfig, Approval, ArtifactKind, Artifacts, AuthConfig, AuthPolicy,
     BUILTIN_TOOLS, BearerToken, CallToolAction, CalledTool, Channel, ChannelKind, Command,
-    Connection, DEFAULT_JUDGE_THRESHOLD, DEFAULT_WORKER_IDLE, Delivery, EnvRef, EvalCase, EvalFile,
-    EvalTurn, Evals, EvalsConfig, Execution, Expect, Experiment, Expose, FileExpect, HarnessConfig,
-    Hook, HookAction, Host, Instructions, JOURNAL_MAX_BYTES, Judge, Layout, LocalConfig,
-    MAX_WORKER_CONCURRENCY, MemoryConfig, Method, ModelSpec, OAuthClientSettings, Pricing, Project,
-    Provider, Route, RouteAction, RouteHandler, RouteResponse, Runtime, Sandbox, SandboxLimits,
-    SandboxMode, Schedule, ScheduleAction, SendAction, Skill, Sticky, Subagent, TextMatch, Tool,
-    ToolAnnotations, Transport, Variant, Worker, WorkerScope,
+    Connection, DEFAULT_JUDGE_THRESHOLD, DEFAULT_WORKER_IDLE, Delivery, EnvRef, EvalApproval,
+    EvalCase, EvalFile, EvalTurn, Evals, EvalsConfig, Execution, Expect, Experiment, Expose,
+    FileExpect, HarnessConfig, Hook, HookAction, Host, Instructions, JOURNAL_MAX_BYTES, Judge,
+    Layout, LocalConfig, MAX_WORKER_CONCURRENCY, MemoryConfig, Method, ModelSpec,
+    OAuthClientSettings, Pricing, Project, Provider, Route, RouteAction, RouteHandler,
+    RouteResponse, Runtime, Sandbox, SandboxLimits, SandboxMode, Schedule, ScheduleAction,
+    SendAction, Skill, Sticky, Subagent, TextMatch, Tool, ToolAnnotations, Transport, Variant,
+    Worker, WorkerScope,
 };
 pub use names::{RESERVED_SLUGS, did_you_mean, is_valid_slug, is_valid_tool_name};
 pub use tools::{DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TOOL_TIMEOUT};

@@ -1300,8 +1300,25 @@ pub struct EvalTurn {
     pub send: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub workspace_files: BTreeMap<String, String>,
+    /// `approvals = [{ tool, approve, reason }]`: how the turn's calls
+    /// parked for approval are decided, in the order they park (the
+    /// decisions a stored session took, as `agentkit eval add` writes
+    /// them). A call past the list, or of another tool, is denied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<EvalApproval>,
     #[serde(default)]
     pub expect: Expect,
+}
+
+/// One decision of an eval turn (`approvals`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all(serialize = "camelCase"), deny_unknown_fields)]
+pub struct EvalApproval {
+    /// The tool whose call this decides.
+    pub tool: String,
+    pub approve: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Expectations on a turn.

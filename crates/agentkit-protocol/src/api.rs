@@ -1454,12 +1454,12 @@ pub struct SessionCassette {
     pub ok: bool,
     pub session_id: String,
     pub files: Vec<CassetteFile>,
-    /// Compaction summary requests of the session, which have no
-    /// recording here.
+    /// Compaction summary requests of the session that have no recording
+    /// here (their turn can no longer be rebuilt).
     #[serde(default)]
     pub compactions: u64,
-    /// What of the session the recordings cannot answer (a subagent's
-    /// steps), when anything.
+    /// What of the session the recordings cannot answer (a subagent that
+    /// took several steps), when anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsupported: Option<String>,
 }

@@ -360,6 +360,13 @@ impl Approvals<'_> {
         session: &SessionId,
         guard: &crate::tool_call::Release<'_>,
     ) -> ToolOutput {
+        // Replaying a stored session: its recorded result, as in a turn.
+        if let Some(agentkit_harness::Cassette::Session(recorded)) =
+            &self.rt.inner.options.providers.cassette
+            && let Some(out) = recorded.result(&parked.tool_name, &parked.input)
+        {
+            return out;
+        }
         let tool = match self.rt.tool_calls().callable(&parked.tool_name).await {
             Ok(tool) => tool,
             Err(e) => return ToolOutput::error(e.to_string()),

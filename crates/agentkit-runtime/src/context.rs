@@ -59,6 +59,51 @@ pub(crate) async fn rebuild(
         })
         .map(|i| started + i)
         .ok_or_else(|| not_found("step", format!("{turn_id}#{step}")))?;
+    rebuild_until(rt, id, owner, events, started, step_started, true).await
+}
+
+/// The conversation turn `turn_id` held just before the compaction
+/// logged at event `index` (what its summary request folded), with the
+/// agent, model and tools of the turn; `None` when no compaction of the
+/// turn is logged there.
+pub(crate) async fn before_compaction(
+    rt: &AgentRuntime,
+    id: &str,
+    owner: &Owner,
+    events: &[Event],
+    turn_id: &str,
+    index: u64,
+) -> Result<Option<Rebuilt>> {
+    let started = events.iter().position(|e| {
+        e.event_type == EventType::TurnStarted && e.turn_id.as_deref() == Some(turn_id)
+    });
+    let at = events.iter().position(|e| {
+        e.index == index
+            && e.event_type == EventType::ContextCompacted
+            && e.turn_id.as_deref() == Some(turn_id)
+    });
+    match (started, at) {
+        (Some(started), Some(at)) if started < at => Ok(Some(
+            rebuild_until(rt, id, owner, events, started, at, false).await?,
+        )),
+        _ => Ok(None),
+    }
+}
+
+/// The turn started at `events[started]`, folded up to `events[until]`
+/// (excluded); `as_sent`: trimmed as a step's request is (else the
+/// conversation as the turn held it).
+async fn rebuild_until(
+    rt: &AgentRuntime,
+    id: &str,
+    owner: &Owner,
+    events: &[Event],
+    started: usize,
+    until: usize,
+    as_sent: bool,
+) -> Result<Rebuilt> {
+    let turn_id = events[started].turn_id.as_deref().unwrap_or_default();
+    let step_started = until;
     let received = answered(events, started);
     let messages: Vec<agentkit_protocol::MessageReceived> = events[..started]
         .iter()
@@ -115,14 +160,18 @@ pub(crate) async fn rebuild(
         .model
         .clone()
         .or_else(|| rt.inner.options.default_model.clone());
-    let (conversation, estimate, trimmed) = agentkit_harness::as_sent(
-        model.as_ref(),
-        &agent,
-        &tools,
-        meta.as_of.as_deref(),
-        conversation,
-        crate::fold::sizing(&events[..started]),
-    );
+    let (conversation, estimate, trimmed) = if as_sent {
+        agentkit_harness::as_sent(
+            model.as_ref(),
+            &agent,
+            &tools,
+            meta.as_of.as_deref(),
+            conversation,
+            crate::fold::sizing(&events[..started]),
+        )
+    } else {
+        (conversation, 0, false)
+    };
     Ok(Rebuilt {
         agent,
         model,

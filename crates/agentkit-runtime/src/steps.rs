@@ -11,10 +11,11 @@ use agentkit_protocol::api::{
 };
 use agentkit_protocol::{Event, EventData, EventType, Message};
 
-use crate::context::{Rebuilt, rebuild};
+use crate::context::{Rebuilt, before_compaction, rebuild};
 use crate::error::{Error, Result};
 use crate::meta::Owner;
 use crate::runtime::AgentRuntime;
+use agentkit_harness::Asked;
 
 /// The step view of an agent's sessions. Reached through
 /// [`AgentRuntime::steps`].
@@ -117,40 +118,95 @@ impl Steps<'_> {
 }
 
 impl Steps<'_> {
-    /// The cassette of session `id`: for each of its steps, the recording
-    /// (`agentkit eval --replay` format) that answers that step's request,
-    /// rebuilt from the log, with the answer the log recorded. Compaction
-    /// summaries are left out (`compactions` counts them).
+    /// The cassette of session `id`: for each of its model calls (its
+    /// steps, its compactions' summary requests, its one-step subagents'
+    /// steps), the recording (`agentkit eval --replay` format) that
+    /// answers that call's request, rebuilt from the log, with the answer
+    /// the log recorded. `compactions` counts the summary requests it
+    /// could not rebuild.
     pub async fn cassette(&self, id: &str, owner: &Owner) -> Result<SessionCassette> {
         let events = self.rt.events_stored(id, owner, 0).await?;
         let log = agentkit_harness::recorded_log(&events);
         let mut files = Vec::new();
         let mut compactions = 0;
+        let mut unsupported = log.unsupported;
         for logged in &log.answers {
-            let Some((turn_id, step)) = &logged.step else {
-                compactions += 1;
-                continue;
-            };
-            let this = rebuild(self.rt, id, owner, &events, turn_id, *step).await?;
-            let Some(model) = &this.model else {
-                continue;
-            };
-            let (name, exchange) = agentkit_harness::recorded_exchange(
-                model,
-                &this.agent,
-                &this.tools,
-                &this.conversation,
-                this.as_of.as_deref(),
-                &logged.answer,
-            );
-            files.push(CassetteFile { name, exchange });
+            match &logged.asked {
+                Asked::Step { turn_id, step } => {
+                    let this = rebuild(self.rt, id, owner, &events, turn_id, *step).await?;
+                    let Some(model) = &this.model else {
+                        continue;
+                    };
+                    let (name, exchange) = agentkit_harness::recorded_exchange(
+                        model,
+                        &this.agent,
+                        &this.tools,
+                        &this.conversation,
+                        this.as_of.as_deref(),
+                        &logged.answer,
+                    );
+                    files.push(CassetteFile { name, exchange });
+                }
+                Asked::Compaction {
+                    turn_id,
+                    index,
+                    messages,
+                } => {
+                    let before =
+                        before_compaction(self.rt, id, owner, &events, turn_id, *index).await?;
+                    let Some((model, before)) =
+                        before.and_then(|b| b.model.clone().map(|m| (m, b)))
+                    else {
+                        compactions += 1;
+                        continue;
+                    };
+                    let (name, exchange) = agentkit_harness::recorded_summary(
+                        &model,
+                        &before.agent.dir,
+                        &before.conversation,
+                        *messages,
+                        &logged.answer,
+                    );
+                    files.push(CassetteFile { name, exchange });
+                }
+                Asked::Subagent {
+                    turn_id,
+                    subagent,
+                    prompt,
+                } => {
+                    // The subagent runs as the parent's agent does at its
+                    // turn's first step, with the parent's own tools.
+                    let parent = rebuild(self.rt, id, owner, &events, turn_id, 1).await?;
+                    let child = parent
+                        .model
+                        .as_ref()
+                        .and_then(|m| agentkit_harness::subagent_agent(&parent.agent, m, subagent));
+                    let Some((child, model)) = child else {
+                        unsupported.get_or_insert_with(|| {
+                            format!("subagent `{subagent}` is not in the project any more")
+                        });
+                        continue;
+                    };
+                    let tools =
+                        agentkit_harness::with_client_tools(&self.rt.dynamic_tools(id).await, &[]);
+                    let (name, exchange) = agentkit_harness::recorded_exchange(
+                        &model,
+                        &std::sync::Arc::new(child),
+                        &tools,
+                        &[Message::user(prompt.clone())],
+                        parent.as_of.as_deref(),
+                        &logged.answer,
+                    );
+                    files.push(CassetteFile { name, exchange });
+                }
+            }
         }
         Ok(SessionCassette {
             ok: true,
             session_id: id.to_owned(),
             files,
             compactions,
-            unsupported: log.unsupported,
+            unsupported,
         })
     }
 }

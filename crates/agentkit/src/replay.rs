@@ -5,14 +5,14 @@
 //! add` writes a session as an eval case with the recordings that let
 //! `agentkit eval --replay` answer it.
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentkit_client::{Client, SessionCursor};
-use agentkit_protocol::api::{SendMessage, json_changes};
-use agentkit_protocol::{Event, EventData, EventType};
+use agentkit_protocol::api::{ClientResult, SendMessage, json_changes};
+use agentkit_protocol::{ClientTool, Event, EventData, EventType, MessageReceived};
+use futures_util::StreamExt;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -78,23 +78,178 @@ impl std::fmt::Display for Divergence {
     }
 }
 
-/// One turn to send again: its user message (the messages it answered,
-/// joined as a turn joins them).
+/// One turn to run again, started as the recording started it.
 #[derive(Debug, Clone, PartialEq)]
-struct TurnToSend {
-    text: String,
+enum TurnToRun {
+    /// A user message (the messages the turn answered, joined as a turn
+    /// joins them), with the tools the client declared for it.
+    Send {
+        text: String,
+        client_tools: Vec<ClientTool>,
+        /// How many of its calls still waited (for a decision or for the
+        /// client's result) when a restart or a shutdown cut the turn
+        /// short: the replay restarts its server once as many wait. 0:
+        /// the turn was not cut.
+        cut: usize,
+    },
+    /// A channel's assistant text, emitted without a model.
+    Emit { text: String },
+    /// A turn that resumed the conversation once the calls a restart
+    /// left waiting were answered.
+    Resume,
 }
 
-/// What a recorded session's turns were sent, in order.
-fn turns_of(events: &[Event]) -> Result<Vec<TurnToSend>> {
-    let mut turns = Vec::new();
+/// How a recorded call that waited was answered.
+#[derive(Debug, Clone, PartialEq)]
+enum Answer {
+    Approval {
+        approve: bool,
+        reason: Option<String>,
+    },
+    Client {
+        output: Value,
+        is_error: bool,
+    },
+}
+
+/// A waiting call's answer, and whether it came only after its turn was
+/// cut short (the replay gives it after restarting, before the turn
+/// that resumes).
+#[derive(Debug, Clone, PartialEq)]
+struct Answered {
+    answer: Answer,
+    after_cut: bool,
+}
+
+/// What a recorded session's turns were, in order, and how each of its
+/// waiting calls was answered (approval requests and client calls, each
+/// in the order they were asked; `None`: never answered).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Plan {
+    turns: Vec<TurnToRun>,
+    approvals: Vec<Option<Answered>>,
+    client_calls: Vec<Option<Answered>>,
+}
+
+impl Plan {
+    /// The user messages, for an eval case: a case sends messages only,
+    /// so a turn started otherwise is refused there.
+    fn messages(&self, events: &[Event]) -> Result<Vec<String>> {
+        let starts = events
+            .iter()
+            .filter(|e| e.event_type == EventType::TurnStarted);
+        let mut out = Vec::new();
+        for (turn, e) in self.turns.iter().zip(starts) {
+            match turn {
+                TurnToRun::Send { text, cut: 0, .. } => out.push(text.clone()),
+                TurnToRun::Send { .. } | TurnToRun::Resume => {
+                    return Err(Error::Config {
+                        message: format!(
+                            "event {}: an eval case cannot restart its server mid-turn (a call was answered after a restart); replay the session with `agentkit replay` instead",
+                            e.index
+                        ),
+                    });
+                }
+                TurnToRun::Emit { .. } => {
+                    return Err(Error::Config {
+                        message: format!(
+                            "event {}: an eval case sends user messages only, and this turn is a channel's emitted text; replay the session with `agentkit replay` instead",
+                            e.index
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Reads a recorded session's turns and answers. Fails on a turn a
+/// replay cannot start as it was started.
+fn plan_of(events: &[Event]) -> Result<Plan> {
+    use std::collections::HashMap;
+    let refuse = |index: u64, why: &str| Error::Config {
+        message: format!("event {index}: {why}"),
+    };
+    // Where each turn ended, and how.
+    let mut ended: HashMap<String, (u64, Option<String>)> = HashMap::new();
+    // Each call's answer: its index, and what it was.
+    let mut answers: HashMap<String, (u64, Answer)> = HashMap::new();
+    for e in events {
+        let turn = e.turn_id.clone().unwrap_or_default();
+        match e.payload() {
+            EventData::TurnCompleted(_) => {
+                ended.entry(turn).or_insert((e.index, None));
+            }
+            EventData::TurnFailed(f) => {
+                ended.entry(turn).or_insert((e.index, f.reason));
+            }
+            EventData::ApprovalResolved(r) => {
+                answers.entry(r.call_id).or_insert((
+                    e.index,
+                    Answer::Approval {
+                        approve: r.decision == "approve",
+                        reason: r.reason,
+                    },
+                ));
+            }
+            EventData::ActionResult(r) => {
+                answers.entry(r.call_id).or_insert((
+                    e.index,
+                    Answer::Client {
+                        output: r.output,
+                        is_error: r.is_error,
+                    },
+                ));
+            }
+            _ => {}
+        }
+    }
+    let mut plan = Plan::default();
+    // Per turn, its calls still waiting when it ended.
+    let mut waiting_at_end: HashMap<String, usize> = HashMap::new();
+    let mut answered = |call_id: &str, turn: &str, approval: bool| {
+        let end = ended.get(turn).map(|(i, _)| *i);
+        let answer = answers.get(call_id).filter(|(_, a)| match a {
+            Answer::Approval { .. } => approval,
+            Answer::Client { .. } => !approval,
+        });
+        let after_cut = match (answer, end) {
+            (Some((at, _)), Some(end)) => *at > end,
+            (None, Some(_)) => true,
+            _ => false,
+        };
+        if after_cut {
+            *waiting_at_end.entry(turn.to_owned()).or_default() += 1;
+        }
+        answer.map(|(_, a)| Answered {
+            answer: a.clone(),
+            after_cut,
+        })
+    };
+    for e in events {
+        let turn = e.turn_id.clone().unwrap_or_default();
+        match e.payload() {
+            EventData::ApprovalRequested(r) => {
+                let a = answered(&r.call_id, &turn, true);
+                plan.approvals.push(a);
+            }
+            EventData::ClientActionsRequested(r) => {
+                for c in r.calls {
+                    let a = answered(&c.call_id, &turn, false);
+                    plan.client_calls.push(a);
+                }
+            }
+            _ => {}
+        }
+    }
     let mut since_last: Vec<u64> = Vec::new();
-    let text_at = |i: u64| {
+    let received_at = |i: u64| {
         events
             .iter()
             .find(|e| e.index == i)
             .and_then(|e| match e.payload() {
-                EventData::MessageReceived(m) => Some(m.text),
+                EventData::MessageReceived(m) => Some(m),
                 _ => None,
             })
     };
@@ -102,13 +257,38 @@ fn turns_of(events: &[Event]) -> Result<Vec<TurnToSend>> {
         match e.payload() {
             EventData::MessageReceived(_) => since_last.push(e.index),
             EventData::TurnStarted(t) => {
-                if t.kind.is_some() || t.resumes.is_some() {
-                    return Err(Error::Config {
-                        message: format!(
-                            "event {}: a turn with no message of its own (a channel's emitted text, or a call decided after a restart) cannot be replayed",
-                            e.index
-                        ),
-                    });
+                let turn = e.turn_id.clone().unwrap_or_default();
+                if let Some(kind) = &t.kind {
+                    if kind != "emitted" {
+                        return Err(refuse(
+                            e.index,
+                            &format!("a turn of kind `{kind}` cannot be replayed"),
+                        ));
+                    }
+                    let text = events
+                        .iter()
+                        .filter(|x| x.turn_id.as_deref() == Some(&turn))
+                        .find_map(|x| match x.payload() {
+                            EventData::MessageCompleted(m) => Some(m.text),
+                            _ => None,
+                        })
+                        .ok_or_else(|| {
+                            refuse(e.index, "an emitted turn with no text cannot be replayed")
+                        })?;
+                    plan.turns.push(TurnToRun::Emit { text });
+                    continue;
+                }
+                if let Some(resumed) = &t.resumes {
+                    if waiting_at_end.get(resumed).copied().unwrap_or(0) == 0 {
+                        return Err(refuse(
+                            e.index,
+                            &format!(
+                                "the turn resumes `{resumed}`, which left no call waiting when it ended; a replay cannot reach this state"
+                            ),
+                        ));
+                    }
+                    plan.turns.push(TurnToRun::Resume);
+                    continue;
                 }
                 let received = if t.received.is_empty() {
                     std::mem::take(&mut since_last)
@@ -116,15 +296,39 @@ fn turns_of(events: &[Event]) -> Result<Vec<TurnToSend>> {
                     since_last.retain(|i| !t.received.contains(i));
                     t.received
                 };
-                let texts: Vec<String> = received.into_iter().filter_map(text_at).collect();
-                turns.push(TurnToSend {
+                let messages: Vec<MessageReceived> =
+                    received.into_iter().filter_map(received_at).collect();
+                let texts: Vec<&str> = messages.iter().map(|m| m.text.as_str()).collect();
+                let mut client_tools: Vec<ClientTool> = Vec::new();
+                for m in &messages {
+                    for tool in &m.client_tools {
+                        if !client_tools.iter().any(|t| t.name == tool.name) {
+                            client_tools.push(tool.clone());
+                        }
+                    }
+                }
+                let cut = waiting_at_end.get(&turn).copied().unwrap_or(0);
+                if cut == 0
+                    && let Some((end, Some(reason))) = ended.get(&turn)
+                    && matches!(reason.as_str(), "restart" | "shutdown")
+                {
+                    return Err(refuse(
+                        *end,
+                        &format!(
+                            "a {reason} cut the turn short while it ran, with no call waiting: a replay cannot cut it at the same point"
+                        ),
+                    ));
+                }
+                plan.turns.push(TurnToRun::Send {
                     text: texts.join("\n\n"),
+                    client_tools,
+                    cut,
                 });
             }
             _ => {}
         }
     }
-    Ok(turns)
+    Ok(plan)
 }
 
 /// Re-runs the turns of the session `recorded` holds against the
@@ -138,19 +342,12 @@ pub async fn replay(recorded: &[Event], options: ReplayOptions) -> Result<Replay
             message: format!("this session cannot be replayed: {why}"),
         });
     }
-    let turns = turns_of(recorded)?;
-    if turns.is_empty() {
+    let plan = plan_of(recorded)?;
+    if plan.turns.is_empty() {
         return Err(Error::Config {
             message: "the recorded session has no turn to replay".to_owned(),
         });
     }
-    let decisions: VecDeque<(bool, Option<String>)> = recorded
-        .iter()
-        .filter_map(|e| match e.payload() {
-            EventData::ApprovalResolved(r) => Some((r.decision == "approve", r.reason)),
-            _ => None,
-        })
-        .collect();
     let live_model = options.model.is_some();
     let session = Arc::new(agentkit_harness::RecordedSession::new(
         (!live_model).then(|| log.answers.into_iter().map(|a| a.answer).collect()),
@@ -168,25 +365,21 @@ pub async fn replay(recorded: &[Event], options: ReplayOptions) -> Result<Replay
         model: options.model.clone(),
         ..crate::ServeOptions::default()
     };
-    let handle = crate::serve(&options.dir, serve_options).await?;
-    let slugs = handle.slugs();
-    let slug = match (&options.agent, slugs.as_slice()) {
-        (Some(s), _) if slugs.contains(s) => s.clone(),
-        (None, [one]) => one.clone(),
-        _ => {
-            handle.close().await;
-            return Err(Error::Config {
-                message: format!(
-                    "choose the agent to replay against (--agent): `{}` holds {}",
-                    options.dir.display(),
-                    slugs.join(", ")
-                ),
-            });
-        }
+    let server = Server::start(&options, &serve_options).await?;
+    let mut runner = Runner {
+        plan: &plan,
+        options: &options,
+        serve_options: &serve_options,
+        server: Some(server),
+        cursor: None,
+        approvals_seen: 0,
+        clients_seen: 0,
+        left: Vec::new(),
     };
-    let client = Client::new(&handle.agent_url(&slug), None);
-    let run = run_turns(&client, &turns, decisions, options.turn_timeout).await;
-    handle.close().await;
+    let run = runner.run().await;
+    if let Some(server) = runner.server.take() {
+        server.handle.close().await;
+    }
     let (session_id, replayed) = run?;
     let (compared, divergence) = if live_model {
         compare_with(recorded, &replayed, LIVE_MODEL_IGNORED)
@@ -200,76 +393,319 @@ pub async fn replay(recorded: &[Event], options: ReplayOptions) -> Result<Replay
     })
 }
 
-/// Sends each turn's message and waits for it to settle, deciding parked
-/// calls as the recording decided them; answers the replay's session and
-/// its events.
-async fn run_turns(
-    client: &Client,
-    turns: &[TurnToSend],
-    decisions: VecDeque<(bool, Option<String>)>,
-    timeout: Duration,
-) -> Result<(String, Vec<Event>)> {
-    let decisions = Arc::new(Mutex::new(decisions));
-    let mut cursor: Option<SessionCursor> = None;
-    for (n, turn) in turns.iter().enumerate() {
-        let decider = client.clone();
-        let queue = decisions.clone();
-        let on_event = move |e: &Event| {
-            if e.event_type != EventType::ActionApprovalRequested {
-                return;
-            }
-            let EventData::ApprovalRequested(r) = e.payload() else {
-                return;
-            };
-            let next = queue.lock().ok().and_then(|mut q| q.pop_front());
-            let (approve, reason) =
-                next.unwrap_or((false, Some("the recorded session has no decision".into())));
-            let client = decider.clone();
-            let session = e.session_id.to_string();
-            tokio::spawn(async move {
-                if let Err(e) = client
-                    .resolve_approval(&session, &r.call_id, approve, reason.as_deref())
-                    .await
-                {
-                    tracing::warn!(error = %e, "replay: cannot decide a parked call");
-                }
-            });
-        };
-        let sent = tokio::time::timeout(
-            timeout,
-            client.run_turn_as(&mut cursor, &SendMessage::new(turn.text.clone()), on_event),
-        )
-        .await;
-        match sent {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                return Err(Error::Config {
-                    message: format!("replaying turn {}: {e}", n + 1),
-                });
-            }
-            Err(_) => {
+/// The replay's ephemeral server, and a client of the agent replayed.
+struct Server {
+    handle: crate::ServeHandle,
+    slug: String,
+    client: Client,
+}
+
+impl Server {
+    async fn start(options: &ReplayOptions, serve: &crate::ServeOptions) -> Result<Server> {
+        let handle = crate::serve(&options.dir, serve.clone()).await?;
+        let slugs = handle.slugs();
+        let slug = match (&options.agent, slugs.as_slice()) {
+            (Some(s), _) if slugs.contains(s) => s.clone(),
+            (None, [one]) => one.clone(),
+            _ => {
+                handle.close().await;
                 return Err(Error::Config {
                     message: format!(
-                        "replaying turn {} took longer than {}s",
-                        n + 1,
-                        timeout.as_secs()
+                        "choose the agent to replay against (--agent): `{}` holds {}",
+                        options.dir.display(),
+                        slugs.join(", ")
                     ),
                 });
             }
+        };
+        let client = Client::new(&handle.agent_url(&slug), None);
+        Ok(Server {
+            handle,
+            slug,
+            client,
+        })
+    }
+}
+
+/// How a turn's stream ended for the replay.
+enum Reached {
+    /// The session settled after the turn.
+    Settled,
+    /// As many calls wait as waited when the recorded turn was cut.
+    Cut,
+}
+
+/// Runs a plan's turns on the replay's server, in order.
+struct Runner<'a> {
+    plan: &'a Plan,
+    options: &'a ReplayOptions,
+    serve_options: &'a crate::ServeOptions,
+    /// `None` only while it restarts.
+    server: Option<Server>,
+    cursor: Option<SessionCursor>,
+    /// How many approval requests and client calls the replay has seen.
+    approvals_seen: usize,
+    clients_seen: usize,
+    /// Calls left waiting at a cut (the replay's call id and the recorded
+    /// answer), answered once the server restarted.
+    left: Vec<(String, Option<Answer>)>,
+}
+
+impl Runner<'_> {
+    fn server(&self) -> Result<&Server> {
+        self.server.as_ref().ok_or_else(|| Error::Config {
+            message: "the replay's server did not restart".to_owned(),
+        })
+    }
+
+    /// Runs every turn; answers the replay's session and its events.
+    async fn run(&mut self) -> Result<(String, Vec<Event>)> {
+        let timeout = self.options.turn_timeout;
+        for (n, turn) in self.plan.turns.iter().enumerate() {
+            let ran = tokio::time::timeout(timeout, self.turn(turn)).await;
+            match ran {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    return Err(Error::Config {
+                        message: format!("replaying turn {}: {e}", n + 1),
+                    });
+                }
+                Err(_) => {
+                    return Err(Error::Config {
+                        message: format!(
+                            "replaying turn {} took longer than {}s",
+                            n + 1,
+                            timeout.as_secs()
+                        ),
+                    });
+                }
+            }
+        }
+        let Some(cursor) = &self.cursor else {
+            return Err(Error::Config {
+                message: "the replay sent nothing".to_owned(),
+            });
+        };
+        let events = self
+            .server()?
+            .client
+            .events(&cursor.session_id)
+            .await
+            .map_err(|e| Error::Config {
+                message: format!("reading the replay's events: {e}"),
+            })?;
+        Ok((cursor.session_id.clone(), events))
+    }
+
+    async fn turn(&mut self, turn: &TurnToRun) -> Result<()> {
+        let failed = |what: &str, e: &dyn std::fmt::Display| Error::Config {
+            message: format!("{what}: {e}"),
+        };
+        match turn {
+            TurnToRun::Send {
+                text,
+                client_tools,
+                cut,
+            } => {
+                let message = SendMessage {
+                    client_tools: client_tools.clone(),
+                    ..SendMessage::new(text.clone())
+                };
+                let client = &self.server()?.client;
+                let (accepted, start) = match &self.cursor {
+                    None => (client.create_session_with(&message).await, 0),
+                    Some(c) => (
+                        client
+                            .follow_up_as(&c.session_id, &c.continuation_token, &message)
+                            .await,
+                        c.next_index,
+                    ),
+                };
+                let accepted = accepted.map_err(|e| failed("sending the message", &e))?;
+                self.cursor = Some(SessionCursor {
+                    session_id: accepted.session_id,
+                    continuation_token: accepted.continuation_token,
+                    next_index: start,
+                });
+                match self.follow(*cut).await? {
+                    Reached::Settled => Ok(()),
+                    Reached::Cut => self.restart().await,
+                }
+            }
+            TurnToRun::Emit { text } => {
+                let Some(session) = self.cursor.as_ref().map(|c| c.session_id.clone()) else {
+                    return Err(failed("emitting text", &"no session was started before it"));
+                };
+                let server = self.server()?;
+                // The entry point a channel's `emit_assistant_message` takes.
+                server
+                    .handle
+                    .runtime(&server.slug)?
+                    .emit_assistant_message(&session, text)
+                    .await
+                    .map_err(|e| failed("emitting text", &e))?;
+                let events = server
+                    .client
+                    .events(&session)
+                    .await
+                    .map_err(|e| failed("reading the replay's events", &e))?;
+                if let Some(cursor) = self.cursor.as_mut() {
+                    cursor.next_index = events.last().map_or(0, |e| e.index + 1);
+                }
+                Ok(())
+            }
+            TurnToRun::Resume => {
+                let Some(cursor) = &self.cursor else {
+                    return Err(failed("resuming", &"no session was started before it"));
+                };
+                let session = cursor.session_id.clone();
+                let left = std::mem::take(&mut self.left);
+                if left.is_empty() {
+                    return Err(failed("resuming", &"no call of the replay waits"));
+                }
+                for (call_id, answer) in left {
+                    self.answer(&session, &call_id, answer).await?;
+                }
+                match self.follow(0).await? {
+                    Reached::Settled => Ok(()),
+                    Reached::Cut => Ok(()),
+                }
+            }
         }
     }
-    let Some(cursor) = cursor else {
-        return Err(Error::Config {
-            message: "the replay sent nothing".to_owned(),
-        });
-    };
-    let events = client
-        .events(&cursor.session_id)
-        .await
-        .map_err(|e| Error::Config {
-            message: format!("reading the replay's events: {e}"),
-        })?;
-    Ok((cursor.session_id, events))
+
+    /// Gives the recorded answer to the replay's call `call_id` (a call
+    /// the recording never answered is left waiting).
+    async fn answer(&self, session: &str, call_id: &str, answer: Option<Answer>) -> Result<()> {
+        let client = &self.server()?.client;
+        let done = match answer {
+            Some(Answer::Approval { approve, reason }) => client
+                .resolve_approval(session, call_id, approve, reason.as_deref())
+                .await
+                .map(|_| ()),
+            Some(Answer::Client { output, is_error }) => client
+                .answer_client_calls(
+                    session,
+                    vec![ClientResult {
+                        call_id: call_id.to_owned(),
+                        output,
+                        is_error,
+                    }],
+                )
+                .await
+                .map(|_| ()),
+            None => Ok(()),
+        };
+        done.map_err(|e| Error::Config {
+            message: format!("answering call {call_id} as the recording did: {e}"),
+        })
+    }
+
+    /// Reads the replay's stream from the cursor until the session
+    /// settles after a turn started there, answering waiting calls as
+    /// the recording answered them within their turn; with `cut` > 0,
+    /// until as many calls wait unanswered.
+    async fn follow(&mut self, cut: usize) -> Result<Reached> {
+        let Some((session, start)) = self
+            .cursor
+            .as_ref()
+            .map(|c| (c.session_id.clone(), c.next_index))
+        else {
+            return Err(Error::Config {
+                message: "the replay sent nothing".to_owned(),
+            });
+        };
+        let client = self.server()?.client.clone();
+        let stream = client
+            .stream(&session, start)
+            .await
+            .map_err(|e| Error::Config {
+                message: format!("reading the replay's stream: {e}"),
+            })?;
+        let mut stream = std::pin::pin!(stream);
+        let mut started = false;
+        let mut waiting = 0;
+        while let Some(event) = stream.next().await {
+            let event = event.map_err(|e| Error::Config {
+                message: format!("reading the replay's stream: {e}"),
+            })?;
+            if let Some(c) = self.cursor.as_mut() {
+                c.next_index = c.next_index.max(event.index + 1);
+            }
+            let mut asked: Vec<(String, Option<Answered>, bool)> = Vec::new();
+            match event.payload() {
+                EventData::TurnStarted(_) => started = true,
+                EventData::SessionWaiting
+                | EventData::SessionCompleted
+                | EventData::SessionFailed(_)
+                    if started =>
+                {
+                    return Ok(Reached::Settled);
+                }
+                EventData::ApprovalRequested(r) => {
+                    let recorded = self.plan.approvals.get(self.approvals_seen).cloned();
+                    self.approvals_seen += 1;
+                    asked.push((r.call_id, recorded.flatten(), true));
+                }
+                EventData::ClientActionsRequested(r) => {
+                    for c in r.calls {
+                        let recorded = self.plan.client_calls.get(self.clients_seen).cloned();
+                        self.clients_seen += 1;
+                        asked.push((c.call_id, recorded.flatten(), false));
+                    }
+                }
+                _ => {}
+            }
+            for (call_id, recorded, approval) in asked {
+                match recorded {
+                    Some(a) if !a.after_cut => {
+                        self.answer(&session, &call_id, Some(a.answer)).await?;
+                    }
+                    Some(a) => {
+                        self.left.push((call_id, Some(a.answer)));
+                        waiting += 1;
+                    }
+                    None if cut > 0 => {
+                        self.left.push((call_id, None));
+                        waiting += 1;
+                    }
+                    None => {
+                        // More calls than the recording: deny them (the
+                        // comparison shows where the runs part).
+                        let answer = if approval {
+                            Answer::Approval {
+                                approve: false,
+                                reason: Some("the recorded session has no decision".into()),
+                            }
+                        } else {
+                            Answer::Client {
+                                output: "the recorded session has no result for this call".into(),
+                                is_error: true,
+                            }
+                        };
+                        self.answer(&session, &call_id, Some(answer)).await?;
+                    }
+                }
+            }
+            if cut > 0 && waiting >= cut {
+                return Ok(Reached::Cut);
+            }
+        }
+        Err(Error::Config {
+            message: "the replay's stream ended before the session settled".to_owned(),
+        })
+    }
+
+    /// Restarts the replay's server on the same state, as the recorded
+    /// session's server restarted while its calls waited.
+    async fn restart(&mut self) -> Result<()> {
+        // The old server closes first: the state is one server's at a time.
+        if let Some(old) = self.server.take() {
+            old.handle.close().await;
+        }
+        self.server = Some(Server::start(self.options, self.serve_options).await?);
+        Ok(())
+    }
 }
 
 /// Streamed deltas: how a stream was cut, not what happened (the
@@ -311,9 +747,25 @@ const LIVE_MODEL_IGNORED: &[&str] = &[
     "sizing",
 ];
 
+/// Each turn id of a log, numbered in the order its turns started.
+fn turn_numbers(events: &[Event]) -> std::collections::HashMap<&str, usize> {
+    events
+        .iter()
+        .filter(|e| e.event_type == EventType::TurnStarted)
+        .filter_map(|e| e.turn_id.as_deref())
+        .enumerate()
+        .map(|(n, t)| (t, n + 1))
+        .collect()
+}
+
 /// An event as compared: its type and its data without the fields that
-/// differ between runs (`session.started` only by its mode).
-fn normalized(e: &Event, ignored: &[&str]) -> Value {
+/// differ between runs (`session.started` only by its mode); the turn a
+/// turn resumes by its number in the log (`turns`), its id differing.
+fn normalized(
+    e: &Event,
+    ignored: &[&str],
+    turns: &std::collections::HashMap<&str, usize>,
+) -> Value {
     fn strip(v: &mut Value, ignored: &[&str]) {
         match v {
             Value::Object(map) => {
@@ -334,6 +786,16 @@ fn normalized(e: &Event, ignored: &[&str]) -> Value {
         e.data.clone()
     };
     strip(&mut data, ignored);
+    // A replay restarts its server by closing it where the recorded one
+    // may have been killed: both cut the turn while its calls waited.
+    if e.event_type == EventType::TurnFailed && data.get("reason") == Some(&Value::from("shutdown"))
+    {
+        data["reason"] = Value::from("restart");
+    }
+    if let Some(resumed) = data.get("resumes").and_then(Value::as_str) {
+        let n = turns.get(resumed).copied().unwrap_or(0);
+        data["resumes"] = Value::from(format!("turn {n}"));
+    }
     serde_json::json!({"type": e.event_type.as_str(), "data": data})
 }
 
@@ -357,8 +819,13 @@ fn compare_with(
         .iter()
         .filter(|e| compared_type(e.event_type))
         .collect();
+    let (turns_before, turns_after) = (turn_numbers(recorded), turn_numbers(replayed));
     for (n, (b, a)) in before.iter().zip(&after).enumerate() {
-        let (changes, _) = json_changes(&normalized(b, ignored), &normalized(a, ignored), 1);
+        let (changes, _) = json_changes(
+            &normalized(b, ignored, &turns_before),
+            &normalized(a, ignored, &turns_after),
+            1,
+        );
         if let Some(change) = changes.into_iter().next() {
             let note = note_for(&change.path);
             return (
@@ -420,7 +887,8 @@ pub struct EvalCaseAdded {
     /// Where its recordings went (`evals/cassettes`).
     pub cassette_dir: PathBuf,
     pub recordings: usize,
-    /// What the case may not cover (compactions, subagents, approvals).
+    /// What the case may not cover (a subagent that took several steps,
+    /// a compaction whose turn can no longer be rebuilt).
     pub warnings: Vec<String>,
 }
 
@@ -482,7 +950,7 @@ pub(crate) fn write_eval_case(
 ) -> Result<EvalCaseAdded> {
     let bad = |message: String| Error::Config { message };
     check_case_name(name)?;
-    let turns = turns_of(events)?;
+    let turns = plan_of(events)?.messages(events)?;
     if turns.is_empty() {
         return Err(bad(format!("session {session_id} has no turn")));
     }
@@ -527,14 +995,6 @@ pub(crate) fn write_eval_case(
     if let Some(why) = cassette.unsupported.clone() {
         warnings.push(why);
     }
-    if events
-        .iter()
-        .any(|e| e.event_type == EventType::ActionApprovalRequested)
-    {
-        warnings.push(
-            "the session had calls parked for approval: an eval run denies them, so the case departs from the session there".to_owned(),
-        );
-    }
     Ok(EvalCaseAdded {
         id: name.to_owned(),
         case_file,
@@ -546,15 +1006,30 @@ pub(crate) fn write_eval_case(
 
 /// The eval file of a session: `[[turns]]` with what each turn sent, the
 /// tools it called and how it ended.
-fn case_toml(session_id: &str, events: &[Event], turns: &[TurnToSend]) -> String {
+fn case_toml(session_id: &str, events: &[Event], turns: &[String]) -> String {
     let quote = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
     // Per turn, in order: the tools called and the outcome.
     let mut called: Vec<Vec<String>> = Vec::new();
     let mut ended: Vec<Option<bool>> = Vec::new();
     let mut replies: Vec<Option<String>> = Vec::new();
+    let mut decided: Vec<Vec<String>> = Vec::new();
     for e in events {
         match e.payload() {
+            EventData::ApprovalResolved(r) => {
+                if let Some(d) = decided.last_mut() {
+                    let reason = r
+                        .reason
+                        .map(|r| format!(", reason = {}", quote(&r)))
+                        .unwrap_or_default();
+                    d.push(format!(
+                        "{{ tool = {}, approve = {}{reason} }}",
+                        quote(&r.tool_name),
+                        r.decision == "approve"
+                    ));
+                }
+            }
             EventData::TurnStarted(_) => {
+                decided.push(Vec::new());
                 called.push(Vec::new());
                 ended.push(None);
                 replies.push(None);
@@ -585,10 +1060,11 @@ fn case_toml(session_id: &str, events: &[Event], turns: &[TurnToSend]) -> String
         quote(&format!("session {session_id} as it ran"))
     );
     for (i, turn) in turns.iter().enumerate() {
-        out.push_str(&format!(
-            "\n[[turns]]\nsend = {}\n[turns.expect]\n",
-            quote(&turn.text)
-        ));
+        out.push_str(&format!("\n[[turns]]\nsend = {}\n", quote(turn)));
+        if let Some(d) = decided.get(i).filter(|d| !d.is_empty()) {
+            out.push_str(&format!("approvals = [{}]\n", d.join(", ")));
+        }
+        out.push_str("[turns.expect]\n");
         if let Some(Some(ok)) = ended.get(i) {
             out.push_str(&format!("succeeded = {ok}\n"));
         }

@@ -474,6 +474,23 @@ pub fn recorded_exchange(
     (name, serde_json::to_value(&exchange).unwrap_or_default())
 }
 
+/// The cassette file that answers a compaction's summary request with
+/// `answer`: the request the turn sent when it folded the first
+/// `messages` messages of `conversation` (the turn's conversation just
+/// before the compaction), under `spec`. `dir`: the agent's folder.
+pub fn recorded_summary(
+    spec: &ModelSpec,
+    dir: &Path,
+    conversation: &[Message],
+    messages: usize,
+    answer: &super::recorded::RecordedAnswer,
+) -> (String, Value) {
+    let folded = conversation.get(..messages).unwrap_or(conversation);
+    let agent = crate::complete::completion_agent(spec, dir, crate::context::SUMMARY_PROMPT);
+    let user = [Message::user(crate::context::transcript(folded))];
+    recorded_exchange(spec, &agent, &[], &user, None, answer)
+}
+
 fn fingerprint(doc: &Value) -> String {
     let bytes = serde_json::to_vec(doc).unwrap_or_default();
     let digest = Sha256::digest(&bytes);

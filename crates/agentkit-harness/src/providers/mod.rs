@@ -28,10 +28,10 @@ use crate::credentials::ProviderConfig;
 use crate::step::StepEvent;
 
 pub(crate) use cassette::TurnDigests;
-pub use cassette::{Cassette, recorded_exchange};
+pub use cassette::{Cassette, recorded_exchange, recorded_summary};
 pub use recorded::{
-    LoggedAnswer, RecordedAnswer, RecordedLog, RecordedResult, RecordedSession, RecordedToolCall,
-    recorded_log,
+    Asked, LoggedAnswer, RecordedAnswer, RecordedLog, RecordedResult, RecordedSession,
+    RecordedToolCall, recorded_log,
 };
 pub(crate) use scripted::Script;
 

@@ -27,6 +27,10 @@ pub struct RecordedAnswer {
 pub struct RecordedToolCall {
     pub tool_name: String,
     pub input: Value,
+    /// The id the call had (a replay gives it again, so the requests
+    /// that carry it are as long as the recorded ones); `None`: a fresh
+    /// one.
+    pub call_id: Option<String>,
 }
 
 /// A tool call's recorded result.
@@ -90,7 +94,7 @@ impl RecordedSession {
     /// The recorded result of a call of `tool` with `input`; `None` when
     /// tools run live. A call the log has no result for answers an error
     /// saying so (the replay then diverges there).
-    pub(crate) fn result(&self, tool: &str, input: &Value) -> Option<ToolOutput> {
+    pub fn result(&self, tool: &str, input: &Value) -> Option<ToolOutput> {
         let results = self.results.as_ref()?;
         let taken = results.lock().ok().and_then(|mut m| {
             m.get_mut(&(tool.to_owned(), input.to_string()))?
@@ -125,7 +129,7 @@ impl RecordedSession {
                 .into_iter()
                 .enumerate()
                 .map(|(i, c)| ToolCall {
-                    call_id: request.call_id(i),
+                    call_id: c.call_id.unwrap_or_else(|| request.call_id(i)),
                     tool_name: c.tool_name,
                     input: c.input,
                 })
@@ -135,13 +139,32 @@ impl RecordedSession {
     }
 }
 
-/// A model answer of a stored session's log, with the step it answered
-/// (`None`: a compaction's summary request).
+/// A model answer of a stored session's log, with what asked for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoggedAnswer {
-    /// The turn id and the step's number within it.
-    pub step: Option<(String, u32)>,
+    pub asked: Asked,
     pub answer: RecordedAnswer,
+}
+
+/// What asked a logged model answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Asked {
+    /// Step `step` of turn `turn_id`.
+    Step { turn_id: String, step: u32 },
+    /// The summary request of the compaction logged at event `index` of
+    /// turn `turn_id`, which folded its first `messages` messages.
+    Compaction {
+        turn_id: String,
+        index: u64,
+        messages: usize,
+    },
+    /// The one step of subagent `subagent`, run by a `task` call of turn
+    /// `turn_id` on `prompt`.
+    Subagent {
+        turn_id: String,
+        subagent: String,
+        prompt: String,
+    },
 }
 
 /// What a stored session's log recorded of its model and tool calls, in
@@ -151,7 +174,8 @@ pub struct RecordedLog {
     pub answers: Vec<LoggedAnswer>,
     pub results: Vec<RecordedResult>,
     /// A part of the session a replay cannot answer from the log (a
-    /// subagent's steps are not recorded in full), when there is one.
+    /// subagent that took several steps: the log keeps its final answer,
+    /// not the messages between its steps), when there is one.
     pub unsupported: Option<String>,
 }
 
@@ -162,10 +186,17 @@ pub fn recorded_log(events: &[agentkit_protocol::Event]) -> RecordedLog {
     let mut log = RecordedLog::default();
     let mut current: Option<usize> = None;
     let mut inputs: HashMap<String, (String, Value)> = HashMap::new();
+    // Per `task` call: the subagent's prompt and its steps' usage.
+    let mut subagents: HashMap<String, (String, Vec<(String, Usage)>)> = HashMap::new();
+    let turn_of = |e: &agentkit_protocol::Event| e.turn_id.clone().unwrap_or_default();
     for e in events {
         match e.payload() {
             EventData::ContextCompacted(c) => log.answers.push(LoggedAnswer {
-                step: None,
+                asked: Asked::Compaction {
+                    turn_id: turn_of(e),
+                    index: e.index,
+                    messages: c.messages,
+                },
                 answer: RecordedAnswer {
                     text: c.summary,
                     usage: c.usage,
@@ -175,7 +206,10 @@ pub fn recorded_log(events: &[agentkit_protocol::Event]) -> RecordedLog {
             EventData::StepStarted(s) => {
                 current = Some(log.answers.len());
                 log.answers.push(LoggedAnswer {
-                    step: e.turn_id.clone().map(|t| (t, s.step)),
+                    asked: Asked::Step {
+                        turn_id: turn_of(e),
+                        step: s.step,
+                    },
                     answer: RecordedAnswer::default(),
                 });
             }
@@ -198,6 +232,7 @@ pub fn recorded_log(events: &[agentkit_protocol::Event]) -> RecordedLog {
                         .map(|c| RecordedToolCall {
                             tool_name: c.tool_name.clone(),
                             input: c.input.clone(),
+                            call_id: Some(c.call_id.clone()),
                         })
                         .collect();
                 }
@@ -223,12 +258,41 @@ pub fn recorded_log(events: &[agentkit_protocol::Event]) -> RecordedLog {
                 }
             }
             EventData::SubagentCalled(s) => {
-                log.unsupported.get_or_insert_with(|| {
-                    format!(
-                        "the session delegated to subagent `{}`, whose steps the log does not record in full",
-                        s.subagent
-                    )
-                });
+                subagents.insert(s.call_id, (s.prompt, Vec::new()));
+            }
+            EventData::SubagentStep(s) => {
+                if let Some((_, steps)) = subagents.get_mut(&s.call_id) {
+                    steps.push((s.finish_reason, s.usage.unwrap_or_default()));
+                }
+            }
+            EventData::SubagentCompleted(s) => {
+                let (prompt, steps) = subagents.remove(&s.call_id).unwrap_or_default();
+                match steps.as_slice() {
+                    // One step that answered: its text is the result.
+                    [(finish, usage)] if finish == "stop" && !s.is_error => {
+                        log.answers.push(LoggedAnswer {
+                            asked: Asked::Subagent {
+                                turn_id: turn_of(e),
+                                subagent: s.subagent,
+                                prompt,
+                            },
+                            answer: RecordedAnswer {
+                                text: s.result,
+                                usage: *usage,
+                                ..RecordedAnswer::default()
+                            },
+                        });
+                    }
+                    _ => {
+                        log.unsupported.get_or_insert_with(|| {
+                            format!(
+                                "subagent `{}` took {} step(s) with tool calls or an error; the log keeps its final answer, not the messages between its steps",
+                                s.subagent,
+                                steps.len()
+                            )
+                        });
+                    }
+                }
             }
             _ => {}
         }
