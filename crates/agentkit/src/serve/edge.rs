@@ -32,6 +32,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hyper::body::{Body as _, Bytes, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -492,6 +494,61 @@ pub(crate) struct EdgeStats {
     /// Turn requests answered `503` `overloaded` for want of descriptor
     /// headroom (also counted in `turns_shed`).
     pub(crate) turns_shed_fds: AtomicU64,
+    /// The histograms of `/metrics` the edge observes into (set when the
+    /// telemetry reads these stats).
+    pub(crate) timings: std::sync::OnceLock<EdgeTimings>,
+}
+
+/// The edge's timings in `/metrics`, observed where they happen (the
+/// connections and the runtimes).
+#[derive(Debug, Clone)]
+pub(crate) struct EdgeTimings {
+    /// From a request's head read to its `503`/`429` handed to the
+    /// connection.
+    pub(crate) shed_answer: Histogram,
+    /// How late a task woken by a timer is polled, by runtime.
+    pub(crate) wake_delay: Family<Vec<(String, String)>, Histogram>,
+}
+
+impl EdgeTimings {
+    /// The wake delay of runtime `name` (`main`, `edge`).
+    fn wake_delay(&self, name: &str) -> Histogram {
+        self.wake_delay
+            .get_or_create(&vec![("runtime".to_owned(), name.to_owned())])
+            .clone()
+    }
+}
+
+impl EdgeStats {
+    /// A request answered `503`/`429`, `since` its head was read.
+    fn shed_answered(&self, since: Instant) {
+        if let Some(t) = self.timings.get() {
+            t.shed_answer.observe(since.elapsed().as_secs_f64());
+        }
+    }
+}
+
+/// Samples how late a task woken by a timer is polled on the runtime this
+/// runs on (named `name` in `/metrics`), every 10 ms until `shutdown`: the
+/// wait in the runtime's queue that any woken task (a connection with a
+/// request to read) has too.
+pub(crate) async fn sample_wake_delay(
+    stats: Arc<EdgeStats>,
+    name: &'static str,
+    shutdown: CancellationToken,
+) {
+    let period = Duration::from_millis(10);
+    loop {
+        let asked = tokio::time::Instant::now() + period;
+        tokio::select! {
+            () = tokio::time::sleep_until(asked) => {}
+            () = shutdown.cancelled() => return,
+        }
+        let late = tokio::time::Instant::now().saturating_duration_since(asked);
+        if let Some(t) = stats.timings.get() {
+            t.wake_delay(name).observe(late.as_secs_f64());
+        }
+    }
 }
 
 /// The file descriptors this process holds: the entries of
@@ -649,6 +706,7 @@ pub(crate) async fn run(listener: TcpListener, edge: Edge) -> io::Result<()> {
                 let stats = stats.clone();
                 let mut router = router.clone();
                 async move {
+                    let head = Instant::now();
                     let has_body = !req.body().is_end_stream();
                     slot.request_started(has_body);
                     let mut req = req.map(|body| {
@@ -666,6 +724,12 @@ pub(crate) async fn run(listener: TcpListener, edge: Edge) -> io::Result<()> {
                     if slot.body_timed_out.load(Ordering::Relaxed) {
                         stats.body_timeouts.fetch_add(1, Ordering::Relaxed);
                         return Ok::<_, std::convert::Infallible>(body_timeout(body_bounds, &slot));
+                    }
+                    if matches!(
+                        response.status(),
+                        StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+                    ) {
+                        stats.shed_answered(head);
                     }
                     // Its head is out: a handler that answers without
                     // reading the body is serving it now.

@@ -286,6 +286,11 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         edge_stats.clone(),
         shutdown.clone(),
     ));
+    tokio::spawn(edge::sample_wake_delay(
+        edge_stats.clone(),
+        "main",
+        shutdown.clone(),
+    ));
     let max_connections = edge::connection_cap(edge_options);
     tracing::debug!(max_connections, "connection cap");
     let server = tokio::spawn(edge::run(

@@ -385,6 +385,7 @@ impl Telemetry {
 
     /// Reads the HTTP edge's counts at each scrape.
     pub(crate) fn set_edge(&self, stats: Arc<crate::serve::edge::EdgeStats>) {
+        let _ = stats.timings.set(self.inner.metrics.edge_timings());
         let _ = self.inner.edge.set(stats);
     }
 
