@@ -405,7 +405,7 @@ impl Metrics {
         );
         registry.register(
             "tasks_alive",
-            "Tasks alive on the server's async runtime (connections, turns, streams, timers)",
+            "Tasks alive on the server's async runtimes (the edge's: connections; the main one: turns, handlers, streams, timers)",
             m.tasks_alive.clone(),
         );
         registry.register(
@@ -460,8 +460,14 @@ impl Metrics {
             c.inc_by(total.saturating_sub(c.get()));
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            self.tasks_alive
-                .set(i64::try_from(rt.metrics().num_alive_tasks()).unwrap_or(i64::MAX));
+            // The edge's runtime (connections) and this one (the rest).
+            let edge_tasks = edge
+                .runtime
+                .get()
+                .map_or(0, |h| h.metrics().num_alive_tasks());
+            self.tasks_alive.set(
+                i64::try_from(rt.metrics().num_alive_tasks() + edge_tasks).unwrap_or(i64::MAX),
+            );
         }
         let total = edge.body_timeouts.load(Relaxed);
         self.body_timeouts
