@@ -514,8 +514,11 @@ pub(crate) struct EarlyRefusal {
     pub(crate) prefixes: Vec<String>,
     /// Counts an answered request as the HTTP layer does (route, status,
     /// seconds), for the requests that never reach it.
-    pub(crate) count: Arc<dyn Fn(&str, u16, f64) + Send + Sync>,
+    pub(crate) count: CountHttp,
 }
+
+/// Counts an answered HTTP request: route, status, seconds.
+pub(crate) type CountHttp = Arc<dyn Fn(&str, u16, f64) + Send + Sync>;
 
 impl std::fmt::Debug for EarlyRefusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
