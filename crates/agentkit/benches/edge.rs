@@ -24,7 +24,12 @@
 //!   every 10 s (and per minute), the turns admitted, shed (`503`/`429`,
 //!   with the p99 of their answer time), admitted turns that failed, and
 //!   the server's queue gauges from `/metrics`, then the RSS 30 s after
-//!   the load stops.
+//!   the load stops. The server's own figures for the same span (from
+//!   `/metrics`, bucket bounds): the time from a refused request's head
+//!   to its answer, and how late a woken task is polled on each of its
+//!   runtimes; and the CPU the client (this bench, which shares the
+//!   machine) and each of the server's threads used. Neither side is
+//!   pinned to a core.
 //!
 //! `--post-only` offers turns as `POST`s alone (an open loop: the server
 //! holds every admitted turn until it settles, up to `--max-turns`).
@@ -296,6 +301,20 @@ impl Server {
 
     fn open_fds(&self) -> usize {
         std::fs::read_dir(format!("/proc/{}/fd", self.child.id())).map_or(0, Iterator::count)
+    }
+
+    /// The CPU ticks each of the server's threads used, summed by thread
+    /// name (tokio's workers share one).
+    fn cpu_by_thread(&self) -> std::collections::BTreeMap<String, u64> {
+        let mut by_name = std::collections::BTreeMap::new();
+        let tasks = format!("/proc/{}/task", self.child.id());
+        for entry in std::fs::read_dir(tasks).into_iter().flatten().flatten() {
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            if let Some((name, ticks)) = parse_stat(&stat) {
+                *by_name.entry(name).or_insert(0) += ticks;
+            }
+        }
+        by_name
     }
 
     fn log_tail(&self) -> String {
@@ -762,6 +781,8 @@ async fn saturation(server: &Server, length: Duration, post_only: bool) -> Strin
             .unwrap();
         let counts = Arc::new(Offered::default());
         let slots = Arc::new(tokio::sync::Semaphore::new(256));
+        let metrics_before = scrape(server).await;
+        let cpu_before = (cpu_ticks("self"), server.cpu_by_thread());
         let started = Instant::now();
         let mut rss = vec![(0.0, server.rss_kib())];
         let mut next_sample = Duration::from_secs(10);
@@ -793,6 +814,8 @@ async fn saturation(server: &Server, length: Duration, post_only: bool) -> Strin
             }
         }
         let _ = slots.acquire_many(256).await;
+        let busy = started.elapsed().as_secs_f64();
+        let cpu_after = (cpu_ticks("self"), server.cpu_by_thread());
         let metrics = scrape(server).await;
         let end = server.rss_kib();
         tokio::time::sleep(Duration::from_secs(30)).await;
@@ -822,6 +845,47 @@ async fn saturation(server: &Server, length: Duration, post_only: bool) -> Strin
             percentile(&shed, 0.99),
             percentile(&admitted, 0.5),
             percentile(&admitted, 0.99),
+        );
+        // The server's own figures for the same requests, and the CPU each
+        // side used (the client shares the machine).
+        let quantiles = |name: &str, filter: &str| {
+            let h = histogram_delta(&metrics_before, &metrics, name, filter);
+            format!(
+                "{name}{{{filter}}}: {} samples, p50 <= {}, p99 <= {}",
+                h.last().map_or(0, |b| b.1),
+                bucket_quantile(&h, 0.5),
+                bucket_quantile(&h, 0.99)
+            )
+        };
+        let _ = writeln!(
+            out,
+            "server side: {}; {}; {}",
+            quantiles("agentkit_shed_answer_seconds", ""),
+            quantiles("agentkit_runtime_wake_delay_seconds", "runtime=\"main\""),
+            quantiles("agentkit_runtime_wake_delay_seconds", "runtime=\"edge\""),
+        );
+        let percent = |ticks: u64| ticks as f64 / TICKS_PER_SECOND / busy * 100.0;
+        let mut threads: Vec<String> = cpu_after
+            .1
+            .iter()
+            .map(|(name, ticks)| {
+                let was = cpu_before.1.get(name).copied().unwrap_or(0);
+                format!("{name} {:.0} %", percent(ticks.saturating_sub(was)))
+            })
+            .collect();
+        threads.sort();
+        let _ = writeln!(
+            out,
+            "CPU over the {busy:.0} s (% of one core): client (this bench) {:.0} %; server {:.0} % ({})",
+            percent(cpu_after.0.saturating_sub(cpu_before.0)),
+            percent(
+                cpu_after
+                    .1
+                    .values()
+                    .sum::<u64>()
+                    .saturating_sub(cpu_before.1.values().sum::<u64>())
+            ),
+            threads.join(", "),
         );
         let mut failures = c.failures.lock().unwrap().clone();
         if !failures.is_empty() {
@@ -867,6 +931,69 @@ async fn saturation(server: &Server, length: Duration, post_only: bool) -> Strin
         }
     }
     out
+}
+
+/// Clock ticks per second of `/proc/*/stat` (`USER_HZ`, 100 on Linux).
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// The CPU ticks (user and system) process `pid` (`self`) used.
+fn cpu_ticks(pid: &str) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    parse_stat(&stat).map_or(0, |(_, t)| t)
+}
+
+/// The name and CPU ticks (utime + stime) of a `/proc/*/stat` line.
+fn parse_stat(stat: &str) -> Option<(String, u64)> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let name = stat[open + 1..close].to_owned();
+    let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    // After the name: state is field 3, utime 14 and stime 15.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some((name, utime + stime))
+}
+
+/// The cumulative buckets (upper bound, count) of histogram `name` whose
+/// labels contain `filter`, counted between two scrapes.
+fn histogram_delta(before: &str, after: &str, name: &str, filter: &str) -> Vec<(f64, u64)> {
+    let read = |text: &str| -> Vec<(f64, u64)> {
+        let prefix = format!("{name}_bucket{{");
+        text.lines()
+            .filter(|l| l.starts_with(&prefix) && l.contains(filter))
+            .filter_map(|l| {
+                let le = l.split("le=\"").nth(1)?.split('"').next()?;
+                let le = if le == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    le.parse().ok()?
+                };
+                let count = l.rsplit(' ').next()?.parse().ok()?;
+                Some((le, count))
+            })
+            .collect()
+    };
+    let was = read(before);
+    read(after)
+        .into_iter()
+        .map(|(le, n)| {
+            let old = was.iter().find(|(l, _)| *l == le).map_or(0, |(_, c)| *c);
+            (le, n.saturating_sub(old))
+        })
+        .collect()
+}
+
+/// The upper bound of the bucket holding quantile `p`, in ms.
+fn bucket_quantile(buckets: &[(f64, u64)], p: f64) -> String {
+    let total = buckets.last().map_or(0, |b| b.1);
+    if total == 0 {
+        return "-".to_owned();
+    }
+    let want = (total as f64 * p).ceil() as u64;
+    match buckets.iter().find(|(_, n)| *n >= want) {
+        Some((le, _)) if le.is_finite() => format!("{} ms", le * 1000.0),
+        _ => "inf".to_owned(),
+    }
 }
 
 fn ms(d: Duration) -> f64 {

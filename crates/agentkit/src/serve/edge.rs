@@ -16,6 +16,14 @@
 //! `Retry-After` past it, or while the process holds more descriptors
 //! than its limit less a headroom (sampled every 50 ms), and `429`
 //! `rate_limited` past a principal's own bound.
+//!
+//! The accept loop and the connections run on a runtime and threads of
+//! their own ([`spawn`]), and each request is routed on the main runtime,
+//! where the turns run: a busy turn runtime does not delay reading a
+//! request. A request that would start a turn (`POST /v1/session`,
+//! `POST /v1/session/:id`) while the gate is full is refused there, before
+//! routing ([`EarlyRefusal`]): at saturation the refusal waits neither
+//! for the turns' tasks nor for its own body, auth or handler.
 
 use std::collections::HashMap;
 use std::io;
@@ -32,6 +40,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hyper::body::{Body as _, Bytes, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -301,24 +311,9 @@ impl TurnGate {
             return Err(refused);
         }
         let mut state = self.lock();
-        if state.reserved + state.admitted.len() >= self.max {
-            // The reaper may be behind (a loaded machine starves it):
-            // sessions that settled since its last look free their slots
-            // now rather than turning this turn away.
-            self.reap_settled(&mut state);
-        }
-        if state.reserved + state.admitted.len() >= self.max {
+        if let Some(refused) = self.full(&mut state) {
             drop(state);
-            self.stats.turns_shed.fetch_add(1, Ordering::Relaxed);
-            return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                agentkit_protocol::ErrorCode::Overloaded,
-                format!(
-                    "the host is running its most turns at once ({}); retry after 1 s",
-                    self.max
-                ),
-            )
-            .retry_after(1));
+            return Err(refused);
         }
         if let (Some(key), Some(max)) = (&principal, self.per_principal)
             && state.by_principal.get(key).copied().unwrap_or(0) >= max
@@ -343,6 +338,43 @@ impl TurnGate {
             held: AtomicBool::new(true),
             principal,
         })))
+    }
+
+    /// The `503` a new turn gets now, before its request is routed (its
+    /// body read, its caller authenticated): at the host's turn bound or
+    /// short of descriptors, as [`admit`](Self::admit) would answer it.
+    /// Reserves nothing: a request let through takes its slot in `admit`.
+    pub(crate) fn refuse_early(&self) -> Option<ApiError> {
+        if let Some(refused) = self.short_of_descriptors() {
+            return Some(refused);
+        }
+        let mut state = self.lock();
+        self.full(&mut state)
+    }
+
+    /// The `503` for a turn at the host's bound (counted as shed).
+    fn full(&self, state: &mut GateState) -> Option<ApiError> {
+        if state.reserved + state.admitted.len() >= self.max {
+            // The reaper may be behind (a loaded machine starves it):
+            // sessions that settled since its last look free their slots
+            // now rather than turning this turn away.
+            self.reap_settled(state);
+        }
+        if state.reserved + state.admitted.len() < self.max {
+            return None;
+        }
+        self.stats.turns_shed.fetch_add(1, Ordering::Relaxed);
+        Some(
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                agentkit_protocol::ErrorCode::Overloaded,
+                format!(
+                    "the host is running its most turns at once ({}); retry after 1 s",
+                    self.max
+                ),
+            )
+            .retry_after(1),
+        )
     }
 
     /// The `503` for a turn when the process holds more descriptors than
@@ -463,6 +495,69 @@ pub(crate) struct Edge {
     pub(crate) grace: Duration,
     /// What the edge counts, read by `/metrics`.
     pub(crate) stats: Arc<EdgeStats>,
+    /// The runtime the router (handlers, turns) runs on; the edge runs
+    /// on its own (see [`spawn`]).
+    pub(crate) main: tokio::runtime::Handle,
+    /// Refuses new turns before routing while the gate is full.
+    pub(crate) early: Option<EarlyRefusal>,
+}
+
+/// The turn routes the edge refuses itself, before routing, while the
+/// turn gate is full: `POST /v1/session` and `POST /v1/session/:id` under
+/// each agent's prefix. The router's handlers still admit (or refuse)
+/// what is let through, and refuse the other turn routes (AG-UI, OpenAI,
+/// A2A, forks) and the per-principal bounds, which need the caller.
+#[derive(Clone)]
+pub(crate) struct EarlyRefusal {
+    pub(crate) gate: Arc<TurnGate>,
+    /// Each agent's route prefix: `""` in single mode, `/<slug>` each.
+    pub(crate) prefixes: Vec<String>,
+    /// Counts an answered request as the HTTP layer does (route, status,
+    /// seconds), for the requests that never reach it.
+    pub(crate) count: CountHttp,
+}
+
+/// Counts an answered HTTP request: route, status, seconds.
+pub(crate) type CountHttp = Arc<dyn Fn(&str, u16, f64) + Send + Sync>;
+
+impl std::fmt::Debug for EarlyRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EarlyRefusal")
+            .field("prefixes", &self.prefixes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EarlyRefusal {
+    /// The route template of a turn-starting request (as the HTTP
+    /// metrics name it), else `None`.
+    fn route_of(&self, method: &axum::http::Method, path: &str) -> Option<String> {
+        if method != axum::http::Method::POST {
+            return None;
+        }
+        self.prefixes.iter().find_map(|prefix| {
+            let rest = path.strip_prefix(prefix.as_str())?;
+            if rest == "/v1/session" {
+                return Some(format!("{prefix}/v1/session"));
+            }
+            let id = rest.strip_prefix("/v1/session/")?;
+            (!id.is_empty() && !id.contains('/')).then(|| format!("{prefix}/v1/session/{{id}}"))
+        })
+    }
+
+    /// The `503` for `req` when it would start a turn and the gate is
+    /// full now; counted in `/metrics` as shed and as an HTTP answer.
+    fn refuse<B>(&self, req: &hyper::Request<B>, head: Instant) -> Option<Response> {
+        let route = self.route_of(req.method(), req.uri().path())?;
+        let refused = self.gate.refuse_early()?;
+        let response = refused.into_response();
+        (self.count)(
+            &route,
+            response.status().as_u16(),
+            head.elapsed().as_secs_f64(),
+        );
+        Some(response)
+    }
 }
 
 /// What the edge counts since start.
@@ -492,6 +587,64 @@ pub(crate) struct EdgeStats {
     /// Turn requests answered `503` `overloaded` for want of descriptor
     /// headroom (also counted in `turns_shed`).
     pub(crate) turns_shed_fds: AtomicU64,
+    /// The histograms of `/metrics` the edge observes into (set when the
+    /// telemetry reads these stats).
+    pub(crate) timings: std::sync::OnceLock<EdgeTimings>,
+    /// The edge's own runtime, once it runs (its tasks count in
+    /// `agentkit_tasks_alive`).
+    pub(crate) runtime: std::sync::OnceLock<tokio::runtime::Handle>,
+}
+
+/// The edge's timings in `/metrics`, observed where they happen (the
+/// connections and the runtimes).
+#[derive(Debug, Clone)]
+pub(crate) struct EdgeTimings {
+    /// From a request's head read to its `503`/`429` handed to the
+    /// connection.
+    pub(crate) shed_answer: Histogram,
+    /// How late a task woken by a timer is polled, by runtime.
+    pub(crate) wake_delay: Family<Vec<(String, String)>, Histogram>,
+}
+
+impl EdgeTimings {
+    /// The wake delay of runtime `name` (`main`, `edge`).
+    fn wake_delay(&self, name: &str) -> Histogram {
+        self.wake_delay
+            .get_or_create(&vec![("runtime".to_owned(), name.to_owned())])
+            .clone()
+    }
+}
+
+impl EdgeStats {
+    /// A request answered `503`/`429`, `since` its head was read.
+    fn shed_answered(&self, since: Instant) {
+        if let Some(t) = self.timings.get() {
+            t.shed_answer.observe(since.elapsed().as_secs_f64());
+        }
+    }
+}
+
+/// Samples how late a task woken by a timer is polled on the runtime this
+/// runs on (named `name` in `/metrics`), every 10 ms until `shutdown`: the
+/// wait in the runtime's queue that any woken task (a connection with a
+/// request to read) has too.
+pub(crate) async fn sample_wake_delay(
+    stats: Arc<EdgeStats>,
+    name: &'static str,
+    shutdown: CancellationToken,
+) {
+    let period = Duration::from_millis(10);
+    loop {
+        let asked = tokio::time::Instant::now() + period;
+        tokio::select! {
+            () = tokio::time::sleep_until(asked) => {}
+            () = shutdown.cancelled() => return,
+        }
+        let late = tokio::time::Instant::now().saturating_duration_since(asked);
+        if let Some(t) = stats.timings.get() {
+            t.wake_delay(name).observe(late.as_secs_f64());
+        }
+    }
 }
 
 /// The file descriptors this process holds: the entries of
@@ -537,10 +690,60 @@ pub(crate) async fn sample_descriptors(stats: Arc<EdgeStats>, shutdown: Cancella
     }
 }
 
+/// The threads of the edge's runtime: a quarter of the cores, at least one.
+fn edge_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 4).max(1))
+}
+
+/// Runs the edge ([`run`]) on a runtime of its own, on threads of its own
+/// (`agentkit-edge`), so that the operating system schedules the accept
+/// loop and the connections beside the busy runtime of the turns: a
+/// request is read, and a refusal answered, without waiting behind the
+/// turns' tasks. Each request is handed to `edge.main` to be routed.
+/// Answers a task on the calling runtime that ends with the edge; should
+/// that runtime go away first (it is dropped without
+/// [`ServeHandle::close`](crate::ServeHandle::close)), the edge closes its
+/// connections and ends.
+pub(crate) fn spawn(
+    listener: TcpListener,
+    edge: Edge,
+) -> io::Result<tokio::task::JoinHandle<io::Result<()>>> {
+    let listener = listener.into_std()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(edge_threads())
+        .thread_name("agentkit-edge")
+        .enable_all()
+        .build()?;
+    let _ = edge.stats.runtime.set(runtime.handle().clone());
+    let (done, ended) = tokio::sync::oneshot::channel();
+    let orphaned = CancellationToken::new();
+    let watched = orphaned.clone();
+    std::thread::Builder::new()
+        .name("agentkit-edge".to_owned())
+        .spawn(move || {
+            let result = runtime.block_on(async move {
+                let listener = TcpListener::from_std(listener)?;
+                run(listener, edge, watched).await
+            });
+            // Connections still open (forced closed) end with the runtime.
+            runtime.shutdown_timeout(Duration::from_secs(1));
+            let _ = done.send(result);
+        })?;
+    Ok(tokio::spawn(async move {
+        // Dropped with the calling runtime: the edge then ends.
+        let _orphaned = orphaned.drop_guard();
+        ended.await.unwrap_or_else(|_| {
+            Err(io::Error::other(
+                "the edge's thread ended without an answer",
+            ))
+        })
+    }))
+}
+
 /// Accepts connections until `shutdown`, then lets open ones finish their
 /// current request (streams end on shutdown) within the grace period, and
-/// drops the rest.
-pub(crate) async fn run(listener: TcpListener, edge: Edge) -> io::Result<()> {
+/// drops the rest; at once when `orphaned` (the main runtime is gone).
+async fn run(listener: TcpListener, edge: Edge, orphaned: CancellationToken) -> io::Result<()> {
     let Edge {
         router,
         options,
@@ -548,7 +751,23 @@ pub(crate) async fn run(listener: TcpListener, edge: Edge) -> io::Result<()> {
         shutdown,
         grace,
         stats,
+        main,
+        early: refusal,
     } = edge;
+    tokio::spawn(sample_wake_delay(stats.clone(), "edge", shutdown.clone()));
+    // Shutdown, or the main runtime gone.
+    let stop = {
+        let stop = CancellationToken::new();
+        let (shutdown, orphaned, token) = (shutdown.clone(), orphaned.clone(), stop.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                () = orphaned.cancelled() => {}
+            }
+            token.cancel();
+        });
+        stop
+    };
     let permits = Arc::new(Semaphore::new(max_connections));
     let conns = Arc::new(Conns::default());
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -581,11 +800,11 @@ pub(crate) async fn run(listener: TcpListener, edge: Edge) -> io::Result<()> {
                     drop(early);
                     tokio::select! {
                         () = tokio::time::sleep(Duration::from_millis(100)) => continue,
-                        () = shutdown.cancelled() => break,
+                        () = stop.cancelled() => break,
                     }
                 }
             },
-            () = shutdown.cancelled() => break,
+            () = stop.cancelled() => break,
         };
         let permit = match early.or_else(|| permits.clone().try_acquire_owned().ok()) {
             Some(p) => p,
@@ -626,7 +845,7 @@ pub(crate) async fn run(listener: TcpListener, edge: Edge) -> io::Result<()> {
                             Err(_) => break 'accept,
                         },
                         () = tokio::time::sleep(recheck) => {}
-                        () = shutdown.cancelled() => break 'accept,
+                        () = stop.cancelled() => break 'accept,
                     }
                 }
             }
@@ -644,13 +863,29 @@ pub(crate) async fn run(listener: TcpListener, edge: Edge) -> io::Result<()> {
         let service = {
             let slot = slot.clone();
             let stats = stats.clone();
+            let (main, refusal) = (main.clone(), refusal.clone());
             hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
                 let slot = slot.clone();
                 let stats = stats.clone();
-                let mut router = router.clone();
+                let router = router.clone();
+                let (main, refusal) = (main.clone(), refusal.clone());
                 async move {
+                    let head = Instant::now();
                     let has_body = !req.body().is_end_stream();
                     slot.request_started(has_body);
+                    // A turn the gate has no room for is refused here, on
+                    // the edge's thread, before its body is read or its
+                    // caller authenticated (an unread body that arrived
+                    // with the head is drained; a longer one closes the
+                    // connection after the answer).
+                    if let Some(response) = refusal.as_ref().and_then(|r| r.refuse(&req, head)) {
+                        drop(req);
+                        stats.shed_answered(head);
+                        slot.set(Phase::Busy);
+                        return Ok(
+                            response.map(|body| axum::body::Body::new(Answer { body, slot }))
+                        );
+                    }
                     let mut req = req.map(|body| {
                         if has_body {
                             axum::body::Body::new(TimedBody::new(body, body_bounds, slot.clone()))
@@ -659,13 +894,26 @@ pub(crate) async fn run(listener: TcpListener, edge: Edge) -> io::Result<()> {
                         }
                     });
                     req.extensions_mut().insert(ConnectInfo(peer));
-                    let response = match tower_service::Service::call(&mut router, req).await {
-                        Ok(r) => r,
-                        Err(never) => match never {},
+                    // Routed on the main runtime; dropped (the client
+                    // gone, the connection closed) it is cancelled there.
+                    let routed = AbortOnDrop(main.spawn(async move {
+                        let mut router = router;
+                        tower_service::Service::call(&mut router, req).await
+                    }));
+                    let response = match routed.await {
+                        Ok(Ok(r)) => r,
+                        Ok(Err(never)) => match never {},
+                        Err(e) => not_routed(&e),
                     };
                     if slot.body_timed_out.load(Ordering::Relaxed) {
                         stats.body_timeouts.fetch_add(1, Ordering::Relaxed);
                         return Ok::<_, std::convert::Infallible>(body_timeout(body_bounds, &slot));
+                    }
+                    if matches!(
+                        response.status(),
+                        StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+                    ) {
+                        stats.shed_answered(head);
                     }
                     // Its head is out: a handler that answers without
                     // reading the body is serving it now.
@@ -696,7 +944,9 @@ pub(crate) async fn run(listener: TcpListener, edge: Edge) -> io::Result<()> {
         });
     }
     drop(listener);
-    if tokio::time::timeout(grace, graceful.shutdown())
+    if orphaned.is_cancelled() {
+        force_close.cancel();
+    } else if tokio::time::timeout(grace, graceful.shutdown())
         .await
         .is_err()
     {
@@ -707,6 +957,45 @@ pub(crate) async fn run(listener: TcpListener, edge: Edge) -> io::Result<()> {
         force_close.cancel();
     }
     Ok(())
+}
+
+/// A task on another runtime, aborted when this is dropped.
+#[derive(Debug)]
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<T> std::future::Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.get_mut().0).poll(cx)
+    }
+}
+
+/// The answer to a request whose routing task ended without one: its
+/// handler panicked (`500`), or the main runtime is shutting down (`503`).
+fn not_routed(e: &tokio::task::JoinError) -> Response {
+    if e.is_panic() {
+        tracing::error!(error = %e, "a request's handler panicked");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            agentkit_protocol::ErrorCode::Internal,
+            "the request's handler failed",
+        )
+        .into_response()
+    } else {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            agentkit_protocol::ErrorCode::Overloaded,
+            "the server is shutting down",
+        )
+        .into_response()
+    }
 }
 
 /// The `408` answered for a body that did not arrive in time; the

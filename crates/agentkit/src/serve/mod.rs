@@ -280,15 +280,33 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         bounds,
         edge::request_timeout,
     ));
-    tokio::spawn(turn_gate.reap(shutdown.clone()));
+    tokio::spawn(turn_gate.clone().reap(shutdown.clone()));
     tokio::spawn(shares.prune(shutdown.clone()));
     tokio::spawn(edge::sample_descriptors(
         edge_stats.clone(),
         shutdown.clone(),
     ));
+    tokio::spawn(edge::sample_wake_delay(
+        edge_stats.clone(),
+        "main",
+        shutdown.clone(),
+    ));
     let max_connections = edge::connection_cap(edge_options);
     tracing::debug!(max_connections, "connection cap");
-    let server = tokio::spawn(edge::run(
+    let early = edge::EarlyRefusal {
+        gate: turn_gate,
+        prefixes: match parts.listen.mode {
+            options::Mode::Single => vec![String::new()],
+            options::Mode::Multi => agents.iter().map(|a| format!("/{}", a.slug)).collect(),
+        },
+        count: {
+            let telemetry = telemetry.clone();
+            Arc::new(move |route: &str, status: u16, seconds: f64| {
+                telemetry.count_http(route, status, seconds);
+            })
+        },
+    };
+    let server = edge::spawn(
         listener,
         edge::Edge {
             router,
@@ -297,8 +315,14 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
             shutdown: shutdown.clone(),
             grace: parts.edge.shutdown_grace,
             stats: edge_stats,
+            main: tokio::runtime::Handle::current(),
+            early: Some(early),
         },
-    ));
+    )
+    .map_err(|source| Error::Bind {
+        addr: addr.to_string(),
+        source,
+    })?;
     Ok(ServeHandle {
         addr,
         agents,

@@ -5,7 +5,7 @@
 //! connection closes the oldest incomplete one, as old as its accept (then the longest idle,
 //! never a busy one), a normal client is served through a slowloris, and
 //! past saturation the excess turns are shed with `503` while admitted ones
-//! complete.
+//! complete, refused by the edge before their bodies are read.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -730,5 +730,110 @@ fn past_saturation_the_excess_is_shed_with_503_and_admitted_turns_complete() {
     assert!(
         loaded >= 1.0 && loaded <= f64::from(admitted),
         "{loaded} loaded after {admitted} sessions"
+    );
+}
+
+/// Sends `head` (a request's line, headers and the start of its body) on
+/// a new connection and reads what comes back until the server closes it
+/// (bounded by `within`): the whole answer, as text.
+fn raw_answer(addr: SocketAddr, head: &str, within: Duration) -> String {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.write_all(head.as_bytes()).unwrap();
+    c.set_read_timeout(Some(within)).unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!(
+                "no answer (or the connection stayed open) within {within:?}): {e}; got {:?}",
+                String::from_utf8_lossy(&answer)
+            ),
+        }
+    }
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// While the gate's turns run, a new turn is refused by the edge itself:
+/// before its body is read and before it is routed, so a request whose
+/// body has not arrived (it would otherwise wait for it, up to the body
+/// timeout) is answered `503` with `Retry-After` and the JSON error, and
+/// counted in `/metrics` (shed, the HTTP route, the refusal's time).
+#[test]
+fn under_a_full_turn_gate_the_edge_refuses_a_turn_before_reading_its_body() {
+    let s = server_with_turn(
+        EdgeOptions {
+            max_turns: Some(2),
+            // Far past the read bound below: an answer can only be the
+            // refusal, never the body timeout's 408.
+            body_read_timeout: Duration::from_secs(300),
+            ..EdgeOptions::default()
+        },
+        r#"{"steps": [{"text": "ok", "delayMs": 20000}]}"#,
+    );
+    let mut sessions = Vec::new();
+    for _ in 0..2 {
+        let r = Request::post("/v1/session")
+            .json(&json!({"message": "hi"}))
+            .send(s.addr())
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        sessions.push(r.json()["sessionId"].as_str().unwrap().to_owned());
+    }
+    let within = Duration::from_secs(60);
+    for path in [
+        "/v1/session".to_owned(),
+        format!("/v1/session/{}", sessions[0]),
+    ] {
+        // One byte of a 100-byte body: the rest never comes.
+        let answer = raw_answer(
+            s.addr(),
+            &format!(
+                "POST {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{"
+            ),
+            within,
+        );
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        assert!(head.starts_with("HTTP/1.1 503"), "{path}: {answer}");
+        assert!(
+            head.to_ascii_lowercase().contains("\r\nretry-after: 1"),
+            "{path}: {answer}"
+        );
+        assert!(body.contains(r#""code":"overloaded""#), "{path}: {answer}");
+    }
+    // A complete turn request is refused the same way; other routes,
+    // the running sessions' included, are served.
+    let r = Request::post("/v1/session")
+        .json(&json!({"message": "hi"}))
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.error_code(), "overloaded", "{}", r.body);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    let r = Request::get(&format!("/v1/session/{}", sessions[1]))
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let metrics = super::http::scrape(s.addr()).body;
+    assert!(metrics.contains("agentkit_turns_shed_total 3"), "{metrics}");
+    assert!(
+        metrics.contains(r#"agentkit_http_requests_total{route="/v1/session",status="503"} 2"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics
+            .contains(r#"agentkit_http_requests_total{route="/v1/session/{id}",status="503"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("agentkit_shed_answer_seconds_count 3"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"agentkit_runtime_wake_delay_seconds_count{runtime="edge"}"#)
+            && metrics.contains(r#"agentkit_runtime_wake_delay_seconds_count{runtime="main"}"#),
+        "{metrics}"
     );
 }

@@ -15,6 +15,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use super::spans::nanos;
+use crate::serve::edge::EdgeTimings;
 
 type Labels = Vec<(String, String)>;
 
@@ -29,6 +30,16 @@ const BUCKETS: &[f64] = &[
 
 fn histograms() -> Family<Labels, Histogram> {
     Family::new_with_constructor(|| Histogram::new(BUCKETS.iter().copied()))
+}
+
+/// Short-latency buckets, in seconds: 100 µs to 2.5 s, for the edge's
+/// refusals and the runtimes' wake delay (whose targets are milliseconds).
+const FINE_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+fn fine_histogram() -> Histogram {
+    Histogram::new(FINE_BUCKETS.iter().copied())
 }
 
 fn labels(pairs: &[(&str, &str)]) -> Labels {
@@ -99,6 +110,7 @@ pub(crate) struct Metrics {
     body_timeouts: Counter,
     turns_in_flight: Gauge,
     turns_shed: Counter,
+    edge_timings: EdgeTimings,
     requests_limited: Family<Labels, Counter>,
     open_fds: Gauge,
     max_fds: Gauge,
@@ -159,6 +171,10 @@ impl Metrics {
             body_timeouts: Counter::default(),
             turns_in_flight: Gauge::default(),
             turns_shed: Counter::default(),
+            edge_timings: EdgeTimings {
+                shed_answer: fine_histogram(),
+                wake_delay: Family::new_with_constructor(fine_histogram),
+            },
             requests_limited: Family::default(),
             open_fds: Gauge::default(),
             max_fds: Gauge::default(),
@@ -363,6 +379,16 @@ impl Metrics {
             m.turns_shed.clone(),
         );
         registry.register(
+            "shed_answer_seconds",
+            "Requests answered 503 overloaded or 429 rate_limited: from the request's head read by the edge to the answer handed to its connection",
+            m.edge_timings.shed_answer.clone(),
+        );
+        registry.register(
+            "runtime_wake_delay_seconds",
+            "How late a task woken by a timer is polled, by runtime (main: turns and handlers; edge: connections): the wait of a woken task in its runtime's queue (sampled every 10 ms; includes up to 1 ms of timer granularity)",
+            m.edge_timings.wake_delay.clone(),
+        );
+        registry.register(
             "process_open_fds",
             "File descriptors the process holds (sampled every 50 ms)",
             m.open_fds.clone(),
@@ -379,7 +405,7 @@ impl Metrics {
         );
         registry.register(
             "tasks_alive",
-            "Tasks alive on the server's async runtime (connections, turns, streams, timers)",
+            "Tasks alive on the server's async runtimes (the edge's: connections; the main one: turns, handlers, streams, timers)",
             m.tasks_alive.clone(),
         );
         registry.register(
@@ -388,6 +414,11 @@ impl Metrics {
             m.requests_limited.clone(),
         );
         Metrics { registry, ..m }
+    }
+
+    /// The histograms the edge observes into.
+    pub(crate) fn edge_timings(&self) -> EdgeTimings {
+        self.edge_timings.clone()
     }
 
     /// The HTTP edge's gauges and counters, read at scrape time.
@@ -429,8 +460,14 @@ impl Metrics {
             c.inc_by(total.saturating_sub(c.get()));
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            self.tasks_alive
-                .set(i64::try_from(rt.metrics().num_alive_tasks()).unwrap_or(i64::MAX));
+            // The edge's runtime (connections) and this one (the rest).
+            let edge_tasks = edge
+                .runtime
+                .get()
+                .map_or(0, |h| h.metrics().num_alive_tasks());
+            self.tasks_alive.set(
+                i64::try_from(rt.metrics().num_alive_tasks() + edge_tasks).unwrap_or(i64::MAX),
+            );
         }
         let total = edge.body_timeouts.load(Relaxed);
         self.body_timeouts

@@ -383,8 +383,15 @@ impl Telemetry {
         self.inner.metrics.render()
     }
 
+    /// Counts an answered HTTP request that never reached the HTTP layer
+    /// (a turn the edge refused before routing).
+    pub(crate) fn count_http(&self, route: &str, status: u16, seconds: f64) {
+        self.inner.metrics.http(route, status, seconds);
+    }
+
     /// Reads the HTTP edge's counts at each scrape.
     pub(crate) fn set_edge(&self, stats: Arc<crate::serve::edge::EdgeStats>) {
+        let _ = stats.timings.set(self.inner.metrics.edge_timings());
         let _ = self.inner.edge.set(stats);
     }
 
