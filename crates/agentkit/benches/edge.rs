@@ -4,7 +4,7 @@
 //! The server under test is the binary at `AGENTKIT_SERVE_BIN` (default
 //! `target/release/agentkit-serve`), spawned under `ulimit -n 1024` (the
 //! issue's setting; `--nofile N` changes it) with default flags and
-//! `--allow-anonymous` on a throwaway project whose model is `scripted`
+//! `--allow-anonymous --metrics-public` on a throwaway project whose model is `scripted`
 //! (a one-step short reply: no network, no keys).
 //!
 //! Sections (`--only NAME` runs one):
@@ -253,7 +253,9 @@ impl Server {
             .arg("--state-root")
             .arg(state.join("state"))
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--allow-anonymous", "--no-schedules"])
+            // `/metrics` for the bench's scrapes (it otherwise runs the
+            // auth chain, and an anonymous caller may not read it).
+            .args(["--allow-anonymous", "--no-schedules", "--metrics-public"])
             .stdin(Stdio::null())
             .stdout(file.try_clone().map_err(|e| e.to_string())?)
             .stderr(file)
