@@ -59,11 +59,13 @@ fn ready() -> usize {
 }
 
 /// How many spares a refill may make when the process holds `open` of
-/// its `limit` descriptors: none past three quarters of the limit, so the
-/// pool never takes the descriptors the turn gate keeps for running
-/// turns (its headroom is a sixteenth of the limit, or more when set).
-fn room(open: u64, limit: u64) -> usize {
-    usize::try_from((limit / 4 * 3).saturating_sub(open)).unwrap_or(usize::MAX)
+/// its `limit` descriptors: none within `reserve` of the limit, or
+/// within a quarter of it when that is more, so the pool never takes the
+/// descriptors the turn gate keeps for running turns (its headroom is a
+/// sixteenth of the limit by default, `reserve` when set larger).
+fn room(open: u64, limit: u64, reserve: Option<u64>) -> usize {
+    let keep = reserve.unwrap_or(0).max(limit / 4);
+    usize::try_from(limit.saturating_sub(keep).saturating_sub(open)).unwrap_or(usize::MAX)
 }
 
 /// The process's soft descriptor limit and how many it holds now
@@ -123,10 +125,18 @@ pub(crate) struct Spares {
     /// How long a taken spare waits before the background moves it
     /// (`StoreOptions::spare_move_after`).
     move_after: Duration,
+    /// Descriptors left free below the limit
+    /// (`StoreOptions::spare_fd_reserve`).
+    reserve: Option<u64>,
 }
 
 impl Spares {
-    pub(crate) fn new(root: &Path, sessions_dir: &Path, move_after: Duration) -> Arc<Spares> {
+    pub(crate) fn new(
+        root: &Path,
+        sessions_dir: &Path,
+        move_after: Duration,
+        reserve: Option<u64>,
+    ) -> Arc<Spares> {
         Arc::new(Spares {
             dir: root.join(SPARE_DIR),
             sessions_dir: sessions_dir.to_owned(),
@@ -135,6 +145,7 @@ impl Spares {
             next: AtomicU64::new(0),
             moved: AtomicU64::new(0),
             move_after,
+            reserve,
         })
     }
 
@@ -250,7 +261,7 @@ impl Spares {
                 // their room (the listing runs here, in the background).
                 let refill = match (refill, descriptors()) {
                     (0, _) | (_, None) => refill,
-                    (n, Some((open, limit))) => n.min(room(open, limit)),
+                    (n, Some((open, limit))) => n.min(room(open, limit, self.reserve)),
                 };
                 if moves.is_empty() && refill == 0 {
                     queue.working = false;
@@ -410,12 +421,24 @@ mod tests {
 
     #[test]
     fn spares_are_made_only_below_three_quarters_of_the_descriptor_limit() {
-        assert_eq!(room(100, 1024), 668);
-        assert_eq!(room(760, 1024), 8);
-        assert_eq!(room(768, 1024), 0);
-        assert_eq!(room(1000, 1024), 0);
+        assert_eq!(room(100, 1024, None), 668);
+        assert_eq!(room(760, 1024, None), 8);
+        assert_eq!(room(768, 1024, None), 0);
+        assert_eq!(room(1000, 1024, None), 0);
         // At a limit of 256 the gate keeps 32 (a sixteenth, at least 32):
         // a pool filled up to 192 leaves them free.
-        assert_eq!(room(180, 256), 12);
+        assert_eq!(room(180, 256, None), 12);
+        // A reserve below a quarter changes nothing.
+        assert_eq!(room(100, 1024, Some(64)), 668);
+    }
+
+    #[test]
+    fn a_larger_reserve_keeps_the_spares_out_of_it() {
+        // `--fd-headroom 512` of 1,024: spares only below 512 open.
+        assert_eq!(room(100, 1024, Some(512)), 412);
+        assert_eq!(room(500, 1024, Some(512)), 12);
+        assert_eq!(room(512, 1024, Some(512)), 0);
+        // A reserve past the limit: never.
+        assert_eq!(room(0, 1024, Some(4096)), 0);
     }
 }

@@ -58,6 +58,13 @@ pub struct StoreOptions {
     /// delay batches the moves (and lets a test stop a server before
     /// one).
     pub spare_move_after: std::time::Duration,
+    /// Descriptors the spare logs leave free below the soft limit: no
+    /// spare is made while fewer remain. `None` (the default): a quarter
+    /// of the limit. A host passes its turn gate's headroom
+    /// (`--fd-headroom`) so that, however large it is set, the spares
+    /// never take what the gate keeps for running turns (the larger of
+    /// the two applies).
+    pub spare_fd_reserve: Option<u64>,
 }
 
 impl Default for StoreOptions {
@@ -69,6 +76,7 @@ impl Default for StoreOptions {
             journal: true,
             journal_checkpoint: std::time::Duration::from_secs(1),
             spare_move_after: std::time::Duration::ZERO,
+            spare_fd_reserve: None,
         }
     }
 }
@@ -226,9 +234,14 @@ impl FileEventStore {
         };
         // Spares only with the journal: a new session's first sync must
         // not need its folder (the journal's record at offset 0 makes it).
-        let spares = journal
-            .is_some()
-            .then(|| Spares::new(root, &sessions_dir, options.spare_move_after));
+        let spares = journal.is_some().then(|| {
+            Spares::new(
+                root,
+                &sessions_dir,
+                options.spare_move_after,
+                options.spare_fd_reserve,
+            )
+        });
         Ok(FileEventStore {
             inner: Arc::new(Inner {
                 syncer: Syncer::new(sessions_dir.clone(), journal, spares),

@@ -13,7 +13,7 @@ use agentkit_protocol::api::{
     ClientResults, ClientResultsAccepted, Health, Info, McpInfo, RemindersInfo, SessionInfo,
     SessionList, Stopped,
 };
-use agentkit_runtime::{FollowUp, HTTP_CHANNEL, SendRequest, SessionMode};
+use agentkit_runtime::{FollowUp, HTTP_CHANNEL, Owner, SendRequest, SessionMode};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, header};
@@ -22,7 +22,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use super::agent::{AgentState, Mounted};
-use super::edge::TurnGate;
+use super::edge::{EarlySlot, TurnGate, TurnSlot};
 use super::http::{
     ApiError, ApiResult, Authed, is_blank, json_ok, parse_json, read_authenticated, tool_called,
 };
@@ -48,17 +48,32 @@ fn accepted(agent: &Mounted, accepted: agentkit_runtime::Accepted) -> api::Accep
     }
 }
 
+/// The turn slot of a request to the gate (when there is one): the one
+/// the edge reserved completed for `owner`, else a new one.
+fn admit(
+    gate: Option<&Arc<TurnGate>>,
+    early: Option<TurnSlot>,
+    state: &AgentState,
+    owner: &Owner,
+) -> ApiResult<Option<TurnSlot>> {
+    let Some(gate) = gate else {
+        return Ok(None);
+    };
+    Ok(Some(match early {
+        Some(reserved) => gate.admit_reserved(reserved, &state.agent.slug, owner)?,
+        None => gate.admit(&state.agent.slug, owner)?,
+    }))
+}
+
 /// `POST /v1/session`: a new chat session on the HTTP channel.
 pub(crate) async fn create(
     State(state): State<AgentState>,
     gate: Option<axum::Extension<Arc<TurnGate>>>,
     request: Request,
 ) -> ApiResult {
+    let early = EarlySlot::of(&request);
     let (owner, req, files) = super::uploads::message(&state, request).await?;
-    let slot = match &gate {
-        Some(axum::Extension(gate)) => Some(gate.admit(&state.agent.slug, &owner)?),
-        None => None,
-    };
+    let slot = admit(gate.as_ref().map(|g| &g.0), early, &state, &owner)?;
     if req.continuation_token.is_some() {
         return Err(ApiError::bad_request(
             "a new session takes no `continuationToken`; follow up with POST /v1/session/:sessionId",
@@ -96,11 +111,9 @@ pub(crate) async fn follow_up(
     gate: Option<axum::Extension<Arc<TurnGate>>>,
     request: Request,
 ) -> ApiResult {
+    let early = EarlySlot::of(&request);
     let (owner, req, files) = super::uploads::message(&state, request).await?;
-    let slot = match &gate {
-        Some(axum::Extension(gate)) => Some(gate.admit(&state.agent.slug, &owner)?),
-        None => None,
-    };
+    let slot = admit(gate.as_ref().map(|g| &g.0), early, &state, &owner)?;
     if req.output_schema.is_some() {
         return Err(ApiError::bad_request(
             "`outputSchema` is chosen when a session starts (POST /v1/session); a follow-up keeps it",

@@ -340,6 +340,78 @@ impl TurnGate {
         })))
     }
 
+    /// A slot for a turn whose caller is not known yet: the edge reserves
+    /// it once the request's body is read, before routing, and the handler
+    /// completes it with [`admit_reserved`](Self::admit_reserved). `503`
+    /// `overloaded` at the host's bound or short of descriptors, as
+    /// [`admit`](Self::admit) would answer.
+    pub(crate) fn reserve_early(self: &Arc<Self>) -> Result<TurnSlot, ApiError> {
+        if let Some(refused) = self.short_of_descriptors() {
+            return Err(refused);
+        }
+        let mut state = self.lock();
+        if let Some(refused) = self.full(&mut state) {
+            drop(state);
+            return Err(refused);
+        }
+        state.reserved += 1;
+        self.publish(&state);
+        Ok(TurnSlot(Arc::new(SlotInner {
+            gate: self.clone(),
+            held: AtomicBool::new(true),
+            principal: None,
+        })))
+    }
+
+    /// Completes a slot the edge reserved ([`reserve_early`](Self::reserve_early))
+    /// for `owner` on agent `agent`: only the principal's bound is left to
+    /// check (`429` `rate_limited`, and the slot is given back). A slot
+    /// already given back is taken again as by [`admit`](Self::admit).
+    pub(crate) fn admit_reserved(
+        self: &Arc<Self>,
+        reserved: TurnSlot,
+        agent: &str,
+        owner: &agentkit_runtime::Owner,
+    ) -> Result<TurnSlot, ApiError> {
+        let principal = match self.per_principal {
+            Some(_) if !owner.is_operator() => Some((agent.to_owned(), owner.principal_id.clone())),
+            _ => None,
+        };
+        let Some(key) = principal else {
+            return Ok(reserved);
+        };
+        let mut state = self.lock();
+        if !reserved.0.held.load(Ordering::Acquire) {
+            drop(state);
+            return self.admit(agent, owner);
+        }
+        if let Some(max) = self.per_principal
+            && state.by_principal.get(&key).copied().unwrap_or(0) >= max
+        {
+            drop(state);
+            // Dropped unlocked: giving the slot back takes the lock.
+            drop(reserved);
+            self.stats.limited.turns.fetch_add(1, Ordering::Relaxed);
+            return Err(ApiError::from(limited(
+                format!(
+                    "principal `{}` has its most turns in flight ({}, --max-turns-per-principal); retry after 1 s",
+                    owner.principal_id,
+                    self.per_principal.unwrap_or_default()
+                ),
+                1,
+            )));
+        }
+        // The reservation passes to a slot that names the principal.
+        reserved.0.held.store(false, Ordering::Release);
+        *state.by_principal.entry(key.clone()).or_default() += 1;
+        drop(state);
+        Ok(TurnSlot(Arc::new(SlotInner {
+            gate: self.clone(),
+            held: AtomicBool::new(true),
+            principal: Some(key),
+        })))
+    }
+
     /// The `503` a new turn gets now, before its request is routed (its
     /// body read, its caller authenticated): at the host's turn bound or
     /// short of descriptors, as [`admit`](Self::admit) would answer it.
@@ -442,6 +514,28 @@ impl TurnGate {
 #[derive(Debug)]
 pub(crate) struct TurnSlot(Arc<SlotInner>);
 
+/// The slot the edge reserved for a turn request before routing it
+/// ([`TurnGate::reserve_early`]), as a request extension: the turn's
+/// handler [`take`](Self::take)s it; unclaimed, it is given back when the
+/// request is dropped.
+#[derive(Debug, Clone)]
+pub(crate) struct EarlySlot(Arc<Mutex<Option<TurnSlot>>>);
+
+impl EarlySlot {
+    /// The reserved slot, once.
+    pub(crate) fn take(&self) -> Option<TurnSlot> {
+        self.0.lock().ok().and_then(|mut s| s.take())
+    }
+
+    /// The slot reserved for `request`, if the edge reserved one.
+    pub(crate) fn of(request: &Request) -> Option<TurnSlot> {
+        request
+            .extensions()
+            .get::<EarlySlot>()
+            .and_then(EarlySlot::take)
+    }
+}
+
 #[derive(Debug)]
 struct SlotInner {
     gate: Arc<TurnGate>,
@@ -515,6 +609,23 @@ pub(crate) struct EarlyRefusal {
     /// Counts an answered request as the HTTP layer does (route, status,
     /// seconds), for the requests that never reach it.
     pub(crate) count: CountHttp,
+    /// The largest body the edge reads itself before reserving the turn's
+    /// slot (the JSON body limit); a longer or unsized one (a multipart
+    /// upload, a chunked body) is routed as it comes and its handler
+    /// takes the slot.
+    pub(crate) body_cap: u64,
+}
+
+/// What the edge does with a request before routing it.
+enum Early<'a> {
+    /// Not a turn the edge handles: routed as it is.
+    Route,
+    /// A turn refused now (the answer).
+    Refused(Response),
+    /// A turn with room now, whose body (at most `body_cap`) the edge reads
+    /// before reserving its slot; the refusal that said so and the route
+    /// template.
+    Reserve(&'a EarlyRefusal, String),
 }
 
 /// Counts an answered HTTP request: route, status, seconds.
@@ -545,18 +656,31 @@ impl EarlyRefusal {
         })
     }
 
-    /// The `503` for `req` when it would start a turn and the gate is
-    /// full now; counted in `/metrics` as shed and as an HTTP answer.
-    fn refuse<B>(&self, req: &hyper::Request<B>, head: Instant) -> Option<Response> {
-        let route = self.route_of(req.method(), req.uri().path())?;
-        let refused = self.gate.refuse_early()?;
+    /// What to do with `req` ([`Early`]): a turn is refused at once while
+    /// the gate is full (counted in `/metrics` as shed and as an HTTP
+    /// answer), else its body is read here when it is sized and small.
+    fn check<B: hyper::body::Body>(&self, req: &hyper::Request<B>, head: Instant) -> Early<'_> {
+        let Some(route) = self.route_of(req.method(), req.uri().path()) else {
+            return Early::Route;
+        };
+        if let Some(refused) = self.gate.refuse_early() {
+            return Early::Refused(self.answer(&route, refused, head));
+        }
+        match req.body().size_hint().exact() {
+            Some(n) if n <= self.body_cap => Early::Reserve(self, route),
+            _ => Early::Route,
+        }
+    }
+
+    /// `refused` as answered on the edge, counted as an HTTP answer.
+    fn answer(&self, route: &str, refused: ApiError, head: Instant) -> Response {
         let response = refused.into_response();
         (self.count)(
-            &route,
+            route,
             response.status().as_u16(),
             head.elapsed().as_secs_f64(),
         );
-        Some(response)
+        response
     }
 }
 
@@ -878,21 +1002,51 @@ async fn run(listener: TcpListener, edge: Edge, orphaned: CancellationToken) -> 
                     // caller authenticated (an unread body that arrived
                     // with the head is drained; a longer one closes the
                     // connection after the answer).
-                    if let Some(response) = refusal.as_ref().and_then(|r| r.refuse(&req, head)) {
-                        drop(req);
-                        stats.shed_answered(head);
-                        slot.set(Phase::Busy);
-                        return Ok(
-                            response.map(|body| axum::body::Body::new(Answer { body, slot }))
-                        );
-                    }
-                    let mut req = req.map(|body| {
-                        if has_body {
-                            axum::body::Body::new(TimedBody::new(body, body_bounds, slot.clone()))
-                        } else {
-                            axum::body::Body::new(body)
+                    let early = refusal
+                        .as_ref()
+                        .map_or(Early::Route, |r| r.check(&req, head));
+                    let mut req = match early {
+                        Early::Refused(response) => {
+                            drop(req);
+                            stats.shed_answered(head);
+                            slot.set(Phase::Busy);
+                            return Ok(
+                                response.map(|body| axum::body::Body::new(Answer { body, slot }))
+                            );
                         }
-                    });
+                        // A turn with room: its body is read here, under
+                        // the same bounds, and then its slot reserved, so
+                        // the excess of a burst is refused on this thread
+                        // too (reserving before the body would let a slow
+                        // body hold a slot).
+                        Early::Reserve(early, route) => {
+                            match read_and_reserve(
+                                early,
+                                &route,
+                                req,
+                                body_bounds,
+                                &slot,
+                                &stats,
+                                head,
+                            )
+                            .await
+                            {
+                                Ok(req) => req,
+                                Err(response) => return Ok(response),
+                            }
+                        }
+                        Early::Route => req.map(|body| {
+                            if has_body {
+                                axum::body::Body::new(TimedBody::new(
+                                    body,
+                                    body_bounds,
+                                    slot.clone(),
+                                ))
+                            } else {
+                                axum::body::Body::new(body)
+                            }
+                        }),
+                    };
                     req.extensions_mut().insert(ConnectInfo(peer));
                     // Routed on the main runtime; dropped (the client
                     // gone, the connection closed) it is cancelled there.
@@ -957,6 +1111,57 @@ async fn run(listener: TcpListener, edge: Edge, orphaned: CancellationToken) -> 
         force_close.cancel();
     }
     Ok(())
+}
+
+/// Reads a turn request's body on the edge (under `bounds`), then
+/// reserves its slot and passes it on as an [`EarlySlot`]; else the
+/// answer: `408` when the body did not arrive in time, `400` when it could
+/// not be read, `503` when the gate filled meanwhile.
+async fn read_and_reserve(
+    early: &EarlyRefusal,
+    route: &str,
+    req: hyper::Request<Incoming>,
+    bounds: BodyBounds,
+    slot: &Arc<Slot>,
+    stats: &EdgeStats,
+    head: Instant,
+) -> Result<hyper::Request<axum::body::Body>, Response> {
+    let answer = |response: Response| {
+        slot.set(Phase::Busy);
+        response.map(|body| {
+            axum::body::Body::new(Answer {
+                body,
+                slot: slot.clone(),
+            })
+        })
+    };
+    let (parts, body) = req.into_parts();
+    let timed = TimedBody::new(body, bounds, slot.clone());
+    let bytes = match http_body_util::BodyExt::collect(timed).await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) if slot.body_timed_out.load(Ordering::Relaxed) => {
+            stats.body_timeouts.fetch_add(1, Ordering::Relaxed);
+            return Err(body_timeout(bounds, slot));
+        }
+        Err(e) => {
+            return Err(answer(
+                ApiError::bad_request(format!("the request body could not be read: {e}"))
+                    .into_response(),
+            ));
+        }
+    };
+    let reserved = match early.gate.reserve_early() {
+        Ok(reserved) => reserved,
+        Err(refused) => {
+            let response = early.answer(route, refused, head);
+            stats.shed_answered(head);
+            return Err(answer(response));
+        }
+    };
+    let mut req = hyper::Request::from_parts(parts, axum::body::Body::from(bytes));
+    req.extensions_mut()
+        .insert(EarlySlot(Arc::new(Mutex::new(Some(reserved)))));
+    Ok(req)
 }
 
 /// A task on another runtime, aborted when this is dropped.
@@ -1507,5 +1712,70 @@ mod tests {
             assert!((derived as u64) < soft, "{derived} vs {soft}");
         }
         assert!(derived >= 16);
+    }
+
+    fn user(id: &str) -> agentkit_runtime::Owner {
+        agentkit_runtime::Owner {
+            principal_id: id.to_owned(),
+            principal_type: "user".to_owned(),
+            ..agentkit_runtime::Owner::default()
+        }
+    }
+
+    fn in_flight(gate: &TurnGate) -> usize {
+        let state = gate.lock();
+        state.reserved + state.admitted.len()
+    }
+
+    #[test]
+    fn a_slot_the_edge_reserved_counts_once_and_takes_its_principal_in_the_handler()
+    -> Result<(), String> {
+        let options = EdgeOptions {
+            max_turns: Some(2),
+            max_turns_per_principal: Some(1),
+            ..EdgeOptions::default()
+        };
+        let gate = TurnGate::new(&options, Arc::new(EdgeStats::default()));
+        let first = gate.reserve_early().map_err(|e| e.message)?;
+        let second = gate.reserve_early().map_err(|e| e.message)?;
+        assert_eq!(in_flight(&gate), 2);
+        // Full: the edge refuses the third before its caller is known.
+        assert!(gate.reserve_early().is_err());
+        assert!(gate.refuse_early().is_some());
+        // The handler completes the first for `ann`: still one slot.
+        let first = gate
+            .admit_reserved(first, "a", &user("ann"))
+            .map_err(|e| e.message)?;
+        assert_eq!(in_flight(&gate), 2);
+        assert_eq!(
+            gate.lock()
+                .by_principal
+                .get(&("a".to_owned(), "ann".to_owned())),
+            Some(&1)
+        );
+        // `ann` again, past her bound: 429, and the reservation is given back.
+        let Err(refused) = gate.admit_reserved(second, "a", &user("ann")) else {
+            return Err("ann's second turn was admitted past her bound".to_owned());
+        };
+        assert_eq!(
+            refused.into_response().status(),
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        assert_eq!(in_flight(&gate), 1);
+        // Dropping a completed slot gives back the slot and the principal's.
+        drop(first);
+        assert_eq!(in_flight(&gate), 0);
+        assert!(gate.lock().by_principal.is_empty());
+        // An unclaimed reservation (the request refused before its
+        // handler took it) is given back when its extension goes.
+        let early = EarlySlot(Arc::new(Mutex::new(Some(
+            gate.reserve_early().map_err(|e| e.message)?,
+        ))));
+        let copy = early.clone();
+        assert_eq!(in_flight(&gate), 1);
+        drop(early);
+        drop(copy);
+        assert_eq!(in_flight(&gate), 0);
+        Ok(())
     }
 }

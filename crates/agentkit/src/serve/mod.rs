@@ -209,6 +209,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
         playground: parts.playground,
         shutdown: &shutdown,
         database: database.as_ref(),
+        fd_headroom: parts.edge.options.fd_headroom,
     };
     let mut agents = Vec::new();
     let mut bridged = Vec::new();
@@ -305,6 +306,7 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
                 telemetry.count_http(route, status, seconds);
             })
         },
+        body_cap: parts.edge.body_limit as u64,
     };
     let server = edge::spawn(
         listener,

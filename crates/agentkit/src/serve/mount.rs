@@ -45,6 +45,8 @@ pub(crate) struct Shared<'a> {
     pub(crate) telemetry: &'a super::telemetry::Telemetry,
     /// The database shared with other hosts (`--database-url`).
     pub(crate) database: Option<&'a agentkit_pg::PgBackend>,
+    /// `--fd-headroom`, as configured: the spare logs leave it free too.
+    pub(crate) fd_headroom: Option<u64>,
 }
 
 /// Opens `project`'s runtime (recovering what a crash interrupted) and
@@ -107,7 +109,7 @@ pub(crate) async fn mount(
         RuntimeOptions {
             state_dir: state_dir.clone(),
             default_model: shared.models.default.clone(),
-            store: store_options(),
+            store: store_options(shared.fd_headroom),
             providers: shared.models.providers.clone(),
             host_bridge: Some(agentkit_harness::HostBridge {
                 url: shared.bridge_url.to_owned(),
@@ -237,8 +239,11 @@ pub(crate) async fn mount(
 /// its spare folder before it is moved to `sessions/<id>` (default 0: at
 /// once, in the background). Crash tests set it to stop a server before a
 /// move; nothing else needs it.
-fn store_options() -> agentkit_events::StoreOptions {
-    let mut options = agentkit_events::StoreOptions::default();
+fn store_options(fd_headroom: Option<u64>) -> agentkit_events::StoreOptions {
+    let mut options = agentkit_events::StoreOptions {
+        spare_fd_reserve: fd_headroom,
+        ..agentkit_events::StoreOptions::default()
+    };
     if let Some(ms) = std::env::var("AGENTKIT_SPARE_MOVE_AFTER_MS")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
