@@ -156,6 +156,12 @@ pub struct ServeArgs {
     /// check); past it a turn is answered 503 overloaded with Retry-After.
     #[arg(long, value_name = "N")]
     fd_headroom: Option<u64>,
+    /// The threads of the HTTP edge's own runtime, where connections are
+    /// read and refusals answered beside the busy turns (default: a
+    /// quarter of the cores, at least one; none on one core; 0: the edge
+    /// shares the turns' runtime).
+    #[arg(long, value_name = "N")]
+    edge_threads: Option<usize>,
     /// How logs are written on stderr: `text`, or `json` (one object a
     /// line, with the session, turn and trace ids where known).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
@@ -356,6 +362,7 @@ async fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
             rate_limit: args.rate_limit,
             channel_rate_limit: args.channel_rate_limit,
             fd_headroom: args.fd_headroom,
+            edge_threads: args.edge_threads,
         },
         ..agentkit::ServeOptions::default()
     };

@@ -68,15 +68,33 @@ fn room(open: u64, limit: u64, reserve: Option<u64>) -> usize {
     usize::try_from(limit.saturating_sub(keep).saturating_sub(open)).unwrap_or(usize::MAX)
 }
 
-/// The process's soft descriptor limit and how many it holds now
-/// (`/proc/self/fd`, less the listing's own); `None` where either
-/// cannot be read.
-fn descriptors() -> Option<(u64, u64)> {
+/// How long a count of the process's descriptors serves refills.
+const COUNT_FOR: Duration = Duration::from_millis(100);
+
+/// How many descriptors the process holds and its soft limit
+/// (`/proc/self/fd`, less the listing's own); `None` where either cannot
+/// be read. Listed at most once per [`COUNT_FOR`] (the listing costs in
+/// proportion to what is open, and a busy host refills every few new
+/// sessions); between listings, the spares made since are added, so the
+/// count can only miss what other parts of the process opened meanwhile,
+/// which the reserve ([`room`]) is far larger than.
+fn descriptors(made: u64) -> Option<(u64, u64)> {
+    static LAST: Mutex<Option<(std::time::Instant, u64, u64, u64)>> = Mutex::new(None);
+    let mut last = lock(&LAST);
+    if let Some((at, open, limit, made_then)) = *last
+        && at.elapsed() < COUNT_FOR
+    {
+        return Some((open + made.saturating_sub(made_then), limit));
+    }
     let (limit, _) =
         nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok()?;
-    let open = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
-    Some((open.saturating_sub(1), limit))
+    let open = (std::fs::read_dir("/proc/self/fd").ok()?.count() as u64).saturating_sub(1);
+    *last = Some((std::time::Instant::now(), open, limit, made));
+    Some((open, limit))
 }
+
+/// Spares made by every store of the process (for [`descriptors`]).
+static MADE: AtomicU64 = AtomicU64::new(0);
 
 /// Below this many, a taken spare wakes the background to make more (so
 /// spares are made in batches, not one per session).
@@ -259,7 +277,7 @@ impl Spares {
                 };
                 // Near the descriptor limit, only what leaves the turns
                 // their room (the listing runs here, in the background).
-                let refill = match (refill, descriptors()) {
+                let refill = match (refill, descriptors(MADE.load(Ordering::Relaxed))) {
                     (0, _) | (_, None) => refill,
                     (n, Some((open, limit))) => n.min(room(open, limit, self.reserve)),
                 };
@@ -324,6 +342,7 @@ impl Spares {
             .append(true)
             .open(&path)
             .map_err(|e| Error::io("create", &path, e))?;
+        MADE.fetch_add(1, Ordering::Relaxed);
         Ok(Spare { dir, file })
     }
 }

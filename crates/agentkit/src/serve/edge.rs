@@ -18,12 +18,14 @@
 //! `rate_limited` past a principal's own bound.
 //!
 //! The accept loop and the connections run on a runtime and threads of
-//! their own ([`spawn`]), and each request is routed on the main runtime,
-//! where the turns run: a busy turn runtime does not delay reading a
-//! request. A request that would start a turn (`POST /v1/session`,
-//! `POST /v1/session/:id`) while the gate is full is refused there, before
-//! routing ([`EarlyRefusal`]): at saturation the refusal waits neither
-//! for the turns' tasks nor for its own body, auth or handler.
+//! their own ([`spawn`]; not on one core, see `--edge-threads`), and each
+//! request is routed on the main runtime, where the turns run: a busy
+//! turn runtime does not delay reading a request. A request that would
+//! start a turn (`POST /v1/session`, `POST /v1/session/:id`) is handled
+//! there before routing ([`EarlyRefusal`]): refused while the gate is
+//! full, else its body is read and its slot reserved ([`EarlySlot`]), so
+//! at saturation every refusal of those routes is answered there, waiting
+//! neither for the turns' tasks nor for its handler or auth.
 
 use std::collections::HashMap;
 use std::io;
@@ -120,6 +122,15 @@ pub struct EdgeOptions {
     /// a child's pipes). `None`: a sixteenth of the limit, at least 32;
     /// `Some(0)`: no check.
     pub fd_headroom: Option<u64>,
+    /// The threads of the edge's own runtime, where the accept loop and
+    /// the connections run (requests are routed on the main runtime), so
+    /// a request is read and a refusal answered without waiting behind
+    /// the turns. `None`: a quarter of the cores, at least one, when the
+    /// process may run on two cores or more, else none. `Some(0)`: the
+    /// edge runs on the main runtime (on one core a thread of its own
+    /// only takes turns with the turns' thread, for about a sixth more
+    /// CPU a turn).
+    pub edge_threads: Option<usize>,
 }
 
 impl Default for EdgeOptions {
@@ -136,6 +147,7 @@ impl Default for EdgeOptions {
             rate_limit: None,
             channel_rate_limit: None,
             fd_headroom: None,
+            edge_threads: None,
         }
     }
 }
@@ -814,9 +826,16 @@ pub(crate) async fn sample_descriptors(stats: Arc<EdgeStats>, shutdown: Cancella
     }
 }
 
-/// The threads of the edge's runtime: a quarter of the cores, at least one.
-fn edge_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| (n.get() / 4).max(1))
+/// The threads of the edge's own runtime: as configured, else a quarter
+/// of the cores the process may use, at least one, and none on one core
+/// (0: the edge runs on the main runtime).
+fn edge_threads(configured: Option<usize>) -> usize {
+    configured.unwrap_or_else(|| {
+        match std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get) {
+            0 | 1 => 0,
+            n => (n / 4).max(1),
+        }
+    })
 }
 
 /// Runs the edge ([`run`]) on a runtime of its own, on threads of its own
@@ -832,9 +851,15 @@ pub(crate) fn spawn(
     listener: TcpListener,
     edge: Edge,
 ) -> io::Result<tokio::task::JoinHandle<io::Result<()>>> {
+    let threads = edge_threads(edge.options.edge_threads);
+    if threads == 0 {
+        // On the calling (main) runtime: requests are still routed as
+        // tasks of their own, so a panicking handler gets its `500`.
+        return Ok(tokio::spawn(run(listener, edge, CancellationToken::new())));
+    }
     let listener = listener.into_std()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(edge_threads())
+        .worker_threads(threads)
         .thread_name("agentkit-edge")
         .enable_all()
         .build()?;
@@ -878,7 +903,9 @@ async fn run(listener: TcpListener, edge: Edge, orphaned: CancellationToken) -> 
         main,
         early: refusal,
     } = edge;
-    tokio::spawn(sample_wake_delay(stats.clone(), "edge", shutdown.clone()));
+    if stats.runtime.get().is_some() {
+        tokio::spawn(sample_wake_delay(stats.clone(), "edge", shutdown.clone()));
+    }
     // Shutdown, or the main runtime gone.
     let stop = {
         let stop = CancellationToken::new();

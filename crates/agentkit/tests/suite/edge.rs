@@ -843,3 +843,52 @@ fn under_a_full_turn_gate_the_edge_refuses_a_turn_before_reading_its_body() {
         super::http::scrape(s.addr()).body
     );
 }
+
+/// With `--edge-threads 0` the edge runs on the main runtime (the
+/// default on one core): turns are served and read through the same
+/// path (the body read before routing, the slot reserved), a full gate
+/// still refuses a half-sent turn before its body, and no edge runtime
+/// is sampled.
+#[test]
+fn on_the_main_runtime_the_edge_serves_and_refuses_turns_the_same_way() {
+    let s = server_with_turn(
+        EdgeOptions {
+            max_turns: Some(1),
+            body_read_timeout: Duration::from_secs(300),
+            edge_threads: Some(0),
+            ..EdgeOptions::default()
+        },
+        r#"{"steps": [{"text": "ok", "delayMs": 20000}]}"#,
+    );
+    let r = Request::post("/v1/session")
+        .json(&json!({"message": "hi"}))
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let session = r.json()["sessionId"].as_str().unwrap().to_owned();
+    let answer = raw_answer(
+        s.addr(),
+        "POST /v1/session HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{",
+        Duration::from_secs(60),
+    );
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains(r#""code":"overloaded""#), "{answer}");
+    let r = Request::get(&format!("/v1/session/{session}"))
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            super::http::scrape(s.addr())
+                .body
+                .contains(r#"agentkit_runtime_wake_delay_seconds_count{runtime="main"}"#)
+        }),
+        "the main runtime is not sampled"
+    );
+    let metrics = super::http::scrape(s.addr()).body;
+    assert!(
+        !metrics.contains(r#"runtime="edge""#),
+        "an edge runtime is sampled: {metrics}"
+    );
+    assert!(metrics.contains("agentkit_turns_shed_total 1"), "{metrics}");
+}
