@@ -315,41 +315,8 @@ impl TurnGate {
         agent: &str,
         owner: &agentkit_runtime::Owner,
     ) -> Result<TurnSlot, ApiError> {
-        let principal = match self.per_principal {
-            Some(_) if !owner.is_operator() => Some((agent.to_owned(), owner.principal_id.clone())),
-            _ => None,
-        };
-        if let Some(refused) = self.short_of_descriptors() {
-            return Err(refused);
-        }
-        let mut state = self.lock();
-        if let Some(refused) = self.full(&mut state) {
-            drop(state);
-            return Err(refused);
-        }
-        if let (Some(key), Some(max)) = (&principal, self.per_principal)
-            && state.by_principal.get(key).copied().unwrap_or(0) >= max
-        {
-            drop(state);
-            self.stats.limited.turns.fetch_add(1, Ordering::Relaxed);
-            return Err(ApiError::from(limited(
-                format!(
-                    "principal `{}` has its most turns in flight ({max}, --max-turns-per-principal); retry after 1 s",
-                    owner.principal_id
-                ),
-                1,
-            )));
-        }
-        state.reserved += 1;
-        if let Some(key) = &principal {
-            *state.by_principal.entry(key.clone()).or_default() += 1;
-        }
-        self.publish(&state);
-        Ok(TurnSlot(Arc::new(SlotInner {
-            gate: self.clone(),
-            held: AtomicBool::new(true),
-            principal,
-        })))
+        let reserved = self.reserve_early()?;
+        self.admit_reserved(reserved, agent, owner)
     }
 
     /// A slot for a turn whose caller is not known yet: the edge reserves
@@ -385,30 +352,24 @@ impl TurnGate {
         agent: &str,
         owner: &agentkit_runtime::Owner,
     ) -> Result<TurnSlot, ApiError> {
-        let principal = match self.per_principal {
-            Some(_) if !owner.is_operator() => Some((agent.to_owned(), owner.principal_id.clone())),
-            _ => None,
-        };
-        let Some(key) = principal else {
+        let (Some(max), false) = (self.per_principal, owner.is_operator()) else {
             return Ok(reserved);
         };
+        let key = (agent.to_owned(), owner.principal_id.clone());
         let mut state = self.lock();
         if !reserved.0.held.load(Ordering::Acquire) {
             drop(state);
             return self.admit(agent, owner);
         }
-        if let Some(max) = self.per_principal
-            && state.by_principal.get(&key).copied().unwrap_or(0) >= max
-        {
+        if state.by_principal.get(&key).copied().unwrap_or(0) >= max {
             drop(state);
             // Dropped unlocked: giving the slot back takes the lock.
             drop(reserved);
             self.stats.limited.turns.fetch_add(1, Ordering::Relaxed);
             return Err(ApiError::from(limited(
                 format!(
-                    "principal `{}` has its most turns in flight ({}, --max-turns-per-principal); retry after 1 s",
-                    owner.principal_id,
-                    self.per_principal.unwrap_or_default()
+                    "principal `{}` has its most turns in flight ({max}, --max-turns-per-principal); retry after 1 s",
+                    owner.principal_id
                 ),
                 1,
             )));
