@@ -6,16 +6,19 @@
 //! Writes never run on the async threads: each goes to one writer thread
 //! per database, which takes every write queued at that moment and commits
 //! them in one transaction (each in its own savepoint, so one failing
-//! write does not undo the others), then answers each caller. A write
+//! write does not undo the others), then answers each caller. A detached
+//! write (bookkeeping nobody awaits) does not wake a busy writer: it joins
+//! the next batch, at most a few milliseconds late. A write
 //! answered `Ok` is committed (WAL, `synchronous = NORMAL`: it survives
 //! the process being killed). Reads are single indexed lookups on a second
 //! connection; the bulk ones run at open inside `spawn_blocking`.
 
 use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak, mpsc};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -133,8 +136,8 @@ pub(crate) struct Db {
     path: PathBuf,
     /// Reads (and the writes made at open, before anything else runs).
     conn: Mutex<Connection>,
-    /// The writer thread's queue; it ends when this is dropped.
-    writes: Mutex<mpsc::Sender<Job>>,
+    /// The writer thread's queue; the thread ends when this is dropped.
+    writes: Arc<WriteQueue>,
     /// Jobs queued still waiting to run (for `/metrics`).
     queued: Arc<AtomicUsize>,
 }
@@ -223,16 +226,123 @@ pub(crate) fn upsert_row(
     .map(|_| ())
 }
 
-/// The writer thread: batches whatever is queued into one transaction.
-fn writer_loop(conn: Connection, jobs: mpsc::Receiver<Job>, queued: Arc<AtomicUsize>) {
-    while let Ok(first) = jobs.recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match jobs.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
+/// How late a detached write may commit while the writer is busy: it
+/// waits for the next awaited write's batch, or this long, instead of
+/// waking the writer for a transaction of its own. Under load (a commit
+/// less than this ago) the turn-end index writes of many turns share one
+/// commit; an idle writer commits a detached write at once.
+const LINGER: Duration = Duration::from_millis(5);
+
+/// The writer thread's queue. An awaited write wakes the writer at once;
+/// a detached one wakes it only from idleness, and is otherwise taken
+/// with the next batch (see [`LINGER`]). Jobs run in the order queued.
+#[derive(Debug, Default)]
+struct WriteQueue {
+    state: Mutex<QueueState>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    /// Each job, and whether its caller awaits it.
+    jobs: VecDeque<(Job, bool)>,
+    /// How many jobs in `jobs` are awaited.
+    awaited: usize,
+    /// The writer waits with nothing queued.
+    idle: bool,
+    /// The database was dropped: the writer commits what is queued and
+    /// ends.
+    closed: bool,
+}
+
+impl std::fmt::Debug for QueueState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueState")
+            .field("jobs", &self.jobs.len())
+            .field("awaited", &self.awaited)
+            .field("idle", &self.idle)
+            .field("closed", &self.closed)
+            .finish()
+    }
+}
+
+impl WriteQueue {
+    fn lock(&self) -> MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `job`; false once the writer has ended.
+    fn push(&self, job: Job, awaited: bool) -> bool {
+        let mut state = self.lock();
+        if state.closed {
+            return false;
         }
+        state.jobs.push_back((job, awaited));
+        state.awaited += usize::from(awaited);
+        let wake = awaited || state.idle;
+        drop(state);
+        if wake {
+            self.wake.notify_one();
+        }
+        true
+    }
+
+    /// Ends the writer once what is queued is committed.
+    fn close(&self) {
+        self.lock().closed = true;
+        self.wake.notify_one();
+    }
+
+    /// The next batch to commit, in queue order: at once when a job in it
+    /// is awaited (or the queue is closing), else once [`LINGER`] passed
+    /// since the writer last committed (`last`). `None` when closed and
+    /// drained.
+    fn next_batch(&self, last: Option<Instant>) -> Option<Vec<Job>> {
+        let mut state = self.lock();
+        let mut until: Option<Instant> = None;
+        loop {
+            if state.awaited > 0 || (state.closed && !state.jobs.is_empty()) {
+                break;
+            }
+            if state.jobs.is_empty() {
+                if state.closed {
+                    return None;
+                }
+                until = None;
+                state.idle = true;
+                state = self.wake.wait(state).unwrap_or_else(|e| e.into_inner());
+                state.idle = false;
+                continue;
+            }
+            let now = Instant::now();
+            let until = *until.get_or_insert_with(|| match last {
+                Some(at) if now.duration_since(at) < LINGER => at + LINGER,
+                _ => now,
+            });
+            if now >= until {
+                break;
+            }
+            state = self
+                .wake
+                .wait_timeout(state, until - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        let state = &mut *state;
+        let n = state.jobs.len().min(MAX_BATCH);
+        let mut batch = Vec::with_capacity(n);
+        for (job, awaited) in state.jobs.drain(..n) {
+            state.awaited -= usize::from(awaited);
+            batch.push(job);
+        }
+        Some(batch)
+    }
+}
+
+/// The writer thread: batches whatever is queued into one transaction.
+fn writer_loop(conn: Connection, jobs: Arc<WriteQueue>, queued: Arc<AtomicUsize>) {
+    let mut last = None;
+    while let Some(batch) = jobs.next_batch(last) {
         queued.fetch_sub(batch.len(), Ordering::Relaxed);
         // Without a transaction (BEGIN failed), each job's savepoint is
         // a transaction of its own.
@@ -252,6 +362,7 @@ fn writer_loop(conn: Connection, jobs: mpsc::Receiver<Job>, queued: Arc<AtomicUs
         for finish in finishes {
             finish(commit.as_ref().err());
         }
+        last = Some(Instant::now());
     }
 }
 
@@ -338,6 +449,12 @@ pub(crate) fn store_failed(e: &Error) -> agentkit_store::SharedError {
 /// thread) per file, whoever opens it (the runtime, the kv store).
 static OPEN: LazyLock<Mutex<HashMap<PathBuf, Weak<Db>>>> = LazyLock::new(Mutex::default);
 
+impl Drop for Db {
+    fn drop(&mut self) {
+        self.writes.close();
+    }
+}
+
 impl Db {
     /// The database of `state_dir`: the one already open in this process,
     /// else opened now. Every store of an agent (the session index,
@@ -369,19 +486,19 @@ impl Db {
         conn.execute_batch(SCHEMA).map_err(err)?;
         add_updated_at(&conn).map_err(err)?;
         let writer = open_conn(&path).map_err(err)?;
-        let (tx, rx) = mpsc::channel();
+        let writes = Arc::new(WriteQueue::default());
         let queued = Arc::new(AtomicUsize::new(0));
         std::thread::Builder::new()
             .name("agentkit-sqlite-writer".into())
             .spawn({
-                let queued = queued.clone();
-                move || writer_loop(writer, rx, queued)
+                let (writes, queued) = (writes.clone(), queued.clone());
+                move || writer_loop(writer, writes, queued)
             })
             .map_err(|e| Error::io("start the writer thread for", &path, e))?;
         Ok(Db {
             path: path.clone(),
             conn: Mutex::new(conn),
-            writes: Mutex::new(tx),
+            writes,
             queued,
         })
     }
@@ -475,14 +592,10 @@ impl Db {
             })
         });
         self.queued.fetch_add(1, Ordering::Relaxed);
-        let sent = self
-            .writes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .send(job)
-            .inspect_err(|_| {
-                self.queued.fetch_sub(1, Ordering::Relaxed);
-            });
+        let queued = self.writes.push(job, true);
+        if !queued {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+        }
         let path = self.path.clone();
         let err = move |source| Error::Db {
             path: path.clone(),
@@ -494,7 +607,6 @@ impl Db {
                 Some("the writer thread has stopped".into()),
             )
         };
-        let queued = sent.is_ok();
         async move {
             if !queued {
                 return Err(err(gone()));
@@ -538,14 +650,9 @@ impl Db {
             Box::new(|_| {})
         });
         self.queued.fetch_add(1, Ordering::Relaxed);
-        let _ = self
-            .writes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .send(job)
-            .inspect_err(|_| {
-                self.queued.fetch_sub(1, Ordering::Relaxed);
-            });
+        if !self.writes.push(job, false) {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     /// Imports the `session.json` of every session folder once, so state
@@ -1116,6 +1223,64 @@ mod tests {
         drop(db);
         // Opening again changes nothing.
         Db::open(dir.path()).unwrap();
+    }
+
+    /// Detached writes run in queue order with awaited ones, commit with
+    /// no awaited write after them (a linger late at most), and are
+    /// committed when the database is dropped.
+    #[tokio::test]
+    async fn detached_writes_keep_their_order_and_are_not_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path()).unwrap();
+        db.write(|c| c.execute_batch("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)"))
+            .await
+            .unwrap();
+        let set = |k: &'static str, v: i64| {
+            move |c: &Connection| {
+                c.execute(
+                    "INSERT INTO t VALUES (?1, ?2) ON CONFLICT(k) DO UPDATE SET v = ?2",
+                    params![k, v],
+                )
+                .map(|_| ())
+            }
+        };
+        // The writer just committed: these linger, and the awaited read
+        // after them runs after them.
+        for v in 0..50 {
+            db.write_detached_one(set("a", v));
+        }
+        let a = db
+            .write(|c| c.query_row("SELECT v FROM t WHERE k = 'a'", [], |r| r.get::<_, i64>(0)))
+            .await
+            .unwrap();
+        assert_eq!(a, 49);
+        let fresh = Connection::open(dir.path().join("agentkit.sqlite")).unwrap();
+        let committed = |k: &str| -> bool {
+            fresh
+                .query_row("SELECT count(*) FROM t WHERE k = ?1", params![k], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .unwrap()
+                == 1
+        };
+        let within = |k: &str| -> bool {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if committed(k) {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            false
+        };
+        db.write_detached_one(set("b", 1));
+        assert!(within("b"), "a detached write alone was never committed");
+        db.write_detached(set("c", 1));
+        drop(db);
+        assert!(
+            within("c"),
+            "a detached write was lost when the database closed"
+        );
     }
 
     /// Every store of an agent writes through one writer: opening the
