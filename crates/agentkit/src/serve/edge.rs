@@ -970,7 +970,11 @@ async fn run(listener: TcpListener, edge: Edge, orphaned: CancellationToken) -> 
         }
         let slot = conns.open();
         stats.open.fetch_add(1, Ordering::Relaxed);
-        let io = TokioIo::new(StallBound::new(tcp, options.write_stall_timeout));
+        let socket = Socket {
+            tcp,
+            evicted: slot.evict.clone(),
+        };
+        let io = TokioIo::new(StallBound::new(socket, options.write_stall_timeout));
         let router = router.clone();
         let service = {
             let slot = slot.clone();
@@ -1529,6 +1533,68 @@ impl Every {
                 Some(std::mem::take(&mut self.suppressed))
             }
         }
+    }
+}
+
+/// A connection's socket: closed with a reset (`SO_LINGER` 0, so no FIN
+/// exchange and no TIME_WAIT entry) when the edge closed it for room, as
+/// nginx's `reset_timedout_connection` does. Such a connection owes its
+/// client nothing (its request was incomplete, or it idled between
+/// requests); a slowloris attacker reconnecting thousands of times a
+/// second otherwise leaves as many sockets in TIME_WAIT for a minute.
+#[derive(Debug)]
+struct Socket {
+    tcp: tokio::net::TcpStream,
+    evicted: CancellationToken,
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        if self.evicted.is_cancelled()
+            && let Err(e) = self.tcp.set_zero_linger()
+        {
+            tracing::debug!(error = %e, "cannot reset an evicted connection");
+        }
+    }
+}
+
+impl AsyncRead for Socket {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Socket {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().tcp).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
     }
 }
 

@@ -339,15 +339,31 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
     })
 }
 
+/// How many connections the kernel queues for the accept loop (capped by
+/// `net.core.somaxconn`, 4,096 by default on Linux since 5.4). The
+/// standard library's and mio's 128 overflowed while the edge closed
+/// slow clients' connections at the cap to admit new ones: the kernel
+/// then dropped new connections' handshakes, and a normal client waited
+/// a SYN retransmission (1 s, then 3 s).
+const LISTEN_BACKLOG: u32 = 4096;
+
 /// Binds the listener; answers it with the address it got.
 async fn bind(listen: &options::Listen) -> Result<(tokio::net::TcpListener, SocketAddr)> {
     let failed = |source| Error::Bind {
         addr: format!("{}:{}", listen.host, listen.port),
         source,
     };
-    let listener = tokio::net::TcpListener::bind((listen.host, listen.port))
-        .await
-        .map_err(failed)?;
+    let addr = SocketAddr::new(listen.host, listen.port);
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+    }
+    .map_err(failed)?;
+    // As `TcpListener::bind` does: a restart binds while the last run's
+    // connections linger in TIME_WAIT.
+    socket.set_reuseaddr(true).map_err(failed)?;
+    socket.bind(addr).map_err(failed)?;
+    let listener = socket.listen(LISTEN_BACKLOG).map_err(failed)?;
     let addr = listener.local_addr().map_err(failed)?;
     Ok((listener, addr))
 }
