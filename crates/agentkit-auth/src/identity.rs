@@ -142,8 +142,12 @@ fn thumbprint(public: &[u8]) -> String {
 /// `Arc`; minting takes a short lock.
 pub struct IdentityIssuer {
     config: IdentityConfig,
-    /// The current key last.
+    /// The current key last; none until the first token or JWKS asks for
+    /// one.
     keys: Mutex<Vec<SigningKey>>,
+    /// When the issuer was made: the first key's creation time, so that
+    /// it rotates on the same schedule as a key made at once would.
+    made: u64,
 }
 
 impl std::fmt::Debug for IdentityIssuer {
@@ -171,11 +175,15 @@ struct Claims<'a> {
 }
 
 impl IdentityIssuer {
-    /// An issuer with a fresh key made at `now`.
+    /// An issuer whose first key dates from `now`. The key itself is made
+    /// when first needed: the first draw from the system's random source
+    /// seeds its generator from CPU jitter, about 30 ms of CPU that a host
+    /// whose agents never mint a token should not spend at start.
     pub fn new(config: IdentityConfig, now: u64) -> Result<IdentityIssuer, IdentityError> {
         Ok(IdentityIssuer {
             config,
-            keys: Mutex::new(vec![SigningKey::generate(now)?]),
+            keys: Mutex::new(Vec::new()),
+            made: now,
         })
     }
 
@@ -186,6 +194,9 @@ impl IdentityIssuer {
     /// Rotates when the current key is due, and forgets retired keys
     /// whose last token has expired past the skew.
     fn maintain(&self, keys: &mut Vec<SigningKey>, now: u64) -> Result<(), IdentityError> {
+        if keys.is_empty() {
+            keys.push(SigningKey::generate(self.made.min(now))?);
+        }
         let due = keys
             .last()
             .is_none_or(|k| now >= k.created + self.config.rotate_every.as_secs());
@@ -317,6 +328,19 @@ mod tests {
         let got = verify(&issuer.jwks(1_000_010), &bare.token);
         assert!(got.get("session").is_none() && got.get("principal").is_none());
         assert!(!format!("{bare:?}").contains(&bare.token));
+    }
+
+    /// The first key is made on first use but dates from the issuer's
+    /// making: it rotates on the schedule a key made at once would keep.
+    #[test]
+    fn the_first_key_is_made_on_first_use_and_dates_from_the_issuer() {
+        let issuer = issuer();
+        assert!(issuer.keys.lock().unwrap().is_empty());
+        let first = issuer.mint(&claims(), 1_003_000).unwrap();
+        let first_kid = decode_header(&first.token).unwrap().kid.unwrap();
+        assert_eq!(issuer.jwks(1_003_599)["keys"].as_array().unwrap().len(), 1);
+        let next = issuer.mint(&claims(), 1_003_600).unwrap();
+        assert_ne!(decode_header(&next.token).unwrap().kid.unwrap(), first_kid);
     }
 
     #[test]

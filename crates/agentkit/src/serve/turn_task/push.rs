@@ -151,7 +151,9 @@ pub(crate) struct Pushes {
     /// Where the configs are kept (opened when first needed on one host).
     store: tokio::sync::OnceCell<KvStore>,
     opener: Opener,
-    client: reqwest::Client,
+    /// Built by the first push: its TLS roots take a few milliseconds to
+    /// load, which a start should not spend on a webhook nobody set.
+    client: std::sync::OnceLock<Result<reqwest::Client, String>>,
     private_ok: bool,
     watching: Mutex<HashSet<String>>,
     /// On a shared database: who follows which task.
@@ -207,19 +209,10 @@ impl Pushes {
             }
             None => Opener::Local(dir),
         };
-        let client = reqwest::Client::builder()
-            .dns_resolver(Arc::new(Resolver { private_ok }))
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(POST_TIMEOUT)
-            .connect_timeout(POST_TIMEOUT)
-            .build()
-            .map_err(|e| crate::error::Error::Config {
-                message: format!("cannot build the A2A push client: {e}"),
-            })?;
         Ok(Pushes {
             store,
             opener,
-            client,
+            client: std::sync::OnceLock::new(),
             private_ok,
             watching: Mutex::default(),
             claims,
@@ -744,13 +737,36 @@ impl Pushes {
         futures_util::future::join_all(sends).await;
     }
 
+    /// The push client, built on first use.
+    fn client(&self) -> Result<&reqwest::Client, &str> {
+        let private_ok = self.private_ok;
+        self.client
+            .get_or_init(|| {
+                reqwest::Client::builder()
+                    .dns_resolver(Arc::new(Resolver { private_ok }))
+                    .redirect(reqwest::redirect::Policy::none())
+                    .timeout(POST_TIMEOUT)
+                    .connect_timeout(POST_TIMEOUT)
+                    .build()
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(String::as_str)
+    }
+
     async fn post(&self, task: &TaskId, config: &PushConfig, body: &[u8]) {
+        let client = match self.client() {
+            Ok(client) => client,
+            Err(e) => {
+                tracing::warn!(task = %task, config = %config.id, error = e, "cannot build the A2A push client: the notification is dropped");
+                return;
+            }
+        };
         for attempt in 0..=RETRY_WAITS.len() {
             if let Some(wait) = attempt.checked_sub(1).and_then(|i| RETRY_WAITS.get(i)) {
                 tokio::time::sleep(*wait).await;
             }
-            let mut req = self
-                .client
+            let mut req = client
                 .post(&config.url)
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(body.to_vec());
