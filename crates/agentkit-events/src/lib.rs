@@ -84,7 +84,7 @@ mod subscription;
 mod sync;
 mod text;
 
-pub use error::{Error, Result};
+pub use error::{Error, Exhausted, Result};
 pub use store::{FileEventStore, NewEvent, StoreLatency, StoreOptions};
 pub use subscription::Subscription;
 pub use sync::SyncStats;

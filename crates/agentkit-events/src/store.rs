@@ -738,8 +738,9 @@ struct LogState {
     recent_bytes: u64,
     /// Reused encoding buffer.
     scratch: Vec<u8>,
-    /// The first write error; the log is read-only from then on.
-    failed: Option<String>,
+    /// The first write error (as text, and what it ran out of); the log
+    /// is read-only from then on.
+    failed: Option<(String, Option<crate::Exhausted>)>,
     /// The file's bytes up to here are durable (synced, or journaled).
     synced: u64,
     /// Whether the bytes the file had when it was opened are durable is
@@ -995,17 +996,19 @@ impl SessionLog {
 
     fn fail(&self, state: &mut LogState, error: &Error) {
         tracing::error!(session = %self.session, %error, "event log write failed; log is now read-only");
-        state.failed = Some(error.to_string());
+        state.failed = Some((error.to_string(), error.exhausted()));
         self.flushed.send_modify(|f| f.failed = true);
     }
 
     fn failed_error(&self, state: &LogState) -> Error {
+        let (reason, exhausted) = state
+            .failed
+            .clone()
+            .unwrap_or_else(|| ("unknown error".to_owned(), None));
         Error::SessionFailed {
             session: self.session.clone(),
-            reason: state
-                .failed
-                .clone()
-                .unwrap_or_else(|| "unknown error".to_owned()),
+            reason,
+            exhausted,
         }
     }
 

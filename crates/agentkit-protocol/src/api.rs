@@ -64,6 +64,10 @@ pub enum ErrorCode {
     /// 503: the host is past a bound (turns in flight); retry after
     /// `Retry-After` seconds.
     Overloaded,
+    /// 507: the volume holding the server's state is full (no space or
+    /// no inodes left); retry after `Retry-After` seconds, once an
+    /// operator has made room.
+    StorageFull,
     /// 501: not available in this release.
     NotAvailable,
     /// 501: a channel capability this release does not have.
@@ -111,6 +115,7 @@ impl ErrorCode {
             ErrorCode::Internal => "internal",
             ErrorCode::ScheduleFailed => "schedule_failed",
             ErrorCode::Overloaded => "overloaded",
+            ErrorCode::StorageFull => "storage_full",
             ErrorCode::NotAvailable => "not_available",
             ErrorCode::NotImplemented => "not_implemented",
             ErrorCode::UpstreamError => "upstream_error",

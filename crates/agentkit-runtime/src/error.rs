@@ -1,6 +1,7 @@
 //! The runtime's errors. Each says which HTTP status the facade answers
 //! with, so the mapping lives in one place.
 
+use agentkit_events::Exhausted;
 use agentkit_protocol::{ErrorCode, InvalidSessionId};
 
 /// What a session operation can fail with.
@@ -93,8 +94,37 @@ pub enum Error {
 }
 
 impl Error {
+    /// The host resource this error ran out of (a full state volume, no
+    /// descriptors left), found along its chain of sources: a condition
+    /// of the host, answered `507` / `503` rather than `500`.
+    pub fn exhausted(&self) -> Option<Exhausted> {
+        if let Error::Store(e) = self {
+            return e.exhausted();
+        }
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = next {
+            if let Some(io) = e.downcast_ref::<std::io::Error>()
+                && let Some(x) = Exhausted::of(io)
+            {
+                return Some(x);
+            }
+            if let Some(rusqlite::Error::SqliteFailure(f, _)) = e.downcast_ref::<rusqlite::Error>()
+                && f.code == rusqlite::ErrorCode::DiskFull
+            {
+                return Some(Exhausted::Storage);
+            }
+            next = e.source();
+        }
+        None
+    }
+
     /// The stable error code of the JSON error body.
     pub fn code(&self) -> ErrorCode {
+        match self.exhausted() {
+            Some(Exhausted::Storage) => return ErrorCode::StorageFull,
+            Some(Exhausted::Descriptors) => return ErrorCode::Overloaded,
+            None => {}
+        }
         match self {
             Error::InvalidSessionId(_) => ErrorCode::InvalidSessionId,
             Error::SessionNotFound { .. } => ErrorCode::SessionNotFound,
@@ -128,6 +158,11 @@ impl Error {
 
     /// The HTTP status the facade answers with.
     pub fn status(&self) -> u16 {
+        match self.exhausted() {
+            Some(Exhausted::Storage) => return 507,
+            Some(Exhausted::Descriptors) => return 503,
+            None => {}
+        }
         match self {
             Error::InvalidSessionId(_) | Error::BadRequest { .. } | Error::InvalidInput { .. } => {
                 400
@@ -207,3 +242,44 @@ pub struct InputError {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn io(errno: i32) -> Error {
+        Error::io(
+            "create",
+            std::path::Path::new("/state/sessions/s"),
+            std::io::Error::from_raw_os_error(errno),
+        )
+    }
+
+    #[test]
+    fn a_host_out_of_storage_or_descriptors_answers_507_or_503_not_500() {
+        // ENOSPC, EMFILE, EACCES on Linux and the BSDs alike.
+        let full = io(28);
+        assert_eq!((full.status(), full.code()), (507, ErrorCode::StorageFull));
+        let fds = io(24);
+        assert_eq!((fds.status(), fds.code()), (503, ErrorCode::Overloaded));
+        let denied = io(13);
+        assert_eq!((denied.status(), denied.code()), (500, ErrorCode::Internal));
+
+        let db = Error::Db {
+            path: "/state/state.db".into(),
+            source: rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+                Some("database or disk is full".into()),
+            ),
+        };
+        assert_eq!((db.status(), db.code()), (507, ErrorCode::StorageFull));
+
+        let store = Error::Store(agentkit_events::Error::SessionFailed {
+            session: agentkit_protocol::SessionId::parse("s").unwrap(),
+            reason: "no space left on device".into(),
+            exhausted: Some(Exhausted::Storage),
+        });
+        assert_eq!(store.status(), 507);
+    }
+}

@@ -49,6 +49,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::every::Every;
 use super::http::ApiError;
 use super::limits::{LimitStats, Rate, limited};
 
@@ -1503,40 +1504,6 @@ fn is_connection_error(e: &io::Error) -> bool {
     )
 }
 
-/// A rate limit for a log line: due at most once per period, counting the
-/// times it was not.
-#[derive(Debug)]
-struct Every {
-    period: Duration,
-    last: Option<Instant>,
-    suppressed: u64,
-}
-
-impl Every {
-    fn new(period: Duration) -> Every {
-        Every {
-            period,
-            last: None,
-            suppressed: 0,
-        }
-    }
-
-    /// `Some(times suppressed since the last one)` when the line is due.
-    fn due(&mut self) -> Option<u64> {
-        let now = Instant::now();
-        match self.last {
-            Some(last) if now.duration_since(last) < self.period => {
-                self.suppressed += 1;
-                None
-            }
-            _ => {
-                self.last = Some(now);
-                Some(std::mem::take(&mut self.suppressed))
-            }
-        }
-    }
-}
-
 /// A connection's socket: closed with a reset (`SO_LINGER` 0, so no FIN
 /// exchange and no TIME_WAIT entry) when the edge closed it for room, as
 /// nginx's `reset_timedout_connection` does. Such a connection owes its
@@ -1744,16 +1711,6 @@ pub(crate) async fn request_timeout(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_rate_limited_line_is_due_once_per_period_and_counts_the_rest() {
-        let mut every = Every::new(Duration::from_secs(3600));
-        assert_eq!(every.due(), Some(0));
-        assert_eq!(every.due(), None);
-        assert_eq!(every.due(), None);
-        every.last = Some(Instant::now() - Duration::from_secs(7200));
-        assert_eq!(every.due(), Some(2));
-    }
 
     #[test]
     fn the_connection_cap_is_the_configured_one_or_below_the_fd_limit() {

@@ -66,6 +66,9 @@ impl ApiError {
 
 impl From<agentkit_runtime::Error> for ApiError {
     fn from(e: agentkit_runtime::Error) -> ApiError {
+        if let Some(resource) = e.exhausted() {
+            return exhausted(&e, resource);
+        }
         let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         if status.is_server_error() && status != StatusCode::NOT_IMPLEMENTED {
             // The detail (paths, OS errors) goes to the log, not the caller.
@@ -82,6 +85,44 @@ impl From<agentkit_runtime::Error> for ApiError {
         let mut err = ApiError::new(status, e.code(), e.to_string());
         err.details = details.and_then(|d| d.as_object().cloned());
         err
+    }
+}
+
+/// Seconds a caller is asked to wait when the state volume is full: an
+/// operator has to make room, which takes longer than a busy moment.
+const STORAGE_FULL_RETRY_AFTER: u64 = 30;
+
+/// The answer to a request the host could not serve for want of a
+/// resource of its own (a full state volume, no descriptors left): `507`
+/// `storage_full` or `503` `overloaded`, with `Retry-After`, and one log
+/// line a second however many requests it refuses.
+fn exhausted(e: &agentkit_runtime::Error, resource: agentkit_events::Exhausted) -> ApiError {
+    static LOG: std::sync::Mutex<Option<super::every::Every>> = std::sync::Mutex::new(None);
+    let due = {
+        let mut log = LOG
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        log.get_or_insert_with(|| super::every::Every::new(std::time::Duration::from_secs(1)))
+            .due()
+    };
+    if let Some(suppressed) = due {
+        // The detail (paths, OS errors) goes to the log, not the caller.
+        tracing::error!(error = %e, source = ?std::error::Error::source(e), suppressed, "request refused: the host ran out of a resource");
+    }
+    match resource {
+        agentkit_events::Exhausted::Storage => ApiError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            ErrorCode::StorageFull,
+            "the server's state volume is full (no space or no inodes left) and the request \
+             was not completed; retry once an operator has made room",
+        )
+        .retry_after(STORAGE_FULL_RETRY_AFTER),
+        agentkit_events::Exhausted::Descriptors => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Overloaded,
+            "the server has no file descriptors left; retry shortly",
+        )
+        .retry_after(1),
     }
 }
 

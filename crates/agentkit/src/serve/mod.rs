@@ -40,6 +40,7 @@ mod dev;
 mod dev_evals;
 mod edge;
 mod evals;
+mod every;
 mod files;
 mod handle;
 mod host_config;

@@ -14,6 +14,7 @@ mod edge;
 mod files;
 mod fixtures;
 mod fork;
+mod full_volume;
 mod github_app;
 mod hooks;
 mod http;

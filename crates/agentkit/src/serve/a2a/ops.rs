@@ -192,6 +192,7 @@ impl From<ApiError> for A2aError {
             ErrorCode::Unauthorized
             | ErrorCode::RateLimited
             | ErrorCode::Overloaded
+            | ErrorCode::StorageFull
             | ErrorCode::PayloadTooLarge
             | ErrorCode::NotAvailable => return A2aError::Http(api),
             // Another principal's session is not found: a task id reveals
