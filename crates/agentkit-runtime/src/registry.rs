@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use hashlink::LinkedHashMap;
 
@@ -20,6 +21,12 @@ pub(crate) type ChannelKey = (String, String);
 
 /// How many sessions stay loaded (with their fold cache) while idle.
 pub(crate) const LOADED_SESSIONS: usize = 512;
+
+/// How long a session stays loaded unused: past it, an idle session is
+/// unloaded (its fold cache with it) by the next sweep, so a host's memory
+/// follows what it serves now, not what it served at its busiest. The
+/// next message loads it again from its snapshot and log.
+pub(crate) const UNLOAD_IDLE_AFTER: Duration = Duration::from_secs(20);
 
 /// How many of the least recently used sessions one touch looks at for
 /// unloading.
@@ -36,7 +43,7 @@ pub(crate) struct Registry {
     /// Loaded sessions, least recently used first, keyed by the address
     /// of their `Arc` (a session unloaded and loaded again is a new
     /// entry): a touch and a removal are O(1), not a scan of the order.
-    hot: Mutex<LinkedHashMap<usize, Arc<Session>>>,
+    hot: Mutex<LinkedHashMap<usize, Hot>>,
     /// Serialises create-or-continue per `(channel, key)`, so two first
     /// deliveries with one new key make one session.
     key_locks: Arc<KeyLocks>,
@@ -148,14 +155,21 @@ impl Registry {
     /// Busy and parked sessions (whose approval timers need their state)
     /// stay.
     pub(crate) fn touch(&self, session: &Arc<Session>) {
+        let now = Instant::now();
         let evict: Vec<Arc<Session>> = {
             let mut hot = lock(&self.hot);
             let key = slot(session);
-            if hot.back().is_some_and(|(k, _)| *k == key) {
-                return;
-            }
-            if hot.to_back(&key).is_none() {
-                hot.insert(key, session.clone());
+            match hot.to_back(&key) {
+                Some(entry) => entry.used = now,
+                None => {
+                    hot.insert(
+                        key,
+                        Hot {
+                            session: session.clone(),
+                            used: now,
+                        },
+                    );
+                }
             }
             let mut out = Vec::new();
             // A few looks a touch, so a touch stays O(1) however many of
@@ -166,36 +180,74 @@ impl Registry {
                 let Some((key, oldest)) = hot.pop_front() else {
                     break;
                 };
-                if oldest.state().is_active() || oldest.meta().parked {
+                if pinned(&oldest.session) {
                     hot.insert(key, oldest);
                 } else {
-                    out.push(oldest);
+                    out.push(oldest.session);
                 }
             }
             out
         };
-        // A session still held (a stream being written, a worker letting
-        // go of it) goes back to the end of the order rather than out of
-        // it: dropped from the order but kept in the table, it would stay
-        // loaded for good (past saturation, most sessions at the front
-        // are still held, and the table grew with every session served).
+        self.unload(evict, now);
+    }
+
+    /// Unloads the sessions nobody used for `idle` or longer, but busy
+    /// and parked ones and those still held; answers how many it
+    /// unloaded.
+    pub(crate) fn unload_idle(&self, idle: Duration) -> usize {
+        let now = Instant::now();
+        let Some(cutoff) = now.checked_sub(idle) else {
+            return 0;
+        };
+        let candidates: Vec<Arc<Session>> = {
+            let mut hot = lock(&self.hot);
+            let mut out = Vec::new();
+            // Pinned sessions go to the back; each entry is looked at once.
+            for _ in 0..hot.len() {
+                if hot.front().is_none_or(|(_, h)| h.used > cutoff) {
+                    break;
+                }
+                let Some((key, oldest)) = hot.pop_front() else {
+                    break;
+                };
+                if pinned(&oldest.session) {
+                    hot.insert(key, oldest);
+                } else {
+                    out.push(oldest.session);
+                }
+            }
+            out
+        };
+        let count = candidates.len();
+        count - self.unload(candidates, now)
+    }
+
+    /// Unloads `sessions`, taken out of the LRU order. A session still
+    /// held (a stream being written, a worker letting go of it) goes back
+    /// to the end of the order rather than out of it: dropped from the
+    /// order but kept in the table, it would stay loaded for good (past
+    /// saturation, most sessions at the front are still held, and the
+    /// table grew with every session served). Answers how many went back.
+    fn unload(&self, sessions: Vec<Arc<Session>>, now: Instant) -> usize {
         let mut held = Vec::new();
-        for session in evict {
-            // The `evict` vector's reference (the order's, popped) is the
-            // extra one.
+        for session in sessions {
+            // The vector's reference (the order's, popped) is the extra
+            // one.
             if self.remove_unused(&session, 1) == Unload::InUse {
                 held.push(session);
             }
         }
+        let kept = held.len();
         if !held.is_empty() {
             let mut hot = lock(&self.hot);
             for session in held {
                 let key = slot(&session);
                 if hot.get(&key).is_none() {
-                    hot.insert(key, session);
+                    hot.insert(key, Hot { session, used: now });
                 }
             }
         }
+        kept
     }
 
     /// Holds `(channel, key)`'s create-or-continue lock until dropped.
@@ -212,6 +264,13 @@ impl Registry {
     }
 }
 
+/// A loaded session in the LRU order, and when it was last used.
+#[derive(Debug)]
+struct Hot {
+    session: Arc<Session>,
+    used: Instant,
+}
+
 /// What [`Registry::remove_unused`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Unload {
@@ -220,6 +279,12 @@ enum Unload {
     InUse,
     /// Not the session loaded under its id (already unloaded).
     NotLoaded,
+}
+
+/// Busy and parked sessions (whose approval timers need their state)
+/// stay loaded however long unused.
+fn pinned(session: &Session) -> bool {
+    session.state().is_active() || session.meta().parked
 }
 
 /// A loaded session's key in the LRU order: the address of its `Arc`,
@@ -301,5 +366,26 @@ mod tests {
         );
         assert!(registry.peek("ses_000000").is_none());
         assert!(lock(&registry.keys).len() <= LOADED_SESSIONS + 1);
+    }
+
+    #[test]
+    fn sessions_unused_for_the_idle_time_are_unloaded_but_held_ones_stay() {
+        let registry = Registry::default();
+        let sessions: Vec<Arc<Session>> = (0..10).map(|n| load(&registry, n)).collect();
+        // Just used: nothing is idle for a minute.
+        assert_eq!(registry.unload_idle(Duration::from_secs(60)), 0);
+        assert_eq!(registry.loaded_count(), 10);
+        // One still held (a stream being written); the rest let go.
+        let held = sessions[3].clone();
+        drop(sessions);
+        assert_eq!(registry.unload_idle(Duration::ZERO), 9);
+        assert_eq!(registry.loaded_count(), 1);
+        assert!(registry.peek("ses_000003").is_some());
+        assert_eq!(lock(&registry.keys).len(), 1);
+        // Let go, it is unloaded by the next sweep.
+        drop(held);
+        assert_eq!(registry.unload_idle(Duration::ZERO), 1);
+        assert_eq!(registry.loaded_count(), 0);
+        assert!(lock(&registry.hot).is_empty());
     }
 }

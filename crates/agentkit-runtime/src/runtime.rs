@@ -328,6 +328,7 @@ impl AgentRuntime {
         }
         runtime.commands().start_sweeper();
         runtime.commands().start_mailbox();
+        runtime.sessions().start_unloader();
         tracing::debug!(
             armed = runtime.reminders().armed().await,
             "reminders loaded"

@@ -29,7 +29,37 @@ impl AgentRuntime {
     }
 }
 
+/// How often idle sessions are looked for (see
+/// [`UNLOAD_IDLE_AFTER`](crate::registry::UNLOAD_IDLE_AFTER)).
+const UNLOAD_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Sessions<'_> {
+    /// Unloads the sessions unused for
+    /// [`UNLOAD_IDLE_AFTER`](crate::registry::UNLOAD_IDLE_AFTER), every
+    /// [`UNLOAD_EVERY`], until shutdown.
+    pub(crate) fn start_unloader(&self) {
+        let runtime = self.rt.downgrade();
+        let shutdown = self.rt.shutdown_token();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(UNLOAD_EVERY) => {}
+                    _ = shutdown.cancelled() => return,
+                }
+                let Some(runtime) = runtime.upgrade() else {
+                    return;
+                };
+                let unloaded = runtime
+                    .inner
+                    .registry
+                    .unload_idle(crate::registry::UNLOAD_IDLE_AFTER);
+                if unloaded > 0 {
+                    tracing::debug!(unloaded, "unloaded idle sessions");
+                }
+            }
+        });
+    }
+
     pub(crate) fn session_dir(&self, id: &SessionId) -> PathBuf {
         self.rt
             .inner
