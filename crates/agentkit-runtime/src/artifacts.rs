@@ -106,7 +106,10 @@ impl<'a> Held<'a> {
     }
 
     /// Appends the record's event: the running turn's, else no turn's.
-    pub(crate) async fn append(&self, data: EventData) -> Result<agentkit_protocol::Event> {
+    pub(crate) async fn append(
+        &self,
+        data: EventData,
+    ) -> Result<std::sync::Arc<agentkit_protocol::Event>> {
         let turn = if self.running {
             self.turn.as_deref()
         } else {

@@ -305,11 +305,12 @@ impl FoldCache {
 
     /// Takes events just appended, when they follow on from what the
     /// cache holds (otherwise the next refresh reads them from the log).
-    pub(crate) fn push(&mut self, appended: &[Event]) {
-        if !self.loaded || appended.first().map(|e| e.index) != Some(self.upto) {
+    pub(crate) fn push<E: std::borrow::Borrow<Event>>(&mut self, appended: &[E]) {
+        if !self.loaded || appended.first().map(|e| e.borrow().index) != Some(self.upto) {
             return;
         }
         for event in appended {
+            let event: &Event = event.borrow();
             if event.index != self.upto {
                 return;
             }

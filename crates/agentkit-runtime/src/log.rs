@@ -47,6 +47,17 @@ impl Follow {
         })
     }
 
+    /// [`next_shared`](Self::next_shared), with the event's line as the
+    /// file log holds it (newline included; a delta without its text so
+    /// far) when it came live on this host: a reader that writes the
+    /// stored shape sends those bytes rather than encoding the event.
+    pub async fn next_line(&mut self) -> Result<(Arc<Event>, Option<bytes::Bytes>)> {
+        Ok(match self {
+            Follow::File(s) => s.next_line().await?,
+            Follow::Shared(s) => (Arc::new(s.next().await?), None),
+        })
+    }
+
     /// The index of the event [`next`](Self::next) yields.
     pub fn next_index(&self) -> u64 {
         match self {
@@ -56,6 +67,11 @@ impl Follow {
     }
 }
 
+/// A shared store's appended events, as the file store answers them.
+fn shared(events: Vec<Event>) -> Vec<Arc<Event>> {
+    events.into_iter().map(Arc::new).collect()
+}
+
 impl EventLog {
     /// Appends one event and returns it with its index.
     pub async fn append(
@@ -63,7 +79,7 @@ impl EventLog {
         session: &SessionId,
         turn_id: Option<&str>,
         data: EventData,
-    ) -> Result<Event> {
+    ) -> Result<Arc<Event>> {
         Ok(match self {
             EventLog::File(s) => {
                 s.append(session, data.event_type(), turn_id, data.to_value())
@@ -72,11 +88,11 @@ impl EventLog {
             EventLog::Shared(s) => {
                 let event = NewEvent::new(turn_id.map(str::to_owned), data);
                 let mut appended = s.append_batch(session, vec![event]).await?;
-                appended.pop().ok_or_else(|| {
+                Arc::new(appended.pop().ok_or_else(|| {
                     crate::Error::Shared(agentkit_store::SharedError::Failed {
                         message: format!("session `{session}`: the store appended nothing"),
                     })
-                })?
+                })?)
             }
         })
     }
@@ -86,10 +102,10 @@ impl EventLog {
         &self,
         session: &SessionId,
         events: Vec<NewEvent>,
-    ) -> Result<Vec<Event>> {
+    ) -> Result<Vec<Arc<Event>>> {
         Ok(match self {
             EventLog::File(s) => s.append_batch(session, events).await?,
-            EventLog::Shared(s) => s.append_batch(session, events).await?,
+            EventLog::Shared(s) => shared(s.append_batch(session, events).await?),
         })
     }
 
@@ -109,10 +125,14 @@ impl EventLog {
     /// [`append_batch`](Self::append_batch) of the first events of a
     /// session whose id was just made: on files its log needs no folder
     /// made on the request (`FileEventStore::create`).
-    pub async fn create(&self, session: &SessionId, events: Vec<NewEvent>) -> Result<Vec<Event>> {
+    pub async fn create(
+        &self,
+        session: &SessionId,
+        events: Vec<NewEvent>,
+    ) -> Result<Vec<Arc<Event>>> {
         Ok(match self {
             EventLog::File(s) => s.create(session, events).await?,
-            EventLog::Shared(s) => s.append_batch(session, events).await?,
+            EventLog::Shared(s) => shared(s.append_batch(session, events).await?),
         })
     }
 

@@ -34,7 +34,7 @@ pub(crate) const SNAPSHOT_FILE: &str = "fold.ndjson";
 
 /// Hands events the runtime just appended to the session's fold cache, if
 /// nobody is refreshing it (a refresh reads them from the log instead).
-fn feed(session: &Session, appended: &[Event]) {
+fn feed(session: &Session, appended: &[Arc<Event>]) {
     if let Ok(mut cache) = session.fold.try_lock() {
         cache.push(appended);
     }
@@ -252,7 +252,7 @@ impl Turns<'_> {
         id: &SessionId,
         turn: Option<&str>,
         data: EventData,
-    ) -> Result<Event> {
+    ) -> Result<Arc<Event>> {
         let event = self.rt.inner.store.append(id, turn, data).await?;
         if let Some(session) = self.rt.sessions().peek(id.as_str()) {
             feed(&session, std::slice::from_ref(&event));

@@ -6,8 +6,8 @@ use serde_json::json;
 
 use super::{id, log_path, store};
 
-fn indices(events: &[Event]) -> Vec<u64> {
-    events.iter().map(|e| e.index).collect()
+fn indices<E: std::borrow::Borrow<Event>>(events: &[E]) -> Vec<u64> {
+    events.iter().map(|e| e.borrow().index).collect()
 }
 
 #[tokio::test]
@@ -31,9 +31,12 @@ async fn append_then_read_round_trips_through_the_file() {
 
     assert_eq!(
         store.read(&s, 0).await.unwrap(),
-        vec![first.clone(), second.clone()]
+        vec![Event::clone(&first), Event::clone(&second)]
     );
-    assert_eq!(store.read(&s, 1).await.unwrap(), vec![second.clone()]);
+    assert_eq!(
+        store.read(&s, 1).await.unwrap(),
+        vec![Event::clone(&second)]
+    );
     assert_eq!(store.read(&s, 2).await.unwrap(), vec![]);
     assert_eq!(store.read(&s, 99).await.unwrap(), vec![]);
     assert_eq!(store.len(&s).await.unwrap(), 2);

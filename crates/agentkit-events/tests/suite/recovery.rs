@@ -18,6 +18,7 @@ async fn five_event_log() -> (Vec<u8>, Vec<Event>) {
             store
                 .append(&s, EventType::MessageAppended, Some("turn_1"), data)
                 .await
+                .map(std::sync::Arc::unwrap_or_clone)
                 .unwrap(),
         );
     }
@@ -63,7 +64,7 @@ async fn a_torn_tail_is_cut_at_every_byte_offset() {
         let store = FileEventStore::open(&dir, StoreOptions::default()).unwrap();
         let again = store.read(&s, 0).await.unwrap();
         assert_eq!(again.len(), whole_lines + 1, "cut at {cut}");
-        assert_eq!(again[whole_lines], next);
+        assert_eq!(again[whole_lines], *next);
     }
 }
 

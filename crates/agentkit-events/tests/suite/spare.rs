@@ -75,7 +75,13 @@ async fn a_new_session_needs_no_folder_and_every_reader_finds_it() {
     );
     assert_eq!(store.len(&s).await.unwrap(), 2);
     let read = store.read(&s, 0).await.unwrap();
-    assert_eq!(read, events);
+    assert_eq!(
+        read,
+        events
+            .iter()
+            .map(|e| agentkit_protocol::Event::clone(e))
+            .collect::<Vec<_>>()
+    );
     let mut follow = store.subscribe(&s, 1).await.unwrap();
     assert_eq!(follow.next().await.unwrap().index, 1);
 
@@ -158,7 +164,13 @@ async fn a_power_cut_before_the_move_is_replayed_from_the_journal() {
     let reopened = FileEventStore::open(dir.path(), unmoved()).unwrap();
     let read: Vec<SessionId> = reopened.sessions().await.unwrap();
     assert_eq!(read, vec![s.clone(), id("first")]);
-    assert_eq!(reopened.read(&s, 0).await.unwrap(), events);
+    assert_eq!(
+        reopened.read(&s, 0).await.unwrap(),
+        events
+            .iter()
+            .map(|e| agentkit_protocol::Event::clone(e))
+            .collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test]

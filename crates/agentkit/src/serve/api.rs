@@ -19,7 +19,7 @@ use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::agent::{AgentState, Mounted};
 use super::edge::{EarlySlot, TurnGate, TurnSlot};
@@ -253,13 +253,29 @@ fn ndjson(body: Body) -> Response {
     resp
 }
 
-fn line(event: &agentkit_protocol::Event, text: bool) -> Bytes {
-    let mut bytes = if !text
-        && event.event_type == agentkit_protocol::EventType::MessageAppended
+/// Whether the log's line of `event` leaves out part of it: a delta's
+/// text so far (see `agentkit_events::strip_text`).
+fn stripped(event: &agentkit_protocol::Event) -> bool {
+    event.event_type == agentkit_protocol::EventType::MessageAppended
+        && event.data.get("delta").is_some_and(Value::is_string)
         && event.data.get("text").is_some()
-    {
+}
+
+/// The event's line: as the log stores it without `text` (a delta loses
+/// its text so far), whole with it.
+fn line(event: &agentkit_protocol::Event, text: bool) -> Bytes {
+    let mut bytes = if !text && stripped(event) {
         let mut bare = event.clone_envelope();
-        bare.data = json!({"delta": event.data.get("delta").cloned().unwrap_or(Value::Null)});
+        bare.data = Value::Object(
+            event
+                .data
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(k, _)| k.as_str() != "text")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        );
         serde_json::to_vec(&bare).unwrap_or_default()
     } else {
         serde_json::to_vec(event).unwrap_or_default()
@@ -281,8 +297,14 @@ pub(crate) async fn stream(
     // stream ends when the client goes away (the body is dropped) or the
     // server shuts down.
     let events = futures_util::stream::unfold(sub, move |mut sub| async move {
-        match sub.next_shared().await {
-            Ok(event) => Some((Ok::<Bytes, Infallible>(line(&event, text)), sub)),
+        match sub.next_line().await {
+            // The stored line is the line to send, written as is rather
+            // than encoded again, unless `text` asks for a delta's text
+            // so far, which the log leaves out.
+            Ok((event, Some(stored))) if !text || !stripped(&event) => {
+                Some((Ok::<Bytes, Infallible>(stored), sub))
+            }
+            Ok((event, _)) => Some((Ok::<Bytes, Infallible>(line(&event, text)), sub)),
             Err(e) => {
                 tracing::warn!(error = %e, "stream ended by a store error");
                 None

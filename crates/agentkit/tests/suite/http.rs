@@ -534,6 +534,105 @@ fn replay_from_any_index_while_events_are_appended() {
     }
 }
 
+/// Raw lines of `id`'s stream (`query` appended) from 0 until the
+/// `session.waiting` at or past index `past`.
+fn raw_lines(addr: SocketAddr, id: &str, query: &str, past: u64) -> Vec<Vec<u8>> {
+    let mut lines = Request::get(&format!("/bot/v1/session/{id}/stream?startIndex=0{query}"))
+        .stream(addr)
+        .unwrap();
+    let mut out = Vec::new();
+    while let Some(line) = lines.next_line().unwrap() {
+        let e: Value = serde_json::from_slice(&line).unwrap();
+        out.push(line);
+        if e["type"] == "session.waiting" && e["index"].as_u64().unwrap() >= past {
+            break;
+        }
+    }
+    out
+}
+
+#[test]
+fn streamed_lines_are_the_stored_lines_but_a_deltas_text() {
+    let s = server(&[], ServeOptions::default());
+    let created = create(&s, "one");
+    let id = created["sessionId"].as_str().unwrap().to_owned();
+    let token = created["continuationToken"].as_str().unwrap().to_owned();
+    let first = stream_until(&s, &id, 0, "session.waiting");
+    let settled = first.last().unwrap()["index"].as_u64().unwrap();
+    // Followers from index 0 while the long third turn is written: its
+    // events reach them live, the first turn's from memory or the file.
+    let followers: Vec<_> = ["&text=false", "", "&text=true"]
+        .into_iter()
+        .map(|query| {
+            let (addr, id) = (s.addr(), id.clone());
+            std::thread::spawn(move || (query, raw_lines(addr, &id, query, settled + 4)))
+        })
+        .collect();
+    let mut token = token;
+    let mut lines = Request::get(&format!(
+        "/bot/v1/session/{id}/stream?startIndex={}",
+        settled + 1
+    ))
+    .stream(s.addr())
+    .unwrap();
+    for message in ["two", "three"] {
+        let r = s.send(
+            Request::post(&format!("/bot/v1/session/{id}"))
+                .json(&json!({"message": message, "continuationToken": token})),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        token = r.json()["continuationToken"].as_str().unwrap().to_owned();
+        if message == "two" {
+            lines.until("turn.started").unwrap();
+        }
+    }
+    let streams: Vec<_> = followers.into_iter().map(|f| f.join().unwrap()).collect();
+    let count = streams[0].1.len();
+    // The log, once the session's folder is in place.
+    let path = s
+        ._dir
+        .path()
+        .join(format!("state/bot/sessions/{id}/events.ndjson"));
+    let mut stored = Vec::new();
+    for _ in 0..500 {
+        stored = std::fs::read(&path).unwrap_or_default();
+        if stored.split(|b| *b == b'\n').count() > count {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let stored: Vec<&[u8]> = stored.split(|b| *b == b'\n').take(count).collect();
+    assert_eq!(
+        stored.len(),
+        count,
+        "the log has fewer lines than the stream"
+    );
+    let deltas = stored
+        .iter()
+        .filter(|l| l.starts_with(br#"{"type":"message.appended""#))
+        .count();
+    assert!(deltas > 50, "the long turn streamed {deltas} deltas");
+    for (query, got) in &streams {
+        assert_eq!(got.len(), count, "{query}");
+        for (line, log) in got.iter().zip(&stored) {
+            let e: Value = serde_json::from_slice(line).unwrap();
+            if *query == "&text=false" || e["type"] != "message.appended" {
+                assert_eq!(
+                    String::from_utf8_lossy(line),
+                    String::from_utf8_lossy(log),
+                    "stream{query}"
+                );
+            } else {
+                // With its text so far, and otherwise the stored line.
+                let mut bare = e.clone();
+                bare["data"].as_object_mut().unwrap().remove("text");
+                assert!(e["data"]["text"].is_string(), "{e}");
+                assert_eq!(bare, serde_json::from_slice::<Value>(log).unwrap());
+            }
+        }
+    }
+}
+
 #[test]
 fn single_mode_mounts_at_the_root() {
     let s = server(
