@@ -18,6 +18,8 @@
 //! - `tool`: the same levels with one server tool call per turn (the model
 //!   asks for `printf`, sandboxed as every server tool is by default, then
 //!   answers the short reply): what a tool call adds to a turn.
+//! - `tool-worker`: the same with the tool a Python worker (`[worker]`,
+//!   `concurrency = 64`): a call is a line each way to one process.
 //! - `ttfe`: the concurrency-1 level alone (POST start → first line).
 //! - `rss`: RSS idle after boot, per settled stored session, and per stored
 //!   session after a restart.
@@ -67,6 +69,7 @@ const LEVELS: &[(usize, usize)] = &[(1, 500), (8, 2_000), (64, 5_000)];
 const SECTIONS: &[&str] = &[
     "throughput",
     "tool",
+    "tool-worker",
     "ttfe",
     "rss",
     "log",
@@ -78,6 +81,9 @@ const SECTIONS: &[&str] = &[
 const SHORT: &str = "short";
 /// The tool workload's agent: one `printf` call, then the short reply.
 const TOOL: &str = "tool";
+/// The same turn with the tool a Python worker (`worker = true`): one
+/// process started on the first call, then a line each way per call.
+const TOOL_WORKER: &str = "tool-worker";
 const LONG: &str = "long";
 const SOAK: &str = "soak";
 
@@ -260,6 +266,10 @@ async fn run(env: &Env, args: &Args) {
         let (text, value) = throughput(env, project, LEVELS, TOOL).await;
         section("tool", text, value);
     }
+    if wanted("tool-worker") {
+        let (text, value) = throughput(env, project, LEVELS, TOOL_WORKER).await;
+        section("tool-worker", text, value);
+    }
     if wanted("rss") {
         let (text, value) = rss(env, project).await;
         section("rss", text, value);
@@ -363,6 +373,28 @@ fn write_project(dir: &Path) {
         {"text": short_reply()},
     ]}]});
     std::fs::write(agent.join("script.json"), script.to_string()).unwrap();
+    let worker = dir.join(TOOL_WORKER).join("agent");
+    std::fs::create_dir_all(worker.join("tools")).unwrap();
+    for file in ["agent.toml", "instructions.md", "script.json"] {
+        std::fs::copy(agent.join(file), worker.join(file)).unwrap();
+    }
+    std::fs::write(
+        worker.join("tools/stamp.toml"),
+        "description = \"Prints ok\"\ncommand = [\"python3\", \"stamp.py\"]\n[worker]\nconcurrency = 64\n",
+    )
+    .unwrap();
+    // The protocol's helper as the docs give it, answering `ok`.
+    std::fs::write(
+        worker.join("tools/stamp.py"),
+        "import json, sys\n\
+         for line in sys.stdin:\n\
+         \x20   if not line.strip():\n\
+         \x20       continue\n\
+         \x20   call = json.loads(line)\n\
+         \x20   sys.stdout.write(json.dumps({\"id\": call[\"id\"], \"output\": \"ok\"}) + \"\\n\")\n\
+         \x20   sys.stdout.flush()\n",
+    )
+    .unwrap();
 }
 
 // ---------------------------------------------------------------------------
@@ -670,6 +702,10 @@ async fn throughput(
         String::from(
             "== tool turns/s and CPU per turn (model → one sandboxed `printf` → scripted 20-token reply; a fresh server per level)\n",
         )
+    } else if slug == TOOL_WORKER {
+        String::from(
+            "== tool turns/s and CPU per turn, the tool a sandboxed Python worker (model → one call → scripted 20-token reply; a fresh server per level; the worker process's own CPU is not in the server's)\n",
+        )
     } else {
         String::from(
             "== turns/s and CPU per turn (scripted 20-token reply; a fresh server per level)\n",
@@ -706,8 +742,8 @@ async fn throughput(
         for i in 0..20 {
             let _ = turn(&env.http, &server.base, slug, None, &format!("warm up {i}")).await;
         }
-        if slug == TOOL
-            && let Err(e) = tool_ran(&env.http, &server.base).await
+        if (slug == TOOL || slug == TOOL_WORKER)
+            && let Err(e) = tool_ran(&env.http, &server.base, slug).await
         {
             let _ = writeln!(text, "{concurrency:>4} the tool did not run: {e}");
             rows.push(json!({"concurrency": concurrency, "error": e}));
@@ -766,10 +802,10 @@ async fn throughput(
 
 /// One tool turn, read whole: its `action.result` must be the tool's
 /// own `ok`, so the tool workload measures a call that ran.
-async fn tool_ran(http: &reqwest::Client, base: &str) -> Result<(), String> {
-    let t = turn(http, base, TOOL, None, "check").await?;
+async fn tool_ran(http: &reqwest::Client, base: &str, slug: &str) -> Result<(), String> {
+    let t = turn(http, base, slug, None, "check").await?;
     let url = format!(
-        "{base}/{TOOL}/v1/session/{}/stream?startIndex=0",
+        "{base}/{slug}/v1/session/{}/stream?startIndex=0",
         t.cursor.session_id
     );
     let mut lines = get_lines(http, &url).await?;
