@@ -85,7 +85,7 @@ mod sync;
 mod text;
 
 pub use error::{Error, Exhausted, Result};
-pub use store::{FileEventStore, NewEvent, Published, StoreLatency, StoreOptions};
+pub use store::{FileEventStore, NewEvent, StoreLatency, StoreOptions};
 pub use subscription::Subscription;
 pub use sync::SyncStats;
 /// The stored shape of `message.appended` (its `delta` only) and the

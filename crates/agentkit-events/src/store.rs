@@ -9,8 +9,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use bytes::Bytes;
-
 use agentkit_protocol::{Event, EventData, EventType, SessionId};
 use chrono::{SecondsFormat, Utc};
 use hashlink::LinkedHashMap;
@@ -28,17 +26,6 @@ use crate::text::{self, Rebuild};
 
 /// The name of a session's log inside its directory.
 pub(crate) const LOG_FILE: &str = "events.ndjson";
-
-/// A published event and its line as the log holds it (newline
-/// included): a follower that wants the stored shape (deltas without their
-/// text so far) writes the line as is instead of encoding the event again.
-#[derive(Debug, Clone)]
-pub struct Published {
-    /// The event as live followers get it (a delta with its whole text).
-    pub event: Arc<Event>,
-    /// The log's line of it.
-    pub line: Bytes,
-}
 
 /// How a [`FileEventStore`] buffers and fans out.
 #[derive(Debug, Clone)]
@@ -705,7 +692,7 @@ pub(crate) struct SessionLog {
     /// commit). No `.await` sits inside that window, so a cancelled append
     /// can never leave the count stuck.
     pending: AtomicUsize,
-    sender: broadcast::Sender<Published>,
+    sender: broadcast::Sender<Arc<Event>>,
     /// The store-wide tap (see [`FileEventStore::tap`]).
     tap: broadcast::Sender<Arc<Event>>,
     /// The published length, for appenders waiting on someone else's flush.
@@ -744,13 +731,13 @@ struct LogState {
     /// The logical file length, buffered bytes included.
     end: u64,
     /// Events written but not yet flushed, in index order.
-    unpublished: Vec<Published>,
+    unpublished: Vec<Arc<Event>>,
     /// The last published events (at most [`RECENT_EVENTS`], and
     /// [`RECENT_BYTES`] of their lines): a follower that starts a little
     /// behind the end (the stream a client opens right after its `POST`)
     /// is served from here, without a trip to the blocking pool, an
     /// `open` and a parse of the file.
-    recent: VecDeque<Published>,
+    recent: VecDeque<Arc<Event>>,
     /// The line bytes of `recent`.
     recent_bytes: u64,
     /// Reused encoding buffer.
@@ -918,28 +905,21 @@ impl SessionLog {
             return Err(self.failed_error(state));
         }
         let mut events = Vec::with_capacity(batch.len());
-        let lines = self.encode_locked(state, batch, |event| events.push(Arc::new(event)))?;
-        state
-            .unpublished
-            .extend(events.iter().zip(lines).map(|(event, line)| Published {
-                event: event.clone(),
-                line,
-            }));
+        self.encode_locked(state, batch, |event| events.push(Arc::new(event)))?;
+        state.unpublished.extend(events.iter().cloned());
         Ok(events)
     }
 
     /// Encodes `batch` as the log's next lines into its buffer, the whole
     /// batch before any of it is buffered (an encoding error leaves the
     /// log untouched), and hands each event to `each` in the wire shape.
-    /// A delta's line keeps only its delta (see [`text::strip`]). Answers
-    /// each event's line (with its newline); a batch's lines share one
-    /// allocation.
+    /// A delta's line keeps only its delta (see [`text::strip`]).
     fn encode_locked(
         &self,
         state: &mut LogState,
         batch: Vec<NewEvent>,
         mut each: impl FnMut(Event),
-    ) -> Result<Vec<Bytes>> {
+    ) -> Result<()> {
         let at = Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true);
         let count = batch.len() as u64;
         let mut starts = Vec::with_capacity(batch.len());
@@ -966,23 +946,11 @@ impl SessionLog {
         }
         let scratch = std::mem::take(&mut state.scratch);
         state.buffer.extend_from_slice(&scratch);
-        let all = Bytes::copy_from_slice(&scratch);
-        let base = state.end;
-        let ends = starts
-            .iter()
-            .skip(1)
-            .copied()
-            .chain([base + all.len() as u64]);
-        let lines = starts
-            .iter()
-            .zip(ends)
-            .map(|(&start, end)| all.slice(as_usize(start - base)..as_usize(end - base)))
-            .collect();
         state.end += scratch.len() as u64;
         state.scratch = scratch;
         state.len += count;
         state.offsets.extend(starts);
-        Ok(lines)
+        Ok(())
     }
 
     /// Pushes buffered lines to the OS, then sends them to subscribers.
@@ -1005,11 +973,11 @@ impl SessionLog {
             }
         }
         let unpublished = std::mem::take(&mut state.unpublished);
-        for published in unpublished {
+        for event in unpublished {
             // An error only means nobody is listening right now.
-            let _ = self.tap.send(published.event.clone());
-            let _ = self.sender.send(published.clone());
-            remember(state, published);
+            let _ = self.tap.send(event.clone());
+            let _ = self.sender.send(event.clone());
+            remember(state, event);
         }
         state.published = state.len;
         let published = state.published;
@@ -1020,8 +988,8 @@ impl SessionLog {
     /// The published events from `start` on, if the recent ones reach
     /// back that far (under the state lock, with the subscription's
     /// snapshot).
-    fn recent_from(state: &LogState, start: u64) -> Option<Vec<Published>> {
-        let first = state.recent.front()?.event.index;
+    fn recent_from(state: &LogState, start: u64) -> Option<Vec<Arc<Event>>> {
+        let first = state.recent.front()?.index;
         if start < first || start >= state.published {
             return None;
         }
@@ -1228,8 +1196,8 @@ const RECENT_BYTES: u64 = 64 * 1024;
 /// Adds a just-published event to the log's recent ones (its line's size
 /// from the offsets), dropping the oldest past either bound. An event too
 /// large for the budget empties it: the recent ones must stay contiguous.
-fn remember(state: &mut LogState, event: Published) {
-    let size = line_size(state, event.event.index);
+fn remember(state: &mut LogState, event: Arc<Event>) {
+    let size = line_size(state, event.index);
     if size > RECENT_BYTES {
         state.recent.clear();
         state.recent_bytes = 0;
@@ -1243,7 +1211,7 @@ fn remember(state: &mut LogState, event: Published) {
         };
         state.recent_bytes = state
             .recent_bytes
-            .saturating_sub(line_size(state, old.event.index));
+            .saturating_sub(line_size(state, old.index));
     }
 }
 

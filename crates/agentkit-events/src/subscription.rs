@@ -5,11 +5,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use agentkit_protocol::Event;
-use bytes::Bytes;
 use tokio::sync::broadcast::{self, error::RecvError};
 
 use crate::error::{Error, Result};
-use crate::store::{Published, SessionLog};
+use crate::store::SessionLog;
 use crate::text::Rebuild;
 
 /// How many events one catch-up read fetches at most.
@@ -29,13 +28,11 @@ pub struct Subscription {
     next: u64,
     /// Events below this index are read from the file, not the channel.
     replay_until: u64,
-    /// Events to yield, with their log line when they came live (a replay
-    /// read from the file has none: its deltas get their text back).
-    backlog: VecDeque<(Arc<Event>, Option<Bytes>)>,
+    backlog: VecDeque<Arc<Event>>,
     /// A live event that arrived ahead of `next`, kept until the gap before
     /// it has been read from the file.
-    held: Option<Published>,
-    receiver: broadcast::Receiver<Published>,
+    held: Option<Arc<Event>>,
+    receiver: broadcast::Receiver<Arc<Event>>,
     /// Completes stored deltas read from the file with their text.
     rebuild: Rebuild,
 }
@@ -45,7 +42,7 @@ impl Subscription {
         log: Arc<SessionLog>,
         start: u64,
         replay_until: u64,
-        receiver: broadcast::Receiver<Published>,
+        receiver: broadcast::Receiver<Arc<Event>>,
     ) -> Subscription {
         Subscription {
             log,
@@ -66,21 +63,18 @@ impl Subscription {
     /// published events, from `next` to the end of the snapshot, as
     /// live subscribers got them: their text is whole), so nothing is
     /// read from the file.
-    pub(crate) fn seed(&mut self, recent: Vec<Published>) {
-        debug_assert_eq!(recent.first().map(|p| p.event.index), Some(self.next));
-        if recent.first().map(|p| p.event.index) != Some(self.next) {
+    pub(crate) fn seed(&mut self, recent: Vec<Arc<Event>>) {
+        debug_assert_eq!(recent.first().map(|e| e.index), Some(self.next));
+        if recent.first().map(|e| e.index) != Some(self.next) {
             return;
         }
-        for p in &recent {
-            self.rebuild.follow_live(&p.event);
+        for event in &recent {
+            self.rebuild.follow_live(event);
         }
         if let Some(last) = recent.last() {
-            self.replay_until = self.replay_until.min(last.event.index + 1);
+            self.replay_until = self.replay_until.min(last.index + 1);
         }
-        self.backlog = recent
-            .into_iter()
-            .map(|p| (p.event, Some(p.line)))
-            .collect();
+        self.backlog = recent.into();
     }
 
     /// The index of the event [`next`](Self::next) will yield.
@@ -97,18 +91,10 @@ impl Subscription {
     /// [`next`](Self::next), sharing the event with the other followers
     /// instead of copying it (for a reader that only serializes it).
     pub async fn next_shared(&mut self) -> Result<Arc<Event>> {
-        self.next_line().await.map(|(event, _)| event)
-    }
-
-    /// [`next_shared`](Self::next_shared), with the event's line as the
-    /// log holds it (newline included; a delta without its text so far)
-    /// when it came live: a reader that writes the stored shape sends
-    /// those bytes instead of encoding the event again.
-    pub async fn next_line(&mut self) -> Result<(Arc<Event>, Option<Bytes>)> {
         loop {
-            if let Some((event, line)) = self.backlog.pop_front() {
+            if let Some(event) = self.backlog.pop_front() {
                 self.next = event.index + 1;
-                return Ok((event, line));
+                return Ok(event);
             }
             if self.next < self.replay_until {
                 let end = self.replay_until.min(self.next + REPLAY_CHUNK);
@@ -122,32 +108,32 @@ impl Subscription {
                 self.log
                     .rebuild(&mut self.rebuild, self.next, &mut events)
                     .await?;
-                self.backlog = events.into_iter().map(|e| (Arc::new(e), None)).collect();
+                self.backlog = events.into_iter().map(Arc::new).collect();
                 continue;
             }
-            if let Some(p) = self.held.take() {
-                if p.event.index == self.next {
+            if let Some(event) = self.held.take() {
+                if event.index == self.next {
                     self.next += 1;
-                    self.rebuild.follow_live(&p.event);
-                    return Ok((p.event, Some(p.line)));
+                    self.rebuild.follow_live(&event);
+                    return Ok(event);
                 }
-                if p.event.index > self.next {
-                    self.replay_until = p.event.index;
-                    self.held = Some(p);
+                if event.index > self.next {
+                    self.replay_until = event.index;
+                    self.held = Some(event);
                 }
                 continue;
             }
             match self.receiver.recv().await {
-                Ok(p) if p.event.index < self.next => {}
-                Ok(p) if p.event.index == self.next => {
+                Ok(event) if event.index < self.next => {}
+                Ok(event) if event.index == self.next => {
                     self.next += 1;
-                    self.rebuild.follow_live(&p.event);
-                    return Ok((p.event, Some(p.line)));
+                    self.rebuild.follow_live(&event);
+                    return Ok(event);
                 }
-                Ok(p) => {
+                Ok(event) => {
                     // A gap, which only a lag can cause: read it from the file.
-                    self.replay_until = p.event.index;
-                    self.held = Some(p);
+                    self.replay_until = event.index;
+                    self.held = Some(event);
                 }
                 Err(RecvError::Lagged(_)) => {
                     // The channel dropped events we had not seen; everything

@@ -47,17 +47,6 @@ impl Follow {
         })
     }
 
-    /// [`next_shared`](Self::next_shared), with the event's line as the
-    /// file log holds it (newline included; a delta without its text so
-    /// far) when it came live on this host: a reader that writes the
-    /// stored shape sends those bytes rather than encoding the event.
-    pub async fn next_line(&mut self) -> Result<(Arc<Event>, Option<bytes::Bytes>)> {
-        Ok(match self {
-            Follow::File(s) => s.next_line().await?,
-            Follow::Shared(s) => (Arc::new(s.next().await?), None),
-        })
-    }
-
     /// The index of the event [`next`](Self::next) yields.
     pub fn next_index(&self) -> u64 {
         match self {

@@ -297,14 +297,8 @@ pub(crate) async fn stream(
     // stream ends when the client goes away (the body is dropped) or the
     // server shuts down.
     let events = futures_util::stream::unfold(sub, move |mut sub| async move {
-        match sub.next_line().await {
-            // The stored line is the line to send, written as is rather
-            // than encoded again, unless `text` asks for a delta's text
-            // so far, which the log leaves out.
-            Ok((event, Some(stored))) if !text || !stripped(&event) => {
-                Some((Ok::<Bytes, Infallible>(stored), sub))
-            }
-            Ok((event, _)) => Some((Ok::<Bytes, Infallible>(line(&event, text)), sub)),
+        match sub.next_shared().await {
+            Ok(event) => Some((Ok::<Bytes, Infallible>(line(&event, text)), sub)),
             Err(e) => {
                 tracing::warn!(error = %e, "stream ended by a store error");
                 None
