@@ -171,22 +171,9 @@ impl Registry {
                     );
                 }
             }
-            let mut out = Vec::new();
             // A few looks a touch, so a touch stays O(1) however many of
             // the oldest are busy; the excess goes over the next touches.
-            let mut looks = 0;
-            while hot.len() > LOADED_SESSIONS && looks < EVICT_LOOKS {
-                looks += 1;
-                let Some((key, oldest)) = hot.pop_front() else {
-                    break;
-                };
-                if pinned(&oldest.session) {
-                    hot.insert(key, oldest);
-                } else {
-                    out.push(oldest.session);
-                }
-            }
-            out
+            take_oldest(&mut hot, EVICT_LOOKS, |hot| hot.len() > LOADED_SESSIONS)
         };
         self.unload(evict, now);
     }
@@ -199,24 +186,13 @@ impl Registry {
         let Some(cutoff) = now.checked_sub(idle) else {
             return 0;
         };
-        let candidates: Vec<Arc<Session>> = {
+        let candidates = {
             let mut hot = lock(&self.hot);
-            let mut out = Vec::new();
-            // Pinned sessions go to the back; each entry is looked at once.
-            for _ in 0..hot.len() {
-                if hot.front().is_none_or(|(_, h)| h.used > cutoff) {
-                    break;
-                }
-                let Some((key, oldest)) = hot.pop_front() else {
-                    break;
-                };
-                if pinned(&oldest.session) {
-                    hot.insert(key, oldest);
-                } else {
-                    out.push(oldest.session);
-                }
-            }
-            out
+            // Each entry is looked at once at most.
+            let looks = hot.len();
+            take_oldest(&mut hot, looks, |hot| {
+                hot.front().is_some_and(|(_, h)| h.used <= cutoff)
+            })
         };
         let count = candidates.len();
         count - self.unload(candidates, now)
@@ -279,6 +255,30 @@ enum Unload {
     InUse,
     /// Not the session loaded under its id (already unloaded).
     NotLoaded,
+}
+
+/// Takes sessions off the front of the LRU order while `due` says so, at
+/// most `looks` of them, and answers them; pinned ones go to the back.
+fn take_oldest(
+    hot: &mut LinkedHashMap<usize, Hot>,
+    looks: usize,
+    due: impl Fn(&LinkedHashMap<usize, Hot>) -> bool,
+) -> Vec<Arc<Session>> {
+    let mut out = Vec::new();
+    for _ in 0..looks {
+        if !due(hot) {
+            break;
+        }
+        let Some((key, oldest)) = hot.pop_front() else {
+            break;
+        };
+        if pinned(&oldest.session) {
+            hot.insert(key, oldest);
+        } else {
+            out.push(oldest.session);
+        }
+    }
+    out
 }
 
 /// Busy and parked sessions (whose approval timers need their state)
