@@ -261,10 +261,22 @@ fn stripped(event: &agentkit_protocol::Event) -> bool {
         && event.data.get("text").is_some()
 }
 
+/// The most bytes of ready events one stream frame gathers.
+const FRAME_BYTES: usize = 64 * 1024;
+
 /// The event's line: as the log stores it without `text` (a delta loses
 /// its text so far), whole with it.
 fn line(event: &agentkit_protocol::Event, text: bool) -> Bytes {
-    let mut bytes = if !text && stripped(event) {
+    let mut out = Vec::new();
+    write_line(&mut out, event, text);
+    Bytes::from(out)
+}
+
+/// Appends the event's [`line`] to `out`. An event that cannot be
+/// encoded (none can: its data is JSON already) adds an empty line.
+fn write_line(out: &mut Vec<u8>, event: &agentkit_protocol::Event, text: bool) {
+    let start = out.len();
+    let written = if !text && stripped(event) {
         let mut bare = event.clone_envelope();
         bare.data = Value::Object(
             event
@@ -276,12 +288,14 @@ fn line(event: &agentkit_protocol::Event, text: bool) -> Bytes {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         );
-        serde_json::to_vec(&bare).unwrap_or_default()
+        serde_json::to_writer(&mut *out, &bare)
     } else {
-        serde_json::to_vec(event).unwrap_or_default()
+        serde_json::to_writer(&mut *out, event)
     };
-    bytes.push(b'\n');
-    Bytes::from(bytes)
+    if written.is_err() {
+        out.truncate(start);
+    }
+    out.push(b'\n');
 }
 
 pub(crate) async fn stream(
@@ -293,17 +307,36 @@ pub(crate) async fn stream(
     let start = start_index(query.as_deref())?;
     let text = wants_text(query.as_deref())?;
     let sub = state.agent.runtime.subscribe(&id, &owner, start).await?;
-    // Each event is its own body frame, so hyper writes it at once; the
-    // stream ends when the client goes away (the body is dropped) or the
-    // server shuts down.
-    let events = futures_util::stream::unfold(sub, move |mut sub| async move {
+    // A body frame as soon as an event comes, with the events already
+    // there behind it (a batch of deltas is one frame, not one each):
+    // hyper writes each frame at once, and nothing waits for more. The
+    // stream ends when the client goes away (the body is dropped), on a
+    // store error, or when the server shuts down.
+    let events = futures_util::stream::unfold(Some(sub), move |sub| async move {
+        let mut sub = sub?;
+        let mut frame = Vec::new();
         match sub.next_shared().await {
-            Ok(event) => Some((Ok::<Bytes, Infallible>(line(&event, text)), sub)),
+            Ok(event) => write_line(&mut frame, &event, text),
             Err(e) => {
                 tracing::warn!(error = %e, "stream ended by a store error");
-                None
+                return None;
             }
         }
+        let mut next = Some(sub);
+        while frame.len() < FRAME_BYTES
+            && let Some(s) = next.as_mut()
+        {
+            // `next_shared` is cancel-safe: a pending poll loses nothing.
+            match futures_util::FutureExt::now_or_never(s.next_shared()) {
+                Some(Ok(event)) => write_line(&mut frame, &event, text),
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "stream ended by a store error");
+                    next = None;
+                }
+                None => break,
+            }
+        }
+        Some((Ok::<Bytes, Infallible>(Bytes::from(frame)), next))
     })
     .take_until(state.shutdown.clone().cancelled_owned());
     Ok(ndjson(Body::from_stream(events)))
