@@ -13,7 +13,7 @@ pub(crate) struct Every {
 }
 
 impl Every {
-    pub(crate) fn new(period: Duration) -> Every {
+    pub(crate) const fn new(period: Duration) -> Every {
         Every {
             period,
             last: None,

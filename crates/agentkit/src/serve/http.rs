@@ -97,14 +97,12 @@ const STORAGE_FULL_RETRY_AFTER: u64 = 30;
 /// `storage_full` or `503` `overloaded`, with `Retry-After`, and one log
 /// line a second however many requests it refuses.
 fn exhausted(e: &agentkit_runtime::Error, resource: agentkit_events::Exhausted) -> ApiError {
-    static LOG: std::sync::Mutex<Option<super::every::Every>> = std::sync::Mutex::new(None);
-    let due = {
-        let mut log = LOG
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        log.get_or_insert_with(|| super::every::Every::new(std::time::Duration::from_secs(1)))
-            .due()
-    };
+    static LOG: std::sync::Mutex<super::every::Every> =
+        std::sync::Mutex::new(super::every::Every::new(std::time::Duration::from_secs(1)));
+    let due = LOG
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .due();
     if let Some(suppressed) = due {
         // The detail (paths, OS errors) goes to the log, not the caller.
         tracing::error!(error = %e, source = ?std::error::Error::source(e), suppressed, "request refused: the host ran out of a resource");
