@@ -17,15 +17,19 @@
 //! than its limit less a headroom (sampled every 50 ms), and `429`
 //! `rate_limited` past a principal's own bound.
 //!
-//! The accept loop and the connections run on a runtime and threads of
-//! their own ([`spawn`], `--edge-threads`), and each
-//! request is routed on the main runtime, where the turns run: a busy
-//! turn runtime does not delay reading a request. A request that would
+//! The edge has a runtime and threads of its own ([`spawn`],
+//! `--edge-threads`); each request is routed on the main runtime, where
+//! the turns run. While the host sheds turns, the accept loop and new
+//! connections run on the edge's runtime, so a busy turn runtime does not
+//! delay reading a request or answering a refusal; while it is calm they
+//! run on the main runtime, which saves a handoff between threads per
+//! request and per streamed frame ([`Pressure`]). A request that would
 //! start a turn (`POST /v1/session`, `POST /v1/session/:id`) is handled
-//! there before routing ([`EarlyRefusal`]): refused while the gate is
-//! full, else its body is read and its slot reserved ([`EarlySlot`]), so
-//! at saturation every refusal of those routes is answered there, waiting
-//! neither for the turns' tasks nor for its handler or auth.
+//! on its connection before routing ([`EarlyRefusal`]): refused while the
+//! gate is full, else its body is read and its slot reserved
+//! ([`EarlySlot`]), so at saturation every refusal of those routes is
+//! answered on the edge's thread, waiting neither for the turns' tasks
+//! nor for its handler or auth.
 
 use std::collections::HashMap;
 use std::io;
@@ -124,13 +128,13 @@ pub struct EdgeOptions {
     /// `Some(0)`: no check.
     pub fd_headroom: Option<u64>,
     /// The threads of the edge's own runtime, where the accept loop and
-    /// the connections run (requests are routed on the main runtime), so
-    /// a request is read and a refusal answered without waiting behind
-    /// the turns. `None`: a quarter of the cores, at least one.
-    /// `Some(0)`: the edge runs on the main runtime (on a host confined to
-    /// one core that costs about a sixth less CPU a turn below
-    /// saturation, but past it refusals wait behind the turns and fewer
-    /// turns are admitted: see the serving guide).
+    /// new connections run while the host sheds turns (requests are
+    /// routed on the main runtime), so a refusal is answered without
+    /// waiting behind the turns; while the host is calm they run on the
+    /// main runtime. `None`: a quarter of the cores, at least one.
+    /// `Some(0)`: the edge always runs on the main runtime (past
+    /// saturation refusals then wait behind the turns and fewer turns are
+    /// admitted: see the serving guide).
     pub edge_threads: Option<usize>,
 }
 
@@ -335,6 +339,12 @@ impl TurnGate {
             return Err(refused);
         }
         state.reserved += 1;
+        // Half full: refusals may come; new connections go to the edge
+        // before they do (the slow answer is the first one a connection
+        // on the main runtime gives under load).
+        if (state.reserved + state.admitted.len()) * 2 >= self.max {
+            self.stats.pressure.pressed();
+        }
         self.publish(&state);
         Ok(TurnSlot(Arc::new(SlotInner {
             gate: self.clone(),
@@ -410,6 +420,7 @@ impl TurnGate {
             return None;
         }
         self.stats.turns_shed.fetch_add(1, Ordering::Relaxed);
+        self.stats.pressure.pressed();
         Some(
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -434,6 +445,7 @@ impl TurnGate {
         }
         self.stats.turns_shed.fetch_add(1, Ordering::Relaxed);
         self.stats.turns_shed_fds.fetch_add(1, Ordering::Relaxed);
+        self.stats.pressure.pressed();
         Some(
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -663,6 +675,14 @@ impl EarlyRefusal {
 pub(crate) struct EdgeStats {
     /// Connections open now.
     pub(crate) open: AtomicU64,
+    /// Of those, the connections served on the main runtime while an
+    /// edge runtime exists ([`Pressure`]).
+    pub(crate) open_on_main: AtomicU64,
+    /// Connections closed after an answer to be served on the other
+    /// runtime ([`Pressure`]).
+    pub(crate) moved: AtomicU64,
+    /// Whether the main runtime is calm enough to serve new connections.
+    pub(crate) pressure: Pressure,
     /// Connections closed at the cap to admit a new one, that had not
     /// completed a request (a half-sent head or body).
     pub(crate) evicted_incomplete: AtomicU64,
@@ -794,18 +814,22 @@ pub(crate) async fn sample_descriptors(stats: Arc<EdgeStats>, shutdown: Cancella
 /// between the edge's thread and the turns', so past saturation a
 /// refusal is still answered at once (measured on one core: shed answers'
 /// p99 5 ms as the client saw it, against 73–79 ms with the edge on the
-/// main runtime, and a third more turns admitted).
+/// main runtime, and a third more turns admitted); below it the edge's
+/// thread is idle, its connections served on the main runtime
+/// ([`Pressure`]).
 fn edge_threads(configured: Option<usize>) -> usize {
     configured.unwrap_or_else(|| {
         (std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get) / 4).max(1)
     })
 }
 
-/// Runs the edge ([`run`]) on a runtime of its own, on threads of its own
-/// (`agentkit-edge`), so that the operating system schedules the accept
-/// loop and the connections beside the busy runtime of the turns: a
-/// request is read, and a refusal answered, without waiting behind the
-/// turns' tasks. Each request is handed to `edge.main` to be routed.
+/// Runs the edge ([`run`]) with a runtime of its own, on threads of its
+/// own (`agentkit-edge`), so that while the host sheds turns the operating
+/// system schedules the accept loop and the connections beside the busy
+/// runtime of the turns: a request is read, and a refusal answered,
+/// without waiting behind the turns' tasks ([`Pressure`]: while the host
+/// is calm they run on `edge.main`). Each request is handed to
+/// `edge.main` to be routed.
 /// Answers a task on the calling runtime that ends with the edge; should
 /// that runtime go away first (it is dropped without
 /// [`ServeHandle::close`](crate::ServeHandle::close)), the edge closes its
@@ -818,6 +842,7 @@ pub(crate) fn spawn(
     if threads == 0 {
         // On the calling (main) runtime: requests are still routed as
         // tasks of their own, so a panicking handler gets its `500`.
+        let listener = listener.into_std()?;
         return Ok(tokio::spawn(run(listener, edge, CancellationToken::new())));
     }
     let listener = listener.into_std()?;
@@ -833,10 +858,7 @@ pub(crate) fn spawn(
     std::thread::Builder::new()
         .name("agentkit-edge".to_owned())
         .spawn(move || {
-            let result = runtime.block_on(async move {
-                let listener = TcpListener::from_std(listener)?;
-                run(listener, edge, watched).await
-            });
+            let result = runtime.block_on(run(listener, edge, watched));
             // Connections still open (forced closed) end with the runtime.
             runtime.shutdown_timeout(Duration::from_secs(1));
             let _ = done.send(result);
@@ -855,7 +877,11 @@ pub(crate) fn spawn(
 /// Accepts connections until `shutdown`, then lets open ones finish their
 /// current request (streams end on shutdown) within the grace period, and
 /// drops the rest; at once when `orphaned` (the main runtime is gone).
-async fn run(listener: TcpListener, edge: Edge, orphaned: CancellationToken) -> io::Result<()> {
+async fn run(
+    listener: std::net::TcpListener,
+    edge: Edge,
+    orphaned: CancellationToken,
+) -> io::Result<()> {
     let Edge {
         router,
         options,
@@ -882,9 +908,7 @@ async fn run(listener: TcpListener, edge: Edge, orphaned: CancellationToken) -> 
         });
         stop
     };
-    let permits = Arc::new(Semaphore::new(max_connections));
-    let conns = Arc::new(Conns::default());
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let graceful = Arc::new(hyper_util::server::graceful::GracefulShutdown::new());
     let force_close = CancellationToken::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -894,207 +918,44 @@ async fn run(listener: TcpListener, edge: Edge, orphaned: CancellationToken) -> 
         timeout: options.body_read_timeout,
         min_rate: options.body_min_rate,
     };
-    let mut cap_warning = Every::new(Duration::from_secs(10));
-    let mut accept_warning = Every::new(Duration::from_secs(10));
-    'accept: loop {
-        // Taken before accepting when there is one, so that below the cap
-        // a connection is never held without its slot.
-        let early = permits.clone().try_acquire_owned().ok();
-        let (tcp, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(c) => c,
-                Err(e) if is_connection_error(&e) => continue,
-                Err(e) => {
-                    // EMFILE, ENFILE, ENOBUFS: retrying at once would spin.
-                    // A connection is waiting: make room for it as at the cap.
-                    let evicted = conns.evict_one(&stats);
-                    if let Some(suppressed) = accept_warning.due() {
-                        tracing::warn!(error = %e, suppressed, evicted = evicted.is_some(), "cannot accept connections; retrying in 100 ms");
-                    }
-                    drop(early);
-                    tokio::select! {
-                        () = tokio::time::sleep(Duration::from_millis(100)) => continue,
-                        () = stop.cancelled() => break,
-                    }
-                }
-            },
-            () = stop.cancelled() => break,
-        };
-        let permit = match early.or_else(|| permits.clone().try_acquire_owned().ok()) {
-            Some(p) => p,
-            // At the cap with a connection to admit: close one that holds
-            // its slot without using it, and take the slot it gives back.
-            None => {
-                let mut warned = false;
-                loop {
-                    let evicted = conns.evict_one(&stats);
-                    if !warned {
-                        warned = true;
-                        if let Some(suppressed) = cap_warning.due() {
-                            match evicted {
-                                Some(kind) => tracing::warn!(
-                                    max_connections,
-                                    suppressed,
-                                    closed = kind.as_str(),
-                                    "connection limit reached: closing the oldest connection that has not completed a request, else the longest idle, to admit a new one (raise the file-descriptor limit or the connection cap)"
-                                ),
-                                None => tracing::warn!(
-                                    max_connections,
-                                    suppressed,
-                                    "connection limit reached and every connection is busy with a request: new connections wait until one ends (raise the file-descriptor limit or the connection cap)"
-                                ),
-                            }
-                        }
-                    }
-                    // An evicted connection gives its slot back as soon as
-                    // its task sees the eviction; without one, a busy
-                    // connection may turn idle and be evicted next time.
-                    let recheck = match evicted {
-                        Some(_) => Duration::from_secs(1),
-                        None => Duration::from_millis(100),
-                    };
-                    tokio::select! {
-                        p = permits.clone().acquire_owned() => match p {
-                            Ok(p) => break p,
-                            Err(_) => break 'accept,
-                        },
-                        () = tokio::time::sleep(recheck) => {}
-                        () = stop.cancelled() => break 'accept,
-                    }
-                }
-            }
-        };
-        // Events are small writes that must leave at once: without NODELAY,
-        // Nagle's algorithm holds the first streamed line until the client's
-        // delayed ACK (about 40 ms on a keep-alive connection).
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-        let slot = conns.open();
-        stats.open.fetch_add(1, Ordering::Relaxed);
-        let socket = Socket {
-            tcp,
-            evicted: slot.evict.clone(),
-        };
-        let io = TokioIo::new(StallBound::new(socket, options.write_stall_timeout));
-        let router = router.clone();
-        let service = {
-            let slot = slot.clone();
-            let stats = stats.clone();
-            let (main, refusal) = (main.clone(), refusal.clone());
-            hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-                let slot = slot.clone();
-                let stats = stats.clone();
-                let router = router.clone();
-                let (main, refusal) = (main.clone(), refusal.clone());
-                async move {
-                    let head = Instant::now();
-                    let has_body = !req.body().is_end_stream();
-                    slot.request_started(has_body);
-                    // A turn the gate has no room for is refused here, on
-                    // the edge's thread, before its body is read or its
-                    // caller authenticated (an unread body that arrived
-                    // with the head is drained; a longer one closes the
-                    // connection after the answer).
-                    let early = refusal
-                        .as_ref()
-                        .map_or(Early::Route, |r| r.check(&req, head));
-                    let mut req = match early {
-                        Early::Refused(response) => {
-                            drop(req);
-                            stats.shed_answered(head);
-                            slot.set(Phase::Busy);
-                            return Ok(
-                                response.map(|body| axum::body::Body::new(Answer { body, slot }))
-                            );
-                        }
-                        // A turn with room: its body is read here, under
-                        // the same bounds, and then its slot reserved, so
-                        // the excess of a burst is refused on this thread
-                        // too (reserving before the body would let a slow
-                        // body hold a slot).
-                        Early::Reserve(early, route) => {
-                            match read_and_reserve(
-                                early,
-                                &route,
-                                req,
-                                body_bounds,
-                                &slot,
-                                &stats,
-                                head,
-                            )
-                            .await
-                            {
-                                Ok(req) => req,
-                                Err(response) => return Ok(response),
-                            }
-                        }
-                        Early::Route => req.map(|body| {
-                            if has_body {
-                                axum::body::Body::new(TimedBody::new(
-                                    body,
-                                    body_bounds,
-                                    slot.clone(),
-                                ))
-                            } else {
-                                axum::body::Body::new(body)
-                            }
-                        }),
-                    };
-                    req.extensions_mut().insert(ConnectInfo(peer));
-                    // Routed on the main runtime; dropped (the client
-                    // gone, the connection closed) it is cancelled there.
-                    let routed = AbortOnDrop(main.spawn(async move {
-                        let mut router = router;
-                        tower_service::Service::call(&mut router, req).await
-                    }));
-                    let response = match routed.await {
-                        Ok(Ok(r)) => r,
-                        Ok(Err(never)) => match never {},
-                        Err(e) => not_routed(&e),
-                    };
-                    if slot.body_timed_out.load(Ordering::Relaxed) {
-                        stats.body_timeouts.fetch_add(1, Ordering::Relaxed);
-                        return Ok::<_, std::convert::Infallible>(body_timeout(body_bounds, &slot));
-                    }
-                    if matches!(
-                        response.status(),
-                        StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
-                    ) {
-                        stats.shed_answered(head);
-                    }
-                    // Its head is out: a handler that answers without
-                    // reading the body is serving it now.
-                    slot.set(Phase::Busy);
-                    Ok(response.map(|body| axum::body::Body::new(Answer { body, slot })))
-                }
-            })
-        };
-        let conn = graceful.watch(http.serve_connection(io, service));
-        let force_close = force_close.clone();
-        let conns = conns.clone();
-        let stats = stats.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                result = conn => {
-                    if let Err(e) = result {
-                        tracing::debug!(%peer, error = %e, "connection ended with an error");
-                    }
-                }
-                () = slot.evict.cancelled() => {
-                    tracing::debug!(%peer, "connection closed to admit a new one at the cap");
-                }
-                () = force_close.cancelled() => {}
-            }
-            conns.close(slot.id);
-            stats.open.fetch_sub(1, Ordering::Relaxed);
-            drop(permit);
-        });
-    }
-    drop(listener);
+    let edge_runtime = stats.runtime.get().cloned();
+    let acceptor = Arc::new(Acceptor {
+        serving: Arc::new(Serving {
+            router,
+            stats: stats.clone(),
+            main: main.clone(),
+            refusal,
+            http,
+            body_bounds,
+            write_stall_timeout: options.write_stall_timeout,
+            force_close: force_close.clone(),
+        }),
+        permits: Arc::new(Semaphore::new(max_connections)),
+        conns: Arc::new(Conns::default()),
+        graceful: graceful.clone(),
+        stop,
+        max_connections,
+        stats,
+        main,
+        edge: edge_runtime,
+    });
+    let (ended, loop_ended) = tokio::sync::oneshot::channel();
+    let side = acceptor.side_for_new();
+    acceptor.accept_on(side, listener, Warnings::default(), ended);
+    drop(acceptor);
+    // The loop ended at `stop`, or went with a runtime that was dropped.
+    let _ = loop_ended.await;
     if orphaned.is_cancelled() {
         force_close.cancel();
-    } else if tokio::time::timeout(grace, graceful.shutdown())
+        return Ok(());
+    }
+    // Every watcher is made by the loop, which has ended: none is made
+    // after the shutdown starts.
+    let Ok(graceful) = Arc::try_unwrap(graceful) else {
+        force_close.cancel();
+        return Ok(());
+    };
+    if tokio::time::timeout(grace, graceful.shutdown())
         .await
         .is_err()
     {
@@ -1105,6 +966,502 @@ async fn run(listener: TcpListener, edge: Edge, orphaned: CancellationToken) -> 
         force_close.cancel();
     }
     Ok(())
+}
+
+/// The accept loop's warnings, each logged at most every 10 s.
+struct Warnings {
+    cap: Every,
+    accept: Every,
+}
+
+impl Default for Warnings {
+    fn default() -> Self {
+        Warnings {
+            cap: Every::new(Duration::from_secs(10)),
+            accept: Every::new(Duration::from_secs(10)),
+        }
+    }
+}
+
+/// What the accept loop needs. The loop runs where new connections are
+/// served ([`Pressure`]): on the main runtime while the host is calm, so
+/// that accepting a connection costs no handoff between threads either,
+/// and on the edge's while it sheds turns; it moves (its listener with it)
+/// after the first connection it places on the other side.
+struct Acceptor {
+    serving: Arc<Serving>,
+    permits: Arc<Semaphore>,
+    conns: Arc<Conns>,
+    /// Taken back by [`run`] once the loop has ended, to shut down.
+    graceful: Arc<hyper_util::server::graceful::GracefulShutdown>,
+    /// Shutdown, or the main runtime gone.
+    stop: CancellationToken,
+    max_connections: usize,
+    stats: Arc<EdgeStats>,
+    main: tokio::runtime::Handle,
+    /// The edge's own runtime; `None` with `--edge-threads 0`.
+    edge: Option<tokio::runtime::Handle>,
+}
+
+/// The accept loop's end, sent when it stops.
+type LoopEnded = tokio::sync::oneshot::Sender<()>;
+
+impl Acceptor {
+    /// Where a new connection is served.
+    fn side_for_new(&self) -> Side {
+        if self.edge.is_none() {
+            Side::Only
+        } else {
+            Side::for_new(&self.stats)
+        }
+    }
+
+    fn runtime(&self, side: Side) -> &tokio::runtime::Handle {
+        match (side, &self.edge) {
+            (Side::Edge, Some(edge)) => edge,
+            _ => &self.main,
+        }
+    }
+
+    /// Runs the accept loop on `side`'s runtime, `listener` registered
+    /// with it.
+    fn accept_on(
+        self: &Arc<Self>,
+        side: Side,
+        listener: std::net::TcpListener,
+        warnings: Warnings,
+        ended: LoopEnded,
+    ) {
+        let acceptor = self.clone();
+        let accepting: Pin<Box<dyn std::future::Future<Output = ()> + Send>> = Box::pin(
+            async move {
+                match TcpListener::from_std(listener) {
+                    Ok(listener) => acceptor.accept(side, listener, warnings, ended).await,
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot accept connections on this runtime; the edge stops")
+                    }
+                }
+            },
+        );
+        drop(self.runtime(side).spawn(accepting));
+    }
+
+    /// Serves the connection on `side`'s runtime, its socket registered
+    /// with it; `here`: the runtime this runs on.
+    fn serve_on(
+        &self,
+        here: Side,
+        side: Side,
+        tcp: tokio::net::TcpStream,
+        peer: std::net::SocketAddr,
+        slot: Arc<Slot>,
+        held: Held,
+    ) {
+        let serving = self.serving.clone();
+        let watcher = self.graceful.watcher();
+        if side == here {
+            tokio::spawn(serving.serve(tcp, peer, slot, side, watcher, held));
+            return;
+        }
+        match tcp.into_std() {
+            Ok(tcp) => drop(self.runtime(side).spawn(async move {
+                match tokio::net::TcpStream::from_std(tcp) {
+                    Ok(tcp) => serving.serve(tcp, peer, slot, side, watcher, held).await,
+                    Err(e) => {
+                        tracing::debug!(%peer, error = %e, "cannot serve a connection on this runtime");
+                    }
+                }
+            })),
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "cannot move a connection to another runtime");
+            }
+        }
+    }
+
+    /// Accepts connections on `side` until `stop`, or until it has placed
+    /// one on the other side, where it goes on.
+    async fn accept(
+        self: Arc<Self>,
+        side: Side,
+        listener: TcpListener,
+        mut warnings: Warnings,
+        ended: LoopEnded,
+    ) {
+        let Acceptor {
+            permits,
+            conns,
+            stop,
+            max_connections,
+            stats,
+            ..
+        } = &*self;
+        let max_connections = *max_connections;
+        'accept: loop {
+            // Taken before accepting when there is one, so that below the cap
+            // a connection is never held without its slot.
+            let early = permits.clone().try_acquire_owned().ok();
+            let (tcp, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(c) => c,
+                    Err(e) if is_connection_error(&e) => continue,
+                    Err(e) => {
+                        // EMFILE, ENFILE, ENOBUFS: retrying at once would spin.
+                        // A connection is waiting: make room for it as at the cap.
+                        let evicted = conns.evict_one(stats);
+                        if let Some(suppressed) = warnings.accept.due() {
+                            tracing::warn!(error = %e, suppressed, evicted = evicted.is_some(), "cannot accept connections; retrying in 100 ms");
+                        }
+                        drop(early);
+                        tokio::select! {
+                            () = tokio::time::sleep(Duration::from_millis(100)) => continue,
+                            () = stop.cancelled() => break,
+                        }
+                    }
+                },
+                () = stop.cancelled() => break,
+            };
+            let permit = match early.or_else(|| permits.clone().try_acquire_owned().ok()) {
+                Some(p) => p,
+                // At the cap with a connection to admit: close one that holds
+                // its slot without using it, and take the slot it gives back.
+                None => {
+                    let mut warned = false;
+                    loop {
+                        let evicted = conns.evict_one(stats);
+                        if !warned {
+                            warned = true;
+                            if let Some(suppressed) = warnings.cap.due() {
+                                match evicted {
+                                    Some(kind) => tracing::warn!(
+                                        max_connections,
+                                        suppressed,
+                                        closed = kind.as_str(),
+                                        "connection limit reached: closing the oldest connection that has not completed a request, else the longest idle, to admit a new one (raise the file-descriptor limit or the connection cap)"
+                                    ),
+                                    None => tracing::warn!(
+                                        max_connections,
+                                        suppressed,
+                                        "connection limit reached and every connection is busy with a request: new connections wait until one ends (raise the file-descriptor limit or the connection cap)"
+                                    ),
+                                }
+                            }
+                        }
+                        // An evicted connection gives its slot back as soon as
+                        // its task sees the eviction; without one, a busy
+                        // connection may turn idle and be evicted next time.
+                        let recheck = match evicted {
+                            Some(_) => Duration::from_secs(1),
+                            None => Duration::from_millis(100),
+                        };
+                        tokio::select! {
+                            p = permits.clone().acquire_owned() => match p {
+                                Ok(p) => break p,
+                                Err(_) => break 'accept,
+                            },
+                            () = tokio::time::sleep(recheck) => {}
+                            () = stop.cancelled() => break 'accept,
+                        }
+                    }
+                }
+            };
+            // Events are small writes that must leave at once: without NODELAY,
+            // Nagle's algorithm holds the first streamed line until the client's
+            // delayed ACK (about 40 ms on a keep-alive connection).
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+            }
+            let slot = conns.open();
+            let target = self.side_for_new();
+            let held = Held::new(conns, stats, slot.id, permit, target);
+            self.serve_on(side, target, tcp, peer, slot, held);
+            // The loop follows the connections to the other side.
+            if target != side {
+                match listener.into_std() {
+                    Ok(listener) => {
+                        self.accept_on(target, listener, warnings, ended);
+                        return;
+                    }
+                    Err(e) => {
+                        // The listener went with the failure: the edge
+                        // stops, and `run` shuts it down.
+                        tracing::error!(error = %e, "cannot move the accept loop to another runtime; the edge stops");
+                        return;
+                    }
+                }
+            }
+        }
+        drop(listener);
+        // The graceful shutdown is `run`'s alone again before it hears.
+        drop(self);
+        let _ = ended.send(());
+    }
+}
+
+/// When the host last shed a turn (its gate full, or short of
+/// descriptors) or admitted one into a gate then half full. Until then,
+/// and again once neither has happened for [`CALM_AFTER`], new
+/// connections are served on the main runtime, which
+/// saves the handoff between threads that each request and each streamed
+/// frame otherwise costs (on a host confined to one core, about a tenth of
+/// a text turn's CPU); while it sheds they are served on the edge's
+/// runtime, so that a refusal is answered without waiting behind the
+/// turns. Only refusals need that: an admitted request is handled on the
+/// main runtime wherever its connection is read. A connection left on the
+/// other side is closed after its next answer (`Connection: close`), and
+/// the client's next connection is placed anew.
+#[derive(Debug, Default)]
+pub(crate) struct Pressure {
+    /// Milliseconds since [`EPOCH`] plus one at the last sign of pressure;
+    /// 0: none yet.
+    last: AtomicU64,
+}
+
+/// How long the host must shed no turn (nor fill half its gate) for new
+/// connections to be served
+/// on the main runtime again: long enough that a host shedding in bursts
+/// keeps its connections on the edge rather than moving them at each.
+const CALM_AFTER: Duration = Duration::from_secs(10);
+
+/// The origin of [`Pressure`]'s clock.
+static EPOCH: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+
+impl Pressure {
+    fn now() -> u64 {
+        u64::try_from(EPOCH.elapsed().as_millis())
+            .unwrap_or(u64::MAX - 1)
+            .saturating_add(1)
+    }
+
+    /// A turn was shed now, or the gate is half full.
+    pub(crate) fn pressed(&self) {
+        self.last.store(Self::now(), Ordering::Relaxed);
+    }
+
+    /// No turn shed, nor the gate half full, for [`CALM_AFTER`].
+    pub(crate) fn calm(&self) -> bool {
+        let last = self.last.load(Ordering::Relaxed);
+        last == 0 || Self::now().saturating_sub(last) >= CALM_AFTER.as_millis() as u64
+    }
+}
+
+/// Which runtime serves a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// The edge's own: the host was shedding turns (or near it) when it
+    /// came.
+    Edge,
+    /// The main runtime: the host was calm when it came.
+    Main,
+    /// The main runtime, the edge having none of its own
+    /// (`--edge-threads 0`): connections never move.
+    Only,
+}
+
+impl Side {
+    /// Where a new connection is served.
+    fn for_new(stats: &EdgeStats) -> Side {
+        if stats.runtime.get().is_none() {
+            Side::Only
+        } else if stats.pressure.calm() {
+            Side::Main
+        } else {
+            Side::Edge
+        }
+    }
+
+    /// Whether a connection here should move (be closed after its answer).
+    fn should_move(self, stats: &EdgeStats) -> bool {
+        match self {
+            Side::Only => false,
+            Side::Main => !stats.pressure.calm(),
+            Side::Edge => stats.pressure.calm(),
+        }
+    }
+}
+
+/// What serving a connection needs, shared by the edge's connections.
+struct Serving {
+    router: Router,
+    stats: Arc<EdgeStats>,
+    main: tokio::runtime::Handle,
+    refusal: Option<EarlyRefusal>,
+    http: hyper::server::conn::http1::Builder,
+    body_bounds: BodyBounds,
+    write_stall_timeout: Duration,
+    force_close: CancellationToken,
+}
+
+/// An open connection's place at the edge, given back when it is dropped
+/// (its task ended, or was dropped with its runtime).
+struct Held {
+    conns: Arc<Conns>,
+    stats: Arc<EdgeStats>,
+    id: u64,
+    side: Side,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Held {
+    fn new(
+        conns: &Arc<Conns>,
+        stats: &Arc<EdgeStats>,
+        id: u64,
+        permit: tokio::sync::OwnedSemaphorePermit,
+        side: Side,
+    ) -> Held {
+        stats.open.fetch_add(1, Ordering::Relaxed);
+        if side == Side::Main {
+            stats.open_on_main.fetch_add(1, Ordering::Relaxed);
+        }
+        Held {
+            conns: conns.clone(),
+            stats: stats.clone(),
+            id,
+            side,
+            _permit: permit,
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.conns.close(self.id);
+        self.stats.open.fetch_sub(1, Ordering::Relaxed);
+        if self.side == Side::Main {
+            self.stats.open_on_main.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Serving {
+    /// Serves one connection until it ends, is closed for room or forced
+    /// closed at shutdown.
+    async fn serve(
+        self: Arc<Self>,
+        tcp: tokio::net::TcpStream,
+        peer: std::net::SocketAddr,
+        slot: Arc<Slot>,
+        side: Side,
+        watcher: hyper_util::server::graceful::Watcher,
+        held: Held,
+    ) {
+        let socket = Socket {
+            tcp,
+            evicted: slot.evict.clone(),
+        };
+        let io = TokioIo::new(StallBound::new(socket, self.write_stall_timeout));
+        let service = {
+            let slot = slot.clone();
+            let serving = self.clone();
+            hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+                let slot = slot.clone();
+                let serving = serving.clone();
+                async move {
+                    Ok::<_, std::convert::Infallible>(serving.answer(req, peer, slot, side).await)
+                }
+            })
+        };
+        let conn = watcher.watch(self.http.serve_connection(io, service));
+        tokio::select! {
+            result = conn => {
+                if let Err(e) = result {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
+            }
+            () = slot.evict.cancelled() => {
+                tracing::debug!(%peer, "connection closed to admit a new one at the cap");
+            }
+            () = self.force_close.cancelled() => {}
+        }
+        drop(held);
+    }
+
+    /// The answer to one request on a connection served on `side`.
+    async fn answer(
+        &self,
+        req: hyper::Request<Incoming>,
+        peer: std::net::SocketAddr,
+        slot: Arc<Slot>,
+        side: Side,
+    ) -> Response {
+        let (stats, body_bounds) = (&self.stats, self.body_bounds);
+        let head = Instant::now();
+        let has_body = !req.body().is_end_stream();
+        slot.request_started(has_body);
+        // A turn the gate has no room for is refused here, before its body
+        // is read or its caller authenticated (an unread body that arrived
+        // with the head is drained; a longer one closes the connection
+        // after the answer).
+        let early = self
+            .refusal
+            .as_ref()
+            .map_or(Early::Route, |r| r.check(&req, head));
+        let mut req = match early {
+            Early::Refused(response) => {
+                drop(req);
+                stats.shed_answered(head);
+                return self.answered(response, side, slot);
+            }
+            // A turn with room: its body is read here, under the same
+            // bounds, and then its slot reserved, so the excess of a burst
+            // is refused here too (reserving before the body would let a
+            // slow body hold a slot).
+            Early::Reserve(early, route) => {
+                match read_and_reserve(early, &route, req, body_bounds, &slot, stats, head).await {
+                    Ok(req) => req,
+                    Err(response) => return response,
+                }
+            }
+            Early::Route => req.map(|body| {
+                if has_body {
+                    axum::body::Body::new(TimedBody::new(body, body_bounds, slot.clone()))
+                } else {
+                    axum::body::Body::new(body)
+                }
+            }),
+        };
+        req.extensions_mut().insert(ConnectInfo(peer));
+        // Routed as a task of its own on the main runtime (a panicking
+        // handler gets its `500`); dropped (the client gone, the
+        // connection closed) it is cancelled there.
+        let router = self.router.clone();
+        let routed = AbortOnDrop(self.main.spawn(async move {
+            let mut router = router;
+            tower_service::Service::call(&mut router, req).await
+        }));
+        let response = match routed.await {
+            Ok(Ok(r)) => r,
+            Ok(Err(never)) => match never {},
+            Err(e) => not_routed(&e),
+        };
+        if slot.body_timed_out.load(Ordering::Relaxed) {
+            stats.body_timeouts.fetch_add(1, Ordering::Relaxed);
+            return body_timeout(body_bounds, &slot);
+        }
+        if matches!(
+            response.status(),
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+        ) {
+            stats.shed_answered(head);
+        }
+        self.answered(response, side, slot)
+    }
+
+    /// `response` as handed to the connection: its head is out, so a
+    /// handler that answers without reading the body is serving it now;
+    /// a connection on the side the pressure no longer calls for is closed
+    /// after it, to be placed anew by the client's next one.
+    fn answered(&self, mut response: Response, side: Side, slot: Arc<Slot>) -> Response {
+        if side.should_move(&self.stats) {
+            self.stats.moved.fetch_add(1, Ordering::Relaxed);
+            response.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+        }
+        slot.set(Phase::Busy);
+        response.map(|body| axum::body::Body::new(Answer { body, slot }))
+    }
 }
 
 /// Reads a turn request's body on the edge (under `bounds`), then

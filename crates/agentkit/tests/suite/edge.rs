@@ -900,3 +900,117 @@ fn on_the_main_runtime_the_edge_serves_and_refuses_turns_the_same_way() {
     );
     assert!(metrics.contains("agentkit_turns_shed_total 1"), "{metrics}");
 }
+
+/// Sends `request` on `c` and reads one answer (its head and a
+/// `content-length` body).
+fn ask(c: &mut TcpStream, request: &str) -> String {
+    c.write_all(request.as_bytes()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&answer).into_owned();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text[..end]
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().unwrap())
+                })
+                .expect("an answer with a content-length");
+            if answer.len() >= end + 4 + length {
+                return text;
+            }
+        }
+        let n = c.read(&mut buf).unwrap();
+        assert!(n > 0, "the connection closed mid-answer: {text}");
+        answer.extend_from_slice(&buf[..n]);
+    }
+}
+
+fn closes(answer: &str) -> bool {
+    answer
+        .to_ascii_lowercase()
+        .contains("\r\nconnection: close\r\n")
+}
+
+/// While the main runtime is calm a new connection is served on it (no
+/// handoff between threads for each request); a full gate puts it under
+/// pressure: a connection there is closed after its answer, and new ones
+/// are served on the edge's runtime until the main runtime is calm again,
+/// when a connection on the edge is closed after its answer in turn and
+/// the next one is served on the main runtime.
+#[test]
+fn connections_are_served_on_the_main_runtime_while_calm_and_on_the_edge_under_pressure() {
+    const HEALTH: &str = "GET /v1/health HTTP/1.1\r\nhost: localhost\r\n\r\n";
+    const TURN: &str = "POST /v1/session HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 16\r\n\r\n{\"message\":\"hi\"}";
+    let s = server_with_turn(
+        EdgeOptions {
+            max_turns: Some(1),
+            edge_threads: Some(1),
+            ..EdgeOptions::default()
+        },
+        r#"{"steps": [{"text": "ok", "delayMs": 2000}]}"#,
+    );
+    let on_main = || metric(&s, "agentkit_http_connections_on_main_runtime").unwrap();
+    // A keep-alive connection served on the main runtime once it is calm
+    // (the host has just booted): it and the scrape's own are counted.
+    let calm_connection = || {
+        let mut found = None;
+        let calm = eventually(Duration::from_secs(60), || {
+            let mut c = TcpStream::connect(s.addr()).unwrap();
+            let answer = ask(&mut c, HEALTH);
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+            let placed = !closes(&answer) && on_main() >= 2.0;
+            if placed {
+                found = Some(c);
+            }
+            placed
+        });
+        assert!(calm, "no connection was served on the main runtime");
+        found.unwrap()
+    };
+    let mut a = calm_connection();
+    assert_eq!(
+        metric(&s, "agentkit_http_connections_moved_total"),
+        Some(0.0)
+    );
+
+    // One turn fills the gate; the next, on `a`, is shed: the main runtime
+    // is under pressure, and `a` is closed after the `503`.
+    let r = Request::post("/v1/session")
+        .json(&json!({"message": "hi"}))
+        .send(s.addr())
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let answer = ask(&mut a, TURN);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(closes(&answer), "{answer}");
+    read_to_close(&mut a, Duration::from_secs(10)).expect("the connection is closed");
+    // `a`, and the admitted turn's own: that turn filled the gate, which
+    // counts as near shedding.
+    assert_eq!(
+        metric(&s, "agentkit_http_connections_moved_total"),
+        Some(2.0)
+    );
+
+    // Shed again, then a new connection: served on the edge's runtime,
+    // kept open while the pressure lasts (the scrape's too).
+    let mut b = TcpStream::connect(s.addr()).unwrap();
+    let answer = ask(&mut b, TURN);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(!closes(&answer), "{answer}");
+    assert_eq!(on_main(), 0.0);
+
+    // The turn settles and nothing more is shed: calm again, `b` is
+    // closed after an answer and a new connection is served on the main
+    // runtime.
+    assert!(
+        eventually(Duration::from_secs(60), || closes(&ask(&mut b, HEALTH))),
+        "the edge's connection was never moved back"
+    );
+    read_to_close(&mut b, Duration::from_secs(10)).expect("the connection is closed");
+    let _c = calm_connection();
+    assert!(metric(&s, "agentkit_http_connections_moved_total").unwrap() >= 3.0);
+}

@@ -106,6 +106,8 @@ pub(crate) struct Metrics {
     http_requests: Family<Labels, Counter>,
     http_duration: Family<Labels, Histogram>,
     connections_open: Gauge,
+    connections_on_main: Gauge,
+    connections_moved: Counter,
     connections_evicted: Family<Labels, Counter>,
     body_timeouts: Counter,
     turns_in_flight: Gauge,
@@ -167,6 +169,8 @@ impl Metrics {
             http_requests: Family::default(),
             http_duration: histograms(),
             connections_open: Gauge::default(),
+            connections_on_main: Gauge::default(),
+            connections_moved: Counter::default(),
             connections_evicted: Family::default(),
             body_timeouts: Counter::default(),
             turns_in_flight: Gauge::default(),
@@ -359,6 +363,16 @@ impl Metrics {
             m.connections_open.clone(),
         );
         registry.register(
+            "http_connections_on_main_runtime",
+            "HTTP connections open that are served on the turns' runtime, which serves new connections while it is calm (the rest on the edge's own runtime)",
+            m.connections_on_main.clone(),
+        );
+        registry.register(
+            "http_connections_moved",
+            "HTTP connections closed after an answer to be served on the other runtime (the turns' runtime turned busy, or calm again)",
+            m.connections_moved.clone(),
+        );
+        registry.register(
             "http_connections_evicted",
             "HTTP connections closed at the connection cap to admit a new one, by reason (incomplete: a request head or body still coming; idle: between requests)",
             m.connections_evicted.clone(),
@@ -426,6 +440,11 @@ impl Metrics {
         use std::sync::atomic::Ordering::Relaxed;
         self.connections_open
             .set(i64::try_from(edge.open.load(Relaxed)).unwrap_or(i64::MAX));
+        self.connections_on_main
+            .set(i64::try_from(edge.open_on_main.load(Relaxed)).unwrap_or(i64::MAX));
+        let moved = edge.moved.load(Relaxed);
+        self.connections_moved
+            .inc_by(moved.saturating_sub(self.connections_moved.get()));
         for (reason, total) in [
             ("incomplete", edge.evicted_incomplete.load(Relaxed)),
             ("idle", edge.evicted_idle.load(Relaxed)),
