@@ -1011,8 +1011,10 @@ impl Acceptor {
     fn side_for_new(&self) -> Side {
         if self.edge.is_none() {
             Side::Only
+        } else if self.stats.pressure.calm() {
+            Side::Main
         } else {
-            Side::for_new(&self.stats)
+            Side::Edge
         }
     }
 
@@ -1258,17 +1260,6 @@ enum Side {
 }
 
 impl Side {
-    /// Where a new connection is served.
-    fn for_new(stats: &EdgeStats) -> Side {
-        if stats.runtime.get().is_none() {
-            Side::Only
-        } else if stats.pressure.calm() {
-            Side::Main
-        } else {
-            Side::Edge
-        }
-    }
-
     /// Whether a connection here should move (be closed after its answer).
     fn should_move(self, stats: &EdgeStats) -> bool {
         match self {
