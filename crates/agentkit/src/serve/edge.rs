@@ -1400,7 +1400,7 @@ impl Serving {
             Early::Reserve(early, route) => {
                 match read_and_reserve(early, &route, req, body_bounds, &slot, stats, head).await {
                     Ok(req) => req,
-                    Err(response) => return response,
+                    Err(response) => return self.answered(response, side, slot),
                 }
             }
             Early::Route => req.map(|body| {
@@ -1468,15 +1468,6 @@ async fn read_and_reserve(
     stats: &EdgeStats,
     head: Instant,
 ) -> Result<hyper::Request<axum::body::Body>, Response> {
-    let answer = |response: Response| {
-        slot.set(Phase::Busy);
-        response.map(|body| {
-            axum::body::Body::new(Answer {
-                body,
-                slot: slot.clone(),
-            })
-        })
-    };
     let (parts, body) = req.into_parts();
     let timed = TimedBody::new(body, bounds, slot.clone());
     let bytes = match http_body_util::BodyExt::collect(timed).await {
@@ -1486,10 +1477,10 @@ async fn read_and_reserve(
             return Err(body_timeout(bounds, slot));
         }
         Err(e) => {
-            return Err(answer(
+            return Err(
                 ApiError::bad_request(format!("the request body could not be read: {e}"))
                     .into_response(),
-            ));
+            );
         }
     };
     let reserved = match early.gate.reserve_early() {
@@ -1497,7 +1488,7 @@ async fn read_and_reserve(
         Err(refused) => {
             let response = early.answer(route, refused, head);
             stats.shed_answered(head);
-            return Err(answer(response));
+            return Err(response);
         }
     };
     let mut req = hyper::Request::from_parts(parts, axum::body::Body::from(bytes));
