@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -140,6 +140,8 @@ pub(crate) struct Db {
     writes: Arc<WriteQueue>,
     /// Jobs queued still waiting to run (for `/metrics`).
     queued: Arc<AtomicUsize>,
+    /// Transactions the writer thread committed (for `/metrics`).
+    commits: Arc<AtomicU64>,
 }
 
 /// What the writer thread calls after the batch holding a job committed
@@ -340,7 +342,12 @@ impl WriteQueue {
 }
 
 /// The writer thread: batches whatever is queued into one transaction.
-fn writer_loop(conn: Connection, jobs: Arc<WriteQueue>, queued: Arc<AtomicUsize>) {
+fn writer_loop(
+    conn: Connection,
+    jobs: Arc<WriteQueue>,
+    queued: Arc<AtomicUsize>,
+    commits: Arc<AtomicU64>,
+) {
     let mut last = None;
     while let Some(batch) = jobs.next_batch(last) {
         queued.fetch_sub(batch.len(), Ordering::Relaxed);
@@ -355,9 +362,15 @@ fn writer_loop(conn: Connection, jobs: Arc<WriteQueue>, queued: Arc<AtomicUsize>
         } else {
             Ok(())
         };
-        if let Err(e) = &commit {
-            tracing::error!(error = %e, "state database: a batch of writes did not commit");
-            let _ = conn.execute_batch("ROLLBACK");
+        match &commit {
+            Err(e) => {
+                tracing::error!(error = %e, "state database: a batch of writes did not commit");
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            Ok(()) if began => {
+                commits.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(()) => {}
         }
         for finish in finishes {
             finish(commit.as_ref().err());
@@ -488,11 +501,12 @@ impl Db {
         let writer = open_conn(&path).map_err(err)?;
         let writes = Arc::new(WriteQueue::default());
         let queued = Arc::new(AtomicUsize::new(0));
+        let commits = Arc::new(AtomicU64::new(0));
         std::thread::Builder::new()
             .name("agentkit-sqlite-writer".into())
             .spawn({
-                let (writes, queued) = (writes.clone(), queued.clone());
-                move || writer_loop(writer, writes, queued)
+                let (writes, queued, commits) = (writes.clone(), queued.clone(), commits.clone());
+                move || writer_loop(writer, writes, queued, commits)
             })
             .map_err(|e| Error::io("start the writer thread for", &path, e))?;
         Ok(Db {
@@ -500,6 +514,7 @@ impl Db {
             conn: Mutex::new(conn),
             writes,
             queued,
+            commits,
         })
     }
 
@@ -697,6 +712,11 @@ impl Db {
     /// Writes queued for the writer thread still waiting to run.
     pub(crate) fn queued(&self) -> usize {
         self.queued.load(Ordering::Relaxed)
+    }
+
+    /// Transactions the writer thread committed so far.
+    pub(crate) fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
     }
 
     /// Waits until every write queued before this call is committed (the
@@ -1280,6 +1300,39 @@ mod tests {
         assert!(
             within("c"),
             "a detached write was lost when the database closed"
+        );
+    }
+
+    /// Each transaction the writer commits is counted.
+    #[tokio::test]
+    async fn the_writer_counts_its_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path()).unwrap();
+        db.write(|c| c.execute_batch("CREATE TABLE t (k TEXT PRIMARY KEY)"))
+            .await
+            .unwrap();
+        let before = db.commits();
+        db.write(|c| c.execute("INSERT INTO t VALUES ('a')", []).map(|_| ()))
+            .await
+            .unwrap();
+        assert_eq!(db.commits(), before + 1);
+        // Ten writes queued at once take one transaction each at most.
+        let writes: Vec<_> = (0..10)
+            .map(|i| {
+                db.write(move |c| {
+                    c.execute("INSERT INTO t VALUES (?1)", params![format!("b{i}")])
+                        .map(|_| ())
+                })
+            })
+            .collect();
+        for w in writes {
+            w.await.unwrap();
+        }
+        let after = db.commits();
+        assert!(
+            after > before + 1 && after <= before + 11,
+            "{} commits for 10 writes",
+            after - before - 1
         );
     }
 

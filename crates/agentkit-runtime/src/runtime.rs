@@ -82,6 +82,9 @@ pub struct RuntimeStats {
     /// Writes (index rows, bookkeeping) queued for the state database's
     /// writer thread still waiting to run.
     pub index_writes_queued: u64,
+    /// Transactions the state database's writer thread committed (each a
+    /// batch of the writes queued at the time).
+    pub index_commits: u64,
     /// Sessions deleted by this process, by reason.
     pub sessions_deleted: crate::session_counts::SessionsDeleted,
 }
@@ -355,6 +358,7 @@ impl AgentRuntime {
             reminder_lateness_ms: r.late_ms.load(Ordering::Relaxed),
             loaded_sessions: self.inner.registry.loaded_count() as u64,
             index_writes_queued: self.inner.db.queued() as u64,
+            index_commits: self.inner.db.commits(),
             sessions_deleted: self.inner.deleted.totals(),
         }
     }

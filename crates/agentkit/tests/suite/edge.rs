@@ -733,6 +733,13 @@ fn past_saturation_the_excess_is_shed_with_503_and_admitted_turns_complete() {
         }),
         "the turn slots or the index writer's queue did not drain"
     );
+    // The index writes are committed in batches, counted: at most the
+    // two writes of each turn (its row, its last activity) and the start's.
+    let commits = metric(&s, "agentkit_index_commits_total").unwrap();
+    assert!(
+        commits >= 1.0 && commits <= 2.0 * f64::from(admitted) + 10.0,
+        "{commits} index commits for {admitted} turns"
+    );
     // The sessions served stay loaded (fewer than the 512 kept idle).
     let loaded = metric(&s, "agentkit_sessions_loaded").unwrap();
     assert!(

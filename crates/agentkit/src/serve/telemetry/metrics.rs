@@ -87,6 +87,7 @@ pub(crate) struct Metrics {
     open_logs: Family<Labels, Gauge>,
     sessions_loaded: Family<Labels, Gauge>,
     index_writes_queued: Family<Labels, Gauge>,
+    index_commits: Family<Labels, Counter>,
     mcp_connections: Family<Labels, Gauge>,
     appends: Family<Labels, Counter>,
     append_seconds: Family<Labels, Counter<f64>>,
@@ -150,6 +151,7 @@ impl Metrics {
             open_logs: Family::default(),
             sessions_loaded: Family::default(),
             index_writes_queued: Family::default(),
+            index_commits: Family::default(),
             mcp_connections: Family::default(),
             appends: Family::default(),
             append_seconds: Family::default(),
@@ -266,6 +268,11 @@ impl Metrics {
             "index_writes_queued",
             "Writes queued for the state database's writer thread still waiting to run (index rows, bookkeeping), by agent",
             m.index_writes_queued.clone(),
+        );
+        registry.register(
+            "index_commits",
+            "Transactions the state database's writer thread committed, each a batch of the writes queued at the time (index rows, bookkeeping), by agent",
+            m.index_commits.clone(),
         );
         registry.register(
             "mcp_connections",
@@ -688,6 +695,7 @@ impl Metrics {
         catch_up(&self.schedule_fired, stats.schedule_ticks_fired);
         catch_up(&self.schedule_skipped, stats.schedule_ticks_skipped);
         catch_up(&self.reminder_fired, stats.reminders_fired);
+        catch_up(&self.index_commits, stats.index_commits);
         for (reason, n) in stats.sessions_deleted.by_reason() {
             let c = self
                 .sessions_deleted
