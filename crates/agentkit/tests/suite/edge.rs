@@ -306,11 +306,15 @@ fn at_the_connection_cap_a_new_connection_closes_the_oldest_incomplete_one() {
         "the younger half-sent request was closed"
     );
     let metrics = super::http::scrape(s.addr());
+    // The scrape's own connection may arrive before the health check's
+    // slot is given back, and then evicts the younger half-sent request
+    // too: counted as well.
+    let evicted = if is_closed(&held[1]) { 2 } else { 1 };
     assert!(
-        metrics
-            .body
-            .contains(r#"agentkit_http_connections_evicted_total{reason="incomplete"} 1"#),
-        "{}",
+        metrics.body.contains(&format!(
+            r#"agentkit_http_connections_evicted_total{{reason="incomplete"}} {evicted}"#
+        )),
+        "expected {evicted} evicted: {}",
         metrics.body
     );
 }
