@@ -1245,16 +1245,20 @@ mod tests {
         Db::open(dir.path()).unwrap();
     }
 
+    /// A database in a new folder with a table made by `sql`.
+    async fn with_table(sql: &'static str) -> (tempfile::TempDir, Db) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path()).unwrap();
+        db.write(move |c| c.execute_batch(sql)).await.unwrap();
+        (dir, db)
+    }
+
     /// Detached writes run in queue order with awaited ones, commit with
     /// no awaited write after them (a linger late at most), and are
     /// committed when the database is dropped.
     #[tokio::test]
     async fn detached_writes_keep_their_order_and_are_not_lost() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path()).unwrap();
-        db.write(|c| c.execute_batch("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)"))
-            .await
-            .unwrap();
+        let (dir, db) = with_table("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)").await;
         let set = |k: &'static str, v: i64| {
             move |c: &Connection| {
                 c.execute(
@@ -1306,11 +1310,7 @@ mod tests {
     /// Each transaction the writer commits is counted.
     #[tokio::test]
     async fn the_writer_counts_its_commits() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path()).unwrap();
-        db.write(|c| c.execute_batch("CREATE TABLE t (k TEXT PRIMARY KEY)"))
-            .await
-            .unwrap();
+        let (_dir, db) = with_table("CREATE TABLE t (k TEXT PRIMARY KEY)").await;
         let before = db.commits();
         db.write(|c| c.execute("INSERT INTO t VALUES ('a')", []).map(|_| ()))
             .await
