@@ -12,11 +12,14 @@ use serde_json::{Value, json};
 
 use super::mcp::{Host, host};
 
-/// Per session: turn 0 greets, turn 1 streams, turn 2 calls a tool that
-/// needs approval, turn 3 holds until interrupted.
+/// Per session: turn 0 greets, turn 1 streams (after 200 ms, so that a
+/// stream opened with it sees the reply as updates rather than in its
+/// first task: a turn that ended before the stream's first read is sent
+/// as one completed task), turn 2 calls a tool that needs approval, turn
+/// 3 holds until interrupted.
 const SCRIPT: &str = r#"{"turns": [
   {"steps": [{"text": "Hello over A2A."}]},
-  {"steps": [{"text": "A reply streamed in several small pieces."}]},
+  {"steps": [{"text": "A reply streamed in several small pieces.", "delayMs": 200}]},
   {"steps": [{"toolCalls": [{"name": "echo", "input": {"text": "hi"}}]}, {"text": "after approval"}]},
   {"steps": [{"text": "slow", "delayMs": 30000}]}
 ]}"#;
@@ -630,7 +633,10 @@ fn a2a_0_3_methods_answer_in_0_3_shapes() {
         .map(|l| serde_json::from_str::<Value>(l).unwrap()["result"].clone())
         .collect();
     assert_eq!(events[0]["kind"], "task", "{events:?}");
-    assert!(events.iter().any(|e| e["kind"] == "artifact-update"));
+    assert!(
+        events.iter().any(|e| e["kind"] == "artifact-update"),
+        "{events:?}"
+    );
     let last = events.last().unwrap();
     assert_eq!(
         (last["kind"].as_str(), last["final"].as_bool()),
