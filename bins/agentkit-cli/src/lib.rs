@@ -9,6 +9,7 @@
 // A command-line program prints: that is its job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod allocator;
 mod serve;
 
 pub use serve::{

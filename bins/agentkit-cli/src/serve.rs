@@ -364,6 +364,9 @@ async fn options(args: &ServeArgs) -> anyhow::Result<agentkit::ServeOptions> {
             fd_headroom: args.fd_headroom,
             edge_threads: args.edge_threads,
         },
+        release_memory: Some(agentkit::MemoryRelease(std::sync::Arc::new(
+            crate::allocator::release,
+        ))),
         ..agentkit::ServeOptions::default()
     };
     if let Some(path) = &args.config {

@@ -559,6 +559,16 @@ impl FileEventStore {
             .count()
     }
 
+    /// Closes every open log nobody uses (an idle host lets go of its
+    /// descriptors and buffers; a log is opened again when next asked
+    /// for). Answers how many it closed.
+    pub fn close_unused(&self) -> usize {
+        let mut logs = lock(&self.inner.logs);
+        let before = logs.slots.len();
+        logs.slots.retain(|_, slot| !slot.is_idle());
+        before - logs.slots.len()
+    }
+
     /// Forgets `session`'s open log if nobody uses it (its folder was
     /// deleted, say). Returns whether it was dropped or was not open.
     pub fn close(&self, session: &SessionId) -> bool {

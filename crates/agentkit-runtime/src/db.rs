@@ -714,6 +714,17 @@ impl Db {
         self.queued.load(Ordering::Relaxed)
     }
 
+    /// Empties both connections' page caches (`PRAGMA shrink_memory`):
+    /// the reader's now, the writer's with its next batch. They fill
+    /// again from the operating system's cache as pages are read.
+    pub(crate) fn release_memory(&self) {
+        let shrink = |conn: &Connection| conn.execute_batch("PRAGMA shrink_memory");
+        if let Err(e) = shrink(&self.conn()) {
+            tracing::debug!(error = %e, "cannot shrink the state database's read cache");
+        }
+        self.write_detached_one(shrink);
+    }
+
     /// Transactions the writer thread committed so far.
     pub(crate) fn commits(&self) -> u64 {
         self.commits.load(Ordering::Relaxed)

@@ -69,6 +69,20 @@ impl<'a> Retention<'a> {
         self.rt
     }
 
+    /// Lets go of what an idle agent keeps in memory for speed: the
+    /// session logs nobody uses (their buffers and recent events; each is
+    /// opened again when next asked for) and the state database's page
+    /// caches. Blocking (SQLite): call it on the blocking pool. Answers
+    /// how many logs it closed.
+    pub fn release_idle_memory(&self) -> usize {
+        let closed = match self.rt.store() {
+            crate::log::EventLog::File(store) => store.close_unused(),
+            crate::log::EventLog::Shared(_) => 0,
+        };
+        self.rt.inner.db.release_memory();
+        closed
+    }
+
     /// Deletes session `id` for `owner` (its owner, or an operator):
     /// stops a running turn, waits for it to settle, then removes
     /// everything the session kept. `404` for no such session, `403` for

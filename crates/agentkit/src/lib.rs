@@ -86,9 +86,10 @@ pub use agentkit_runtime::{
 pub use error::{Error, Result};
 pub use serve::{
     EdgeOptions, EnvFn, EnvLookup, FdLimit, HostArtifacts, HostFiles, HostGithub, HostMcp,
-    HostReminders, HostSend, HostSent, HostServices, HostSessions, HostSlack, Mode, OidcOptions,
-    OtlpProtocol, Rate, ServeHandle, ServeOptions, TelemetryOptions, apply_host_config,
-    raise_fd_limit, read_host_config, role_table_markdown, serve, shutdown_signal,
+    HostReminders, HostSend, HostSent, HostServices, HostSessions, HostSlack, MemoryRelease, Mode,
+    OidcOptions, OtlpProtocol, Rate, ServeHandle, ServeOptions, TelemetryOptions,
+    apply_host_config, raise_fd_limit, read_host_config, role_table_markdown, serve,
+    shutdown_signal,
 };
 
 /// The project format: discovery, the manifest types and diagnostics.

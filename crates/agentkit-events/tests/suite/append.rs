@@ -227,3 +227,37 @@ async fn concurrent_syncs_all_land_and_are_counted() {
     store.sync(&s0).await.unwrap();
     assert_eq!(store.sync_stats().requests, n + 1);
 }
+
+/// An idle host closes the logs nobody uses: a followed log stays open,
+/// and a closed one opens again when next read or appended to, its
+/// events and indices intact.
+#[tokio::test]
+async fn unused_logs_close_and_open_again_when_next_asked_for() {
+    let (_dir, store) = super::store(StoreOptions::default());
+    let (a, b) = (super::id("a"), super::id("b"));
+    for s in [&a, &b] {
+        store
+            .append(s, EventType::SessionStarted, None, json!({}))
+            .await
+            .unwrap();
+    }
+    assert_eq!(store.open_logs(), 2);
+    let followed = store.subscribe(&b, 0).await.unwrap();
+    assert_eq!(store.close_unused(), 1);
+    assert_eq!(store.open_logs(), 1);
+    assert_eq!(store.read(&a, 0).await.unwrap().len(), 1);
+    let next = store
+        .append(
+            &a,
+            EventType::MessageReceived,
+            None,
+            json!({"text": "again"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(next.index, 1);
+    drop(followed);
+    assert_eq!(store.close_unused(), 2);
+    assert_eq!(store.open_logs(), 0);
+    assert_eq!(indices(&store.read(&a, 0).await.unwrap()), vec![0, 1]);
+}

@@ -96,6 +96,44 @@ async fn http_tokens_rotate_and_stale_ones_are_refused() {
     );
 }
 
+/// What an idle host releases (the logs nobody uses, the database's page
+/// caches) comes back when next asked for: the next turn and every read
+/// see the session whole.
+#[tokio::test]
+async fn a_runtime_that_released_its_idle_memory_carries_on() {
+    let f = fixture(TWO_TURNS).await;
+    let first = f.runtime.send(new_session("hi")).await.unwrap();
+    until(&f.runtime, &first.session_id, EventType::SessionWaiting, 1).await;
+    let runtime = f.runtime.clone();
+    tokio::task::spawn_blocking(move || runtime.retention().release_idle_memory())
+        .await
+        .unwrap();
+    let second = f
+        .runtime
+        .follow_up(
+            &first.session_id,
+            follow("again", &first.continuation_token),
+        )
+        .await
+        .unwrap();
+    let events = until(&f.runtime, &first.session_id, EventType::SessionWaiting, 2).await;
+    assert!(events.iter().enumerate().all(|(i, e)| e.index == i as u64));
+    let runtime = f.runtime.clone();
+    tokio::task::spawn_blocking(move || runtime.retention().release_idle_memory())
+        .await
+        .unwrap();
+    assert_eq!(
+        f.runtime
+            .session_meta(&first.session_id)
+            .await
+            .unwrap()
+            .continuation_token,
+        second.continuation_token
+    );
+    let again = until(&f.runtime, &first.session_id, EventType::SessionWaiting, 2).await;
+    assert_eq!(again.len(), events.len());
+}
+
 #[tokio::test]
 async fn task_sessions_complete_and_refuse_follow_ups() {
     let f = fixture(TWO_TURNS).await;

@@ -46,6 +46,7 @@ mod handle;
 mod host_config;
 mod http;
 mod identity;
+mod idle;
 mod jwks;
 mod limits;
 mod mcp;
@@ -72,7 +73,7 @@ pub use handle::ServeHandle;
 pub use host_config::{apply_host_config, read_host_config};
 pub use limits::Rate;
 pub use oidc::OidcOptions;
-pub use options::{EnvFn, EnvLookup, Mode, ServeOptions};
+pub use options::{EnvFn, EnvLookup, MemoryRelease, Mode, ServeOptions};
 /// The role table of `docs/reference/auth.md#roles` (for its docs test).
 #[doc(hidden)]
 pub use roles::markdown_table as role_table_markdown;
@@ -291,6 +292,12 @@ pub async fn serve(dir: &Path, options: ServeOptions) -> Result<ServeHandle> {
     tokio::spawn(edge::sample_wake_delay(
         edge_stats.clone(),
         "main",
+        shutdown.clone(),
+    ));
+    tokio::spawn(idle::release_when_idle(
+        edge_stats.clone(),
+        agents.iter().map(|a| a.runtime.clone()).collect(),
+        parts.edge.release_memory.clone(),
         shutdown.clone(),
     ));
     let max_connections = edge::connection_cap(edge_options);

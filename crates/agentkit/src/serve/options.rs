@@ -144,6 +144,11 @@ pub struct ServeOptions {
     /// started on the same database (see `docs/guides/scale-out.md`).
     /// Migrations are applied at start. `None`: this host's files.
     pub database_url: Option<String>,
+    /// Called once the host has run no turn for a while after serving
+    /// some, after each agent let go of its idle caches: the binary's
+    /// allocator can give its free pages back (`agentkit serve` purges
+    /// jemalloc's arenas and trims glibc's heap). `None`: nothing more.
+    pub release_memory: Option<MemoryRelease>,
 }
 
 impl ServeOptions {
@@ -213,7 +218,18 @@ impl Default for ServeOptions {
             playground: true,
             telemetry: Default::default(),
             database_url: None,
+            release_memory: None,
         }
+    }
+}
+
+/// What [`ServeOptions::release_memory`] calls (on the blocking pool).
+#[derive(Clone)]
+pub struct MemoryRelease(pub Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for MemoryRelease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MemoryRelease")
     }
 }
 
@@ -257,6 +273,8 @@ pub(crate) struct Edge {
     pub(crate) options: EdgeOptions,
     pub(crate) body_limit: usize,
     pub(crate) shutdown_grace: Duration,
+    /// `ServeOptions::release_memory`.
+    pub(crate) release_memory: Option<MemoryRelease>,
 }
 
 /// What replaces the default `local_dev_strict` chain on channels that
@@ -354,6 +372,7 @@ impl ServeOptions {
                 options: self.edge,
                 body_limit: self.body_limit,
                 shutdown_grace: self.shutdown_grace,
+                release_memory: self.release_memory,
             },
             auth: AuthDefaults {
                 bearer_token: self.bearer_token,
