@@ -96,6 +96,15 @@ async fn http_tokens_rotate_and_stale_ones_are_refused() {
     );
 }
 
+/// [`Retention::release_idle_memory`] on the blocking pool, as the host
+/// calls it.
+async fn release(runtime: &agentkit_runtime::AgentRuntime) -> usize {
+    let runtime = runtime.clone();
+    tokio::task::spawn_blocking(move || runtime.retention().release_idle_memory())
+        .await
+        .unwrap()
+}
+
 /// What an idle host releases (the logs nobody uses, the database's page
 /// caches) comes back when next asked for: the next turn and every read
 /// see the session whole.
@@ -104,10 +113,7 @@ async fn a_runtime_that_released_its_idle_memory_carries_on() {
     let f = fixture(TWO_TURNS).await;
     let first = f.runtime.send(new_session("hi")).await.unwrap();
     until(&f.runtime, &first.session_id, EventType::SessionWaiting, 1).await;
-    let runtime = f.runtime.clone();
-    tokio::task::spawn_blocking(move || runtime.retention().release_idle_memory())
-        .await
-        .unwrap();
+    release(&f.runtime).await;
     let second = f
         .runtime
         .follow_up(
@@ -118,10 +124,7 @@ async fn a_runtime_that_released_its_idle_memory_carries_on() {
         .unwrap();
     let events = until(&f.runtime, &first.session_id, EventType::SessionWaiting, 2).await;
     assert!(events.iter().enumerate().all(|(i, e)| e.index == i as u64));
-    let runtime = f.runtime.clone();
-    tokio::task::spawn_blocking(move || runtime.retention().release_idle_memory())
-        .await
-        .unwrap();
+    release(&f.runtime).await;
     assert_eq!(
         f.runtime
             .session_meta(&first.session_id)

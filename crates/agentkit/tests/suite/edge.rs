@@ -633,15 +633,21 @@ fn a_turns_slot_is_free_once_its_client_sees_session_waiting() {
             std::thread::sleep(Duration::from_millis(50));
             continue;
         }
-        assert_eq!(r.status, 200, "{}", r.body);
-        let url = r.json()["streamUrl"].as_str().unwrap().to_owned();
-        Request::get(&url)
-            .stream(s.addr())
-            .unwrap()
-            .until("session.waiting")
-            .unwrap();
+        until_waiting(s.addr(), &r);
     }
     assert_eq!(shed, 0, "turns shed right after the previous one settled");
+}
+
+/// Reads the stream of the turn `r` accepted (a `POST /v1/session`'s
+/// answer, which must be a `200`) until `session.waiting`.
+fn until_waiting(addr: SocketAddr, r: &agentkit_test_support::http::Response) {
+    assert_eq!(r.status, 200, "{}", r.body);
+    let url = r.json()["streamUrl"].as_str().unwrap().to_owned();
+    Request::get(&url)
+        .stream(addr)
+        .unwrap()
+        .until("session.waiting")
+        .unwrap();
 }
 
 /// The samples of metric `name` (without labels) summed, from a scrape.
@@ -786,13 +792,7 @@ fn an_idle_host_sleeps_and_its_next_turn_still_frees_its_slot() {
             .json(&json!({"message": "hi"}))
             .send(s.addr())
             .unwrap();
-        assert_eq!(r.status, 200, "{}", r.body);
-        let url = r.json()["streamUrl"].as_str().unwrap().to_owned();
-        Request::get(&url)
-            .stream(s.addr())
-            .unwrap()
-            .until("session.waiting")
-            .unwrap();
+        until_waiting(s.addr(), &r);
     };
     let settled = || {
         eventually(Duration::from_secs(30), || {
