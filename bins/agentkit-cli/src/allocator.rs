@@ -12,20 +12,7 @@ const PURGE_ALL_ARENAS: &std::ffi::CStr = c"arena.4096.purge";
 
 /// Purges every jemalloc arena's unused pages, then trims glibc's heaps.
 pub(crate) fn release() {
-    // SAFETY: `mallctl` reads `name`, a NUL-terminated string that lives
-    // for the whole program. `arena.<i>.purge` is a void control: it reads
-    // and writes no value, so null `oldp`, `oldlenp` and `newp` with a zero
-    // `newlen` are what it takes. jemalloc locks each arena it purges, so
-    // other threads may allocate meanwhile.
-    let code = unsafe {
-        tikv_jemalloc_sys::mallctl(
-            PURGE_ALL_ARENAS.as_ptr(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            0,
-        )
-    };
+    let code = purge_arenas();
     if code != 0 {
         tracing::debug!(code, "jemalloc did not purge its arenas");
     }
@@ -37,23 +24,32 @@ pub(crate) fn release() {
     }
 }
 
+/// `arena.<all>.purge`: jemalloc's answer (0, or an errno such as
+/// `ENOENT` for a control it does not know).
+fn purge_arenas() -> std::ffi::c_int {
+    // SAFETY: `mallctl` reads `name`, a NUL-terminated string that lives
+    // for the whole program. `arena.<i>.purge` is a void control: it reads
+    // and writes no value, so null `oldp`, `oldlenp` and `newp` with a zero
+    // `newlen` are what it takes. jemalloc locks each arena it purges, so
+    // other threads may allocate meanwhile.
+    unsafe {
+        tikv_jemalloc_sys::mallctl(
+            PURGE_ALL_ARENAS.as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// The control exists in the jemalloc linked in (a misspelt name
     /// answers `ENOENT`, which `release` would only log).
     #[test]
     fn the_purge_control_is_known_to_jemalloc() {
-        // SAFETY: as in `release`.
-        let code = unsafe {
-            tikv_jemalloc_sys::mallctl(
-                super::PURGE_ALL_ARENAS.as_ptr(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                0,
-            )
-        };
-        assert_eq!(code, 0);
+        assert_eq!(super::purge_arenas(), 0);
         super::release();
     }
 }

@@ -18,7 +18,7 @@ use super::options::MemoryRelease;
 /// How long the host must run no turn before it lets go: past the 20 s
 /// after which idle sessions are unloaded (looked for every 5 s), so that
 /// their logs are out of use by then.
-pub(crate) const RELEASE_AFTER: Duration = Duration::from_secs(26);
+const RELEASE_AFTER: Duration = Duration::from_secs(26);
 
 /// Watches the turns in flight every second until `shutdown`, releasing
 /// once per idle spell.
